@@ -1,0 +1,44 @@
+package classify
+
+import "slices"
+
+// Chain returns a classifier that asks each rule in turn and falls back to
+// Default when none decides (every rule returned ok = false). Nil rules are
+// skipped. A rule's RetryAfter is clamped to [0, MaxHint] like any hint.
+func Chain(rules ...Rule) Func {
+	rules = slices.Clone(rules) // the caller may reuse its slice
+	return func(err error) Verdict {
+		for _, r := range rules {
+			if r == nil {
+				continue
+			}
+			if v, ok := r(err); ok {
+				v.RetryAfter = clampHint(v.RetryAfter)
+				return v
+			}
+		}
+		return Default(err)
+	}
+}
+
+// StatusRule decides v for any error whose chain holds an HTTP response with
+// the given status: an *HTTPError, a go-openai *APIError or *RequestError, or
+// any StatusError. Use it where a provider gives a status its own meaning,
+// such as a self-hosted server that answers 400 when its queue is full.
+func StatusRule(status int, v Verdict) Rule {
+	return func(err error) (Verdict, bool) {
+		var s signals
+		walk(err, s.collect)
+		return v, !s.marked && s.api && s.status == status
+	}
+}
+
+// CodeRule decides v for any error whose chain holds a provider error whose
+// code, type or Azure inner code equals code.
+func CodeRule(code string, v Verdict) Rule {
+	return func(err error) (Verdict, bool) {
+		var s signals
+		walk(err, s.collect)
+		return v, !s.marked && s.api && code != "" && (s.code == code || s.typ == code || s.inner == code)
+	}
+}

@@ -1,0 +1,264 @@
+package classify
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Default is the default classifier, a Func. It walks err's chain once and
+// decides by the first matching row of the table in the package doc, in this
+// precedence: explicit marks; the provider's response (status, error type
+// and code, x-should-retry); go-openai's client-side sentinels; the caller's
+// context.Canceled; TLS and certificate errors; timeouts; network errors;
+// a URL the HTTP client cannot use; anything else is transient ("unknown").
+//
+// A nil err, which the gate never passes, yields a transient "unknown"
+// verdict, like any error Default does not recognise.
+func Default(err error) Verdict {
+	if err == nil {
+		return vUnknown
+	}
+	var s signals
+	walk(err, s.collect)
+	return s.verdict(time.Now())
+}
+
+// signals is what one walk over an error chain found.
+type signals struct {
+	mark   Verdict
+	marked bool
+
+	api              bool // a provider response: status, type or code
+	status           int
+	typ, code, inner string
+	azureFilter      bool
+	header           http.Header
+	clientSide       bool
+	canceled         bool
+	tls              bool
+	timeout          bool
+	dnsNotFound      bool
+	network          bool
+	badStream        bool
+	badURL           bool
+}
+
+// collect records what e itself says; it stops the walk at the outermost mark.
+func (s *signals) collect(e error) bool {
+	switch x := e.(type) {
+	case *marked:
+		if x != nil {
+			s.mark, s.marked = x.v, true
+			return true
+		}
+	case *HTTPError:
+		if x != nil {
+			s.addAPI(x.StatusCode, x.Type, x.Code, "")
+			if s.header == nil && len(x.Header) > 0 {
+				s.header = x.Header
+			}
+		}
+	case *openai.APIError:
+		if x != nil {
+			status := x.HTTPStatusCode
+			if status == 0 {
+				status = codeStatus(x.Code)
+			}
+			inner := ""
+			if x.InnerError != nil {
+				inner, s.azureFilter = x.InnerError.Code, true
+			}
+			s.addAPI(status, x.Type, codeString(x.Code), inner)
+		}
+	case *openai.RequestError:
+		if x != nil {
+			s.addAPI(x.HTTPStatusCode, "", "", "")
+		}
+	case StatusError:
+		s.addAPI(x.HTTPStatusCode(), "", "", "")
+	case *url.Error:
+		// net/http reports "unsupported protocol scheme" as plain text; the
+		// typed signal is the URL itself, which the error carries.
+		if x != nil {
+			if x.Op == "parse" {
+				s.badURL = true
+			} else if u, err := url.Parse(x.URL); err == nil && u.Scheme != "http" && u.Scheme != "https" {
+				s.badURL = true
+			}
+		}
+	case *net.DNSError:
+		switch {
+		case x == nil:
+		case x.IsNotFound:
+			s.dnsNotFound = true
+		case x.IsTimeout:
+			s.timeout = true
+		default:
+			s.network = true
+		}
+	case syscall.Errno:
+		switch x {
+		case syscall.ETIMEDOUT:
+			s.timeout = true
+		case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+			syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+			s.network = true
+		}
+	case x509.UnknownAuthorityError, *x509.UnknownAuthorityError,
+		x509.HostnameError, *x509.HostnameError,
+		x509.CertificateInvalidError, *x509.CertificateInvalidError,
+		x509.SystemRootsError, *x509.SystemRootsError,
+		tls.RecordHeaderError, *tls.RecordHeaderError,
+		tls.AlertError, *tls.CertificateVerificationError:
+		s.tls = true
+	case *json.UnsupportedTypeError, *json.UnsupportedValueError, *json.MarshalerError:
+		s.clientSide = true // the request cannot be encoded, ever
+	}
+
+	switch {
+	case is(e, context.Canceled):
+		s.canceled = true
+	case is(e, context.DeadlineExceeded):
+		s.timeout = true
+	case is(e, io.EOF), is(e, io.ErrUnexpectedEOF), is(e, net.ErrClosed):
+		s.network = true
+	case is(e, http.ErrSchemeMismatch):
+		s.tls = true
+	case is(e, openai.ErrTooManyEmptyStreamMessages):
+		s.badStream = true
+	case isClientSentinel(e):
+		s.clientSide = true
+	}
+	if ne, ok := e.(net.Error); ok && ne.Timeout() {
+		s.timeout = true
+	} else if _, ok := e.(*net.OpError); ok {
+		s.network = true
+	}
+	return false
+}
+
+// addAPI merges one layer's view of a provider response; outer layers win.
+func (s *signals) addAPI(status int, typ, code, inner string) {
+	s.api = true
+	if s.status == 0 {
+		s.status = status
+	}
+	if s.typ == "" {
+		s.typ = typ
+	}
+	if s.code == "" {
+		s.code = code
+	}
+	if s.inner == "" {
+		s.inner = inner
+	}
+}
+
+func (s *signals) verdict(now time.Time) Verdict {
+	if s.marked {
+		return s.mark
+	}
+	var v Verdict
+	switch {
+	case s.api:
+		v = apiVerdict(s.status, s.typ, s.code, s.inner, s.azureFilter)
+	case s.clientSide:
+		v = Verdict{Class: ClassPermanent, Reason: ReasonClientSide}
+	case s.canceled:
+		return Verdict{Class: ClassCanceled, Reason: ReasonCanceled}
+	case s.tls:
+		v = Verdict{Class: ClassSystemic, Reason: ReasonTLS}
+	case s.timeout:
+		v = vTimeout
+	case s.dnsNotFound:
+		// The configured host does not resolve: an operator must fix it.
+		v = Verdict{Class: ClassSystemic, Reason: ReasonNetwork}
+	case s.network:
+		v = Verdict{Class: ClassTransient, Reason: ReasonNetwork}
+	case s.badStream:
+		v = Verdict{Class: ClassTransient, Reason: ReasonBadStream}
+	case s.badURL:
+		v = Verdict{Class: ClassSystemic, Reason: ReasonInvalidURL}
+	default:
+		v = vUnknown
+	}
+	if s.header == nil {
+		return v
+	}
+	v = shouldRetry(v, s.header.Get("X-Should-Retry"))
+	if v.Class != ClassTransient {
+		return v
+	}
+	if d, ok := parseRetryAfter(s.header, now); ok {
+		v.RetryAfter = d
+	} else if v.Reason == ReasonRateLimited {
+		// OpenAI sends x-ratelimit-reset-* on every response; they say
+		// when a limit refills, which answers only a rate-limit failure.
+		// Its 429 error type ("requests" or "tokens") names the limit hit.
+		v.RetryAfter, _ = parseRateLimitReset(s.header, s.typ)
+	}
+	return v
+}
+
+// shouldRetry applies the server's explicit x-should-retry instruction. It
+// decides between retrying and not; between permanent and systemic, the
+// response body still decides, so a 401 or an exhausted quota sent with
+// "x-should-retry: false" stays systemic instead of failing the job.
+func shouldRetry(v Verdict, h string) Verdict {
+	switch strings.ToLower(strings.TrimSpace(h)) {
+	case "true":
+		if v.Class != ClassTransient {
+			return Verdict{Class: ClassTransient, Reason: ReasonShouldRetry}
+		}
+	case "false":
+		if v.Class == ClassTransient {
+			return Verdict{Class: ClassPermanent, Reason: ReasonShouldNotRetry}
+		}
+	}
+	return v
+}
+
+// clientSentinels are go-openai's errors for requests it refuses to send:
+// the same request fails the same way every time.
+var clientSentinels = [...]error{
+	openai.ErrChatCompletionInvalidModel,
+	openai.ErrChatCompletionStreamNotSupported,
+	openai.ErrContentFieldsMisused,
+	openai.ErrCompletionUnsupportedModel,
+	openai.ErrCompletionStreamNotSupported,
+	openai.ErrCompletionRequestPromptTypeNotSupported,
+	openai.ErrResponseStreamNotSupported,
+	openai.ErrModerationInvalidModel,
+	openai.ErrVectorLengthMismatch,
+	openai.ErrReasoningEffortUnsupported,
+	openai.ErrReasoningToolsRequireResponses,
+	openai.ErrReasoningSamplingUnsupported,
+	openai.ErrReasoningModelMaxTokensDeprecated,
+	openai.ErrReasoningModelLimitationsLogprobs,
+	openai.ErrReasoningModelLimitationsOther,
+	openai.ErrO1MaxTokensDeprecated, //nolint:staticcheck // still returned by older code paths
+	openai.ErrO1BetaLimitationsMessageTypes,
+	openai.ErrO1BetaLimitationsTools,
+	openai.ErrO1BetaLimitationsLogprobs, //nolint:staticcheck // still returned by older code paths
+	openai.ErrO1BetaLimitationsOther,    //nolint:staticcheck // still returned by older code paths
+}
+
+func isClientSentinel(e error) bool {
+	for _, s := range clientSentinels {
+		if is(e, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package classify
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// StatusError is an error that knows the HTTP status of the response it came
+// from. Default classifies any error in the chain that implements it by its
+// status, so any HTTP-speaking client can opt in with one method. The method
+// name follows the AWS SDK for Go v2 (smithy-go's ResponseError), whose
+// errors therefore fit as they are.
+type StatusError interface {
+	error
+	HTTPStatusCode() int
+}
+
+// HTTPError is a failed HTTP response from an LLM API, as seen by Default.
+// Transport returns one for every failed go-openai call; clients other than
+// go-openai can return (or wrap their errors in) one so Default can read the
+// status, the provider's error type and code, and the retry hint headers.
+type HTTPError struct {
+	// StatusCode is the response's HTTP status (0 = unknown).
+	StatusCode int
+	// Header holds the response headers that carry retry hints
+	// (Retry-After, retry-after-ms, x-should-retry, x-ratelimit-reset-*,
+	// Date); nil when there were none.
+	Header http.Header
+	// Type and Code are the provider's error type and code from the body,
+	// such as "insufficient_quota" or Anthropic's "overloaded_error".
+	Type, Code string
+	// Err is the client's own error for the response, such as the
+	// *openai.APIError go-openai would have returned; may be nil.
+	Err error
+}
+
+// Error returns Err's message unchanged, so wrapping in an HTTPError does not
+// alter what callers log.
+func (e *HTTPError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	s := fmt.Sprintf("http status %d", e.StatusCode)
+	if e.Type != "" {
+		s += ", type " + e.Type
+	}
+	if e.Code != "" {
+		s += ", code " + e.Code
+	}
+	return s
+}
+
+// Unwrap returns Err, so errors.As finds the client's own error type.
+func (e *HTTPError) Unwrap() error { return e.Err }
+
+// HTTPStatusCode implements StatusError.
+func (e *HTTPError) HTTPStatusCode() int { return e.StatusCode }
+
+// hintHeaders lists the headers captured from a failed response.
+var hintHeaders = [...]string{
+	"Retry-After",
+	"Retry-After-Ms",
+	"X-Should-Retry",
+	"X-Ratelimit-Reset-Requests",
+	"X-Ratelimit-Reset-Tokens",
+	"Date",
+}
+
+// hintHeader copies the hint headers out of h; nil when there are none.
+func hintHeader(h http.Header) http.Header {
+	var out http.Header
+	for _, k := range hintHeaders {
+		if vs := h.Values(k); len(vs) > 0 {
+			if out == nil {
+				out = make(http.Header, len(hintHeaders))
+			}
+			out[k] = append([]string(nil), vs...)
+		}
+	}
+	return out
+}
+
+// WithHeader attaches the retry hint headers of h to err, for the case where
+// the caller holds the failed response's header itself; go-openai's
+// non-streaming responses embed it (resp.Header()) even when the call fails:
+//
+//	resp, err := client.CreateChatCompletion(ctx, req)
+//	err = classify.WithHeader(err, resp.Header())
+//
+// It returns nil for a nil err and err itself when h holds no hint header.
+// The result is an *HTTPError whose message is err's.
+func WithHeader(err error, h http.Header) error {
+	if err == nil {
+		return nil
+	}
+	hh := hintHeader(h)
+	if hh == nil {
+		return err
+	}
+	var s signals
+	walk(err, s.collect)
+	return &HTTPError{StatusCode: s.status, Header: hh, Type: s.typ, Code: s.code, Err: err}
+}

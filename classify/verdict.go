@@ -1,0 +1,98 @@
+package classify
+
+import (
+	"fmt"
+	"time"
+)
+
+// Class says what a failure deserves.
+type Class uint8
+
+const (
+	// Transient failures may succeed later: the job cools down and may be
+	// retried (rate limit, overload, network, unknown errors).
+	ClassTransient Class = iota
+	// Permanent failures fail again on every retry: the job is marked failed
+	// (prompt too long, content refused, invalid request).
+	ClassPermanent
+	// Systemic failures are not the job's fault and no retry helps until an
+	// operator acts (bad API key, quota exhausted, model not found). The job
+	// is not marked failed and the attempt is not counted.
+	ClassSystemic
+	// Canceled means the caller gave up; the job is released with no cooldown.
+	ClassCanceled
+)
+
+// String returns the lower-case name of the class, suitable as a metric label.
+func (c Class) String() string {
+	switch c {
+	case ClassTransient:
+		return "transient"
+	case ClassPermanent:
+		return "permanent"
+	case ClassSystemic:
+		return "systemic"
+	case ClassCanceled:
+		return "canceled"
+	}
+	return fmt.Sprintf("class(%d)", uint8(c))
+}
+
+// Reason codes: short, stable, safe to show to end users and to use as metric
+// labels. They never contain upstream text.
+const (
+	ReasonRateLimited     = "rate_limited"
+	ReasonQuotaExhausted  = "quota_exhausted"
+	ReasonOverloaded      = "overloaded"
+	ReasonContextLength   = "context_length_exceeded"
+	ReasonContentFiltered = "content_filtered"
+	ReasonInvalidRequest  = "invalid_request"
+	ReasonAuth            = "auth"
+	ReasonModelNotFound   = "model_not_found"
+	ReasonNotImplemented  = "not_implemented"
+	ReasonUpstream5xx     = "upstream_5xx"
+	ReasonUpstreamStatus  = "upstream_status"
+	ReasonTimeout         = "timeout"
+	ReasonNetwork         = "network"
+	ReasonTLS             = "tls"
+	ReasonBadOutput       = "bad_output"
+	ReasonCanceled        = "canceled"
+	ReasonPanic           = "panic"
+	ReasonUnknown         = "unknown"
+	ReasonMarkedPermanent = "permanent"
+	ReasonMarkedTransient = "transient"
+	ReasonMarkedSystemic  = "systemic"
+	ReasonShouldNotRetry  = "should_not_retry"
+	ReasonShouldRetry     = "should_retry"
+	ReasonClientSide      = "client_error"
+	ReasonTooLarge        = "request_too_large"
+	ReasonInvalidURL      = "invalid_url"
+	ReasonBadStream       = "bad_stream"
+)
+
+// Verdict is the classification of one failure.
+type Verdict struct {
+	// Class decides what the gate does with the job.
+	Class Class
+	// RetryAfter is the server's retry hint (0 = none). It is already
+	// validated: never negative, never above MaxHint.
+	RetryAfter time.Duration
+	// Reason is a short stable code (the Reason* constants or a custom one);
+	// never upstream text.
+	Reason string
+	// ProviderWide reports that the failure is about the provider or the API
+	// key (429 rate limit, 503/529 overload, quota) rather than this job.
+	ProviderWide bool
+}
+
+// MaxHint caps any retry hint read from a server: a hint above it is treated
+// as MaxHint, so a garbage header cannot park a job for years.
+const MaxHint = 24 * time.Hour
+
+// Func classifies an error. The gate calls it once per failed call with the
+// error fn returned; it is never called with nil.
+type Func func(err error) Verdict
+
+// Rule is one classification rule: it decides (ok = true) or passes (ok =
+// false) so the next rule, and finally Default, decides.
+type Rule func(err error) (v Verdict, ok bool)
