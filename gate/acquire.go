@@ -1,0 +1,214 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// Acquire is the two-step form of Do, for middleware: it takes the job's
+// lease, and the caller reports the outcome with Succeed, Fail or Release.
+// Until then the lease is renewed every Lease/3. A refusal is a
+// *BlockedError; an unreachable Redis is ErrUnavailable, or with FailOpen an
+// ungated lease (Gated reports false).
+//
+// Acquire is one Redis round trip (two sent in parallel on a cluster with a
+// Scope); concurrent Acquires of one job in one process make one round trip
+// and the others are refused with ErrInFlight at once.
+func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
+	if err := checkJob(job); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
+	}
+
+	l := &Lease{g: g, job: job, parent: ctx}
+	g.mu.Lock()
+	if cur, ok := g.inflight[job]; ok {
+		g.mu.Unlock()
+		left := cur.remaining()
+		if g.obs != nil {
+			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: Running, Cooldown: left, Local: true})
+		}
+		return nil, &BlockedError{Job: job, State: Running, RetryAfter: left}
+	}
+	g.inflight[job] = l
+	g.mu.Unlock()
+
+	l.keys = g.jobKeys(job)
+	l.token = newToken()
+	sent := time.Now()
+	reply, scope, err := g.acquireRedis(ctx, l)
+	if err != nil {
+		if ctx.Err() != nil {
+			g.forget(l)
+			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
+		}
+		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: "acquire", Err: err})
+		if g.opts.FailOpen {
+			// Still coalesced in-process: Redis being down must not turn
+			// every local duplicate into a model call.
+			l.ungated = true
+			l.ctx, l.cancel = context.WithCancelCause(ctx)
+			g.emit(ctx, Event{Kind: EventFailOpen, Job: job, Err: err})
+			return l, nil
+		}
+		g.forget(l)
+		return nil, unavailable("acquire", err)
+	}
+
+	if scope != nil {
+		g.forget(l)
+		if reply.kind == "ok" {
+			// Cluster: the scope read raced the acquire. Undo it so the job
+			// stays Ready; the fence token already advanced, which is harmless.
+			rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
+			_ = settleScript.Run(rctx, g.rdb, []string{l.keys.lock, l.keys.meta}, l.settleArgs(opRelease, "", 0, scopeUpdate{})...).Err()
+			cancel()
+		}
+		return nil, g.refuseScope(ctx, job, scope)
+	}
+
+	switch reply.kind {
+	case "ok":
+		l.fence = reply.fence
+		l.attempt = reply.attempts + 1
+		l.start = sent
+		l.expires = sent.Add(g.opts.Lease)
+		l.ctx, l.cancel = context.WithCancelCause(ctx)
+		l.startRenewal()
+		if g.obs != nil {
+			g.emit(ctx, Event{Kind: EventAcquired, Job: job, State: Running, Fence: l.fence, Attempt: l.attempt})
+		}
+		return l, nil
+	case "s":
+		g.forget(l)
+		return nil, g.refuseScope(ctx, job, &scopeReply{value: reply.value, pttl: reply.pttl})
+	default:
+		g.forget(l)
+		st, reason := stateOf(reply.value)
+		b := &BlockedError{Job: job, State: st, Attempts: reply.attempts, Reason: reason}
+		if st == Running || st == CoolingDown {
+			b.RetryAfter = pttl(reply.pttl)
+		}
+		if g.obs != nil {
+			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: reply.attempts, Cooldown: b.RetryAfter})
+		}
+		return nil, b
+	}
+}
+
+type acquireReply struct {
+	kind     string // "ok", "b" (blocked by the job), "s" (blocked by the scope)
+	value    string // lock or scope value when blocked
+	pttl     int64
+	fence    int64
+	attempts int
+}
+
+// acquireRedis runs the acquire script and, on a multi-node client with a
+// scope, the scope check in parallel. scope is non-nil when the scope is
+// cooling (cluster form only; the single-node script reports it in reply).
+func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scopeReply, error) {
+	ctx, cancel := g.opCtx(ctx)
+	defer cancel()
+	keys := []string{l.keys.lock, l.keys.meta}
+	args := []any{l.token, ms(g.opts.Lease), ms(g.opts.Lease + g.opts.AttemptsTTL)}
+	if g.scopeKey == "" || g.oneNode {
+		if g.scopeKey != "" {
+			keys = append(keys, g.scopeKey)
+		}
+		r, err := parseAcquire(acquireScript.Run(ctx, g.rdb, keys, args...).Slice())
+		return r, nil, err
+	}
+	type scopeResult struct {
+		s   *scopeReply
+		err error
+	}
+	ch := make(chan scopeResult, 1)
+	go func() {
+		s, err := g.readScope(ctx)
+		ch <- scopeResult{s, err}
+	}()
+	r, err := parseAcquire(acquireScript.Run(ctx, g.rdb, keys, args...).Slice())
+	sr := <-ch
+	if err != nil {
+		return r, nil, err
+	}
+	if sr.err != nil {
+		if r.kind == "ok" {
+			// Fail closed on the scope too, but do not leave the job locked.
+			_ = settleScript.Run(context.WithoutCancel(ctx), g.rdb, keys, l.settleArgs(opRelease, "", 0, scopeUpdate{})...).Err()
+		}
+		return r, nil, sr.err
+	}
+	if sr.s != nil && sr.s.value != "" {
+		return r, sr.s, nil
+	}
+	return r, nil, nil
+}
+
+func parseAcquire(v []any, err error) (acquireReply, error) {
+	if err != nil {
+		return acquireReply{}, err
+	}
+	var r acquireReply
+	if len(v) < 3 {
+		return r, fmt.Errorf("unexpected acquire reply %v", v)
+	}
+	r.kind, _ = v[0].(string)
+	switch r.kind {
+	case "ok":
+		s, _ := v[1].(string)
+		r.fence, err = strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("bad fence %q", s)
+		}
+		r.attempts = toInt(v[2])
+	case "b", "s":
+		r.value, _ = v[1].(string)
+		r.pttl, _ = v[2].(int64)
+		if len(v) > 3 {
+			r.attempts = toInt(v[3])
+		}
+	default:
+		return r, fmt.Errorf("unexpected acquire reply %v", v)
+	}
+	return r, nil
+}
+
+func toInt(v any) int {
+	switch n := v.(type) {
+	case int64:
+		return int(n)
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
+}
+
+// pttl converts a PTTL reply to a duration; no TTL (-1) or no key (-2) is 0.
+func pttl(p int64) time.Duration {
+	if p <= 0 {
+		return 0
+	}
+	return time.Duration(p) * time.Millisecond
+}
+
+// newToken returns a 128-bit random lock token. math/rand/v2's generator is
+// seeded from the OS and cheap; the token only has to be unique, since
+// whoever can write to Redis can overwrite the lock anyway.
+func newToken() string {
+	var b [32]byte
+	const hex = "0123456789abcdef"
+	a, c := rand.Uint64(), rand.Uint64()
+	for i := 0; i < 16; i++ {
+		b[i] = hex[a>>(4*i)&0xf]
+		b[16+i] = hex[c>>(4*i)&0xf]
+	}
+	return string(b[:])
+}

@@ -1,0 +1,76 @@
+// Package gate is a leaky lock on Redis that stops LLM retry storms.
+//
+// A Gate guards jobs (one expensive call each: evaluate a document, run an
+// agent step) identified by a job key. Do runs a job's function under a
+// per-job lock and, unlike a lock released in a finally, releases it only on
+// success:
+//
+//	Ready ──Acquire──▶ Running ──success──▶ Ready (or Done for DoneTTL)
+//	                      │
+//	                      ├─transient──▶ CoolingDown ──TTL ends──▶ Ready
+//	                      │                 (attempt n waits Cooldown·Factor^(n-1) ± Jitter,
+//	                      │                  or the server's hint, ≤ MaxCooldown)
+//	                      ├─permanent or MaxAttempts reached──▶ Failed ──FailedTTL or Reset──▶ Ready
+//	                      ├─systemic──▶ CoolingDown (no attempt counted, never Failed)
+//	                      └─caller cancelled──▶ Ready (no cooldown)
+//
+// The TTL is the cooldown: after a transient failure the lock is turned into
+// a cooldown mark that expires by itself, so retries during the cooldown are
+// refused with a *BlockedError (errors.Is ErrCoolingDown) that says how long
+// to wait (RetryAfter), without calling the model. Failures are classified by
+// Options.Classify (default classify.Default); see package classify.
+//
+// # Guarantees
+//
+//   - Acquire, a refusal and Status are one Redis round trip each (one Lua
+//     script: no read-then-write race); a successful Do is two (acquire and
+//     release); concurrent calls of one job in one process make one round
+//     trip and the others are refused with ErrInFlight in-process.
+//   - A failure never leads to an immediate free retry: the outcome is
+//     written on a context detached from the caller's (bounded by
+//     Options.Timeout), and if Redis cannot be reached the lease's own TTL
+//     is the cooldown.
+//   - The lease is renewed every Lease/3 while fn runs (no goroutine for
+//     calls shorter than that). It is lost on a "not owned" reply, after
+//     MaxRenewFailures failed renewals, or when by the local clock it must
+//     have expired; with the Fence policy fn's context is then cancelled
+//     with cause ErrLeaseLost and the settle is skipped.
+//   - Settles compare the lock's random token: a stale owner never releases
+//     or overwrites a newer owner's lock (ErrNotOwned).
+//   - Fence tokens strictly increase per job: max(Redis TIME in µs, last+1).
+//     They keep increasing after the job's keys expired, and across a
+//     failover that lost the last write as long as the new primary's clock
+//     is not behind the old one's.
+//   - Every key has a TTL: lock ≤ max(Lease, MaxCooldown, FailedTTL,
+//     DoneTTL); the meta hash (attempts, last fence) its lock's TTL plus
+//     AttemptsTTL. Redis memory stays bounded.
+//
+// # Limits
+//
+// Redis replication is asynchronous: a failover can lose a lock or a
+// cooldown written just before it, so two processes may briefly both run a
+// job. This is why Lease.Fence exists: a store that records the highest
+// fence per job and rejects writes carrying a lower one keeps the stale
+// writer's result out. A Redis whose maxmemory-policy evicts keys with a TTL
+// (volatile-*, allkeys-*) can end cooldowns early; Gate.Check warns about it.
+//
+// # Upstream scope
+//
+// With Options.Scope set, provider-wide failures (429 rate limit, 503/529
+// overload, repeated 5xx) cool the whole upstream and systemic ones (quota,
+// credentials) pause it: every job of the scope is refused with
+// ErrUpstreamCooling without calling the model. On a single node the scope is
+// read by the acquire script itself; on a cluster it is read in parallel,
+// so once the scope cooldown is recorded, no acquire that starts afterwards
+// runs (only acquires already in flight, at most one round trip old, may).
+//
+// # Keys
+//
+// Keys are <Prefix>:{<job>}:lock and <Prefix>:{<job>}:meta; a job key with
+// characters outside [A-Za-z0-9-_.:/@+=,|#] is stored base64url-encoded
+// behind '~', so user input can neither break the hash tag nor collide with
+// another job. Job keys must be 1 to MaxJobLen bytes.
+//
+// A Gate is safe for concurrent use by many goroutines. Its zero value is
+// not usable: create it with New.
+package gate

@@ -1,0 +1,176 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+)
+
+// Sentinels. Every error the gate returns matches one of them with
+// errors.Is; the typed errors below carry the data.
+var (
+	// ErrCoolingDown: the job failed transiently and waits out its cooldown.
+	ErrCoolingDown = errors.New("gate: job is cooling down")
+	// ErrInFlight: the job is running, in this process or another.
+	ErrInFlight = errors.New("gate: job is already running")
+	// ErrFailed: the job failed permanently; Reset clears the mark.
+	ErrFailed = errors.New("gate: job failed permanently")
+	// ErrDone: the job succeeded and is held as done (Options.DoneTTL).
+	ErrDone = errors.New("gate: job is done")
+	// ErrUpstreamCooling: the gate's upstream scope is cooling down or
+	// paused after a provider-wide failure; no job of the scope runs.
+	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
+	// ErrLeaseLost: the lease expired or was taken over while fn ran; with
+	// the Fence policy fn's context is cancelled with this cause.
+	ErrLeaseLost = errors.New("gate: lease lost")
+	// ErrNotOwned: a settle found the lock owned by someone else (or gone);
+	// nothing was written.
+	ErrNotOwned = errors.New("gate: lock not owned")
+	// ErrAlreadySettled: Succeed, Fail or Release was called twice.
+	ErrAlreadySettled = errors.New("gate: lease already settled")
+	// ErrUnavailable: Redis could not be reached or answered with an error;
+	// the error wraps the cause.
+	ErrUnavailable = errors.New("gate: redis unavailable")
+	// ErrInvalidJob: the job key is empty or longer than MaxJobLen.
+	ErrInvalidJob = errors.New("gate: invalid job key")
+)
+
+// BlockedError is returned by Do, Call and Acquire when the job may not run
+// now. errors.Is matches the sentinel of State (ErrCoolingDown, ErrInFlight,
+// ErrFailed, ErrDone) or ErrUpstreamCooling when Scope is set.
+type BlockedError struct {
+	Job   string
+	State State
+	// RetryAfter is how long until a retry may run: the cooldown's or the
+	// lease's time left, or the scope's. 0 for Failed and Done.
+	RetryAfter time.Duration
+	// Attempts counts failures since the last success.
+	Attempts int
+	// Reason is the classification code of the failure behind a cooldown
+	// or failed mark; never upstream text.
+	Reason string
+	// Scope is set when the upstream scope, not the job, refused the call.
+	Scope string
+	// Paused is set with Scope when a systemic failure paused the scope
+	// (an operator must act or wait for ScopePauseTTL).
+	Paused bool
+}
+
+func (e *BlockedError) Error() string {
+	if e.Scope != "" {
+		return fmt.Sprintf("gate: upstream %q is cooling down (%s), retry in %v", e.Scope, e.Reason, e.RetryAfter)
+	}
+	switch e.State {
+	case CoolingDown:
+		return fmt.Sprintf("gate: job %s is cooling down (%s), retry in %v", quoteJob(e.Job), e.Reason, e.RetryAfter)
+	case Failed:
+		return fmt.Sprintf("gate: job %s failed permanently (%s)", quoteJob(e.Job), e.Reason)
+	case Done:
+		return fmt.Sprintf("gate: job %s is done", quoteJob(e.Job))
+	}
+	return fmt.Sprintf("gate: job %s is already running", quoteJob(e.Job))
+}
+
+// Is maps the error to its sentinel.
+func (e *BlockedError) Is(target error) bool {
+	if e.Scope != "" {
+		return target == ErrUpstreamCooling
+	}
+	switch e.State {
+	case CoolingDown:
+		return target == ErrCoolingDown
+	case Failed:
+		return target == ErrFailed
+	case Done:
+		return target == ErrDone
+	case Running:
+		return target == ErrInFlight
+	}
+	return false
+}
+
+// CallError is what Do and Call return when fn failed: it wraps fn's error
+// (errors.Is/As reach it) and says what the gate did about it.
+type CallError struct {
+	Job string
+	// Verdict is the classifier's verdict on Err.
+	Verdict classify.Verdict
+	// State is the job's state after the settle: CoolingDown, Failed, or
+	// Ready (released after a caller cancellation). When the settle could
+	// not be recorded (SettleErr set) it is Running: the lease's TTL is the
+	// cooldown.
+	State State
+	// RetryAfter is the cooldown that was set (0 unless CoolingDown).
+	RetryAfter time.Duration
+	// Attempts counts failures since the last success, this one included.
+	Attempts int
+	// Fence is the fencing token of the failed call.
+	Fence int64
+	// Err is fn's error.
+	Err error
+	// SettleErr is set when the outcome could not be recorded: ErrNotOwned,
+	// ErrLeaseLost, or an ErrUnavailable wrapping the Redis error.
+	SettleErr error
+}
+
+func (e *CallError) Error() string {
+	msg := fmt.Sprintf("gate: job %s: %v", quoteJob(e.Job), e.Err)
+	if e.SettleErr != nil {
+		msg += " (settle: " + e.SettleErr.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns fn's error and the settle error, if any.
+func (e *CallError) Unwrap() []error {
+	if e.SettleErr == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.SettleErr}
+}
+
+// InvalidJobError says why a job key was rejected. It matches ErrInvalidJob.
+type InvalidJobError struct {
+	Why string
+}
+
+func (e *InvalidJobError) Error() string { return "gate: invalid job key: " + e.Why }
+
+// Is reports whether target is ErrInvalidJob.
+func (e *InvalidJobError) Is(target error) bool { return target == ErrInvalidJob }
+
+// unavailable wraps a Redis error so it matches ErrUnavailable and the cause.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+// RetryAfter returns how long to wait before retrying, from any error Do,
+// Call or Acquire returned: a cooldown, a running lease or an upstream
+// cooldown. It returns false for errors that no wait fixes (failed, done,
+// invalid input) and for errors without a known wait.
+func RetryAfter(err error) (time.Duration, bool) {
+	var b *BlockedError
+	if errors.As(err, &b) {
+		if b.State == Failed || b.State == Done || (b.Paused && b.RetryAfter <= 0) {
+			return 0, false
+		}
+		return b.RetryAfter, true
+	}
+	var c *CallError
+	if errors.As(err, &c) && c.State == CoolingDown {
+		return c.RetryAfter, true
+	}
+	return 0, false
+}
+
+// quoteJob quotes a job for error text, shortened so a 1 KiB key does not
+// flood logs.
+func quoteJob(job string) string {
+	const max = 64
+	if len(job) > max {
+		return fmt.Sprintf("%q…", job[:max])
+	}
+	return fmt.Sprintf("%q", job)
+}

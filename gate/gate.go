@@ -1,0 +1,132 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Gate is a leaky lock over Redis for one kind of job and one upstream.
+// It is safe for concurrent use; create one per upstream and share it.
+type Gate struct {
+	rdb  Scripter
+	opts Options
+	obs  Observer
+
+	renewEvery time.Duration
+	// oneNode is set when every key lives on one server, so one script may
+	// read job and scope keys together (no extra round trip for the scope).
+	oneNode bool
+	// scopeKey and scopeFails are empty without Options.Scope.
+	scopeKey, scopeFails string
+
+	mu       sync.Mutex
+	inflight map[string]*Lease // in-process coalescing, by job
+}
+
+// New returns a gate over rdb. It does not connect: the caller owns the
+// client, its pool and its timeouts. rdb may be a *redis.Client (single
+// node, Sentinel failover), a *redis.ClusterClient, a *redis.Ring or any
+// Scripter. New returns an *OptionsError naming every invalid field.
+func New(rdb Scripter, opts Options) (*Gate, error) {
+	if rdb == nil {
+		return nil, &OptionsError{Problems: []string{"rdb: nil Redis client"}}
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gate{
+		rdb:        rdb,
+		opts:       o,
+		obs:        o.Observer,
+		renewEvery: o.Lease / 3,
+		inflight:   make(map[string]*Lease),
+	}
+	_, g.oneNode = rdb.(*redis.Client)
+	if o.Scope != "" {
+		g.scopeKey, g.scopeFails = scopeKeys(o.Prefix, o.Scope)
+	}
+	return g, nil
+}
+
+// Options returns the gate's options with every default filled in.
+func (g *Gate) Options() Options { return g.opts }
+
+// Do runs fn under the job's lock. If the job is cooling down, failed, done,
+// running elsewhere or its upstream is cooling, Do returns a *BlockedError
+// at once and fn is not called. Otherwise fn runs with a context that is
+// cancelled (cause ErrLeaseLost) if the lease is lost, and the outcome is
+// settled in Redis:
+//
+//   - nil: the lock is released (or held as Done for DoneTTL).
+//   - an error: it is classified; a transient failure leaves the job cooling
+//     down, a permanent one marks it Failed, a systemic one cools it without
+//     counting an attempt; the returned *CallError wraps fn's error.
+//   - a panic: settled as transient, then re-panicked.
+//   - the caller's ctx cancelled: the lock is released with no cooldown.
+//
+// If fn succeeded but its lease had been lost, Do returns an error matching
+// ErrLeaseLost or ErrNotOwned: fn's writes may overlap a newer owner's, which
+// a store that checks Lease.Fence rejects.
+func (g *Gate) Do(ctx context.Context, job string, fn func(ctx context.Context, l *Lease) error) error {
+	l, err := g.Acquire(ctx, job)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// Call is Do for a function that returns a value.
+func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.Context, l *Lease) (T, error)) (T, error) {
+	var out T
+	err := g.Do(ctx, job, func(ctx context.Context, l *Lease) error {
+		v, err := fn(ctx, l)
+		if err == nil {
+			out = v
+		}
+		return err
+	})
+	return out, err
+}
+
+// run calls fn and settles the lease with its outcome.
+func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) error) error {
+	panicked := true
+	defer func() {
+		if panicked {
+			l.settle(ctx, opTransient, panicVerdict)
+		}
+	}()
+	ferr := fn(l.Context(), l)
+	panicked = false
+	if ferr == nil {
+		err := l.Succeed(ctx)
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotOwned) {
+			return err
+		}
+		// A success whose release could not reach Redis stays a success:
+		// the lock expires with the lease and the observer saw the error.
+		return nil
+	}
+	return l.failError(ctx, ferr)
+}
+
+// forget ends in-process coalescing for l.
+func (g *Gate) forget(l *Lease) {
+	g.mu.Lock()
+	if g.inflight[l.job] == l {
+		delete(g.inflight, l.job)
+	}
+	g.mu.Unlock()
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// opCtx bounds one Redis operation of the gate.
+func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.opts.Timeout)
+}

@@ -1,0 +1,178 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var errBoom = errors.New("boom")
+
+// newGate builds a gate on tg with a per-test prefix.
+func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.UniqueKey(t)
+	}
+	g, err := gate.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("gate.New: %v", err)
+	}
+	return g
+}
+
+// pass lets d of Redis time pass: FastForward on miniredis; real servers
+// need real time, so it sleeps d there (callers keep d in tens of ms).
+func pass(tg redistest.Target, d time.Duration) {
+	if tg.FastForward != nil {
+		tg.FastForward(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// waitState polls Status until the job is in want, failing after within
+// (plus slack on real servers). On miniredis it fast-forwards first.
+func waitState(t *testing.T, tg redistest.Target, g *gate.Gate, job string, want gate.State, within time.Duration) gate.Status {
+	t.Helper()
+	ctx := context.Background()
+	if tg.FastForward != nil {
+		tg.FastForward(within)
+	}
+	deadline := time.Now().Add(within + 2*time.Second)
+	for {
+		st, err := g.Status(ctx, job)
+		if err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		if st.State == want {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %q: state %v, want %v within %v", job, st.State, want, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mustStatus(t *testing.T, g *gate.Gate, job string) gate.Status {
+	t.Helper()
+	st, err := g.Status(context.Background(), job)
+	if err != nil {
+		t.Fatalf("Status(%q): %v", job, err)
+	}
+	return st
+}
+
+// failWith runs a Do whose fn returns err, and returns Do's error.
+func failWith(t *testing.T, g *gate.Gate, job string, err error) error {
+	t.Helper()
+	ran := false
+	derr := g.Do(context.Background(), job, func(ctx context.Context, l *gate.Lease) error {
+		ran = true
+		return err
+	})
+	if !ran {
+		t.Fatalf("fn did not run: %v", derr)
+	}
+	return derr
+}
+
+// roundTrips counts the commands a client sends (a pipeline counts once).
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// flaky wraps a Scripter and fails every call while down is set, like a
+// Redis that went away (redislock's flakyScripter).
+type flaky struct {
+	gate.Scripter
+	down atomic.Bool
+}
+
+var errDown = errors.New("dial tcp: connection refused")
+
+func (f *flaky) fail(ctx context.Context) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetErr(errDown)
+	return c
+}
+
+func (f *flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.down.Load() {
+		return f.fail(ctx)
+	}
+	return f.Scripter.Eval(ctx, s, k, a...)
+}
+
+func (f *flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.down.Load() {
+		return f.fail(ctx)
+	}
+	return f.Scripter.EvalSha(ctx, s, k, a...)
+}
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	ch chan gate.Event
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan gate.Event, 1024)} }
+
+func (r *recorder) Observe(_ context.Context, e gate.Event) {
+	select {
+	case r.ch <- e:
+	default:
+	}
+}
+
+// count drains the events seen so far and counts those of kind k.
+func (r *recorder) drain() []gate.Event {
+	var out []gate.Event
+	for {
+		select {
+		case e := <-r.ch:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func countKind(evs []gate.Event, k gate.EventKind) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func within(got, want, tol time.Duration) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return d <= tol
+}

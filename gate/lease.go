@@ -1,0 +1,347 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+)
+
+// Lease is one held run of a job, from Acquire (or inside Do) until it is
+// settled with Succeed, Fail or Release. Its methods are safe for concurrent
+// use; settling twice returns ErrAlreadySettled.
+type Lease struct {
+	g      *Gate
+	job    string
+	keys   jobKeys
+	token  string
+	parent context.Context // the acquiring context: cancellation and values
+
+	// Set once by Acquire before the lease is handed out.
+	fence   int64
+	attempt int
+	start   time.Time
+	ungated bool
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+
+	mu         sync.Mutex
+	expires    time.Time // local estimate of the lock's expiry
+	timer      *time.Timer
+	renewFails int
+	lost       bool
+	settled    bool
+	result     Result
+}
+
+// Result is what a settle recorded.
+type Result struct {
+	// State is the job's state after the settle (Ready, CoolingDown,
+	// Failed, Done).
+	State State
+	// RetryAfter is the cooldown set (0 unless CoolingDown).
+	RetryAfter time.Duration
+	// Attempts counts failures since the last success.
+	Attempts int
+	// Verdict is the classification of the failure (zero on success).
+	Verdict classify.Verdict
+	// Upstream is the scope's state after the settle, when it changed it.
+	Upstream UpstreamStatus
+}
+
+// Job returns the lease's job key.
+func (l *Lease) Job() string { return l.job }
+
+// Fence returns the fencing token: it strictly increases across the
+// acquisitions of a job (0 for an ungated lease). A store that keeps the
+// highest token it has seen per job and rejects writes with a lower one
+// keeps a stale owner (paused past its lease) from overwriting newer work.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// Attempt returns the attempt number of this call: 1 + the failures since
+// the last success.
+func (l *Lease) Attempt() int { return l.attempt }
+
+// Context returns the context fn runs under: the acquiring context, also
+// cancelled with cause ErrLeaseLost when the lease is lost (Fence policy)
+// and when the lease is settled.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Gated reports whether the lease holds a lock in Redis; false for the
+// ungated lease FailOpen hands out while Redis is unreachable.
+func (l *Lease) Gated() bool { return !l.ungated }
+
+// Lost reports whether the lease has been lost (expired or taken over).
+func (l *Lease) Lost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// Result returns what the settle recorded; zero before it.
+func (l *Lease) Result() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.result
+}
+
+// remaining estimates the lease time left, for refusals decided in-process.
+func (l *Lease) remaining() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.expires.IsZero() {
+		return l.g.opts.Lease
+	}
+	return max(time.Until(l.expires), time.Millisecond)
+}
+
+// Succeed releases the lock (or holds the job as Done for DoneTTL) and
+// resets the attempt count. ctx only carries values: the write runs on a
+// detached context bounded by Options.Timeout.
+func (l *Lease) Succeed(ctx context.Context) error {
+	_, err := l.settle(ctx, opSuccess, classify.Verdict{})
+	return err
+}
+
+// Release frees the lock with no cooldown and no attempt counted: the call
+// did not reach the model or its failure was not the job's (a client's bad
+// request).
+func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.settle(ctx, opRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
+	return err
+}
+
+// Fail classifies err with Options.Classify and records the outcome: a
+// cooldown, a failed mark, or (the acquiring context cancelled) a release.
+// It returns nil when the outcome was recorded, else ErrLeaseLost,
+// ErrNotOwned, ErrAlreadySettled or an ErrUnavailable. If Redis cannot be
+// reached the lock's own TTL is the cooldown: a failure never leads to an
+// immediate free retry.
+func (l *Lease) Fail(ctx context.Context, err error) error {
+	v := l.g.verdict(l.parent, err)
+	_, serr := l.settle(ctx, opFor(v), v)
+	return serr
+}
+
+// failError settles a failure and builds the error Do returns.
+func (l *Lease) failError(ctx context.Context, ferr error) error {
+	v := l.g.verdict(l.parent, ferr)
+	res, serr := l.settle(ctx, opFor(v), v)
+	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
+		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
+	if serr != nil {
+		ce.State = Running
+	}
+	return ce
+}
+
+var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic}
+
+type settleOp string
+
+const (
+	opSuccess   settleOp = "s"
+	opRelease   settleOp = "r"
+	opTransient settleOp = "t"
+	opPermanent settleOp = "p"
+	opSystemic  settleOp = "y"
+)
+
+func opFor(v classify.Verdict) settleOp {
+	switch v.Class {
+	case classify.ClassPermanent:
+		return opPermanent
+	case classify.ClassSystemic:
+		return opSystemic
+	case classify.ClassCanceled:
+		return opRelease
+	}
+	return opTransient
+}
+
+// verdict classifies err, and turns a "canceled" verdict into a transient
+// one unless the caller's own context was cancelled: only the caller giving
+// up releases the job without a cooldown.
+func (g *Gate) verdict(parent context.Context, err error) (v classify.Verdict) {
+	defer func() {
+		if r := recover(); r != nil { // a custom classifier must not crash the settle
+			v = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUnknown}
+		}
+	}()
+	v = g.opts.Classify(err)
+	if v.Class == classify.ClassCanceled && !errors.Is(parent.Err(), context.Canceled) {
+		v.Class = classify.ClassTransient
+	}
+	if v.Class > classify.ClassCanceled {
+		v.Class = classify.ClassTransient
+	}
+	v.Reason = safeReason(v.Reason)
+	v.RetryAfter = min(max(v.RetryAfter, 0), classify.MaxHint)
+	return v
+}
+
+// safeReason keeps reason codes short and free of anything but
+// [a-z0-9_.-], since they reach end users and metric labels.
+func safeReason(r string) string {
+	if r == "" || len(r) > 64 {
+		return classify.ReasonUnknown
+	}
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return classify.ReasonUnknown
+		}
+	}
+	return r
+}
+
+// settle records the outcome in Redis once.
+func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Result, error) {
+	g := l.g
+	l.mu.Lock()
+	if l.settled {
+		l.mu.Unlock()
+		return Result{}, ErrAlreadySettled
+	}
+	l.settled = true
+	lost := l.lost
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	defer g.forget(l)
+	if l.cancel != nil {
+		defer l.cancel(context.Canceled)
+	}
+	if l.ungated {
+		return Result{State: Ready, Verdict: v}, nil
+	}
+	if lost && g.opts.OnLeaseLost == Fence {
+		return Result{Verdict: v}, ErrLeaseLost
+	}
+	su := g.scopeUpdateFor(op, v)
+	keys := []string{l.keys.lock, l.keys.meta}
+	if su.op != scopeNone && g.oneNode {
+		keys = append(keys, g.scopeKey, g.scopeFails)
+	}
+	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
+	defer cancel()
+
+	var scopeCh chan scopeResult
+	if su.op != scopeNone && !g.oneNode {
+		scopeCh = make(chan scopeResult, 1)
+		go func() { scopeCh <- g.updateScope(rctx, su, v.Reason) }()
+	}
+	args := l.settleArgs(op, v.Reason, v.RetryAfter, su)
+	reply, err := settleScript.Run(rctx, g.rdb, keys, args...).Slice()
+	held := time.Since(l.start)
+
+	var res Result
+	res.Verdict = v
+	if scopeCh != nil {
+		if sr := <-scopeCh; sr.err == nil {
+			res.Upstream = sr.status
+		} else {
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "scope", Err: sr.err})
+		}
+	}
+	if err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "settle", Err: err})
+		return res, unavailable("settle", err)
+	}
+	owned, st, ttl, attempts, up, perr := parseSettle(reply)
+	if perr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "settle", Err: perr})
+		return res, unavailable("settle", perr)
+	}
+	if su.op != scopeNone && g.oneNode {
+		res.Upstream = up
+	}
+	res.Upstream.Scope = g.opts.Scope
+	if res.Upstream.State != ScopeOpen {
+		g.emitScope(ctx, l.job, su, res.Upstream, v)
+	}
+	if !owned {
+		if g.obs != nil {
+			g.emit(ctx, Event{Kind: EventNotOwned, Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Held: held})
+		}
+		return res, ErrNotOwned
+	}
+	res.State, res.Attempts = st, attempts
+	if st == CoolingDown {
+		res.RetryAfter = ttl
+	}
+	l.mu.Lock()
+	l.result = res
+	l.mu.Unlock()
+	if g.obs != nil {
+		e := Event{Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter}
+		switch st {
+		case CoolingDown:
+			e.Kind = EventCooledDown
+		case Failed:
+			e.Kind = EventMarkedFailed
+		case Ready:
+			e.Kind = EventReleased
+			if op == opSuccess {
+				e.Kind = EventSucceeded
+			}
+		case Done:
+			e.Kind = EventSucceeded
+		}
+		g.emit(ctx, e)
+	}
+	return res, nil
+}
+
+// settleArgs builds ARGV for settle.lua.
+func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su scopeUpdate) []any {
+	o := l.g.opts
+	jitter := 1.0
+	if o.Jitter > 0 {
+		jitter = 1 + o.Jitter*(2*rand.Float64()-1)
+	}
+	return []any{
+		l.token, string(op), reason, ms(hint),
+		ms(o.Cooldown), o.BackoffFactor, jitter, ms(o.MaxCooldown),
+		o.MaxAttempts, ms(o.FailedTTL), ms(o.DoneTTL), ms(o.AttemptsTTL),
+		string(su.op), reason, ms(su.ttl), o.ScopeAllowedFails, ms(o.ScopeFailWindow), l.token,
+		strconv.FormatInt(l.fence, 10),
+	}
+}
+
+func parseSettle(v []any) (owned bool, st State, ttl time.Duration, attempts int, up UpstreamStatus, err error) {
+	if len(v) < 6 {
+		return false, 0, 0, 0, up, fmt.Errorf("unexpected settle reply %v", v)
+	}
+	n, _ := v[0].(int64)
+	owned = n == 1
+	s, _ := v[1].(string)
+	switch s {
+	case "ready":
+		st = Ready
+	case "c":
+		st = CoolingDown
+	case "f":
+		st = Failed
+	case "d":
+		st = Done
+	case "r":
+		st = Running
+	default:
+		return false, 0, 0, 0, up, fmt.Errorf("unexpected settle state %q", s)
+	}
+	t, _ := v[2].(int64)
+	ttl = pttl(t)
+	attempts = toInt(v[3])
+	if sv, ok := v[4].(string); ok {
+		p, _ := v[5].(int64)
+		up = scopeStatusOf(sv, p)
+	}
+	return owned, st, ttl, attempts, up, nil
+}

@@ -1,0 +1,34 @@
+-- Acquire a job's lock in one round trip.
+-- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional: only when every key
+-- lives on one node; on a cluster the scope is read by scope_check.lua).
+-- ARGV[1] token, ARGV[2] lease ms, ARGV[3] meta TTL ms.
+-- Replies:
+--   {"ok", fence, attempts}        the job was Ready and is now Running
+--   {"b", lockValue, pttl, attempts} refused: the lock's value says the state
+--   {"s", scopeValue, pttl}        refused: the upstream scope is cooling
+if KEYS[3] then
+  local s = redis.call('GET', KEYS[3])
+  if s then
+    return {'s', s, redis.call('PTTL', KEYS[3])}
+  end
+end
+local m = redis.call('HMGET', KEYS[2], 'a', 'f')
+local attempts = tonumber(m[1] or '0') or 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  return {'b', v, redis.call('PTTL', KEYS[1]), attempts}
+end
+-- Fencing token: Redis's clock in microseconds, and never below the last one
+-- issued, so it keeps increasing when the meta key expired or a failover
+-- lost it (the clock then carries it forward).
+local t = redis.call('TIME')
+local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = tonumber(m[2] or '0') or 0
+if fence <= last then
+  fence = last + 1
+end
+fence = string.format('%.0f', fence)
+redis.call('SET', KEYS[1], 'r:' .. ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[2], 'f', fence)
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {'ok', fence, attempts}

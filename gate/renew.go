@@ -1,0 +1,76 @@
+package gate
+
+import (
+	"context"
+	"time"
+)
+
+// startRenewal arms the heartbeat. time.AfterFunc starts no goroutine until
+// it fires, so a call shorter than Lease/3 costs no goroutine at all.
+func (l *Lease) startRenewal() {
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.g.renewEvery, l.renew)
+	l.mu.Unlock()
+}
+
+// renew extends the lease with a compare-token PEXPIRE and re-arms itself.
+// The lease is lost at once on a "not owned" reply, or after
+// MaxRenewFailures failures in a row, or when the lock must already have
+// expired by the local clock.
+func (l *Lease) renew() {
+	g := l.g
+	l.mu.Lock()
+	if l.settled || l.lost {
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery, g.opts.Timeout))
+	n, err := renewScript.Run(ctx, g.rdb, []string{l.keys.lock}, l.token, ms(g.opts.Lease)).Int()
+	cancel()
+
+	var events []Event
+	l.mu.Lock()
+	if l.settled || l.lost {
+		l.mu.Unlock()
+		return
+	}
+	switch {
+	case err == nil && n == 1:
+		l.renewFails = 0
+		l.expires = sent.Add(g.opts.Lease)
+		l.timer.Reset(g.renewEvery)
+		events = append(events, Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt})
+	case err == nil:
+		events = append(events, l.loseLocked(ErrNotOwned))
+	default:
+		l.renewFails++
+		events = append(events,
+			Event{Kind: EventRenewFailed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.renewFails, Err: err},
+			Event{Kind: EventRedisError, Job: l.job, Op: "renew", Err: err})
+		if l.renewFails >= g.opts.MaxRenewFailures || !time.Now().Before(l.expires) {
+			events = append(events, l.loseLocked(err))
+		} else {
+			l.timer.Reset(g.renewEvery)
+		}
+	}
+	l.mu.Unlock()
+	if g.obs != nil {
+		for _, e := range events {
+			g.emit(l.parent, e)
+		}
+	}
+}
+
+// loseLocked marks the lease lost; with the Fence policy fn's context is
+// cancelled with cause ErrLeaseLost. l.mu must be held.
+func (l *Lease) loseLocked(cause error) Event {
+	l.lost = true
+	if l.g.opts.OnLeaseLost == Fence {
+		l.cancel(ErrLeaseLost)
+	}
+	return Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt,
+		Held: time.Since(l.start), Err: cause}
+}

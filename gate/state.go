@@ -1,0 +1,62 @@
+package gate
+
+import "fmt"
+
+// State is a job's state in the gate.
+type State uint8
+
+const (
+	// Ready: no lock; the next Acquire runs the job.
+	Ready State = iota
+	// Running: a lease is held and renewed while fn runs.
+	Running
+	// CoolingDown: the last call failed transiently; the lock expires when
+	// the cooldown ends.
+	CoolingDown
+	// Failed: the job failed permanently (or reached MaxAttempts) and is not
+	// retried until Reset or FailedTTL.
+	Failed
+	// Done: the job succeeded and DoneTTL holds it.
+	Done
+	// UpstreamCooling: the gate's upstream scope is cooling down or paused;
+	// the job's own state was not consulted.
+	UpstreamCooling
+)
+
+var stateNames = [...]string{"ready", "running", "cooling_down", "failed", "done", "upstream_cooling"}
+
+// String returns the snake_case name used in HTTP bodies and metric labels.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// ParseState is the inverse of State.String.
+func ParseState(name string) (State, bool) {
+	for i, n := range stateNames {
+		if n == name {
+			return State(i), true
+		}
+	}
+	return 0, false
+}
+
+// stateOf decodes the state letter a lock value starts with.
+func stateOf(v string) (State, string) {
+	if len(v) < 2 || v[1] != ':' {
+		return Running, "" // a foreign value: treat as held, never overwrite
+	}
+	switch v[0] {
+	case 'r':
+		return Running, ""
+	case 'c':
+		return CoolingDown, v[2:]
+	case 'f':
+		return Failed, v[2:]
+	case 'd':
+		return Done, ""
+	}
+	return Running, ""
+}
