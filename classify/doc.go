@@ -11,8 +11,10 @@
 //
 //	signal                                         class      reason                   provider-wide  retry hint
 //	explicit mark: Permanent, Transient, Systemic  as marked  as marked                no             Transient's argument
-//	x-should-retry: true                           transient  (from the rows below)    -              explicit headers
-//	x-should-retry: false (unless systemic below)  permanent  should_not_retry         no             -
+//	x-should-retry: true                           transient  row's if transient,      row's          explicit headers
+//	                                                          else should_retry
+//	x-should-retry: false (unless systemic below)  permanent  row's if permanent,      no             -
+//	                                                          else should_not_retry
 //	429 insufficient_quota, credit_balance_exhausted, *_spend_limit_exceeded,
 //	    organization_usage_limit_exceeded, billing_hard_limit_reached,
 //	    enforced_spend_limit_reached; 402, Anthropic billing_error

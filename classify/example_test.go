@@ -1,0 +1,102 @@
+package classify_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/retrygate/retrygate/classify"
+)
+
+// ValidationError is an application error: the model's answer did not match
+// the required format.
+type ValidationError struct{ Field string }
+
+func (e *ValidationError) Error() string { return "invalid model output: " + e.Field }
+
+// A custom rule in front of Default: output that fails validation is worth a
+// few retries (the gate's MaxAttempts turns repeated failures into a
+// permanent mark); everything else falls through to Default.
+func ExampleChain() {
+	classifyFn := classify.Chain(
+		func(err error) (classify.Verdict, bool) {
+			var v *ValidationError
+			if errors.As(err, &v) {
+				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonBadOutput}, true
+			}
+			return classify.Verdict{}, false
+		},
+		// A self-hosted server that answers 400 when its queue is full.
+		classify.StatusRule(http.StatusBadRequest, classify.Verdict{Class: classify.ClassTransient, Reason: "queue_full"}),
+	)
+
+	for _, err := range []error{
+		fmt.Errorf("summarize: %w", &ValidationError{Field: "title"}),
+		&openai.RequestError{HTTPStatusCode: http.StatusBadRequest},
+		&openai.APIError{HTTPStatusCode: http.StatusUnauthorized, Code: "invalid_api_key"},
+	} {
+		v := classifyFn(err)
+		fmt.Println(v.Class, v.Reason)
+	}
+	// Output:
+	// transient bad_output
+	// transient queue_full
+	// systemic auth
+}
+
+// Wire a Transport into go-openai so Default sees the retry hint headers.
+func ExampleTransport() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("retry-after-ms", "2500")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+	}))
+	defer srv.Close()
+
+	cfg := openai.DefaultConfig("sk-...")
+	cfg.BaseURL = srv.URL + "/v1"
+	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+	client := openai.NewClientWithConfig(cfg)
+
+	_, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model:    openai.GPT4o,
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
+	})
+	v := classify.Default(err)
+	fmt.Println(v.Class, v.Reason, v.ProviderWide, v.RetryAfter)
+
+	var apiErr *openai.APIError // go-openai's error is still there
+	fmt.Println(errors.As(err, &apiErr), apiErr.Code)
+	// Output:
+	// transient rate_limited true 2.5s
+	// true rate_limit_exceeded
+}
+
+func ExampleParseRetryHint() {
+	h := http.Header{}
+	h.Set("x-ratelimit-reset-requests", "1s")
+	h.Set("x-ratelimit-reset-tokens", "6m0s")
+	d, ok := classify.ParseRetryHint(h, time.Now())
+	fmt.Println(d, ok)
+
+	h.Set("Retry-After", "1.5")
+	d, ok = classify.ParseRetryHint(h, time.Now())
+	fmt.Println(d, ok)
+	// Output:
+	// 6m0s true
+	// 1.5s true
+}
+
+// Application code marks its own errors; marks win over every other rule.
+func ExamplePermanent() {
+	err := classify.Permanent(fmt.Errorf("document %d is empty", 42))
+	v := classify.Default(err)
+	fmt.Println(v.Class, v.Reason)
+	// Output: permanent permanent
+}
