@@ -247,11 +247,11 @@ var clientSentinels = [...]error{
 	openai.ErrReasoningModelMaxTokensDeprecated,
 	openai.ErrReasoningModelLimitationsLogprobs,
 	openai.ErrReasoningModelLimitationsOther,
-	openai.ErrO1MaxTokensDeprecated, //nolint:staticcheck // still returned by older code paths
+	openai.ErrO1MaxTokensDeprecated, //nolint:staticcheck // deprecated; older go-openai versions return it
 	openai.ErrO1BetaLimitationsMessageTypes,
 	openai.ErrO1BetaLimitationsTools,
-	openai.ErrO1BetaLimitationsLogprobs, //nolint:staticcheck // still returned by older code paths
-	openai.ErrO1BetaLimitationsOther,    //nolint:staticcheck // still returned by older code paths
+	openai.ErrO1BetaLimitationsLogprobs, //nolint:staticcheck // deprecated; older go-openai versions return it
+	openai.ErrO1BetaLimitationsOther,    //nolint:staticcheck // deprecated; older go-openai versions return it
 }
 
 func isClientSentinel(e error) bool {
