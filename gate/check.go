@@ -1,0 +1,149 @@
+package gate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Warning reasons Check reports, in Warning.Reason and in the Reason of the
+// EventConfigWarning it sends to the Observer.
+const (
+	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
+	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
+	// vanish early under memory pressure and the job run again too soon.
+	// Set maxmemory-policy to noeviction for the gate's Redis.
+	WarnEvictionPolicy = "maxmemory_policy_evicts"
+	// WarnUnchecked: the policy could not be read (CONFIG disabled or
+	// renamed, as on many managed services; no ACL permission; or a client
+	// type Check cannot inspect). Ask the provider which policy it uses.
+	WarnUnchecked = "config_unchecked"
+)
+
+// Warning is one problem Check found. It is advice: the gate works, but a
+// guarantee in the package doc may not hold.
+type Warning struct {
+	// Reason is WarnEvictionPolicy or WarnUnchecked.
+	Reason string
+	// Addr is the server it concerns ("" when not known).
+	Addr string
+	// Policy is the maxmemory-policy read, if any.
+	Policy string
+	// Message explains the problem and the fix, in one line.
+	Message string
+}
+
+func (w Warning) String() string { return w.Message }
+
+// configGetter is what Check needs from a single-node client.
+type configGetter interface {
+	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
+}
+
+// Check reads the maxmemory-policy of the gate's Redis (every master of a
+// cluster, every shard of a ring) and returns a Warning for each server
+// whose policy can evict keys with a TTL, which would silently end
+// cooldowns early. Each warning is also sent to the Observer as an
+// EventConfigWarning. Call it once at start-up and log the warnings.
+//
+// A server that refuses CONFIG GET (disabled or renamed on managed Redis,
+// or an ACL without the permission) yields a WarnUnchecked warning, not an
+// error. Check returns an error matching ErrUnavailable only when Redis
+// cannot be reached. It never changes the server's configuration.
+func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
+	ctx, cancel := g.opCtx(ctx)
+	defer cancel()
+
+	var (
+		mu    sync.Mutex
+		warns []Warning
+	)
+	checkNode := func(ctx context.Context, c *redis.Client) error {
+		w, err := checkPolicy(ctx, c, c.Options().Addr)
+		if w != nil {
+			mu.Lock()
+			warns = append(warns, *w)
+			mu.Unlock()
+		}
+		return err
+	}
+
+	var err error
+	switch c := g.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, checkNode)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, checkNode)
+	case *redis.Client:
+		err = checkNode(ctx, c)
+	case configGetter:
+		var w *Warning
+		w, err = checkPolicy(ctx, c, "")
+		if w != nil {
+			warns = append(warns, *w)
+		}
+	default:
+		warns = append(warns, Warning{Reason: WarnUnchecked,
+			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.rdb)})
+	}
+	if err != nil {
+		return warns, unavailable("check", err)
+	}
+	// ForEachMaster runs in parallel: report in a stable order.
+	sortWarnings(warns)
+	if g.obs != nil {
+		for _, w := range warns {
+			g.emit(ctx, Event{Kind: EventConfigWarning, Reason: w.Reason, Op: w.Addr, Err: errors.New(w.Message)})
+		}
+	}
+	return warns, nil
+}
+
+// checkPolicy reads one server's policy. A reply error from the server
+// (unknown command, NOPERM) is a WarnUnchecked warning; a network error is
+// returned.
+func checkPolicy(ctx context.Context, c configGetter, addr string) (*Warning, error) {
+	on := ""
+	if addr != "" {
+		on = " on " + addr
+	}
+	m, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			return &Warning{Reason: WarnUnchecked, Addr: addr,
+				Message: fmt.Sprintf("gate: cannot read maxmemory-policy%s (%s); make sure it is noeviction, or cooldowns may end early under memory pressure", on, oneLine(err.Error()))}, nil
+		}
+		return nil, err
+	}
+	policy, ok := m["maxmemory-policy"]
+	if !ok {
+		return &Warning{Reason: WarnUnchecked, Addr: addr,
+			Message: fmt.Sprintf("gate: the server%s does not report maxmemory-policy; make sure it is noeviction", on)}, nil
+	}
+	if evictsTTLKeys(policy) {
+		return &Warning{Reason: WarnEvictionPolicy, Addr: addr, Policy: policy,
+			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; use noeviction", policy, on)}, nil
+	}
+	return nil, nil
+}
+
+// evictsTTLKeys reports whether a maxmemory-policy may evict keys that
+// have a TTL: every gate key has one, so volatile-* policies evict them
+// first and allkeys-* ones as readily as any other key.
+func evictsTTLKeys(policy string) bool {
+	p := strings.ToLower(policy)
+	return strings.HasPrefix(p, "volatile-") || strings.HasPrefix(p, "allkeys-")
+}
+
+func sortWarnings(ws []Warning) {
+	slices.SortStableFunc(ws, func(a, b Warning) int { return cmp.Compare(a.Addr, b.Addr) })
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
