@@ -63,11 +63,9 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	if scope != nil {
 		g.forget(l)
 		if reply.kind == "ok" {
-			// Cluster: the scope read raced the acquire. Undo it so the job
-			// stays Ready; the fence token already advanced, which is harmless.
-			rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
-			_ = settleScript.Run(rctx, g.rdb, []string{l.keys.lock, l.keys.meta}, l.settleArgs(opRelease, "", 0, scopeUpdate{})...).Err()
-			cancel()
+			// Cluster: the scope read ran beside the acquire. Undo it so the
+			// refused job keeps no key and no attempt.
+			g.undoAcquire(ctx, l, reply.fresh)
 		}
 		return nil, g.refuseScope(ctx, job, scope)
 	}
@@ -107,6 +105,7 @@ type acquireReply struct {
 	pttl     int64
 	fence    int64
 	attempts int
+	fresh    bool // the acquire created the meta key
 }
 
 // acquireRedis runs the acquire script and, on a multi-node client with a
@@ -141,7 +140,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 	if sr.err != nil {
 		if r.kind == "ok" {
 			// Fail closed on the scope too, but do not leave the job locked.
-			_ = settleScript.Run(context.WithoutCancel(ctx), g.rdb, keys, l.settleArgs(opRelease, "", 0, scopeUpdate{})...).Err()
+			g.undoAcquire(ctx, l, r.fresh)
 		}
 		return r, nil, sr.err
 	}
@@ -149,6 +148,19 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		return r, sr.s, nil
 	}
 	return r, nil, nil
+}
+
+// undoAcquire releases a lock the scope check refused after the fact.
+func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
+	f := "0"
+	if fresh {
+		f = "1"
+	}
+	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := undoScript.Run(rctx, g.rdb, []string{l.keys.lock, l.keys.meta}, l.token, f).Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "undo", Err: err})
+	}
 }
 
 func parseAcquire(v []any, err error) (acquireReply, error) {
@@ -168,6 +180,7 @@ func parseAcquire(v []any, err error) (acquireReply, error) {
 			return r, fmt.Errorf("bad fence %q", s)
 		}
 		r.attempts = toInt(v[2])
+		r.fresh = len(v) > 3 && toInt(v[3]) == 1
 	case "b", "s":
 		r.value, _ = v[1].(string)
 		r.pttl, _ = v[2].(int64)

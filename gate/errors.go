@@ -60,6 +60,9 @@ type BlockedError struct {
 
 func (e *BlockedError) Error() string {
 	if e.Scope != "" {
+		if e.Paused {
+			return fmt.Sprintf("gate: upstream %q is paused (%s) for %v or until reset", e.Scope, e.Reason, e.RetryAfter)
+		}
 		return fmt.Sprintf("gate: upstream %q is cooling down (%s), retry in %v", e.Scope, e.Reason, e.RetryAfter)
 	}
 	switch e.State {

@@ -27,6 +27,8 @@ var (
 	statusLua string
 	//go:embed lua/reset.lua
 	resetLua string
+	//go:embed lua/undo.lua
+	undoLua string
 
 	acquireScript    = redis.NewScript(acquireLua)
 	renewScript      = redis.NewScript(renewLua)
@@ -36,6 +38,7 @@ var (
 	scopeResetScript = redis.NewScript(scopeResetLua)
 	statusScript     = redis.NewScript(statusLua)
 	resetScript      = redis.NewScript(resetLua)
+	undoScript       = redis.NewScript(undoLua)
 )
 
 // Scripter is the narrow Redis interface the gate needs. *redis.Client,

@@ -3,7 +3,8 @@
 -- lives on one node; on a cluster the scope is read by scope_check.lua).
 -- ARGV[1] token, ARGV[2] lease ms, ARGV[3] meta TTL ms.
 -- Replies:
---   {"ok", fence, attempts}        the job was Ready and is now Running
+--   {"ok", fence, attempts, fresh} the job was Ready and is now Running;
+--                                  fresh = 1 when the meta key was created
 --   {"b", lockValue, pttl, attempts} refused: the lock's value says the state
 --   {"s", scopeValue, pttl}        refused: the upstream scope is cooling
 if KEYS[3] then
@@ -31,4 +32,6 @@ fence = string.format('%.0f', fence)
 redis.call('SET', KEYS[1], 'r:' .. ARGV[1], 'PX', ARGV[2])
 redis.call('HSET', KEYS[2], 'f', fence)
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return {'ok', fence, attempts}
+local fresh = 0
+if not m[1] and not m[2] then fresh = 1 end
+return {'ok', fence, attempts, fresh}

@@ -1,0 +1,37 @@
+// Package gateprom exports a gate's events as Prometheus metrics.
+//
+// An *Observer is both a gate.Observer and a prometheus.Collector:
+//
+//	obs := gateprom.New(gateprom.Options{})
+//	prometheus.MustRegister(obs)
+//	g, _ := gate.New(rdb, gate.Options{Observer: obs})
+//
+// Metrics (namespace "retrygate" by default; every series also carries the
+// gate's upstream scope as the "scope" label, "" without one):
+//
+//	retrygate_acquisitions_total{outcome,state}  outcome: acquired | refused | fail_open;
+//	                                             state: the refusing state (running, cooling_down,
+//	                                             failed, done, upstream_cooling), "" otherwise
+//	retrygate_coalesced_total                    refusals decided in-process (a duplicate call of a
+//	                                             job already running in this process); also counted
+//	                                             as acquisitions refused with state running
+//	retrygate_settles_total{outcome,reason}      outcome: succeeded | cooled_down | marked_failed | released
+//	retrygate_renewals_total{outcome}            outcome: ok | failed
+//	retrygate_lease_lost_total                   leases lost while fn ran
+//	retrygate_not_owned_total                    settles rejected: the lock was someone else's
+//	retrygate_redis_errors_total{op}             op: acquire | settle | renew | scope | check | other
+//	retrygate_scope_transitions_total{state,reason}  state: cooling | paused
+//	retrygate_config_warnings_total{reason}      from gate.(*Gate).Check
+//	retrygate_lock_held_seconds{outcome}         histogram: how long calls held the lock, observed at
+//	                                             every settle, lease loss and not-owned rejection
+//	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | scope
+//
+// Label values are bounded: the job key is never a label, reason codes
+// outside the classify package's set (and Options.Reasons) count as "other",
+// and Redis operations outside the known set as "other". The scope label is
+// the gate's configured Options.Scope, which the operator chooses.
+//
+// An Observer is safe for concurrent use and may be shared by several
+// gates; create it with New. Without an Observer the gate builds no events
+// at all, so metrics cost nothing when not wanted (see BenchmarkDo).
+package gateprom

@@ -1,0 +1,194 @@
+package gateprom
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// Observer turns gate events into Prometheus metrics. Register it with a
+// prometheus.Registerer and pass it as gate.Options.Observer.
+type Observer struct {
+	acquisitions *prometheus.CounterVec
+	coalesced    *prometheus.CounterVec
+	settles      *prometheus.CounterVec
+	renewals     *prometheus.CounterVec
+	leaseLost    *prometheus.CounterVec
+	notOwned     *prometheus.CounterVec
+	redisErrors  *prometheus.CounterVec
+	scope        *prometheus.CounterVec
+	configWarns  *prometheus.CounterVec
+	held         *prometheus.HistogramVec
+	cooldown     *prometheus.HistogramVec
+
+	reasons map[string]bool
+}
+
+var (
+	_ gate.Observer        = (*Observer)(nil)
+	_ prometheus.Collector = (*Observer)(nil)
+)
+
+// New returns an Observer with its metrics created but not registered.
+func New(opts Options) *Observer {
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.HeldBuckets == nil {
+		opts.HeldBuckets = DefaultHeldBuckets
+	}
+	if opts.CooldownBuckets == nil {
+		opts.CooldownBuckets = DefaultCooldownBuckets
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: name, Help: help,
+			ConstLabels: opts.ConstLabels,
+		}, append([]string{"scope"}, labels...))
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: name, Help: help,
+			ConstLabels: opts.ConstLabels, Buckets: buckets,
+		}, append([]string{"scope"}, labels...))
+	}
+	o := &Observer{
+		acquisitions: counter("acquisitions_total",
+			"Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.",
+			"outcome", "state"),
+		coalesced: counter("coalesced_total",
+			"Refusals decided in-process: the job was already running in this process (no Redis round trip)."),
+		settles: counter("settles_total",
+			"Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.",
+			"outcome", "reason"),
+		renewals: counter("renewals_total",
+			"Lease renewals, by outcome (ok, failed: Redis unreachable).",
+			"outcome"),
+		leaseLost: counter("lease_lost_total",
+			"Leases lost while the call ran (expired, taken over, or renewals failing); the call's writes may overlap a newer owner's."),
+		notOwned: counter("not_owned_total",
+			`Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.`),
+		redisErrors: counter("redis_errors_total",
+			"Redis operations that failed, by operation.",
+			"op"),
+		scope: counter("scope_transitions_total",
+			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.",
+			"state", "reason"),
+		configWarns: counter("config_warnings_total",
+			"Configuration problems found by the start-up check, by reason.",
+			"reason"),
+		held: histogram("lock_held_seconds",
+			"How long calls held the job's lock, from acquire to settle or lease loss, by outcome.",
+			opts.HeldBuckets, "outcome"),
+		cooldown: histogram("cooldown_seconds",
+			"Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).",
+			opts.CooldownBuckets, "kind"),
+		reasons: make(map[string]bool, len(knownReasons)+len(opts.Reasons)),
+	}
+	for _, r := range knownReasons {
+		o.reasons[r] = true
+	}
+	for _, r := range opts.Reasons {
+		o.reasons[r] = true
+	}
+	return o
+}
+
+// knownReasons are the classify package's reason codes.
+var knownReasons = []string{
+	classify.ReasonRateLimited, classify.ReasonQuotaExhausted, classify.ReasonOverloaded,
+	classify.ReasonContextLength, classify.ReasonContentFiltered, classify.ReasonInvalidRequest,
+	classify.ReasonAuth, classify.ReasonModelNotFound, classify.ReasonNotImplemented,
+	classify.ReasonUpstream5xx, classify.ReasonUpstreamStatus, classify.ReasonTimeout,
+	classify.ReasonNetwork, classify.ReasonTLS, classify.ReasonBadOutput, classify.ReasonCanceled,
+	classify.ReasonPanic, classify.ReasonUnknown, classify.ReasonMarkedPermanent,
+	classify.ReasonMarkedTransient, classify.ReasonMarkedSystemic, classify.ReasonShouldNotRetry,
+	classify.ReasonShouldRetry, classify.ReasonClientSide, classify.ReasonTooLarge,
+	classify.ReasonInvalidURL, classify.ReasonBadStream,
+	gate.WarnEvictionPolicy, gate.WarnUnchecked,
+}
+
+// knownOps are the Redis operations the gate names in EventRedisError.
+var knownOps = map[string]bool{"acquire": true, "settle": true, "renew": true, "scope": true,
+	"status": true, "reset": true, "check": true}
+
+func (o *Observer) reason(r string) string {
+	if r == "" || o.reasons[r] {
+		return r
+	}
+	return OtherLabel
+}
+
+func op(s string) string {
+	if knownOps[s] {
+		return s
+	}
+	return OtherLabel
+}
+
+// Observe records e. It never blocks and never uses e.Job.
+func (o *Observer) Observe(_ context.Context, e gate.Event) {
+	scope := e.Scope
+	switch e.Kind {
+	case gate.EventAcquired:
+		o.acquisitions.WithLabelValues(scope, "acquired", "").Inc()
+	case gate.EventRefused:
+		o.acquisitions.WithLabelValues(scope, "refused", e.State.String()).Inc()
+		if e.Local {
+			o.coalesced.WithLabelValues(scope).Inc()
+		}
+	case gate.EventFailOpen:
+		o.acquisitions.WithLabelValues(scope, "fail_open", "").Inc()
+	case gate.EventSucceeded, gate.EventCooledDown, gate.EventMarkedFailed, gate.EventReleased:
+		outcome := e.Kind.String()
+		reason := ""
+		if e.Kind != gate.EventSucceeded {
+			reason = o.reason(e.Reason)
+		}
+		o.settles.WithLabelValues(scope, outcome, reason).Inc()
+		o.held.WithLabelValues(scope, outcome).Observe(e.Held.Seconds())
+		if e.Kind == gate.EventCooledDown {
+			o.cooldown.WithLabelValues(scope, "job").Observe(e.Cooldown.Seconds())
+		}
+	case gate.EventRenewed:
+		o.renewals.WithLabelValues(scope, "ok").Inc()
+	case gate.EventRenewFailed:
+		o.renewals.WithLabelValues(scope, "failed").Inc()
+	case gate.EventLeaseLost:
+		o.leaseLost.WithLabelValues(scope).Inc()
+		o.held.WithLabelValues(scope, "lease_lost").Observe(e.Held.Seconds())
+	case gate.EventNotOwned:
+		o.notOwned.WithLabelValues(scope).Inc()
+		o.held.WithLabelValues(scope, "not_owned").Observe(e.Held.Seconds())
+	case gate.EventRedisError:
+		o.redisErrors.WithLabelValues(scope, op(e.Op)).Inc()
+	case gate.EventScopeCooling:
+		o.scope.WithLabelValues(scope, "cooling", o.reason(e.Reason)).Inc()
+		o.cooldown.WithLabelValues(scope, "scope").Observe(e.Cooldown.Seconds())
+	case gate.EventScopePaused:
+		o.scope.WithLabelValues(scope, "paused", o.reason(e.Reason)).Inc()
+	case gate.EventConfigWarning:
+		o.configWarns.WithLabelValues(scope, o.reason(e.Reason)).Inc()
+	}
+}
+
+func (o *Observer) collectors() []prometheus.Collector {
+	return []prometheus.Collector{o.acquisitions, o.coalesced, o.settles, o.renewals, o.leaseLost,
+		o.notOwned, o.redisErrors, o.scope, o.configWarns, o.held, o.cooldown}
+}
+
+// Describe implements prometheus.Collector.
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range o.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range o.collectors() {
+		c.Collect(ch)
+	}
+}

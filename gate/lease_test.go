@@ -1,0 +1,322 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// realTargets are the backends whose TTLs pass in real time.
+func realTargets(t *testing.T) []redistest.Target {
+	var out []redistest.Target
+	for _, tg := range redistest.Targets(t) {
+		if tg.FastForward == nil {
+			out = append(out, tg)
+		}
+	}
+	return out
+}
+
+func TestRenewalKeepsLongCallsLocked(t *testing.T) {
+	for _, tg := range realTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			const lease = 150 * time.Millisecond
+			rec := newRecorder()
+			prefix := redistest.UniqueKey(t)
+			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease, Observer: rec})
+			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
+			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+				// Outlive the lease four times over; another process must
+				// still be refused at every point.
+				deadline := time.Now().Add(4 * lease)
+				for time.Now().Before(deadline) {
+					if _, err := other.Acquire(context.Background(), "job"); !errors.Is(err, gate.ErrInFlight) {
+						t.Errorf("other process: %v, want ErrInFlight", err)
+						return nil
+					}
+					if ctx.Err() != nil {
+						t.Errorf("fn's context cancelled: %v", context.Cause(ctx))
+						return nil
+					}
+					time.Sleep(lease / 5)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			if n := countKind(rec.drain(), gate.EventRenewed); n < 6 {
+				t.Fatalf("renewed %d times in 4 leases, want ≥ 6 (every Lease/3)", n)
+			}
+		})
+	}
+}
+
+func TestShortCallsDoNotRenew(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	rec := newRecorder()
+	g := newGate(t, rdb, gate.Options{Lease: time.Second, Observer: rec})
+	for i := 0; i < 20; i++ {
+		if err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(400 * time.Millisecond) // longer than Lease/3: a leaked timer would fire
+	if n := countKind(rec.drain(), gate.EventRenewed); n != 0 {
+		t.Fatalf("%d renewals for calls shorter than Lease/3", n)
+	}
+}
+
+func TestLeaseLostWhenTakenOver(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			const lease = 90 * time.Millisecond
+			rec := newRecorder()
+			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec})
+			lock, _, _ := g.Keys("job")
+			const intruder = "r:someone-else"
+			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+				// Another owner took the job (our lease expired under a pause).
+				if err := tg.Client.Set(context.Background(), lock, intruder, time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatal("fn's context not cancelled after losing the lease")
+				}
+				if !errors.Is(context.Cause(ctx), gate.ErrLeaseLost) {
+					t.Fatalf("cause %v, want ErrLeaseLost", context.Cause(ctx))
+				}
+				if !l.Lost() {
+					t.Fatal("Lost() = false")
+				}
+				return classify.Transient(ctx.Err(), 0)
+			})
+			if !errors.Is(err, gate.ErrLeaseLost) {
+				t.Fatalf("Do: %v, want ErrLeaseLost", err)
+			}
+			// The settle was skipped: the new owner's lock is untouched.
+			if v, _ := tg.Client.Get(context.Background(), lock).Result(); v != intruder {
+				t.Fatalf("new owner's lock is %q, want untouched", v)
+			}
+			if n := countKind(rec.drain(), gate.EventLeaseLost); n != 1 {
+				t.Fatalf("lease_lost events: %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestLeaseLostAfterRenewFailures(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	f := &flaky{Scripter: rdb}
+	const lease = 90 * time.Millisecond
+	rec := newRecorder()
+	g := newGate(t, f, gate.Options{Lease: lease, MaxRenewFailures: 2, Observer: rec})
+	start := time.Now()
+	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+		f.down.Store(true) // Redis goes away while fn runs
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	f.down.Store(false)
+	// Lost within MaxRenewFailures × Lease/3 plus one renewal timeout.
+	if took := time.Since(start); took > 2*lease/3+lease/3+200*time.Millisecond {
+		t.Fatalf("lease lost after %v", took)
+	}
+	if !errors.Is(err, gate.ErrLeaseLost) {
+		t.Fatalf("Do: %v, want ErrLeaseLost", err)
+	}
+	evs := rec.drain()
+	if countKind(evs, gate.EventRenewFailed) != 2 || countKind(evs, gate.EventLeaseLost) != 1 {
+		t.Fatalf("events: %d renew_failed, %d lease_lost", countKind(evs, gate.EventRenewFailed), countKind(evs, gate.EventLeaseLost))
+	}
+}
+
+func TestContinuePolicyLetsFnFinish(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			const lease = 90 * time.Millisecond
+			rec := newRecorder()
+			g := newGate(t, tg.Client, gate.Options{Lease: lease, OnLeaseLost: gate.Continue, Observer: rec, Cooldown: time.Minute})
+			lock, _, _ := g.Keys("job")
+			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+				tg.Client.Del(context.Background(), lock) // the lock vanished (eviction, failover)
+				deadline := time.Now().Add(5 * time.Second)
+				for !l.Lost() && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if ctx.Err() != nil {
+					t.Error("Continue policy cancelled fn's context")
+				}
+				return classify.Transient(errBoom, 0)
+			})
+			var ce *gate.CallError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Do: %v", err)
+			}
+			// Nobody acquired the job since, so the failure is still
+			// recorded: no free retry.
+			if exp, got := gate.CoolingDown, mustStatus(t, g, "job").State; exp != got {
+				t.Fatalf("state: exp %v, got %v", exp, got)
+			}
+			if countKind(rec.drain(), gate.EventLeaseLost) != 1 {
+				t.Fatal("loss not reported")
+			}
+		})
+	}
+}
+
+func TestStaleOwnerCannotSettle(t *testing.T) {
+	for _, tg := range realTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			const lease = 60 * time.Millisecond
+			prefix := redistest.UniqueKey(t)
+			// A worker paused past its lease: its renewals cannot reach
+			// Redis, and Continue with many allowed failures keeps it going.
+			slow := &flaky{Scripter: tg.Client}
+			g1 := newGate(t, slow, gate.Options{Prefix: prefix, Lease: lease, OnLeaseLost: gate.Continue, MaxRenewFailures: 100})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Second})
+			l1, err := g1.Acquire(context.Background(), "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow.down.Store(true)
+			var l2 *gate.Lease
+			deadline := time.Now().Add(3 * time.Second)
+			for l2 == nil {
+				l2, err = g2.Acquire(context.Background(), "job")
+				if err != nil && time.Now().After(deadline) {
+					t.Fatalf("new owner could not acquire after the lease expired: %v", err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			slow.down.Store(false)
+			if l2.Fence() <= l1.Fence() {
+				t.Fatalf("new fence %d not above stale %d", l2.Fence(), l1.Fence())
+			}
+			// The stale owner wakes up and reports: rejected, nothing written.
+			if err := l1.Fail(context.Background(), errBoom); !errors.Is(err, gate.ErrNotOwned) {
+				t.Fatalf("stale settle: %v, want ErrNotOwned", err)
+			}
+			if exp, got := gate.Running, mustStatus(t, g2, "job").State; exp != got {
+				t.Fatalf("new owner's state: exp %v, got %v", exp, got)
+			}
+			if err := l2.Succeed(context.Background()); err != nil {
+				t.Fatalf("new owner's release: %v", err)
+			}
+		})
+	}
+}
+
+func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
+	for _, tg := range realTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			const lease = 120 * time.Millisecond
+			f := &flaky{Scripter: tg.Client}
+			prefix := redistest.UniqueKey(t)
+			g := newGate(t, f, gate.Options{Prefix: prefix, Lease: lease, Timeout: 100 * time.Millisecond})
+			watcher := newGate(t, tg.Client, gate.Options{Prefix: prefix})
+			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+				f.down.Store(true) // Redis unreachable when the failure is reported
+				return errBoom
+			})
+			f.down.Store(false)
+			var ce *gate.CallError
+			if !errors.As(err, &ce) || !errors.Is(err, gate.ErrUnavailable) || ce.State != gate.Running {
+				t.Fatalf("Do: %v, want a CallError with an ErrUnavailable settle", err)
+			}
+			// No free retry: the job stays held until the lease runs out.
+			if _, err := watcher.Acquire(context.Background(), "job"); !errors.Is(err, gate.ErrInFlight) {
+				t.Fatalf("retry right after an unrecorded failure: %v, want ErrInFlight", err)
+			}
+			waitState(t, tg, watcher, "job", gate.Ready, lease)
+		})
+	}
+}
+
+func TestCoalescingInProcess(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rt := &roundTrips{}
+			tg.Client.AddHook(rt)
+			g := newGate(t, tg.Client, gate.Options{Lease: time.Second})
+			release := make(chan struct{})
+			started := make(chan struct{})
+			go func() {
+				_ = g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
+					close(started)
+					<-release
+					return nil
+				})
+			}()
+			<-started
+			before := rt.n.Load()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			refused := 0
+			for i := 0; i < 50; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
+						t.Error("duplicate ran")
+						return nil
+					})
+					var b *gate.BlockedError
+					if errors.As(err, &b) && errors.Is(err, gate.ErrInFlight) && b.RetryAfter > 0 {
+						mu.Lock()
+						refused++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if exp, got := int64(0), rt.n.Load()-before; exp != got {
+				t.Fatalf("round trips for 50 local duplicates: exp %d, got %d", exp, got)
+			}
+			if refused != 50 {
+				t.Fatalf("refused %d of 50", refused)
+			}
+			close(release)
+		})
+	}
+}
+
+func TestRoundTripsPerPath(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rt := &roundTrips{}
+			tg.Client.AddHook(rt)
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute})
+			// Load the scripts first: EVALSHA's first NOSCRIPT miss is a
+			// one-off extra trip per server, not per call.
+			_ = g.Do(context.Background(), "warm", func(context.Context, *gate.Lease) error { return errBoom })
+			_ = g.Do(context.Background(), "warm", func(context.Context, *gate.Lease) error { return nil })
+			_, _ = g.Status(context.Background(), "warm")
+
+			measure := func(fn func()) int64 {
+				before := rt.n.Load()
+				fn()
+				return rt.n.Load() - before
+			}
+			success := measure(func() {
+				_ = g.Do(context.Background(), "s", func(context.Context, *gate.Lease) error { return nil })
+			})
+			_ = g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return errBoom })
+			blocked := measure(func() {
+				_ = g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil })
+			})
+			status := measure(func() { _, _ = g.Status(context.Background(), "b") })
+			if success != 2 || blocked != 1 || status != 1 {
+				t.Fatalf("round trips: success %d (want 2), blocked %d (want 1), status %d (want 1)", success, blocked, status)
+			}
+		})
+	}
+}

@@ -1,0 +1,232 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+var (
+	errRateLimited = errors.New("429 rate limited")
+	errOverloaded  = errors.New("503 overloaded")
+	err500         = errors.New("500")
+	errQuota       = errors.New("insufficient_quota")
+)
+
+// upstreamClassifier stands in for classify.Default with fixed verdicts.
+func upstreamClassifier(hint time.Duration) classify.Func {
+	return func(err error) classify.Verdict {
+		switch {
+		case errors.Is(err, errRateLimited):
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, RetryAfter: hint, ProviderWide: true}
+		case errors.Is(err, errOverloaded):
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonOverloaded, ProviderWide: true}
+		case errors.Is(err, err500):
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
+		case errors.Is(err, errQuota):
+			return classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonQuotaExhausted, ProviderWide: true}
+		}
+		return classify.Default(err)
+	}
+}
+
+func scopeGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
+	t.Helper()
+	o.Prefix = prefix
+	if o.Scope == "" {
+		o.Scope = "openai:prod-key"
+	}
+	if o.Classify == nil {
+		o.Classify = upstreamClassifier(300 * time.Millisecond)
+	}
+	if o.Cooldown == 0 {
+		o.Cooldown = time.Minute
+	}
+	return newGate(t, tg.Client, o)
+}
+
+func TestScopeCoolsEveryJob(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			g := scopeGate(t, tg, prefix, gate.Options{})
+			other := scopeGate(t, tg, prefix, gate.Options{Scope: "anthropic:key"})
+			ctx := context.Background()
+
+			var ce *gate.CallError
+			if err := failWith(t, g, "doc-a", errRateLimited); !errors.As(err, &ce) || ce.State != gate.CoolingDown {
+				t.Fatalf("first failure: %v", err)
+			}
+			if ce.Attempts != 1 {
+				t.Fatalf("the failing job cools down itself too: %+v", ce)
+			}
+			// Every other job of the scope is refused without running.
+			err := g.Do(ctx, "doc-b", func(context.Context, *gate.Lease) error {
+				t.Fatal("fn ran while the upstream cools down")
+				return nil
+			})
+			var b *gate.BlockedError
+			if !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) || b.Scope != "openai:prod-key" || b.Paused {
+				t.Fatalf("doc-b: %v, want ErrUpstreamCooling", err)
+			}
+			if d, ok := gate.RetryAfter(err); !ok || d <= 0 || d > 300*time.Millisecond {
+				t.Fatalf("RetryAfter = %v %v, want the scope's time left", d, ok)
+			}
+			if errors.Is(err, gate.ErrCoolingDown) {
+				t.Fatal("a scope refusal must not look like the job's own cooldown")
+			}
+			// No job attempt counted, no job key written.
+			lock, meta, _ := g.Keys("doc-b")
+			if n := tg.Client.Exists(ctx, lock).Val() + tg.Client.Exists(ctx, meta).Val(); n != 0 {
+				t.Fatalf("refused job has %d keys", n)
+			}
+			st := mustStatus(t, g, "doc-b")
+			if st.State != gate.Ready || st.Upstream.State != gate.ScopeCooling || st.Upstream.Reason != classify.ReasonRateLimited {
+				t.Fatalf("status %+v", st)
+			}
+			// Another upstream on the same client is not affected.
+			if err := other.Do(ctx, "doc-b", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+				t.Fatalf("other scope: %v", err)
+			}
+			// The scope reopens when the provider's hint has passed.
+			pass(tg, 300*time.Millisecond)
+			deadline := time.Now().Add(3 * time.Second)
+			for {
+				err := g.Do(ctx, "doc-b", func(context.Context, *gate.Lease) error { return nil })
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) || !errors.Is(err, gate.ErrUpstreamCooling) {
+					t.Fatalf("after the hint: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestScopeCooldownWithoutHint(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{Scope: "s", ScopeCooldown: 7 * time.Second, Classify: upstreamClassifier(0)})
+	_ = failWith(t, g, "a", errOverloaded)
+	up, err := g.ScopeStatus(context.Background())
+	if err != nil || up.State != gate.ScopeCooling || up.RetryAfter != 7*time.Second || up.Reason != classify.ReasonOverloaded {
+		t.Fatalf("scope %+v %v, want cooling 7s", up, err)
+	}
+}
+
+func TestScopeAllowsSome5xx(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopeAllowedFails: 2, ScopeCooldown: time.Minute})
+			for i, job := range []string{"a", "b"} {
+				_ = failWith(t, g, job, err500)
+				if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeOpen {
+					t.Fatalf("after %d 5xx: scope %v, want open", i+1, up.State)
+				}
+			}
+			_ = failWith(t, g, "c", err500)
+			up, err := g.ScopeStatus(context.Background())
+			if err != nil || up.State != gate.ScopeCooling || up.Reason != classify.ReasonUpstream5xx {
+				t.Fatalf("after 3 5xx: %+v %v, want cooling", up, err)
+			}
+		})
+	}
+}
+
+func TestScope5xxWindowSlides(t *testing.T) {
+	g := func() *gate.Gate {
+		_, rdb := redistest.Miniredis(t)
+		return newGate(t, rdb, gate.Options{Scope: "s", ScopeAllowedFails: 1, ScopeFailWindow: 50 * time.Millisecond, Classify: upstreamClassifier(0)})
+	}()
+	_ = failWith(t, g, "a", err500)
+	time.Sleep(80 * time.Millisecond) // the window is read from Redis TIME: real time
+	_ = failWith(t, g, "b", err500)
+	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeOpen {
+		t.Fatalf("two 5xx further apart than the window cooled the scope")
+	}
+}
+
+func TestScopeSystemicPausesUntilReset(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rec := newRecorder()
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePauseTTL: time.Hour, Observer: rec, MaxAttempts: 1})
+			var ce *gate.CallError
+			if err := failWith(t, g, "a", errQuota); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 {
+				t.Fatalf("quota failure: %v (%+v), want the job cooling with no attempt counted", err, ce)
+			}
+			err := g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil })
+			var b *gate.BlockedError
+			if !errors.As(err, &b) || !b.Paused || b.RetryAfter < 59*time.Minute {
+				t.Fatalf("while paused: %v", err)
+			}
+			if countKind(rec.drain(), gate.EventScopePaused) != 1 {
+				t.Fatal("no scope_paused event")
+			}
+			if err := g.ResetScope(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+				t.Fatalf("after ResetScope: %v", err)
+			}
+		})
+	}
+}
+
+func TestScopePauseOutranksCooldown(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	pauser := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "s", ScopePauseTTL: time.Hour, Classify: upstreamClassifier(0)})
+	cooler := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "s", Classify: upstreamClassifier(time.Second)})
+	_ = failWith(t, pauser, "a", errQuota)
+	// A job that was already running reports a rate limit afterwards.
+	if err := pauser.ResetScope(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := cooler.Acquire(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = failWith(t, pauser, "a2", errQuota)
+	if err := l.Fail(context.Background(), errRateLimited); err != nil {
+		t.Fatal(err)
+	}
+	up, _ := cooler.ScopeStatus(context.Background())
+	if up.State != gate.ScopePaused || up.RetryAfter < 59*time.Minute {
+		t.Fatalf("scope %+v, want the pause kept", up)
+	}
+}
+
+func TestScopeCheckRoundTrips(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rt := &roundTrips{}
+			tg.Client.AddHook(rt)
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopeCooldown: time.Minute, Classify: upstreamClassifier(time.Minute)})
+			_ = g.Do(context.Background(), "warm", func(context.Context, *gate.Lease) error { return nil })
+			_, _ = g.ScopeStatus(context.Background())
+			before := rt.n.Load()
+			_ = g.Do(context.Background(), "x", func(context.Context, *gate.Lease) error { return nil })
+			success := rt.n.Load() - before
+			_ = failWith(t, g, "y", errRateLimited)
+			before = rt.n.Load()
+			_ = g.Do(context.Background(), "z", func(context.Context, *gate.Lease) error { return nil })
+			blocked := rt.n.Load() - before
+			// One node: the acquire script reads the scope itself. Cluster:
+			// one extra command, sent in parallel with the acquire.
+			wantSuccess, wantBlocked := int64(2), int64(1)
+			if tg.IsCluster {
+				wantSuccess, wantBlocked = 3, 2
+			}
+			if success != wantSuccess || blocked > wantBlocked+1 || blocked < wantBlocked {
+				t.Fatalf("round trips: success %d (want %d), blocked %d (want %d)", success, wantSuccess, blocked, wantBlocked)
+			}
+		})
+	}
+}
