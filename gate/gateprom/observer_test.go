@@ -1,0 +1,348 @@
+package gateprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/gate/gateprom"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// Errors the test classifier maps to fixed verdicts.
+var (
+	errTimeout   = errors.New("upstream timed out")
+	errInvalid   = errors.New("invalid request")
+	errOdd       = errors.New("custom failure")
+	errRateLimit = errors.New("429")
+)
+
+func testClassify(err error) classify.Verdict {
+	switch {
+	case errors.Is(err, errTimeout):
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
+	case errors.Is(err, errInvalid):
+		return classify.Verdict{Class: classify.ClassPermanent, Reason: classify.ReasonInvalidRequest}
+	case errors.Is(err, errRateLimit):
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited,
+			ProviderWide: true, RetryAfter: 30 * time.Second}
+	}
+	return classify.Verdict{Class: classify.ClassTransient, Reason: "my_own_reason_code"}
+}
+
+func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.UniqueKey(t)
+	}
+	g, err := gate.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("gate.New: %v", err)
+	}
+	return g
+}
+
+func ok(context.Context, *gate.Lease) error { return nil }
+
+func failWith(err error) func(context.Context, *gate.Lease) error {
+	return func(context.Context, *gate.Lease) error { return err }
+}
+
+// TestObserverDrivesRealGate runs a gate through every ordinary outcome and
+// checks the counters an operator's dashboards and alerts read.
+func TestObserverDrivesRealGate(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			obs := gateprom.New(gateprom.Options{ConstLabels: prometheus.Labels{"service": "test"}})
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(obs)
+			g := newGate(t, tg.Client, gate.Options{Scope: "openai:test", Cooldown: time.Hour, NoJitter: true,
+				Classify: testClassify, Observer: obs})
+
+			if err := g.Do(ctx, "job-ok", ok); err != nil {
+				t.Fatalf("success: %v", err)
+			}
+			_ = g.Do(ctx, "job-transient", failWith(errTimeout))
+			if err := g.Do(ctx, "job-transient", ok); !errors.Is(err, gate.ErrCoolingDown) {
+				t.Fatalf("exp ErrCoolingDown, got %v", err)
+			}
+			_ = g.Do(ctx, "job-permanent", failWith(errInvalid))
+			if err := g.Do(ctx, "job-permanent", ok); !errors.Is(err, gate.ErrFailed) {
+				t.Fatalf("exp ErrFailed, got %v", err)
+			}
+			_ = g.Do(ctx, "job-odd", failWith(errOdd))
+
+			// A duplicate of a running job is refused in-process.
+			entered, release := make(chan struct{}), make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = g.Do(ctx, "job-slow", func(context.Context, *gate.Lease) error {
+					close(entered)
+					<-release
+					return nil
+				})
+			}()
+			<-entered
+			if err := g.Do(ctx, "job-slow", ok); !errors.Is(err, gate.ErrInFlight) {
+				t.Fatalf("exp ErrInFlight, got %v", err)
+			}
+			close(release)
+			wg.Wait()
+
+			// A provider-wide rate limit cools the scope; the next job is refused.
+			_ = g.Do(ctx, "job-429", failWith(errRateLimit))
+			if err := g.Do(ctx, "job-after-429", ok); !errors.Is(err, gate.ErrUpstreamCooling) {
+				t.Fatalf("exp ErrUpstreamCooling, got %v", err)
+			}
+
+			exp := `
+# HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
+# TYPE retrygate_acquisitions_total counter
+retrygate_acquisitions_total{outcome="acquired",scope="openai:test",service="test",state=""} 6
+retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="cooling_down"} 1
+retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="failed"} 1
+retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="running"} 1
+retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="upstream_cooling"} 1
+# HELP retrygate_coalesced_total Refusals decided in-process: the job was already running in this process (no Redis round trip).
+# TYPE retrygate_coalesced_total counter
+retrygate_coalesced_total{scope="openai:test",service="test"} 1
+# HELP retrygate_settles_total Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.
+# TYPE retrygate_settles_total counter
+retrygate_settles_total{outcome="cooled_down",reason="other",scope="openai:test",service="test"} 1
+retrygate_settles_total{outcome="cooled_down",reason="rate_limited",scope="openai:test",service="test"} 1
+retrygate_settles_total{outcome="cooled_down",reason="timeout",scope="openai:test",service="test"} 1
+retrygate_settles_total{outcome="marked_failed",reason="invalid_request",scope="openai:test",service="test"} 1
+retrygate_settles_total{outcome="succeeded",reason="",scope="openai:test",service="test"} 2
+# HELP retrygate_scope_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.
+# TYPE retrygate_scope_transitions_total counter
+retrygate_scope_transitions_total{reason="rate_limited",scope="openai:test",service="test",state="cooling"} 1
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(exp),
+				"retrygate_acquisitions_total", "retrygate_coalesced_total", "retrygate_settles_total",
+				"retrygate_scope_transitions_total"); err != nil {
+				t.Fatal(err)
+			}
+
+			held := histograms(t, reg, "retrygate_lock_held_seconds")
+			if exp, got := uint64(2), held["succeeded"].GetSampleCount(); exp != got {
+				t.Errorf("held{succeeded} count: exp %d, got %d", exp, got)
+			}
+			if exp, got := uint64(3), held["cooled_down"].GetSampleCount(); exp != got {
+				t.Errorf("held{cooled_down} count: exp %d, got %d", exp, got)
+			}
+			cool := histograms(t, reg, "retrygate_cooldown_seconds")
+			// Two job cooldowns of exactly 1h (no jitter) and the 429's 30 s hint.
+			if exp, got := uint64(3), cool["job"].GetSampleCount(); exp != got {
+				t.Errorf("cooldown{job} count: exp %d, got %d", exp, got)
+			}
+			if got := cool["scope"].GetSampleSum(); got < 29 || got > 30.001 {
+				t.Errorf("cooldown{scope} sum: exp ~30s, got %v", got)
+			}
+			assertNoJobLabel(t, reg, "job-")
+		})
+	}
+}
+
+// Lease loss: the lock vanishes under a running call (an operator deleted
+// it, or it expired during a long pause). With Fence the call's context is
+// cancelled and nothing is settled; with Continue the settle is rejected as
+// not owned.
+func TestObserverLeaseLoss(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			for _, policy := range []gate.LeaseLostPolicy{gate.Fence, gate.Continue} {
+				ctx := context.Background()
+				obs := gateprom.New(gateprom.Options{})
+				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: policy, Observer: obs})
+				lock, _, err := g.Keys("job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+					if err := tg.Client.Del(ctx, lock).Err(); err != nil {
+						return err
+					}
+					deadline := time.Now().Add(3 * time.Second)
+					for !l.Lost() {
+						if time.Now().After(deadline) {
+							return errors.New("lease not lost within 3s")
+						}
+						time.Sleep(5 * time.Millisecond) // poll; renewal runs every 30 ms
+					}
+					return nil
+				})
+				exp := `
+# HELP retrygate_lease_lost_total Leases lost while the call ran (expired, taken over, or renewals failing); the call's writes may overlap a newer owner's.
+# TYPE retrygate_lease_lost_total counter
+retrygate_lease_lost_total{scope=""} 1
+`
+				if policy == gate.Continue {
+					if !errors.Is(err, gate.ErrNotOwned) {
+						t.Fatalf("Continue: exp ErrNotOwned, got %v", err)
+					}
+					exp += `# HELP retrygate_not_owned_total Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.
+# TYPE retrygate_not_owned_total counter
+retrygate_not_owned_total{scope=""} 1
+`
+				} else if !errors.Is(err, gate.ErrLeaseLost) {
+					t.Fatalf("Fence: exp ErrLeaseLost, got %v", err)
+				}
+				if err := testutil.CollectAndCompare(obs, strings.NewReader(exp),
+					"retrygate_lease_lost_total", "retrygate_not_owned_total"); err != nil {
+					t.Fatalf("policy %d: %v", policy, err)
+				}
+			}
+		})
+	}
+}
+
+// An unreachable Redis counts a Redis error and, with FailOpen, an ungated call.
+func TestObserverRedisDown(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	obs := gateprom.New(gateprom.Options{Namespace: "llm"})
+	g := newGate(t, c, gate.Options{FailOpen: true, Observer: obs})
+	if err := g.Do(context.Background(), "job", ok); err != nil {
+		t.Fatalf("fail-open Do: %v", err)
+	}
+	if exp, got := 1.0, testutil.ToFloat64(metric(t, obs, "llm_redis_errors_total")); exp != got {
+		t.Errorf("redis errors: exp %v, got %v", exp, got)
+	}
+	exp := `
+# HELP llm_redis_errors_total Redis operations that failed, by operation.
+# TYPE llm_redis_errors_total counter
+llm_redis_errors_total{op="acquire",scope=""} 1
+`
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_redis_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+	exp = `
+# HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
+# TYPE llm_acquisitions_total counter
+llm_acquisitions_total{outcome="fail_open",scope="",state=""} 1
+`
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_acquisitions_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Unknown reason codes and operations collapse into "other", so a buggy
+// classifier cannot explode the series count; Options.Reasons keeps yours.
+func TestObserverBoundsLabels(t *testing.T) {
+	obs := gateprom.New(gateprom.Options{Reasons: []string{"mine"}})
+	ctx := context.Background()
+	for i := range 100 {
+		obs.Observe(ctx, gate.Event{Kind: gate.EventCooledDown, Job: "job", Reason: "r" + string(rune('a'+i%26)) + strings.Repeat("x", i)})
+		obs.Observe(ctx, gate.Event{Kind: gate.EventRedisError, Op: "op" + string(rune('a'+i%26))})
+	}
+	obs.Observe(ctx, gate.Event{Kind: gate.EventMarkedFailed, Reason: "mine"})
+	exp := `
+# HELP retrygate_settles_total Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.
+# TYPE retrygate_settles_total counter
+retrygate_settles_total{outcome="cooled_down",reason="other",scope=""} 100
+retrygate_settles_total{outcome="marked_failed",reason="mine",scope=""} 1
+# HELP retrygate_redis_errors_total Redis operations that failed, by operation.
+# TYPE retrygate_redis_errors_total counter
+retrygate_redis_errors_total{op="other",scope=""} 100
+`
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "retrygate_settles_total", "retrygate_redis_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestObserverLint(t *testing.T) {
+	obs := gateprom.New(gateprom.Options{})
+	for k := gate.EventAcquired; k <= gate.EventConfigWarning; k++ {
+		obs.Observe(context.Background(), gate.Event{Kind: k, Reason: "timeout", Op: "acquire", Held: time.Second, Cooldown: time.Minute})
+	}
+	problems, err := testutil.CollectAndLint(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	// acquisitions 3, settles 4, held 6 (4 settles, lease_lost, not_owned),
+	// cooldown 2, renewals 2, lease_lost, not_owned, redis_errors,
+	// scope_transitions 2, config_warnings: every kind lands in its series.
+	if exp, got := 23, testutil.CollectAndCount(obs); exp != got {
+		t.Errorf("series: exp %d, got %d", exp, got)
+	}
+}
+
+// histograms returns the histograms of a family by their last label value
+// (outcome or kind).
+func histograms(t *testing.T, g prometheus.Gatherer, name string) map[string]*dto.Histogram {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.Histogram{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "outcome" || lp.GetName() == "kind" {
+					out[lp.GetValue()] = m.GetHistogram()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// assertNoJobLabel fails if any label value contains a job key.
+func assertNoJobLabel(t *testing.T, g prometheus.Gatherer, job string) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if strings.Contains(lp.GetValue(), job) {
+					t.Errorf("%s has job key %q as label %s", mf.GetName(), lp.GetValue(), lp.GetName())
+				}
+			}
+		}
+	}
+}
+
+// metric returns the collector of one metric family, for testutil.ToFloat64.
+func metric(t *testing.T, c prometheus.Collector, name string) prometheus.Collector {
+	t.Helper()
+	return filtered{c, name}
+}
+
+type filtered struct {
+	prometheus.Collector
+	name string
+}
+
+func (f filtered) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric)
+	go func() { f.Collector.Collect(all); close(all) }()
+	for m := range all {
+		if strings.Contains(m.Desc().String(), `"`+f.name+`"`) {
+			ch <- m
+		}
+	}
+}
