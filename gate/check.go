@@ -99,7 +99,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	sortWarnings(warns)
 	if g.obs != nil {
 		for _, w := range warns {
-			g.emit(ctx, Event{Kind: EventConfigWarning, Reason: w.Reason, Op: w.Addr, Err: errors.New(w.Message)})
+			g.emit(ctx, Event{Kind: EventConfigWarning, Reason: w.Reason, Err: errors.New(w.Message)})
 		}
 	}
 	return warns, nil

@@ -1,0 +1,20 @@
+// Package gateslog logs a gate's events with log/slog: one structured line
+// per event.
+//
+//	g, _ := gate.New(rdb, gate.Options{Observer: gateslog.New(slog.Default(), gateslog.Options{})})
+//
+// Each line's message is "retrygate " + the event kind (acquired, refused,
+// cooled_down, lease_lost, ...) and its attributes are those of the event
+// that apply: event, job (or job_hash with Options.HashJobs), scope, state,
+// attempt, fence, class, reason, held, cooldown, local, op, err. Zero
+// fields are left out.
+//
+// Levels: refusals and renewals are Debug (they are the normal, frequent
+// path); acquisitions and settles are Info; lease_lost, not_owned,
+// redis_error, renew_failed, fail_open, scope_cooling and config_warning are
+// Warn; scope_paused is Error, because only an operator can end it.
+// Options.Level shifts all of them.
+//
+// Nothing is formatted for a level the handler does not enable. An
+// *Observer is safe for concurrent use; create it with New.
+package gateslog

@@ -1,0 +1,213 @@
+package gateslog_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/gate/gateslog"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for the renewal goroutine's writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines parses the JSON log lines written so far.
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q is not JSON: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func newLogger(level slog.Level) (*slog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level})), buf
+}
+
+var errTimeout = errors.New("upstream timed out")
+
+func classifyTimeout(error) classify.Verdict {
+	return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
+}
+
+func TestLogsOneLinePerEvent(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			log, buf := newLogger(slog.LevelDebug)
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai",
+				Cooldown: time.Hour, NoJitter: true, Classify: classifyTimeout,
+				Observer: gateslog.New(log, gateslog.Options{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return errTimeout })
+			_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return nil })
+
+			lines := buf.lines(t)
+			var got []string
+			for _, l := range lines {
+				got = append(got, l["level"].(string)+" "+l["msg"].(string))
+			}
+			if exp := "INFO retrygate acquired,INFO retrygate cooled_down,DEBUG retrygate refused"; exp != strings.Join(got, ",") {
+				t.Fatalf("lines: exp %s, got %s", exp, strings.Join(got, ","))
+			}
+			cooled := lines[1]
+			for k, exp := range map[string]any{"event": "cooled_down", "job": "doc-1", "scope": "openai",
+				"state": "cooling_down", "class": "transient", "reason": "timeout", "attempt": 1.0,
+				"cooldown": float64(time.Hour)} {
+				if got := cooled[k]; got != exp {
+					t.Errorf("cooled_down %s: exp %v, got %v", k, exp, got)
+				}
+			}
+			if f, _ := cooled["fence"].(float64); f <= 0 {
+				t.Errorf("cooled_down fence: exp > 0, got %v", cooled["fence"])
+			}
+			if _, ok := cooled["held"]; !ok {
+				t.Error("cooled_down: no held duration")
+			}
+			refused := lines[2]
+			if exp, got := "cooling_down", refused["state"]; exp != got {
+				t.Errorf("refused state: exp %v, got %v", exp, got)
+			}
+			if c, _ := refused["cooldown"].(float64); c < float64(59*time.Minute) {
+				t.Errorf("refused cooldown (time left): exp ~1h, got %v", refused["cooldown"])
+			}
+		})
+	}
+}
+
+func TestHashJobs(t *testing.T) {
+	log, buf := newLogger(slog.LevelDebug)
+	obs := gateslog.New(log, gateslog.Options{HashJobs: true})
+	obs.Observe(context.Background(), gate.Event{Kind: gate.EventAcquired, Job: "user@example.com/secret", State: gate.Running})
+	lines := buf.lines(t)
+	if exp, got := 1, len(lines); exp != got {
+		t.Fatalf("lines: exp %d, got %d", exp, got)
+	}
+	if strings.Contains(buf.b.String(), "user@example.com") {
+		t.Fatalf("job key leaked: %s", buf.b.String())
+	}
+	if exp, got := gateslog.HashJob("user@example.com/secret"), lines[0]["job_hash"]; exp != got {
+		t.Fatalf("job_hash: exp %v, got %v", exp, got)
+	}
+	if exp, got := 16, len(gateslog.HashJob("x")); exp != got {
+		t.Fatalf("hash length: exp %d, got %d", exp, got)
+	}
+	if gateslog.HashJob("a") == gateslog.HashJob("b") {
+		t.Fatal("distinct jobs must hash apart")
+	}
+}
+
+func TestLevels(t *testing.T) {
+	for _, tc := range []struct {
+		kind gate.EventKind
+		exp  slog.Level
+	}{
+		{gate.EventRefused, slog.LevelDebug},
+		{gate.EventRenewed, slog.LevelDebug},
+		{gate.EventAcquired, slog.LevelInfo},
+		{gate.EventSucceeded, slog.LevelInfo},
+		{gate.EventCooledDown, slog.LevelInfo},
+		{gate.EventMarkedFailed, slog.LevelInfo},
+		{gate.EventLeaseLost, slog.LevelWarn},
+		{gate.EventNotOwned, slog.LevelWarn},
+		{gate.EventRedisError, slog.LevelWarn},
+		{gate.EventFailOpen, slog.LevelWarn},
+		{gate.EventConfigWarning, slog.LevelWarn},
+		{gate.EventScopePaused, slog.LevelError},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			if exp, got := tc.exp, gateslog.Level(tc.kind); exp != got {
+				t.Fatalf("exp %v, got %v", exp, got)
+			}
+			// At Info, Debug events are not written at all.
+			log, buf := newLogger(slog.LevelInfo)
+			gateslog.New(log, gateslog.Options{}).Observe(context.Background(), gate.Event{Kind: tc.kind, Job: "j"})
+			if exp, got := tc.exp >= slog.LevelInfo, len(buf.lines(t)) == 1; exp != got {
+				t.Fatalf("written at Info: exp %v, got %v", exp, got)
+			}
+		})
+	}
+}
+
+// Lease loss is a Warn line with the error that caused it.
+func TestLogsLeaseLoss(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	log, buf := newLogger(slog.LevelInfo)
+	g, err := gate.New(c, gate.Options{Prefix: redistest.UniqueKey(t), Lease: 60 * time.Millisecond,
+		OnLeaseLost: gate.Continue, Observer: gateslog.New(log, gateslog.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, _, _ := g.Keys("job")
+	err = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+		c.Del(ctx, lock)
+		deadline := time.Now().Add(3 * time.Second)
+		for !l.Lost() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	})
+	if !errors.Is(err, gate.ErrNotOwned) {
+		t.Fatalf("exp ErrNotOwned, got %v", err)
+	}
+	var got []string
+	for _, l := range buf.lines(t) {
+		got = append(got, l["level"].(string)+" "+l["event"].(string))
+	}
+	if exp := "INFO acquired,WARN lease_lost,WARN not_owned"; exp != strings.Join(got, ",") {
+		t.Fatalf("exp %s, got %s", exp, strings.Join(got, ","))
+	}
+	if l := buf.lines(t)[1]; l["err"] == nil || l["held"] == nil {
+		t.Errorf("lease_lost should carry err and held: %v", l)
+	}
+}
+
+func ExampleNew() {
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	obs := gateslog.New(log, gateslog.Options{HashJobs: true})
+	obs.Observe(context.Background(), gate.Event{Kind: gate.EventCooledDown, Job: "doc-42", State: gate.CoolingDown,
+		Attempt: 2, Class: classify.ClassTransient, Reason: "rate_limited", Cooldown: 20 * time.Second})
+	// Output:
+	// level=INFO msg="retrygate cooled_down" event=cooled_down job_hash=6767023ae1fd50c6 state=cooling_down attempt=2 class=transient reason=rate_limited cooldown=20s
+}
