@@ -1,0 +1,78 @@
+// Package httpmw gates HTTP retry endpoints, such as
+// POST /documents/{id}/evaluate, with a gate.Gate: one job per request key,
+// and a user who clicks again while the job cools down gets an answer at
+// once, without the model being called, saying how long to wait in seconds
+// and in words.
+//
+// New returns plain func(http.Handler) http.Handler middleware. Mount it on
+// a chi route with r.With, where the URL parameters and the full route
+// pattern are known:
+//
+//	r.Route("/documents/{id}", func(r chi.Router) {
+//		r.With(httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id")})).
+//			Post("/evaluate", evaluate)
+//		r.Get("/retry-status", httpmw.StatusHandler(g,
+//			httpmw.URLParamAs("/documents/{id}/evaluate", "id")))
+//	})
+//
+// # Status-code contract
+//
+// A request whose job may not run now is answered by the middleware with
+// Content-Type application/problem+json (RFC 9457: type, title, status,
+// detail, plus the extension members below) and Cache-Control: no-store:
+//
+//	state                     status  Retry-After               extension members
+//	cooling down              429     ceil(cooldown left), ≥ 1  job_state "cooling_down", retry_after_seconds, retry_at, attempts, reason
+//	running                   409     ceil(lease left), ≥ 1     job_state "running", retry_after_seconds, retry_at, status_url
+//	failed permanently        422     none                      job_state "failed", reason
+//	done (gate DoneTTL)       409     none                      job_state "done"; or Options.Replay answers
+//	upstream cooling/paused   503     ceil(scope time left)     job_state "upstream_cooling", retry_after_seconds, retry_at, reason
+//	gate unavailable          503     UnavailableRetryAfter     job_state "unknown", retry_after_seconds, retry_at
+//	no valid job key          400     none                      (no job_state)
+//	ErrNotRouted (mounting)   500     none                      (no job_state)
+//
+// status_url is written in every row that names a job state when
+// Options.StatusURL is set. detail is the human sentence from
+// Options.RetryIn, e.g. "Retry available in 4 min 12 s." (see FormatWait for
+// the rounding). reason is the gate's classification code, never upstream
+// text; no Redis error, upstream error or stack ever reaches a body (pass
+// Options.OnError to log them). Options.Headers renames or turns off
+// Retry-After and turns on the IETF RateLimit header
+// ("retry";r=0;t=<seconds>). Teams with their own error format set
+// Options.Blocked, Unavailable and InvalidJob.
+//
+// # Outcome
+//
+// The handler runs under the job's lease (Lease gives it the fence token;
+// its request context is cancelled if the lease is lost). When it returns:
+//
+//   - an error reported with Fail wins and is judged by the gate's
+//     classifier; if the handler wrote nothing, the middleware answers with
+//     the state just recorded (429 cooling down, 422 failed);
+//   - 2xx, 3xx, a hijacked connection, or nothing written: success;
+//   - 429 and 5xx: a transient failure; a Retry-After the handler set is the
+//     cooldown's hint, and 429, 503 and 529 are provider-wide under
+//     classify.Default (they cool the gate's upstream scope);
+//   - other 4xx: released, no cooldown and no attempt counted (the request
+//     was wrong, not the job);
+//   - nothing written and the client gone: released, as gate.Do does for a
+//     cancelled caller;
+//   - a panic: a transient failure, then the panic goes on (chi's Recoverer
+//     still sees it).
+//
+// The response writer the handler gets keeps http.Flusher (server-sent
+// events from a streaming call flush as they come), http.Hijacker, and
+// Unwrap for http.ResponseController.
+//
+// # Job keys
+//
+// URLParam keys a job by the chi route pattern and a URL parameter, decoded
+// once, so every spelling of an id is one job and two routes never share
+// one; Scoped adds a tenant or user. Keys are joined so that distinct inputs
+// never collide, and the gate stores any byte safely. A request naming no
+// job, an empty parameter or a key over gate.MaxJobLen bytes gets 400. The
+// middleware never resets, releases or shortens a cooldown: only a handler
+// run it let through settles the job.
+//
+// The middleware and StatusHandler are safe for concurrent use.
+package httpmw

@@ -1,0 +1,260 @@
+package httpmw_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var errBoom = errors.New("boom")
+
+// newGate builds a gate with a per-test prefix; Cooldown 5m without jitter
+// unless set, so Retry-After values are predictable.
+func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.UniqueKey(t)
+	}
+	if opts.Cooldown == 0 {
+		opts.Cooldown = 5 * time.Minute
+	}
+	opts.NoJitter = true
+	g, err := gate.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("gate.New: %v", err)
+	}
+	return g
+}
+
+// evaluatePattern is the gated route of router.
+const evaluatePattern = "/documents/{id}/evaluate"
+
+// router mounts h behind the middleware at POST /documents/{id}/evaluate
+// and the StatusHandler at GET /documents/{id}/retry-status, as the README
+// shows. opts.Job defaults to URLParam("id").
+func router(g *gate.Gate, opts httpmw.Options, h http.HandlerFunc) http.Handler {
+	if opts.Job == nil {
+		opts.Job = httpmw.URLParam("id")
+	}
+	r := chi.NewRouter()
+	r.Route("/documents/{id}", func(r chi.Router) {
+		r.With(httpmw.New(g, opts)).Post("/evaluate", h)
+		r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.URLParamAs(evaluatePattern, "id"), opts))
+	})
+	return r
+}
+
+// post sends POST target through h.
+func post(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, target, nil))
+	return rec
+}
+
+func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	return rec
+}
+
+// problemBody mirrors the problem JSON; pointers tell absent from zero.
+type problemBody struct {
+	Type              string  `json:"type"`
+	Title             string  `json:"title"`
+	Status            int     `json:"status"`
+	Detail            string  `json:"detail"`
+	JobState          *string `json:"job_state"`
+	RetryAfterSeconds *int64  `json:"retry_after_seconds"`
+	RetryAt           *string `json:"retry_at"`
+	Attempts          *int    `json:"attempts"`
+	Reason            *string `json:"reason"`
+	StatusURL         *string `json:"status_url"`
+}
+
+// decodeProblem checks the problem+json framing of rec and decodes it.
+func decodeProblem(t *testing.T, rec *httptest.ResponseRecorder) problemBody {
+	t.Helper()
+	if exp, got := "application/problem+json", rec.Header().Get("Content-Type"); exp != got {
+		t.Fatalf("Content-Type: exp %q, got %q (body %s)", exp, got, rec.Body)
+	}
+	if exp, got := "no-store", rec.Header().Get("Cache-Control"); exp != got {
+		t.Errorf("Cache-Control: exp %q, got %q", exp, got)
+	}
+	var p problemBody
+	dec := json.NewDecoder(strings.NewReader(rec.Body.String()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("decode problem %q: %v", rec.Body, err)
+	}
+	if exp, got := rec.Code, p.Status; exp != got {
+		t.Errorf("status member: exp %d, got %d", exp, got)
+	}
+	if p.Type == "" || p.Title == "" || p.Detail == "" {
+		t.Errorf("problem lacks type, title or detail: %+v", p)
+	}
+	return p
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "<absent>"
+	}
+	return *p
+}
+
+// noLeak fails if a body carries internals: Redis or upstream error text,
+// addresses, stacks.
+func noLeak(t *testing.T, body string) {
+	t.Helper()
+	for _, bad := range []string{"redis", "ERR", "dial", "127.0.0.1", "refused", "boom", "secret",
+		"goroutine", "panic", ".go:", "gate:", "httpmw:"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("body leaks %q: %s", bad, body)
+		}
+	}
+}
+
+// counter counts handler runs.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) wrap(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c.n.Add(1)
+		h(w, r)
+	}
+}
+
+func ok(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "evaluated") }
+
+// status reads a job's state.
+func status(t *testing.T, g *gate.Gate, job string) gate.Status {
+	t.Helper()
+	st, err := g.Status(context.Background(), job)
+	if err != nil {
+		t.Fatalf("Status(%q): %v", job, err)
+	}
+	return st
+}
+
+// key is the job key URLParam("id") gives the evaluate route for id.
+func key(id string) string { return evaluatePattern + " " + id }
+
+// waitReady polls until job is Ready: FastForward on miniredis, real time
+// with a deadline elsewhere.
+func waitReady(t *testing.T, tg redistest.Target, g *gate.Gate, job string, within time.Duration) {
+	t.Helper()
+	if tg.FastForward != nil {
+		tg.FastForward(within)
+	}
+	deadline := time.Now().Add(within + 3*time.Second)
+	for {
+		st := status(t, g, job)
+		if st.State == gate.Ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %q still %v after %v", job, st.State, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// flaky is a Scripter whose scripts fail while down is set, with an error
+// text that must never reach a client.
+type flaky struct {
+	gate.Scripter
+	down atomic.Bool
+}
+
+var errRedisSecret = errors.New("ERR redis secret internals at 10.0.0.7:6379")
+
+func (f *flaky) fail(ctx context.Context) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(errRedisSecret)
+	return cmd
+}
+
+func (f *flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.down.Load() {
+		return f.fail(ctx)
+	}
+	return f.Scripter.Eval(ctx, s, k, a...)
+}
+
+func (f *flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.down.Load() {
+		return f.fail(ctx)
+	}
+	return f.Scripter.EvalSha(ctx, s, k, a...)
+}
+
+func (f *flaky) EvalRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.down.Load() {
+		return f.fail(ctx)
+	}
+	return f.Scripter.EvalRO(ctx, s, k, a...)
+}
+
+func (f *flaky) EvalShaRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.down.Load() {
+		return f.fail(ctx)
+	}
+	return f.Scripter.EvalShaRO(ctx, s, k, a...)
+}
+
+// closedPortClient is a client whose server is gone.
+func closedPortClient(t *testing.T) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// events records the gate's settle events by job.
+type events struct {
+	mu   sync.Mutex
+	last map[string]gate.EventKind
+}
+
+func (e *events) Observe(_ context.Context, ev gate.Event) {
+	switch ev.Kind {
+	case gate.EventSucceeded, gate.EventReleased, gate.EventCooledDown, gate.EventMarkedFailed:
+		e.mu.Lock()
+		if e.last == nil {
+			e.last = map[string]gate.EventKind{}
+		}
+		e.last[ev.Job] = ev.Kind
+		e.mu.Unlock()
+	}
+}
+
+func (e *events) of(job string) gate.EventKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last[job]
+}

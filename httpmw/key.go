@@ -1,0 +1,149 @@
+package httpmw
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// ErrNotRouted is returned by URLParam and URLParamAs when the request
+// carries no chi URL parameter of that name: the middleware was mounted
+// before routing (r.Use on the root router) or the route has no such
+// parameter. It is a server mistake, answered 500.
+var ErrNotRouted = errors.New("httpmw: URL parameter not routed")
+
+// URLParam returns a JobFunc whose key is the chi route pattern and the URL
+// parameter name, so POST /documents/{id}/evaluate and POST /images/{id}/evaluate
+// never share a job. The parameter is percent-decoded once, so /documents/abc
+// and /documents/%61bc are the same job.
+//
+// The pattern is only complete after routing: mount the middleware with
+// r.With(...).Post(...), where it is the route's full pattern. With r.Use
+// inside r.Route("/documents/{id}", ...) it is the mount's
+// ("/documents/{id}/*"), so every route of that subrouter shares one job per
+// id. Mounted with r.Use on the root router, the parameter is unknown and
+// the JobFunc fails with ErrNotRouted.
+//
+// A StatusHandler on another route must compute the same key: give it
+// URLParamAs with the middleware route's full pattern.
+func URLParam(name string) JobFunc {
+	if name == "" {
+		panic("httpmw: URLParam: empty parameter name")
+	}
+	return func(r *http.Request) (string, error) {
+		rctx := chi.RouteContext(r.Context())
+		if rctx == nil {
+			return "", fmt.Errorf("%w: no chi route context for {%s}", ErrNotRouted, name)
+		}
+		return paramKey(r, rctx, rctx.RoutePattern(), name)
+	}
+}
+
+// URLParamAs is URLParam with a fixed namespace instead of the route
+// pattern: URLParamAs("/documents/{id}/evaluate", "id") computes, on any
+// route with an {id} parameter, the key URLParam("id") computes on the route
+// /documents/{id}/evaluate.
+func URLParamAs(namespace, name string) JobFunc {
+	if namespace == "" || name == "" {
+		panic("httpmw: URLParamAs: empty namespace or parameter name")
+	}
+	return func(r *http.Request) (string, error) {
+		rctx := chi.RouteContext(r.Context())
+		if rctx == nil {
+			return "", fmt.Errorf("%w: no chi route context for {%s}", ErrNotRouted, name)
+		}
+		return paramKey(r, rctx, namespace, name)
+	}
+}
+
+// paramKey builds namespace + " " + the decoded parameter.
+func paramKey(r *http.Request, rctx *chi.Context, namespace, name string) (string, error) {
+	v, ok := lastParam(rctx, name)
+	if !ok {
+		return "", fmt.Errorf("%w: route %q has no {%s}", ErrNotRouted, namespace, name)
+	}
+	// chi routes on RawPath when the URL has one, and then hands out the
+	// parameter still percent-encoded; decode it so every spelling of one
+	// id is one job. Without RawPath it is already decoded: decoding again
+	// would merge "%2561" with "a".
+	if r.URL.RawPath != "" {
+		d, err := url.PathUnescape(v)
+		if err != nil {
+			return "", &gate.InvalidJobError{Why: "bad percent-encoding in URL parameter"}
+		}
+		v = d
+	}
+	if v == "" {
+		return "", &gate.InvalidJobError{Why: "empty URL parameter"}
+	}
+	return join(namespace, v)
+}
+
+// lastParam is chi.URLParam that also tells a missing parameter from an
+// empty one; the innermost route's value wins, as in chi.
+func lastParam(rctx *chi.Context, name string) (string, bool) {
+	for i := len(rctx.URLParams.Keys) - 1; i >= 0; i-- {
+		if rctx.URLParams.Keys[i] == name {
+			return rctx.URLParams.Values[i], true
+		}
+	}
+	return "", false
+}
+
+// Scoped returns a JobFunc whose key is scope's value (a tenant, a user)
+// followed by job's key, so two tenants never share a job. An empty scope
+// is an error: a request without a tenant must not share one job with every
+// other such request.
+func Scoped(job JobFunc, scope func(r *http.Request) (string, error)) JobFunc {
+	if job == nil || scope == nil {
+		panic("httpmw: Scoped: nil job or scope function")
+	}
+	return func(r *http.Request) (string, error) {
+		s, err := scope(r)
+		if err != nil {
+			return "", err
+		}
+		if s == "" {
+			return "", &gate.InvalidJobError{Why: "empty scope"}
+		}
+		k, err := job(r)
+		if err != nil {
+			return "", err
+		}
+		if k == "" {
+			return "", &gate.InvalidJobError{Why: "empty"}
+		}
+		return join(s, k)
+	}
+}
+
+// join makes "<prefix> <rest>" with the prefix's '%' and ' ' escaped, so the
+// first space splits the key unambiguously and distinct pairs never collide.
+func join(prefix, rest string) (string, error) {
+	k := keyEscaper.Replace(prefix) + " " + rest
+	if len(k) > gate.MaxJobLen {
+		return "", &gate.InvalidJobError{Why: fmt.Sprintf("over the %d-byte limit", gate.MaxJobLen)}
+	}
+	return k, nil
+}
+
+var keyEscaper = strings.NewReplacer("%", "%25", " ", "%20")
+
+// SiblingURL returns an Options.StatusURL that replaces the last segment of
+// the request's path with name: for POST /documents/42/evaluate,
+// SiblingURL("retry-status") gives /documents/42/retry-status. The path
+// keeps the request's percent-encoding.
+func SiblingURL(name string) func(r *http.Request) string {
+	if name == "" || strings.Contains(name, "/") {
+		panic("httpmw: SiblingURL: name must be one non-empty path segment")
+	}
+	return func(r *http.Request) string {
+		p := strings.TrimSuffix(r.URL.EscapedPath(), "/")
+		return p[:strings.LastIndexByte(p, '/')+1] + name
+	}
+}

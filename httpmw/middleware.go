@@ -1,0 +1,80 @@
+package httpmw
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// New returns middleware that runs the handler under the request's job lease
+// and answers refused requests itself (see the package doc for the
+// status-code contract). It panics, naming the option, when g is nil,
+// opts.Job is nil or a header name is invalid.
+func New(g *gate.Gate, opts Options) func(http.Handler) http.Handler {
+	c := newConfig("New", g, opts)
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("httpmw: New: nil next handler")
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.serve(next, w, r)
+		})
+	}
+}
+
+func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	job, err := c.opts.Job(r)
+	if err == nil && job == "" {
+		err = &gate.InvalidJobError{Why: "empty"}
+	}
+	if err != nil {
+		c.onError(r, err)
+		ref, h := c.invalidFor(err)
+		c.respond(w, r, ref, h)
+		return
+	}
+
+	st := &state{}
+	l, err := c.g.Acquire(context.WithValue(r.Context(), stateKey{}, st), job)
+	if err != nil {
+		c.refuse(w, r, err)
+		return
+	}
+	st.lease = l
+
+	rw := &writer{ResponseWriter: w}
+	panicked := true
+	defer func() {
+		if panicked {
+			// Settle without recovering, so the panic unwinds on with its
+			// stack for chi's Recoverer or net/http.
+			c.report(r, l.Fail(r.Context(), errHandlerPanic))
+		}
+	}()
+	next.ServeHTTP(rw, r.WithContext(l.Context()))
+	panicked = false
+	c.settle(rw, r, l, st)
+}
+
+// refuse answers a request the gate refused.
+func (c *config) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var b *gate.BlockedError
+	if errors.As(err, &b) && b.Scope == "" && b.State == gate.Done && c.opts.Replay != nil {
+		c.opts.Replay.ServeHTTP(w, r)
+		return
+	}
+	if b == nil && !errors.Is(err, context.Canceled) {
+		c.onError(r, err) // Redis or key errors: the client only sees 503/400
+	}
+	ref, h := c.refusal(r, err)
+	c.respond(w, r, ref, h)
+}
+
+// report passes a settle error to OnError.
+func (c *config) report(r *http.Request, err error) {
+	if err != nil {
+		c.onError(r, err)
+	}
+}

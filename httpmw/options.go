@@ -1,0 +1,172 @@
+package httpmw
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// JobFunc returns the job key of a request. An error, an empty key or a key
+// longer than gate.MaxJobLen is answered 400 (500 for ErrNotRouted, a
+// mounting mistake); the error text never reaches the client.
+type JobFunc func(r *http.Request) (string, error)
+
+// RefusalHandler writes the response to a request the middleware answers
+// itself. The Cache-Control, Retry-After and RateLimit headers are already
+// set when it is called; it writes the status and the body. WriteProblem is
+// the default.
+type RefusalHandler func(w http.ResponseWriter, r *http.Request, ref Refusal)
+
+// Options configures New and StatusHandler. Only Job is required; every other
+// zero value means the documented default.
+type Options struct {
+	// Job returns the request's job key. Required. See URLParam, URLParamAs
+	// and Scoped.
+	Job JobFunc
+
+	// StatusURL returns the URL of the job's retry-status endpoint, written
+	// as status_url in refusals that name a job. Nil = not written. See
+	// SiblingURL.
+	StatusURL func(r *http.Request) string
+
+	// Replay answers requests for a job held Done (gate.Options.DoneTTL)
+	// instead of the 409 problem, e.g. with the stored result. It runs
+	// without a lease. Nil = the 409 problem.
+	Replay http.Handler
+
+	// RetryIn turns a wait into the human sentence of a refusal's detail
+	// and a status's message; it is called with 0 when a retry may run now.
+	// Default: DefaultRetryIn ("Retry available in 4 min 12 s.").
+	RetryIn func(d time.Duration) string
+
+	// ProblemTypeBase, when set, makes a refusal's problem type
+	// ProblemTypeBase + job state (e.g. "https://example.com/problems/" +
+	// "cooling_down") with a descriptive title. Default: type "about:blank"
+	// with the HTTP status text as title, as RFC 9457 asks.
+	ProblemTypeBase string
+
+	// Headers names the headers of refusals.
+	Headers Headers
+
+	// UnavailableRetryAfter is the Retry-After of the 503 sent when Redis
+	// cannot be reached (the gate fails closed). Default: 5s.
+	UnavailableRetryAfter time.Duration
+
+	// Blocked writes refusals of a job that may not run now (cooling down,
+	// running, failed, done without Replay, upstream cooling).
+	// Default: WriteProblem.
+	Blocked RefusalHandler
+	// Unavailable writes the 503 sent when the gate cannot reach Redis.
+	// Default: WriteProblem.
+	Unavailable RefusalHandler
+	// InvalidJob writes the 400 sent when the request names no valid job,
+	// and the 500 of ErrNotRouted. Default: WriteProblem.
+	InvalidJob RefusalHandler
+
+	// OnError receives the errors the client never sees: why a job key was
+	// rejected, Redis errors, and settles that could not be recorded. Use
+	// it for logs. Nil = dropped. It must be safe for concurrent use.
+	OnError func(r *http.Request, err error)
+}
+
+// Headers names the headers a refusal carries.
+type Headers struct {
+	// RetryAfter names the header holding the whole seconds to wait.
+	// Default: "Retry-After"; "-" = not sent.
+	RetryAfter string
+	// RateLimit names the IETF RateLimit header ("retry";r=0;t=<seconds>),
+	// sent alongside RetryAfter. Default: "" = not sent; set it to
+	// RateLimitHeader to send it.
+	RateLimit string
+}
+
+// RateLimitHeader is the header name of the IETF RateLimit fields draft.
+const RateLimitHeader = "RateLimit"
+
+// DefaultUnavailableRetryAfter is the default Options.UnavailableRetryAfter.
+const DefaultUnavailableRetryAfter = 5 * time.Second
+
+// config is a validated Options with defaults filled in.
+type config struct {
+	g    *gate.Gate
+	opts Options
+	// Header names; "" = not sent.
+	retryAfter, rateLimit string
+}
+
+// newConfig validates opts and panics naming every invalid option, as
+// chi's middleware constructors do.
+func newConfig(fn string, g *gate.Gate, opts Options) *config {
+	var bad []string
+	if g == nil {
+		bad = append(bad, "gate: nil *gate.Gate")
+	}
+	if opts.Job == nil {
+		bad = append(bad, "Options.Job: required")
+	}
+	if opts.UnavailableRetryAfter < 0 {
+		bad = append(bad, fmt.Sprintf("Options.UnavailableRetryAfter: negative duration %v", opts.UnavailableRetryAfter))
+	}
+	c := &config{g: g, opts: opts}
+	switch h := opts.Headers.RetryAfter; {
+	case h == "":
+		c.retryAfter = "Retry-After"
+	case h == "-":
+	case !validHeaderName(h):
+		bad = append(bad, fmt.Sprintf("Options.Headers.RetryAfter: %q is not a valid header name", h))
+	default:
+		c.retryAfter = h
+	}
+	if h := opts.Headers.RateLimit; h != "" {
+		if !validHeaderName(h) {
+			bad = append(bad, fmt.Sprintf("Options.Headers.RateLimit: %q is not a valid header name", h))
+		}
+		c.rateLimit = h
+	}
+	if c.retryAfter != "" && c.rateLimit != "" && http.CanonicalHeaderKey(c.retryAfter) == http.CanonicalHeaderKey(c.rateLimit) {
+		bad = append(bad, "Options.Headers: RetryAfter and RateLimit name the same header")
+	}
+	if len(bad) > 0 {
+		panic("httpmw: " + fn + ": invalid options: " + strings.Join(bad, "; "))
+	}
+	if c.opts.RetryIn == nil {
+		c.opts.RetryIn = DefaultRetryIn
+	}
+	if c.opts.UnavailableRetryAfter == 0 {
+		c.opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
+	}
+	if c.opts.Blocked == nil {
+		c.opts.Blocked = WriteProblem
+	}
+	if c.opts.Unavailable == nil {
+		c.opts.Unavailable = WriteProblem
+	}
+	if c.opts.InvalidJob == nil {
+		c.opts.InvalidJob = WriteProblem
+	}
+	return c
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *config) onError(r *http.Request, err error) {
+	if c.opts.OnError != nil && err != nil {
+		c.opts.OnError(r, err)
+	}
+}

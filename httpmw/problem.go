@@ -1,0 +1,257 @@
+package httpmw
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// Job states written as job_state, besides gate.State's names
+// ("cooling_down", "running", "failed", "done", "upstream_cooling",
+// "ready").
+const (
+	// StateUnknown: the gate could not reach Redis, so the job's state is
+	// not known.
+	StateUnknown = "unknown"
+)
+
+// Refusal describes a response the middleware writes itself instead of
+// running the handler. It holds no upstream or Redis text except in Err.
+type Refusal struct {
+	// Status is the HTTP status: 429, 409, 422, 503, 400 or 500.
+	Status int
+	// State is the job_state member: a gate.State name or StateUnknown;
+	// "" when the request names no valid job.
+	State string
+	// RetryAfter is the wait before a retry may run; 0 when waiting does
+	// not help (failed, done, invalid job).
+	RetryAfter time.Duration
+	// RetryAt is when the wait ends, rounded up to the second; zero
+	// without RetryAfter.
+	RetryAt time.Time
+	// Attempts counts the job's failures since its last success.
+	Attempts int
+	// Reason is the classification code behind a cooldown, a failed mark
+	// or an upstream cooldown (e.g. "rate_limited"); never upstream text.
+	Reason string
+	// Type, Title and Detail are the RFC 9457 members; Detail is the
+	// human sentence, e.g. "Retry available in 4 min 12 s.".
+	Type, Title, Detail string
+	// StatusURL is Options.StatusURL's value, when configured.
+	StatusURL string
+	// Err is the cause (a *gate.BlockedError, an ErrUnavailable, a JobFunc
+	// error), for logs only: never write its text to the client.
+	Err error
+}
+
+// problem is the RFC 9457 body. Optional members are pointers or omitted
+// when empty so each state carries exactly its table row's members.
+type problem struct {
+	Type              string `json:"type"`
+	Title             string `json:"title"`
+	Status            int    `json:"status"`
+	Detail            string `json:"detail,omitempty"`
+	JobState          string `json:"job_state,omitempty"`
+	RetryAfterSeconds *int64 `json:"retry_after_seconds,omitempty"`
+	RetryAt           string `json:"retry_at,omitempty"`
+	Attempts          *int   `json:"attempts,omitempty"`
+	Reason            string `json:"reason,omitempty"`
+	StatusURL         string `json:"status_url,omitempty"`
+}
+
+// WriteProblem writes ref as an application/problem+json body (RFC 9457)
+// with the extension members job_state, retry_after_seconds, retry_at
+// (RFC 3339), attempts (cooling_down), reason and status_url, each only when
+// it applies. It is the default RefusalHandler.
+func WriteProblem(w http.ResponseWriter, _ *http.Request, ref Refusal) {
+	p := problem{Type: ref.Type, Title: ref.Title, Status: ref.Status, Detail: ref.Detail,
+		JobState: ref.State, Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL}
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(ref.Status)
+	}
+	if ref.RetryAfter > 0 {
+		s := retrySeconds(ref.RetryAfter)
+		p.RetryAfterSeconds = &s
+		if !ref.RetryAt.IsZero() {
+			p.RetryAt = ref.RetryAt.UTC().Format(time.RFC3339)
+		}
+	}
+	if ref.State == gate.CoolingDown.String() || ref.Attempts > 0 {
+		a := ref.Attempts
+		p.Attempts = &a
+	}
+	body, err := json.Marshal(p)
+	if err != nil { // cannot happen: strings and ints only
+		body = []byte(`{"type":"about:blank","status":500}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(ref.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// titles are the descriptive titles used with Options.ProblemTypeBase.
+var titles = map[string]string{
+	"cooling_down":     "Job is cooling down",
+	"running":          "Job is already running",
+	"failed":           "Job failed permanently",
+	"done":             "Job is already done",
+	"upstream_cooling": "Upstream is cooling down",
+	StateUnknown:       "Retry gate unavailable",
+	"":                 "Invalid job",
+}
+
+// refusal builds the Refusal for an error of gate.Acquire and picks its
+// handler.
+func (c *config) refusal(r *http.Request, err error) (Refusal, RefusalHandler) {
+	var b *gate.BlockedError
+	switch {
+	case errors.As(err, &b):
+		return c.blocked(r, b), c.opts.Blocked
+	case errors.Is(err, gate.ErrInvalidJob):
+		return c.invalid(http.StatusBadRequest, err), c.opts.InvalidJob
+	}
+	return c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable
+}
+
+// blocked maps a gate refusal onto the status-code contract.
+func (c *config) blocked(r *http.Request, b *gate.BlockedError) Refusal {
+	ref := Refusal{Err: b, Attempts: b.Attempts, Reason: b.Reason}
+	wait := b.RetryAfter
+	switch {
+	case b.Scope != "" || b.State == gate.UpstreamCooling:
+		ref.Status, ref.State = http.StatusServiceUnavailable, gate.UpstreamCooling.String()
+		if wait <= 0 { // a pause without a known end
+			wait = c.opts.UnavailableRetryAfter
+		}
+		ref.Detail = "The upstream service is temporarily unavailable. " + c.opts.RetryIn(wait)
+	case b.State == gate.CoolingDown:
+		ref.Status, ref.State = http.StatusTooManyRequests, gate.CoolingDown.String()
+		ref.Detail = c.opts.RetryIn(max(wait, time.Second))
+	case b.State == gate.Failed:
+		ref.Status, ref.State, wait = http.StatusUnprocessableEntity, gate.Failed.String(), 0
+		ref.Detail = "This job failed and will not be retried automatically."
+	case b.State == gate.Done:
+		ref.Status, ref.State, wait = http.StatusConflict, gate.Done.String(), 0
+		ref.Detail = "This job is already done."
+	default: // Running
+		ref.Status, ref.State = http.StatusConflict, gate.Running.String()
+		if wait <= 0 {
+			wait = c.g.Options().Lease
+		}
+		ref.Detail = "This job is already running. " + c.opts.RetryIn(wait)
+	}
+	c.setWait(&ref, wait)
+	if c.opts.StatusURL != nil {
+		ref.StatusURL = c.opts.StatusURL(r)
+	}
+	c.typeAndTitle(&ref)
+	return ref
+}
+
+// settled builds the refusal for a handler that reported a failure with
+// Fail and wrote nothing: the outcome the gate just recorded.
+func (c *config) settled(r *http.Request, l *gate.Lease, serr error) (Refusal, RefusalHandler) {
+	res := l.Result()
+	switch {
+	case serr != nil:
+		// The lock's own TTL is the cooldown now.
+		return c.unavailable(serr, c.g.Options().Lease), c.opts.Unavailable
+	case res.State == gate.CoolingDown || res.State == gate.Failed:
+		b := &gate.BlockedError{Job: l.Job(), State: res.State, RetryAfter: res.RetryAfter,
+			Attempts: res.Attempts, Reason: res.Verdict.Reason}
+		return c.blocked(r, b), c.opts.Blocked
+	}
+	// Released (the client went away) or ungated (FailOpen).
+	return c.unavailable(nil, c.opts.UnavailableRetryAfter), c.opts.Unavailable
+}
+
+func (c *config) unavailable(err error, wait time.Duration) Refusal {
+	ref := Refusal{Status: http.StatusServiceUnavailable, State: StateUnknown, Err: err}
+	ref.Detail = "The service cannot check this job right now. " + c.opts.RetryIn(wait)
+	c.setWait(&ref, wait)
+	c.typeAndTitle(&ref)
+	return ref
+}
+
+// invalid is the refusal of a request that names no valid job: 400, or 500
+// for a mounting mistake.
+func (c *config) invalid(status int, err error) Refusal {
+	ref := Refusal{Status: status, Err: err, Detail: "The request does not name a valid job."}
+	if status == http.StatusInternalServerError {
+		ref.Detail = "The server could not tell which job this request is for."
+	}
+	c.typeAndTitle(&ref)
+	return ref
+}
+
+func (c *config) invalidFor(err error) (Refusal, RefusalHandler) {
+	if errors.Is(err, ErrNotRouted) {
+		return c.invalid(http.StatusInternalServerError, err), c.opts.InvalidJob
+	}
+	return c.invalid(http.StatusBadRequest, err), c.opts.InvalidJob
+}
+
+func (c *config) setWait(ref *Refusal, wait time.Duration) {
+	if wait <= 0 {
+		return
+	}
+	ref.RetryAfter = wait
+	at := time.Now().Add(wait)
+	if t := at.Truncate(time.Second); t.Before(at) {
+		at = t.Add(time.Second)
+	}
+	ref.RetryAt = at
+}
+
+func (c *config) typeAndTitle(ref *Refusal) {
+	if c.opts.ProblemTypeBase == "" {
+		return
+	}
+	name := ref.State
+	if name == "" {
+		name = "invalid_job"
+	}
+	ref.Type = c.opts.ProblemTypeBase + name
+	ref.Title = titles[ref.State]
+}
+
+// respond sets the refusal's headers and calls h.
+func (c *config) respond(w http.ResponseWriter, r *http.Request, ref Refusal, h RefusalHandler) {
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	if ref.RetryAfter > 0 {
+		s := strconv.FormatInt(retrySeconds(ref.RetryAfter), 10)
+		if c.retryAfter != "" {
+			hd.Set(c.retryAfter, s)
+		}
+		if c.rateLimit != "" {
+			hd.Set(c.rateLimit, `"retry";r=0;t=`+s)
+		}
+	}
+	h(w, r, ref)
+}
+
+// safeReason keeps reason codes to short [a-z0-9_.-] strings, as the gate
+// writes them: a foreign value in Redis must not reach the client raw.
+func safeReason(r string) string {
+	if len(r) > 64 {
+		return ""
+	}
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return ""
+		}
+	}
+	return r
+}

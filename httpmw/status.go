@@ -1,0 +1,110 @@
+package httpmw
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// RetryStatus is the body StatusHandler answers with, for a page that shows
+// a countdown.
+type RetryStatus struct {
+	// JobState is a gate.State name: "ready", "running", "cooling_down",
+	// "failed", "done" or "upstream_cooling".
+	JobState string `json:"job_state"`
+	// RetryAfterSeconds is the whole seconds, rounded up, until a retry
+	// may run; 0 when it may run now or waiting does not help.
+	RetryAfterSeconds int64 `json:"retry_after_seconds"`
+	// RetryAt is when the wait ends (RFC 3339); omitted without a wait.
+	RetryAt string `json:"retry_at,omitempty"`
+	// Attempts counts failures since the last success.
+	Attempts int `json:"attempts"`
+	// Reason is the classification code behind the state; never upstream
+	// text.
+	Reason string `json:"reason,omitempty"`
+	// Message is the human sentence, e.g. "Retry available in 45 s.".
+	Message string `json:"message"`
+}
+
+// StatusHandler returns a handler (an http.HandlerFunc, so chi's r.Get takes
+// it) that answers GET requests for a job's retry status with 200 and a
+// RetryStatus JSON body, read with g.Status (it never changes the job).
+// While the gate's upstream scope cools down or is paused the state is
+// "upstream_cooling" (a failed or done job keeps its own state). A request
+// naming no valid job gets the 400 problem, and a Redis error the 503
+// problem with job_state "unknown" and no internals.
+//
+// job must compute the key the middleware computes: on a route other than
+// the middleware's, use URLParamAs with the middleware route's pattern. opts
+// (at most one) supplies RetryIn, ProblemTypeBase, Headers,
+// UnavailableRetryAfter, Unavailable, InvalidJob and OnError; its Job is
+// ignored. StatusHandler panics when g or job is nil.
+func StatusHandler(g *gate.Gate, job JobFunc, opts ...Options) http.HandlerFunc {
+	if len(opts) > 1 {
+		panic("httpmw: StatusHandler: more than one Options")
+	}
+	var o Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	o.Job = job
+	c := newConfig("StatusHandler", g, o)
+	return c.serveStatus
+}
+
+func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {
+	job, err := c.opts.Job(r)
+	if err == nil && job == "" {
+		err = &gate.InvalidJobError{Why: "empty"}
+	}
+	if err != nil {
+		c.onError(r, err)
+		ref, h := c.invalidFor(err)
+		c.respond(w, r, ref, h)
+		return
+	}
+	st, err := c.g.Status(r.Context(), job)
+	if err != nil {
+		if errors.Is(err, gate.ErrInvalidJob) {
+			ref, h := c.invalidFor(err)
+			c.respond(w, r, ref, h)
+			return
+		}
+		c.onError(r, err)
+		c.respond(w, r, c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable)
+		return
+	}
+
+	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason}
+	wait := st.RetryAfter
+	if up := st.Upstream; up.State != gate.ScopeOpen && st.State != gate.Failed && st.State != gate.Done {
+		out.JobState, out.Reason = gate.UpstreamCooling.String(), up.Reason
+		wait = max(wait, up.RetryAfter)
+	}
+	out.Reason = safeReason(out.Reason)
+	switch st.State {
+	case gate.Failed:
+		out.Message = "This job failed and will not be retried automatically."
+	case gate.Done:
+		out.Message = "This job is already done."
+	default:
+		out.Message = c.opts.RetryIn(wait)
+	}
+	if wait > 0 && st.State != gate.Failed && st.State != gate.Done {
+		var ref Refusal
+		c.setWait(&ref, wait)
+		out.RetryAfterSeconds = retrySeconds(wait)
+		out.RetryAt = ref.RetryAt.UTC().Format(time.RFC3339)
+	}
+	body, _ := json.Marshal(out)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
