@@ -112,10 +112,8 @@ type acquireReply struct {
 // scope, the scope check in parallel. scope is non-nil when the scope is
 // cooling (cluster form only; the single-node script reports it in reply).
 func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scopeReply, error) {
-	ctx, cancel := g.opCtx(ctx)
-	defer cancel()
 	keys := []string{l.keys.lock, l.keys.meta}
-	args := []any{l.token, ms(g.opts.Lease), ms(g.opts.Lease + g.opts.AttemptsTTL)}
+	args := []any{l.token, g.argLease, g.argMetaTTL}
 	if g.scopeKey == "" || g.oneNode {
 		if g.scopeKey != "" {
 			keys = append(keys, g.scopeKey)

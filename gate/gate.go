@@ -23,6 +23,10 @@ type Gate struct {
 	// scopeKey and scopeFails are empty without Options.Scope.
 	scopeKey, scopeFails string
 
+	// Script arguments that never change, boxed once: an int64 above 255
+	// put in an interface allocates on every call otherwise.
+	argLease, argMetaTTL, argDoneTTL any
+
 	mu       sync.Mutex
 	inflight map[string]*Lease // in-process coalescing, by job
 }
@@ -46,6 +50,7 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 		renewEvery: o.Lease / 3,
 		inflight:   make(map[string]*Lease),
 	}
+	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
 	_, g.oneNode = rdb.(*redis.Client)
 	if o.Scope != "" {
 		g.scopeKey, g.scopeFails = scopeKeys(o.Prefix, o.Scope)
@@ -126,7 +131,7 @@ func (g *Gate) forget(l *Lease) {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// opCtx bounds one Redis operation of the gate.
+// opCtx bounds a Redis operation the gate runs detached from its caller.
 func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.opts.Timeout)
 }

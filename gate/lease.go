@@ -224,21 +224,35 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	if lost && g.opts.OnLeaseLost == Fence {
 		return Result{Verdict: v}, ErrLeaseLost
 	}
-	su := g.scopeUpdateFor(op, v)
-	keys := []string{l.keys.lock, l.keys.meta}
-	if su.op != scopeNone && g.oneNode {
-		keys = append(keys, g.scopeKey, g.scopeFails)
-	}
 	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
-
-	var scopeCh chan scopeResult
-	if su.op != scopeNone && !g.oneNode {
-		scopeCh = make(chan scopeResult, 1)
-		go func() { scopeCh <- g.updateScope(rctx, su, v.Reason) }()
+	keys := []string{l.keys.lock, l.keys.meta}
+	var (
+		reply   []any
+		err     error
+		su      scopeUpdate
+		scopeCh chan scopeResult
+	)
+	if op == opSuccess || op == opRelease {
+		done, clear := any(int64(0)), "0"
+		if op == opSuccess {
+			done = g.argDoneTTL
+			if l.attempt > 1 {
+				clear = "1"
+			}
+		}
+		reply, err = releaseScript.Run(rctx, g.rdb, keys, l.token, done, clear).Slice()
+	} else {
+		su = g.scopeUpdateFor(op, v)
+		if su.op != scopeNone && g.oneNode {
+			keys = append(keys, g.scopeKey, g.scopeFails)
+		}
+		if su.op != scopeNone && !g.oneNode {
+			scopeCh = make(chan scopeResult, 1)
+			go func() { scopeCh <- g.updateScope(rctx, su, v.Reason) }()
+		}
+		reply, err = settleScript.Run(rctx, g.rdb, keys, l.settleArgs(op, v.Reason, v.RetryAfter, su)...).Slice()
 	}
-	args := l.settleArgs(op, v.Reason, v.RetryAfter, su)
-	reply, err := settleScript.Run(rctx, g.rdb, keys, args...).Slice()
 	held := time.Since(l.start)
 
 	var res Result
@@ -299,7 +313,7 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	return res, nil
 }
 
-// settleArgs builds ARGV for settle.lua.
+// settleArgs builds ARGV for settle.lua (failures).
 func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su scopeUpdate) []any {
 	o := l.g.opts
 	jitter := 1.0
@@ -309,7 +323,7 @@ func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su sc
 	return []any{
 		l.token, string(op), reason, ms(hint),
 		ms(o.Cooldown), o.BackoffFactor, jitter, ms(o.MaxCooldown),
-		o.MaxAttempts, ms(o.FailedTTL), ms(o.DoneTTL), ms(o.AttemptsTTL),
+		o.MaxAttempts, ms(o.FailedTTL), ms(o.AttemptsTTL),
 		string(su.op), reason, ms(su.ttl), o.ScopeAllowedFails, ms(o.ScopeFailWindow), l.token,
 		strconv.FormatInt(l.fence, 10),
 	}

@@ -298,7 +298,7 @@ func TestRoundTripsPerPath(t *testing.T) {
 			// Load the scripts first: EVALSHA's first NOSCRIPT miss is a
 			// one-off extra trip per server, not per call.
 			_ = g.Do(context.Background(), "warm", func(context.Context, *gate.Lease) error { return errBoom })
-			_ = g.Do(context.Background(), "warm", func(context.Context, *gate.Lease) error { return nil })
+			_ = g.Do(context.Background(), "warm2", func(context.Context, *gate.Lease) error { return nil })
 			_, _ = g.Status(context.Background(), "warm")
 
 			measure := func(fn func()) int64 {

@@ -78,10 +78,11 @@ type Options struct {
 	// ErrUnavailable. Default: false (fail closed).
 	FailOpen bool
 
-	// Timeout bounds each Redis operation of the gate (acquire, renew,
-	// settle, status). The settle runs on a context detached from the
-	// caller's, so a request that went away still records its cooldown.
-	// go-redis applies a context deadline to the socket only with
+	// Timeout bounds the Redis operations the gate runs on its own, detached
+	// from the caller: settles (so a request that went away still records
+	// its cooldown), renewals and undos. Calls made for the caller
+	// (Acquire, Status, Reset) follow the caller's context. go-redis applies
+	// a context deadline to the socket only with
 	// redis.Options.ContextTimeoutEnabled; otherwise its ReadTimeout and
 	// MaxRetries bound the wait. Default: 5s.
 	Timeout time.Duration

@@ -31,7 +31,10 @@ func (l *Lease) renew() {
 	n, err := renewScript.Run(ctx, g.rdb, []string{l.keys.lock}, l.token, ms(g.opts.Lease)).Int()
 	cancel()
 
-	var events []Event
+	var (
+		events []Event
+		lost   bool
+	)
 	l.mu.Lock()
 	if l.settled || l.lost {
 		l.mu.Unlock()
@@ -45,6 +48,7 @@ func (l *Lease) renew() {
 		events = append(events, Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt})
 	case err == nil:
 		events = append(events, l.loseLocked(ErrNotOwned))
+		lost = true
 	default:
 		l.renewFails++
 		events = append(events,
@@ -52,6 +56,7 @@ func (l *Lease) renew() {
 			Event{Kind: EventRedisError, Job: l.job, Op: "renew", Err: err})
 		if l.renewFails >= g.opts.MaxRenewFailures || !time.Now().Before(l.expires) {
 			events = append(events, l.loseLocked(err))
+			lost = true
 		} else {
 			l.timer.Reset(g.renewEvery)
 		}
@@ -62,15 +67,17 @@ func (l *Lease) renew() {
 			g.emit(l.parent, e)
 		}
 	}
-}
-
-// loseLocked marks the lease lost; with the Fence policy fn's context is
-// cancelled with cause ErrLeaseLost. l.mu must be held.
-func (l *Lease) loseLocked(cause error) Event {
-	l.lost = true
-	if l.g.opts.OnLeaseLost == Fence {
+	// Cancel after reporting, so observers have seen the loss by the time
+	// Do returns.
+	if lost && g.opts.OnLeaseLost == Fence {
 		l.cancel(ErrLeaseLost)
 	}
+}
+
+// loseLocked marks the lease lost; the caller then cancels fn's context
+// (Fence policy). l.mu must be held.
+func (l *Lease) loseLocked(cause error) Event {
+	l.lost = true
 	return Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt,
 		Held: time.Since(l.start), Err: cause}
 }

@@ -164,8 +164,6 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 	if g.scopeKey == "" {
 		return UpstreamStatus{}, nil
 	}
-	ctx, cancel := g.opCtx(ctx)
-	defer cancel()
 	s, err := g.readScope(ctx)
 	if err != nil {
 		return UpstreamStatus{}, unavailable("scope status", err)
@@ -184,8 +182,6 @@ func (g *Gate) ResetScope(ctx context.Context) error {
 	if g.scopeKey == "" {
 		return nil
 	}
-	ctx, cancel := g.opCtx(ctx)
-	defer cancel()
 	if err := scopeResetScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}).Err(); err != nil {
 		return unavailable("scope reset", err)
 	}

@@ -15,6 +15,8 @@ var (
 	renewLua string
 	//go:embed lua/settle.lua
 	settleLua string
+	//go:embed lua/release.lua
+	releaseLua string
 	//go:embed lua/scope_lib.lua
 	scopeLibLua string
 	//go:embed lua/scope.lua
@@ -33,6 +35,7 @@ var (
 	acquireScript    = redis.NewScript(acquireLua)
 	renewScript      = redis.NewScript(renewLua)
 	settleScript     = redis.NewScript(scopeLibLua + settleLua)
+	releaseScript    = redis.NewScript(releaseLua)
 	scopeScript      = redis.NewScript(scopeLibLua + scopeLua)
 	scopeCheckScript = redis.NewScript(scopeCheckLua)
 	scopeResetScript = redis.NewScript(scopeResetLua)

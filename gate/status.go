@@ -35,8 +35,6 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	}
 	k := g.jobKeys(job)
 	keys := []string{k.lock, k.meta}
-	ctx, cancel := g.opCtx(ctx)
-	defer cancel()
 
 	var scopeCh chan scopeResult
 	if g.scopeKey != "" {
@@ -105,8 +103,6 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 		return err
 	}
 	k := g.jobKeys(job)
-	ctx, cancel := g.opCtx(ctx)
-	defer cancel()
 	v, err := resetScript.Run(ctx, g.rdb, []string{k.lock, k.meta}).Slice()
 	if err != nil {
 		return unavailable("reset", err)

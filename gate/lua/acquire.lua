@@ -31,7 +31,11 @@ end
 fence = string.format('%.0f', fence)
 redis.call('SET', KEYS[1], 'r:' .. ARGV[1], 'PX', ARGV[2])
 redis.call('HSET', KEYS[2], 'f', fence)
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+-- A meta key that exists already carries its TTL (set when it was created
+-- or by the last failure: cooldown + AttemptsTTL); only a new one needs it.
 local fresh = 0
-if not m[1] and not m[2] then fresh = 1 end
+if not m[1] and not m[2] then
+  fresh = 1
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
 return {'ok', fence, attempts, fresh}
