@@ -75,9 +75,12 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 		l.fence = reply.fence
 		l.attempt = reply.attempts + 1
 		l.start = sent
-		l.expires = sent.Add(g.opts.Lease)
 		l.ctx, l.cancel = context.WithCancelCause(ctx)
-		l.startRenewal()
+		// expires is read by coalesced callers (remaining) under l.mu.
+		l.mu.Lock()
+		l.expires = sent.Add(g.opts.Lease)
+		l.timer = time.AfterFunc(g.renewEvery, l.renew)
+		l.mu.Unlock()
 		if g.obs != nil {
 			g.emit(ctx, Event{Kind: EventAcquired, Job: job, State: Running, Fence: l.fence, Attempt: l.attempt})
 		}

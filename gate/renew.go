@@ -5,15 +5,9 @@ import (
 	"time"
 )
 
-// startRenewal arms the heartbeat. time.AfterFunc starts no goroutine until
-// it fires, so a call shorter than Lease/3 costs no goroutine at all.
-func (l *Lease) startRenewal() {
-	l.mu.Lock()
-	l.timer = time.AfterFunc(l.g.renewEvery, l.renew)
-	l.mu.Unlock()
-}
-
-// renew extends the lease with a compare-token PEXPIRE and re-arms itself.
+// renew is the heartbeat Acquire arms with time.AfterFunc, which starts no
+// goroutine until it fires: a call shorter than Lease/3 costs none. It
+// extends the lease with a compare-token PEXPIRE and re-arms itself.
 // The lease is lost at once on a "not owned" reply, or after
 // MaxRenewFailures failures in a row, or when the lock must already have
 // expired by the local clock.
@@ -28,7 +22,7 @@ func (l *Lease) renew() {
 
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery, g.opts.Timeout))
-	n, err := renewScript.Run(ctx, g.rdb, []string{l.keys.lock}, l.token, ms(g.opts.Lease)).Int()
+	n, err := renewScript.Run(ctx, g.rdb, []string{l.keys.lock}, l.token, g.argLease).Int()
 	cancel()
 
 	var (
