@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// calibration is the lease arithmetic:
+//
+//	TTL      = p99 + jitter + guard  (a p99 call finishes within one lease
+//	                                  even if every renewal fails)
+//	renew    = TTL / 3               (the gate's renewal period)
+//	takeover ≤ TTL + detect          (a process that crashes right after a
+//	                                  renewal keeps the lock for TTL; a waiting
+//	                                  retry then notices up to detect later)
+type calibration struct {
+	P99, Jitter, Guard, Detect, SLO time.Duration
+
+	TTL, Renew, Takeover time.Duration
+	Raised               bool // TTL raised to gate.MinLease
+}
+
+func calibrate(p99, jitter, guard, detect, slo time.Duration) calibration {
+	c := calibration{P99: p99, Jitter: jitter, Guard: guard, Detect: detect, SLO: slo}
+	c.TTL = p99 + jitter + guard
+	if c.TTL < gate.MinLease {
+		c.TTL, c.Raised = gate.MinLease, true
+	}
+	c.Renew = c.TTL / 3
+	c.Takeover = c.TTL + detect
+	return c
+}
+
+func (c calibration) met() bool { return c.SLO == 0 || c.Takeover <= c.SLO }
+
+func calibrateCommand() *command {
+	var p99, jitter, guard, detect, slo time.Duration
+	detect = -1
+	return &command{
+		name: "calibrate",
+		summary: "compute the lease TTL, renew interval and crash takeover bound from the p99 of " +
+			"retrygate_lock_held_seconds (exit 3 when --takeover-slo cannot be met)",
+		flags: func(fs *flagSet) {
+			fs.DurationVar(&p99, "p99", 0, "99th percentile of how long calls hold the lock (required)")
+			fs.DurationVar(&jitter, "jitter", 0, "extra spread on top of p99: GC pauses, network, clock drift")
+			fs.DurationVar(&guard, "guard", 2*time.Second, "safety margin")
+			fs.DurationVar(&detect, "detect", detect, "how late a waiting retry notices the lock expired (its poll interval or retry jitter); default: --jitter")
+			fs.DurationVar(&slo, "takeover-slo", 0, "longest acceptable time before another process takes over a crashed owner's job; 0 = none")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unexpected argument %q", args[0])
+			}
+			if p99 <= 0 {
+				return usageErrorf("--p99 is required and must be positive (read it from retrygate_lock_held_seconds)")
+			}
+			if jitter < 0 || guard < 0 || slo < 0 || (detect < 0 && detect != -1) {
+				return usageErrorf("durations must not be negative")
+			}
+			if detect == -1 {
+				detect = jitter
+			}
+			return printCalibration(c, calibrate(p99, jitter, guard, detect, slo))
+		},
+	}
+}
+
+type calibrationJSON struct {
+	LeaseTTLMs      int64  `json:"lease_ttl_ms"`
+	LeaseTTL        string `json:"lease_ttl"`
+	RenewEveryMs    int64  `json:"renew_every_ms"`
+	TakeoverBoundMs int64  `json:"takeover_bound_ms"`
+	P99Ms           int64  `json:"p99_ms"`
+	JitterMs        int64  `json:"jitter_ms"`
+	GuardMs         int64  `json:"guard_ms"`
+	DetectMs        int64  `json:"detect_ms"`
+	TakeoverSLOMs   int64  `json:"takeover_slo_ms,omitempty"`
+	SLOMet          *bool  `json:"slo_met,omitempty"`
+	Warning         string `json:"warning,omitempty"`
+}
+
+func printCalibration(c *cli, k calibration) error {
+	warning := ""
+	if !k.met() {
+		maxTTL := k.SLO - k.Detect
+		warning = fmt.Sprintf("takeover bound %v exceeds --takeover-slo %v: a lease that covers p99 calls cannot be taken over in time; "+
+			"shorten the calls, relax the SLO, or set Lease ≤ %v and rely on renewal (calls longer than the lease then fail only when Redis is unreachable for a whole lease)",
+			k.Takeover, k.SLO, max(maxTTL, 0))
+	}
+	if c.json {
+		j := calibrationJSON{LeaseTTLMs: ms(k.TTL), LeaseTTL: k.TTL.String(), RenewEveryMs: ms(k.Renew),
+			TakeoverBoundMs: ms(k.Takeover), P99Ms: ms(k.P99), JitterMs: ms(k.Jitter), GuardMs: ms(k.Guard),
+			DetectMs: ms(k.Detect), TakeoverSLOMs: ms(k.SLO), Warning: warning}
+		if k.SLO > 0 {
+			met := k.met()
+			j.SLOMet = &met
+		}
+		if err := writeJSON(c.stdout, j); err != nil {
+			return err
+		}
+	} else {
+		tw := table(c.stdout)
+		ttlWhy := fmt.Sprintf("= p99 %v + jitter %v + guard %v", k.P99, k.Jitter, k.Guard)
+		if k.Raised {
+			ttlWhy += fmt.Sprintf(", raised to the minimum %v", gate.MinLease)
+		}
+		row(tw, "lease TTL", k.TTL, ttlWhy+"  → gate.Options.Lease")
+		row(tw, "renew every", k.Renew, "= TTL/3 (the gate renews on its own)")
+		row(tw, "crash takeover", "≤ "+k.Takeover.String(), fmt.Sprintf("= TTL %v + detection %v (owner crashed right after a renewal)", k.TTL, k.Detect))
+		if k.SLO > 0 {
+			verdict := fmt.Sprintf("met, %v to spare", k.SLO-k.Takeover)
+			if !k.met() {
+				verdict = fmt.Sprintf("NOT met, %v over", k.Takeover-k.SLO)
+			}
+			row(tw, "takeover SLO", k.SLO, verdict)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if warning != "" {
+		return &exitError{code: exitNotMet, msg: warning}
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// listStates are the --state names; "cooling" is short for cooling_down.
+var listStates = map[string]gate.State{
+	"cooling": gate.CoolingDown, "cooling_down": gate.CoolingDown,
+	"failed": gate.Failed, "running": gate.Running, "done": gate.Done,
+}
+
+const (
+	defaultListLimit = 100
+	scanCount        = 500 // keys per SCAN call
+	statusWorkers    = 8   // parallel Status calls per SCAN page
+)
+
+func listCommand() *command {
+	var (
+		state string
+		limit int
+	)
+	return &command{
+		name: "list", redis: true,
+		summary: "list jobs that hold a lock key (SCAN, on every master of a cluster; never KEYS)",
+		flags: func(fs *flagSet) {
+			fs.StringVar(&state, "state", "", "only jobs in this `state`: cooling, failed, running or done")
+			fs.IntVar(&limit, "limit", defaultListLimit, "stop after `N` jobs; 0 = no limit")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			return runList(ctx, c, args, state, limit)
+		},
+	}
+}
+
+type listJSON struct {
+	Jobs         []statusJSON `json:"jobs"`
+	LimitReached bool         `json:"limit_reached"`
+}
+
+func runList(ctx context.Context, c *cli, args []string, stateName string, limit int) error {
+	if len(args) > 0 {
+		return usageErrorf("unexpected argument %q", args[0])
+	}
+	var want *gate.State
+	if stateName != "" {
+		st, ok := listStates[stateName]
+		if !ok {
+			return usageErrorf("unknown --state %q: use cooling, failed, running or done", stateName)
+		}
+		want = &st
+	}
+	if limit < 0 {
+		return usageErrorf("--limit must not be negative")
+	}
+	g, err := c.gate(false)
+	if err != nil {
+		return err
+	}
+	l := &lister{g: g, prefix: c.prefix, want: want, limit: limit}
+	if err := forEachNode(ctx, c.rdb, l.scan); err != nil {
+		return fmt.Errorf("%w: scan: %w", gate.ErrUnavailable, err)
+	}
+	if l.err != nil {
+		return l.err
+	}
+	jobs := l.found
+	slices.SortFunc(jobs, func(a, b gate.Status) int { return strings.Compare(a.Job, b.Job) })
+	truncated := limit > 0 && len(jobs) >= limit
+	if truncated {
+		jobs = jobs[:limit]
+	}
+
+	if c.json {
+		out := listJSON{Jobs: []statusJSON{}, LimitReached: truncated}
+		for _, st := range jobs {
+			out.Jobs = append(out.Jobs, toStatusJSON(st))
+		}
+		return writeJSON(c.stdout, out)
+	}
+	tw := table(c.stdout)
+	row(tw, "JOB", "STATE", "REASON", "ATTEMPTS", "TTL")
+	for _, st := range jobs {
+		reason := st.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		row(tw, printable(st.Job), st.State, reason, st.Attempts, fmtDur(st.TTL))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if truncated {
+		fmt.Fprintf(c.stderr, "retrygate: list: stopped at --limit %d; there may be more\n", limit)
+	}
+	return nil
+}
+
+// forEachNode runs fn on every master of a cluster, every shard of a ring,
+// or the one server.
+func forEachNode(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unsupported client %T", rdb)
+}
+
+// lister collects job statuses from SCAN pages of several nodes at once.
+type lister struct {
+	g      *gate.Gate
+	prefix string
+	want   *gate.State
+	limit  int
+
+	mu    sync.Mutex
+	found []gate.Status
+	err   error
+	full  atomic.Bool
+}
+
+func (l *lister) scan(ctx context.Context, node *redis.Client) error {
+	pattern := gate.LockPattern(l.prefix)
+	var cursor uint64
+	for !l.full.Load() {
+		keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
+		if err != nil {
+			return err
+		}
+		var jobs []string
+		for _, k := range keys {
+			if job, ok := gate.JobFromKey(l.prefix, k); ok {
+				jobs = append(jobs, job)
+			}
+		}
+		l.statusAll(ctx, jobs)
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// statusAll reads the jobs' states with a few Status calls in flight.
+func (l *lister) statusAll(ctx context.Context, jobs []string) {
+	sem := make(chan struct{}, statusWorkers)
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st, err := l.g.Status(ctx, job)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			switch {
+			case err != nil:
+				if l.err == nil {
+					l.err = err
+				}
+			case st.State == gate.Ready: // expired since the SCAN
+			case l.want != nil && st.State != *l.want:
+			default:
+				l.found = append(l.found, st)
+				if l.limit > 0 && len(l.found) >= l.limit {
+					l.full.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

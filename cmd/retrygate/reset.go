@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+func resetCommand() *command {
+	return &command{
+		name: "reset", args: "JOB", redis: true,
+		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs",
+		run:     runReset,
+	}
+}
+
+type resetJSON struct {
+	Job   string     `json:"job"`
+	Reset bool       `json:"reset"`
+	Was   statusJSON `json:"was"`
+}
+
+func runReset(ctx context.Context, c *cli, args []string) error {
+	job, err := oneJob(args)
+	if err != nil {
+		return err
+	}
+	g, err := c.gate(false)
+	if err != nil {
+		return err
+	}
+	if _, _, err := g.Keys(job); err != nil {
+		return jobError(err)
+	}
+	// Read first only to report what was cleared; Reset itself is atomic.
+	was, err := g.Status(ctx, job)
+	if err != nil {
+		return err
+	}
+	if err := g.Reset(ctx, job); err != nil {
+		var b *gate.BlockedError
+		if errors.As(err, &b) && b.State == gate.Running {
+			return &exitError{code: exitRunning, msg: fmt.Sprintf(
+				"job %s is running (lease expires in %s); not reset: wait for it to settle or for its lease to expire",
+				printable(job), fmtDur(b.RetryAfter))}
+		}
+		return err
+	}
+	if c.json {
+		return writeJSON(c.stdout, resetJSON{Job: job, Reset: true, Was: toStatusJSON(was)})
+	}
+	if was.State == gate.Ready && was.Attempts == 0 {
+		_, err = fmt.Fprintf(c.stdout, "job %s had nothing to clear (ready, no attempts)\n", printable(job))
+		return err
+	}
+	desc := was.State.String()
+	if was.Reason != "" {
+		desc += " (" + was.Reason + ")"
+	}
+	_, err = fmt.Fprintf(c.stdout, "job %s reset: was %s, attempts %d; the next call runs\n", printable(job), desc, was.Attempts)
+	return err
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+func scopeCommand() *command {
+	return &command{
+		name: "scope", args: "status|reset", redis: true,
+		summary: "show (status) or end (reset) the upstream scope's cooldown or pause; needs --scope",
+		run:     runScope,
+	}
+}
+
+type scopeResetJSON struct {
+	Scope string       `json:"scope"`
+	Reset bool         `json:"reset"`
+	Was   upstreamJSON `json:"was"`
+}
+
+func runScope(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 1 || (args[0] != "status" && args[0] != "reset") {
+		return usageErrorf("expected 'scope status' or 'scope reset'")
+	}
+	if c.scope == "" {
+		return usageErrorf("%s: --scope is required (the gate's Options.Scope)", args[0])
+	}
+	g, err := c.gate(true)
+	if err != nil {
+		return err
+	}
+	st, err := g.ScopeStatus(ctx)
+	if err != nil {
+		return err
+	}
+	j := toUpstreamJSON(st)
+	if args[0] == "reset" {
+		if err := g.ResetScope(ctx); err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(c.stdout, scopeResetJSON{Scope: c.scope, Reset: true, Was: *j})
+		}
+		if st.State == gate.ScopeOpen {
+			_, err = fmt.Fprintf(c.stdout, "scope %s was open; failure window cleared\n", printable(c.scope))
+			return err
+		}
+		_, err = fmt.Fprintf(c.stdout, "scope %s reset: was %s (%s) with %s left; its jobs run again\n",
+			printable(c.scope), st.State, st.Reason, fmtDur(st.RetryAfter))
+		return err
+	}
+	if c.json {
+		return writeJSON(c.stdout, j)
+	}
+	tw := table(c.stdout)
+	row(tw, "scope", printable(st.Scope))
+	row(tw, "state", st.State)
+	if st.Reason != "" {
+		row(tw, "reason", st.Reason)
+	}
+	if st.RetryAfter > 0 {
+		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
+	}
+	switch st.State {
+	case gate.ScopeOpen:
+		row(tw, "meaning", "calls of this upstream run (each job's own state still applies)")
+	case gate.ScopeCooling:
+		row(tw, "meaning", "a provider-wide failure (rate limit, overload, repeated 5xx): every job of the scope is refused until the cooldown ends")
+	case gate.ScopePaused:
+		row(tw, "meaning", "a systemic failure (quota, credentials, model): every job of the scope is refused until an operator resets it or the pause expires")
+	}
+	if st.State != gate.ScopeOpen {
+		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+const usageHead = `retrygate inspects and clears the state a retrygate gate keeps in Redis.
+
+Usage:
+  retrygate [global flags] COMMAND [flags] [args]
+
+Commands:
+`
+
+const usageTail = `
+Global flags (before or after the command):
+  --redis URL       redis:// or rediss:// URL (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --cluster ADDRS   Redis Cluster: comma-separated host:port seeds, or a cluster URL
+  --prefix P        the gate's Options.Prefix (default "retrygate")
+  --scope S         the gate's Options.Scope
+  --json            print JSON instead of tables
+  --timeout D       bound for the whole command (default 10s)
+
+Exit codes:
+  0  success
+  1  runtime error: Redis unreachable or failing
+  2  usage error: unknown command or flag, bad duration or state, missing or invalid JOB, bad URL
+  3  condition not met: calibrate's takeover bound exceeds --takeover-slo; check found a warning
+  4  reset refused: the job is running
+
+Run 'retrygate help COMMAND' for a command's flags.
+`
+
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	tw := table(w)
+	for _, cmd := range c.commands() {
+		row(tw, "  "+strings.TrimSpace(cmd.name+" "+cmd.args), cmd.summary)
+	}
+	row(tw, "  help [COMMAND]", "this text, or a command's flags")
+	tw.Flush()
+	fmt.Fprint(w, usageTail)
+}
+
+func (c *cli) commandUsage(w io.Writer, cmd *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: retrygate %s [flags] %s\n\n%s.\n\nFlags:\n", cmd.name, cmd.args, cmd.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, usageTail[strings.Index(usageTail, "\nExit codes"):])
+}
+
+func (c *cli) help(args []string) error {
+	if len(args) == 0 {
+		c.usage(c.stdout)
+		return nil
+	}
+	cmd := c.find(args[0])
+	if cmd == nil {
+		return usageErrorf("help: unknown command %q (commands: %s)", args[0], c.names())
+	}
+	fs := newFlagSet("retrygate " + cmd.name)
+	c.globalFlags(fs)
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	c.commandUsage(c.stdout, cmd, fs)
+	return nil
+}
