@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,6 +211,9 @@ func TestListAndReset(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := newFixture(t, tg)
+			if tg.IsCluster {
+				assertSpread(t, tg.Client.(*redis.ClusterClient), f.g, "doc-1", "doc-2", "doc 3/ü", "doc-4")
+			}
 			r := f.run(t, "list")
 			mustOK(t, r)
 			golden(t, "list", f.prefix, r.stdout)
@@ -407,5 +411,32 @@ func TestHelp(t *testing.T) {
 	mustOK(t, r)
 	if !strings.Contains(r.stdout, "-state") || !strings.Contains(r.stdout, "Exit codes:") {
 		t.Errorf("list --help: %s", r.stdout)
+	}
+}
+
+// assertSpread checks the jobs' locks live on more than one master, so a
+// complete list proves the SCAN covered every master.
+func assertSpread(t *testing.T, cc *redis.ClusterClient, g *gate.Gate, jobs ...string) {
+	t.Helper()
+	var mu sync.Mutex
+	nodes := 0
+	err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+		for _, job := range jobs {
+			lock, _, _ := g.Keys(job)
+			// A master answers EXISTS only for its own slots' keys.
+			if n, err := c.Exists(ctx, lock).Result(); err == nil && n == 1 {
+				mu.Lock()
+				nodes++
+				mu.Unlock()
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes < 2 {
+		t.Fatalf("the fixture's jobs live on %d master(s); the test needs at least 2", nodes)
 	}
 }
