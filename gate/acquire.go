@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Acquire is the two-step form of Do, for middleware: it takes the job's
@@ -121,7 +123,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		if g.scopeKey != "" {
 			keys = append(keys, g.scopeKey)
 		}
-		r, err := parseAcquire(acquireScript.Run(ctx, g.rdb, keys, args...).Slice())
+		r, err := g.runAcquire(ctx, l, keys, args)
 		return r, nil, err
 	}
 	type scopeResult struct {
@@ -133,7 +135,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		s, err := g.readScope(ctx)
 		ch <- scopeResult{s, err}
 	}()
-	r, err := parseAcquire(acquireScript.Run(ctx, g.rdb, keys, args...).Slice())
+	r, err := g.runAcquire(ctx, l, keys, args)
 	sr := <-ch
 	if err != nil {
 		return r, nil, err
@@ -149,6 +151,39 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		return r, sr.s, nil
 	}
 	return r, nil, nil
+}
+
+// runAcquire runs the acquire script and, with WaitReplicas, waits for the
+// replicas on the same connection.
+func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []any) (acquireReply, error) {
+	if g.opts.WaitReplicas == 0 {
+		return parseAcquire(acquireScript.Run(ctx, g.rdb, keys, args...).Slice())
+	}
+	var c *redis.Client
+	switch r := g.rdb.(type) {
+	case *redis.Client:
+		c = r
+	case *redis.ClusterClient:
+		var err error
+		if c, err = r.MasterForKey(ctx, keys[0]); err != nil {
+			return acquireReply{}, err
+		}
+	}
+	conn := c.Conn()
+	defer conn.Close()
+	r, err := parseAcquire(acquireScript.Run(ctx, conn, keys, args...).Slice())
+	if err != nil || r.kind != "ok" {
+		return r, err
+	}
+	n, err := conn.Wait(ctx, g.opts.WaitReplicas, g.opts.WaitTimeout).Result()
+	if err == nil && n < int64(g.opts.WaitReplicas) {
+		err = fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, n, g.opts.WaitReplicas, g.opts.WaitTimeout)
+	}
+	if err != nil {
+		g.undoAcquire(ctx, l, r.fresh)
+		return acquireReply{}, err
+	}
+	return r, nil
 }
 
 // undoAcquire releases a lock the scope check refused after the fact.

@@ -33,6 +33,10 @@ var (
 	// ErrUnavailable: Redis could not be reached or answered with an error;
 	// the error wraps the cause.
 	ErrUnavailable = errors.New("gate: redis unavailable")
+	// ErrNotReplicated: fewer replicas than Options.WaitReplicas
+	// acknowledged an acquire in time; it was undone. It comes wrapped with
+	// ErrUnavailable.
+	ErrNotReplicated = errors.New("gate: lock not acknowledged by enough replicas")
 	// ErrInvalidJob: the job key is empty or longer than MaxJobLen.
 	ErrInvalidJob = errors.New("gate: invalid job key")
 )

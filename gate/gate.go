@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -52,6 +53,14 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 	}
 	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
 	_, g.oneNode = rdb.(*redis.Client)
+	if o.WaitReplicas > 0 {
+		switch rdb.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, &OptionsError{Problems: []string{fmt.Sprintf(
+				"WaitReplicas: needs a *redis.Client or *redis.ClusterClient (WAIT must run on the connection that wrote the lock), got %T", rdb)}}
+		}
+	}
 	if o.Scope != "" {
 		g.scopeKey, g.scopeFails = scopeKeys(o.Prefix, o.Scope)
 	}

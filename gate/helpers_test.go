@@ -92,7 +92,12 @@ type roundTrips struct{ n atomic.Int64 }
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
+		switch cmd.Name() {
+		case "cluster", "command", "hello", "ping", "readonly":
+			// go-redis's own topology and handshake traffic, not the gate's.
+		default:
+			r.n.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }

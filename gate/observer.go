@@ -76,7 +76,9 @@ type Event struct {
 	Attempt int
 	Class   classify.Class
 	Reason  string
-	// Held is how long the lock was held (settles, lease loss).
+	// Held is how long the lock was held. It is set once per lease: on the
+	// event of its settle (succeeded, cooled_down, marked_failed, released,
+	// not_owned), or on lease_lost when the Fence policy skips the settle.
 	Held time.Duration
 	// Cooldown is the cooldown set, or the wait left on a refusal.
 	Cooldown time.Duration

@@ -87,6 +87,18 @@ type Options struct {
 	// MaxRetries bound the wait. Default: 5s.
 	Timeout time.Duration
 
+	// WaitReplicas makes every acquire wait until this many replicas have
+	// acknowledged the lock (Redis WAIT, on the connection that wrote it),
+	// so a failover right after the acquire cannot lose it. If fewer
+	// acknowledge within WaitTimeout the acquire is undone and fails
+	// closed with an error matching ErrNotReplicated and ErrUnavailable.
+	// It costs one more round trip plus the replicas' lag, and needs rdb to
+	// be a *redis.Client or *redis.ClusterClient. 0 = off (the default).
+	// Cooldowns are not waited for: a failover may still lose one.
+	WaitReplicas int
+	// WaitTimeout bounds the wait for WaitReplicas. Default: 100ms.
+	WaitTimeout time.Duration
+
 	// Observer receives the gate's events (metrics, logs). Nil = none, at
 	// no cost.
 	Observer Observer
@@ -128,6 +140,7 @@ const (
 	DefaultScopeAllowedFails = 3
 	DefaultScopeFailWindow   = time.Minute
 	DefaultScopePauseTTL     = 10 * time.Minute
+	DefaultWaitTimeout       = 100 * time.Millisecond
 
 	// MinLease is the shortest valid Lease: renewal runs every Lease/3.
 	MinLease = 30 * time.Millisecond
@@ -171,6 +184,7 @@ func (o Options) withDefaults() (Options, error) {
 	neg("ScopeCooldown", o.ScopeCooldown)
 	neg("ScopeFailWindow", o.ScopeFailWindow)
 	neg("ScopePauseTTL", o.ScopePauseTTL)
+	neg("WaitTimeout", o.WaitTimeout)
 
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -247,6 +261,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ScopePauseTTL == 0 {
 		o.ScopePauseTTL = DefaultScopePauseTTL
+	}
+	if o.WaitReplicas < 0 {
+		bad = append(bad, fmt.Sprintf("WaitReplicas: %d is negative", o.WaitReplicas))
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = DefaultWaitTimeout
 	}
 	if len(bad) > 0 {
 		return o, &OptionsError{Problems: bad}

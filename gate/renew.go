@@ -72,6 +72,9 @@ func (l *Lease) renew() {
 // (Fence policy). l.mu must be held.
 func (l *Lease) loseLocked(cause error) Event {
 	l.lost = true
-	return Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt,
-		Held: time.Since(l.start), Err: cause}
+	e := Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt, Err: cause}
+	if l.g.opts.OnLeaseLost == Fence {
+		e.Held = time.Since(l.start) // no settle follows to report it
+	}
+	return e
 }
