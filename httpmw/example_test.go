@@ -1,0 +1,118 @@
+package httpmw_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+)
+
+// callModel stands for the LLM call; here the provider is overloaded.
+func callModel(ctx context.Context, id string) (string, error) {
+	return "", &classify.HTTPError{StatusCode: http.StatusServiceUnavailable}
+}
+
+// evaluate is the gated handler: it reports the model's error with Fail and
+// lets the middleware answer.
+func evaluate(w http.ResponseWriter, r *http.Request) {
+	out, err := callModel(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		httpmw.Fail(r, err) // classified by the gate; the middleware answers 429 or 422
+		return
+	}
+	_, _ = io.WriteString(w, out)
+}
+
+// Mount the middleware on a chi route. The first click calls the model and
+// fails; the job cools down, and the retry is answered at once, without
+// calling the model, with the wait in seconds and in words.
+func Example() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+
+	g, _ := gate.New(rdb, gate.Options{Cooldown: 5 * time.Minute, NoJitter: true})
+	r := chi.NewRouter()
+	r.Route("/documents/{id}", func(r chi.Router) {
+		r.With(httpmw.New(g, httpmw.Options{
+			Job:       httpmw.URLParam("id"),
+			StatusURL: httpmw.SiblingURL("retry-status"),
+		})).Post("/evaluate", evaluate)
+		r.Get("/retry-status", httpmw.StatusHandler(g,
+			httpmw.URLParamAs("/documents/{id}/evaluate", "id")))
+	})
+
+	for i := 0; i < 2; i++ {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/documents/42/evaluate", nil))
+		var p struct {
+			JobState  string `json:"job_state"`
+			Detail    string `json:"detail"`
+			StatusURL string `json:"status_url"`
+		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &p)
+		fmt.Println(rec.Code, rec.Header().Get("Retry-After"), p.JobState, p.Detail, p.StatusURL)
+	}
+
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/documents/42/retry-status", nil))
+	var st httpmw.RetryStatus
+	_ = json.Unmarshal(rec.Body.Bytes(), &st)
+	fmt.Println(rec.Code, st.JobState, st.RetryAfterSeconds, st.Attempts, st.Reason, st.Message)
+	// Output:
+	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
+	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
+	// 200 cooling_down 300 1 overloaded Retry available in 5 min.
+}
+
+// Scoped keeps tenants apart: the same document id of two tenants is two
+// jobs.
+func ExampleScoped() {
+	type tenantKey struct{}
+	job := httpmw.Scoped(httpmw.URLParam("id"), func(r *http.Request) (string, error) {
+		t, _ := r.Context().Value(tenantKey{}).(string) // set by your auth middleware
+		return t, nil
+	})
+	r := chi.NewRouter()
+	r.Post("/documents/{id}/evaluate", func(w http.ResponseWriter, r *http.Request) {
+		k, err := job(r)
+		fmt.Printf("%q %v\n", k, err)
+	})
+	for _, tenant := range []string{"acme", "globex", ""} {
+		req := httptest.NewRequest(http.MethodPost, "/documents/42/evaluate", nil)
+		req = req.WithContext(context.WithValue(req.Context(), tenantKey{}, tenant))
+		r.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	// Output:
+	// "acme /documents/{id}/evaluate 42" <nil>
+	// "globex /documents/{id}/evaluate 42" <nil>
+	// "" gate: invalid job key: empty scope
+}
+
+func ExampleFormatWait() {
+	for _, d := range []time.Duration{
+		200 * time.Millisecond,
+		45 * time.Second,
+		4*time.Minute + 12*time.Second,
+		12*time.Minute + 30*time.Second,
+		2*time.Hour + 4*time.Minute + 10*time.Second,
+	} {
+		fmt.Println(httpmw.DefaultRetryIn(d))
+	}
+	// Output:
+	// Retry available in 1 s.
+	// Retry available in 45 s.
+	// Retry available in 4 min 12 s.
+	// Retry available in 13 min.
+	// Retry available in 2 h 5 min.
+}

@@ -1,0 +1,221 @@
+package httpmw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// TestHostileKeys sends job ids a user controls through the URL. Each gets
+// 400 or its own safely stored job, never a 500 or Redis text; spellings of
+// one id share one job, so re-encoding cannot dodge a cooldown.
+func TestHostileKeys(t *testing.T) {
+	long := strings.Repeat("a", 2048)
+	cases := []struct {
+		name, path string
+		exp        int
+		job        string // the job the handler runs under; "" for 400/404
+	}{
+		{"plain", "/documents/abc/evaluate", 200, key("abc")},
+		{"braces", "/documents/{}/evaluate", 200, key("{}")},
+		{"encoded braces", "/documents/%7B%7D/evaluate", 200, key("{}")},
+		{"hash tag injection", "/documents/x%7D:lock%7B/evaluate", 200, key("x}:lock{")},
+		{"NUL", "/documents/%00/evaluate", 200, key("\x00")},
+		{"CRLF", "/documents/a%0D%0Ab/evaluate", 200, key("a\r\nb")},
+		{"invalid UTF-8", "/documents/%FF%FE/evaluate", 200, key("\xff\xfe")},
+		{"unicode", "/documents/%E2%9C%93/evaluate", 200, key("✓")},
+		{"unicode raw", "/documents/✓/evaluate", 200, key("✓")},
+		{"dot dot", "/documents/../evaluate", 200, key("..")},
+		{"encoded traversal", "/documents/..%2F..%2Fetc/evaluate", 200, key("../../etc")},
+		{"encoded percent", "/documents/%2561/evaluate", 200, key("%61")},
+		{"space", "/documents/a%20b/evaluate", 200, key("a b")},
+		{"glob", "/documents/*%3F[/evaluate", 200, key("*?[")},
+		{"2 KiB", "/documents/" + long + "/evaluate", 400, ""},
+		{"just under the limit", "/documents/" + long[:gate.MaxJobLen-len(key(""))] + "/evaluate", 200, key(long[:gate.MaxJobLen-len(key(""))])},
+		{"one over the limit", "/documents/" + long[:gate.MaxJobLen-len(key(""))+1] + "/evaluate", 400, ""},
+		{"empty", "/documents//evaluate", 400, ""},
+	}
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := newGate(t, tg.Client, gate.Options{})
+			var got string
+			h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
+				got = httpmw.Lease(r.Context()).Job()
+				httpmw.Fail(r, errBoom) // cool it down, so spellings can be compared
+			})
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					got = ""
+					rec := post(t, h, c.path)
+					noLeak(t, rec.Body.String())
+					if c.exp == 400 {
+						if exp, got := 400, rec.Code; exp != got {
+							t.Fatalf("status: exp %d, got %d (%s)", exp, got, rec.Body)
+						}
+						p := decodeProblem(t, rec)
+						if p.JobState != nil {
+							t.Errorf("job_state on a 400: %q", *p.JobState)
+						}
+						return
+					}
+					// The first spelling runs and cools the job; a second
+					// spelling of the same id is refused, not run.
+					if rec.Code != 429 && rec.Code != 200 {
+						t.Fatalf("status: %d (%s)", rec.Code, rec.Body)
+					}
+					if got != "" && got != c.job {
+						t.Errorf("job: exp %q, got %q", c.job, got)
+					}
+					if got == "" && rec.Code == 429 && status(t, g, c.job).State != gate.CoolingDown {
+						t.Errorf("refused, but job %q is not cooling down", c.job)
+					}
+					lock, _, err := g.Keys(c.job)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if j, ok := gate.JobFromKey(g.Options().Prefix, lock); !ok || j != c.job {
+						t.Errorf("key %q does not round-trip to the job: %q, %v", lock, j, ok)
+					}
+					if strings.Count(lock, "{") != 1 || strings.Count(lock, "}") != 1 {
+						t.Errorf("lock key %q has a broken hash tag", lock)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestEncodedSpellingCannotDodgeCooldown: /documents/%61bc is /documents/abc.
+func TestEncodedSpellingCannotDodgeCooldown(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{})
+	var runs counter
+	h := router(g, httpmw.Options{}, runs.wrap(func(w http.ResponseWriter, r *http.Request) { httpmw.Fail(r, errBoom) }))
+	for _, p := range []string{"/documents/abc/evaluate", "/documents/%61bc/evaluate", "/documents/%61%62%63/evaluate"} {
+		if exp, got := 429, post(t, h, p).Code; exp != got {
+			t.Errorf("%s: exp %d, got %d", p, exp, got)
+		}
+	}
+	if exp, got := int64(1), runs.n.Load(); exp != got {
+		t.Errorf("handler runs: exp %d, got %d", exp, got)
+	}
+}
+
+// TestRoutesNeverShareJobs: the same id on two routes is two jobs.
+func TestRoutesNeverShareJobs(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{})
+	mw := httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id")})
+	var jobs []string
+	h := func(w http.ResponseWriter, r *http.Request) { jobs = append(jobs, httpmw.Lease(r.Context()).Job()) }
+	r := chi.NewRouter()
+	r.With(mw).Post("/documents/{id}/evaluate", h)
+	r.With(mw).Post("/images/{id}/evaluate", h)
+	r.Route("/v2/documents/{id}", func(r chi.Router) {
+		r.Use(mw) // the mount's pattern: one job per id for the whole subrouter
+		r.Post("/summarize", h)
+		r.Post("/translate", h)
+	})
+	for _, p := range []string{"/documents/1/evaluate", "/images/1/evaluate", "/v2/documents/1/summarize", "/v2/documents/1/translate"} {
+		if exp, got := 200, post(t, r, p).Code; exp != got {
+			t.Fatalf("%s: exp %d, got %d", p, exp, got)
+		}
+	}
+	exp := []string{"/documents/{id}/evaluate 1", "/images/{id}/evaluate 1", "/v2/documents/{id}/* 1", "/v2/documents/{id}/* 1"}
+	if fmt.Sprint(exp) != fmt.Sprint(jobs) {
+		t.Errorf("jobs:\nexp %q\ngot %q", exp, jobs)
+	}
+}
+
+// TestNotRouted: mounted before routing, URLParam cannot know the id; the
+// server's mistake is a 500 with a generic problem, reported to OnError.
+func TestNotRouted(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{})
+	var logged error
+	r := chi.NewRouter()
+	r.Use(httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id"), OnError: func(_ *http.Request, err error) { logged = err }}))
+	r.Post(evaluatePattern, ok)
+	rec := post(t, r, "/documents/1/evaluate")
+	if exp, got := 500, rec.Code; exp != got {
+		t.Fatalf("exp %d, got %d", exp, got)
+	}
+	decodeProblem(t, rec)
+	noLeak(t, rec.Body.String())
+	if !errors.Is(logged, httpmw.ErrNotRouted) {
+		t.Errorf("OnError got %v, want ErrNotRouted", logged)
+	}
+	// Without chi at all.
+	if _, err := httpmw.URLParam("id")(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, httpmw.ErrNotRouted) {
+		t.Errorf("no route context: %v", err)
+	}
+}
+
+type tenantKey struct{}
+
+func tenant(r *http.Request) (string, error) {
+	s, _ := r.Context().Value(tenantKey{}).(string)
+	return s, nil
+}
+
+// TestScoped: tenants never share a job, a missing tenant is a 400, and
+// separators in tenant names cannot forge another tenant's key.
+func TestScoped(t *testing.T) {
+	job := httpmw.Scoped(httpmw.URLParam("id"), tenant)
+	keyFor := func(ten, id string) (string, error) {
+		var k string
+		var err error
+		r := chi.NewRouter()
+		r.Post(evaluatePattern, func(w http.ResponseWriter, r *http.Request) { k, err = job(r) })
+		req := httptest.NewRequest(http.MethodPost, "/documents/"+id+"/evaluate", nil)
+		if ten != "" {
+			req = req.WithContext(context.WithValue(req.Context(), tenantKey{}, ten))
+		}
+		r.ServeHTTP(httptest.NewRecorder(), req)
+		return k, err
+	}
+	a, _ := keyFor("acme", "1")
+	b, _ := keyFor("globex", "1")
+	if a == b || a == "" {
+		t.Errorf("tenants share a key: %q, %q", a, b)
+	}
+	// "a b" + "c" must not equal "a" + "b c"-like forgeries.
+	x, _ := keyFor("acme "+evaluatePattern, "1")
+	y, _ := keyFor("acme", "1")
+	if x == y {
+		t.Errorf("forged tenant collides: %q", x)
+	}
+	if _, err := keyFor("", "1"); !errors.Is(err, gate.ErrInvalidJob) {
+		t.Errorf("missing tenant: %v, want ErrInvalidJob", err)
+	}
+
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{})
+	rec := post(t, router(g, httpmw.Options{Job: job}, ok), "/documents/1/evaluate")
+	if exp, got := 400, rec.Code; exp != got {
+		t.Errorf("no tenant: exp %d, got %d", exp, got)
+	}
+}
+
+// TestStatusURL: SiblingURL keeps the request's encoding.
+func TestStatusURL(t *testing.T) {
+	for path, exp := range map[string]string{
+		"/documents/42/evaluate":      "/documents/42/retry-status",
+		"/documents/a%2Fb/evaluate":   "/documents/a%2Fb/retry-status",
+		"/documents/42/evaluate/":     "/documents/42/retry-status",
+		"/documents/%3Cx%3E/evaluate": "/documents/%3Cx%3E/retry-status",
+	} {
+		if got := httpmw.SiblingURL("retry-status")(httptest.NewRequest(http.MethodPost, path, nil)); exp != got {
+			t.Errorf("%s: exp %q, got %q", path, exp, got)
+		}
+	}
+}

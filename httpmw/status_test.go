@@ -1,0 +1,139 @@
+package httpmw_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// TestStatusHandler: GET /documents/{id}/retry-status reports, for a page's
+// countdown, the state the middleware on POST .../evaluate left.
+func TestStatusHandler(t *testing.T) {
+	type exp struct {
+		state      string
+		retryAfter [2]int64
+		attempts   int
+		reason     string
+		message    string // prefix
+	}
+	cases := []struct {
+		name    string
+		gopts   gate.Options
+		handler http.HandlerFunc // nil: no request before the status
+		exp     exp
+	}{
+		{"ready", gate.Options{}, nil, exp{"ready", [2]int64{}, 0, "", "Retry available now."}},
+		{"cooling down", gate.Options{}, func(w http.ResponseWriter, r *http.Request) { httpmw.Fail(r, errBoom) },
+			exp{"cooling_down", [2]int64{299, 300}, 1, "unknown", "Retry available in 5 min."}},
+		{"failed", gate.Options{}, func(w http.ResponseWriter, r *http.Request) { httpmw.Fail(r, classify.Permanent(errBoom)) },
+			exp{"failed", [2]int64{}, 1, "permanent", "This job failed"}},
+		{"done", gate.Options{DoneTTL: time.Minute}, ok, exp{"done", [2]int64{}, 0, "", "This job is already done."}},
+		{"upstream cooling", gate.Options{Scope: "s", Cooldown: time.Second},
+			func(w http.ResponseWriter, r *http.Request) {
+				httpmw.Fail(r, &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}})
+			},
+			exp{"upstream_cooling", [2]int64{29, 30}, 1, "rate_limited", "Retry available in 30 s."}},
+	}
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					if c.gopts.Scope != "" {
+						c.gopts.Scope = redistest.UniqueKey(t)
+					}
+					g := newGate(t, tg.Client, c.gopts)
+					hd := c.handler
+					if hd == nil {
+						hd = ok
+					}
+					h := router(g, httpmw.Options{}, hd)
+					if c.handler != nil {
+						post(t, h, "/documents/42/evaluate")
+					}
+					rec := get(t, h, "/documents/42/retry-status")
+					if exp, got := 200, rec.Code; exp != got {
+						t.Fatalf("status: exp %d, got %d (%s)", exp, got, rec.Body)
+					}
+					if exp, got := "application/json no-store", rec.Header().Get("Content-Type")+" "+rec.Header().Get("Cache-Control"); exp != got {
+						t.Errorf("headers: exp %q, got %q", exp, got)
+					}
+					var got map[string]any
+					if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+						t.Fatal(err)
+					}
+					var st httpmw.RetryStatus
+					_ = json.Unmarshal(rec.Body.Bytes(), &st)
+					for _, k := range []string{"job_state", "retry_after_seconds", "attempts", "message"} {
+						if _, ok := got[k]; !ok {
+							t.Errorf("member %s missing: %s", k, rec.Body)
+						}
+					}
+					if exp, got := c.exp.state, st.JobState; exp != got {
+						t.Errorf("job_state: exp %q, got %q", exp, got)
+					}
+					if st.RetryAfterSeconds < c.exp.retryAfter[0] || st.RetryAfterSeconds > c.exp.retryAfter[1] {
+						t.Errorf("retry_after_seconds: exp in %v, got %d", c.exp.retryAfter, st.RetryAfterSeconds)
+					}
+					if (st.RetryAt != "") != (c.exp.retryAfter[1] > 0) {
+						t.Errorf("retry_at %q with retry_after_seconds %d", st.RetryAt, st.RetryAfterSeconds)
+					} else if st.RetryAt != "" {
+						if _, err := time.Parse(time.RFC3339, st.RetryAt); err != nil {
+							t.Errorf("retry_at: %v", err)
+						}
+					}
+					if exp, got := c.exp.attempts, st.Attempts; exp != got {
+						t.Errorf("attempts: exp %d, got %d", exp, got)
+					}
+					if exp, got := c.exp.reason, st.Reason; exp != got {
+						t.Errorf("reason: exp %q, got %q", exp, got)
+					}
+					if !strings.HasPrefix(st.Message, c.exp.message) {
+						t.Errorf("message: exp %q…, got %q", c.exp.message, st.Message)
+					}
+					noLeak(t, rec.Body.String())
+				})
+			}
+		})
+	}
+}
+
+// TestStatusHandlerRunning: a running job shows its lease time left.
+func TestStatusHandlerRunning(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{Lease: 10 * time.Second})
+	var st httpmw.RetryStatus
+	var h http.Handler
+	h = router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
+		rec := get(t, h, "/documents/42/retry-status")
+		_ = json.Unmarshal(rec.Body.Bytes(), &st)
+	})
+	post(t, h, "/documents/42/evaluate")
+	if exp, got := "running", st.JobState; exp != got {
+		t.Errorf("job_state: exp %q, got %q", exp, got)
+	}
+	if st.RetryAfterSeconds < 9 || st.RetryAfterSeconds > 10 {
+		t.Errorf("retry_after_seconds: %d, want the lease left", st.RetryAfterSeconds)
+	}
+}
+
+// TestStatusHandlerBadKey: a key the gate refuses is a 400 problem.
+func TestStatusHandlerBadKey(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{})
+	h := router(g, httpmw.Options{}, ok)
+	for _, p := range []string{"/documents//retry-status", "/documents/" + strings.Repeat("x", 2000) + "/retry-status"} {
+		rec := get(t, h, p)
+		if exp, got := 400, rec.Code; exp != got {
+			t.Errorf("%.40s: exp %d, got %d", p, exp, got)
+			continue
+		}
+		decodeProblem(t, rec)
+	}
+}
