@@ -1,0 +1,299 @@
+package proof_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/proof"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var (
+	errTransient = classify.Transient(errors.New("upstream 503"), 0)
+	errPermanent = errors.New("upstream 400: bad request")
+)
+
+// classifyTest is the gate's classifier in these tests: errPermanent is
+// permanent, everything else transient, so outcomes do not depend on the
+// default table.
+func classifyTest(err error) classify.Verdict {
+	if errors.Is(err, errPermanent) {
+		return classify.Verdict{Class: classify.ClassPermanent, Reason: "bad_request"}
+	}
+	return classify.Verdict{Class: classify.ClassTransient, Reason: "overloaded"}
+}
+
+// timing slack for a loaded 2-core CI machine under -race.
+const slack = 400 * time.Millisecond
+
+// clockSlack absorbs Redis's millisecond TTL granularity.
+const clockSlack = 2 * time.Millisecond
+
+// newGate builds a gate with the test classifier and, unless set, a
+// per-test prefix.
+func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.UniqueKey(t)
+	}
+	if opts.Classify == nil {
+		opts.Classify = classifyTest
+	}
+	g, err := gate.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("gate.New: %v", err)
+	}
+	return g
+}
+
+// faultClient is a client whose every command is bounded even when the
+// network swallows it: the context's deadline reaches the socket
+// (ContextTimeoutEnabled) and, without one, ReadTimeout does. It retries
+// at most maxRetries times.
+func faultClient(t *testing.T, addr string, timeout time.Duration, maxRetries int) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           timeout,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
+		PoolTimeout:           timeout,
+		MaxRetries:            maxRetries,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// eventually polls cond until it holds, failing t after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// outcome is what a test fn returns.
+type outcome uint8
+
+const (
+	succeed outcome = iota
+	failTransient
+	failPermanent
+)
+
+func (o outcome) err() error {
+	switch o {
+	case failTransient:
+		return errTransient
+	case failPermanent:
+		return errPermanent
+	}
+	return nil
+}
+
+// execution is one run of fn, as the invariant checks see it.
+type execution struct {
+	worker  int
+	job     string
+	called  time.Time // Do called: its acquire reached Redis no earlier
+	start   time.Time // fn entered
+	end     time.Time // fn returned
+	fence   int64
+	gated   bool
+	wroteAt time.Time // zero if fn did not write
+	wrote   error     // the store's answer
+	outcome outcome
+	err     error // what Do returned
+}
+
+// span is an operator Reset of a job, from call to return.
+type span struct {
+	job       string
+	call, ret time.Time
+}
+
+// history records executions and resets from many goroutines.
+type history struct {
+	mu     sync.Mutex
+	execs  []*execution
+	resets []span
+}
+
+func (h *history) add(e *execution) {
+	h.mu.Lock()
+	h.execs = append(h.execs, e)
+	h.mu.Unlock()
+}
+
+func (h *history) reset(s span) {
+	h.mu.Lock()
+	h.resets = append(h.resets, s)
+	h.mu.Unlock()
+}
+
+// stats summarises what a check covered, so a run that exercised nothing
+// is visible in the log.
+type stats struct {
+	execs, overlaps, cooldowns, failedMarks, unrecorded, staleRejected int
+	minCooldownGap                                                     time.Duration
+}
+
+// check verifies the invariants over every recorded execution:
+//
+//  1. Executions of one job that overlap in time hold different fences,
+//     the newer one acquired only after the older one's lock expired
+//     (at least Lease after the older acquire was sent), and the older
+//     one's writes after the newer one's first write were rejected.
+//     Executions that do not overlap have fences in start order.
+//  2. fn never starts while the job cools down or is marked failed: after
+//     a settle that recorded a cooldown of r (or a failed mark), the next
+//     execution starts at least r (or FailedTTL) after the failed fn
+//     returned, unless an operator Reset ran in between.
+//  3. A transient failure's recorded cooldown is at least
+//     Cooldown×(1−Jitter) (capped by MaxCooldown), so with (2) the next
+//     call starts no earlier than that (and never before min(cooldown,
+//     lease)).
+func (h *history) check(t *testing.T, o gate.Options) stats {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := stats{execs: len(h.execs), minCooldownGap: -1}
+	byJob := map[string][]*execution{}
+	for _, e := range h.execs {
+		if !e.gated {
+			t.Errorf("%s: fn ran ungated (fail closed expected): %+v", e.job, e)
+			continue
+		}
+		byJob[e.job] = append(byJob[e.job], e)
+	}
+	for job, es := range byJob {
+		sort.Slice(es, func(i, j int) bool { return es[i].start.Before(es[j].start) })
+		seen := map[int64]bool{}
+		for i, a := range es {
+			if seen[a.fence] {
+				t.Errorf("%s: fence %d handed out twice", job, a.fence)
+			}
+			seen[a.fence] = true
+			for _, b := range es[i+1:] {
+				if !b.start.Before(a.end) { // no overlap
+					if b.fence <= a.fence {
+						t.Errorf("%s: fence went backwards: %d ran [%v] before %d", job, a.fence, a.end.Sub(b.start), b.fence)
+					}
+					continue
+				}
+				st.overlaps++
+				older, newer := a, b
+				if b.fence < a.fence {
+					older, newer = b, a
+				}
+				if gap := newer.start.Sub(older.called); gap < o.Lease-clockSlack {
+					t.Errorf("%s: fence %d started %v after fence %d's acquire, before its lease (%v) could expire", job, newer.fence, gap, older.fence, o.Lease)
+				}
+				if !older.wroteAt.IsZero() && !newer.wroteAt.IsZero() && older.wroteAt.After(newer.wroteAt) {
+					if older.wrote == nil {
+						t.Errorf("%s: stale fence %d wrote after fence %d", job, older.fence, newer.fence)
+					} else {
+						st.staleRejected++
+					}
+				}
+			}
+			h.checkBlocked(t, o, a, es[i+1:], &st)
+		}
+	}
+	return st
+}
+
+// checkBlocked checks invariants 2 and 3 for a against the executions of
+// its job that started after it.
+func (h *history) checkBlocked(t *testing.T, o gate.Options, a *execution, later []*execution, st *stats) {
+	t.Helper()
+	var ce *gate.CallError
+	if !errors.As(a.err, &ce) {
+		return
+	}
+	if ce.SettleErr != nil {
+		st.unrecorded++ // lost lease or Redis unreachable: the lock's TTL decides
+		return
+	}
+	var hold time.Duration
+	switch ce.State {
+	case gate.CoolingDown:
+		st.cooldowns++
+		hold = ce.RetryAfter
+		if floor := min(time.Duration(float64(o.Cooldown)*(1-o.Jitter)), o.MaxCooldown); ce.Verdict.Class == classify.ClassTransient && hold < floor-clockSlack {
+			t.Errorf("%s: transient failure cooled for %v, below Cooldown×(1−Jitter) = %v", a.job, hold, floor)
+		}
+	case gate.Failed:
+		st.failedMarks++
+		hold = o.FailedTTL
+	default:
+		t.Errorf("%s: failure settled as %v", a.job, ce.State)
+		return
+	}
+	for _, b := range later {
+		if b.start.Before(a.end) {
+			continue // overlapping: checked by invariant 1
+		}
+		gap := b.start.Sub(a.end)
+		if gap < hold-clockSlack && !h.resetBetween(a.job, a.end, b.start) {
+			t.Errorf("%s: fn (fence %d) started %v after a %v settle that blocked the job for %v", a.job, b.fence, gap, ce.State, hold)
+		}
+		if ce.State == gate.CoolingDown && (st.minCooldownGap < 0 || gap < st.minCooldownGap) {
+			st.minCooldownGap = gap
+		}
+		return
+	}
+}
+
+func (h *history) resetBetween(job string, from, to time.Time) bool {
+	for _, r := range h.resets {
+		if r.job == job && r.ret.After(from) && r.call.Before(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// run calls g.Do for job as worker, records the execution in h and writes
+// the fence to store at the end of fn (ignoring fn's context, like a
+// paused process that wakes up), then returns fn's outcome.
+func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate, worker int, job string, hold time.Duration, out outcome) error {
+	e := &execution{worker: worker, job: job, called: time.Now(), outcome: out}
+	ran := false
+	err := g.Do(ctx, job, func(fctx context.Context, l *gate.Lease) error {
+		ran = true
+		e.start, e.fence, e.gated = time.Now(), l.Fence(), l.Gated()
+		if hold > 0 {
+			time.Sleep(hold)
+		}
+		if store != nil {
+			e.wroteAt = time.Now()
+			e.wrote = store.Write(job, l.Fence(), strconv.Itoa(worker))
+		}
+		e.end = time.Now()
+		return out.err()
+	})
+	e.err = err
+	if ran {
+		h.add(e)
+	}
+	return err
+}
+
+func formatFence(f int64) string { return strconv.FormatInt(f, 10) }
