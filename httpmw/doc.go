@@ -24,15 +24,16 @@
 //	state                     status  Retry-After               extension members
 //	cooling down              429     ceil(cooldown left), ≥ 1  job_state "cooling_down", retry_after_seconds, retry_at, attempts, reason
 //	running                   409     ceil(lease left), ≥ 1     job_state "running", retry_after_seconds, retry_at, status_url
-//	failed permanently        422     none                      job_state "failed", reason
+//	failed permanently        422     none                      job_state "failed", reason, attempts
 //	done (gate DoneTTL)       409     none                      job_state "done"; or Options.Replay answers
 //	upstream cooling/paused   503     ceil(scope time left)     job_state "upstream_cooling", retry_after_seconds, retry_at, reason
 //	gate unavailable          503     UnavailableRetryAfter     job_state "unknown", retry_after_seconds, retry_at
 //	no valid job key          400     none                      (no job_state)
 //	ErrNotRouted (mounting)   500     none                      (no job_state)
 //
-// status_url is written in every row that names a job state when
-// Options.StatusURL is set. detail is the human sentence from
+// With Options.StatusURL set, status_url is written in the first five rows
+// (the gate's refusals). Members that do not apply are left out: attempts
+// when no failure was counted, reason when none is known. detail is the human sentence from
 // Options.RetryIn, e.g. "Retry available in 4 min 12 s." (see FormatWait for
 // the rounding). reason is the gate's classification code, never upstream
 // text; no Redis error, upstream error or stack ever reaches a body (pass

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -23,6 +24,7 @@ func FuzzJobKey(f *testing.F) {
 		"..", "..%2F..%2Fetc", "a%20b", "a b", "%2561", "x%7D:lock%7B", strings.Repeat("a", 2048), "", "%FF"} {
 		f.Add(s, "acme", s, "acme ")
 	}
+	f.Add("1", "acme "+evaluatePattern+" x", "x%20%2Fdocuments%2F%7Bid%7D%2Fevaluate%201", "acme") // separator forgery
 	job := httpmw.Scoped(httpmw.URLParam("id"), tenant)
 	var key string
 	var keyErr error
@@ -54,8 +56,12 @@ func FuzzJobKey(f *testing.F) {
 		if err != nil {
 			return "", false
 		}
-		p := strings.TrimPrefix(strings.TrimSuffix(req.URL.Path, "/evaluate"), "/documents/")
-		return p, !strings.Contains(p, "/")
+		raw := strings.TrimPrefix(strings.TrimSuffix(req.URL.EscapedPath(), "/evaluate"), "/documents/")
+		if strings.Contains(raw, "/") {
+			return "", false
+		}
+		p, err := url.PathUnescape(raw)
+		return p, err == nil
 	}
 
 	f.Fuzz(func(t *testing.T, seg1, ten1, seg2, ten2 string) {

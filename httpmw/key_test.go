@@ -188,10 +188,12 @@ func TestScoped(t *testing.T) {
 	if a == b || a == "" {
 		t.Errorf("tenants share a key: %q, %q", a, b)
 	}
-	// "a b" + "c" must not equal "a" + "b c"-like forgeries.
-	x, _ := keyFor("acme "+evaluatePattern, "1")
-	y, _ := keyFor("acme", "1")
-	if x == y {
+	// A tenant name holding the separator must not forge another tenant's
+	// key: tenant "acme <pattern> x" with id "1" against tenant "acme" with
+	// id "x <pattern> 1".
+	x, _ := keyFor("acme "+evaluatePattern+" x", "1")
+	y, _ := keyFor("acme", "x%20%2Fdocuments%2F%7Bid%7D%2Fevaluate%201")
+	if x == y || x == "" {
 		t.Errorf("forged tenant collides: %q", x)
 	}
 	if _, err := keyFor("", "1"); !errors.Is(err, gate.ErrInvalidJob) {

@@ -292,3 +292,30 @@ func TestNoUpstreamText(t *testing.T) {
 		}
 	}
 }
+
+// TestHandlerStatusCoolsUpstream: a handler's 429 or 503 means the provider
+// behind it is rate-limited or overloaded, so the gate's upstream scope
+// cools for the handler's Retry-After; a single 500 does not.
+func TestHandlerStatusCoolsUpstream(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			for _, c := range []struct {
+				code    int
+				cooling bool
+			}{{429, true}, {503, true}, {500, false}} {
+				g := newGate(t, tg.Client, gate.Options{Scope: redistest.UniqueKey(t)})
+				post(t, router(g, httpmw.Options{}, code(c.code, "20")), "/documents/1/evaluate")
+				up, err := g.ScopeStatus(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if exp, got := c.cooling, up.State == gate.ScopeCooling; exp != got {
+					t.Errorf("%d: scope cooling exp %v, got %+v", c.code, exp, up)
+				}
+				if c.cooling && (up.RetryAfter < 19*time.Second || up.RetryAfter > 20*time.Second) {
+					t.Errorf("%d: scope cooldown %v, want the handler's 20s", c.code, up.RetryAfter)
+				}
+			}
+		})
+	}
+}
