@@ -122,6 +122,13 @@ type execution struct {
 	err     error // what Do returned
 }
 
+// reporter is the part of testing.TB the invariant checks use, so a test
+// can feed them bad histories and see them fail.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
 // span is an operator Reset of a job, from call to return.
 type span struct {
 	job       string
@@ -150,8 +157,12 @@ func (h *history) reset(s span) {
 // stats summarises what a check covered, so a run that exercised nothing
 // is visible in the log.
 type stats struct {
-	execs, overlaps, cooldowns, failedMarks, unrecorded, staleRejected int
-	minCooldownGap                                                     time.Duration
+	execs, overlaps, staleRejected int
+	// cooldowns and failedMarks count recorded settles whose next call
+	// was checked (not excused by a Reset); unrecorded counts failures
+	// whose settle did not reach Redis or found the lease lost.
+	cooldowns, failedMarks, unrecorded int
+	minCooldownGap                     time.Duration
 }
 
 // check verifies the invariants over every recorded execution:
@@ -169,11 +180,12 @@ type stats struct {
 //     Cooldown×(1−Jitter) (capped by MaxCooldown), so with (2) the next
 //     call starts no earlier than that (and never before min(cooldown,
 //     lease)).
-func (h *history) check(t *testing.T, o gate.Options) stats {
+func (h *history) check(t reporter, o gate.Options) stats {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := stats{execs: len(h.execs), minCooldownGap: -1}
+	rejected := map[*execution]bool{}
 	byJob := map[string][]*execution{}
 	for _, e := range h.execs {
 		if !e.gated {
@@ -209,19 +221,20 @@ func (h *history) check(t *testing.T, o gate.Options) stats {
 					if older.wrote == nil {
 						t.Errorf("%s: stale fence %d wrote after fence %d", job, older.fence, newer.fence)
 					} else {
-						st.staleRejected++
+						rejected[older] = true
 					}
 				}
 			}
 			h.checkBlocked(t, o, a, es[i+1:], &st)
 		}
 	}
+	st.staleRejected = len(rejected)
 	return st
 }
 
 // checkBlocked checks invariants 2 and 3 for a against the executions of
 // its job that started after it.
-func (h *history) checkBlocked(t *testing.T, o gate.Options, a *execution, later []*execution, st *stats) {
+func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later []*execution, st *stats) {
 	t.Helper()
 	var ce *gate.CallError
 	if !errors.As(a.err, &ce) {
@@ -234,13 +247,11 @@ func (h *history) checkBlocked(t *testing.T, o gate.Options, a *execution, later
 	var hold time.Duration
 	switch ce.State {
 	case gate.CoolingDown:
-		st.cooldowns++
 		hold = ce.RetryAfter
 		if floor := min(time.Duration(float64(o.Cooldown)*(1-o.Jitter)), o.MaxCooldown); ce.Verdict.Class == classify.ClassTransient && hold < floor-clockSlack {
 			t.Errorf("%s: transient failure cooled for %v, below Cooldown×(1−Jitter) = %v", a.job, hold, floor)
 		}
 	case gate.Failed:
-		st.failedMarks++
 		hold = o.FailedTTL
 	default:
 		t.Errorf("%s: failure settled as %v", a.job, ce.State)
@@ -250,11 +261,19 @@ func (h *history) checkBlocked(t *testing.T, o gate.Options, a *execution, later
 		if b.start.Before(a.end) {
 			continue // overlapping: checked by invariant 1
 		}
+		if h.resetBetween(a.job, a.end, b.start) {
+			return
+		}
 		gap := b.start.Sub(a.end)
-		if gap < hold-clockSlack && !h.resetBetween(a.job, a.end, b.start) {
+		if gap < hold-clockSlack {
 			t.Errorf("%s: fn (fence %d) started %v after a %v settle that blocked the job for %v", a.job, b.fence, gap, ce.State, hold)
 		}
-		if ce.State == gate.CoolingDown && (st.minCooldownGap < 0 || gap < st.minCooldownGap) {
+		if ce.State == gate.Failed {
+			st.failedMarks++
+			return
+		}
+		st.cooldowns++
+		if st.minCooldownGap < 0 || gap < st.minCooldownGap {
 			st.minCooldownGap = gap
 		}
 		return
@@ -272,13 +291,17 @@ func (h *history) resetBetween(job string, from, to time.Time) bool {
 
 // run calls g.Do for job as worker, records the execution in h and writes
 // the fence to store at the end of fn (ignoring fn's context, like a
-// paused process that wakes up), then returns fn's outcome.
-func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate, worker int, job string, hold time.Duration, out outcome) error {
+// paused process that wakes up), then returns fn's outcome. inside, if
+// set, runs at the start of fn.
+func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate, worker int, job string, hold time.Duration, out outcome, inside func(*gate.Lease)) error {
 	e := &execution{worker: worker, job: job, called: time.Now(), outcome: out}
 	ran := false
 	err := g.Do(ctx, job, func(fctx context.Context, l *gate.Lease) error {
 		ran = true
 		e.start, e.fence, e.gated = time.Now(), l.Fence(), l.Gated()
+		if inside != nil {
+			inside(l)
+		}
 		if hold > 0 {
 			time.Sleep(hold)
 		}
