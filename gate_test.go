@@ -6,21 +6,26 @@ package retrygate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -329,6 +334,78 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 			}
 			if f.calls.Load() == first {
 				t.Fatal("calls did not resume after the scope cooldown ended")
+			}
+		})
+	}
+}
+
+// The HTTP path end to end: a real chi router, httpmw, the real go-openai
+// client against a rate-limited upstream, on real Redis.
+func TestHTTPRetryEndpoint(t *testing.T) {
+	for _, tg := range realTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			f := &fakeOpenAI{}
+			const secret = "Rate limit reached for org-SECRET in organization"
+			f.set(429, `{"error":{"message":"`+secret+`","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "retry-after-ms", "2500")
+			c := newOpenAI(t, f)
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, NoJitter: true, Scope: "openai"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := chi.NewRouter()
+			r.Route("/documents/{id}", func(r chi.Router) {
+				r.With(httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id")})).Post("/evaluate", func(w http.ResponseWriter, r *http.Request) {
+					resp, err := c.CreateChatCompletion(r.Context(), openai.ChatCompletionRequest{Model: openai.GPT4oMini,
+						Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "evaluate " + chi.URLParam(r, "id")}}})
+					if err != nil {
+						httpmw.Fail(r, err)
+						return
+					}
+					fmt.Fprint(w, resp.Choices[0].Message.Content)
+				})
+				r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.URLParamAs("/documents/{id}/evaluate", "id")))
+			})
+			srv := httptest.NewServer(r)
+			t.Cleanup(srv.Close)
+
+			post := func(id string) (*http.Response, string) {
+				t.Helper()
+				resp, err := http.Post(srv.URL+"/documents/"+id+"/evaluate", "application/json", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var b strings.Builder
+				_, _ = io.Copy(&b, resp.Body)
+				return resp, b.String()
+			}
+			resp, body := post("42")
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3" || resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("first call: %d Retry-After %q %q\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), body)
+			}
+			if strings.Contains(body, "SECRET") || strings.Contains(body, "redis") {
+				t.Fatalf("upstream or Redis text leaked into the response: %s", body)
+			}
+			calls := f.calls.Load()
+			// The retry, and any other document (the upstream is rate
+			// limited), are answered without calling the model.
+			if resp, body := post("42"); resp.StatusCode != 503 && resp.StatusCode != 429 {
+				t.Fatalf("retry: %d %s", resp.StatusCode, body)
+			}
+			if resp, body := post("43"); resp.StatusCode != 503 || !strings.Contains(body, `"upstream_cooling"`) {
+				t.Fatalf("other document while the upstream cools: %d %s", resp.StatusCode, body)
+			}
+			if f.calls.Load() != calls {
+				t.Fatalf("refused retries called the model: %d → %d", calls, f.calls.Load())
+			}
+			st, err := http.Get(srv.URL + "/documents/42/retry-status")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Body.Close()
+			var rs httpmw.RetryStatus
+			if err := json.NewDecoder(st.Body).Decode(&rs); err != nil || st.StatusCode != 200 || rs.RetryAfterSeconds < 2 || rs.RetryAfterSeconds > 3 {
+				t.Fatalf("retry-status: %d %+v %v", st.StatusCode, rs, err)
 			}
 		})
 	}

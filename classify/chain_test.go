@@ -84,6 +84,9 @@ func TestMarkers(t *testing.T) {
 		{"outermost mark wins", classify.Systemic(fmt.Errorf("w: %w", classify.Permanent(base))), systemic(classify.ReasonMarkedSystemic, false)},
 		{"mark inside a join", errors.Join(errors.New("other"), classify.Permanent(base)), permanent(classify.ReasonMarkedPermanent)},
 		{"mark with nil error", classify.Permanent(nil), permanent(classify.ReasonMarkedPermanent)},
+		{"WithVerdict provider-wide", classify.WithVerdict(base, classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonOverloaded, ProviderWide: true, RetryAfter: 3 * time.Second}),
+			transient(classify.ReasonOverloaded, true, 3*time.Second)},
+		{"WithVerdict clamps and names", classify.WithVerdict(base, classify.Verdict{Class: classify.ClassSystemic, RetryAfter: -1}), systemic("systemic", false)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
