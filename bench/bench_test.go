@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// TestQuick runs the quick mode against a real redis-server and checks
+// the report: every row, and the round trips each path is known to cost.
+func TestQuick(t *testing.T) {
+	srv := redistest.Server(t)
+	res, err := runSuite(context.Background(), srv.Addr(), quickSettings, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	trips := map[string]float64{
+		wFloor: 2, wRedislock: 2, wRedsync: 2, wSuccess: 2, wGet: 1, wBlocked: 1, wCoalesced: 0,
+	}
+	for _, c := range quickSettings.concs {
+		for name, exp := range trips {
+			r := res.row(name, c)
+			if r == nil || len(r.samples) != quickSettings.rounds {
+				t.Fatalf("%s at c=%d: exp %d samples, got row %+v", name, c, quickSettings.rounds, r)
+			}
+			s := r.samples[0]
+			if got := s.trips; math.Abs(got-exp) > 0.001 {
+				t.Errorf("%s at c=%d: exp %v trips/op, got %v", name, c, exp, got)
+			}
+			if s.ops == 0 || s.p50 <= 0 || s.p99 < s.p50 {
+				t.Errorf("%s at c=%d: implausible sample %+v", name, c, s)
+			}
+		}
+	}
+
+	storm := map[string]stormResult{}
+	for _, s := range res.storm {
+		storm[s.name] = s.results[0]
+	}
+	for _, name := range []string{sRedislock, sRedsync, sRaw, sGate, sGateProcs} {
+		r, ok := storm[name]
+		if !ok || r.calls == 0 || r.refused == 0 {
+			t.Fatalf("storm %s: exp upstream calls and refused retries, got %+v", name, r)
+		}
+		if exp, got := r.cmds, r.refusedCmds+r.calledCmds; exp != got {
+			t.Errorf("storm %s: %d Redis commands, but %d charged to attempts", name, exp, got)
+		}
+	}
+	// A refusal by Redis costs one command (redsync also deletes what it
+	// did not get); an in-process gate refusal none.
+	for name, exp := range map[string]float64{sRedislock: 1, sRaw: 1, sRedsync: 2, sGateProcs: 1} {
+		if got := storm[name].perRefused(); got != exp {
+			t.Errorf("storm %s: exp %v commands per refused retry, got %v", name, exp, got)
+		}
+	}
+	if got := storm[sGate].perRefused(); got >= 1 {
+		t.Errorf("storm %s: exp under 1 command per refused retry (coalesced in process), got %v", sGate, got)
+	}
+	// The gate's cooldown bounds upstream calls: at most one per cooldown
+	// plus the first, where a lock released in a defer lets the next
+	// retry through at once.
+	p := quickSettings.storm
+	maxGate := int64(p.dur/p.cooldown) + 1
+	for _, name := range []string{sGate, sGateProcs} {
+		if got := storm[name].calls; got > maxGate {
+			t.Errorf("storm %s: exp at most %d upstream calls, got %d", name, maxGate, got)
+		}
+	}
+	if got := storm[sRedislock].calls; got <= 2*maxGate {
+		t.Errorf("storm %s: exp far more upstream calls than the gate's %d, got %d", sRedislock, maxGate, got)
+	}
+
+	md := res.markdown(true)
+	for _, want := range []string{
+		"| " + wFloor + " | 1 |", "| " + wCoalesced + " | 64 |", "| " + sGateProcs + " |",
+		"gate success ≥ 0.9× floor, c=64", "gate coalesced ≥ 10× gate blocked, c=1",
+		"redis-server", "Quick mode",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if exp, got := 10, len(res.targets()); exp != got {
+		t.Errorf("exp %d targets, got %d", exp, got)
+	}
+	t.Log("\n" + md)
+}

@@ -1,0 +1,62 @@
+// Command bench measures retrygate's gate head to head with bsm/redislock,
+// go-redsync/redsync and a hand-written SET NX lock, against one
+// redis-server it starts for the run, and writes a markdown report.
+//
+//	go run . -out RESULTS.md   # the full run, about two minutes
+//	go run . -quick            # a smoke test of the harness
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+)
+
+func main() {
+	out := flag.String("out", "", "write the markdown report to this file too")
+	quick := flag.Bool("quick", false, "smoke test: one short round, not a measurement")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.Parse()
+	if err := run(*out, *quick, *cpuprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out string, quick bool, cpuprofile string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	srv, err := startRedis()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	set := fullSettings
+	if quick {
+		set = quickSettings
+	}
+	res, err := runSuite(ctx, srv.addr, set, os.Stderr)
+	if err != nil {
+		return err
+	}
+	md := res.markdown(quick)
+	fmt.Print(md)
+	if out != "" {
+		return os.WriteFile(out, []byte(md), 0o644)
+	}
+	return nil
+}

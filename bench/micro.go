@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// lockTTL is every lock's TTL on the per-op paths (the gate's default
+// lease); no op holds a lock for more than a round trip.
+const lockTTL = 60 * time.Second
+
+// maxConc is the highest concurrency measured; keys and jobs exist per
+// goroutine up to it.
+const maxConc = 64
+
+// Workload names: rows of the table, in its order.
+const (
+	wFloor     = "floor: SET NX + CAD script"
+	wRedislock = "bsm/redislock Obtain+Release"
+	wRedsync   = "redsync Lock+Unlock"
+	wSuccess   = "gate success (Do → nil)"
+	wGet       = "single GET"
+	wBlocked   = "gate blocked (cooling down)"
+	wCoalesced = "gate coalesced (in flight here)"
+)
+
+// opFunc runs one operation as goroutine w; an error aborts the run.
+type opFunc func(ctx context.Context, w int) error
+
+// workload is one row of the per-op table.
+type workload struct {
+	name string
+	rdb  *redis.Client
+	rt   *tripCounter
+	// op runs one operation; start (optional) prepares a measurement and
+	// returns what undoes it.
+	op    opFunc
+	start func(ctx context.Context) (stop func(), err error)
+	// srvCmds are the top-level commands this workload sends (lowercase);
+	// their usec in INFO commandstats is the server's time. Commands that
+	// scripts call inside are already counted in evalsha.
+	srvCmds []string
+}
+
+// sample is one measurement of one workload at one concurrency.
+type sample struct {
+	ops       uint64
+	opsPerSec float64
+	p50, p99  time.Duration
+	allocs    float64 // heap allocations per op, whole process
+	trips     float64 // Redis round trips per op
+	srvUsec   float64 // server time per op, µs
+}
+
+var (
+	errUpstream = classify.Transient(errors.New("upstream: 503 Service Unavailable"), 0)
+	succeed     = func(context.Context, *gate.Lease) error { return nil }
+	casDelete   = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+)
+
+// token is a 128-bit random lock value, made as cheaply as the gate makes
+// its own, so the floor is a fair hand-written lock.
+func token() string {
+	var b [32]byte
+	const hex = "0123456789abcdef"
+	a, c := rand.Uint64(), rand.Uint64()
+	for i := range 16 {
+		b[i] = hex[a>>(4*i)&0xf]
+		b[16+i] = hex[c>>(4*i)&0xf]
+	}
+	return string(b[:])
+}
+
+func names(prefix string) []string {
+	s := make([]string, maxConc)
+	for i := range s {
+		s[i] = prefix + strconv.Itoa(i)
+	}
+	return s
+}
+
+// newWorkloads builds every per-op workload, each on its own client as a
+// user of that library would, and prepares their keys (cooling jobs).
+func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error) {
+	var clients []*redis.Client
+	client := func() (*redis.Client, *tripCounter) {
+		c, rt := newClient(addr)
+		clients = append(clients, c)
+		return c, rt
+	}
+	closeAll := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	var ws []*workload
+
+	{
+		rdb, rt := client()
+		keys := names("bench:floor:")
+		ws = append(ws, &workload{name: wFloor, rdb: rdb, rt: rt, srvCmds: []string{"set", "evalsha"},
+			op: func(ctx context.Context, w int) error {
+				tok := token()
+				ok, err := rdb.SetNX(ctx, keys[w], tok, lockTTL).Result()
+				if err != nil || !ok {
+					return fmt.Errorf("SET NX: %v, %v", ok, err)
+				}
+				n, err := casDelete.Run(ctx, rdb, keys[w:w+1], tok).Int()
+				if err != nil || n != 1 {
+					return fmt.Errorf("release: %d, %v", n, err)
+				}
+				return nil
+			}})
+	}
+	{
+		rdb, rt := client()
+		locker := redislock.New(rdb)
+		keys := names("bench:redislock:")
+		ws = append(ws, &workload{name: wRedislock, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+			op: func(ctx context.Context, w int) error {
+				l, err := locker.Obtain(ctx, keys[w], lockTTL, nil)
+				if err != nil {
+					return err
+				}
+				return l.Release(ctx)
+			}})
+	}
+	{
+		rdb, rt := client()
+		rs := redsync.New(redsyncgoredis.NewPool(rdb))
+		keys := names("bench:redsync:")
+		// One try: distinct keys per goroutine, so it never has to wait.
+		opts := []redsync.Option{redsync.WithExpiry(lockTTL), redsync.WithTries(1)}
+		ws = append(ws, &workload{name: wRedsync, rdb: rdb, rt: rt, srvCmds: []string{"set", "evalsha"},
+			op: func(ctx context.Context, w int) error {
+				m := rs.NewMutex(keys[w], opts...)
+				if err := m.LockContext(ctx); err != nil {
+					return err
+				}
+				if ok, err := m.UnlockContext(ctx); !ok {
+					return fmt.Errorf("unlock: %v", err)
+				}
+				return nil
+			}})
+	}
+	{
+		rdb, rt := client()
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-s", NoJitter: true})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		jobs := names("job-")
+		ws = append(ws, &workload{name: wSuccess, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+			op: func(ctx context.Context, w int) error { return g.Do(ctx, jobs[w], succeed) }})
+	}
+	{
+		rdb, rt := client()
+		keys := names("bench:get:")
+		for _, k := range keys {
+			if err := rdb.Set(ctx, k, "c:transient", time.Hour).Err(); err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+		}
+		ws = append(ws, &workload{name: wGet, rdb: rdb, rt: rt, srvCmds: []string{"get"},
+			op: func(ctx context.Context, w int) error { return rdb.Get(ctx, keys[w]).Err() }})
+	}
+	{
+		rdb, rt := client()
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-b", Cooldown: time.Hour, NoJitter: true})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		jobs := names("job-")
+		for _, j := range jobs {
+			err := g.Do(ctx, j, func(context.Context, *gate.Lease) error { return errUpstream })
+			if !errors.Is(err, errUpstream) {
+				closeAll()
+				return nil, nil, fmt.Errorf("cool down %s: %v", j, err)
+			}
+		}
+		ws = append(ws, &workload{name: wBlocked, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+			op: func(ctx context.Context, w int) error {
+				if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
+					return fmt.Errorf("blocked: exp ErrCoolingDown, got %v", err)
+				}
+				return nil
+			}})
+	}
+	{
+		rdb, rt := client()
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-c", NoJitter: true})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		// Every goroutine calls the one job a lease holds: duplicates of a
+		// running call in one process.
+		const job = "held"
+		ws = append(ws, &workload{name: wCoalesced, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+			op: func(ctx context.Context, w int) error {
+				if err := g.Do(ctx, job, succeed); !errors.Is(err, gate.ErrInFlight) {
+					return fmt.Errorf("coalesced: exp ErrInFlight, got %v", err)
+				}
+				return nil
+			},
+			start: func(ctx context.Context) (func(), error) {
+				l, err := g.Acquire(ctx, job)
+				if err != nil {
+					return nil, err
+				}
+				return func() { _ = l.Succeed(ctx) }, nil
+			}})
+	}
+	return ws, closeAll, nil
+}
+
+// measurer runs workloads; hists are reused so a measurement allocates
+// nothing of its own inside the window.
+type measurer struct {
+	admin *redis.Client // uncounted: stats resets and reads
+	hists []hist
+	warm  time.Duration
+	dur   time.Duration
+}
+
+func newMeasurer(addr string, warm, dur time.Duration) *measurer {
+	return &measurer{
+		admin: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2}),
+		hists: make([]hist, maxConc),
+		warm:  warm,
+		dur:   dur,
+	}
+}
+
+// measure warms wl up at conc goroutines (pool connections, script cache)
+// and then measures it for m.dur.
+func (m *measurer) measure(ctx context.Context, wl *workload, conc int) (sample, error) {
+	if wl.start != nil {
+		stop, err := wl.start(ctx)
+		if err != nil {
+			return sample{}, fmt.Errorf("%s: start: %w", wl.name, err)
+		}
+		defer stop()
+	}
+	if _, _, err := m.run(ctx, wl.op, conc, m.warm, false); err != nil {
+		return sample{}, fmt.Errorf("%s: warm-up: %w", wl.name, err)
+	}
+	if err := m.admin.ConfigResetStat(ctx).Err(); err != nil {
+		return sample{}, err
+	}
+	for i := range conc {
+		m.hists[i].reset()
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	trips0 := wl.rt.n.Load()
+	ops, elapsed, err := m.run(ctx, wl.op, conc, m.dur, true)
+	trips := wl.rt.n.Load() - trips0
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s at %d: %w", wl.name, conc, err)
+	}
+	if ops == 0 {
+		return sample{}, fmt.Errorf("%s at %d: no operation completed", wl.name, conc)
+	}
+	var h hist
+	for i := range conc {
+		h.merge(&m.hists[i])
+	}
+	usec, err := serverUsec(ctx, m.admin, wl.srvCmds)
+	if err != nil {
+		return sample{}, err
+	}
+	return sample{
+		ops:       ops,
+		opsPerSec: float64(ops) / elapsed.Seconds(),
+		p50:       h.quantile(0.50),
+		p99:       h.quantile(0.99),
+		allocs:    float64(after.Mallocs-before.Mallocs) / float64(ops),
+		trips:     float64(trips) / float64(ops),
+		srvUsec:   usec / float64(ops),
+	}, nil
+}
+
+// run calls op from conc goroutines until d has passed; the window ends
+// when the last operation started in it has returned.
+func (m *measurer) run(ctx context.Context, op opFunc, conc int, d time.Duration, record bool) (uint64, time.Duration, error) {
+	var (
+		stop   atomic.Bool
+		total  atomic.Uint64
+		wg     sync.WaitGroup
+		errMu  sync.Mutex
+		runErr error
+	)
+	start := time.Now()
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := &m.hists[w]
+			var n uint64
+			for !stop.Load() {
+				t0 := time.Now()
+				if err := op(ctx, w); err != nil {
+					errMu.Lock()
+					runErr = errors.Join(runErr, err)
+					errMu.Unlock()
+					stop.Store(true)
+					break
+				}
+				if record {
+					h.add(time.Since(t0))
+				}
+				n++
+			}
+			total.Add(n)
+		}()
+	}
+	time.Sleep(d) // the measurement window itself
+	stop.Store(true)
+	wg.Wait()
+	return total.Load(), time.Since(start), runErr
+}
