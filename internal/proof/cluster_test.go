@@ -1,0 +1,188 @@
+package proof_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// TestCluster runs on one Redis Cluster of 3 masters with 1 replica each:
+// the WAIT option (while the topology is stable), then master failovers
+// under load.
+func TestCluster(t *testing.T) {
+	c := redistest.Cluster(t, 3, 1)
+	t.Run("WaitReplicas", func(t *testing.T) { testWaitReplicas(t, c) })
+	t.Run("failover keeps fences increasing", func(t *testing.T) { testFailover(t, c) })
+}
+
+// testWaitReplicas: with WaitReplicas 1 the acquire succeeds once the
+// master's replica has the lock; asking for 2 replicas of a master that has
+// one fails closed within about WaitTimeout, without calling fn and
+// without leaving the job locked. It logs what the wait costs.
+func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
+	ctx := context.Background()
+	rdb := clusterClient(t, c)
+	prefix := redistest.UniqueKey(t)
+	plain := newGate(t, rdb, gate.Options{Prefix: prefix})
+	one := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Second})
+	const waitTimeout = 100 * time.Millisecond
+	two := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 2, WaitTimeout: waitTimeout})
+
+	called := 0
+	if err := one.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { called++; return nil }); err != nil || called != 1 {
+		t.Fatalf("WaitReplicas 1: Do: %v, fn called %d times", err, called)
+	}
+
+	start := time.Now()
+	err := two.Do(ctx, "doc-2", func(context.Context, *gate.Lease) error { called++; return nil })
+	took := time.Since(start)
+	if !errors.Is(err, gate.ErrNotReplicated) || !errors.Is(err, gate.ErrUnavailable) || called != 1 {
+		t.Fatalf("WaitReplicas 2 on a 1-replica master: Do: %v, fn called; want ErrNotReplicated and ErrUnavailable, no call", err)
+	}
+	if took < waitTimeout-clockSlack || took > waitTimeout+slack {
+		t.Fatalf("failed after %v, want about WaitTimeout %v", took, waitTimeout)
+	}
+	t.Logf("WaitReplicas 2 with one replica: failed closed after %v (WaitTimeout %v)", took, waitTimeout)
+	if st, err := plain.Status(ctx, "doc-2"); err != nil || st.State != gate.Ready {
+		t.Fatalf("job left %v (%v) after a failed WAIT, want Ready", st.State, err)
+	}
+	if err := plain.Do(ctx, "doc-2", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+		t.Fatalf("plain acquire after a failed WAIT: %v", err)
+	}
+
+	// Cost: acquire + success, sequential, one job, with and without WAIT.
+	const n = 200
+	for _, g := range []struct {
+		name string
+		g    *gate.Gate
+	}{{"WaitReplicas 0", plain}, {"WaitReplicas 1", one}} {
+		lat := make([]time.Duration, n)
+		for i := range lat {
+			s := time.Now()
+			if err := g.g.Do(ctx, "cost", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+				t.Fatalf("%s: Do: %v", g.name, err)
+			}
+			lat[i] = time.Since(s)
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		t.Logf("cost of a successful Do on the cluster, %s: p50 %v, p99 %v (%d calls)", g.name, lat[n/2], lat[n*99/100], n)
+	}
+}
+
+// testFailover: workers call jobs spread over the cluster while a master
+// fails over to its replica (coordinated CLUSTER FAILOVER) and another is
+// taken over (CLUSTER FAILOVER TAKEOVER). Each job's fences strictly
+// increase across both, and the gate keeps working afterwards.
+func testFailover(t *testing.T, c *redistest.ClusterSrv) {
+	ctx := context.Background()
+	rdb := clusterClient(t, c)
+	o := gate.Options{Lease: 200 * time.Millisecond, Cooldown: 20 * time.Millisecond, MaxCooldown: 50 * time.Millisecond,
+		Timeout: time.Second}
+	g := newGate(t, rdb, o)
+	o = g.Options()
+	const jobs = 6
+
+	var (
+		h        history
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures int
+		phase    int // 0 before, 1 after the first failover, 2 after both
+		perPhase [3]int
+	)
+	run, stop := context.WithCancel(ctx)
+	for j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			job := "doc-" + strconv.Itoa(j)
+			rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(j)))
+			for run.Err() == nil {
+				out := succeed
+				if rng.IntN(4) == 0 {
+					out = failTransient
+				}
+				err := runChecked(ctx, t, &h, nil, g, j, job, time.Duration(rng.IntN(10))*time.Millisecond, out)
+				var b *gate.BlockedError
+				mu.Lock()
+				switch {
+				case err == nil, errors.Is(err, errTransient):
+					perPhase[phase]++
+				case errors.As(err, &b):
+				default:
+					failures++ // the cluster is moving: unavailable, MOVED beyond the redirect budget
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	setPhase := func(p int) { mu.Lock(); phase = p; mu.Unlock() }
+
+	time.Sleep(200 * time.Millisecond)
+	first := masterOf(t, rdb, g, "doc-0")
+	start := time.Now()
+	promoted := c.Failover(t, first, false)
+	t.Logf("coordinated failover %s → %s took %v", first, promoted, time.Since(start))
+	setPhase(1)
+	time.Sleep(200 * time.Millisecond)
+	second := masterOf(t, rdb, g, "doc-1")
+	start = time.Now()
+	promoted = c.Failover(t, second, true)
+	t.Logf("takeover %s → %s took %v", second, promoted, time.Since(start))
+	setPhase(2)
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	wg.Wait()
+
+	st := h.check(t, o)
+	t.Logf("failover: %d executions (before/between/after: %v), %d calls failed while the cluster moved, %d cooldowns checked",
+		st.execs, perPhase, failures, st.cooldowns)
+	for i, n := range perPhase {
+		if n == 0 {
+			t.Errorf("no call completed in phase %d: %v", i, perPhase)
+		}
+	}
+	for j := range jobs {
+		job := "doc-" + strconv.Itoa(j)
+		if err := g.Do(ctx, job, func(context.Context, *gate.Lease) error { return nil }); err != nil && !errors.Is(err, gate.ErrCoolingDown) {
+			t.Errorf("%s after the failovers: %v", job, err)
+		}
+	}
+}
+
+// clusterClient is a cluster client with bounded waits, so calls during a
+// failover fail instead of hanging.
+func clusterClient(t *testing.T, c *redistest.ClusterSrv) *redis.ClusterClient {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 c.Addrs(),
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// masterOf returns the address of the master serving job's keys.
+func masterOf(t *testing.T, rdb *redis.ClusterClient, g *gate.Gate, job string) string {
+	t.Helper()
+	lock, _, _ := g.Keys(job)
+	m, err := rdb.MasterForKey(context.Background(), lock)
+	if err != nil {
+		t.Fatalf("MasterForKey: %v", err)
+	}
+	return m.Options().Addr
+}
