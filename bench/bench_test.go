@@ -14,7 +14,7 @@ import (
 // the report: every row, and the round trips each path is known to cost.
 func TestQuick(t *testing.T) {
 	srv := redistest.Server(t)
-	res, err := runSuite(context.Background(), srv.Addr(), quickSettings, io.Discard)
+	res, err := runSuite(context.Background(), server{srv.Addr(), srv.Pid()}, quickSettings, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,11 @@ func TestQuick(t *testing.T) {
 			t.Errorf("storm %s: exp %v commands per refused retry, got %v", name, exp, got)
 		}
 	}
-	if got := storm[sGate].perRefused(); got >= 1 {
-		t.Errorf("storm %s: exp under 1 command per refused retry (coalesced in process), got %v", sGate, got)
+	if r := storm[sGate]; r.localRefused == 0 || r.perRefused() >= 1 {
+		t.Errorf("storm %s: exp refusals in process and under 1 command per refused retry, got %+v", sGate, r)
+	}
+	if r := storm[sGateProcs]; r.localRefused != 0 {
+		t.Errorf("storm %s: exp no refusal in process (one Gate per client), got %d", sGateProcs, r.localRefused)
 	}
 	// The gate's cooldown bounds upstream calls: at most one per cooldown
 	// plus the first, where a lock released in a defer lets the next

@@ -49,7 +49,7 @@ func run(out string, quick bool, cpuprofile string) error {
 	if quick {
 		set = quickSettings
 	}
-	res, err := runSuite(ctx, srv.addr, set, os.Stderr)
+	res, err := runSuite(ctx, server{srv.addr, srv.cmd.Process.Pid}, set, os.Stderr)
 	if err != nil {
 		return err
 	}

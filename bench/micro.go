@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -63,7 +64,9 @@ type sample struct {
 	p50, p99  time.Duration
 	allocs    float64 // heap allocations per op, whole process
 	trips     float64 // Redis round trips per op
-	srvUsec   float64 // server time per op, µs
+	srvUsec   float64 // server time in commands per op, µs (commandstats)
+	clientCPU float64 // this process's CPU per op, µs
+	serverCPU float64 // redis-server's CPU per op, µs (network included)
 }
 
 var (
@@ -235,14 +238,17 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 // nothing of its own inside the window.
 type measurer struct {
 	admin *redis.Client // uncounted: stats resets and reads
+	pid   int           // redis-server's
+
 	hists []hist
 	warm  time.Duration
 	dur   time.Duration
 }
 
-func newMeasurer(addr string, warm, dur time.Duration) *measurer {
+func newMeasurer(srv server, warm, dur time.Duration) *measurer {
 	return &measurer{
-		admin: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2}),
+		admin: redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 2}),
+		pid:   srv.pid,
 		hists: make([]hist, maxConc),
 		warm:  warm,
 		dur:   dur,
@@ -272,7 +278,10 @@ func (m *measurer) measure(ctx context.Context, wl *workload, conc int) (sample,
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	trips0 := wl.rt.n.Load()
+	self := os.Getpid()
+	client0, server0 := cpuTime(self), cpuTime(m.pid)
 	ops, elapsed, err := m.run(ctx, wl.op, conc, m.dur, true)
+	client, server := cpuTime(self)-client0, cpuTime(m.pid)-server0
 	trips := wl.rt.n.Load() - trips0
 	runtime.ReadMemStats(&after)
 	if err != nil {
@@ -297,6 +306,8 @@ func (m *measurer) measure(ctx context.Context, wl *workload, conc int) (sample,
 		allocs:    float64(after.Mallocs-before.Mallocs) / float64(ops),
 		trips:     float64(trips) / float64(ops),
 		srvUsec:   usec / float64(ops),
+		clientCPU: us(client) / float64(ops),
+		serverCPU: us(server) / float64(ops),
 	}, nil
 }
 

@@ -67,7 +67,7 @@ func (r *results) markdown(quick bool) string {
 		"%d rounds, the order of rows reversed every other round; each measurement is %v of warm-up then a %v window. "+
 		"Medians over rounds; ×floor and the target ratios are medians of per-round ratios. "+
 		"allocs/op: whole-process heap allocations (MemStats.Mallocs) per op; trips/op: commands and pipelines seen by a go-redis hook; "+
-		"srv µs/op: the server's time in them (INFO commandstats usec); spread: half the min–max range of ops/s over rounds.\n\n",
+		"cmd µs/op: the server's time inside those commands (INFO commandstats usec); client and redis CPU µs/op: CPU time of this process and of redis-server (its network I/O included) per op, from /proc schedstat; spread: half the min–max range of ops/s over rounds.\n\n",
 		poolSize, r.set.rounds, r.set.warm, r.set.dur)
 
 	b.WriteString("## Targets (issue 8 §5)\n\n| target | measured | result |\n|---|---:|---|\n")
@@ -83,19 +83,22 @@ func (r *results) markdown(quick bool) string {
 	b.WriteString("The floor is a hand-written lock: `SET key token NX EX` then a compare-and-delete script. " +
 		"Locks and gate jobs are distinct per goroutine (no contention); the blocked rows call jobs cooling down (`*gate.BlockedError`, ErrCoolingDown); " +
 		"the coalesced row calls, from every goroutine, one job whose lease is held in the same gate (ErrInFlight, no Redis trip).\n\n")
-	b.WriteString("| workload | conc | ops/s | spread | ×floor | p50 µs | p99 µs | allocs/op | trips/op | srv µs/op |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("Client and redis-server share this machine's cores: once they are saturated (concurrency 64), ops/s follows the CPU per op, client plus redis.\n\n")
+	b.WriteString("| workload | conc | ops/s | spread | ×floor | p50 µs | p99 µs | allocs/op | trips/op | cmd µs/op | client CPU µs/op | redis CPU µs/op |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.rows {
 		ops := medianOf(x.samples, func(s sample) float64 { return s.opsPerSec })
 		lo := slices.MinFunc(x.samples, func(a, b sample) int { return cmpF(a.opsPerSec, b.opsPerSec) }).opsPerSec
 		hi := slices.MaxFunc(x.samples, func(a, b sample) int { return cmpF(a.opsPerSec, b.opsPerSec) }).opsPerSec
-		fmt.Fprintf(&b, "| %s | %d | %.0f | ±%.0f%% | %.2f | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | ±%.0f%% | %.2f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f |\n",
 			x.name, x.conc, ops, 50*(hi-lo)/ops, median(x.vsFloor),
 			medianOf(x.samples, func(s sample) float64 { return us(s.p50) }),
 			medianOf(x.samples, func(s sample) float64 { return us(s.p99) }),
 			medianOf(x.samples, func(s sample) float64 { return s.allocs }),
 			medianOf(x.samples, func(s sample) float64 { return s.trips }),
-			medianOf(x.samples, func(s sample) float64 { return s.srvUsec }))
+			medianOf(x.samples, func(s sample) float64 { return s.srvUsec }),
+			medianOf(x.samples, func(s sample) float64 { return s.clientCPU }),
+			medianOf(x.samples, func(s sample) float64 { return s.serverCPU }))
 	}
 
 	p := r.set.storm
@@ -103,16 +106,18 @@ func (r *results) markdown(quick bool) string {
 		"the upstream call takes %v and fails with a 503 (`classify.Transient`). "+
 		"Lock libraries are used the usual way: take the lock, call, release in a defer (redsync with one try per attempt, as TryLock). "+
 		"The gate has a fixed %v cooldown (BackoffFactor 1, no jitter), shared by the clients as one Gate (one process) or as one Gate each (one process per client). "+
-		"Medians of %d rounds. Commands are charged to the attempt whose context sent them.\n\n",
+		"Medians of %d rounds. Commands are charged to the attempt whose context sent them; "+
+		"an in-process refusal is one a Gate made without a Redis command because another acquire of the job was in flight in the same Gate.\n\n",
 		p.clients, p.dur, p.retryEvery, p.callTime, p.cooldown, r.set.stormRounds)
-	b.WriteString("| library | upstream calls | attempts | refused retries | Redis cmds | cmds/refused retry | cmds/upstream call |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| library | upstream calls | attempts | refused retries | of which in-process | Redis cmds | cmds/refused retry | cmds/upstream call |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.storm {
 		f := func(g func(stormResult) float64) float64 { return medianOf(s.results, g) }
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", s.name,
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", s.name,
 			f(func(x stormResult) float64 { return float64(x.calls) }),
 			f(func(x stormResult) float64 { return float64(x.attempts) }),
 			f(func(x stormResult) float64 { return float64(x.refused) }),
+			f(func(x stormResult) float64 { return float64(x.localRefused) }),
 			f(func(x stormResult) float64 { return float64(x.cmds) }),
 			f(stormResult.perRefused), f(stormResult.perCall))
 	}

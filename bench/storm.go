@@ -47,6 +47,7 @@ type stormResult struct {
 	attempts, calls, refused int64
 	cmds                     int64 // every Redis round trip of the run
 	refusedCmds, calledCmds  int64 // charged by the attempt's context
+	localRefused             int64 // refused without a Redis command
 }
 
 func (r stormResult) perRefused() float64 { return ratio(r.refusedCmds, r.refused) }
@@ -222,6 +223,9 @@ func runStorm(ctx context.Context, rt *tripCounter, attempt attemptFunc, p storm
 				} else {
 					r.refused++
 					r.refusedCmds += n.Load()
+					if n.Load() == 0 {
+						r.localRefused++
+					}
 				}
 				time.Sleep(p.retryEvery) // the client's retry pace
 			}
@@ -231,6 +235,7 @@ func runStorm(ctx context.Context, rt *tripCounter, attempt attemptFunc, p storm
 			res.refused += r.refused
 			res.calledCmds += r.calledCmds
 			res.refusedCmds += r.refusedCmds
+			res.localRefused += r.localRefused
 			mu.Unlock()
 		}()
 	}

@@ -19,7 +19,7 @@ type settings struct {
 
 var (
 	fullSettings = settings{
-		rounds: 5, warm: 200 * time.Millisecond, dur: time.Second,
+		rounds: 9, warm: 100 * time.Millisecond, dur: 600 * time.Millisecond,
 		stormRounds: 3,
 		storm:       stormParams{clients: 50, dur: 2 * time.Second, callTime: 20 * time.Millisecond, retryEvery: 10 * time.Millisecond, cooldown: 500 * time.Millisecond},
 		concs:       []int{1, maxConc},
@@ -60,16 +60,21 @@ type results struct {
 
 func ratioKey(a, b string, conc int) string { return fmt.Sprintf("%s/%s@%d", a, b, conc) }
 
-// runSuite measures everything against the redis-server at addr; progress
-// goes to log.
-func runSuite(ctx context.Context, addr string, set settings, log io.Writer) (*results, error) {
+// server is the redis-server measured against.
+type server struct {
+	addr string
+	pid  int // for its CPU time; 0 if unknown
+}
+
+// runSuite measures everything against srv; progress goes to log.
+func runSuite(ctx context.Context, srv server, set settings, log io.Writer) (*results, error) {
 	began := time.Now()
-	ws, closeAll, err := newWorkloads(ctx, addr)
+	ws, closeAll, err := newWorkloads(ctx, srv.addr)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll()
-	m := newMeasurer(addr, set.warm, set.dur)
+	m := newMeasurer(srv, set.warm, set.dur)
 	defer m.admin.Close()
 
 	res := &results{set: set, ratios: map[string][]float64{}}
@@ -117,7 +122,7 @@ func runSuite(ctx context.Context, addr string, set settings, log io.Writer) (*r
 			}
 		}
 	}
-	if res.storm, err = runStorms(ctx, addr, set, log); err != nil {
+	if res.storm, err = runStorms(ctx, srv.addr, set, log); err != nil {
 		return nil, err
 	}
 	res.elapsed = time.Since(began)
