@@ -129,7 +129,8 @@ type reporter interface {
 	Errorf(format string, args ...any)
 }
 
-// span is an operator Reset of a job, from call to return.
+// span is an operator Reset of a job, from call to return, or a failover
+// that may have lost the job's last write.
 type span struct {
 	job       string
 	call, ret time.Time
@@ -162,6 +163,9 @@ type stats struct {
 	// was checked (not excused by a Reset); unrecorded counts failures
 	// whose settle did not reach Redis or found the lease lost.
 	cooldowns, failedMarks, unrecorded int
+	// excused counts early starts explained by a Reset (or a failover
+	// registered as one) between the settle and the start.
+	excused int
 	minCooldownGap                     time.Duration
 }
 
@@ -261,10 +265,13 @@ func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later [
 		if b.start.Before(a.end) {
 			continue // overlapping: checked by invariant 1
 		}
+		gap := b.start.Sub(a.end)
 		if h.resetBetween(a.job, a.end, b.start) {
+			if gap < hold-clockSlack {
+				st.excused++
+			}
 			return
 		}
-		gap := b.start.Sub(a.end)
 		if gap < hold-clockSlack {
 			t.Errorf("%s: fn (fence %d) started %v after a %v settle that blocked the job for %v", a.job, b.fence, gap, ce.State, hold)
 		}
