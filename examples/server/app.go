@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// app holds what the handlers share.
+type app struct {
+	gate    *gate.Gate
+	eval    *evaluator
+	results *results
+	stats   *stats
+	// logf logs what clients must not see (upstream and Redis errors).
+	logf func(format string, args ...any)
+}
+
+// routes builds the demo's HTTP API and page.
+func (a *app) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/", servePage)
+	r.Get("/api/documents", a.listDocuments)
+	r.Get("/api/stats", a.getStats)
+	r.Route("/documents/{id}", func(r chi.Router) {
+		r.Use(requireDocument)
+		r.Get("/", a.getDocument)
+		a.mountGated(r)
+		r.Post("/reset", a.resetDocument)
+	})
+	return r
+}
+
+type docKey struct{}
+
+// requireDocument answers 404 for unknown documents before the gate sees
+// them, so no job key is ever written for one.
+func requireDocument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		doc, ok := findDocument(chi.URLParam(r, "id"))
+		if !ok {
+			writeProblem(w, http.StatusNotFound, "No such document.")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), docKey{}, doc)))
+	})
+}
+
+func documentOf(r *http.Request) document {
+	d, _ := r.Context().Value(docKey{}).(document)
+	return d
+}
+
+// documentView is a document as the API shows it.
+type documentView struct {
+	document
+	Result *result `json:"result,omitempty"`
+}
+
+func (a *app) view(d document) documentView {
+	v := documentView{document: d}
+	if res, ok := a.results.get(d.ID); ok {
+		v.Result = &res
+	}
+	return v
+}
+
+func (a *app) listDocuments(w http.ResponseWriter, _ *http.Request) {
+	out := make([]documentView, 0, len(catalog))
+	for _, d := range catalog {
+		out = append(out, a.view(d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *app) getDocument(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.view(documentOf(r)))
+}
+
+// statsView is GET /api/stats.
+type statsView struct {
+	// UpstreamCalls counts the requests sent to the model.
+	UpstreamCalls int64 `json:"upstream_calls"`
+	// Refused counts the calls the gate refused without calling the model.
+	Refused       int64        `json:"refused_by_gate"`
+	LeaseRenewals int64        `json:"lease_renewals"`
+	Upstream      upstreamView `json:"upstream"`
+}
+
+type upstreamView struct {
+	Scope string `json:"scope"`
+	// State is "open", "cooling" or "paused".
+	State             string    `json:"state"`
+	RetryAfterSeconds float64   `json:"retry_after_seconds"`
+	RetryAt           time.Time `json:"retry_at,omitzero"`
+	Reason            string    `json:"reason,omitempty"`
+}
+
+func (a *app) getStats(w http.ResponseWriter, r *http.Request) {
+	v := statsView{
+		UpstreamCalls: a.stats.upstreamCalls.Load(),
+		Refused:       a.stats.refused.Load(),
+		LeaseRenewals: a.stats.renewals.Load(),
+	}
+	up, err := a.gate.ScopeStatus(r.Context())
+	if err != nil {
+		writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
+		return
+	}
+	v.Upstream = upstreamView{Scope: up.Scope, State: up.State.String(), Reason: up.Reason,
+		RetryAfterSeconds: up.RetryAfter.Seconds()}
+	if up.RetryAfter > 0 {
+		v.Upstream.RetryAt = time.Now().Add(up.RetryAfter).UTC()
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// resetDocument clears a failed mark or cooldown: the operator's action.
+func (a *app) resetDocument(w http.ResponseWriter, r *http.Request) {
+	job, err := evaluateJob(r)
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "The request does not name a valid document.")
+		return
+	}
+	if err := a.gate.Reset(r.Context(), job); err != nil {
+		if _, ok := gate.RetryAfter(err); ok {
+			writeProblem(w, http.StatusConflict, "The document is being evaluated; reset it when the call ends.")
+			return
+		}
+		writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeProblem writes an RFC 9457 problem with a message for people; never
+// upstream or Redis error text.
+func writeProblem(w http.ResponseWriter, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail,
+	})
+}

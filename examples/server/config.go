@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything the demo can be told, by flag or environment.
+type config struct {
+	// Addr is the listen address. Default: a free port on 127.0.0.1
+	// ("127.0.0.1:0"), or 127.0.0.1:$PORT when PORT is set.
+	Addr string
+	// RedisURL selects a real Redis (redis:// or rediss://); empty = an
+	// embedded in-process Redis.
+	RedisURL string
+
+	// OpenAIKey selects the real API; empty = the built-in fake upstream.
+	OpenAIKey     string
+	OpenAIBaseURL string
+	Model         string
+
+	// Gate settings: demo-sized (seconds, not minutes).
+	Cooldown    time.Duration
+	MaxCooldown time.Duration
+	Lease       time.Duration
+	MaxAttempts int
+	// ScopeCooldown is the upstream pause after a provider-wide failure
+	// that came without a retry hint.
+	ScopeCooldown time.Duration
+
+	// Fake upstream behaviour.
+	RateLimitHint time.Duration // retry-after-ms of the per-document 429
+	ScopeHint     time.Duration // retry-after-ms of the provider-wide 429
+	SlowCall      time.Duration // duration of the slow call
+
+	// ShutdownTimeout bounds the graceful shutdown.
+	ShutdownTimeout time.Duration
+
+	// ready, when set, is called with the base URL once the server listens
+	// (tests use it to find the port).
+	ready func(baseURL string)
+}
+
+// defaultModel is used with the real API when OPENAI_MODEL is unset.
+const defaultModel = "gpt-4o-mini"
+
+// parseConfig reads flags from args and falls back to the environment
+// (getenv), then to the demo defaults. Flags win over the environment.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	cfg := config{
+		Addr:            "127.0.0.1:0",
+		Model:           defaultModel,
+		Cooldown:        5 * time.Second,
+		MaxCooldown:     time.Minute,
+		Lease:           2 * time.Second,
+		MaxAttempts:     3,
+		ScopeCooldown:   10 * time.Second,
+		RateLimitHint:   8 * time.Second,
+		ScopeHint:       20 * time.Second,
+		SlowCall:        5 * time.Second,
+		ShutdownTimeout: 15 * time.Second,
+	}
+	if p := getenv("PORT"); p != "" {
+		cfg.Addr = "127.0.0.1:" + p
+	}
+	cfg.RedisURL = getenv("REDIS_URL")
+	cfg.OpenAIKey = getenv("OPENAI_API_KEY")
+	cfg.OpenAIBaseURL = getenv("OPENAI_BASE_URL")
+	if m := getenv("OPENAI_MODEL"); m != "" {
+		cfg.Model = m
+	}
+
+	var bad []string
+	envDur := func(name string, d *time.Duration) {
+		if v := getenv(name); v != "" {
+			p, err := time.ParseDuration(v)
+			if err != nil || p <= 0 {
+				bad = append(bad, fmt.Sprintf("%s=%q: want a positive duration such as 5s", name, v))
+				return
+			}
+			*d = p
+		}
+	}
+	envDur("RETRYGATE_COOLDOWN", &cfg.Cooldown)
+	envDur("RETRYGATE_MAX_COOLDOWN", &cfg.MaxCooldown)
+	envDur("RETRYGATE_LEASE", &cfg.Lease)
+	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.ScopeCooldown)
+	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
+	envDur("DEMO_SCOPE_HINT", &cfg.ScopeHint)
+	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
+	if v := getenv("RETRYGATE_MAX_ATTEMPTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			bad = append(bad, fmt.Sprintf("RETRYGATE_MAX_ATTEMPTS=%q: want a whole number ≥ 0", v))
+		} else {
+			cfg.MaxAttempts = n
+		}
+	}
+
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address (env PORT); :8080 listens on every interface")
+	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "redis:// or rediss:// URL (env REDIS_URL); empty = embedded Redis")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model for the real API (env OPENAI_MODEL)")
+	fs.DurationVar(&cfg.Cooldown, "cooldown", cfg.Cooldown, "first cooldown after a transient failure (env RETRYGATE_COOLDOWN)")
+	fs.DurationVar(&cfg.MaxCooldown, "max-cooldown", cfg.MaxCooldown, "longest cooldown (env RETRYGATE_MAX_COOLDOWN)")
+	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = unlimited (env RETRYGATE_MAX_ATTEMPTS)")
+	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
+	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
+	fs.DurationVar(&cfg.ScopeHint, "scope-hint", cfg.ScopeHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_SCOPE_HINT)")
+	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	}
+	if cfg.RedisURL != "" && !strings.HasPrefix(cfg.RedisURL, "redis://") && !strings.HasPrefix(cfg.RedisURL, "rediss://") {
+		bad = append(bad, "REDIS_URL: want a redis:// or rediss:// URL")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"scope-cooldown", cfg.ScopeCooldown},
+		{"rate-limit-hint", cfg.RateLimitHint}, {"scope-hint", cfg.ScopeHint}, {"slow-call", cfg.SlowCall}} {
+		if d.v <= 0 {
+			bad = append(bad, fmt.Sprintf("-%s: want a positive duration", d.name))
+		}
+	}
+	if cfg.MaxAttempts < 0 {
+		bad = append(bad, "-max-attempts: want a whole number ≥ 0")
+	}
+	if len(bad) > 0 {
+		return cfg, errors.New("invalid configuration: " + strings.Join(bad, "; "))
+	}
+	return cfg, nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// run serves the demo until ctx is cancelled, then shuts down gracefully:
+// requests in flight (a slow model call included) finish and settle.
+func run(ctx context.Context, cfg config, stdout io.Writer) error {
+	rdb, redisDesc, closeRedis, err := connectRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+
+	st := &stats{}
+	oaCfg := openai.DefaultConfig(cfg.OpenAIKey)
+	scope, modelDesc := "openai", "OpenAI API, model "+cfg.Model
+	model := cfg.Model
+	if cfg.OpenAIBaseURL != "" {
+		oaCfg.BaseURL = cfg.OpenAIBaseURL
+		scope, modelDesc = "openai-compatible", "model "+cfg.Model+" at "+cfg.OpenAIBaseURL
+	}
+	if cfg.OpenAIKey == "" {
+		fake := newFakeUpstream(cfg)
+		base, stop, err := fake.start()
+		if err != nil {
+			return fmt.Errorf("fake upstream: %w", err)
+		}
+		defer func() { _ = stop(context.Background()) }()
+		oaCfg.BaseURL = base
+		scope, modelDesc, model = "fake-openai", "built-in fake OpenAI-compatible upstream (set OPENAI_API_KEY for the real API)", "demo-model"
+	}
+	// The Transport keeps the retry hint headers (retry-after-ms) of failed
+	// responses, which go-openai drops, so they reach the gate.
+	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, n: &st.upstreamCalls}}
+
+	g, err := gate.New(rdb, gate.Options{
+		Prefix:        "retrygate-demo",
+		Lease:         cfg.Lease,
+		Cooldown:      cfg.Cooldown,
+		MaxCooldown:   cfg.MaxCooldown,
+		MaxAttempts:   cfg.MaxAttempts,
+		Classify:      demoClassify,
+		Observer:      st,
+		Scope:         scope,
+		ScopeCooldown: cfg.ScopeCooldown,
+	})
+	if err != nil {
+		return err
+	}
+	a := &app{gate: g, eval: &evaluator{client: openai.NewClientWithConfig(oaCfg), model: model}, results: newResults(), stats: st,
+		logf: func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) }}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	base := "http://" + ln.Addr().String()
+	printBanner(stdout, base, redisDesc, modelDesc, cfg, scope)
+	if cfg.ready != nil {
+		cfg.ready(base)
+	}
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stdout, "\nshutting down: waiting for requests in flight…")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func printBanner(w io.Writer, base, redisDesc, modelDesc string, cfg config, scope string) {
+	fmt.Fprintf(w, `retrygate demo: open %s
+
+  Redis:  %s
+  Model:  %s
+  Gate:   cooldown %v (doubling, max %v), lease %v, max attempts %d, upstream scope %q
+
+Try:
+  curl -i -X POST %[1]s/documents/supplier-contract/evaluate   # the model answers 429: cooling down
+  curl -i -X POST %[1]s/documents/supplier-contract/evaluate   # refused at once: 429 + Retry-After, no model call
+  curl -s %[1]s/documents/supplier-contract/retry-status
+  curl -s %[1]s/api/stats
+
+Ctrl+C stops the server.
+`, base, redisDesc, modelDesc, cfg.Cooldown, cfg.MaxCooldown, cfg.Lease, cfg.MaxAttempts, scope)
+}
