@@ -100,8 +100,8 @@ func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 		// staleStatus counts Status reads inside fn that returned an
 		// older fence than fn's lease.
 		staleStatus int
-		phase    int // 0 before, 1 after the first failover, 2 after both
-		perPhase [3]int
+		phase       int // 0 before, 1 after the first failover, 2 after both
+		perPhase    [3]int
 	)
 	working, stop := context.WithCancel(ctx)
 	for j := range jobs {

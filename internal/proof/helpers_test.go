@@ -165,8 +165,8 @@ type stats struct {
 	cooldowns, failedMarks, unrecorded int
 	// excused counts early starts explained by a Reset (or a failover
 	// registered as one) between the settle and the start.
-	excused int
-	minCooldownGap                     time.Duration
+	excused        int
+	minCooldownGap time.Duration
 }
 
 // check verifies the invariants over every recorded execution:
