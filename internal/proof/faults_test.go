@@ -14,6 +14,16 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
+// newOwnerGate is a gate on the same keys as stale, for the owner that
+// takes the job over. Its lease is long so that, on a loaded machine, its
+// own renewals cannot time out while the test inspects its lock.
+func newOwnerGate(t *testing.T, rdb *redis.Client, stale *gate.Gate) *gate.Gate {
+	t.Helper()
+	o := stale.Options()
+	o.Lease = 5 * time.Second
+	return newGate(t, rdb, o)
+}
+
 // newOwner acquires job on g as soon as the lock is free (the stale
 // owner's lock expired or vanished), writes its fence to store and
 // returns the lease, the execution recorded for it and the lock's value.
@@ -78,9 +88,8 @@ func TestLatencyAboveLeaseFences(t *testing.T) {
 	const lease = 150 * time.Millisecond
 	o := gate.Options{Lease: lease, MaxRenewFailures: 3, Timeout: time.Second}
 	g1 := newGate(t, faultClient(t, p.Addr(), time.Second, 0), o)
-	o.Prefix = g1.Options().Prefix
 	direct := srv.Client(t)
-	g2 := newGate(t, direct, o)
+	g2 := newOwnerGate(t, direct, g1)
 	renewTimeout := min(lease/3, o.Timeout)
 	bound := time.Duration(o.MaxRenewFailures)*lease/3 + renewTimeout
 
@@ -241,9 +250,8 @@ func TestRedisRestartMidCall(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	o := gate.Options{Lease: lease, Timeout: time.Second}
 	g1 := newGate(t, faultClient(t, srv.Addr(), time.Second, 1), o)
-	o.Prefix = g1.Options().Prefix
 	direct := faultClient(t, srv.Addr(), time.Second, 1)
-	g2 := newGate(t, direct, o)
+	g2 := newOwnerGate(t, direct, g1)
 
 	const job = "doc-restart"
 	var store proof.FenceStore
@@ -320,9 +328,8 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 			const lease = 150 * time.Millisecond
 			o := gate.Options{Lease: lease, MaxRenewFailures: 2, OnLeaseLost: tc.policy, Timeout: time.Second}
 			gA := newGate(t, faultClient(t, p.Addr(), 50*time.Millisecond, 0), o)
-			o.Prefix = gA.Options().Prefix
 			direct := srv.Client(t)
-			gB := newGate(t, direct, o)
+			gB := newOwnerGate(t, direct, gA)
 
 			const job = "doc-paused"
 			var (
