@@ -71,6 +71,10 @@ func startServer(t *testing.T, cfg config) *server {
 	return s
 }
 
+// testClient opens a connection per request: connections a keep-alive
+// client dials but never uses would hold the server's graceful shutdown.
+var testClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
+
 // reply is a decoded response.
 type reply struct {
 	code   int
@@ -85,7 +89,7 @@ func (s *server) do(t *testing.T, method, path string) reply {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		env   func(string) string
+		check func(t *testing.T, c config)
+	}{
+		{"defaults: free port, embedded Redis, fake upstream, demo-sized gate", nil, env(), func(t *testing.T, c config) {
+			if c.Addr != "127.0.0.1:0" || c.RedisURL != "" || c.OpenAIKey != "" || c.Cooldown != 5*time.Second ||
+				c.Lease != 2*time.Second || c.MaxAttempts != 3 || c.RateLimitHint != 8*time.Second || c.ScopeHint != 20*time.Second {
+				t.Fatalf("defaults %+v", c)
+			}
+		}},
+		{"environment", nil, env("PORT", "8080", "REDIS_URL", "rediss://h:6380/1", "OPENAI_API_KEY", "k",
+			"OPENAI_MODEL", "m", "RETRYGATE_COOLDOWN", "7s", "RETRYGATE_MAX_ATTEMPTS", "5"), func(t *testing.T, c config) {
+			if c.Addr != "127.0.0.1:8080" || c.RedisURL != "rediss://h:6380/1" || c.OpenAIKey != "k" || c.Model != "m" ||
+				c.Cooldown != 7*time.Second || c.MaxAttempts != 5 {
+				t.Fatalf("from env %+v", c)
+			}
+		}},
+		{"flags win over the environment", []string{"-addr", ":9000", "-cooldown", "2s", "-lease", "1s"},
+			env("PORT", "8080", "RETRYGATE_COOLDOWN", "7s"), func(t *testing.T, c config) {
+				if c.Addr != ":9000" || c.Cooldown != 2*time.Second || c.Lease != time.Second {
+					t.Fatalf("flags %+v", c)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, tt.env, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseConfigNamesEveryBadValue(t *testing.T) {
+	_, err := parseConfig([]string{"-lease", "0s", "-max-attempts", "-1"},
+		func(k string) string {
+			return map[string]string{"REDIS_URL": "localhost:6379", "RETRYGATE_COOLDOWN": "soon"}[k]
+		}, io.Discard)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{"RETRYGATE_COOLDOWN", "REDIS_URL", "-lease", "-max-attempts"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
