@@ -74,11 +74,21 @@ func upstream(ctx context.Context, d time.Duration) error {
 
 // newStormLibs builds each library "the usual way": a lock is taken, the
 // call made and the lock released in a defer whatever the outcome.
-func newStormLibs(rdb *redis.Client, p stormParams) []stormLib {
+func newStormLibs(rdb *redis.Client, p stormParams) ([]stormLib, error) {
 	const ttl = 10 * time.Second
 	locker := redislock.New(rdb)
 	rs := redsync.New(redsyncgoredis.NewPool(rdb))
 	gopts := gate.Options{Prefix: "storm", Cooldown: p.cooldown, BackoffFactor: 1, NoJitter: true}
+	shared, err := gate.New(rdb, gopts)
+	if err != nil {
+		return nil, err
+	}
+	own := make([]*gate.Gate, p.clients)
+	for i := range own {
+		if own[i], err = gate.New(rdb, gopts); err != nil {
+			return nil, err
+		}
+	}
 	return []stormLib{
 		{sRedislock, func(key string) attemptFunc {
 			return func(ctx context.Context, _ int) (bool, error) {
@@ -124,24 +134,12 @@ func newStormLibs(rdb *redis.Client, p stormParams) []stormLib {
 			}
 		}},
 		{sGate, func(key string) attemptFunc {
-			g, err := gate.New(rdb, gopts)
-			if err != nil {
-				panic(err) // the options are constants
-			}
-			return gateAttempt(func(int) *gate.Gate { return g }, key, p)
+			return gateAttempt(func(int) *gate.Gate { return shared }, key, p)
 		}},
 		{sGateProcs, func(key string) attemptFunc {
-			gs := make([]*gate.Gate, p.clients)
-			for i := range gs {
-				g, err := gate.New(rdb, gopts)
-				if err != nil {
-					panic(err)
-				}
-				gs[i] = g
-			}
-			return gateAttempt(func(c int) *gate.Gate { return gs[c] }, key, p)
+			return gateAttempt(func(c int) *gate.Gate { return own[c] }, key, p)
 		}},
-	}
+	}, nil
 }
 
 func gateAttempt(gateOf func(client int) *gate.Gate, job string, p stormParams) attemptFunc {

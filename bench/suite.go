@@ -132,7 +132,10 @@ func runSuite(ctx context.Context, srv server, set settings, log io.Writer) (*re
 func runStorms(ctx context.Context, addr string, set settings, log io.Writer) ([]*stormRow, error) {
 	rdb, rt := newClient(addr)
 	defer rdb.Close()
-	libs := newStormLibs(rdb, set.storm)
+	libs, err := newStormLibs(rdb, set.storm)
+	if err != nil {
+		return nil, err
+	}
 	if err := warmStorm(ctx, rdb, libs, set.storm); err != nil {
 		return nil, err
 	}
