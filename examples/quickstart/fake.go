@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// localBackends starts what the quickstart needs when no API key is set: an
+// embedded Redis and a tiny OpenAI-compatible model. When rateLimited is
+// set, the model answers 429 with retry-after-ms: 30000. calls counts the
+// requests it received; stop shuts both down.
+func localBackends(rateLimited bool) (rdb *redis.Client, cfg openai.ClientConfig, calls *atomic.Int64, stop func()) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	calls = new(atomic.Int64)
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if rateLimited {
+			w.Header().Set("Retry-After-Ms", "30000")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+			return
+		}
+		_ = json.NewEncoder(w).Encode(openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{
+			Message: openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: "A supplier contract: 400 units a month, 90 days' notice."},
+		}}})
+	}))
+	rdb = redis.NewClient(&redis.Options{Addr: m.Addr()})
+	cfg = openai.DefaultConfig("local")
+	cfg.BaseURL = model.URL + "/v1"
+	return rdb, cfg, calls, func() {
+		_ = rdb.Close()
+		model.Close()
+		m.Close()
+	}
+}
