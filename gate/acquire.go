@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -15,6 +16,10 @@ import (
 // Until then the lease is renewed every Lease/3. A refusal is a
 // *BlockedError; an unreachable Redis is ErrUnavailable, or with FailOpen an
 // ungated lease (Gated reports false).
+//
+// If the caller's context ends first, the error is the context's; a
+// deadline that passes while Redis does not answer also matches
+// ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip (two sent in parallel on a cluster with a
 // Scope); concurrent Acquires of one job in one process make one round trip
@@ -45,7 +50,14 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	sent := time.Now()
 	reply, scope, err := g.acquireRedis(ctx, l)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// Redis did not answer within the caller's deadline: that is
+			// unavailability too, but too late to fail open.
+			g.forget(l)
+			g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: "acquire", Err: err})
+			return nil, fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
+		case ctx.Err() != nil:
 			g.forget(l)
 			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 		}

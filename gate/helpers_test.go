@@ -113,6 +113,7 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 type flaky struct {
 	gate.Scripter
 	down atomic.Bool
+	hang atomic.Bool // never answer: wait for the caller's context
 }
 
 var errDown = errors.New("dial tcp: connection refused")
@@ -124,6 +125,12 @@ func (f *flaky) fail(ctx context.Context) *redis.Cmd {
 }
 
 func (f *flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.hang.Load() {
+		<-ctx.Done()
+		c := redis.NewCmd(ctx)
+		c.SetErr(ctx.Err())
+		return c
+	}
 	if f.down.Load() {
 		return f.fail(ctx)
 	}
@@ -131,6 +138,9 @@ func (f *flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis
 }
 
 func (f *flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+	if f.hang.Load() {
+		return f.Eval(ctx, s, k, a...)
+	}
 	if f.down.Load() {
 		return f.fail(ctx)
 	}

@@ -238,6 +238,20 @@ func TestRedisUnreachable(t *testing.T) {
 	})
 }
 
+func TestCallerDeadlineWhileRedisHangs(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	f := &flaky{Scripter: rdb}
+	f.hang.Store(true)
+	g := newGate(t, f, gate.Options{FailOpen: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	ran := false
+	err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran = true; return nil })
+	if !errors.Is(err, gate.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Fatalf("Do: %v (ran %v), want ErrUnavailable and DeadlineExceeded, fn not run", err, ran)
+	}
+}
+
 // Every key the gate writes has a TTL, whatever path wrote it.
 func TestEveryKeyHasTTL(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {

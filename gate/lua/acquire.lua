@@ -31,11 +31,9 @@ end
 fence = string.format('%.0f', fence)
 redis.call('SET', KEYS[1], 'r:' .. ARGV[1], 'PX', ARGV[2])
 redis.call('HSET', KEYS[2], 'f', fence)
--- A meta key that exists already carries its TTL (set when it was created
--- or by the last failure: cooldown + AttemptsTTL); only a new one needs it.
+-- The meta key must outlive this lease by AttemptsTTL (renew.lua keeps it
+-- so); the lock is gone, so nothing needs it longer than that.
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 local fresh = 0
-if not m[1] and not m[2] then
-  fresh = 1
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-end
+if not m[1] and not m[2] then fresh = 1 end
 return {'ok', fence, attempts, fresh}
