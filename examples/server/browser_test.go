@@ -25,6 +25,12 @@ func browser(t *testing.T) context.Context {
 		}
 		t.Skip("chromium not on PATH: install Debian's chromium package to run the browser test")
 	}
+	// A fresh profile; not t.TempDir, whose cleanup fails the test when a
+	// Chromium helper process still writes to it while exiting.
+	profile, err := os.MkdirTemp("", "retrygate-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -40,7 +46,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-timer-throttling", true),
 		chromedp.Flag("disable-backgrounding-occluded-windows", true),
 		chromedp.Flag("disable-renderer-backgrounding", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1000, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -49,7 +55,10 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelBrowser()
-		cancelAlloc()
+		cancelAlloc() // kills Chromium and waits for it
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
 	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
