@@ -83,7 +83,8 @@ func (r *results) markdown(quick bool) string {
 	b.WriteString("The floor is a hand-written lock: `SET key token NX EX` then a compare-and-delete script. " +
 		"Locks and gate jobs are distinct per goroutine (no contention); the blocked rows call jobs cooling down (`*gate.BlockedError`, ErrCoolingDown); " +
 		"the coalesced row calls, from every goroutine, one job whose lease is held in the same gate (ErrInFlight, no Redis trip).\n\n")
-	b.WriteString("Client and redis-server share this machine's cores: once they are saturated (concurrency 64), ops/s follows the CPU per op, client plus redis.\n\n")
+	b.WriteString("Client and redis-server share this machine's cores: once they are saturated (concurrency 64), ops/s follows the CPU per op, client plus redis. " +
+		"At concurrency 1 a call waits on the round trips, and the CPU columns also hold both processes' idle polling.\n\n")
 	b.WriteString("| workload | conc | ops/s | spread | ×floor | p50 µs | p99 µs | allocs/op | trips/op | cmd µs/op | client CPU µs/op | redis CPU µs/op |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.rows {
