@@ -26,8 +26,8 @@
 //     ReadTimeout×(MaxRetries+1) + MaxRetryBackoff (512ms by default)
 //     = 712ms, and never calls fn. With FailOpen fn runs once, ungated
 //     (Gated false, Fence 0). When the caller's context deadline comes
-//     first, Acquire returns the caller's context error (not
-//     ErrUnavailable, and FailOpen does not apply): the caller gave up.
+//     first, Acquire returns an error matching both the deadline and
+//     ErrUnavailable, and FailOpen does not apply: it is too late to run.
 //   - redis-server killed and restarted empty mid-call: the lock is gone,
 //     so a second owner may run at once; it gets a higher fence (fences
 //     come from Redis TIME, the lost meta key does not matter), the first
