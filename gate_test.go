@@ -31,17 +31,6 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// realTargets are the real redis-server and the real cluster.
-func realTargets(t *testing.T) []redistest.Target {
-	var out []redistest.Target
-	for _, tg := range redistest.Targets(t) {
-		if tg.FastForward == nil {
-			out = append(out, tg)
-		}
-	}
-	return out
-}
-
 // separateClients returns n clients of tg's backend, each with its own pool,
 // as n processes would have.
 func separateClients(t *testing.T, tg redistest.Target, n int) []redis.UniversalClient {
@@ -66,7 +55,7 @@ func separateClients(t *testing.T, tg redistest.Target, n int) []redis.Universal
 // 4 gates (4 clients, as 4 processes) × 50 goroutines retry one failing job:
 // fn runs once per cooldown window, never twice at once.
 func TestStormRunsOncePerWindow(t *testing.T) {
-	for _, tg := range realTargets(t) {
+	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cooldown = 200 * time.Millisecond
 			const runFor = 1100 * time.Millisecond
@@ -251,7 +240,7 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 // acquires already in flight may still call; a second wave makes no call at
 // all until the 30 s pass (compressed here by shortening the scope's TTL).
 func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
-	for _, tg := range realTargets(t) {
+	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := &fakeOpenAI{latency: 20 * time.Millisecond}
 			f.set(429, `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "retry-after", "30")
@@ -342,7 +331,7 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 // The HTTP path end to end: a real chi router, httpmw, the real go-openai
 // client against a rate-limited upstream, on real Redis.
 func TestHTTPRetryEndpoint(t *testing.T) {
-	for _, tg := range realTargets(t) {
+	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := &fakeOpenAI{}
 			const secret = "Rate limit reached for org-SECRET in organization"

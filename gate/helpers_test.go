@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -16,18 +17,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 var errBoom = errors.New("boom")
 
-// newGate builds a gate on tg with a per-test prefix.
-func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
-	t.Helper()
-	if opts.Prefix == "" {
-		opts.Prefix = redistest.UniqueKey(t)
-	}
-	g, err := gate.New(rdb, opts)
-	if err != nil {
-		t.Fatalf("gate.New: %v", err)
-	}
-	return g
-}
+var newGate = gatetest.New
 
 // pass lets d of Redis time pass: FastForward on miniredis; real servers
 // need real time, so it sleeps d there (callers keep d in tens of ms).

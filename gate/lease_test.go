@@ -12,19 +12,8 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// realTargets are the backends whose TTLs pass in real time.
-func realTargets(t *testing.T) []redistest.Target {
-	var out []redistest.Target
-	for _, tg := range redistest.Targets(t) {
-		if tg.FastForward == nil {
-			out = append(out, tg)
-		}
-	}
-	return out
-}
-
 func TestRenewalKeepsLongCallsLocked(t *testing.T) {
-	for _, tg := range realTargets(t) {
+	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const lease = 150 * time.Millisecond
 			rec := newRecorder()
@@ -174,7 +163,7 @@ func TestContinuePolicyLetsFnFinish(t *testing.T) {
 }
 
 func TestStaleOwnerCannotSettle(t *testing.T) {
-	for _, tg := range realTargets(t) {
+	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const lease = 60 * time.Millisecond
 			prefix := redistest.UniqueKey(t)
@@ -216,7 +205,7 @@ func TestStaleOwnerCannotSettle(t *testing.T) {
 }
 
 func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
-	for _, tg := range realTargets(t) {
+	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const lease = 120 * time.Millisecond
 			f := &flaky{Scripter: tg.Client}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -29,18 +30,11 @@ var errBoom = errors.New("boom")
 // unless set, so Retry-After values are predictable.
 func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
 	t.Helper()
-	if opts.Prefix == "" {
-		opts.Prefix = redistest.UniqueKey(t)
-	}
 	if opts.Cooldown == 0 {
 		opts.Cooldown = 5 * time.Minute
 	}
 	opts.NoJitter = true
-	g, err := gate.New(rdb, opts)
-	if err != nil {
-		t.Fatalf("gate.New: %v", err)
-	}
-	return g
+	return gatetest.New(t, rdb, opts)
 }
 
 // evaluatePattern is the gated route of router.

@@ -24,7 +24,9 @@ func New(g *gate.Gate, opts Options) func(http.Handler) http.Handler {
 	}
 }
 
-func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+// job resolves the request's job key, answering 400 itself when there is
+// none.
+func (c *config) job(w http.ResponseWriter, r *http.Request) (string, bool) {
 	job, err := c.opts.Job(r)
 	if err == nil && job == "" {
 		err = &gate.InvalidJobError{Why: "empty"}
@@ -33,6 +35,14 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 		c.onError(r, err)
 		ref, h := c.invalidFor(err)
 		c.respond(w, r, ref, h)
+		return "", false
+	}
+	return job, true
+}
+
+func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	job, ok := c.job(w, r)
+	if !ok {
 		return
 	}
 

@@ -57,14 +57,8 @@ func StatusHandler(g *gate.Gate, job JobFunc, opts ...Options) http.HandlerFunc 
 }
 
 func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {
-	job, err := c.opts.Job(r)
-	if err == nil && job == "" {
-		err = &gate.InvalidJobError{Why: "empty"}
-	}
-	if err != nil {
-		c.onError(r, err)
-		ref, h := c.invalidFor(err)
-		c.respond(w, r, ref, h)
+	job, ok := c.job(w, r)
+	if !ok {
 		return
 	}
 	st, err := c.g.Status(r.Context(), job)

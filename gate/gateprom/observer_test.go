@@ -15,6 +15,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateprom"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -41,17 +42,7 @@ func testClassify(err error) classify.Verdict {
 	return classify.Verdict{Class: classify.ClassTransient, Reason: "my_own_reason_code"}
 }
 
-func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
-	t.Helper()
-	if opts.Prefix == "" {
-		opts.Prefix = redistest.UniqueKey(t)
-	}
-	g, err := gate.New(rdb, opts)
-	if err != nil {
-		t.Fatalf("gate.New: %v", err)
-	}
-	return g
-}
+var newGate = gatetest.New
 
 func ok(context.Context, *gate.Lease) error { return nil }
 

@@ -155,3 +155,16 @@ func (b *sharedBackends) shutdown() {
 	}
 	b.dirs = nil
 }
+
+// RealTargets is Targets without miniredis: the backends whose TTLs pass in
+// real time (for renewal, expiry and multi-client tests).
+func RealTargets(t *testing.T) []Target {
+	t.Helper()
+	var out []Target
+	for _, tg := range Targets(t) {
+		if tg.FastForward == nil {
+			out = append(out, tg)
+		}
+	}
+	return out
+}

@@ -1,0 +1,24 @@
+// Package gatetest holds test helpers for code built on the gate: a gate
+// per test with its own key prefix. Test-only.
+package gatetest
+
+import (
+	"testing"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// New builds a gate over rdb with opts, giving it a prefix no other test
+// uses unless opts.Prefix is set, and fails t on invalid options.
+func New(t testing.TB, rdb gate.Scripter, opts gate.Options) *gate.Gate {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.UniqueKey(t)
+	}
+	g, err := gate.New(rdb, opts)
+	if err != nil {
+		t.Fatalf("gate.New: %v", err)
+	}
+	return g
+}
