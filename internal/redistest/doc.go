@@ -17,9 +17,10 @@
 // in 30-40 ms and stops (SIGTERM) in about 100 ms; a 3-master cluster
 // without replicas is ready in 2-3 s, and 3 masters with a replica each
 // in about 3 s, most of it spent in redis-cli --cluster create, which
-// sleeps at least 2 s; a manual failover takes 0.5-1 s. A cluster master
-// killed for longer than the node timeout (2 s) is flagged failed, and
-// the flag clears only about 4 s after it is back.
+// sleeps at least 2 s; a manual failover takes 0.5-1 s. A restarted
+// cluster master reports cluster_state:ok only about 2 s after it is back
+// (Redis holds a restarted master unwritable that long), so Restart then
+// WaitOK on a master takes about 2 s.
 //
 // # Shared backends
 //

@@ -5,8 +5,6 @@ import (
 	"testing"
 )
 
-type netAddr = net.TCPAddr
-
 func listen(t *testing.T) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

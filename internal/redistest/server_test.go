@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -110,10 +111,12 @@ func TestServerStoppedByCleanup(t *testing.T) {
 	}
 }
 
+// TestServerPortInUseDetected checks the signal newSrv retries on with a
+// fresh port.
 func TestServerPortInUseDetected(t *testing.T) {
 	Require(t)
 	l := listen(t)
-	port := l.Addr().(*netAddr).Port
+	port := l.Addr().(*net.TCPAddr).Port
 	dir := t.TempDir()
 	s := &Srv{dir: dir, port: port, args: serverArgs(dir, port, false, nil)}
 	s.mu.Lock()
