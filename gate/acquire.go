@@ -22,29 +22,91 @@ import (
 // ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip (two sent in parallel on a cluster with a
-// Scope); concurrent Acquires of one job in one process make one round trip
-// and the others are refused with ErrInFlight at once.
+// Scope). Concurrent Acquires of one job in one process make one round
+// trip: the others wait for its reply and get the same refusal, or
+// ErrInFlight once it holds the lease.
 func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	if err := checkJob(job); err != nil {
 		return nil, err
 	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
-	}
-
-	l := &Lease{g: g, job: job, parent: ctx}
-	g.mu.Lock()
-	if cur, ok := g.inflight[job]; ok {
-		g.mu.Unlock()
-		left := cur.remaining()
-		if g.obs != nil {
-			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: Running, Cooldown: left, Local: true})
+	for {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 		}
-		return nil, &BlockedError{Job: job, State: Running, RetryAfter: left}
+		l := &Lease{g: g, job: job, parent: ctx}
+		g.mu.Lock()
+		cur, busy := g.inflight[job]
+		if !busy {
+			g.inflight[job] = l
+			g.mu.Unlock()
+			lease, err := g.acquire(ctx, l)
+			g.resolve(l, err)
+			return lease, err
+		}
+		var wait chan struct{}
+		if !cur.resolved {
+			if cur.waiters == nil {
+				cur.waiters = make(chan struct{})
+			}
+			wait = cur.waiters
+		}
+		g.mu.Unlock()
+		if err, retry := g.refuseLocal(ctx, cur, wait); !retry {
+			return nil, err
+		}
 	}
-	g.inflight[job] = l
-	g.mu.Unlock()
+}
 
+// resolve publishes the outcome of l's acquire to the callers coalesced
+// behind it, and ends coalescing on l if it was refused.
+func (g *Gate) resolve(l *Lease, err error) {
+	g.mu.Lock()
+	l.resolved, l.refusal = true, err
+	if l.waiters != nil {
+		close(l.waiters)
+	}
+	if err != nil && g.inflight[l.job] == l {
+		delete(g.inflight, l.job)
+	}
+	g.mu.Unlock()
+}
+
+// refuseLocal answers a call coalesced behind cur, another call of the same
+// job in this process, without a round trip of its own: it waits for cur's
+// acquire if that is still in flight and gives the same refusal, or
+// ErrInFlight when cur holds the lease. retry is set when cur's acquire
+// failed for its own reasons (its caller gave up, Redis errored): the call
+// then tries by itself.
+func (g *Gate) refuseLocal(ctx context.Context, cur *Lease, wait chan struct{}) (err error, retry bool) {
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("gate: acquire: %w", context.Cause(ctx)), false
+		}
+	}
+	g.mu.Lock()
+	refusal := cur.refusal
+	g.mu.Unlock()
+	var b *BlockedError
+	switch {
+	case errors.As(refusal, &b):
+		cp := *b
+		b = &cp
+	case refusal != nil:
+		return nil, true
+	default:
+		b = &BlockedError{Job: cur.job, State: Running, RetryAfter: cur.remaining()}
+	}
+	if g.obs != nil {
+		g.emit(ctx, Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: true})
+	}
+	return b, false
+}
+
+// acquire takes the job's lock in Redis for l, registered in g.inflight.
+func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
+	job := l.job
 	l.keys = g.jobKeys(job)
 	l.token = newToken()
 	sent := time.Now()
@@ -54,11 +116,9 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// Redis did not answer within the caller's deadline: that is
 			// unavailability too, but too late to fail open.
-			g.forget(l)
 			g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: "acquire", Err: err})
 			return nil, fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
 		case ctx.Err() != nil:
-			g.forget(l)
 			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 		}
 		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: "acquire", Err: err})
@@ -70,12 +130,10 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 			g.emit(ctx, Event{Kind: EventFailOpen, Job: job, Err: err})
 			return l, nil
 		}
-		g.forget(l)
 		return nil, unavailable("acquire", err)
 	}
 
 	if scope != nil {
-		g.forget(l)
 		if reply.kind == "ok" {
 			// Cluster: the scope read ran beside the acquire. Undo it so the
 			// refused job keeps no key and no attempt.
@@ -100,10 +158,8 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 		}
 		return l, nil
 	case "s":
-		g.forget(l)
 		return nil, g.refuseScope(ctx, job, &scopeReply{value: reply.value, pttl: reply.pttl})
 	default:
-		g.forget(l)
 		st, reason := stateOf(reply.value)
 		b := &BlockedError{Job: job, State: st, Attempts: reply.attempts, Reason: reason}
 		if st == Running || st == CoolingDown {

@@ -30,6 +30,11 @@ type Lease struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
+	// Guarded by g.mu: the acquire's outcome, for coalesced callers.
+	resolved bool
+	refusal  error
+	waiters  chan struct{} // closed when resolved; made by the first waiter
+
 	mu         sync.Mutex
 	expires    time.Time // local estimate of the lock's expiry
 	timer      *time.Timer

@@ -295,16 +295,53 @@ func TestRoundTripsPerPath(t *testing.T) {
 				fn()
 				return rt.n.Load() - before
 			}
-			success := measure(func() {
-				_ = g.Do(context.Background(), "s", func(context.Context, *gate.Lease) error { return nil })
-			})
+			// Each path runs once unmeasured on the same key first: on a
+			// cluster, scripts are cached per node.
+			okFn := func(context.Context, *gate.Lease) error { return nil }
+			_ = g.Do(context.Background(), "s", okFn)
+			success := measure(func() { _ = g.Do(context.Background(), "s", okFn) })
 			_ = g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return errBoom })
-			blocked := measure(func() {
-				_ = g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil })
-			})
+			_ = g.Do(context.Background(), "b", okFn)
+			blocked := measure(func() { _ = g.Do(context.Background(), "b", okFn) })
+			_, _ = g.Status(context.Background(), "b")
 			status := measure(func() { _, _ = g.Status(context.Background(), "b") })
 			if success != 2 || blocked != 1 || status != 1 {
 				t.Fatalf("round trips: success %d (want 2), blocked %d (want 1), status %d (want 1)", success, blocked, status)
+			}
+		})
+	}
+}
+
+// Calls coalesced behind an acquire that is still in flight get that
+// acquire's answer: a cooling job is reported as cooling, with its wait,
+// not as running.
+func TestCoalescedCallsShareTheRefusal(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, NoJitter: true})
+			_ = failWith(t, g, "job", errBoom)
+			var wg sync.WaitGroup
+			errs := make(chan error, 50)
+			start := make(chan struct{})
+			for i := 0; i < 50; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					errs <- g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
+						t.Error("fn ran during the cooldown")
+						return nil
+					})
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				var b *gate.BlockedError
+				if !errors.As(err, &b) || !errors.Is(err, gate.ErrCoolingDown) || b.RetryAfter < 50*time.Second || b.Attempts != 1 {
+					t.Fatalf("coalesced refusal: %v (%+v), want cooling_down with the cooldown's wait", err, b)
+				}
 			}
 		})
 	}
