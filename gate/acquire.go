@@ -160,13 +160,13 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 	case "s":
 		return nil, g.refuseScope(ctx, job, &scopeReply{value: reply.value, pttl: reply.pttl})
 	default:
-		st, reason := stateOf(reply.value)
-		b := &BlockedError{Job: job, State: st, Attempts: reply.attempts, Reason: reason}
+		st, attempts, reason := stateOf(reply.value)
+		b := &BlockedError{Job: job, State: st, Attempts: max(attempts, 0), Reason: reason}
 		if st == Running || st == CoolingDown {
 			b.RetryAfter = pttl(reply.pttl)
 		}
 		if g.obs != nil {
-			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: reply.attempts, Cooldown: b.RetryAfter})
+			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: b.Attempts, Cooldown: b.RetryAfter})
 		}
 		return nil, b
 	}
@@ -185,7 +185,7 @@ type acquireReply struct {
 // scope, the scope check in parallel. scope is non-nil when the scope is
 // cooling (cluster form only; the single-node script reports it in reply).
 func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scopeReply, error) {
-	keys := []string{l.keys.lock, l.keys.meta}
+	keys := l.keys.both[:]
 	args := []any{l.token, g.argLease, g.argMetaTTL}
 	if g.scopeKey == "" || g.oneNode {
 		if g.scopeKey != "" {
@@ -262,7 +262,7 @@ func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
 	}
 	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	if err := undoScript.Run(rctx, g.rdb, []string{l.keys.lock, l.keys.meta}, l.token, f).Err(); err != nil {
+	if err := undoScript.Run(rctx, g.rdb, l.keys.both[:], l.token, f).Err(); err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "undo", Err: err})
 	}
 }
@@ -272,28 +272,20 @@ func parseAcquire(v []any, err error) (acquireReply, error) {
 		return acquireReply{}, err
 	}
 	var r acquireReply
-	if len(v) < 3 {
+	if len(v) < 2 {
 		return r, fmt.Errorf("unexpected acquire reply %v", v)
+	}
+	if fence, ok := v[0].(int64); ok {
+		x, _ := v[1].(int64)
+		r.kind, r.fence, r.attempts, r.fresh = "ok", fence, int(x/2), x%2 == 1
+		return r, nil
 	}
 	r.kind, _ = v[0].(string)
-	switch r.kind {
-	case "ok":
-		s, _ := v[1].(string)
-		r.fence, err = strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return r, fmt.Errorf("bad fence %q", s)
-		}
-		r.attempts = toInt(v[2])
-		r.fresh = len(v) > 3 && toInt(v[3]) == 1
-	case "b", "s":
-		r.value, _ = v[1].(string)
-		r.pttl, _ = v[2].(int64)
-		if len(v) > 3 {
-			r.attempts = toInt(v[3])
-		}
-	default:
+	if (r.kind != "b" && r.kind != "s") || len(v) < 3 {
 		return r, fmt.Errorf("unexpected acquire reply %v", v)
 	}
+	r.value, _ = v[1].(string)
+	r.pttl, _ = v[2].(int64)
 	return r, nil
 }
 

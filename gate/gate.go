@@ -24,6 +24,11 @@ type Gate struct {
 	// scopeKey and scopeFails are empty without Options.Scope.
 	scopeKey, scopeFails string
 
+	// ctxDeadlines is set when the client applies context deadlines to its
+	// sockets (ContextTimeoutEnabled, or a client of unknown kind): only
+	// then is a per-settle timeout worth its allocations.
+	ctxDeadlines bool
+
 	// Script arguments that never change, boxed once: an int64 above 255
 	// put in an interface allocates on every call otherwise.
 	argLease, argMetaTTL, argDoneTTL any
@@ -53,6 +58,14 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 	}
 	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
 	_, g.oneNode = rdb.(*redis.Client)
+	switch c := rdb.(type) {
+	case *redis.Client:
+		g.ctxDeadlines = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		g.ctxDeadlines = c.Options().ContextTimeoutEnabled
+	default:
+		g.ctxDeadlines = true
+	}
 	if o.WaitReplicas > 0 {
 		switch rdb.(type) {
 		case *redis.Client, *redis.ClusterClient:

@@ -69,11 +69,25 @@ func checkJob(job string) error {
 
 type jobKeys struct {
 	lock, meta string
+	both       [2]string // {lock, meta}: the scripts' KEYS without a slice allocation
 }
 
+// jobKeys builds both keys from one allocation.
 func (g *Gate) jobKeys(job string) jobKeys {
-	base := g.opts.Prefix + ":{" + encodeName(job) + "}:"
-	return jobKeys{lock: base + "lock", meta: base + "meta"}
+	var b strings.Builder
+	enc := encodeName(job)
+	n := len(g.opts.Prefix) + len(enc) + len(":{}:lock")
+	b.Grow(2 * n)
+	for _, suffix := range [...]string{"}:lock", "}:meta"} {
+		b.WriteString(g.opts.Prefix)
+		b.WriteString(":{")
+		b.WriteString(enc)
+		b.WriteString(suffix)
+	}
+	s := b.String()
+	k := jobKeys{lock: s[:n], meta: s[n:]}
+	k.both = [2]string{k.lock, k.meta}
+	return k
 }
 
 // Keys returns the Redis keys the gate uses for job, for operators and

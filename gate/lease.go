@@ -229,39 +229,99 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	if lost && g.opts.OnLeaseLost == Fence {
 		return Result{Verdict: v}, ErrLeaseLost
 	}
-	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
-	defer cancel()
-	keys := []string{l.keys.lock, l.keys.meta}
+
+	// Detached from the caller, so a request that went away still records
+	// its outcome; bounded when the client applies context deadlines.
+	rctx := context.WithoutCancel(ctx)
+	if g.ctxDeadlines {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(rctx, g.opts.Timeout)
+		defer cancel()
+	}
 	var (
-		reply   []any
-		err     error
-		su      scopeUpdate
-		scopeCh chan scopeResult
+		res   Result
+		owned bool
+		st    State
+		err   error
 	)
 	if op == opSuccess || op == opRelease {
-		done, clear := any(int64(0)), "0"
-		if op == opSuccess {
-			done = g.argDoneTTL
-			if l.attempt > 1 {
-				clear = "1"
+		res, owned, err = l.releaseRedis(rctx, op)
+	} else {
+		res, owned, st, err = l.failRedis(ctx, rctx, op, v)
+	}
+	res.Verdict = v
+	held := time.Since(l.start)
+	if err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "settle", Err: err})
+		return res, unavailable("settle", err)
+	}
+	if !owned {
+		if g.obs != nil {
+			g.emit(ctx, Event{Kind: EventNotOwned, Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Held: held})
+		}
+		return res, ErrNotOwned
+	}
+	l.mu.Lock()
+	l.result = res
+	l.mu.Unlock()
+	if g.obs != nil {
+		e := Event{Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt, Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter}
+		switch res.State {
+		case CoolingDown:
+			e.Kind = EventCooledDown
+		case Failed:
+			e.Kind = EventMarkedFailed
+		case Done:
+			e.Kind = EventSucceeded
+		default:
+			e.Kind = EventReleased
+			if op == opSuccess {
+				e.Kind = EventSucceeded
 			}
 		}
-		reply, err = releaseScript.Run(rctx, g.rdb, keys, l.token, done, clear).Slice()
-	} else {
-		su = g.scopeUpdateFor(op, v)
-		if su.op != scopeNone && g.oneNode {
-			keys = append(keys, g.scopeKey, g.scopeFails)
-		}
-		if su.op != scopeNone && !g.oneNode {
-			scopeCh = make(chan scopeResult, 1)
-			go func() { scopeCh <- g.updateScope(rctx, su, v.Reason) }()
-		}
-		reply, err = settleScript.Run(rctx, g.rdb, keys, l.settleArgs(op, v.Reason, v.RetryAfter, su)...).Slice()
+		g.emit(ctx, e)
 	}
-	held := time.Since(l.start)
+	return res, nil
+}
 
-	var res Result
-	res.Verdict = v
+// releaseRedis frees the lock (or holds it Done) with release.lua.
+func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owned bool, err error) {
+	g := l.g
+	done, clear := any(int64(0)), "0"
+	if op == opSuccess {
+		done = g.argDoneTTL
+		if l.attempt > 1 {
+			clear = "1"
+		}
+	}
+	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
+	switch {
+	case err != nil:
+		return res, false, err
+	case n == 2:
+		res.State = Done
+	case n == 1:
+		res.State = Ready
+	}
+	return res, n > 0, nil
+}
+
+// failRedis records a failure with settle.lua and, on a multi-node client,
+// updates the upstream scope on its own slot in parallel. st is the state
+// found when the lock was not owned.
+func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Verdict) (res Result, owned bool, st State, err error) {
+	g := l.g
+	su := g.scopeUpdateFor(op, v)
+	keys := l.keys.both[:]
+	var scopeCh chan scopeResult
+	switch {
+	case su.op != scopeNone && g.oneNode:
+		keys = []string{l.keys.lock, l.keys.meta, g.scopeKey, g.scopeFails}
+	case su.op != scopeNone:
+		scopeCh = make(chan scopeResult, 1)
+		go func() { scopeCh <- g.updateScope(rctx, su, v.Reason) }()
+	}
+	reply, err := settleScript.Run(rctx, g.rdb, keys, l.settleArgs(op, v.Reason, v.RetryAfter, su)...).Slice()
 	if scopeCh != nil {
 		if sr := <-scopeCh; sr.err == nil {
 			res.Upstream = sr.status
@@ -270,13 +330,11 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 		}
 	}
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "settle", Err: err})
-		return res, unavailable("settle", err)
+		return res, false, 0, err
 	}
-	owned, st, ttl, attempts, up, perr := parseSettle(reply)
-	if perr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "settle", Err: perr})
-		return res, unavailable("settle", perr)
+	owned, st, ttl, attempts, up, err := parseSettle(reply)
+	if err != nil {
+		return res, false, 0, err
 	}
 	if su.op != scopeNone && g.oneNode {
 		res.Upstream = up
@@ -285,37 +343,13 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	if res.Upstream.State != ScopeOpen {
 		g.emitScope(ctx, l.job, su, res.Upstream, v)
 	}
-	if !owned {
-		if g.obs != nil {
-			g.emit(ctx, Event{Kind: EventNotOwned, Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Held: held})
+	if owned {
+		res.State, res.Attempts = st, attempts
+		if st == CoolingDown {
+			res.RetryAfter = ttl
 		}
-		return res, ErrNotOwned
 	}
-	res.State, res.Attempts = st, attempts
-	if st == CoolingDown {
-		res.RetryAfter = ttl
-	}
-	l.mu.Lock()
-	l.result = res
-	l.mu.Unlock()
-	if g.obs != nil {
-		e := Event{Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter}
-		switch st {
-		case CoolingDown:
-			e.Kind = EventCooledDown
-		case Failed:
-			e.Kind = EventMarkedFailed
-		case Ready:
-			e.Kind = EventReleased
-			if op == opSuccess {
-				e.Kind = EventSucceeded
-			}
-		case Done:
-			e.Kind = EventSucceeded
-		}
-		g.emit(ctx, e)
-	}
-	return res, nil
+	return res, owned, st, nil
 }
 
 // settleArgs builds ARGV for settle.lua (failures).

@@ -1,6 +1,10 @@
 package gate
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // State is a job's state in the gate.
 type State uint8
@@ -43,20 +47,28 @@ func ParseState(name string) (State, bool) {
 	return 0, false
 }
 
-// stateOf decodes the state letter a lock value starts with.
-func stateOf(v string) (State, string) {
+// stateOf decodes a lock value: "r:<token>", "c:<attempts>:<reason>",
+// "f:<attempts>:<reason>" or "d:". attempts is -1 when the value does not
+// carry it (a value written before it did: "c:<reason>").
+func stateOf(v string) (st State, attempts int, reason string) {
 	if len(v) < 2 || v[1] != ':' {
-		return Running, "" // a foreign value: treat as held, never overwrite
+		return Running, -1, "" // a foreign value: treat as held, never overwrite
 	}
 	switch v[0] {
-	case 'r':
-		return Running, ""
-	case 'c':
-		return CoolingDown, v[2:]
-	case 'f':
-		return Failed, v[2:]
+	case 'c', 'f':
+		st = CoolingDown
+		if v[0] == 'f' {
+			st = Failed
+		}
+		rest := v[2:]
+		if n, r, ok := strings.Cut(rest, ":"); ok {
+			if a, err := strconv.Atoi(n); err == nil {
+				return st, a, r
+			}
+		}
+		return st, -1, rest
 	case 'd':
-		return Done, ""
+		return Done, -1, ""
 	}
-	return Running, ""
+	return Running, -1, ""
 }

@@ -34,7 +34,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 		return Status{}, err
 	}
 	k := g.jobKeys(job)
-	keys := []string{k.lock, k.meta}
+	keys := k.both[:]
 
 	var scopeCh chan scopeResult
 	if g.scopeKey != "" {
@@ -80,7 +80,7 @@ func (g *Gate) decodeStatus(job string, v []any) (Status, error) {
 	st.Fence, _ = strconv.ParseInt(fs, 10, 64)
 	if lv, ok := v[0].(string); ok {
 		p, _ := v[1].(int64)
-		st.State, st.Reason = stateOf(lv)
+		st.State, _, st.Reason = stateOf(lv)
 		st.TTL = pttl(p)
 		if st.State == Running || st.State == CoolingDown {
 			st.RetryAfter = st.TTL
@@ -103,13 +103,13 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 		return err
 	}
 	k := g.jobKeys(job)
-	v, err := resetScript.Run(ctx, g.rdb, []string{k.lock, k.meta}).Slice()
+	v, err := resetScript.Run(ctx, g.rdb, k.both[:]).Slice()
 	if err != nil {
 		return unavailable("reset", err)
 	}
 	if len(v) == 2 {
 		if lv, ok := v[0].(string); ok {
-			if st, _ := stateOf(lv); st == Running {
+			if st, _, _ := stateOf(lv); st == Running {
 				p, _ := v[1].(int64)
 				return &BlockedError{Job: job, State: Running, RetryAfter: pttl(p)}
 			}

@@ -11,6 +11,7 @@
 -- ARGV[10] failed TTL ms, ARGV[11] attempts TTL ms
 -- ARGV[12..17] scope update: op, reason, ttl, allowed, window, member
 -- ARGV[18] the lease's fence token
+-- The lock's value becomes "<state>:<attempts>:<reason>".
 -- Reply: {owned (1/0), state, ttl ms, attempts, scopeValue or false, scopePttl}
 --   state: "c" cooling or "f" failed; for not owned, the current lock
 --   value's state letter or "ready" when there is none.
@@ -58,7 +59,8 @@ end
 
 if state == 'c' and ttl > maxCooldown then ttl = maxCooldown end
 ttl = math.max(1, math.floor(ttl))
-redis.call('SET', KEYS[1], state .. ':' .. reason, 'PX', fmt(ttl))
+-- The value carries the attempt count so a refusal needs no second read.
+redis.call('SET', KEYS[1], state .. ':' .. attempts .. ':' .. reason, 'PX', fmt(ttl))
 if attempts > 0 then
   redis.call('HSET', KEYS[2], 'a', attempts)
 end
