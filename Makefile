@@ -4,7 +4,7 @@ FUZZTIME ?= 8s
 # Real-Redis tests skip where redis-server is missing; CI sets
 # RETRYGATE_REQUIRE_REDIS=1 (and RETRYGATE_REQUIRE_BROWSER=1) to fail instead.
 
-.PHONY: all test vet race fuzz demo bench tidy
+.PHONY: all test vet race fuzz demo bench bench-gate tidy
 
 all: test
 
@@ -13,11 +13,13 @@ test: vet race fuzz
 
 vet:
 	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 race:
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-## fuzz: run every checked-in Fuzz target for FUZZTIME each (corpus in testdata/fuzz).
+## fuzz: run every Fuzz target for FUZZTIME each (seeds: f.Add, plus testdata/fuzz when present).
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
@@ -30,8 +32,13 @@ fuzz:
 demo:
 	$(GO) run ./examples/server
 
-## bench: the gate's benchmarks on a real redis-server (ratios within one run).
+## bench: head-to-head with redislock, redsync and a raw SET NX lock on one
+## real redis-server, ratios within one run → bench/RESULTS.md (~2.5 min).
 bench:
+	cd bench && $(GO) run . -out RESULTS.md
+
+## bench-gate: the gate's own micro-benchmarks (round trips and allocs per path).
+bench-gate:
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./gate/...
 
 tidy:
