@@ -194,6 +194,21 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		r, err := g.runAcquire(ctx, l, keys, args)
 		return r, nil, err
 	}
+	if g.scopeMayCool() {
+		// This process saw the scope cooling: read it first, so a refusal
+		// is one round trip and writes no job key (no acquire to undo).
+		// Redis is still asked, so an operator's ResetScope is seen at once.
+		s, err := g.readScope(ctx)
+		if err != nil {
+			return acquireReply{}, nil, err
+		}
+		if s != nil {
+			return acquireReply{}, s, nil
+		}
+		g.scopeHint.Store(0)
+		r, err := g.runAcquire(ctx, l, keys, args)
+		return r, nil, err
+	}
 	type scopeResult struct {
 		s   *scopeReply
 		err error

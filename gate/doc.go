@@ -63,6 +63,8 @@
 // read by the acquire script itself; on a cluster it is read in parallel,
 // so once the scope cooldown is recorded, no acquire that starts afterwards
 // runs (only acquires already in flight, at most one round trip old, may).
+// A process that has seen the scope cooling reads it before acquiring until
+// that cooldown ends, so its refusals are one round trip and write nothing.
 //
 // # Keys
 //

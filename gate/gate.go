@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,10 @@ type Gate struct {
 	// Script arguments that never change, boxed once: an int64 above 255
 	// put in an interface allocates on every call otherwise.
 	argLease, argMetaTTL, argDoneTTL any
+
+	// scopeHint is when (unix ns) the scope's last cooldown or pause seen by
+	// this process ends; until then acquires read the scope first.
+	scopeHint atomic.Int64
 
 	mu       sync.Mutex
 	inflight map[string]*Lease // in-process coalescing, by job

@@ -341,6 +341,7 @@ func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Ver
 	}
 	res.Upstream.Scope = g.opts.Scope
 	if res.Upstream.State != ScopeOpen {
+		g.noteScope(res.Upstream.RetryAfter)
 		g.emitScope(ctx, l.job, su, res.Upstream, v)
 	}
 	if owned {

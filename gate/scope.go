@@ -138,8 +138,24 @@ func parseScopePair(v []any) UpstreamStatus {
 	return scopeStatusOf(s, p)
 }
 
+// noteScope remembers until when this process knows the scope cools
+// (multi-node clients only: one node reads the scope in the acquire itself).
+func (g *Gate) noteScope(left time.Duration) {
+	if !g.oneNode && left > 0 {
+		g.scopeHint.Store(time.Now().Add(left).UnixNano())
+	}
+}
+
+// scopeMayCool reports whether this process last saw the scope cooling and
+// that cooldown has not ended yet.
+func (g *Gate) scopeMayCool() bool {
+	h := g.scopeHint.Load()
+	return h != 0 && time.Now().UnixNano() < h
+}
+
 func (g *Gate) refuseScope(ctx context.Context, job string, s *scopeReply) error {
 	st := scopeStatusOf(s.value, s.pttl)
+	g.noteScope(st.RetryAfter)
 	b := &BlockedError{Job: job, State: UpstreamCooling, Scope: g.opts.Scope,
 		RetryAfter: st.RetryAfter, Reason: st.Reason, Paused: st.State == ScopePaused}
 	if g.obs != nil {
