@@ -98,44 +98,8 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// flaky wraps a Scripter and fails every call while down is set, like a
-// Redis that went away (redislock's flakyScripter).
-type flaky struct {
-	gate.Scripter
-	down atomic.Bool
-	hang atomic.Bool // never answer: wait for the caller's context
-}
-
-var errDown = errors.New("dial tcp: connection refused")
-
-func (f *flaky) fail(ctx context.Context) *redis.Cmd {
-	c := redis.NewCmd(ctx)
-	c.SetErr(errDown)
-	return c
-}
-
-func (f *flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.hang.Load() {
-		<-ctx.Done()
-		c := redis.NewCmd(ctx)
-		c.SetErr(ctx.Err())
-		return c
-	}
-	if f.down.Load() {
-		return f.fail(ctx)
-	}
-	return f.Scripter.Eval(ctx, s, k, a...)
-}
-
-func (f *flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.hang.Load() {
-		return f.Eval(ctx, s, k, a...)
-	}
-	if f.down.Load() {
-		return f.fail(ctx)
-	}
-	return f.Scripter.EvalSha(ctx, s, k, a...)
-}
+// flaky injects Redis faults (Down, Hang).
+type flaky = gatetest.Flaky
 
 // recorder is an Observer that keeps every event.
 type recorder struct {

@@ -241,7 +241,7 @@ func TestRedisUnreachable(t *testing.T) {
 func TestCallerDeadlineWhileRedisHangs(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	f := &flaky{Scripter: rdb}
-	f.hang.Store(true)
+	f.Hang.Store(true)
 	g := newGate(t, f, gate.Options{FailOpen: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()

@@ -110,11 +110,11 @@ func TestLeaseLostAfterRenewFailures(t *testing.T) {
 	g := newGate(t, f, gate.Options{Lease: lease, MaxRenewFailures: 2, Observer: rec})
 	start := time.Now()
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
-		f.down.Store(true) // Redis goes away while fn runs
+		f.Down.Store(true) // Redis goes away while fn runs
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	f.down.Store(false)
+	f.Down.Store(false)
 	// Lost within MaxRenewFailures × Lease/3 plus one renewal timeout.
 	if took := time.Since(start); took > 2*lease/3+lease/3+200*time.Millisecond {
 		t.Fatalf("lease lost after %v", took)
@@ -176,7 +176,7 @@ func TestStaleOwnerCannotSettle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			slow.down.Store(true)
+			slow.Down.Store(true)
 			var l2 *gate.Lease
 			deadline := time.Now().Add(3 * time.Second)
 			for l2 == nil {
@@ -186,7 +186,7 @@ func TestStaleOwnerCannotSettle(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			slow.down.Store(false)
+			slow.Down.Store(false)
 			if l2.Fence() <= l1.Fence() {
 				t.Fatalf("new fence %d not above stale %d", l2.Fence(), l1.Fence())
 			}
@@ -213,10 +213,10 @@ func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
 			g := newGate(t, f, gate.Options{Prefix: prefix, Lease: lease, Timeout: 100 * time.Millisecond})
 			watcher := newGate(t, tg.Client, gate.Options{Prefix: prefix})
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
-				f.down.Store(true) // Redis unreachable when the failure is reported
+				f.Down.Store(true) // Redis unreachable when the failure is reported
 				return errBoom
 			})
-			f.down.Store(false)
+			f.Down.Store(false)
 			var ce *gate.CallError
 			if !errors.As(err, &ce) || !errors.Is(err, gate.ErrUnavailable) || ce.State != gate.Running {
 				t.Fatalf("Do: %v, want a CallError with an ErrUnavailable settle", err)

@@ -172,47 +172,12 @@ func waitReady(t *testing.T, tg redistest.Target, g *gate.Gate, job string, with
 	}
 }
 
-// flaky is a Scripter whose scripts fail while down is set, with an error
-// text that must never reach a client.
-type flaky struct {
-	gate.Scripter
-	down atomic.Bool
-}
-
 var errRedisSecret = errors.New("ERR redis secret internals at 10.0.0.7:6379")
 
-func (f *flaky) fail(ctx context.Context) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(errRedisSecret)
-	return cmd
-}
-
-func (f *flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.down.Load() {
-		return f.fail(ctx)
-	}
-	return f.Scripter.Eval(ctx, s, k, a...)
-}
-
-func (f *flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.down.Load() {
-		return f.fail(ctx)
-	}
-	return f.Scripter.EvalSha(ctx, s, k, a...)
-}
-
-func (f *flaky) EvalRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.down.Load() {
-		return f.fail(ctx)
-	}
-	return f.Scripter.EvalRO(ctx, s, k, a...)
-}
-
-func (f *flaky) EvalShaRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.down.Load() {
-		return f.fail(ctx)
-	}
-	return f.Scripter.EvalShaRO(ctx, s, k, a...)
+// flaky fails every script while Down is set, with an error text that
+// must never reach a client.
+func flaky(rdb gate.Scripter) *gatetest.Flaky {
+	return &gatetest.Flaky{Scripter: rdb, Err: errRedisSecret}
 }
 
 // closedPortClient is a client whose server is gone.

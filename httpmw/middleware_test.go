@@ -248,8 +248,8 @@ func TestContract(t *testing.T) {
 // runs.
 func TestUnavailable(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
-	down := &flaky{Scripter: mc}
-	down.down.Store(true)
+	down := flaky(mc)
+	down.Down.Store(true)
 	for _, c := range []struct {
 		name string
 		rdb  gate.Scripter
@@ -291,10 +291,10 @@ func TestUnavailable(t *testing.T) {
 // is the cooldown then).
 func TestUnavailableAfterFail(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
-	f := &flaky{Scripter: mc}
+	f := flaky(mc)
 	g := newGate(t, f, gate.Options{Lease: 20 * time.Second, Timeout: time.Second})
 	h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
-		f.down.Store(true)
+		f.Down.Store(true)
 		httpmw.Fail(r, errBoom)
 	})
 	checkRow(t, post(t, h, "/documents/42/evaluate"),
