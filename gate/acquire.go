@@ -33,10 +33,10 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 		}
-		l := &Lease{g: g, job: job, parent: ctx}
 		g.mu.Lock()
 		cur, busy := g.inflight[job]
 		if !busy {
+			l := &Lease{g: g, job: job, parent: ctx}
 			g.inflight[job] = l
 			g.mu.Unlock()
 			lease, err := g.acquire(ctx, l)
