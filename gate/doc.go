@@ -12,7 +12,7 @@
 //	                      │                  or the server's hint, ≤ MaxCooldown)
 //	                      ├─permanent or MaxAttempts reached──▶ Failed ──FailedTTL or Reset──▶ Ready
 //	                      ├─systemic──▶ CoolingDown (no attempt counted, never Failed)
-//	                      └─caller cancelled──▶ Ready (no cooldown)
+//	                      └─caller cancelled──▶ Ready (or CanceledCooldown; no attempt counted)
 //
 // The TTL is the cooldown: after a transient failure the lock is turned into
 // a cooldown mark that expires by itself, so retries during the cooldown are

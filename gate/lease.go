@@ -129,14 +129,14 @@ func (l *Lease) Release(ctx context.Context) error {
 // immediate free retry.
 func (l *Lease) Fail(ctx context.Context, err error) error {
 	v := l.g.verdict(l.parent, err)
-	_, serr := l.settle(ctx, opFor(v), v)
+	_, serr := l.settle(ctx, l.g.opForVerdict(v), v)
 	return serr
 }
 
 // failError settles a failure and builds the error Do returns.
 func (l *Lease) failError(ctx context.Context, ferr error) error {
 	v := l.g.verdict(l.parent, ferr)
-	res, serr := l.settle(ctx, opFor(v), v)
+	res, serr := l.settle(ctx, l.g.opForVerdict(v), v)
 	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
 		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
 	if serr != nil {
@@ -155,6 +155,7 @@ const (
 	opTransient settleOp = "t"
 	opPermanent settleOp = "p"
 	opSystemic  settleOp = "y"
+	opCanceled  settleOp = "x" // caller cancelled, with Options.CanceledCooldown
 )
 
 func opFor(v classify.Verdict) settleOp {
@@ -167,6 +168,15 @@ func opFor(v classify.Verdict) settleOp {
 		return opRelease
 	}
 	return opTransient
+}
+
+// opForVerdict is opFor with the gate's options applied.
+func (g *Gate) opForVerdict(v classify.Verdict) settleOp {
+	op := opFor(v)
+	if op == opRelease && g.opts.CanceledCooldown > 0 {
+		return opCanceled
+	}
+	return op
 }
 
 // verdict classifies err, and turns a "canceled" verdict into a transient
@@ -360,9 +370,13 @@ func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su sc
 	if o.Jitter > 0 {
 		jitter = 1 + o.Jitter*(2*rand.Float64()-1)
 	}
+	base := o.Cooldown
+	if op == opCanceled {
+		base = o.CanceledCooldown
+	}
 	return []any{
 		l.token, string(op), reason, ms(hint),
-		ms(o.Cooldown), o.BackoffFactor, jitter, ms(o.MaxCooldown),
+		ms(base), o.BackoffFactor, jitter, ms(o.MaxCooldown),
 		o.MaxAttempts, ms(o.FailedTTL), ms(o.AttemptsTTL),
 		string(su.op), reason, ms(su.ttl), o.ScopeAllowedFails, ms(o.ScopeFailWindow), l.token,
 		strconv.FormatInt(l.fence, 10),

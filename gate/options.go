@@ -63,6 +63,13 @@ type Options struct {
 	// retries get ErrDone. 0 = release at once (the default).
 	DoneTTL time.Duration
 
+	// CanceledCooldown is the cooldown left after the caller cancelled while
+	// fn ran (a closed tab, a dropped request). 0 releases the job at once,
+	// the default; a few seconds stop a client that aborts every request
+	// mid-call from re-running the model each time (providers bill the
+	// tokens processed before the abort). No attempt is counted either way.
+	CanceledCooldown time.Duration
+
 	// MaxRenewFailures is how many renewals in a row may fail (Redis
 	// unreachable) before the lease is considered lost. A "not owned" reply
 	// loses it at once. Default: 3.
@@ -180,6 +187,7 @@ func (o Options) withDefaults() (Options, error) {
 	neg("AttemptsTTL", o.AttemptsTTL)
 	neg("FailedTTL", o.FailedTTL)
 	neg("DoneTTL", o.DoneTTL)
+	neg("CanceledCooldown", o.CanceledCooldown)
 	neg("Timeout", o.Timeout)
 	neg("ScopeCooldown", o.ScopeCooldown)
 	neg("ScopeFailWindow", o.ScopeFailWindow)

@@ -320,6 +320,27 @@ func TestCallerCancellationReleases(t *testing.T) {
 	}
 }
 
+func TestCanceledCooldown(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Hour, CanceledCooldown: 3 * time.Second})
+			ctx, cancel := context.WithCancel(context.Background())
+			err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+				cancel()
+				return ctx.Err()
+			})
+			var ce *gate.CallError
+			if !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.RetryAfter != 3*time.Second || ce.Attempts != 0 {
+				t.Fatalf("Do: %v (%+v), want a 3 s cooldown with no attempt counted", err, ce)
+			}
+			st := mustStatus(t, g, "job")
+			if st.State != gate.CoolingDown || st.Reason != classify.ReasonCanceled || st.Attempts != 0 {
+				t.Fatalf("status %+v", st)
+			}
+		})
+	}
+}
+
 func TestOwnDeadlineIsTransient(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, NoJitter: true})

@@ -78,7 +78,8 @@ var errHandlerPanic = classify.WithReason(errors.New("httpmw: handler panicked")
 // settle records the handler's outcome:
 //
 //   - an error reported with Fail: l.Fail(err), whatever the status;
-//   - nothing written and the client gone: released, no cooldown;
+//   - nothing written and the client gone: a caller cancellation (released
+//     with no cooldown, or gate.Options.CanceledCooldown);
 //   - 1xx (101), 2xx, 3xx, nothing written, or a hijacked connection:
 //     success;
 //   - 429, 503, 529 and other 5xx: a transient failure, see statusError;
@@ -98,7 +99,9 @@ func (c *config) settle(rw *writer, r *http.Request, l *gate.Lease, st *state) {
 			c.respond(rw, r, ref, h)
 		}
 	case !rw.wrote() && ctx.Err() != nil:
-		c.report(r, l.Release(ctx))
+		// The client went away: the gate decides (released, or
+		// gate.Options.CanceledCooldown).
+		c.report(r, l.Fail(ctx, ctx.Err()))
 	case rw.hijacked || rw.code < 400:
 		c.report(r, l.Succeed(ctx))
 	case rw.code == http.StatusTooManyRequests || rw.code >= 500:

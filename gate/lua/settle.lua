@@ -3,7 +3,8 @@
 -- KEYS[1] lock, KEYS[2] meta; KEYS[3] scope, KEYS[4] scope failures (single
 -- node only, when a scope update is requested).
 -- ARGV[1] token
--- ARGV[2] op: "t" transient, "p" permanent, "y" systemic
+-- ARGV[2] op: "t" transient, "p" permanent, "y" systemic, "x" the caller
+--             cancelled (cooldown ARGV[5] exactly, no attempt counted)
 -- ARGV[3] reason code
 -- ARGV[4] server hint ms (0 = none)
 -- ARGV[5] cooldown ms, ARGV[6] backoff factor, ARGV[7] jitter multiplier,
@@ -53,6 +54,8 @@ elseif op == 't' then
     if backoff > maxCooldown then backoff = maxCooldown end
     state, ttl = 'c', math.max(tonumber(ARGV[4]), backoff)
   end
+elseif op == 'x' then
+  state, ttl = 'c', tonumber(ARGV[5])
 else -- 'y' systemic: not the job's fault, no attempt counted
   state, ttl = 'c', math.max(tonumber(ARGV[4]), tonumber(ARGV[5]))
 end
