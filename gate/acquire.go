@@ -186,7 +186,7 @@ type acquireReply struct {
 // cooling (cluster form only; the single-node script reports it in reply).
 func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scopeReply, error) {
 	keys := l.keys.both[:]
-	args := []any{l.token, g.argLease, g.argMetaTTL}
+	args := []any{l.token, g.argLease, g.argMetaTTL, g.argMetaSlack}
 	if g.scopeKey == "" || g.oneNode {
 		if g.scopeKey != "" {
 			keys = append(keys, g.scopeKey)

@@ -1,7 +1,8 @@
 -- Acquire a job's lock in one round trip.
 -- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional: only when every key
 -- lives on one node; on a cluster the scope is read by scope_check.lua).
--- ARGV[1] token, ARGV[2] lease ms, ARGV[3] meta TTL ms (lease + AttemptsTTL).
+-- ARGV[1] token, ARGV[2] lease ms, ARGV[3] meta TTL ms (lease + AttemptsTTL),
+-- ARGV[4] AttemptsTTL/2 ms (how far the meta TTL may fall before a refresh).
 -- Replies:
 --   {fence, attempts * 2 + fresh}  the job was Ready and is now Running;
 --                                  fresh = 1 when the meta key was created
@@ -26,15 +27,23 @@ local attempts = tonumber(m[1] or '0') or 0
 local t = redis.call('TIME')
 local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local last = tonumber(m[2] or '0') or 0
-if fence <= last then
+local fs
+if fence > last then
+  -- The decimal digits straight from TIME: exact, and cheaper than format.
+  fs = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+else
   fence = last + 1
+  fs = string.format('%.0f', fence)
 end
 redis.call('SET', KEYS[1], 'r:' .. ARGV[1], 'PX', ARGV[2])
-redis.call('HSET', KEYS[2], 'f', string.format('%.0f', fence))
--- The meta key must outlive this lease by AttemptsTTL (renew.lua keeps it
--- so); the lock is gone, so nothing needs it longer than that.
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[2], 'f', fs)
+-- The meta key must outlive this lease by AttemptsTTL; renew.lua extends it
+-- with the lease. Refreshing it only once it has used half of AttemptsTTL
+-- keeps a PEXPIRE off most acquires.
 local fresh = 0
 if not m[1] and not m[2] then fresh = 1 end
+if fresh == 1 or redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) - tonumber(ARGV[4]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
 -- Both are integers below 2^53, exact in a Lua number.
 return {fence, attempts * 2 + fresh}
