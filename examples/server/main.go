@@ -1,18 +1,3 @@
-// Command server is retrygate's demo: a document-review service whose
-// POST /documents/{id}/evaluate calls an LLM through the gate (httpmw), with
-// a page that shows each job's state, a live "Retry available in 0:08"
-// countdown, failed jobs that won't be retried, the upstream-wide pause, and
-// how many model calls were made versus refused.
-//
-// With nothing configured it runs on an embedded Redis and a built-in fake
-// OpenAI-compatible model whose behaviour per document shows every path
-// (success, rate limit with retry-after-ms, 503, context too long, bad
-// output until MaxAttempts, a slow call that renews its lease, and a
-// provider-wide rate limit). REDIS_URL (redis:// or rediss://) selects a
-// real Redis; OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_MODEL) the
-// real API. Run with -h for the flags.
-//
-//	go run ./examples/server
 package main
 
 import (
