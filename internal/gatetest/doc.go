@@ -1,3 +1,4 @@
-// Package gatetest holds test helpers for code built on the gate: a gate
-// per test with its own key prefix. Test-only.
+// Package gatetest holds test helpers for code built on the gate: New, a
+// gate per test with its own key prefix, and Flaky, a Scripter wrapper that
+// injects Redis faults (fail, hang). Test-only.
 package gatetest
