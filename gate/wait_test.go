@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
@@ -16,17 +18,7 @@ func TestWaitReplicas(t *testing.T) {
 	replica := redistest.Server(t, redistest.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())))
 	rdb := primary.Client(t)
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info := replica.Client(t).Info(ctx, "replication").Val()
-		if containsLine(info, "master_link_status:up") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica did not sync:\n%s", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitReplicaOnline(t, rdb, replica)
 
 	t.Run("acknowledged", func(t *testing.T) {
 		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: time.Second})
@@ -68,35 +60,30 @@ func TestWaitReplicas(t *testing.T) {
 	})
 }
 
-func containsLine(s, line string) bool {
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != '\n' {
-			i++
+// waitReplicaOnline waits until the primary counts the replica online
+// (the replica's own "link up" comes first; WAIT counts the primary's view).
+func waitReplicaOnline(t testing.TB, rdb *redis.Client, replica *redistest.Srv) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info := rdb.Info(ctx, "replication").Val()
+		if strings.Contains(info, "state=online") && rdb.Wait(ctx, 1, 100*time.Millisecond).Val() >= 1 {
+			return
 		}
-		l := s[:i]
-		if len(l) > 0 && l[len(l)-1] == '\r' {
-			l = l[:len(l)-1]
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s not online at the primary:\n%s", replica.Addr(), info)
 		}
-		if l == line {
-			return true
-		}
-		if i == len(s) {
-			break
-		}
-		s = s[i+1:]
+		time.Sleep(20 * time.Millisecond)
 	}
-	return false
 }
 
 func BenchmarkWaitReplicas(b *testing.B) {
 	primary := redistest.Server(b)
 	replica := redistest.Server(b, redistest.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())))
 	ctx := context.Background()
-	for !containsLine(replica.Client(b).Info(ctx, "replication").Val(), "master_link_status:up") {
-		time.Sleep(20 * time.Millisecond)
-	}
 	rdb := primary.Client(b)
+	waitReplicaOnline(b, rdb, replica)
 	ok := func(context.Context, *gate.Lease) error { return nil }
 	for _, n := range []int{0, 1} {
 		b.Run("replicas="+strconv.Itoa(n), func(b *testing.B) {
