@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -32,6 +33,23 @@ func TestCluster(t *testing.T) {
 func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 	ctx := context.Background()
 	rdb := clusterClient(t, c)
+	// The cluster helper waits for each replica's own link to be up; WAIT
+	// counts the masters' view, which can lag it. Wait for that too.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			if n := m.Wait(ctx, 1, 100*time.Millisecond).Val(); n < 1 {
+				return fmt.Errorf("master %s counts %d replicas online", m.Options().Addr, n)
+			}
+			return nil
+		})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
 	prefix := redistest.UniqueKey(t)
 	plain := newGate(t, rdb, gate.Options{Prefix: prefix})
 	one := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Second})
