@@ -42,8 +42,9 @@
 //     failover that lost the last write as long as the new primary's clock
 //     is not behind the old one's.
 //   - Every key has a TTL: lock ≤ max(Lease, MaxCooldown, FailedTTL,
-//     DoneTTL); the meta hash (attempts, last fence) its lock's TTL plus
-//     AttemptsTTL. Redis memory stays bounded.
+//     DoneTTL); the meta hash (attempts, last fence) at most its lock's
+//     TTL plus AttemptsTTL, and never less than the lock's while a lease
+//     runs. Redis memory stays bounded.
 //
 // # Limits
 //
