@@ -137,11 +137,3 @@ func countKind(evs []gate.Event, k gate.EventKind) int {
 	}
 	return n
 }
-
-func within(got, want, tol time.Duration) bool {
-	d := got - want
-	if d < 0 {
-		d = -d
-	}
-	return d <= tol
-}

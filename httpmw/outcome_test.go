@@ -73,7 +73,7 @@ func TestOutcome(t *testing.T) {
 		}, 422, gate.Failed, "permanent", [2]time.Duration{}, gate.EventMarkedFailed},
 		{"Fail(nil) is ignored", func(w http.ResponseWriter, r *http.Request) {
 			if httpmw.Fail(r, nil) {
-				http.Error(w, "Fail(nil) reported true", 418)
+				http.Error(w, "Fail(nil) reported true", http.StatusTeapot)
 			}
 		}, 200, gate.Ready, "", [2]time.Duration{}, gate.EventSucceeded},
 		{"Fail with a cancellation while the client waits is transient", func(w http.ResponseWriter, r *http.Request) {
