@@ -32,14 +32,15 @@ type Gate struct {
 
 	// Script arguments that never change, boxed once: an int64 above 255
 	// put in an interface allocates on every call otherwise.
-	argLease, argMetaTTL, argMetaSlack, argDoneTTL any
+	argLease, argAttemptsTTL, argDoneTTL any
 
 	// scopeHint is when (unix ns) the scope's last cooldown or pause seen by
 	// this process ends; until then acquires read the scope first.
 	scopeHint atomic.Int64
 
 	mu       sync.Mutex
-	inflight map[string]*Lease // in-process coalescing, by job
+	inflight map[string]*Lease      // in-process coalescing, by job
+	hints    map[string]coolingHint // cooldowns seen, by job (hint.go)
 }
 
 // New returns a gate over rdb. It does not connect: the caller owns the
@@ -60,9 +61,9 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 		obs:        o.Observer,
 		renewEvery: o.Lease / 3,
 		inflight:   make(map[string]*Lease),
+		hints:      make(map[string]coolingHint),
 	}
-	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
-	g.argMetaSlack = ms(o.AttemptsTTL / 2)
+	g.argLease, g.argAttemptsTTL, g.argDoneTTL = ms(o.Lease), ms(o.AttemptsTTL), ms(o.DoneTTL)
 	_, g.oneNode = rdb.(*redis.Client)
 	switch c := rdb.(type) {
 	case *redis.Client:

@@ -20,6 +20,7 @@ type Lease struct {
 	job    string
 	keys   jobKeys
 	token  string
+	value  string          // the lock's value while held: "r:<token>:<fence>:<attempts>"
 	parent context.Context // the acquiring context: cancellation and values
 
 	// Set once by Acquire before the lease is handed out.
@@ -294,26 +295,29 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	return res, nil
 }
 
-// releaseRedis frees the lock (or holds it Done) with release.lua.
+// releaseRedis frees the lock with release.lua: it becomes a ready mark
+// that keeps the fence (and, for a release, the attempt count), or a done
+// mark for DoneTTL.
 func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owned bool, err error) {
 	g := l.g
-	done, clear := any(int64(0)), "0"
+	attempts := l.attempt - 1
 	if op == opSuccess {
-		done = g.argDoneTTL
-		if l.attempt > 1 {
-			clear = "1"
-		}
+		attempts = 0
 	}
-	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
-	switch {
-	case err != nil:
+	next, ttl, st := readyValue(l.fence, attempts), g.argAttemptsTTL, Ready
+	if op == opSuccess && g.opts.DoneTTL > 0 {
+		next, ttl, st = "d:"+strconv.FormatInt(l.fence, 10), g.argDoneTTL, Done
+	}
+	delMeta := "0"
+	if l.attempt > 1 {
+		delMeta = "1"
+	}
+	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.value, next, ttl, delMeta).Int()
+	if err != nil || n == 0 {
 		return res, false, err
-	case n == 2:
-		res.State = Done
-	case n == 1:
-		res.State = Ready
 	}
-	return res, n > 0, nil
+	res.State = st
+	return res, true, nil
 }
 
 // failRedis records a failure with settle.lua and, on a multi-node client,
@@ -375,11 +379,11 @@ func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su sc
 		base = o.CanceledCooldown
 	}
 	return []any{
-		l.token, string(op), reason, ms(hint),
+		l.value, string(op), reason, ms(hint),
 		ms(base), o.BackoffFactor, jitter, ms(o.MaxCooldown),
 		o.MaxAttempts, ms(o.FailedTTL), ms(o.AttemptsTTL),
 		string(su.op), reason, ms(su.ttl), o.ScopeAllowedFails, ms(o.ScopeFailWindow), l.token,
-		strconv.FormatInt(l.fence, 10),
+		strconv.FormatInt(l.fence, 10), l.attempt - 1,
 	}
 }
 

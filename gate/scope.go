@@ -138,10 +138,11 @@ func parseScopePair(v []any) UpstreamStatus {
 	return scopeStatusOf(s, p)
 }
 
-// noteScope remembers until when this process knows the scope cools
-// (multi-node clients only: one node reads the scope in the acquire itself).
+// noteScope remembers until when this process knows the scope cools: a
+// multi-node client then reads the scope before the acquire, and no client
+// takes the refusal fast path (hint.go), so the scope's refusal comes first.
 func (g *Gate) noteScope(left time.Duration) {
-	if !g.oneNode && left > 0 {
+	if left > 0 {
 		g.scopeHint.Store(time.Now().Add(left).UnixNano())
 	}
 }

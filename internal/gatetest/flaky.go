@@ -72,3 +72,22 @@ func (f *Flaky) EvalShaRO(ctx context.Context, s string, k []string, a ...any) *
 	}
 	return f.Scripter.EvalShaRO(ctx, s, k, a...)
 }
+
+// Get lets the gate's refusal fast path (a GET of a lock it saw cooling)
+// through the same faults; it needs a wrapped client that has Get.
+func (f *Flaky) Get(ctx context.Context, key string) *redis.StringCmd {
+	if f.faulty() {
+		c := redis.NewStringCmd(ctx)
+		c.SetErr(f.fault(ctx).Err())
+		return c
+	}
+	g, ok := f.Scripter.(interface {
+		Get(context.Context, string) *redis.StringCmd
+	})
+	if !ok {
+		c := redis.NewStringCmd(ctx)
+		c.SetErr(errors.New("gatetest: the wrapped client has no Get"))
+		return c
+	}
+	return g.Get(ctx, key)
+}

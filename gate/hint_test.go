@@ -1,0 +1,187 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// cmdNames records the names of the commands a client sends, leaving out
+// go-redis's own topology and handshake traffic.
+type cmdNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *cmdNames) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *cmdNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch n := cmd.Name(); n {
+		case "cluster", "command", "hello", "ping", "readonly":
+		default:
+			c.mu.Lock()
+			c.names = append(c.names, n)
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *cmdNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// take returns the names recorded since the last take.
+func (c *cmdNames) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.names
+	c.names = nil
+	return n
+}
+
+func okFn(context.Context, *gate.Lease) error { return nil }
+
+var errTransient = classify.Transient(errBoom, 0)
+
+// blocked runs a Do that must be refused, and returns the refusal.
+func blocked(t *testing.T, g *gate.Gate, job string) *gate.BlockedError {
+	t.Helper()
+	err := g.Do(context.Background(), job, func(context.Context, *gate.Lease) error {
+		t.Fatalf("fn ran for %q, want a refusal", job)
+		return nil
+	})
+	var b *gate.BlockedError
+	if !errors.As(err, &b) {
+		t.Fatalf("Do(%q): %v, want a *BlockedError", job, err)
+	}
+	return b
+}
+
+// A retry of a job this process saw cooling is refused with one plain GET,
+// the cheapest command there is, and says the same as the script did.
+func TestKnownCooldownIsOneGet(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			names := &cmdNames{}
+			tg.Client.AddHook(names)
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, NoJitter: true})
+			_ = failWith(t, g, "job", errTransient)
+			names.take()
+			first := blocked(t, g, "job")
+			if got := names.take(); len(got) != 1 || got[0] != "evalsha" {
+				t.Fatalf("first refusal sent %v, want the acquire script alone", got)
+			}
+			for i := 0; i < 3; i++ {
+				again := blocked(t, g, "job")
+				if got := names.take(); len(got) != 1 || got[0] != "get" {
+					t.Fatalf("refusal of a known cooldown sent %v, want one GET", got)
+				}
+				if !errors.Is(again, gate.ErrCoolingDown) || again.State != first.State ||
+					again.Attempts != first.Attempts || again.Reason != first.Reason || again.Job != "job" {
+					t.Fatalf("refusal of a known cooldown = %+v, want the same as the script's %+v", again, first)
+				}
+				if again.RetryAfter > first.RetryAfter || again.RetryAfter < first.RetryAfter-5*time.Second {
+					t.Fatalf("RetryAfter %v, want at most the script's %v and close to it", again.RetryAfter, first.RetryAfter)
+				}
+			}
+		})
+	}
+}
+
+// The GET is a check, not a cache: a reset, another failure, a failed mark
+// or the cooldown's end in Redis is seen at once.
+func TestKnownCooldownSeesChanges(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			opts := gate.Options{Prefix: prefix, Cooldown: time.Minute, NoJitter: true}
+			g := newGate(t, tg.Client, opts)
+			other := newGate(t, tg.Client, opts) // another process
+			ctx := context.Background()
+
+			// Reset elsewhere: the next call runs.
+			_ = failWith(t, g, "reset", errTransient)
+			blocked(t, g, "reset")
+			if err := other.Reset(ctx, "reset"); err != nil {
+				t.Fatal(err)
+			}
+			ran := false
+			if err := g.Do(ctx, "reset", func(context.Context, *gate.Lease) error { ran = true; return nil }); err != nil || !ran {
+				t.Fatalf("after a reset elsewhere: ran %v, err %v", ran, err)
+			}
+
+			// Reset and a permanent failure elsewhere: refused as failed.
+			_ = failWith(t, g, "perm", errTransient)
+			blocked(t, g, "perm")
+			if err := other.Reset(ctx, "perm"); err != nil {
+				t.Fatal(err)
+			}
+			_ = failWith(t, other, "perm", classify.Permanent(errBoom))
+			b := blocked(t, g, "perm")
+			if !errors.Is(b, gate.ErrFailed) || b.RetryAfter != 0 {
+				t.Fatalf("after a failed mark elsewhere: %+v, want ErrFailed", b)
+			}
+			if b := blocked(t, g, "perm"); !errors.Is(b, gate.ErrFailed) {
+				t.Fatalf("failed mark, known: %+v, want ErrFailed", b)
+			}
+
+			// The cooldown ends in Redis: the call runs.
+			short := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: 40 * time.Millisecond, NoJitter: true})
+			_ = failWith(t, short, "short", errTransient)
+			blocked(t, short, "short")
+			pass(tg, 60*time.Millisecond)
+			if err := short.Do(ctx, "short", okFn); err != nil {
+				t.Fatalf("after the cooldown: %v", err)
+			}
+		})
+	}
+}
+
+// The fast path fails closed like the script: Redis unreachable on the GET
+// is ErrUnavailable, or with FailOpen one ungated call.
+func TestKnownCooldownRedisDown(t *testing.T) {
+	for _, failOpen := range []bool{false, true} {
+		_, rdb := redistest.Miniredis(t)
+		f := &flaky{Scripter: rdb}
+		g := newGate(t, f, gate.Options{Cooldown: time.Minute, FailOpen: failOpen})
+		_ = failWith(t, g, "job", errTransient)
+		blocked(t, g, "job")
+		f.Down.Store(true)
+		ran := false
+		err := g.Do(context.Background(), "job", func(_ context.Context, l *gate.Lease) error {
+			ran = true
+			if l.Gated() {
+				t.Error("lease gated while Redis is down")
+			}
+			return nil
+		})
+		if failOpen != ran || (!failOpen && !errors.Is(err, gate.ErrUnavailable)) {
+			t.Fatalf("FailOpen %v: ran %v, err %v", failOpen, ran, err)
+		}
+	}
+}
+
+// Once this process has seen the upstream scope cooling, the scope's
+// refusal comes first, as the acquire script gives it.
+func TestKnownCooldownYieldsToScope(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Minute, ScopeCooldown: time.Hour, Classify: upstreamClassifier(time.Hour)})
+			_ = failWith(t, g, "job", errTransient)
+			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
+				t.Fatalf("job cooling: %+v", b)
+			}
+			_ = failWith(t, g, "other", errRateLimited)
+			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrUpstreamCooling) {
+				t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
+			}
+		})
+	}
+}
