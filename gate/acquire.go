@@ -37,6 +37,7 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 		cur, busy := g.inflight[job]
 		if !busy {
 			l := &Lease{g: g, job: job, parent: ctx}
+			l.hint, l.hinted = g.hints[job]
 			g.inflight[job] = l
 			g.mu.Unlock()
 			lease, err := g.acquire(ctx, l)

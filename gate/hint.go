@@ -40,9 +40,10 @@ func (g *Gate) noteCooling(job, v string, until time.Time) {
 				delete(g.hints, k)
 			}
 		}
-		// Still full: drop any one, the map's iteration order picks it.
+		// Still full: drop a quarter, as the map's iteration order picks
+		// them, so the scan above runs once per maxCoolingHints/4 inserts.
 		for k := range g.hints {
-			if len(g.hints) < maxCoolingHints {
+			if len(g.hints) <= maxCoolingHints*3/4 {
 				break
 			}
 			delete(g.hints, k)
@@ -61,16 +62,14 @@ func (g *Gate) noteCooling(job, v string, until time.Time) {
 // It is not used while this process has seen the upstream scope cooling:
 // the scope's refusal comes first then.
 func (g *Gate) refuseKnown(ctx context.Context, l *Lease) (r acquireReply, ok bool, err error) {
+	if !l.hinted {
+		return r, false, nil
+	}
 	rd, isGetter := g.rdb.(getter)
 	if !isGetter {
 		return r, false, nil
 	}
-	g.mu.Lock()
-	h, known := g.hints[l.job]
-	g.mu.Unlock()
-	if !known {
-		return r, false, nil
-	}
+	h := l.hint
 	left := time.Until(h.until)
 	if left < time.Millisecond || (g.scopeKey != "" && g.scopeMayCool()) {
 		g.forgetHint(l.job, h)

@@ -22,6 +22,8 @@ type Lease struct {
 	token  string
 	value  string          // the lock's value while held: "r:<token>:<fence>:<attempts>"
 	parent context.Context // the acquiring context: cancellation and values
+	hint   coolingHint     // the cooldown this process last saw, if hinted
+	hinted bool
 
 	// Set once by Acquire before the lease is handed out.
 	fence   int64

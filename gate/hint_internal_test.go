@@ -1,0 +1,43 @@
+package gate
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// The cooldowns a Gate remembers stay bounded however many jobs it is
+// refused by, and the ones that ended go first.
+func TestCoolingHintsBounded(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	g, err := New(rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := 0; i < maxCoolingHints; i++ {
+		g.noteCooling(fmt.Sprintf("old-%d", i), "c:1:x", now.Add(-time.Second)) // ended
+	}
+	for i := 0; i < maxCoolingHints/2; i++ {
+		g.noteCooling(fmt.Sprintf("new-%d", i), "c:1:x", now.Add(time.Hour))
+	}
+	if n := len(g.hints); n > maxCoolingHints {
+		t.Fatalf("%d hints, want at most %d", n, maxCoolingHints)
+	}
+	for i := 0; i < maxCoolingHints/2; i++ {
+		if _, ok := g.hints[fmt.Sprintf("new-%d", i)]; !ok {
+			t.Fatalf("hint new-%d dropped while ended ones could go", i)
+		}
+	}
+	for i := 0; i < 3*maxCoolingHints; i++ {
+		g.noteCooling(fmt.Sprintf("more-%d", i), "c:1:x", now.Add(time.Hour))
+		if n := len(g.hints); n > maxCoolingHints {
+			t.Fatalf("%d hints, want at most %d", n, maxCoolingHints)
+		}
+	}
+}
