@@ -137,7 +137,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 		if reply.kind == "ok" {
 			// Cluster: the scope read ran beside the acquire. Undo it so the
 			// refused job keeps no key and no attempt.
-			g.undoAcquire(ctx, l, reply)
+			g.undoAcquire(ctx, l, reply.fresh)
 		}
 		return nil, g.refuseScope(ctx, job, scope)
 	}
@@ -146,7 +146,6 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 	case "ok":
 		l.fence = reply.fence
 		l.attempt = reply.attempts + 1
-		l.value = runningValue(l.token, reply.fence, reply.attempts)
 		l.start = sent
 		l.ctx, l.cancel = context.WithCancelCause(ctx)
 		// expires is read by coalesced callers (remaining) under l.mu.
@@ -177,13 +176,13 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 }
 
 type acquireReply struct {
-	kind      string // "ok", "b" (blocked by the job), "s" (blocked by the scope)
-	value     string // lock or scope value when blocked
-	pttl      int64
-	fence     int64
-	attempts  int
-	fromReady bool // the acquire replaced a ready mark ("z:...")
-	hinted    bool // refused by a GET that confirmed a known cooldown
+	kind     string // "ok", "b" (blocked by the job), "s" (blocked by the scope)
+	value    string // lock or scope value when blocked
+	pttl     int64
+	fence    int64
+	attempts int
+	fresh    bool // the acquire created the meta key
+	hinted   bool // refused by a GET that confirmed a known cooldown
 }
 
 // acquireRedis runs the acquire script and, on a multi-node client with a
@@ -195,7 +194,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 	}
 	l.token = newToken()
 	keys := l.keys.both[:]
-	args := []any{l.token, g.argLease}
+	args := []any{l.token, g.argLease, g.argMetaTTL, g.argMetaSlack}
 	if g.scopeKey == "" || g.oneNode {
 		if g.scopeKey != "" {
 			keys = append(keys, g.scopeKey)
@@ -238,7 +237,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 	if sr.err != nil {
 		if r.kind == "ok" {
 			// Fail closed on the scope too, but do not leave the job locked.
-			g.undoAcquire(ctx, l, r)
+			g.undoAcquire(ctx, l, r.fresh)
 		}
 		return r, nil, sr.err
 	}
@@ -275,24 +274,21 @@ func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []a
 		err = fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, n, g.opts.WaitReplicas, g.opts.WaitTimeout)
 	}
 	if err != nil {
-		g.undoAcquire(ctx, l, r)
+		g.undoAcquire(ctx, l, r.fresh)
 		return acquireReply{}, err
 	}
 	return r, nil
 }
 
-// undoAcquire gives back a lock that was refused after the fact (the
-// scope read beside it was cooling, or WaitReplicas was not met): the lock
-// goes back to absent, or to a ready mark when it held one.
-func (g *Gate) undoAcquire(ctx context.Context, l *Lease, r acquireReply) {
-	restore := ""
-	if r.fromReady {
-		restore = readyValue(r.fence, r.attempts)
+// undoAcquire releases a lock the scope check refused after the fact.
+func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
+	f := "0"
+	if fresh {
+		f = "1"
 	}
 	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	value := runningValue(l.token, r.fence, r.attempts)
-	if err := undoScript.Run(rctx, g.rdb, l.keys.both[:1], value, restore, g.argAttemptsTTL).Err(); err != nil {
+	if err := undoScript.Run(rctx, g.rdb, l.keys.both[:], l.token, f).Err(); err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "undo", Err: err})
 	}
 }
@@ -307,7 +303,7 @@ func parseAcquire(v []any, err error) (acquireReply, error) {
 	}
 	if fence, ok := v[0].(int64); ok {
 		x, _ := v[1].(int64)
-		r.kind, r.fence, r.attempts, r.fromReady = "ok", fence, int(x/2), x%2 == 1
+		r.kind, r.fence, r.attempts, r.fresh = "ok", fence, int(x/2), x%2 == 1
 		return r, nil
 	}
 	r.kind, _ = v[0].(string)
@@ -338,40 +334,16 @@ func pttl(p int64) time.Duration {
 	return time.Duration(p) * time.Millisecond
 }
 
-// newToken returns a 64-bit random lock token in hex. math/rand/v2's
-// generator is seeded from the OS and cheap. With the fence beside it in
-// the lock value, it only has to tell apart two leases that a failover gave
-// the same fence; whoever can write to Redis can overwrite the lock anyway.
+// newToken returns a 128-bit random lock token. math/rand/v2's generator is
+// seeded from the OS and cheap; the token only has to be unique, since
+// whoever can write to Redis can overwrite the lock anyway.
 func newToken() string {
-	var b [16]byte
+	var b [32]byte
 	const hex = "0123456789abcdef"
-	a := rand.Uint64()
-	for i := range b {
+	a, c := rand.Uint64(), rand.Uint64()
+	for i := 0; i < 16; i++ {
 		b[i] = hex[a>>(4*i)&0xf]
+		b[16+i] = hex[c>>(4*i)&0xf]
 	}
 	return string(b[:])
-}
-
-// runningValue is a held lock's value: "r:<token>:<fence>:<attempts>".
-func runningValue(token string, fence int64, attempts int) string {
-	b := make([]byte, 0, 2+len(token)+1+20+1+4)
-	b = append(b, "r:"...)
-	b = append(b, token...)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, fence, 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(attempts), 10)
-	return string(b)
-}
-
-// readyValue is the ready mark "z:<fence>" or "z:<fence>:<attempts>".
-func readyValue(fence int64, attempts int) string {
-	b := make([]byte, 0, 2+20+1+4)
-	b = append(b, "z:"...)
-	b = strconv.AppendInt(b, fence, 10)
-	if attempts > 0 {
-		b = append(b, ':')
-		b = strconv.AppendInt(b, int64(attempts), 10)
-	}
-	return string(b)
 }

@@ -32,7 +32,7 @@ type Gate struct {
 
 	// Script arguments that never change, boxed once: an int64 above 255
 	// put in an interface allocates on every call otherwise.
-	argLease, argAttemptsTTL, argDoneTTL any
+	argLease, argMetaTTL, argMetaSlack, argDoneTTL any
 
 	// scopeHint is when (unix ns) the scope's last cooldown or pause seen by
 	// this process ends; until then acquires read the scope first.
@@ -63,7 +63,8 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 		inflight:   make(map[string]*Lease),
 		hints:      make(map[string]coolingHint),
 	}
-	g.argLease, g.argAttemptsTTL, g.argDoneTTL = ms(o.Lease), ms(o.AttemptsTTL), ms(o.DoneTTL)
+	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
+	g.argMetaSlack = ms(o.AttemptsTTL / 2)
 	_, g.oneNode = rdb.(*redis.Client)
 	switch c := rdb.(type) {
 	case *redis.Client:

@@ -20,7 +20,6 @@ type Lease struct {
 	job    string
 	keys   jobKeys
 	token  string
-	value  string          // the lock's value while held: "r:<token>:<fence>:<attempts>"
 	parent context.Context // the acquiring context: cancellation and values
 	hint   coolingHint     // the cooldown this process last saw, if hinted
 	hinted bool
@@ -297,29 +296,26 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	return res, nil
 }
 
-// releaseRedis frees the lock with release.lua: it becomes a ready mark
-// that keeps the fence (and, for a release, the attempt count), or a done
-// mark for DoneTTL.
+// releaseRedis frees the lock (or holds it Done) with release.lua.
 func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owned bool, err error) {
 	g := l.g
-	attempts := l.attempt - 1
+	done, clear := any(int64(0)), "0"
 	if op == opSuccess {
-		attempts = 0
+		done = g.argDoneTTL
+		if l.attempt > 1 {
+			clear = "1"
+		}
 	}
-	next, ttl, st := readyValue(l.fence, attempts), g.argAttemptsTTL, Ready
-	if op == opSuccess && g.opts.DoneTTL > 0 {
-		next, ttl, st = "d:"+strconv.FormatInt(l.fence, 10), g.argDoneTTL, Done
-	}
-	delMeta := "0"
-	if l.attempt > 1 {
-		delMeta = "1"
-	}
-	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.value, next, ttl, delMeta).Int()
-	if err != nil || n == 0 {
+	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
+	switch {
+	case err != nil:
 		return res, false, err
+	case n == 2:
+		res.State = Done
+	case n == 1:
+		res.State = Ready
 	}
-	res.State = st
-	return res, true, nil
+	return res, n > 0, nil
 }
 
 // failRedis records a failure with settle.lua and, on a multi-node client,
@@ -381,11 +377,11 @@ func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su sc
 		base = o.CanceledCooldown
 	}
 	return []any{
-		l.value, string(op), reason, ms(hint),
+		l.token, string(op), reason, ms(hint),
 		ms(base), o.BackoffFactor, jitter, ms(o.MaxCooldown),
 		o.MaxAttempts, ms(o.FailedTTL), ms(o.AttemptsTTL),
 		string(su.op), reason, ms(su.ttl), o.ScopeAllowedFails, ms(o.ScopeFailWindow), l.token,
-		strconv.FormatInt(l.fence, 10), l.attempt - 1,
+		strconv.FormatInt(l.fence, 10),
 	}
 }
 

@@ -22,7 +22,7 @@ func (l *Lease) renew() {
 
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery, g.opts.Timeout))
-	n, err := renewScript.Run(ctx, g.rdb, l.keys.both[:1], l.value, g.argLease).Int()
+	n, err := renewScript.Run(ctx, g.rdb, l.keys.both[:], l.token, g.argLease, g.argMetaTTL).Int()
 	cancel()
 
 	var (

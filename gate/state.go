@@ -47,76 +47,28 @@ func ParseState(name string) (State, bool) {
 	return 0, false
 }
 
-// lockInfo is what a lock value says about its job.
-type lockInfo struct {
-	st       State
-	attempts int    // -1 when the value does not carry it
-	reason   string // cooling and failed
-	fence    int64  // 0 when the value does not carry it
-}
-
-// decodeLock decodes a lock value:
-//
-//	r:<token>:<fence>:<attempts>  Running
-//	c:<attempts>:<reason>         CoolingDown
-//	f:<attempts>:<reason>         Failed
-//	d:<fence>                     Done
-//	z:<fence>[:<attempts>]        Ready, remembering the last fence and the
-//	                              attempt count (after a success, a release
-//	                              or a reset)
-//
-// Values written by earlier versions ("r:<token>", "c:<reason>", "d:")
-// still decode, without the parts they lack. A foreign value is Running: it
-// is never overwritten.
-func decodeLock(v string) lockInfo {
-	info := lockInfo{st: Running, attempts: -1}
+// stateOf decodes a lock value: "r:<token>", "c:<attempts>:<reason>",
+// "f:<attempts>:<reason>" or "d:". attempts is -1 when the value does not
+// carry it (a value written before it did: "c:<reason>").
+func stateOf(v string) (st State, attempts int, reason string) {
 	if len(v) < 2 || v[1] != ':' {
-		return info
+		return Running, -1, "" // a foreign value: treat as held, never overwrite
 	}
-	rest := v[2:]
 	switch v[0] {
 	case 'c', 'f':
-		info.st = CoolingDown
+		st = CoolingDown
 		if v[0] == 'f' {
-			info.st = Failed
+			st = Failed
 		}
-		info.reason = rest
+		rest := v[2:]
 		if n, r, ok := strings.Cut(rest, ":"); ok {
 			if a, err := strconv.Atoi(n); err == nil {
-				info.attempts, info.reason = a, r
+				return st, a, r
 			}
 		}
+		return st, -1, rest
 	case 'd':
-		info.st = Done
-		info.fence, _ = strconv.ParseInt(rest, 10, 64)
-	case 'z':
-		f, a, hasA := strings.Cut(rest, ":")
-		fence, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return info // foreign
-		}
-		info.st, info.fence, info.attempts = Ready, fence, 0
-		if hasA {
-			if n, err := strconv.Atoi(a); err == nil {
-				info.attempts = n
-			}
-		}
-	case 'r':
-		// The token never holds ':'.
-		if _, fa, ok := strings.Cut(rest, ":"); ok {
-			f, a, _ := strings.Cut(fa, ":")
-			info.fence, _ = strconv.ParseInt(f, 10, 64)
-			if n, err := strconv.Atoi(a); err == nil {
-				info.attempts = n
-			}
-		}
+		return Done, -1, ""
 	}
-	return info
-}
-
-// stateOf decodes a lock value's state, attempt count (-1 when the value
-// does not carry it) and reason.
-func stateOf(v string) (st State, attempts int, reason string) {
-	i := decodeLock(v)
-	return i.st, i.attempts, i.reason
+	return Running, -1, ""
 }

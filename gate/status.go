@@ -75,24 +75,13 @@ func (g *Gate) decodeStatus(job string, v []any) (Status, error) {
 		return Status{}, unavailable("status", fmt.Errorf("unexpected status reply %v", v))
 	}
 	st.Job = job
-	// The meta key holds the attempt count and fence of the last failure;
-	// a lock value that carries newer ones wins.
 	st.Attempts = toInt(v[2])
 	fs, _ := v[3].(string)
 	st.Fence, _ = strconv.ParseInt(fs, 10, 64)
 	if lv, ok := v[0].(string); ok {
 		p, _ := v[1].(int64)
-		info := decodeLock(lv)
-		st.State, st.Reason = info.st, info.reason
-		if info.attempts >= 0 {
-			st.Attempts = info.attempts
-		}
-		if info.fence > 0 {
-			st.Fence = info.fence
-		}
-		if st.State != Ready {
-			st.TTL = pttl(p)
-		}
+		st.State, _, st.Reason = stateOf(lv)
+		st.TTL = pttl(p)
 		if st.State == Running || st.State == CoolingDown {
 			st.RetryAfter = st.TTL
 		}
@@ -114,7 +103,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 		return err
 	}
 	k := g.jobKeys(job)
-	v, err := resetScript.Run(ctx, g.rdb, k.both[:], g.argAttemptsTTL).Slice()
+	v, err := resetScript.Run(ctx, g.rdb, k.both[:]).Slice()
 	if err != nil {
 		return unavailable("reset", err)
 	}

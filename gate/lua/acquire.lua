@@ -1,14 +1,14 @@
 -- Acquire a job's lock in one round trip.
 -- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional: only when every key
 -- lives on one node; on a cluster the scope is read by scope_check.lua).
--- ARGV[1] token, ARGV[2] lease ms.
+-- ARGV[1] token, ARGV[2] lease ms, ARGV[3] meta TTL ms (lease + AttemptsTTL),
+-- ARGV[4] AttemptsTTL/2 ms (how far the meta TTL may fall before a refresh).
 -- Replies:
---   {fence, attempts * 2 + z}  the job was Ready and is now Running; z = 1
---                              when the lock held a ready mark ("z:...")
---   {"b", lockValue, pttl}     refused: the lock's value says the state
---                              (and, cooling or failed, the attempts)
---   {"s", scopeValue, pttl}    refused: the upstream scope is cooling
--- The lock's value becomes "r:<token>:<fence>:<attempts>".
+--   {fence, attempts * 2 + fresh}  the job was Ready and is now Running;
+--                                  fresh = 1 when the meta key was created
+--   {"b", lockValue, pttl}         refused: the lock's value says the state
+--                                  (and, cooling or failed, the attempts)
+--   {"s", scopeValue, pttl}        refused: the upstream scope is cooling
 if KEYS[3] then
   local s = redis.call('GET', KEYS[3])
   if s then
@@ -16,28 +16,17 @@ if KEYS[3] then
   end
 end
 local v = redis.call('GET', KEYS[1])
-local last, attempts, z = 0, 0, 0
 if v then
-  -- "z:<fence>[:<attempts>]" is a ready job that remembers its last fence
-  -- and attempt count (a success, a release or a reset wrote it); every
-  -- other value is a refusal.
-  local f, a = string.match(v, '^z:(%d+):?(%d*)$')
-  if not f then
-    return {'b', v, redis.call('PTTL', KEYS[1])}
-  end
-  last, attempts, z = tonumber(f), tonumber(a) or 0, 1
-else
-  -- No lock: the meta key, written by the last failure, keeps the attempt
-  -- count and the last fence past the cooldown.
-  local m = redis.call('HMGET', KEYS[2], 'a', 'f')
-  attempts = tonumber(m[1] or '0') or 0
-  last = tonumber(m[2] or '0') or 0
+  return {'b', v, redis.call('PTTL', KEYS[1])}
 end
+local m = redis.call('HMGET', KEYS[2], 'a', 'f')
+local attempts = tonumber(m[1] or '0') or 0
 -- Fencing token: Redis's clock in microseconds, and never below the last one
--- issued, so it keeps increasing when the clock steps back; when a failover
--- or a restart lost the last one, the clock carries it forward.
+-- issued, so it keeps increasing when the meta key expired or a failover
+-- lost it (the clock then carries it forward).
 local t = redis.call('TIME')
 local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = tonumber(m[2] or '0') or 0
 local fs
 if fence > last then
   -- The decimal digits straight from TIME: exact, and cheaper than format.
@@ -46,6 +35,15 @@ else
   fence = last + 1
   fs = string.format('%.0f', fence)
 end
-redis.call('SET', KEYS[1], 'r:' .. ARGV[1] .. ':' .. fs .. ':' .. attempts, 'PX', ARGV[2])
+redis.call('SET', KEYS[1], 'r:' .. ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[2], 'f', fs)
+-- The meta key must outlive this lease by AttemptsTTL; renew.lua extends it
+-- with the lease. Refreshing it only once it has used half of AttemptsTTL
+-- keeps a PEXPIRE off most acquires.
+local fresh = 0
+if not m[1] and not m[2] then fresh = 1 end
+if fresh == 1 or redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) - tonumber(ARGV[4]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
 -- Both are integers below 2^53, exact in a Lua number.
-return {fence, attempts * 2 + z}
+return {fence, attempts * 2 + fresh}

@@ -1,11 +1,9 @@
--- Extend the lease if the caller still owns it.
--- KEYS[1] lock; ARGV[1] the lease's lock value, ARGV[2] lease ms.
--- GT never moves the expiry earlier: should Redis's clock step back, the
--- lock still lapses no earlier than the clock that issued its fence allows,
--- so the next fence (Redis TIME) is still higher.
--- Returns 1 if owned (and extended unless that would shorten it), 0 if not.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
-  return 1
+-- Extend the lease if the caller still owns it, and the meta key with it so
+-- it keeps outliving the lock by AttemptsTTL however long the call runs.
+-- KEYS[1] lock, KEYS[2] meta; ARGV[1] token, ARGV[2] lease ms,
+-- ARGV[3] lease + AttemptsTTL ms. Returns 1 if extended, 0 if not owned.
+if redis.call('GET', KEYS[1]) == 'r:' .. ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0

@@ -2,7 +2,7 @@
 -- (success and release are release.lua).
 -- KEYS[1] lock, KEYS[2] meta; KEYS[3] scope, KEYS[4] scope failures (single
 -- node only, when a scope update is requested).
--- ARGV[1] the lease's lock value ("r:<token>:<fence>:<attempts>")
+-- ARGV[1] token
 -- ARGV[2] op: "t" transient, "p" permanent, "y" systemic, "x" the caller
 --             cancelled (cooldown ARGV[5] exactly, no attempt counted)
 -- ARGV[3] reason code
@@ -11,10 +11,8 @@
 -- ARGV[8] max cooldown ms, ARGV[9] max attempts (0 = unlimited),
 -- ARGV[10] failed TTL ms, ARGV[11] attempts TTL ms
 -- ARGV[12..17] scope update: op, reason, ttl, allowed, window, member
--- ARGV[18] the lease's fence token, ARGV[19] its attempt count before this
--- call (nobody else changes it while the lease is held)
--- The lock's value becomes "<state>:<attempts>:<reason>"; the meta key keeps
--- the attempt count and the fence for after the cooldown.
+-- ARGV[18] the lease's fence token
+-- The lock's value becomes "<state>:<attempts>:<reason>".
 -- Reply: {owned (1/0), state, ttl ms, attempts, scopeValue or false, scopePttl}
 --   state: "c" cooling or "f" failed; for not owned, the current lock
 --   value's state letter or "ready" when there is none.
@@ -25,13 +23,10 @@ end
 
 local cur = redis.call('GET', KEYS[1])
 -- A failure is still recorded when the lock expired and nobody acquired the
--- job since: the failure happened, and dropping it would allow an immediate
--- free retry. A later lease leaves its own value (running, cooling, failed,
--- or the ready mark of a success, a release or a reset) or, after its
--- failure's cooldown, a higher fence in the meta key.
-local fence = tonumber(ARGV[18])
-local expiredOurs = (not cur) and (tonumber(redis.call('HGET', KEYS[2], 'f') or '0') or 0) < fence
-if cur ~= ARGV[1] and not expiredOurs then
+-- job since (the last fence issued is ours): the failure happened, and
+-- dropping it would allow an immediate free retry.
+local expiredOurs = (not cur) and redis.call('HGET', KEYS[2], 'f') == ARGV[18]
+if cur ~= 'r:' .. ARGV[1] and not expiredOurs then
   local st = 'ready'
   if cur then st = string.sub(cur, 1, 1) end
   return {0, st, redis.call('PTTL', KEYS[1]), 0, scope[1], scope[2]}
@@ -43,7 +38,7 @@ local op = ARGV[2]
 local reason = ARGV[3]
 local attemptsTTL = tonumber(ARGV[11])
 local maxCooldown = tonumber(ARGV[8])
-local attempts = tonumber(ARGV[19]) or 0
+local attempts = tonumber(redis.call('HGET', KEYS[2], 'a') or '0') or 0
 local state, ttl
 
 if op == 'p' then
@@ -69,8 +64,10 @@ if state == 'c' and ttl > maxCooldown then ttl = maxCooldown end
 ttl = math.max(1, math.floor(ttl))
 -- The value carries the attempt count so a refusal needs no second read.
 redis.call('SET', KEYS[1], state .. ':' .. attempts .. ':' .. reason, 'PX', fmt(ttl))
-redis.call('HSET', KEYS[2], 'a', attempts, 'f', ARGV[18])
+if attempts > 0 then
+  redis.call('HSET', KEYS[2], 'a', attempts)
+end
 -- The meta key (attempts, last fence) outlives the lock so the next failure
--- escalates and the next fence is higher, and is bounded by its own TTL.
+-- escalates, and is bounded by its own TTL.
 redis.call('PEXPIRE', KEYS[2], fmt(ttl + attemptsTTL))
 return {1, state, ttl, attempts, scope[1], scope[2]}

@@ -30,9 +30,9 @@
 //     ErrUnavailable, and FailOpen does not apply: it is too late to run.
 //   - redis-server killed and restarted empty mid-call: the lock is gone,
 //     so a second owner may run at once; it gets a higher fence (fences
-//     come from Redis TIME, the lost meta key does not matter), the first
-//     owner's write is rejected by the FenceStore and its settle writes
-//     nothing (ErrLeaseLost or ErrNotOwned).
+//     come from Redis TIME, the lost keys do not matter), the first owner's
+//     write is rejected by the FenceStore and its settle writes nothing
+//     (ErrLeaseLost or ErrNotOwned).
 //   - A worker paused past its lease with its renewals blackholed: another
 //     worker acquires, the paused one's write is rejected and its settle
 //     writes nothing: ErrLeaseLost under the Fence policy (no Redis call),
@@ -131,12 +131,4 @@
 // jobs of the taken-over master. Across a failover a Status read may also
 // be served behind the latest acquire (seen once in many runs: a fence
 // 33ms old); the test counts such reads instead of failing on them.
-//
-// # Known gate issue
-//
-// TestMetaOutlivesRunningLease fails: the meta key (last fence, attempts)
-// gets its TTL only when acquire.lua creates it, so a job that runs again
-// late in that TTL loses its meta mid-run (Status shows Fence 0 for a
-// running job; the attempt count and settle.lua's "expired but ours"
-// check are lost). TestSoak's in-fn Status check can hit the same bug.
 package proof
