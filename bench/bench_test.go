@@ -20,7 +20,7 @@ func TestQuick(t *testing.T) {
 	}
 
 	trips := map[string]float64{
-		wFloor: 2, wRedislock: 2, wRedsync: 2, wSuccess: 2, wGet: 1, wBlocked: 1, wCoalesced: 0,
+		wFloor: 2, wRedislock: 2, wRedsync: 2, wSuccess: 2, wGet: 1, wBlocked: 1, wFirstSeen: 1, wCoalesced: 0,
 	}
 	for _, c := range quickSettings.concs {
 		for name, exp := range trips {

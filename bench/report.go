@@ -39,6 +39,7 @@ func (r *results) targets() []target {
 		v := median(r.ratios[ratioKey(wBlocked, wGet, c)])
 		ts = append(ts, target{fmt.Sprintf("gate blocked ≥ 0.9× single GET, c=%d", c), fmt.Sprintf("%.2f×", v), v >= 0.9})
 	}
+
 	for _, c := range r.set.concs {
 		v := median(r.ratios[ratioKey(wCoalesced, wBlocked, c)])
 		ts = append(ts, target{fmt.Sprintf("gate coalesced ≥ 10× gate blocked, c=%d", c), fmt.Sprintf("%.1f×", v), v >= 10})
@@ -81,7 +82,8 @@ func (r *results) markdown(quick bool) string {
 
 	b.WriteString("\n## Cost per operation\n\n")
 	b.WriteString("The floor is a hand-written lock: `SET key token NX EX` then a compare-and-delete script. " +
-		"Locks and gate jobs are distinct per goroutine (no contention); the blocked rows call jobs cooling down (`*gate.BlockedError`, ErrCoolingDown); " +
+		"Locks and gate jobs are distinct per goroutine (no contention); the blocked rows call jobs cooling down (`*gate.BlockedError`, ErrCoolingDown): " +
+		"\"blocked\" retries a job its Gate was already refused by, which a GET confirms; \"first sight\" is the first refusal a process meets for a cooldown, which runs the acquire script (its Gate is kept on that path); " +
 		"the coalesced row calls, from every goroutine, one job whose lease is held in the same gate (ErrInFlight, no Redis trip).\n\n")
 	b.WriteString("Client and redis-server share this machine's cores: once they are saturated (concurrency 64), ops/s follows the CPU per op, client plus redis. " +
 		"At concurrency 1 a call waits on the round trips, and the CPU columns also hold both processes' idle polling.\n\n")

@@ -32,6 +32,7 @@ const (
 	wSuccess   = "gate success (Do → nil)"
 	wGet       = "single GET"
 	wBlocked   = "gate blocked (cooling down)"
+	wFirstSeen = "gate blocked, first sight (script)"
 	wCoalesced = "gate coalesced (in flight here)"
 )
 
@@ -58,6 +59,9 @@ var (
 	succeed     = func(context.Context, *gate.Lease) error { return nil }
 	casDelete   = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 )
+
+// scriptOnly hides every command but the scripting ones from the gate.
+type scriptOnly struct{ redis.Scripter }
 
 // token is a 128-bit random lock value, made as cheaply as the gate makes
 // its own, so the floor is a fair hand-written lock.
@@ -182,10 +186,37 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 				return nil, nil, fmt.Errorf("cool down %s: %v", j, err)
 			}
 		}
-		ws = append(ws, &workload{name: wBlocked, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+		// Retries of a job this Gate was refused by: the GET fast path.
+		ws = append(ws, &workload{name: wBlocked, rdb: rdb, rt: rt, srvCmds: []string{"get", "evalsha"},
 			op: func(ctx context.Context, w int) error {
 				if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
 					return fmt.Errorf("blocked: exp ErrCoolingDown, got %v", err)
+				}
+				return nil
+			}})
+	}
+	{
+		// The first refusal a process meets for a cooldown runs the acquire
+		// script. A client that only offers the scripting commands keeps
+		// the gate on that path for every call.
+		rdb, rt := client()
+		g, err := gate.New(scriptOnly{rdb}, gate.Options{Prefix: "bench-f", Cooldown: time.Hour, NoJitter: true})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		jobs := names("job-")
+		for _, j := range jobs {
+			err := g.Do(ctx, j, func(context.Context, *gate.Lease) error { return errUpstream })
+			if !errors.Is(err, errUpstream) {
+				closeAll()
+				return nil, nil, fmt.Errorf("cool down %s: %v", j, err)
+			}
+		}
+		ws = append(ws, &workload{name: wFirstSeen, rdb: rdb, rt: rt, srvCmds: []string{"get", "evalsha"},
+			op: func(ctx context.Context, w int) error {
+				if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
+					return fmt.Errorf("blocked, first sight: exp ErrCoolingDown, got %v", err)
 				}
 				return nil
 			}})

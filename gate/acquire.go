@@ -24,7 +24,10 @@ import (
 // Acquire is one Redis round trip (two sent in parallel on a cluster with a
 // Scope). Concurrent Acquires of one job in one process make one round
 // trip: the others wait for its reply and get the same refusal, or
-// ErrInFlight once it holds the lease.
+// ErrInFlight once it holds the lease. A retry of a job this Gate was
+// refused by (cooling down or failed) is confirmed with a plain GET of the
+// lock instead of the acquire script; its RetryAfter then comes from the
+// local clock.
 func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	if err := checkJob(job); err != nil {
 		return nil, err

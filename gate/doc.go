@@ -25,7 +25,12 @@
 //   - Acquire, a refusal and Status are one Redis round trip each (one Lua
 //     script: no read-then-write race); a successful Do is two (acquire and
 //     release); concurrent calls of one job in one process make one round
-//     trip and the others are refused with ErrInFlight in-process.
+//     trip and the others are refused with ErrInFlight in-process. A retry
+//     of a job this Gate was refused by (cooling down or failed) is
+//     confirmed with a plain GET of the lock: the same value is the same
+//     refusal, with the time left by the local clock; anything else (the
+//     cooldown ended, a reset, a new failure) runs the script. The Gate
+//     remembers at most 4096 such jobs.
 //   - A failure never leads to an immediate free retry: the outcome is
 //     written on a context detached from the caller's (bounded by
 //     Options.Timeout), and if Redis cannot be reached the lease's own TTL

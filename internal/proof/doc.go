@@ -66,11 +66,11 @@
 //     Failures whose settle could not be recorded (Redis unreachable) are
 //     counted, not checked: the lock's remaining TTL is their cooldown.
 //  4. After the soak, every key under the gate's prefix has a TTL (SCAN +
-//     PTTL), and the Redis memory of one cooling job is reported: 256
+//     PTTL), and the Redis memory of one cooling job is reported: 272
 //     bytes (MEMORY USAGE of lock and meta, redis 7.0, default prefix, a
-//     31-byte job key), above the 200-byte target; the key names, which
-//     carry prefix and job twice, are about 100 of them. The test fails
-//     above 400.
+//     31-byte job key), above the 200-byte target. Each key costs a
+//     24-byte dictionary entry and a 64-byte allocation for its 49-byte
+//     name before any value: 176 of the 272. The test fails above 400.
 //
 // TestInvariantChecksCatchViolations feeds the checks bad histories, so
 // they can fail. The soak (TestSoak) runs 8 workers on 4 gates for 5s
