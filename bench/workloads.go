@@ -60,6 +60,28 @@ var (
 	casDelete   = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 )
 
+// refusals cools one job per goroutine down for an hour on a gate over
+// rdb, and returns the op that retries it: refused with ErrCoolingDown.
+func refusals(ctx context.Context, rdb gate.Scripter, prefix string) (opFunc, error) {
+	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, NoJitter: true})
+	if err != nil {
+		return nil, err
+	}
+	jobs := names("job-")
+	for _, j := range jobs {
+		err := g.Do(ctx, j, func(context.Context, *gate.Lease) error { return errUpstream })
+		if !errors.Is(err, errUpstream) {
+			return nil, fmt.Errorf("cool down %s: %v", j, err)
+		}
+	}
+	return func(ctx context.Context, w int) error {
+		if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
+			return fmt.Errorf("exp ErrCoolingDown, got %v", err)
+		}
+		return nil
+	}, nil
+}
+
 // scriptOnly hides every command but the scripting ones from the gate.
 type scriptOnly struct{ redis.Scripter }
 
@@ -171,55 +193,24 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 		ws = append(ws, &workload{name: wGet, rdb: rdb, rt: rt, srvCmds: []string{"get"},
 			op: func(ctx context.Context, w int) error { return rdb.Get(ctx, keys[w]).Err() }})
 	}
-	{
+	// Retries of a job its Gate was refused by: the GET fast path. The
+	// first refusal a process meets for a cooldown runs the acquire
+	// script; a client that only offers the scripting commands keeps the
+	// gate on that path for every call.
+	for _, b := range []struct {
+		name, prefix string
+		wrap         func(*redis.Client) gate.Scripter
+	}{
+		{wBlocked, "bench-b", func(c *redis.Client) gate.Scripter { return c }},
+		{wFirstSeen, "bench-f", func(c *redis.Client) gate.Scripter { return scriptOnly{c} }},
+	} {
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-b", Cooldown: time.Hour, NoJitter: true})
+		op, err := refusals(ctx, b.wrap(rdb), b.prefix)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%s: %w", b.name, err)
 		}
-		jobs := names("job-")
-		for _, j := range jobs {
-			err := g.Do(ctx, j, func(context.Context, *gate.Lease) error { return errUpstream })
-			if !errors.Is(err, errUpstream) {
-				closeAll()
-				return nil, nil, fmt.Errorf("cool down %s: %v", j, err)
-			}
-		}
-		// Retries of a job this Gate was refused by: the GET fast path.
-		ws = append(ws, &workload{name: wBlocked, rdb: rdb, rt: rt, srvCmds: []string{"get", "evalsha"},
-			op: func(ctx context.Context, w int) error {
-				if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
-					return fmt.Errorf("blocked: exp ErrCoolingDown, got %v", err)
-				}
-				return nil
-			}})
-	}
-	{
-		// The first refusal a process meets for a cooldown runs the acquire
-		// script. A client that only offers the scripting commands keeps
-		// the gate on that path for every call.
-		rdb, rt := client()
-		g, err := gate.New(scriptOnly{rdb}, gate.Options{Prefix: "bench-f", Cooldown: time.Hour, NoJitter: true})
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		jobs := names("job-")
-		for _, j := range jobs {
-			err := g.Do(ctx, j, func(context.Context, *gate.Lease) error { return errUpstream })
-			if !errors.Is(err, errUpstream) {
-				closeAll()
-				return nil, nil, fmt.Errorf("cool down %s: %v", j, err)
-			}
-		}
-		ws = append(ws, &workload{name: wFirstSeen, rdb: rdb, rt: rt, srvCmds: []string{"get", "evalsha"},
-			op: func(ctx context.Context, w int) error {
-				if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
-					return fmt.Errorf("blocked, first sight: exp ErrCoolingDown, got %v", err)
-				}
-				return nil
-			}})
+		ws = append(ws, &workload{name: b.name, rdb: rdb, rt: rt, srvCmds: []string{"get", "evalsha"}, op: op})
 	}
 	{
 		rdb, rt := client()
