@@ -41,6 +41,7 @@ type Gate struct {
 	mu       sync.Mutex
 	inflight map[string]*Lease      // in-process coalescing, by job
 	hints    map[string]coolingHint // cooldowns seen, by job (hint.go)
+	get      getter                 // rdb's plain GET; nil turns the fast path off
 }
 
 // New returns a gate over rdb. It does not connect: the caller owns the
@@ -66,6 +67,7 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
 	g.argMetaSlack = ms(o.AttemptsTTL / 2)
 	_, g.oneNode = rdb.(*redis.Client)
+	g.get, _ = rdb.(getter)
 	switch c := rdb.(type) {
 	case *redis.Client:
 		g.ctxDeadlines = c.Options().ContextTimeoutEnabled

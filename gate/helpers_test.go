@@ -82,14 +82,20 @@ type roundTrips struct{ n atomic.Int64 }
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		switch cmd.Name() {
-		case "cluster", "command", "hello", "ping", "readonly":
-			// go-redis's own topology and handshake traffic, not the gate's.
-		default:
+		if gateTraffic(cmd.Name()) {
 			r.n.Add(1)
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// gateTraffic leaves out go-redis's own topology and handshake commands.
+func gateTraffic(name string) bool {
+	switch name {
+	case "cluster", "command", "hello", "ping", "readonly":
+		return false
+	}
+	return true
 }
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {

@@ -28,7 +28,7 @@ type getter interface {
 // noteCooling remembers that job was refused with lock value v until
 // until, so the next Acquire of it in this process checks with a GET.
 func (g *Gate) noteCooling(job, v string, until time.Time) {
-	if _, ok := g.rdb.(getter); !ok {
+	if g.get == nil {
 		return
 	}
 	g.mu.Lock()
@@ -62,11 +62,7 @@ func (g *Gate) noteCooling(job, v string, until time.Time) {
 // It is not used while this process has seen the upstream scope cooling:
 // the scope's refusal comes first then.
 func (g *Gate) refuseKnown(ctx context.Context, l *Lease) (r acquireReply, ok bool, err error) {
-	if !l.hinted {
-		return r, false, nil
-	}
-	rd, isGetter := g.rdb.(getter)
-	if !isGetter {
+	if !l.hinted || g.get == nil {
 		return r, false, nil
 	}
 	h := l.hint
@@ -75,7 +71,7 @@ func (g *Gate) refuseKnown(ctx context.Context, l *Lease) (r acquireReply, ok bo
 		g.forgetHint(l.job, h)
 		return r, false, nil
 	}
-	v, err := rd.Get(ctx, l.keys.lock).Result()
+	v, err := g.get.Get(ctx, l.keys.lock).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 	case err != nil:

@@ -13,8 +13,7 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// cmdNames records the names of the commands a client sends, leaving out
-// go-redis's own topology and handshake traffic.
+// cmdNames records the names of the commands the gate sends.
 type cmdNames struct {
 	mu    sync.Mutex
 	names []string
@@ -23,9 +22,7 @@ type cmdNames struct {
 func (c *cmdNames) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *cmdNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		switch n := cmd.Name(); n {
-		case "cluster", "command", "hello", "ping", "readonly":
-		default:
+		if n := cmd.Name(); gateTraffic(n) {
 			c.mu.Lock()
 			c.names = append(c.names, n)
 			c.mu.Unlock()
