@@ -138,15 +138,8 @@ func (e *CallError) Unwrap() []error {
 	return []error{e.Err, e.SettleErr}
 }
 
-// InvalidJobError says why a job key was rejected. It matches ErrInvalidJob.
-type InvalidJobError struct {
-	Why string
-}
-
-func (e *InvalidJobError) Error() string { return "gate: invalid job key: " + e.Why }
-
-// Is reports whether target is ErrInvalidJob.
-func (e *InvalidJobError) Is(target error) bool { return target == ErrInvalidJob }
+// invalidJob returns an error matching ErrInvalidJob that says why.
+func invalidJob(why string) error { return fmt.Errorf("%w: %s", ErrInvalidJob, why) }
 
 // unavailable wraps a Redis error so it matches ErrUnavailable and the cause.
 func unavailable(op string, err error) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and one upstream.
@@ -85,7 +86,7 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 		}
 	}
 	if o.Scope != "" {
-		g.scopeKey, g.scopeFails = scopeKeys(o.Prefix, o.Scope)
+		g.scopeKey, g.scopeFails = keyspace.Scope(o.Prefix, o.Scope)
 	}
 	return g, nil
 }

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"net"
 	"strings"
 	"testing"
@@ -70,9 +71,9 @@ func TestHostileJobKeysAreDistinct(t *testing.T) {
 				if st.State != want {
 					t.Errorf("job %q: state %v, want %v (keys collide)", job, st.State, want)
 				}
-				lock, _, _ := g.Keys(job)
-				if got, ok := gate.JobFromKey(g.Options().Prefix, lock); !ok || got != job {
-					t.Errorf("JobFromKey(%q) = %q, %v", lock, got, ok)
+				lock, _ := keyspace.Job(g.Options().Prefix, job)
+				if got, ok := keyspace.JobFromLock(g.Options().Prefix, lock); !ok || got != job {
+					t.Errorf("JobFromLock(%q) = %q, %v", lock, got, ok)
 				}
 			}
 		})

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +69,8 @@ func TestLeaseLostWhenTakenOver(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec})
-			lock, _, _ := g.Keys("job")
+			lock, _ := keyspace.Job(g.Options().Prefix, "job")
+			var _ error
 			const intruder = "r:someone-else"
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 				// Another owner took the job (our lease expired under a pause).
@@ -134,7 +136,8 @@ func TestContinuePolicyLetsFnFinish(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, OnLeaseLost: gate.Continue, Observer: rec, Cooldown: time.Minute})
-			lock, _, _ := g.Keys("job")
+			lock, _ := keyspace.Job(g.Options().Prefix, "job")
+			var _ error
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 				tg.Client.Del(context.Background(), lock) // the lock vanished (eviction, failover)
 				deadline := time.Now().Add(5 * time.Second)

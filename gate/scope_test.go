@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"testing"
 	"time"
 
@@ -81,7 +82,8 @@ func TestScopeCoolsEveryJob(t *testing.T) {
 				t.Fatal("a scope refusal must not look like the job's own cooldown")
 			}
 			// No job attempt counted, no job key written.
-			lock, meta, _ := g.Keys("doc-b")
+			lock, meta := keyspace.Job(g.Options().Prefix, "doc-b")
+			var _ error
 			if n := tg.Client.Exists(ctx, lock).Val() + tg.Client.Exists(ctx, meta).Val(); n != 0 {
 				t.Fatalf("refused job has %d keys", n)
 			}

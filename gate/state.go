@@ -37,16 +37,6 @@ func (s State) String() string {
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
-// ParseState is the inverse of State.String.
-func ParseState(name string) (State, bool) {
-	for i, n := range stateNames {
-		if n == name {
-			return State(i), true
-		}
-	}
-	return 0, false
-}
-
 // stateOf decodes a lock value: "r:<token>", "c:<attempts>:<reason>",
 // "f:<attempts>:<reason>" or "d:". attempts is -1 when the value does not
 // carry it (a value written before it did: "c:<reason>").

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"strings"
 	"testing"
 	"time"
@@ -451,7 +452,8 @@ func TestFenceStrictlyIncreases(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				acquire()
 			}
-			_, meta, _ := g.Keys("job")
+			_, meta := keyspace.Job(g.Options().Prefix, "job")
+			var _ error
 			// The job's memory expired: the fence still increases (Redis TIME).
 			if err := tg.Client.Del(context.Background(), meta).Err(); err != nil {
 				t.Fatal(err)

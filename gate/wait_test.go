@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +25,7 @@ func TestWaitReplicas(t *testing.T) {
 		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: time.Second})
 		var lock string
 		err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
-			lock, _, _ = g.Keys("job")
+			lock, _ = keyspace.Job(g.Options().Prefix, "job")
 			// The replica has the lock before fn starts.
 			if v := replica.Client(t).Get(ctx, lock).Val(); v == "" {
 				t.Error("lock not on the replica when fn started")

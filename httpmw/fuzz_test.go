@@ -2,6 +2,7 @@ package httpmw_test
 
 import (
 	"context"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,11 +79,12 @@ func FuzzJobKey(f *testing.F) {
 			if c.k == "" || len(c.k) > gate.MaxJobLen {
 				t.Fatalf("key of %d bytes accepted", len(c.k))
 			}
-			lock, _, err := g.Keys(c.k)
+			lock, _ := keyspace.Job(g.Options().Prefix, c.k)
+			var err error
 			if err != nil {
 				t.Fatalf("gate rejects key %q: %v", c.k, err)
 			}
-			if j, ok := gate.JobFromKey(gate.DefaultPrefix, lock); !ok || j != c.k {
+			if j, ok := keyspace.JobFromLock(keyspace.DefaultPrefix, lock); !ok || j != c.k {
 				t.Fatalf("lock key %q does not round-trip to %q", lock, c.k)
 			}
 			if strings.Count(lock, "{") != 1 || strings.Count(lock, "}") != 1 || !utf8.ValidString(lock) {

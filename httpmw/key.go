@@ -74,12 +74,12 @@ func paramKey(r *http.Request, rctx *chi.Context, namespace, name string) (strin
 	if r.URL.RawPath != "" {
 		d, err := url.PathUnescape(v)
 		if err != nil {
-			return "", &gate.InvalidJobError{Why: "bad percent-encoding in URL parameter"}
+			return "", invalidJob("bad percent-encoding in URL parameter")
 		}
 		v = d
 	}
 	if v == "" {
-		return "", &gate.InvalidJobError{Why: "empty URL parameter"}
+		return "", invalidJob("empty URL parameter")
 	}
 	return join(namespace, v)
 }
@@ -109,14 +109,14 @@ func Scoped(job JobFunc, scope func(r *http.Request) (string, error)) JobFunc {
 			return "", err
 		}
 		if s == "" {
-			return "", &gate.InvalidJobError{Why: "empty scope"}
+			return "", invalidJob("empty scope")
 		}
 		k, err := job(r)
 		if err != nil {
 			return "", err
 		}
 		if k == "" {
-			return "", &gate.InvalidJobError{Why: "empty"}
+			return "", invalidJob("empty")
 		}
 		return join(s, k)
 	}
@@ -127,7 +127,7 @@ func Scoped(job JobFunc, scope func(r *http.Request) (string, error)) JobFunc {
 func join(prefix, rest string) (string, error) {
 	k := keyEscaper.Replace(prefix) + " " + rest
 	if len(k) > gate.MaxJobLen {
-		return "", &gate.InvalidJobError{Why: fmt.Sprintf("over the %d-byte limit", gate.MaxJobLen)}
+		return "", fmt.Errorf("%w: over the %d-byte limit", gate.ErrInvalidJob, gate.MaxJobLen)
 	}
 	return k, nil
 }
@@ -147,3 +147,6 @@ func SiblingURL(name string) func(r *http.Request) string {
 		return p[:strings.LastIndexByte(p, '/')+1] + name
 	}
 }
+
+// invalidJob returns an error matching gate.ErrInvalidJob that says why.
+func invalidJob(why string) error { return fmt.Errorf("%w: %s", gate.ErrInvalidJob, why) }

@@ -29,7 +29,7 @@ func New(g *gate.Gate, opts Options) func(http.Handler) http.Handler {
 func (c *config) job(w http.ResponseWriter, r *http.Request) (string, bool) {
 	job, err := c.opts.Job(r)
 	if err == nil && job == "" {
-		err = &gate.InvalidJobError{Why: "empty"}
+		err = invalidJob("empty")
 	}
 	if err != nil {
 		c.onError(r, err)

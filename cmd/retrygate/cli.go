@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"io"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 }
 
 func (c *cli) main(ctx context.Context, args []string) error {
-	c.prefix = gate.DefaultPrefix
+	c.prefix = keyspace.DefaultPrefix
 	c.timeout = 10 * time.Second
 	fs := newFlagSet("retrygate")
 	c.globalFlags(fs)

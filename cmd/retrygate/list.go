@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"slices"
 	"strings"
 	"sync"
@@ -133,7 +134,7 @@ type lister struct {
 }
 
 func (l *lister) scan(ctx context.Context, node *redis.Client) error {
-	pattern := gate.LockPattern(l.prefix)
+	pattern := keyspace.LockPattern(l.prefix)
 	var cursor uint64
 	for !l.full.Load() {
 		keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
@@ -142,7 +143,7 @@ func (l *lister) scan(ctx context.Context, node *redis.Client) error {
 		}
 		var jobs []string
 		for _, k := range keys {
-			if job, ok := gate.JobFromKey(l.prefix, k); ok {
+			if job, ok := keyspace.JobFromLock(l.prefix, k); ok {
 				jobs = append(jobs, job)
 			}
 		}

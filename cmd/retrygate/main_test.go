@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -198,7 +199,7 @@ func TestStatusJSON(t *testing.T) {
 			if exp, got := st.Fence, got.Fence; exp != got || got == 0 {
 				t.Errorf("fence: exp %d, got %d", exp, got)
 			}
-			lock, meta, _ := f.g.Keys("doc-1")
+			lock, meta := keyspace.Job(f.g.Options().Prefix, "doc-1")
 			if len(got.Keys) != 2 || got.Keys[0].Key != lock || got.Keys[1].Key != meta ||
 				!got.Keys[0].Exists || !got.Keys[1].Exists || got.Keys[1].TTLMs <= got.Keys[0].TTLMs {
 				t.Errorf("keys: exp lock and meta with meta outliving lock, got %+v", got.Keys)
@@ -422,7 +423,7 @@ func assertSpread(t *testing.T, cc *redis.ClusterClient, g *gate.Gate, jobs ...s
 	nodes := 0
 	err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
 		for _, job := range jobs {
-			lock, _, _ := g.Keys(job)
+			lock, _ := keyspace.Job(g.Options().Prefix, job)
 			// A master answers EXISTS only for its own slots' keys.
 			if n, err := c.Exists(ctx, lock).Result(); err == nil && n == 1 {
 				mu.Lock()

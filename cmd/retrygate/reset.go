@@ -31,13 +31,10 @@ func runReset(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := g.Keys(job); err != nil {
-		return jobError(err)
-	}
 	// Read first only to report what was cleared; Reset itself is atomic.
 	was, err := g.Status(ctx, job)
 	if err != nil {
-		return err
+		return jobError(err)
 	}
 	if err := g.Reset(ctx, job); err != nil {
 		var b *gate.BlockedError

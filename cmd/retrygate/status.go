@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,8 +33,7 @@ func oneJob(args []string) (string, error) {
 
 // jobError turns an invalid job key into a usage error.
 func jobError(err error) error {
-	var ie *gate.InvalidJobError
-	if errors.As(err, &ie) {
+	if errors.Is(err, gate.ErrInvalidJob) {
 		return usageErrorf("%v", err)
 	}
 	return err
@@ -97,14 +97,11 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	lock, meta, err := g.Keys(job)
+	st, err := g.Status(ctx, job)
 	if err != nil {
 		return jobError(err)
 	}
-	st, err := g.Status(ctx, job)
-	if err != nil {
-		return err
-	}
+	lock, meta := keyspace.Job(c.prefix, job)
 	keys, err := rawKeys(ctx, c.rdb, lock, meta)
 	if err != nil {
 		return err
@@ -178,7 +175,7 @@ func meaning(st gate.Status) string {
 // clearHint is the command that clears what refuses the job, if any.
 func (c *cli) clearHint(st gate.Status) string {
 	global := ""
-	if c.prefix != gate.DefaultPrefix {
+	if c.prefix != keyspace.DefaultPrefix {
 		global = " --prefix " + shellQuote(c.prefix)
 	}
 	if st.Upstream.State != gate.ScopeOpen {

@@ -3,6 +3,7 @@ package gateprom_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"strings"
 	"sync"
 	"testing"
@@ -159,11 +160,8 @@ func TestObserverLeaseLoss(t *testing.T) {
 				ctx := context.Background()
 				obs := gateprom.New(gateprom.Options{})
 				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: policy, Observer: obs})
-				lock, _, err := g.Keys("job")
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+				lock, _ := keyspace.Job(g.Options().Prefix, "job")
+				err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 					if err := tg.Client.Del(ctx, lock).Err(); err != nil {
 						return err
 					}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"log/slog"
 	"os"
 	"strings"
@@ -172,7 +173,8 @@ func TestLogsLeaseLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, _, _ := g.Keys("job")
+	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	var _ error
 	err = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		c.Del(ctx, lock)
 		deadline := time.Now().Add(3 * time.Second)

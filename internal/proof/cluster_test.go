@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -221,7 +222,7 @@ func clusterClient(t *testing.T, c *redistest.ClusterSrv) *redis.ClusterClient {
 // masterOf returns the address of the master serving job's keys.
 func masterOf(t *testing.T, rdb *redis.ClusterClient, g *gate.Gate, job string) string {
 	t.Helper()
-	lock, _, _ := g.Keys(job)
+	lock, _ := keyspace.Job(g.Options().Prefix, job)
 	m, err := rdb.MasterForKey(context.Background(), lock)
 	if err != nil {
 		t.Fatalf("MasterForKey: %v", err)

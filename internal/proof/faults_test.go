@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func newOwner(t *testing.T, g *gate.Gate, rdb *redis.Client, store *proof.FenceS
 	if e.wrote != nil {
 		t.Fatalf("the new owner's write was rejected: %v", e.wrote)
 	}
-	lock, _, _ := g.Keys(job)
+	lock, _ := keyspace.Job(g.Options().Prefix, job)
 	v, err := rdb.Get(ctx, lock).Result()
 	if err != nil {
 		t.Fatalf("GET %s: %v", lock, err)
@@ -61,7 +62,7 @@ func newOwner(t *testing.T, g *gate.Gate, rdb *redis.Client, store *proof.FenceS
 func checkUntouched(t *testing.T, g *gate.Gate, rdb *redis.Client, job, lockValue string, fence int64, attempts string) {
 	t.Helper()
 	ctx := context.Background()
-	lock, meta, _ := g.Keys(job)
+	lock, meta := keyspace.Job(g.Options().Prefix, job)
 	if got, err := rdb.Get(ctx, lock).Result(); err != nil || got != lockValue {
 		t.Errorf("new owner's lock: got %q (%v), want %q untouched", got, err, lockValue)
 	}

@@ -2,6 +2,7 @@ package proof_test
 
 import (
 	"context"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func TestMetaOutlivesRunningLease(t *testing.T) {
 	}
 	// The meta key now expires Lease+AttemptsTTL (240ms) after that run.
 	time.Sleep(lease + attemptsTTL - 40*time.Millisecond)
-	_, meta, _ := g.Keys(job)
+	_, meta := keyspace.Job(g.Options().Prefix, job)
 	err := g.Do(ctx, job, func(fctx context.Context, l *gate.Lease) error {
 		// Run past the old meta deadline; renewals keep the lease.
 		for end := time.Now().Add(2 * lease); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {

@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -240,7 +241,7 @@ func bytesPerCoolingJob(t *testing.T, srv *redistest.Srv) {
 	if st, _ := g.Status(ctx, job); st.State != gate.CoolingDown {
 		t.Fatalf("job not cooling: %+v", st)
 	}
-	lock, meta, _ := g.Keys(job)
+	lock, meta := keyspace.Job(g.Options().Prefix, job)
 	var total int64
 	for _, k := range []string{lock, meta} {
 		n, err := rdb.MemoryUsage(ctx, k, 0).Result()
