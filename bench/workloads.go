@@ -63,7 +63,7 @@ var (
 // refusals cools one job per goroutine down for an hour on a gate over
 // rdb, and returns the op that retries it: refused with ErrCoolingDown.
 func refusals(ctx context.Context, rdb gate.Scripter, prefix string) (opFunc, error) {
-	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, NoJitter: true})
+	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 	}
 	{
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-s", NoJitter: true})
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-s", Jitter: -1})
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -214,7 +214,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 	}
 	{
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-c", NoJitter: true})
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-c", Jitter: -1})
 		if err != nil {
 			closeAll()
 			return nil, nil, err

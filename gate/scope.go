@@ -76,15 +76,15 @@ func (g *Gate) scopeUpdateFor(op settleOp, v classify.Verdict) scopeUpdate {
 	}
 	switch {
 	case op == opSystemic:
-		return scopeUpdate{op: scopePause, ttl: g.opts.ScopePauseTTL}
+		return scopeUpdate{op: scopePause, ttl: g.opts.ScopePolicy.PauseTTL}
 	case op == opTransient && v.ProviderWide:
-		ttl := g.opts.ScopeCooldown
+		ttl := g.opts.ScopePolicy.Cooldown
 		if v.RetryAfter > 0 {
 			ttl = v.RetryAfter
 		}
 		return scopeUpdate{op: scopeCool, ttl: ttl}
 	case op == opTransient && v.Reason == classify.ReasonUpstream5xx:
-		return scopeUpdate{op: scopeCount, ttl: g.opts.ScopeCooldown}
+		return scopeUpdate{op: scopeCount, ttl: g.opts.ScopePolicy.Cooldown}
 	}
 	return scopeUpdate{}
 }
@@ -95,13 +95,14 @@ type scopeResult struct {
 }
 
 // updateScope applies su on the scope's own slot (multi-node clients).
-func (g *Gate) updateScope(ctx context.Context, su scopeUpdate, reason string) scopeResult {
+func (g *Gate) updateScope(ctx context.Context, su scopeUpdate, reason, member string) scopeResult {
 	v, err := scopeScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails},
-		string(su.op), reason, ms(su.ttl), g.opts.ScopeAllowedFails, ms(g.opts.ScopeFailWindow), newToken()).Slice()
+		string(su.op), reason, ms(su.ttl), g.opts.ScopePolicy.AllowedFails, ms(g.opts.ScopePolicy.FailWindow), member).Slice()
 	if err != nil {
 		return scopeResult{err: err}
 	}
-	return scopeResult{status: parseScopePair(v)}
+	st, _ := decodeScopePair(v)
+	return scopeResult{status: st}
 }
 
 type scopeReply struct {
@@ -124,18 +125,6 @@ func (g *Gate) readScope(ctx context.Context) (*scopeReply, error) {
 	}
 	p, _ := v[1].(int64)
 	return &scopeReply{value: s, pttl: p}, nil
-}
-
-func parseScopePair(v []any) UpstreamStatus {
-	if len(v) < 2 {
-		return UpstreamStatus{}
-	}
-	s, ok := v[0].(string)
-	if !ok {
-		return UpstreamStatus{}
-	}
-	p, _ := v[1].(int64)
-	return scopeStatusOf(s, p)
 }
 
 // noteScope remembers until when this process knows the scope cools: a
@@ -183,7 +172,7 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 	}
 	s, err := g.readScope(ctx)
 	if err != nil {
-		return UpstreamStatus{}, unavailable("scope status", err)
+		return UpstreamStatus{}, redisError("scope status", err)
 	}
 	if s == nil {
 		return UpstreamStatus{Scope: g.opts.Scope}, nil
@@ -200,7 +189,7 @@ func (g *Gate) ResetScope(ctx context.Context) error {
 		return nil
 	}
 	if err := scopeResetScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}).Err(); err != nil {
-		return unavailable("scope reset", err)
+		return redisError("scope reset", err)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestNewPanicsNamingTheOption(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for fn, build := range map[string]func(){
 				"New":           func() { httpmw.New(c.g, c.opts) },
-				"StatusHandler": func() { httpmw.StatusHandler(c.g, c.opts.Job, c.opts) },
+				"StatusHandler": func() { httpmw.StatusHandler(c.g, c.opts) },
 			} {
 				msg := mustPanic(t, build)
 				if !strings.HasPrefix(msg, "httpmw: "+fn+": ") {
@@ -69,9 +69,6 @@ func TestNewPanicsNamingTheOption(t *testing.T) {
 		"Scoped":     func() { httpmw.Scoped(nil, nil) },
 		"SiblingURL": func() { httpmw.SiblingURL("a/b") },
 		"next":       func() { httpmw.New(g, httpmw.Options{Job: job})(nil) },
-		"two Options": func() {
-			httpmw.StatusHandler(g, job, httpmw.Options{}, httpmw.Options{})
-		},
 	} {
 		if msg := mustPanic(t, fn); !strings.HasPrefix(msg, "httpmw: ") {
 			t.Errorf("%s: panic %q", name, msg)

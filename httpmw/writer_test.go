@@ -65,12 +65,12 @@ func TestStreaming(t *testing.T) {
 		}
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	waitEvent(t, &ev, key("1"), gate.EventSucceeded)
+	waitEvent(t, &ev, key("1"), evSucceeded)
 }
 
 // waitEvent polls until the job's last settle is want (the server settles
 // after the client has read the body).
-func waitEvent(t *testing.T, ev *events, job string, want gate.EventKind) {
+func waitEvent(t *testing.T, ev *events, job string, want string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for ev.of(job) != want {
@@ -107,7 +107,7 @@ func TestHijack(t *testing.T) {
 	if exp, got := "hijacked", string(body); exp != got {
 		t.Errorf("body: exp %q, got %q", exp, got)
 	}
-	waitEvent(t, &ev, key("1"), gate.EventSucceeded)
+	waitEvent(t, &ev, key("1"), evSucceeded)
 }
 
 // TestResponseController: http.ResponseController reaches the server's

@@ -268,9 +268,8 @@ func (c *cli) gate(withScope bool) (*gate.Gate, error) {
 	}
 	g, err := gate.New(c.rdb, opts)
 	if err != nil {
-		var oe *gate.OptionsError
-		if errors.As(err, &oe) {
-			return nil, usageErrorf("%s", strings.Join(oe.Problems, "; "))
+		if errors.Is(err, gate.ErrInvalidOptions) {
+			return nil, usageErrorf("%s", strings.TrimPrefix(err.Error(), "gate: invalid options: "))
 		}
 		return nil, err
 	}
