@@ -108,7 +108,7 @@ func TestQuick(t *testing.T) {
 		"gate success ≥ 0.9× floor, c=64", "gate coalesced ≥ 10× gate blocked, c=1",
 		"| " + wFenced + " | 64 |", "gate success ahead of hand-written fenced lock, c=1",
 		"| " + scHot + " | " + eGate + " |", "| " + scMany(quickSettings.edge.jobs) + " | " + eHTTPRate + " |",
-		"httpmw refusal, one job hammered, ≥ 0.67× bare 429",
+		"httpmw refusal, one job hammered, ≥ 0.67× bare 429 (req/s)",
 		"redis-server", "Quick mode",
 	} {
 		if !strings.Contains(md, want) {

@@ -20,13 +20,18 @@ type edgeSample struct {
 	redisCPU   float64 // redis-server's CPU per request, µs
 }
 
+// cpu is the CPU both processes spend per request, µs.
+func (s edgeSample) cpu() float64 { return s.procCPU + s.redisCPU }
+
 // edgeRow is one handler in one scenario over the rounds.
 type edgeRow struct {
 	scenario, name string
 	samples        []edgeSample
 	// vsBare and vsRate hold per round req/s ÷ the bare 429's and
-	// httprate's in the same round.
-	vsBare, vsRate []float64
+	// httprate's in the same round; cpuVsBare and cpuVsRate their CPU per
+	// request (this process and redis-server) ÷ this handler's, which other
+	// load on the machine moves far less than req/s.
+	vsBare, vsRate, cpuVsBare, cpuVsRate []float64
 }
 
 // edgeResults is the HTTP edge part of a report.
@@ -111,6 +116,8 @@ func runEdge(ctx context.Context, m *measurer, srv server, p edgeParams, log io.
 				r := byKey[sc.name+"|"+h.name]
 				r.vsBare = append(r.vsBare, got[h.name].reqsPerSec/got[eBare].reqsPerSec)
 				r.vsRate = append(r.vsRate, got[h.name].reqsPerSec/got[eHTTPRate].reqsPerSec)
+				r.cpuVsBare = append(r.cpuVsBare, got[eBare].cpu()/got[h.name].cpu())
+				r.cpuVsRate = append(r.cpuVsRate, got[eHTTPRate].cpu()/got[h.name].cpu())
 			}
 		}
 	}

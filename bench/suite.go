@@ -24,7 +24,7 @@ var (
 		stormRounds: 3,
 		storm:       stormParams{clients: 50, dur: 2 * time.Second, callTime: 20 * time.Millisecond, retryEvery: 10 * time.Millisecond, cooldown: 500 * time.Millisecond},
 		concs:       []int{1, maxConc},
-		edge:        edgeParams{rounds: 5, warm: 200 * time.Millisecond, dur: time.Second, conns: maxConc, jobs: 10000},
+		edge:        edgeParams{rounds: 9, warm: 150 * time.Millisecond, dur: 500 * time.Millisecond, conns: maxConc, jobs: 10000},
 	}
 	quickSettings = settings{
 		rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond,
