@@ -32,8 +32,10 @@ fuzz:
 demo:
 	$(GO) run ./examples/server
 
-## bench: head-to-head with redislock, redsync and a raw SET NX lock on one
-## real redis-server, ratios within one run → bench/RESULTS.md (~2.5 min).
+## bench: head-to-head with redislock, redsync and raw SET NX locks (with and
+## without a fence), and the middleware's HTTP refusals against a bare 429, one
+## GET and httprate, on one real redis-server, ratios within one run
+## → bench/RESULTS.md (~3.5 min).
 bench:
 	cd bench && $(GO) run . -out RESULTS.md
 
