@@ -20,6 +20,8 @@ type resetJSON struct {
 	Job   string     `json:"job"`
 	Reset bool       `json:"reset"`
 	Was   statusJSON `json:"was"`
+	// Error says why it was not reset (exit 4: the job is running).
+	Error string `json:"error,omitempty"`
 }
 
 func runReset(ctx context.Context, c *cli, args []string) error {
@@ -39,9 +41,15 @@ func runReset(ctx context.Context, c *cli, args []string) error {
 	if err := g.Reset(ctx, job); err != nil {
 		var b *gate.BlockedError
 		if errors.As(err, &b) && b.State == gate.Running {
-			return &exitError{code: exitRunning, msg: fmt.Sprintf(
-				"job %s is running (lease expires in %s); not reset: wait for it to settle or for its lease to expire",
-				printable(job), fmtDur(b.RetryAfter))}
+			msg := fmt.Sprintf("job %s is running (lease expires in %s); not reset: wait for it to settle or for its lease to expire",
+				printable(job), fmtDur(b.RetryAfter))
+			if c.json {
+				was.State, was.RetryAfter = gate.Running, b.RetryAfter
+				if err := writeJSON(c.stdout, resetJSON{Job: job, Was: toStatusJSON(was), Error: msg}); err != nil {
+					return err
+				}
+			}
+			return &exitError{code: exitRunning, msg: msg}
 		}
 		return err
 	}
