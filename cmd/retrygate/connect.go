@@ -359,6 +359,10 @@ func (i connInfo) hint(err error) string {
 		return "the server's certificate is not valid (expired?)"
 	}
 	msg := err.Error()
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg = re.Error() // the server's reply, without the gate's wrapping
+	}
 	switch {
 	case !i.tls && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
 		return "the server closed the connection at once: if it expects TLS, use a rediss:// URL (with --tls-ca FILE for a private CA)"

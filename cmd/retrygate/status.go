@@ -66,20 +66,20 @@ type upstreamJSON struct {
 }
 
 type statusJSON struct {
-	Job          string        `json:"job"`
-	State        string        `json:"state"`
-	Reason       string        `json:"reason,omitempty"`
-	RetryAfterMs int64         `json:"retry_after_ms"`
-	RetryAt      string        `json:"retry_at,omitempty"`
-	Attempts     int           `json:"attempts"`
-	Fence        int64         `json:"fence"`
-	TTLMs        int64         `json:"ttl_ms"`
-	LogHash      string        `json:"log_hash"`
-	Keys         []keyJSON     `json:"keys,omitempty"`
+	Job          string    `json:"job"`
+	State        string    `json:"state"`
+	Reason       string    `json:"reason,omitempty"`
+	RetryAfterMs int64     `json:"retry_after_ms"`
+	RetryAt      string    `json:"retry_at,omitempty"`
+	Attempts     int       `json:"attempts"`
+	Fence        int64     `json:"fence"`
+	TTLMs        int64     `json:"ttl_ms"`
+	LogHash      string    `json:"log_hash"`
+	Keys         []keyJSON `json:"keys,omitempty"`
 	// Similar lists jobs whose key contains the name asked for, when that
 	// name itself holds no key.
-	Similar []similarJSON `json:"similar,omitempty"`
-	Upstream     *upstreamJSON `json:"upstream,omitempty"`
+	Similar  []similarJSON `json:"similar,omitempty"`
+	Upstream *upstreamJSON `json:"upstream,omitempty"`
 }
 
 func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
