@@ -17,12 +17,25 @@ Commands:
 
 const usageTail = `
 Global flags (before or after the command):
-  --redis URL       redis:// or rediss:// URL (default $REDIS_URL, else redis://127.0.0.1:6379)
-  --cluster ADDRS   Redis Cluster: comma-separated host:port seeds, or a cluster URL
-  --prefix P        the gate's Options.Prefix (default "retrygate")
-  --scope S         the gate's Options.Scope
-  --json            print JSON instead of tables
-  --timeout D       bound for the whole command (default 10s)
+  --redis URL         redis:// or rediss:// URL (default $RETRYGATE_REDIS, else $REDIS_URL,
+                      else redis://127.0.0.1:6379); a password goes in the URL, percent-encoded
+  --cluster ADDRS     Redis Cluster: comma-separated host:port seeds, or a cluster URL ($RETRYGATE_CLUSTER)
+  --sentinel ADDRS    Sentinel: comma-separated host:port of the sentinels ($RETRYGATE_SENTINEL)
+  --master NAME       the master name the sentinels monitor ($RETRYGATE_MASTER)
+  --tls-ca FILE       PEM CA for the server's certificate ($RETRYGATE_TLS_CA)
+  --tls-cert FILE     PEM client certificate, with --tls-key ($RETRYGATE_TLS_CERT, $RETRYGATE_TLS_KEY)
+  --tls-key FILE
+  --tls-insecure      do not verify the server's certificate ($RETRYGATE_TLS_INSECURE=1)
+  --prefix P          the gate's Options.Prefix (default "retrygate")
+  --scope S           the gate's Options.Scope
+  --json              print JSON instead of tables; errors too ({"error", "exit_code"} on stdout)
+  --timeout D         bound for the whole command (default 10s)
+
+Passwords for --sentinel and --cluster ADDRS come from the environment only:
+$RETRYGATE_REDIS_USERNAME, $RETRYGATE_REDIS_PASSWORD (the data nodes),
+$RETRYGATE_SENTINEL_USERNAME, $RETRYGATE_SENTINEL_PASSWORD (the sentinels).
+TLS is on with rediss://, or with any --tls-* flag for --cluster ADDRS and --sentinel.
+No message ever shows a password.
 
 Exit codes:
   0  success
