@@ -49,11 +49,25 @@ func ACLServer(t testing.TB, prefix string, extra []string, opts ...Option) *ACL
 	s := Server(t, opts...)
 	a := &ACLSrv{Srv: s, User: "gate", Password: "gate-secret-" + strings.ReplaceAll(UniqueKey(t), "/", "_"),
 		Rules: append(append([]string{"~" + prefix + ":*"}, GateACL...), extra...)}
+	a.setUser(t)
+	return a
+}
+
+func (a *ACLSrv) setUser(t testing.TB) {
+	t.Helper()
 	args := append([]string{"ACL", "SETUSER", a.User, "reset", "on", ">" + a.Password, "resetkeys", "resetchannels"}, a.Rules...)
-	if _, err := s.command(adminTimeout, args...); err != nil {
+	if _, err := a.command(adminTimeout, args...); err != nil {
 		t.Fatalf("redistest: %s: %v", strings.Join(args[:3], " "), err)
 	}
-	return a
+}
+
+// Restart restarts the server (see Srv.Restart) and creates the user
+// again, as an ACL file would: what a restart really empties is the data
+// and the script cache.
+func (a *ACLSrv) Restart(t testing.TB) {
+	t.Helper()
+	a.Srv.Restart(t)
+	a.setUser(t)
 }
 
 // Client returns a go-redis client logged in as the restricted user,
