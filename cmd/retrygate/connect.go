@@ -370,6 +370,10 @@ func (i connInfo) hint(err error) string {
 		return "the server does not speak TLS there: use a redis:// URL, or its tls-port"
 	case i.tls && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate")):
 		return "the server ended the TLS handshake: it may require a client certificate (--tls-cert FILE --tls-key FILE) signed by a CA it trusts"
+	case strings.HasPrefix(msg, "TRYAGAIN"):
+		return "a cluster slot is moving and this job's keys are split between two nodes for now: retry in a moment"
+	case strings.HasPrefix(msg, "OOM"):
+		return "Redis is full (maxmemory reached, noeviction): free memory or raise maxmemory; reads and reset still work"
 	case strings.HasPrefix(msg, "READONLY"):
 		return "this server is a replica: point the CLI at the master, or use --sentinel ADDRS --master NAME"
 	case strings.HasPrefix(msg, "NOPERM"):
