@@ -122,16 +122,26 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("reset on a replica: exp exit 1 with READONLY and a --sentinel hint, got %d: %q", r.code, r.stderr)
 	}
 
+	// The gate's scripts are cached on the master it ran them on, not on
+	// the replica (Redis 7 replicates a script's effects, not the script).
+	script := redis.NewScript("return 1")
+	if err := script.Run(ctx, rdb, nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+
 	newMaster := set.Failover(t)
 	if newMaster != replica {
 		t.Fatalf("failover: exp %s promoted, got %s", replica, newMaster)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: newMaster})
+	defer direct.Close()
+	if got, err := direct.ScriptExists(ctx, script.Hash()).Result(); err != nil || len(got) != 1 || got[0] {
+		t.Fatalf("SCRIPT EXISTS on the new master: exp [false] (an empty script cache), got %v, %v", got, err)
 	}
 	r = runCLI(t, nil, append(args, "reset", "doc-1")...)
 	if r.code != exitOK {
 		t.Fatalf("reset through Sentinel after the failover: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	direct := redis.NewClient(&redis.Options{Addr: newMaster})
-	defer direct.Close()
 	gd, err := gate.New(direct, gate.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
