@@ -76,7 +76,7 @@ func calibrateCommand() *command {
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unexpected argument %q", args[0])
+				return usageErrorf("unexpected argument %q", echo(args[0]))
 			}
 			if p99 <= 0 {
 				return usageErrorf("--p99 is required and must be positive (read it from retrygate_lock_held_seconds)")

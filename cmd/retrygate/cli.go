@@ -46,7 +46,10 @@ func (c *cli) commands() []*command {
 	}
 }
 
-const defaultURL = "redis://127.0.0.1:6379"
+const (
+	defaultURL     = "redis://127.0.0.1:6379"
+	defaultTimeout = 10 * time.Second
+)
 
 // globalFlags registers the global flags on fs, each defaulting to its
 // current value, so they may come before or after the command.
@@ -60,7 +63,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 
 func (c *cli) main(ctx context.Context, args []string) error {
 	c.prefix = keyspace.DefaultPrefix
-	c.timeout = 10 * time.Second
+	c.timeout = defaultTimeout
 	fs := newFlagSet("retrygate")
 	c.globalFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -80,7 +83,7 @@ func (c *cli) main(ctx context.Context, args []string) error {
 	}
 	cmd := c.find(name)
 	if cmd == nil {
-		return usageErrorf("unknown command %q (commands: %s)", name, c.names())
+		return usageErrorf("unknown command %q (commands: %s)", echo(name), c.names())
 	}
 	return c.runCommand(ctx, cmd, rest)
 }
@@ -111,7 +114,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.commandUsage(c.stdout, cmd, fs)
+			c.commandUsage(c.stdout, cmd)
 			return nil
 		}
 		return usageErrorf("%s: %v (see retrygate help %s)", cmd.name, err, cmd.name)

@@ -51,7 +51,7 @@ type listJSON struct {
 
 func runList(ctx context.Context, c *cli, args []string, stateName, match string, limit int) error {
 	if len(args) > 0 {
-		return usageErrorf("unexpected argument %q", args[0])
+		return usageErrorf("unexpected argument %q", echo(args[0]))
 	}
 	var want *gate.State
 	if stateName != "" {

@@ -102,3 +102,12 @@ func scrub(msg string, secrets ...string) string {
 	}
 	return msg
 }
+
+// echo is an argument quoted back in an error: a stray URL (a --redis
+// value whose flag was forgotten) is shown redacted.
+func echo(arg string) string {
+	if strings.Contains(arg, "://") || strings.Contains(arg, "@") {
+		return redactURL(arg)
+	}
+	return arg
+}

@@ -55,6 +55,8 @@ func TestNoPasswordInOutput(t *testing.T) {
 		{"bad URL in RETRYGATE_REDIS", nil, map[string]string{envRedis: "redis://ops:pa%zzs3cr3t@127.0.0.1:6379"}, exitUsage},
 		{"bad URL in REDIS_URL", nil, map[string]string{envRedisURL: "redis://ops:s3/cr3t@127.0.0.1:6379"}, exitUsage},
 		{"bad URL in RETRYGATE_CLUSTER", nil, map[string]string{envCluster: "ops:s3cr3t@127.0.0.1:7000"}, exitUsage},
+		{"URL without --redis", []string{"redis://ops:s3cr3t@127.0.0.1:1"}, nil, exitUsage},
+		{"URL as an extra argument", []string{"list", "redis://ops:s3cr3t@127.0.0.1:1"}, nil, exitUsage},
 		{"two modes in env", nil, map[string]string{envRedis: "redis://ops:s3cr3t@127.0.0.1:1", envSentinel: "127.0.0.1:1"}, exitUsage},
 	} {
 		for _, asJSON := range []bool{false, true} {
@@ -145,6 +147,25 @@ func TestRedactURL(t *testing.T) {
 	} {
 		if got := redactURL(tc.in); got != tc.exp {
 			t.Errorf("redactURL(%q): exp %q, got %q", tc.in, tc.exp, got)
+		}
+	}
+}
+
+// TestNoPasswordInHelp: help shows each flag's default, never the value
+// given on this command line.
+func TestNoPasswordInHelp(t *testing.T) {
+	url := "redis://ops:s3cr3t@127.0.0.1:1"
+	for _, args := range [][]string{
+		{"--redis", url, "help", "status"},
+		{"--redis", url, "status", "--help"},
+		{"status", "--redis", url, "-h"},
+		{"--redis", url, "--help"},
+		{"--redis", url, "list", "--help", "--json"},
+	} {
+		r := runCLI(t, nil, args...)
+		mustOK(t, r)
+		if strings.Contains(r.stdout, secretPiece) || !strings.Contains(r.stdout, "Usage") && !strings.Contains(r.stdout, "Global flags") {
+			t.Fatalf("%v: %s", args, r.stdout)
 		}
 	}
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 const usageHead = `retrygate inspects and clears the state a retrygate gate keeps in Redis.
@@ -58,7 +59,15 @@ func (c *cli) usage(w io.Writer) {
 	fmt.Fprint(w, usageTail)
 }
 
-func (c *cli) commandUsage(w io.Writer, cmd *command, fs *flag.FlagSet) {
+// commandUsage prints a command's flags with their defaults, from a flag
+// set of its own: the flags parsed so far would show as defaults, and a
+// --redis URL may hold a password.
+func (c *cli) commandUsage(w io.Writer, cmd *command) {
+	fs := newFlagSet("retrygate " + cmd.name)
+	(&cli{prefix: keyspace.DefaultPrefix, timeout: defaultTimeout}).globalFlags(fs)
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
 	fmt.Fprintf(w, "Usage: retrygate %s [flags] %s\n\n%s.\n\nFlags:\n", cmd.name, cmd.args, cmd.summary)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -73,13 +82,8 @@ func (c *cli) help(args []string) error {
 	}
 	cmd := c.find(args[0])
 	if cmd == nil {
-		return usageErrorf("help: unknown command %q (commands: %s)", args[0], c.names())
+		return usageErrorf("help: unknown command %q (commands: %s)", echo(args[0]), c.names())
 	}
-	fs := newFlagSet("retrygate " + cmd.name)
-	c.globalFlags(fs)
-	if cmd.flags != nil {
-		cmd.flags(fs)
-	}
-	c.commandUsage(c.stdout, cmd, fs)
+	c.commandUsage(c.stdout, cmd)
 	return nil
 }
