@@ -152,10 +152,17 @@ func TestSentinel(t *testing.T) {
 	if st, err := gd.Status(ctx, "doc-2"); err != nil || st.State != gate.CoolingDown {
 		t.Fatalf("doc-2 on the new master: exp still cooling down, got %+v, %v", st, err)
 	}
-	// check reads the master through the sentinels.
+	// check reads the master through the sentinels, and names it.
 	r = runCLI(t, nil, "--sentinel", addrs, "--master", redistest.SentinelMaster, "check")
 	if r.code != exitOK {
 		t.Fatalf("check through Sentinel: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := direct.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, nil, "--sentinel", addrs, "--master", redistest.SentinelMaster, "check")
+	if r.code != exitNotMet || !strings.Contains(r.stdout, "allkeys-lru on "+newMaster) || strings.Contains(r.stdout, "FailoverClient") {
+		t.Fatalf("check through Sentinel, allkeys-lru on the master: exp exit 3 naming %s, got %d %q %q", newMaster, r.code, r.stdout, r.stderr)
 	}
 
 	for _, tc := range []struct {
