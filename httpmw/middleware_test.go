@@ -107,7 +107,8 @@ func TestContract(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			},
 			firstStatus: http.StatusServiceUnavailable,
-			exp:         row{status: 429, jobState: "cooling_down", retryAfter: [2]int64{899, 900}, reason: "overloaded", attempts: "1", statusURL: true},
+			// Provider-wide: the provider's wait, and no attempt counted.
+			exp: row{status: 429, jobState: "cooling_down", retryAfter: [2]int64{899, 900}, reason: "overloaded", attempts: "0", statusURL: true},
 		},
 		{
 			name:        "failed permanently",

@@ -49,7 +49,8 @@ func TestOutcome(t *testing.T) {
 		{"504 Retry-After HTTP-date", code(504, httpDate), 504, gate.CoolingDown, "upstream_5xx", [2]time.Duration{29 * time.Minute, 30 * time.Minute}, evCooledDown},
 		{"503 Retry-After", code(503, "900"), 503, gate.CoolingDown, "overloaded", [2]time.Duration{15*time.Minute - time.Second, 15 * time.Minute}, evCooledDown},
 		{"429 Retry-After", code(429, "600"), 429, gate.CoolingDown, "rate_limited", [2]time.Duration{10*time.Minute - time.Second, 10 * time.Minute}, evCooledDown},
-		{"429 Retry-After shorter than Cooldown", code(429, "3"), 429, gate.CoolingDown, "rate_limited", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
+		// The provider said when: its wait, even below the gate's Cooldown.
+		{"429 Retry-After shorter than Cooldown", code(429, "3"), 429, gate.CoolingDown, "rate_limited", [2]time.Duration{2 * time.Second, 3 * time.Second}, evCooledDown},
 		{"500 garbage Retry-After", code(500, "soon"), 500, gate.CoolingDown, "upstream_5xx", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"400 releases", code(400, ""), 400, gate.Ready, "", [2]time.Duration{}, evReleased},
 		{"404 releases", code(404, ""), 404, gate.Ready, "", [2]time.Duration{}, evReleased},

@@ -39,7 +39,7 @@ func TestStatusHandler(t *testing.T) {
 			func(w http.ResponseWriter, r *http.Request) {
 				httpmw.Fail(r, &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}})
 			},
-			exp{"upstream_cooling", [2]int64{29, 30}, 1, "rate_limited", "Retry available in 30 s."}},
+			exp{"upstream_cooling", [2]int64{29, 30}, 0, "rate_limited", "Retry available in 30 s."}}, // provider-wide: no attempt counted
 	}
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {

@@ -37,7 +37,7 @@ type Target struct {
 func Targets(t *testing.T) []Target {
 	t.Helper()
 	m, mc := Miniredis(t)
-	targets := []Target{{Name: "miniredis", Client: mc, FastForward: m.FastForward}}
+	targets := []Target{{Name: "miniredis", Client: mc, FastForward: func(d time.Duration) { Advance(m, d) }}}
 
 	if reason := missing("redis-server"); reason != "" {
 		skipTarget(t, "redis", reason)
