@@ -1,8 +1,9 @@
 # retrygate — the two commands: `make demo` and `make test`.
 GO       ?= go
 FUZZTIME ?= 8s
-# Real-Redis tests skip where redis-server is missing; CI sets
-# RETRYGATE_REQUIRE_REDIS=1 (and RETRYGATE_REQUIRE_BROWSER=1) to fail instead.
+# Real-Redis tests skip where redis-server is missing, and the alert-rule
+# tests where promtool is; CI sets RETRYGATE_REQUIRE_REDIS=1,
+# RETRYGATE_REQUIRE_PROMTOOL=1 (and RETRYGATE_REQUIRE_BROWSER=1) to fail instead.
 
 .PHONY: all test vet race fuzz demo bench bench-gate tidy
 
