@@ -62,7 +62,7 @@ mutate: $(GREMLINS)
 	@set -e; out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
 	for pkg in $(MUTATE_PKGS); do \
 	  echo "== gremlins $$pkg"; \
-	  (cd $$pkg && RETRYGATE_ONLY_MINIREDIS=1 nice -n 10 $(GREMLINS) unleash \
+	  (cd $$pkg && GOFLAGS="$$GOFLAGS -count=1" RETRYGATE_ONLY_MINIREDIS=1 nice -n 10 $(GREMLINS) unleash \
 	    --workers 1 --timeout-coefficient $(GREMLINS_TIMEOUT) \
 	    --exclude-files '/' --output-statuses lt) | tee "$$out/$$pkg"; \
 	done; \
