@@ -64,6 +64,7 @@ func TestStatusHandler(t *testing.T) {
 					if exp, got := "application/json no-store", rec.Header().Get("Content-Type")+" "+rec.Header().Get("Cache-Control"); exp != got {
 						t.Errorf("headers: exp %q, got %q", exp, got)
 					}
+					checkLength(t, rec)
 					var got map[string]any
 					if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 						t.Fatal(err)
@@ -134,6 +135,8 @@ func TestStatusHandlerBadKey(t *testing.T) {
 			t.Errorf("%.40s: exp %d, got %d", p, exp, got)
 			continue
 		}
-		decodeProblem(t, rec)
+		if exp, got := "The request does not name a valid job.", decodeProblem(t, rec).Detail; exp != got {
+			t.Errorf("%.40s: detail: exp %q, got %q", p, exp, got)
+		}
 	}
 }

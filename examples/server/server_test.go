@@ -185,8 +185,14 @@ func TestSlowCallRenewsTheLease(t *testing.T) {
 	done := make(chan reply, 1)
 	go func() { done <- s.evaluate(t, "annual-filing") }()
 	s.waitState(t, "annual-filing", "running", 2*time.Second)
-	// Past the first lease: still held, so the duplicate is refused.
-	time.Sleep(2 * cfg.Lease)
+	running := time.Now()
+	// Poll until the first lease would have expired and renewals have
+	// kept the job: still held, so the duplicate is refused.
+	for deadline := running.Add(cfg.SlowCall); time.Since(running) <= cfg.Lease || s.stats(t).LeaseRenewals < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease renewals %d after %v, want ≥ 2 past the first %v lease", s.stats(t).LeaseRenewals, time.Since(running), cfg.Lease)
+		}
+	}
 	dup := s.evaluate(t, "annual-filing")
 	expect(t, "duplicate", dup, http.StatusConflict, "running", "")
 	if dup.retryAfter(t) < 1 {
