@@ -39,17 +39,17 @@ type problem struct {
 	message string
 }
 
-// wireError is one error object in any of the shapes above.
+// wireError is one error object in any of the shapes above. Every member
+// is decoded on its own, so one of an unexpected type (Azure's numeric
+// "status", a null "type") does not hide the others.
 type wireError struct {
-	Type       string          `json:"type"`
+	Type       json.RawMessage `json:"type"`
 	Code       json.RawMessage `json:"code"`
 	Message    json.RawMessage `json:"message"`
-	Status     string          `json:"status"`
-	InnerError *struct {
-		Code string `json:"code"`
-	} `json:"innererror"`
-	Details json.RawMessage `json:"details"`
-	Error   json.RawMessage `json:"error"`
+	Status     json.RawMessage `json:"status"`
+	InnerError json.RawMessage `json:"innererror"`
+	Details    json.RawMessage `json:"details"`
+	Error      json.RawMessage `json:"error"`
 }
 
 // rpcDetail is one entry of google.rpc.Status.details.
@@ -59,40 +59,46 @@ type rpcDetail struct {
 	RetryDelay string `json:"retryDelay"`
 }
 
-// parseBody reads a provider error body; ok is false when it is not one of
-// the JSON shapes above.
-func parseBody(b []byte) (p problem, ok bool) {
+// parseBody reads a provider error body; a body in none of the shapes above
+// says nothing.
+func parseBody(b []byte) (p problem) {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '[' {
 		var list []json.RawMessage
 		if json.Unmarshal(b, &list) != nil || len(list) == 0 {
-			return p, false
+			return p
 		}
 		b = list[0]
 	}
 	var top wireError
 	if json.Unmarshal(b, &top) != nil {
-		return p, false
+		return p
 	}
 	e := &top
 	var inner wireError
 	if len(top.Error) > 0 && top.Error[0] == '{' {
 		if json.Unmarshal(top.Error, &inner) != nil {
-			return p, false
+			return p
 		}
 		e = &inner
 	} else if s, isString := jsonString(top.Error); isString {
 		p.message = s // Ollama: {"error":"model 'x' not found"}
-		return p, true
+		return p
 	}
-	p.typ, p.gstatus = e.Type, e.Status
+	p.typ, _ = jsonString(e.Type)
+	p.gstatus, _ = jsonString(e.Status)
 	p.message, _ = jsonString(e.Message)
 	p.code, p.status = jsonCode(e.Code)
-	if e.InnerError != nil {
-		p.inner, p.azureFilter = e.InnerError.Code, true
+	if len(e.InnerError) > 0 && e.InnerError[0] == '{' {
+		var in struct {
+			Code json.RawMessage `json:"code"`
+		}
+		_ = json.Unmarshal(e.InnerError, &in)
+		p.inner, _ = jsonString(in.Code)
+		p.azureFilter = true
 	}
 	p.readDetails(e.Details)
-	return p, e != &top || top.Type != "" || len(top.Code) > 0 || p.message != ""
+	return p
 }
 
 // readDetails reads google.rpc details (a list) or Anthropic's details
@@ -103,10 +109,10 @@ func (p *problem) readDetails(raw json.RawMessage) {
 	}
 	if raw[0] == '{' {
 		var d struct {
-			ErrorCode string `json:"error_code"`
+			ErrorCode json.RawMessage `json:"error_code"`
 		}
 		if json.Unmarshal(raw, &d) == nil && p.inner == "" {
-			p.inner = d.ErrorCode
+			p.inner, _ = jsonString(d.ErrorCode)
 		}
 		return
 	}

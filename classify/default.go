@@ -63,7 +63,7 @@ func (s *signals) collect(e error) bool {
 		}
 	case *HTTPError:
 		if x != nil {
-			p, _ := parseBody(x.Body)
+			p := parseBody(x.Body)
 			s.addAPI(x.StatusCode, p)
 			if s.header == nil && len(x.Header) > 0 {
 				s.header = x.Header
@@ -79,7 +79,7 @@ func (s *signals) collect(e error) bool {
 		}
 	case *openai.RequestError:
 		if x != nil {
-			p, _ := parseBody(x.Body) // JSON go-openai does not read: arrays, other shapes
+			p := parseBody(x.Body) // JSON go-openai does not read: arrays, other shapes
 			s.addAPI(x.HTTPStatusCode, p)
 		}
 	case StatusError:
