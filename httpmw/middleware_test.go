@@ -212,7 +212,7 @@ func TestContract(t *testing.T) {
 				}{
 					{"rate limited", &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}},
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{29, 30}, reason: "rate_limited", attempts: "<absent>", statusURL: true}, false},
-					{"quota paused", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota"},
+					{"quota paused", &classify.HTTPError{StatusCode: 429, Body: []byte(`{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}`)},
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{599, 600}, reason: "quota_exhausted", attempts: "<absent>", statusURL: true}, true},
 				} {
 					t.Run(u.name, func(t *testing.T) {

@@ -74,7 +74,7 @@ func TestOutcome(t *testing.T) {
 			w.WriteHeader(400)
 		}, 400, gate.CoolingDown, "unknown", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"Fail goes through the classifier", func(w http.ResponseWriter, r *http.Request) {
-			httpmw.Fail(r, &classify.HTTPError{StatusCode: 400, Code: "context_length_exceeded"})
+			httpmw.Fail(r, &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"invalid_request_error","code":"context_length_exceeded"}}`)})
 			w.WriteHeader(500)
 		}, 500, gate.Failed, "context_length_exceeded", [2]time.Duration{}, evMarkedFailed},
 		{"first Fail wins", func(w http.ResponseWriter, r *http.Request) {
