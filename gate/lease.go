@@ -375,7 +375,10 @@ func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Ver
 	}
 	if err != nil {
 		// What the settle meant to write, for the local refusal.
-		res.State, res.Attempts, res.RetryAfter = w.state, w.attempts, w.ttl
+		res.State, res.Attempts = w.state, w.attempts
+		if w.state == CoolingDown {
+			res.RetryAfter = w.ttl
+		}
 		return res, false, "", err
 	}
 	if oneScript {
