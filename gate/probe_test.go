@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -188,13 +189,26 @@ func awaitProbe(t *testing.T, tg redistest.Target, g *gate.Gate, job string, wai
 
 // While one call probes, every other call of the scope, from any gate, is
 // refused as upstream cooling, and a refused job does not keep the probe.
+// "miniredis, cluster form" runs the cluster's code path (the scope read
+// and claimed on its own, in parallel with the acquire) on one node,
+// through a client that exposes only the scripting commands.
 func TestScopeOneProbeAtATime(t *testing.T) {
-	for _, tg := range redistest.Targets(t) {
+	targets := redistest.Targets(t)
+	mini := targets[0]
+	mini.Name, mini.Client = "miniredis, cluster form", nil
+	for _, tg := range append(targets, mini) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
-			g := scopeGate(t, tg, prefix, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: 100 * time.Millisecond}})
-			other := scopeGate(t, tg, prefix, gate.Options{})
+			o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
+			var rdb gate.Scripter = tg.Client
+			if rdb == nil {
+				rdb = &gatetest.Flaky{Scripter: targets[0].Client}
+			}
+			o.ScopePolicy.Cooldown = 100 * time.Millisecond
+			g := newGate(t, rdb, o)
+			o.ScopePolicy = gate.ScopePolicy{}
+			other := newGate(t, rdb, o)
 			// A job cooling on its own must not take the probe and sit on it.
 			_ = failWith(t, g, "cooling", classify.Transient(errBoom, time.Hour))
 			_ = failWith(t, g, "a", errOverloaded)
