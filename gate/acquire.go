@@ -151,6 +151,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 	case "ok":
 		l.fence = reply.fence
 		l.attempt = reply.attempts + 1
+		l.probe = reply.probe
 		l.start = sent
 		l.ctx, l.cancel = context.WithCancelCause(ctx)
 		// expires is read by coalesced callers (remaining) under l.mu.
@@ -204,7 +205,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		// This process saw the scope cooling: read it first, so a refusal
 		// is one round trip and writes no job key (no acquire to undo).
 		// Redis is still asked, so an operator's ResetScope is seen at once.
-		s, err := g.readScope(ctx)
+		s, claimed, err := g.readScope(ctx, l.token)
 		if err != nil {
 			return acquireReply{}, nil, err
 		}
@@ -213,19 +214,21 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		}
 		g.scopeHint.Store(0)
 		r, err := g.runAcquire(ctx, l, keys, args)
-		return r, nil, err
+		return g.settleClaim(ctx, l, r, err, claimed), nil, err
 	}
 	type scopeResult struct {
-		s   *scopeReply
-		err error
+		s       *scopeReply
+		claimed bool
+		err     error
 	}
 	ch := make(chan scopeResult, 1)
 	go func() {
-		s, err := g.readScope(ctx)
-		ch <- scopeResult{s, err}
+		s, claimed, err := g.readScope(ctx, l.token)
+		ch <- scopeResult{s, claimed, err}
 	}()
 	r, err := g.runAcquire(ctx, l, keys, args)
 	sr := <-ch
+	r = g.settleClaim(ctx, l, r, err, sr.claimed)
 	if err != nil {
 		return r, nil, err
 	}
@@ -240,6 +243,20 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		return r, sr.s, nil
 	}
 	return r, nil, nil
+}
+
+// settleClaim keeps a probe claimed by the cluster form's scope check when
+// the job's acquire succeeded (r.probe), and gives it back otherwise.
+func (g *Gate) settleClaim(ctx context.Context, l *Lease, r acquireReply, err error, claimed bool) acquireReply {
+	if !claimed {
+		return r
+	}
+	if err == nil && r.kind == "ok" {
+		r.probe = true
+		return r
+	}
+	g.unclaimScope(ctx, l.token)
+	return r
 }
 
 // runAcquire runs the acquire script and, with WaitReplicas, waits for the

@@ -23,6 +23,10 @@ var (
 	scopeLua string
 	//go:embed lua/scope_check.lua
 	scopeCheckLua string
+	//go:embed lua/scope_unclaim.lua
+	scopeUnclaimLua string
+	//go:embed lua/wave.lua
+	waveLua string
 	//go:embed lua/scope_reset.lua
 	scopeResetLua string
 	//go:embed lua/status.lua
@@ -32,14 +36,16 @@ var (
 	//go:embed lua/undo.lua
 	undoLua string
 
-	acquireScript    = redis.NewScript(acquireLua)
+	acquireScript    = redis.NewScript(scopeLibLua + acquireLua)
 	renewScript      = redis.NewScript(renewLua)
 	settleScript     = redis.NewScript(scopeLibLua + settleLua)
 	releaseScript    = redis.NewScript(releaseLua)
 	scopeScript      = redis.NewScript(scopeLibLua + scopeLua)
-	scopeCheckScript = redis.NewScript(scopeCheckLua)
+	scopeCheckScript = redis.NewScript(scopeLibLua + scopeCheckLua)
+	unclaimScript    = redis.NewScript(scopeUnclaimLua)
+	waveScript       = redis.NewScript(scopeLibLua + waveLua)
 	scopeResetScript = redis.NewScript(scopeResetLua)
-	statusScript     = redis.NewScript(statusLua)
+	statusScript     = redis.NewScript(scopeLibLua + statusLua)
 	resetScript      = redis.NewScript(resetLua)
 	undoScript       = redis.NewScript(undoLua)
 )

@@ -41,7 +41,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 		} else {
 			scopeCh = make(chan scopeResult, 1)
 			go func() {
-				s, err := g.readScope(ctx)
+				s, _, err := g.readScope(ctx, "")
 				var r scopeResult
 				r.err = err
 				if s != nil {
