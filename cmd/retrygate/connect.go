@@ -56,7 +56,7 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.tlsInsecure, "tls-insecure", f.tlsInsecure, "do not verify the server's certificate (tests only); default $"+envTLSInsecure+"=1")
 }
 
-// conn is how the CLI reached Redis, for messages.
+// connInfo is how the CLI reached Redis, for messages.
 type connInfo struct {
 	addr    string   // what to name in messages: an address, never a credential
 	tls     bool     // TLS was asked for
@@ -154,7 +154,7 @@ func (c *cli) connectURL(f connFlags) error {
 	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
-		return usageErrorf("bad Redis URL %s: %s", redactURL(raw), urlProblem(raw, err))
+		return usageErrorf("bad Redis URL %s: %s", redactURL(raw), urlProblem(err))
 	}
 	if opts.TLSConfig == nil && f.wantTLS() {
 		return usageErrorf("--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not %s", redactURL(raw))
@@ -185,7 +185,7 @@ func (c *cli) connectCluster(f connFlags, user, pass string) error {
 		}
 		o, err := redis.ParseClusterURL(f.cluster)
 		if err != nil {
-			return usageErrorf("bad --cluster URL %s: %s", redactURL(f.cluster), urlProblem(f.cluster, err))
+			return usageErrorf("bad --cluster URL %s: %s", redactURL(f.cluster), urlProblem(err))
 		}
 		if o.TLSConfig == nil && f.wantTLS() {
 			return usageErrorf("--tls-ca, --tls-cert, --tls-key and --tls-insecure need a rediss:// URL, not %s", redactURL(f.cluster))

@@ -58,7 +58,7 @@ func secretParam(name string) bool {
 // urlProblem words why a Redis URL did not parse, in fixed phrases: the
 // parsers' own messages quote pieces of the URL, and a password that was
 // not percent-encoded ends up in the host, the port, the path or the query.
-func urlProblem(raw string, err error) string {
+func urlProblem(err error) string {
 	var ee url.EscapeError
 	var he url.InvalidHostError
 	switch {
