@@ -47,7 +47,7 @@ func TestCheckRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
-	if exp := "SUCCESS: 6 rules found"; !strings.Contains(out, exp) {
+	if exp := "SUCCESS: 7 rules found"; !strings.Contains(out, exp) {
 		t.Fatalf("promtool check rules: exp %q in\n%s", exp, out)
 	}
 }
@@ -71,6 +71,7 @@ func TestBrokenRulesFail(t *testing.T) {
 		{"RetrygateScopePaused", `sum by (scope, reason) (increase(retrygate_scope_transitions_total{state="paused"}[15m])) > 0`},
 		{"RetrygateRedisEvictionPolicy", `sum by (reason) (increase(retrygate_config_warnings_total{reason="maxmemory_policy_evicts"}[1h])) > 0`},
 		{"RetrygateRedisRefused", `sum by (scope, op) (increase(retrygate_redis_errors_total{cause="refused"}[5m])) > 0`},
+		{"RetrygateSettleUnwritten", `sum by (scope) (increase(retrygate_config_warnings_total{reason="settle_unwritten"}[15m])) > 0`},
 	} {
 		t.Run(tc.alert, func(t *testing.T) {
 			dir := t.TempDir()
@@ -145,7 +146,7 @@ func TestEveryAlertFiresAndNot(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)\s*$`).FindAllStringSubmatch(string(rules), -1) {
 		alerts = append(alerts, m[1])
 	}
-	if exp, got := 6, len(alerts); exp != got {
+	if exp, got := 7, len(alerts); exp != got {
 		t.Fatalf("alerts in %s: exp %d, got %d (%v)", rulesFile, exp, got, alerts)
 	}
 	fires, silent := map[string]int{}, map[string]int{}
