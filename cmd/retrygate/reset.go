@@ -9,10 +9,22 @@ import (
 )
 
 func resetCommand() *command {
+	var b bulkReset
 	return &command{
-		name: "reset", args: "JOB", redis: true,
-		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs",
-		run:     runReset,
+		name: "reset", args: "JOB | --state STATE [--reason R] [--dry-run]", redis: true,
+		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs; " +
+			"with --state, every such job (SCAN on every master), e.g. the failed marks of one reason",
+		flags: func(fs *flagSet) {
+			fs.StringVar(&b.state, "state", "", "reset every job in this `state` (failed or cooling) instead of one JOB")
+			fs.StringVar(&b.reason, "reason", "", "with --state: only jobs whose reason is `R` (e.g. after a permanent_wave)")
+			fs.BoolVar(&b.dryRun, "dry-run", false, "with --state: list what would be reset, change nothing")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			if b.state != "" || b.reason != "" || b.dryRun {
+				return b.run(ctx, c, args)
+			}
+			return runReset(ctx, c, args)
+		},
 	}
 }
 
