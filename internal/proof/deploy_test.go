@@ -304,3 +304,33 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 		t.Fatalf("cooldown after its slot moved: %+v %v", st, err)
 	}
 }
+
+// WaitReplicas under Sentinel: before a failover every acquire waits for
+// the replica; right after it the new master has no replica until the old
+// one is demoted and resynchronised, so acquires fail closed
+// (ErrUnavailable) meanwhile; if the old master is gone for good they fail
+// closed until a replica is added, while a gate without WaitReplicas works.
+func TestWaitReplicasAcrossSentinelFailover(t *testing.T) {
+	set := redistest.Sentinel(t)
+	rdb := set.Client(t)
+	waiting := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	plain := newGate(t, rdb, gate.Options{})
+	ctx := context.Background()
+	ok := func(context.Context, *gate.Lease) error { return nil }
+	eventually(t, 10*time.Second, "the replica acknowledges", func() bool { return waiting.Do(ctx, "a", ok) == nil })
+
+	old := set.MasterAddr(t)
+	set.Failover(t)
+	set.Server(old).Kill() // the old master never comes back as a replica
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		err := waiting.Do(ctx, "a", func(context.Context, *gate.Lease) error {
+			t.Error("fn ran without a replica acknowledging the lock")
+			return nil
+		})
+		if !errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("WaitReplicas with no replica left: %v, want ErrUnavailable", err)
+		}
+	}
+	eventually(t, 10*time.Second, "the gate without WaitReplicas works", func() bool { return plain.Do(ctx, "b", ok) == nil })
+}
