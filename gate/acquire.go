@@ -263,7 +263,7 @@ func (g *Gate) settleClaim(ctx context.Context, l *Lease, r acquireReply, err er
 // replicas on the same connection.
 func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []any) (acquireReply, error) {
 	if g.opts.WaitReplicas == 0 {
-		return decodeAcquire(acquireScript.Run(ctx, g.rdb, keys, args...))
+		return decodeAcquire(acquireScriptFor(keys).Run(ctx, g.rdb, keys, args...))
 	}
 	r, conn, err := g.acquirePinned(ctx, keys, args)
 	if conn != nil {
@@ -283,6 +283,15 @@ func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []a
 	return r, nil
 }
 
+// acquireScriptFor picks the acquire script for keys: with the scope
+// library when the scope key is among them (scripts.go).
+func acquireScriptFor(keys []string) *redis.Script {
+	if len(keys) > 2 {
+		return acquireScopeScript
+	}
+	return acquireScript
+}
+
 // acquirePinned runs the acquire script on a connection pinned to the
 // master of the job's slot, so WAIT can follow on the same connection. A
 // pinned connection does not follow a resharded slot: on MOVED the
@@ -293,7 +302,7 @@ func (g *Gate) acquirePinned(ctx context.Context, keys []string, args []any) (ac
 	if err != nil {
 		return acquireReply{}, nil, err
 	}
-	r, err := decodeAcquire(acquireScript.Run(ctx, conn, keys, args...))
+	r, err := decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
 	to := movedTo(err)
 	if to == "" {
 		return r, conn, err
@@ -302,7 +311,7 @@ func (g *Gate) acquirePinned(ctx context.Context, keys []string, args []any) (ac
 	if conn, err = g.repin(ctx, keys[0], to); err != nil {
 		return acquireReply{}, nil, err
 	}
-	r, err = decodeAcquire(acquireScript.Run(ctx, conn, keys, args...))
+	r, err = decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
 	return r, conn, err
 }
 

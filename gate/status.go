@@ -51,7 +51,11 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 			}()
 		}
 	}
-	st, err := g.decodeStatus(job, statusScript.Run(ctx, g.rdb, keys))
+	script := statusScript
+	if len(keys) > 2 {
+		script = statusScopeScript
+	}
+	st, err := g.decodeStatus(job, script.Run(ctx, g.rdb, keys))
 	if scopeCh != nil {
 		sr := <-scopeCh
 		if sr.err != nil {

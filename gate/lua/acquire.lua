@@ -1,4 +1,4 @@
--- (scope_lib.lua is prepended.) Acquire a job's lock in one round trip.
+-- (scope_lib.lua is prepended when KEYS[3] is given.) Acquire a job's lock in one round trip.
 -- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional: only when every key
 -- lives on one node; on a cluster the scope is read by scope_check.lua).
 -- ARGV[1] token: the lock's value becomes "r:<token>"

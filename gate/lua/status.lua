@@ -1,4 +1,4 @@
--- (scope_lib.lua is prepended.) Read a job's state in one round trip.
+-- (scope_lib.lua is prepended when KEYS[3] is given.) Read a job's state in one round trip.
 -- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional, single node only).
 -- Reply: {lockValue or false, pttl, attempts, fence, scopeValue or false,
 -- scope wait ms}; the scope reads as open (false) once its wait is over.
