@@ -173,6 +173,9 @@ func TestTransportKeepsGoOpenAIErrors(t *testing.T) {
 	if exp, got := openAIQuota, string(he.Body); exp != got {
 		t.Errorf("HTTPError.Body: exp %q, got %q", exp, got)
 	}
+	if exp, got := "insufficient_quota", he.Type; exp != got {
+		t.Errorf("HTTPError.Type: exp %q, got %q", exp, got)
+	}
 
 	bareHTML := callChat(t, newClient(t, srv.URL+"/v1/html", srv.Client(), true))
 	wrappedHTML := callChat(t, newClient(t, srv.URL+"/v1/html", srv.Client(), false))
@@ -204,8 +207,8 @@ func TestWithHeader(t *testing.T) {
 	exp = transient(classify.ReasonRateLimited, true, 2500*time.Millisecond)
 	assertVerdict(t, exp, classify.Default(err), err)
 	var he *classify.HTTPError
-	if !errors.As(err, &he) || he.StatusCode != 429 || he.Err == nil {
-		t.Errorf("WithHeader result: want *HTTPError with status 429 wrapping the error, got %#v", he)
+	if !errors.As(err, &he) || he.StatusCode != 429 || he.Code != "rate_limit_exceeded" || he.Err == nil {
+		t.Errorf("WithHeader result: want *HTTPError with status 429 and code wrapping the error, got %#v", he)
 	}
 
 	if classify.WithHeader(nil, resp.Header()) != nil {

@@ -92,6 +92,12 @@ func TestDefaultBodyOrder(t *testing.T) {
 			permanent(classify.ReasonInvalidRequest)},
 		{"mid-stream APIError, numeric code", &openai.APIError{Code: 429, Message: "Request too large for model x on tokens per minute (TPM)"},
 			permanent(classify.ReasonTooLarge)},
+		// encoding/json gives float64, go-openai int; a caller may build either.
+		{"mid-stream APIError, float64 status code", &openai.APIError{Code: 429.0, Message: "x"}, transient(classify.ReasonRateLimited, true, 0)},
+		{"mid-stream APIError, int64 status code", &openai.APIError{Code: int64(503), Message: "x"}, transient(classify.ReasonOverloaded, true, 0)},
+		{"mid-stream APIError, fractional code", &openai.APIError{Code: 429.5, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"mid-stream APIError, code above the status range", &openai.APIError{Code: 600.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"mid-stream APIError, int64 code below the status range", &openai.APIError{Code: int64(99), Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,9 +106,38 @@ func TestDefaultBodyOrder(t *testing.T) {
 	}
 }
 
+func TestMarkMessage(t *testing.T) {
+	if exp, got := "permanent failure", classify.Permanent(nil).Error(); exp != got {
+		t.Errorf("Permanent(nil).Error(): exp %q, got %q", exp, got)
+	}
+}
+
 func TestHTTPErrorMessage(t *testing.T) {
-	err := &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"message":"secret prompt text"}}`)}
-	if exp, got := "http status 400", err.Error(); exp != got {
+	err := &classify.HTTPError{StatusCode: 400, Type: "invalid_request_error", Code: "invalid_value",
+		Body: []byte(`{"error":{"message":"secret prompt text"}}`)}
+	if exp, got := "http status 400, type invalid_request_error, code invalid_value", err.Error(); exp != got {
 		t.Errorf("Error(): exp %q, got %q", exp, got)
+	}
+}
+
+// TestHTTPErrorFields: a client with the type and code decoded but no body
+// sets the fields; a body's own codes win over them.
+func TestHTTPErrorFields(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *classify.HTTPError
+		exp  classify.Verdict
+	}{
+		{"code alone", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota"}, systemic(classify.ReasonQuotaExhausted, true)},
+		{"type alone", &classify.HTTPError{StatusCode: 0, Type: "overloaded_error"}, transient(classify.ReasonOverloaded, true, 0)},
+		{"the body wins", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota", Body: []byte(`{"error":{"code":"rate_limit_exceeded","message":"x"}}`)},
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"a body without codes keeps the fields", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota", Body: []byte(`<html>429</html>`)},
+			systemic(classify.ReasonQuotaExhausted, true)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assertVerdict(t, tc.exp, classify.Default(tc.err), tc.err)
+		})
 	}
 }
