@@ -63,6 +63,8 @@ var apiCases = []struct {
 		transient(classify.ReasonRateLimited, true, 30*time.Second)},
 	{"429 tokens limit x-ratelimit-reset-tokens", reply{429, h("x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"), openAIRateLimitTokens},
 		transient(classify.ReasonRateLimited, true, 6*time.Minute)},
+	{"429 tokens limit: the tokens reset even when the requests reset is later", reply{429, h("x-ratelimit-reset-requests", "6m0s", "x-ratelimit-reset-tokens", "1s"), openAIRateLimitTokens},
+		transient(classify.ReasonRateLimited, true, time.Second)},
 	{"429 requests limit x-ratelimit-reset-requests", reply{429, h("x-ratelimit-reset-requests", "20ms", "x-ratelimit-reset-tokens", "6m0s"), openAIRateLimitReqs},
 		transient(classify.ReasonRateLimited, true, 20*time.Millisecond)},
 	{"429 garbage hints", reply{429, h("retry-after-ms", "NaN", "Retry-After", "-5", "x-ratelimit-reset-requests", "soon"), openAIRateLimitTokens},
