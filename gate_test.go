@@ -80,7 +80,7 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 			deadline := time.Now().Add(runFor)
 			refused := atomic.Int64{}
 			for _, c := range separateClients(t, tg, 4) {
-				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, BackoffFactor: 1, NoJitter: true, Lease: time.Second})
+				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, BackoffFactor: 1, Jitter: -1, Lease: time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -186,7 +186,7 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := &fakeOpenAI{}
 			c := newOpenAI(t, f)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, NoJitter: true})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Jitter: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,7 +337,7 @@ func TestHTTPRetryEndpoint(t *testing.T) {
 			const secret = "Rate limit reached for org-SECRET in organization"
 			f.set(429, `{"error":{"message":"`+secret+`","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "retry-after-ms", "2500")
 			c := newOpenAI(t, f)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, NoJitter: true, Scope: "openai"})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Jitter: -1, Scope: "openai"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -352,7 +352,7 @@ func TestHTTPRetryEndpoint(t *testing.T) {
 					}
 					fmt.Fprint(w, resp.Choices[0].Message.Content)
 				})
-				r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.URLParamAs("/documents/{id}/evaluate", "id")))
+				r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.Options{Job: httpmw.URLParamAs("/documents/{id}/evaluate", "id")}))
 			})
 			srv := httptest.NewServer(r)
 			t.Cleanup(srv.Close)

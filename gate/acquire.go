@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/redisop"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -119,21 +119,23 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			// Redis did not answer within the caller's deadline: that is
 			// unavailability too, but too late to fail open.
-			g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: "acquire", Err: err})
-			return nil, fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
+			werr := fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
+			g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: redisop.Acquire, Err: werr})
+			return nil, werr
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 		}
-		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: "acquire", Err: err})
-		if g.opts.FailOpen {
+		werr := redisError("acquire", err)
+		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: redisop.Acquire, Err: werr})
+		if g.opts.FailOpen && !reached(err) {
 			// Still coalesced in-process: Redis being down must not turn
 			// every local duplicate into a model call.
 			l.ungated = true
 			l.ctx, l.cancel = context.WithCancelCause(ctx)
-			g.emit(ctx, Event{Kind: EventFailOpen, Job: job, Err: err})
+			g.emit(ctx, Event{Kind: EventFailOpen, Job: job, Err: werr})
 			return l, nil
 		}
-		return nil, unavailable("acquire", err)
+		return nil, werr
 	}
 
 	if scope != nil {
@@ -149,6 +151,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 	case "ok":
 		l.fence = reply.fence
 		l.attempt = reply.attempts + 1
+		l.probe = reply.probe
 		l.start = sent
 		l.ctx, l.cancel = context.WithCancelCause(ctx)
 		// expires is read by coalesced callers (remaining) under l.mu.
@@ -160,7 +163,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 			g.emit(ctx, Event{Kind: EventAcquired, Job: job, State: Running, Fence: l.fence, Attempt: l.attempt})
 		}
 		return l, nil
-	case "s":
+	case "scope":
 		return nil, g.refuseScope(ctx, job, &scopeReply{value: reply.value, pttl: reply.pttl})
 	default:
 		st, attempts, reason := stateOf(reply.value)
@@ -169,23 +172,13 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 			b.RetryAfter = pttl(reply.pttl)
 		}
 		if !reply.hinted && (st == CoolingDown || st == Failed) && reply.pttl > 0 {
-			g.noteCooling(job, reply.value, sent.Add(pttl(reply.pttl)))
+			g.noteCooling(job, coolingHint{value: reply.value, until: sent.Add(pttl(reply.pttl))})
 		}
 		if g.obs != nil {
 			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: b.Attempts, Cooldown: b.RetryAfter})
 		}
 		return nil, b
 	}
-}
-
-type acquireReply struct {
-	kind     string // "ok", "b" (blocked by the job), "s" (blocked by the scope)
-	value    string // lock or scope value when blocked
-	pttl     int64
-	fence    int64
-	attempts int
-	fresh    bool // the acquire created the meta key
-	hinted   bool // refused by a GET that confirmed a known cooldown
 }
 
 // acquireRedis runs the acquire script and, on a multi-node client with a
@@ -212,7 +205,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		// This process saw the scope cooling: read it first, so a refusal
 		// is one round trip and writes no job key (no acquire to undo).
 		// Redis is still asked, so an operator's ResetScope is seen at once.
-		s, err := g.readScope(ctx)
+		s, claimed, err := g.readScope(ctx, l.token)
 		if err != nil {
 			return acquireReply{}, nil, err
 		}
@@ -221,19 +214,21 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		}
 		g.scopeHint.Store(0)
 		r, err := g.runAcquire(ctx, l, keys, args)
-		return r, nil, err
+		return g.settleClaim(ctx, l, r, err, claimed), nil, err
 	}
 	type scopeResult struct {
-		s   *scopeReply
-		err error
+		s       *scopeReply
+		claimed bool
+		err     error
 	}
 	ch := make(chan scopeResult, 1)
 	go func() {
-		s, err := g.readScope(ctx)
-		ch <- scopeResult{s, err}
+		s, claimed, err := g.readScope(ctx, l.token)
+		ch <- scopeResult{s, claimed, err}
 	}()
 	r, err := g.runAcquire(ctx, l, keys, args)
 	sr := <-ch
+	r = g.settleClaim(ctx, l, r, err, sr.claimed)
 	if err != nil {
 		return r, nil, err
 	}
@@ -250,37 +245,74 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 	return r, nil, nil
 }
 
+// settleClaim keeps a probe claimed by the cluster form's scope check when
+// the job's acquire succeeded (r.probe), and gives it back otherwise.
+func (g *Gate) settleClaim(ctx context.Context, l *Lease, r acquireReply, err error, claimed bool) acquireReply {
+	if !claimed {
+		return r
+	}
+	if err == nil && r.kind == "ok" {
+		r.probe = true
+		return r
+	}
+	g.unclaimScope(ctx, l.token)
+	return r
+}
+
 // runAcquire runs the acquire script and, with WaitReplicas, waits for the
 // replicas on the same connection.
 func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []any) (acquireReply, error) {
 	if g.opts.WaitReplicas == 0 {
-		return parseAcquire(acquireScript.Run(ctx, g.rdb, keys, args...).Slice())
+		return decodeAcquire(acquireScriptFor(keys).Run(ctx, g.rdb, keys, args...))
 	}
-	var c *redis.Client
-	switch r := g.rdb.(type) {
-	case *redis.Client:
-		c = r
-	case *redis.ClusterClient:
-		var err error
-		if c, err = r.MasterForKey(ctx, keys[0]); err != nil {
-			return acquireReply{}, err
-		}
+	r, conn, err := g.acquirePinned(ctx, keys, args)
+	if conn != nil {
+		defer conn.Close()
 	}
-	conn := c.Conn()
-	defer conn.Close()
-	r, err := parseAcquire(acquireScript.Run(ctx, conn, keys, args...).Slice())
 	if err != nil || r.kind != "ok" {
 		return r, err
 	}
 	n, err := conn.Wait(ctx, g.opts.WaitReplicas, g.opts.WaitTimeout).Result()
 	if err == nil && n < int64(g.opts.WaitReplicas) {
-		err = fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, n, g.opts.WaitReplicas, g.opts.WaitTimeout)
+		err = &notReplicatedError{acked: n, want: g.opts.WaitReplicas, within: g.opts.WaitTimeout}
 	}
 	if err != nil {
 		g.undoAcquire(ctx, l, r.fresh)
 		return acquireReply{}, err
 	}
 	return r, nil
+}
+
+// acquireScriptFor picks the acquire script for keys: with the scope
+// library when the scope key is among them (scripts.go).
+func acquireScriptFor(keys []string) *redis.Script {
+	if len(keys) > 2 {
+		return acquireScopeScript
+	}
+	return acquireScript
+}
+
+// acquirePinned runs the acquire script on a connection pinned to the
+// master of the job's slot, so WAIT can follow on the same connection. A
+// pinned connection does not follow a resharded slot: on MOVED the
+// client's slot map is reloaded and the script runs once more on the
+// slot's new master.
+func (g *Gate) acquirePinned(ctx context.Context, keys []string, args []any) (acquireReply, *redis.Conn, error) {
+	conn, err := g.pin(ctx, keys[0])
+	if err != nil {
+		return acquireReply{}, nil, err
+	}
+	r, err := decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
+	to := movedTo(err)
+	if to == "" {
+		return r, conn, err
+	}
+	conn.Close()
+	if conn, err = g.repin(ctx, keys[0], to); err != nil {
+		return acquireReply{}, nil, err
+	}
+	r, err = decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
+	return r, conn, err
 }
 
 // undoAcquire releases a lock the scope check refused after the fact.
@@ -292,49 +324,8 @@ func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
 	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	if err := undoScript.Run(rctx, g.rdb, l.keys.both[:], l.token, f).Err(); err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "undo", Err: err})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", err)})
 	}
-}
-
-func parseAcquire(v []any, err error) (acquireReply, error) {
-	if err != nil {
-		return acquireReply{}, err
-	}
-	var r acquireReply
-	if len(v) < 2 {
-		return r, fmt.Errorf("unexpected acquire reply %v", v)
-	}
-	if fence, ok := v[0].(int64); ok {
-		x, _ := v[1].(int64)
-		r.kind, r.fence, r.attempts, r.fresh = "ok", fence, int(x/2), x%2 == 1
-		return r, nil
-	}
-	r.kind, _ = v[0].(string)
-	if (r.kind != "b" && r.kind != "s") || len(v) < 3 {
-		return r, fmt.Errorf("unexpected acquire reply %v", v)
-	}
-	r.value, _ = v[1].(string)
-	r.pttl, _ = v[2].(int64)
-	return r, nil
-}
-
-func toInt(v any) int {
-	switch n := v.(type) {
-	case int64:
-		return int(n)
-	case string:
-		i, _ := strconv.Atoi(n)
-		return i
-	}
-	return 0
-}
-
-// pttl converts a PTTL reply to a duration; no TTL (-1) or no key (-2) is 0.
-func pttl(p int64) time.Duration {
-	if p <= 0 {
-		return 0
-	}
-	return time.Duration(p) * time.Millisecond
 }
 
 // newToken returns a 128-bit random lock token. math/rand/v2's generator is

@@ -13,7 +13,7 @@ import (
 )
 
 // Warning reasons Check reports, in Warning.Reason and in the Reason of the
-// EventConfigWarning it sends to the Observer.
+// EventWarning it sends to the Observer.
 const (
 	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
 	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
@@ -24,6 +24,19 @@ const (
 	// renamed, as on many managed services; no ACL permission; or a client
 	// type Check cannot inspect). Ask the provider which policy it uses.
 	WarnUnchecked = "config_unchecked"
+	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
+	// written (Redis unreachable, or refusing writes when full). The process
+	// that ran the job refuses it in-process for the intended cooldown;
+	// other processes see only the running lease's TTL.
+	WarnSettleUnwritten = "settle_unwritten"
+	// WarnPermanentWave: many distinct jobs of the scope failed
+	// permanently for the same reason in a short window
+	// (ScopePolicy.PermanentWave): a changed API, a broken prompt template,
+	// an unclassified billing error. The scope is paused for that reason
+	// and its jobs cool instead of being marked Failed; fix the cause, then
+	// reset the scope and clear the marks already written
+	// (retrygate reset --state failed --reason R).
+	WarnPermanentWave = "permanent_wave"
 )
 
 // Warning is one problem Check found. It is advice: the gate works, but a
@@ -50,7 +63,7 @@ type configGetter interface {
 // cluster, every shard of a ring) and returns a Warning for each server
 // whose policy can evict keys with a TTL, which would silently end
 // cooldowns early. Each warning is also sent to the Observer as an
-// EventConfigWarning. Call it once at start-up and log the warnings.
+// EventWarning. Call it once at start-up and log the warnings.
 //
 // A server that refuses CONFIG GET (disabled or renamed on managed Redis,
 // or an ACL without the permission) yields a WarnUnchecked warning, not an
@@ -65,7 +78,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 		warns []Warning
 	)
 	checkNode := func(ctx context.Context, c *redis.Client) error {
-		w, err := checkPolicy(ctx, c, c.Options().Addr)
+		w, err := checkPolicy(ctx, c, nodeAddr(ctx, c))
 		if w != nil {
 			mu.Lock()
 			warns = append(warns, *w)
@@ -76,12 +89,23 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 
 	var err error
 	switch c := g.rdb.(type) {
-	case *redis.ClusterClient:
+	case interface {
+		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
+	}:
 		err = c.ForEachMaster(ctx, checkNode)
-	case *redis.Ring:
+	case interface {
+		ForEachShard(context.Context, func(context.Context, *redis.Client) error) error
+	}:
 		err = c.ForEachShard(ctx, checkNode)
-	case *redis.Client:
-		err = checkNode(ctx, c)
+	case interface {
+		nodeClient
+		configGetter
+	}:
+		var w *Warning
+		w, err = checkPolicy(ctx, c, nodeAddr(ctx, c))
+		if w != nil {
+			warns = append(warns, *w)
+		}
 	case configGetter:
 		var w *Warning
 		w, err = checkPolicy(ctx, c, "")
@@ -93,16 +117,34 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.rdb)})
 	}
 	if err != nil {
-		return warns, unavailable("check", err)
+		return warns, redisError("check", err)
 	}
 	// ForEachMaster runs in parallel: report in a stable order.
 	sortWarnings(warns)
 	if g.obs != nil {
 		for _, w := range warns {
-			g.emit(ctx, Event{Kind: EventConfigWarning, Reason: w.Reason, Err: errors.New(w.Message)})
+			g.emit(ctx, Event{Kind: EventWarning, Reason: w.Reason, Err: errors.New(w.Message)})
 		}
 	}
 	return warns, nil
+}
+
+// nodeAddr names the server a one-node client talks to. Sentinel's failover
+// client's Addr is the placeholder "FailoverClient": the server then says
+// which address the connection reached (CLIENT INFO's laddr, Redis 6.2+).
+func nodeAddr(ctx context.Context, c nodeClient) string {
+	addr := c.Options().Addr
+	if addr != "FailoverClient" {
+		return addr
+	}
+	if ci, ok := c.(interface {
+		ClientInfo(context.Context) *redis.ClientInfoCmd
+	}); ok {
+		if info, err := ci.ClientInfo(ctx).Result(); err == nil && info.LAddr != "" {
+			return info.LAddr
+		}
+	}
+	return addr
 }
 
 // checkPolicy reads one server's policy. A reply error from the server

@@ -88,7 +88,7 @@ func TestCheckEvictionPolicy(t *testing.T) {
 			if exp := strings.Join(tc.exp, ","); exp != strings.Join(got, ",") {
 				t.Fatalf("warnings: exp %q, got %q", exp, got)
 			}
-			evs := obs.kinds(gate.EventConfigWarning)
+			evs := obs.kinds(gate.EventWarning)
 			if exp, got := len(tc.exp), len(evs); exp != got {
 				t.Fatalf("config_warning events: exp %d, got %d", exp, got)
 			}
@@ -165,7 +165,7 @@ func TestCheckToleratesConfigDisabled(t *testing.T) {
 		if len(warns) != 1 || warns[0].Reason != gate.WarnUnchecked {
 			t.Fatalf("exp one %s warning, got %v", gate.WarnUnchecked, warns)
 		}
-		if exp, got := 1, len(obs.kinds(gate.EventConfigWarning)); exp != got {
+		if exp, got := 1, len(obs.kinds(gate.EventWarning)); exp != got {
 			t.Fatalf("config_warning events: exp %d, got %d", exp, got)
 		}
 	})

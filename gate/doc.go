@@ -7,10 +7,14 @@
 //
 //	Ready ──Acquire──▶ Running ──success──▶ Ready (or Done for DoneTTL)
 //	                      │
-//	                      ├─transient──▶ CoolingDown ──TTL ends──▶ Ready
+//	                      ├─transient (the job's)──▶ CoolingDown ──TTL ends──▶ Ready
 //	                      │                 (attempt n waits Cooldown·Factor^(n-1) ± Jitter,
-//	                      │                  or the server's hint, ≤ MaxCooldown)
+//	                      │                  or the server's hint when longer, ≤ MaxCooldown)
+//	                      ├─provider-wide──▶ CoolingDown for the provider's hint (≥ 1s; none:
+//	                      │                  ScopePolicy.Cooldown with a Scope, else Cooldown);
+//	                      │                  no attempt counted, never Failed
 //	                      ├─permanent or MaxAttempts reached──▶ Failed ──FailedTTL or Reset──▶ Ready
+//	                      ├─permanent, in a wave of its scope──▶ CoolingDown (no attempt counted)
 //	                      ├─systemic──▶ CoolingDown (no attempt counted, never Failed)
 //	                      └─caller cancelled──▶ Ready (or CanceledCooldown; no attempt counted)
 //
@@ -27,19 +31,26 @@
 //     release); concurrent calls of one job in one process make one round
 //     trip and the others are refused with ErrInFlight in-process. A retry
 //     of a job this Gate was refused by (cooling down or failed) is
-//     confirmed with a plain GET of the lock: the same value is the same
-//     refusal, with the time left by the local clock; anything else (the
-//     cooldown ended, a reset, a new failure) runs the script. The Gate
-//     remembers at most 4096 such jobs.
+//     confirmed with a plain GET of the lock: a cooldown's lock value is
+//     never written twice (it carries the failed lease's fence), so the
+//     same value is the same refusal, with the time left by the local
+//     clock; anything else (the cooldown ended, a reset, a new failure)
+//     runs the script. The Gate remembers at most 4096 such jobs.
 //   - A failure never leads to an immediate free retry: the outcome is
 //     written on a context detached from the caller's (bounded by
-//     Options.Timeout), and if Redis cannot be reached the lease's own TTL
-//     is the cooldown.
+//     Options.Timeout). If it cannot be written (Redis unreachable, or
+//     full and refusing writes), the process that ran the job refuses it
+//     in-process for the intended cooldown (an EventWarning with Reason
+//     WarnSettleUnwritten), and elsewhere the lease's own TTL is the
+//     cooldown.
+//   - FailOpen applies only when Redis cannot be reached (ErrUnavailable).
+//     A Redis that answers with an error (ErrRedisRefused: NOPERM, OOM,
+//     READONLY...) always fails closed.
 //   - The lease is renewed every Lease/3 while fn runs (no goroutine for
-//     calls shorter than that). It is lost on a "not owned" reply, after
-//     MaxRenewFailures failed renewals, or when by the local clock it must
-//     have expired; with the Fence policy fn's context is then cancelled
-//     with cause ErrLeaseLost and the settle is skipped.
+//     calls shorter than that). It is lost on a "not owned" reply, or when
+//     a renewal fails after the lock must have expired by the local clock;
+//     with the Fence policy fn's context is then cancelled with cause
+//     ErrLeaseLost and the settle is skipped.
 //   - Settles compare the lock's random token: a stale owner never releases
 //     or overwrites a newer owner's lock (ErrNotOwned).
 //   - Fence tokens strictly increase per job: max(Redis TIME in µs, last+1).
@@ -69,6 +80,13 @@
 // read by the acquire script itself; on a cluster it is read in parallel,
 // so once the scope cooldown is recorded, no acquire that starts afterwards
 // runs (only acquires already in flight, at most one round trip old, may).
+// When the cooldown or pause ends, one call across all processes probes
+// the upstream while the others stay refused: if it gets through the scope
+// opens, if it fails provider-wide again the scope cools again (escalating
+// by BackoffFactor without a hint). Every scope cooldown is at most
+// MaxCooldown. ScopePolicy.PermanentWave distinct jobs failing with one
+// permanent reason pause the scope for that reason too, and from then on
+// its jobs cool instead of being marked Failed (WarnPermanentWave).
 // A process that has seen the scope cooling reads it before acquiring until
 // that cooldown ends, so its refusals are one round trip and write nothing.
 //

@@ -3,7 +3,10 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/classify"
 )
@@ -30,13 +33,20 @@ var (
 	ErrNotOwned = errors.New("gate: lock not owned")
 	// ErrAlreadySettled: Succeed, Fail or Release was called twice.
 	ErrAlreadySettled = errors.New("gate: lease already settled")
-	// ErrUnavailable: Redis could not be reached or answered with an error;
+	// ErrUnavailable: Redis could not serve the call now: it could not be
+	// reached or did not answer in time, a cluster slot was moving or
+	// failing over (TRYAGAIN, CLUSTERDOWN, MOVED or ASK past the client's
+	// redirects, LOADING, MASTERDOWN), or fewer replicas than
+	// Options.WaitReplicas acknowledged an acquire. It passes by itself;
 	// the error wraps the cause.
 	ErrUnavailable = errors.New("gate: redis unavailable")
-	// ErrNotReplicated: fewer replicas than Options.WaitReplicas
-	// acknowledged an acquire in time; it was undone. It comes wrapped with
-	// ErrUnavailable.
-	ErrNotReplicated = errors.New("gate: lock not acknowledged by enough replicas")
+	// ErrRedisRefused: Redis answered with an error no wait fixes: a
+	// missing ACL permission (NOPERM), a full noeviction Redis (OOM), a
+	// replica (READONLY), a script it would not load or run (NOSCRIPT,
+	// ERR), a key of another type (WRONGTYPE). A configuration problem, not
+	// an outage: the gate fails closed, FailOpen or not. The error wraps
+	// Redis's reply.
+	ErrRedisRefused = errors.New("gate: redis refused the command")
 	// ErrInvalidJob: the job key is empty or longer than MaxJobLen.
 	ErrInvalidJob = errors.New("gate: invalid job key")
 )
@@ -130,6 +140,20 @@ func (e *CallError) Error() string {
 	return msg
 }
 
+// Is reports whether target is the sentinel of the state the failure left
+// the job in: ErrFailed after a permanent failure, ErrCoolingDown after a
+// transient one. So one errors.Is(err, ErrFailed) tells "retrying will
+// not help" for the failing call and for every refused retry after it.
+func (e *CallError) Is(target error) bool {
+	switch e.State {
+	case Failed:
+		return target == ErrFailed
+	case CoolingDown:
+		return target == ErrCoolingDown
+	}
+	return false
+}
+
 // Unwrap returns fn's error and the settle error, if any.
 func (e *CallError) Unwrap() []error {
 	if e.SettleErr == nil {
@@ -141,9 +165,60 @@ func (e *CallError) Unwrap() []error {
 // invalidJob returns an error matching ErrInvalidJob that says why.
 func invalidJob(why string) error { return fmt.Errorf("%w: %s", ErrInvalidJob, why) }
 
-// unavailable wraps a Redis error so it matches ErrUnavailable and the cause.
-func unavailable(op string, err error) error {
+// redisError wraps a Redis error so it matches ErrRedisRefused or
+// ErrUnavailable, and the cause.
+func redisError(op string, err error) error {
+	if refused(err) {
+		return fmt.Errorf("%w: %s: %w", ErrRedisRefused, op, err)
+	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+// refused reports an error reply from Redis that no wait fixes. Replies
+// that pass by themselves (a slot moving, a cluster or replica healing, a
+// server loading its data or busy with a script) are unavailability.
+func refused(err error) bool {
+	if !replied(err) {
+		return false
+	}
+	msg := err.Error()
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg = re.Error()
+	}
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "LOADING", "MASTERDOWN", "BUSY":
+		return false
+	}
+	return true
+}
+
+// reached reports whether Redis was reached: it replied with an error, or
+// the lock was written but too few replicas acknowledged it.
+func reached(err error) bool {
+	var nr *notReplicatedError
+	return replied(err) || errors.As(err, &nr)
+}
+
+// notReplicatedError: fewer replicas than Options.WaitReplicas acknowledged
+// an acquire in time; it was undone.
+type notReplicatedError struct {
+	acked  int64
+	want   int
+	within time.Duration
+}
+
+func (e *notReplicatedError) Error() string {
+	return fmt.Sprintf("%d of %d replicas acknowledged the lock within %v", e.acked, e.want, e.within)
+}
+
+// replied reports whether err is an error reply from Redis (rather than a
+// network failure or a timeout): Redis was reached. FailOpen never applies
+// then.
+func replied(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
 // RetryAfter returns how long to wait before retrying, from any error Do,

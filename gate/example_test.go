@@ -26,7 +26,7 @@ func Example() {
 	mr, _ := miniredis.Run() // or your Redis
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute, NoJitter: true})
+	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
 	if err != nil {
 		panic(err)
 	}
@@ -36,14 +36,14 @@ func Example() {
 			return summarize(ctx, doc)
 		})
 		if d, ok := gate.RetryAfter(err); ok {
-			fmt.Printf("%s: retry in %v (%v)\n", doc, d.Round(time.Second), errors.Is(err, gate.ErrCoolingDown))
+			fmt.Printf("%s: retry in %v (%v)\n", doc, d.Round(time.Second), errors.Is(err, gate.ErrCoolingDown)) // the failing call and the refusal alike
 			continue
 		}
 		fmt.Println(doc+":", out)
 	}
 	// Output:
 	// doc-1: summary of doc-1
-	// doc-7: retry in 1m0s (false)
+	// doc-7: retry in 1m0s (true)
 	// doc-7: retry in 1m0s (true)
 }
 

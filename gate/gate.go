@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
@@ -20,16 +19,9 @@ type Gate struct {
 	obs  Observer
 
 	renewEvery time.Duration
-	// oneNode is set when every key lives on one server, so one script may
-	// read job and scope keys together (no extra round trip for the scope).
-	oneNode bool
+	topology
 	// scopeKey and scopeFails are empty without Options.Scope.
 	scopeKey, scopeFails string
-
-	// ctxDeadlines is set when the client applies context deadlines to its
-	// sockets (ContextTimeoutEnabled, or a client of unknown kind): only
-	// then is a per-settle timeout worth its allocations.
-	ctxDeadlines bool
 
 	// Script arguments that never change, boxed once: an int64 above 255
 	// put in an interface allocates on every call otherwise.
@@ -42,16 +34,24 @@ type Gate struct {
 	mu       sync.Mutex
 	inflight map[string]*Lease      // in-process coalescing, by job
 	hints    map[string]coolingHint // cooldowns seen, by job (hint.go)
-	get      getter                 // rdb's plain GET; nil turns the fast path off
 }
 
 // New returns a gate over rdb. It does not connect: the caller owns the
 // client, its pool and its timeouts. rdb may be a *redis.Client (single
 // node, Sentinel failover), a *redis.ClusterClient, a *redis.Ring or any
-// Scripter. New returns an *OptionsError naming every invalid field.
+// Scripter. Invalid options give an error matching ErrInvalidOptions that
+// names every invalid field.
+//
+// New decides once how to use rdb, from the methods it has (so a wrapper
+// that embeds a client behaves as the client): with
+// Options() *redis.Options (a *redis.Client) every key is taken to live on
+// one server, and one script reads a job's and its scope's keys together;
+// any other client gets the cluster-safe form, where the scope is read on
+// its own slot, in parallel. A Get method enables the refusal fast path;
+// WaitReplicas needs Conn (one node) or MasterForKey (cluster).
 func New(rdb Scripter, opts Options) (*Gate, error) {
 	if rdb == nil {
-		return nil, &OptionsError{Problems: []string{"rdb: nil Redis client"}}
+		return nil, &optionsError{problems: []string{"rdb: nil Redis client"}}
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -67,23 +67,10 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 	}
 	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
 	g.argMetaSlack = ms(o.AttemptsTTL / 2)
-	_, g.oneNode = rdb.(*redis.Client)
-	g.get, _ = rdb.(getter)
-	switch c := rdb.(type) {
-	case *redis.Client:
-		g.ctxDeadlines = c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		g.ctxDeadlines = c.Options().ContextTimeoutEnabled
-	default:
-		g.ctxDeadlines = true
-	}
-	if o.WaitReplicas > 0 {
-		switch rdb.(type) {
-		case *redis.Client, *redis.ClusterClient:
-		default:
-			return nil, &OptionsError{Problems: []string{fmt.Sprintf(
-				"WaitReplicas: needs a *redis.Client or *redis.ClusterClient (WAIT must run on the connection that wrote the lock), got %T", rdb)}}
-		}
+	g.topology = topologyOf(rdb)
+	if o.WaitReplicas > 0 && g.pin == nil {
+		return nil, &optionsError{problems: []string{fmt.Sprintf(
+			"WaitReplicas: needs a client that can pin a connection (a *redis.Client, a *redis.ClusterClient or a wrapper embedding one: WAIT must run on the connection that wrote the lock), got %T", rdb)}}
 	}
 	if o.Scope != "" {
 		g.scopeKey, g.scopeFails = keyspace.Scope(o.Prefix, o.Scope)

@@ -13,10 +13,14 @@ import (
 const maxCoolingHints = 4096
 
 // coolingHint is a cooldown (or failed mark) this process was refused by:
-// the lock's value then, and when its TTL ends by the local clock.
+// the lock's value then, and when its TTL ends by the local clock. A local
+// hint is a failure this process could not write to Redis (lease.go): the
+// job is refused in-process until the intended cooldown ends, without
+// asking Redis, which never held it.
 type coolingHint struct {
 	value string
 	until time.Time
+	local bool
 }
 
 // getter is the plain read the refusal fast path needs; every go-redis
@@ -27,8 +31,8 @@ type getter interface {
 
 // noteCooling remembers that job was refused with lock value v until
 // until, so the next Acquire of it in this process checks with a GET.
-func (g *Gate) noteCooling(job, v string, until time.Time) {
-	if g.get == nil {
+func (g *Gate) noteCooling(job string, h coolingHint) {
+	if g.get == nil && !h.local {
 		return
 	}
 	g.mu.Lock()
@@ -49,7 +53,7 @@ func (g *Gate) noteCooling(job, v string, until time.Time) {
 			delete(g.hints, k)
 		}
 	}
-	g.hints[job] = coolingHint{value: v, until: until}
+	g.hints[job] = h
 }
 
 // refuseKnown is the refusal fast path. For a job this process saw cooling
@@ -62,12 +66,15 @@ func (g *Gate) noteCooling(job, v string, until time.Time) {
 // It is not used while this process has seen the upstream scope cooling:
 // the scope's refusal comes first then.
 func (g *Gate) refuseKnown(ctx context.Context, l *Lease) (r acquireReply, ok bool, err error) {
-	if !l.hinted || g.get == nil {
+	if !l.hinted {
 		return r, false, nil
 	}
 	h := l.hint
 	left := time.Until(h.until)
-	if left < time.Millisecond || (g.scopeKey != "" && g.scopeMayCool()) {
+	if h.local && left >= time.Millisecond {
+		return acquireReply{kind: "job", value: h.value, pttl: left.Milliseconds(), hinted: true}, true, nil
+	}
+	if left < time.Millisecond || g.get == nil || (g.scopeKey != "" && g.scopeMayCool()) {
 		g.forgetHint(l.job, h)
 		return r, false, nil
 	}
@@ -77,7 +84,7 @@ func (g *Gate) refuseKnown(ctx context.Context, l *Lease) (r acquireReply, ok bo
 	case err != nil:
 		return r, false, err
 	case v == h.value:
-		return acquireReply{kind: "b", value: v, pttl: left.Milliseconds(), hinted: true}, true, nil
+		return acquireReply{kind: "job", value: v, pttl: left.Milliseconds(), hinted: true}, true, nil
 	}
 	g.forgetHint(l.job, h)
 	return r, false, nil

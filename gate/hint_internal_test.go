@@ -21,10 +21,10 @@ func TestCoolingHintsBounded(t *testing.T) {
 	}
 	now := time.Now()
 	for i := 0; i < maxCoolingHints; i++ {
-		g.noteCooling(fmt.Sprintf("old-%d", i), "c:1:x", now.Add(-time.Second)) // ended
+		g.noteCooling(fmt.Sprintf("old-%d", i), coolingHint{value: "c:1:x", until: now.Add(-time.Second)}) // ended
 	}
 	for i := 0; i < maxCoolingHints/2; i++ {
-		g.noteCooling(fmt.Sprintf("new-%d", i), "c:1:x", now.Add(time.Hour))
+		g.noteCooling(fmt.Sprintf("new-%d", i), coolingHint{value: "c:1:x", until: now.Add(time.Hour)})
 	}
 	if n := len(g.hints); n > maxCoolingHints {
 		t.Fatalf("%d hints, want at most %d", n, maxCoolingHints)
@@ -35,7 +35,7 @@ func TestCoolingHintsBounded(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3*maxCoolingHints; i++ {
-		g.noteCooling(fmt.Sprintf("more-%d", i), "c:1:x", now.Add(time.Hour))
+		g.noteCooling(fmt.Sprintf("more-%d", i), coolingHint{value: "c:1:x", until: now.Add(time.Hour)})
 		if n := len(g.hints); n > maxCoolingHints {
 			t.Fatalf("%d hints, want at most %d", n, maxCoolingHints)
 		}

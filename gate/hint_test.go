@@ -68,7 +68,7 @@ func TestKnownCooldownIsOneGet(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			names := &cmdNames{}
 			tg.Client.AddHook(names)
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, NoJitter: true})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1})
 			_ = failWith(t, g, "job", errTransient)
 			names.take()
 			first := blocked(t, g, "job")
@@ -98,7 +98,7 @@ func TestKnownCooldownSeesChanges(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			opts := gate.Options{Prefix: prefix, Cooldown: time.Minute, NoJitter: true}
+			opts := gate.Options{Prefix: prefix, Cooldown: time.Minute, Jitter: -1}
 			g := newGate(t, tg.Client, opts)
 			other := newGate(t, tg.Client, opts) // another process
 			ctx := context.Background()
@@ -130,7 +130,7 @@ func TestKnownCooldownSeesChanges(t *testing.T) {
 			}
 
 			// The cooldown ends in Redis: the call runs.
-			short := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: 40 * time.Millisecond, NoJitter: true})
+			short := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: 40 * time.Millisecond, Jitter: -1})
 			_ = failWith(t, short, "short", errTransient)
 			blocked(t, short, "short")
 			pass(tg, 60*time.Millisecond)
@@ -170,7 +170,7 @@ func TestKnownCooldownRedisDown(t *testing.T) {
 func TestKnownCooldownYieldsToScope(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Minute, ScopeCooldown: time.Hour, Classify: upstreamClassifier(time.Hour)})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour}, Cooldown: time.Minute, Classify: upstreamClassifier(time.Hour)})
 			_ = failWith(t, g, "job", errTransient)
 			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
 				t.Fatalf("job cooling: %+v", b)
@@ -178,6 +178,34 @@ func TestKnownCooldownYieldsToScope(t *testing.T) {
 			_ = failWith(t, g, "other", errRateLimited)
 			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrUpstreamCooling) {
 				t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
+			}
+		})
+	}
+}
+
+// The refusal fast path trusts "same lock value, same cooldown", so a value
+// must never be written twice. The scenario of issue 15: gate A sees a
+// 1-minute systemic cooldown; gate B resets the job and a second systemic
+// failure sets 1 hour. Both failures carry the same state, attempts and
+// reason; only the fence tells them apart. A must report the hour.
+func TestKnownCooldownRewrittenIsSeen(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := redistest.UniqueKey(t)
+			a := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Minute, Jitter: -1})
+			b := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
+			systemic := classify.Systemic(errBoom)
+			_ = failWith(t, a, "job", systemic)
+			if got := blocked(t, a, "job").RetryAfter; got > time.Minute {
+				t.Fatalf("first refusal: %v, want at most a minute", got)
+			}
+			if err := b.Reset(ctx, "job"); err != nil {
+				t.Fatal(err)
+			}
+			_ = failWith(t, b, "job", systemic)
+			if got := blocked(t, a, "job").RetryAfter; got < time.Hour-time.Minute {
+				t.Fatalf("refusal after the job was reset and failed for an hour: retry in %v, want about an hour", got)
 			}
 		})
 	}

@@ -3,9 +3,9 @@ package gate
 import (
 	"context"
 	"errors"
-	"fmt"
+	"github.com/retrygate/retrygate/internal/redisop"
+	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +29,7 @@ type Lease struct {
 	attempt int
 	start   time.Time
 	ungated bool
+	probe   bool // this call probes the upstream scope after its cooldown
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
@@ -37,13 +38,12 @@ type Lease struct {
 	refusal  error
 	waiters  chan struct{} // closed when resolved; made by the first waiter
 
-	mu         sync.Mutex
-	expires    time.Time // local estimate of the lock's expiry
-	timer      *time.Timer
-	renewFails int
-	lost       bool
-	settled    bool
-	result     Result
+	mu      sync.Mutex
+	expires time.Time // local estimate of the lock's expiry
+	timer   *time.Timer
+	lost    bool
+	settled bool
+	result  Result
 }
 
 // Result is what a settle recorded.
@@ -155,9 +155,13 @@ const (
 	opSuccess   settleOp = "s"
 	opRelease   settleOp = "r"
 	opTransient settleOp = "t"
-	opPermanent settleOp = "p"
-	opSystemic  settleOp = "y"
-	opCanceled  settleOp = "x" // caller cancelled, with Options.CanceledCooldown
+	// opProviderWide: transient, and about the provider or the key (a
+	// rate limit, an overload), not the job.
+	opProviderWide settleOp = "v"
+	opPermanent    settleOp = "p"
+	opSystemic     settleOp = "y"
+	opCanceled     settleOp = "x" // caller cancelled, with Options.CanceledCooldown
+	opWave         settleOp = "w" // permanent, but part of a wave in its scope (wave.go)
 )
 
 func opFor(v classify.Verdict) settleOp {
@@ -169,8 +173,15 @@ func opFor(v classify.Verdict) settleOp {
 	case classify.ClassCanceled:
 		return opRelease
 	}
+	if v.ProviderWide {
+		return opProviderWide
+	}
 	return opTransient
 }
+
+// minProviderWait is the shortest cooldown a provider's hint sets, so a
+// hint of a few milliseconds is not an immediate free retry.
+const minProviderWait = time.Second
 
 // opForVerdict is opFor with the gate's options applied.
 func (g *Gate) opForVerdict(v classify.Verdict) settleOp {
@@ -253,23 +264,42 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	var (
 		res   Result
 		owned bool
-		st    State
+		cur   string
 		err   error
 	)
 	if op == opSuccess || op == opRelease {
 		res, owned, err = l.releaseRedis(rctx, op)
 	} else {
-		res, owned, st, err = l.failRedis(ctx, rctx, op, v)
+		res, owned, cur, err = l.failRedis(ctx, rctx, op, v)
 	}
 	res.Verdict = v
 	held := time.Since(l.start)
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "settle", Err: err})
-		return res, unavailable("settle", err)
+		werr := redisError("settle", err)
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Settle, Err: werr})
+		if res.State == CoolingDown || res.State == Failed {
+			// The failure is not in Redis: refuse the job here for the
+			// cooldown it should have had, so no retry through this
+			// process runs early; other processes see the lease's TTL.
+			until := time.Now().Add(res.RetryAfter)
+			if res.State == Failed {
+				until = time.Now().Add(g.opts.FailedTTL)
+			}
+			g.noteCooling(l.job, coolingHint{value: failedValue(res.State, res.Attempts, v.Reason, l.fence), until: until, local: true})
+			if g.obs != nil {
+				g.emit(ctx, Event{Kind: EventWarning, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
+					Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: time.Until(until), Err: werr})
+			}
+		}
+		return res, werr
 	}
 	if !owned {
 		if g.obs != nil {
-			g.emit(ctx, Event{Kind: EventNotOwned, Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Held: held})
+			st := Ready
+			if cur != "" {
+				st, _, _ = stateOf(cur)
+			}
+			g.emit(ctx, Event{Kind: EventSettled, Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
 		}
 		return res, ErrNotOwned
 	}
@@ -277,21 +307,8 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	l.result = res
 	l.mu.Unlock()
 	if g.obs != nil {
-		e := Event{Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt, Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter}
-		switch res.State {
-		case CoolingDown:
-			e.Kind = EventCooledDown
-		case Failed:
-			e.Kind = EventMarkedFailed
-		case Done:
-			e.Kind = EventSucceeded
-		default:
-			e.Kind = EventReleased
-			if op == opSuccess {
-				e.Kind = EventSucceeded
-			}
-		}
-		g.emit(ctx, e)
+		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
+			Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
 	}
 	return res, nil
 }
@@ -306,6 +323,15 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 			clear = "1"
 		}
 	}
+	if l.probe {
+		// The probe's call reached the upstream: open the scope for all.
+		if sr := g.updateScope(ctx, scopeUpdate{op: scopeOpen, factor: 1}, "", l.token); sr.err != nil {
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", sr.err)})
+		} else {
+			res.Upstream = sr.status
+		}
+		res.Upstream.Scope = g.opts.Scope
+	}
 	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
 	switch {
 	case err != nil:
@@ -319,99 +345,120 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 }
 
 // failRedis records a failure with settle.lua and, on a multi-node client,
-// updates the upstream scope on its own slot in parallel. st is the state
-// found when the lock was not owned.
-func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Verdict) (res Result, owned bool, st State, err error) {
+// updates the upstream scope on its own slot in parallel. cur is the lock's
+// value found when the lock was not owned.
+func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Verdict) (res Result, owned bool, cur string, err error) {
 	g := l.g
-	su := g.scopeUpdateFor(op, v)
+	if op == opPermanent && g.inWave(ctx, rctx, l, v) {
+		op = opWave
+	}
+	w := g.outcome(op, v, l.attempt-1)
+	w.value = failedValue(w.state, w.attempts, v.Reason, l.fence)
+	w.scope, w.reason = g.scopeUpdateFor(op, v, l.probe), v.Reason
 	keys := l.keys.both[:]
+	oneScript := w.scope.op != scopeNone && g.oneNode
 	var scopeCh chan scopeResult
 	switch {
-	case su.op != scopeNone && g.oneNode:
+	case oneScript:
 		keys = []string{l.keys.lock, l.keys.meta, g.scopeKey, g.scopeFails}
-	case su.op != scopeNone:
+	case w.scope.op != scopeNone:
 		scopeCh = make(chan scopeResult, 1)
-		go func() { scopeCh <- g.updateScope(rctx, su, v.Reason) }()
+		go func() { scopeCh <- g.updateScope(rctx, w.scope, v.Reason, l.token) }()
 	}
-	reply, err := settleScript.Run(rctx, g.rdb, keys, l.settleArgs(op, v.Reason, v.RetryAfter, su)...).Slice()
+	reply, err := decodeSettle(settleScript.Run(rctx, g.rdb, keys, l.settleArgs(w.settleWrite, oneScript)...))
 	if scopeCh != nil {
 		if sr := <-scopeCh; sr.err == nil {
 			res.Upstream = sr.status
 		} else {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: "scope", Err: sr.err})
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", sr.err)})
 		}
 	}
 	if err != nil {
-		return res, false, 0, err
+		// What the settle meant to write, for the local refusal.
+		res.State, res.Attempts = w.state, w.attempts
+		if w.state == CoolingDown {
+			res.RetryAfter = w.ttl
+		}
+		return res, false, "", err
 	}
-	owned, st, ttl, attempts, up, err := parseSettle(reply)
-	if err != nil {
-		return res, false, 0, err
-	}
-	if su.op != scopeNone && g.oneNode {
-		res.Upstream = up
+	if oneScript {
+		res.Upstream = reply.scope
 	}
 	res.Upstream.Scope = g.opts.Scope
 	if res.Upstream.State != ScopeOpen {
 		g.noteScope(res.Upstream.RetryAfter)
-		g.emitScope(ctx, l.job, su, res.Upstream, v)
+		g.emitScope(ctx, l.job, w.scope, res.Upstream, v)
 	}
-	if owned {
-		res.State, res.Attempts = st, attempts
-		if st == CoolingDown {
-			res.RetryAfter = ttl
+	if !reply.owned {
+		return res, false, reply.cur, nil
+	}
+	res.State, res.Attempts = w.state, w.attempts
+	if w.state == CoolingDown {
+		res.RetryAfter = w.ttl
+	}
+	return res, true, "", nil
+}
+
+// failure is what a failed call does to its job: settle.lua's write plus
+// the state it leads to.
+type failure struct {
+	settleWrite
+	state State
+}
+
+// outcome decides what a failure does to its job, given the failures
+// counted before this call (read by the acquire; nobody else can change
+// them while the lease is held).
+func (g *Gate) outcome(op settleOp, v classify.Verdict, before int) failure {
+	o := g.opts
+	f := failure{state: CoolingDown}
+	f.attempts = before
+	switch op {
+	case opPermanent:
+		f.attempts++
+		f.counted = true
+		f.state, f.ttl = Failed, o.FailedTTL
+	case opTransient:
+		f.attempts++
+		f.counted = true
+		if o.MaxAttempts > 0 && f.attempts >= o.MaxAttempts {
+			f.state, f.ttl = Failed, o.FailedTTL
+			break
 		}
+		f.ttl = max(v.RetryAfter, g.backoff(f.attempts))
+	case opCanceled:
+		f.ttl = o.CanceledCooldown
+	case opProviderWide:
+		// The provider's limits, not the job: no attempt counted, and the
+		// wait is the provider's hint when it gave one.
+		f.ttl = o.Cooldown
+		if g.scopeKey != "" {
+			f.ttl = o.ScopePolicy.Cooldown
+		}
+		if v.RetryAfter > 0 {
+			f.ttl = max(v.RetryAfter, minProviderWait)
+		}
+	default: // opSystemic, opWave: not the job's fault, no attempt counted
+		f.ttl = max(v.RetryAfter, o.Cooldown)
 	}
-	return res, owned, st, nil
+	if f.state == CoolingDown {
+		f.ttl = min(f.ttl, o.MaxCooldown)
+	}
+	f.ttl = max(f.ttl, time.Millisecond)
+	f.metaTTL = f.ttl + o.AttemptsTTL
+	return f
 }
 
-// settleArgs builds ARGV for settle.lua (failures).
-func (l *Lease) settleArgs(op settleOp, reason string, hint time.Duration, su scopeUpdate) []any {
-	o := l.g.opts
-	jitter := 1.0
+// backoff is the cooldown of the n-th counted failure in a row:
+// Cooldown × BackoffFactor^(n-1), spread by ± Jitter, at most MaxCooldown.
+func (g *Gate) backoff(n int) time.Duration {
+	o := g.opts
+	d := float64(o.Cooldown) * math.Pow(o.BackoffFactor, float64(n-1))
 	if o.Jitter > 0 {
-		jitter = 1 + o.Jitter*(2*rand.Float64()-1)
+		d *= 1 + o.Jitter*(2*rand.Float64()-1)
 	}
-	base := o.Cooldown
-	if op == opCanceled {
-		base = o.CanceledCooldown
+	if d >= float64(o.MaxCooldown) {
+		return o.MaxCooldown
 	}
-	return []any{
-		l.token, string(op), reason, ms(hint),
-		ms(base), o.BackoffFactor, jitter, ms(o.MaxCooldown),
-		o.MaxAttempts, ms(o.FailedTTL), ms(o.AttemptsTTL),
-		string(su.op), reason, ms(su.ttl), o.ScopeAllowedFails, ms(o.ScopeFailWindow), l.token,
-		strconv.FormatInt(l.fence, 10),
-	}
-}
-
-func parseSettle(v []any) (owned bool, st State, ttl time.Duration, attempts int, up UpstreamStatus, err error) {
-	if len(v) < 6 {
-		return false, 0, 0, 0, up, fmt.Errorf("unexpected settle reply %v", v)
-	}
-	n, _ := v[0].(int64)
-	owned = n == 1
-	s, _ := v[1].(string)
-	switch s {
-	case "ready":
-		st = Ready
-	case "c":
-		st = CoolingDown
-	case "f":
-		st = Failed
-	case "d":
-		st = Done
-	case "r":
-		st = Running
-	default:
-		return false, 0, 0, 0, up, fmt.Errorf("unexpected settle state %q", s)
-	}
-	t, _ := v[2].(int64)
-	ttl = pttl(t)
-	attempts = toInt(v[3])
-	if sv, ok := v[4].(string); ok {
-		p, _ := v[5].(int64)
-		up = scopeStatusOf(sv, p)
-	}
-	return owned, st, ttl, attempts, up, nil
+	return time.Duration(d)
 }

@@ -15,27 +15,23 @@ const (
 	EventAcquired EventKind = iota + 1
 	// EventRefused: a call was refused; State says why (Running, CoolingDown,
 	// Failed, Done, UpstreamCooling), Cooldown holds the wait left. Local is
-	// set when the refusal came from in-process coalescing, without Redis.
+	// set when the refusal was decided in-process, without Redis.
 	EventRefused
-	// EventSucceeded: fn succeeded and the lock was released (or held Done).
-	EventSucceeded
-	// EventCooledDown: a failure put the job into cooldown for Cooldown.
-	EventCooledDown
-	// EventMarkedFailed: a failure marked the job Failed.
-	EventMarkedFailed
-	// EventReleased: the lock was released with no cooldown (the caller
-	// cancelled, or Lease.Release).
-	EventReleased
-	// EventRenewed: the lease was extended.
+	// EventSettled: a lease's outcome was recorded. State is what it led to:
+	// Ready or Done after a success (Reason empty) or a release (Reason set,
+	// e.g. "canceled"), CoolingDown (Cooldown set) or Failed after a failure
+	// (Class, Reason). Err is ErrNotOwned when the lock had passed to
+	// someone else and nothing was written; State is then what the lock
+	// held. Held is how long the lock was held.
+	EventSettled
+	// EventRenewed: a renewal extended the lease, or failed to reach Redis
+	// (Err set).
 	EventRenewed
-	// EventRenewFailed: a renewal could not reach Redis (Err set).
-	EventRenewFailed
-	// EventLeaseLost: the lease expired or was taken over while fn ran.
+	// EventLeaseLost: the lease expired or was taken over while fn ran. With
+	// the Fence policy no settle follows, and Held is set here.
 	EventLeaseLost
-	// EventNotOwned: a settle found the lock owned by someone else; nothing
-	// was written ("lock not owned").
-	EventNotOwned
-	// EventRedisError: a Redis operation failed (Err set, Op names it).
+	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
+	// names it: "acquire", "settle", "renew", "undo" or "scope").
 	EventRedisError
 	// EventFailOpen: Redis was unreachable and fn ran ungated (FailOpen).
 	EventFailOpen
@@ -45,14 +41,13 @@ const (
 	// EventScopePaused: a systemic failure paused the upstream scope; an
 	// operator must act (loud).
 	EventScopePaused
-	// EventConfigWarning: a configuration problem found by Gate.Check
-	// (Reason says which).
-	EventConfigWarning
+	// EventWarning: something an operator must look at (loud). Reason says
+	// what: a Warn* constant.
+	EventWarning
 )
 
-var eventNames = [...]string{"", "acquired", "refused", "succeeded", "cooled_down", "marked_failed",
-	"released", "renewed", "renew_failed", "lease_lost", "not_owned", "redis_error", "fail_open",
-	"scope_cooling", "scope_paused", "config_warning"}
+var eventNames = [...]string{"", "acquired", "refused", "settled", "renewed", "lease_lost",
+	"redis_error", "fail_open", "scope_cooling", "scope_paused", "warning"}
 
 // String returns the snake_case name, suitable as a metric label.
 func (k EventKind) String() string {
@@ -72,19 +67,17 @@ type Event struct {
 	// State is the job's state the event led to or was refused by.
 	State State
 	Fence int64
-	// Attempt is the attempt number of the call, or the failure count.
+	// Attempt is the attempt number of the call.
 	Attempt int
 	Class   classify.Class
 	Reason  string
-	// Held is how long the lock was held. It is set once per lease: on the
-	// event of its settle (succeeded, cooled_down, marked_failed, released,
-	// not_owned), or on lease_lost when the Fence policy skips the settle.
+	// Held is how long the lock was held (EventSettled, EventLeaseLost).
 	Held time.Duration
 	// Cooldown is the cooldown set, or the wait left on a refusal.
 	Cooldown time.Duration
 	// Local marks refusals decided in-process, without a Redis round trip.
 	Local bool
-	// Op names the Redis operation of EventRedisError ("acquire", "settle", ...).
+	// Op names the Redis operation of EventRedisError.
 	Op  string
 	Err error
 }
@@ -94,31 +87,6 @@ type Event struct {
 // safe for concurrent use.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
-}
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(ctx context.Context, e Event)
-
-// Observe calls f.
-func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
-
-// Observers fans events out to several observers, skipping nil ones.
-func Observers(obs ...Observer) Observer {
-	var list multiObserver
-	for _, o := range obs {
-		if o != nil {
-			list = append(list, o)
-		}
-	}
-	return list
-}
-
-type multiObserver []Observer
-
-func (m multiObserver) Observe(ctx context.Context, e Event) {
-	for _, o := range m {
-		o.Observe(ctx, e)
-	}
 }
 
 // emit sends e to the observer, if any. Callers check g.obs != nil first on

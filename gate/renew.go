@@ -2,15 +2,16 @@ package gate
 
 import (
 	"context"
+	"github.com/retrygate/retrygate/internal/redisop"
 	"time"
 )
 
 // renew is the heartbeat Acquire arms with time.AfterFunc, which starts no
 // goroutine until it fires: a call shorter than Lease/3 costs none. It
 // extends the lease with a compare-token PEXPIRE and re-arms itself.
-// The lease is lost at once on a "not owned" reply, or after
-// MaxRenewFailures failures in a row, or when the lock must already have
-// expired by the local clock.
+// The lease is lost at once on a "not owned" reply, or when a renewal fails
+// after the lock must have expired by the local clock (with renewals every
+// Lease/3, the third failure in a row).
 func (l *Lease) renew() {
 	g := l.g
 	l.mu.Lock()
@@ -36,7 +37,6 @@ func (l *Lease) renew() {
 	}
 	switch {
 	case err == nil && n == 1:
-		l.renewFails = 0
 		l.expires = sent.Add(g.opts.Lease)
 		l.timer.Reset(g.renewEvery)
 		events = append(events, Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt})
@@ -44,11 +44,10 @@ func (l *Lease) renew() {
 		events = append(events, l.loseLocked(ErrNotOwned))
 		lost = true
 	default:
-		l.renewFails++
 		events = append(events,
-			Event{Kind: EventRenewFailed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.renewFails, Err: err},
-			Event{Kind: EventRedisError, Job: l.job, Op: "renew", Err: err})
-		if l.renewFails >= g.opts.MaxRenewFailures || !time.Now().Before(l.expires) {
+			Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt, Err: err},
+			Event{Kind: EventRedisError, Job: l.job, Op: redisop.Renew, Err: redisError("renew", err)})
+		if !time.Now().Before(l.expires) {
 			events = append(events, l.loseLocked(err))
 			lost = true
 		} else {

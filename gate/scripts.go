@@ -23,6 +23,10 @@ var (
 	scopeLua string
 	//go:embed lua/scope_check.lua
 	scopeCheckLua string
+	//go:embed lua/scope_unclaim.lua
+	scopeUnclaimLua string
+	//go:embed lua/wave.lua
+	waveLua string
 	//go:embed lua/scope_reset.lua
 	scopeResetLua string
 	//go:embed lua/status.lua
@@ -32,16 +36,23 @@ var (
 	//go:embed lua/undo.lua
 	undoLua string
 
-	acquireScript    = redis.NewScript(acquireLua)
-	renewScript      = redis.NewScript(renewLua)
-	settleScript     = redis.NewScript(scopeLibLua + settleLua)
-	releaseScript    = redis.NewScript(releaseLua)
-	scopeScript      = redis.NewScript(scopeLibLua + scopeLua)
-	scopeCheckScript = redis.NewScript(scopeCheckLua)
-	scopeResetScript = redis.NewScript(scopeResetLua)
-	statusScript     = redis.NewScript(statusLua)
-	resetScript      = redis.NewScript(resetLua)
-	undoScript       = redis.NewScript(undoLua)
+	// acquire.lua reads the scope only with KEYS[3] (one node, with a
+	// Scope): without one, the script runs without the scope library, so
+	// the common acquire does not define functions it never calls.
+	acquireScript      = redis.NewScript(acquireLua)
+	acquireScopeScript = redis.NewScript(scopeLibLua + acquireLua)
+	renewScript        = redis.NewScript(renewLua)
+	settleScript       = redis.NewScript(scopeLibLua + settleLua)
+	releaseScript      = redis.NewScript(releaseLua)
+	scopeScript        = redis.NewScript(scopeLibLua + scopeLua)
+	scopeCheckScript   = redis.NewScript(scopeLibLua + scopeCheckLua)
+	unclaimScript      = redis.NewScript(scopeUnclaimLua)
+	waveScript         = redis.NewScript(scopeLibLua + waveLua)
+	scopeResetScript   = redis.NewScript(scopeResetLua)
+	statusScript       = redis.NewScript(statusLua)
+	statusScopeScript  = redis.NewScript(scopeLibLua + statusLua)
+	resetScript        = redis.NewScript(resetLua)
+	undoScript         = redis.NewScript(undoLua)
 )
 
 // Scripter is the narrow Redis interface the gate needs. *redis.Client,

@@ -1,10 +1,6 @@
 package gate
 
-import (
-	"fmt"
-	"strconv"
-	"strings"
-)
+import "fmt"
 
 // State is a job's state in the gate.
 type State uint8
@@ -35,30 +31,4 @@ func (s State) String() string {
 		return stateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
-// stateOf decodes a lock value: "r:<token>", "c:<attempts>:<reason>",
-// "f:<attempts>:<reason>" or "d:". attempts is -1 when the value does not
-// carry it (a value written before it did: "c:<reason>").
-func stateOf(v string) (st State, attempts int, reason string) {
-	if len(v) < 2 || v[1] != ':' {
-		return Running, -1, "" // a foreign value: treat as held, never overwrite
-	}
-	switch v[0] {
-	case 'c', 'f':
-		st = CoolingDown
-		if v[0] == 'f' {
-			st = Failed
-		}
-		rest := v[2:]
-		if n, r, ok := strings.Cut(rest, ":"); ok {
-			if a, err := strconv.Atoi(n); err == nil {
-				return st, a, r
-			}
-		}
-		return st, -1, rest
-	case 'd':
-		return Done, -1, ""
-	}
-	return Running, -1, ""
 }

@@ -84,7 +84,7 @@ func TestTransientCoolsDownAndEscalates(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 200 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Lease: time.Second, Cooldown: cd, MaxCooldown: 10 * time.Second, NoJitter: true})
+			g := newGate(t, tg.Client, gate.Options{Lease: time.Second, Cooldown: cd, MaxCooldown: 10 * time.Second, Jitter: -1})
 			job := "doc"
 
 			err := failWith(t, g, job, classify.Transient(errBoom, 0))
@@ -163,7 +163,7 @@ func TestJitterSpreadsCooldowns(t *testing.T) {
 
 func TestBackoffCappedAtMaxCooldown(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Second, MaxCooldown: 3 * time.Second, BackoffFactor: 10, NoJitter: true})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Second, MaxCooldown: 3 * time.Second, BackoffFactor: 10, Jitter: -1})
 	want := []time.Duration{time.Second, 3 * time.Second, 3 * time.Second}
 	for i, w := range want {
 		var ce *gate.CallError
@@ -177,7 +177,7 @@ func TestBackoffCappedAtMaxCooldown(t *testing.T) {
 func TestServerHintWins(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Cooldown: 10 * time.Millisecond, MaxCooldown: 5 * time.Second, NoJitter: true})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: 10 * time.Millisecond, MaxCooldown: 5 * time.Second, Jitter: -1})
 			var ce *gate.CallError
 			if err := failWith(t, g, "hinted", classify.Transient(errBoom, 2500*time.Millisecond)); !errors.As(err, &ce) {
 				t.Fatal(err)
@@ -201,7 +201,7 @@ func TestMaxAttemptsMarksFailed(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 50 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, NoJitter: true, MaxAttempts: 3})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, Jitter: -1, MaxAttempts: 3})
 			bad := classify.WithReason(errBoom, classify.ClassTransient, classify.ReasonBadOutput, 0)
 			for i := 1; i <= 3; i++ {
 				var ce *gate.CallError
@@ -284,7 +284,7 @@ func TestSystemicNeverFailsTheJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 60 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, NoJitter: true, MaxAttempts: 1})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, Jitter: -1, MaxAttempts: 1})
 			for i := 0; i < 2; i++ {
 				var ce *gate.CallError
 				if err := failWith(t, g, "job", classify.Systemic(errBoom)); !errors.As(err, &ce) {
@@ -344,7 +344,7 @@ func TestCanceledCooldown(t *testing.T) {
 
 func TestOwnDeadlineIsTransient(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, NoJitter: true})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Millisecond)
 		defer cancel()
@@ -359,7 +359,7 @@ func TestOwnDeadlineIsTransient(t *testing.T) {
 
 func TestInternalCancelIsNotCallerCancel(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, NoJitter: true})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
 	// fn reports context.Canceled though the caller's context is alive:
 	// that is not the caller giving up, so the job cools down.
 	err := failWith(t, g, "job", context.Canceled)
@@ -372,7 +372,7 @@ func TestInternalCancelIsNotCallerCancel(t *testing.T) {
 func TestPanicSettlesTransientAndRepanics(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, NoJitter: true})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1})
 			func() {
 				defer func() {
 					if r := recover(); r != "kaboom" {

@@ -2,8 +2,6 @@ package gate
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -43,7 +41,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 		} else {
 			scopeCh = make(chan scopeResult, 1)
 			go func() {
-				s, err := g.readScope(ctx)
+				s, _, err := g.readScope(ctx, "")
 				var r scopeResult
 				r.err = err
 				if s != nil {
@@ -53,45 +51,20 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 			}()
 		}
 	}
-	v, err := statusScript.Run(ctx, g.rdb, keys).Slice()
-	if err != nil {
-		return Status{}, unavailable("status", err)
+	script := statusScript
+	if len(keys) > 2 {
+		script = statusScopeScript
 	}
-	st, err := g.decodeStatus(job, v)
+	st, err := g.decodeStatus(job, script.Run(ctx, g.rdb, keys))
 	if scopeCh != nil {
 		sr := <-scopeCh
 		if sr.err != nil {
-			return Status{}, unavailable("scope status", sr.err)
+			return Status{}, redisError("scope status", sr.err)
 		}
 		st.Upstream = sr.status
 		st.Upstream.Scope = g.opts.Scope
 	}
 	return st, err
-}
-
-func (g *Gate) decodeStatus(job string, v []any) (Status, error) {
-	var st Status
-	if len(v) < 6 {
-		return Status{}, unavailable("status", fmt.Errorf("unexpected status reply %v", v))
-	}
-	st.Job = job
-	st.Attempts = toInt(v[2])
-	fs, _ := v[3].(string)
-	st.Fence, _ = strconv.ParseInt(fs, 10, 64)
-	if lv, ok := v[0].(string); ok {
-		p, _ := v[1].(int64)
-		st.State, _, st.Reason = stateOf(lv)
-		st.TTL = pttl(p)
-		if st.State == Running || st.State == CoolingDown {
-			st.RetryAfter = st.TTL
-		}
-	}
-	if sv, ok := v[4].(string); ok {
-		p, _ := v[5].(int64)
-		st.Upstream = scopeStatusOf(sv, p)
-	}
-	st.Upstream.Scope = g.opts.Scope
-	return st, nil
 }
 
 // Reset clears a job's cooldown, failed or done mark and its attempt count,
@@ -105,7 +78,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	k := g.jobKeys(job)
 	v, err := resetScript.Run(ctx, g.rdb, k.both[:]).Slice()
 	if err != nil {
-		return unavailable("reset", err)
+		return redisError("reset", err)
 	}
 	if len(v) == 2 {
 		if lv, ok := v[0].(string); ok {

@@ -11,8 +11,9 @@
 //	r.Route("/documents/{id}", func(r chi.Router) {
 //		r.With(httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id")})).
 //			Post("/evaluate", evaluate)
-//		r.Get("/retry-status", httpmw.StatusHandler(g,
-//			httpmw.URLParamAs("/documents/{id}/evaluate", "id")))
+//		r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.Options{
+//			Job: httpmw.URLParamAs("/documents/{id}/evaluate", "id"),
+//		}))
 //	})
 //
 // # Status-code contract

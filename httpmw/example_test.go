@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -41,15 +42,19 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 
-	g, _ := gate.New(rdb, gate.Options{Cooldown: 5 * time.Minute, NoJitter: true})
+	g, err := gate.New(rdb, gate.Options{Cooldown: 5 * time.Minute, Jitter: -1})
+	if err != nil {
+		log.Fatal(err)
+	}
 	r := chi.NewRouter()
 	r.Route("/documents/{id}", func(r chi.Router) {
 		r.With(httpmw.New(g, httpmw.Options{
 			Job:       httpmw.URLParam("id"),
 			StatusURL: httpmw.SiblingURL("retry-status"),
 		})).Post("/evaluate", evaluate)
-		r.Get("/retry-status", httpmw.StatusHandler(g,
-			httpmw.URLParamAs("/documents/{id}/evaluate", "id")))
+		r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.Options{
+			Job: httpmw.URLParamAs("/documents/{id}/evaluate", "id"),
+		}))
 	})
 
 	for i := 0; i < 2; i++ {
@@ -72,7 +77,7 @@ func Example() {
 	// Output:
 	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
 	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
-	// 200 cooling_down 300 1 overloaded Retry available in 5 min.
+	// 200 cooling_down 300 0 overloaded Retry available in 5 min.
 }
 
 // Scoped keeps tenants apart: the same document id of two tenants is two

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,7 @@ func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
 	if opts.Cooldown == 0 {
 		opts.Cooldown = 5 * time.Minute
 	}
-	opts.NoJitter = true
+	opts.Jitter = -1
 	return gatetest.New(t, rdb, opts)
 }
 
@@ -50,7 +51,9 @@ func router(g *gate.Gate, opts httpmw.Options, h http.HandlerFunc) http.Handler 
 	r := chi.NewRouter()
 	r.Route("/documents/{id}", func(r chi.Router) {
 		r.With(httpmw.New(g, opts)).Post("/evaluate", h)
-		r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.URLParamAs(evaluatePattern, "id"), opts))
+		st := opts
+		st.Job = httpmw.URLParamAs(evaluatePattern, "id")
+		r.Get("/retry-status", httpmw.StatusHandler(g, st))
 	})
 	return r
 }
@@ -93,6 +96,7 @@ func decodeProblem(t *testing.T, rec *httptest.ResponseRecorder) problemBody {
 	if exp, got := "no-store", rec.Header().Get("Cache-Control"); exp != got {
 		t.Errorf("Cache-Control: exp %q, got %q", exp, got)
 	}
+	checkLength(t, rec)
 	var p problemBody
 	dec := json.NewDecoder(strings.NewReader(rec.Body.String()))
 	dec.DisallowUnknownFields()
@@ -106,6 +110,15 @@ func decodeProblem(t *testing.T, rec *httptest.ResponseRecorder) problemBody {
 		t.Errorf("problem lacks type, title or detail: %+v", p)
 	}
 	return p
+}
+
+// checkLength fails unless Content-Length is the body's length: a client
+// reading that many bytes must get the whole body, no more.
+func checkLength(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	if exp, got := strconv.Itoa(rec.Body.Len()), rec.Header().Get("Content-Length"); exp != got {
+		t.Errorf("Content-Length: exp %s (the body's length), got %q", exp, got)
+	}
 }
 
 func str(p *string) string {
@@ -194,25 +207,42 @@ func closedPortClient(t *testing.T) *redis.Client {
 	return c
 }
 
-// events records the gate's settle events by job.
+// Settle outcomes, as the events record them.
+const (
+	evSucceeded    = "succeeded"
+	evReleased     = "released"
+	evCooledDown   = "cooled_down"
+	evMarkedFailed = "marked_failed"
+)
+
+// events records the outcome of the gate's settle events by job.
 type events struct {
 	mu   sync.Mutex
-	last map[string]gate.EventKind
+	last map[string]string
 }
 
 func (e *events) Observe(_ context.Context, ev gate.Event) {
-	switch ev.Kind {
-	case gate.EventSucceeded, gate.EventReleased, gate.EventCooledDown, gate.EventMarkedFailed:
-		e.mu.Lock()
-		if e.last == nil {
-			e.last = map[string]gate.EventKind{}
-		}
-		e.last[ev.Job] = ev.Kind
-		e.mu.Unlock()
+	if ev.Kind != gate.EventSettled || ev.Err != nil {
+		return
 	}
+	out := evSucceeded
+	switch {
+	case ev.State == gate.CoolingDown:
+		out = evCooledDown
+	case ev.State == gate.Failed:
+		out = evMarkedFailed
+	case ev.State == gate.Ready && ev.Reason != "":
+		out = evReleased
+	}
+	e.mu.Lock()
+	if e.last == nil {
+		e.last = map[string]string{}
+	}
+	e.last[ev.Job] = out
+	e.mu.Unlock()
 }
 
-func (e *events) of(job string) gate.EventKind {
+func (e *events) of(job string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.last[job]

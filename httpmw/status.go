@@ -38,22 +38,14 @@ type RetryStatus struct {
 // naming no valid job gets the 400 problem, and a Redis error the 503
 // problem with job_state "unknown" and no internals.
 //
-// job must compute the key the middleware computes: on a route other than
-// the middleware's, use URLParamAs with the middleware route's pattern. opts
-// (at most one) supplies RetryIn, ProblemTypeBase, Headers,
-// UnavailableRetryAfter, Unavailable, InvalidJob and OnError; its Job is
-// ignored. StatusHandler panics when g or job is nil.
-func StatusHandler(g *gate.Gate, job JobFunc, opts ...Options) http.HandlerFunc {
-	if len(opts) > 1 {
-		panic("httpmw: StatusHandler: more than one Options")
-	}
-	var o Options
-	if len(opts) == 1 {
-		o = opts[0]
-	}
-	o.Job = job
-	c := newConfig("StatusHandler", g, o)
-	return c.serveStatus
+// opts.Job must compute the key the middleware computes: on a route other
+// than the middleware's, use URLParamAs with the middleware route's pattern.
+// Of the other options it uses RetryIn, ProblemTypeBase, Headers,
+// UnavailableRetryAfter, Unavailable, InvalidJob and OnError, so the
+// middleware's Options can be passed with Job replaced. StatusHandler
+// panics when g or opts.Job is nil.
+func StatusHandler(g *gate.Gate, opts Options) http.HandlerFunc {
+	return newConfig("StatusHandler", g, opts).serveStatus
 }
 
 func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {

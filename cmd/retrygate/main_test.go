@@ -80,7 +80,7 @@ func newFixture(t *testing.T, tg redistest.Target) *fixture {
 	f := &fixture{prefix: redistest.UniqueKey(t)}
 	f.args = append(redisArgs(t, tg), "--prefix", f.prefix)
 	var err error
-	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour, NoJitter: true,
+	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour, Jitter: -1,
 		Lease: time.Hour, Classify: testClassify})
 	if err != nil {
 		t.Fatal(err)
@@ -265,8 +265,8 @@ func TestScope(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Scope: "openai:prod", ScopePauseTTL: time.Hour,
-				Cooldown: time.Hour, NoJitter: true, Classify: testClassify})
+			g, err := gate.New(tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}, Prefix: prefix, Scope: "openai:prod",
+				Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,11 +11,20 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 )
 
+// What the local model answers.
+type answer int
+
+const (
+	answerOK          answer = iota // a summary
+	answerRateLimited               // 429 with retry-after-ms: 30000
+	answerTooLong                   // 400 context_length_exceeded
+	answerNoChoices                 // 200 with an empty choices list
+)
+
 // localBackends starts what the quickstart needs when no API key is set: an
-// embedded Redis and a tiny OpenAI-compatible model. When rateLimited is
-// set, the model answers 429 with retry-after-ms: 30000. calls counts the
-// requests it received; stop shuts both down.
-func localBackends(rateLimited bool) (rdb *redis.Client, cfg openai.ClientConfig, calls *atomic.Int64, stop func()) {
+// embedded Redis and a tiny OpenAI-compatible model that answers as told.
+// calls counts the requests it received; stop shuts both down.
+func localBackends(ans answer) (rdb *redis.Client, cfg openai.ClientConfig, calls *atomic.Int64, stop func()) {
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
 		panic(err)
@@ -24,10 +33,19 @@ func localBackends(rateLimited bool) (rdb *redis.Client, cfg openai.ClientConfig
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		calls.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		if rateLimited {
+		switch ans {
+		case answerRateLimited:
 			w.Header().Set("Retry-After-Ms", "30000")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+			return
+		case answerTooLong:
+			// The body OpenAI documents for a prompt over the context window.
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`))
+			return
+		case answerNoChoices:
+			_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[]}`))
 			return
 		}
 		_ = json.NewEncoder(w).Encode(openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{

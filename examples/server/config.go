@@ -32,6 +32,9 @@ type config struct {
 	// ScopeCooldown is the upstream pause after a provider-wide failure
 	// that came without a retry hint.
 	ScopeCooldown time.Duration
+	// ScopePause is how long a systemic failure (the credit balance ran
+	// out) pauses the upstream.
+	ScopePause time.Duration
 
 	// Fake upstream behaviour.
 	RateLimitHint time.Duration // retry-after-ms of the per-document 429
@@ -60,6 +63,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		Lease:           2 * time.Second,
 		MaxAttempts:     3,
 		ScopeCooldown:   10 * time.Second,
+		ScopePause:      30 * time.Second,
 		RateLimitHint:   8 * time.Second,
 		ScopeHint:       20 * time.Second,
 		SlowCall:        5 * time.Second,
@@ -90,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("RETRYGATE_MAX_COOLDOWN", &cfg.MaxCooldown)
 	envDur("RETRYGATE_LEASE", &cfg.Lease)
 	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.ScopeCooldown)
+	envDur("RETRYGATE_SCOPE_PAUSE", &cfg.ScopePause)
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
 	envDur("DEMO_SCOPE_HINT", &cfg.ScopeHint)
 	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
@@ -112,6 +117,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = unlimited (env RETRYGATE_MAX_ATTEMPTS)")
 	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
+	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "upstream pause after a systemic failure such as an empty credit balance (env RETRYGATE_SCOPE_PAUSE)")
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
 	fs.DurationVar(&cfg.ScopeHint, "scope-hint", cfg.ScopeHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_SCOPE_HINT)")
 	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")
@@ -127,7 +133,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"scope-cooldown", cfg.ScopeCooldown},
+	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"scope-cooldown", cfg.ScopeCooldown}, {"scope-pause", cfg.ScopePause},
 		{"rate-limit-hint", cfg.RateLimitHint}, {"scope-hint", cfg.ScopeHint}, {"slow-call", cfg.SlowCall}} {
 		if d.v <= 0 {
 			bad = append(bad, fmt.Sprintf("-%s: want a positive duration", d.name))

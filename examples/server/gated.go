@@ -22,7 +22,7 @@ func (a *app) mountGated(r chi.Router) {
 		OnError:   a.logError,
 	}
 	r.With(httpmw.New(a.gate, opts)).Post("/evaluate", a.evaluate)
-	r.Method(http.MethodGet, "/retry-status", httpmw.StatusHandler(a.gate, evaluateJob, opts))
+	r.Method(http.MethodGet, "/retry-status", httpmw.StatusHandler(a.gate, opts))
 }
 
 // evaluate runs under the job's lease. A failure is handed to the gate with

@@ -22,6 +22,7 @@ func testConfig() config {
 		Lease:           300 * time.Millisecond,
 		MaxAttempts:     3,
 		ScopeCooldown:   time.Second,
+		ScopePause:      time.Second,
 		RateLimitHint:   time.Second,
 		ScopeHint:       1500 * time.Millisecond,
 		SlowCall:        time.Second,

@@ -47,15 +47,15 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, n: &st.upstreamCalls}}
 
 	g, err := gate.New(rdb, gate.Options{
-		Prefix:        "retrygate-demo",
-		Lease:         cfg.Lease,
-		Cooldown:      cfg.Cooldown,
-		MaxCooldown:   cfg.MaxCooldown,
-		MaxAttempts:   cfg.MaxAttempts,
-		Classify:      demoClassify,
-		Observer:      st,
-		Scope:         scope,
-		ScopeCooldown: cfg.ScopeCooldown,
+		Prefix:      "retrygate-demo",
+		Lease:       cfg.Lease,
+		Cooldown:    cfg.Cooldown,
+		MaxCooldown: cfg.MaxCooldown,
+		MaxAttempts: cfg.MaxAttempts,
+		Classify:    demoClassify,
+		Observer:    st,
+		Scope:       scope,
+		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown, PauseTTL: cfg.ScopePause},
 	})
 	if err != nil {
 		return err

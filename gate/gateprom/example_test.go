@@ -3,6 +3,7 @@ package gateprom_test
 import (
 	"context"
 	"fmt"
+	"log"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,9 +24,14 @@ func ExampleNew() {
 	obs := gateprom.New(gateprom.Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
-	g, _ := gate.New(rdb, gate.Options{Scope: "openai:prod", Observer: obs})
+	g, err := gate.New(rdb, gate.Options{Scope: "openai:prod", Observer: obs})
+	if err != nil {
+		log.Fatal(err)
+	}
 
-	_ = g.Do(context.Background(), "doc-42", func(context.Context, *gate.Lease) error { return nil })
+	if err := g.Do(context.Background(), "doc-42", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+		log.Print(err)
+	}
 
 	mfs, _ := reg.Gather()
 	for _, mf := range mfs {

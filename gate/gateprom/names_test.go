@@ -17,9 +17,10 @@ import (
 // this package exports.
 func TestDocsNameRealMetrics(t *testing.T) {
 	obs := gateprom.New(gateprom.Options{})
-	for k := gate.EventAcquired; k <= gate.EventConfigWarning; k++ {
+	for k := gate.EventAcquired; k <= gate.EventWarning; k++ {
 		obs.Observe(context.Background(), gate.Event{Kind: k, Local: true, Held: time.Second, Cooldown: time.Second})
 	}
+	obs.Observe(context.Background(), gate.Event{Kind: gate.EventSettled, Err: gate.ErrNotOwned})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
 	mfs, err := reg.Gather()

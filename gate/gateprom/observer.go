@@ -2,10 +2,12 @@ package gateprom
 
 import (
 	"context"
+	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redisop"
 )
 
 // Observer turns gate events into Prometheus metrics. Register it with a
@@ -71,13 +73,13 @@ func New(opts Options) *Observer {
 		notOwned: counter("not_owned_total",
 			`Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.`),
 		redisErrors: counter("redis_errors_total",
-			"Redis operations that failed, by operation.",
-			"op"),
+			"Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).",
+			"op", "cause"),
 		scope: counter("scope_transitions_total",
 			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.",
 			"state", "reason"),
 		configWarns: counter("config_warnings_total",
-			"Configuration problems found by the start-up check, by reason.",
+			"Warnings an operator must look at, by reason: configuration problems found by the start-up check (maxmemory_policy_evicts, config_unchecked), failures whose cooldown could not be written (settle_unwritten), waves of one permanent reason (permanent_wave).",
 			"reason"),
 		held: histogram("lock_held_seconds",
 			"How long calls held the job's lock, from acquire to settle or lease loss, by outcome.",
@@ -107,12 +109,8 @@ var knownReasons = []string{
 	classify.ReasonMarkedTransient, classify.ReasonMarkedSystemic, classify.ReasonShouldNotRetry,
 	classify.ReasonShouldRetry, classify.ReasonClientSide, classify.ReasonTooLarge,
 	classify.ReasonInvalidURL, classify.ReasonBadStream,
-	gate.WarnEvictionPolicy, gate.WarnUnchecked,
+	gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten, gate.WarnPermanentWave,
 }
-
-// knownOps are the Redis operations the gate names in EventRedisError.
-var knownOps = map[string]bool{"acquire": true, "settle": true, "renew": true, "scope": true,
-	"status": true, "reset": true, "check": true}
 
 func (o *Observer) reason(r string) string {
 	if r == "" || o.reasons[r] {
@@ -121,11 +119,38 @@ func (o *Observer) reason(r string) string {
 	return OtherLabel
 }
 
+// op bounds the op label to the operations the gate reports.
 func op(s string) string {
-	if knownOps[s] {
-		return s
+	for _, k := range redisop.All {
+		if s == k {
+			return s
+		}
 	}
 	return OtherLabel
+}
+
+// cause tells a Redis that could not serve the call from one that refused
+// it (a permission or configuration problem).
+func cause(err error) string {
+	if errors.Is(err, gate.ErrRedisRefused) {
+		return "refused"
+	}
+	return "unavailable"
+}
+
+// settleOutcome names a settle for the outcome label.
+func settleOutcome(e gate.Event) string {
+	switch {
+	case e.Err != nil:
+		return "not_owned"
+	case e.State == gate.CoolingDown:
+		return "cooled_down"
+	case e.State == gate.Failed:
+		return "marked_failed"
+	case e.State == gate.Ready && e.Reason != "":
+		return "released"
+	}
+	return "succeeded"
 }
 
 // Observe records e. It never blocks and never uses e.Job.
@@ -141,35 +166,38 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 		}
 	case gate.EventFailOpen:
 		o.acquisitions.WithLabelValues(scope, "fail_open", "").Inc()
-	case gate.EventSucceeded, gate.EventCooledDown, gate.EventMarkedFailed, gate.EventReleased:
-		outcome := e.Kind.String()
+	case gate.EventSettled:
+		outcome := settleOutcome(e)
+		o.held.WithLabelValues(scope, outcome).Observe(e.Held.Seconds())
+		if outcome == "not_owned" {
+			o.notOwned.WithLabelValues(scope).Inc()
+			break
+		}
 		reason := ""
-		if e.Kind != gate.EventSucceeded {
+		if outcome != "succeeded" {
 			reason = o.reason(e.Reason)
 		}
 		o.settles.WithLabelValues(scope, outcome, reason).Inc()
-		o.held.WithLabelValues(scope, outcome).Observe(e.Held.Seconds())
-		if e.Kind == gate.EventCooledDown {
+		if outcome == "cooled_down" {
 			o.cooldown.WithLabelValues(scope, "job").Observe(e.Cooldown.Seconds())
 		}
 	case gate.EventRenewed:
-		o.renewals.WithLabelValues(scope, "ok").Inc()
-	case gate.EventRenewFailed:
-		o.renewals.WithLabelValues(scope, "failed").Inc()
+		if e.Err != nil {
+			o.renewals.WithLabelValues(scope, "failed").Inc()
+		} else {
+			o.renewals.WithLabelValues(scope, "ok").Inc()
+		}
 	case gate.EventLeaseLost:
 		o.leaseLost.WithLabelValues(scope).Inc()
 		o.held.WithLabelValues(scope, "lease_lost").Observe(e.Held.Seconds())
-	case gate.EventNotOwned:
-		o.notOwned.WithLabelValues(scope).Inc()
-		o.held.WithLabelValues(scope, "not_owned").Observe(e.Held.Seconds())
 	case gate.EventRedisError:
-		o.redisErrors.WithLabelValues(scope, op(e.Op)).Inc()
+		o.redisErrors.WithLabelValues(scope, op(e.Op), cause(e.Err)).Inc()
 	case gate.EventScopeCooling:
 		o.scope.WithLabelValues(scope, "cooling", o.reason(e.Reason)).Inc()
 		o.cooldown.WithLabelValues(scope, "scope").Observe(e.Cooldown.Seconds())
 	case gate.EventScopePaused:
 		o.scope.WithLabelValues(scope, "paused", o.reason(e.Reason)).Inc()
-	case gate.EventConfigWarning:
+	case gate.EventWarning:
 		o.configWarns.WithLabelValues(scope, o.reason(e.Reason)).Inc()
 	}
 }

@@ -60,7 +60,7 @@ func TestObserverDrivesRealGate(t *testing.T) {
 			obs := gateprom.New(gateprom.Options{ConstLabels: prometheus.Labels{"service": "test"}})
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(obs)
-			g := newGate(t, tg.Client, gate.Options{Scope: "openai:test", Cooldown: time.Hour, NoJitter: true,
+			g := newGate(t, tg.Client, gate.Options{Scope: "openai:test", Cooldown: time.Hour, Jitter: -1,
 				Classify: testClassify, Observer: obs})
 
 			if err := g.Do(ctx, "job-ok", ok); err != nil {
@@ -212,9 +212,9 @@ func TestObserverRedisDown(t *testing.T) {
 		t.Errorf("redis errors: exp %v, got %v", exp, got)
 	}
 	exp := `
-# HELP llm_redis_errors_total Redis operations that failed, by operation.
+# HELP llm_redis_errors_total Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).
 # TYPE llm_redis_errors_total counter
-llm_redis_errors_total{op="acquire",scope=""} 1
+llm_redis_errors_total{cause="unavailable",op="acquire",scope=""} 1
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_redis_errors_total"); err != nil {
 		t.Fatal(err)
@@ -235,18 +235,18 @@ func TestObserverBoundsLabels(t *testing.T) {
 	obs := gateprom.New(gateprom.Options{Reasons: []string{"mine"}})
 	ctx := context.Background()
 	for i := range 100 {
-		obs.Observe(ctx, gate.Event{Kind: gate.EventCooledDown, Job: "job", Reason: "r" + string(rune('a'+i%26)) + strings.Repeat("x", i)})
+		obs.Observe(ctx, gate.Event{Kind: gate.EventSettled, State: gate.CoolingDown, Job: "job", Reason: "r" + string(rune('a'+i%26)) + strings.Repeat("x", i)})
 		obs.Observe(ctx, gate.Event{Kind: gate.EventRedisError, Op: "op" + string(rune('a'+i%26))})
 	}
-	obs.Observe(ctx, gate.Event{Kind: gate.EventMarkedFailed, Reason: "mine"})
+	obs.Observe(ctx, gate.Event{Kind: gate.EventSettled, State: gate.Failed, Reason: "mine"})
 	exp := `
 # HELP retrygate_settles_total Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.
 # TYPE retrygate_settles_total counter
 retrygate_settles_total{outcome="cooled_down",reason="other",scope=""} 100
 retrygate_settles_total{outcome="marked_failed",reason="mine",scope=""} 1
-# HELP retrygate_redis_errors_total Redis operations that failed, by operation.
+# HELP retrygate_redis_errors_total Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).
 # TYPE retrygate_redis_errors_total counter
-retrygate_redis_errors_total{op="other",scope=""} 100
+retrygate_redis_errors_total{cause="unavailable",op="other",scope=""} 100
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "retrygate_settles_total", "retrygate_redis_errors_total"); err != nil {
 		t.Fatal(err)
@@ -255,8 +255,20 @@ retrygate_redis_errors_total{op="other",scope=""} 100
 
 func TestObserverLint(t *testing.T) {
 	obs := gateprom.New(gateprom.Options{})
-	for k := gate.EventAcquired; k <= gate.EventConfigWarning; k++ {
+	for k := gate.EventAcquired; k <= gate.EventWarning; k++ {
 		obs.Observe(context.Background(), gate.Event{Kind: k, Reason: "timeout", Op: "acquire", Held: time.Second, Cooldown: time.Minute})
+	}
+	// The settles and renewals each kind stands for.
+	for _, e := range []gate.Event{
+		{Kind: gate.EventSettled, State: gate.Done},
+		{Kind: gate.EventSettled, State: gate.CoolingDown, Reason: "timeout"},
+		{Kind: gate.EventSettled, State: gate.Failed, Reason: "timeout"},
+		{Kind: gate.EventSettled, State: gate.Ready, Reason: "timeout"},
+		{Kind: gate.EventSettled, Err: gate.ErrNotOwned},
+		{Kind: gate.EventRenewed, Err: errors.New("down")},
+	} {
+		e.Held, e.Cooldown = time.Second, time.Minute
+		obs.Observe(context.Background(), e)
 	}
 	problems, err := testutil.CollectAndLint(obs)
 	if err != nil {

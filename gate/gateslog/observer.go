@@ -43,13 +43,22 @@ func HashJob(job string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Level returns the level an event kind is logged at, before Options.Level.
-func Level(k gate.EventKind) slog.Level {
-	switch k {
-	case gate.EventRefused, gate.EventRenewed:
+// Level returns the level an event is logged at, before Options.Level:
+// debug for refusals and renewals, warn for what an operator should look
+// at (a lost lease, a settle not owned, a failed renewal, Redis errors,
+// fail-open, a scope cooling, warnings), error for a paused scope, info
+// for the rest.
+func Level(e gate.Event) slog.Level {
+	switch e.Kind {
+	case gate.EventRefused, gate.EventRenewed, gate.EventSettled:
+		if e.Err != nil {
+			return slog.LevelWarn
+		}
+		if e.Kind == gate.EventSettled {
+			return slog.LevelInfo
+		}
 		return slog.LevelDebug
-	case gate.EventLeaseLost, gate.EventNotOwned, gate.EventRedisError, gate.EventRenewFailed,
-		gate.EventFailOpen, gate.EventScopeCooling, gate.EventConfigWarning:
+	case gate.EventLeaseLost, gate.EventRedisError, gate.EventFailOpen, gate.EventScopeCooling, gate.EventWarning:
 		return slog.LevelWarn
 	case gate.EventScopePaused:
 		return slog.LevelError
@@ -59,7 +68,7 @@ func Level(k gate.EventKind) slog.Level {
 
 // Observe logs e.
 func (o *Observer) Observe(ctx context.Context, e gate.Event) {
-	level := Level(e.Kind) + o.opts.Level
+	level := Level(e) + o.opts.Level
 	if !o.log.Enabled(ctx, level) {
 		return
 	}
@@ -75,7 +84,7 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 	if e.Scope != "" {
 		attrs = append(attrs, slog.String("scope", e.Scope))
 	}
-	if e.Kind != gate.EventRedisError && e.Kind != gate.EventConfigWarning && e.Kind != gate.EventFailOpen {
+	if e.Kind != gate.EventRedisError && e.Kind != gate.EventWarning && e.Kind != gate.EventFailOpen {
 		attrs = append(attrs, slog.String("state", e.State.String()))
 	}
 	if e.Attempt != 0 {
@@ -85,8 +94,12 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 		attrs = append(attrs, slog.Int64("fence", e.Fence))
 	}
 	switch e.Kind {
-	case gate.EventCooledDown, gate.EventMarkedFailed, gate.EventReleased, gate.EventScopeCooling, gate.EventScopePaused:
+	case gate.EventScopeCooling, gate.EventScopePaused:
 		attrs = append(attrs, slog.String("class", e.Class.String()))
+	case gate.EventSettled:
+		if e.Reason != "" && e.Err == nil {
+			attrs = append(attrs, slog.String("class", e.Class.String()))
+		}
 	}
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))

@@ -68,7 +68,7 @@ func TestLogsOneLinePerEvent(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			log, buf := newLogger(slog.LevelDebug)
 			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai",
-				Cooldown: time.Hour, NoJitter: true, Classify: classifyTimeout,
+				Cooldown: time.Hour, Jitter: -1, Classify: classifyTimeout,
 				Observer: gateslog.New(log, gateslog.Options{})})
 			if err != nil {
 				t.Fatal(err)
@@ -82,11 +82,11 @@ func TestLogsOneLinePerEvent(t *testing.T) {
 			for _, l := range lines {
 				got = append(got, l["level"].(string)+" "+l["msg"].(string))
 			}
-			if exp := "INFO retrygate acquired,INFO retrygate cooled_down,DEBUG retrygate refused"; exp != strings.Join(got, ",") {
+			if exp := "INFO retrygate acquired,INFO retrygate settled,DEBUG retrygate refused"; exp != strings.Join(got, ",") {
 				t.Fatalf("lines: exp %s, got %s", exp, strings.Join(got, ","))
 			}
 			cooled := lines[1]
-			for k, exp := range map[string]any{"event": "cooled_down", "job": "doc-1", "scope": "openai",
+			for k, exp := range map[string]any{"event": "settled", "job": "doc-1", "scope": "openai",
 				"state": "cooling_down", "class": "transient", "reason": "timeout", "attempt": 1.0,
 				"cooldown": float64(time.Hour)} {
 				if got := cooled[k]; got != exp {
@@ -134,29 +134,33 @@ func TestHashJobs(t *testing.T) {
 
 func TestLevels(t *testing.T) {
 	for _, tc := range []struct {
-		kind gate.EventKind
+		name string
+		ev   gate.Event
 		exp  slog.Level
 	}{
-		{gate.EventRefused, slog.LevelDebug},
-		{gate.EventRenewed, slog.LevelDebug},
-		{gate.EventAcquired, slog.LevelInfo},
-		{gate.EventSucceeded, slog.LevelInfo},
-		{gate.EventCooledDown, slog.LevelInfo},
-		{gate.EventMarkedFailed, slog.LevelInfo},
-		{gate.EventLeaseLost, slog.LevelWarn},
-		{gate.EventNotOwned, slog.LevelWarn},
-		{gate.EventRedisError, slog.LevelWarn},
-		{gate.EventFailOpen, slog.LevelWarn},
-		{gate.EventConfigWarning, slog.LevelWarn},
-		{gate.EventScopePaused, slog.LevelError},
+		{"refused", gate.Event{Kind: gate.EventRefused}, slog.LevelDebug},
+		{"renewed", gate.Event{Kind: gate.EventRenewed}, slog.LevelDebug},
+		{"renew failed", gate.Event{Kind: gate.EventRenewed, Err: errors.New("down")}, slog.LevelWarn},
+		{"acquired", gate.Event{Kind: gate.EventAcquired}, slog.LevelInfo},
+		{"succeeded", gate.Event{Kind: gate.EventSettled, State: gate.Ready}, slog.LevelInfo},
+		{"cooled down", gate.Event{Kind: gate.EventSettled, State: gate.CoolingDown}, slog.LevelInfo},
+		{"marked failed", gate.Event{Kind: gate.EventSettled, State: gate.Failed}, slog.LevelInfo},
+		{"not owned", gate.Event{Kind: gate.EventSettled, Err: gate.ErrNotOwned}, slog.LevelWarn},
+		{"lease lost", gate.Event{Kind: gate.EventLeaseLost}, slog.LevelWarn},
+		{"redis error", gate.Event{Kind: gate.EventRedisError}, slog.LevelWarn},
+		{"fail open", gate.Event{Kind: gate.EventFailOpen}, slog.LevelWarn},
+		{"warning", gate.Event{Kind: gate.EventWarning}, slog.LevelWarn},
+		{"scope cooling", gate.Event{Kind: gate.EventScopeCooling}, slog.LevelWarn},
+		{"scope paused", gate.Event{Kind: gate.EventScopePaused}, slog.LevelError},
 	} {
-		t.Run(tc.kind.String(), func(t *testing.T) {
-			if exp, got := tc.exp, gateslog.Level(tc.kind); exp != got {
+		t.Run(tc.name, func(t *testing.T) {
+			if exp, got := tc.exp, gateslog.Level(tc.ev); exp != got {
 				t.Fatalf("exp %v, got %v", exp, got)
 			}
 			// At Info, Debug events are not written at all.
 			log, buf := newLogger(slog.LevelInfo)
-			gateslog.New(log, gateslog.Options{}).Observe(context.Background(), gate.Event{Kind: tc.kind, Job: "j"})
+			tc.ev.Job = "j"
+			gateslog.New(log, gateslog.Options{}).Observe(context.Background(), tc.ev)
 			if exp, got := tc.exp >= slog.LevelInfo, len(buf.lines(t)) == 1; exp != got {
 				t.Fatalf("written at Info: exp %v, got %v", exp, got)
 			}
@@ -190,7 +194,7 @@ func TestLogsLeaseLoss(t *testing.T) {
 	for _, l := range buf.lines(t) {
 		got = append(got, l["level"].(string)+" "+l["event"].(string))
 	}
-	if exp := "INFO acquired,WARN lease_lost,WARN not_owned"; exp != strings.Join(got, ",") {
+	if exp := "INFO acquired,WARN lease_lost,WARN settled"; exp != strings.Join(got, ",") {
 		t.Fatalf("exp %s, got %s", exp, strings.Join(got, ","))
 	}
 	// Under Continue the settle follows, so the held time is reported once,
@@ -214,8 +218,8 @@ func ExampleNew() {
 		},
 	}))
 	obs := gateslog.New(log, gateslog.Options{HashJobs: true})
-	obs.Observe(context.Background(), gate.Event{Kind: gate.EventCooledDown, Job: "doc-42", State: gate.CoolingDown,
+	obs.Observe(context.Background(), gate.Event{Kind: gate.EventSettled, Job: "doc-42", State: gate.CoolingDown,
 		Attempt: 2, Class: classify.ClassTransient, Reason: "rate_limited", Cooldown: 20 * time.Second})
 	// Output:
-	// level=INFO msg="retrygate cooled_down" event=cooled_down job_hash=6767023ae1fd50c6 state=cooling_down attempt=2 class=transient reason=rate_limited cooldown=20s
+	// level=INFO msg="retrygate settled" event=settled job_hash=6767023ae1fd50c6 state=cooling_down attempt=2 class=transient reason=rate_limited cooldown=20s
 }

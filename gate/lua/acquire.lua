@@ -1,23 +1,34 @@
--- Acquire a job's lock in one round trip.
+-- (scope_lib.lua is prepended when KEYS[3] is given.) Acquire a job's lock in one round trip.
 -- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional: only when every key
 -- lives on one node; on a cluster the scope is read by scope_check.lua).
--- ARGV[1] token, ARGV[2] lease ms, ARGV[3] meta TTL ms (lease + AttemptsTTL),
--- ARGV[4] AttemptsTTL/2 ms (how far the meta TTL may fall before a refresh).
--- Replies:
---   {fence, attempts * 2 + fresh}  the job was Ready and is now Running;
---                                  fresh = 1 when the meta key was created
---   {"b", lockValue, pttl}         refused: the lock's value says the state
---                                  (and, cooling or failed, the attempts)
---   {"s", scopeValue, pttl}        refused: the upstream scope is cooling
+-- ARGV[1] token: the lock's value becomes "r:<token>"
+-- ARGV[2] lease ms: the lock's TTL
+-- ARGV[3] meta TTL ms: lease + AttemptsTTL
+-- ARGV[4] slack ms: how far the meta TTL may fall before it is refreshed
+-- Reply (decoded by decodeAcquire in protocol.go):
+--   {"ok", fence, attempts, fresh, probe}
+--                                   the job was Ready and is now Running;
+--                                   fresh = 1 when the meta key was created,
+--                                   probe = 1 when this call probes the
+--                                   scope after its cooldown (scope_lib.lua)
+--   {"job", lockValue, pttl}        refused: the lock's value says the state
+--   {"scope", scopeValue, pttl}     refused: the upstream scope is cooling
+local probe, sreason, slevel = 0
 if KEYS[3] then
-  local s = redis.call('GET', KEYS[3])
-  if s then
-    return {'s', s, redis.call('PTTL', KEYS[3])}
+  local r
+  r, sreason, slevel = scope_peek(KEYS[3])
+  if r == true then
+    probe = 1 -- claimed below, once the job is known to be free
+  elseif r then
+    return {'scope', r[1], r[2]}
   end
 end
 local v = redis.call('GET', KEYS[1])
 if v then
-  return {'b', v, redis.call('PTTL', KEYS[1])}
+  return {'job', v, redis.call('PTTL', KEYS[1])}
+end
+if probe == 1 then
+  scope_claim(KEYS[3], sreason, slevel, ARGV[1], ARGV[2])
 end
 local m = redis.call('HMGET', KEYS[2], 'a', 'f')
 local attempts = tonumber(m[1] or '0') or 0
@@ -45,5 +56,5 @@ if not m[1] and not m[2] then fresh = 1 end
 if fresh == 1 or redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) - tonumber(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
--- Both are integers below 2^53, exact in a Lua number.
-return {fence, attempts * 2 + fresh}
+-- The fence is below 2^53, exact in a Lua number.
+return {'ok', fence, attempts, fresh, probe}

@@ -12,7 +12,7 @@
 // internal/faultproxy, in well under two seconds:
 //
 //   - Latency above the lease while fn runs: the lease is fenced within
-//     MaxRenewFailures × Lease/3 plus one renewal timeout
+//     Lease (renewals keep failing until the lock must have expired) plus one renewal timeout
 //     (min(Lease/3, Options.Timeout)) of the fault's onset: fn's context is
 //     cancelled with cause gate.ErrLeaseLost, and after a second owner
 //     acquired the expired job, the first one's settle leaves the new
@@ -41,7 +41,7 @@
 //   - Redis Cluster (3 masters, 1 replica each): a coordinated CLUSTER
 //     FAILOVER and a CLUSTER FAILOVER TAKEOVER under load; every job's
 //     fences keep increasing. Options.WaitReplicas 1 acquires; 2 on a
-//     1-replica master fails closed (ErrNotReplicated, ErrUnavailable)
+//     1-replica master fails closed (ErrUnavailable)
 //     after about WaitTimeout and leaves the job Ready. On one machine the
 //     WAIT adds about 0.2ms to a successful Do's p50 (0.2ms → 0.4ms).
 //

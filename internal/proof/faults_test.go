@@ -79,20 +79,20 @@ func checkUntouched(t *testing.T, g *gate.Gate, rdb *redis.Client, job, lockValu
 }
 
 // TestLatencyAboveLeaseFences: when every round trip takes longer than
-// the lease while fn runs, the gate fences the lease within
-// MaxRenewFailures × Lease/3 plus one renewal timeout of the fault's
-// onset, cancels fn with ErrLeaseLost, and never settles over the owner
+// the lease while fn runs, the gate fences the lease within Lease (the
+// lock's TTL: renewals every Lease/3 keep failing until it must have
+// expired) plus one renewal timeout of the fault's onset, cancels fn with ErrLeaseLost, and never settles over the owner
 // that acquired the job after the lock expired.
 func TestLatencyAboveLeaseFences(t *testing.T) {
 	srv := redistest.Server(t)
 	p := faultproxy.New(t, srv.Addr())
 	const lease = 150 * time.Millisecond
-	o := gate.Options{Lease: lease, MaxRenewFailures: 3, Timeout: time.Second}
+	o := gate.Options{Lease: lease, Timeout: time.Second}
 	g1 := newGate(t, faultClient(t, p.Addr(), time.Second, 0), o)
 	direct := srv.Client(t)
 	g2 := newOwnerGate(t, direct, g1)
 	renewTimeout := min(lease/3, o.Timeout)
-	bound := time.Duration(o.MaxRenewFailures)*lease/3 + renewTimeout
+	bound := lease + renewTimeout
 
 	const job = "doc-latency"
 	var (
@@ -126,7 +126,7 @@ func TestLatencyAboveLeaseFences(t *testing.T) {
 	if !errors.Is(context.Cause(fctx), gate.ErrLeaseLost) {
 		t.Fatalf("cause %v, want ErrLeaseLost", context.Cause(fctx))
 	}
-	t.Logf("lease fenced %v after the latency onset (bound MaxRenewFailures×Lease/3 + renewal timeout = %v)", fencedIn, bound)
+	t.Logf("lease fenced %v after the latency onset (bound Lease + renewal timeout = %v)", fencedIn, bound)
 
 	l2, e2, lockValue := newOwner(t, g2, direct, &store, job, lease+slack)
 	if l2.Fence() <= e1.fence {
@@ -337,7 +337,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 			srv := redistest.Server(t)
 			p := faultproxy.New(t, srv.Addr())
 			const lease = 150 * time.Millisecond
-			o := gate.Options{Lease: lease, MaxRenewFailures: 2, OnLeaseLost: tc.policy, Timeout: time.Second}
+			o := gate.Options{Lease: lease, OnLeaseLost: tc.policy, Timeout: time.Second}
 			gA := newGate(t, faultClient(t, p.Addr(), 50*time.Millisecond, 0), o)
 			direct := srv.Client(t)
 			gB := newOwnerGate(t, direct, gA)

@@ -234,7 +234,7 @@ func TestLinearizable(t *testing.T) {
 		maxAttempts  = 3
 	)
 	long := 10 * time.Minute
-	o := gate.Options{Lease: long, Cooldown: long, DoneTTL: long, FailedTTL: long, MaxAttempts: maxAttempts, NoJitter: true}
+	o := gate.Options{Lease: long, Cooldown: long, DoneTTL: long, FailedTTL: long, MaxAttempts: maxAttempts, Jitter: -1}
 	gs := make([]*gate.Gate, clients)
 	for i := range gs {
 		gs[i] = newGate(t, faultClient(t, p.Addr(), 5*time.Second, 0), o)

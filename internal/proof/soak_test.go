@@ -45,14 +45,13 @@ func TestSoak(t *testing.T) {
 	srv := redistest.Server(t)
 	p := faultproxy.New(t, srv.Addr())
 	o := gate.Options{
-		Lease:            120 * time.Millisecond,
-		Cooldown:         40 * time.Millisecond,
-		MaxCooldown:      150 * time.Millisecond,
-		MaxAttempts:      5,
-		FailedTTL:        150 * time.Millisecond,
-		AttemptsTTL:      time.Second,
-		MaxRenewFailures: 2,
-		Timeout:          300 * time.Millisecond,
+		Lease:       120 * time.Millisecond,
+		Cooldown:    40 * time.Millisecond,
+		MaxCooldown: 150 * time.Millisecond,
+		MaxAttempts: 5,
+		FailedTTL:   150 * time.Millisecond,
+		AttemptsTTL: time.Second,
+		Timeout:     300 * time.Millisecond,
 	}
 	const (
 		gates         = 4
