@@ -54,9 +54,9 @@ type wireError struct {
 
 // rpcDetail is one entry of google.rpc.Status.details.
 type rpcDetail struct {
-	Type       string `json:"@type"`
-	Reason     string `json:"reason"`
-	RetryDelay string `json:"retryDelay"`
+	Type       json.RawMessage `json:"@type"`
+	Reason     json.RawMessage `json:"reason"`
+	RetryDelay json.RawMessage `json:"retryDelay"`
 }
 
 // parseBody reads a provider error body; a body in none of the shapes above
@@ -77,9 +77,7 @@ func parseBody(b []byte) (p problem) {
 	e := &top
 	var inner wireError
 	if len(top.Error) > 0 && top.Error[0] == '{' {
-		if json.Unmarshal(top.Error, &inner) != nil {
-			return p
-		}
+		_ = json.Unmarshal(top.Error, &inner) // an object always fits wireError
 		e = &inner
 	} else if s, isString := jsonString(top.Error); isString {
 		p.message = s // Ollama: {"error":"model 'x' not found"}
@@ -121,11 +119,13 @@ func (p *problem) readDetails(raw json.RawMessage) {
 		return
 	}
 	for _, d := range list {
+		typ, _ := jsonString(d.Type)
 		switch {
-		case strings.HasSuffix(d.Type, "google.rpc.ErrorInfo") && p.reason == "":
-			p.reason = d.Reason
-		case strings.HasSuffix(d.Type, "google.rpc.RetryInfo") && !p.hasDelay:
-			p.delay, p.hasDelay = parseProtoDuration(d.RetryDelay)
+		case strings.HasSuffix(typ, "google.rpc.ErrorInfo") && p.reason == "":
+			p.reason, _ = jsonString(d.Reason)
+		case strings.HasSuffix(typ, "google.rpc.RetryInfo") && !p.hasDelay:
+			delay, _ := jsonString(d.RetryDelay)
+			p.delay, p.hasDelay = parseProtoDuration(delay)
 		}
 	}
 }

@@ -39,6 +39,8 @@ func TestDefaultBodyShapes(t *testing.T) {
 			systemic(classify.ReasonQuotaExhausted, true)},
 		{"ErrorInfo RATE_LIMIT_EXCEEDED on a 403", 403, `{"error":{"code":403,"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED"}]}}`,
 			transient(classify.ReasonRateLimited, true, 0)},
+		{"a detail of unexpected types does not hide the others", 429, rpc(`{"@type":7,"reason":["x"]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"4s"}`),
+			transient(classify.ReasonRateLimited, true, 4*time.Second)},
 		{"unknown detail types are ignored", 400, rpc(`{"@type":"type.googleapis.com/google.rpc.Help","reason":"API_KEY_INVALID","retryDelay":"5s"}`),
 			permanent(classify.ReasonInvalidRequest)},
 		{"details that are not a list or object", 429, `{"error":{"message":"x","details":"none"}}`,
