@@ -156,18 +156,12 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
-// jsonCode renders an error code that is a string or a number; a number
-// that looks like an HTTP status is also returned as status.
+// jsonCode renders an error code that is a string or a number, as
+// codeString and codeStatus do for go-openai's Code.
 func jsonCode(raw json.RawMessage) (code string, status int) {
-	if s, ok := jsonString(raw); ok {
-		return s, 0
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) != nil {
+	var c any
+	if json.Unmarshal(raw, &c) != nil {
 		return "", 0
 	}
-	if i, err := n.Int64(); err == nil && i >= 100 && i <= 599 {
-		status = int(i)
-	}
-	return n.String(), status
+	return codeString(c), codeStatus(c)
 }

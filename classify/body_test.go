@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -100,6 +101,23 @@ func TestDefaultBodyOrder(t *testing.T) {
 		{"mid-stream APIError, fractional code", &openai.APIError{Code: 429.5, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
 		{"mid-stream APIError, code above the status range", &openai.APIError{Code: 600.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
 		{"mid-stream APIError, int64 code below the status range", &openai.APIError{Code: int64(99), Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		// The status range is [100, 599], for each numeric type go-openai
+		// or encoding/json may produce.
+		{"int code 99", &openai.APIError{Code: 99, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"int code 100", &openai.APIError{Code: 100, Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
+		{"int code 599", &openai.APIError{Code: 599, Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"int code 600", &openai.APIError{Code: 600, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"int64 code 100", &openai.APIError{Code: int64(100), Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
+		{"int64 code 599", &openai.APIError{Code: int64(599), Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"float64 code 99", &openai.APIError{Code: 99.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"float64 code 100", &openai.APIError{Code: 100.0, Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
+		{"float64 code 599", &openai.APIError{Code: 599.0, Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"numeric code in a body without a status", &classify.HTTPError{Body: []byte(`{"error":{"code":503,"message":"x"}}`)},
+			transient(classify.ReasonOverloaded, true, 0)},
+		{"status 599 is a server error", &classify.HTTPError{StatusCode: 599}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"an empty header does not hide a deeper hint", &classify.HTTPError{StatusCode: 429, Header: http.Header{},
+			Err: &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"3"}}}},
+			transient(classify.ReasonRateLimited, true, 3*time.Second)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
