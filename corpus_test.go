@@ -29,7 +29,9 @@ import (
 //     least 1 s; none: the scope's Cooldown), no attempt counted, and the
 //     scope cools for the hint (else its Cooldown), at most MaxCooldown;
 //   - systemic: the job cools for max(hint, Cooldown) with no attempt
-//     counted, never Failed, and the scope pauses for PauseTTL.
+//     counted, never Failed; when provider-wide (the key, the quota) the
+//     scope pauses for PauseTTL, else (one job's model or permission) it is
+//     untouched.
 func TestCorpusThroughTheGate(t *testing.T) {
 	cases, err := corpus.Load("classify/testdata/corpus")
 	if err != nil {
@@ -83,7 +85,10 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					case want.Class == classify.ClassPermanent:
 						state, attempts = gate.Failed, 1
 					case want.Class == classify.ClassSystemic:
-						jobWait, scope, scopeFor = min(max(hint, cooldown), maxCooldown), gate.ScopePaused, pause
+						jobWait = min(max(hint, cooldown), maxCooldown)
+						if want.ProviderWide {
+							scope, scopeFor = gate.ScopePaused, pause
+						}
 					case want.ProviderWide:
 						jobWait, scope, scopeFor = scopeCooldown, gate.ScopeCooling, scopeCooldown
 						if hint > 0 {

@@ -135,7 +135,7 @@ type ScopePolicy struct {
 	AllowedFails int
 	// FailWindow is the sliding window for AllowedFails. Default: 1m.
 	FailWindow time.Duration
-	// PauseTTL is how long a systemic failure (quota exhausted, bad key,
+	// PauseTTL is how long a provider-wide systemic failure (quota exhausted, bad key,
 	// model not found) pauses the scope, unless an operator resets it
 	// first. Default: 10m.
 	PauseTTL time.Duration

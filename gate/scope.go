@@ -19,7 +19,7 @@ const (
 	// ScopeCooling: a provider-wide transient failure (rate limit, overload,
 	// repeated 5xx) cooled the scope; it reopens by itself.
 	ScopeCooling
-	// ScopePaused: a systemic failure (quota, credentials, model) paused the
+	// ScopePaused: a provider-wide systemic failure (quota, credentials) paused the
 	// scope until ResetScope or ScopePauseTTL.
 	ScopePaused
 )
@@ -82,16 +82,19 @@ const scopeOpen scopeOp = "o" // the probe's call reached the upstream
 // scopeUpdateFor decides what a settle does to the upstream scope:
 // provider-wide transient failures cool it for the server's hint (else
 // ScopePolicy.Cooldown, escalating by BackoffFactor when the probe after
-// a cooldown fails again), systemic failures pause it, and other 5xx count
-// toward ScopePolicy.AllowedFails. When the lease was the scope's probe,
-// any other outcome means the upstream answered: the scope opens.
+// a cooldown fails again), provider-wide systemic failures (the key, the
+// quota) pause it, and other 5xx count toward ScopePolicy.AllowedFails. A
+// systemic failure of one job's request (a model it names that does not
+// exist, a permission for that model) cools that job alone. When the lease
+// was the scope's probe, any other outcome means the upstream answered:
+// the scope opens.
 func (g *Gate) scopeUpdateFor(op settleOp, v classify.Verdict, probe bool) scopeUpdate {
 	if g.scopeKey == "" {
 		return scopeUpdate{}
 	}
 	p := g.opts.ScopePolicy
 	switch {
-	case op == opSystemic, op == opWave:
+	case op == opSystemic && v.ProviderWide, op == opWave:
 		// A wave keeps the scope paused for its reason (wave.go), and a
 		// probe that meets it again pauses it anew.
 		return scopeUpdate{op: scopePause, ttl: p.PauseTTL, factor: 1}
