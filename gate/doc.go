@@ -74,8 +74,8 @@
 // # Upstream scope
 //
 // With Options.Scope set, provider-wide failures (429 rate limit, 503/529
-// overload, repeated 5xx) cool the whole upstream and systemic ones (quota,
-// credentials) pause it: every job of the scope is refused with
+// overload, repeated 5xx) cool the whole upstream and provider-wide
+// systemic ones (quota, credit balance, credentials) pause it: every job of the scope is refused with
 // ErrUpstreamCooling without calling the model. On a single node the scope is
 // read by the acquire script itself; on a cluster it is read in parallel,
 // so once the scope cooldown is recorded, no acquire that starts afterwards

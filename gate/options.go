@@ -135,9 +135,9 @@ type ScopePolicy struct {
 	AllowedFails int
 	// FailWindow is the sliding window for AllowedFails. Default: 1m.
 	FailWindow time.Duration
-	// PauseTTL is how long a provider-wide systemic failure (quota exhausted, bad key,
-	// model not found) pauses the scope, unless an operator resets it
-	// first. Default: 10m.
+	// PauseTTL is how long a provider-wide systemic failure (quota
+	// exhausted, credit balance too low, bad key) pauses the scope, unless
+	// an operator resets it first. Default: 10m.
 	PauseTTL time.Duration
 	// PermanentWave is how many distinct jobs failing permanently with the
 	// same reason within FailWindow make a wave: not the jobs' fault, so
