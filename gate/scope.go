@@ -96,7 +96,7 @@ type scopeResult struct {
 
 // updateScope applies su on the scope's own slot (multi-node clients).
 func (g *Gate) updateScope(ctx context.Context, su scopeUpdate, reason, member string) scopeResult {
-	v, err := scopeScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails},
+	v, err := g.scripts.scope.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails},
 		string(su.op), reason, ms(su.ttl), g.opts.ScopePolicy.AllowedFails, ms(g.opts.ScopePolicy.FailWindow), member).Slice()
 	if err != nil {
 		return scopeResult{err: err}
@@ -188,7 +188,7 @@ func (g *Gate) ResetScope(ctx context.Context) error {
 	if g.scopeKey == "" {
 		return nil
 	}
-	if err := scopeResetScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}).Err(); err != nil {
+	if err := g.scripts.scopeReset.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}).Err(); err != nil {
 		return redisError("scope reset", err)
 	}
 	return nil

@@ -109,7 +109,7 @@ var knownReasons = []string{
 	classify.ReasonMarkedTransient, classify.ReasonMarkedSystemic, classify.ReasonShouldNotRetry,
 	classify.ReasonShouldRetry, classify.ReasonClientSide, classify.ReasonTooLarge,
 	classify.ReasonInvalidURL, classify.ReasonBadStream,
-	gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten,
+	gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten, gate.WarnWaitPolling,
 }
 
 func (o *Observer) reason(r string) string {

@@ -24,6 +24,7 @@ local function scope_update(skey, fkey, op, reason, ttl, allowed, window, member
     local keep = cur and (left < 0 or left >= ttl or (op == 'c' and string.sub(cur, 1, 1) == 'p'))
     if not keep then
       redis.call('SET', skey, op .. ':' .. reason, 'PX', ttl)
+      notify(skey, op .. ':' .. reason)
     end
   end
   local v = redis.call('GET', skey)

@@ -1,0 +1,102 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AcquireWait is Acquire with a wait budget for this call, overriding
+// Options.Wait: if the job is running elsewhere it waits, at most wait,
+// for that lease to settle, and then acquires the job if it is free or
+// returns the refusal the settle left (ErrDone, ErrCoolingDown with the
+// cooldown's true time left, ErrFailed, ErrUpstreamCooling). When wait
+// ends first the refusal is ErrInFlight with the lease's time left; when
+// ctx ends first the error is the context's. wait ≤ 0 does not wait.
+//
+// The wait is woken by Redis pub/sub: every settle, release, reset and
+// undo publishes on the job's channel (its lock key's name; SPUBLISH on a
+// cluster, so the channel lives in the job's slot). The waiter subscribes
+// before it reads the state again, so a settle in between is never
+// missed. A lease that expires without a settle publishes nothing: each
+// step of the wait is bounded by the lease's time left, and the waiter
+// reads again then. Waiters of one job in one Gate share one subscription,
+// and a Gate keeps one connection per Redis server for all of them, open
+// while it has waiters and briefly after. Where the client cannot
+// subscribe or Redis refuses it (an ACL without channel permission), the
+// waiter polls with backoff (10 ms doubling to 1 s) and the gate sends an
+// EventWarning with Reason WarnWaitPolling.
+//
+// Nothing is subscribed unless the first attempt finds the job running: a
+// call that runs or is refused for another reason costs what Acquire does.
+func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
+	l, err := g.acquireNow(ctx, job)
+	if wait <= 0 || !inFlight(err) {
+		return l, err
+	}
+	return g.waitFor(ctx, job, time.Now().Add(wait))
+}
+
+// inFlight reports a refusal because the job is running.
+func inFlight(err error) bool {
+	var b *BlockedError
+	return errors.As(err, &b) && b.State == Running && b.Scope == ""
+}
+
+// Test hooks, nil outside tests: called after the first refusal (before
+// subscribing) and after the subscription is confirmed (before the read).
+var testHookRefused, testHookSubscribed func(job string)
+
+// waitFor waits for job, refused as running, until deadline.
+func (g *Gate) waitFor(ctx context.Context, job string, deadline time.Time) (*Lease, error) {
+	if testHookRefused != nil {
+		testHookRefused(job)
+	}
+	ln := g.hub.listen(g.jobKeys(job).lock)
+	defer ln.close()
+	poll := pollMin
+	var t *time.Timer
+	for {
+		left := time.Until(deadline)
+		push := ln.ready(ctx, max(min(left, g.opts.Timeout), time.Millisecond))
+		if testHookSubscribed != nil {
+			testHookSubscribed(job)
+		}
+		l, err := g.acquireNow(ctx, job)
+		if inFlight(err) {
+			// The read may have joined another caller's acquire of the job
+			// (in-process coalescing) sent before the subscription or the
+			// wake, so its refusal may predate the settle. A refusal ends
+			// coalescing, so this second read was sent after the first
+			// returned: it sees any settle the first could have missed.
+			l, err = g.acquireNow(ctx, job)
+		}
+		left = time.Until(deadline)
+		if !inFlight(err) || left <= 0 {
+			return l, err
+		}
+		// A lease that expires publishes nothing: read again when it ends.
+		ra, _ := RetryAfter(err)
+		step := min(left, ra+time.Millisecond)
+		if push {
+			poll = pollMin
+		} else {
+			step = min(step, poll)
+			poll = min(2*poll, pollMax)
+		}
+		// go 1.23 timers: Reset drops a stale tick, no drain needed.
+		if t == nil {
+			t = time.NewTimer(step)
+			defer t.Stop()
+		} else {
+			t.Reset(step)
+		}
+		select {
+		case <-ln.wake:
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
+		}
+	}
+}
