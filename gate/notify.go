@@ -68,7 +68,7 @@ type subConn struct {
 	idle   *time.Timer
 	closed bool
 	done   chan struct{} // closed with closed
-	broken bool // a break was reported and not healed yet
+	broken bool          // a break was reported and not healed yet
 }
 
 // chanState is one subscribed channel.
