@@ -32,6 +32,22 @@
 //	no valid job key          400     none                      (no job_state)
 //	ErrNotRouted (mounting)   500     none                      (no job_state)
 //
+// A duplicate request that sends Prefer: wait=N (RFC 7240) while its job
+// runs is not refused at once: it waits, at most N seconds capped by
+// Options.MaxWait (default 10 s), for the running call to settle (woken by
+// Redis pub/sub, see gate.AcquireWait), and its response carries
+// Preference-Applied: wait=<the seconds it could wait>:
+//
+//	after the wait            answer
+//	job free (released)       the handler runs: the request's own call
+//	done (gate DoneTTL)       Options.Replay (the first call's result), else 409 done
+//	cooling down, failed...   the row above, with the true Retry-After
+//	still running             409 running, Retry-After = the lease's time left
+//
+// Without the header, or with an invalid one (negative, not digits, not
+// the first wait preference), nothing waits unless the gate's Options.Wait
+// says so; MaxWait < 0 ignores the header.
+//
 // With Options.StatusURL set, status_url is written in the first five rows
 // (the gate's refusals). Members that do not apply are left out: attempts
 // when no failure was counted, reason when none is known. detail is the human sentence from

@@ -37,6 +37,16 @@ type Options struct {
 	// without a lease. Nil = the 409 problem.
 	Replay http.Handler
 
+	// MaxWait caps the wait a request may ask for with Prefer: wait=N
+	// (RFC 7240) when its job is running: the request then waits, at most
+	// N seconds and MaxWait, for the running call to settle, and runs, or
+	// gets its result through Replay (the job is Done), or the refusal
+	// with its true Retry-After. A response that waited carries
+	// Preference-Applied: wait=N. Without the header nothing waits unless
+	// the gate's Options.Wait says so. Negative = the header is ignored.
+	// Default: 10s.
+	MaxWait time.Duration
+
 	// RetryIn turns a wait into the human sentence of a refusal's detail
 	// and a status's message; it is called with 0 when a retry may run now.
 	// Default: DefaultRetryIn ("Retry available in 4 min 12 s.").
@@ -95,6 +105,8 @@ type config struct {
 	opts Options
 	// Header names; "" = not sent.
 	retryAfter, rateLimit string
+	// maxWait caps Prefer: wait; ≤ 0 = the header is ignored.
+	maxWait time.Duration
 }
 
 // newConfig validates opts and panics naming every invalid option, as
@@ -134,6 +146,12 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 	}
 	if c.opts.RetryIn == nil {
 		c.opts.RetryIn = DefaultRetryIn
+	}
+	switch {
+	case opts.MaxWait == 0:
+		c.maxWait = 10 * time.Second
+	case opts.MaxWait > 0:
+		c.maxWait = opts.MaxWait
 	}
 	if c.opts.UnavailableRetryAfter == 0 {
 		c.opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
