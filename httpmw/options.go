@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
@@ -46,6 +47,12 @@ type Options struct {
 	// the gate's Options.Wait says so. Negative = the header is ignored.
 	// Default: 10s.
 	MaxWait time.Duration
+
+	// MaxStreams bounds the live status streams a StatusHandler serves at
+	// once (requests with Accept: text/event-stream); one more is answered
+	// with the 503 problem. Negative = no streams: such requests get the
+	// plain JSON answer. Default: 256.
+	MaxStreams int
 
 	// RetryIn turns a wait into the human sentence of a refusal's detail
 	// and a status's message; it is called with 0 when a retry may run now.
@@ -107,6 +114,9 @@ type config struct {
 	retryAfter, rateLimit string
 	// maxWait caps Prefer: wait; ≤ 0 = the header is ignored.
 	maxWait time.Duration
+	// maxStreams bounds live event streams (StatusHandler); ≤ 0 = none.
+	maxStreams int
+	streams    atomic.Int64
 }
 
 // newConfig validates opts and panics naming every invalid option, as
@@ -146,6 +156,12 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 	}
 	if c.opts.RetryIn == nil {
 		c.opts.RetryIn = DefaultRetryIn
+	}
+	switch {
+	case opts.MaxStreams == 0:
+		c.maxStreams = 256
+	case opts.MaxStreams > 0:
+		c.maxStreams = opts.MaxStreams
 	}
 	switch {
 	case opts.MaxWait == 0:
