@@ -56,10 +56,17 @@ func (g *Gate) waitFor(ctx context.Context, job string, deadline time.Time) (*Le
 	ln := g.hub.listen(g.jobKeys(job).lock)
 	defer ln.close()
 	poll := pollMin
+	push := true
 	var t *time.Timer
 	for {
 		left := time.Until(deadline)
-		push := ln.ready(ctx, max(min(left, g.opts.Timeout), time.Millisecond))
+		// A subscription that was not confirmed last time is waited for
+		// no longer than a poll step: its owner is polling meanwhile.
+		within := min(left, g.opts.Timeout)
+		if !push {
+			within = min(within, poll)
+		}
+		push = ln.ready(ctx, max(within, time.Millisecond))
 		if testHookSubscribed != nil {
 			testHookSubscribed(job)
 		}

@@ -67,7 +67,11 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 		case <-ctx.Done():
 			return
 		}
-		push = ln.ready(ctx, g.opts.Timeout)
+		within := g.opts.Timeout
+		if !push {
+			within = min(within, poll)
+		}
+		push = ln.ready(ctx, within)
 		st, err := g.Status(ctx, job)
 		if err != nil {
 			if ctx.Err() != nil {
