@@ -20,7 +20,7 @@ func TestQuick(t *testing.T) {
 	}
 
 	trips := map[string]float64{
-		wFloor: 2, wRedislock: 2, wRedsync: 2, wSuccess: 2, wGet: 1, wBlocked: 1, wFirstSeen: 1, wCoalesced: 0,
+		wFloor: 2, wFenced: 3, wRedislock: 2, wRedsync: 2, wSuccess: 2, wGet: 1, wBlocked: 1, wFirstSeen: 1, wCoalesced: 0,
 	}
 	for _, c := range quickSettings.concs {
 		for name, exp := range trips {
@@ -34,6 +34,30 @@ func TestQuick(t *testing.T) {
 			}
 			if s.ops == 0 || s.p50 <= 0 || s.p99 < s.p50 {
 				t.Errorf("%s at c=%d: implausible sample %+v", name, c, s)
+			}
+		}
+	}
+
+	// The HTTP edge: every handler of both scenarios measured; Redis trips
+	// only where a handler sends them. The gate refuses a job hammered by
+	// 64 connections partly in process (an acquire of it is in flight in
+	// the same Gate), so at most one trip per refusal there.
+	edgeTrips := map[string][2]float64{eBare: {0, 0}, eGet: {1, 1}, eHTTPRate: {0, 0}, eGate: {0.001, 1}}
+	for _, sc := range []string{scHot, scMany(quickSettings.edge.jobs)} {
+		for name, bounds := range edgeTrips {
+			r := res.edgeRow(sc, name)
+			if r == nil || len(r.samples) != quickSettings.edge.rounds {
+				t.Fatalf("edge %s, %s: exp %d samples, got row %+v", sc, name, quickSettings.edge.rounds, r)
+			}
+			s := r.samples[0]
+			if s.reqs == 0 || s.p50 <= 0 || s.p99 < s.p50 {
+				t.Errorf("edge %s, %s: implausible sample %+v", sc, name, s)
+			}
+			if s.trips < bounds[0]-1e-9 || s.trips > bounds[1]+1e-9 {
+				t.Errorf("edge %s, %s: exp %v to %v trips/req, got %v", sc, name, bounds[0], bounds[1], s.trips)
+			}
+			if s.scripts > s.trips+1e-9 {
+				t.Errorf("edge %s, %s: %v scripts/req but %v trips/req", sc, name, s.scripts, s.trips)
 			}
 		}
 	}
@@ -82,13 +106,16 @@ func TestQuick(t *testing.T) {
 	for _, want := range []string{
 		"| " + wFloor + " | 1 |", "| " + wCoalesced + " | 64 |", "| " + sGateProcs + " |",
 		"gate success ≥ 0.9× floor, c=64", "gate coalesced ≥ 10× gate blocked, c=1",
+		"| " + wFenced + " | 64 |", "gate success ahead of hand-written fenced lock, c=1",
+		"| " + scHot + " | " + eGate + " |", "| " + scMany(quickSettings.edge.jobs) + " | " + eHTTPRate + " |",
+		"httpmw refusal, one job hammered, ≥ 0.67× bare 429 (req/s)",
 		"redis-server", "Quick mode",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	if exp, got := 10, len(res.targets()); exp != got {
+	if exp, got := 14, len(res.targets()); exp != got {
 		t.Errorf("exp %d targets, got %d", exp, got)
 	}
 	t.Log("\n" + md)

@@ -56,7 +56,8 @@ func describeMachine(ctx context.Context, admin *redis.Client) (machine, error) 
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
 			switch d.Path {
-			case "github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9":
+			case "github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9",
+				"github.com/go-chi/chi/v5", "github.com/go-chi/httprate":
 				m.deps = append(m.deps, d.Path+" "+d.Version)
 			}
 		}

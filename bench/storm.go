@@ -164,19 +164,11 @@ func gateAttempt(gateOf func(client int) *gate.Gate, job string, p stormParams) 
 	}
 }
 
-// warmStorm opens the pool's connections (go-redis sends its handshake
-// through the hooks) and loads each library's scripts, so the storm counts
-// steady-state commands only.
+// warmStorm opens the pool's connections and loads each library's
+// scripts, so the storm counts steady-state commands only.
 func warmStorm(ctx context.Context, rdb *redis.Client, libs []stormLib, p stormParams) error {
-	conns := make([]*redis.Conn, p.clients)
-	for i := range conns {
-		conns[i] = rdb.Conn()
-		if err := conns[i].Ping(ctx).Err(); err != nil {
-			return err
-		}
-	}
-	for _, c := range conns {
-		_ = c.Close() // back to the pool
+	if err := warmPool(ctx, rdb, p.clients); err != nil {
+		return err
 	}
 	for i, l := range libs {
 		// Twice: a call that takes the lock, then one refused.

@@ -15,6 +15,7 @@ type settings struct {
 	stormRounds int
 	storm       stormParams
 	concs       []int
+	edge        edgeParams
 }
 
 var (
@@ -23,12 +24,14 @@ var (
 		stormRounds: 3,
 		storm:       stormParams{clients: 50, dur: 2 * time.Second, callTime: 20 * time.Millisecond, retryEvery: 10 * time.Millisecond, cooldown: 500 * time.Millisecond},
 		concs:       []int{1, maxConc},
+		edge:        edgeParams{rounds: 9, warm: 150 * time.Millisecond, dur: 500 * time.Millisecond, conns: maxConc, jobs: 10000},
 	}
 	quickSettings = settings{
 		rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond,
 		stormRounds: 1,
 		storm:       stormParams{clients: 10, dur: 400 * time.Millisecond, callTime: 10 * time.Millisecond, retryEvery: 5 * time.Millisecond, cooldown: 100 * time.Millisecond},
 		concs:       []int{1, maxConc},
+		edge:        edgeParams{rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond, conns: maxConc, jobs: 300},
 	}
 )
 
@@ -52,6 +55,7 @@ type results struct {
 	machine machine
 	rows    []*row
 	storm   []*stormRow
+	edge    *edgeResults
 	// ratios holds per-round ops/s ratios for the targets, by key
 	// "<a>/<b>@<conc>".
 	ratios  map[string][]float64
@@ -90,7 +94,7 @@ func runSuite(ctx context.Context, srv server, set settings, log io.Writer) (*re
 		}
 	}
 	pairs := [][2]string{
-		{wSuccess, wRedislock}, {wSuccess, wRedsync}, {wBlocked, wGet}, {wCoalesced, wBlocked},
+		{wSuccess, wFenced}, {wSuccess, wRedislock}, {wSuccess, wRedsync}, {wBlocked, wGet}, {wCoalesced, wBlocked},
 	}
 	if err := m.admin.ConfigResetStat(ctx).Err(); err != nil {
 		return nil, err
@@ -121,6 +125,9 @@ func runSuite(ctx context.Context, srv server, set settings, log io.Writer) (*re
 				res.ratios[k] = append(res.ratios[k], got[p[0]].opsPerSec/got[p[1]].opsPerSec)
 			}
 		}
+	}
+	if res.edge, err = runEdge(ctx, m, srv, set.edge, log); err != nil {
+		return nil, err
 	}
 	if res.storm, err = runStorms(ctx, srv.addr, set, log); err != nil {
 		return nil, err

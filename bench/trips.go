@@ -51,3 +51,23 @@ func newClient(addr string) (*redis.Client, *tripCounter) {
 	c.AddHook(tc)
 	return c, tc
 }
+
+// warmPool opens n of c's pool connections: go-redis sends a new
+// connection's handshake through the hooks, which would count as round
+// trips of the first requests that need one.
+func warmPool(ctx context.Context, c *redis.Client, n int) error {
+	conns := make([]*redis.Conn, 0, n)
+	defer func() {
+		for _, cn := range conns {
+			_ = cn.Close() // back to the pool
+		}
+	}()
+	for range n {
+		cn := c.Conn()
+		conns = append(conns, cn)
+		if err := cn.Ping(ctx).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

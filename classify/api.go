@@ -55,6 +55,33 @@ var byCode = map[string]Verdict{
 	"not_found_error":                      vModelNotFound,
 	"DeploymentNotFound":                   vModelNotFound,
 	"request_too_large":                    vTooLarge,
+
+	// google.rpc.Status.status.
+	"FAILED_PRECONDITION": vAuthKey, // Gemini: no free tier in this region, billing not enabled
+
+	// google.rpc.ErrorInfo.reason, from google.api.ErrorReason: credentials
+	// and project state fail every call of the key; quota reasons refill.
+	"API_KEY_INVALID":                 vAuthKey,
+	"API_KEY_SERVICE_BLOCKED":         vAuthKey,
+	"API_KEY_HTTP_REFERRER_BLOCKED":   vAuthKey,
+	"API_KEY_IP_ADDRESS_BLOCKED":      vAuthKey,
+	"API_KEY_ANDROID_APP_BLOCKED":     vAuthKey,
+	"API_KEY_IOS_APP_BLOCKED":         vAuthKey,
+	"CREDENTIALS_MISSING":             vAuthKey,
+	"ACCESS_TOKEN_EXPIRED":            vAuthKey,
+	"ACCESS_TOKEN_SCOPE_INSUFFICIENT": vAuthKey,
+	"ACCESS_TOKEN_TYPE_UNSUPPORTED":   vAuthKey,
+	"SERVICE_DISABLED":                vAuthKey,
+	"CONSUMER_INVALID":                vAuthKey,
+	"CONSUMER_SUSPENDED":              vAuthKey,
+	"USER_PROJECT_DENIED":             vAuthKey,
+	"ACCOUNT_STATE_INVALID":           vAuthKey,
+	"BILLING_DISABLED":                vQuota,
+	"RATE_LIMIT_EXCEEDED":             vRateLimited,
+	"RESOURCE_QUOTA_EXCEEDED":         vRateLimited,
+	"LOCATION_POLICY_VIOLATED":        vPermission,
+	"SECURITY_POLICY_VIOLATED":        vPermission,
+	"ORG_RESTRICTION_VIOLATION":       vPermission,
 }
 
 // byStatus decides when no specific code did.
@@ -84,9 +111,17 @@ var byType = map[string]Verdict{
 }
 
 // apiVerdict classifies a provider's error response from its status (0 when
-// unknown, as mid-stream), error type, code and Azure inner code.
-func apiVerdict(status int, typ, code, inner string, azureFilter bool) Verdict {
-	for _, k := range [...]string{code, inner, typ} {
+// unknown, as mid-stream) and what its body says: first the message table,
+// then the most specific code (error code, inner code, google.rpc reason and
+// status, error type), then the status, then a generic type.
+func apiVerdict(status int, p problem) Verdict {
+	if v, ok := messageVerdict(p.message); ok {
+		return v
+	}
+	if status == 0 {
+		status = p.status
+	}
+	for _, k := range p.codes() {
 		if v, ok := byCode[k]; ok {
 			return v
 		}
@@ -94,7 +129,7 @@ func apiVerdict(status int, typ, code, inner string, azureFilter bool) Verdict {
 			return vQuota
 		}
 	}
-	if azureFilter { // go-openai: InnerError is only set by Azure's content filter
+	if p.azureFilter { // innererror is only sent by Azure's content filter
 		return vContentFilter
 	}
 	if v, ok := byStatus[status]; ok {
@@ -103,13 +138,18 @@ func apiVerdict(status int, typ, code, inner string, azureFilter bool) Verdict {
 	if status >= 500 && status <= 599 {
 		return vUpstream5xx
 	}
-	if v, ok := byType[typ]; ok {
+	if v, ok := byType[p.typ]; ok {
 		return v
 	}
 	if status != 0 {
 		return vUpstreamStatus
 	}
 	return vUnknown
+}
+
+// codes lists the body's codes, most specific first.
+func (p problem) codes() [5]string {
+	return [...]string{p.code, p.inner, p.reason, p.gstatus, p.typ}
 }
 
 // codeString renders go-openai's APIError.Code, which is any: a string, a

@@ -33,12 +33,15 @@ func StatusRule(status int, v Verdict) Rule {
 	}
 }
 
-// CodeRule decides v for any error whose chain holds a provider error whose
-// code, type or Azure inner code equals code.
+// CodeRule decides v for any error whose chain holds a provider error with
+// code among its codes: the error code or type, Azure's inner code,
+// Anthropic's details.error_code, or google.rpc's status or ErrorInfo
+// reason.
 func CodeRule(code string, v Verdict) Rule {
 	return func(err error) (Verdict, bool) {
 		var s signals
 		walk(err, s.collect)
-		return v, !s.marked && s.api && code != "" && (s.code == code || s.typ == code || s.inner == code)
+		codes := s.p.codes()
+		return v, !s.marked && s.api && code != "" && slices.Contains(codes[:], code)
 	}
 }

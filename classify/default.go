@@ -39,19 +39,18 @@ type signals struct {
 	mark   Verdict
 	marked bool
 
-	api              bool // a provider response: status, type or code
-	status           int
-	typ, code, inner string
-	azureFilter      bool
-	header           http.Header
-	clientSide       bool
-	canceled         bool
-	tls              bool
-	timeout          bool
-	dnsNotFound      bool
-	network          bool
-	badStream        bool
-	badURL           bool
+	api         bool // a provider response: status or body
+	status      int
+	p           problem
+	header      http.Header
+	clientSide  bool
+	canceled    bool
+	tls         bool
+	timeout     bool
+	dnsNotFound bool
+	network     bool
+	badStream   bool
+	badURL      bool
 }
 
 // collect records what e itself says; it stops the walk at the outermost mark.
@@ -64,29 +63,27 @@ func (s *signals) collect(e error) bool {
 		}
 	case *HTTPError:
 		if x != nil {
-			s.addAPI(x.StatusCode, x.Type, x.Code, "")
+			p := parseBody(x.Body)
+			s.addAPI(x.StatusCode, p)
 			if s.header == nil && len(x.Header) > 0 {
 				s.header = x.Header
 			}
 		}
 	case *openai.APIError:
 		if x != nil {
-			status := x.HTTPStatusCode
-			if status == 0 {
-				status = codeStatus(x.Code)
-			}
-			inner := ""
+			p := problem{typ: x.Type, code: codeString(x.Code), status: codeStatus(x.Code), message: x.Message}
 			if x.InnerError != nil {
-				inner, s.azureFilter = x.InnerError.Code, true
+				p.inner, p.azureFilter = x.InnerError.Code, true
 			}
-			s.addAPI(status, x.Type, codeString(x.Code), inner)
+			s.addAPI(x.HTTPStatusCode, p)
 		}
 	case *openai.RequestError:
 		if x != nil {
-			s.addAPI(x.HTTPStatusCode, "", "", "")
+			p := parseBody(x.Body) // JSON go-openai does not read: arrays, other shapes
+			s.addAPI(x.HTTPStatusCode, p)
 		}
 	case StatusError:
-		s.addAPI(x.HTTPStatusCode(), "", "", "")
+		s.addAPI(x.HTTPStatusCode(), problem{})
 	case *url.Error:
 		// net/http reports "unsupported protocol scheme" as plain text; the
 		// typed signal is the URL itself, which the error carries.
@@ -148,20 +145,17 @@ func (s *signals) collect(e error) bool {
 	return false
 }
 
-// addAPI merges one layer's view of a provider response; outer layers win.
-func (s *signals) addAPI(status int, typ, code, inner string) {
+// addAPI records one layer's view of a provider response. The outermost
+// layer that knows the status, and the outermost whose body says anything,
+// win: an *HTTPError from Transport holds the whole body, the go-openai
+// error it wraps only part of it.
+func (s *signals) addAPI(status int, p problem) {
 	s.api = true
 	if s.status == 0 {
 		s.status = status
 	}
-	if s.typ == "" {
-		s.typ = typ
-	}
-	if s.code == "" {
-		s.code = code
-	}
-	if s.inner == "" {
-		s.inner = inner
+	if s.p == (problem{}) {
+		s.p = p
 	}
 }
 
@@ -172,7 +166,7 @@ func (s *signals) verdict(now time.Time) Verdict {
 	var v Verdict
 	switch {
 	case s.api:
-		v = apiVerdict(s.status, s.typ, s.code, s.inner, s.azureFilter)
+		v = apiVerdict(s.status, s.p)
 	case s.clientSide:
 		v = Verdict{Class: ClassPermanent, Reason: ReasonClientSide}
 	case s.canceled:
@@ -193,20 +187,19 @@ func (s *signals) verdict(now time.Time) Verdict {
 	default:
 		v = vUnknown
 	}
-	if s.header == nil {
-		return v
-	}
 	v = shouldRetry(v, s.header.Get("X-Should-Retry"))
 	if v.Class != ClassTransient {
 		return v
 	}
 	if d, ok := parseRetryAfter(s.header, now); ok {
 		v.RetryAfter = d
+	} else if s.p.hasDelay {
+		v.RetryAfter = s.p.delay // google.rpc.RetryInfo: as explicit as Retry-After
 	} else if v.Reason == ReasonRateLimited {
 		// OpenAI sends x-ratelimit-reset-* on every response; they say
 		// when a limit refills, which answers only a rate-limit failure.
 		// Its 429 error type ("requests" or "tokens") names the limit hit.
-		v.RetryAfter, _ = parseRateLimitReset(s.header, s.typ)
+		v.RetryAfter, _ = parseRateLimitReset(s.header, s.p.typ)
 	}
 	return v
 }

@@ -18,7 +18,7 @@ type StatusError interface {
 // HTTPError is a failed HTTP response from an LLM API, as seen by Default.
 // Transport returns one for every failed go-openai call; clients other than
 // go-openai can return (or wrap their errors in) one so Default can read the
-// status, the provider's error type and code, and the retry hint headers.
+// status, the provider's error body and the retry hint headers.
 type HTTPError struct {
 	// StatusCode is the response's HTTP status (0 = unknown).
 	StatusCode int
@@ -26,28 +26,23 @@ type HTTPError struct {
 	// (Retry-After, retry-after-ms, x-should-retry, x-ratelimit-reset-*,
 	// Date); nil when there were none.
 	Header http.Header
-	// Type and Code are the provider's error type and code from the body,
-	// such as "insufficient_quota" or Anthropic's "overloaded_error".
-	Type, Code string
+	// Body is the response body, or its first MiB. Default reads the
+	// provider's error type and code, google.rpc details and the few
+	// messages listed in the package doc from it; nil when unknown.
+	Body []byte
 	// Err is the client's own error for the response, such as the
 	// *openai.APIError go-openai would have returned; may be nil.
 	Err error
 }
 
 // Error returns Err's message unchanged, so wrapping in an HTTPError does not
-// alter what callers log.
+// alter what callers log. Without Err it names the status only: the body is
+// upstream text and stays out of messages.
 func (e *HTTPError) Error() string {
 	if e.Err != nil {
 		return e.Err.Error()
 	}
-	s := fmt.Sprintf("http status %d", e.StatusCode)
-	if e.Type != "" {
-		s += ", type " + e.Type
-	}
-	if e.Code != "" {
-		s += ", code " + e.Code
-	}
-	return s
+	return fmt.Sprintf("http status %d", e.StatusCode)
 }
 
 // Unwrap returns Err, so errors.As finds the client's own error type.
@@ -99,5 +94,5 @@ func WithHeader(err error, h http.Header) error {
 	}
 	var s signals
 	walk(err, s.collect)
-	return &HTTPError{StatusCode: s.status, Header: hh, Type: s.typ, Code: s.code, Err: err}
+	return &HTTPError{StatusCode: s.status, Header: hh, Err: err}
 }

@@ -47,35 +47,6 @@ func WithReason(err error, c Class, reason string, retryAfter time.Duration) err
 	return &marked{err: err, v: Verdict{Class: c, Reason: reason, RetryAfter: clampHint(retryAfter)}}
 }
 
-// WithVerdict marks err with a whole verdict, for application code that
-// knows more than the classifier, e.g. a provider-wide overload detected
-// from its own signals:
-//
-//	classify.WithVerdict(err, classify.Verdict{Class: classify.ClassTransient,
-//		Reason: classify.ReasonOverloaded, ProviderWide: true})
-//
-// An empty Reason becomes the class name; RetryAfter is clamped to
-// [0, MaxHint].
-func WithVerdict(err error, v Verdict) error {
-	if v.Reason == "" {
-		v.Reason = v.Class.String()
-	}
-	v.RetryAfter = clampHint(v.RetryAfter)
-	return &marked{err: err, v: v}
-}
-
-// Marked reports the verdict of the outermost explicit mark in err's chain.
-// Unlike errors.As it stops on a cyclic or absurdly deep chain.
-func Marked(err error) (v Verdict, ok bool) {
-	walk(err, func(e error) bool {
-		if m, isMark := e.(*marked); isMark && m != nil {
-			v, ok = m.v, true
-		}
-		return ok
-	})
-	return v, ok
-}
-
 func clampHint(d time.Duration) time.Duration {
 	if d < 0 {
 		return 0

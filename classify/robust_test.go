@@ -113,25 +113,23 @@ func TestDefaultBadInput(t *testing.T) {
 	}
 }
 
-func TestMarkedBadInput(t *testing.T) {
+// TestMarkBadInput: a mark is found over a cycle and under a deep chain,
+// within the walk's bound.
+func TestMarkBadInput(t *testing.T) {
 	mark := classify.Permanent(errors.New("bad input"))
 	tests := []struct {
 		name string
 		err  error
-		exp  bool
+		exp  classify.Verdict
 	}{
-		{"nil", nil, false},
-		{"self cycle", &selfErr{}, false},
-		{"mark over a cycle", classify.Transient(&selfErr{}, time.Second), true},
-		{"mark under 100 links", deepChain(100, mark), true},
-		{"100k-deep chain", deepChain(100_000, nil), false},
+		{"self cycle", &selfErr{}, transient(classify.ReasonUnknown, false, 0)},
+		{"mark over a cycle", classify.Transient(&selfErr{}, time.Second), transient(classify.ReasonMarkedTransient, false, time.Second)},
+		{"mark under 100 links", deepChain(100, mark), permanent(classify.ReasonMarkedPermanent)},
+		{"mark under 2000 links is past the bound", deepChain(2000, mark), transient(classify.ReasonUnknown, false, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, got := classify.Marked(tc.err)
-			if exp := tc.exp; exp != got {
-				t.Errorf("Marked ok: exp %v, got %v", exp, got)
-			}
+			assertVerdict(t, tc.exp, classify.Default(tc.err), tc.err)
 		})
 	}
 }

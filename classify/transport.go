@@ -33,8 +33,8 @@ const maxErrorBody = 1 << 20
 //	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
 //
 // For a response with status >= 400 it reads the body, closes it and returns
-// no response but an *HTTPError that holds the status, the hint headers and,
-// as Err, exactly the *openai.APIError or *openai.RequestError go-openai
+// no response but an *HTTPError that holds the status, the hint headers, the
+// body and, as Err, exactly the *openai.APIError or *openai.RequestError go-openai
 // would have built from that body. go-openai hands an error from its
 // HTTPClient back unchanged, for plain calls and at stream start alike, so:
 //
@@ -77,6 +77,7 @@ func responseError(resp *http.Response) error {
 		he.Err = fmt.Errorf("error, reading response body: %w", err)
 		return he
 	}
+	he.Body = body
 	var errRes openai.ErrorResponse
 	err = json.Unmarshal(body, &errRes)
 	if err != nil || errRes.Error == nil {
@@ -94,7 +95,6 @@ func responseError(resp *http.Response) error {
 	}
 	errRes.Error.HTTPStatus = resp.Status
 	errRes.Error.HTTPStatusCode = resp.StatusCode
-	he.Type, he.Code = errRes.Error.Type, codeString(errRes.Error.Code)
 	he.Err = errRes.Error
 	return he
 }

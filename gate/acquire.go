@@ -159,6 +159,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 	case "ok":
 		l.fence = reply.fence
 		l.attempt = reply.attempts + 1
+		l.probe = reply.probe
 		l.start = sent
 		l.ctx, l.cancel = context.WithCancelCause(ctx)
 		// expires is read by coalesced callers (remaining) under l.mu.
@@ -212,7 +213,7 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		// This process saw the scope cooling: read it first, so a refusal
 		// is one round trip and writes no job key (no acquire to undo).
 		// Redis is still asked, so an operator's ResetScope is seen at once.
-		s, err := g.readScope(ctx)
+		s, claimed, err := g.readScope(ctx, l.token)
 		if err != nil {
 			return acquireReply{}, nil, err
 		}
@@ -221,19 +222,21 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 		}
 		g.scopeHint.Store(0)
 		r, err := g.runAcquire(ctx, l, keys, args)
-		return r, nil, err
+		return g.settleClaim(ctx, l, r, err, claimed), nil, err
 	}
 	type scopeResult struct {
-		s   *scopeReply
-		err error
+		s       *scopeReply
+		claimed bool
+		err     error
 	}
 	ch := make(chan scopeResult, 1)
 	go func() {
-		s, err := g.readScope(ctx)
-		ch <- scopeResult{s, err}
+		s, claimed, err := g.readScope(ctx, l.token)
+		ch <- scopeResult{s, claimed, err}
 	}()
 	r, err := g.runAcquire(ctx, l, keys, args)
 	sr := <-ch
+	r = g.settleClaim(ctx, l, r, err, sr.claimed)
 	if err != nil {
 		return r, nil, err
 	}
@@ -250,11 +253,25 @@ func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scope
 	return r, nil, nil
 }
 
+// settleClaim keeps a probe claimed by the cluster form's scope check when
+// the job's acquire succeeded (r.probe), and gives it back otherwise.
+func (g *Gate) settleClaim(ctx context.Context, l *Lease, r acquireReply, err error, claimed bool) acquireReply {
+	if !claimed {
+		return r
+	}
+	if err == nil && r.kind == "ok" {
+		r.probe = true
+		return r
+	}
+	g.unclaimScope(ctx, l.token)
+	return r
+}
+
 // runAcquire runs the acquire script and, with WaitReplicas, waits for the
 // replicas on the same connection.
 func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []any) (acquireReply, error) {
 	if g.opts.WaitReplicas == 0 {
-		return decodeAcquire(acquireScript.Run(ctx, g.rdb, keys, args...))
+		return decodeAcquire(acquireScriptFor(keys).Run(ctx, g.rdb, keys, args...))
 	}
 	r, conn, err := g.acquirePinned(ctx, keys, args)
 	if conn != nil {
@@ -274,6 +291,15 @@ func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []a
 	return r, nil
 }
 
+// acquireScriptFor picks the acquire script for keys: with the scope
+// library when the scope key is among them (scripts.go).
+func acquireScriptFor(keys []string) *redis.Script {
+	if len(keys) > 2 {
+		return acquireScopeScript
+	}
+	return acquireScript
+}
+
 // acquirePinned runs the acquire script on a connection pinned to the
 // master of the job's slot, so WAIT can follow on the same connection. A
 // pinned connection does not follow a resharded slot: on MOVED the
@@ -284,7 +310,7 @@ func (g *Gate) acquirePinned(ctx context.Context, keys []string, args []any) (ac
 	if err != nil {
 		return acquireReply{}, nil, err
 	}
-	r, err := decodeAcquire(acquireScript.Run(ctx, conn, keys, args...))
+	r, err := decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
 	to := movedTo(err)
 	if to == "" {
 		return r, conn, err
@@ -293,7 +319,7 @@ func (g *Gate) acquirePinned(ctx context.Context, keys []string, args []any) (ac
 	if conn, err = g.repin(ctx, keys[0], to); err != nil {
 		return acquireReply{}, nil, err
 	}
-	r, err = decodeAcquire(acquireScript.Run(ctx, conn, keys, args...))
+	r, err = decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
 	return r, conn, err
 }
 

@@ -29,6 +29,14 @@ const (
 	// that ran the job refuses it in-process for the intended cooldown;
 	// other processes see only the running lease's TTL.
 	WarnSettleUnwritten = "settle_unwritten"
+	// WarnPermanentWave: many distinct jobs of the scope failed
+	// permanently for the same reason in a short window
+	// (ScopePolicy.PermanentWave): a changed API, a broken prompt template,
+	// an unclassified billing error. The scope is paused for that reason
+	// and its jobs cool instead of being marked Failed; fix the cause, then
+	// reset the scope and clear the marks already written
+	// (retrygate reset --state failed --reason R).
+	WarnPermanentWave = "permanent_wave"
 	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
 	// subscribe to the job's channel and poll Redis with backoff instead:
 	// the client cannot subscribe, Redis refused it (an ACL without

@@ -7,10 +7,14 @@
 //
 //	Ready ──Acquire──▶ Running ──success──▶ Ready (or Done for DoneTTL)
 //	                      │
-//	                      ├─transient──▶ CoolingDown ──TTL ends──▶ Ready
+//	                      ├─transient (the job's)──▶ CoolingDown ──TTL ends──▶ Ready
 //	                      │                 (attempt n waits Cooldown·Factor^(n-1) ± Jitter,
-//	                      │                  or the server's hint, ≤ MaxCooldown)
+//	                      │                  or the server's hint when longer, ≤ MaxCooldown)
+//	                      ├─provider-wide──▶ CoolingDown for the provider's hint (≥ 1s; none:
+//	                      │                  ScopePolicy.Cooldown with a Scope, else Cooldown);
+//	                      │                  no attempt counted, never Failed
 //	                      ├─permanent or MaxAttempts reached──▶ Failed ──FailedTTL or Reset──▶ Ready
+//	                      ├─permanent, in a wave of its scope──▶ CoolingDown (no attempt counted)
 //	                      ├─systemic──▶ CoolingDown (no attempt counted, never Failed)
 //	                      └─caller cancelled──▶ Ready (or CanceledCooldown; no attempt counted)
 //
@@ -96,6 +100,13 @@
 // read by the acquire script itself; on a cluster it is read in parallel,
 // so once the scope cooldown is recorded, no acquire that starts afterwards
 // runs (only acquires already in flight, at most one round trip old, may).
+// When the cooldown or pause ends, one call across all processes probes
+// the upstream while the others stay refused: if it gets through the scope
+// opens, if it fails provider-wide again the scope cools again (escalating
+// by BackoffFactor without a hint). Every scope cooldown is at most
+// MaxCooldown. ScopePolicy.PermanentWave distinct jobs failing with one
+// permanent reason pause the scope for that reason too, and from then on
+// its jobs cool instead of being marked Failed (WarnPermanentWave).
 // A process that has seen the scope cooling reads it before acquiring until
 // that cooldown ends, so its refusals are one round trip and write nothing.
 //

@@ -29,6 +29,7 @@ type Lease struct {
 	attempt int
 	start   time.Time
 	ungated bool
+	probe   bool // this call probes the upstream scope after its cooldown
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
@@ -154,9 +155,13 @@ const (
 	opSuccess   settleOp = "s"
 	opRelease   settleOp = "r"
 	opTransient settleOp = "t"
-	opPermanent settleOp = "p"
-	opSystemic  settleOp = "y"
-	opCanceled  settleOp = "x" // caller cancelled, with Options.CanceledCooldown
+	// opProviderWide: transient, and about the provider or the key (a
+	// rate limit, an overload), not the job.
+	opProviderWide settleOp = "v"
+	opPermanent    settleOp = "p"
+	opSystemic     settleOp = "y"
+	opCanceled     settleOp = "x" // caller cancelled, with Options.CanceledCooldown
+	opWave         settleOp = "w" // permanent, but part of a wave in its scope (wave.go)
 )
 
 func opFor(v classify.Verdict) settleOp {
@@ -168,8 +173,15 @@ func opFor(v classify.Verdict) settleOp {
 	case classify.ClassCanceled:
 		return opRelease
 	}
+	if v.ProviderWide {
+		return opProviderWide
+	}
 	return opTransient
 }
+
+// minProviderWait is the shortest cooldown a provider's hint sets, so a
+// hint of a few milliseconds is not an immediate free retry.
+const minProviderWait = time.Second
 
 // opForVerdict is opFor with the gate's options applied.
 func (g *Gate) opForVerdict(v classify.Verdict) settleOp {
@@ -311,6 +323,15 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 			clear = "1"
 		}
 	}
+	if l.probe {
+		// The probe's call reached the upstream: open the scope for all.
+		if sr := g.updateScope(ctx, scopeUpdate{op: scopeOpen, factor: 1}, "", l.token); sr.err != nil {
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", sr.err)})
+		} else {
+			res.Upstream = sr.status
+		}
+		res.Upstream.Scope = g.opts.Scope
+	}
 	n, err := g.scripts.release.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
 	switch {
 	case err != nil:
@@ -328,9 +349,12 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 // value found when the lock was not owned.
 func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Verdict) (res Result, owned bool, cur string, err error) {
 	g := l.g
+	if op == opPermanent && g.inWave(ctx, rctx, l, v) {
+		op = opWave
+	}
 	w := g.outcome(op, v, l.attempt-1)
 	w.value = failedValue(w.state, w.attempts, v.Reason, l.fence)
-	w.scope, w.reason = g.scopeUpdateFor(op, v), v.Reason
+	w.scope, w.reason = g.scopeUpdateFor(op, v, l.probe), v.Reason
 	keys := l.keys.both[:]
 	oneScript := w.scope.op != scopeNone && g.oneNode
 	var scopeCh chan scopeResult
@@ -351,7 +375,10 @@ func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Ver
 	}
 	if err != nil {
 		// What the settle meant to write, for the local refusal.
-		res.State, res.Attempts, res.RetryAfter = w.state, w.attempts, w.ttl
+		res.State, res.Attempts = w.state, w.attempts
+		if w.state == CoolingDown {
+			res.RetryAfter = w.ttl
+		}
 		return res, false, "", err
 	}
 	if oneScript {
@@ -401,7 +428,17 @@ func (g *Gate) outcome(op settleOp, v classify.Verdict, before int) failure {
 		f.ttl = max(v.RetryAfter, g.backoff(f.attempts))
 	case opCanceled:
 		f.ttl = o.CanceledCooldown
-	default: // opSystemic: not the job's fault, no attempt counted
+	case opProviderWide:
+		// The provider's limits, not the job: no attempt counted, and the
+		// wait is the provider's hint when it gave one.
+		f.ttl = o.Cooldown
+		if g.scopeKey != "" {
+			f.ttl = o.ScopePolicy.Cooldown
+		}
+		if v.RetryAfter > 0 {
+			f.ttl = max(v.RetryAfter, minProviderWait)
+		}
+	default: // opSystemic, opWave: not the job's fault, no attempt counted
 		f.ttl = max(v.RetryAfter, o.Cooldown)
 	}
 	if f.state == CoolingDown {

@@ -48,21 +48,6 @@ func TestRenewalKeepsLongCallsLocked(t *testing.T) {
 	}
 }
 
-func TestShortCallsDoNotRenew(t *testing.T) {
-	_, rdb := redistest.Miniredis(t)
-	rec := newRecorder()
-	g := newGate(t, rdb, gate.Options{Lease: time.Second, Observer: rec})
-	for i := 0; i < 20; i++ {
-		if err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error { return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(400 * time.Millisecond) // longer than Lease/3: a leaked timer would fire
-	if n := countKind(rec.drain(), gate.EventRenewed); n != 0 {
-		t.Fatalf("%d renewals for calls shorter than Lease/3", n)
-	}
-}
-
 func TestLeaseLostWhenTakenOver(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {

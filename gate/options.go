@@ -148,6 +148,11 @@ type ScopePolicy struct {
 	// model not found) pauses the scope, unless an operator resets it
 	// first. Default: 10m.
 	PauseTTL time.Duration
+	// PermanentWave is how many distinct jobs failing permanently with the
+	// same reason within FailWindow make a wave: not the jobs' fault, so
+	// those jobs cool instead of being marked Failed and the scope pauses
+	// for the reason (see WarnPermanentWave). Negative = off. Default: 10.
+	PermanentWave int
 }
 
 // Limits.
@@ -242,6 +247,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	dur("ScopePolicy.FailWindow", &p.FailWindow, time.Minute)
 	dur("ScopePolicy.PauseTTL", &p.PauseTTL, 10*time.Minute)
+	if p.PermanentWave == 0 {
+		p.PermanentWave = 10
+	}
 	if len(bad) > 0 {
 		return o, &optionsError{problems: bad}
 	}

@@ -67,6 +67,7 @@ type acquireReply struct {
 	fence    int64
 	attempts int
 	fresh    bool // the acquire created the meta key
+	probe    bool // the acquire claimed the scope's probe (scope_lib.lua)
 	hinted   bool // refused by a GET that confirmed a known cooldown (hint.go)
 }
 
@@ -80,11 +81,12 @@ func decodeAcquire(cmd *redis.Cmd) (acquireReply, error) {
 		r.kind, _ = v[0].(string)
 	}
 	switch {
-	case r.kind == "ok" && len(v) == 4:
+	case r.kind == "ok" && len(v) == 5:
 		r.fence, _ = v[1].(int64)
 		a, _ := v[2].(int64)
 		f, _ := v[3].(int64)
-		r.attempts, r.fresh = int(a), f == 1
+		p, _ := v[4].(int64)
+		r.attempts, r.fresh, r.probe = int(a), f == 1, p == 1
 		return r, nil
 	case (r.kind == "job" || r.kind == "scope") && len(v) == 3:
 		r.value, _ = v[1].(string)
@@ -112,10 +114,17 @@ func (l *Lease) settleArgs(w settleWrite, withScope bool) []any {
 	}
 	args := []any{l.token, strconv.FormatInt(l.fence, 10), w.value, ms(w.ttl), attempts, ms(w.metaTTL)}
 	if withScope {
-		o := l.g.opts
-		args = append(args, string(w.scope.op), w.reason, ms(w.scope.ttl), o.ScopePolicy.AllowedFails, ms(o.ScopePolicy.FailWindow))
+		args = append(args, l.g.scopeArgs(w.scope, w.reason)...)
 	}
 	return args
+}
+
+// scopeArgs are scope_update's arguments after the member: op, reason,
+// ttl, factor, max, grace, allowed failures, window.
+func (g *Gate) scopeArgs(su scopeUpdate, reason string) []any {
+	o := g.opts
+	return []any{string(su.op), reason, ms(su.ttl), su.factor, ms(o.MaxCooldown), ms(o.Lease),
+		o.ScopePolicy.AllowedFails, ms(o.ScopePolicy.FailWindow)}
 }
 
 // settle.lua's reply.
@@ -143,8 +152,8 @@ func decodeSettle(cmd *redis.Cmd) (settleReply, error) {
 	return r, nil
 }
 
-// decodeScopePair decodes {scope value or false, pttl}, the scope part of
-// settle.lua's reply and scope.lua's; ok is false when the scope is open.
+// decodeScopePair decodes {scope value or false, wait ms}, the scope part
+// of the scripts' replies; ok is false when the scope is open.
 func decodeScopePair(v []any) (UpstreamStatus, bool) {
 	if len(v) < 2 {
 		return UpstreamStatus{}, false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/redisop"
 )
 
 // ScopeState is the state of an upstream scope.
@@ -37,19 +38,28 @@ type UpstreamStatus struct {
 	// Scope is Options.Scope ("" when the gate has none).
 	Scope string
 	State ScopeState
-	// RetryAfter is the time left in the cooldown or pause.
+	// RetryAfter is the time left in the cooldown or pause; while one call
+	// probes the upstream after it (Probing), the probe's lease left.
 	RetryAfter time.Duration
 	// Reason is the classification code that cooled or paused the scope.
 	Reason string
+	// Probing is set while one call probes the upstream after a cooldown
+	// or pause ended; the others stay refused until it settles.
+	Probing bool
 }
 
-func scopeStatusOf(v string, p int64) UpstreamStatus {
-	st := ScopeCooling
-	if strings.HasPrefix(v, "p:") {
-		st = ScopePaused
+// scopeStatusOf decodes a scope value (scope_lib.lua) and its wait.
+func scopeStatusOf(v string, wait int64) UpstreamStatus {
+	st := UpstreamStatus{State: ScopeCooling, RetryAfter: pttl(wait)}
+	kind, rest, _ := strings.Cut(v, ":")
+	st.Reason, _, _ = strings.Cut(rest, ":")
+	switch kind {
+	case "p":
+		st.State = ScopePaused
+	case "h":
+		st.Probing = true
 	}
-	_, reason, _ := strings.Cut(v, ":")
-	return UpstreamStatus{State: st, RetryAfter: pttl(p), Reason: reason}
+	return st
 }
 
 type scopeOp string
@@ -62,29 +72,37 @@ const (
 )
 
 type scopeUpdate struct {
-	op  scopeOp
-	ttl time.Duration
+	op     scopeOp
+	ttl    time.Duration
+	factor float64 // escalation per cooldown in a row (scope_lib.lua)
 }
+
+const scopeOpen scopeOp = "o" // the probe's call reached the upstream
 
 // scopeUpdateFor decides what a settle does to the upstream scope:
 // provider-wide transient failures cool it for the server's hint (else
-// ScopeCooldown), systemic failures pause it, and other 5xx count toward
-// ScopeAllowedFails.
-func (g *Gate) scopeUpdateFor(op settleOp, v classify.Verdict) scopeUpdate {
+// ScopePolicy.Cooldown, escalating by BackoffFactor when the probe after
+// a cooldown fails again), systemic failures pause it, and other 5xx count
+// toward ScopePolicy.AllowedFails. When the lease was the scope's probe,
+// any other outcome means the upstream answered: the scope opens.
+func (g *Gate) scopeUpdateFor(op settleOp, v classify.Verdict, probe bool) scopeUpdate {
 	if g.scopeKey == "" {
 		return scopeUpdate{}
 	}
+	p := g.opts.ScopePolicy
 	switch {
-	case op == opSystemic:
-		return scopeUpdate{op: scopePause, ttl: g.opts.ScopePolicy.PauseTTL}
-	case op == opTransient && v.ProviderWide:
-		ttl := g.opts.ScopePolicy.Cooldown
-		if v.RetryAfter > 0 {
-			ttl = v.RetryAfter
-		}
-		return scopeUpdate{op: scopeCool, ttl: ttl}
-	case op == opTransient && v.Reason == classify.ReasonUpstream5xx:
-		return scopeUpdate{op: scopeCount, ttl: g.opts.ScopePolicy.Cooldown}
+	case op == opSystemic, op == opWave:
+		// A wave keeps the scope paused for its reason (wave.go), and a
+		// probe that meets it again pauses it anew.
+		return scopeUpdate{op: scopePause, ttl: p.PauseTTL, factor: 1}
+	case op == opProviderWide && v.RetryAfter > 0:
+		return scopeUpdate{op: scopeCool, ttl: v.RetryAfter, factor: 1} // the provider said when
+	case op == opProviderWide:
+		return scopeUpdate{op: scopeCool, ttl: p.Cooldown, factor: g.opts.BackoffFactor}
+	case op == opTransient && v.Reason == classify.ReasonUpstream5xx && !probe:
+		return scopeUpdate{op: scopeCount, ttl: p.Cooldown, factor: g.opts.BackoffFactor}
+	case probe:
+		return scopeUpdate{op: scopeOpen, factor: 1}
 	}
 	return scopeUpdate{}
 }
@@ -96,8 +114,9 @@ type scopeResult struct {
 
 // updateScope applies su on the scope's own slot (multi-node clients).
 func (g *Gate) updateScope(ctx context.Context, su scopeUpdate, reason, member string) scopeResult {
-	v, err := g.scripts.scope.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails},
-		string(su.op), reason, ms(su.ttl), g.opts.ScopePolicy.AllowedFails, ms(g.opts.ScopePolicy.FailWindow), member).Slice()
+	args := append([]any{nil, nil, member}, g.scopeArgs(su, reason)[2:]...)
+	args[0], args[1] = string(su.op), reason
+	v, err := g.scripts.scope.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}, args...).Slice()
 	if err != nil {
 		return scopeResult{err: err}
 	}
@@ -110,21 +129,37 @@ type scopeReply struct {
 	pttl  int64
 }
 
-// readScope reads the scope key; nil when the scope is open.
-func (g *Gate) readScope(ctx context.Context) (*scopeReply, error) {
-	v, err := scopeCheckScript.Run(ctx, g.rdb, []string{g.scopeKey}).Slice()
+// readScope reads the scope on its own slot (scope_check.lua): nil when
+// it is open. With a token, the caller claims the probe when the scope's
+// wait is over (claimed), and must give it back (unclaimScope) if it does
+// not run after all.
+func (g *Gate) readScope(ctx context.Context, token string) (s *scopeReply, claimed bool, err error) {
+	claim := "0"
+	if token != "" {
+		claim = "1"
+	}
+	v, err := scopeCheckScript.Run(ctx, g.rdb, []string{g.scopeKey}, token, g.argLease, claim).Slice()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if len(v) < 2 {
-		return nil, fmt.Errorf("unexpected scope reply %v", v)
-	}
-	s, ok := v[0].(string)
-	if !ok {
-		return nil, nil
+	if len(v) != 2 {
+		return nil, false, fmt.Errorf("unexpected scope reply %v", v)
 	}
 	p, _ := v[1].(int64)
-	return &scopeReply{value: s, pttl: p}, nil
+	sv, ok := v[0].(string)
+	if !ok {
+		return nil, p == 1, nil
+	}
+	return &scopeReply{value: sv, pttl: p}, false, nil
+}
+
+// unclaimScope gives a claimed probe back, so the next call probes.
+func (g *Gate) unclaimScope(ctx context.Context, token string) {
+	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := g.scripts.unclaim.Run(rctx, g.rdb, []string{g.scopeKey}, token, g.argLease).Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Op: redisop.Scope, Err: redisError("scope", err)})
+	}
 }
 
 // noteScope remembers until when this process knows the scope cools: a
@@ -170,7 +205,7 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 	if g.scopeKey == "" {
 		return UpstreamStatus{}, nil
 	}
-	s, err := g.readScope(ctx)
+	s, _, err := g.readScope(ctx, "")
 	if err != nil {
 		return UpstreamStatus{}, redisError("scope status", err)
 	}

@@ -23,6 +23,10 @@ var (
 	scopeLua string
 	//go:embed lua/scope_check.lua
 	scopeCheckLua string
+	//go:embed lua/scope_unclaim.lua
+	scopeUnclaimLua string
+	//go:embed lua/wave.lua
+	waveLua string
 	//go:embed lua/scope_reset.lua
 	scopeResetLua string
 	//go:embed lua/status.lua
@@ -34,10 +38,15 @@ var (
 	//go:embed lua/notify.lua
 	notifyLua string
 
-	acquireScript    = redis.NewScript(acquireLua)
-	renewScript      = redis.NewScript(renewLua)
-	scopeCheckScript = redis.NewScript(scopeCheckLua)
-	statusScript     = redis.NewScript(statusLua)
+	// acquire.lua reads the scope only with KEYS[3] (one node, with a
+	// Scope): without one, the script runs without the scope library, so
+	// the common acquire does not define functions it never calls.
+	acquireScript      = redis.NewScript(acquireLua)
+	acquireScopeScript = redis.NewScript(scopeLibLua + acquireLua)
+	renewScript        = redis.NewScript(renewLua)
+	scopeCheckScript   = redis.NewScript(scopeLibLua + scopeCheckLua)
+	statusScript       = redis.NewScript(statusLua)
+	statusScopeScript  = redis.NewScript(scopeLibLua + statusLua)
 
 	// The scripts that change a job's or scope's state publish the change
 	// (lua/notify.lua): PUBLISH on one node, SPUBLISH on a cluster.
@@ -47,7 +56,7 @@ var (
 
 // writeScripts are the scripts that change state, in one topology's form.
 type writeScripts struct {
-	settle, release, scope, scopeReset, reset, undo *redis.Script
+	settle, release, scope, scopeReset, reset, undo, unclaim, wave *redis.Script
 }
 
 func newWriteScripts(publish string) *writeScripts {
@@ -59,6 +68,8 @@ func newWriteScripts(publish string) *writeScripts {
 		scopeReset: redis.NewScript(pre + scopeResetLua),
 		reset:      redis.NewScript(pre + resetLua),
 		undo:       redis.NewScript(pre + undoLua),
+		unclaim:    redis.NewScript(pre + scopeUnclaimLua),
+		wave:       redis.NewScript(pre + scopeLibLua + waveLua),
 	}
 }
 

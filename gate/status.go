@@ -41,7 +41,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 		} else {
 			scopeCh = make(chan scopeResult, 1)
 			go func() {
-				s, err := g.readScope(ctx)
+				s, _, err := g.readScope(ctx, "")
 				var r scopeResult
 				r.err = err
 				if s != nil {
@@ -51,7 +51,11 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 			}()
 		}
 	}
-	st, err := g.decodeStatus(job, statusScript.Run(ctx, g.rdb, keys))
+	script := statusScript
+	if len(keys) > 2 {
+		script = statusScopeScript
+	}
+	st, err := g.decodeStatus(job, script.Run(ctx, g.rdb, keys))
 	if scopeCh != nil {
 		sr := <-scopeCh
 		if sr.err != nil {

@@ -196,7 +196,7 @@ func TestStatusEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := l.Fail(ctx, classify.WithHeader(&httpmw.StatusError{Code: 429}, http.Header{"Retry-After": {"30"}})); err != nil {
+			if err := l.Fail(ctx, classify.WithHeader(rateLimited{}, http.Header{"Retry-After": {"30"}})); err != nil {
 				t.Fatal(err)
 			}
 			_, st = expectState(t, events, "upstream_cooling", pushWithin)
@@ -274,3 +274,10 @@ func TestStatusEventsLimit(t *testing.T) {
 	}
 
 }
+
+// rateLimited is a provider's 429 (classify.StatusError): provider-wide
+// under classify.Default, so it cools the gate's scope.
+type rateLimited struct{}
+
+func (rateLimited) Error() string       { return "429 Too Many Requests" }
+func (rateLimited) HTTPStatusCode() int { return 429 }

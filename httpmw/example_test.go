@@ -77,7 +77,7 @@ func Example() {
 	// Output:
 	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
 	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
-	// 200 cooling_down 300 1 overloaded Retry available in 5 min.
+	// 200 cooling_down 300 0 overloaded Retry available in 5 min.
 }
 
 // Scoped keeps tenants apart: the same document id of two tenants is two

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,7 @@ func decodeProblem(t *testing.T, rec *httptest.ResponseRecorder) problemBody {
 	if exp, got := "no-store", rec.Header().Get("Cache-Control"); exp != got {
 		t.Errorf("Cache-Control: exp %q, got %q", exp, got)
 	}
+	checkLength(t, rec)
 	var p problemBody
 	dec := json.NewDecoder(strings.NewReader(rec.Body.String()))
 	dec.DisallowUnknownFields()
@@ -108,6 +110,15 @@ func decodeProblem(t *testing.T, rec *httptest.ResponseRecorder) problemBody {
 		t.Errorf("problem lacks type, title or detail: %+v", p)
 	}
 	return p
+}
+
+// checkLength fails unless Content-Length is the body's length: a client
+// reading that many bytes must get the whole body, no more.
+func checkLength(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	if exp, got := strconv.Itoa(rec.Body.Len()), rec.Header().Get("Content-Length"); exp != got {
+		t.Errorf("Content-Length: exp %s (the body's length), got %q", exp, got)
+	}
 }
 
 func str(p *string) string {

@@ -151,7 +151,9 @@ func TestNotRouted(t *testing.T) {
 	if exp, got := 500, rec.Code; exp != got {
 		t.Fatalf("exp %d, got %d", exp, got)
 	}
-	decodeProblem(t, rec)
+	if exp, got := "The server could not tell which job this request is for.", decodeProblem(t, rec).Detail; exp != got {
+		t.Errorf("detail: exp %q, got %q", exp, got)
+	}
 	noLeak(t, rec.Body.String())
 	if !errors.Is(logged, httpmw.ErrNotRouted) {
 		t.Errorf("OnError got %v, want ErrNotRouted", logged)

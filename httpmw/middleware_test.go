@@ -14,6 +14,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -107,7 +108,8 @@ func TestContract(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			},
 			firstStatus: http.StatusServiceUnavailable,
-			exp:         row{status: 429, jobState: "cooling_down", retryAfter: [2]int64{899, 900}, reason: "overloaded", attempts: "1", statusURL: true},
+			// Provider-wide: the provider's wait, and no attempt counted.
+			exp: row{status: 429, jobState: "cooling_down", retryAfter: [2]int64{899, 900}, reason: "overloaded", attempts: "0", statusURL: true},
 		},
 		{
 			name:        "failed permanently",
@@ -156,7 +158,9 @@ func TestContract(t *testing.T) {
 
 			t.Run("running", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Lease: 2 * time.Second})
-				other := newGate(t, tg.Client, gate.Options{Prefix: g.Options().Prefix, Lease: 2 * time.Second})
+				// Another process, configured with a longer lease (a deploy
+				// in progress): it reports the lease actually held.
+				other := newGate(t, tg.Client, gate.Options{Prefix: g.Options().Prefix, Lease: 30 * time.Second})
 				started, release := make(chan struct{}), make(chan struct{})
 				var runs counter
 				blocking := runs.wrap(func(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +212,7 @@ func TestContract(t *testing.T) {
 				}{
 					{"rate limited", &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}},
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{29, 30}, reason: "rate_limited", attempts: "<absent>", statusURL: true}, false},
-					{"quota paused", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota"},
+					{"quota paused", &classify.HTTPError{StatusCode: 429, Body: []byte(`{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}`)},
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{599, 600}, reason: "quota_exhausted", attempts: "<absent>", statusURL: true}, true},
 				} {
 					t.Run(u.name, func(t *testing.T) {
@@ -299,4 +303,80 @@ func TestUnavailableAfterFail(t *testing.T) {
 	})
 	checkRow(t, post(t, h, "/documents/42/evaluate"),
 		row{status: 503, jobState: "unknown", retryAfter: [2]int64{20, 20}, reason: "<absent>", attempts: "<absent>"})
+}
+
+// TestSettleErrorReachesOnError: when the handler's answer is sent but its
+// outcome cannot be recorded (Redis went away meanwhile), the client keeps
+// the handler's answer and OnError gets the error, for the logs.
+func TestSettleErrorReachesOnError(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	f := flaky(mc)
+	g := newGate(t, f, gate.Options{Timeout: time.Second})
+	var mu sync.Mutex
+	var logged []error
+	h := router(g, httpmw.Options{
+		OnError: func(_ *http.Request, err error) { mu.Lock(); logged = append(logged, err); mu.Unlock() },
+	}, func(w http.ResponseWriter, r *http.Request) {
+		f.Down.Store(true)
+		ok(w, r)
+	})
+	rec := post(t, h, "/documents/42/evaluate")
+	if exp, got := "200 evaluated", fmt.Sprint(rec.Code, " ", rec.Body); exp != got {
+		t.Errorf("response: exp %q, got %q", exp, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if exp, got := 1, len(logged); exp != got {
+		t.Fatalf("OnError calls: exp %d, got %d (%v)", exp, got, logged)
+	}
+	if !errors.Is(logged[0], gate.ErrUnavailable) {
+		t.Errorf("OnError got %v, want ErrUnavailable", logged[0])
+	}
+}
+
+// TestForeignKeysWithoutTTL: keys the gate did not write and that never
+// expire (an operator's SET, a restore without TTLs) still get an honest
+// wait, never "Retry available now.": a foreign value at a job's lock is
+// held, for one lease as far as anyone knows; a pause of the upstream scope
+// without an end asks for UnavailableRetryAfter.
+func TestForeignKeysWithoutTTL(t *testing.T) {
+	ctx := context.Background()
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Run("lock", func(t *testing.T) {
+				g := newGate(t, tg.Client, gate.Options{Lease: 20 * time.Second})
+				lock, _ := keyspace.Job(g.Options().Prefix, key("42"))
+				t.Cleanup(func() { tg.Client.Del(ctx, lock) })
+				if err := tg.Client.Set(ctx, lock, "held-by-ops", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				var runs counter
+				rec := post(t, router(g, httpmw.Options{}, runs.wrap(ok)), "/documents/42/evaluate")
+				p := checkRow(t, rec, row{status: 409, jobState: "running", retryAfter: [2]int64{20, 20}, reason: "<absent>", attempts: "<absent>"})
+				if exp, got := "This job is already running. Retry available in 20 s.", p.Detail; exp != got {
+					t.Errorf("detail: exp %q, got %q", exp, got)
+				}
+				if exp, got := int64(0), runs.n.Load(); exp != got {
+					t.Errorf("handler runs: exp %d, got %d", exp, got)
+				}
+			})
+			t.Run("scope pause", func(t *testing.T) {
+				g := newGate(t, tg.Client, gate.Options{Scope: redistest.UniqueKey(t)})
+				scope, _ := keyspace.Scope(g.Options().Prefix, g.Options().Scope)
+				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
+				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				var runs counter
+				rec := post(t, router(g, httpmw.Options{UnavailableRetryAfter: 7 * time.Second}, runs.wrap(ok)), "/documents/42/evaluate")
+				p := checkRow(t, rec, row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{7, 7}, reason: "manual", attempts: "<absent>"})
+				if exp, got := "The upstream service is temporarily unavailable. Retry available in 7 s.", p.Detail; exp != got {
+					t.Errorf("detail: exp %q, got %q", exp, got)
+				}
+				if exp, got := int64(0), runs.n.Load(); exp != got {
+					t.Errorf("handler runs: exp %d, got %d", exp, got)
+				}
+			})
+		})
+	}
 }

@@ -103,9 +103,6 @@ type Headers struct {
 // RateLimitHeader is the header name of the IETF RateLimit fields draft.
 const RateLimitHeader = "RateLimit"
 
-// DefaultUnavailableRetryAfter is the default Options.UnavailableRetryAfter.
-const DefaultUnavailableRetryAfter = 5 * time.Second
-
 // config is a validated Options with defaults filled in.
 type config struct {
 	g    *gate.Gate
@@ -170,7 +167,7 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 		c.maxWait = opts.MaxWait
 	}
 	if c.opts.UnavailableRetryAfter == 0 {
-		c.opts.UnavailableRetryAfter = DefaultUnavailableRetryAfter
+		c.opts.UnavailableRetryAfter = 5 * time.Second
 	}
 	if c.opts.Blocked == nil {
 		c.opts.Blocked = WriteProblem

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 	"github.com/retrygate/retrygate/internal/redistest"
@@ -88,6 +89,10 @@ func TestHeaders(t *testing.T) {
 		{"renamed", httpmw.Headers{RetryAfter: "X-Retry-In"}, map[string]string{"Retry-After": "", "X-Retry-In": "300"}},
 		{"off", httpmw.Headers{RetryAfter: "-"}, map[string]string{"Retry-After": "", "RateLimit": ""}},
 		{"RateLimit on", httpmw.Headers{RateLimit: httpmw.RateLimitHeader}, map[string]string{"Retry-After": "300", "RateLimit": `"retry";r=0;t=300`}},
+		// Any RFC 9110 token is a header name: letters and digits at the
+		// ends of their ranges, and every other token character.
+		{"token characters", httpmw.Headers{RetryAfter: "X-az-AZ-09", RateLimit: "!#$%&'*+-.^_`|~"},
+			map[string]string{"Retry-After": "", "X-az-AZ-09": "300", "!#$%&'*+-.^_`|~": `"retry";r=0;t=300`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,6 +148,25 @@ func TestCustomHandlers(t *testing.T) {
 	}
 	if exp, got := 400, got[2].Status; exp != got {
 		t.Errorf("invalid job: exp %d, got %d", exp, got)
+	}
+	if at := ref.RetryAt; ref.RetryAfter != 5*time.Minute || time.Until(at) < 298*time.Second || time.Until(at) > 301*time.Second {
+		t.Errorf("cooling down: RetryAfter %v, RetryAt %v, want 5m and 5m from now", ref.RetryAfter, at)
+	}
+
+	// A refusal where waiting does not help carries neither a wait nor a
+	// time to retry at.
+	failed := router(g, httpmw.Options{Blocked: custom}, func(w http.ResponseWriter, r *http.Request) {
+		httpmw.Fail(r, classify.Permanent(errBoom))
+	})
+	post(t, failed, "/documents/2/evaluate")
+	post(t, failed, "/documents/2/evaluate")
+	for _, ref := range got[3:] {
+		if ref.Status != 422 || ref.RetryAfter != 0 || !ref.RetryAt.IsZero() {
+			t.Errorf("failed job: Status %d, RetryAfter %v, RetryAt %v; want 422 and no wait", ref.Status, ref.RetryAfter, ref.RetryAt)
+		}
+	}
+	if exp, n := 5, len(got); exp != n {
+		t.Errorf("custom calls: exp %d, got %d", exp, n)
 	}
 }
 

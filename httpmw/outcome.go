@@ -58,19 +58,19 @@ func Fail(r *http.Request, err error) bool {
 	return true
 }
 
-// StatusError is the failure the middleware records for a handler that
+// handlerStatus is the failure the middleware records for a handler that
 // answered 429 or 5xx without calling Fail. It implements
 // classify.StatusError, so classifiers see the status.
-type StatusError struct {
-	Code int
+type handlerStatus struct {
+	code int
 }
 
-func (e *StatusError) Error() string {
-	return "httpmw: handler answered " + strconv.Itoa(e.Code)
+func (e *handlerStatus) Error() string {
+	return "httpmw: handler answered " + strconv.Itoa(e.code)
 }
 
 // HTTPStatusCode implements classify.StatusError.
-func (e *StatusError) HTTPStatusCode() int { return e.Code }
+func (e *handlerStatus) HTTPStatusCode() int { return e.code }
 
 var errHandlerPanic = classify.WithReason(errors.New("httpmw: handler panicked"),
 	classify.ClassTransient, classify.ReasonPanic, 0)
@@ -118,7 +118,7 @@ func (c *config) settle(rw *writer, r *http.Request, l *gate.Lease, st *state) {
 // handler's Retry-After as hint). Other 5xx are marked transient
 // (upstream_5xx) with the handler's Retry-After or retry-after-ms as hint.
 func statusError(code int, h http.Header) error {
-	err := &StatusError{Code: code}
+	err := &handlerStatus{code: code}
 	hints := http.Header{}
 	for _, k := range [...]string{"Retry-After", "Retry-After-Ms", "Date"} {
 		if v := h.Values(k); len(v) > 0 {

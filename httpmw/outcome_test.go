@@ -2,6 +2,7 @@ package httpmw_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -43,13 +44,22 @@ func TestOutcome(t *testing.T) {
 			w.WriteHeader(http.StatusEarlyHints)
 			w.WriteHeader(http.StatusOK)
 		}, 0, gate.Ready, "", [2]time.Duration{}, evSucceeded}, // the recorder keeps the 103
+		{"103 then 500", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusEarlyHints) // informational: the 500 is the answer
+			w.WriteHeader(http.StatusInternalServerError)
+		}, 0, gate.CoolingDown, "upstream_5xx", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
+		{"503 then Flush", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.(http.Flusher).Flush() // flushing sends the 503, not a 200
+		}, 503, gate.CoolingDown, "overloaded", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"500", code(500, ""), 500, gate.CoolingDown, "upstream_5xx", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"501 is transient too", code(501, ""), 501, gate.CoolingDown, "upstream_5xx", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"502 Retry-After seconds", code(502, "1200"), 502, gate.CoolingDown, "upstream_5xx", [2]time.Duration{20*time.Minute - time.Second, 20 * time.Minute}, evCooledDown},
 		{"504 Retry-After HTTP-date", code(504, httpDate), 504, gate.CoolingDown, "upstream_5xx", [2]time.Duration{29 * time.Minute, 30 * time.Minute}, evCooledDown},
 		{"503 Retry-After", code(503, "900"), 503, gate.CoolingDown, "overloaded", [2]time.Duration{15*time.Minute - time.Second, 15 * time.Minute}, evCooledDown},
 		{"429 Retry-After", code(429, "600"), 429, gate.CoolingDown, "rate_limited", [2]time.Duration{10*time.Minute - time.Second, 10 * time.Minute}, evCooledDown},
-		{"429 Retry-After shorter than Cooldown", code(429, "3"), 429, gate.CoolingDown, "rate_limited", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
+		// The provider said when: its wait, even below the gate's Cooldown.
+		{"429 Retry-After shorter than Cooldown", code(429, "3"), 429, gate.CoolingDown, "rate_limited", [2]time.Duration{2 * time.Second, 3 * time.Second}, evCooledDown},
 		{"500 garbage Retry-After", code(500, "soon"), 500, gate.CoolingDown, "upstream_5xx", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"400 releases", code(400, ""), 400, gate.Ready, "", [2]time.Duration{}, evReleased},
 		{"404 releases", code(404, ""), 404, gate.Ready, "", [2]time.Duration{}, evReleased},
@@ -64,7 +74,7 @@ func TestOutcome(t *testing.T) {
 			w.WriteHeader(400)
 		}, 400, gate.CoolingDown, "unknown", [2]time.Duration{cooldown - time.Second, cooldown}, evCooledDown},
 		{"Fail goes through the classifier", func(w http.ResponseWriter, r *http.Request) {
-			httpmw.Fail(r, &classify.HTTPError{StatusCode: 400, Code: "context_length_exceeded"})
+			httpmw.Fail(r, &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"invalid_request_error","code":"context_length_exceeded"}}`)})
 			w.WriteHeader(500)
 		}, 500, gate.Failed, "context_length_exceeded", [2]time.Duration{}, evMarkedFailed},
 		{"first Fail wins", func(w http.ResponseWriter, r *http.Request) {
@@ -315,6 +325,34 @@ func TestHandlerStatusCoolsUpstream(t *testing.T) {
 				if c.cooling && (up.RetryAfter < 19*time.Second || up.RetryAfter > 20*time.Second) {
 					t.Errorf("%d: scope cooldown %v, want the handler's 20s", c.code, up.RetryAfter)
 				}
+			}
+		})
+	}
+}
+
+// TestOwnReasonReachesClient: a reason code the application sets with
+// classify.WithReason reaches the client as is, in the refusal and in the
+// status body, when it is a valid code: any of [a-z0-9_.-], up to 64 bytes.
+func TestOwnReasonReachesClient(t *testing.T) {
+	for _, reason := range []string{
+		"quota.tier-0_az9",
+		strings.Repeat("z", 63) + "a", // 64 bytes, the longest allowed
+	} {
+		t.Run(reason[:8], func(t *testing.T) {
+			_, mc := redistest.Miniredis(t)
+			g := newGate(t, mc, gate.Options{})
+			h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
+				httpmw.Fail(r, classify.WithReason(errBoom, classify.ClassTransient, reason, 0))
+			})
+			exp := row{status: 429, jobState: "cooling_down", retryAfter: [2]int64{299, 300}, reason: reason, attempts: "1"}
+			checkRow(t, post(t, h, "/documents/1/evaluate"), exp) // the state just recorded
+			checkRow(t, post(t, h, "/documents/1/evaluate"), exp) // the refusal
+			var st httpmw.RetryStatus
+			if err := json.Unmarshal(get(t, h, "/documents/1/retry-status").Body.Bytes(), &st); err != nil {
+				t.Fatal(err)
+			}
+			if exp, got := reason, st.Reason; exp != got {
+				t.Errorf("status reason: exp %q, got %q", exp, got)
 			}
 		})
 	}

@@ -10,21 +10,17 @@ import (
 	"github.com/retrygate/retrygate/gate"
 )
 
-// Job states written as job_state, besides gate.State's names
-// ("cooling_down", "running", "failed", "done", "upstream_cooling",
-// "ready").
-const (
-	// StateUnknown: the gate could not reach Redis, so the job's state is
-	// not known.
-	StateUnknown = "unknown"
-)
+// stateUnknown is the job_state written when the gate could not reach
+// Redis, so the job's state is not known; the others are gate.State's
+// names.
+const stateUnknown = "unknown"
 
 // Refusal describes a response the middleware writes itself instead of
 // running the handler. It holds no upstream or Redis text except in Err.
 type Refusal struct {
 	// Status is the HTTP status: 429, 409, 422, 503, 400 or 500.
 	Status int
-	// State is the job_state member: a gate.State name or StateUnknown;
+	// State is the job_state member: a gate.State name or "unknown";
 	// "" when the request names no valid job.
 	State string
 	// RetryAfter is the wait before a retry may run; 0 when waiting does
@@ -106,7 +102,7 @@ var titles = map[string]string{
 	"failed":           "Job failed permanently",
 	"done":             "Job is already done",
 	"upstream_cooling": "Upstream is cooling down",
-	StateUnknown:       "Retry gate unavailable",
+	stateUnknown:       "Retry gate unavailable",
 	"":                 "Invalid job",
 }
 
@@ -176,7 +172,7 @@ func (c *config) settled(r *http.Request, l *gate.Lease, serr error) (Refusal, R
 }
 
 func (c *config) unavailable(err error, wait time.Duration) Refusal {
-	ref := Refusal{Status: http.StatusServiceUnavailable, State: StateUnknown, Err: err}
+	ref := Refusal{Status: http.StatusServiceUnavailable, State: stateUnknown, Err: err}
 	ref.Detail = "The service cannot check this job right now. " + c.opts.RetryIn(wait)
 	c.setWait(&ref, wait)
 	c.typeAndTitle(&ref)

@@ -39,7 +39,7 @@ func TestStatusHandler(t *testing.T) {
 			func(w http.ResponseWriter, r *http.Request) {
 				httpmw.Fail(r, &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}})
 			},
-			exp{"upstream_cooling", [2]int64{29, 30}, 1, "rate_limited", "Retry available in 30 s."}},
+			exp{"upstream_cooling", [2]int64{29, 30}, 0, "rate_limited", "Retry available in 30 s."}}, // provider-wide: no attempt counted
 	}
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -64,6 +64,7 @@ func TestStatusHandler(t *testing.T) {
 					if exp, got := "application/json no-store", rec.Header().Get("Content-Type")+" "+rec.Header().Get("Cache-Control"); exp != got {
 						t.Errorf("headers: exp %q, got %q", exp, got)
 					}
+					checkLength(t, rec)
 					var got map[string]any
 					if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 						t.Fatal(err)
@@ -134,6 +135,8 @@ func TestStatusHandlerBadKey(t *testing.T) {
 			t.Errorf("%.40s: exp %d, got %d", p, exp, got)
 			continue
 		}
-		decodeProblem(t, rec)
+		if exp, got := "The request does not name a valid job.", decodeProblem(t, rec).Detail; exp != got {
+			t.Errorf("%.40s: detail: exp %q, got %q", p, exp, got)
+		}
 	}
 }

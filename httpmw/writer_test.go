@@ -3,6 +3,7 @@ package httpmw_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -165,3 +166,47 @@ type plainWriter struct{ rec *httptest.ResponseRecorder }
 func (p plainWriter) Header() http.Header         { return p.rec.Header() }
 func (p plainWriter) Write(b []byte) (int, error) { return p.rec.Write(b) }
 func (p plainWriter) WriteHeader(c int)           { p.rec.WriteHeader(c) }
+
+// TestFailAfterResponseStarted: once the handler has sent its status line
+// (WriteHeader, or a Flush that sends the headers of a stream), a failure
+// it then reports is recorded, but the middleware writes nothing more: the
+// client gets the handler's response, not a problem glued to it.
+func TestFailAfterResponseStarted(t *testing.T) {
+	for name, started := range map[string]func(w http.ResponseWriter){
+		"WriteHeader(200)": func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) },
+		"Flush":            func(w http.ResponseWriter) { w.(http.Flusher).Flush() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, mc := redistest.Miniredis(t)
+			g := newGate(t, mc, gate.Options{})
+			h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				started(w)
+				httpmw.Fail(r, errBoom) // the stream broke after the headers went out
+			})
+			rec := post(t, h, "/documents/1/evaluate")
+			if exp, got := "200 text/event-stream \"\"", fmt.Sprintf("%d %s %q", rec.Code, rec.Header().Get("Content-Type"), rec.Body); exp != got {
+				t.Errorf("response: exp %s, got %s", exp, got)
+			}
+			if exp, got := gate.CoolingDown, status(t, g, key("1")).State; exp != got {
+				t.Errorf("state: exp %v, got %v", exp, got)
+			}
+		})
+	}
+}
+
+// TestHijackFailed: a failed Hijack (HTTP/2, or a writer that cannot
+// hijack) takes no connection, so a failure the handler then reports is
+// answered by the middleware as usual.
+func TestHijackFailed(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	g := newGate(t, mc, gate.Options{})
+	h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			t.Error("Hijack on a recorder succeeded")
+		}
+		httpmw.Fail(r, errBoom) // the WebSocket upgrade could not happen
+	})
+	checkRow(t, post(t, h, "/documents/1/evaluate"),
+		row{status: 429, jobState: "cooling_down", retryAfter: [2]int64{299, 300}, reason: "unknown", attempts: "1"})
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,9 +37,32 @@ func calibrate(p99, jitter, guard, detect, slo time.Duration) calibration {
 
 func (c calibration) met() bool { return c.SLO == 0 || c.Takeover <= c.SLO }
 
+// optDuration is a duration flag that may be left unset: its usage shows
+// no default, where a sentinel value would print as "default -1ns".
+type optDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optDuration) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("parse error")
+	}
+	o.d, o.set = d, true
+	return nil
+}
+
 func calibrateCommand() *command {
-	var p99, jitter, guard, detect, slo time.Duration
-	detect = -1
+	var p99, jitter, guard, slo time.Duration
+	var detect optDuration
 	return &command{
 		name: "calibrate",
 		summary: "compute the lease TTL, renew interval and crash takeover bound from the p99 of " +
@@ -47,23 +71,24 @@ func calibrateCommand() *command {
 			fs.DurationVar(&p99, "p99", 0, "99th percentile of how long calls hold the lock (required)")
 			fs.DurationVar(&jitter, "jitter", 0, "extra spread on top of p99: GC pauses, network, clock drift")
 			fs.DurationVar(&guard, "guard", 2*time.Second, "safety margin")
-			fs.DurationVar(&detect, "detect", detect, "how late a waiting retry notices the lock expired (its poll interval or retry jitter); default: --jitter")
+			fs.Var(&detect, "detect", "how late a waiting retry notices the lock expired (its poll interval or retry jitter), a `duration`; default: --jitter")
 			fs.DurationVar(&slo, "takeover-slo", 0, "longest acceptable time before another process takes over a crashed owner's job; 0 = none")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unexpected argument %q", args[0])
+				return usageErrorf("unexpected argument %q", echo(args[0]))
 			}
 			if p99 <= 0 {
 				return usageErrorf("--p99 is required and must be positive (read it from retrygate_lock_held_seconds)")
 			}
-			if jitter < 0 || guard < 0 || slo < 0 || (detect < 0 && detect != -1) {
+			if jitter < 0 || guard < 0 || slo < 0 || detect.d < 0 {
 				return usageErrorf("durations must not be negative")
 			}
-			if detect == -1 {
-				detect = jitter
+			d := jitter
+			if detect.set {
+				d = detect.d
 			}
-			return printCalibration(c, calibrate(p99, jitter, guard, detect, slo))
+			return printCalibration(c, calibrate(p99, jitter, guard, d, slo))
 		},
 	}
 }
@@ -108,7 +133,7 @@ func printCalibration(c *cli, k calibration) error {
 			ttlWhy += fmt.Sprintf(", raised to the minimum %v", gate.MinLease)
 		}
 		row(tw, "lease TTL", k.TTL, ttlWhy+"  → gate.Options.Lease")
-		row(tw, "renew every", k.Renew, "= TTL/3 (the gate renews on its own)")
+		row(tw, "renew every", roundDur(k.Renew), "= TTL/3 (the gate renews on its own)")
 		row(tw, "crash takeover", "≤ "+k.Takeover.String(), fmt.Sprintf("= TTL %v + detection %v (owner crashed right after a renewal)", k.TTL, k.Detect))
 		if k.SLO > 0 {
 			verdict := fmt.Sprintf("met, %v to spare", k.SLO-k.Takeover)
@@ -125,4 +150,19 @@ func printCalibration(c *cli, k calibration) error {
 		return &exitError{code: exitNotMet, msg: warning}
 	}
 	return nil
+}
+
+// roundDur rounds a computed duration for the table (6.666666666s → 6.67s,
+// 1m6.666666666s → 1m7s), so no arithmetic noise reaches it; --json has
+// the milliseconds.
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond)
+	}
+	return d
 }

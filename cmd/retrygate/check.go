@@ -22,7 +22,7 @@ type warningJSON struct {
 
 func runCheck(ctx context.Context, c *cli, args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("unexpected argument %q", args[0])
+		return usageErrorf("unexpected argument %q", echo(args[0]))
 	}
 	g, err := c.gate(false)
 	if err != nil {

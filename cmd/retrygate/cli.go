@@ -5,14 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // cli holds the global flags and the streams of one run.
@@ -20,15 +19,14 @@ type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	redisURL string
-	cluster  string
-	prefix   string
-	scope    string
-	json     bool
-	timeout  time.Duration
+	conn    connFlags
+	prefix  string
+	scope   string
+	json    bool
+	timeout time.Duration
 
 	rdb  redis.UniversalClient
-	addr string // for messages
+	info connInfo // how rdb reaches Redis, for messages
 }
 
 // command is one subcommand.
@@ -48,13 +46,15 @@ func (c *cli) commands() []*command {
 	}
 }
 
-const defaultURL = "redis://127.0.0.1:6379"
+const (
+	defaultURL     = "redis://127.0.0.1:6379"
+	defaultTimeout = 10 * time.Second
+)
 
 // globalFlags registers the global flags on fs, each defaulting to its
 // current value, so they may come before or after the command.
 func (c *cli) globalFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.redisURL, "redis", c.redisURL, "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else "+defaultURL)
-	fs.StringVar(&c.cluster, "cluster", c.cluster, "Redis Cluster seed `ADDRS`, comma-separated, or a cluster URL")
+	c.conn.register(fs)
 	fs.StringVar(&c.prefix, "prefix", c.prefix, "the gate's key `prefix`")
 	fs.StringVar(&c.scope, "scope", c.scope, "the gate's upstream `scope`")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
@@ -63,7 +63,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 
 func (c *cli) main(ctx context.Context, args []string) error {
 	c.prefix = keyspace.DefaultPrefix
-	c.timeout = 10 * time.Second
+	c.timeout = defaultTimeout
 	fs := newFlagSet("retrygate")
 	c.globalFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -83,7 +83,7 @@ func (c *cli) main(ctx context.Context, args []string) error {
 	}
 	cmd := c.find(name)
 	if cmd == nil {
-		return usageErrorf("unknown command %q (commands: %s)", name, c.names())
+		return usageErrorf("unknown command %q (commands: %s)", echo(name), c.names())
 	}
 	return c.runCommand(ctx, cmd, rest)
 }
@@ -114,7 +114,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			c.commandUsage(c.stdout, cmd, fs)
+			c.commandUsage(c.stdout, cmd)
 			return nil
 		}
 		return usageErrorf("%s: %v (see retrygate help %s)", cmd.name, err, cmd.name)
@@ -147,23 +147,33 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 }
 
 // describe words a runtime error for an operator: a Redis failure names
-// the server and the cause without the gate's wrapping.
+// the server and the cause without the gate's wrapping, and a hint when
+// the cause is a common setup mistake (TLS, ACL, a replica).
 func (c *cli) describe(err error) string {
-	if errors.Is(err, gate.ErrUnavailable) {
+	var msg string
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = fmt.Sprintf("redis at %s: no answer within --timeout %v", c.info.addr, c.timeout)
+	case errors.Is(err, gate.ErrUnavailable), errors.Is(err, gate.ErrRedisRefused):
 		cause := err
 		if m, ok := err.(interface{ Unwrap() []error }); ok {
 			for _, e := range m.Unwrap() {
-				if e != gate.ErrUnavailable {
+				if e != gate.ErrUnavailable && e != gate.ErrRedisRefused {
 					cause = e
 				}
 			}
 		}
-		return fmt.Sprintf("redis at %s: %v", c.addr, cause)
+		msg = fmt.Sprintf("redis at %s: %v", c.info.addr, cause)
+		if errors.Is(err, gate.ErrRedisRefused) {
+			msg = fmt.Sprintf("redis at %s refused: %v", c.info.addr, cause)
+		}
+	default:
+		msg = err.Error()
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Sprintf("redis at %s: no answer within --timeout %v", c.addr, c.timeout)
+	if h := c.info.hint(err); h != "" {
+		msg += " (" + h + ")"
 	}
-	return err.Error()
+	return msg
 }
 
 // parseInterspersed parses flags anywhere among the positional arguments
@@ -191,72 +201,6 @@ func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported in one line by run
 	return fs
-}
-
-// quietLogger silences go-redis's own log lines: the CLI reports errors in
-// one line of its own.
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
-var silenceRedis sync.Once
-
-// connect builds the Redis client from the flags; it does not dial yet.
-func (c *cli) connect() error {
-	silenceRedis.Do(func() { redis.SetLogger(quietLogger{}) })
-	url := c.redisURL
-	if url == "" && c.cluster == "" {
-		url = c.getenv("REDIS_URL")
-	}
-	if url != "" && c.cluster != "" && c.redisURL != "" {
-		return usageErrorf("--redis and --cluster are exclusive")
-	}
-	const (
-		dial = time.Second
-		io   = 2 * time.Second
-	)
-	if c.cluster != "" {
-		var opts *redis.ClusterOptions
-		if strings.Contains(c.cluster, "://") {
-			o, err := redis.ParseClusterURL(c.cluster)
-			if err != nil {
-				return usageErrorf("bad --cluster URL: %v", err)
-			}
-			opts = o
-		} else {
-			opts = &redis.ClusterOptions{}
-			for _, a := range strings.Split(c.cluster, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					opts.Addrs = append(opts.Addrs, a)
-				}
-			}
-			if len(opts.Addrs) == 0 {
-				return usageErrorf("--cluster: no address")
-			}
-		}
-		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = dial, io, io
-		opts.MaxRetries = -1
-		opts.ContextTimeoutEnabled = true
-		opts.PoolSize = 8
-		c.rdb = redis.NewClusterClient(opts)
-		c.addr = "cluster " + strings.Join(opts.Addrs, ",")
-		return nil
-	}
-	if url == "" {
-		url = defaultURL
-	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return usageErrorf("bad Redis URL: %v", err)
-	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = dial, io, io
-	opts.MaxRetries = -1
-	opts.DialerRetries = 1
-	opts.ContextTimeoutEnabled = true
-	opts.PoolSize = 8
-	c.rdb = redis.NewClient(opts)
-	c.addr = opts.Addr
-	return nil
 }
 
 // gate returns a gate over the client with the flags' prefix; withScope

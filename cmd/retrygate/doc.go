@@ -7,9 +7,11 @@
 //
 // Commands:
 //
-//	status JOB        a job's state, time left, attempts, reason, fence and raw keys
+//	status JOB        a job's state, time left, attempts, reason, fence and raw keys;
+//	                  --route PATTERN: JOB is the id of an httpmw.URLParam job
 //	reset JOB         clear a job's cooldown, failed or done mark and its attempts
-//	list              jobs that hold a key: --state cooling|failed|running|done, --limit N
+//	list              jobs that hold a key: --state cooling|failed|running|done, --limit N,
+//	                  --match TEXT
 //	scope status      the upstream scope's cooldown or pause (needs --scope)
 //	scope reset       end the upstream scope's cooldown or pause (needs --scope)
 //	check             warn when maxmemory-policy can evict cooldown keys
@@ -18,13 +20,35 @@
 //
 // Global flags (before or after the command):
 //
-//	--redis URL       redis:// or rediss:// URL (default $REDIS_URL, else redis://127.0.0.1:6379)
+//	--redis URL       redis:// or rediss:// URL (default $RETRYGATE_REDIS, else
+//	                  $REDIS_URL, else redis://127.0.0.1:6379)
 //	--cluster ADDRS   a Redis Cluster: comma-separated host:port seeds, or a URL for
 //	                  redis.ParseClusterURL (redis://host:port?addr=host2:port2)
+//	--sentinel ADDRS  Sentinel: the sentinels' host:port, comma-separated, with
+//	--master NAME     the master name they monitor
+//	--tls-ca FILE     PEM CA that signed the server's certificate
+//	--tls-cert FILE   PEM client certificate, with --tls-key FILE
+//	--tls-insecure    do not verify the server's certificate (tests only)
 //	--prefix P        the gate's Options.Prefix (default "retrygate")
 //	--scope S         the gate's Options.Scope, for scope commands and status
-//	--json            print JSON instead of tables
+//	--json            print JSON instead of tables; errors too
 //	--timeout D       bound for the whole command (default 10s)
+//
+// Each connection flag has an environment variable used when the flag is
+// not given: RETRYGATE_REDIS (then REDIS_URL), RETRYGATE_CLUSTER,
+// RETRYGATE_SENTINEL, RETRYGATE_MASTER, RETRYGATE_TLS_CA,
+// RETRYGATE_TLS_CERT, RETRYGATE_TLS_KEY, RETRYGATE_TLS_INSECURE=1.
+// Passwords come from the URL (percent-encoded) or, for --sentinel and
+// --cluster ADDRS, from RETRYGATE_REDIS_USERNAME, RETRYGATE_REDIS_PASSWORD,
+// RETRYGATE_SENTINEL_USERNAME and RETRYGATE_SENTINEL_PASSWORD; never from
+// a flag (ps shows flags). No message, log line or JSON output shows a
+// password: a URL that does not parse is shown with its credentials
+// replaced by xxxxx, and the reason in fixed words.
+//
+// status JOB finds a job by its key; status --route PATTERN ID builds the
+// key httpmw.URLParam builds for that chi route ("/documents/{id}/evaluate
+// 42"). When JOB holds no key, status lists jobs whose key contains it;
+// list --match TEXT does the same search.
 //
 // Connections use a 1 s dial timeout, 2 s read and write timeouts and no
 // retries, so an unreachable Redis fails within about two seconds. list uses
@@ -39,5 +63,6 @@
 //	   check found a warning
 //	4  reset refused: the job is running (wait for it to settle or its lease to expire)
 //
-// Errors are one line on stderr, starting with "retrygate: ".
+// Errors are one line on stderr, starting with "retrygate: ", or with
+// --json a JSON object {"error": ..., "exit_code": ...} on stdout.
 package main

@@ -27,8 +27,8 @@ const (
 
 func listCommand() *command {
 	var (
-		state string
-		limit int
+		state, match string
+		limit        int
 	)
 	return &command{
 		name: "list", redis: true,
@@ -36,9 +36,10 @@ func listCommand() *command {
 		flags: func(fs *flagSet) {
 			fs.StringVar(&state, "state", "", "only jobs in this `state`: cooling, failed, running or done")
 			fs.IntVar(&limit, "limit", defaultListLimit, "stop after `N` jobs; 0 = no limit")
+			fs.StringVar(&match, "match", "", "only jobs whose key contains `TEXT` (an id: list --match 42 finds \"/documents/{id}/evaluate 42\")")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
-			return runList(ctx, c, args, state, limit)
+			return runList(ctx, c, args, state, match, limit)
 		},
 	}
 }
@@ -48,9 +49,9 @@ type listJSON struct {
 	LimitReached bool         `json:"limit_reached"`
 }
 
-func runList(ctx context.Context, c *cli, args []string, stateName string, limit int) error {
+func runList(ctx context.Context, c *cli, args []string, stateName, match string, limit int) error {
 	if len(args) > 0 {
-		return usageErrorf("unexpected argument %q", args[0])
+		return usageErrorf("unexpected argument %q", echo(args[0]))
 	}
 	var want *gate.State
 	if stateName != "" {
@@ -67,7 +68,7 @@ func runList(ctx context.Context, c *cli, args []string, stateName string, limit
 	if err != nil {
 		return err
 	}
-	l := &lister{g: g, prefix: c.prefix, want: want, limit: limit}
+	l := &lister{g: g, prefix: c.prefix, want: want, limit: limit, match: match}
 	if err := forEachNode(ctx, c.rdb, l.scan); err != nil {
 		return fmt.Errorf("%w: scan: %w", gate.ErrUnavailable, err)
 	}
@@ -126,6 +127,9 @@ type lister struct {
 	prefix string
 	want   *gate.State
 	limit  int
+	match  string // keep jobs whose key contains it
+	skip   string // drop this job
+	pages  int    // SCAN calls per node at most; 0 = no bound
 
 	mu    sync.Mutex
 	found []gate.Status
@@ -136,19 +140,20 @@ type lister struct {
 func (l *lister) scan(ctx context.Context, node *redis.Client) error {
 	pattern := keyspace.LockPattern(l.prefix)
 	var cursor uint64
-	for !l.full.Load() {
+	for page := 1; !l.full.Load(); page++ {
 		keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
 		if err != nil {
 			return err
 		}
 		var jobs []string
 		for _, k := range keys {
-			if job, ok := keyspace.JobFromLock(l.prefix, k); ok {
+			job, ok := keyspace.JobFromLock(l.prefix, k)
+			if ok && job != l.skip && strings.Contains(job, l.match) {
 				jobs = append(jobs, job)
 			}
 		}
 		l.statusAll(ctx, jobs)
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor == 0 || (l.pages > 0 && page >= l.pages) {
 			return nil
 		}
 	}
@@ -183,4 +188,22 @@ func (l *lister) statusAll(ctx context.Context, jobs []string) {
 		}()
 	}
 	wg.Wait()
+}
+
+const (
+	similarLimit = 5
+	similarPages = 20 // SCAN calls per node: 10,000 keys at scanCount 500
+)
+
+// similar returns up to similarLimit jobs, sorted, whose key contains job
+// and that hold a key, searching a bounded part of the keyspace. It is
+// advice: an error (SCAN not allowed, a timeout) returns what was found.
+func (c *cli) similar(ctx context.Context, g *gate.Gate, job string) []gate.Status {
+	l := &lister{g: g, prefix: c.prefix, limit: similarLimit, match: job, skip: job, pages: similarPages}
+	_ = forEachNode(ctx, c.rdb, l.scan)
+	slices.SortFunc(l.found, func(a, b gate.Status) int { return strings.Compare(a.Job, b.Job) })
+	if len(l.found) > similarLimit {
+		l.found = l.found[:similarLimit]
+	}
+	return l.found
 }

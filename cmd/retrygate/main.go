@@ -38,16 +38,30 @@ func usageErrorf(format string, args ...any) error {
 	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
-// run is the whole command: testable without a process.
+// run is the whole command: testable without a process. With --json,
+// errors are JSON too: {"error": ..., "exit_code": ...} on stdout, unless
+// the command already printed its JSON result, which then says it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (code int) {
+	out := &countingWriter{w: stdout}
+	c := &cli{stdout: out, stderr: stderr, getenv: getenv}
+	fail := func(code int, msg string) int {
+		msg = oneLine(scrub(msg, c.info.secrets...))
+		switch {
+		case c.json || jsonFlag(args):
+			if out.n == 0 {
+				_ = writeJSON(stdout, errorJSON{Error: msg, ExitCode: code})
+			}
+		case msg != "":
+			fmt.Fprintln(stderr, "retrygate: "+msg)
+		}
+		return code
+	}
 	defer func() {
 		// A bug must still end in one line and a non-zero exit, not a trace.
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "retrygate: internal error: %v\n", r)
-			code = exitRuntime
+			code = fail(exitRuntime, fmt.Sprintf("internal error: %v", r))
 		}
 	}()
-	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
 	err := c.main(ctx, args)
 	if err == nil {
 		return exitOK
@@ -56,10 +70,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if !errors.As(err, &ee) {
 		ee = &exitError{code: exitRuntime, msg: err.Error()}
 	}
-	if ee.msg != "" {
-		fmt.Fprintln(stderr, "retrygate: "+oneLine(ee.msg))
+	return fail(ee.code, ee.msg)
+}
+
+type errorJSON struct {
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// jsonFlag reports whether args ask for --json, for errors found before
+// the flags parsed.
+func jsonFlag(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-json", "--json", "-json=true", "--json=true", "-json=1", "--json=1":
+			return true
+		}
 	}
-	return ee.code
+	return false
+}
+
+// countingWriter counts what a command printed.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

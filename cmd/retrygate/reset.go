@@ -9,10 +9,22 @@ import (
 )
 
 func resetCommand() *command {
+	var b bulkReset
 	return &command{
-		name: "reset", args: "JOB", redis: true,
-		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs",
-		run:     runReset,
+		name: "reset", args: "JOB | --state STATE [--reason R] [--dry-run]", redis: true,
+		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs; " +
+			"with --state, every such job (SCAN on every master), e.g. the failed marks of one reason",
+		flags: func(fs *flagSet) {
+			fs.StringVar(&b.state, "state", "", "reset every job in this `state` (failed or cooling) instead of one JOB")
+			fs.StringVar(&b.reason, "reason", "", "with --state: only jobs whose reason is `R` (e.g. after a permanent_wave)")
+			fs.BoolVar(&b.dryRun, "dry-run", false, "with --state: list what would be reset, change nothing")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			if b.state != "" || b.reason != "" || b.dryRun {
+				return b.run(ctx, c, args)
+			}
+			return runReset(ctx, c, args)
+		},
 	}
 }
 
@@ -20,6 +32,8 @@ type resetJSON struct {
 	Job   string     `json:"job"`
 	Reset bool       `json:"reset"`
 	Was   statusJSON `json:"was"`
+	// Error says why it was not reset (exit 4: the job is running).
+	Error string `json:"error,omitempty"`
 }
 
 func runReset(ctx context.Context, c *cli, args []string) error {
@@ -39,9 +53,15 @@ func runReset(ctx context.Context, c *cli, args []string) error {
 	if err := g.Reset(ctx, job); err != nil {
 		var b *gate.BlockedError
 		if errors.As(err, &b) && b.State == gate.Running {
-			return &exitError{code: exitRunning, msg: fmt.Sprintf(
-				"job %s is running (lease expires in %s); not reset: wait for it to settle or for its lease to expire",
-				printable(job), fmtDur(b.RetryAfter))}
+			msg := fmt.Sprintf("job %s is running (lease expires in %s); not reset: wait for it to settle or for its lease to expire",
+				printable(job), fmtDur(b.RetryAfter))
+			if c.json {
+				was.State, was.RetryAfter = gate.Running, b.RetryAfter
+				if err := writeJSON(c.stdout, resetJSON{Job: job, Was: toStatusJSON(was), Error: msg}); err != nil {
+					return err
+				}
+			}
+			return &exitError{code: exitRunning, msg: msg}
 		}
 		return err
 	}

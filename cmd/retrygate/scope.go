@@ -48,8 +48,9 @@ func runScope(ctx context.Context, c *cli, args []string) error {
 			_, err = fmt.Fprintf(c.stdout, "scope %s was open; failure window cleared\n", printable(c.scope))
 			return err
 		}
-		_, err = fmt.Fprintf(c.stdout, "scope %s reset: was %s (%s) with %s left; its jobs run again\n",
-			printable(c.scope), st.State, st.Reason, fmtDur(st.RetryAfter))
+		_, err = fmt.Fprintf(c.stdout, "scope %s reset: was %s (%s) with %s left; the scope no longer refuses its jobs, "+
+			"but a job that failed keeps its own cooldown or failed mark (retrygate%s list --state cooling, --state failed; reset JOB)\n",
+			printable(c.scope), st.State, st.Reason, fmtDur(st.RetryAfter), c.globalHint())
 		return err
 	}
 	if c.json {

@@ -13,10 +13,17 @@ import (
 )
 
 func statusCommand() *command {
+	var route string
 	return &command{
 		name: "status", args: "JOB", redis: true,
 		summary: "show a job's state, time left, attempts, reason, fence and raw keys",
-		run:     runStatus,
+		flags: func(fs *flagSet) {
+			fs.StringVar(&route, "route", "", "JOB is the URL parameter of a job httpmw.URLParam made on this chi `PATTERN` "+
+				"(status --route '/documents/{id}/evaluate' 42 is job \"/documents/{id}/evaluate 42\")")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			return runStatus(ctx, c, args, route)
+		},
 	}
 }
 
@@ -45,6 +52,11 @@ type keyJSON struct {
 	TTLMs  int64  `json:"ttl_ms"`
 }
 
+type similarJSON struct {
+	Job   string `json:"job"`
+	State string `json:"state"`
+}
+
 type upstreamJSON struct {
 	Scope        string `json:"scope"`
 	State        string `json:"state"`
@@ -54,17 +66,20 @@ type upstreamJSON struct {
 }
 
 type statusJSON struct {
-	Job          string        `json:"job"`
-	State        string        `json:"state"`
-	Reason       string        `json:"reason,omitempty"`
-	RetryAfterMs int64         `json:"retry_after_ms"`
-	RetryAt      string        `json:"retry_at,omitempty"`
-	Attempts     int           `json:"attempts"`
-	Fence        int64         `json:"fence"`
-	TTLMs        int64         `json:"ttl_ms"`
-	LogHash      string        `json:"log_hash"`
-	Keys         []keyJSON     `json:"keys,omitempty"`
-	Upstream     *upstreamJSON `json:"upstream,omitempty"`
+	Job          string    `json:"job"`
+	State        string    `json:"state"`
+	Reason       string    `json:"reason,omitempty"`
+	RetryAfterMs int64     `json:"retry_after_ms"`
+	RetryAt      string    `json:"retry_at,omitempty"`
+	Attempts     int       `json:"attempts"`
+	Fence        int64     `json:"fence"`
+	TTLMs        int64     `json:"ttl_ms"`
+	LogHash      string    `json:"log_hash"`
+	Keys         []keyJSON `json:"keys,omitempty"`
+	// Similar lists jobs whose key contains the name asked for, when that
+	// name itself holds no key.
+	Similar  []similarJSON `json:"similar,omitempty"`
+	Upstream *upstreamJSON `json:"upstream,omitempty"`
 }
 
 func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
@@ -88,10 +103,15 @@ func toStatusJSON(st gate.Status) statusJSON {
 	return j
 }
 
-func runStatus(ctx context.Context, c *cli, args []string) error {
+func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 	job, err := oneJob(args)
 	if err != nil {
 		return err
+	}
+	if route != "" {
+		if job, err = routeJob(route, job); err != nil {
+			return jobError(err)
+		}
 	}
 	g, err := c.gate(c.scope != "")
 	if err != nil {
@@ -108,6 +128,15 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	}
 	j := toStatusJSON(st)
 	j.Keys = keys
+	var similar []gate.Status
+	if !keys[0].Exists && !keys[1].Exists {
+		// The name matches nothing: maybe the job has a longer key (an
+		// httpmw route, a tenant) that contains it.
+		similar = c.similar(ctx, g, job)
+		for _, s := range similar {
+			j.Similar = append(j.Similar, similarJSON{Job: s.Job, State: s.State.String()})
+		}
+	}
 	if c.json {
 		return writeJSON(c.stdout, j)
 	}
@@ -135,8 +164,14 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if fix := c.clearHint(st); fix != "" {
 		row(tw, "clear", fix)
 	}
+	if len(similar) > 0 {
+		row(tw, "similar", fmt.Sprintf("no key for %s, but %d job(s) whose key contains it hold keys:", printable(job), len(similar)))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, s := range similar {
+		fmt.Fprintf(c.stdout, "  %s  %s  → retrygate%s status %s\n", printable(s.Job), s.State, c.globalHint(), shellQuote(s.Job))
 	}
 	// Keys go below, unaligned with the fields: their length varies.
 	fmt.Fprintln(c.stdout, "keys:")
@@ -172,12 +207,18 @@ func meaning(st gate.Status) string {
 	return ""
 }
 
+// globalHint is the global flags a printed command needs to reach the
+// same keys ("" or " --prefix P").
+func (c *cli) globalHint() string {
+	if c.prefix != keyspace.DefaultPrefix {
+		return " --prefix " + shellQuote(c.prefix)
+	}
+	return ""
+}
+
 // clearHint is the command that clears what refuses the job, if any.
 func (c *cli) clearHint(st gate.Status) string {
-	global := ""
-	if c.prefix != keyspace.DefaultPrefix {
-		global = " --prefix " + shellQuote(c.prefix)
-	}
+	global := c.globalHint()
 	if st.Upstream.State != gate.ScopeOpen {
 		return fmt.Sprintf("retrygate%s --scope %s scope reset", global, shellQuote(st.Upstream.Scope))
 	}

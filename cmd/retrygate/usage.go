@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 const usageHead = `retrygate inspects and clears the state a retrygate gate keeps in Redis.
@@ -17,12 +18,25 @@ Commands:
 
 const usageTail = `
 Global flags (before or after the command):
-  --redis URL       redis:// or rediss:// URL (default $REDIS_URL, else redis://127.0.0.1:6379)
-  --cluster ADDRS   Redis Cluster: comma-separated host:port seeds, or a cluster URL
-  --prefix P        the gate's Options.Prefix (default "retrygate")
-  --scope S         the gate's Options.Scope
-  --json            print JSON instead of tables
-  --timeout D       bound for the whole command (default 10s)
+  --redis URL         redis:// or rediss:// URL (default $RETRYGATE_REDIS, else $REDIS_URL,
+                      else redis://127.0.0.1:6379); a password goes in the URL, percent-encoded
+  --cluster ADDRS     Redis Cluster: comma-separated host:port seeds, or a cluster URL ($RETRYGATE_CLUSTER)
+  --sentinel ADDRS    Sentinel: comma-separated host:port of the sentinels ($RETRYGATE_SENTINEL)
+  --master NAME       the master name the sentinels monitor ($RETRYGATE_MASTER)
+  --tls-ca FILE       PEM CA for the server's certificate ($RETRYGATE_TLS_CA)
+  --tls-cert FILE     PEM client certificate, with --tls-key ($RETRYGATE_TLS_CERT, $RETRYGATE_TLS_KEY)
+  --tls-key FILE
+  --tls-insecure      do not verify the server's certificate ($RETRYGATE_TLS_INSECURE=1)
+  --prefix P          the gate's Options.Prefix (default "retrygate")
+  --scope S           the gate's Options.Scope
+  --json              print JSON instead of tables; errors too ({"error", "exit_code"} on stdout)
+  --timeout D         bound for the whole command (default 10s)
+
+Passwords for --sentinel and --cluster ADDRS come from the environment only:
+$RETRYGATE_REDIS_USERNAME, $RETRYGATE_REDIS_PASSWORD (the data nodes),
+$RETRYGATE_SENTINEL_USERNAME, $RETRYGATE_SENTINEL_PASSWORD (the sentinels).
+TLS is on with rediss://, or with any --tls-* flag for --cluster ADDRS and --sentinel.
+No message ever shows a password.
 
 Exit codes:
   0  success
@@ -45,7 +59,15 @@ func (c *cli) usage(w io.Writer) {
 	fmt.Fprint(w, usageTail)
 }
 
-func (c *cli) commandUsage(w io.Writer, cmd *command, fs *flag.FlagSet) {
+// commandUsage prints a command's flags with their defaults, from a flag
+// set of its own: the flags parsed so far would show as defaults, and a
+// --redis URL may hold a password.
+func (c *cli) commandUsage(w io.Writer, cmd *command) {
+	fs := newFlagSet("retrygate " + cmd.name)
+	(&cli{prefix: keyspace.DefaultPrefix, timeout: defaultTimeout}).globalFlags(fs)
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
 	fmt.Fprintf(w, "Usage: retrygate %s [flags] %s\n\n%s.\n\nFlags:\n", cmd.name, cmd.args, cmd.summary)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -60,13 +82,8 @@ func (c *cli) help(args []string) error {
 	}
 	cmd := c.find(args[0])
 	if cmd == nil {
-		return usageErrorf("help: unknown command %q (commands: %s)", args[0], c.names())
+		return usageErrorf("help: unknown command %q (commands: %s)", echo(args[0]), c.names())
 	}
-	fs := newFlagSet("retrygate " + cmd.name)
-	c.globalFlags(fs)
-	if cmd.flags != nil {
-		cmd.flags(fs)
-	}
-	c.commandUsage(c.stdout, cmd, fs)
+	c.commandUsage(c.stdout, cmd)
 	return nil
 }

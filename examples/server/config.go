@@ -36,6 +36,9 @@ type config struct {
 	// ScopeCooldown is the upstream pause after a provider-wide failure
 	// that came without a retry hint.
 	ScopeCooldown time.Duration
+	// ScopePause is how long a systemic failure (the credit balance ran
+	// out) pauses the upstream.
+	ScopePause time.Duration
 
 	// Fake upstream behaviour.
 	RateLimitHint time.Duration // retry-after-ms of the per-document 429
@@ -65,6 +68,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		MaxAttempts:     3,
 		DoneTTL:         5 * time.Second,
 		ScopeCooldown:   10 * time.Second,
+		ScopePause:      30 * time.Second,
 		RateLimitHint:   8 * time.Second,
 		ScopeHint:       20 * time.Second,
 		SlowCall:        5 * time.Second,
@@ -96,6 +100,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("RETRYGATE_LEASE", &cfg.Lease)
 	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.ScopeCooldown)
 	envDur("RETRYGATE_DONE_TTL", &cfg.DoneTTL)
+	envDur("RETRYGATE_SCOPE_PAUSE", &cfg.ScopePause)
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
 	envDur("DEMO_SCOPE_HINT", &cfg.ScopeHint)
 	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
@@ -119,6 +124,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = unlimited (env RETRYGATE_MAX_ATTEMPTS)")
 	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
 	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
+	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "upstream pause after a systemic failure such as an empty credit balance (env RETRYGATE_SCOPE_PAUSE)")
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
 	fs.DurationVar(&cfg.ScopeHint, "scope-hint", cfg.ScopeHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_SCOPE_HINT)")
 	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")
@@ -134,7 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"done-ttl", cfg.DoneTTL}, {"scope-cooldown", cfg.ScopeCooldown},
+	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"done-ttl", cfg.DoneTTL}, {"scope-cooldown", cfg.ScopeCooldown}, {"scope-pause", cfg.ScopePause},
 		{"rate-limit-hint", cfg.RateLimitHint}, {"scope-hint", cfg.ScopeHint}, {"slow-call", cfg.SlowCall}} {
 		if d.v <= 0 {
 			bad = append(bad, fmt.Sprintf("-%s: want a positive duration", d.name))

@@ -24,6 +24,11 @@ const (
 	// behaveProviderLimit: odd calls get a provider-wide 429: the whole
 	// upstream cools down and every job waits.
 	behaveProviderLimit behaviour = "provider_rate_limited"
+	// behaveNoCredit: odd calls get Anthropic's "credit balance is too
+	// low" 400: a billing problem of the whole key, not of the document.
+	// The upstream pauses until the credits are back (the next call, here)
+	// or an operator resets it; the job is never marked failed.
+	behaveNoCredit behaviour = "credit_balance_too_low"
 )
 
 // document is one item the user can ask the model to evaluate.
@@ -80,6 +85,12 @@ var catalog = []document{
 		Scenario: "The provider rate-limits the whole API key: every job pauses.",
 		Text:     "Acme launches its new assistant today in 12 countries, with a free tier for students.",
 		Summary:  "Acme's assistant launches in 12 countries with a free student tier.", Risk: "low",
+	},
+	{
+		ID: "board-minutes", Title: "Board minutes", Behaviour: behaveNoCredit,
+		Scenario: "The API key's credit balance ran out: the upstream pauses, the job does not fail.",
+		Text:     "The board approved the 2027 budget and a new data-retention policy; the audit committee meets in May.",
+		Summary:  "2027 budget and data-retention policy approved; audit committee meets in May.", Risk: "low",
 	},
 }
 

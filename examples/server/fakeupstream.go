@@ -85,6 +85,12 @@ func (f *fakeUpstream) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	case doc.Behaviour == behaveProviderLimit && odd:
 		apiError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
 			"Rate limit reached for requests per minute on this API key.", f.scopeHint)
+	case doc.Behaviour == behaveNoCredit && odd:
+		// Anthropic's body for an empty credit balance: only the message
+		// says what it is (classify/testdata/corpus/anthropic.json).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`))
 	case doc.Behaviour == behaveTooLong:
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
 			"This model's maximum context length is 128000 tokens. However, your messages resulted in 1843211 tokens.", 0)

@@ -23,6 +23,7 @@ func testConfig() config {
 		MaxAttempts:     3,
 		DoneTTL:         time.Second,
 		ScopeCooldown:   time.Second,
+		ScopePause:      time.Second,
 		RateLimitHint:   time.Second,
 		ScopeHint:       1500 * time.Millisecond,
 		SlowCall:        time.Second,

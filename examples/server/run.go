@@ -56,7 +56,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		Classify:    demoClassify,
 		Observer:    st,
 		Scope:       scope,
-		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown},
+		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown, PauseTTL: cfg.ScopePause},
 	})
 	if err != nil {
 		return err

@@ -196,8 +196,14 @@ func TestSlowCallRenewsTheLease(t *testing.T) {
 	done := make(chan reply, 1)
 	go func() { done <- s.evaluate(t, "annual-filing") }()
 	s.waitState(t, "annual-filing", "running", 2*time.Second)
-	// Past the first lease: still held, so the duplicate is refused.
-	time.Sleep(2 * cfg.Lease)
+	running := time.Now()
+	// Poll until the first lease would have expired and renewals have
+	// kept the job: still held, so the duplicate is refused.
+	for deadline := running.Add(cfg.SlowCall); time.Since(running) <= cfg.Lease || s.stats(t).LeaseRenewals < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease renewals %d after %v, want ≥ 2 past the first %v lease", s.stats(t).LeaseRenewals, time.Since(running), cfg.Lease)
+		}
+	}
 	dup := s.evaluate(t, "annual-filing")
 	expect(t, "duplicate", dup, http.StatusConflict, "running", "")
 	if dup.retryAfter(t) < 1 {
@@ -243,6 +249,35 @@ func TestProviderRateLimitPausesEveryJob(t *testing.T) {
 
 	s.waitState(t, "welcome-letter", "ready", 3*time.Second)
 	if r := s.evaluate(t, "welcome-letter"); r.code != http.StatusOK {
+		t.Fatalf("after the pause: %d %s", r.code, r.raw)
+	}
+}
+
+// An empty credit balance (Anthropic's 400 with only a message to say so)
+// is the key's problem, not the document's: the upstream pauses, every
+// job waits, and the job is not marked failed; once the pause ends the
+// next call probes the upstream and, the credits back, runs.
+func TestCreditBalancePausesTheUpstream(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig()) // scope pause 1s
+
+	r := s.evaluate(t, "board-minutes")
+	if r.code == http.StatusOK || r.code == http.StatusUnprocessableEntity {
+		t.Fatalf("credit balance too low: %d %s, want a refusal that is not a failed job", r.code, r.raw)
+	}
+	if got := s.status(t, "board-minutes").body["job_state"]; got == "failed" {
+		t.Fatal("the job was marked failed for a billing problem")
+	}
+	up := s.stats(t).Upstream
+	if up.State != "paused" || up.Reason != "quota_exhausted" {
+		t.Fatalf("upstream %+v, want paused for quota_exhausted", up)
+	}
+	expect(t, "another document", s.evaluate(t, "welcome-letter"), http.StatusServiceUnavailable, "upstream_cooling", "quota_exhausted")
+	if exp, got := int64(1), s.stats(t).UpstreamCalls; exp != got {
+		t.Fatalf("upstream calls %d, want %d", got, exp)
+	}
+	s.waitState(t, "board-minutes", "ready", 3*time.Second)
+	if r := s.evaluate(t, "board-minutes"); r.code != http.StatusOK {
 		t.Fatalf("after the pause: %d %s", r.code, r.raw)
 	}
 }

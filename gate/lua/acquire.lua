@@ -1,4 +1,4 @@
--- Acquire a job's lock in one round trip.
+-- (scope_lib.lua is prepended when KEYS[3] is given.) Acquire a job's lock in one round trip.
 -- KEYS[1] lock, KEYS[2] meta, KEYS[3] scope (optional: only when every key
 -- lives on one node; on a cluster the scope is read by scope_check.lua).
 -- ARGV[1] token: the lock's value becomes "r:<token>"
@@ -6,19 +6,29 @@
 -- ARGV[3] meta TTL ms: lease + AttemptsTTL
 -- ARGV[4] slack ms: how far the meta TTL may fall before it is refreshed
 -- Reply (decoded by decodeAcquire in protocol.go):
---   {"ok", fence, attempts, fresh}  the job was Ready and is now Running;
---                                   fresh = 1 when the meta key was created
+--   {"ok", fence, attempts, fresh, probe}
+--                                   the job was Ready and is now Running;
+--                                   fresh = 1 when the meta key was created,
+--                                   probe = 1 when this call probes the
+--                                   scope after its cooldown (scope_lib.lua)
 --   {"job", lockValue, pttl}        refused: the lock's value says the state
 --   {"scope", scopeValue, pttl}     refused: the upstream scope is cooling
+local probe, sreason, slevel = 0
 if KEYS[3] then
-  local s = redis.call('GET', KEYS[3])
-  if s then
-    return {'scope', s, redis.call('PTTL', KEYS[3])}
+  local r
+  r, sreason, slevel = scope_peek(KEYS[3])
+  if r == true then
+    probe = 1 -- claimed below, once the job is known to be free
+  elseif r then
+    return {'scope', r[1], r[2]}
   end
 end
 local v = redis.call('GET', KEYS[1])
 if v then
   return {'job', v, redis.call('PTTL', KEYS[1])}
+end
+if probe == 1 then
+  scope_claim(KEYS[3], sreason, slevel, ARGV[1], ARGV[2])
 end
 local m = redis.call('HMGET', KEYS[2], 'a', 'f')
 local attempts = tonumber(m[1] or '0') or 0
@@ -47,4 +57,4 @@ if fresh == 1 or redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) - tonumber(ARGV
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
 -- The fence is below 2^53, exact in a Lua number.
-return {'ok', fence, attempts, fresh}
+return {'ok', fence, attempts, fresh, probe}

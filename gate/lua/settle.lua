@@ -12,13 +12,13 @@
 -- ARGV[4] ttl ms: the cooldown, or how long a failed mark is kept
 -- ARGV[5] attempts to store in the meta key ("" = leave the count as is)
 -- ARGV[6] meta TTL ms: ttl + AttemptsTTL, so the next failure escalates
--- ARGV[7..11] scope update (with KEYS[3]): op, reason, ttl ms, allowed
---         failures, window ms (see scope_lib.lua)
+-- ARGV[7..14] scope update (with KEYS[3]): op, reason, ttl ms, factor,
+--         max ms, grace ms, allowed failures, window ms (scope_lib.lua)
 -- Reply: {owned 1|0, the lock's value when not owned (or false),
---         scope value or false, scope pttl}
+--         scope value or false, scope wait ms}
 local scope = {false, 0}
 if KEYS[3] and ARGV[7] ~= '' then
-  scope = scope_update(KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[1])
+  scope = scope_update(KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[1], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14])
 end
 
 local cur = redis.call('GET', KEYS[1])

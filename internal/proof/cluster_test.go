@@ -158,14 +158,34 @@ func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 		}()
 	}
 	setPhase := func(p int) { mu.Lock(); phase = p; mu.Unlock() }
+	// waitCalls polls until the current phase has seen enough successful
+	// calls: traffic before, between and after the failovers, however
+	// loaded the machine.
+	waitCalls := func() {
+		const enough = 20
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			p, n := phase, perPhase[phase]
+			mu.Unlock()
+			if n >= enough {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("phase %d: %d successful calls in 10s, want %d", p, n, enough)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 
-	time.Sleep(200 * time.Millisecond)
+	waitCalls()
 	first := masterOf(t, rdb, g, "doc-0")
 	start := time.Now()
 	promoted := c.Failover(t, first, false)
 	t.Logf("coordinated failover %s → %s took %v", first, promoted, time.Since(start))
 	setPhase(1)
-	time.Sleep(200 * time.Millisecond)
+	waitCalls()
 	second := masterOf(t, rdb, g, "doc-1")
 	var onSecond []string
 	for j := range jobs {
@@ -184,7 +204,7 @@ func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 		h.reset(span{job: job, call: start, ret: time.Now()})
 	}
 	setPhase(2)
-	time.Sleep(300 * time.Millisecond)
+	waitCalls()
 	stop()
 	wg.Wait()
 

@@ -2,11 +2,11 @@ package proof_test
 
 import (
 	"context"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"testing"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -25,8 +25,11 @@ func TestMetaOutlivesRunningLease(t *testing.T) {
 	srv := redistest.Server(t)
 	rdb := srv.Client(t)
 	const (
-		lease       = 90 * time.Millisecond
-		attemptsTTL = 150 * time.Millisecond
+		lease       = 300 * time.Millisecond
+		attemptsTTL = time.Second
+		// left is what remains of the meta key's TTL when the job runs
+		// again: an earlier run created it long ago.
+		left = 250 * time.Millisecond
 	)
 	g := newGate(t, rdb, gate.Options{Lease: lease, AttemptsTTL: attemptsTTL})
 	ctx := context.Background()
@@ -34,12 +37,21 @@ func TestMetaOutlivesRunningLease(t *testing.T) {
 	if err := g.Do(ctx, job, func(context.Context, *gate.Lease) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	// The meta key now expires Lease+AttemptsTTL (240ms) after that run.
-	time.Sleep(lease + attemptsTTL - 40*time.Millisecond)
+	// Age the meta key rather than wait for it to age: a sleep that
+	// overshoots on a loaded machine would let it expire before the second
+	// run, which would then pass without testing anything.
 	_, meta := keyspace.Job(g.Options().Prefix, job)
+	aged := time.Now()
+	if ok, err := rdb.PExpire(ctx, meta, left).Result(); err != nil || !ok {
+		t.Fatalf("PEXPIRE meta: %v, %v (the first run left no meta key?)", ok, err)
+	}
 	err := g.Do(ctx, job, func(fctx context.Context, l *gate.Lease) error {
-		// Run past the old meta deadline; renewals keep the lease.
-		for end := time.Now().Add(2 * lease); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if d := time.Since(aged); d >= left {
+			t.Fatalf("the run started %v after the meta key was aged, past its old TTL %v: nothing to test", d, left)
+		}
+		// Run past the old meta deadline by a lease; renewals keep the
+		// lease.
+		for end := aged.Add(left + lease); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 			st, err := g.Status(ctx, job)
 			if err != nil {
 				t.Fatalf("Status: %v", err)

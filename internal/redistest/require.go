@@ -10,6 +10,21 @@ import (
 // redis-server or redis-cli into failures when set to "1".
 const RequireEnv = "RETRYGATE_REQUIRE_REDIS"
 
+// OnlyMiniredisEnv is the environment variable that, set to "1", leaves
+// every real backend out: Targets returns miniredis alone, RealTargets,
+// Require, Server and Cluster skip. It wins over RETRYGATE_REQUIRE_REDIS.
+// make mutate sets it, so each mutant's test run is short and starts no
+// process.
+const OnlyMiniredisEnv = "RETRYGATE_ONLY_MINIREDIS"
+
+// onlyMiniredis is the reason real backends are left out, or "".
+func onlyMiniredis() string {
+	if os.Getenv(OnlyMiniredisEnv) == "1" {
+		return OnlyMiniredisEnv + "=1"
+	}
+	return ""
+}
+
 // Require skips t when redis-server is not on PATH, or fails it when
 // RETRYGATE_REQUIRE_REDIS=1.
 func Require(t testing.TB) {
@@ -20,6 +35,9 @@ func Require(t testing.TB) {
 // require skips or fails t unless every named binary is on PATH.
 func require(t testing.TB, bins ...string) {
 	t.Helper()
+	if reason := onlyMiniredis(); reason != "" {
+		t.Skipf("redistest: %s: no real Redis", reason)
+	}
 	if reason := missing(bins...); reason != "" {
 		if os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("redistest: %s, and %s=1", reason, RequireEnv)

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 type conn struct {
 	addr    string
 	timeout time.Duration // per command, dial included
+	tls     *tls.Config   // nil: plain TCP
 	nc      net.Conn
 	r       *bufio.Reader
 }
@@ -55,7 +57,13 @@ func (e replyError) Error() string { return string(e) }
 
 func (c *conn) roundTrip(args []string) (string, error) {
 	if c.nc == nil {
-		nc, err := net.DialTimeout("tcp", c.addr, c.timeout)
+		var nc net.Conn
+		var err error
+		if c.tls != nil {
+			nc, err = tls.DialWithDialer(&net.Dialer{Timeout: c.timeout}, "tcp", c.addr, c.tls)
+		} else {
+			nc, err = net.DialTimeout("tcp", c.addr, c.timeout)
+		}
 		if err != nil {
 			return "", err
 		}

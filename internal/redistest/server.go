@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ type Srv struct {
 	dir  string
 	port int
 	args []string // argv after the binary name
+	// tls, when set, is how this package's own admin connections (startup
+	// polling) reach a server that listens for TLS only.
+	tls *tls.Config
 
 	mu     sync.Mutex // serialises start, stop and Kill
 	cmd    *exec.Cmd
@@ -128,13 +132,26 @@ func (s *Srv) Restart(t testing.TB) {
 
 // newSrv starts a server in dir, on fresh ports until one binds.
 func newSrv(dir string, cluster bool, extra []string) (*Srv, error) {
+	return newSrvArgs(dir, cluster, nil, func(port int) ([]string, error) {
+		return serverArgs(dir, port, cluster, extra), nil
+	})
+}
+
+// newSrvArgs starts a server in dir whose argv (after the binary name)
+// argsFor builds for each fresh port tried; tlsCfg is for servers that
+// listen for TLS only.
+func newSrvArgs(dir string, cluster bool, tlsCfg *tls.Config, argsFor func(port int) ([]string, error)) (*Srv, error) {
 	var err error
 	for range startAttempts {
 		var port int
 		if port, err = freePort(cluster); err != nil {
 			return nil, err
 		}
-		s := &Srv{dir: dir, port: port, args: serverArgs(dir, port, cluster, extra)}
+		args, aerr := argsFor(port)
+		if aerr != nil {
+			return nil, aerr
+		}
+		s := &Srv{dir: dir, port: port, args: args, tls: tlsCfg}
 		s.mu.Lock()
 		err = s.startLocked()
 		s.mu.Unlock()
@@ -223,7 +240,7 @@ func (s *Srv) waitReadyLocked(logStart int64) error {
 	deadline := time.Now().Add(startTimeout)
 	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid) + "\r\n"
 	for {
-		info, err := command(s.Addr(), 250*time.Millisecond, "INFO", "server")
+		info, err := s.command(250*time.Millisecond, "INFO", "server")
 		if err == nil && strings.Contains(info, want) {
 			return nil
 		}
@@ -277,6 +294,14 @@ func (s *Srv) cleanup(t testing.TB) {
 	if t.Failed() {
 		t.Logf("redistest: last lines of the log of redis-server %s:\n%s", s.Addr(), s.logTail())
 	}
+}
+
+// command sends one admin command on a fresh connection, over TLS when
+// the server listens for TLS only.
+func (s *Srv) command(timeout time.Duration, args ...string) (string, error) {
+	c := &conn{addr: s.Addr(), timeout: timeout, tls: s.tls}
+	defer c.close()
+	return c.do(args...)
 }
 
 func (s *Srv) logTail() string { return lastLines(s.readLog(0), logTailLines) }

@@ -26,8 +26,9 @@ type Target struct {
 // started once per test binary, on first use, and shared by every test,
 // so keys must come from UniqueKey or Prefix. Where redis-server or
 // redis-cli is missing, the real targets are left out and t logs why,
-// unless RETRYGATE_REQUIRE_REDIS=1, where t fails. Use Main to stop the
-// shared backends at exit.
+// unless RETRYGATE_REQUIRE_REDIS=1, where t fails. With
+// RETRYGATE_ONLY_MINIREDIS=1 they are left out and t logs it. Use Main to
+// stop the shared backends at exit.
 //
 // Loop over it with t.Run:
 //
@@ -37,7 +38,11 @@ type Target struct {
 func Targets(t *testing.T) []Target {
 	t.Helper()
 	m, mc := Miniredis(t)
-	targets := []Target{{Name: "miniredis", Client: mc, FastForward: m.FastForward}}
+	targets := []Target{{Name: "miniredis", Client: mc, FastForward: func(d time.Duration) { Advance(m, d) }}}
+	if reason := onlyMiniredis(); reason != "" {
+		t.Logf("redistest: skipping targets redis and cluster: %s", reason)
+		return targets
+	}
 
 	if reason := missing("redis-server"); reason != "" {
 		skipTarget(t, "redis", reason)
@@ -157,9 +162,13 @@ func (b *sharedBackends) shutdown() {
 }
 
 // RealTargets is Targets without miniredis: the backends whose TTLs pass in
-// real time (for renewal, expiry and multi-client tests).
+// real time (for renewal, expiry and multi-client tests). It skips t with
+// RETRYGATE_ONLY_MINIREDIS=1.
 func RealTargets(t *testing.T) []Target {
 	t.Helper()
+	if reason := onlyMiniredis(); reason != "" {
+		t.Skipf("redistest: %s: no real Redis", reason)
+	}
 	var out []Target
 	for _, tg := range Targets(t) {
 		if tg.FastForward == nil {

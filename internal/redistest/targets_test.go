@@ -16,7 +16,7 @@ func TestTargets(t *testing.T) {
 		names[tg.Name] = true
 	}
 	exp := []string{"miniredis"}
-	if missing("redis-server", "redis-cli") == "" {
+	if missing("redis-server", "redis-cli") == "" && onlyMiniredis() == "" {
 		exp = append(exp, "redis", "cluster")
 	}
 	for _, name := range exp {
@@ -78,5 +78,36 @@ func TestTargetsShared(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("second Targets call took %v: backends restarted?", d)
+	}
+}
+
+// TestOnlyMiniredis checks that RETRYGATE_ONLY_MINIREDIS=1 leaves the real
+// backends out without starting them, even with RETRYGATE_REQUIRE_REDIS=1.
+func TestOnlyMiniredis(t *testing.T) {
+	t.Setenv(OnlyMiniredisEnv, "1")
+	t.Setenv(RequireEnv, "1")
+	targets := Targets(t)
+	if exp, got := 1, len(targets); exp != got {
+		t.Fatalf("targets: exp %d (miniredis), got %d: %+v", exp, got, targets)
+	}
+	if exp, got := "miniredis", targets[0].Name; exp != got {
+		t.Fatalf("target: exp %q, got %q", exp, got)
+	}
+	for name, fn := range map[string]func(t *testing.T){
+		"RealTargets": func(t *testing.T) { RealTargets(t) },
+		"Server":      func(t *testing.T) { Server(t) },
+		"Cluster":     func(t *testing.T) { Cluster(t, 3, 0) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var skipped bool
+			inner := t.Run("inner", func(t *testing.T) {
+				defer func() { skipped = t.Skipped() }()
+				fn(t)
+				t.Error("returned instead of skipping")
+			})
+			if !inner || !skipped {
+				t.Fatalf("%s: exp a skip, got passed=%v skipped=%v", name, inner, skipped)
+			}
+		})
 	}
 }

@@ -1,0 +1,173 @@
+package classify
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// problem is what a provider's error body says. Providers use a handful of
+// shapes, all read here:
+//
+//	{"error":{"type","code","message","innererror":{"code"}}}           OpenAI, Azure, Groq, DeepSeek
+//	{"type":"error","error":{"type","message","details":{"error_code"}}} Anthropic
+//	{"error":{"code":429,"status","message","details":[...]}}            Google (google.rpc.Status)
+//	[{"error":{...}}]                                                    Gemini's OpenAI-compatible endpoint
+//	{"object":"error","type","code","message"}                           Mistral, older vLLM
+//	{"error":"message"}                                                  Ollama's native API
+type problem struct {
+	typ, code string
+	// inner is a second, more specific code: Azure's innererror.code or
+	// Anthropic's error.details.error_code.
+	inner string
+	// azureFilter: the body carries Azure's innererror, which only the
+	// content filter sends.
+	azureFilter bool
+	// status is a numeric code that looks like an HTTP status (google.rpc
+	// code, OpenRouter, vLLM); used where the HTTP status is unknown.
+	status int
+	// gstatus is google.rpc.Status.status, e.g. "RESOURCE_EXHAUSTED".
+	gstatus string
+	// reason is google.rpc.ErrorInfo.reason, e.g. "API_KEY_INVALID".
+	reason string
+	// delay is google.rpc.RetryInfo.retryDelay; hasDelay when it parsed.
+	delay    time.Duration
+	hasDelay bool
+	// message is read only by the message table (messages.go); it never
+	// leaves the package.
+	message string
+}
+
+// wireError is one error object in any of the shapes above. Every member
+// is decoded on its own, so one of an unexpected type (Azure's numeric
+// "status", a null "type") does not hide the others.
+type wireError struct {
+	Type       json.RawMessage `json:"type"`
+	Code       json.RawMessage `json:"code"`
+	Message    json.RawMessage `json:"message"`
+	Status     json.RawMessage `json:"status"`
+	InnerError json.RawMessage `json:"innererror"`
+	Details    json.RawMessage `json:"details"`
+	Error      json.RawMessage `json:"error"`
+}
+
+// rpcDetail is one entry of google.rpc.Status.details.
+type rpcDetail struct {
+	Type       string `json:"@type"`
+	Reason     string `json:"reason"`
+	RetryDelay string `json:"retryDelay"`
+}
+
+// parseBody reads a provider error body; a body in none of the shapes above
+// says nothing.
+func parseBody(b []byte) (p problem) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var list []json.RawMessage
+		if json.Unmarshal(b, &list) != nil || len(list) == 0 {
+			return p
+		}
+		b = list[0]
+	}
+	var top wireError
+	if json.Unmarshal(b, &top) != nil {
+		return p
+	}
+	e := &top
+	var inner wireError
+	if len(top.Error) > 0 && top.Error[0] == '{' {
+		if json.Unmarshal(top.Error, &inner) != nil {
+			return p
+		}
+		e = &inner
+	} else if s, isString := jsonString(top.Error); isString {
+		p.message = s // Ollama: {"error":"model 'x' not found"}
+		return p
+	}
+	p.typ, _ = jsonString(e.Type)
+	p.gstatus, _ = jsonString(e.Status)
+	p.message, _ = jsonString(e.Message)
+	p.code, p.status = jsonCode(e.Code)
+	if len(e.InnerError) > 0 && e.InnerError[0] == '{' {
+		var in struct {
+			Code json.RawMessage `json:"code"`
+		}
+		_ = json.Unmarshal(e.InnerError, &in)
+		p.inner, _ = jsonString(in.Code)
+		p.azureFilter = true
+	}
+	p.readDetails(e.Details)
+	return p
+}
+
+// readDetails reads google.rpc details (a list) or Anthropic's details
+// object.
+func (p *problem) readDetails(raw json.RawMessage) {
+	if len(raw) == 0 {
+		return
+	}
+	if raw[0] == '{' {
+		var d struct {
+			ErrorCode json.RawMessage `json:"error_code"`
+		}
+		if json.Unmarshal(raw, &d) == nil && p.inner == "" {
+			p.inner, _ = jsonString(d.ErrorCode)
+		}
+		return
+	}
+	var list []rpcDetail
+	if json.Unmarshal(raw, &list) != nil {
+		return
+	}
+	for _, d := range list {
+		switch {
+		case strings.HasSuffix(d.Type, "google.rpc.ErrorInfo") && p.reason == "":
+			p.reason = d.Reason
+		case strings.HasSuffix(d.Type, "google.rpc.RetryInfo") && !p.hasDelay:
+			p.delay, p.hasDelay = parseProtoDuration(d.RetryDelay)
+		}
+	}
+}
+
+// parseProtoDuration reads a google.protobuf.Duration in its JSON form:
+// decimal seconds with an "s" suffix ("26s", "1.5s").
+func parseProtoDuration(v string) (time.Duration, bool) {
+	num, found := strings.CutSuffix(strings.TrimSpace(v), "s")
+	if !found {
+		return 0, false
+	}
+	s, ok := parseDecimal(num)
+	if !ok {
+		return 0, false
+	}
+	return secondsToHint(s), true
+}
+
+// jsonString decodes raw when it is a JSON string.
+func jsonString(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// jsonCode renders an error code that is a string or a number; a number
+// that looks like an HTTP status is also returned as status.
+func jsonCode(raw json.RawMessage) (code string, status int) {
+	if s, ok := jsonString(raw); ok {
+		return s, 0
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return "", 0
+	}
+	if i, err := n.Int64(); err == nil && i >= 100 && i <= 599 {
+		status = int(i)
+	}
+	return n.String(), status
+}

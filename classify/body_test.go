@@ -1,0 +1,108 @@
+package classify_test
+
+import (
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/retrygate/retrygate/classify"
+)
+
+// TestDefaultBodyShapes covers the body reader at its edges: shapes and
+// malformed bodies the corpus of real responses does not hold.
+func TestDefaultBodyShapes(t *testing.T) {
+	rpc := func(details string) string {
+		return `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"quota","details":[` + details + `]}}`
+	}
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		exp    classify.Verdict
+	}{
+		{"RetryInfo fractional seconds", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}`),
+			transient(classify.ReasonRateLimited, true, 1500*time.Millisecond)},
+		{"RetryInfo without unit is no hint", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26"}`),
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"RetryInfo negative is no hint", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"-1s"}`),
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"RetryInfo huge is capped", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"999999999s"}`),
+			transient(classify.ReasonRateLimited, true, classify.MaxHint)},
+		{"first RetryInfo wins", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2s"},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"9s"}`),
+			transient(classify.ReasonRateLimited, true, 2*time.Second)},
+		{"RetryInfo hints an overload too", 503, `{"error":{"code":503,"status":"UNAVAILABLE","message":"x","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}`,
+			transient(classify.ReasonOverloaded, true, 3*time.Second)},
+		{"RetryInfo is no hint for a permanent verdict", 400, `{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"x","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"first ErrorInfo reason wins", 400, `{"error":{"code":400,"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"BILLING_DISABLED"},{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"ErrorInfo RATE_LIMIT_EXCEEDED on a 403", 403, `{"error":{"code":403,"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED"}]}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"unknown detail types are ignored", 400, rpc(`{"@type":"type.googleapis.com/google.rpc.Help","reason":"API_KEY_INVALID","retryDelay":"5s"}`),
+			permanent(classify.ReasonInvalidRequest)},
+		{"details that are not a list or object", 429, `{"error":{"message":"x","details":"none"}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"Anthropic details.error_code", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"x","details":{"error_code":"enforced_spend_limit_reached"}}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"Azure innererror code wins over a generic code", 400, `{"error":{"code":"400","message":"x","innererror":{"code":"ResponsibleAIPolicyViolation"}}}`,
+			permanent(classify.ReasonContentFiltered)},
+		{"members of unexpected types do not hide the others", 400, `{"error":{"type":null,"status":400,"code":"content_filter","message":"x"}}`,
+			permanent(classify.ReasonContentFiltered)},
+		{"innererror of a wrong type", 400, `{"error":{"code":"400","message":"x","innererror":"ResponsibleAIPolicyViolation"}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"empty array", 400, `[]`, permanent(classify.ReasonInvalidRequest)},
+		{"array of garbage", 401, `[1, 2]`, systemic(classify.ReasonAuth, true)},
+		{"broken JSON", 429, `{"error":{"code":`, transient(classify.ReasonRateLimited, true, 0)},
+		{"error member of a wrong type", 400, `{"error":{"code":{}}}`, permanent(classify.ReasonInvalidRequest)},
+		{"error member null, top-level code", 400, `{"error":null,"object":"error","code":"insufficient_quota","message":"x"}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"message that is not a string", 400, `{"error":{"message":["Your credit balance is too low"]}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"message table needs the prefix", 400, `{"error":{"message":"Note: Your credit balance is too low to access the API"}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"message table needs the fragment", 429, `{"error":{"message":"Request too large for gpt-4o in organization org-x on requests per day","code":"rate_limit_exceeded"}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"message table ignores surrounding space", 400, `{"error":{"message":"  Your credit balance is too low.  "}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"numeric code outside the status range", 0, `{"error":{"message":"x","code":700}}`, transient(classify.ReasonUnknown, false, 0)},
+		{"fractional numeric code", 0, `{"error":{"message":"x","code":429.5}}`, transient(classify.ReasonUnknown, false, 0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := &classify.HTTPError{StatusCode: tc.status, Body: []byte(tc.body)}
+			assertVerdict(t, tc.exp, classify.Default(err), err)
+		})
+	}
+}
+
+// TestDefaultBodyOrder: a body-less outer *HTTPError (WithHeader) defers to
+// the go-openai error it wraps; an outer body wins over an inner error.
+func TestDefaultBodyOrder(t *testing.T) {
+	credit := &openai.APIError{HTTPStatusCode: 400, Type: "invalid_request_error",
+		Message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}
+	tests := []struct {
+		name string
+		err  error
+		exp  classify.Verdict
+	}{
+		{"go-openai error alone", credit, systemic(classify.ReasonQuotaExhausted, true)},
+		{"under a body-less HTTPError", &classify.HTTPError{StatusCode: 400, Err: credit}, systemic(classify.ReasonQuotaExhausted, true)},
+		{"under an HTTPError with a body", &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"invalid_request_error","message":"bad"}}`), Err: credit},
+			permanent(classify.ReasonInvalidRequest)},
+		{"mid-stream APIError, numeric code", &openai.APIError{Code: 429, Message: "Request too large for model x on tokens per minute (TPM)"},
+			permanent(classify.ReasonTooLarge)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assertVerdict(t, tc.exp, classify.Default(tc.err), tc.err)
+		})
+	}
+}
+
+func TestHTTPErrorMessage(t *testing.T) {
+	err := &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"message":"secret prompt text"}}`)}
+	if exp, got := "http status 400", err.Error(); exp != got {
+		t.Errorf("Error(): exp %q, got %q", exp, got)
+	}
+}

@@ -1,0 +1,42 @@
+package classify
+
+import "strings"
+
+// byMessage lists the provider messages that are the only signal of what
+// they mean: the type, code and status they come with say something else.
+// Default never matches text otherwise. Each row is a prefix of the message
+// (and, where the prefix is not specific enough, a second fragment it must
+// contain), as the provider sends it; each has a corpus case in
+// testdata/corpus naming its source.
+var byMessage = [...]struct {
+	prefix, contains string
+	v                Verdict
+}{
+	// Anthropic, 400 invalid_request_error: the organisation ran out of
+	// prepaid credits. No code says so; failing the job would fail every
+	// job until someone buys credits.
+	{"Your credit balance is too low", "", vQuota},
+	// Anthropic, 400 invalid_request_error: a spend limit the organisation
+	// or workspace set was reached ("You have reached your specified
+	// [workspace] API usage limits...").
+	{"You have reached your specified ", "API usage limits", vQuota},
+	// OpenAI (429) and Groq (413), code rate_limit_exceeded: one request is
+	// larger than the whole tokens-per-minute limit, so no wait helps and
+	// the limit of the key is not the problem.
+	{"Request too large for ", " per min", vTooLarge},
+	// Anthropic, 429 rate_limit_error: long-context requests need extra
+	// usage (credits) enabled. No wait helps, yet the key's other requests
+	// still work: systemic for this job, not provider-wide.
+	{"", "required for long context requests", Verdict{Class: ClassSystemic, Reason: ReasonQuotaExhausted}},
+}
+
+// messageVerdict looks msg up in byMessage.
+func messageVerdict(msg string) (Verdict, bool) {
+	msg = strings.TrimSpace(msg)
+	for _, m := range byMessage {
+		if strings.HasPrefix(msg, m.prefix) && strings.Contains(msg[len(m.prefix):], m.contains) {
+			return m.v, true
+		}
+	}
+	return Verdict{}, false
+}

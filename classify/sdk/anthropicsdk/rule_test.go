@@ -1,0 +1,110 @@
+package anthropicsdk_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/sdk/anthropicsdk"
+	"github.com/retrygate/retrygate/internal/corpus"
+)
+
+func newClient(t *testing.T, h http.Handler) anthropic.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return anthropic.NewClient(
+		option.WithAPIKey("sk-ant-test"),
+		option.WithBaseURL(srv.URL),
+		option.WithHTTPClient(srv.Client()),
+		option.WithMaxRetries(0),
+	)
+}
+
+var params = anthropic.MessageNewParams{
+	Model:     anthropic.Model("claude-sonnet-4-5"),
+	MaxTokens: 1024,
+	Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+}
+
+func message(t *testing.T, c anthropic.Client) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.Messages.New(ctx, params)
+	if err == nil {
+		t.Fatal("call succeeded, want an error")
+	}
+	return err
+}
+
+func stream(t *testing.T, c anthropic.Client) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := c.Messages.NewStreaming(ctx, params)
+	defer s.Close()
+	for s.Next() {
+	}
+	if s.Err() == nil {
+		t.Fatal("stream succeeded, want an error")
+	}
+	return s.Err()
+}
+
+// TestCorpus replays every real provider response of classify's corpus to
+// the official Anthropic SDK: Rule must reach the verdict classify.Default
+// reaches through go-openai and classify.Transport.
+func TestCorpus(t *testing.T) {
+	cases, err := corpus.Load("../../testdata/corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := classify.Chain(anthropicsdk.Rule)
+	for _, c := range cases {
+		t.Run(c.Provider+"/"+c.Name, func(t *testing.T) {
+			client := newClient(t, c)
+			for mode, call := range map[string]func(*testing.T, anthropic.Client) error{"message": message, "stream": stream} {
+				t.Run(mode, func(t *testing.T) {
+					err := call(t, client)
+					v, ok := anthropicsdk.Rule(err)
+					if !ok {
+						t.Fatalf("Rule passed on %T %v", err, err)
+					}
+					if v != c.Expect {
+						t.Errorf("verdict for %d %s\nsource: %s\nexp %+v\ngot %+v", c.Status, c.Body, c.Source, c.Expect, v)
+					}
+					if got := f(err); got != v {
+						t.Errorf("Chain(Rule) = %+v, Rule = %+v", got, v)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestRulePasses(t *testing.T) {
+	for _, err := range []error{nil, errors.New("x"), context.DeadlineExceeded, &classify.HTTPError{StatusCode: 529}} {
+		if v, ok := anthropicsdk.Rule(err); ok {
+			t.Errorf("Rule(%v) decided %+v, want a pass", err, v)
+		}
+	}
+}
+
+func TestRuleKeepsMarks(t *testing.T) {
+	client := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(529)
+	}))
+	err := classify.Systemic(message(t, client))
+	v, ok := anthropicsdk.Rule(err)
+	if exp := (classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonMarkedSystemic}); !ok || v != exp {
+		t.Errorf("Rule on a marked SDK error = %+v %v, want %+v true", v, ok, exp)
+	}
+}

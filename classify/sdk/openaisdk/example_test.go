@@ -1,0 +1,81 @@
+package openaisdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/sdk/openaisdk"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// The official SDK wrapped by the gate: its own retries off, its errors
+// classified by Rule. The provider rate-limits the key and says when to
+// come back; the gate keeps the job's retries away from the provider.
+func Example() {
+	var upstream atomic.Int32
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		upstream.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "20")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM)","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`)
+	}))
+	defer provider.Close()
+
+	client := openai.NewClient(
+		option.WithAPIKey("sk-..."),
+		option.WithBaseURL(provider.URL+"/v1/"),
+		option.WithMaxRetries(0), // the gate decides when to call again
+	)
+
+	mr, err := miniredis.Run() // or your Redis
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	g, err := gate.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), gate.Options{
+		Classify: classify.Chain(openaisdk.Rule),
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	ctx := context.Background()
+	for range 3 {
+		out, err := gate.Call(ctx, g, "doc-1", func(ctx context.Context, _ *gate.Lease) (*openai.ChatCompletion, error) {
+			return client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+				Model:    openai.ChatModelGPT4o,
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Summarize doc-1.")},
+			})
+		})
+		var ce *gate.CallError
+		switch {
+		case errors.As(err, &ce):
+			v := ce.Verdict
+			fmt.Println("called:", v.Class, v.Reason, "provider-wide:", v.ProviderWide, "hint:", v.RetryAfter)
+		case errors.Is(err, gate.ErrCoolingDown):
+			fmt.Println("refused without calling the provider")
+		case err != nil:
+			fmt.Println("error:", err)
+		default:
+			fmt.Println(out.Choices[0].Message.Content)
+		}
+	}
+	fmt.Println("upstream calls:", upstream.Load())
+	// Output:
+	// called: transient rate_limited provider-wide: true hint: 20s
+	// refused without calling the provider
+	// refused without calling the provider
+	// upstream calls: 1
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+var err5xx = errors.New("upstream answered 502")
+
+func aclPrefix(t *testing.T) string {
+	return "acl" + strings.NewReplacer(":", "-", "/", "-").Replace(redistest.UniqueKey(t))
+}
+
+// TestACLMinimalRules runs a gate and the CLI as a Redis user with exactly
+// the rules docs/operating.md documents (redistest.GateACL), plus each
+// feature's extra rules, and checks each extra is needed.
+func TestACLMinimalRules(t *testing.T) {
+	ctx := context.Background()
+	opts := func(prefix string, scope bool) gate.Options {
+		o := gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: func(err error) classify.Verdict {
+			if errors.Is(err, err5xx) {
+				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
+			}
+			return testClassify(err)
+		}}
+		if scope {
+			o.Scope = "openai:prod"
+			o.ScopePolicy = gate.ScopePolicy{PauseTTL: time.Hour}
+		}
+		return o
+	}
+	// cycle runs every gate operation the rules must allow, on jobs of
+	// its own.
+	n := 0
+	cycle := func(t *testing.T, g *gate.Gate) error {
+		t.Helper()
+		n++
+		job := func(name string) string { return fmt.Sprintf("%s-%d", name, n) }
+		if err := g.Do(ctx, job("ok"), func(context.Context, *gate.Lease) error { return nil }); err != nil {
+			return err
+		}
+		var ce *gate.CallError
+		for _, fail := range []error{errTimeout, errInvalid, err5xx} {
+			err := g.Do(ctx, job(fail.Error()), func(context.Context, *gate.Lease) error { return fail })
+			if !errors.As(err, &ce) {
+				return err
+			}
+			if ce.SettleErr != nil {
+				return ce.SettleErr
+			}
+		}
+		if err := g.Do(ctx, job(errTimeout.Error()), func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrCoolingDown) {
+			return err
+		}
+		l, err := g.Acquire(ctx, job("released"))
+		if err != nil {
+			return err
+		}
+		if err := l.Release(ctx); err != nil {
+			return err
+		}
+		if _, err := g.Status(ctx, job(errTimeout.Error())); err != nil {
+			return err
+		}
+		return g.Reset(ctx, job(errTimeout.Error()))
+	}
+
+	t.Run("gate and CLI", func(t *testing.T) {
+		prefix := aclPrefix(t)
+		s := redistest.ACLServer(t, prefix, slices.Concat(redistest.ACLList, redistest.ACLCheck))
+		g, err := gate.New(s.Client(t), opts(prefix, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cycle(t, g); err != nil {
+			t.Fatalf("gate as the minimal ACL user: %v", err)
+		}
+		url := "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
+		coolJob(t, g, "doc-1")
+		for _, args := range [][]string{{"status", "doc-1"}, {"list"}, {"check"}, {"reset", "doc-1"}} {
+			r := runCLI(t, nil, append([]string{"--redis", url, "--prefix", prefix}, args...)...)
+			mustOK(t, r)
+		}
+	})
+	t.Run("without the extras", func(t *testing.T) {
+		prefix := aclPrefix(t)
+		s := redistest.ACLServer(t, prefix, nil)
+		url := "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
+		r := runCLI(t, nil, "--redis", url, "--prefix", prefix, "list")
+		if r.code != exitRuntime || !strings.Contains(r.stderr, "NOPERM") || !strings.Contains(r.stderr, "ACL users") {
+			t.Fatalf("list without +scan: exp exit 1 with NOPERM and a hint, got %d %q", r.code, r.stderr)
+		}
+		// status's search for similar jobs needs SCAN too, but is advice:
+		// status works without it.
+		mustOK(t, runCLI(t, nil, "--redis", url, "--prefix", prefix, "status", "never-seen"))
+		// check without +config|get cannot read the policy: it says so.
+		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "check")
+		if r.code != exitNotMet || !strings.Contains(r.stdout, gate.WarnUnchecked) {
+			t.Fatalf("check without +config|get: exp exit 3 and %s, got %d %q %q", gate.WarnUnchecked, r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("scope", func(t *testing.T) {
+		prefix := aclPrefix(t)
+		bare := redistest.ACLServer(t, prefix, nil)
+		g, err := gate.New(bare.Client(t), opts(prefix, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Inside a script a missing permission is not NOPERM but an ERR
+		// reply; the gate still tells it from an outage.
+		if err := cycle(t, g); !errors.Is(err, gate.ErrRedisRefused) || !strings.Contains(err.Error(), "can't run this command") {
+			t.Fatalf("a scoped gate without ACLScope: exp ErrRedisRefused (the script can't run ZADD), got %v", err)
+		}
+		s := redistest.ACLServer(t, prefix, redistest.ACLScope)
+		g, err = gate.New(s.Client(t), opts(prefix, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cycle(t, g); err != nil {
+			t.Fatalf("a scoped gate with ACLScope: %v", err)
+		}
+		_ = g.Do(ctx, "quota", func(context.Context, *gate.Lease) error { return errQuota })
+		url := "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
+		r := runCLI(t, nil, "--redis", url, "--prefix", prefix, "--scope", "openai:prod", "scope", "reset")
+		mustOK(t, r)
+	})
+	t.Run("eval after a restart", func(t *testing.T) {
+		prefix := aclPrefix(t)
+		// +eval taken back: the user may only run scripts already cached.
+		s := redistest.ACLServer(t, prefix, []string{"-eval"})
+		g, err := gate.New(s.Client(t), opts(prefix, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cycle(t, g); !errors.Is(err, gate.ErrRedisRefused) || !strings.Contains(err.Error(), "NOPERM") {
+			t.Fatalf("without +eval and an empty script cache: exp ErrRedisRefused (NOPERM), got %v", err)
+		}
+		// An admin's gate loads the scripts; now EVALSHA is enough.
+		admin, err := gate.New(s.AdminClient(t), opts(prefix, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cycle(t, admin); err != nil {
+			t.Fatal(err)
+		}
+		if err := cycle(t, g); err != nil {
+			t.Fatalf("without +eval, scripts cached: %v", err)
+		}
+		// A restart empties the cache: NOPERM again until something EVALs.
+		s.Restart(t)
+		if err := waitPing(s.AdminClient(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := cycle(t, g); !errors.Is(err, gate.ErrRedisRefused) || !strings.Contains(err.Error(), "NOPERM") {
+			t.Fatalf("without +eval after a restart: exp ErrRedisRefused (NOPERM), got %v", err)
+		}
+	})
+}
+
+func waitPing(c *redis.Client) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// TestFullRedis: on a full noeviction Redis (every write refused with
+// OOM) an operator can still read a job and reset it: reset only deletes.
+func TestFullRedis(t *testing.T) {
+	s := redistest.FullServer(t)
+	prefix := redistest.UniqueKey(t)
+	g, err := gate.New(s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coolJob(t, g, "doc-1")
+	s.Fill(t)
+	args := []string{"--redis", "redis://" + s.Addr(), "--prefix", prefix}
+	if st := statusOf(t, runCLI(t, nil, append(args, "--json", "status", "doc-1")...)); st.State != "cooling_down" {
+		t.Fatalf("status on a full Redis: %+v", st)
+	}
+	mustOK(t, runCLI(t, nil, append(args, "reset", "doc-1")...))
+	st, err := g.Status(context.Background(), "doc-1")
+	if err != nil || st.State != gate.Ready {
+		t.Fatalf("doc-1 after reset on a full Redis: %+v, %v", st, err)
+	}
+	// A new job cannot start: the acquire is a write.
+	err = g.Do(context.Background(), "doc-2", func(context.Context, *gate.Lease) error { return nil })
+	if !redistest.IsOOM(unwrapRedis(err)) {
+		t.Fatalf("a new job on a full Redis: exp an OOM refusal, got %v", err)
+	}
+	r := runCLI(t, nil, append(args, "check")...)
+	mustOK(t, r) // noeviction: nothing to warn about
+}
+
+// unwrapRedis returns the last error of err's tree, where the gate keeps
+// Redis's reply.
+func unwrapRedis(err error) error {
+	for {
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			errs := e.Unwrap()
+			if len(errs) == 0 {
+				return err
+			}
+			err = errs[len(errs)-1]
+		case interface{ Unwrap() error }:
+			if e.Unwrap() == nil {
+				return err
+			}
+			err = e.Unwrap()
+		default:
+			return err
+		}
+	}
+}
+
+// TestClusterSlotMigration: while the slot of a job's keys migrates, the
+// CLI works as long as both keys are on one node; with the lock and meta
+// keys split between the nodes, Redis answers TRYAGAIN and the CLI says a
+// slot is moving; once the slot has moved the job is intact, cooldown
+// and all.
+func TestClusterSlotMigration(t *testing.T) {
+	c := redistest.Cluster(t, 3, 0)
+	cc := c.Client(t)
+	prefix := redistest.UniqueKey(t)
+	g, err := gate.New(cc, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coolJob(t, g, "doc-1")
+	args := []string{"--cluster", strings.Join(c.Addrs(), ","), "--prefix", prefix}
+	status := func() result { return runCLI(t, nil, append(args, "--json", "status", "doc-1")...) }
+
+	lock, _ := keyspace.Job(prefix, "doc-1")
+	m := c.StartMigration(t, lock)
+	if st := statusOf(t, status()); st.State != "cooling_down" {
+		t.Fatalf("status with the slot migrating, no key moved: %+v", st)
+	}
+	if n := m.MoveKeys(t, 1); n != 1 {
+		t.Fatalf("moved %d keys", n)
+	}
+	r := runCLI(t, nil, append(args, "status", "doc-1")...)
+	if r.code != exitRuntime || !strings.Contains(r.stderr, "TRYAGAIN") || !strings.Contains(r.stderr, "slot is moving") {
+		t.Fatalf("status with the job's keys split: exp exit 1, TRYAGAIN and a hint, got %d %q", r.code, r.stderr)
+	}
+	m.MoveKeys(t, 10)
+	// Both keys on the target, the slot still MIGRATING: -ASK, followed.
+	if st := statusOf(t, status()); st.State != "cooling_down" {
+		t.Fatalf("status with both keys moved, slot not yet handed over: %+v", st)
+	}
+	m.Finish(t)
+	st := statusOf(t, status())
+	if st.State != "cooling_down" || st.RetryAfterMs < (59*time.Minute).Milliseconds() || st.Attempts != 1 {
+		t.Fatalf("status after the migration: exp the cooldown with its time left, got %+v", st)
+	}
+	if err := g.Do(context.Background(), "doc-1", func(context.Context, *gate.Lease) error { return nil }); err == nil {
+		t.Fatal("doc-1 ran after the migration: its cooldown was lost")
+	}
+}

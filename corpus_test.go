@@ -1,0 +1,130 @@
+package retrygate_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// Every real provider response of classify/testdata/corpus, replayed by an
+// httptest upstream to the real go-openai client with classify.Transport,
+// under a gate with a Scope, on miniredis, a real redis-server and the real
+// cluster. The verdict each case expects comes from its source (provider
+// docs, SDK tests, issue reports); what the gate does with a verdict is its
+// documented state diagram (gate/doc.go, README "How it works"):
+//
+//   - permanent: the job is Failed (one attempt), the scope untouched;
+//   - transient, the job's: the job cools for max(hint, Cooldown), one
+//     attempt, the scope untouched;
+//   - transient, provider-wide: the job cools for the provider's hint (at
+//     least 1 s; none: the scope's Cooldown), no attempt counted, and the
+//     scope cools for the hint (else its Cooldown), at most MaxCooldown;
+//   - systemic: the job cools for max(hint, Cooldown) with no attempt
+//     counted, never Failed, and the scope pauses for PauseTTL.
+func TestCorpusThroughTheGate(t *testing.T) {
+	cases, err := corpus.Load("classify/testdata/corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		cooldown      = 5 * time.Minute
+		maxCooldown   = time.Hour
+		scopeCooldown = 10 * time.Second
+		pause         = 10 * time.Minute
+	)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.Name, func(t *testing.T) {
+					upstream := httptest.NewServer(c)
+					t.Cleanup(upstream.Close)
+					cfg := openai.DefaultConfig("sk-test")
+					cfg.BaseURL = upstream.URL + "/v1"
+					cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+					client := openai.NewClientWithConfig(cfg)
+					g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "provider",
+						Cooldown: cooldown, MaxCooldown: maxCooldown, Jitter: -1,
+						ScopePolicy: gate.ScopePolicy{Cooldown: scopeCooldown, PauseTTL: pause}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctx := context.Background()
+					err = g.Do(ctx, "doc", func(ctx context.Context, _ *gate.Lease) error {
+						_, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "m",
+							Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}})
+						return err
+					})
+					var ce *gate.CallError
+					if !errors.As(err, &ce) || ce.SettleErr != nil {
+						t.Fatalf("Do: %v, want a settled *gate.CallError", err)
+					}
+					want := c.Expect
+					if got := ce.Verdict; got.Class != want.Class || got.Reason != want.Reason || got.ProviderWide != want.ProviderWide {
+						t.Fatalf("verdict %+v, want %+v (source %s)", got, want, c.Source)
+					}
+					hint := min(want.RetryAfter, maxCooldown)
+					var (
+						state    = gate.CoolingDown
+						attempts = 0
+						jobWait  time.Duration
+						scope    = gate.ScopeOpen
+						scopeFor time.Duration
+					)
+					switch {
+					case want.Class == classify.ClassPermanent:
+						state, attempts = gate.Failed, 1
+					case want.Class == classify.ClassSystemic:
+						jobWait, scope, scopeFor = min(max(hint, cooldown), maxCooldown), gate.ScopePaused, pause
+					case want.ProviderWide:
+						jobWait, scope, scopeFor = scopeCooldown, gate.ScopeCooling, scopeCooldown
+						if hint > 0 {
+							jobWait, scopeFor = max(hint, time.Second), hint
+						}
+					default:
+						jobWait, attempts = min(max(hint, cooldown), maxCooldown), 1
+					}
+					if ce.State != state || ce.Attempts != attempts || !near(ce.RetryAfter, jobWait) {
+						t.Fatalf("job: %v, %d attempts, retry in %v; want %v, %d, %v", ce.State, ce.Attempts, ce.RetryAfter, state, attempts, jobWait)
+					}
+					st, err := g.Status(ctx, "doc")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.State != state || !near(st.RetryAfter, jobWait) {
+						t.Fatalf("status: %v, retry in %v; want %v, %v", st.State, st.RetryAfter, state, jobWait)
+					}
+					if up := st.Upstream; up.State != scope || !near(up.RetryAfter, scopeFor) {
+						t.Fatalf("scope: %v for %v, want %v for %v", up.State, up.RetryAfter, scope, scopeFor)
+					}
+					// The next job of the scope: refused without calling
+					// the provider while the scope cools or is paused.
+					if scope != gate.ScopeOpen {
+						err := g.Do(ctx, "another", func(context.Context, *gate.Lease) error {
+							t.Error("a job ran while the scope was not open")
+							return nil
+						})
+						if !errors.Is(err, gate.ErrUpstreamCooling) {
+							t.Fatalf("another job: %v, want ErrUpstreamCooling", err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// near reports whether a wait read back from Redis is within a second
+// below want (time passes between the write and the read; hints parsed
+// from HTTP dates lose their fraction).
+func near(got, want time.Duration) bool {
+	return got <= want && got > want-time.Second-time.Millisecond
+}

@@ -1,0 +1,336 @@
+package proof_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// The deployments of docs/operating.md, each started on loopback by a
+// redistest helper: Sentinel, an ACL user with exactly the documented
+// rules, TLS with client certificates, a full noeviction Redis, and a
+// slot migrating under load.
+
+// Sentinel: through a failover client the gate works again shortly after
+// SENTINEL FAILOVER, its fences keep increasing, and Check names the real
+// master behind the client, not "FailoverClient".
+func TestSentinelFailover(t *testing.T) {
+	set := redistest.Sentinel(t)
+	rdb := set.Client(t)
+	g := newGate(t, rdb, gate.Options{Lease: time.Second})
+	ctx := context.Background()
+
+	warns, err := g.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := set.MasterAddr(t)
+	for _, w := range warns {
+		if w.Addr != master {
+			t.Fatalf("Check warns about %q, want the master %s", w.Addr, master)
+		}
+	}
+	// The test servers run noeviction: give both an evicting policy, so
+	// Check has a warning whose address we can read.
+	for _, addr := range set.DataAddrs() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warns, err = g.Check(ctx); err != nil || len(warns) != 1 || warns[0].Addr != master {
+		t.Fatalf("Check: %+v %v, want one warning naming %s", warns, err, master)
+	}
+
+	var last int64
+	lease := func() (int64, error) {
+		var fence int64
+		err := g.Do(ctx, "doc", func(_ context.Context, l *gate.Lease) error { fence = l.Fence(); return nil })
+		return fence, err
+	}
+	if last, err = lease(); err != nil {
+		t.Fatal(err)
+	}
+	newMaster := set.Failover(t)
+	if newMaster == master {
+		t.Fatalf("failover kept %s", master)
+	}
+	start := time.Now()
+	deadline := start.Add(15 * time.Second)
+	for {
+		f, err := lease()
+		if err == nil {
+			if f <= last {
+				t.Fatalf("fence %d after the failover, not above %d", f, last)
+			}
+			break
+		}
+		if !errors.Is(err, gate.ErrUnavailable) && !errors.Is(err, gate.ErrRedisRefused) {
+			t.Fatalf("during the failover: %v, want a Redis error", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate still failing %v after the failover: %v", time.Since(start), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("gate worked again %v after SENTINEL FAILOVER returned", time.Since(start).Round(time.Millisecond))
+	warns, err = g.Check(ctx)
+	if err != nil || len(warns) != 1 || warns[0].Addr != newMaster {
+		t.Fatalf("Check after the failover: %+v %v, want a warning naming the new master %s", warns, err, newMaster)
+	}
+}
+
+// An ACL user with exactly the documented rules can do everything the
+// gate does: acquire, succeed, fail into a cooldown, be refused (script
+// and GET), read status, reset, and with the scope rules cool, probe and
+// reset a scope and count a permanent wave. Without the scope rules, a
+// gate with a Scope fails closed with ErrRedisRefused.
+func TestACLMinimalRules(t *testing.T) {
+	const prefix = "aclgate"
+	ctx := context.Background()
+	upstream := func(hint time.Duration) classify.Func {
+		return func(err error) classify.Verdict {
+			if errors.Is(err, errPermanent) {
+				return classify.Verdict{Class: classify.ClassPermanent, Reason: "bad_request"}
+			}
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true, RetryAfter: hint}
+		}
+	}
+	t.Run("with scope rules", func(t *testing.T) {
+		s := redistest.ACLServer(t, prefix, redistest.ACLScope)
+		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", Cooldown: time.Minute,
+			Classify: upstream(100 * time.Millisecond), ScopePolicy: gate.ScopePolicy{PermanentWave: 2}})
+		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+			t.Fatalf("success: %v", err)
+		}
+		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return errTransient }); !errors.Is(err, gate.ErrCoolingDown) {
+			t.Fatalf("rate limit: %v", err)
+		}
+		if err := g.Do(ctx, "b", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrUpstreamCooling) {
+			t.Fatalf("scope: %v", err)
+		}
+		if _, err := g.Status(ctx, "a"); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		eventuallyRuns(t, g, "b") // the probe after the scope's 100 ms
+		if err := g.Reset(ctx, "a"); err != nil {
+			t.Fatalf("reset: %v", err)
+		}
+		for _, job := range []string{"p1", "p2", "p3"} {
+			_ = g.Do(ctx, job, func(context.Context, *gate.Lease) error { return errPermanent })
+		}
+		if up, err := g.ScopeStatus(ctx); err != nil || up.State != gate.ScopePaused {
+			t.Fatalf("after a wave: %+v %v, want paused", up, err)
+		}
+		if err := g.ResetScope(ctx); err != nil {
+			t.Fatalf("scope reset: %v", err)
+		}
+	})
+	t.Run("without scope rules", func(t *testing.T) {
+		s := redistest.ACLServer(t, prefix, nil)
+		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Minute})
+		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return errTransient }); !errors.Is(err, gate.ErrCoolingDown) {
+			t.Fatalf("no scope, no scope rules needed: %v", err)
+		}
+		// A 5xx counts in the scope's failure window (ZADD): refused.
+		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", FailOpen: true,
+			Classify: func(error) classify.Verdict {
+				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
+			}})
+		err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return errTransient })
+		var ce *gate.CallError
+		if !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrRedisRefused) {
+			t.Fatalf("a 5xx with a Scope but without its ACL rules: %v, want a settle refused by Redis", err)
+		}
+		// Refused in-process for the cooldown it should have had.
+		if err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrCoolingDown) {
+			t.Fatalf("retry after the refused settle: %v, want ErrCoolingDown", err)
+		}
+	})
+}
+
+// eventuallyRuns retries job until a call runs.
+func eventuallyRuns(t *testing.T, g *gate.Gate, job string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := g.Do(context.Background(), job, func(context.Context, *gate.Lease) error { return nil })
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never ran: %v", job, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TLS with a private CA and client certificates: the gate works through a
+// client configured with them (the CLI's --tls-* flags build the same).
+func TestTLSClientCertificates(t *testing.T) {
+	s := redistest.TLSServer(t)
+	g := newGate(t, s.Client(t), gate.Options{})
+	if err := g.Do(context.Background(), "a", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	plain := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	t.Cleanup(func() { _ = plain.Close() })
+	err := newGate(t, plain, gate.Options{}).Do(context.Background(), "a", func(context.Context, *gate.Lease) error { return nil })
+	if !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("a plain client at the TLS port: %v, want ErrUnavailable", err)
+	}
+}
+
+// A full noeviction Redis: new jobs fail closed with ErrRedisRefused (not
+// ungated, even with FailOpen), and reads still work.
+func TestFullRedisFailsClosed(t *testing.T) {
+	s := redistest.FullServer(t)
+	rdb := s.Client(t)
+	g := newGate(t, rdb, gate.Options{FailOpen: true})
+	ctx := context.Background()
+	if _, err := g.Status(ctx, "a"); err != nil {
+		t.Fatalf("status before: %v", err)
+	}
+	s.Fill(t)
+	err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error {
+		t.Error("fn ran while Redis refuses writes")
+		return nil
+	})
+	if !errors.Is(err, gate.ErrRedisRefused) || !redistest.IsOOM(err) {
+		t.Fatalf("acquire on a full Redis: %v, want ErrRedisRefused wrapping OOM", err)
+	}
+	if _, err := g.Status(ctx, "a"); err != nil {
+		t.Fatalf("status on a full Redis: %v", err)
+	}
+}
+
+// A slot migrating under load (redis-cli --cluster reshard's steps, slow):
+// calls on jobs of the moving slot never overlap and fail closed at worst;
+// a cooldown moved with the slot keeps its time left; WaitReplicas follows
+// the slot to its new master at once.
+func TestSlotMigrationUnderLoad(t *testing.T) {
+	cl := redistest.Cluster(t, 3, 1)
+	rdb := cl.Client(t)
+	prefix := redistest.UniqueKey(t)
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Lease: time.Second})
+	// WaitReplicas pins a connection to the slot's master: on a client of
+	// its own, which learns its slot map before the migration and sees no
+	// traffic during it.
+	waiting := newGate(t, cl.Client(t), gate.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Second})
+	ctx := context.Background()
+	const job = "moving"
+	lock := prefix + ":{" + job + "}:lock"
+	if err := waiting.Do(ctx, job, func(context.Context, *gate.Lease) error { return nil }); err != nil {
+		t.Fatalf("WaitReplicas before the migration: %v", err)
+	}
+
+	if err := g.Do(ctx, "cool", func(context.Context, *gate.Lease) error { return errTransient }); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatal(err)
+	}
+	// Load: workers hammer the job while its slot moves.
+	var (
+		running, overlaps atomic.Int64
+		other             sync.Map
+		stop              = make(chan struct{})
+		wg                sync.WaitGroup
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := g.Do(ctx, job, func(context.Context, *gate.Lease) error {
+					if running.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					time.Sleep(2 * time.Millisecond)
+					running.Add(-1)
+					return nil
+				})
+				if err != nil && !errors.Is(err, gate.ErrInFlight) {
+					msg := err.Error()
+					if i := strings.Index(msg, ": "); i > 0 {
+						msg = msg[:i]
+					}
+					other.Store(msg, err)
+				}
+			}
+		}()
+	}
+	m := cl.StartMigration(t, lock)
+	time.Sleep(50 * time.Millisecond)
+	m.MoveKeys(t, 1)
+	time.Sleep(50 * time.Millisecond)
+	m.Finish(t)
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping calls while the slot moved", n)
+	}
+	other.Range(func(k, v any) bool {
+		if err := v.(error); !errors.Is(err, gate.ErrUnavailable) {
+			t.Errorf("during the migration: %v, want at worst ErrUnavailable (fail closed)", err)
+		}
+		return true
+	})
+	// WaitReplicas on the moved slot works at once: the pinned connection
+	// follows the MOVED to the new master.
+	if err := waiting.Do(ctx, job, func(context.Context, *gate.Lease) error { return nil }); err != nil {
+		t.Fatalf("WaitReplicas after the slot moved: %v", err)
+	}
+	// A cooldown moved with its slot keeps its time left.
+	coolLock := prefix + ":{cool}:lock"
+	cl.MigrateSlot(t, coolLock, 0)
+	st, err := g.Status(ctx, "cool")
+	if err != nil || st.State != gate.CoolingDown || st.RetryAfter < time.Hour-time.Minute {
+		t.Fatalf("cooldown after its slot moved: %+v %v", st, err)
+	}
+}
+
+// WaitReplicas under Sentinel: before a failover every acquire waits for
+// the replica; right after it the new master has no replica until the old
+// one is demoted and resynchronised, so acquires fail closed
+// (ErrUnavailable) meanwhile; if the old master is gone for good they fail
+// closed until a replica is added, while a gate without WaitReplicas works.
+func TestWaitReplicasAcrossSentinelFailover(t *testing.T) {
+	set := redistest.Sentinel(t)
+	rdb := set.Client(t)
+	waiting := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	plain := newGate(t, rdb, gate.Options{})
+	ctx := context.Background()
+	ok := func(context.Context, *gate.Lease) error { return nil }
+	eventually(t, 10*time.Second, "the replica acknowledges", func() bool { return waiting.Do(ctx, "a", ok) == nil })
+
+	old := set.MasterAddr(t)
+	set.Failover(t)
+	set.Server(old).Kill() // the old master never comes back as a replica
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		err := waiting.Do(ctx, "a", func(context.Context, *gate.Lease) error {
+			t.Error("fn ran without a replica acknowledging the lock")
+			return nil
+		})
+		if !errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("WaitReplicas with no replica left: %v, want ErrUnavailable", err)
+		}
+	}
+	eventually(t, 10*time.Second, "the gate without WaitReplicas works", func() bool { return plain.Do(ctx, "b", ok) == nil })
+}
