@@ -82,6 +82,19 @@
 // events from a streaming call flush as they come), http.Hijacker, and
 // Unwrap for http.ResponseController.
 //
+// # Live status
+//
+// StatusHandler answers a request with Accept: text/event-stream with
+// server-sent events instead of one JSON body: the job's RetryStatus at
+// once and after every change made by any process (a settle, a reset from
+// the CLI, the scope cooling or reopening, a cooldown's end), pushed
+// through Redis pub/sub within a round trip (gate.Watch); a comment line
+// every 15 s; ids that continue from Last-Event-ID; at most
+// Options.MaxStreams streams per handler (503 beyond). A page's countdown
+// needs no polling, and its button comes back the moment the job may run.
+// http.Server.Shutdown waits for open streams: end them with the request
+// context (the demo in examples/server cancels streams on shutdown).
+//
 // # Job keys
 //
 // URLParam keys a job by the chi route pattern and a URL parameter, decoded
