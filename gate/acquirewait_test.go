@@ -417,3 +417,111 @@ func TestAcquireWaitWithoutChannelPermission(t *testing.T) {
 		t.Fatal("no WarnWaitPolling warning")
 	}
 }
+
+// TestAcquireWaitAcrossFailover: the master holding the job's slot dies
+// while a waiter waits, and its replica takes over. The waiter's shard
+// subscription breaks with the connection; it polls meanwhile, subscribes
+// again on the new master, and gets the outcome of the settle that
+// follows, long before the lease ends.
+func TestAcquireWaitAcrossFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 6-node cluster")
+	}
+	cl := redistest.Cluster(t, 3, 1)
+	prefix := redistest.UniqueKey(t)
+	opts := gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute}
+	ownerClient := cl.Client(t)
+	owner := newGate(t, ownerClient, opts)
+	rec := newRecorder()
+	wopts := opts
+	wopts.Observer = rec
+	waiter := newGate(t, cl.Client(t), wopts)
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subscribed atomic.Int32
+	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireWait(ctx, "job", 60*time.Second)
+		done <- err
+	}()
+	waitUntil(t, 10*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+
+	lock, _ := keyspace.Job(prefix, "job")
+	m, err := cl.Client(t).MasterForKey(ctx, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lock must be on the replica before its master dies.
+	if n, err := m.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
+		t.Fatalf("WAIT: %d %v", n, err)
+	}
+	cl.Server(m.Options().Addr).Kill()
+	newMaster := cl.Failover(t, m.Options().Addr, true)
+	// The waiter's subscription follows the slot to its new master.
+	nm := redis.NewClient(&redis.Options{Addr: newMaster})
+	t.Cleanup(func() { _ = nm.Close() })
+	waitUntil(t, 20*time.Second, "subscribed on the new master", func() bool {
+		return nm.PubSubShardNumSub(ctx, lock).Val()[lock] == 1
+	})
+	// The owner's client learns the new master (go-redis would by itself,
+	// within its state's 10 s lifetime).
+	ownerClient.ReloadState(ctx)
+	waitUntil(t, 20*time.Second, "owner routes to the new master", func() bool {
+		m, err := ownerClient.MasterForKey(ctx, lock)
+		return err == nil && m.Options().Addr == newMaster
+	})
+	start := time.Now()
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatalf("settle after the failover: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not answered within 10s of the settle")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("waiter answered %v after the settle: the resubscription should push it", took)
+	}
+	warned := false
+	for _, e := range rec.drain() {
+		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
+	}
+	if !warned {
+		t.Error("no WarnWaitPolling while the subscription was down")
+	}
+}
+
+// TestAcquireWaitRedisDown: once a waiter has seen the job running, Redis
+// going out of reach does not end its wait early, and FailOpen does not
+// make it run the job blind: at the end of its budget it gets
+// ErrUnavailable. (The client cannot subscribe either: it polls.)
+func TestAcquireWaitRedisDown(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
+	down := &flaky{Scripter: rdb}
+	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, FailOpen: true})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	t.Cleanup(gate.SetWaitHooks(func(string) { down.Down.Store(true) }, nil))
+	const budget = 200 * time.Millisecond
+	start := time.Now()
+	got, err := waiter.AcquireWait(ctx, "job", budget)
+	if got != nil || !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("AcquireWait: lease %v, %v; want no lease and ErrUnavailable", got, err)
+	}
+	if took := time.Since(start); took < budget || took > budget+2*time.Second {
+		t.Fatalf("returned after %v, want the %v budget", took, budget)
+	}
+}

@@ -431,8 +431,13 @@ func (h *hub) dropped(sc *subConn, name string) {
 
 // broke marks every channel of sc unconfirmed after a connection error and
 // wakes their listeners, which read the state and poll until the
-// resubscription is confirmed.
+// resubscription is confirmed. On a cluster the client's slot map is
+// reloaded: the server may be a master that died, and go-redis routes the
+// resubscription (and the job's scripts) by that map.
 func (h *hub) broke(sc *subConn, err error) {
+	if h.g.reload != nil {
+		h.g.reload(context.Background())
+	}
 	h.mu.Lock()
 	first := !sc.broken
 	sc.broken = true
@@ -448,12 +453,21 @@ func (h *hub) broke(sc *subConn, err error) {
 	}
 }
 
-// refusedOn handles an error reply on sc (a SUBSCRIBE refused): the
-// channels not confirmed yet fail, and waits poll for pubsubRetry.
+// refusedOn handles an error reply on sc (a SUBSCRIBE refused or
+// redirected): the channels not confirmed yet fail and their listeners
+// poll, then subscribe again. A refusal no wait fixes (NOPERM, an unknown
+// command) keeps waits polling for pubsubRetry; a redirection (MOVED: the
+// slot moved to another master) is retried at the next step, once the
+// client's slot map is reloaded.
 func (h *hub) refusedOn(sc *subConn, err error) {
 	var gone []string
+	if !refused(err) && h.g.reload != nil {
+		h.g.reload(context.Background())
+	}
 	h.mu.Lock()
-	h.offUntil = time.Now().Add(pubsubRetry)
+	if refused(err) {
+		h.offUntil = time.Now().Add(pubsubRetry)
+	}
 	for name, cs := range sc.chans {
 		if !cs.ok {
 			lns := cs.lns

@@ -41,6 +41,9 @@ type topology struct {
 	node   func(ctx context.Context, channel string) (string, error)
 	// sharded: subscribe with SSUBSCRIBE (cluster), else SUBSCRIBE.
 	sharded bool
+	// reload refreshes a cluster client's slot map (after a MOVED reply to
+	// a subscription); nil on one node.
+	reload func(ctx context.Context)
 }
 
 type (
@@ -86,6 +89,7 @@ func topologyOf(rdb Scripter) topology {
 		// go-redis routes a PubSub's connection by its first channel's slot
 		// and sends every SSUBSCRIBE on that one connection, so the gate
 		// keeps one PubSub per master (notify.go).
+		t.reload = c.ReloadState
 		if s, ok := rdb.(shardSubscriber); ok {
 			t.sharded = true
 			t.pubsub = func(ctx context.Context) *redis.PubSub { return s.SSubscribe(ctx) }

@@ -14,6 +14,9 @@ import (
 // cooldown's true time left, ErrFailed, ErrUpstreamCooling). When wait
 // ends first the refusal is ErrInFlight with the lease's time left; when
 // ctx ends first the error is the context's. wait ≤ 0 does not wait.
+// Once waiting, a Redis out of reach (a failover) does not end the wait:
+// the waiter polls until its budget ends, and then returns ErrUnavailable
+// (with FailOpen too: the job was running a moment ago).
 //
 // The wait is woken by Redis pub/sub: every settle, release, reset and
 // undo publishes on the job's channel (its lock key's name; SPUBLISH on a
@@ -36,6 +39,12 @@ func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) 
 		return l, err
 	}
 	return g.waitFor(ctx, job, time.Now().Add(wait))
+}
+
+// unreachable reports an acquire that could not reach Redis: an
+// ErrUnavailable, or FailOpen's ungated lease.
+func unreachable(l *Lease, err error) bool {
+	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
 
 // inFlight reports a refusal because the job is running.
@@ -80,12 +89,23 @@ func (g *Gate) waitFor(ctx context.Context, job string, deadline time.Time) (*Le
 			l, err = g.acquireNow(ctx, job)
 		}
 		left = time.Until(deadline)
-		if !inFlight(err) || left <= 0 {
+		down := unreachable(l, err) && ctx.Err() == nil
+		if down && l != nil {
+			// FailOpen's ungated lease: the job was running elsewhere a
+			// moment ago, so do not run it blind; keep waiting.
+			_ = l.Release(ctx)
+			l, err = nil, fmt.Errorf("%w: acquire: Redis unreachable while waiting for a running job", ErrUnavailable)
+		}
+		if (!inFlight(err) && !down) || left <= 0 {
 			return l, err
 		}
 		// A lease that expires publishes nothing: read again when it ends.
+		// Redis out of reach (a failover): poll until the budget ends.
 		ra, _ := RetryAfter(err)
 		step := min(left, ra+time.Millisecond)
+		if down {
+			push = false
+		}
 		if push {
 			poll = pollMin
 		} else {
