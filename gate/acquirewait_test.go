@@ -525,3 +525,50 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 		t.Fatalf("returned after %v, want the %v budget", took, budget)
 	}
 }
+
+// TestAcquireWaitDocumentedACL: a user with exactly the rules
+// docs/operating.md lists, pub/sub's included, has its waits pushed: no
+// polling, no warning.
+func TestAcquireWaitDocumentedACL(t *testing.T) {
+	prefix := "aclwait"
+	wake := []string{"&" + prefix + ":*", "+publish", "+subscribe", "+unsubscribe",
+		"+spublish", "+ssubscribe", "+sunsubscribe", "+ping"}
+	s := redistest.ACLServer(t, prefix, wake)
+	rec := newRecorder()
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subscribed atomic.Int32
+	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
+		done <- err
+	}()
+	waitUntil(t, 5*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	// A poll would read several times meanwhile (10, 20, 40... ms).
+	time.Sleep(300 * time.Millisecond)
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered")
+	}
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventWarning {
+			t.Fatalf("warning %s: %v", e.Reason, e.Err)
+		}
+	}
+	if n := subscribed.Load(); n != 2 {
+		t.Fatalf("%d reads, want 2 (after subscribing, after the settle's message): polled", n)
+	}
+}

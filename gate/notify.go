@@ -357,6 +357,7 @@ func (h *hub) receive(sc *subConn) {
 				h.reset(sc, err)
 				return
 			case replied(err):
+				pinged = false // any reply shows the connection alive
 				h.refusedOn(sc, err)
 				continue
 			}
@@ -465,9 +466,6 @@ func (h *hub) refusedOn(sc *subConn, err error) {
 		h.g.reload(context.Background())
 	}
 	h.mu.Lock()
-	if refused(err) {
-		h.offUntil = time.Now().Add(pubsubRetry)
-	}
 	for name, cs := range sc.chans {
 		if !cs.ok {
 			lns := cs.lns
@@ -478,7 +476,15 @@ func (h *hub) refusedOn(sc *subConn, err error) {
 			gone = append(gone, name)
 		}
 	}
+	if len(gone) > 0 && refused(err) {
+		h.offUntil = time.Now().Add(pubsubRetry)
+	}
 	h.mu.Unlock()
+	if len(gone) == 0 {
+		// Not a subscription's refusal: an UNSUBSCRIBE or PING the user
+		// may not run. The connection answered, so it is alive.
+		return
+	}
 	for _, name := range gone {
 		h.unsubscribe(sc, name)
 	}
