@@ -176,21 +176,17 @@ func codeString(c any) string {
 // OpenAI-compatible servers send ({"error":{"code":429,...}}), for errors
 // whose status is otherwise unknown (mid-stream).
 func codeStatus(c any) int {
-	var n int
+	var f float64
 	switch c := c.(type) {
 	case int:
-		n = c
+		f = float64(c)
 	case int64:
-		if c >= 100 && c <= 599 {
-			n = int(c)
-		}
+		f = float64(c)
 	case float64:
-		if c == math.Trunc(c) && c >= 100 && c <= 599 {
-			n = int(c)
-		}
+		f = c
 	}
-	if n < 100 || n > 599 {
+	if f != math.Trunc(f) || f < 100 || f > 599 { // NaN fails the first test
 		return 0
 	}
-	return n
+	return int(f)
 }

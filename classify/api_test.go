@@ -63,6 +63,8 @@ var apiCases = []struct {
 		transient(classify.ReasonRateLimited, true, 30*time.Second)},
 	{"429 tokens limit x-ratelimit-reset-tokens", reply{429, h("x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"), openAIRateLimitTokens},
 		transient(classify.ReasonRateLimited, true, 6*time.Minute)},
+	{"429 tokens limit: the tokens reset even when the requests reset is later", reply{429, h("x-ratelimit-reset-requests", "6m0s", "x-ratelimit-reset-tokens", "1s"), openAIRateLimitTokens},
+		transient(classify.ReasonRateLimited, true, time.Second)},
 	{"429 requests limit x-ratelimit-reset-requests", reply{429, h("x-ratelimit-reset-requests", "20ms", "x-ratelimit-reset-tokens", "6m0s"), openAIRateLimitReqs},
 		transient(classify.ReasonRateLimited, true, 20*time.Millisecond)},
 	{"429 garbage hints", reply{429, h("retry-after-ms", "NaN", "Retry-After", "-5", "x-ratelimit-reset-requests", "soon"), openAIRateLimitTokens},
@@ -173,6 +175,9 @@ func TestTransportKeepsGoOpenAIErrors(t *testing.T) {
 	if exp, got := openAIQuota, string(he.Body); exp != got {
 		t.Errorf("HTTPError.Body: exp %q, got %q", exp, got)
 	}
+	if exp, got := "insufficient_quota", he.Type; exp != got {
+		t.Errorf("HTTPError.Type: exp %q, got %q", exp, got)
+	}
 
 	bareHTML := callChat(t, newClient(t, srv.URL+"/v1/html", srv.Client(), true))
 	wrappedHTML := callChat(t, newClient(t, srv.URL+"/v1/html", srv.Client(), false))
@@ -204,8 +209,8 @@ func TestWithHeader(t *testing.T) {
 	exp = transient(classify.ReasonRateLimited, true, 2500*time.Millisecond)
 	assertVerdict(t, exp, classify.Default(err), err)
 	var he *classify.HTTPError
-	if !errors.As(err, &he) || he.StatusCode != 429 || he.Err == nil {
-		t.Errorf("WithHeader result: want *HTTPError with status 429 wrapping the error, got %#v", he)
+	if !errors.As(err, &he) || he.StatusCode != 429 || he.Code != "rate_limit_exceeded" || he.Err == nil {
+		t.Errorf("WithHeader result: want *HTTPError with status 429 and code wrapping the error, got %#v", he)
 	}
 
 	if classify.WithHeader(nil, resp.Header()) != nil {

@@ -54,9 +54,9 @@ type wireError struct {
 
 // rpcDetail is one entry of google.rpc.Status.details.
 type rpcDetail struct {
-	Type       string `json:"@type"`
-	Reason     string `json:"reason"`
-	RetryDelay string `json:"retryDelay"`
+	Type       json.RawMessage `json:"@type"`
+	Reason     json.RawMessage `json:"reason"`
+	RetryDelay json.RawMessage `json:"retryDelay"`
 }
 
 // parseBody reads a provider error body; a body in none of the shapes above
@@ -77,9 +77,7 @@ func parseBody(b []byte) (p problem) {
 	e := &top
 	var inner wireError
 	if len(top.Error) > 0 && top.Error[0] == '{' {
-		if json.Unmarshal(top.Error, &inner) != nil {
-			return p
-		}
+		_ = json.Unmarshal(top.Error, &inner) // an object always fits wireError
 		e = &inner
 	} else if s, isString := jsonString(top.Error); isString {
 		p.message = s // Ollama: {"error":"model 'x' not found"}
@@ -121,11 +119,13 @@ func (p *problem) readDetails(raw json.RawMessage) {
 		return
 	}
 	for _, d := range list {
+		typ, _ := jsonString(d.Type)
 		switch {
-		case strings.HasSuffix(d.Type, "google.rpc.ErrorInfo") && p.reason == "":
-			p.reason = d.Reason
-		case strings.HasSuffix(d.Type, "google.rpc.RetryInfo") && !p.hasDelay:
-			p.delay, p.hasDelay = parseProtoDuration(d.RetryDelay)
+		case strings.HasSuffix(typ, "google.rpc.ErrorInfo") && p.reason == "":
+			p.reason, _ = jsonString(d.Reason)
+		case strings.HasSuffix(typ, "google.rpc.RetryInfo") && !p.hasDelay:
+			delay, _ := jsonString(d.RetryDelay)
+			p.delay, p.hasDelay = parseProtoDuration(delay)
 		}
 	}
 }
@@ -156,18 +156,12 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
-// jsonCode renders an error code that is a string or a number; a number
-// that looks like an HTTP status is also returned as status.
+// jsonCode renders an error code that is a string or a number, as
+// codeString and codeStatus do for go-openai's Code.
 func jsonCode(raw json.RawMessage) (code string, status int) {
-	if s, ok := jsonString(raw); ok {
-		return s, 0
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) != nil {
+	var c any
+	if json.Unmarshal(raw, &c) != nil {
 		return "", 0
 	}
-	if i, err := n.Int64(); err == nil && i >= 100 && i <= 599 {
-		status = int(i)
-	}
-	return n.String(), status
+	return codeString(c), codeStatus(c)
 }

@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -39,6 +40,8 @@ func TestDefaultBodyShapes(t *testing.T) {
 			systemic(classify.ReasonQuotaExhausted, true)},
 		{"ErrorInfo RATE_LIMIT_EXCEEDED on a 403", 403, `{"error":{"code":403,"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED"}]}}`,
 			transient(classify.ReasonRateLimited, true, 0)},
+		{"a detail of unexpected types does not hide the others", 429, rpc(`{"@type":7,"reason":["x"]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"4s"}`),
+			transient(classify.ReasonRateLimited, true, 4*time.Second)},
 		{"unknown detail types are ignored", 400, rpc(`{"@type":"type.googleapis.com/google.rpc.Help","reason":"API_KEY_INVALID","retryDelay":"5s"}`),
 			permanent(classify.ReasonInvalidRequest)},
 		{"details that are not a list or object", 429, `{"error":{"message":"x","details":"none"}}`,
@@ -92,6 +95,29 @@ func TestDefaultBodyOrder(t *testing.T) {
 			permanent(classify.ReasonInvalidRequest)},
 		{"mid-stream APIError, numeric code", &openai.APIError{Code: 429, Message: "Request too large for model x on tokens per minute (TPM)"},
 			permanent(classify.ReasonTooLarge)},
+		// encoding/json gives float64, go-openai int; a caller may build either.
+		{"mid-stream APIError, float64 status code", &openai.APIError{Code: 429.0, Message: "x"}, transient(classify.ReasonRateLimited, true, 0)},
+		{"mid-stream APIError, int64 status code", &openai.APIError{Code: int64(503), Message: "x"}, transient(classify.ReasonOverloaded, true, 0)},
+		{"mid-stream APIError, fractional code", &openai.APIError{Code: 429.5, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"mid-stream APIError, code above the status range", &openai.APIError{Code: 600.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"mid-stream APIError, int64 code below the status range", &openai.APIError{Code: int64(99), Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		// The status range is [100, 599], for each numeric type go-openai
+		// or encoding/json may produce.
+		{"int code 99", &openai.APIError{Code: 99, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"int code 100", &openai.APIError{Code: 100, Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
+		{"int code 599", &openai.APIError{Code: 599, Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"int code 600", &openai.APIError{Code: 600, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"int64 code 100", &openai.APIError{Code: int64(100), Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
+		{"int64 code 599", &openai.APIError{Code: int64(599), Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"float64 code 99", &openai.APIError{Code: 99.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
+		{"float64 code 100", &openai.APIError{Code: 100.0, Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
+		{"float64 code 599", &openai.APIError{Code: 599.0, Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"numeric code in a body without a status", &classify.HTTPError{Body: []byte(`{"error":{"code":503,"message":"x"}}`)},
+			transient(classify.ReasonOverloaded, true, 0)},
+		{"status 599 is a server error", &classify.HTTPError{StatusCode: 599}, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"an empty header does not hide a deeper hint", &classify.HTTPError{StatusCode: 429, Header: http.Header{},
+			Err: &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"3"}}}},
+			transient(classify.ReasonRateLimited, true, 3*time.Second)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,9 +126,38 @@ func TestDefaultBodyOrder(t *testing.T) {
 	}
 }
 
+func TestMarkMessage(t *testing.T) {
+	if exp, got := "permanent failure", classify.Permanent(nil).Error(); exp != got {
+		t.Errorf("Permanent(nil).Error(): exp %q, got %q", exp, got)
+	}
+}
+
 func TestHTTPErrorMessage(t *testing.T) {
-	err := &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"message":"secret prompt text"}}`)}
-	if exp, got := "http status 400", err.Error(); exp != got {
+	err := &classify.HTTPError{StatusCode: 400, Type: "invalid_request_error", Code: "invalid_value",
+		Body: []byte(`{"error":{"message":"secret prompt text"}}`)}
+	if exp, got := "http status 400, type invalid_request_error, code invalid_value", err.Error(); exp != got {
 		t.Errorf("Error(): exp %q, got %q", exp, got)
+	}
+}
+
+// TestHTTPErrorFields: a client with the type and code decoded but no body
+// sets the fields; a body's own codes win over them.
+func TestHTTPErrorFields(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *classify.HTTPError
+		exp  classify.Verdict
+	}{
+		{"code alone", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota"}, systemic(classify.ReasonQuotaExhausted, true)},
+		{"type alone", &classify.HTTPError{StatusCode: 0, Type: "overloaded_error"}, transient(classify.ReasonOverloaded, true, 0)},
+		{"the body wins", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota", Body: []byte(`{"error":{"code":"rate_limit_exceeded","message":"x"}}`)},
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"a body without codes keeps the fields", &classify.HTTPError{StatusCode: 429, Code: "insufficient_quota", Body: []byte(`<html>429</html>`)},
+			systemic(classify.ReasonQuotaExhausted, true)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assertVerdict(t, tc.exp, classify.Default(tc.err), tc.err)
+		})
 	}
 }

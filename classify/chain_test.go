@@ -44,6 +44,8 @@ func TestChain(t *testing.T) {
 			permanent(classify.ReasonMarkedPermanent)},
 		{"CodeRule on code", []classify.Rule{classify.CodeRule("server_is_busy", queueFull)}, &openai.APIError{HTTPStatusCode: 400, Code: "server_is_busy"}, queueFull},
 		{"CodeRule on type", []classify.Rule{classify.CodeRule("busy_error", queueFull)}, &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"busy_error","message":"busy"}}`)}, queueFull},
+		{"CodeRule on a number decoded by encoding/json", []classify.Rule{classify.CodeRule("1300", queueFull)}, &openai.APIError{Code: float64(1300)}, queueFull},
+		{"CodeRule on a number decoded by go-openai", []classify.Rule{classify.CodeRule("1300", queueFull)}, &openai.APIError{Code: 1300}, queueFull},
 		{"CodeRule empty code never matches", []classify.Rule{classify.CodeRule("", queueFull)}, http400, permanent(classify.ReasonInvalidRequest)},
 		{"rule hints are clamped", []classify.Rule{huge}, http400, transient("huge", false, classify.MaxHint)},
 	}

@@ -64,6 +64,9 @@ func (s *signals) collect(e error) bool {
 	case *HTTPError:
 		if x != nil {
 			p := parseBody(x.Body)
+			if p.typ == "" && p.code == "" {
+				p.typ, p.code = x.Type, x.Code
+			}
 			s.addAPI(x.StatusCode, p)
 			if s.header == nil && len(x.Header) > 0 {
 				s.header = x.Header

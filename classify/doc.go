@@ -139,6 +139,6 @@
 // Default, Chain's Func, the rules, ParseRetryHint and Transport are safe
 // for concurrent use (a Transport if its Doer is). Default never panics: a
 // nil error, an error wrapping nil, a cyclic or very deep chain (only the
-// first 1024 errors are inspected) and garbage headers all yield a defined
-// verdict.
+// first 1024 errors are inspected), garbage headers and garbage bodies all
+// yield a defined verdict.
 package classify

@@ -12,6 +12,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/corpus"
 )
 
 func FuzzParseRetryHint(f *testing.F) {
@@ -54,6 +55,15 @@ func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
 func FuzzDefault(f *testing.F) {
 	for _, tc := range apiCases {
 		f.Add(tc.reply.status, []byte(tc.reply.body), tc.reply.header["retry-after-ms"], tc.reply.header["Retry-After"], tc.reply.header["x-should-retry"], false)
+	}
+	cases, err := corpus.Load("testdata/corpus")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range cases {
+		h := c.Header
+		f.Add(c.Status, c.Body, h.Get("Retry-After-Ms"), h.Get("Retry-After"), h.Get("X-Should-Retry"), false)
+		f.Add(200, c.Body, "", "", "", true)
 	}
 	f.Add(200, []byte(`{"error":{"message":"x","type":"server_error","code":503}}`), "", "", "", true)
 	f.Add(200, []byte(`{"error":{"code":1e999}}`), "", "", "", true)

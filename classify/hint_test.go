@@ -36,6 +36,7 @@ func TestParseRetryHint(t *testing.T) {
 		{"reset tokens", h("x-ratelimit-reset-tokens", "6m0s"), 6 * time.Minute, true},
 		{"both resets: the larger", h("x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"), 6 * time.Minute, true},
 		{"Retry-After wins over resets", h("Retry-After", "2", "x-ratelimit-reset-tokens", "6m0s"), 2 * time.Second, true},
+		{"reset zero: the limit already refilled", h("x-ratelimit-reset-tokens", "0s"), 0, true},
 		{"reset fractional", h("x-ratelimit-reset-tokens", "7.66s"), 7660 * time.Millisecond, true},
 		{"reset above MaxHint is capped", h("x-ratelimit-reset-tokens", "48h"), classify.MaxHint, true},
 

@@ -22,12 +22,17 @@ type StatusError interface {
 type HTTPError struct {
 	// StatusCode is the response's HTTP status (0 = unknown).
 	StatusCode int
-	// Header holds the response headers that carry retry hints
-	// (Retry-After, retry-after-ms, x-should-retry, x-ratelimit-reset-*,
-	// Date); nil when there were none.
+	// Header holds the response's headers; Default reads the ones that
+	// carry retry hints (Retry-After, retry-after-ms, x-should-retry,
+	// x-ratelimit-reset-*, Date), the only ones Transport keeps. May be nil.
 	Header http.Header
+	// Type and Code are the provider's error type and code, such as
+	// "insufficient_quota" or Anthropic's "overloaded_error". Transport
+	// fills them from the body; a client that has them decoded but no body
+	// can set them alone. Codes found in Body win.
+	Type, Code string
 	// Body is the response body, or its first MiB. Default reads the
-	// provider's error type and code, google.rpc details and the few
+	// provider's error type and codes, google.rpc details and the few
 	// messages listed in the package doc from it; nil when unknown.
 	Body []byte
 	// Err is the client's own error for the response, such as the
@@ -36,13 +41,20 @@ type HTTPError struct {
 }
 
 // Error returns Err's message unchanged, so wrapping in an HTTPError does not
-// alter what callers log. Without Err it names the status only: the body is
-// upstream text and stays out of messages.
+// alter what callers log. Without Err it names the status, type and code;
+// the body is upstream text and stays out of messages.
 func (e *HTTPError) Error() string {
 	if e.Err != nil {
 		return e.Err.Error()
 	}
-	return fmt.Sprintf("http status %d", e.StatusCode)
+	s := fmt.Sprintf("http status %d", e.StatusCode)
+	if e.Type != "" {
+		s += ", type " + e.Type
+	}
+	if e.Code != "" {
+		s += ", code " + e.Code
+	}
+	return s
 }
 
 // Unwrap returns Err, so errors.As finds the client's own error type.
@@ -94,5 +106,5 @@ func WithHeader(err error, h http.Header) error {
 	}
 	var s signals
 	walk(err, s.collect)
-	return &HTTPError{StatusCode: s.status, Header: hh, Err: err}
+	return &HTTPError{StatusCode: s.status, Header: hh, Type: s.p.typ, Code: s.p.code, Err: err}
 }

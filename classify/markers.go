@@ -48,11 +48,5 @@ func WithReason(err error, c Class, reason string, retryAfter time.Duration) err
 }
 
 func clampHint(d time.Duration) time.Duration {
-	if d < 0 {
-		return 0
-	}
-	if d > MaxHint {
-		return MaxHint
-	}
-	return d
+	return min(max(d, 0), MaxHint)
 }

@@ -45,6 +45,15 @@ func deepChain(depth int, bottom error) error {
 	return err
 }
 
+// joinWithMarkFirst joins n errors, mark first.
+func joinWithMarkFirst(n int, mark error) error {
+	errs := []error{mark}
+	for range n - 1 {
+		errs = append(errs, errors.New("other"))
+	}
+	return errors.Join(errs...)
+}
+
 // panicErr panics in Unwrap, as a typed nil pointer with a careless method
 // does.
 type panicErr struct{ inner *pairErr }
@@ -126,6 +135,14 @@ func TestMarkBadInput(t *testing.T) {
 		{"mark over a cycle", classify.Transient(&selfErr{}, time.Second), transient(classify.ReasonMarkedTransient, false, time.Second)},
 		{"mark under 100 links", deepChain(100, mark), permanent(classify.ReasonMarkedPermanent)},
 		{"mark under 2000 links is past the bound", deepChain(2000, mark), transient(classify.ReasonUnknown, false, 0)},
+		// The walk inspects 1024 errors: 1023 links and the mark, not 1024.
+		{"mark as the 1024th error", deepChain(1023, mark), permanent(classify.ReasonMarkedPermanent)},
+		{"mark as the 1025th error", deepChain(1024, mark), transient(classify.ReasonUnknown, false, 0)},
+		{"mark first in a join", errors.Join(mark, errors.New("other")), permanent(classify.ReasonMarkedPermanent)},
+		// A join's branches are stacked up to the bound, first branches last
+		// pushed and so first inspected.
+		{"mark first of 1023 joined errors", joinWithMarkFirst(1023, mark), permanent(classify.ReasonMarkedPermanent)},
+		{"mark first of 1025 joined errors is past the bound", joinWithMarkFirst(1025, mark), transient(classify.ReasonUnknown, false, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ const maxErrorBody = 1 << 20
 //
 // For a response with status >= 400 it reads the body, closes it and returns
 // no response but an *HTTPError that holds the status, the hint headers, the
-// body and, as Err, exactly the *openai.APIError or *openai.RequestError go-openai
+// body with its error type and code and, as Err, exactly the *openai.APIError or *openai.RequestError go-openai
 // would have built from that body. go-openai hands an error from its
 // HTTPClient back unchanged, for plain calls and at stream start alike, so:
 //
@@ -77,7 +77,8 @@ func responseError(resp *http.Response) error {
 		he.Err = fmt.Errorf("error, reading response body: %w", err)
 		return he
 	}
-	he.Body = body
+	p := parseBody(body)
+	he.Type, he.Code, he.Body = p.typ, p.code, body
 	var errRes openai.ErrorResponse
 	err = json.Unmarshal(body, &errRes)
 	if err != nil || errRes.Error == nil {

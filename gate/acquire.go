@@ -286,6 +286,9 @@ func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []a
 	}
 	if err != nil {
 		g.undoAcquire(ctx, l, r.fresh)
+		if r.probe { // one node: the script claimed the scope's probe too
+			g.unclaimScope(ctx, l.token)
+		}
 		return acquireReply{}, err
 	}
 	return r, nil

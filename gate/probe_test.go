@@ -306,3 +306,33 @@ func TestProviderHintIsTheWait(t *testing.T) {
 		t.Fatalf("after 4 rate limits: %+v, want ready with no attempts", st)
 	}
 }
+
+// An acquire undone because no replica acknowledged it (WaitReplicas)
+// gives back the scope probe it had claimed: the next call probes at once
+// instead of the scope staying "probing" for a lease.
+func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
+	srv := redistest.Server(t) // no replica: WAIT never reaches 1
+	ctx := context.Background()
+	prefix := redistest.UniqueKey(t)
+	o := gate.Options{Prefix: prefix, Scope: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
+	plain := newGate(t, srv.Client(t), o)
+	o.WaitReplicas, o.WaitTimeout = 1, 20*time.Millisecond
+	waiting := newGate(t, srv.Client(t), o)
+	_ = failWith(t, plain, "a", errRateLimited)
+	// Once the scope's 50 ms are over, the waiting gate claims the probe
+	// and fails for want of a replica.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := waiting.Do(ctx, "b", okFn)
+		if errors.Is(err, gate.ErrUnavailable) {
+			break
+		}
+		if !errors.Is(err, gate.ErrUpstreamCooling) || time.Now().After(deadline) {
+			t.Fatalf("WaitReplicas without a replica: %v, want ErrUnavailable once the scope's wait is over", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := plain.Do(ctx, "c", okFn); err != nil {
+		t.Fatalf("after the undone probe: %v, want the next call to probe", err)
+	}
+}

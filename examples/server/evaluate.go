@@ -83,11 +83,9 @@ func parseEvaluation(content string) (evaluation, error) {
 // tag never appears and this is exactly classify.Default.
 func demoClassify(err error) classify.Verdict {
 	v := classify.Default(err)
-	var apiErr *openai.APIError
-	if v.ProviderWide && errors.As(err, &apiErr) {
-		if code, _ := apiErr.Code.(string); strings.HasPrefix(code, jobLevelCodePrefix) {
-			v.ProviderWide = false
-		}
+	var he *classify.HTTPError
+	if v.ProviderWide && errors.As(err, &he) && strings.HasPrefix(he.Code, jobLevelCodePrefix) {
+		v.ProviderWide = false
 	}
 	return v
 }
