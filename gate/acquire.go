@@ -28,7 +28,15 @@ import (
 // refused by (cooling down or failed) is confirmed with a plain GET of the
 // lock instead of the acquire script; its RetryAfter then comes from the
 // local clock.
+//
+// With Options.Wait set, a job running elsewhere is waited for: see
+// AcquireWait.
 func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
+	return g.AcquireWait(ctx, job, g.opts.Wait)
+}
+
+// acquireNow is Acquire without a wait.
+func (g *Gate) acquireNow(ctx context.Context, job string) (*Lease, error) {
 	if err := checkJob(job); err != nil {
 		return nil, err
 	}
@@ -326,7 +334,7 @@ func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
 	}
 	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	if err := undoScript.Run(rctx, g.rdb, l.keys.both[:], l.token, f).Err(); err != nil {
+	if err := g.scripts.undo.Run(rctx, g.rdb, l.keys.both[:], l.token, f).Err(); err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", err)})
 	}
 }

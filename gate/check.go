@@ -37,6 +37,13 @@ const (
 	// reset the scope and clear the marks already written
 	// (retrygate reset --state failed --reason R).
 	WarnPermanentWave = "permanent_wave"
+	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
+	// subscribe to the job's channel and poll Redis with backoff instead:
+	// the client cannot subscribe, Redis refused it (an ACL without
+	// channel permission: NOPERM; a server without SSUBSCRIBE), or the
+	// subscription's connection broke (Err says which). They are woken
+	// late, never wrongly.
+	WarnWaitPolling = "wait_polling"
 )
 
 // Warning is one problem Check found. It is advice: the gate works, but a

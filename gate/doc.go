@@ -71,6 +71,26 @@
 // writer's result out. A Redis whose maxmemory-policy evicts keys with a TTL
 // (volatile-*, allkeys-*) can end cooldowns early; Gate.Check warns about it.
 //
+// # Waiting for a running job
+//
+// By default a job running elsewhere is refused at once (ErrInFlight).
+// With Options.Wait, or per call with AcquireWait, the caller waits for
+// the running lease to settle and then runs the job if it is free, or gets
+// the refusal the settle left (ErrDone, ErrCoolingDown with the cooldown's
+// true time left, ErrFailed). The wait is woken by Redis pub/sub, not by
+// polling: every script that changes a job's or scope's state publishes
+// on the channel named as that key (PUBLISH on one node, SPUBLISH on a
+// cluster so the channel lives in the key's slot), inside the script, so a
+// call nobody waits for pays one publish. A waiter subscribes before it
+// reads the state again, so a settle in between is never missed; a lease
+// that expires without a settle publishes nothing, so each step of a wait
+// ends at the lease's time left. Waiters and watchers (Watch) of one job
+// in one Gate share one subscription, over one connection per Redis
+// server, open while someone waits and briefly after. Where subscribing
+// fails (the client cannot, an ACL forbids channels, the connection broke)
+// waits poll with backoff, up to once a second, and the Gate sends an
+// EventWarning with Reason WarnWaitPolling.
+//
 // # Upstream scope
 //
 // With Options.Scope set, provider-wide failures (429 rate limit, 503/529
@@ -92,7 +112,9 @@
 //
 // # Keys
 //
-// Keys are <Prefix>:{<job>}:lock and <Prefix>:{<job>}:meta; a job key with
+// Keys are <Prefix>:{<job>}:lock and <Prefix>:{<job>}:meta (changes of the
+// lock, and of the scope key, are published on a channel of the same name;
+// channels are not keys and hold nothing); a job key with
 // characters outside [A-Za-z0-9-_.:/@+=,|#] is stored base64url-encoded
 // behind '~', so user input can neither break the hash tag nor collide with
 // another job. Job keys must be 1 to MaxJobLen bytes.

@@ -31,6 +31,9 @@ type Gate struct {
 	// this process ends; until then acquires read the scope first.
 	scopeHint atomic.Int64
 
+	// hub holds the subscriptions of waits and watches (notify.go).
+	hub hub
+
 	mu       sync.Mutex
 	inflight map[string]*Lease      // in-process coalescing, by job
 	hints    map[string]coolingHint // cooldowns seen, by job (hint.go)
@@ -65,6 +68,7 @@ func New(rdb Scripter, opts Options) (*Gate, error) {
 		inflight:   make(map[string]*Lease),
 		hints:      make(map[string]coolingHint),
 	}
+	g.hub.g = g
 	g.argLease, g.argMetaTTL, g.argDoneTTL = ms(o.Lease), ms(o.Lease+o.AttemptsTTL), ms(o.DoneTTL)
 	g.argMetaSlack = ms(o.AttemptsTTL / 2)
 	g.topology = topologyOf(rdb)
@@ -147,6 +151,7 @@ func (g *Gate) forget(l *Lease) {
 		delete(g.inflight, l.job)
 	}
 	g.mu.Unlock()
+	g.hub.local(l.keys.lock)
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

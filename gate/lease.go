@@ -332,7 +332,7 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 		}
 		res.Upstream.Scope = g.opts.Scope
 	}
-	n, err := releaseScript.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
+	n, err := g.scripts.release.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
 	switch {
 	case err != nil:
 		return res, false, err
@@ -365,7 +365,7 @@ func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Ver
 		scopeCh = make(chan scopeResult, 1)
 		go func() { scopeCh <- g.updateScope(rctx, w.scope, v.Reason, l.token) }()
 	}
-	reply, err := decodeSettle(settleScript.Run(rctx, g.rdb, keys, l.settleArgs(w.settleWrite, oneScript)...))
+	reply, err := decodeSettle(g.scripts.settle.Run(rctx, g.rdb, keys, l.settleArgs(w.settleWrite, oneScript)...))
 	if scopeCh != nil {
 		if sr := <-scopeCh; sr.err == nil {
 			res.Upstream = sr.status

@@ -74,6 +74,15 @@ type Options struct {
 	// tokens processed before the abort). No attempt is counted either way.
 	CanceledCooldown time.Duration
 
+	// Wait is how long Acquire, Do and Call wait for a job that is running
+	// elsewhere (another process, another goroutine) to settle, before they
+	// give up with ErrInFlight: woken by Redis pub/sub the moment the
+	// running lease settles, the waiter then runs the job if it is free or
+	// gets the refusal the settle left (ErrDone, ErrCoolingDown with its
+	// true wait, ErrFailed). AcquireWait chooses per call. 0 = no wait: a
+	// running job is refused at once (the default).
+	Wait time.Duration
+
 	// OnLeaseLost chooses what happens to fn on a lost lease. Default: Fence.
 	OnLeaseLost LeaseLostPolicy
 
@@ -219,6 +228,7 @@ func (o Options) withDefaults() (Options, error) {
 	dur("FailedTTL", &o.FailedTTL, 7*24*time.Hour)
 	dur("DoneTTL", &o.DoneTTL, 0)
 	dur("CanceledCooldown", &o.CanceledCooldown, 0)
+	dur("Wait", &o.Wait, 0)
 	if o.OnLeaseLost != Fence && o.OnLeaseLost != Continue {
 		bad = append(bad, fmt.Sprintf("OnLeaseLost: unknown policy %d", o.OnLeaseLost))
 	}

@@ -119,7 +119,7 @@ type scopeResult struct {
 func (g *Gate) updateScope(ctx context.Context, su scopeUpdate, reason, member string) scopeResult {
 	args := append([]any{nil, nil, member}, g.scopeArgs(su, reason)[2:]...)
 	args[0], args[1] = string(su.op), reason
-	v, err := scopeScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}, args...).Slice()
+	v, err := g.scripts.scope.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}, args...).Slice()
 	if err != nil {
 		return scopeResult{err: err}
 	}
@@ -160,7 +160,7 @@ func (g *Gate) readScope(ctx context.Context, token string) (s *scopeReply, clai
 func (g *Gate) unclaimScope(ctx context.Context, token string) {
 	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	if err := unclaimScript.Run(rctx, g.rdb, []string{g.scopeKey}, token, g.argLease).Err(); err != nil {
+	if err := g.scripts.unclaim.Run(rctx, g.rdb, []string{g.scopeKey}, token, g.argLease).Err(); err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Op: redisop.Scope, Err: redisError("scope", err)})
 	}
 }
@@ -226,7 +226,7 @@ func (g *Gate) ResetScope(ctx context.Context) error {
 	if g.scopeKey == "" {
 		return nil
 	}
-	if err := scopeResetScript.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}).Err(); err != nil {
+	if err := g.scripts.scopeReset.Run(ctx, g.rdb, []string{g.scopeKey, g.scopeFails}).Err(); err != nil {
 		return redisError("scope reset", err)
 	}
 	return nil

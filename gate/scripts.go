@@ -35,6 +35,8 @@ var (
 	resetLua string
 	//go:embed lua/undo.lua
 	undoLua string
+	//go:embed lua/notify.lua
+	notifyLua string
 
 	// acquire.lua reads the scope only with KEYS[3] (one node, with a
 	// Scope): without one, the script runs without the scope library, so
@@ -42,18 +44,34 @@ var (
 	acquireScript      = redis.NewScript(acquireLua)
 	acquireScopeScript = redis.NewScript(scopeLibLua + acquireLua)
 	renewScript        = redis.NewScript(renewLua)
-	settleScript       = redis.NewScript(scopeLibLua + settleLua)
-	releaseScript      = redis.NewScript(releaseLua)
-	scopeScript        = redis.NewScript(scopeLibLua + scopeLua)
 	scopeCheckScript   = redis.NewScript(scopeLibLua + scopeCheckLua)
-	unclaimScript      = redis.NewScript(scopeUnclaimLua)
-	waveScript         = redis.NewScript(scopeLibLua + waveLua)
-	scopeResetScript   = redis.NewScript(scopeResetLua)
 	statusScript       = redis.NewScript(statusLua)
 	statusScopeScript  = redis.NewScript(scopeLibLua + statusLua)
-	resetScript        = redis.NewScript(resetLua)
-	undoScript         = redis.NewScript(undoLua)
+
+	// The scripts that change a job's or scope's state publish the change
+	// (lua/notify.lua): PUBLISH on one node, SPUBLISH on a cluster.
+	nodeScripts    = newWriteScripts("PUBLISH")
+	clusterScripts = newWriteScripts("SPUBLISH")
 )
+
+// writeScripts are the scripts that change state, in one topology's form.
+type writeScripts struct {
+	settle, release, scope, scopeReset, reset, undo, unclaim, wave *redis.Script
+}
+
+func newWriteScripts(publish string) *writeScripts {
+	pre := "local PUBLISH = '" + publish + "'\n" + notifyLua
+	return &writeScripts{
+		settle:     redis.NewScript(pre + scopeLibLua + settleLua),
+		release:    redis.NewScript(pre + releaseLua),
+		scope:      redis.NewScript(pre + scopeLibLua + scopeLua),
+		scopeReset: redis.NewScript(pre + scopeResetLua),
+		reset:      redis.NewScript(pre + resetLua),
+		undo:       redis.NewScript(pre + undoLua),
+		unclaim:    redis.NewScript(pre + scopeUnclaimLua),
+		wave:       redis.NewScript(pre + scopeLibLua + waveLua),
+	}
+}
 
 // Scripter is the narrow Redis interface the gate needs. *redis.Client,
 // *redis.ClusterClient, *redis.Ring and every redis.UniversalClient satisfy

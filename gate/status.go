@@ -76,7 +76,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 		return err
 	}
 	k := g.jobKeys(job)
-	v, err := resetScript.Run(ctx, g.rdb, k.both[:]).Slice()
+	v, err := g.scripts.reset.Run(ctx, g.rdb, k.both[:]).Slice()
 	if err != nil {
 		return redisError("reset", err)
 	}

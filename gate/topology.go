@@ -31,6 +31,19 @@ type topology struct {
 	// pin returns a connection to the master of key, for WAIT after an
 	// acquire (WaitReplicas); nil when the client cannot pin one.
 	pin func(ctx context.Context, key string) (*redis.Conn, error)
+	// scripts are the state-changing scripts, publishing with PUBLISH on
+	// one node and SPUBLISH otherwise (notify.go).
+	scripts *writeScripts
+	// pubsub opens an empty PubSub for the node that serves channel, and
+	// node names that node ("" on one node); nil when the client cannot
+	// subscribe: waits then poll (notify.go).
+	pubsub func(ctx context.Context) *redis.PubSub
+	node   func(ctx context.Context, channel string) (string, error)
+	// sharded: subscribe with SSUBSCRIBE (cluster), else SUBSCRIBE.
+	sharded bool
+	// reload refreshes a cluster client's slot map (after a MOVED reply to
+	// a subscription); nil on one node.
+	reload func(ctx context.Context)
 }
 
 type (
@@ -43,16 +56,27 @@ type (
 		MasterForKey(ctx context.Context, key string) (*redis.Client, error)
 		ReloadState(ctx context.Context)
 	}
+	subscriber interface {
+		Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+	}
+	shardSubscriber interface {
+		SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
+	}
 )
 
 func topologyOf(rdb Scripter) topology {
-	t := topology{ctxDeadlines: true}
+	t := topology{ctxDeadlines: true, scripts: clusterScripts}
 	t.get, _ = rdb.(getter)
 	switch c := rdb.(type) {
 	case nodeClient:
 		t.oneNode = true
+		t.scripts = nodeScripts
 		t.ctxDeadlines = c.Options().ContextTimeoutEnabled
 		t.pin = func(context.Context, string) (*redis.Conn, error) { return c.Conn(), nil }
+		if s, ok := rdb.(subscriber); ok {
+			t.pubsub = func(ctx context.Context) *redis.PubSub { return s.Subscribe(ctx) }
+			t.node = func(context.Context, string) (string, error) { return "", nil }
+		}
 	case clusterClient:
 		t.ctxDeadlines = c.Options().ContextTimeoutEnabled
 		t.pin = func(ctx context.Context, key string) (*redis.Conn, error) {
@@ -61,6 +85,21 @@ func topologyOf(rdb Scripter) topology {
 				return nil, err
 			}
 			return m.Conn(), nil
+		}
+		// go-redis routes a PubSub's connection by its first channel's slot
+		// and sends every SSUBSCRIBE on that one connection, so the gate
+		// keeps one PubSub per master (notify.go).
+		t.reload = c.ReloadState
+		if s, ok := rdb.(shardSubscriber); ok {
+			t.sharded = true
+			t.pubsub = func(ctx context.Context) *redis.PubSub { return s.SSubscribe(ctx) }
+			t.node = func(ctx context.Context, channel string) (string, error) {
+				m, err := c.MasterForKey(ctx, channel)
+				if err != nil {
+					return "", err
+				}
+				return m.Options().Addr, nil
+			}
 		}
 	}
 	return t

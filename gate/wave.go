@@ -21,7 +21,7 @@ func (g *Gate) inWave(ctx, rctx context.Context, l *Lease, v classify.Verdict) b
 	if g.scopeKey == "" || p.PermanentWave <= 0 {
 		return false
 	}
-	n, err := waveScript.Run(rctx, g.rdb, []string{g.scopeKey, g.scopeKey + ":wave:" + v.Reason},
+	n, err := g.scripts.wave.Run(rctx, g.rdb, []string{g.scopeKey, g.scopeKey + ":wave:" + v.Reason},
 		v.Reason, l.job, p.PermanentWave, ms(p.FailWindow), ms(p.PauseTTL), ms(g.opts.Lease)).Int()
 	if err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", err)})

@@ -32,6 +32,22 @@
 //	no valid job key          400     none                      (no job_state)
 //	ErrNotRouted (mounting)   500     none                      (no job_state)
 //
+// A duplicate request that sends Prefer: wait=N (RFC 7240) while its job
+// runs is not refused at once: it waits, at most N seconds capped by
+// Options.MaxWait (default 10 s), for the running call to settle (woken by
+// Redis pub/sub, see gate.AcquireWait), and its response carries
+// Preference-Applied: wait=<the seconds it could wait>:
+//
+//	after the wait            answer
+//	job free (released)       the handler runs: the request's own call
+//	done (gate DoneTTL)       Options.Replay (the first call's result), else 409 done
+//	cooling down, failed...   the row above, with the true Retry-After
+//	still running             409 running, Retry-After = the lease's time left
+//
+// Without the header, or with an invalid one (negative, not digits, not
+// the first wait preference), nothing waits unless the gate's Options.Wait
+// says so; MaxWait < 0 ignores the header.
+//
 // With Options.StatusURL set, status_url is written in the first five rows
 // (the gate's refusals). Members that do not apply are left out: attempts
 // when no failure was counted, reason when none is known. detail is the human sentence from
@@ -65,6 +81,19 @@
 // The response writer the handler gets keeps http.Flusher (server-sent
 // events from a streaming call flush as they come), http.Hijacker, and
 // Unwrap for http.ResponseController.
+//
+// # Live status
+//
+// StatusHandler answers a request with Accept: text/event-stream with
+// server-sent events instead of one JSON body: the job's RetryStatus at
+// once and after every change made by any process (a settle, a reset from
+// the CLI, the scope cooling or reopening, a cooldown's end), pushed
+// through Redis pub/sub within a round trip (gate.Watch); a comment line
+// every 15 s; ids that continue from Last-Event-ID; at most
+// Options.MaxStreams streams per handler (503 beyond). A page's countdown
+// needs no polling, and its button comes back the moment the job may run.
+// http.Server.Shutdown waits for open streams: end them with the request
+// context (the demo in examples/server cancels streams on shutdown).
 //
 // # Job keys
 //

@@ -47,7 +47,7 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 	}
 
 	st := &state{}
-	l, err := c.g.Acquire(context.WithValue(r.Context(), stateKey{}, st), job)
+	l, err := c.acquire(context.WithValue(r.Context(), stateKey{}, st), w, r, job)
 	if err != nil {
 		c.refuse(w, r, err)
 		return

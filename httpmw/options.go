@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
@@ -36,6 +37,22 @@ type Options struct {
 	// instead of the 409 problem, e.g. with the stored result. It runs
 	// without a lease. Nil = the 409 problem.
 	Replay http.Handler
+
+	// MaxWait caps the wait a request may ask for with Prefer: wait=N
+	// (RFC 7240) when its job is running: the request then waits, at most
+	// N seconds and MaxWait, for the running call to settle, and runs, or
+	// gets its result through Replay (the job is Done), or the refusal
+	// with its true Retry-After. A response that waited carries
+	// Preference-Applied: wait=N. Without the header nothing waits unless
+	// the gate's Options.Wait says so. Negative = the header is ignored.
+	// Default: 10s.
+	MaxWait time.Duration
+
+	// MaxStreams bounds the live status streams a StatusHandler serves at
+	// once (requests with Accept: text/event-stream); one more is answered
+	// with the 503 problem. Negative = no streams: such requests get the
+	// plain JSON answer. Default: 256.
+	MaxStreams int
 
 	// RetryIn turns a wait into the human sentence of a refusal's detail
 	// and a status's message; it is called with 0 when a retry may run now.
@@ -92,6 +109,11 @@ type config struct {
 	opts Options
 	// Header names; "" = not sent.
 	retryAfter, rateLimit string
+	// maxWait caps Prefer: wait; ≤ 0 = the header is ignored.
+	maxWait time.Duration
+	// maxStreams bounds live event streams (StatusHandler); ≤ 0 = none.
+	maxStreams int
+	streams    atomic.Int64
 }
 
 // newConfig validates opts and panics naming every invalid option, as
@@ -131,6 +153,18 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 	}
 	if c.opts.RetryIn == nil {
 		c.opts.RetryIn = DefaultRetryIn
+	}
+	switch {
+	case opts.MaxStreams == 0:
+		c.maxStreams = 256
+	case opts.MaxStreams > 0:
+		c.maxStreams = opts.MaxStreams
+	}
+	switch {
+	case opts.MaxWait == 0:
+		c.maxWait = 10 * time.Second
+	case opts.MaxWait > 0:
+		c.maxWait = opts.MaxWait
 	}
 	if c.opts.UnavailableRetryAfter == 0 {
 		c.opts.UnavailableRetryAfter = 5 * time.Second

@@ -38,9 +38,18 @@ type RetryStatus struct {
 // naming no valid job gets the 400 problem, and a Redis error the 503
 // problem with job_state "unknown" and no internals.
 //
+// A request with Accept: text/event-stream gets a stream of server-sent
+// events instead (a page's countdown without polling): an event "status"
+// whose data is the RetryStatus JSON, sent at once and after each change
+// of the job from any process (a settle, a reset from the CLI, a scope
+// change, a cooldown's end; see gate.Watch), a comment line every 15 s
+// when idle, event ids that count up and continue from Last-Event-ID on a
+// reconnection (which gets the current state at once), and at most
+// Options.MaxStreams streams at once (503 beyond).
+//
 // opts.Job must compute the key the middleware computes: on a route other
 // than the middleware's, use URLParamAs with the middleware route's pattern.
-// Of the other options it uses RetryIn, ProblemTypeBase, Headers,
+// Of the other options it uses MaxStreams, RetryIn, ProblemTypeBase, Headers,
 // UnavailableRetryAfter, Unavailable, InvalidJob and OnError, so the
 // middleware's Options can be passed with Job replaced. StatusHandler
 // panics when g or opts.Job is nil.
@@ -53,18 +62,46 @@ func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := c.g.Status(r.Context(), job)
-	if err != nil {
-		if errors.Is(err, gate.ErrInvalidJob) {
-			ref, h := c.invalidFor(err)
-			c.respond(w, r, ref, h)
-			return
-		}
-		c.onError(r, err)
-		c.respond(w, r, c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable)
+	if c.maxStreams > 0 && wantsEvents(r) {
+		c.serveEvents(w, r, job)
 		return
 	}
+	st, err := c.g.Status(r.Context(), job)
+	if err != nil {
+		c.statusError(w, r, err)
+		return
+	}
+	body, _ := json.Marshal(RetryStatusOf(st, c.opts.RetryIn))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
 
+// statusError answers a failed status read: 400 for an invalid job, else
+// the 503 problem without internals.
+func (c *config) statusError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, gate.ErrInvalidJob) {
+		ref, h := c.invalidFor(err)
+		c.respond(w, r, ref, h)
+		return
+	}
+	c.onError(r, err)
+	c.respond(w, r, c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable)
+}
+
+// RetryStatusOf is the body StatusHandler answers for st, for a handler
+// that reports many jobs at once (a page of documents watching each with
+// gate.Watch over one stream: browsers open at most six HTTP/1.1
+// connections per host). retryIn writes the message; nil means
+// DefaultRetryIn. While the gate's upstream scope cools down or is paused
+// the state is "upstream_cooling" (a failed or done job keeps its own).
+func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStatus {
+	if retryIn == nil {
+		retryIn = DefaultRetryIn
+	}
 	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason}
 	wait := st.RetryAfter
 	if up := st.Upstream; up.State != gate.ScopeOpen && st.State != gate.Failed && st.State != gate.Done {
@@ -78,19 +115,15 @@ func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {
 	case gate.Done:
 		out.Message = "This job is already done."
 	default:
-		out.Message = c.opts.RetryIn(wait)
+		out.Message = retryIn(wait)
 	}
 	if wait > 0 && st.State != gate.Failed && st.State != gate.Done {
-		var ref Refusal
-		c.setWait(&ref, wait)
 		out.RetryAfterSeconds = retrySeconds(wait)
-		out.RetryAt = ref.RetryAt.UTC().Format(time.RFC3339)
+		at := time.Now().Add(wait)
+		if t := at.Truncate(time.Second); t.Before(at) {
+			at = t.Add(time.Second)
+		}
+		out.RetryAt = at.UTC().Format(time.RFC3339)
 	}
-	body, _ := json.Marshal(out)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	return out
 }

@@ -20,6 +20,26 @@ type app struct {
 	stats   *stats
 	// logf logs what clients must not see (upstream and Redis errors).
 	logf func(format string, args ...any)
+	// shutdown is closed when the server shuts down: it ends the event
+	// streams, which http.Server.Shutdown would otherwise wait for.
+	shutdown chan struct{}
+}
+
+// streaming gives a long-lived response a context that also ends on
+// shutdown; requests that do work (an evaluation) finish instead.
+func (a *app) streaming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-a.shutdown:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // routes builds the demo's HTTP API and page.
@@ -29,6 +49,7 @@ func (a *app) routes() http.Handler {
 	r.Get("/", servePage)
 	r.Get("/api/documents", a.listDocuments)
 	r.Get("/api/stats", a.getStats)
+	r.With(a.streaming).Get("/api/events", a.events)
 	r.Route("/documents/{id}", func(r chi.Router) {
 		r.Use(requireDocument)
 		r.Get("/", a.getDocument)

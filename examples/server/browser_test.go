@@ -146,6 +146,8 @@ func TestPageCountdown(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < 1500*time.Millisecond {
 		t.Fatalf("button enabled after %v, before the 3s cooldown ended", waited)
+	} else if waited > 3*time.Second+time.Second {
+		t.Fatalf("button enabled %v after the countdown began, more than 1s after the 3s cooldown ended", waited)
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.Click(card+` .evaluate`),

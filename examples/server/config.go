@@ -29,6 +29,10 @@ type config struct {
 	MaxCooldown time.Duration
 	Lease       time.Duration
 	MaxAttempts int
+	// DoneTTL holds a successful evaluation as done: a click that waited
+	// for the running call (Prefer: wait), or comes within DoneTTL, gets
+	// its result without a second model call.
+	DoneTTL time.Duration
 	// ScopeCooldown is the upstream pause after a provider-wide failure
 	// that came without a retry hint.
 	ScopeCooldown time.Duration
@@ -62,6 +66,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		MaxCooldown:     time.Minute,
 		Lease:           2 * time.Second,
 		MaxAttempts:     3,
+		DoneTTL:         5 * time.Second,
 		ScopeCooldown:   10 * time.Second,
 		ScopePause:      30 * time.Second,
 		RateLimitHint:   8 * time.Second,
@@ -94,6 +99,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("RETRYGATE_MAX_COOLDOWN", &cfg.MaxCooldown)
 	envDur("RETRYGATE_LEASE", &cfg.Lease)
 	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.ScopeCooldown)
+	envDur("RETRYGATE_DONE_TTL", &cfg.DoneTTL)
 	envDur("RETRYGATE_SCOPE_PAUSE", &cfg.ScopePause)
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
 	envDur("DEMO_SCOPE_HINT", &cfg.ScopeHint)
@@ -116,6 +122,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.MaxCooldown, "max-cooldown", cfg.MaxCooldown, "longest cooldown (env RETRYGATE_MAX_COOLDOWN)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = unlimited (env RETRYGATE_MAX_ATTEMPTS)")
+	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
 	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
 	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "upstream pause after a systemic failure such as an empty credit balance (env RETRYGATE_SCOPE_PAUSE)")
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
@@ -133,7 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"scope-cooldown", cfg.ScopeCooldown}, {"scope-pause", cfg.ScopePause},
+	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"done-ttl", cfg.DoneTTL}, {"scope-cooldown", cfg.ScopeCooldown}, {"scope-pause", cfg.ScopePause},
 		{"rate-limit-hint", cfg.RateLimitHint}, {"scope-hint", cfg.ScopeHint}, {"slow-call", cfg.SlowCall}} {
 		if d.v <= 0 {
 			bad = append(bad, fmt.Sprintf("-%s: want a positive duration", d.name))

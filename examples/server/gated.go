@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -13,16 +15,30 @@ import (
 // reset routes compute the same key as the evaluate route.
 var evaluateJob = httpmw.URLParamAs("/documents/{id}/evaluate", "id")
 
+// docJob is the job key the evaluate route computes for document id.
+func docJob(id string) string {
+	rctx := chi.NewRouteContext()
+	rctx.URLParams.Add("id", id)
+	r := (&http.Request{URL: &url.URL{}}).WithContext(context.WithValue(context.Background(), chi.RouteCtxKey, rctx))
+	job, _ := evaluateJob(r)
+	return job
+}
+
 // mountGated mounts the evaluate route behind the gate's middleware, and the
-// retry-status route the page polls for its countdown.
+// retry-status route (JSON, or a stream of server-sent events). A click
+// while the document is being evaluated sends Prefer: wait and gets the
+// running call's result (Replay, the job being Done) instead of a second
+// model call.
 func (a *app) mountGated(r chi.Router) {
 	opts := httpmw.Options{
 		Job:       evaluateJob,
 		StatusURL: httpmw.SiblingURL("retry-status"),
+		Replay:    http.HandlerFunc(a.replay),
+		MaxWait:   time.Minute,
 		OnError:   a.logError,
 	}
 	r.With(httpmw.New(a.gate, opts)).Post("/evaluate", a.evaluate)
-	r.Method(http.MethodGet, "/retry-status", httpmw.StatusHandler(a.gate, opts))
+	r.With(a.streaming).Method(http.MethodGet, "/retry-status", httpmw.StatusHandler(a.gate, opts))
 }
 
 // evaluate runs under the job's lease. A failure is handed to the gate with
@@ -37,6 +53,12 @@ func (a *app) evaluate(w http.ResponseWriter, r *http.Request) {
 	}
 	a.results.put(doc.ID, result{evaluation: out, EvaluatedAt: time.Now().UTC(), Fence: httpmw.Lease(r.Context()).Fence()})
 	writeJSON(w, http.StatusOK, a.view(doc))
+}
+
+// replay answers a duplicate of an evaluation held Done with its stored
+// result.
+func (a *app) replay(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.view(documentOf(r)))
 }
 
 func (a *app) logError(r *http.Request, err error) {

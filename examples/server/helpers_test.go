@@ -21,6 +21,7 @@ func testConfig() config {
 		MaxCooldown:     time.Minute,
 		Lease:           300 * time.Millisecond,
 		MaxAttempts:     3,
+		DoneTTL:         time.Second,
 		ScopeCooldown:   time.Second,
 		ScopePause:      time.Second,
 		RateLimitHint:   time.Second,

@@ -52,6 +52,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		Cooldown:    cfg.Cooldown,
 		MaxCooldown: cfg.MaxCooldown,
 		MaxAttempts: cfg.MaxAttempts,
+		DoneTTL:     cfg.DoneTTL,
 		Classify:    demoClassify,
 		Observer:    st,
 		Scope:       scope,
@@ -61,13 +62,15 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	a := &app{gate: g, eval: &evaluator{client: openai.NewClientWithConfig(oaCfg), model: model}, results: newResults(), stats: st,
-		logf: func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) }}
+		logf:     func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) },
+		shutdown: make(chan struct{})}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(func() { close(a.shutdown) })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

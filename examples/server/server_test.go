@@ -61,9 +61,20 @@ func TestEvaluateSucceedsAndStoresTheResult(t *testing.T) {
 	if exp, got := int64(1), s.stats(t).UpstreamCalls; exp != got {
 		t.Fatalf("upstream calls %d, want %d", got, exp)
 	}
-	if exp, got := "ready", s.status(t, "welcome-letter").body["job_state"]; exp != got {
+	// Held done for DoneTTL: a duplicate gets the stored result (Replay)
+	// without a model call, then the document can run again.
+	if exp, got := "done", s.status(t, "welcome-letter").body["job_state"]; exp != got {
 		t.Fatalf("job_state after success %v, want %q", got, exp)
 	}
+	dup := s.evaluate(t, "welcome-letter")
+	res, _ = dup.body["result"].(map[string]any)
+	if dup.code != http.StatusOK || res["summary"] == nil {
+		t.Fatalf("duplicate within DoneTTL: %d %s, want the stored result", dup.code, dup.raw)
+	}
+	if exp, got := int64(1), s.stats(t).UpstreamCalls; exp != got {
+		t.Fatalf("upstream calls after the duplicate %d, want %d", got, exp)
+	}
+	s.waitState(t, "welcome-letter", "ready", 3*time.Second)
 }
 
 // A per-document 429 with retry-after-ms cools the job for the hint;

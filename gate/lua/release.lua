@@ -12,7 +12,9 @@ if ARGV[3] == '1' then
 end
 if ARGV[2] ~= '0' then
   redis.call('SET', KEYS[1], 'd:', 'PX', ARGV[2])
+  notify(KEYS[1], 'd:')
   return 2
 end
 redis.call('DEL', KEYS[1])
+notify(KEYS[1], '')
 return 1

@@ -7,4 +7,5 @@ if v and string.sub(v, 1, 2) == 'r:' then
 end
 if v then redis.call('DEL', KEYS[1]) end
 redis.call('HDEL', KEYS[2], 'a')
+notify(KEYS[1], '')
 return {v, 0}

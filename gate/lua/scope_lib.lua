@@ -81,6 +81,7 @@ local function scope_update(skey, fkey, op, reason, member, ttl, factor, max, gr
   if op == 'o' then
     if probe then
       redis.call('DEL', skey)
+      notify(skey, '')
     end
   elseif op == 'c' or op == 'p' then
     local now = now_ms()
@@ -108,6 +109,7 @@ local function scope_update(skey, fkey, op, reason, member, ttl, factor, max, gr
     end
     if not keep then
       redis.call('SET', skey, op .. ':' .. reason .. ':' .. level .. ':' .. fmt(now + ttl), 'PX', fmt(ttl + tonumber(grace)))
+      notify(skey, op .. ':' .. reason)
     end
   end
   local r = scope_peek(skey)

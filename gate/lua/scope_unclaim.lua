@@ -10,4 +10,5 @@ if st ~= 'h' or x ~= ARGV[1] then
   return 0
 end
 redis.call('SET', KEYS[1], 'c:' .. reason .. ':' .. n .. ':0', 'PX', ARGV[2])
+notify(KEYS[1], 'c:' .. reason)
 return 1

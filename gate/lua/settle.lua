@@ -29,6 +29,7 @@ if cur ~= 'r:' .. ARGV[1] and not ((not cur) and redis.call('HGET', KEYS[2], 'f'
   return {0, cur, scope[1], scope[2]}
 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+notify(KEYS[1], ARGV[3])
 if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[2], 'a', ARGV[5])
 end

@@ -5,6 +5,7 @@
 -- cannot let a stale writer through.
 if redis.call('GET', KEYS[1]) == 'r:' .. ARGV[1] then
   redis.call('DEL', KEYS[1])
+  notify(KEYS[1], '')
   if ARGV[2] == '1' then
     redis.call('DEL', KEYS[2])
   end

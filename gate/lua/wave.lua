@@ -24,4 +24,5 @@ end
 redis.call('DEL', KEYS[2])
 local ttl = tonumber(ARGV[5])
 redis.call('SET', KEYS[1], 'p:' .. ARGV[1] .. ':1:' .. fmt(now + ttl), 'PX', fmt(ttl + tonumber(ARGV[6])))
+notify(KEYS[1], 'p:' .. ARGV[1])
 return 2

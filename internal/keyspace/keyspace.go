@@ -10,6 +10,9 @@
 //	<prefix>:scope:{<scope>}       upstream cooldown or pause
 //	<prefix>:scope:{<scope>}:fails sliding window of 5xx failures
 //
+// Changes of a lock or scope key are published (package gate's settle,
+// reset and scope scripts) on the pub/sub channel of the same name.
+//
 // A job or scope made only of safe characters appears as is, so operators
 // can read keys; anything else (braces, spaces, '~', control bytes, invalid
 // UTF-8) is written as '~' + base64url, which keeps the encoding injective.

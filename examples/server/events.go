@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+)
+
+// maxPageStreams bounds the pages streaming at once (one stream each).
+const maxPageStreams = 64
+
+// pageStreams counts the open page streams.
+var pageStreams atomic.Int64
+
+// eventView is one document's update on the page's stream.
+type eventView struct {
+	ID     string             `json:"id"`
+	Status httpmw.RetryStatus `json:"status"`
+	Result *result            `json:"result,omitempty"`
+}
+
+// events streams every document's retry status as server-sent events, so
+// the page learns at once, without polling, that a countdown ended, that
+// an operator reset a job (retrygate reset, from any process) or that the
+// upstream cooled. One stream for all documents: a browser keeps six
+// HTTP/1.1 connections per host, fewer than the documents, so one
+// httpmw.StatusHandler stream per document would starve the page's other
+// requests.
+func (a *app) events(w http.ResponseWriter, r *http.Request) {
+	if pageStreams.Add(1) > maxPageStreams {
+		pageStreams.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, http.StatusServiceUnavailable, "Too many pages are open; reload in a moment.")
+		return
+	}
+	defer pageStreams.Add(-1)
+	ctx := r.Context()
+	type update struct {
+		id string
+		st gate.Status
+	}
+	ups := make(chan update)
+	for _, d := range catalog {
+		ch, err := a.gate.Watch(ctx, docJob(d.ID))
+		if err != nil {
+			a.logf("GET %s: %v", r.URL.Path, err)
+			writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
+			return // the request's context ends the watches started
+		}
+		go func() {
+			for st := range ch {
+				select {
+				case ups <- update{d.ID, st}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("retry: 1000\n\n"))
+	_ = rc.Flush()
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	id := 0
+	for {
+		var msg []byte
+		select {
+		case u := <-ups:
+			id++
+			v := eventView{ID: u.id, Status: httpmw.RetryStatusOf(u.st, nil)}
+			if res, ok := a.results.get(u.id); ok {
+				v.Result = &res
+			}
+			data, _ := json.Marshal(v)
+			msg = append([]byte("id: "+strconv.Itoa(id)+"\nevent: status\ndata: "), data...)
+			msg = append(msg, "\n\n"...)
+		case <-tick.C:
+			msg = []byte(": heartbeat\n\n")
+		case <-ctx.Done():
+			return
+		}
+		if _, err := w.Write(msg); err != nil || rc.Flush() != nil {
+			return
+		}
+	}
+}

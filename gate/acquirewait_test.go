@@ -1,0 +1,574 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/faultproxy"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// A lease much longer than any test: a waiter that returns early was woken
+// by the settle, not by the lease's end.
+const longLease = time.Minute
+
+// waitUntil polls cond until it holds, failing t after within.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// subscribers returns how many connections subscribe to channel on the
+// server that holds it (SHARDNUMSUB on that cluster master).
+func subscribers(t *testing.T, tg redistest.Target, channel string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.PubSubShardNumSub(ctx, channel).Val()[channel]
+	}
+	return tg.Client.PubSubNumSub(ctx, channel).Val()[channel]
+}
+
+// countSubscribed installs a subscribed hook that counts the reads made
+// after a confirmed subscription, per job.
+func countSubscribed(t *testing.T) func(job string) int64 {
+	t.Helper()
+	var mu sync.Mutex
+	n := map[string]int64{}
+	t.Cleanup(gate.SetWaitHooks(nil, func(job string) {
+		mu.Lock()
+		n[job]++
+		mu.Unlock()
+	}))
+	return func(job string) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return n[job]
+	}
+}
+
+// TestAcquireWaitOneCall: waiters in 4 gates (4 processes, each with its
+// own subscription) wait for a running job and all get the outcome of its
+// one call, long before its lease could end: Done after a success, the
+// cooldown's true time left after a failure.
+func TestAcquireWaitOneCall(t *testing.T) {
+	reads := countSubscribed(t)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			var gates [4]*gate.Gate
+			for i := range gates {
+				gates[i] = newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease,
+					DoneTTL: time.Minute, Cooldown: 30 * time.Second, Jitter: -1})
+			}
+			const perGate = 5
+			for _, outcome := range []string{"success", "failure"} {
+				t.Run(outcome, func(t *testing.T) {
+					job := tg.Name + "-doc-" + outcome
+					ctx := context.Background()
+					owner, err := gates[0].Acquire(ctx, job)
+					if err != nil {
+						t.Fatal(err)
+					}
+					errs := make(chan error, 4*perGate)
+					for _, g := range gates {
+						for i := 0; i < perGate; i++ {
+							go func() {
+								l, err := g.AcquireWait(ctx, job, 20*time.Second)
+								if l != nil {
+									_ = l.Release(ctx)
+									err = errors.New("a waiter ran the job")
+								}
+								errs <- err
+							}()
+						}
+					}
+					waitUntil(t, 10*time.Second, "every waiter subscribed", func() bool { return reads(job) >= 4*perGate })
+					lock, _ := keyspace.Job(prefix, job)
+					if tg.Name != "miniredis" {
+						// One subscription per gate, however many wait in it.
+						if exp, got := int64(4), subscribers(t, tg, lock); exp != got {
+							t.Fatalf("subscribers of %s: exp %d, got %d", lock, exp, got)
+						}
+					}
+					start := time.Now()
+					if outcome == "success" {
+						err = owner.Succeed(ctx)
+					} else {
+						err = owner.Fail(ctx, errBoom)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := 0; i < 4*perGate; i++ {
+						err := <-errs
+						switch outcome {
+						case "success":
+							if !errors.Is(err, gate.ErrDone) {
+								t.Fatalf("waiter %d: %v, want ErrDone", i, err)
+							}
+						default:
+							d, ok := gate.RetryAfter(err)
+							if !errors.Is(err, gate.ErrCoolingDown) || !ok || d <= 25*time.Second || d > 30*time.Second {
+								t.Fatalf("waiter %d: %v (retry after %v), want ErrCoolingDown with the cooldown's time left", i, err, d)
+							}
+						}
+					}
+					if took := time.Since(start); took > 5*time.Second {
+						t.Fatalf("waiters answered %v after the settle", took)
+					}
+					for _, g := range gates {
+						if n := gate.Listeners(g); n != 0 {
+							t.Fatalf("%d listeners left after the wait", n)
+						}
+					}
+					if tg.Name != "miniredis" {
+						waitUntil(t, 5*time.Second, "unsubscribed", func() bool { return subscribers(t, tg, lock) == 0 })
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestAcquireWaitRunsFreedJob: a waiter runs the job once the running
+// lease is released (no DoneTTL): the wait is for the job, not for a
+// refusal.
+func TestAcquireWaitRunsFreedJob(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, Wait: 20 * time.Second})
+			ctx := context.Background()
+			owner, err := g1.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				_ = owner.Succeed(ctx)
+			}()
+			ran := false
+			start := time.Now()
+			// Options.Wait applies to Do.
+			if err := g2.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+				ran = l.Fence() > owner.Fence()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !ran || time.Since(start) > 5*time.Second {
+				t.Fatalf("ran %v after %v, want the waiter to run the freed job with a newer fence", ran, time.Since(start))
+			}
+		})
+	}
+}
+
+// TestAcquireWaitSubscribeReadRace settles the job in the two windows a
+// waiter has between its first refusal and its wait: before its
+// subscription is confirmed, and between the confirmation and its read.
+// Either settle publishes while nobody of this gate listens yet, so only
+// reading again after subscribing sees it; a waiter that missed it would
+// sleep until its budget ends.
+func TestAcquireWaitSubscribeReadRace(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		for _, window := range []string{"before-subscribe", "before-read"} {
+			t.Run(tg.Name+"/"+window, func(t *testing.T) {
+				prefix := redistest.UniqueKey(t)
+				owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+				waiter := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+				ctx := context.Background()
+				l, err := owner.Acquire(ctx, "job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var once sync.Once
+				settle := func(string) { once.Do(func() { _ = l.Succeed(ctx) }) }
+				if window == "before-subscribe" {
+					t.Cleanup(gate.SetWaitHooks(settle, nil))
+				} else {
+					t.Cleanup(gate.SetWaitHooks(nil, settle))
+				}
+				start := time.Now()
+				_, err = waiter.AcquireWait(ctx, "job", 10*time.Second)
+				if !errors.Is(err, gate.ErrDone) {
+					t.Fatalf("AcquireWait: %v, want ErrDone", err)
+				}
+				if took := time.Since(start); took > 2*time.Second {
+					t.Fatalf("the settle was seen after %v: missed", took)
+				}
+			})
+		}
+	}
+}
+
+// TestAcquireWaitBudget: a waiter whose budget ends first gets ErrInFlight
+// with the lease's true time left, after about its budget; with no budget
+// a running job is refused at once, as without waits.
+func TestAcquireWaitBudget(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			ctx := context.Background()
+			owner, err := g1.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer owner.Release(ctx)
+
+			start := time.Now()
+			_, err = g2.AcquireWait(ctx, "job", 0)
+			if !errors.Is(err, gate.ErrInFlight) || time.Since(start) > time.Second {
+				t.Fatalf("no budget: %v after %v, want ErrInFlight at once", err, time.Since(start))
+			}
+			const budget = 150 * time.Millisecond
+			start = time.Now()
+			_, err = g2.AcquireWait(ctx, "job", budget)
+			took := time.Since(start)
+			d, _ := gate.RetryAfter(err)
+			if !errors.Is(err, gate.ErrInFlight) || d <= 50*time.Second || d > longLease {
+				t.Fatalf("budget ended: %v (retry after %v), want ErrInFlight with the lease's time left", err, d)
+			}
+			if took < budget || took > budget+2*time.Second {
+				t.Fatalf("returned after %v, want about the %v budget", took, budget)
+			}
+			if n := gate.Listeners(g2); n != 0 {
+				t.Fatalf("%d listeners left", n)
+			}
+		})
+	}
+}
+
+// TestAcquireWaitContextCancelled: a waiter whose caller gives up returns
+// the context's error at once and leaves no subscription behind.
+func TestAcquireWaitContextCancelled(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			owner, err := g1.Acquire(context.Background(), "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer owner.Release(context.Background())
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(gate.SetWaitHooks(nil, func(string) { cancel() }))
+			start := time.Now()
+			_, err = g2.AcquireWait(ctx, "job", 20*time.Second)
+			if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+				t.Fatalf("AcquireWait: %v after %v, want context.Canceled at once", err, time.Since(start))
+			}
+			if n := gate.Listeners(g2); n != 0 {
+				t.Fatalf("%d listeners left", n)
+			}
+			if tg.Name != "miniredis" {
+				lock, _ := keyspace.Job(prefix, "job")
+				waitUntil(t, 5*time.Second, "unsubscribed", func() bool { return subscribers(t, tg, lock) == 0 })
+			}
+		})
+	}
+}
+
+// TestAcquireWaitLeaseLost: the running lease's process dies (its Redis
+// connection is gone, so it neither renews nor settles) and its lock
+// expires, which publishes nothing: the waiter reads again when the lease
+// ends and runs the job.
+func TestAcquireWaitLeaseLost(t *testing.T) {
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			const lease = 200 * time.Millisecond
+			dead := &flaky{Scripter: tg.Client}
+			g1 := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
+			ctx := context.Background()
+			owner, err := g1.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead.Down.Store(true)
+			start := time.Now()
+			l, err := g2.AcquireWait(ctx, "job", 10*time.Second)
+			if err != nil {
+				t.Fatalf("AcquireWait: %v, want the job once the dead lease expired", err)
+			}
+			defer l.Release(ctx)
+			if took := time.Since(start); took > lease+2*time.Second {
+				t.Fatalf("ran %v after the wait began, want about the lease's %v", took, lease)
+			}
+			if l.Fence() <= owner.Fence() {
+				t.Fatalf("fence %d not above the lost lease's %d", l.Fence(), owner.Fence())
+			}
+		})
+	}
+}
+
+// TestAcquireWaitSubscriptionDropped: Redis drops the waiter's connections
+// (a fault proxy resets them) while the job runs, and the job settles while
+// the subscription is down: the waiter is still answered at once, from the
+// resubscription or its poll, and the gate warns that it polled.
+func TestAcquireWaitSubscriptionDropped(t *testing.T) {
+	srv := redistest.Server(t)
+	p := faultproxy.New(t, srv.Addr())
+	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = viaProxy.Close() })
+	direct := srv.Client(t)
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, viaProxy, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subscribed atomic.Int32
+	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
+		done <- err
+	}()
+	waitUntil(t, 5*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	p.ResetAll()
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered within 5s of the settle")
+	}
+	warned := false
+	for _, e := range rec.drain() {
+		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
+	}
+	if !warned {
+		t.Fatal("no EventWarning with WarnWaitPolling after the subscription broke")
+	}
+}
+
+// TestAcquireWaitWithoutChannelPermission: a Redis user without channel
+// permission (Redis 7 creates users with resetchannels) can neither
+// publish nor subscribe. Its settles still write (the publish is
+// pcall'ed), and its waiters poll, with a warning, and still see the
+// outcome.
+func TestAcquireWaitWithoutChannelPermission(t *testing.T) {
+	srv := redistest.Server(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	user := "nochannels"
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">secret-pw", "~*", "+@all", "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: user, Password: "secret-pw"})
+	t.Cleanup(func() { _ = limited.Close() })
+	if err := limited.Publish(ctx, "x", "y").Err(); err == nil {
+		t.Fatal("the limited user may publish: the test proves nothing")
+	}
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	owner := newGate(t, limited, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, limited, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if err := l.Succeed(ctx); err != nil {
+			t.Errorf("settle without channel permission: %v", err)
+		}
+	}()
+	start := time.Now()
+	_, err = waiter.AcquireWait(ctx, "job", 20*time.Second)
+	if !errors.Is(err, gate.ErrDone) || time.Since(start) > 5*time.Second {
+		t.Fatalf("AcquireWait: %v after %v, want ErrDone by polling", err, time.Since(start))
+	}
+	warned := false
+	for _, e := range rec.drain() {
+		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
+	}
+	if !warned {
+		t.Fatal("no WarnWaitPolling warning")
+	}
+}
+
+// TestAcquireWaitAcrossFailover: the master holding the job's slot dies
+// while a waiter waits, and its replica takes over. The waiter's shard
+// subscription breaks with the connection; it polls meanwhile, subscribes
+// again on the new master, and gets the outcome of the settle that
+// follows, long before the lease ends.
+func TestAcquireWaitAcrossFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 6-node cluster")
+	}
+	cl := redistest.Cluster(t, 3, 1)
+	prefix := redistest.UniqueKey(t)
+	opts := gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute}
+	ownerClient := cl.Client(t)
+	owner := newGate(t, ownerClient, opts)
+	rec := newRecorder()
+	wopts := opts
+	wopts.Observer = rec
+	waiter := newGate(t, cl.Client(t), wopts)
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subscribed atomic.Int32
+	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireWait(ctx, "job", 60*time.Second)
+		done <- err
+	}()
+	waitUntil(t, 10*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+
+	lock, _ := keyspace.Job(prefix, "job")
+	m, err := cl.Client(t).MasterForKey(ctx, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lock must be on the replica before its master dies.
+	if n, err := m.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
+		t.Fatalf("WAIT: %d %v", n, err)
+	}
+	cl.Server(m.Options().Addr).Kill()
+	newMaster := cl.Failover(t, m.Options().Addr, true)
+	// The waiter's subscription follows the slot to its new master.
+	nm := redis.NewClient(&redis.Options{Addr: newMaster})
+	t.Cleanup(func() { _ = nm.Close() })
+	waitUntil(t, 20*time.Second, "subscribed on the new master", func() bool {
+		return nm.PubSubShardNumSub(ctx, lock).Val()[lock] == 1
+	})
+	// The owner's client learns the new master (go-redis would by itself,
+	// within its state's 10 s lifetime).
+	ownerClient.ReloadState(ctx)
+	waitUntil(t, 20*time.Second, "owner routes to the new master", func() bool {
+		m, err := ownerClient.MasterForKey(ctx, lock)
+		return err == nil && m.Options().Addr == newMaster
+	})
+	start := time.Now()
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatalf("settle after the failover: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not answered within 10s of the settle")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("waiter answered %v after the settle: the resubscription should push it", took)
+	}
+	warned := false
+	for _, e := range rec.drain() {
+		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
+	}
+	if !warned {
+		t.Error("no WarnWaitPolling while the subscription was down")
+	}
+}
+
+// TestAcquireWaitRedisDown: once a waiter has seen the job running, Redis
+// going out of reach does not end its wait early, and FailOpen does not
+// make it run the job blind: at the end of its budget it gets
+// ErrUnavailable. (The client cannot subscribe either: it polls.)
+func TestAcquireWaitRedisDown(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
+	down := &flaky{Scripter: rdb}
+	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, FailOpen: true})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	t.Cleanup(gate.SetWaitHooks(func(string) { down.Down.Store(true) }, nil))
+	const budget = 200 * time.Millisecond
+	start := time.Now()
+	got, err := waiter.AcquireWait(ctx, "job", budget)
+	if got != nil || !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("AcquireWait: lease %v, %v; want no lease and ErrUnavailable", got, err)
+	}
+	if took := time.Since(start); took < budget || took > budget+2*time.Second {
+		t.Fatalf("returned after %v, want the %v budget", took, budget)
+	}
+}
+
+// TestAcquireWaitDocumentedACL: a user with exactly the rules
+// docs/operating.md lists, pub/sub's included, has its waits pushed: no
+// polling, no warning.
+func TestAcquireWaitDocumentedACL(t *testing.T) {
+	prefix := "aclwait"
+	wake := []string{"&" + prefix + ":*", "+publish", "+subscribe", "+unsubscribe",
+		"+spublish", "+ssubscribe", "+sunsubscribe", "+ping"}
+	s := redistest.ACLServer(t, prefix, wake)
+	rec := newRecorder()
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subscribed atomic.Int32
+	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
+		done <- err
+	}()
+	waitUntil(t, 5*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	// A poll would read several times meanwhile (10, 20, 40... ms).
+	time.Sleep(300 * time.Millisecond)
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered")
+	}
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventWarning {
+			t.Fatalf("warning %s: %v", e.Reason, e.Err)
+		}
+	}
+	if n := subscribed.Load(); n != 2 {
+		t.Fatalf("%d reads, want 2 (after subscribing, after the settle's message): polled", n)
+	}
+}

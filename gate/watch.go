@@ -1,0 +1,115 @@
+package gate
+
+import (
+	"context"
+	"time"
+)
+
+// Watch reports a job's status, read with Status, on the returned channel:
+// at once, and again after each change, made by any process, until ctx
+// ends; the channel is then closed. A change is a new state, attempt count,
+// reason, fence or upstream scope state: a settle, a reset (Reset, the
+// CLI), an undo, a scope cooling, pausing or being reset, and the end of a
+// cooldown, a lease, a done or failed mark or a scope cooldown, which
+// Redis does not announce, so Watch reads again when the TTL it last read
+// ends. An acquire is not announced (only settles publish, so a call that
+// succeeds pays one publish): a new lease shows when it settles, or when
+// Watch reads for another reason. A renewal is no change.
+//
+// Changes are pushed as AcquireWait's wake-ups are (Redis pub/sub on the
+// job's and the scope's channels, shared with the Gate's waiters), within
+// a round trip of the change; where subscribing fails Watch polls, up to
+// once a second, after an EventWarning. The channel holds the latest
+// status only: a reader that falls behind skips to the newest. A failed
+// first read is returned as the error; later failed reads are retried.
+func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
+	if err := checkJob(job); err != nil {
+		return nil, err
+	}
+	names := []string{g.jobKeys(job).lock}
+	if g.scopeKey != "" {
+		names = append(names, g.scopeKey)
+	}
+	ln := g.hub.listen(names...)
+	push := ln.ready(ctx, g.opts.Timeout)
+	st, err := g.Status(ctx, job)
+	if err != nil {
+		ln.close()
+		return nil, err
+	}
+	out := make(chan Status, 1)
+	out <- st
+	go g.watch(ctx, job, ln, st, push, out)
+	return out, nil
+}
+
+func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status, push bool, out chan Status) {
+	defer close(out)
+	defer ln.close()
+	poll := pollMin
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		step, ok := nextExpiry(last)
+		if !ok {
+			step = time.Hour
+		}
+		if push {
+			poll = pollMin
+		} else {
+			step = min(step, poll)
+			poll = min(2*poll, pollMax)
+		}
+		t.Reset(step)
+		select {
+		case <-ln.wake:
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		within := g.opts.Timeout
+		if !push {
+			within = min(within, poll)
+		}
+		push = ln.ready(ctx, within)
+		st, err := g.Status(ctx, job)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			push = false // read again after a backoff
+			continue
+		}
+		if changed(last, st) {
+			select {
+			case out <- st:
+			default: // the reader is behind: replace what it has not read
+				select {
+				case <-out:
+				default:
+				}
+				out <- st
+			}
+		}
+		last = st
+	}
+}
+
+// nextExpiry is when the state last read ends by itself: a cooldown, a
+// lease, a done or failed mark, a scope cooldown or pause; false if never.
+func nextExpiry(st Status) (time.Duration, bool) {
+	var d time.Duration
+	for _, c := range [...]time.Duration{st.RetryAfter, st.TTL, st.Upstream.RetryAfter} {
+		if c > 0 && (d == 0 || c < d) {
+			d = c
+		}
+	}
+	// A little past the TTL, so the read finds the key gone.
+	return d + 2*time.Millisecond, d > 0
+}
+
+// changed reports a change a person watching the job would see.
+func changed(a, b Status) bool {
+	return a.State != b.State || a.Attempts != b.Attempts || a.Reason != b.Reason || a.Fence != b.Fence ||
+		a.Upstream.State != b.Upstream.State || a.Upstream.Reason != b.Upstream.Reason
+}

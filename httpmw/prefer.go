@@ -1,0 +1,94 @@
+package httpmw
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// acquire takes the request's job lease. A request with Prefer: wait=N
+// (RFC 7240) whose job is running waits for it, at most N seconds capped by
+// Options.MaxWait, and its response then carries Preference-Applied.
+// Without the preference the gate's own Options.Wait applies, as for any
+// caller of gate.Acquire.
+func (c *config) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request, job string) (*gate.Lease, error) {
+	wait := c.preferredWait(r)
+	if wait <= 0 {
+		return c.g.Acquire(ctx, job)
+	}
+	start := time.Now()
+	l, err := c.g.AcquireWait(ctx, job, 0)
+	if !gateRunning(err) {
+		return l, err
+	}
+	w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(ceilDiv(wait, time.Second), 10))
+	return c.g.AcquireWait(ctx, job, wait-time.Since(start))
+}
+
+func gateRunning(err error) bool {
+	var b *gate.BlockedError
+	return errors.As(err, &b) && b.State == gate.Running && b.Scope == ""
+}
+
+// maxPreferSeconds bounds the digits read from a wait preference; any
+// longer value is capped by MaxWait anyway.
+const maxPreferSeconds = 1 << 31
+
+// preferredWait returns the request's wait preference capped by MaxWait;
+// 0 when there is none, it is not valid, or MaxWait is negative. RFC 7240:
+// preferences are comma-separated, possibly over several Prefer fields,
+// names are case-insensitive, and only a preference's first occurrence
+// counts. wait's value is delta-seconds; anything else is ignored.
+func (c *config) preferredWait(r *http.Request) time.Duration {
+	if c.maxWait <= 0 {
+		return 0
+	}
+	for _, field := range r.Header.Values("Prefer") {
+		for _, pref := range splitOutsideQuotes(field, ',') {
+			pref, _, _ = strings.Cut(pref, ";") // parameters do not apply to wait
+			name, value, _ := strings.Cut(pref, "=")
+			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			value = strings.TrimSpace(value)
+			if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+				value = value[1 : len(value)-1]
+			}
+			if value == "" || strings.Trim(value, "0123456789") != "" {
+				return 0 // the first wait counts, even when it is not valid
+			}
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n > maxPreferSeconds { // digits only: too large
+				n = maxPreferSeconds
+			}
+			return min(time.Duration(n)*time.Second, c.maxWait)
+		}
+	}
+	return 0
+}
+
+// splitOutsideQuotes splits s at sep where sep is not inside a
+// quoted-string (a quoted value may hold a comma).
+func splitOutsideQuotes(s string, sep byte) []string {
+	var out []string
+	quoted, escaped, from := false, false, 0
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case escaped:
+			escaped = false
+		case quoted && ch == '\\':
+			escaped = true
+		case ch == '"':
+			quoted = !quoted
+		case ch == sep && !quoted:
+			out = append(out, s[from:i])
+			from = i + 1
+		}
+	}
+	return append(out, s[from:])
+}
