@@ -36,8 +36,10 @@ func ExampleGate_AcquireWait() {
 
 	l, err := g.AcquireWait(ctx, "doc-1", 30*time.Second)
 	switch {
-	case err == nil: // the job was free: run it
-		_ = l.Succeed(ctx)
+	case err == nil: // the job was free: run it, then settle its lease
+		if err := l.Succeed(ctx); err != nil {
+			log.Printf("settle doc-1: %v", err) // the lock expires with its lease
+		}
 		fmt.Println("ran the job")
 	case errors.Is(err, gate.ErrDone):
 		fmt.Println("done by the running call: read its result")
