@@ -110,9 +110,7 @@ func (g *Gate) refuseLocal(ctx context.Context, cur *Lease, wait chan struct{}) 
 	default:
 		b = &BlockedError{Job: cur.job, State: Running, RetryAfter: cur.remaining()}
 	}
-	if g.obs != nil {
-		g.emit(ctx, Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: true})
-	}
+	g.emit(ctx, Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: true})
 	return b, false
 }
 
@@ -167,9 +165,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 		l.expires = sent.Add(g.opts.Lease)
 		l.timer = time.AfterFunc(g.renewEvery, l.renew)
 		l.mu.Unlock()
-		if g.obs != nil {
-			g.emit(ctx, Event{Kind: EventAcquired, Job: job, State: Running, Fence: l.fence, Attempt: l.attempt})
-		}
+		g.emit(ctx, Event{Kind: EventAcquired, Job: job, State: Running, Fence: l.fence, Attempt: l.attempt})
 		return l, nil
 	case "scope":
 		return nil, g.refuseScope(ctx, job, &scopeReply{value: reply.value, pttl: reply.pttl})
@@ -182,9 +178,7 @@ func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
 		if !reply.hinted && (st == CoolingDown || st == Failed) && reply.pttl > 0 {
 			g.noteCooling(job, coolingHint{value: reply.value, until: sent.Add(pttl(reply.pttl))})
 		}
-		if g.obs != nil {
-			g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: b.Attempts, Cooldown: b.RetryAfter})
-		}
+		g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: b.Attempts, Cooldown: b.RetryAfter})
 		return nil, b
 	}
 }

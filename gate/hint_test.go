@@ -210,3 +210,26 @@ func TestKnownCooldownRewrittenIsSeen(t *testing.T) {
 		})
 	}
 }
+
+// A failed mark is confirmed by the fast path too: a retry of a job this
+// Gate saw marked failed is one GET, and says failed.
+func TestKnownFailedMarkIsOneGet(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			names := &cmdNames{}
+			tg.Client.AddHook(names)
+			g := newGate(t, tg.Client, gate.Options{})
+			_ = failWith(t, g, "job", classify.Permanent(errBoom))
+			if b := blocked(t, g, "job"); b.State != gate.Failed {
+				t.Fatalf("first refusal: %v, want failed", b.State)
+			}
+			names.take()
+			if b := blocked(t, g, "job"); b.State != gate.Failed || b.Reason != classify.ReasonMarkedPermanent {
+				t.Fatalf("second refusal: %+v, want the failed mark", b)
+			}
+			if got := names.take(); len(got) != 1 || got[0] != "get" {
+				t.Fatalf("refusal of a known failed mark sent %v, want one GET", got)
+			}
+		})
+	}
+}

@@ -286,10 +286,8 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 				until = time.Now().Add(g.opts.FailedTTL)
 			}
 			g.noteCooling(l.job, coolingHint{value: failedValue(res.State, res.Attempts, v.Reason, l.fence), until: until, local: true})
-			if g.obs != nil {
-				g.emit(ctx, Event{Kind: EventWarning, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
-					Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: time.Until(until), Err: werr})
-			}
+			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
+				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: time.Until(until), Err: werr})
 		}
 		return res, werr
 	}
@@ -306,10 +304,8 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	l.mu.Lock()
 	l.result = res
 	l.mu.Unlock()
-	if g.obs != nil {
-		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
-			Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
-	}
+	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
+		Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
 	return res, nil
 }
 

@@ -55,10 +55,8 @@ func (l *Lease) renew() {
 		}
 	}
 	l.mu.Unlock()
-	if g.obs != nil {
-		for _, e := range events {
-			g.emit(l.parent, e)
-		}
+	for _, e := range events {
+		g.emit(l.parent, e)
 	}
 	// Cancel after reporting, so observers have seen the loss by the time
 	// Do returns.

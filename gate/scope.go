@@ -186,9 +186,7 @@ func (g *Gate) refuseScope(ctx context.Context, job string, s *scopeReply) error
 	g.noteScope(st.RetryAfter)
 	b := &BlockedError{Job: job, State: UpstreamCooling, Scope: g.opts.Scope,
 		RetryAfter: st.RetryAfter, Reason: st.Reason, Paused: st.State == ScopePaused}
-	if g.obs != nil {
-		g.emit(ctx, Event{Kind: EventRefused, Job: job, State: UpstreamCooling, Reason: st.Reason, Cooldown: st.RetryAfter})
-	}
+	g.emit(ctx, Event{Kind: EventRefused, Job: job, State: UpstreamCooling, Reason: st.Reason, Cooldown: st.RetryAfter})
 	return b
 }
 
