@@ -50,12 +50,14 @@ tidy:
 
 ## mutate: mutation testing (gremlins, its default conditionals and arithmetic
 ## mutants) of MUTATE_PKGS, then each package's test efficacy (killed / killed
-## + lived). Not part of test: about N minutes on 2 cores. Each mutant runs the
-## package's tests on miniredis alone (RETRYGATE_ONLY_MINIREDIS=1), niced, one
-## worker. Survivors that no test can kill are listed in docs/mutants.md.
+## + lived). Not part of test: about N minutes on 2 cores. Each mutant runs its
+## package's tests on MUTATE_TARGETS (RETRYGATE_TARGETS: miniredis and one
+## real redis-server, no cluster), niced, one worker. Survivors no test can
+## kill are listed in docs/mutants.md.
 GREMLINS_VERSION ?= v0.6.0
 GREMLINS_TIMEOUT ?= 4
 MUTATE_PKGS      ?= classify gate httpmw
+MUTATE_TARGETS   ?= miniredis,redis
 GREMLINS_DIR     := $(shell $(GO) env GOPATH)/retrygate-tools/gremlins-$(GREMLINS_VERSION)
 GREMLINS         := $(GREMLINS_DIR)/gremlins
 
@@ -66,7 +68,7 @@ mutate: $(GREMLINS)
 	@set -e; out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
 	for pkg in $(MUTATE_PKGS); do \
 	  echo "== gremlins $$pkg"; \
-	  (cd $$pkg && GOFLAGS="$$GOFLAGS -count=1" RETRYGATE_ONLY_MINIREDIS=1 nice -n 10 $(GREMLINS) unleash \
+	  (cd $$pkg && GOFLAGS="$$GOFLAGS -count=1" RETRYGATE_TARGETS=$(MUTATE_TARGETS) nice -n 10 $(GREMLINS) unleash \
 	    --workers 1 --timeout-coefficient $(GREMLINS_TIMEOUT) \
 	    --exclude-files '/' --output-statuses lt) | tee "$$out/$$pkg"; \
 	done; \

@@ -49,7 +49,7 @@ type Node struct {
 // (see Require). masters must be at least 3, as redis-cli requires.
 func Cluster(t testing.TB, masters, replicasPerMaster int) *ClusterSrv {
 	t.Helper()
-	require(t, "redis-server", "redis-cli")
+	require(t, "cluster", "redis-server", "redis-cli")
 	dirs := make([]string, masters*(1+replicasPerMaster))
 	for i := range dirs {
 		dirs[i] = t.TempDir()

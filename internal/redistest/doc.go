@@ -28,9 +28,10 @@
 // Where redis-server (or, for clusters, redis-cli) is not on PATH, tests
 // that need it are skipped, unless RETRYGATE_REQUIRE_REDIS=1, where they
 // fail instead: set it in CI so a missing install cannot pass silently.
-// RETRYGATE_ONLY_MINIREDIS=1 leaves every real backend out (Targets keeps
-// miniredis alone; the rest skip), for fast repeated runs such as make
-// mutate; it wins over RETRYGATE_REQUIRE_REDIS.
+// RETRYGATE_TARGETS=miniredis (or miniredis,redis) narrows the backends
+// to those listed: Targets leaves the others out and tests that need them
+// skip, even with RETRYGATE_REQUIRE_REDIS=1. It is for fast repeated runs
+// such as make mutate.
 //
 // Typical times on a 2-core machine under -race: a single server starts
 // in 30-40 ms and stops (SIGTERM) in about 100 ms; a 3-master cluster

@@ -3,6 +3,7 @@ package redistest
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -10,33 +11,63 @@ import (
 // redis-server or redis-cli into failures when set to "1".
 const RequireEnv = "RETRYGATE_REQUIRE_REDIS"
 
-// OnlyMiniredisEnv is the environment variable that, set to "1", leaves
-// every real backend out: Targets returns miniredis alone, RealTargets,
-// Require, Server and Cluster skip. It wins over RETRYGATE_REQUIRE_REDIS.
-// make mutate sets it, so each mutant's test run is short and starts no
-// process.
-const OnlyMiniredisEnv = "RETRYGATE_ONLY_MINIREDIS"
+// TargetsEnv is the environment variable that narrows the backends tests
+// use to a comma-separated list of "miniredis", "redis" and "cluster";
+// unset or empty means all three. Targets leaves the others out, and
+// RealTargets, Require, Server and Cluster skip when their backend is left
+// out, even with RETRYGATE_REQUIRE_REDIS=1. make mutate sets it, so each
+// mutant's test run is short.
+const TargetsEnv = "RETRYGATE_TARGETS"
 
-// onlyMiniredis is the reason real backends are left out, or "".
-func onlyMiniredis() string {
-	if os.Getenv(OnlyMiniredisEnv) == "1" {
-		return OnlyMiniredisEnv + "=1"
+// backends are the names TargetsEnv may list.
+var backends = []string{"miniredis", "redis", "cluster"}
+
+// leftOut returns why TargetsEnv leaves backend out, or "". It fails t
+// when TargetsEnv names an unknown backend, so a typo cannot skip tests.
+func leftOut(t testing.TB, backend string) string {
+	t.Helper()
+	v := os.Getenv(TargetsEnv)
+	if v == "" {
+		return ""
 	}
-	return ""
+	in := false
+	for _, name := range strings.Split(v, ",") {
+		switch name = strings.TrimSpace(name); {
+		case name == backend:
+			in = true
+		case !contains(backends, name):
+			t.Fatalf("redistest: %s=%q: unknown backend %q (want a list of %s)", TargetsEnv, v, name, strings.Join(backends, ", "))
+		}
+	}
+	if in {
+		return ""
+	}
+	return TargetsEnv + "=" + v
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
 }
 
 // Require skips t when redis-server is not on PATH, or fails it when
-// RETRYGATE_REQUIRE_REDIS=1.
+// RETRYGATE_REQUIRE_REDIS=1. It skips t when RETRYGATE_TARGETS leaves out
+// "redis".
 func Require(t testing.TB) {
 	t.Helper()
-	require(t, "redis-server")
+	require(t, "redis", "redis-server")
 }
 
-// require skips or fails t unless every named binary is on PATH.
-func require(t testing.TB, bins ...string) {
+// require skips t when TargetsEnv leaves backend out, and skips or fails
+// it unless every named binary is on PATH.
+func require(t testing.TB, backend string, bins ...string) {
 	t.Helper()
-	if reason := onlyMiniredis(); reason != "" {
-		t.Skipf("redistest: %s: no real Redis", reason)
+	if reason := leftOut(t, backend); reason != "" {
+		t.Skipf("redistest: %s leaves out %s", reason, backend)
 	}
 	if reason := missing(bins...); reason != "" {
 		if os.Getenv(RequireEnv) == "1" {

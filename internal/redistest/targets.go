@@ -26,8 +26,8 @@ type Target struct {
 // started once per test binary, on first use, and shared by every test,
 // so keys must come from UniqueKey or Prefix. Where redis-server or
 // redis-cli is missing, the real targets are left out and t logs why,
-// unless RETRYGATE_REQUIRE_REDIS=1, where t fails. With
-// RETRYGATE_ONLY_MINIREDIS=1 they are left out and t logs it. Use Main to
+// unless RETRYGATE_REQUIRE_REDIS=1, where t fails. Backends that
+// RETRYGATE_TARGETS leaves out are left out, and t logs it. Use Main to
 // stop the shared backends at exit.
 //
 // Loop over it with t.Run:
@@ -37,14 +37,17 @@ type Target struct {
 //	}
 func Targets(t *testing.T) []Target {
 	t.Helper()
-	m, mc := Miniredis(t)
-	targets := []Target{{Name: "miniredis", Client: mc, FastForward: func(d time.Duration) { Advance(m, d) }}}
-	if reason := onlyMiniredis(); reason != "" {
-		t.Logf("redistest: skipping targets redis and cluster: %s", reason)
-		return targets
+	var targets []Target
+	if reason := leftOut(t, "miniredis"); reason != "" {
+		t.Logf("redistest: skipping target miniredis: %s", reason)
+	} else {
+		m, mc := Miniredis(t)
+		targets = append(targets, Target{Name: "miniredis", Client: mc, FastForward: func(d time.Duration) { Advance(m, d) }})
 	}
 
-	if reason := missing("redis-server"); reason != "" {
+	if reason := leftOut(t, "redis"); reason != "" {
+		t.Logf("redistest: skipping target redis: %s", reason)
+	} else if reason := missing("redis-server"); reason != "" {
 		skipTarget(t, "redis", reason)
 	} else {
 		s, err := shared.server()
@@ -54,7 +57,9 @@ func Targets(t *testing.T) []Target {
 		targets = append(targets, Target{Name: "redis", Client: s.Client(t)})
 	}
 
-	if reason := missing("redis-server", "redis-cli"); reason != "" {
+	if reason := leftOut(t, "cluster"); reason != "" {
+		t.Logf("redistest: skipping target cluster: %s", reason)
+	} else if reason := missing("redis-server", "redis-cli"); reason != "" {
 		skipTarget(t, "cluster", reason)
 	} else {
 		c, err := shared.cluster()
@@ -162,12 +167,12 @@ func (b *sharedBackends) shutdown() {
 }
 
 // RealTargets is Targets without miniredis: the backends whose TTLs pass in
-// real time (for renewal, expiry and multi-client tests). It skips t with
-// RETRYGATE_ONLY_MINIREDIS=1.
+// real time (for renewal, expiry and multi-client tests). It skips t when
+// RETRYGATE_TARGETS leaves out both real backends.
 func RealTargets(t *testing.T) []Target {
 	t.Helper()
-	if reason := onlyMiniredis(); reason != "" {
-		t.Skipf("redistest: %s: no real Redis", reason)
+	if a, b := leftOut(t, "redis"), leftOut(t, "cluster"); a != "" && b != "" {
+		t.Skipf("redistest: %s leaves out every real backend", a)
 	}
 	var out []Target
 	for _, tg := range Targets(t) {

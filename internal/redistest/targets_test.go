@@ -3,6 +3,8 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,14 +17,19 @@ func TestTargets(t *testing.T) {
 	for _, tg := range targets {
 		names[tg.Name] = true
 	}
-	exp := []string{"miniredis"}
-	if missing("redis-server", "redis-cli") == "" && onlyMiniredis() == "" {
-		exp = append(exp, "redis", "cluster")
+	var exp []string
+	for _, name := range backends {
+		if leftOut(t, name) == "" && (name == "miniredis" || missing("redis-server", "redis-cli") == "") {
+			exp = append(exp, name)
+		}
 	}
 	for _, name := range exp {
 		if !names[name] {
 			t.Fatalf("target %s missing from %v", name, names)
 		}
+	}
+	if len(names) != len(exp) {
+		t.Fatalf("targets %v, want %v", names, exp)
 	}
 
 	for _, tg := range targets {
@@ -81,33 +88,71 @@ func TestTargetsShared(t *testing.T) {
 	}
 }
 
-// TestOnlyMiniredis checks that RETRYGATE_ONLY_MINIREDIS=1 leaves the real
-// backends out without starting them, even with RETRYGATE_REQUIRE_REDIS=1.
-func TestOnlyMiniredis(t *testing.T) {
-	t.Setenv(OnlyMiniredisEnv, "1")
+// TestTargetsEnv checks that RETRYGATE_TARGETS leaves the backends it
+// does not list out, without starting them, even with
+// RETRYGATE_REQUIRE_REDIS=1, and that a typo in it fails.
+func TestTargetsEnv(t *testing.T) {
 	t.Setenv(RequireEnv, "1")
-	targets := Targets(t)
-	if exp, got := 1, len(targets); exp != got {
-		t.Fatalf("targets: exp %d (miniredis), got %d: %+v", exp, got, targets)
-	}
-	if exp, got := "miniredis", targets[0].Name; exp != got {
-		t.Fatalf("target: exp %q, got %q", exp, got)
-	}
-	for name, fn := range map[string]func(t *testing.T){
-		"RealTargets": func(t *testing.T) { RealTargets(t) },
-		"Server":      func(t *testing.T) { Server(t) },
-		"Cluster":     func(t *testing.T) { Cluster(t, 3, 0) },
-	} {
-		t.Run(name, func(t *testing.T) {
-			var skipped bool
-			inner := t.Run("inner", func(t *testing.T) {
-				defer func() { skipped = t.Skipped() }()
-				fn(t)
-				t.Error("returned instead of skipping")
-			})
-			if !inner || !skipped {
-				t.Fatalf("%s: exp a skip, got passed=%v skipped=%v", name, inner, skipped)
-			}
+	skips := func(t *testing.T, name string, fn func(t *testing.T)) {
+		t.Helper()
+		var skipped bool
+		inner := t.Run(name, func(t *testing.T) {
+			defer func() { skipped = t.Skipped() }()
+			fn(t)
+			t.Error("returned instead of skipping")
 		})
+		if !inner || !skipped {
+			t.Errorf("%s: exp a skip, got passed=%v skipped=%v", name, inner, skipped)
+		}
 	}
+	names := func(targets []Target) string {
+		var out []string
+		for _, tg := range targets {
+			out = append(out, tg.Name)
+		}
+		return strings.Join(out, ",")
+	}
+
+	t.Run("miniredis", func(t *testing.T) {
+		t.Setenv(TargetsEnv, "miniredis")
+		if exp, got := "miniredis", names(Targets(t)); exp != got {
+			t.Fatalf("targets: exp %q, got %q", exp, got)
+		}
+		skips(t, "RealTargets", func(t *testing.T) { RealTargets(t) })
+		skips(t, "Server", func(t *testing.T) { Server(t) })
+		skips(t, "Cluster", func(t *testing.T) { Cluster(t, 3, 0) })
+	})
+	t.Run("miniredis,redis", func(t *testing.T) {
+		Require(t)
+		t.Setenv(TargetsEnv, "miniredis, redis")
+		if exp, got := "miniredis,redis", names(Targets(t)); exp != got {
+			t.Fatalf("targets: exp %q, got %q", exp, got)
+		}
+		if exp, got := "redis", names(RealTargets(t)); exp != got {
+			t.Fatalf("real targets: exp %q, got %q", exp, got)
+		}
+		skips(t, "Cluster", func(t *testing.T) { Cluster(t, 3, 0) })
+	})
+	t.Run("typo", func(t *testing.T) {
+		t.Setenv(TargetsEnv, "miniredis,clutser")
+		f := &fatalTB{TB: t}
+		func() {
+			defer func() { _ = recover() }()
+			leftOut(f, "redis")
+		}()
+		if !strings.Contains(f.msg, `unknown backend "clutser"`) {
+			t.Errorf("fatal message %q, want it to name the unknown backend", f.msg)
+		}
+	})
+}
+
+// fatalTB records Fatalf's message and stops the calling function.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
 }
