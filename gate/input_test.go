@@ -142,6 +142,7 @@ func FuzzOptions(f *testing.F) {
 	f.Add(int64(0), int64(0), int64(0), 0.0, 0.0, 0, "")
 	f.Add(int64(time.Millisecond), int64(-1), int64(time.Hour), 0.5, 1.5, -2, "a{")
 	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 2.0, 0.99, 3, "p")
+	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 77.0, -37.01, 3, "0") // negative Jitter: none
 	_, rdb := redistest.Miniredis(f)
 	f.Fuzz(func(t *testing.T, lease, cooldown, maxCooldown int64, factor, jitter float64, attempts int, prefix string) {
 		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown),
@@ -153,7 +154,7 @@ func FuzzOptions(f *testing.F) {
 			return
 		}
 		o := g.Options()
-		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.MaxCooldown < o.Cooldown || o.BackoffFactor < 1 || o.Jitter < 0 || o.Jitter >= 1 {
+		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.MaxCooldown < o.Cooldown || o.BackoffFactor < 1 || !(o.Jitter < 1) { // a negative Jitter means none
 			t.Fatalf("accepted invalid options: %+v", o)
 		}
 	})
