@@ -145,15 +145,19 @@ func TestScopeAllowsSome5xx(t *testing.T) {
 }
 
 func TestScope5xxWindowSlides(t *testing.T) {
-	g := func() *gate.Gate {
-		_, rdb := redistest.Miniredis(t)
-		return newGate(t, rdb, gate.Options{ScopePolicy: gate.ScopePolicy{AllowedFails: 1, FailWindow: 50 * time.Millisecond}, Scope: "s", Classify: upstreamClassifier(0)})
-	}()
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // the window is read from Redis TIME: it moves with Advance only
+	g := newGate(t, rdb, gate.Options{ScopePolicy: gate.ScopePolicy{AllowedFails: 1, FailWindow: time.Minute}, Scope: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", err500)
-	time.Sleep(80 * time.Millisecond) // the window is read from Redis TIME: real time
+	redistest.Advance(m, 2*time.Minute)
 	_ = failWith(t, g, "b", err500)
 	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeOpen {
 		t.Fatalf("two 5xx further apart than the window cooled the scope")
+	}
+	redistest.Advance(m, 30*time.Second)
+	_ = failWith(t, g, "c", err500)
+	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeCooling {
+		t.Fatalf("two 5xx inside the window, one more than allowed: scope %v, want cooling", up.State)
 	}
 }
 
