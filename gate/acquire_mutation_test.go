@@ -98,7 +98,10 @@ func TestClusterFormScope(t *testing.T) {
 	opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai:prod-key", Cooldown: time.Minute,
 		ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute}, Classify: providerBusyClassifier}
 	a := newGate(t, &flaky{Scripter: rdb}, opts)
-	b := newGate(t, &flaky{Scripter: rdb}, opts)
+	rec := newRecorder()
+	bOpts := opts
+	bOpts.Observer = rec
+	b := newGate(t, &flaky{Scripter: rdb}, bOpts)
 	c := newGate(t, &flaky{Scripter: rdb}, opts)
 	ctx := context.Background()
 
@@ -125,6 +128,9 @@ func TestClusterFormScope(t *testing.T) {
 	}
 	if st.State != gate.Ready || st.Fence != 0 || st.Attempts != 0 {
 		t.Fatalf("refused job: %+v, want Ready with no key left", st)
+	}
+	if evs := rec.drain(); countKind(evs, gate.EventRedisError) != 0 {
+		t.Fatalf("b's events %+v: a Redis error, though the undo of its acquire succeeded", evs)
 	}
 	if st.Upstream.State != gate.ScopeCooling || st.Upstream.Scope != opts.Scope || st.Upstream.RetryAfter <= 0 {
 		t.Fatalf("Status upstream: %+v, want the scope cooling", st.Upstream)
