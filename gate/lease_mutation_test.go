@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -45,6 +46,33 @@ func TestReasonCodesAreSanitized(t *testing.T) {
 		}
 		if exp, got := tc.want, mustStatus(t, g, job).Reason; exp != got {
 			t.Errorf("reason %q: Status says %q, want %q", tc.reason, got, exp)
+		}
+	}
+}
+
+// A lease's context ends when the lease is settled, whichever way, so work
+// started under it (a stream, a goroutine) stops with the call.
+func TestSettleEndsTheLeaseContext(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute})
+	ctx := context.Background()
+	for name, settle := range map[string]func(*gate.Lease) error{
+		"succeed": func(l *gate.Lease) error { return l.Succeed(ctx) },
+		"fail":    func(l *gate.Lease) error { return l.Fail(ctx, errTransient) },
+		"release": func(l *gate.Lease) error { return l.Release(ctx) },
+	} {
+		l, err := g.Acquire(ctx, "job-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Context().Err() != nil {
+			t.Fatalf("%s: lease context done before the settle", name)
+		}
+		if err := settle(l); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !errors.Is(l.Context().Err(), context.Canceled) {
+			t.Errorf("%s: lease context %v after the settle, want cancelled", name, l.Context().Err())
 		}
 	}
 }
