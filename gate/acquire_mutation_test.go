@@ -102,7 +102,10 @@ func TestClusterFormScope(t *testing.T) {
 	bOpts := opts
 	bOpts.Observer = rec
 	b := newGate(t, &flaky{Scripter: rdb}, bOpts)
-	c := newGate(t, &flaky{Scripter: rdb}, opts)
+	recC := newRecorder()
+	cOpts := opts
+	cOpts.Observer = recC
+	c := newGate(t, &flaky{Scripter: rdb}, cOpts)
 	ctx := context.Background()
 
 	// b holds a lease: the lock is in Redis, and a refuses it.
@@ -117,7 +120,17 @@ func TestClusterFormScope(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_ = failWith(t, a, "x", errProviderBusy)
+	// a's provider-wide failure cools the scope, written on its own slot.
+	lx, err := a.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lx.Fail(ctx, errProviderBusy); err != nil {
+		t.Fatal(err)
+	}
+	if up := lx.Result().Upstream; up.State != gate.ScopeCooling || up.Scope != opts.Scope || up.RetryAfter <= 0 {
+		t.Fatalf("provider-wide failure: upstream %+v, want the scope cooling", up)
+	}
 	// b never saw the scope cooling: its acquire runs beside the scope read.
 	if bl := blocked(t, b, "job"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 		t.Fatalf("b, scope cooled by a: %+v, want ErrUpstreamCooling", bl)
@@ -160,6 +173,9 @@ func TestClusterFormScope(t *testing.T) {
 	}
 	if up := probe.Result().Upstream; up.State != gate.ScopeOpen {
 		t.Fatalf("probe's success: upstream %+v, want open", up)
+	}
+	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {
+		t.Fatalf("probe's events %+v: a Redis error, though every write succeeded", evs)
 	}
 	if err := a.Do(ctx, "p2", okFn); err != nil {
 		t.Fatalf("after the probe succeeded: %v", err)
