@@ -14,7 +14,8 @@ import (
 // How long a lost lease was held is reported once: on EventLeaseLost with
 // the Fence policy (no settle follows), on the settle's event with
 // Continue (EventLeaseLost then carries no Held), so a hold-time metric
-// counts each lease once.
+// counts each lease once. The stale owner's settle writes nothing and
+// reports the state the lock holds (the new owner's Running).
 func TestLostLeaseHeldReportedOnce(t *testing.T) {
 	for _, policy := range []gate.LeaseLostPolicy{gate.Fence, gate.Continue} {
 		_, rdb := redistest.Miniredis(t)
@@ -30,7 +31,7 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 			if !l.Lost() {
 				t.Fatalf("%v: lease not lost", policy)
 			}
-			return nil
+			return errTransient
 		})
 		var lost, settled []gate.Event
 		for _, e := range rec.drain() {
@@ -50,7 +51,8 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 				t.Fatalf("Fence: lease_lost Held %v, %d settles; want Held set and no settle", lost[0].Held, len(settled))
 			}
 		case gate.Continue:
-			if lost[0].Held != 0 || len(settled) != 1 || settled[0].Held <= 0 || !errors.Is(settled[0].Err, gate.ErrNotOwned) {
+			if lost[0].Held != 0 || len(settled) != 1 || settled[0].Held <= 0 ||
+				!errors.Is(settled[0].Err, gate.ErrNotOwned) || settled[0].State != gate.Running {
 				t.Fatalf("Continue: lease_lost Held %v, settles %+v; want Held on the settle alone", lost[0].Held, settled)
 			}
 		}
