@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -74,5 +75,36 @@ func TestSettleEndsTheLeaseContext(t *testing.T) {
 		if !errors.Is(l.Context().Err(), context.Canceled) {
 			t.Errorf("%s: lease context %v after the settle, want cancelled", name, l.Context().Err())
 		}
+	}
+}
+
+// A transient failure that cannot be written is refused in this process
+// for the cooldown it should have had, with a settle_unwritten warning.
+func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	f := &gatetest.Flaky{Scripter: rdb}
+	rec := newRecorder()
+	const cooldown = 10 * time.Minute
+	g := newGate(t, f, gate.Options{Cooldown: cooldown, Jitter: -1, Observer: rec})
+	err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
+		f.Down.Store(true) // Redis goes away before the settle
+		return errTransient
+	})
+	var ce *gate.CallError
+	if !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrUnavailable) {
+		t.Fatalf("Do: %v, want a CallError whose settle could not reach Redis", err)
+	}
+	b := blocked(t, g, "job") // Redis still down: refused in-process
+	if b.State != gate.CoolingDown || b.RetryAfter < cooldown-time.Minute || b.RetryAfter > cooldown {
+		t.Fatalf("retry: %v, retry in %v; want cooling down for about %v", b.State, b.RetryAfter, cooldown)
+	}
+	var warned bool
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventWarning && e.Reason == gate.WarnSettleUnwritten && e.State == gate.CoolingDown {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatal("no settle_unwritten warning")
 	}
 }
