@@ -58,3 +58,26 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 		}
 	}
 }
+
+// With Continue, fn runs on after its lease was taken over; its success
+// then overwrites nothing, and Do says so (ErrNotOwned): fn's writes may
+// overlap the new owner's.
+func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: gate.Continue})
+	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+		rdb.Set(context.Background(), lock, "r:intruder", time.Minute)
+		deadline := time.Now().Add(5 * time.Second)
+		for !l.Lost() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	})
+	if !errors.Is(err, gate.ErrNotOwned) {
+		t.Fatalf("Do: %v, want ErrNotOwned", err)
+	}
+	if v, _ := rdb.Get(context.Background(), lock).Result(); v != "r:intruder" {
+		t.Fatalf("new owner's lock is %q, want untouched", v)
+	}
+}
