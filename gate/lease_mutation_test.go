@@ -108,3 +108,31 @@ func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 		t.Fatal("no settle_unwritten warning")
 	}
 }
+
+// On one node a failure that cools the scope writes the job and the scope
+// in one script: a failed Do is two round trips, as a successful one.
+func TestScopeFailureIsOneSettleOnOneNode(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	names := &cmdNames{}
+	rdb.AddHook(names)
+	g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Cooldown: time.Minute, Classify: providerBusyClassifier})
+	ctx := context.Background()
+	_ = failWith(t, g, "warm-up", errProviderBusy) // loads the scripts
+	if err := g.ResetScope(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names.take()
+	l, err := g.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fail(ctx, errProviderBusy); err != nil {
+		t.Fatal(err)
+	}
+	if got := names.take(); !equalNames(got, []string{"evalsha", "evalsha"}) {
+		t.Fatalf("acquire and provider-wide failure sent %v, want two scripts", got)
+	}
+	if up := l.Result().Upstream; up.State != gate.ScopeCooling {
+		t.Fatalf("upstream after the failure: %+v, want cooling", up)
+	}
+}
