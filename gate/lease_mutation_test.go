@@ -136,3 +136,29 @@ func TestScopeFailureIsOneSettleOnOneNode(t *testing.T) {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)
 	}
 }
+
+// An observer hears of the scope only when it cools: a 5xx the scope
+// tolerates (below AllowedFails) is counted without a scope event; a rate
+// limit cools it with one.
+func TestScopeEventOnlyWhenItCools(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	rec := newRecorder()
+	err5xx := errors.New("500 internal server error")
+	g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
+		Classify: func(err error) classify.Verdict {
+			if errors.Is(err, err5xx) {
+				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
+			}
+			return providerBusyClassifier(err)
+		}})
+	_ = failWith(t, g, "a", err5xx)
+	evs := rec.drain()
+	if n := countKind(evs, gate.EventScopeCooling) + countKind(evs, gate.EventScopePaused); n != 0 {
+		t.Fatalf("one tolerated 5xx: events %+v, want no scope event", evs)
+	}
+	_ = failWith(t, g, "b", errProviderBusy)
+	evs = rec.drain()
+	if n := countKind(evs, gate.EventScopeCooling); n != 1 {
+		t.Fatalf("rate limit: events %+v, want one scope_cooling", evs)
+	}
+}
