@@ -162,3 +162,40 @@ func TestScopeEventOnlyWhenItCools(t *testing.T) {
 		t.Fatalf("rate limit: events %+v, want one scope_cooling", evs)
 	}
 }
+
+// A provider-wide failure cools its job for the provider's hint (at least
+// a second), else for the scope's cooldown with a Scope, else Cooldown; it
+// never counts an attempt.
+func TestProviderWideJobCooldown(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	busyFor := func(hint time.Duration) error { return classify.Transient(errProviderBusy, hint) }
+	classifier := func(err error) classify.Verdict {
+		v := classify.Default(err)
+		if errors.Is(err, errProviderBusy) {
+			v.ProviderWide, v.Reason = true, classify.ReasonRateLimited
+		}
+		return v
+	}
+	noScope := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1, Classify: classifier})
+	scoped := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1, Classify: classifier,
+		Scope: "openai:prod-key", ScopePolicy: gate.ScopePolicy{Cooldown: 20 * time.Second}})
+	for i, tc := range []struct {
+		g    *gate.Gate
+		hint time.Duration
+		want time.Duration
+	}{
+		{noScope, 0, time.Minute},
+		{scoped, 0, 20 * time.Second},
+		{noScope, 7 * time.Second, 7 * time.Second},
+		{noScope, 200 * time.Millisecond, time.Second},
+	} {
+		var ce *gate.CallError
+		if err := failWith(t, tc.g, "job-"+strings.Repeat("p", i+1), busyFor(tc.hint)); !errors.As(err, &ce) {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if ce.State != gate.CoolingDown || ce.RetryAfter != tc.want || ce.Attempts != 0 {
+			t.Errorf("case %d (hint %v): %v for %v after %d attempts, want cooling down for %v, no attempt",
+				i, tc.hint, ce.State, ce.RetryAfter, ce.Attempts, tc.want)
+		}
+	}
+}
