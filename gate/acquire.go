@@ -2,6 +2,8 @@ package gate
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/retrygate/retrygate/internal/redisop"
@@ -333,16 +335,14 @@ func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
 	}
 }
 
-// newToken returns a 128-bit random lock token. math/rand/v2's generator is
-// seeded from the OS and cheap; the token only has to be unique, since
-// whoever can write to Redis can overwrite the lock anyway.
+// newToken returns a 128-bit random lock token in hex. math/rand/v2's
+// generator is seeded from the OS and cheap; the token only has to be
+// unique, since whoever can write to Redis can overwrite the lock anyway.
 func newToken() string {
+	var raw [16]byte
+	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
 	var b [32]byte
-	const hex = "0123456789abcdef"
-	a, c := rand.Uint64(), rand.Uint64()
-	for i := 0; i < 16; i++ {
-		b[i] = hex[a>>(4*i)&0xf]
-		b[16+i] = hex[c>>(4*i)&0xf]
-	}
+	hex.Encode(b[:], raw[:])
 	return string(b[:])
 }

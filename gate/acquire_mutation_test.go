@@ -1,0 +1,183 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// A client whose topology is unknown (it only scripts) gets the
+// cluster-safe form, but without a Scope there is no scope to read: an
+// acquire is the acquire script alone.
+func TestAcquireWithoutScopeReadsNoScope(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	names := &cmdNames{}
+	rdb.AddHook(names)
+	g := newGate(t, &flaky{Scripter: rdb}, gate.Options{})
+	if err := g.Do(context.Background(), "warm-up", okFn); err != nil { // loads the scripts
+		t.Fatal(err)
+	}
+	names.take()
+	l, err := g.Acquire(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	if got := names.take(); !equalNames(got, []string{"evalsha"}) {
+		t.Fatalf("acquire sent %v, want the acquire script alone", got)
+	}
+}
+
+// A process that saw its scope cooling reads the scope first and skips the
+// refusal fast path until that cooldown ends. Once an operator opened the
+// scope and a job's acquire found it open, that is over at once: a retry
+// of a job cooling down is one GET again, not an hour of scripts.
+func TestScopeSeenOpenRestoresTheFastPath(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	names := &cmdNames{}
+	rdb.AddHook(names)
+	rateLimited := errors.New("429")
+	g := newGate(t, rdb, gate.Options{
+		Scope: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
+		ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour},
+		Classify: func(err error) classify.Verdict {
+			if errors.Is(err, rateLimited) {
+				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true}
+			}
+			return classify.Default(err)
+		},
+	})
+	ctx := context.Background()
+	_ = failWith(t, g, "job", errTransient)
+	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
+		t.Fatalf("job cooling: %+v", b)
+	}
+	_ = failWith(t, g, "other", rateLimited)
+	if b := blocked(t, g, "another"); !errors.Is(b, gate.ErrUpstreamCooling) {
+		t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
+	}
+	if err := g.ResetScope(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Do(ctx, "another", okFn); err != nil { // its acquire finds the scope open
+		t.Fatalf("after the scope was reset: %v", err)
+	}
+	names.take()
+	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
+		t.Fatalf("known cooldown: %+v", b)
+	}
+	if got := names.take(); !equalNames(got, []string{"get"}) {
+		t.Fatalf("retry of a known cooldown after the scope opened sent %v, want one GET", got)
+	}
+}
+
+// errProviderBusy is a provider-wide rate limit without a hint.
+var errProviderBusy = errors.New("429 too many requests")
+
+func providerBusyClassifier(err error) classify.Verdict {
+	if errors.Is(err, errProviderBusy) {
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true}
+	}
+	return classify.Default(err)
+}
+
+// The cluster-safe form (a client that only scripts, here over one
+// miniredis) reads the scope beside the acquire: a scope another process
+// cooled refuses the job and leaves it no key; once seen, the scope is read
+// first; an open scope leaves the job locked; after the cooldown one call
+// probes while the others stay refused, and its success opens the scope.
+func TestClusterFormScope(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	names := &cmdNames{}
+	rdb.AddHook(names)
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai:prod-key", Cooldown: time.Minute,
+		ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute}, Classify: providerBusyClassifier}
+	a := newGate(t, &flaky{Scripter: rdb}, opts)
+	rec := newRecorder()
+	bOpts := opts
+	bOpts.Observer = rec
+	b := newGate(t, &flaky{Scripter: rdb}, bOpts)
+	recC := newRecorder()
+	cOpts := opts
+	cOpts.Observer = recC
+	c := newGate(t, &flaky{Scripter: rdb}, cOpts)
+	ctx := context.Background()
+
+	// b holds a lease: the lock is in Redis, and a refuses it.
+	l, err := b.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(ctx, "held"); !errors.Is(err, gate.ErrInFlight) {
+		t.Fatalf("a job b holds, acquired by a: %v, want ErrInFlight", err)
+	}
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// a's provider-wide failure cools the scope, written on its own slot.
+	lx, err := a.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lx.Fail(ctx, errProviderBusy); err != nil {
+		t.Fatal(err)
+	}
+	if up := lx.Result().Upstream; up.State != gate.ScopeCooling || up.Scope != opts.Scope || up.RetryAfter <= 0 {
+		t.Fatalf("provider-wide failure: upstream %+v, want the scope cooling", up)
+	}
+	// b never saw the scope cooling: its acquire runs beside the scope read.
+	if bl := blocked(t, b, "job"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+		t.Fatalf("b, scope cooled by a: %+v, want ErrUpstreamCooling", bl)
+	}
+	st, err := b.Status(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != gate.Ready || st.Fence != 0 || st.Attempts != 0 {
+		t.Fatalf("refused job: %+v, want Ready with no key left", st)
+	}
+	if evs := rec.drain(); countKind(evs, gate.EventRedisError) != 0 {
+		t.Fatalf("b's events %+v: a Redis error, though the undo of its acquire succeeded", evs)
+	}
+	if st.Upstream.State != gate.ScopeCooling || st.Upstream.Scope != opts.Scope || st.Upstream.RetryAfter <= 0 {
+		t.Fatalf("Status upstream: %+v, want the scope cooling", st.Upstream)
+	}
+	// b has seen it now: the scope is read first, alone.
+	names.take()
+	if bl := blocked(t, b, "job"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+		t.Fatalf("b, scope seen cooling: %+v, want ErrUpstreamCooling", bl)
+	}
+	if got := names.take(); len(got) != 1 {
+		t.Fatalf("refusal by a scope seen cooling sent %v, want one script", got)
+	}
+
+	// The cooldown ends: c (parallel read) probes, a and b stay refused.
+	redistest.Advance(m, time.Minute+time.Second)
+	probe, err := c.Acquire(ctx, "p1")
+	if err != nil {
+		t.Fatalf("probe after the cooldown: %v", err)
+	}
+	for _, g := range []*gate.Gate{a, b} {
+		if bl := blocked(t, g, "p2"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+			t.Fatalf("while one call probes: %+v, want ErrUpstreamCooling", bl)
+		}
+	}
+	if err := probe.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if up := probe.Result().Upstream; up.State != gate.ScopeOpen {
+		t.Fatalf("probe's success: upstream %+v, want open", up)
+	}
+	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {
+		t.Fatalf("probe's events %+v: a Redis error, though every write succeeded", evs)
+	}
+	if err := a.Do(ctx, "p2", okFn); err != nil {
+		t.Fatalf("after the probe succeeded: %v", err)
+	}
+}

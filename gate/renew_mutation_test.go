@@ -1,0 +1,83 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// How long a lost lease was held is reported once: on EventLeaseLost with
+// the Fence policy (no settle follows), on the settle's event with
+// Continue (EventLeaseLost then carries no Held), so a hold-time metric
+// counts each lease once. The stale owner's settle writes nothing and
+// reports the state the lock holds (the new owner's Running).
+func TestLostLeaseHeldReportedOnce(t *testing.T) {
+	for _, policy := range []gate.LeaseLostPolicy{gate.Fence, gate.Continue} {
+		_, rdb := redistest.Miniredis(t)
+		rec := newRecorder()
+		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: policy, Observer: rec})
+		lock, _ := keyspace.Job(g.Options().Prefix, "job")
+		_ = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+			rdb.Set(context.Background(), lock, "r:intruder", time.Minute) // another owner took over
+			deadline := time.Now().Add(5 * time.Second)
+			for !l.Lost() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if !l.Lost() {
+				t.Fatalf("%v: lease not lost", policy)
+			}
+			return errTransient
+		})
+		var lost, settled []gate.Event
+		for _, e := range rec.drain() {
+			switch e.Kind {
+			case gate.EventLeaseLost:
+				lost = append(lost, e)
+			case gate.EventSettled:
+				settled = append(settled, e)
+			}
+		}
+		if len(lost) != 1 {
+			t.Fatalf("%v: %d lease_lost events, want 1", policy, len(lost))
+		}
+		switch policy {
+		case gate.Fence:
+			if lost[0].Held <= 0 || len(settled) != 0 {
+				t.Fatalf("Fence: lease_lost Held %v, %d settles; want Held set and no settle", lost[0].Held, len(settled))
+			}
+		case gate.Continue:
+			if lost[0].Held != 0 || len(settled) != 1 || settled[0].Held <= 0 ||
+				!errors.Is(settled[0].Err, gate.ErrNotOwned) || settled[0].State != gate.Running {
+				t.Fatalf("Continue: lease_lost Held %v, settles %+v; want Held on the settle alone", lost[0].Held, settled)
+			}
+		}
+	}
+}
+
+// With Continue, fn runs on after its lease was taken over; its success
+// then overwrites nothing, and Do says so (ErrNotOwned): fn's writes may
+// overlap the new owner's.
+func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: gate.Continue})
+	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+		rdb.Set(context.Background(), lock, "r:intruder", time.Minute)
+		deadline := time.Now().Add(5 * time.Second)
+		for !l.Lost() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	})
+	if !errors.Is(err, gate.ErrNotOwned) {
+		t.Fatalf("Do: %v, want ErrNotOwned", err)
+	}
+	if v, _ := rdb.Get(context.Background(), lock).Result(); v != "r:intruder" {
+		t.Fatalf("new owner's lock is %q, want untouched", v)
+	}
+}
