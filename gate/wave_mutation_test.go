@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -95,4 +96,45 @@ func TestPermanentWaveOff(t *testing.T) {
 	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.ScopeOpen {
 		t.Fatalf("scope: %+v %v, want open", up, err)
 	}
+}
+
+// Once this process has made a wave, it knows the scope is paused: the
+// next job is refused by one read of the scope (cluster form: no acquire
+// to undo), and a lone permanent failure, no wave, teaches it nothing (one
+// node: a retry of a job seen cooling stays a plain GET).
+func TestPermanentWaveRefusalCost(t *testing.T) {
+	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
+	t.Run("after a wave", func(t *testing.T) {
+		_, c := redistest.Miniredis(t)
+		names := &cmdNames{}
+		c.AddHook(names)
+		g := newGate(t, &gatetest.Flaky{Scripter: c}, gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour,
+			ScopePolicy: gate.ScopePolicy{PermanentWave: 2}})
+		_ = failWith(t, g, "j1", errBilling)
+		_ = failWith(t, g, "j2", errBilling)
+		names.take()
+		if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || !b.Paused {
+			t.Fatalf("next: %v, want the paused scope's refusal", b)
+		}
+		if got := names.take(); len(got) != 1 {
+			t.Fatalf("refusal after the wave sent %v, want one script", got)
+		}
+	})
+	t.Run("after a lone permanent failure", func(t *testing.T) {
+		_, c := redistest.Miniredis(t)
+		names := &cmdNames{}
+		c.AddHook(names)
+		g := newGate(t, c, gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour})
+		_ = failWith(t, g, "warm-up", classify.Transient(errBoom, 0))
+		_ = failWith(t, g, "cooling", classify.Transient(errBoom, 0))
+		_ = blocked(t, g, "cooling")
+		_ = failWith(t, g, "lone", errBilling)
+		names.take()
+		if b := blocked(t, g, "cooling"); !errors.Is(b, gate.ErrCoolingDown) {
+			t.Fatalf("cooling: %v, want ErrCoolingDown", b)
+		}
+		if got := names.take(); !equalNames(got, []string{"get"}) {
+			t.Fatalf("a known cooldown's retry sent %v, want [get]", got)
+		}
+	})
 }
