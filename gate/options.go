@@ -184,13 +184,17 @@ func (e *optionsError) Is(target error) bool { return target == ErrInvalidOption
 // withDefaults validates o and returns it with every zero field defaulted.
 func (o Options) withDefaults() (Options, error) {
 	var bad []string
-	dur := func(name string, d *time.Duration, def time.Duration) {
-		switch {
-		case *d < 0:
+	// dur defaults a zero duration and reports a negative one; it returns
+	// false for a negative one, so the checks that compare it are skipped.
+	dur := func(name string, d *time.Duration, def time.Duration) bool {
+		if *d < 0 {
 			bad = append(bad, fmt.Sprintf("%s: negative duration %v", name, *d))
-		case *d == 0:
+			return false
+		}
+		if *d == 0 {
 			*d = def
 		}
+		return true
 	}
 	if o.Prefix == "" {
 		o.Prefix = keyspace.DefaultPrefix
@@ -201,13 +205,12 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Scope) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Scope: longer than %d bytes", maxPrefixLen))
 	}
-	dur("Lease", &o.Lease, 60*time.Second)
-	if o.Lease > 0 && o.Lease < MinLease {
+	if dur("Lease", &o.Lease, 60*time.Second) && o.Lease < MinLease {
 		bad = append(bad, fmt.Sprintf("Lease: %v is too short to renew (minimum %v)", o.Lease, MinLease))
 	}
-	dur("Cooldown", &o.Cooldown, 5*time.Minute)
-	dur("MaxCooldown", &o.MaxCooldown, max(time.Hour, o.Cooldown))
-	if o.MaxCooldown < o.Cooldown && o.MaxCooldown >= 0 && o.Cooldown >= 0 {
+	okCooldown := dur("Cooldown", &o.Cooldown, 5*time.Minute)
+	okMax := dur("MaxCooldown", &o.MaxCooldown, max(time.Hour, o.Cooldown))
+	if okCooldown && okMax && o.MaxCooldown < o.Cooldown {
 		bad = append(bad, fmt.Sprintf("MaxCooldown: %v is below Cooldown %v", o.MaxCooldown, o.Cooldown))
 	}
 	if o.BackoffFactor == 0 {

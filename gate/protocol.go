@@ -205,8 +205,5 @@ func toInt(v any) int {
 
 // pttl converts a PTTL reply to a duration; no TTL (-1) or no key (-2) is 0.
 func pttl(p int64) time.Duration {
-	if p <= 0 {
-		return 0
-	}
-	return time.Duration(p) * time.Millisecond
+	return time.Duration(max(p, 0)) * time.Millisecond
 }

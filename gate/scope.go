@@ -168,17 +168,16 @@ func (g *Gate) unclaimScope(ctx context.Context, token string) {
 // noteScope remembers until when this process knows the scope cools: a
 // multi-node client then reads the scope before the acquire, and no client
 // takes the refusal fast path (hint.go), so the scope's refusal comes first.
+// The latest reading wins; a wait of 0 says the scope is as good as open.
 func (g *Gate) noteScope(left time.Duration) {
-	if left > 0 {
-		g.scopeHint.Store(time.Now().Add(left).UnixNano())
-	}
+	g.scopeHint.Store(time.Now().Add(left).UnixNano())
 }
 
 // scopeMayCool reports whether this process last saw the scope cooling and
-// that cooldown has not ended yet.
+// that cooldown has not ended yet (never, before any reading: the hint is
+// 0).
 func (g *Gate) scopeMayCool() bool {
-	h := g.scopeHint.Load()
-	return h != 0 && time.Now().UnixNano() < h
+	return time.Now().UnixNano() < g.scopeHint.Load()
 }
 
 func (g *Gate) refuseScope(ctx context.Context, job string, s *scopeReply) error {

@@ -27,10 +27,8 @@ func (g *Gate) inWave(ctx, rctx context.Context, l *Lease, v classify.Verdict) b
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", err)})
 		return false
 	}
-	if n == 2 { // this failure started the wave
-		g.noteScope(p.PauseTTL)
-	}
-	if n == 2 && g.obs != nil {
+	// The settle that follows pauses the scope and notes it (noteScope).
+	if n == 2 && g.obs != nil { // this failure started the wave
 		g.emit(ctx, Event{Kind: EventScopePaused, Job: l.job, State: UpstreamCooling, Class: v.Class, Reason: v.Reason, Cooldown: p.PauseTTL})
 		g.emit(ctx, Event{Kind: EventWarning, Job: l.job, State: UpstreamCooling, Class: v.Class, Reason: WarnPermanentWave, Cooldown: p.PauseTTL})
 	}

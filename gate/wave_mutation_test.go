@@ -1,0 +1,140 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// A wave, one failure at a time: the first PermanentWave-1 jobs failing
+// for one permanent reason are marked Failed; the one that makes the wave
+// cools instead, pauses the scope for the reason and warns once; a job
+// already running when the wave started, failing for the same reason,
+// cools too without a second warning; another reason is the job's own.
+func TestPermanentWaveStepByStep(t *testing.T) {
+	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
+	scopeForms(t, func(t *testing.T, rdb gate.Scripter, _ func(time.Duration)) {
+		ctx := context.Background()
+		rec := newRecorder()
+		g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Observer: rec, Cooldown: time.Hour,
+			ScopePolicy: gate.ScopePolicy{PermanentWave: 3, FailWindow: time.Minute, PauseTTL: 10 * time.Minute}})
+		late, err := g.Acquire(ctx, "late") // running before the wave
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, job := range []string{"j1", "j2"} {
+			var ce *gate.CallError
+			if err := failWith(t, g, job, errBilling); !errors.As(err, &ce) || ce.State != gate.Failed {
+				t.Fatalf("%s before the wave: %v, want Failed", job, err)
+			}
+		}
+		if evs := rec.drain(); countKind(evs, gate.EventScopePaused)+countKind(evs, gate.EventWarning) != 0 {
+			t.Fatalf("before the wave: %v", evs)
+		}
+
+		var ce *gate.CallError
+		if err := failWith(t, g, "j3", errBilling); !errors.As(err, &ce) || ce.State != gate.CoolingDown || errors.Is(err, gate.ErrFailed) {
+			t.Fatalf("j3 makes the wave: %v, want it cooling, not Failed", err)
+		}
+		up, err := g.ScopeStatus(ctx)
+		if err != nil || up.State != gate.ScopePaused || up.Reason != "account_inactive" ||
+			up.RetryAfter > 10*time.Minute || up.RetryAfter < 9*time.Minute {
+			t.Fatalf("scope after the wave: %+v %v, want paused for account_inactive for 10m", up, err)
+		}
+		evs := rec.drain()
+		var warns []gate.Event
+		for _, e := range evs {
+			if e.Kind == gate.EventWarning {
+				warns = append(warns, e)
+			}
+		}
+		if len(warns) != 1 || warns[0].Reason != gate.WarnPermanentWave || warns[0].Job != "j3" || warns[0].Cooldown != 10*time.Minute {
+			t.Fatalf("warnings: %+v, want one %s for j3 with the pause", warns, gate.WarnPermanentWave)
+		}
+		if n := countKind(evs, gate.EventScopePaused); n < 1 {
+			t.Fatalf("no scope_paused event for the wave")
+		}
+
+		if err := late.Fail(ctx, errBilling); err != nil {
+			t.Fatal(err)
+		}
+		if st := late.Result().State; st != gate.CoolingDown {
+			t.Fatalf("late, in the wave: %v, want CoolingDown", st)
+		}
+		for _, e := range rec.drain() {
+			if e.Kind == gate.EventWarning {
+				t.Fatalf("a second warning for the same wave: %+v", e)
+			}
+		}
+		if err := g.ResetScope(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := failWith(t, g, "other", classify.Permanent(errBoom)); !errors.As(err, &ce) || ce.State != gate.Failed {
+			t.Fatalf("another reason: %v, want Failed", err)
+		}
+	})
+}
+
+// A negative PermanentWave turns waves off: every permanent failure is
+// the job's own, and the scope stays open.
+func TestPermanentWaveOff(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
+	g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", ScopePolicy: gate.ScopePolicy{PermanentWave: -1}})
+	for i := 0; i < 12; i++ {
+		var ce *gate.CallError
+		if err := failWith(t, g, jobName(i), errBilling); !errors.As(err, &ce) || ce.State != gate.Failed {
+			t.Fatalf("job %d: %v, want Failed", i, err)
+		}
+	}
+	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.ScopeOpen {
+		t.Fatalf("scope: %+v %v, want open", up, err)
+	}
+}
+
+// Once this process has made a wave, it knows the scope is paused: the
+// next job is refused by one read of the scope (cluster form: no acquire
+// to undo), and a lone permanent failure, no wave, teaches it nothing (one
+// node: a retry of a job seen cooling stays a plain GET).
+func TestPermanentWaveRefusalCost(t *testing.T) {
+	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
+	t.Run("after a wave", func(t *testing.T) {
+		_, c := redistest.Miniredis(t)
+		names := &cmdNames{}
+		c.AddHook(names)
+		g := newGate(t, &gatetest.Flaky{Scripter: c}, gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour,
+			ScopePolicy: gate.ScopePolicy{PermanentWave: 2}})
+		_ = failWith(t, g, "j1", errBilling)
+		_ = failWith(t, g, "j2", errBilling)
+		names.take()
+		if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || !b.Paused {
+			t.Fatalf("next: %v, want the paused scope's refusal", b)
+		}
+		if got := names.take(); len(got) != 1 {
+			t.Fatalf("refusal after the wave sent %v, want one script", got)
+		}
+	})
+	t.Run("after a lone permanent failure", func(t *testing.T) {
+		_, c := redistest.Miniredis(t)
+		names := &cmdNames{}
+		c.AddHook(names)
+		g := newGate(t, c, gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour})
+		_ = failWith(t, g, "warm-up", classify.Transient(errBoom, 0))
+		_ = failWith(t, g, "cooling", classify.Transient(errBoom, 0))
+		_ = blocked(t, g, "cooling")
+		_ = failWith(t, g, "lone", errBilling)
+		names.take()
+		if b := blocked(t, g, "cooling"); !errors.Is(b, gate.ErrCoolingDown) {
+			t.Fatalf("cooling: %v, want ErrCoolingDown", b)
+		}
+		if got := names.take(); !equalNames(got, []string{"get"}) {
+			t.Fatalf("a known cooldown's retry sent %v, want [get]", got)
+		}
+	})
+}
