@@ -3,11 +3,15 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -179,5 +183,77 @@ func TestClusterFormScope(t *testing.T) {
 	}
 	if err := a.Do(ctx, "p2", okFn); err != nil {
 		t.Fatalf("after the probe succeeded: %v", err)
+	}
+}
+
+// scopeDown is a scripting-only client whose scope slot cannot be reached
+// while Down is set: scripts on the scope key fail, the job's run.
+type scopeDown struct {
+	gate.Scripter
+	scopeKey string
+	Down     atomic.Bool
+}
+
+func (s *scopeDown) fails(keys []string) bool {
+	return s.Down.Load() && len(keys) > 0 && keys[0] == s.scopeKey
+}
+
+func (s *scopeDown) down(ctx context.Context) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetErr(gatetest.ErrDown)
+	return c
+}
+
+func (s *scopeDown) Eval(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.Eval(ctx, sc, k, a...)
+}
+
+func (s *scopeDown) EvalSha(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.EvalSha(ctx, sc, k, a...)
+}
+
+func (s *scopeDown) EvalRO(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.EvalRO(ctx, sc, k, a...)
+}
+
+func (s *scopeDown) EvalShaRO(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.EvalShaRO(ctx, sc, k, a...)
+}
+
+// On a cluster the scope lives on its own node. When that node cannot be
+// reached, an acquire fails closed (ErrUnavailable) and does not leave the
+// job locked, and Status says it cannot tell rather than "open".
+func TestClusterFormScopeUnreachable(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	scopeKey, _ := keyspace.Scope(prefix, "openai:prod-key")
+	sd := &scopeDown{Scripter: rdb, scopeKey: scopeKey}
+	g := newGate(t, sd, gate.Options{Prefix: prefix, Scope: "openai:prod-key"})
+	ctx := context.Background()
+	if err := g.Do(ctx, "warm-up", okFn); err != nil {
+		t.Fatal(err)
+	}
+	sd.Down.Store(true)
+	if l, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("Acquire with the scope unreachable: lease %v, err %v; want ErrUnavailable", l, err)
+	}
+	if _, err := g.Status(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("Status with the scope unreachable: %v, want ErrUnavailable", err)
+	}
+	sd.Down.Store(false)
+	if st := mustStatus(t, g, "job"); st.State != gate.Ready || st.Fence != 0 {
+		t.Fatalf("job after the failed acquire: %+v, want Ready with no key left", st)
 	}
 }
