@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
@@ -255,5 +256,24 @@ func TestClusterFormScopeUnreachable(t *testing.T) {
 	sd.Down.Store(false)
 	if st := mustStatus(t, g, "job"); st.State != gate.Ready || st.Fence != 0 {
 		t.Fatalf("job after the failed acquire: %+v, want Ready with no key left", st)
+	}
+}
+
+// WaitReplicas pins a connection for the acquire and its WAIT; a refused
+// or unreplicated acquire gives it back, so the client's pool is not
+// drained by failures. (miniredis has no replicas: WAIT answers 0.)
+func TestWaitReplicasReturnsItsConnection(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2, PoolTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		if _, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("acquire %d with no replica: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if st := mustStatus(t, g, "job"); st.State != gate.Ready {
+		t.Fatalf("after the unreplicated acquires: %+v, want Ready", st)
 	}
 }
