@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -275,5 +276,50 @@ func TestWaitReplicasReturnsItsConnection(t *testing.T) {
 	}
 	if st := mustStatus(t, g, "job"); st.State != gate.Ready {
 		t.Fatalf("after the unreplicated acquires: %+v, want Ready", st)
+	}
+}
+
+// movedError is the reply a cluster node gives for a key it does not serve.
+type movedError string
+
+func (e movedError) Error() string { return string(e) }
+func (movedError) RedisError()     {}
+
+// movedOnce answers the next script with MOVED, as a node would whose slot
+// just moved; every other command goes through.
+type movedOnce struct{ armed atomic.Bool }
+
+func (m *movedOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (m *movedOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" && m.armed.CompareAndSwap(true, false) {
+			err := movedError("MOVED 3999 127.0.0.1:7001")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (m *movedOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A MOVED reply to the pinned acquire of WaitReplicas on a client that
+// cannot follow it (one node, e.g. behind a proxy) fails closed with an
+// error naming the move, never a panic, and leaves the job free.
+func TestWaitReplicasMovedOnOneNode(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	moved := &movedOnce{}
+	rdb.AddHook(moved)
+	g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	ctx := context.Background()
+	_, _ = g.Acquire(ctx, "warm-up") // loads the script
+	moved.armed.Store(true)
+	_, err := g.Acquire(ctx, "job")
+	if !errors.Is(err, gate.ErrUnavailable) || !strings.Contains(err.Error(), "moved") {
+		t.Fatalf("Acquire after MOVED: %v, want ErrUnavailable naming the move", err)
+	}
+	if st := mustStatus(t, g, "job"); st.State != gate.Ready {
+		t.Fatalf("job after the moved acquire: %+v, want Ready", st)
 	}
 }
