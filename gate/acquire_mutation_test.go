@@ -3,11 +3,17 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -179,5 +185,141 @@ func TestClusterFormScope(t *testing.T) {
 	}
 	if err := a.Do(ctx, "p2", okFn); err != nil {
 		t.Fatalf("after the probe succeeded: %v", err)
+	}
+}
+
+// scopeDown is a scripting-only client whose scope slot cannot be reached
+// while Down is set: scripts on the scope key fail, the job's run.
+type scopeDown struct {
+	gate.Scripter
+	scopeKey string
+	Down     atomic.Bool
+}
+
+func (s *scopeDown) fails(keys []string) bool {
+	return s.Down.Load() && len(keys) > 0 && keys[0] == s.scopeKey
+}
+
+func (s *scopeDown) down(ctx context.Context) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetErr(gatetest.ErrDown)
+	return c
+}
+
+func (s *scopeDown) Eval(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.Eval(ctx, sc, k, a...)
+}
+
+func (s *scopeDown) EvalSha(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.EvalSha(ctx, sc, k, a...)
+}
+
+func (s *scopeDown) EvalRO(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.EvalRO(ctx, sc, k, a...)
+}
+
+func (s *scopeDown) EvalShaRO(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
+	if s.fails(k) {
+		return s.down(ctx)
+	}
+	return s.Scripter.EvalShaRO(ctx, sc, k, a...)
+}
+
+// On a cluster the scope lives on its own node. When that node cannot be
+// reached, an acquire fails closed (ErrUnavailable) and does not leave the
+// job locked, and Status says it cannot tell rather than "open".
+func TestClusterFormScopeUnreachable(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	scopeKey, _ := keyspace.Scope(prefix, "openai:prod-key")
+	sd := &scopeDown{Scripter: rdb, scopeKey: scopeKey}
+	g := newGate(t, sd, gate.Options{Prefix: prefix, Scope: "openai:prod-key"})
+	ctx := context.Background()
+	if err := g.Do(ctx, "warm-up", okFn); err != nil {
+		t.Fatal(err)
+	}
+	sd.Down.Store(true)
+	if l, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("Acquire with the scope unreachable: lease %v, err %v; want ErrUnavailable", l, err)
+	}
+	if _, err := g.Status(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("Status with the scope unreachable: %v, want ErrUnavailable", err)
+	}
+	sd.Down.Store(false)
+	if st := mustStatus(t, g, "job"); st.State != gate.Ready || st.Fence != 0 {
+		t.Fatalf("job after the failed acquire: %+v, want Ready with no key left", st)
+	}
+}
+
+// WaitReplicas pins a connection for the acquire and its WAIT; a refused
+// or unreplicated acquire gives it back, so the client's pool is not
+// drained by failures. (miniredis has no replicas: WAIT answers 0.)
+func TestWaitReplicasReturnsItsConnection(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2, PoolTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		if _, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("acquire %d with no replica: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if st := mustStatus(t, g, "job"); st.State != gate.Ready {
+		t.Fatalf("after the unreplicated acquires: %+v, want Ready", st)
+	}
+}
+
+// movedError is the reply a cluster node gives for a key it does not serve.
+type movedError string
+
+func (e movedError) Error() string { return string(e) }
+func (movedError) RedisError()     {}
+
+// movedOnce answers the next script with MOVED, as a node would whose slot
+// just moved; every other command goes through.
+type movedOnce struct{ armed atomic.Bool }
+
+func (m *movedOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (m *movedOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" && m.armed.CompareAndSwap(true, false) {
+			err := movedError("MOVED 3999 127.0.0.1:7001")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (m *movedOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A MOVED reply to the pinned acquire of WaitReplicas on a client that
+// cannot follow it (one node, e.g. behind a proxy) fails closed with an
+// error naming the move, never a panic, and leaves the job free.
+func TestWaitReplicasMovedOnOneNode(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	moved := &movedOnce{}
+	rdb.AddHook(moved)
+	g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	ctx := context.Background()
+	_, _ = g.Acquire(ctx, "warm-up") // loads the script
+	moved.armed.Store(true)
+	_, err := g.Acquire(ctx, "job")
+	if !errors.Is(err, gate.ErrUnavailable) || !strings.Contains(err.Error(), "moved") {
+		t.Fatalf("Acquire after MOVED: %v, want ErrUnavailable naming the move", err)
+	}
+	if st := mustStatus(t, g, "job"); st.State != gate.Ready {
+		t.Fatalf("job after the moved acquire: %+v, want Ready", st)
 	}
 }

@@ -329,13 +329,11 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 		res.Upstream.Scope = g.opts.Scope
 	}
 	n, err := g.scripts.release.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
-	switch {
-	case err != nil:
+	if err != nil {
 		return res, false, err
-	case n == 2:
+	}
+	if n == 2 { // else 1, released: Ready (the zero State), or 0, not owned
 		res.State = Done
-	case n == 1:
-		res.State = Ready
 	}
 	return res, n > 0, nil
 }

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +80,48 @@ func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	}
 	if v, _ := rdb.Get(context.Background(), lock).Result(); v != "r:intruder" {
 		t.Fatalf("new owner's lock is %q, want untouched", v)
+	}
+}
+
+// renewCounter counts successful renewals and lease losses.
+type renewCounter struct{ renewed, lost atomic.Int64 }
+
+func (c *renewCounter) Observe(_ context.Context, e gate.Event) {
+	switch {
+	case e.Kind == gate.EventRenewed && e.Err == nil:
+		c.renewed.Add(1)
+	case e.Kind == gate.EventLeaseLost:
+		c.lost.Add(1)
+	}
+}
+
+// A renewal that succeeds keeps the lease: fn runs on, its context alive,
+// and the lock's TTL is back to a full Lease after each renewal.
+func TestRenewalKeepsTheLease(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	const lease = 60 * time.Millisecond
+	c := &renewCounter{}
+	g := newGate(t, rdb, gate.Options{Lease: lease, Observer: c})
+	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+		for i := 1; i <= 3; i++ {
+			// Redis time passes; two more renewals make sure one came after.
+			want := c.renewed.Load() + 2
+			m.FastForward(lease / 2)
+			deadline := time.Now().Add(5 * time.Second)
+			for c.renewed.Load() < want && c.lost.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(2 * time.Millisecond)
+			}
+			if c.renewed.Load() < want || l.Lost() || ctx.Err() != nil {
+				t.Fatalf("step %d: %d renewed, lost %v, ctx %v", i, c.renewed.Load(), l.Lost(), context.Cause(ctx))
+			}
+			if ttl := m.TTL(lock); ttl <= lease/2 {
+				t.Fatalf("step %d: lock TTL %v, want it extended to about %v", i, ttl, lease)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
 	}
 }

@@ -1,0 +1,32 @@
+package gate_test
+
+import (
+	"testing"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// Names reach HTTP bodies, logs and metric labels; a value this version
+// does not know (from a newer peer, a zero Event) prints, never panics.
+func TestNamesOfStatesAndEvents(t *testing.T) {
+	for s, want := range map[gate.State]string{
+		gate.Ready: "ready", gate.Running: "running", gate.CoolingDown: "cooling_down",
+		gate.Failed: "failed", gate.Done: "done", gate.UpstreamCooling: "upstream_cooling",
+		gate.UpstreamCooling + 1: "state(6)", 255: "state(255)",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+	for k, want := range map[gate.EventKind]string{
+		0: "unknown", gate.EventAcquired: "acquired", gate.EventRefused: "refused",
+		gate.EventSettled: "settled", gate.EventRenewed: "renewed", gate.EventLeaseLost: "lease_lost",
+		gate.EventRedisError: "redis_error", gate.EventFailOpen: "fail_open",
+		gate.EventScopeCooling: "scope_cooling", gate.EventScopePaused: "scope_paused",
+		gate.EventWarning: "warning", gate.EventWarning + 1: "unknown", 255: "unknown",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("EventKind(%d).String() = %q, want %q", uint8(k), got, want)
+		}
+	}
+}
