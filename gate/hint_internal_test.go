@@ -4,21 +4,12 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 // The cooldowns a Gate remembers stay bounded however many jobs it is
 // refused by, and the ones that ended go first.
 func TestCoolingHintsBounded(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	g, err := New(rdb, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := internalGate(t, Options{})
 	now := time.Now()
 	for i := 0; i < maxCoolingHints; i++ {
 		g.noteCooling(fmt.Sprintf("old-%d", i), coolingHint{value: "c:1:x", until: now.Add(-time.Second)}) // ended

@@ -4,22 +4,13 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 // The Gate remembers up to maxCoolingHints cooldowns, all of them while
 // none has ended: the bound is a ceiling, not a target to evict towards.
 // Past it, fresh hints are dropped to make room, the newest kept.
 func TestCoolingHintsFillToTheBound(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	g, err := New(rdb, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := internalGate(t, Options{})
 	until := time.Now().Add(time.Hour)
 	for i := 0; i < maxCoolingHints; i++ {
 		g.noteCooling(fmt.Sprintf("job-%d", i), coolingHint{value: "c:1:x", until: until})

@@ -13,13 +13,7 @@ import (
 // Lease/3 costs no goroutine and no renewal, and a settled lease is not
 // kept alive by a pending timer.
 func TestSettleStopsTheRenewalTimer(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	g, err := New(rdb, Options{Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := internalGate(t, Options{Lease: time.Hour})
 	for _, settle := range []func(*Lease) error{
 		func(l *Lease) error { return l.Succeed(context.Background()) },
 		func(l *Lease) error { return l.Release(context.Background()) },
@@ -46,3 +40,17 @@ type testError string
 func (e testError) Error() string { return string(e) }
 
 const errTest = testError("boom")
+
+// internalGate is a Gate over a fresh miniredis, for tests inside the
+// package.
+func internalGate(t *testing.T, o Options) *Gate {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	g, err := New(rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
