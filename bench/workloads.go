@@ -63,7 +63,7 @@ var (
 
 // refusals cools one job per goroutine down for an hour on a gate over
 // rdb, and returns the op that retries it: refused with ErrCoolingDown.
-func refusals(ctx context.Context, rdb gate.Scripter, prefix string) (opFunc, error) {
+func refusals(ctx context.Context, rdb redis.Scripter, prefix string) (opFunc, error) {
 	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
 	if err != nil {
 		return nil, err
@@ -225,10 +225,10 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 	// gate on that path for every call.
 	for _, b := range []struct {
 		name, prefix string
-		wrap         func(*redis.Client) gate.Scripter
+		wrap         func(*redis.Client) redis.Scripter
 	}{
-		{wBlocked, "bench-b", func(c *redis.Client) gate.Scripter { return c }},
-		{wFirstSeen, "bench-f", func(c *redis.Client) gate.Scripter { return scriptOnly{c} }},
+		{wBlocked, "bench-b", func(c *redis.Client) redis.Scripter { return c }},
+		{wFirstSeen, "bench-f", func(c *redis.Client) redis.Scripter { return scriptOnly{c} }},
 	} {
 		rdb, rt := client()
 		op, err := refusals(ctx, b.wrap(rdb), b.prefix)

@@ -191,7 +191,7 @@ func TestClusterFormScope(t *testing.T) {
 // scopeDown is a scripting-only client whose scope slot cannot be reached
 // while Down is set: scripts on the scope key fail, the job's run.
 type scopeDown struct {
-	gate.Scripter
+	redis.Scripter
 	scopeKey string
 	Down     atomic.Bool
 }

@@ -42,7 +42,7 @@ func (c *policyClient) ClientInfo(ctx context.Context) *redis.ClientInfoCmd {
 
 // configOnly has CONFIG GET but no Options: a client Check cannot name.
 type configOnly struct {
-	gate.Scripter
+	redis.Scripter
 	policy string
 }
 
@@ -53,7 +53,7 @@ func (c configOnly) ConfigGet(ctx context.Context, _ string) *redis.MapStringStr
 // masters runs ForEachMaster over fixed clients, as a cluster client does
 // over its masters.
 type masters struct {
-	gate.Scripter
+	redis.Scripter
 	nodes []*redis.Client
 }
 

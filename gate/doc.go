@@ -49,8 +49,8 @@
 //   - The lease is renewed every Lease/3 while fn runs (no goroutine for
 //     calls shorter than that). It is lost on a "not owned" reply, or when
 //     a renewal fails after the lock must have expired by the local clock;
-//     with the Fence policy fn's context is then cancelled with cause
-//     ErrLeaseLost and the settle is skipped.
+//     fn's context is then cancelled with cause ErrLeaseLost and the settle
+//     is skipped (unless Options.ContinueOnLeaseLost).
 //   - Settles compare the lock's random token: a stale owner never releases
 //     or overwrites a newer owner's lock (ErrNotOwned).
 //   - Fence tokens strictly increase per job: max(Redis TIME in µs, last+1).

@@ -25,8 +25,8 @@ var (
 	// ErrUpstreamCooling: the gate's upstream scope is cooling down or
 	// paused after a provider-wide failure; no job of the scope runs.
 	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
-	// ErrLeaseLost: the lease expired or was taken over while fn ran; with
-	// the Fence policy fn's context is cancelled with this cause.
+	// ErrLeaseLost: the lease expired or was taken over while fn ran; fn's
+	// context is cancelled with this cause (unless ContinueOnLeaseLost).
 	ErrLeaseLost = errors.New("gate: lease lost")
 	// ErrNotOwned: a settle found the lock owned by someone else (or gone);
 	// nothing was written.

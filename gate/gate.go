@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and one upstream.
 // It is safe for concurrent use; create one per upstream and share it.
 type Gate struct {
-	rdb  Scripter
+	rdb  redis.Scripter
 	opts Options
 	obs  Observer
 
@@ -42,7 +43,7 @@ type Gate struct {
 // New returns a gate over rdb. It does not connect: the caller owns the
 // client, its pool and its timeouts. rdb may be a *redis.Client (single
 // node, Sentinel failover), a *redis.ClusterClient, a *redis.Ring or any
-// Scripter. Invalid options give an error matching ErrInvalidOptions that
+// redis.Scripter. Invalid options give an error matching ErrInvalidOptions that
 // names every invalid field.
 //
 // New decides once how to use rdb, from the methods it has (so a wrapper
@@ -52,7 +53,7 @@ type Gate struct {
 // any other client gets the cluster-safe form, where the scope is read on
 // its own slot, in parallel. A Get method enables the refusal fast path;
 // WaitReplicas needs Conn (one node) or MasterForKey (cluster).
-func New(rdb Scripter, opts Options) (*Gate, error) {
+func New(rdb redis.Scripter, opts Options) (*Gate, error) {
 	if rdb == nil {
 		return nil, &optionsError{problems: []string{"rdb: nil Redis client"}}
 	}

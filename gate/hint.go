@@ -24,7 +24,7 @@ type coolingHint struct {
 }
 
 // getter is the plain read the refusal fast path needs; every go-redis
-// client has it. A Scripter without it always runs the acquire script.
+// client has it. A redis.Scripter without it always runs the acquire script.
 type getter interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 }

@@ -94,7 +94,6 @@ func TestOptionsValidation(t *testing.T) {
 		{"jitter 1", gate.Options{Jitter: 1}, []string{"Jitter"}},
 		{"negative attempts", gate.Options{MaxAttempts: -1}, []string{"MaxAttempts"}},
 		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
-		{"bad policy", gate.Options{OnLeaseLost: 7}, []string{"OnLeaseLost"}},
 		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, ScopePolicy: gate.ScopePolicy{PauseTTL: -1}},
 			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "ScopePolicy.PauseTTL"}},
 	}

@@ -75,8 +75,8 @@ func (l *Lease) Fence() int64 { return l.fence }
 func (l *Lease) Attempt() int { return l.attempt }
 
 // Context returns the context fn runs under: the acquiring context, also
-// cancelled with cause ErrLeaseLost when the lease is lost (Fence policy)
-// and when the lease is settled.
+// cancelled when the lease is settled, and with cause ErrLeaseLost when the
+// lease is lost (unless ContinueOnLeaseLost).
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // Gated reports whether the lease holds a lock in Redis; false for the
@@ -249,7 +249,7 @@ func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Re
 	if l.ungated {
 		return Result{State: Ready, Verdict: v}, nil
 	}
-	if lost && g.opts.OnLeaseLost == Fence {
+	if lost && !g.opts.ContinueOnLeaseLost {
 		return Result{Verdict: v}, ErrLeaseLost
 	}
 

@@ -122,12 +122,12 @@ func TestLeaseLostAfterRenewFailures(t *testing.T) {
 	}
 }
 
-func TestContinuePolicyLetsFnFinish(t *testing.T) {
+func TestContinueOnLeaseLostLetsFnFinish(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
-			g := newGate(t, tg.Client, gate.Options{Lease: lease, OnLeaseLost: gate.Continue, Observer: rec, Cooldown: time.Minute})
+			g := newGate(t, tg.Client, gate.Options{Lease: lease, ContinueOnLeaseLost: true, Observer: rec, Cooldown: time.Minute})
 			lock, _ := keyspace.Job(g.Options().Prefix, "job")
 			var _ error
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
@@ -137,7 +137,7 @@ func TestContinuePolicyLetsFnFinish(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 				if ctx.Err() != nil {
-					t.Error("Continue policy cancelled fn's context")
+					t.Error("ContinueOnLeaseLost cancelled fn's context")
 				}
 				return classify.Transient(errBoom, 0)
 			})
@@ -163,9 +163,9 @@ func TestStaleOwnerCannotSettle(t *testing.T) {
 			const lease = 60 * time.Millisecond
 			prefix := redistest.UniqueKey(t)
 			// A worker paused past its lease: its renewals cannot reach
-			// Redis, and Continue with many allowed failures keeps it going.
+			// Redis, and ContinueOnLeaseLost with many allowed failures keeps it going.
 			slow := &flaky{Scripter: tg.Client}
-			g1 := newGate(t, slow, gate.Options{Prefix: prefix, Lease: lease, OnLeaseLost: gate.Continue})
+			g1 := newGate(t, slow, gate.Options{Prefix: prefix, Lease: lease, ContinueOnLeaseLost: true})
 			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Second})
 			l1, err := g1.Acquire(context.Background(), "job")
 			if err != nil {

@@ -27,8 +27,8 @@ const (
 	// EventRenewed: a renewal extended the lease, or failed to reach Redis
 	// (Err set).
 	EventRenewed
-	// EventLeaseLost: the lease expired or was taken over while fn ran. With
-	// the Fence policy no settle follows, and Held is set here.
+	// EventLeaseLost: the lease expired or was taken over while fn ran.
+	// Unless ContinueOnLeaseLost no settle follows, and Held is set here.
 	EventLeaseLost
 	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
 	// names it: "acquire", "settle", "renew", "undo" or "scope").

@@ -10,18 +10,6 @@ import (
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
-// LeaseLostPolicy says what happens to fn when its lease is lost.
-type LeaseLostPolicy uint8
-
-const (
-	// Fence cancels fn's context with cause ErrLeaseLost and skips the
-	// settle, so a newer owner's lock is never touched. The default.
-	Fence LeaseLostPolicy = iota
-	// Continue lets fn run on; the loss is reported to the Observer and Do's
-	// error wraps ErrLeaseLost.
-	Continue
-)
-
 // Options configures a Gate. The zero value of every field means the
 // documented default, and a negative Jitter or ScopePolicy.AllowedFails
 // means none; New validates the options once.
@@ -83,8 +71,12 @@ type Options struct {
 	// running job is refused at once (the default).
 	Wait time.Duration
 
-	// OnLeaseLost chooses what happens to fn on a lost lease. Default: Fence.
-	OnLeaseLost LeaseLostPolicy
+	// ContinueOnLeaseLost lets fn run on when its lease is lost. The loss is
+	// reported to the Observer; the settle that follows finds the lock gone
+	// or taken, leaves it alone, and Do's error wraps ErrNotOwned. By
+	// default fn's context is cancelled with cause ErrLeaseLost and nothing
+	// is settled, so a newer owner's lock is never touched.
+	ContinueOnLeaseLost bool
 
 	// Classify decides what a failure deserves. Default: classify.Default.
 	Classify classify.Func
@@ -232,9 +224,6 @@ func (o Options) withDefaults() (Options, error) {
 	dur("DoneTTL", &o.DoneTTL, 0)
 	dur("CanceledCooldown", &o.CanceledCooldown, 0)
 	dur("Wait", &o.Wait, 0)
-	if o.OnLeaseLost != Fence && o.OnLeaseLost != Continue {
-		bad = append(bad, fmt.Sprintf("OnLeaseLost: unknown policy %d", o.OnLeaseLost))
-	}
 	if o.Classify == nil {
 		o.Classify = classify.Default
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
@@ -203,7 +204,7 @@ func TestScopeOneProbeAtATime(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
 			o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
-			var rdb gate.Scripter = tg.Client
+			var rdb redis.Scripter = tg.Client
 			if rdb == nil {
 				rdb = &gatetest.Flaky{Scripter: targets[0].Client}
 			}

@@ -60,17 +60,17 @@ func (l *Lease) renew() {
 	}
 	// Cancel after reporting, so observers have seen the loss by the time
 	// Do returns.
-	if lost && g.opts.OnLeaseLost == Fence {
+	if lost && !g.opts.ContinueOnLeaseLost {
 		l.cancel(ErrLeaseLost)
 	}
 }
 
 // loseLocked marks the lease lost; the caller then cancels fn's context
-// (Fence policy). l.mu must be held.
+// (unless ContinueOnLeaseLost). l.mu must be held.
 func (l *Lease) loseLocked(cause error) Event {
 	l.lost = true
 	e := Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt, Err: cause}
-	if l.g.opts.OnLeaseLost == Fence {
+	if !l.g.opts.ContinueOnLeaseLost {
 		e.Held = time.Since(l.start) // no settle follows to report it
 	}
 	return e

@@ -12,16 +12,16 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// How long a lost lease was held is reported once: on EventLeaseLost with
-// the Fence policy (no settle follows), on the settle's event with
-// Continue (EventLeaseLost then carries no Held), so a hold-time metric
+// How long a lost lease was held is reported once: on EventLeaseLost by
+// default (no settle follows), on the settle's event with
+// ContinueOnLeaseLost (EventLeaseLost then carries no Held), so a hold-time metric
 // counts each lease once. The stale owner's settle writes nothing and
 // reports the state the lock holds (the new owner's Running).
 func TestLostLeaseHeldReportedOnce(t *testing.T) {
-	for _, policy := range []gate.LeaseLostPolicy{gate.Fence, gate.Continue} {
+	for _, cont := range []bool{false, true} {
 		_, rdb := redistest.Miniredis(t)
 		rec := newRecorder()
-		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: policy, Observer: rec})
+		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: rec})
 		lock, _ := keyspace.Job(g.Options().Prefix, "job")
 		_ = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 			rdb.Set(context.Background(), lock, "r:intruder", time.Minute) // another owner took over
@@ -30,7 +30,7 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if !l.Lost() {
-				t.Fatalf("%v: lease not lost", policy)
+				t.Fatalf("continue=%v: lease not lost", cont)
 			}
 			return errTransient
 		})
@@ -44,14 +44,14 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 			}
 		}
 		if len(lost) != 1 {
-			t.Fatalf("%v: %d lease_lost events, want 1", policy, len(lost))
+			t.Fatalf("continue=%v: %d lease_lost events, want 1", cont, len(lost))
 		}
-		switch policy {
-		case gate.Fence:
+		switch cont {
+		case false:
 			if lost[0].Held <= 0 || len(settled) != 0 {
-				t.Fatalf("Fence: lease_lost Held %v, %d settles; want Held set and no settle", lost[0].Held, len(settled))
+				t.Fatalf("default: lease_lost Held %v, %d settles; want Held set and no settle", lost[0].Held, len(settled))
 			}
-		case gate.Continue:
+		case true:
 			if lost[0].Held != 0 || len(settled) != 1 || settled[0].Held <= 0 ||
 				!errors.Is(settled[0].Err, gate.ErrNotOwned) || settled[0].State != gate.Running {
 				t.Fatalf("Continue: lease_lost Held %v, settles %+v; want Held on the settle alone", lost[0].Held, settled)
@@ -60,12 +60,12 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 	}
 }
 
-// With Continue, fn runs on after its lease was taken over; its success
+// With ContinueOnLeaseLost, fn runs on after its lease was taken over; its success
 // then overwrites nothing, and Do says so (ErrNotOwned): fn's writes may
 // overlap the new owner's.
 func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: gate.Continue})
+	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: true})
 	lock, _ := keyspace.Job(g.Options().Prefix, "job")
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		rdb.Set(context.Background(), lock, "r:intruder", time.Minute)

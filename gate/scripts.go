@@ -73,14 +73,12 @@ func newWriteScripts(publish string) *writeScripts {
 	}
 }
 
-// Scripter is the narrow Redis interface the gate needs. *redis.Client,
-// *redis.ClusterClient, *redis.Ring and every redis.UniversalClient satisfy
-// it, and so does a wrapper that injects faults.
-type Scripter = redis.Scripter
-
+// New takes a redis.Scripter, the narrow interface the gate needs:
+// *redis.Client, *redis.ClusterClient, *redis.Ring and every
+// redis.UniversalClient satisfy it, and so does a wrapper that injects faults.
 var (
-	_ Scripter = (*redis.Client)(nil)
-	_ Scripter = (*redis.ClusterClient)(nil)
-	_ Scripter = (*redis.Ring)(nil)
-	_ Scripter = redis.UniversalClient(nil)
+	_ redis.Scripter = (*redis.Client)(nil)
+	_ redis.Scripter = (*redis.ClusterClient)(nil)
+	_ redis.Scripter = (*redis.Ring)(nil)
+	_ redis.Scripter = redis.UniversalClient(nil)
 )

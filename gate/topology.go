@@ -64,7 +64,7 @@ type (
 	}
 )
 
-func topologyOf(rdb Scripter) topology {
+func topologyOf(rdb redis.Scripter) topology {
 	t := topology{ctxDeadlines: true, scripts: clusterScripts}
 	t.get, _ = rdb.(getter)
 	switch c := rdb.(type) {

@@ -24,13 +24,13 @@ func TestWrappedClientKeepsTopology(t *testing.T) {
 	srv := redistest.Server(t)
 	for _, tc := range []struct {
 		name    string
-		wrap    func(*redis.Client) gate.Scripter
+		wrap    func(*redis.Client) redis.Scripter
 		acquire []string // commands of a first acquire
 		known   []string // commands of a retry of a cooldown seen before
 	}{
-		{"embedding wrapper", func(c *redis.Client) gate.Scripter { return tracing{c} },
+		{"embedding wrapper", func(c *redis.Client) redis.Scripter { return tracing{c} },
 			[]string{"evalsha"}, []string{"get"}},
-		{"scripting-only wrapper", func(c *redis.Client) gate.Scripter { return &gatetest.Flaky{Scripter: c} },
+		{"scripting-only wrapper", func(c *redis.Client) redis.Scripter { return &gatetest.Flaky{Scripter: c} },
 			[]string{"evalsha", "evalsha"}, []string{"get"}}, // Flaky has Get
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
@@ -19,7 +20,7 @@ import (
 // cools too without a second warning; another reason is the job's own.
 func TestPermanentWaveStepByStep(t *testing.T) {
 	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
-	scopeForms(t, func(t *testing.T, rdb gate.Scripter, _ func(time.Duration)) {
+	scopeForms(t, func(t *testing.T, rdb redis.Scripter, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Observer: rec, Cooldown: time.Hour,

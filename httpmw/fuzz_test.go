@@ -2,13 +2,15 @@ package httpmw_test
 
 import (
 	"context"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/internal/keyspace"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/retrygate/retrygate/gate"
@@ -107,4 +109,4 @@ func FuzzJobKey(f *testing.F) {
 }
 
 // redisNever is a Scripter the fuzz target never calls: Keys is pure.
-type redisNever struct{ gate.Scripter }
+type redisNever struct{ redis.Scripter }

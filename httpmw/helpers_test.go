@@ -29,7 +29,7 @@ var errBoom = errors.New("boom")
 
 // newGate builds a gate with a per-test prefix; Cooldown 5m without jitter
 // unless set, so Retry-After values are predictable.
-func newGate(t *testing.T, rdb gate.Scripter, opts gate.Options) *gate.Gate {
+func newGate(t *testing.T, rdb redis.Scripter, opts gate.Options) *gate.Gate {
 	t.Helper()
 	if opts.Cooldown == 0 {
 		opts.Cooldown = 5 * time.Minute
@@ -189,7 +189,7 @@ var errRedisSecret = errors.New("ERR redis secret internals at 10.0.0.7:6379")
 
 // flaky fails every script while Down is set, with an error text that
 // must never reach a client.
-func flaky(rdb gate.Scripter) *gatetest.Flaky {
+func flaky(rdb redis.Scripter) *gatetest.Flaky {
 	return &gatetest.Flaky{Scripter: rdb, Err: errRedisSecret}
 }
 

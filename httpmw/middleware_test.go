@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
@@ -256,7 +257,7 @@ func TestUnavailable(t *testing.T) {
 	down.Down.Store(true)
 	for _, c := range []struct {
 		name string
-		rdb  gate.Scripter
+		rdb  redis.Scripter
 	}{
 		{"closed port", closedPortClient(t)},
 		{"failing scripter", down},

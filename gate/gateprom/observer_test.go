@@ -150,16 +150,16 @@ retrygate_scope_transitions_total{reason="rate_limited",scope="openai:test",serv
 }
 
 // Lease loss: the lock vanishes under a running call (an operator deleted
-// it, or it expired during a long pause). With Fence the call's context is
-// cancelled and nothing is settled; with Continue the settle is rejected as
-// not owned.
+// it, or it expired during a long pause). By default the call's context is
+// cancelled and nothing is settled; with ContinueOnLeaseLost the settle is
+// rejected as not owned.
 func TestObserverLeaseLoss(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			for _, policy := range []gate.LeaseLostPolicy{gate.Fence, gate.Continue} {
+			for _, cont := range []bool{false, true} {
 				ctx := context.Background()
 				obs := gateprom.New(gateprom.Options{})
-				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, OnLeaseLost: policy, Observer: obs})
+				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: obs})
 				lock, _ := keyspace.Job(g.Options().Prefix, "job")
 				err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 					if err := tg.Client.Del(ctx, lock).Err(); err != nil {
@@ -179,9 +179,9 @@ func TestObserverLeaseLoss(t *testing.T) {
 # TYPE retrygate_lease_lost_total counter
 retrygate_lease_lost_total{scope=""} 1
 `
-				if policy == gate.Continue {
+				if cont {
 					if !errors.Is(err, gate.ErrNotOwned) {
-						t.Fatalf("Continue: exp ErrNotOwned, got %v", err)
+						t.Fatalf("ContinueOnLeaseLost: exp ErrNotOwned, got %v", err)
 					}
 					exp += `# HELP retrygate_not_owned_total Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.
 # TYPE retrygate_not_owned_total counter
@@ -192,7 +192,7 @@ retrygate_not_owned_total{scope=""} 1
 				}
 				if err := testutil.CollectAndCompare(obs, strings.NewReader(exp),
 					"retrygate_lease_lost_total", "retrygate_not_owned_total"); err != nil {
-					t.Fatalf("policy %d: %v", policy, err)
+					t.Fatalf("continue=%v: %v", cont, err)
 				}
 			}
 		})

@@ -173,7 +173,7 @@ func TestLogsLeaseLoss(t *testing.T) {
 	_, c := redistest.Miniredis(t)
 	log, buf := newLogger(slog.LevelInfo)
 	g, err := gate.New(c, gate.Options{Prefix: redistest.UniqueKey(t), Lease: 60 * time.Millisecond,
-		OnLeaseLost: gate.Continue, Observer: gateslog.New(log, gateslog.Options{})})
+		ContinueOnLeaseLost: true, Observer: gateslog.New(log, gateslog.Options{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestLogsLeaseLoss(t *testing.T) {
 	if exp := "INFO acquired,WARN lease_lost,WARN settled"; exp != strings.Join(got, ",") {
 		t.Fatalf("exp %s, got %s", exp, strings.Join(got, ","))
 	}
-	// Under Continue the settle follows, so the held time is reported once,
+	// With ContinueOnLeaseLost the settle follows, so the held time is reported once,
 	// on not_owned, not on lease_lost too.
 	lines := buf.lines(t)
 	if l := lines[1]; l["err"] == nil || l["held"] != nil {

@@ -6,24 +6,23 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retrygate/retrygate/gate"
 )
 
 // ErrDown is the error Flaky returns while Down is set and Err is nil.
 var ErrDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-// Flaky wraps a Scripter to inject Redis faults into the gate (redislock's
+// Flaky wraps a redis.Scripter to inject Redis faults into the gate (redislock's
 // flakyScripter): while Down is set every script fails with Err (ErrDown
 // if nil); while Hang is set every script waits for its context to end, as
 // a Redis that accepts and never answers. Safe for concurrent use.
 type Flaky struct {
-	gate.Scripter
+	redis.Scripter
 	Err  error
 	Down atomic.Bool
 	Hang atomic.Bool
 }
 
-var _ gate.Scripter = (*Flaky)(nil)
+var _ redis.Scripter = (*Flaky)(nil)
 
 func (f *Flaky) fault(ctx context.Context) *redis.Cmd {
 	c := redis.NewCmd(ctx)
@@ -41,7 +40,7 @@ func (f *Flaky) fault(ctx context.Context) *redis.Cmd {
 
 func (f *Flaky) faulty() bool { return f.Down.Load() || f.Hang.Load() }
 
-// Eval implements gate.Scripter.
+// Eval implements redis.Scripter.
 func (f *Flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
 	if f.faulty() {
 		return f.fault(ctx)
@@ -49,7 +48,7 @@ func (f *Flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis
 	return f.Scripter.Eval(ctx, s, k, a...)
 }
 
-// EvalSha implements gate.Scripter.
+// EvalSha implements redis.Scripter.
 func (f *Flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
 	if f.faulty() {
 		return f.fault(ctx)
@@ -57,7 +56,7 @@ func (f *Flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *re
 	return f.Scripter.EvalSha(ctx, s, k, a...)
 }
 
-// EvalRO implements gate.Scripter.
+// EvalRO implements redis.Scripter.
 func (f *Flaky) EvalRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
 	if f.faulty() {
 		return f.fault(ctx)
@@ -65,7 +64,7 @@ func (f *Flaky) EvalRO(ctx context.Context, s string, k []string, a ...any) *red
 	return f.Scripter.EvalRO(ctx, s, k, a...)
 }
 
-// EvalShaRO implements gate.Scripter.
+// EvalShaRO implements redis.Scripter.
 func (f *Flaky) EvalShaRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
 	if f.faulty() {
 		return f.fault(ctx)

@@ -35,9 +35,9 @@
 //     (ErrLeaseLost or ErrNotOwned).
 //   - A worker paused past its lease with its renewals blackholed: another
 //     worker acquires, the paused one's write is rejected and its settle
-//     writes nothing: ErrLeaseLost under the Fence policy (no Redis call),
-//     ErrNotOwned under Continue (the settle reaches Redis and finds
-//     another owner; the attempt count is not touched).
+//     writes nothing: ErrLeaseLost by default (no Redis call), ErrNotOwned
+//     with ContinueOnLeaseLost (the settle reaches Redis and finds another
+//     owner; the attempt count is not touched).
 //   - Redis Cluster (3 masters, 1 replica each): a coordinated CLUSTER
 //     FAILOVER and a CLUSTER FAILOVER TAKEOVER under load; every job's
 //     fences keep increasing. Options.WaitReplicas 1 acquires; 2 on a

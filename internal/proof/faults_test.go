@@ -318,26 +318,26 @@ func TestRedisRestartMidCall(t *testing.T) {
 // TestPausedWorkerIsFenced: a worker whose fn blocks past its lease while
 // its renewals cannot reach Redis (its network is blackholed) loses the
 // job to another worker; when it wakes, its write is rejected by the
-// fence-checking store and its settle writes nothing: ErrLeaseLost under
-// the Fence policy (no Redis call), ErrNotOwned under Continue (the
+// fence-checking store and its settle writes nothing: ErrLeaseLost by
+// default (no Redis call), ErrNotOwned with ContinueOnLeaseLost (the
 // settle reaches Redis and finds another owner).
 func TestPausedWorkerIsFenced(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		policy gate.LeaseLostPolicy
-		out    outcome
-		want   error
+		name string
+		cont bool
+		out  outcome
+		want error
 	}{
-		{"fence policy, success", gate.Fence, succeed, gate.ErrLeaseLost},
-		{"fence policy, failure", gate.Fence, failTransient, gate.ErrLeaseLost},
-		{"continue policy, success", gate.Continue, succeed, gate.ErrNotOwned},
-		{"continue policy, failure", gate.Continue, failTransient, gate.ErrNotOwned},
+		{"fence policy, success", false, succeed, gate.ErrLeaseLost},
+		{"fence policy, failure", false, failTransient, gate.ErrLeaseLost},
+		{"continue policy, success", true, succeed, gate.ErrNotOwned},
+		{"continue policy, failure", true, failTransient, gate.ErrNotOwned},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Server(t)
 			p := faultproxy.New(t, srv.Addr())
 			const lease = 150 * time.Millisecond
-			o := gate.Options{Lease: lease, OnLeaseLost: tc.policy, Timeout: time.Second}
+			o := gate.Options{Lease: lease, ContinueOnLeaseLost: tc.cont, Timeout: time.Second}
 			gA := newGate(t, faultClient(t, p.Addr(), 50*time.Millisecond, 0), o)
 			direct := srv.Client(t)
 			gB := newOwnerGate(t, direct, gA)
@@ -365,7 +365,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 			p.Blackhole(true)
 
 			lB, eB, lockValue := newOwner(t, gB, direct, &store, job, lease+slack)
-			if tc.policy == gate.Fence {
+			if !tc.cont {
 				eventually(t, lease+slack, "the paused worker's context is cancelled", func() bool { return fctx.Err() != nil })
 				if !errors.Is(context.Cause(fctx), gate.ErrLeaseLost) {
 					t.Fatalf("cause %v, want ErrLeaseLost", context.Cause(fctx))
