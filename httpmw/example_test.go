@@ -112,12 +112,12 @@ func ExampleFormatWait() {
 		12*time.Minute + 30*time.Second,
 		2*time.Hour + 4*time.Minute + 10*time.Second,
 	} {
-		fmt.Println(httpmw.DefaultRetryIn(d))
+		fmt.Println(httpmw.FormatWait(d))
 	}
 	// Output:
-	// Retry available in 1 s.
-	// Retry available in 45 s.
-	// Retry available in 4 min 12 s.
-	// Retry available in 13 min.
-	// Retry available in 2 h 5 min.
+	// 1 s
+	// 45 s
+	// 4 min 12 s
+	// 13 min
+	// 2 h 5 min
 }

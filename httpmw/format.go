@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// DefaultRetryIn is the default Options.RetryIn: "Retry available now." for
+// defaultRetryIn is the default Options.RetryIn: "Retry available now." for
 // d ≤ 0, else "Retry available in " + FormatWait(d) + ".".
-func DefaultRetryIn(d time.Duration) string {
+func defaultRetryIn(d time.Duration) string {
 	if d <= 0 {
 		return "Retry available now."
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 )
 
@@ -45,6 +46,8 @@ func TestFormatWait(t *testing.T) {
 	}
 }
 
+// The default RetryIn, seen through RetryStatusOf with a nil retryIn (the
+// middleware and StatusHandler use the same default).
 func TestDefaultRetryIn(t *testing.T) {
 	for d, exp := range map[time.Duration]string{
 		0:                              "Retry available now.",
@@ -53,7 +56,8 @@ func TestDefaultRetryIn(t *testing.T) {
 		2*time.Hour + 5*time.Minute:    "Retry available in 2 h 5 min.",
 		-5 * time.Second:               "Retry available now.",
 	} {
-		if got := httpmw.DefaultRetryIn(d); exp != got {
+		st := gate.Status{State: gate.CoolingDown, RetryAfter: d}
+		if got := httpmw.RetryStatusOf(st, nil).Message; exp != got {
 			t.Errorf("DefaultRetryIn(%v): exp %q, got %q", d, exp, got)
 		}
 	}

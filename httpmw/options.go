@@ -56,7 +56,8 @@ type Options struct {
 
 	// RetryIn turns a wait into the human sentence of a refusal's detail
 	// and a status's message; it is called with 0 when a retry may run now.
-	// Default: DefaultRetryIn ("Retry available in 4 min 12 s.").
+	// Default: "Retry available now." for 0, else "Retry available in " +
+	// FormatWait(d) + ".", e.g. "Retry available in 4 min 12 s.".
 	RetryIn func(d time.Duration) string
 
 	// ProblemTypeBase, when set, makes a refusal's problem type
@@ -152,7 +153,7 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 		panic("httpmw: " + fn + ": invalid options: " + strings.Join(bad, "; "))
 	}
 	if c.opts.RetryIn == nil {
-		c.opts.RetryIn = DefaultRetryIn
+		c.opts.RetryIn = defaultRetryIn
 	}
 	switch {
 	case opts.MaxStreams == 0:

@@ -9,7 +9,7 @@ import (
 )
 
 // RetryStatusOf, for a page that reports many jobs over one stream: the
-// caller's RetryIn words the message, and nil means DefaultRetryIn.
+// caller's RetryIn words the message, and nil means the default sentence.
 func TestRetryStatusOfWordsTheWait(t *testing.T) {
 	st := gate.Status{Job: "doc", State: gate.CoolingDown, RetryAfter: 90 * time.Second, Attempts: 2, Reason: "timeout"}
 	custom := func(d time.Duration) string { return "réessayez dans " + d.String() }
@@ -17,7 +17,7 @@ func TestRetryStatusOfWordsTheWait(t *testing.T) {
 		t.Fatalf("custom RetryIn: exp %q, got %q", exp, got)
 	}
 	out := httpmw.RetryStatusOf(st, nil)
-	if exp := httpmw.DefaultRetryIn(90 * time.Second); out.Message != exp || out.JobState != "cooling_down" || out.RetryAfterSeconds != 90 || out.Attempts != 2 {
+	if exp := "Retry available in 1 min 30 s."; out.Message != exp || out.JobState != "cooling_down" || out.RetryAfterSeconds != 90 || out.Attempts != 2 {
 		t.Fatalf("default RetryIn: %+v, want message %q", out, exp)
 	}
 }

@@ -96,11 +96,11 @@ func (c *config) statusError(w http.ResponseWriter, r *http.Request, err error) 
 // that reports many jobs at once (a page of documents watching each with
 // gate.Watch over one stream: browsers open at most six HTTP/1.1
 // connections per host). retryIn writes the message; nil means
-// DefaultRetryIn. While the gate's upstream scope cools down or is paused
+// the default, as for Options.RetryIn. While the gate's upstream scope cools down or is paused
 // the state is "upstream_cooling" (a failed or done job keeps its own).
 func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStatus {
 	if retryIn == nil {
-		retryIn = DefaultRetryIn
+		retryIn = defaultRetryIn
 	}
 	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason}
 	wait := st.RetryAfter
