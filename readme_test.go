@@ -11,33 +11,40 @@ import (
 	"testing"
 )
 
-// The README's Go code comes from Example tests: every ```go block that
-// follows an <!-- example: FILE FUNC --> marker must appear, line by line
-// and in order, in that function's body, so the README cannot drift from
-// code that compiles and runs.
+// The Go code of the README and of docs/operating.md comes from Example
+// tests: every ```go block that follows an <!-- example: FILE NAME -->
+// marker must appear, line by line and in order, in the body of FILE's
+// func NAME (or, for a type NAME, in its declaration and methods), so the
+// docs cannot drift from code that compiles and runs.
 func TestReadmeCodeComesFromExamples(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("(?s)<!-- example: (\\S+) (\\S+) -->\\s*```go\\n(.*?)```")
-	blocks := re.FindAllSubmatch(readme, -1)
-	if len(blocks) < 4 {
-		t.Fatalf("found %d example-backed code blocks in README.md, want at least 4", len(blocks))
-	}
-	for _, b := range blocks {
-		file, fn, code := string(b[1]), string(b[2]), string(b[3])
-		body := funcBody(t, file, fn)
-		if missing := notInOrder(code, body); missing != "" {
-			t.Errorf("README block from %s %s: line %q is not in the example (in this order)", file, fn, missing)
+	for doc, least := range map[string]int{"README.md": 4, "docs/operating.md": 2} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if m := regexp.MustCompile(`(?m)^[A-Z_]{6,}$`).Find(readme); m != nil {
-		t.Errorf("README.md still has a placeholder: %s", m)
+		re := regexp.MustCompile("(?s)<!-- example: (\\S+) (\\S+) -->\\s*```go\\n(.*?)```")
+		blocks := re.FindAllSubmatch(text, -1)
+		if len(blocks) < least {
+			t.Fatalf("found %d example-backed code blocks in %s, want at least %d", len(blocks), doc, least)
+		}
+		for _, b := range blocks {
+			file, name, code := string(b[1]), string(b[2]), string(b[3])
+			if missing := notInOrder(code, declSource(t, file, name)); missing != "" {
+				t.Errorf("%s block from %s %s: line %q is not in the example (in this order)", doc, file, name, missing)
+			}
+		}
+		if n := strings.Count(string(text), "```go"); n != len(blocks) {
+			t.Errorf("%s has %d ```go blocks, %d of them backed by an example", doc, n, len(blocks))
+		}
+		if m := regexp.MustCompile(`(?m)^[A-Z_]{6,}$`).Find(text); m != nil {
+			t.Errorf("%s still has a placeholder: %s", doc, m)
+		}
 	}
 }
 
-func funcBody(t *testing.T, file, name string) string {
+// declSource returns the body of file's func name, or the declaration of
+// its type name followed by that type's methods.
+func declSource(t *testing.T, file, name string) string {
 	t.Helper()
 	src, err := os.ReadFile(file)
 	if err != nil {
@@ -48,13 +55,37 @@ func funcBody(t *testing.T, file, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	text := func(n ast.Node) string {
+		return string(src[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset])
+	}
+	var out []string
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == name && fd.Body != nil {
-			return string(src[fset.Position(fd.Body.Pos()).Offset:fset.Position(fd.Body.End()).Offset])
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil && d.Name.Name == name && d.Body != nil {
+				return text(d.Body)
+			}
+			if d.Recv != nil && len(d.Recv.List) == 1 {
+				if id, ok := d.Recv.List[0].Type.(*ast.Ident); ok && id.Name == name {
+					out = append(out, text(d))
+				}
+			}
+		case *ast.GenDecl:
+			for _, sp := range d.Specs {
+				if ts, ok := sp.(*ast.TypeSpec); ok && ts.Name.Name == name {
+					head := []string{text(d)}
+					if d.Doc != nil {
+						head = append([]string{text(d.Doc)}, head...)
+					}
+					out = append(head, out...)
+				}
+			}
 		}
 	}
-	t.Fatalf("%s has no func %s", file, name)
-	return ""
+	if out == nil {
+		t.Fatalf("%s has no func or type %s", file, name)
+	}
+	return strings.Join(out, "\n")
 }
 
 // notInOrder returns the first non-blank line of code that does not occur,

@@ -11,8 +11,8 @@ import (
 )
 
 // Options configures a Gate. The zero value of every field means the
-// documented default, and a negative Jitter or ScopePolicy.AllowedFails
-// means none; New validates the options once.
+// documented default, and a negative Jitter, ScopePolicy.AllowedFails or
+// ScopePolicy.PermanentWave means none; New validates the options once.
 type Options struct {
 	// Prefix starts every key the gate writes. Must not contain '{' or '}'.
 	// Default: "retrygate".
