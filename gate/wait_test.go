@@ -43,7 +43,7 @@ func TestWaitReplicas(t *testing.T) {
 		start := time.Now()
 		err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran = true; return nil })
 		if !errors.Is(err, gate.ErrUnavailable) || !errors.Is(err, gate.ErrUnavailable) || ran {
-			t.Fatalf("Do: %v (ran %v), want ErrNotReplicated", err, ran)
+			t.Fatalf("Do: %v (ran %v), want ErrUnavailable", err, ran)
 		}
 		if took := time.Since(start); took < wait || took > wait+time.Second {
 			t.Fatalf("took %v, want about WaitTimeout", took)
