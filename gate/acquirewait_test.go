@@ -46,6 +46,59 @@ func subscribers(t *testing.T, tg redistest.Target, channel string) int64 {
 	return tg.Client.PubSubNumSub(ctx, channel).Val()[channel]
 }
 
+// waitInBackground starts g.AcquireWait(job, budget) and waits until its
+// subscription is confirmed (within); it returns the wait's error and the count
+// of reads it made after a confirmed subscription.
+func waitInBackground(t *testing.T, g *gate.Gate, job string, budget, within time.Duration) (<-chan error, *atomic.Int32) {
+	t.Helper()
+	subscribed := new(atomic.Int32)
+	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.AcquireWait(context.Background(), job, budget)
+		done <- err
+	}()
+	waitUntil(t, within, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	return done, subscribed
+}
+
+// wantDone fails t unless the waiter's wait ends in ErrDone within.
+func wantDone(t *testing.T, done <-chan error, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(within):
+		t.Fatalf("waiter not answered within %v", within)
+	}
+}
+
+// polled reports whether rec saw the WarnWaitPolling warning.
+func polled(rec *recorder) bool {
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling {
+			return true
+		}
+	}
+	return false
+}
+
+// runningElsewhere acquires "job" on a gate of its own over rdb and returns
+// that lease and a gate with o's options (Prefix and Lease set) sharing its
+// keys: the waiter. The lease is released at the test's end.
+func runningElsewhere(t *testing.T, rdb redis.Scripter, o gate.Options) (*gate.Lease, *gate.Gate) {
+	t.Helper()
+	o.Prefix, o.Lease = redistest.UniqueKey(t), longLease
+	owner, err := newGate(t, rdb, gate.Options{Prefix: o.Prefix, Lease: longLease}).Acquire(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Release(context.Background()) })
+	return owner, newGate(t, rdb, o)
+}
+
 // countSubscribed installs a subscribed hook that counts the reads made
 // after a confirmed subscription, per job.
 func countSubscribed(t *testing.T) func(job string) int64 {
@@ -154,14 +207,8 @@ func TestAcquireWaitOneCall(t *testing.T) {
 func TestAcquireWaitRunsFreedJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			prefix := redistest.UniqueKey(t)
-			g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
-			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, Wait: 20 * time.Second})
+			owner, g2 := runningElsewhere(t, tg.Client, gate.Options{Wait: 20 * time.Second})
 			ctx := context.Background()
-			owner, err := g1.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
 			go func() {
 				time.Sleep(20 * time.Millisecond)
 				_ = owner.Succeed(ctx)
@@ -226,18 +273,10 @@ func TestAcquireWaitSubscribeReadRace(t *testing.T) {
 func TestAcquireWaitBudget(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			prefix := redistest.UniqueKey(t)
-			g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
-			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			_, g2 := runningElsewhere(t, tg.Client, gate.Options{})
 			ctx := context.Background()
-			owner, err := g1.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer owner.Release(ctx)
-
 			start := time.Now()
-			_, err = g2.AcquireWait(ctx, "job", 0)
+			_, err := g2.AcquireWait(ctx, "job", 0)
 			if !errors.Is(err, gate.ErrInFlight) || time.Since(start) > time.Second {
 				t.Fatalf("no budget: %v after %v, want ErrInFlight at once", err, time.Since(start))
 			}
@@ -264,18 +303,11 @@ func TestAcquireWaitBudget(t *testing.T) {
 func TestAcquireWaitContextCancelled(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			prefix := redistest.UniqueKey(t)
-			g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
-			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
-			owner, err := g1.Acquire(context.Background(), "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer owner.Release(context.Background())
+			_, g2 := runningElsewhere(t, tg.Client, gate.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(gate.SetWaitHooks(nil, func(string) { cancel() }))
 			start := time.Now()
-			_, err = g2.AcquireWait(ctx, "job", 20*time.Second)
+			_, err := g2.AcquireWait(ctx, "job", 20*time.Second)
 			if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
 				t.Fatalf("AcquireWait: %v after %v, want context.Canceled at once", err, time.Since(start))
 			}
@@ -283,7 +315,7 @@ func TestAcquireWaitContextCancelled(t *testing.T) {
 				t.Fatalf("%d listeners left", n)
 			}
 			if tg.Name != "miniredis" {
-				lock, _ := keyspace.Job(prefix, "job")
+				lock, _ := keyspace.Job(g2.Options().Prefix, "job")
 				waitUntil(t, 5*time.Second, "unsubscribed", func() bool { return subscribers(t, tg, lock) == 0 })
 			}
 		})
@@ -343,31 +375,13 @@ func TestAcquireWaitSubscriptionDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var subscribed atomic.Int32
-	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
-	done := make(chan error, 1)
-	go func() {
-		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
-		done <- err
-	}()
-	waitUntil(t, 5*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	done, _ := waitInBackground(t, waiter, "job", 20*time.Second, 5*time.Second)
 	p.ResetAll()
 	if err := l.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, gate.ErrDone) {
-			t.Fatalf("AcquireWait: %v, want ErrDone", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not answered within 5s of the settle")
-	}
-	warned := false
-	for _, e := range rec.drain() {
-		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
-	}
-	if !warned {
+	wantDone(t, done, 5*time.Second)
+	if !polled(rec) {
 		t.Fatal("no EventWarning with WarnWaitPolling after the subscription broke")
 	}
 }
@@ -409,11 +423,7 @@ func TestAcquireWaitWithoutChannelPermission(t *testing.T) {
 	if !errors.Is(err, gate.ErrDone) || time.Since(start) > 5*time.Second {
 		t.Fatalf("AcquireWait: %v after %v, want ErrDone by polling", err, time.Since(start))
 	}
-	warned := false
-	for _, e := range rec.drain() {
-		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
-	}
-	if !warned {
+	if !polled(rec) {
 		t.Fatal("no WarnWaitPolling warning")
 	}
 }
@@ -441,14 +451,7 @@ func TestAcquireWaitAcrossFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var subscribed atomic.Int32
-	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
-	done := make(chan error, 1)
-	go func() {
-		_, err := waiter.AcquireWait(ctx, "job", 60*time.Second)
-		done <- err
-	}()
-	waitUntil(t, 10*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	done, _ := waitInBackground(t, waiter, "job", 60*time.Second, 10*time.Second)
 
 	lock, _ := keyspace.Job(prefix, "job")
 	m, err := cl.Client(t).MasterForKey(ctx, lock)
@@ -478,22 +481,11 @@ func TestAcquireWaitAcrossFailover(t *testing.T) {
 	if err := l.Succeed(ctx); err != nil {
 		t.Fatalf("settle after the failover: %v", err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, gate.ErrDone) {
-			t.Fatalf("AcquireWait: %v, want ErrDone", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter not answered within 10s of the settle")
-	}
+	wantDone(t, done, 10*time.Second)
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("waiter answered %v after the settle: the resubscription should push it", took)
 	}
-	warned := false
-	for _, e := range rec.drain() {
-		warned = warned || e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling
-	}
-	if !warned {
+	if !polled(rec) {
 		t.Error("no WarnWaitPolling while the subscription was down")
 	}
 }
@@ -542,27 +534,13 @@ func TestAcquireWaitDocumentedACL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var subscribed atomic.Int32
-	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
-	done := make(chan error, 1)
-	go func() {
-		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
-		done <- err
-	}()
-	waitUntil(t, 5*time.Second, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	done, subscribed := waitInBackground(t, waiter, "job", 20*time.Second, 5*time.Second)
 	// A poll would read several times meanwhile (10, 20, 40... ms).
 	time.Sleep(300 * time.Millisecond)
 	if err := l.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, gate.ErrDone) {
-			t.Fatalf("AcquireWait: %v, want ErrDone", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not answered")
-	}
+	wantDone(t, done, 5*time.Second)
 	for _, e := range rec.drain() {
 		if e.Kind == gate.EventWarning {
 			t.Fatalf("warning %s: %v", e.Reason, e.Err)
