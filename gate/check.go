@@ -40,9 +40,10 @@ const (
 	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
 	// subscribe to the job's channel and poll Redis with backoff instead:
 	// the client cannot subscribe, Redis refused it (an ACL without
-	// channel permission: NOPERM; a server without SSUBSCRIBE), or the
-	// subscription's connection broke (Err says which). They are woken
-	// late, never wrongly.
+	// channel permission: NOPERM; a server without SSUBSCRIBE), the
+	// subscription's connection broke, or a cluster slot moved and the
+	// client's slot map has not followed yet (MOVED; Err says which). They
+	// are woken late, never wrongly.
 	WarnWaitPolling = "wait_polling"
 )
 

@@ -86,9 +86,13 @@
 // that expires without a settle publishes nothing, so each step of a wait
 // ends at the lease's time left. Waiters and watchers (Watch) of one job
 // in one Gate share one subscription, over one connection per Redis
-// server, open while someone waits and briefly after. Where subscribing
-// fails (the client cannot, an ACL forbids channels, the connection broke)
-// waits poll with backoff, up to once a second, and the Gate sends an
+// server, open while someone waits and briefly after. When a job's
+// cluster slot moves to another master, Redis drops the subscription; the
+// waiters and watchers read again and subscribe on the new master, so a
+// settle after the move is pushed as before (TestWaitAcrossSlotMigration).
+// Where subscribing fails (the client cannot, an ACL forbids channels, the
+// connection broke, the client's slot map has not followed a moved slot
+// yet) waits poll with backoff, up to once a second, and the Gate sends an
 // EventWarning with Reason WarnWaitPolling.
 //
 // # Upstream scope

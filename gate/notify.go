@@ -460,6 +460,13 @@ func (h *hub) broke(sc *subConn, err error) {
 // command) keeps waits polling for pubsubRetry; a redirection (MOVED: the
 // slot moved to another master) is retried at the next step, once the
 // client's slot map is reloaded.
+//
+// The listeners are not woken: closing ready ends a wait in ready, and a
+// listener past it polls already (its channel was not confirmed), so it
+// retries at its next poll step, with backoff. A wake would retry at once:
+// while the client's slot map still names the old master (a reload lags
+// behind a moved slot by 200 ms or more), subscribe, MOVED, wake would
+// spin, each turn reading the job again (TestWaitAcrossSlotMigration).
 func (h *hub) refusedOn(sc *subConn, err error) {
 	var gone []string
 	if !refused(err) && h.g.reload != nil {
@@ -468,11 +475,7 @@ func (h *hub) refusedOn(sc *subConn, err error) {
 	h.mu.Lock()
 	for name, cs := range sc.chans {
 		if !cs.ok {
-			lns := cs.lns
 			h.dropLocked(cs)
-			for ln := range lns {
-				signal(ln.wake)
-			}
 			gone = append(gone, name)
 		}
 	}
