@@ -86,6 +86,21 @@ func spawn(t *testing.T, fn func(ctx context.Context)) {
 	})
 }
 
+// answered counts the commands a client sent that Redis answered.
+type answered struct{ n atomic.Int64 }
+
+func (a *answered) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (a *answered) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a.n.Add(1)
+		return err
+	}
+}
+func (a *answered) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // pollWarnings counts the WarnWaitPolling warnings among evs.
 func pollWarnings(evs []gate.Event) int {
 	n := 0
@@ -564,5 +579,49 @@ func TestAcquireWaitPushedWithoutUnsubscribe(t *testing.T) {
 		if e.Kind == gate.EventWarning {
 			t.Fatalf("warning %s: %v", e.Reason, e.Err)
 		}
+	}
+}
+
+// TestWatchStateReadInItsLastMillisecond: Redis keeps a key through its
+// last millisecond, where PTTL reads 0, so a watcher may read a cooldown
+// with no time left (here woken then by a bare message on the job's
+// channel; in use by a scope change, a local settle or a resubscription).
+// It must still report the cooldown's end, which publishes nothing.
+// (miniredis: its clock stands still between Advances, so the read lands
+// in the last millisecond for sure.)
+func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
+	var rt answered
+	counted := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	counted.AddHook(&rt)
+	t.Cleanup(func() { _ = counted.Close() })
+	g := newGate(t, counted, opts)
+	other := newGate(t, rdb, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := g.Watch(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, ch, gate.Ready, time.Second)
+	if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatal(err)
+	}
+	st := nextState(t, ch, gate.CoolingDown, 2*time.Second)
+	redistest.Advance(m, st.RetryAfter-500*time.Microsecond)
+	lock, _ := keyspace.Job(prefix, "job")
+	if p := rdb.PTTL(ctx, lock).Val(); p != 0 {
+		t.Fatalf("PTTL %v, want 0 (the last millisecond)", p)
+	}
+	read := rt.n.Load()
+	if err := rdb.Publish(ctx, lock, "wake").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the watcher read the cooldown with no time left", func() bool { return rt.n.Load() > read })
+	redistest.Advance(m, time.Millisecond)
+	if st := nextState(t, ch, gate.Ready, 3*time.Second); st.Attempts != 1 {
+		t.Fatalf("after the cooldown: %+v", st)
 	}
 }
