@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -623,5 +624,130 @@ func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
 	redistest.Advance(m, time.Millisecond)
 	if st := nextState(t, ch, gate.Ready, 3*time.Second); st.Attempts != 1 {
 		t.Fatalf("after the cooldown: %+v", st)
+	}
+}
+
+// spin runs for ARGV[1] microseconds: Redis answers BUSY meanwhile.
+const spinScript = `local s = redis.call('TIME')
+local start = s[1] * 1000000 + s[2]
+while true do
+  local n = redis.call('TIME')
+  if n[1] * 1000000 + n[2] - start > tonumber(ARGV[1]) then return 1 end
+end`
+
+// TestAcquireWaitSubscribeWhileRedisIsBusy: Redis answers BUSY (a long
+// script) to the waiter's SUBSCRIBE. That is no refusal: the waiter polls
+// meanwhile, with a warning, subscribes again once Redis answers, and the
+// settle then wakes it.
+func TestAcquireWaitSubscribeWhileRedisIsBusy(t *testing.T) {
+	srv := redistest.Server(t, redistest.WithArgs("--busy-reply-threshold", "20"))
+	admin, probe := srv.Client(t), srv.Client(t)
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	owner := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan error, 1)
+	var once sync.Once
+	t.Cleanup(gate.SetWaitHooks(func(string) {
+		once.Do(func() {
+			go func() { busy <- admin.Eval(ctx, spinScript, nil, 300000).Err() }()
+			waitUntil(t, 5*time.Second, "Redis busy", func() bool {
+				err := probe.Ping(ctx).Err()
+				return err != nil && strings.HasPrefix(err.Error(), "BUSY")
+			})
+		})
+	}, nil))
+	done := make(chan error, 1)
+	spawn(t, func(ctx context.Context) {
+		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
+		done <- err
+	})
+	if err := <-busy; err != nil {
+		t.Fatalf("spin: %v", err)
+	}
+	lock, _ := keyspace.Job(prefix, "job")
+	waitUntil(t, 5*time.Second, "subscribed again once Redis answers", func() bool { return probe.PubSubNumSub(ctx, lock).Val()[lock] == 1 })
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered")
+	}
+	if pollWarnings(rec.drain()) == 0 {
+		t.Fatal("no WarnWaitPolling while Redis refused the subscription")
+	}
+}
+
+// TestAcquireWaitReadsOnceWhenTheLeaseEnds: a lease that expires without a
+// settle publishes nothing; the waiter reads again once the time left it
+// read has passed, not before: two reads in all (after subscribing, at
+// the lease's end), and it runs the job. Real servers only: miniredis's
+// clock stands still between Advances.
+func TestAcquireWaitReadsOnceWhenTheLeaseEnds(t *testing.T) {
+	reads := countSubscribed(t)
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			const lease = 100 * time.Millisecond
+			dead := &flaky{Scripter: tg.Client}
+			g1 := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
+			ctx := context.Background()
+			job := tg.Name + "-lost"
+			if _, err := g1.Acquire(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			dead.Down.Store(true) // its owner neither renews nor settles
+			l, err := g2.AcquireWait(ctx, job, 10*time.Second)
+			if err != nil {
+				t.Fatalf("AcquireWait: %v, want the job once the lease expired", err)
+			}
+			defer l.Release(ctx)
+			if n := reads(job); n != 2 {
+				t.Fatalf("%d reads, want 2: after subscribing, and once the lease's time left had passed", n)
+			}
+		})
+	}
+}
+
+// TestWatchReadsOnceWhenTheCooldownEnds: a watcher reads again when the
+// cooldown it read has ended, not before: one read between the cooldown
+// and the ready status. Real servers only (miniredis's clock stands
+// still).
+func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
+			var rt roundTrips
+			g := newGate(t, ownClient(t, tg, &rt, nil), opts)
+			other := newGate(t, tg.Client, opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch, err := g.Watch(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nextState(t, ch, gate.Ready, time.Second)
+			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+				t.Fatal(err)
+			}
+			nextState(t, ch, gate.CoolingDown, 2*time.Second)
+			start := rt.n.Load()
+			nextState(t, ch, gate.Ready, 2*time.Second)
+			if n := rt.n.Load() - start; n != 1 {
+				t.Fatalf("%d reads from the cooldown to its end, want 1", n)
+			}
+		})
 	}
 }
