@@ -54,7 +54,11 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 		if !ok {
 			step = time.Hour
 		}
-		if push {
+		// A job state read with no time left (its key's last millisecond,
+		// where PTTL reads 0, or a key without a TTL, which the gate never
+		// writes) ends unannounced, any moment: poll for it as without a
+		// subscription.
+		if push && (ok || last.State == Ready) {
 			poll = pollMin
 		} else {
 			step = min(step, poll)

@@ -1,0 +1,753 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// Tests of the bounded, pub/sub-woken wait (AcquireWait, Watch) written
+// for the mutants of notify.go, watch.go and wait.go (docs/mutants.md):
+// what a wait costs (pushed, not polled; polled with backoff where it
+// cannot subscribe), that its subscription and connection go away with
+// the last waiter, and what a watcher is told.
+
+// connCount counts the connections a client opened and has not closed.
+type connCount struct{ live, dials atomic.Int64 }
+
+type countedConn struct {
+	net.Conn
+	c    *connCount
+	once sync.Once
+}
+
+func (cc *countedConn) Close() error {
+	cc.once.Do(func() { cc.c.live.Add(-1) })
+	return cc.Conn.Close()
+}
+
+// ownClient returns a new client to tg's backend (closed at cleanup), its
+// commands counted in rt and its connections in cc (either may be nil).
+func ownClient(t *testing.T, tg redistest.Target, rt *roundTrips, cc *connCount) redis.UniversalClient {
+	t.Helper()
+	wrap := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if cc == nil {
+			return dial
+		}
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			cc.dials.Add(1)
+			cc.live.Add(1)
+			return &countedConn{Conn: conn, c: cc}, nil
+		}
+	}
+	var d net.Dialer
+	var c redis.UniversalClient
+	switch tc := tg.Client.(type) {
+	case *redis.Client:
+		c = redis.NewClient(&redis.Options{Addr: tc.Options().Addr, Dialer: wrap(d.DialContext)})
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: tc.Options().Addrs, Dialer: wrap(d.DialContext)})
+	default:
+		t.Fatalf("target %s: client %T", tg.Name, tg.Client)
+	}
+	if rt != nil {
+		c.AddHook(rt)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// spawn runs fn in a goroutine whose context ends when t does, and waits
+// for it then: a failed test leaves no waiter running into the next one.
+func spawn(t *testing.T, fn func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fn(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
+// answered counts the commands a client sent that Redis answered.
+type answered struct{ n atomic.Int64 }
+
+func (a *answered) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (a *answered) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a.n.Add(1)
+		return err
+	}
+}
+func (a *answered) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// pollWarnings counts the WarnWaitPolling warnings among evs.
+func pollWarnings(evs []gate.Event) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling {
+			n++
+		}
+	}
+	return n
+}
+
+// noStatus fails t if ch delivers anything within d.
+func noStatus(t *testing.T, ch <-chan gate.Status, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case st, ok := <-ch:
+		t.Fatalf("%s: got status %+v (channel open %v), want none", why, st, ok)
+	case <-time.After(d):
+	}
+}
+
+// waitPushed runs one AcquireWait on job in waiter while owner's lease l
+// runs, settles l after the waiter has been subscribed for a while, and
+// returns how many reads the waiter made (reads counts them per job).
+func waitPushed(t *testing.T, waiter *gate.Gate, l *gate.Lease, job string, reads func(string) int64) int64 {
+	t.Helper()
+	ctx := context.Background()
+	before := reads(job)
+	done := make(chan error, 1)
+	spawn(t, func(ctx context.Context) {
+		_, err := waiter.AcquireWait(ctx, job, 20*time.Second)
+		done <- err
+	})
+	waitUntil(t, 5*time.Second, "waiter subscribed", func() bool { return reads(job) > before })
+	// A poll would read several times meanwhile (10, 20, 40... ms).
+	time.Sleep(300 * time.Millisecond)
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered within 5s of the settle")
+	}
+	return reads(job) - before
+}
+
+// TestAcquireWaitPushedEveryTime: a gate's waits are woken by the settle's
+// message, not by polling: two reads (after subscribing, after the
+// message), no warning. The same holds for the next wait on the same job
+// in the same gate, while its connection is kept, and for a wait after
+// the idle connection was closed (single-node targets: the connections
+// are counted there), which dials it again.
+func TestAcquireWaitPushedEveryTime(t *testing.T) {
+	reads := countSubscribed(t)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			ctx := context.Background()
+			var conns connCount
+			rec := newRecorder()
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+			waiter := newGate(t, ownClient(t, tg, nil, &conns), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+			job := tg.Name + "-pushed"
+			if _, err := waiter.Status(ctx, job); err != nil { // the client's pool connection
+				t.Fatal(err)
+			}
+			idle := conns.live.Load()
+			round := func(what string) {
+				t.Helper()
+				if err := owner.Reset(ctx, job); err != nil { // the last round's Done mark
+					t.Fatal(err)
+				}
+				l, err := owner.Acquire(ctx, job)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := waitPushed(t, waiter, l, job, reads); n != 2 {
+					t.Fatalf("%s: %d reads, want 2 (after subscribing, after the settle's message): polled", what, n)
+				}
+				if n := pollWarnings(rec.drain()); n != 0 {
+					t.Fatalf("%s: %d WarnWaitPolling warnings, want none", what, n)
+				}
+			}
+			round("first wait")
+			dials := conns.dials.Load()
+			round("second wait on the same job")
+			if tg.IsCluster {
+				return
+			}
+			if d := conns.dials.Load() - dials; d != 0 {
+				t.Fatalf("a wait right after another dialled %d connections, want the kept one reused", d)
+			}
+			// The idle subscription connection is closed a few seconds
+			// after the last wait.
+			waitUntil(t, 10*time.Second, "the idle subscription connection closed", func() bool { return conns.live.Load() == idle })
+			dials = conns.dials.Load()
+			round("wait after the idle connection was closed")
+			if d := conns.dials.Load() - dials; d != 1 {
+				t.Fatalf("the wait after the close dialled %d connections, want 1 (its subscription)", d)
+			}
+		})
+	}
+}
+
+// TestAcquireWaitSharedSubscription: two waiters of a job in one gate
+// share one subscription. When one gives up the other is still woken by
+// the settle, and when the last one returns the channel is unsubscribed.
+func TestAcquireWaitSharedSubscription(t *testing.T) {
+	reads := countSubscribed(t)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+			waiter := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			job := tg.Name + "-shared"
+			lock, _ := keyspace.Job(prefix, job)
+			ctx := context.Background()
+			l, err := owner.Acquire(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quitting, quit := context.WithCancel(ctx)
+			t.Cleanup(quit)
+			gaveUp, stayed := make(chan error, 1), make(chan error, 1)
+			spawn(t, func(context.Context) {
+				_, err := waiter.AcquireWait(quitting, job, 20*time.Second)
+				gaveUp <- err
+			})
+			spawn(t, func(ctx context.Context) {
+				_, err := waiter.AcquireWait(ctx, job, 20*time.Second)
+				stayed <- err
+			})
+			waitUntil(t, 5*time.Second, "both waiters subscribed", func() bool { return reads(job) >= 2 })
+			if n := subscribers(t, tg, lock); n != 1 {
+				t.Fatalf("%d subscriptions for two waiters in one gate, want 1", n)
+			}
+			quit()
+			if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the waiter that gave up: %v", err)
+			}
+			if err := l.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-stayed:
+				if !errors.Is(err, gate.ErrDone) {
+					t.Fatalf("the waiter that stayed: %v, want ErrDone", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter that stayed was not woken by the settle")
+			}
+			if n := gate.Listeners(waiter); n != 0 {
+				t.Fatalf("%d listeners left", n)
+			}
+			waitUntil(t, 5*time.Second, "unsubscribed after the last waiter", func() bool { return subscribers(t, tg, lock) == 0 })
+		})
+	}
+}
+
+// TestAcquireWaitWithoutBudgetCostsAnAcquire: AcquireWait with no budget,
+// and Acquire (Options.Wait 0), refuse a running job in one round trip,
+// as a plain acquire does, and subscribe to nothing.
+func TestAcquireWaitWithoutBudgetCostsAnAcquire(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			ctx := context.Background()
+			var rt roundTrips
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			g := newGate(t, ownClient(t, tg, &rt, nil), gate.Options{Prefix: prefix, Lease: longLease})
+			job := tg.Name + "-nowait"
+			lock, _ := keyspace.Job(prefix, job)
+			l, err := owner.Acquire(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			if _, err := g.Acquire(ctx, job); !errors.Is(err, gate.ErrInFlight) { // loads the script
+				t.Fatalf("Acquire: %v", err)
+			}
+			for _, wait := range []time.Duration{0, -time.Second} {
+				start := rt.n.Load()
+				if _, err := g.AcquireWait(ctx, job, wait); !errors.Is(err, gate.ErrInFlight) {
+					t.Fatalf("AcquireWait(%v): %v, want ErrInFlight", wait, err)
+				}
+				if n := rt.n.Load() - start; n != 1 {
+					t.Fatalf("AcquireWait(%v) of a running job: %d round trips, want 1", wait, n)
+				}
+			}
+			if n := subscribers(t, tg, lock); n != 0 {
+				t.Fatalf("%d subscriptions after calls that do not wait", n)
+			}
+		})
+	}
+}
+
+// TestAcquireWaitPollsWithBackoffWithoutSubscribe: a client that cannot
+// subscribe (a wrapper without Subscribe) makes waits poll, 10 ms doubling
+// (so a few reads in half a second, not a busy loop), and the gate warns
+// once, not at every wait. The polls still see the settle.
+func TestAcquireWaitPollsWithBackoffWithoutSubscribe(t *testing.T) {
+	reads := countSubscribed(t)
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, &flaky{Scripter: rdb}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 500 * time.Millisecond
+	start := time.Now()
+	_, err = waiter.AcquireWait(ctx, "job", budget)
+	took := time.Since(start)
+	if !errors.Is(err, gate.ErrInFlight) || took < budget {
+		t.Fatalf("AcquireWait: %v after %v, want ErrInFlight after the %v budget", err, took, budget)
+	}
+	// 0, 10, 30, 70, 150, 310 ms and the budget's end: 7 reads.
+	if n := reads("job"); n < 4 || n > 12 {
+		t.Fatalf("%d reads in %v of polling, want about 7 (10 ms doubling)", n, took)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = l.Succeed(ctx)
+	}()
+	if _, err := waiter.AcquireWait(ctx, "job", 10*time.Second); !errors.Is(err, gate.ErrDone) {
+		t.Fatalf("AcquireWait: %v, want ErrDone by polling", err)
+	}
+	if n := pollWarnings(rec.drain()); n != 1 {
+		t.Fatalf("%d WarnWaitPolling warnings for two waits, want 1", n)
+	}
+}
+
+// TestWatchQuietWhileNothingChanges: a subscribed watcher reads nothing and
+// sends nothing while its job does not change: a free job, and a running
+// one whose lease ends long after the test.
+func TestWatchQuietWhileNothingChanges(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var rt roundTrips
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
+			g := newGate(t, ownClient(t, tg, &rt, nil), gate.Options{Prefix: prefix, Lease: longLease})
+			l, err := owner.Acquire(ctx, "running")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(context.Background())
+			for _, job := range []struct {
+				name string
+				want gate.State
+			}{{"free", gate.Ready}, {"running", gate.Running}} {
+				ch, err := g.Watch(ctx, job.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st := <-ch; st.State != job.want {
+					t.Fatalf("%s: first status %v, want %v", job.name, st.State, job.want)
+				}
+				start := rt.n.Load()
+				noStatus(t, ch, 300*time.Millisecond, job.name+" unchanged")
+				if n := rt.n.Load() - start; n != 0 {
+					t.Fatalf("%s: the watcher made %d round trips in 300ms while nothing changed, want 0", job.name, n)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchSeesExpiries: the end of a cooldown publishes nothing; a
+// watcher reads again when the TTL it read ends and reports the job
+// ready.
+func TestWatchSeesExpiries(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			const cooldown = 100 * time.Millisecond
+			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
+			// Another gate fails the job: the watcher has one wake-up, the
+			// settle's message (a settle in its own gate wakes it twice, and
+			// the second read could come after the cooldown's end).
+			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch, err := g.Watch(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nextState(t, ch, gate.Ready, time.Second)
+			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+				t.Fatal(err)
+			}
+			st := nextState(t, ch, gate.CoolingDown, 2*time.Second)
+			pass(tg, st.RetryAfter)
+			if st := nextState(t, ch, gate.Ready, 2*time.Second); st.Attempts != 1 {
+				t.Fatalf("after the cooldown: %+v, want Ready with the attempt counted", st)
+			}
+		})
+	}
+}
+
+// TestWatchSeesTheScope: a watcher of a job in a scope is told when
+// another process's failure cools the scope (pushed on the scope's
+// channel), and again when the scope's cooldown ends (nothing is
+// published: it reads when the nearest TTL it read ends, here the
+// scope's, not the job's long done mark).
+func TestWatchSeesTheScope(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			g := scopeGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
+			other := scopeGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := g.Do(ctx, "watched", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			ch, err := g.Watch(ctx, "watched")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.ScopeOpen {
+				t.Fatalf("first status %+v, want Done, scope open", st)
+			}
+			_ = failWith(t, other, "other", errRateLimited)
+			var st gate.Status
+			select {
+			case st = <-ch:
+			case <-time.After(2 * time.Second):
+				t.Fatal("the scope's cooldown was not reported")
+			}
+			if st.State != gate.Done || st.Upstream.State != gate.ScopeCooling || st.Upstream.RetryAfter <= 0 {
+				t.Fatalf("status %+v, want Done with the scope cooling", st)
+			}
+			pass(tg, st.Upstream.RetryAfter)
+			select {
+			case st = <-ch:
+				if st.State != gate.Done || st.Upstream.State == gate.ScopeCooling {
+					t.Fatalf("status %+v, want Done with the scope's cooldown over", st)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("the end of the scope's cooldown was not reported")
+			}
+		})
+	}
+}
+
+// TestWatchPollsWithoutSubscribe: a watcher whose client cannot subscribe
+// polls with backoff: it sees another process's change, reads a few times
+// in half a second, not in a busy loop, sends nothing while nothing
+// changes, and survives a Redis outage (failed reads are retried).
+func TestWatchPollsWithoutSubscribe(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	var rt roundTrips
+	counted := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	counted.AddHook(&rt)
+	t.Cleanup(func() { _ = counted.Close() })
+	down := &flaky{Scripter: counted}
+	rec := newRecorder()
+	g := newGate(t, down, gate.Options{Prefix: prefix, Cooldown: time.Hour, Observer: rec})
+	other := newGate(t, rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := g.Watch(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := <-ch; st.State != gate.Ready {
+		t.Fatalf("first status %+v", st)
+	}
+	start := rt.n.Load()
+	noStatus(t, ch, 500*time.Millisecond, "polling an unchanged job")
+	// 10, 30, 70, 150, 310 ms: 5 reads.
+	if n := rt.n.Load() - start; n < 3 || n > 12 {
+		t.Fatalf("%d reads in 500ms of polling, want about 5 (10 ms doubling)", n)
+	}
+	if n := pollWarnings(rec.drain()); n != 1 {
+		t.Fatalf("%d WarnWaitPolling warnings, want 1", n)
+	}
+	if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatal(err)
+	}
+	nextState(t, ch, gate.CoolingDown, 3*time.Second)
+
+	// Redis out of reach for longer than a poll step (at most a second),
+	// so reads fail: the watch goes on.
+	down.Down.Store(true)
+	time.Sleep(1500 * time.Millisecond)
+	down.Down.Store(false)
+	if err := other.Reset(context.Background(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, ch, gate.Ready, 3*time.Second)
+}
+
+// TestAcquireWaitRefusedSubscriptionWarnsOnce: Redis refuses the
+// subscription (a user without channel permission). The wait polls and
+// sees the settle, the gate warns once, and it does not try to subscribe
+// again for a while: later waits poll at once, without a new refusal or
+// warning.
+func TestAcquireWaitRefusedSubscriptionWarnsOnce(t *testing.T) {
+	reads := countSubscribed(t)
+	prefix := "aclrefused"
+	// docs/operating.md's pub/sub commands without its channel rule
+	// (&<prefix>:*): every SUBSCRIBE (and PUBLISH, which the settle
+	// scripts pcall) is refused with NOPERM; UNSUBSCRIBE is not.
+	s := redistest.ACLServer(t, prefix, append([]string{"+unsubscribe", "+sunsubscribe", "+ping"}, redistest.ACLPubSub...))
+	rec := newRecorder()
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	for i, job := range []string{"a", "b"} {
+		l, err := owner.Acquire(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		spawn(t, func(ctx context.Context) {
+			_, err := waiter.AcquireWait(ctx, job, 20*time.Second)
+			done <- err
+		})
+		// Half a second of polling: 0, 10, 30, 70, 150, 310 ms...
+		waitUntil(t, 5*time.Second, "waiter polled", func() bool { return reads(job) >= 5 })
+		if err := l.Succeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, gate.ErrDone) {
+				t.Fatalf("wait %d: %v, want ErrDone", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("wait %d not answered by polling", i)
+		}
+		if n := pollWarnings(rec.drain()); n != 1-i {
+			t.Fatalf("wait %d: %d WarnWaitPolling warnings, want %d (one for the refusal, none while the gate polls)", i, n, 1-i)
+		}
+	}
+}
+
+// TestAcquireWaitPushedWithoutUnsubscribe: a user that may subscribe but
+// not unsubscribe (nor PING) still has its waits pushed, wait after wait:
+// the refused UNSUBSCRIBE of a finished wait is no subscription refused.
+func TestAcquireWaitPushedWithoutUnsubscribe(t *testing.T) {
+	reads := countSubscribed(t)
+	prefix := "aclnounsub"
+	s := redistest.ACLServer(t, prefix, append([]string{"&" + prefix + ":*"}, redistest.ACLPubSub...))
+	rec := newRecorder()
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if err := owner.Reset(ctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		l, err := owner.Acquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := waitPushed(t, waiter, l, "job", reads); n != 2 {
+			t.Fatalf("wait %d: %d reads, want 2 (pushed)", i, n)
+		}
+		// The finished wait's UNSUBSCRIBE is refused meanwhile.
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventWarning {
+			t.Fatalf("warning %s: %v", e.Reason, e.Err)
+		}
+	}
+}
+
+// TestWatchStateReadInItsLastMillisecond: Redis keeps a key through its
+// last millisecond, where PTTL reads 0, so a watcher may read a cooldown
+// with no time left (here woken then by a bare message on the job's
+// channel; in use by a scope change, a local settle or a resubscription).
+// It must still report the cooldown's end, which publishes nothing.
+// (miniredis: its clock stands still between Advances, so the read lands
+// in the last millisecond for sure.)
+func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
+	var rt answered
+	counted := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	counted.AddHook(&rt)
+	t.Cleanup(func() { _ = counted.Close() })
+	g := newGate(t, counted, opts)
+	other := newGate(t, rdb, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := g.Watch(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, ch, gate.Ready, time.Second)
+	if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatal(err)
+	}
+	st := nextState(t, ch, gate.CoolingDown, 2*time.Second)
+	redistest.Advance(m, st.RetryAfter-500*time.Microsecond)
+	lock, _ := keyspace.Job(prefix, "job")
+	if p := rdb.PTTL(ctx, lock).Val(); p != 0 {
+		t.Fatalf("PTTL %v, want 0 (the last millisecond)", p)
+	}
+	read := rt.n.Load()
+	if err := rdb.Publish(ctx, lock, "wake").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the watcher read the cooldown with no time left", func() bool { return rt.n.Load() > read })
+	redistest.Advance(m, time.Millisecond)
+	if st := nextState(t, ch, gate.Ready, 3*time.Second); st.Attempts != 1 {
+		t.Fatalf("after the cooldown: %+v", st)
+	}
+}
+
+// spin runs for ARGV[1] microseconds: Redis answers BUSY meanwhile.
+const spinScript = `local s = redis.call('TIME')
+local start = s[1] * 1000000 + s[2]
+while true do
+  local n = redis.call('TIME')
+  if n[1] * 1000000 + n[2] - start > tonumber(ARGV[1]) then return 1 end
+end`
+
+// TestAcquireWaitSubscribeWhileRedisIsBusy: Redis answers BUSY (a long
+// script) to the waiter's SUBSCRIBE. That is no refusal: the waiter polls
+// meanwhile, with a warning, subscribes again once Redis answers, and the
+// settle then wakes it.
+func TestAcquireWaitSubscribeWhileRedisIsBusy(t *testing.T) {
+	srv := redistest.Server(t, redistest.WithArgs("--busy-reply-threshold", "20"))
+	admin, probe := srv.Client(t), srv.Client(t)
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	owner := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan error, 1)
+	var once sync.Once
+	t.Cleanup(gate.SetWaitHooks(func(string) {
+		once.Do(func() {
+			go func() { busy <- admin.Eval(ctx, spinScript, nil, 300000).Err() }()
+			waitUntil(t, 5*time.Second, "Redis busy", func() bool {
+				err := probe.Ping(ctx).Err()
+				return err != nil && strings.HasPrefix(err.Error(), "BUSY")
+			})
+		})
+	}, nil))
+	done := make(chan error, 1)
+	spawn(t, func(ctx context.Context) {
+		_, err := waiter.AcquireWait(ctx, "job", 20*time.Second)
+		done <- err
+	})
+	if err := <-busy; err != nil {
+		t.Fatalf("spin: %v", err)
+	}
+	lock, _ := keyspace.Job(prefix, "job")
+	waitUntil(t, 5*time.Second, "subscribed again once Redis answers", func() bool { return probe.PubSubNumSub(ctx, lock).Val()[lock] == 1 })
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered")
+	}
+	if pollWarnings(rec.drain()) == 0 {
+		t.Fatal("no WarnWaitPolling while Redis refused the subscription")
+	}
+}
+
+// TestAcquireWaitReadsOnceWhenTheLeaseEnds: a lease that expires without a
+// settle publishes nothing; the waiter reads again once the time left it
+// read has passed, not before: two reads in all (after subscribing, at
+// the lease's end), and it runs the job. Real servers only: miniredis's
+// clock stands still between Advances.
+func TestAcquireWaitReadsOnceWhenTheLeaseEnds(t *testing.T) {
+	reads := countSubscribed(t)
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			const lease = 100 * time.Millisecond
+			dead := &flaky{Scripter: tg.Client}
+			g1 := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
+			ctx := context.Background()
+			job := tg.Name + "-lost"
+			if _, err := g1.Acquire(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			dead.Down.Store(true) // its owner neither renews nor settles
+			l, err := g2.AcquireWait(ctx, job, 10*time.Second)
+			if err != nil {
+				t.Fatalf("AcquireWait: %v, want the job once the lease expired", err)
+			}
+			defer l.Release(ctx)
+			if n := reads(job); n != 2 {
+				t.Fatalf("%d reads, want 2: after subscribing, and once the lease's time left had passed", n)
+			}
+		})
+	}
+}
+
+// TestWatchReadsOnceWhenTheCooldownEnds: a watcher reads again when the
+// cooldown it read has ended, not before: one read between the cooldown
+// and the ready status. Real servers only (miniredis's clock stands
+// still).
+func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
+			var rt roundTrips
+			g := newGate(t, ownClient(t, tg, &rt, nil), opts)
+			other := newGate(t, tg.Client, opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch, err := g.Watch(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nextState(t, ch, gate.Ready, time.Second)
+			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+				t.Fatal(err)
+			}
+			nextState(t, ch, gate.CoolingDown, 2*time.Second)
+			start := rt.n.Load()
+			nextState(t, ch, gate.Ready, 2*time.Second)
+			if n := rt.n.Load() - start; n != 1 {
+				t.Fatalf("%d reads from the cooldown to its end, want 1", n)
+			}
+		})
+	}
+}
