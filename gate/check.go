@@ -43,7 +43,8 @@ const (
 	// channel permission: NOPERM; a server without SSUBSCRIBE), the
 	// subscription's connection broke, or a cluster slot moved and the
 	// client's slot map has not followed yet (MOVED; Err says which). They
-	// are woken late, never wrongly.
+	// are woken late, never wrongly. A Gate sends it at most once a minute,
+	// however many waits poll.
 	WarnWaitPolling = "wait_polling"
 )
 

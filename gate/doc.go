@@ -93,7 +93,7 @@
 // Where subscribing fails (the client cannot, an ACL forbids channels, the
 // connection broke, the client's slot map has not followed a moved slot
 // yet) waits poll with backoff, up to once a second, and the Gate sends an
-// EventWarning with Reason WarnWaitPolling.
+// EventWarning with Reason WarnWaitPolling, at most once a minute.
 //
 // # Upstream scope
 //

@@ -1,5 +1,7 @@
 package gate
 
+import "time"
+
 // SetWaitHooks installs AcquireWait's test hooks until the returned
 // function restores them: refused runs after the first refusal, before
 // the subscription; subscribed after it is confirmed, before each read.
@@ -8,6 +10,11 @@ func SetWaitHooks(refused, subscribed func(job string)) (restore func()) {
 	testHookRefused, testHookSubscribed = refused, subscribed
 	return func() { testHookRefused, testHookSubscribed = r, s }
 }
+
+// SetPingEvery sets how long g's subscriptions stay silent before a ping
+// (and as long again before they are given up). Call it before g's first
+// wait or watch.
+func SetPingEvery(g *Gate, d time.Duration) { g.hub.pingEvery = d }
 
 // Listeners counts g's live waits and watches.
 func Listeners(g *Gate) int { return int(g.hub.listeners.Load()) }

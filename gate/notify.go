@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -25,8 +26,10 @@ import (
 // re-established and resubscribed, or Redis dropped the subscription (a
 // cluster slot moved). Where no subscription is confirmed (the client
 // cannot subscribe, Redis refused it, the connection is down) the
-// listener's owner polls with backoff, and the gate says so once with an
-// EventWarning (WarnWaitPolling).
+// listener's owner polls with backoff, and the gate says so with an
+// EventWarning (WarnWaitPolling), at most once per pubsubRetry: a cause
+// that persists (an ACL, a slot map that lags a moved slot, a busy
+// script) warns once, not at every poll step.
 
 const (
 	// pingEvery: a subscription silent this long is pinged, and counted
@@ -56,7 +59,9 @@ type hub struct {
 	conns    map[string]*subConn   // by server address; "" on one node
 	chans    map[string]*chanState // by channel
 	offUntil time.Time             // Redis refused a subscription: poll until then
-	warned   bool                  // the client cannot subscribe: warned once
+	warnedAt time.Time             // the last WarnWaitPolling
+
+	pingEvery time.Duration // 0 = the pingEvery constant; tests shorten it
 }
 
 // subConn is one PubSub (one connection) and the channels it carries.
@@ -68,7 +73,6 @@ type subConn struct {
 	idle   *time.Timer
 	closed bool
 	done   chan struct{} // closed with closed
-	broken bool          // a break was reported and not healed yet
 }
 
 // chanState is one subscribed channel.
@@ -111,7 +115,7 @@ func (h *hub) listen(names ...string) *listener {
 func (ln *listener) ready(ctx context.Context, within time.Duration) bool {
 	h := ln.h
 	if h.g.pubsub == nil {
-		h.warnOnce(ctx)
+		h.warn(ctx, errNoSubscribe)
 		return false
 	}
 	var fresh []*chanState
@@ -131,8 +135,12 @@ func (ln *listener) ready(ctx context.Context, within time.Duration) bool {
 		}
 	}
 	h.mu.Unlock()
+	// In the background: on a path that drops packets, dialing and
+	// subscribing block for the client's timeouts, and the wait must not
+	// overrun within (TestAcquireWaitSilentSubscription). The subscription
+	// is shared, so it does not end with this caller's context.
 	for _, cs := range fresh {
-		h.subscribe(ctx, cs)
+		go h.subscribe(context.WithoutCancel(ctx), cs)
 	}
 	var t *time.Timer
 	push := true
@@ -184,8 +192,13 @@ func (ln *listener) close() {
 	}
 	h.mu.Unlock()
 	h.listeners.Add(-1)
+	// In the background, like the subscribe: the caller has its answer, and
+	// a connection on a silent path would hold it for the client's
+	// timeouts. An UNSUBSCRIBE that lands after a new listener subscribed
+	// the channel again is seen as Redis dropping it (dropped): that
+	// listener reads again and resubscribes.
 	for _, u := range gone {
-		h.unsubscribe(u.sc, u.name)
+		go h.unsubscribe(u.sc, u.name)
 	}
 }
 
@@ -338,8 +351,9 @@ func (h *hub) receive(sc *subConn) {
 	ctx := context.Background()
 	backoff := pollMin
 	pinged := false
+	every := cmp.Or(h.pingEvery, pingEvery)
 	for {
-		msg, err := sc.ps.ReceiveTimeout(ctx, pingEvery)
+		msg, err := sc.ps.ReceiveTimeout(ctx, every)
 		h.mu.Lock()
 		closed := sc.closed
 		h.mu.Unlock()
@@ -393,7 +407,6 @@ func (h *hub) receive(sc *subConn) {
 func (h *hub) confirmed(sc *subConn, name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	sc.broken = false
 	cs := sc.chans[name]
 	if cs == nil || cs.dead {
 		return
@@ -440,8 +453,6 @@ func (h *hub) broke(sc *subConn, err error) {
 		h.g.reload(context.Background())
 	}
 	h.mu.Lock()
-	first := !sc.broken
-	sc.broken = true
 	for _, cs := range sc.chans {
 		cs.ok = false
 		for ln := range cs.lns {
@@ -449,9 +460,7 @@ func (h *hub) broke(sc *subConn, err error) {
 		}
 	}
 	h.mu.Unlock()
-	if first {
-		h.warn(context.Background(), err)
-	}
+	h.warn(context.Background(), err)
 }
 
 // refusedOn handles an error reply on sc (a SUBSCRIBE refused or
@@ -515,20 +524,22 @@ func (h *hub) local(key string) {
 	h.wakeChannel(key)
 }
 
-func (h *hub) warnOnce(ctx context.Context) {
-	h.mu.Lock()
-	first := !h.warned
-	h.warned = true
-	h.mu.Unlock()
-	if first {
-		h.warn(ctx, errNoSubscribe)
-	}
-}
-
 var errNoSubscribe = errors.New("the Redis client cannot subscribe (no Subscribe or SSubscribe method): waits poll")
 
+// warn sends WarnWaitPolling with err, unless one was sent within
+// pubsubRetry.
 func (h *hub) warn(ctx context.Context, err error) {
-	if h.g.obs != nil {
+	if h.g.obs == nil {
+		return
+	}
+	h.mu.Lock()
+	now := time.Now()
+	quiet := !h.warnedAt.IsZero() && now.Sub(h.warnedAt) < pubsubRetry
+	if !quiet {
+		h.warnedAt = now
+	}
+	h.mu.Unlock()
+	if !quiet {
 		h.g.emit(ctx, Event{Kind: EventWarning, Reason: WarnWaitPolling, Err: err})
 	}
 }

@@ -29,7 +29,7 @@ import (
 // while it has waiters and briefly after. Where the client cannot
 // subscribe or Redis refuses it (an ACL without channel permission), the
 // waiter polls with backoff (10 ms doubling to 1 s) and the gate sends an
-// EventWarning with Reason WarnWaitPolling.
+// EventWarning with Reason WarnWaitPolling (at most once a minute).
 //
 // Nothing is subscribed unless the first attempt finds the job running: a
 // call that runs or is refused for another reason costs what Acquire does.
