@@ -54,10 +54,10 @@ func waitInBackground(t *testing.T, g *gate.Gate, job string, budget, within tim
 	subscribed := new(atomic.Int32)
 	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
 	done := make(chan error, 1)
-	go func() {
-		_, err := g.AcquireWait(context.Background(), job, budget)
+	spawn(t, func(ctx context.Context) {
+		_, err := g.AcquireWait(ctx, job, budget)
 		done <- err
-	}()
+	})
 	waitUntil(t, within, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
 	return done, subscribed
 }

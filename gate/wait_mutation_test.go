@@ -141,14 +141,7 @@ func waitPushed(t *testing.T, waiter *gate.Gate, l *gate.Lease, job string, read
 	if err := l.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, gate.ErrDone) {
-			t.Fatalf("AcquireWait: %v, want ErrDone", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not answered within 5s of the settle")
-	}
+	wantDone(t, done, 5*time.Second)
 	return reads(job) - before
 }
 
@@ -675,14 +668,7 @@ func TestAcquireWaitSubscribeWhileRedisIsBusy(t *testing.T) {
 	if err := l.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, gate.ErrDone) {
-			t.Fatalf("AcquireWait: %v, want ErrDone", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not answered")
-	}
+	wantDone(t, done, 5*time.Second)
 	// Each poll step's subscription was refused; one warning says so.
 	if n := pollWarnings(rec.drain()); n != 1 {
 		t.Fatalf("%d WarnWaitPolling warnings while Redis refused the subscription, want 1", n)
