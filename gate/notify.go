@@ -260,6 +260,16 @@ func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 		return
 	}
 	sc.start.Do(func() { go h.receive(sc) })
+	// Subscribing runs in the background (ready), so every listener may
+	// have left while the SUBSCRIBE was on its way, and close's UNSUBSCRIBE
+	// may have gone first: undo it here, or the connection would carry a
+	// channel nobody listens to.
+	h.mu.Lock()
+	left := cs.dead
+	h.mu.Unlock()
+	if left {
+		h.unsubscribe(sc, cs.name)
+	}
 }
 
 // unsubscribe drops a channel from sc, best effort: on a broken connection
