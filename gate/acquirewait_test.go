@@ -76,14 +76,7 @@ func wantDone(t *testing.T, done <-chan error, within time.Duration) {
 }
 
 // polled reports whether rec saw the WarnWaitPolling warning.
-func polled(rec *recorder) bool {
-	for _, e := range rec.drain() {
-		if e.Kind == gate.EventWarning && e.Reason == gate.WarnWaitPolling {
-			return true
-		}
-	}
-	return false
-}
+func polled(rec *recorder) bool { return pollWarnings(rec.drain()) > 0 }
 
 // runningElsewhere acquires "job" on a gate of its own over rdb and returns
 // that lease and a gate with o's options (Prefix and Lease set) sharing its
