@@ -69,9 +69,9 @@ func TestBrokenRulesFail(t *testing.T) {
 		{"RetrygateNotOwnedRatio", `sum by (scope) (rate(retrygate_not_owned_total[10m])) / (sum by (scope) (rate(retrygate_settles_total[10m])) + sum by (scope) (rate(retrygate_not_owned_total[10m]))) > 0.01`},
 		// increase() alone misses a series' first sample at 1.
 		{"RetrygateScopePaused", `sum by (scope, reason) (increase(retrygate_scope_transitions_total{state="paused"}[15m])) > 0`},
-		{"RetrygateRedisEvictionPolicy", `sum by (reason) (increase(retrygate_config_warnings_total{reason="maxmemory_policy_evicts"}[1h])) > 0`},
+		{"RetrygateRedisEvictionPolicy", `sum by (reason) (increase(retrygate_warnings_total{reason="maxmemory_policy_evicts"}[1h])) > 0`},
 		{"RetrygateRedisRefused", `sum by (scope, op) (increase(retrygate_redis_errors_total{cause="refused"}[5m])) > 0`},
-		{"RetrygateSettleUnwritten", `sum by (scope) (increase(retrygate_config_warnings_total{reason="settle_unwritten"}[15m])) > 0`},
+		{"RetrygateSettleUnwritten", `sum by (scope) (increase(retrygate_warnings_total{reason="settle_unwritten"}[15m])) > 0`},
 	} {
 		t.Run(tc.alert, func(t *testing.T) {
 			dir := t.TempDir()

@@ -19,9 +19,11 @@
 //	retrygate_renewals_total{outcome}            outcome: ok | failed
 //	retrygate_lease_lost_total                   leases lost while fn ran
 //	retrygate_not_owned_total                    settles rejected: the lock was someone else's
-//	retrygate_redis_errors_total{op}             op: acquire | settle | renew | scope | check | other
+//	retrygate_redis_errors_total{op,cause}       op: acquire | settle | renew | undo | scope | other;
+//	                                             cause: unavailable | refused (gate.ErrRedisRefused)
 //	retrygate_scope_transitions_total{state,reason}  state: cooling | paused
-//	retrygate_config_warnings_total{reason}      from gate.(*Gate).Check
+//	retrygate_warnings_total{reason}             gate.EventWarning: maxmemory_policy_evicts | config_unchecked
+//	                                             (Gate.Check), settle_unwritten, permanent_wave, wait_polling
 //	retrygate_lock_held_seconds{outcome}         histogram: how long calls held the lock, observed at
 //	                                             every settle, lease loss and not-owned rejection
 //	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | scope

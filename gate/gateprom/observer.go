@@ -21,7 +21,7 @@ type Observer struct {
 	notOwned     *prometheus.CounterVec
 	redisErrors  *prometheus.CounterVec
 	scope        *prometheus.CounterVec
-	configWarns  *prometheus.CounterVec
+	warnings     *prometheus.CounterVec
 	held         *prometheus.HistogramVec
 	cooldown     *prometheus.HistogramVec
 
@@ -78,7 +78,7 @@ func New(opts Options) *Observer {
 		scope: counter("scope_transitions_total",
 			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.",
 			"state", "reason"),
-		configWarns: counter("config_warnings_total",
+		warnings: counter("warnings_total",
 			"Warnings an operator must look at, by reason: configuration problems found by the start-up check (maxmemory_policy_evicts, config_unchecked), failures whose cooldown could not be written (settle_unwritten), waves of one permanent reason (permanent_wave), waits that poll because they cannot subscribe (wait_polling).",
 			"reason"),
 		held: histogram("lock_held_seconds",
@@ -198,13 +198,13 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	case gate.EventScopePaused:
 		o.scope.WithLabelValues(scope, "paused", o.reason(e.Reason)).Inc()
 	case gate.EventWarning:
-		o.configWarns.WithLabelValues(scope, o.reason(e.Reason)).Inc()
+		o.warnings.WithLabelValues(scope, o.reason(e.Reason)).Inc()
 	}
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
 	return []prometheus.Collector{o.acquisitions, o.coalesced, o.settles, o.renewals, o.leaseLost,
-		o.notOwned, o.redisErrors, o.scope, o.configWarns, o.held, o.cooldown}
+		o.notOwned, o.redisErrors, o.scope, o.warnings, o.held, o.cooldown}
 }
 
 // Describe implements prometheus.Collector.

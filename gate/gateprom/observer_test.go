@@ -254,6 +254,27 @@ retrygate_redis_errors_total{cause="unavailable",op="other",scope=""} 100
 }
 
 func TestObserverLint(t *testing.T) {
+	obs := everySeries()
+	problems, err := testutil.CollectAndLint(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	// acquisitions 4 (acquired, fail_open, refused with no state and
+	// running), coalesced, settles 4, held 6 (4 settles, lease_lost,
+	// not_owned), cooldown 2, renewals 2, lease_lost, not_owned,
+	// redis_errors, scope_transitions 2, warnings: every kind lands in its
+	// series.
+	if exp, got := 25, testutil.CollectAndCount(obs); exp != got {
+		t.Errorf("series: exp %d, got %d", exp, got)
+	}
+}
+
+// everySeries returns an Observer that has seen every event kind, and every
+// settle and renewal outcome.
+func everySeries() *gateprom.Observer {
 	obs := gateprom.New(gateprom.Options{})
 	for k := gate.EventAcquired; k <= gate.EventWarning; k++ {
 		obs.Observe(context.Background(), gate.Event{Kind: k, Reason: "timeout", Op: "acquire", Held: time.Second, Cooldown: time.Minute})
@@ -266,23 +287,12 @@ func TestObserverLint(t *testing.T) {
 		{Kind: gate.EventSettled, State: gate.Ready, Reason: "timeout"},
 		{Kind: gate.EventSettled, Err: gate.ErrNotOwned},
 		{Kind: gate.EventRenewed, Err: errors.New("down")},
+		{Kind: gate.EventRefused, State: gate.Running, Local: true},
 	} {
 		e.Held, e.Cooldown = time.Second, time.Minute
 		obs.Observe(context.Background(), e)
 	}
-	problems, err := testutil.CollectAndLint(obs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
-	// acquisitions 3, settles 4, held 6 (4 settles, lease_lost, not_owned),
-	// cooldown 2, renewals 2, lease_lost, not_owned, redis_errors,
-	// scope_transitions 2, config_warnings: every kind lands in its series.
-	if exp, got := 23, testutil.CollectAndCount(obs); exp != got {
-		t.Errorf("series: exp %d, got %d", exp, got)
-	}
+	return obs
 }
 
 // histograms returns the histograms of a family by their last label value
