@@ -11,6 +11,15 @@ func SetWaitHooks(refused, subscribed func(job string)) (restore func()) {
 	return func() { testHookRefused, testHookSubscribed = r, s }
 }
 
+// SetSubscribeHook installs a hook that runs in the background subscribe
+// just before its SUBSCRIBE is sent, until the returned function restores
+// the previous one.
+func SetSubscribeHook(f func(channel string)) (restore func()) {
+	prev := testHookSubscribing
+	testHookSubscribing = f
+	return func() { testHookSubscribing = prev }
+}
+
 // SetPingEvery sets how long g's subscriptions stay silent before a ping
 // (and as long again before they are given up). Call it before g's first
 // wait or watch.

@@ -223,6 +223,10 @@ func (h *hub) joinLocked(name string) (*chanState, bool) {
 	return cs, true
 }
 
+// testHookSubscribing, when set, runs in subscribe just before the
+// SUBSCRIBE is sent (export_test.go).
+var testHookSubscribing func(channel string)
+
 // subscribe subscribes cs on the PubSub of the server that holds it.
 func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 	g := h.g
@@ -249,6 +253,9 @@ func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 	cs.sc = sc
 	h.mu.Unlock()
 
+	if testHookSubscribing != nil {
+		testHookSubscribing(cs.name)
+	}
 	if g.sharded {
 		err = sc.ps.SSubscribe(ctx, cs.name)
 	} else {
