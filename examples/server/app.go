@@ -54,7 +54,7 @@ func (a *app) routes() http.Handler {
 		r.Use(requireDocument)
 		r.Get("/", a.getDocument)
 		a.mountGated(r)
-		r.Post("/reset", a.resetDocument)
+		r.Post("/reset", a.resetDocument) // the demo's; an operator-only action in a service (doc.go)
 	})
 	return r
 }

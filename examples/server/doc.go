@@ -12,5 +12,12 @@
 // real Redis; OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_MODEL) the
 // real API. Run with -h for the flags.
 //
+// POST /documents/{id}/reset (the page's Reset button on a failed
+// document) clears a failed mark or cooldown for anyone who asks: fine on a
+// demo that listens on 127.0.0.1, not in a service. A user who can reset a
+// job can retry it as often as they like, which is the retry storm the gate
+// stops. There, reset is an operator's action: the retrygate CLI, or a route
+// behind your own authorisation.
+//
 //	go run ./examples/server
 package main
