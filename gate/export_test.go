@@ -15,9 +15,12 @@ func SetWaitHooks(refused, subscribed func(job string)) (restore func()) {
 // just before its SUBSCRIBE is sent, until the returned function restores
 // the previous one.
 func SetSubscribeHook(f func(channel string)) (restore func()) {
-	prev := testHookSubscribing
-	testHookSubscribing = f
-	return func() { testHookSubscribing = prev }
+	var hook *func(string)
+	if f != nil {
+		hook = &f
+	}
+	prev := testHookSubscribing.Swap(hook)
+	return func() { testHookSubscribing.Store(prev) }
 }
 
 // SetPingEvery sets how long g's subscriptions stay silent before a ping

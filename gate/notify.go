@@ -224,8 +224,9 @@ func (h *hub) joinLocked(name string) (*chanState, bool) {
 }
 
 // testHookSubscribing, when set, runs in subscribe just before the
-// SUBSCRIBE is sent (export_test.go).
-var testHookSubscribing func(channel string)
+// SUBSCRIBE is sent (export_test.go). Atomic: a background subscribe of an
+// earlier test may still read it while a test sets it.
+var testHookSubscribing atomic.Pointer[func(channel string)]
 
 // subscribe subscribes cs on the PubSub of the server that holds it.
 func (h *hub) subscribe(ctx context.Context, cs *chanState) {
@@ -253,8 +254,8 @@ func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 	cs.sc = sc
 	h.mu.Unlock()
 
-	if testHookSubscribing != nil {
-		testHookSubscribing(cs.name)
+	if hook := testHookSubscribing.Load(); hook != nil {
+		(*hook)(cs.name)
 	}
 	if g.sharded {
 		err = sc.ps.SSubscribe(ctx, cs.name)
