@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/faultproxy"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
@@ -355,9 +354,7 @@ func TestAcquireWaitLeaseLost(t *testing.T) {
 // resubscription or its poll, and the gate warns that it polled.
 func TestAcquireWaitSubscriptionDropped(t *testing.T) {
 	srv := redistest.Server(t)
-	p := faultproxy.New(t, srv.Addr())
-	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = viaProxy.Close() })
+	p, viaProxy := proxied(t, srv)
 	direct := srv.Client(t)
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()

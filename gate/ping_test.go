@@ -12,6 +12,15 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
+// proxied returns a fault proxy in front of srv and a client through it.
+func proxied(t *testing.T, srv *redistest.Srv) (*faultproxy.Proxy, *redis.Client) {
+	t.Helper()
+	p := faultproxy.New(t, srv.Addr())
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return p, c
+}
+
 // subscribeVia is a client that runs scripts and reads on one connection
 // pool and subscribes through another (here: a fault proxy), so a test can
 // silence the subscription alone.
@@ -33,9 +42,7 @@ func (c subscribeVia) Subscribe(ctx context.Context, channels ...string) *redis.
 // and is kept. (pingEvery is 30 s; the test shortens it for this gate.)
 func TestAcquireWaitSilentSubscription(t *testing.T) {
 	srv := redistest.Server(t)
-	p := faultproxy.New(t, srv.Addr())
-	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = viaProxy.Close() })
+	p, viaProxy := proxied(t, srv)
 	direct := srv.Client(t)
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()

@@ -206,10 +206,10 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan outcome, 1)
+		done := make(chan error, 1)
 		go func() {
-			l, err := waiter.AcquireWait(ctx, job, budget)
-			done <- outcome{l, err}
+			_, err := waiter.AcquireWait(ctx, job, budget)
+			done <- err
 		}()
 		waitUntil(t, prompt, "subscription on the new master", func() bool {
 			return reads(job) >= 1 && shardSubs(t, to, lock) == 1
@@ -217,14 +217,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 		if err := l.Succeed(ctx); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case o := <-done:
-			if o.l != nil || !errors.Is(o.err, gate.ErrDone) {
-				t.Fatalf("AcquireWait: lease %v, %v; want ErrDone", o.l, o.err)
-			}
-		case <-time.After(prompt):
-			t.Fatalf("waiter not answered within %v of the settle (budget %v)", prompt, budget)
-		}
+		wantDone(t, done, prompt)
 	})
 	// The slot map of the waiter's client lags behind the move (gossip
 	// has not reached the node it asks, or its reload is in its cooldown):
@@ -252,17 +245,12 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		watch, err := lg.Watch(wctx, job)
-		if err != nil {
-			t.Fatal(err)
-		}
+		watch := watching(t, lg, job)
 		nextState(t, watch, gate.Running, prompt)
-		done := make(chan outcome, 1)
+		done := make(chan error, 1)
 		go func() {
-			l, err := lg.AcquireWait(ctx, job, budget)
-			done <- outcome{l, err}
+			_, err := lg.AcquireWait(ctx, job, budget)
+			done <- err
 		}()
 		waitUntil(t, prompt, "waiter subscribed", func() bool { return reads(job) >= 1 })
 		old, err := liveSlots(ctx, cl)
@@ -289,14 +277,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 		if err := l.Succeed(ctx); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case o := <-done:
-			if o.l != nil || !errors.Is(o.err, gate.ErrDone) {
-				t.Fatalf("AcquireWait: lease %v, %v; want ErrDone", o.l, o.err)
-			}
-		case <-time.After(prompt):
-			t.Fatalf("waiter not answered within %v of the settle (budget %v)", prompt, budget)
-		}
+		wantDone(t, done, prompt)
 		nextState(t, watch, gate.Done, prompt)
 	})
 }

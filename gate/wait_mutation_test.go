@@ -387,12 +387,7 @@ func TestWatchSeesExpiries(t *testing.T) {
 			// settle's message (a settle in its own gate wakes it twice, and
 			// the second read could come after the cooldown's end).
 			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ch, err := g.Watch(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
+			ch := watching(t, g, "job")
 			nextState(t, ch, gate.Ready, time.Second)
 			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 				t.Fatal(err)
@@ -467,12 +462,7 @@ func TestWatchPollsWithoutSubscribe(t *testing.T) {
 	rec := newRecorder()
 	g := newGate(t, down, gate.Options{Prefix: prefix, Cooldown: time.Hour, Observer: rec})
 	other := newGate(t, rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := g.Watch(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := watching(t, g, "job")
 	if st := <-ch; st.State != gate.Ready {
 		t.Fatalf("first status %+v", st)
 	}
@@ -595,12 +585,8 @@ func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
 	t.Cleanup(func() { _ = counted.Close() })
 	g := newGate(t, counted, opts)
 	other := newGate(t, rdb, opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := g.Watch(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := watching(t, g, "job")
+	ctx := context.Background()
 	nextState(t, ch, gate.Ready, time.Second)
 	if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 		t.Fatal(err)
@@ -721,12 +707,7 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 			var rt roundTrips
 			g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 			other := newGate(t, tg.Client, opts)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ch, err := g.Watch(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
+			ch := watching(t, g, "job")
 			nextState(t, ch, gate.Ready, time.Second)
 			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 				t.Fatal(err)

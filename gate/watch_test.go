@@ -10,6 +10,18 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
+// watching starts a Watch of job that ends with the test.
+func watching(t *testing.T, g *gate.Gate, job string) <-chan gate.Status {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := g.Watch(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
 // nextState reads statuses from ch until one is in want, within d.
 func nextState(t *testing.T, ch <-chan gate.Status, want gate.State, d time.Duration) gate.Status {
 	t.Helper()
