@@ -14,8 +14,8 @@ import (
 
 // How long a lost lease was held is reported once: on EventLeaseLost by
 // default (no settle follows), on the settle's event with
-// ContinueOnLeaseLost (EventLeaseLost then carries no Held), so a hold-time metric
-// counts each lease once. The stale owner's settle writes nothing and
+// ContinueOnLeaseLost (EventLeaseLost then carries no Held), so a
+// hold-time metric counts each lease once. The stale owner's settle writes nothing and
 // reports the state the lock holds (the new owner's Running).
 func TestLostLeaseHeldReportedOnce(t *testing.T) {
 	for _, cont := range []bool{false, true} {
@@ -46,23 +46,20 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 		if len(lost) != 1 {
 			t.Fatalf("continue=%v: %d lease_lost events, want 1", cont, len(lost))
 		}
-		switch cont {
-		case false:
+		if !cont {
 			if lost[0].Held <= 0 || len(settled) != 0 {
 				t.Fatalf("default: lease_lost Held %v, %d settles; want Held set and no settle", lost[0].Held, len(settled))
 			}
-		case true:
-			if lost[0].Held != 0 || len(settled) != 1 || settled[0].Held <= 0 ||
-				!errors.Is(settled[0].Err, gate.ErrNotOwned) || settled[0].State != gate.Running {
-				t.Fatalf("Continue: lease_lost Held %v, settles %+v; want Held on the settle alone", lost[0].Held, settled)
-			}
+		} else if lost[0].Held != 0 || len(settled) != 1 || settled[0].Held <= 0 ||
+			!errors.Is(settled[0].Err, gate.ErrNotOwned) || settled[0].State != gate.Running {
+			t.Fatalf("ContinueOnLeaseLost: lease_lost Held %v, settles %+v; want Held on the settle alone", lost[0].Held, settled)
 		}
 	}
 }
 
-// With ContinueOnLeaseLost, fn runs on after its lease was taken over; its success
-// then overwrites nothing, and Do says so (ErrNotOwned): fn's writes may
-// overlap the new owner's.
+// With ContinueOnLeaseLost, fn runs on after its lease was taken over; its
+// success then overwrites nothing, and Do says so (ErrNotOwned): fn's
+// writes may overlap the new owner's.
 func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: true})

@@ -95,9 +95,10 @@ func (c *config) statusError(w http.ResponseWriter, r *http.Request, err error) 
 // RetryStatusOf is the body StatusHandler answers for st, for a handler
 // that reports many jobs at once (a page of documents watching each with
 // gate.Watch over one stream: browsers open at most six HTTP/1.1
-// connections per host). retryIn writes the message; nil means
-// the default, as for Options.RetryIn. While the gate's upstream scope cools down or is paused
-// the state is "upstream_cooling" (a failed or done job keeps its own).
+// connections per host). retryIn writes the message; nil means the
+// default, as for Options.RetryIn. While the gate's upstream scope cools
+// down or is paused the state is "upstream_cooling" (a failed or done job
+// keeps its own).
 func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStatus {
 	if retryIn == nil {
 		retryIn = defaultRetryIn

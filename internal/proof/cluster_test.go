@@ -66,7 +66,7 @@ func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 	err := two.Do(ctx, "doc-2", func(context.Context, *gate.Lease) error { called++; return nil })
 	took := time.Since(start)
 	if !errors.Is(err, gate.ErrUnavailable) || called != 1 {
-		t.Fatalf("WaitReplicas 2 on a 1-replica master: Do: %v, fn called; want ErrUnavailable, no call", err)
+		t.Fatalf("WaitReplicas 2 on a 1-replica master: Do: %v, fn called %d times in all; want ErrUnavailable and no second call", err, called)
 	}
 	if took < waitTimeout-clockSlack || took > waitTimeout+slack {
 		t.Fatalf("failed after %v, want about WaitTimeout %v", took, waitTimeout)
