@@ -83,7 +83,24 @@ type Verdict struct {
 	// ProviderWide reports that the failure is about the provider or the API
 	// key (429 rate limit, 503/529 overload, quota) rather than this job.
 	ProviderWide bool
+	// Suspect qualifies a permanent verdict that has no proof: the
+	// response rejected the request without naming a cause in it (a bare
+	// 400 or 422, an invalid_request_error with a code nobody lists). The
+	// gate then cools the job with its attempt counted, and marks it
+	// Failed only when the same rejection comes back on the job's next
+	// attempt. A permanent verdict without Suspect is proof: the gate
+	// marks the job Failed at once.
+	Suspect bool
+	// Evidence names the signal that decided the verdict, such as
+	// "code:context_length_exceeded", "status:429" or "message:billing":
+	// a field and a word of the classifier's own tables, never upstream
+	// text, at most MaxEvidence bytes of [A-Za-z0-9_.:=/-]. "" when
+	// nothing more specific than the class is known.
+	Evidence string
 }
+
+// MaxEvidence bounds Verdict.Evidence.
+const MaxEvidence = 64
 
 // MaxHint caps any retry hint read from a server: a hint above it is treated
 // as MaxHint, so a garbage header cannot park a job for years.

@@ -332,7 +332,10 @@ func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owne
 	if err != nil {
 		return res, false, err
 	}
-	if n == 2 { // else 1, released: Ready (the zero State), or 0, not owned
+	switch n { // 0: not owned
+	case 1:
+		res.State = Ready
+	case 2:
 		res.State = Done
 	}
 	return res, n > 0, nil

@@ -176,7 +176,7 @@ func (g *Gate) decodeStatus(job string, cmd *redis.Cmd) (Status, error) {
 	if len(v) != 6 {
 		return Status{}, redisError("status", fmt.Errorf("unexpected status reply %v", v))
 	}
-	st := Status{Job: job, Attempts: toInt(v[2])}
+	st := Status{Job: job, State: Ready, Attempts: toInt(v[2])}
 	fs, _ := v[3].(string)
 	st.Fence, _ = strconv.ParseInt(fs, 10, 64)
 	if lv, ok := v[0].(string); ok {

@@ -2,16 +2,20 @@ package gate
 
 import "fmt"
 
-// State is a job's state in the gate.
+// State is a job's state in the gate. The zero value is Unknown, so a
+// Status or an Event that did not read a job (an error came back instead)
+// never reads as a job that may run.
 type State uint8
 
 const (
+	// Unknown: the state could not be read (the call returned an error).
+	Unknown State = iota
 	// Ready: no lock; the next Acquire runs the job.
-	Ready State = iota
+	Ready
 	// Running: a lease is held and renewed while fn runs.
 	Running
-	// CoolingDown: the last call failed transiently; the lock expires when
-	// the cooldown ends.
+	// CoolingDown: the last call failed transiently; the job may run again
+	// when the cooldown ends.
 	CoolingDown
 	// Failed: the job failed permanently (or reached MaxAttempts) and is not
 	// retried until Reset or FailedTTL.
@@ -23,7 +27,7 @@ const (
 	UpstreamCooling
 )
 
-var stateNames = [...]string{"ready", "running", "cooling_down", "failed", "done", "upstream_cooling"}
+var stateNames = [...]string{"unknown", "ready", "running", "cooling_down", "failed", "done", "upstream_cooling"}
 
 // String returns the snake_case name used in HTTP bodies and metric labels.
 func (s State) String() string {

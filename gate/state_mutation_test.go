@@ -10,9 +10,9 @@ import (
 // does not know (from a newer peer, a zero Event) prints, never panics.
 func TestNamesOfStatesAndEvents(t *testing.T) {
 	for s, want := range map[gate.State]string{
-		gate.Ready: "ready", gate.Running: "running", gate.CoolingDown: "cooling_down",
+		gate.Unknown: "unknown", gate.Ready: "ready", gate.Running: "running", gate.CoolingDown: "cooling_down",
 		gate.Failed: "failed", gate.Done: "done", gate.UpstreamCooling: "upstream_cooling",
-		gate.UpstreamCooling + 1: "state(6)", 255: "state(255)",
+		gate.UpstreamCooling + 1: "state(7)", 255: "state(255)",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
