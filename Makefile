@@ -4,9 +4,13 @@ GO       ?= go
 # a clean run with "context deadline exceeded" at the deadline (a race in
 # internal/fuzz, go.dev/issue/75804). A count has no deadline to race.
 FUZZTIME ?= 100000x
-# Real-Redis tests skip where redis-server is missing, and the alert-rule
-# tests where promtool is; CI sets RETRYGATE_REQUIRE_REDIS=1,
-# RETRYGATE_REQUIRE_PROMTOOL=1 (and RETRYGATE_REQUIRE_BROWSER=1) to fail instead.
+# Real-Redis tests skip where redis-server is missing, the alert-rule tests
+# where promtool is, the River adapter's where PostgreSQL is; CI sets
+# RETRYGATE_REQUIRE_REDIS=1, RETRYGATE_REQUIRE_PROMTOOL=1,
+# RETRYGATE_REQUIRE_POSTGRES=1 (and RETRYGATE_REQUIRE_BROWSER=1) to fail instead.
+# Nested modules (their own go.mod, so the library pulls in none of their
+# dependencies) are vetted and tested like the root one; bench has its own line.
+MODULES  ?= classify/sdk gate/gateasynq gate/gateriver gate/gateotel examples/queue
 
 .PHONY: all test vet race fuzz demo bench bench-gate tidy mutate
 
@@ -17,12 +21,13 @@ test: vet race fuzz
 
 vet:
 	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 race:
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	cd classify/sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	@set -e; for m in $(MODULES); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
 
 ## fuzz: run every Fuzz target for FUZZTIME executions each (seeds: f.Add, plus testdata/fuzz when present).
 fuzz:

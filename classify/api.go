@@ -17,14 +17,21 @@ var (
 	vModelNotFound  = Verdict{Class: ClassSystemic, Reason: ReasonModelNotFound}
 	vContextLength  = Verdict{Class: ClassPermanent, Reason: ReasonContextLength}
 	vContentFilter  = Verdict{Class: ClassPermanent, Reason: ReasonContentFiltered}
-	vInvalidRequest = Verdict{Class: ClassPermanent, Reason: ReasonInvalidRequest}
+	vInvalidRequest = Verdict{Class: ClassPermanent, Reason: ReasonInvalidRequest, Suspect: true}
+	vBadParameter   = Verdict{Class: ClassPermanent, Reason: ReasonInvalidRequest}
 	vTooLarge       = Verdict{Class: ClassPermanent, Reason: ReasonTooLarge}
-	vNotImplemented = Verdict{Class: ClassPermanent, Reason: ReasonNotImplemented}
+	vNotImplemented = Verdict{Class: ClassPermanent, Reason: ReasonNotImplemented, Suspect: true}
 	vUpstream5xx    = Verdict{Class: ClassTransient, Reason: ReasonUpstream5xx}
 	vTimeout        = Verdict{Class: ClassTransient, Reason: ReasonTimeout}
 	vUpstreamStatus = Verdict{Class: ClassTransient, Reason: ReasonUpstreamStatus}
 	vUnknown        = Verdict{Class: ClassTransient, Reason: ReasonUnknown}
 )
+
+// with returns v with its Evidence.
+func (v Verdict) with(evidence string) Verdict {
+	v.Evidence = evidence
+	return v
+}
 
 // byCode holds the provider error codes and types specific enough to decide
 // on their own, whatever the status: OpenAI sends an exhausted quota and a
@@ -56,6 +63,16 @@ var byCode = map[string]Verdict{
 	"DeploymentNotFound":                   vModelNotFound,
 	"request_too_large":                    vTooLarge,
 
+	// Codes that name the request, of OpenAI-compatible servers.
+	"exceed_context_size_error":  vContextLength, // llama.cpp server
+	"DataInspectionFailed":       vContentFilter, // Alibaba Model Studio (DashScope)
+	"capacity_exceeded":          vOverloaded,    // Groq flex tier, with status 498
+	"string_above_max_length":    vBadParameter,  // OpenAI: a parameter's value is too long
+	"array_above_max_length":     vBadParameter,
+	"unsupported_parameter":      vBadParameter, // OpenAI: the model rejects a parameter
+	"invalid_type":               vBadParameter,
+	"missing_required_parameter": vBadParameter,
+
 	// google.rpc.Status.status.
 	"FAILED_PRECONDITION": vAuthKey, // Gemini: no free tier in this region, billing not enabled
 
@@ -86,19 +103,21 @@ var byCode = map[string]Verdict{
 
 // byStatus decides when no specific code did.
 var byStatus = map[int]Verdict{
-	http.StatusBadRequest:            vInvalidRequest,
-	http.StatusUnauthorized:          vAuthKey,
-	http.StatusPaymentRequired:       vQuota,
-	http.StatusForbidden:             vPermission,
-	http.StatusNotFound:              vModelNotFound,
-	http.StatusRequestTimeout:        vTimeout,
-	http.StatusConflict:              vUpstreamStatus,
-	http.StatusRequestEntityTooLarge: vTooLarge,
-	http.StatusUnprocessableEntity:   vInvalidRequest,
-	http.StatusTooManyRequests:       vRateLimited,
-	http.StatusNotImplemented:        vNotImplemented,
-	http.StatusServiceUnavailable:    vOverloaded,
-	529:                              vOverloaded, // Anthropic: overloaded
+	http.StatusBadRequest:                   vInvalidRequest,
+	http.StatusUnauthorized:                 vAuthKey,
+	http.StatusPaymentRequired:              vQuota,
+	http.StatusForbidden:                    vPermission,
+	http.StatusNotFound:                     vModelNotFound,
+	http.StatusRequestTimeout:               vTimeout,
+	http.StatusConflict:                     vUpstreamStatus,
+	http.StatusRequestEntityTooLarge:        vTooLarge,
+	http.StatusRequestedRangeNotSatisfiable: vInvalidRequest, // Scaleway: max_completion_tokens above the model's
+	http.StatusUnprocessableEntity:          vInvalidRequest,
+	http.StatusTooManyRequests:              vRateLimited,
+	http.StatusNotImplemented:               vNotImplemented,
+	http.StatusServiceUnavailable:           vOverloaded,
+	498:                                     vOverloaded, // Groq flex tier: capacity_exceeded
+	529:                                     vOverloaded, // Anthropic, Together: overloaded
 }
 
 // byType decides last, for generic error types: mid-stream errors have no
@@ -111,9 +130,19 @@ var byType = map[string]Verdict{
 }
 
 // apiVerdict classifies a provider's error response from its status (0 when
-// unknown, as mid-stream) and what its body says: first the message table,
-// then the most specific code (error code, inner code, google.rpc reason and
-// status, error type), then the status, then a generic type.
+// unknown, as mid-stream) and what its body says, in this order:
+//
+//  1. the message table (messages.go);
+//  2. codes that say the failure is not the request's (a rate limit, a
+//     quota, a key), most specific first;
+//  3. 401 and 402, which already say the same;
+//  4. the account vocabulary (vocab.go), unless the status is a server's
+//     own (5xx, 408) and no code names the request: it only moves a
+//     verdict away from Failed;
+//  5. codes that name the request (context length, content filter): the
+//     only proof that fails a job at once;
+//  6. the status, then a generic type. A bare rejection (400, 422,
+//     invalid_request_error, 501) is a suspect: permanent, unproven.
 func apiVerdict(status int, p problem) Verdict {
 	if v, ok := messageVerdict(p.message); ok {
 		return v
@@ -121,30 +150,90 @@ func apiVerdict(status int, p problem) Verdict {
 	if status == 0 {
 		status = p.status
 	}
-	for _, k := range p.codes() {
-		if v, ok := byCode[k]; ok {
-			return v
-		}
-		if strings.HasSuffix(k, "_spend_limit_exceeded") { // monthly_, daily_, hard_...
-			return vQuota
-		}
-	}
-	if p.azureFilter { // innererror is only sent by Azure's content filter
-		return vContentFilter
-	}
-	if v, ok := byStatus[status]; ok {
+	codes := p.codes()
+	if v, ok := codeVerdict(codes, false); ok {
 		return v
+	}
+	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
+		return byStatus[status].with(statusEvidence(status))
+	}
+	proof, proven := codeVerdict(codes, true)
+	if p.azureFilter && !proven { // innererror is only sent by Azure's content filter
+		proof, proven = vContentFilter.with("innercode:innererror"), true
+	}
+	// The server's own statuses (5xx, 408) are transient without the
+	// vocabulary's help; a proof that would fail the job is not, so the
+	// vocabulary is read before it whatever the status.
+	if proven || (status < 500 && status != http.StatusRequestTimeout) {
+		if g, ev := vocabMatch(p.fields(), gRate, gKey); g != 0 {
+			return groupVerdict[g].with(ev)
+		}
+	}
+	if proven {
+		return proof
+	}
+	v := statusVerdict(status, p)
+	if v.Suspect {
+		// A suspect keeps its class; words that name the request only
+		// say which rejection it is.
+		if g, ev := vocabMatch(p.fields(), gContext, gContent); g != 0 {
+			return groupVerdict[g].with(ev)
+		}
+	}
+	return v
+}
+
+// statusVerdict decides from the status, then from a generic type.
+func statusVerdict(status int, p problem) Verdict {
+	if v, ok := byStatus[status]; ok {
+		return v.with(statusEvidence(status))
 	}
 	if status >= 500 && status <= 599 {
-		return vUpstream5xx
+		return vUpstream5xx.with(statusEvidence(status))
 	}
 	if v, ok := byType[p.typ]; ok {
-		return v
+		return v.with("type:" + p.typ)
 	}
 	if status != 0 {
-		return vUpstreamStatus
+		return vUpstreamStatus.with(statusEvidence(status))
 	}
-	return vUnknown
+	return vUnknown.with(evidenceUnknown)
+}
+
+// codeFields names the fields of problem.codes for Evidence.
+var codeFields = [...]string{"code", "innercode", "errorinfo", "rpcstatus", "type"}
+
+// codeVerdict looks the codes up in byCode: with permanent false, the
+// verdicts that are not permanent; with permanent true, those that are.
+func codeVerdict(codes [5]string, permanent bool) (Verdict, bool) {
+	for i, k := range codes {
+		if v, ok := byCode[k]; ok && (v.Class == ClassPermanent) == permanent {
+			return v.with(codeFields[i] + ":" + k), true
+		}
+		if !permanent && strings.HasSuffix(k, "_spend_limit_exceeded") { // monthly_, daily_, hard_...
+			return vQuota.with(codeFields[i] + ":_spend_limit_exceeded"), true
+		}
+	}
+	return Verdict{}, false
+}
+
+// statusEvidence is "status:429".
+func statusEvidence(status int) string {
+	return "status:" + strconv.Itoa(status)
+}
+
+// fields lists what the vocabulary reads, most specific first.
+func (p problem) fields() []field {
+	fs := make([]field, 0, 6)
+	for i, k := range p.codes() {
+		if k != "" {
+			fs = append(fs, field{codeFields[i], k})
+		}
+	}
+	if p.message != "" {
+		fs = append(fs, field{"message", p.message})
+	}
+	return fs
 }
 
 // codes lists the body's codes, most specific first.

@@ -99,16 +99,24 @@ var apiCases = []struct {
 		transient(classify.ReasonUpstream5xx, false, 0)},
 
 	// Permanent.
-	{"501", reply{501, nil, openAINotImplemented}, permanent(classify.ReasonNotImplemented)},
-	{"400 invalid_request_error", reply{400, nil, openAIInvalidValue}, permanent(classify.ReasonInvalidRequest)},
+	{"501", reply{501, nil, openAINotImplemented}, suspect(classify.ReasonNotImplemented)},
+	{"400 invalid_request_error", reply{400, nil, openAIInvalidValue}, suspect(classify.ReasonInvalidRequest)},
 	{"413 HTML page (RequestError)", reply{413, h("Content-Type", "text/html"), htmlTooLarge}, permanent(classify.ReasonTooLarge)},
-	{"422 non-OpenAI JSON (RequestError)", reply{422, nil, fastAPI422}, permanent(classify.ReasonInvalidRequest)},
+	{"422 non-OpenAI JSON (RequestError)", reply{422, nil, fastAPI422}, suspect(classify.ReasonInvalidRequest)},
 	{"400 content_policy_violation", reply{400, nil, openAIContentPolicy}, permanent(classify.ReasonContentFiltered)},
+	// A proof code fails the job whatever the status, unless the account
+	// vocabulary says the account is at fault: the server's own statuses
+	// skip the vocabulary only when the verdict is transient anyway.
+	{"500 content_policy_violation", reply{500, nil, openAIContentPolicy}, permanent(classify.ReasonContentFiltered)},
+	{"500 content_policy_violation about the API key", reply{500, nil, `{"error":{"code":"content_policy_violation","message":"Your API key was blocked for repeated policy violations."}}`},
+		systemic(classify.ReasonAuth, true)},
+	{"503 Azure innererror about the subscription's billing", reply{503, nil, `{"error":{"code":"E_UNKNOWN","message":"Billing is disabled for this subscription.","innererror":{"code":"E_OTHER"}}}`},
+		systemic(classify.ReasonQuotaExhausted, true)},
 
 	// x-should-retry decides retry or not; the body still tells permanent
 	// from systemic.
 	{"x-should-retry false on 500", reply{500, h("x-should-retry", "false", "Retry-After", "3"), openAIServerError},
-		permanent(classify.ReasonShouldNotRetry)},
+		suspect(classify.ReasonShouldNotRetry)},
 	{"x-should-retry true on 400", reply{400, h("x-should-retry", "true", "retry-after-ms", "250"), openAIInvalidValue},
 		transient(classify.ReasonShouldRetry, false, 250*time.Millisecond)},
 	{"x-should-retry true on 429 keeps the rate limit", reply{429, h("x-should-retry", "true", "retry-after-ms", "2500"), openAIRateLimitTokens},

@@ -15,7 +15,13 @@ import (
 //	{"error":{"code":429,"status","message","details":[...]}}            Google (google.rpc.Status)
 //	[{"error":{...}}]                                                    Gemini's OpenAI-compatible endpoint
 //	{"object":"error","type","code","message"}                           Mistral, older vLLM
-//	{"error":"message"}                                                  Ollama's native API
+//	{"error":"message"}                                                  Ollama's native API, LM Studio
+//	{"error":"message","error_type"}                                     Hugging Face TGI
+//	{"code","error":"message"}                                           xAI
+//	{"code","message"}                                                   Alibaba Model Studio (DashScope)
+//	{"errors":[{"code","message"}]}                                      Cloudflare's v4 API
+//	{"__type","message"}                                                 AWS JSON (also x-amzn-ErrorType)
+//	{"detail":"message"}                                                 FastAPI servers
 type problem struct {
 	typ, code string
 	// inner is a second, more specific code: Azure's innererror.code or
@@ -50,6 +56,10 @@ type wireError struct {
 	InnerError json.RawMessage `json:"innererror"`
 	Details    json.RawMessage `json:"details"`
 	Error      json.RawMessage `json:"error"`
+	Errors     json.RawMessage `json:"errors"`
+	ErrorType  json.RawMessage `json:"error_type"`
+	AWSType    json.RawMessage `json:"__type"`
+	Detail     json.RawMessage `json:"detail"`
 }
 
 // rpcDetail is one entry of google.rpc.Status.details.
@@ -79,13 +89,30 @@ func parseBody(b []byte) (p problem) {
 	if len(top.Error) > 0 && top.Error[0] == '{' {
 		_ = json.Unmarshal(top.Error, &inner) // an object always fits wireError
 		e = &inner
-	} else if s, isString := jsonString(top.Error); isString {
-		p.message = s // Ollama: {"error":"model 'x' not found"}
-		return p
+	} else if len(top.Errors) > 0 && top.Errors[0] == '[' {
+		var list []json.RawMessage // Cloudflare: the first error speaks
+		if json.Unmarshal(top.Errors, &list) == nil && len(list) > 0 && len(list[0]) > 0 && list[0][0] == '{' {
+			_ = json.Unmarshal(list[0], &inner)
+			e = &inner
+		}
 	}
 	p.typ, _ = jsonString(e.Type)
+	if p.typ == "" {
+		p.typ, _ = jsonString(top.ErrorType) // TGI
+	}
+	if p.typ == "" {
+		p.typ, _ = jsonString(top.AWSType)
+		if _, after, found := strings.Cut(p.typ, "#"); found { // "com.amazon.coral.service#UnrecognizedClientException"
+			p.typ = after
+		}
+	}
 	p.gstatus, _ = jsonString(e.Status)
 	p.message, _ = jsonString(e.Message)
+	if s, ok := jsonString(top.Error); ok {
+		p.message = s // Ollama, TGI, xAI: {"error":"model 'x' not found"}
+	} else if s, ok := jsonString(top.Detail); ok && p.message == "" {
+		p.message = s
+	}
 	p.code, p.status = jsonCode(e.Code)
 	if len(e.InnerError) > 0 && e.InnerError[0] == '{' {
 		var in struct {

@@ -1,19 +1,30 @@
 package classify
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+
+	"github.com/retrygate/retrygate/internal/code"
+)
 
 // Chain returns a classifier that asks each rule in turn and falls back to
 // Default when none decides (every rule returned ok = false). Nil rules are
-// skipped. A rule's RetryAfter is clamped to [0, MaxHint] like any hint.
+// skipped. A rule's RetryAfter is clamped to [0, MaxHint] like any hint,
+// and an Evidence that is empty or not of Evidence's form becomes "rule:N",
+// N the rule's index in rules. A rule's permanent verdict is proof unless
+// the rule sets Suspect.
 func Chain(rules ...Rule) Func {
 	rules = slices.Clone(rules) // the caller may reuse its slice
 	return func(err error) Verdict {
-		for _, r := range rules {
+		for i, r := range rules {
 			if r == nil {
 				continue
 			}
 			if v, ok := r(err); ok {
 				v.RetryAfter = clampHint(v.RetryAfter)
+				if !code.Evidence(v.Evidence) {
+					v.Evidence = "rule:" + strconv.Itoa(i)
+				}
 				return v
 			}
 		}
@@ -29,6 +40,9 @@ func StatusRule(status int, v Verdict) Rule {
 	return func(err error) (Verdict, bool) {
 		var s signals
 		walk(err, s.collect)
+		if v.Evidence == "" {
+			v.Evidence = statusEvidence(status)
+		}
 		return v, !s.marked && s.api && s.status == status
 	}
 }

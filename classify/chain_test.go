@@ -31,14 +31,14 @@ func TestChain(t *testing.T) {
 		err   error
 		exp   classify.Verdict
 	}{
-		{"no rules is Default", nil, http400, permanent(classify.ReasonInvalidRequest)},
-		{"nil rules are skipped", []classify.Rule{nil, nil}, http400, permanent(classify.ReasonInvalidRequest)},
-		{"a passing rule falls through", []classify.Rule{pass}, http400, permanent(classify.ReasonInvalidRequest)},
+		{"no rules is Default", nil, http400, suspect(classify.ReasonInvalidRequest)},
+		{"nil rules are skipped", []classify.Rule{nil, nil}, http400, suspect(classify.ReasonInvalidRequest)},
+		{"a passing rule falls through", []classify.Rule{pass}, http400, suspect(classify.ReasonInvalidRequest)},
 		{"custom rule decides", []classify.Rule{pass, nil, badOutput}, fmt.Errorf("parse: %w", errBadJSON),
 			transient(classify.ReasonBadOutput, false, time.Second)},
-		{"custom rule passes on other errors", []classify.Rule{badOutput}, http400, permanent(classify.ReasonInvalidRequest)},
+		{"custom rule passes on other errors", []classify.Rule{badOutput}, http400, suspect(classify.ReasonInvalidRequest)},
 		{"first deciding rule wins", []classify.Rule{classify.StatusRule(400, queueFull), badOutput}, http400, queueFull},
-		{"StatusRule other status passes", []classify.Rule{classify.StatusRule(409, queueFull)}, http400, permanent(classify.ReasonInvalidRequest)},
+		{"StatusRule other status passes", []classify.Rule{classify.StatusRule(409, queueFull)}, http400, suspect(classify.ReasonInvalidRequest)},
 		{"StatusRule sees a RequestError", []classify.Rule{classify.StatusRule(400, queueFull)}, &openai.RequestError{HTTPStatusCode: 400}, queueFull},
 		{"StatusRule leaves marks alone", []classify.Rule{classify.StatusRule(400, queueFull)}, classify.Permanent(http400),
 			permanent(classify.ReasonMarkedPermanent)},
@@ -46,7 +46,7 @@ func TestChain(t *testing.T) {
 		{"CodeRule on type", []classify.Rule{classify.CodeRule("busy_error", queueFull)}, &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"busy_error","message":"busy"}}`)}, queueFull},
 		{"CodeRule on a number decoded by encoding/json", []classify.Rule{classify.CodeRule("1300", queueFull)}, &openai.APIError{Code: float64(1300)}, queueFull},
 		{"CodeRule on a number decoded by go-openai", []classify.Rule{classify.CodeRule("1300", queueFull)}, &openai.APIError{Code: 1300}, queueFull},
-		{"CodeRule empty code never matches", []classify.Rule{classify.CodeRule("", queueFull)}, http400, permanent(classify.ReasonInvalidRequest)},
+		{"CodeRule empty code never matches", []classify.Rule{classify.CodeRule("", queueFull)}, http400, suspect(classify.ReasonInvalidRequest)},
 		{"rule hints are clamped", []classify.Rule{huge}, http400, transient("huge", false, classify.MaxHint)},
 	}
 	for _, tc := range tests {

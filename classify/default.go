@@ -169,26 +169,30 @@ func (s *signals) verdict(now time.Time) Verdict {
 	var v Verdict
 	switch {
 	case s.api:
-		v = apiVerdict(s.status, s.p)
+		p := s.p
+		if p.typ == "" {
+			p.typ = awsErrorType(s.header.Get("X-Amzn-Errortype"))
+		}
+		v = apiVerdict(s.status, p)
 	case s.clientSide:
-		v = Verdict{Class: ClassPermanent, Reason: ReasonClientSide}
+		v = Verdict{Class: ClassPermanent, Reason: ReasonClientSide, Evidence: "go:client"}
 	case s.canceled:
-		return Verdict{Class: ClassCanceled, Reason: ReasonCanceled}
+		return Verdict{Class: ClassCanceled, Reason: ReasonCanceled, Evidence: "go:canceled"}
 	case s.tls:
-		v = Verdict{Class: ClassSystemic, Reason: ReasonTLS}
+		v = Verdict{Class: ClassSystemic, Reason: ReasonTLS, Evidence: "go:tls"}
 	case s.timeout:
-		v = vTimeout
+		v = vTimeout.with("go:timeout")
 	case s.dnsNotFound:
 		// The configured host does not resolve: an operator must fix it.
-		v = Verdict{Class: ClassSystemic, Reason: ReasonNetwork}
+		v = Verdict{Class: ClassSystemic, Reason: ReasonNetwork, Evidence: "go:dns"}
 	case s.network:
-		v = Verdict{Class: ClassTransient, Reason: ReasonNetwork}
+		v = Verdict{Class: ClassTransient, Reason: ReasonNetwork, Evidence: "go:network"}
 	case s.badStream:
-		v = Verdict{Class: ClassTransient, Reason: ReasonBadStream}
+		v = Verdict{Class: ClassTransient, Reason: ReasonBadStream, Evidence: "go:stream"}
 	case s.badURL:
-		v = Verdict{Class: ClassSystemic, Reason: ReasonInvalidURL}
+		v = Verdict{Class: ClassSystemic, Reason: ReasonInvalidURL, Evidence: "go:url"}
 	default:
-		v = vUnknown
+		v = vUnknown.with(evidenceUnknown)
 	}
 	v = shouldRetry(v, s.header.Get("X-Should-Retry"))
 	if v.Class != ClassTransient {
@@ -207,19 +211,34 @@ func (s *signals) verdict(now time.Time) Verdict {
 	return v
 }
 
+// evidenceUnknown is the Evidence of a verdict nothing decided.
+const evidenceUnknown = "default:unknown"
+
+// evidenceShouldRetry is the Evidence of a verdict x-should-retry decided.
+const evidenceShouldRetry = "header:x-should-retry"
+
+// awsErrorType reads AWS's x-amzn-ErrorType header,
+// "ThrottlingException:http://internal.amazon.com/coral/...".
+func awsErrorType(h string) string {
+	t, _, _ := strings.Cut(h, ":")
+	return strings.TrimSpace(t)
+}
+
 // shouldRetry applies the server's explicit x-should-retry instruction. It
 // decides between retrying and not; between permanent and systemic, the
 // response body still decides, so a 401 or an exhausted quota sent with
-// "x-should-retry: false" stays systemic instead of failing the job.
+// "x-should-retry: false" stays systemic instead of failing the job. A
+// "false" is no proof that the request is at fault: the verdict it makes
+// is a suspect.
 func shouldRetry(v Verdict, h string) Verdict {
 	switch strings.ToLower(strings.TrimSpace(h)) {
 	case "true":
 		if v.Class != ClassTransient {
-			return Verdict{Class: ClassTransient, Reason: ReasonShouldRetry}
+			return Verdict{Class: ClassTransient, Reason: ReasonShouldRetry, Evidence: evidenceShouldRetry}
 		}
 	case "false":
 		if v.Class == ClassTransient {
-			return Verdict{Class: ClassPermanent, Reason: ReasonShouldNotRetry}
+			return Verdict{Class: ClassPermanent, Reason: ReasonShouldNotRetry, Suspect: true, Evidence: evidenceShouldRetry}
 		}
 	}
 	return v

@@ -6,86 +6,164 @@
 // Default is the classifier the gate uses when none is given. It knows
 // github.com/sashabaranov/go-openai's errors, the error bodies of OpenAI,
 // Azure OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
-// Mistral, vLLM, Ollama and other OpenAI-compatible servers, any error that
-// carries an HTTP status (StatusError, *HTTPError), and Go's network, TLS
-// and context errors. It reads error text only in the short message table
-// below. It decides by the first matching row, in this order of precedence:
+// Mistral, vLLM, Ollama, llama.cpp, Hugging Face TGI, xAI, Alibaba Model
+// Studio, Cloudflare (errors[]), AWS (__type, x-amzn-ErrorType) and other
+// OpenAI-compatible servers and gateways, any error that carries an HTTP
+// status (StatusError, *HTTPError), and Go's network, TLS and context
+// errors.
 //
-//	signal                                         class      reason                   provider-wide  retry hint
-//	explicit mark: Permanent, Transient, Systemic  as marked  as marked                no             Transient's argument
-//	x-should-retry: true                           transient  row's if transient,      row's          explicit
-//	                                                          else should_retry
-//	x-should-retry: false (unless systemic below)  permanent  row's if permanent,      no             -
-//	                                                          else should_not_retry
-//	message table (provider messages with no code of their own):
-//	  "Your credit balance is too low..." (Anthropic 400)
-//	  "You have reached your specified [workspace] API usage limits..." (Anthropic 400)
-//	                                               systemic   quota_exhausted          yes            -
-//	  "Request too large for ... per min..." (OpenAI 429, Groq 413, code rate_limit_exceeded)
-//	                                               permanent  request_too_large        no             -
-//	  "... required for long context requests." (Anthropic 429)
-//	                                               systemic   quota_exhausted          no             -
-//	codes, most specific first (error code, Azure innererror.code, Anthropic
-//	details.error_code, google.rpc ErrorInfo.reason and status, error type):
+// # Failed only on proof
+//
+// A job is marked Failed only on positive evidence that this request can
+// never succeed: a code or type that names the request (context length,
+// request size, content policy, a parameter the model rejects), an HTTP 413,
+// a request go-openai refuses to send, or the application's own mark. A
+// rejection without such evidence (a bare 400 or 422, an
+// invalid_request_error with a code nobody lists, a 501, x-should-retry:
+// false) is a suspect: Class is ClassPermanent and Suspect is set, and the
+// gate cools the job with its attempt counted, marking it Failed only when
+// the same rejection comes back on the job's next attempt. Words are never
+// proof: a rule on text only moves a verdict away from Failed, to systemic
+// or transient, so a wrong match costs a paused scope an operator can see,
+// not a lost job. Money, keys, accounts and missing models are never the
+// job's fault, whatever status they come with.
+//
+// Default decides by the first matching row, in this order of precedence:
+//
+//	signal                                         class      reason                   provider-wide  evidence
+//	explicit mark: Permanent, Transient, Systemic  as marked  as marked                no             mark:<class>
+//	message table: "Your credit balance is too low", "You have reached your specified API usage limits"
+//	                                               systemic   quota_exhausted          yes            message:<row>
+//	  "Request too large for ... per min" (OpenAI 429, Groq 413)
+//	                                               suspect    request_too_large        no             message:request_too_large
+//	  "... required for long context requests" (Anthropic 429)
+//	                                               systemic   quota_exhausted          no             message:long_context
+//	codes that are not the request's (error code, Azure innererror.code,
+//	Anthropic details.error_code, google.rpc ErrorInfo.reason and status, type):
 //	  insufficient_quota, credit_balance_exhausted, *_spend_limit_exceeded,
 //	  organization_usage_limit_exceeded, billing_hard_limit_reached,
-//	  enforced_spend_limit_reached, billing_error, BILLING_DISABLED; status 402
-//	                                               systemic   quota_exhausted          yes            -
-//	  rate_limit_exceeded, slow_down, rate_limit_error, RATE_LIMIT_EXCEEDED,
-//	  RESOURCE_QUOTA_EXCEEDED; any other 429
-//	                                               transient  rate_limited             yes            all (below)
-//	  overloaded_error; 503, 529                   transient  overloaded               yes            explicit
-//	  context_length_exceeded                      permanent  context_length_exceeded  no             -
-//	  content_filter, content_policy_violation, invalid_prompt,
-//	  ResponsibleAIPolicyViolation, any Azure innererror
-//	                                               permanent  content_filtered         no             -
-//	  request_too_large; 413                       permanent  request_too_large        no             -
+//	  enforced_spend_limit_reached, billing_error, BILLING_DISABLED
+//	                                               systemic   quota_exhausted          yes            code:<code> (or innercode:, errorinfo:, rpcstatus:, type:)
+//	  rate_limit_exceeded, slow_down, rate_limit_error, RATE_LIMIT_EXCEEDED, RESOURCE_QUOTA_EXCEEDED
+//	                                               transient  rate_limited             yes
+//	  overloaded_error, capacity_exceeded          transient  overloaded               yes
 //	  invalid_api_key, authentication_error, FAILED_PRECONDITION, API_KEY_INVALID
 //	  and the other credential and project reasons of google.api.ErrorReason
-//	  (API_KEY_*_BLOCKED, CREDENTIALS_MISSING, ACCESS_TOKEN_*, SERVICE_DISABLED,
-//	  CONSUMER_INVALID, CONSUMER_SUSPENDED, USER_PROJECT_DENIED,
-//	  ACCOUNT_STATE_INVALID); 401
-//	                                               systemic   auth                     yes            -
-//	  permission_error, unsupported_country_region_territory,
-//	  LOCATION_POLICY_VIOLATED, SECURITY_POLICY_VIOLATED, ORG_RESTRICTION_VIOLATION; 403
-//	                                               systemic   auth                     no             -
-//	  model_not_found, not_found_error, DeploymentNotFound; 404
-//	                                               systemic   model_not_found          no             -
-//	400, 422, invalid_request_error (no code above)
-//	                                               permanent  invalid_request          no             -
-//	501                                            permanent  not_implemented          no             -
-//	408; timeout_error without a status            transient  timeout                  no             explicit
-//	409, other statuses                            transient  upstream_status          no             explicit
-//	500, 502, 504, other 5xx, server_error, api_error
-//	                                               transient  upstream_5xx             no             explicit
-//	go-openai *RequestError (body not OpenAI's)    by its status and body, as above
-//	go-openai mid-stream *APIError (status 0)      by message, codes and type as above, else transient unknown
-//	go-openai client-side sentinels (ErrChatCompletionInvalidModel,
-//	    ErrReasoningModel*, ErrO1*, ...); request JSON encoding errors
-//	                                               permanent  client_error             no             -
-//	context.Canceled (the caller's ctx)            canceled   canceled                 no             -
-//	x509 and TLS errors, http.ErrSchemeMismatch    systemic   tls                      no             -
-//	context.DeadlineExceeded, net.Error Timeout(), ETIMEDOUT, DNS timeout
-//	                                               transient  timeout                  no             -
-//	DNS "no such host"                             systemic   network                  no             -
-//	ECONNREFUSED, ECONNRESET, ECONNABORTED, EPIPE, EHOST/ENETUNREACH, io.EOF,
-//	    io.ErrUnexpectedEOF, net.ErrClosed, *net.OpError, other DNS errors
-//	                                               transient  network                  no             -
-//	go-openai ErrTooManyEmptyStreamMessages        transient  bad_stream               no             -
-//	unsupported URL scheme, unparsable URL         systemic   invalid_url              no             -
-//	anything else, and a nil error                 transient  unknown                  no             -
+//	                                               systemic   auth                     yes
+//	  permission_error, unsupported_country_region_territory, LOCATION_POLICY_VIOLATED,
+//	  SECURITY_POLICY_VIOLATED, ORG_RESTRICTION_VIOLATION
+//	                                               systemic   auth                     no
+//	  model_not_found, not_found_error, DeploymentNotFound
+//	                                               systemic   model_not_found          no
+//	401                                            systemic   auth                     yes            status:401
+//	402                                            systemic   quota_exhausted          yes            status:402
+//	the account vocabulary (below), in codes, types and messages, for any
+//	status but the server's own (5xx, 408); for those too when a code
+//	below would fail the job                       per group, never permanent          <field>:<word>
+//	codes that name the request (proof):
+//	  context_length_exceeded, exceed_context_size_error
+//	                                               permanent  context_length_exceeded  no             code:<code>
+//	  content_filter, content_policy_violation, invalid_prompt, DataInspectionFailed,
+//	  ResponsibleAIPolicyViolation, any Azure innererror
+//	                                               permanent  content_filtered         no
+//	  request_too_large; 413                       permanent  request_too_large        no
+//	  unsupported_parameter, invalid_type, missing_required_parameter,
+//	  string_above_max_length, array_above_max_length
+//	                                               permanent  invalid_request          no
+//	400, 422, invalid_request_error (no code above), named by no proof;
+//	416 (a range the request asks and the model cannot give: Scaleway's
+//	max_completion_tokens above the model's limit)
+//	                                               suspect    invalid_request          no             status:400, type:invalid_request_error
+//	  ... whose message speaks of context length or content policy
+//	                                               suspect    context_length_exceeded, content_filtered   message:<word>
+//	403                                            systemic   auth                     no             status:403
+//	404                                            systemic   model_not_found          no             status:404
+//	429                                            transient  rate_limited             yes            status:429
+//	503, 529, 498 (capacity: Groq's flex tier, Cloudflare)
+//	                                               transient  overloaded               yes            status:<n>
+//	501                                            suspect    not_implemented          no             status:501
+//	408; timeout_error without a status            transient  timeout                  no
+//	409, 412, 424, 499 and other statuses          transient  upstream_status          no             status:<n>
+//	500, 502, 504, 520-530 (Cloudflare's origin errors), other 5xx, server_error, api_error
+//	                                               transient  upstream_5xx             no             status:<n>
+//	x-should-retry: true                           transient  row's if transient,      row's          header:x-should-retry
+//	                                                          else should_retry
+//	x-should-retry: false, on a transient row      suspect    should_not_retry         no             header:x-should-retry
+//	go-openai client-side sentinels; request JSON encoding errors
+//	                                               permanent  client_error             no             go:client
+//	context.Canceled (the caller's ctx)            canceled   canceled                 no             go:canceled
+//	x509 and TLS errors, http.ErrSchemeMismatch    systemic   tls                      no             go:tls
+//	context.DeadlineExceeded, net.Error Timeout(), ETIMEDOUT
+//	                                               transient  timeout                  no             go:timeout
+//	DNS "no such host"                             systemic   network                  no             go:dns
+//	ECONNREFUSED, ECONNRESET, EPIPE, io.EOF, *net.OpError, other network errors
+//	                                               transient  network                  no             go:network
+//	go-openai ErrTooManyEmptyStreamMessages        transient  bad_stream               no             go:stream
+//	unsupported URL scheme, unparsable URL         systemic   invalid_url              no             go:url
+//	anything else, and a nil error                 transient  unknown                  no             default:unknown
+//
+// Only capacity statuses are provider-wide: 503, 529 (Anthropic, Together:
+// "overloaded") and 498 (Groq's flex tier: "capacity_exceeded"). 499 is a
+// proxy's "client closed request" and 520-530 are Cloudflare's errors for
+// an origin that failed; they are transient for the job, like 502 and 504.
+//
+// # The account vocabulary
+//
+// Words are matched on word boundaries, case-insensitively, in the error
+// code, the inner codes, the google.rpc reason and status, the message and,
+// last, the error type (providers file money problems under their rate-limit
+// type). Codes are split like text: "insufficient_balance",
+// "InsufficientBalance" and "insufficient balance" are the same words. A
+// word with '*' matches any word it begins; "near" means another word within
+// a few words. When several groups match, the first in this table wins:
+//
+//	group        words                                                       verdict
+//	rate         rate limit, ratelimit, too many requests, throttl*,         transient rate_limited, provider-wide
+//	             concurrency, per minute/min/second/hour/day, rpm, tpm,
+//	             rpd, tpd, resource near exhaust*
+//	overload     overload*, capacity near over/out of/at/exceeded,           transient overloaded, provider-wide
+//	             busy near server/engine, temporarily unavailable
+//	money        billing, payment*, invoice*, arrear*, overdue, unpaid,      systemic quota_exhausted, provider-wide
+//	             recharge*, top up, credit(s), balance, funds, usage limit*,
+//	             budget near exceed/limit/over (not "budget tokens"),
+//	             spend* near limit/cap, quota near exceed/exhaust/limit,
+//	             plan, subscription or tier near upgrade/paid/purchase/expired;
+//	             欠费, 余额, 充值
+//	account      suspend*, deactivat*, banned; account, organization, team,   systemic account, provider-wide
+//	             workspace or tenant near disabled/inactive/locked/blocked/
+//	             terminated/closed/deleted/frozen/restricted/not enabled;
+//	             账户已, 封禁
+//	no model     no model(s) followed by loaded/available/running            systemic model_not_found, provider-wide
+//	model        model(s) followed by not found/does not exist/not           systemic model_not_found
+//	             available/not loaded/not deployed/decommissioned/is disabled;
+//	             unknown/invalid model; failed to load (the) model
+//	access       permission*, access denied, no access, not authorized,      systemic auth
+//	             verif* near organization/account/identity
+//	key          api key, access key, secret key, subscription key,          systemic auth, provider-wide
+//	             access/bearer/auth/security/session/expired token,
+//	             credential*, authenticat*, unauthorized, signature near invalid
+//
+// Two more groups only rename a suspect, never change its class: context
+// length words (context length, context window, token limit, prompt is too
+// long, input token count, maximum number of tokens, input must have less
+// than, input or prompt tokens near exceed/must be/maximum/limit) give
+// context_length_exceeded, content words (content policy, moderation,
+// flagged, unsafe, high risk) content_filtered.
 //
 // Every provider row has cases in testdata/corpus: real responses from the
 // official SDKs' tests, the providers' documentation and public issue
-// reports, each naming its source.
+// reports, each naming its source. testdata/holdout holds responses from
+// providers the vocabulary was not designed on (TestHoldout).
 //
-// The message table is short on purpose: a row is added only where a
-// provider sends no code of its own and the code it does send leads to the
-// wrong class (Anthropic's credit balance is a 400 invalid_request_error; a
-// request larger than a whole per-minute limit comes as rate_limit_exceeded).
-// A job wrongly failed for a week costs more than a rule on text. Rows match
-// a message prefix (plus a fragment where the prefix is not specific) as the
-// provider sends it.
+// # Evidence
+//
+// Verdict.Evidence names the signal that decided, as field:word, where the
+// field is one of mark, message, code, innercode, errorinfo, rpcstatus,
+// type, status, header, go, default or rule (Chain's rule N), and the word
+// is an entry of the tables above, never upstream text: at most
+// MaxEvidence bytes of [A-Za-z0-9_.:=/-]. Chain replaces a rule's Evidence
+// of another form with "rule:N", and the gate records none of another
+// form.
 //
 // Within a provider response, a specific error code or Anthropic error type
 // wins over the status, and the status over a generic type such as

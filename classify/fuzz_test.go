@@ -12,6 +12,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/code"
 	"github.com/retrygate/retrygate/internal/corpus"
 )
 
@@ -133,5 +134,11 @@ func checkVerdict(t *testing.T, v classify.Verdict) {
 	}
 	if v.Reason == "" || strings.Trim(v.Reason, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
 		t.Fatalf("reason is not a short code in %+v", v)
+	}
+	if !code.Evidence(v.Evidence) {
+		t.Fatalf("Evidence is not of its form in %+v", v)
+	}
+	if v.Suspect && v.Class != classify.ClassPermanent {
+		t.Fatalf("a suspect that is not permanent: %+v", v)
 	}
 }

@@ -20,7 +20,7 @@ func (m *marked) Unwrap() error { return m.err }
 // Permanent marks err as a permanent failure: the gate marks the job failed
 // instead of cooling it down. errors.Is and errors.As see through the mark.
 func Permanent(err error) error {
-	return &marked{err: err, v: Verdict{Class: ClassPermanent, Reason: ReasonMarkedPermanent}}
+	return &marked{err: err, v: Verdict{Class: ClassPermanent, Reason: ReasonMarkedPermanent, Evidence: "mark:permanent"}}
 }
 
 // Transient marks err as a transient failure with an optional retry hint
@@ -28,13 +28,13 @@ func Permanent(err error) error {
 // output format; the gate's MaxAttempts turns repeated failures into a
 // permanent mark.
 func Transient(err error, retryAfter time.Duration) error {
-	return &marked{err: err, v: Verdict{Class: ClassTransient, RetryAfter: clampHint(retryAfter), Reason: ReasonMarkedTransient}}
+	return &marked{err: err, v: Verdict{Class: ClassTransient, RetryAfter: clampHint(retryAfter), Reason: ReasonMarkedTransient, Evidence: "mark:transient"}}
 }
 
 // Systemic marks err as not the job's fault (credentials, quota,
 // configuration): the job is neither failed nor charged an attempt.
 func Systemic(err error) error {
-	return &marked{err: err, v: Verdict{Class: ClassSystemic, Reason: ReasonMarkedSystemic}}
+	return &marked{err: err, v: Verdict{Class: ClassSystemic, Reason: ReasonMarkedSystemic, Evidence: "mark:systemic"}}
 }
 
 // WithReason marks err with an explicit verdict of class c and a custom reason
@@ -44,7 +44,11 @@ func WithReason(err error, c Class, reason string, retryAfter time.Duration) err
 	if reason == "" {
 		reason = c.String()
 	}
-	return &marked{err: err, v: Verdict{Class: c, Reason: reason, RetryAfter: clampHint(retryAfter)}}
+	ev := "mark:" + c.String()
+	if c > ClassCanceled {
+		ev = "mark:class" // String's "class(7)" is not Evidence's alphabet
+	}
+	return &marked{err: err, v: Verdict{Class: c, Reason: reason, RetryAfter: clampHint(retryAfter), Evidence: ev}}
 }
 
 func clampHint(d time.Duration) time.Duration {

@@ -9,25 +9,25 @@ import "strings"
 // contain), as the provider sends it; each has a corpus case in
 // testdata/corpus naming its source.
 var byMessage = [...]struct {
-	prefix, contains string
-	v                Verdict
+	name, prefix, contains string
+	v                      Verdict
 }{
 	// Anthropic, 400 invalid_request_error: the organisation ran out of
 	// prepaid credits. No code says so; failing the job would fail every
 	// job until someone buys credits.
-	{"Your credit balance is too low", "", vQuota},
+	{"credit_balance_too_low", "Your credit balance is too low", "", vQuota},
 	// Anthropic, 400 invalid_request_error: a spend limit the organisation
 	// or workspace set was reached ("You have reached your specified
 	// [workspace] API usage limits...").
-	{"You have reached your specified ", "API usage limits", vQuota},
+	{"api_usage_limits", "You have reached your specified ", "API usage limits", vQuota},
 	// OpenAI (429) and Groq (413), code rate_limit_exceeded: one request is
 	// larger than the whole tokens-per-minute limit, so no wait helps and
-	// the limit of the key is not the problem.
-	{"Request too large for ", " per min", vTooLarge},
+	// the limit of the key is not the problem. Text is no proof: a suspect.
+	{"request_too_large", "Request too large for ", " per min", Verdict{Class: ClassPermanent, Reason: ReasonTooLarge, Suspect: true}},
 	// Anthropic, 429 rate_limit_error: long-context requests need extra
 	// usage (credits) enabled. No wait helps, yet the key's other requests
 	// still work: systemic for this job, not provider-wide.
-	{"", "required for long context requests", Verdict{Class: ClassSystemic, Reason: ReasonQuotaExhausted}},
+	{"long_context", "", "required for long context requests", Verdict{Class: ClassSystemic, Reason: ReasonQuotaExhausted}},
 }
 
 // messageVerdict looks msg up in byMessage.
@@ -35,7 +35,7 @@ func messageVerdict(msg string) (Verdict, bool) {
 	msg = strings.TrimSpace(msg)
 	for _, m := range byMessage {
 		if strings.HasPrefix(msg, m.prefix) && strings.Contains(msg[len(m.prefix):], m.contains) {
-			return m.v, true
+			return m.v.with("message:" + m.name), true
 		}
 	}
 	return Verdict{}, false

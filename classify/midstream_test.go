@@ -47,7 +47,7 @@ func TestDefaultMidStream(t *testing.T) {
 		{"content_filter", `{"error":{"message":"filtered","type":null,"code":"content_filter"}}`,
 			permanent(classify.ReasonContentFiltered)},
 		{"invalid_request_error", `{"error":{"message":"bad","type":"invalid_request_error","code":null}}`,
-			permanent(classify.ReasonInvalidRequest)},
+			suspect(classify.ReasonInvalidRequest)},
 		{"unknown type and code", `{"error":{"message":"something","type":"mystery","code":null}}`,
 			transient(classify.ReasonUnknown, false, 0)},
 	}

@@ -102,7 +102,7 @@ func TestDefaultBadInput(t *testing.T) {
 			"Retry-After-Ms": {"-1"}, "Retry-After": {"Inf"}, "X-Should-Retry": {"\x00"},
 			"X-Ratelimit-Reset-Tokens": {"9999999999999999999h"}, "Date": {"yesterday"},
 		}}, rateLimited},
-		{"APIError with odd Code types", &openai.APIError{HTTPStatusCode: 400, Code: map[string]any{"x": 1}}, permanent(classify.ReasonInvalidRequest)},
+		{"APIError with odd Code types", &openai.APIError{HTTPStatusCode: 400, Code: map[string]any{"x": 1}}, suspect(classify.ReasonInvalidRequest)},
 		{"APIError with float Code", &openai.APIError{Code: float64(503)}, transient(classify.ReasonOverloaded, true, 0)},
 		{"APIError with int Code", &openai.APIError{Code: 429}, rateLimited},
 		{"APIError with string Code", &openai.APIError{Code: "insufficient_quota"}, systemic(classify.ReasonQuotaExhausted, true)},

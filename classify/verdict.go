@@ -3,6 +3,8 @@ package classify
 import (
 	"fmt"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/code"
 )
 
 // Class says what a failure deserves.
@@ -43,6 +45,7 @@ func (c Class) String() string {
 const (
 	ReasonRateLimited     = "rate_limited"
 	ReasonQuotaExhausted  = "quota_exhausted"
+	ReasonAccount         = "account"
 	ReasonOverloaded      = "overloaded"
 	ReasonContextLength   = "context_length_exceeded"
 	ReasonContentFiltered = "content_filtered"
@@ -100,7 +103,7 @@ type Verdict struct {
 }
 
 // MaxEvidence bounds Verdict.Evidence.
-const MaxEvidence = 64
+const MaxEvidence = code.MaxLen
 
 // MaxHint caps any retry hint read from a server: a hint above it is treated
 // as MaxHint, so a garbage header cannot park a job for years.

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/retrygate/retrygate/internal/redisop"
 	"math/rand/v2"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redisop"
 )
 
 // Acquire is the two-step form of Do, for middleware: it takes the job's
@@ -23,13 +25,22 @@ import (
 // deadline that passes while Redis does not answer also matches
 // ErrUnavailable (too late to fail open).
 //
-// Acquire is one Redis round trip (two sent in parallel on a cluster with a
-// Scope). Concurrent Acquires of one job in one process make one round
-// trip: the others wait for its reply and get the same refusal, or
-// ErrInFlight once it holds the lease. A retry of a job this Gate was
-// refused by (cooling down or failed) is confirmed with a plain GET of the
-// lock instead of the acquire script; its RetryAfter then comes from the
-// local clock.
+// Acquire is one Redis round trip of native commands on the job's node
+// (SET NX GET, PTTL, TIME), with a GET of each upstream's state in the
+// same round trip when the gate has upstreams. A second trip is made only
+// when the job's key holds a finished state with history (a script takes
+// it over), when an upstream's wait has just ended (this call claims its
+// probe) or when every upstream refuses and this process did not know it
+// yet (the job is given back); while this process knows every upstream
+// refuses, Acquire only reads them (one trip, nothing written). Concurrent
+// Acquires of one job in one process make one round trip: the others wait
+// for its reply and get the same refusal, or ErrInFlight once it holds the
+// lease.
+//
+// A running job's refusal (ErrInFlight) says when its call should end:
+// the 90th percentile of this Gate's last 64 call durations less the time
+// the run has taken, at least a second and at most its lease's time left
+// (which alone is the estimate until 8 calls were seen).
 //
 // With Options.Wait set, a job running elsewhere is waited for: see
 // AcquireWait.
@@ -37,312 +48,390 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	return g.AcquireWait(ctx, job, g.opts.Wait)
 }
 
-// acquireNow is Acquire without a wait.
-func (g *Gate) acquireNow(ctx context.Context, job string) (*Lease, error) {
-	if err := checkJob(job); err != nil {
+// AcquireWait is Acquire with a wait budget for this call, overriding
+// Options.Wait: if the job is running elsewhere it waits, at most wait,
+// for that lease to settle, and then acquires the job if it is free or
+// returns the refusal the settle left (ErrDone, ErrCoolingDown with the
+// cooldown's true time left, ErrFailed, ErrUpstreamCooling). When wait
+// ends first the refusal is ErrInFlight with the lease's time left; when
+// ctx ends first the error is the context's. wait ≤ 0 does not wait.
+// Once waiting, a Redis out of reach (a failover) does not end the wait:
+// the waiter polls until its budget ends, and then returns ErrUnavailable
+// (with FailOpen too: the job was running a moment ago).
+//
+// The wait is woken by Redis pub/sub: every settle, release, reset and
+// undo publishes on the job's channel (its lock key's name; SPUBLISH on a
+// cluster, so the channel lives in the job's slot). The waiter subscribes
+// before it reads the state again, so a settle in between is never
+// missed. A lease that expires without a settle publishes nothing: each
+// step of the wait is bounded by the lease's time left, and the waiter
+// reads again then. Waiters of one job in one Gate share one subscription,
+// and a Gate keeps one connection per Redis server for all of them, open
+// while it has waiters and briefly after. Where the client cannot
+// subscribe or Redis refuses it (an ACL without channel permission), the
+// waiter polls with backoff (10 ms doubling to 1 s) and the gate sends an
+// EventWarning with Reason WarnWaitPolling (at most once a minute).
+//
+// Nothing is subscribed unless the first attempt finds the job running: a
+// call that runs or is refused for another reason costs what Acquire does.
+func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
+	l, err := g.acquireOnce(ctx, job, nil)
+	if b := running(err); wait > 0 && b != nil {
+		l, err = g.waitFor(ctx, job, b.token, time.Now().Add(wait))
+	}
+	g.refused(ctx, err)
+	return l, err
+}
+
+// jobKey returns job's lock key, or ErrInvalidJob.
+func (g *Gate) jobKey(job string) (string, error) {
+	switch {
+	case job == "":
+		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
+	case len(job) > MaxJobLen:
+		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), MaxJobLen)
+	}
+	return keyspace.Job(g.opts.Prefix, job), nil
+}
+
+// waiting is what a waiter's acquire reads beside the job (wait.go): the
+// token of the run it waits for, and the job's done key, where that run's
+// success leaves its token.
+type waiting struct {
+	token, done string
+}
+
+// acquireOnce is one attempt to take job, merged with the other calls of
+// the job in this process (flight.go). w is set for a waiter. It sends no
+// refusal event: the caller sends one per call (refused).
+func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease, error) {
+	key, err := g.jobKey(job)
+	if err != nil {
 		return nil, err
+	}
+	if b := g.unwritten.refusal(job); b != nil {
+		return nil, b
 	}
 	for {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 		}
-		g.mu.Lock()
-		cur, busy := g.inflight[job]
-		if !busy {
-			l := &Lease{g: g, job: job, parent: ctx}
-			l.hint, l.hinted = g.hints[job]
-			g.inflight[job] = l
-			g.mu.Unlock()
-			lease, err := g.acquire(ctx, l)
-			g.resolve(l, err)
-			return lease, err
+		p, leader := g.flight.join(job)
+		if leader {
+			l, err := g.acquire(ctx, job, key, w)
+			g.flight.resolve(job, p, l, err)
+			return l, err
 		}
-		var wait chan struct{}
-		if !cur.resolved {
-			if cur.waiters == nil {
-				cur.waiters = make(chan struct{})
-			}
-			wait = cur.waiters
-		}
-		g.mu.Unlock()
-		if err, retry := g.refuseLocal(ctx, cur, wait); !retry {
+		if err, again := g.follow(ctx, p, w != nil); !again {
 			return nil, err
 		}
 	}
 }
 
-// resolve publishes the outcome of l's acquire to the callers coalesced
-// behind it, and ends coalescing on l if it was refused.
-func (g *Gate) resolve(l *Lease, err error) {
-	g.mu.Lock()
-	l.resolved, l.refusal = true, err
-	if l.waiters != nil {
-		close(l.waiters)
-	}
-	if err != nil && g.inflight[l.job] == l {
-		delete(g.inflight, l.job)
-	}
-	g.mu.Unlock()
-}
-
-// refuseLocal answers a call coalesced behind cur, another call of the same
-// job in this process, without a round trip of its own: it waits for cur's
-// acquire if that is still in flight and gives the same refusal, or
-// ErrInFlight when cur holds the lease. retry is set when cur's acquire
-// failed for its own reasons (its caller gave up, Redis errored): the call
-// then tries by itself.
-func (g *Gate) refuseLocal(ctx context.Context, cur *Lease, wait chan struct{}) (err error, retry bool) {
-	if wait != nil {
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("gate: acquire: %w", context.Cause(ctx)), false
-		}
-	}
-	g.mu.Lock()
-	refusal := cur.refusal
-	g.mu.Unlock()
-	var b *BlockedError
-	switch {
-	case errors.As(refusal, &b):
-		cp := *b
-		b = &cp
-	case refusal != nil:
-		return nil, true
-	default:
-		b = &BlockedError{Job: cur.job, State: Running, RetryAfter: cur.remaining()}
-	}
-	g.emit(ctx, Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: true})
-	return b, false
-}
-
-// acquire takes the job's lock in Redis for l, registered in g.inflight.
-func (g *Gate) acquire(ctx context.Context, l *Lease) (*Lease, error) {
-	job := l.job
-	l.keys = g.jobKeys(job)
+// acquire takes job in Redis.
+func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
+	running, token := newToken()
+	l := &Lease{g: g, job: job, key: key, token: token, running: running, parent: ctx}
 	sent := time.Now()
-	reply, scope, err := g.acquireRedis(ctx, l)
-	if err != nil {
-		switch {
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			// Redis did not answer within the caller's deadline: that is
-			// unavailability too, but too late to fail open.
-			werr := fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
-			g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: redisop.Acquire, Err: werr})
-			return nil, werr
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
+	if err := g.take(ctx, l, w); err != nil {
+		var b *BlockedError
+		if errors.As(err, &b) {
+			return nil, err
 		}
-		werr := redisError("acquire", err)
-		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: redisop.Acquire, Err: werr})
-		if g.opts.FailOpen && !reached(err) {
-			// Still coalesced in-process: Redis being down must not turn
-			// every local duplicate into a model call.
-			l.ungated = true
-			l.ctx, l.cancel = context.WithCancelCause(ctx)
-			g.emit(ctx, Event{Kind: EventFailOpen, Job: job, Err: werr})
-			return l, nil
-		}
-		return nil, werr
+		return g.unreached(ctx, l, err)
 	}
-
-	if scope != nil {
-		if reply.kind == "ok" {
-			// Cluster: the scope read ran beside the acquire. Undo it so the
-			// refused job keeps no key and no attempt.
-			g.undoAcquire(ctx, l, reply.fresh)
-		}
-		return nil, g.refuseScope(ctx, job, scope)
-	}
-
-	switch reply.kind {
-	case "ok":
-		l.fence = reply.fence
-		l.attempt = reply.attempts + 1
-		l.probe = reply.probe
-		l.start = sent
-		l.ctx, l.cancel = context.WithCancelCause(ctx)
-		// expires is read by coalesced callers (remaining) under l.mu.
-		l.mu.Lock()
-		l.expires = sent.Add(g.opts.Lease)
-		l.timer = time.AfterFunc(g.renewEvery, l.renew)
-		l.mu.Unlock()
-		g.emit(ctx, Event{Kind: EventAcquired, Job: job, State: Running, Fence: l.fence, Attempt: l.attempt})
-		return l, nil
-	case "scope":
-		return nil, g.refuseScope(ctx, job, &scopeReply{value: reply.value, pttl: reply.pttl})
-	default:
-		st, attempts, reason := stateOf(reply.value)
-		b := &BlockedError{Job: job, State: st, Attempts: max(attempts, 0), Reason: reason}
-		if st == Running || st == CoolingDown {
-			b.RetryAfter = pttl(reply.pttl)
-		}
-		if !reply.hinted && (st == CoolingDown || st == Failed) && reply.pttl > 0 {
-			g.noteCooling(job, coolingHint{value: reply.value, until: sent.Add(pttl(reply.pttl))})
-		}
-		g.emit(ctx, Event{Kind: EventRefused, Job: job, State: st, Reason: reason, Attempt: b.Attempts, Cooldown: b.RetryAfter})
-		return nil, b
-	}
+	l.start = sent
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	// expires is read by merged callers (remaining) under l.mu.
+	l.mu.Lock()
+	l.expires = sent.Add(g.opts.Lease)
+	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
+	l.mu.Unlock()
+	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Scope: l.Scope(), State: Running, Fence: l.fence, Attempt: l.attempt})
+	return l, nil
 }
 
-// acquireRedis runs the acquire script and, on a multi-node client with a
-// scope, the scope check in parallel. scope is non-nil when the scope is
-// cooling (cluster form only; the single-node script reports it in reply).
-func (g *Gate) acquireRedis(ctx context.Context, l *Lease) (acquireReply, *scopeReply, error) {
-	if r, ok, err := g.refuseKnown(ctx, l); ok || err != nil {
-		return r, nil, err
+// take is the one acquire path. One round trip: the job's SET NX GET, its
+// PTTL and Redis's TIME, with each upstream's GET. Then, only where
+// needed: the job's takeover script when its key holds a finished state
+// (its history: the attempt count, the last failure), the probe's claim
+// when an upstream's wait just ended. Whatever take returns other than
+// nil, it leaves Redis as it found it (giveBack): a job taken by a call
+// every upstream refuses, or by a waiter whose run succeeded meanwhile,
+// or whose replicas did not acknowledge it.
+func (g *Gate) take(ctx context.Context, l *Lease, w *waiting) (err error) {
+	switch b, err := g.peekKnown(ctx, l.job); {
+	case err != nil:
+		return err
+	case b != nil:
+		return b
 	}
-	l.token = newToken()
-	keys := l.keys.both[:]
-	args := []any{l.token, g.argLease, g.argMetaTTL, g.argMetaSlack}
-	if g.scopeKey == "" || g.oneNode {
-		if g.scopeKey != "" {
-			keys = append(keys, g.scopeKey)
-		}
-		r, err := g.runAcquire(ctx, l, keys, args)
-		if err == nil && r.kind == "ok" && g.scopeKey != "" && g.scopeHint.Load() != 0 {
-			g.scopeHint.Store(0) // the script found the scope open
-		}
-		return r, nil, err
-	}
-	if g.scopeMayCool() {
-		// This process saw the scope cooling: read it first, so a refusal
-		// is one round trip and writes no job key (no acquire to undo).
-		// Redis is still asked, so an operator's ResetScope is seen at once.
-		s, claimed, err := g.readScope(ctx, l.token)
-		if err != nil {
-			return acquireReply{}, nil, err
-		}
-		if s != nil {
-			return acquireReply{}, s, nil
-		}
-		g.scopeHint.Store(0)
-		r, err := g.runAcquire(ctx, l, keys, args)
-		return g.settleClaim(ctx, l, r, err, claimed), nil, err
-	}
-	type scopeResult struct {
-		s       *scopeReply
-		claimed bool
-		err     error
-	}
-	ch := make(chan scopeResult, 1)
-	go func() {
-		s, claimed, err := g.readScope(ctx, l.token)
-		ch <- scopeResult{s, claimed, err}
-	}()
-	r, err := g.runAcquire(ctx, l, keys, args)
-	sr := <-ch
-	r = g.settleClaim(ctx, l, r, err, sr.claimed)
-	if err != nil {
-		return r, nil, err
-	}
-	if sr.err != nil {
-		if r.kind == "ok" {
-			// Fail closed on the scope too, but do not leave the job locked.
-			g.undoAcquire(ctx, l, r.fresh)
-		}
-		return r, nil, sr.err
-	}
-	if sr.s != nil && sr.s.value != "" {
-		return r, sr.s, nil
-	}
-	return r, nil, nil
-}
-
-// settleClaim keeps a probe claimed by the cluster form's scope check when
-// the job's acquire succeeded (r.probe), and gives it back otherwise.
-func (g *Gate) settleClaim(ctx context.Context, l *Lease, r acquireReply, err error, claimed bool) acquireReply {
-	if !claimed {
-		return r
-	}
-	if err == nil && r.kind == "ok" {
-		r.probe = true
-		return r
-	}
-	g.unclaimScope(ctx, l.token)
-	return r
-}
-
-// runAcquire runs the acquire script and, with WaitReplicas, waits for the
-// replicas on the same connection.
-func (g *Gate) runAcquire(ctx context.Context, l *Lease, keys []string, args []any) (acquireReply, error) {
-	if g.opts.WaitReplicas == 0 {
-		return decodeAcquire(acquireScriptFor(keys).Run(ctx, g.rdb, keys, args...))
-	}
-	r, conn, err := g.acquirePinned(ctx, keys, args)
+	r, values, done, conn, err := g.sendAcquire(ctx, l, w)
 	if conn != nil {
 		defer conn.Close()
 	}
-	if err != nil || r.kind != "ok" {
-		return r, err
+	defer func() {
+		if err != nil && r.taken {
+			g.giveBack(ctx, l, r)
+		}
+	}()
+	switch {
+	case err != nil:
+		return err
+	case w != nil && done == w.token:
+		// The run this waiter waited for succeeded and freed the job.
+		return &BlockedError{Job: l.job, State: Done}
 	}
+	ups := make([]UpstreamStatus, len(g.breakers))
+	permits := make([]permit, len(g.breakers))
+	refusing := len(g.breakers) > 0
+	for i, b := range g.breakers {
+		permits[i], ups[i] = b.judge(values[i], r.now)
+		refusing = refusing && permits[i] == permitRefused
+	}
+	if refusing {
+		for i, b := range g.breakers {
+			b.remember(ups[i])
+		}
+		return upstreamRefusal(l.job, ups)
+	}
+	if !r.taken {
+		if v := parseJob(r.value); v.kind == 0 || v.state(r.now) != Ready {
+			return g.jobRefusal(l.job, r)
+		}
+		// A finished state with its history: taken over by a script.
+		via := Client(g.rdb)
+		if conn != nil {
+			via = conn
+		}
+		var t trip
+		cmd := t.jobAcquire(ctx, l.key, l.token, g.argLease)
+		t.exec(ctx, via)
+		if r, err = decodeAcquire(cmd); err != nil {
+			return err
+		}
+		if !r.taken {
+			return g.jobRefusal(l.job, r)
+		}
+	}
+	if err := g.choose(ctx, l, permits, ups); err != nil {
+		return err
+	}
+	l.fence = r.fence
+	l.hist = parseJob(r.value)
+	l.attempt = l.hist.attempts + 1
+	if conn != nil {
+		return g.replicate(ctx, conn)
+	}
+	return nil
+}
+
+// giveBack leaves Redis as an acquire that cannot run found it: the job
+// as it was (its value and TTL before the SET NX or the takeover) and the
+// probe it claimed, if any, unclaimed; in one round trip.
+func (g *Gate) giveBack(ctx context.Context, l *Lease, r acquireReply) {
+	rctx, cancel := g.opCtx(ctx)
+	defer cancel()
+	var t trip
+	undo := t.jobUndo(rctx, g.scripts, l.key, l.token, r.value, r.pttl)
+	var unclaim *redis.Cmd
+	if l.probe {
+		unclaim = l.up.unclaim(rctx, &t, g.scripts, l.token)
+	}
+	t.exec(rctx, g.rdb)
+	if err := undo.Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", err)})
+	}
+	if unclaim != nil && unclaim.Err() != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", unclaim.Err())})
+	}
+}
+
+// replicate waits for WaitReplicas replicas to acknowledge the acquire, on
+// the connection that wrote it.
+func (g *Gate) replicate(ctx context.Context, conn *redis.Conn) error {
 	n, err := conn.Wait(ctx, g.opts.WaitReplicas, g.opts.WaitTimeout).Result()
 	if err == nil && n < int64(g.opts.WaitReplicas) {
 		err = &notReplicatedError{acked: n, want: g.opts.WaitReplicas, within: g.opts.WaitTimeout}
 	}
-	if err != nil {
-		g.undoAcquire(ctx, l, r.fresh)
-		if r.probe { // one node: the script claimed the scope's probe too
-			g.unclaimScope(ctx, l.token)
-		}
-		return acquireReply{}, err
-	}
-	return r, nil
+	return err
 }
 
-// acquireScriptFor picks the acquire script for keys: with the scope
-// library when the scope key is among them (scripts.go).
-func acquireScriptFor(keys []string) *redis.Script {
-	if len(keys) > 2 {
-		return acquireScopeScript
+// unreached handles an acquire that Redis did not answer: the caller's
+// context ended, Redis failed, or (FailOpen) fn runs ungated.
+func (g *Gate) unreached(ctx context.Context, l *Lease, err error) (*Lease, error) {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// Redis did not answer within the caller's deadline: that is
+		// unavailability too, but too late to fail open.
+		werr := fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Acquire, Err: werr})
+		return nil, werr
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 	}
-	return acquireScript
+	werr := redisError("acquire", err)
+	g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Acquire, Err: werr})
+	if !g.opts.FailOpen || reached(err) {
+		return nil, werr
+	}
+	// Still merged in-process: Redis being down must not turn every local
+	// duplicate into a model call.
+	l.ungated = true
+	l.attempt = 1
+	l.start = time.Now()
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
+	return l, nil
 }
 
-// acquirePinned runs the acquire script on a connection pinned to the
-// master of the job's slot, so WAIT can follow on the same connection. A
-// pinned connection does not follow a resharded slot: on MOVED the
-// client's slot map is reloaded and the script runs once more on the
-// slot's new master.
-func (g *Gate) acquirePinned(ctx context.Context, keys []string, args []any) (acquireReply, *redis.Conn, error) {
-	conn, err := g.pin(ctx, keys[0])
-	if err != nil {
-		return acquireReply{}, nil, err
-	}
-	r, err := decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
-	to := movedTo(err)
-	if to == "" {
-		return r, conn, err
-	}
-	conn.Close()
-	if conn, err = g.repin(ctx, keys[0], to); err != nil {
-		return acquireReply{}, nil, err
-	}
-	r, err = decodeAcquire(acquireScriptFor(keys).Run(ctx, conn, keys, args...))
-	return r, conn, err
-}
-
-// undoAcquire releases a lock the scope check refused after the fact.
-func (g *Gate) undoAcquire(ctx context.Context, l *Lease, fresh bool) {
-	f := "0"
-	if fresh {
-		f = "1"
-	}
-	rctx, cancel := g.opCtx(context.WithoutCancel(ctx))
-	defer cancel()
-	if err := g.scripts.undo.Run(rctx, g.rdb, l.keys.both[:], l.token, f).Err(); err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", err)})
-	}
-}
-
-// newToken returns a 128-bit random lock token in hex. math/rand/v2's
+// newToken returns a lease's running value, "r:" and a 128-bit random
+// token in hex, and the token (the same string, after "r:"). math/rand/v2's
 // generator is seeded from the OS and cheap; the token only has to be
 // unique, since whoever can write to Redis can overwrite the lock anyway.
-func newToken() string {
+func newToken() (running, token string) {
 	var raw [16]byte
 	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
-	var b [32]byte
-	hex.Encode(b[:], raw[:])
-	return string(b[:])
+	b := [34]byte{'r', ':'}
+	hex.Encode(b[2:], raw[:])
+	running = string(b[:])
+	return running, running[2:]
+}
+
+// peekKnown: while this process knows that every upstream refuses, an
+// acquire only reads them, with Redis's clock (one round trip, nothing
+// written). It returns their refusal when they all still refuse; nil when
+// one does not (the acquire then takes the job as usual) or one is not
+// known to refuse.
+func (g *Gate) peekKnown(ctx context.Context, job string) (*BlockedError, error) {
+	if len(g.breakers) == 0 {
+		return nil, nil
+	}
+	for _, b := range g.breakers {
+		if !b.knownRefusing() {
+			return nil, nil
+		}
+	}
+	var t trip
+	reads := make([]*redis.Cmd, len(g.breakers))
+	for i, b := range g.breakers {
+		reads[i] = t.read(ctx, b.key)
+	}
+	t.exec(ctx, g.rdb)
+	ups := make([]UpstreamStatus, len(g.breakers))
+	for i, b := range g.breakers {
+		r, err := decodeRead(reads[i])
+		if err != nil {
+			return nil, err
+		}
+		var p permit
+		if p, ups[i] = b.judge(r.value, r.now); p != permitRefused {
+			b.forget()
+			return nil, nil
+		}
+		if parseScope(r.value).kind == 0 {
+			ups[i].RetryAfter = max(pttl(r.pttl), time.Millisecond) // held: its key's TTL
+		}
+		b.remember(ups[i])
+	}
+	return upstreamRefusal(job, ups), nil
+}
+
+// choose picks the upstream the run uses: the first, in order, that is
+// open or whose probe this call claims. It returns the upstreams' refusal
+// when none is.
+func (g *Gate) choose(ctx context.Context, l *Lease, permits []permit, ups []UpstreamStatus) error {
+	for i, b := range g.breakers {
+		switch permits[i] {
+		case permitOpen:
+			b.forget()
+			l.up = b
+			return nil
+		case permitProbe:
+			c, err := b.claim(ctx, g.rdb, l.token)
+			switch {
+			case err != nil:
+				return err
+			case c.open:
+				b.forget()
+				l.up = b
+				return nil
+			case c.claimed:
+				b.forget()
+				l.up, l.probe, l.level = b, true, c.level
+				return nil
+			}
+			ups[i] = refusedStatus(b.name, c.value, c.wait)
+			b.remember(ups[i])
+		}
+	}
+	if len(g.breakers) == 0 {
+		return nil
+	}
+	return upstreamRefusal(l.job, ups)
+}
+
+// refusedStatus is an upstream's refusal read with its wait.
+func refusedStatus(name, value string, wait time.Duration) UpstreamStatus {
+	s := parseScope(value)
+	st := UpstreamStatus{Scope: name, State: ScopeCooling, Reason: s.reason, RetryAfter: max(wait, time.Millisecond)}
+	switch s.kind {
+	case scopePaused:
+		st.State = ScopePaused
+	case scopeProbing:
+		st.Probing = true
+	}
+	return st
+}
+
+// upstreamRefusal refuses a call every upstream refused: the wait is the
+// soonest any of them reopens.
+func upstreamRefusal(job string, ups []UpstreamStatus) *BlockedError {
+	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: ups}
+	for i, u := range ups {
+		if i == 0 || u.RetryAfter < b.RetryAfter {
+			b.RetryAfter, b.Reason = u.RetryAfter, u.Reason
+		}
+	}
+	return b
+}
+
+// jobRefusal refuses a call by the job's value.
+func (g *Gate) jobRefusal(job string, r acquireReply) *BlockedError {
+	v := parseJob(r.value)
+	b := &BlockedError{Job: job, State: v.state(r.now), Attempts: v.attempts, Reason: v.reason, Evidence: v.evidence}
+	switch {
+	case b.State == Ready:
+		b.State = Running // the script holds what it cannot read
+	}
+	switch b.State {
+	case Running:
+		left := g.leaseLeft(r.pttl)
+		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.now, left)), v.token
+	case CoolingDown:
+		b.RetryAfter = v.left(r.now)
+	}
+	return b
+}
+
+// leaseLeft is a running value's time left from its PTTL; a value held
+// without a TTL (not written by a gate) is held for a lease, as far as
+// anyone knows.
+func (g *Gate) leaseLeft(p int64) time.Duration {
+	if p == -1 {
+		return g.opts.Lease
+	}
+	return pttl(p)
+}
+
+// ranFor is how long a running value's run has taken at Redis time now
+// (ms): since its fence (Redis's µs clock at its acquire), or, for a run
+// taken on a free key and not renewed yet (no fence recorded), since its
+// key was set with the lease's TTL.
+func (g *Gate) ranFor(v jobValue, now int64, left time.Duration) time.Duration {
+	if v.fence == 0 {
+		return max(g.opts.Lease-left, 0)
+	}
+	return max(time.Duration(now*1000-v.fence)*time.Microsecond, 0)
 }

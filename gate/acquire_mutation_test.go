@@ -17,14 +17,13 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// A client whose topology is unknown (it only scripts) gets the
-// cluster-safe form, but without a Scope there is no scope to read: an
-// acquire is the acquire script alone.
+// Without a Scope there is no upstream to read: an acquire is the
+// acquire script alone.
 func TestAcquireWithoutScopeReadsNoScope(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
-	g := newGate(t, &flaky{Scripter: rdb}, gate.Options{})
+	g := newGate(t, &flaky{Client: rdb}, gate.Options{})
 	if err := g.Do(context.Background(), "warm-up", okFn); err != nil { // loads the scripts
 		t.Fatal(err)
 	}
@@ -34,51 +33,52 @@ func TestAcquireWithoutScopeReadsNoScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	if got := names.take(); !equalNames(got, []string{"evalsha"}) {
-		t.Fatalf("acquire sent %v, want the acquire script alone", got)
+	if got := names.take(); !equalNames(got, []string{"[set pttl time]"}) {
+		t.Fatalf("acquire sent %v, want the job's SET NX GET, PTTL and TIME in one pipeline", got)
 	}
 }
 
-// A process that saw its scope cooling reads the scope first and skips the
-// refusal fast path until that cooldown ends. Once an operator opened the
-// scope and a job's acquire found it open, that is over at once: a retry
-// of a job cooling down is one GET again, not an hour of scripts.
-func TestScopeSeenOpenRestoresTheFastPath(t *testing.T) {
+// A process that saw its upstream refuse only reads it (one script, no
+// write) until that refusal ends by its clock; what it reads decides. An
+// operator who reset the upstream elsewhere is seen at the next call: the
+// read finds it open, and the call takes the job's own path again (the
+// upstream's GET and the job's acquire in one pipeline), here refused by
+// the job's own cooldown.
+func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
-	rateLimited := errors.New("429")
-	g := newGate(t, rdb, gate.Options{
+	opts := gate.Options{Prefix: redistest.UniqueKey(t),
 		Scope: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour},
-		Classify: func(err error) classify.Verdict {
-			if errors.Is(err, rateLimited) {
-				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true}
-			}
-			return classify.Default(err)
-		},
-	})
+		ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour}, Classify: providerBusyClassifier}
+	g := newGate(t, rdb, opts)
+	operator := newGate(t, rdb, opts)
 	ctx := context.Background()
 	_ = failWith(t, g, "job", errTransient)
-	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
-		t.Fatalf("job cooling: %+v", b)
+	_ = failWith(t, g, "other", errProviderBusy)
+	_ = blocked(t, g, "warm-up") // loads the read script
+	names.take()
+	for i := 0; i < 3; i++ {
+		if b := blocked(t, g, "another"); !errors.Is(b, gate.ErrUpstreamCooling) {
+			t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
+		}
+		if got := names.take(); !equalNames(got, []string{"evalsha"}) {
+			t.Fatalf("refusal by an upstream known to refuse sent %v, want its read alone", got)
+		}
 	}
-	_ = failWith(t, g, "other", rateLimited)
-	if b := blocked(t, g, "another"); !errors.Is(b, gate.ErrUpstreamCooling) {
-		t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
-	}
-	if err := g.ResetScope(ctx); err != nil {
+	if err := operator.ResetScope(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if err := g.Do(ctx, "another", okFn); err != nil { // its acquire finds the scope open
-		t.Fatalf("after the scope was reset: %v", err)
 	}
 	names.take()
 	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
-		t.Fatalf("known cooldown: %+v", b)
+		t.Fatalf("after the upstream was reset elsewhere: %+v, want the job's own cooldown", b)
 	}
-	if got := names.take(); !equalNames(got, []string{"get"}) {
-		t.Fatalf("retry of a known cooldown after the scope opened sent %v, want one GET", got)
+	if got := names.take(); !equalNames(got, []string{"evalsha", "[set pttl time get]"}) {
+		t.Fatalf("first call after the reset sent %v, want the read that finds it open, then the acquire", got)
+	}
+	_ = blocked(t, g, "job")
+	if got := names.take(); !equalNames(got, []string{"[set pttl time get]"}) {
+		t.Fatalf("next call sent %v, want the acquire alone", got)
 	}
 }
 
@@ -103,15 +103,15 @@ func TestClusterFormScope(t *testing.T) {
 	rdb.AddHook(names)
 	opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai:prod-key", Cooldown: time.Minute,
 		ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute}, Classify: providerBusyClassifier}
-	a := newGate(t, &flaky{Scripter: rdb}, opts)
+	a := newGate(t, &flaky{Client: rdb}, opts)
 	rec := newRecorder()
 	bOpts := opts
 	bOpts.Observer = rec
-	b := newGate(t, &flaky{Scripter: rdb}, bOpts)
+	b := newGate(t, &flaky{Client: rdb}, bOpts)
 	recC := newRecorder()
 	cOpts := opts
 	cOpts.Observer = recC
-	c := newGate(t, &flaky{Scripter: rdb}, cOpts)
+	c := newGate(t, &flaky{Client: rdb}, cOpts)
 	ctx := context.Background()
 
 	// b holds a lease: the lock is in Redis, and a refuses it.
@@ -188,61 +188,63 @@ func TestClusterFormScope(t *testing.T) {
 	}
 }
 
-// scopeDown is a scripting-only client whose scope slot cannot be reached
-// while Down is set: scripts on the scope key fail, the job's run.
-type scopeDown struct {
-	redis.Scripter
-	scopeKey string
-	Down     atomic.Bool
+// keyDown is a hook that fails, while Down is set, every command on key,
+// as a cluster node that cannot be reached fails the commands of its
+// slots; the others go through.
+type keyDown struct {
+	key  string
+	Down atomic.Bool
 }
 
-func (s *scopeDown) fails(keys []string) bool {
-	return s.Down.Load() && len(keys) > 0 && keys[0] == s.scopeKey
-}
-
-func (s *scopeDown) down(ctx context.Context) *redis.Cmd {
-	c := redis.NewCmd(ctx)
-	c.SetErr(gatetest.ErrDown)
-	return c
-}
-
-func (s *scopeDown) Eval(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
-	if s.fails(k) {
-		return s.down(ctx)
+func (k *keyDown) hits(cmd redis.Cmder) bool {
+	if !k.Down.Load() {
+		return false
 	}
-	return s.Scripter.Eval(ctx, sc, k, a...)
-}
-
-func (s *scopeDown) EvalSha(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
-	if s.fails(k) {
-		return s.down(ctx)
+	for _, a := range cmd.Args() {
+		if s, ok := a.(string); ok && s == k.key {
+			return true
+		}
 	}
-	return s.Scripter.EvalSha(ctx, sc, k, a...)
+	return false
 }
 
-func (s *scopeDown) EvalRO(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
-	if s.fails(k) {
-		return s.down(ctx)
+func (k *keyDown) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (k *keyDown) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if k.hits(cmd) {
+			cmd.SetErr(gatetest.ErrDown)
+			return gatetest.ErrDown
+		}
+		return next(ctx, cmd)
 	}
-	return s.Scripter.EvalRO(ctx, sc, k, a...)
 }
-
-func (s *scopeDown) EvalShaRO(ctx context.Context, sc string, k []string, a ...any) *redis.Cmd {
-	if s.fails(k) {
-		return s.down(ctx)
+func (k *keyDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var keep []redis.Cmder
+		for _, c := range cmds {
+			if k.hits(c) {
+				c.SetErr(gatetest.ErrDown)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		if len(keep) == 0 {
+			return gatetest.ErrDown
+		}
+		return next(ctx, keep)
 	}
-	return s.Scripter.EvalShaRO(ctx, sc, k, a...)
 }
 
-// On a cluster the scope lives on its own node. When that node cannot be
-// reached, an acquire fails closed (ErrUnavailable) and does not leave the
-// job locked, and Status says it cannot tell rather than "open".
-func TestClusterFormScopeUnreachable(t *testing.T) {
+// On a cluster an upstream lives on its own node. When that node cannot
+// be reached, an acquire fails closed (ErrUnavailable) and does not leave
+// the job locked, and Status says it cannot tell rather than "open".
+func TestScopeUnreachable(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	scopeKey, _ := keyspace.Scope(prefix, "openai:prod-key")
-	sd := &scopeDown{Scripter: rdb, scopeKey: scopeKey}
-	g := newGate(t, sd, gate.Options{Prefix: prefix, Scope: "openai:prod-key"})
+	sd := &keyDown{key: scopeKey}
+	rdb.AddHook(sd)
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "openai:prod-key"})
 	ctx := context.Background()
 	if err := g.Do(ctx, "warm-up", okFn); err != nil {
 		t.Fatal(err)
@@ -285,8 +287,9 @@ type movedError string
 func (e movedError) Error() string { return string(e) }
 func (movedError) RedisError()     {}
 
-// movedOnce answers the next script with MOVED, as a node would whose slot
-// just moved; every other command goes through.
+// movedOnce answers the next acquire (its script, or the pipeline that
+// starts with its SET) with MOVED, as a node would whose slot just moved;
+// every other command goes through.
 type movedOnce struct{ armed atomic.Bool }
 
 func (m *movedOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -301,7 +304,16 @@ func (m *movedOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (m *movedOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "set" && m.armed.CompareAndSwap(true, false) {
+			err := movedError("MOVED 3999 127.0.0.1:7001")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // A MOVED reply to the pinned acquire of WaitReplicas on a client that

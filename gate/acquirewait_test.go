@@ -80,7 +80,7 @@ func polled(rec *recorder) bool { return pollWarnings(rec.drain()) > 0 }
 // runningElsewhere acquires "job" on a gate of its own over rdb and returns
 // that lease and a gate with o's options (Prefix and Lease set) sharing its
 // keys: the waiter. The lease is released at the test's end.
-func runningElsewhere(t *testing.T, rdb redis.Scripter, o gate.Options) (*gate.Lease, *gate.Gate) {
+func runningElsewhere(t *testing.T, rdb gate.Client, o gate.Options) (*gate.Lease, *gate.Gate) {
 	t.Helper()
 	o.Prefix, o.Lease = redistest.UniqueKey(t), longLease
 	owner, err := newGate(t, rdb, gate.Options{Prefix: o.Prefix, Lease: longLease}).Acquire(context.Background(), "job")
@@ -146,7 +146,7 @@ func TestAcquireWaitOneCall(t *testing.T) {
 						}
 					}
 					waitUntil(t, 10*time.Second, "every waiter subscribed", func() bool { return reads(job) >= 4*perGate })
-					lock, _ := keyspace.Job(prefix, job)
+					lock := keyspace.Job(prefix, job)
 					if tg.Name != "miniredis" {
 						// One subscription per gate, however many wait in it.
 						if exp, got := int64(4), subscribers(t, tg, lock); exp != got {
@@ -194,8 +194,8 @@ func TestAcquireWaitOneCall(t *testing.T) {
 }
 
 // TestAcquireWaitRunsFreedJob: a waiter runs the job once the running
-// lease is released (no DoneTTL): the wait is for the job, not for a
-// refusal.
+// lease is released without an outcome (Release: the call did not reach
+// the model): the wait is for the job, not for a refusal.
 func TestAcquireWaitRunsFreedJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -203,7 +203,7 @@ func TestAcquireWaitRunsFreedJob(t *testing.T) {
 			ctx := context.Background()
 			go func() {
 				time.Sleep(20 * time.Millisecond)
-				_ = owner.Succeed(ctx)
+				_ = owner.Release(ctx)
 			}()
 			ran := false
 			start := time.Now()
@@ -216,6 +216,35 @@ func TestAcquireWaitRunsFreedJob(t *testing.T) {
 			}
 			if !ran || time.Since(start) > 5*time.Second {
 				t.Fatalf("ran %v after %v, want the waiter to run the freed job with a newer fence", ran, time.Since(start))
+			}
+		})
+	}
+}
+
+// A waiter woken by the success of the run it waited for never runs the
+// job again, however short DoneTTL is (0 here: the success releases the
+// job at once): it gets ErrDone, the first call's result. A caller that
+// did not wait for that run still runs the job.
+func TestAcquireWaitNeverRunsASucceededJobTwice(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			owner, g2 := runningElsewhere(t, tg.Client, gate.Options{Wait: 20 * time.Second})
+			ctx := context.Background()
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				_ = owner.Succeed(ctx)
+			}()
+			start := time.Now()
+			err := g2.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+				t.Error("a waiter ran the job its wait saw succeed")
+				return nil
+			})
+			if !errors.Is(err, gate.ErrDone) || time.Since(start) > 5*time.Second {
+				t.Fatalf("waiter: %v after %v, want ErrDone", err, time.Since(start))
+			}
+			fresh := newGate(t, tg.Client, gate.Options{Prefix: g2.Options().Prefix})
+			if err := fresh.Do(ctx, "job", okFn); err != nil {
+				t.Fatalf("a new call after the success (DoneTTL 0): %v, want it to run", err)
 			}
 		})
 	}
@@ -307,7 +336,7 @@ func TestAcquireWaitContextCancelled(t *testing.T) {
 				t.Fatalf("%d listeners left", n)
 			}
 			if tg.Name != "miniredis" {
-				lock, _ := keyspace.Job(g2.Options().Prefix, "job")
+				lock := keyspace.Job(g2.Options().Prefix, "job")
 				waitUntil(t, 5*time.Second, "unsubscribed", func() bool { return subscribers(t, tg, lock) == 0 })
 			}
 		})
@@ -323,7 +352,7 @@ func TestAcquireWaitLeaseLost(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			const lease = 200 * time.Millisecond
-			dead := &flaky{Scripter: tg.Client}
+			dead := &flaky{Client: tg.Client}
 			g1 := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
 			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
 			ctx := context.Background()
@@ -443,7 +472,7 @@ func TestAcquireWaitAcrossFailover(t *testing.T) {
 	}
 	done, _ := waitInBackground(t, waiter, "job", 60*time.Second, 10*time.Second)
 
-	lock, _ := keyspace.Job(prefix, "job")
+	lock := keyspace.Job(prefix, "job")
 	m, err := cl.Client(t).MasterForKey(ctx, lock)
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +517,7 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
-	down := &flaky{Scripter: rdb}
+	down := &flaky{Client: rdb}
 	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, FailOpen: true})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")

@@ -42,7 +42,7 @@ func (c *policyClient) ClientInfo(ctx context.Context) *redis.ClientInfoCmd {
 
 // configOnly has CONFIG GET but no Options: a client Check cannot name.
 type configOnly struct {
-	redis.Scripter
+	gate.Client
 	policy string
 }
 
@@ -53,7 +53,7 @@ func (c configOnly) ConfigGet(ctx context.Context, _ string) *redis.MapStringStr
 // masters runs ForEachMaster over fixed clients, as a cluster client does
 // over its masters.
 type masters struct {
-	redis.Scripter
+	gate.Client
 	nodes []*redis.Client
 }
 
@@ -146,7 +146,7 @@ func TestCheckPolicies(t *testing.T) {
 // no server.
 func TestCheckClientWithoutAddress(t *testing.T) {
 	_, c := redistest.Miniredis(t)
-	g, _ := checkGate(t, configOnly{Scripter: c, policy: "volatile-ttl"})
+	g, _ := checkGate(t, configOnly{Client: c, policy: "volatile-ttl"})
 	warns, err := g.Check(context.Background())
 	if err != nil {
 		t.Fatalf("Check: %v", err)
@@ -166,7 +166,7 @@ func TestCheckClientWithoutAddress(t *testing.T) {
 func TestCheckEveryMasterSorted(t *testing.T) {
 	m1, c1 := redistest.Miniredis(t)
 	m2, c2 := redistest.Miniredis(t)
-	g, _ := checkGate(t, masters{Scripter: c1, nodes: []*redis.Client{c1, c2}})
+	g, _ := checkGate(t, masters{Client: c1, nodes: []*redis.Client{c1, c2}})
 	warns, err := g.Check(context.Background())
 	if err != nil {
 		t.Fatalf("Check: %v", err)

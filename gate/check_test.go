@@ -37,7 +37,7 @@ func (l *eventLog) kinds(k gate.EventKind) []gate.Event {
 	return out
 }
 
-func checkGate(t *testing.T, rdb redis.Scripter) (*gate.Gate, *eventLog) {
+func checkGate(t *testing.T, rdb gate.Client) (*gate.Gate, *eventLog) {
 	t.Helper()
 	obs := &eventLog{}
 	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Observer: obs})
@@ -205,4 +205,4 @@ func TestCheckUnknownClient(t *testing.T) {
 	}
 }
 
-type scripterOnly struct{ redis.Scripter }
+type scripterOnly struct{ gate.Client }

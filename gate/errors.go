@@ -22,8 +22,9 @@ var (
 	ErrFailed = errors.New("gate: job failed permanently")
 	// ErrDone: the job succeeded and is held as done (Options.DoneTTL).
 	ErrDone = errors.New("gate: job is done")
-	// ErrUpstreamCooling: the gate's upstream scope is cooling down or
-	// paused after a provider-wide failure; no job of the scope runs.
+	// ErrUpstreamCooling: every upstream of the gate (Options.Scope and
+	// Fallbacks) is cooling down, paused or being probed after a
+	// provider-wide failure; no job of the gate runs.
 	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
 	// ErrLeaseLost: the lease expired or was taken over while fn ran; fn's
 	// context is cancelled with this cause (unless ContinueOnLeaseLost).
@@ -52,34 +53,50 @@ var (
 )
 
 // BlockedError is returned by Do, Call and Acquire when the job may not run
-// now. errors.Is matches the sentinel of State (ErrCoolingDown, ErrInFlight,
-// ErrFailed, ErrDone) or ErrUpstreamCooling when Scope is set.
+// now. errors.Is matches the sentinel of State: ErrCoolingDown, ErrInFlight
+// (Running), ErrFailed, ErrDone or ErrUpstreamCooling.
 type BlockedError struct {
-	Job   string
+	Job string
+	// State is the job's state, or UpstreamCooling when every upstream of
+	// the gate refused the call (the job's own state was then not read).
 	State State
-	// RetryAfter is how long until a retry may run: the cooldown's or the
-	// lease's time left, or the scope's. 0 for Failed and Done.
+	// RetryAfter is how long until a retry may run: the cooldown's time
+	// left; for a running job, an estimate of when its call ends (see
+	// Acquire); for UpstreamCooling, the soonest any upstream reopens.
+	// 0 for Failed and Done.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success.
 	Attempts int
 	// Reason is the classification code of the failure behind a cooldown
-	// or failed mark; never upstream text.
+	// or failed mark, or of the upstream's cooldown or pause; never
+	// upstream text.
 	Reason string
-	// Scope is set when the upstream scope, not the job, refused the call.
-	Scope string
-	// Paused is set with Scope when a systemic failure paused the scope
-	// (an operator must act or wait for ScopePauseTTL).
-	Paused bool
+	// Evidence names the signal that decided that failure's verdict
+	// (classify.Verdict.Evidence), when known.
+	Evidence string
+	// Upstreams holds each of the gate's upstreams, in order, when State
+	// is UpstreamCooling.
+	Upstreams []UpstreamStatus
+
+	token string // Running: the running lease's token, which a waiter waits for
+	local bool   // decided in-process, without Redis (Event.Local)
 }
 
 func (e *BlockedError) Error() string {
-	if e.Scope != "" {
-		if e.Paused {
-			return fmt.Sprintf("gate: upstream %q is paused (%s) for %v or until reset", e.Scope, e.Reason, e.RetryAfter)
-		}
-		return fmt.Sprintf("gate: upstream %q is cooling down (%s), retry in %v", e.Scope, e.Reason, e.RetryAfter)
-	}
 	switch e.State {
+	case UpstreamCooling:
+		parts := make([]string, 0, len(e.Upstreams))
+		for _, u := range e.Upstreams {
+			switch {
+			case u.Probing:
+				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.Scope, u.Reason, u.RetryAfter))
+			case u.State == ScopePaused:
+				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.Scope, u.Reason, u.RetryAfter))
+			default:
+				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.Scope, u.Reason, u.RetryAfter))
+			}
+		}
+		return "gate: upstream " + strings.Join(parts, "; upstream ")
 	case CoolingDown:
 		return fmt.Sprintf("gate: job %s is cooling down (%s), retry in %v", quoteJob(e.Job), e.Reason, e.RetryAfter)
 	case Failed:
@@ -87,15 +104,17 @@ func (e *BlockedError) Error() string {
 	case Done:
 		return fmt.Sprintf("gate: job %s is done", quoteJob(e.Job))
 	}
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("gate: job %s is already running, retry in about %v", quoteJob(e.Job), e.RetryAfter)
+	}
 	return fmt.Sprintf("gate: job %s is already running", quoteJob(e.Job))
 }
 
 // Is maps the error to its sentinel.
 func (e *BlockedError) Is(target error) bool {
-	if e.Scope != "" {
-		return target == ErrUpstreamCooling
-	}
 	switch e.State {
+	case UpstreamCooling:
+		return target == ErrUpstreamCooling
 	case CoolingDown:
 		return target == ErrCoolingDown
 	case Failed:
@@ -162,9 +181,6 @@ func (e *CallError) Unwrap() []error {
 	return []error{e.Err, e.SettleErr}
 }
 
-// invalidJob returns an error matching ErrInvalidJob that says why.
-func invalidJob(why string) error { return fmt.Errorf("%w: %s", ErrInvalidJob, why) }
-
 // redisError wraps a Redis error so it matches ErrRedisRefused or
 // ErrUnavailable, and the cause.
 func redisError(op string, err error) error {
@@ -228,7 +244,7 @@ func replied(err error) bool {
 func RetryAfter(err error) (time.Duration, bool) {
 	var b *BlockedError
 	if errors.As(err, &b) {
-		if b.State == Failed || b.State == Done || (b.Paused && b.RetryAfter <= 0) {
+		if b.State == Failed || b.State == Done || b.RetryAfter <= 0 {
 			return 0, false
 		}
 		return b.RetryAfter, true

@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -57,6 +58,44 @@ func TestEventsOfAJob(t *testing.T) {
 			}
 			if d := evs[3].Cooldown; d <= 0 || d > time.Minute {
 				t.Fatalf("refused: wait %v, want the cooldown's time left", d)
+			}
+		})
+	}
+}
+
+// One request, one refusal event (issue 22): a duplicate that waits for a
+// running job, here polling (its client cannot subscribe) through many
+// steps, sends one EventRefused, when its wait ends, with the refusal it
+// ends with; a metric of refusals counts requests, not wait steps.
+func TestOneRefusalEventPerWait(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rec := newRecorder()
+			prefix := redistest.UniqueKey(t)
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute})
+			waiter := newGate(t, &flaky{Client: tg.Client}, gate.Options{Prefix: prefix, Lease: time.Minute, Observer: rec})
+			ctx := context.Background()
+			l, err := owner.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			start := time.Now()
+			_, err = waiter.AcquireWait(ctx, "job", 300*time.Millisecond) // polls 10, 20, 40... ms
+			if !errors.Is(err, gate.ErrInFlight) || time.Since(start) < 300*time.Millisecond {
+				t.Fatalf("AcquireWait: %v after %v, want ErrInFlight after its budget", err, time.Since(start))
+			}
+			refused := 0
+			for _, e := range rec.drain() {
+				if e.Kind == gate.EventRefused {
+					refused++
+					if e.State != gate.Running || e.Cooldown <= 0 {
+						t.Errorf("refusal event %+v, want the running job's wait", e)
+					}
+				}
+			}
+			if refused != 1 {
+				t.Fatalf("%d refusal events for one waiting call, want 1", refused)
 			}
 		})
 	}

@@ -9,27 +9,25 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// The meta hash (attempts, last fence) outlives a running lease however
-// old it is: an acquire refreshes it once it has used half of AttemptsTTL,
-// so a call shorter than a renewal still finds its fence in Redis when the
-// lease is about to end.
-func TestOldMetaOutlivesTheNextLease(t *testing.T) {
+// A running lease's fence is in Redis within a second of its start: a
+// lease taken on a free key (a plain SET NX, which cannot know the fence
+// TIME gives it in the same round trip) records it at its first renewal,
+// which comes within a second; Status then reports it to the lease's end.
+func TestRunningFenceIsRecorded(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
-	const lease, attemptsTTL = 10 * time.Second, time.Minute
-	g := newGate(t, rdb, gate.Options{Lease: lease, AttemptsTTL: attemptsTTL})
+	const lease = 300 * time.Millisecond
+	g := newGate(t, rdb, gate.Options{Lease: lease})
 	ctx := context.Background()
-	if err := g.Do(ctx, "job", okFn); err != nil { // creates the meta hash
-		t.Fatal(err)
-	}
-	redistest.Advance(m, attemptsTTL+lease/2) // the meta hash has lease/2 left
 	l, err := g.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	redistest.Advance(m, lease-time.Second) // the lease has a second left
-	st := mustStatus(t, g, "job")
-	if st.State != gate.Running || st.Fence != l.Fence() {
+	waitUntil(t, 5*time.Second, "the fence recorded", func() bool {
+		return mustStatus(t, g, "job").Fence == l.Fence()
+	})
+	redistest.Advance(m, lease-50*time.Millisecond) // near the lease's end
+	if st := mustStatus(t, g, "job"); st.State != gate.Running || st.Fence != l.Fence() {
 		t.Fatalf("near the lease's end: %+v, want running with fence %d", st, l.Fence())
 	}
 }

@@ -89,17 +89,23 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// gateTraffic leaves out go-redis's own topology and handshake commands.
+// gateTraffic leaves out go-redis's own topology and handshake commands
+// (a new connection sends CLIENT SETINFO).
 func gateTraffic(name string) bool {
 	switch name {
-	case "cluster", "command", "hello", "ping", "readonly":
+	case "cluster", "command", "hello", "ping", "readonly", "client":
 		return false
 	}
 	return true
 }
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
+		for _, cmd := range cmds {
+			if gateTraffic(cmd.Name()) { // not a new connection's handshake
+				r.n.Add(1)
+				break
+			}
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -142,4 +148,24 @@ func countKind(evs []gate.Event, k gate.EventKind) int {
 		}
 	}
 	return n
+}
+
+// upstream is the first upstream of a refusal by the gate's upstreams.
+func upstream(b *gate.BlockedError) gate.UpstreamStatus {
+	if b == nil || len(b.Upstreams) == 0 {
+		return gate.UpstreamStatus{}
+	}
+	return b.Upstreams[0]
+}
+
+// hook adds h to tg's client so that it sees every command the gate sends,
+// once: on a cluster to each node's client (the acquire's native commands
+// go straight to the job's master, and the cluster client's own commands
+// run through its nodes' clients too), else to the client.
+func hook(tg redistest.Target, h redis.Hook) {
+	if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+		return
+	}
+	tg.Client.AddHook(h)
 }

@@ -3,43 +3,39 @@ package gate
 import (
 	"context"
 	"errors"
-	"github.com/retrygate/retrygate/internal/redisop"
-	"math"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/code"
 )
 
 // Lease is one held run of a job, from Acquire (or inside Do) until it is
 // settled with Succeed, Fail or Release. Its methods are safe for concurrent
 // use; settling twice returns ErrAlreadySettled.
 type Lease struct {
-	g      *Gate
-	job    string
-	keys   jobKeys
-	token  string
-	parent context.Context // the acquiring context: cancellation and values
-	hint   coolingHint     // the cooldown this process last saw, if hinted
-	hinted bool
+	g     *Gate
+	job   string
+	key   string
+	token string
+	// running is the lease's value on a free key: "r:" + token.
+	running string
+	parent  context.Context // the acquiring context: cancellation and values
 
-	// Set once by Acquire before the lease is handed out.
+	// Set once by the acquire, before the lease is handed out.
 	fence   int64
 	attempt int
+	hist    jobValue // the job's last settled value, for decide
+	up      *breaker // the upstream this run uses; nil without one
+	probe   bool     // this run probes up after its cooldown or pause
+	level   int      // up's trips in a row before the probe
 	start   time.Time
 	ungated bool
-	probe   bool // this call probes the upstream scope after its cooldown
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
-	// Guarded by g.mu: the acquire's outcome, for coalesced callers.
-	resolved bool
-	refusal  error
-	waiters  chan struct{} // closed when resolved; made by the first waiter
-
 	mu      sync.Mutex
-	expires time.Time // local estimate of the lock's expiry
+	expires time.Time // local estimate of the lease's expiry
 	timer   *time.Timer
 	lost    bool
 	settled bool
@@ -48,8 +44,10 @@ type Lease struct {
 
 // Result is what a settle recorded.
 type Result struct {
-	// State is the job's state after the settle (Ready, CoolingDown,
-	// Failed, Done).
+	// State is the job's state after the settle: Ready or Done after a
+	// success or a release, CoolingDown or Failed after a failure; Ready
+	// also after a provider-wide failure while another upstream is open
+	// (Options.Fallbacks, FallbackCooldown 0): its next call runs there.
 	State State
 	// RetryAfter is the cooldown set (0 unless CoolingDown).
 	RetryAfter time.Duration
@@ -57,12 +55,35 @@ type Result struct {
 	Attempts int
 	// Verdict is the classification of the failure (zero on success).
 	Verdict classify.Verdict
-	// Upstream is the scope's state after the settle, when it changed it.
+	// Upstream is the state of the upstream the run used after the settle,
+	// when the settle changed it.
 	Upstream UpstreamStatus
 }
 
 // Job returns the lease's job key.
 func (l *Lease) Job() string { return l.job }
+
+type leaseKey struct{}
+
+// LeaseFromContext returns the lease whose Context ctx is or derives from:
+// the context Do and Call give fn, a handler's request under httpmw, a
+// task or job under the queue adapters. nil when there is none. Deep in a
+// job's code it names the upstream to call (Scope) and the fence to write
+// with (Fence).
+func LeaseFromContext(ctx context.Context) *Lease {
+	l, _ := ctx.Value(leaseKey{}).(*Lease)
+	return l
+}
+
+// Scope names the upstream this run must call: Options.Scope, or the
+// first of Options.Fallbacks that was open when the lease was taken; ""
+// without upstreams. Its outcome cools or opens that upstream only.
+func (l *Lease) Scope() string {
+	if l.up == nil {
+		return ""
+	}
+	return l.up.name
+}
 
 // Fence returns the fencing token: it strictly increases across the
 // acquisitions of a job (0 for an ungated lease). A store that keeps the
@@ -97,7 +118,7 @@ func (l *Lease) Result() Result {
 	return l.result
 }
 
-// remaining estimates the lease time left, for refusals decided in-process.
+// remaining is the lease's time left by the local clock.
 func (l *Lease) remaining() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -107,19 +128,23 @@ func (l *Lease) remaining() time.Duration {
 	return max(time.Until(l.expires), time.Millisecond)
 }
 
+// elapsed is how long the run has taken.
+func (l *Lease) elapsed() time.Duration { return time.Since(l.start) }
+
 // Succeed releases the lock (or holds the job as Done for DoneTTL) and
 // resets the attempt count. ctx only carries values: the write runs on a
 // detached context bounded by Options.Timeout.
 func (l *Lease) Succeed(ctx context.Context) error {
-	_, err := l.settle(ctx, opSuccess, classify.Verdict{})
+	_, err := l.settle(ctx, outSuccess, classify.Verdict{})
 	return err
 }
 
 // Release frees the lock with no cooldown and no attempt counted: the call
 // did not reach the model or its failure was not the job's (a client's bad
-// request).
+// request). A probe of the upstream that is released gives the probe to
+// the next call.
 func (l *Lease) Release(ctx context.Context) error {
-	_, err := l.settle(ctx, opRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
+	_, err := l.settle(ctx, outRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
 	return err
 }
 
@@ -130,15 +155,15 @@ func (l *Lease) Release(ctx context.Context) error {
 // reached the lock's own TTL is the cooldown: a failure never leads to an
 // immediate free retry.
 func (l *Lease) Fail(ctx context.Context, err error) error {
-	v := l.g.verdict(l.parent, err)
-	_, serr := l.settle(ctx, l.g.opForVerdict(v), v)
+	out, v := l.g.verdict(l.parent, err)
+	_, serr := l.settle(ctx, out, v)
 	return serr
 }
 
 // failError settles a failure and builds the error Do returns.
 func (l *Lease) failError(ctx context.Context, ferr error) error {
-	v := l.g.verdict(l.parent, ferr)
-	res, serr := l.settle(ctx, l.g.opForVerdict(v), v)
+	out, v := l.g.verdict(l.parent, ferr)
+	res, serr := l.settle(ctx, out, v)
 	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
 		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
 	if serr != nil {
@@ -147,315 +172,34 @@ func (l *Lease) failError(ctx context.Context, ferr error) error {
 	return ce
 }
 
-var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic}
+var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic, Evidence: "go:panic"}
 
-type settleOp string
-
-const (
-	opSuccess   settleOp = "s"
-	opRelease   settleOp = "r"
-	opTransient settleOp = "t"
-	// opProviderWide: transient, and about the provider or the key (a
-	// rate limit, an overload), not the job.
-	opProviderWide settleOp = "v"
-	opPermanent    settleOp = "p"
-	opSystemic     settleOp = "y"
-	opCanceled     settleOp = "x" // caller cancelled, with Options.CanceledCooldown
-	opWave         settleOp = "w" // permanent, but part of a wave in its scope (wave.go)
-)
-
-func opFor(v classify.Verdict) settleOp {
-	switch v.Class {
-	case classify.ClassPermanent:
-		return opPermanent
-	case classify.ClassSystemic:
-		return opSystemic
-	case classify.ClassCanceled:
-		return opRelease
-	}
-	if v.ProviderWide {
-		return opProviderWide
-	}
-	return opTransient
-}
-
-// minProviderWait is the shortest cooldown a provider's hint sets, so a
-// hint of a few milliseconds is not an immediate free retry.
-const minProviderWait = time.Second
-
-// opForVerdict is opFor with the gate's options applied.
-func (g *Gate) opForVerdict(v classify.Verdict) settleOp {
-	op := opFor(v)
-	if op == opRelease && g.opts.CanceledCooldown > 0 {
-		return opCanceled
-	}
-	return op
-}
-
-// verdict classifies err, and turns a "canceled" verdict into a transient
-// one unless the caller's own context was cancelled: only the caller giving
-// up releases the job without a cooldown.
-func (g *Gate) verdict(parent context.Context, err error) (v classify.Verdict) {
+// verdict classifies err. A "canceled" verdict is the caller giving up
+// only when the caller's own context was cancelled; otherwise it is a
+// transient failure. A custom classifier that panics or returns what no
+// code can be gets a transient "unknown" verdict or a cleaned one.
+func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classify.Verdict) {
 	defer func() {
 		if r := recover(); r != nil { // a custom classifier must not crash the settle
-			v = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUnknown}
+			out, v = outFailure, classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUnknown}
 		}
 	}()
 	v = g.opts.Classify(err)
-	if v.Class == classify.ClassCanceled && !errors.Is(parent.Err(), context.Canceled) {
+	if v.Class == classify.ClassCanceled && errors.Is(parent.Err(), context.Canceled) {
+		return outCanceled, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled}
+	}
+	if v.Class >= classify.ClassCanceled {
 		v.Class = classify.ClassTransient
 	}
-	if v.Class > classify.ClassCanceled {
-		v.Class = classify.ClassTransient
+	if !code.Reason(v.Reason) {
+		v.Reason = classify.ReasonUnknown
 	}
-	v.Reason = safeReason(v.Reason)
+	if v.Evidence != "" && !code.Evidence(v.Evidence) {
+		v.Evidence = ""
+	}
+	if v.Class != classify.ClassPermanent {
+		v.Suspect = false
+	}
 	v.RetryAfter = min(max(v.RetryAfter, 0), classify.MaxHint)
-	return v
-}
-
-// safeReason keeps reason codes short and free of anything but
-// [a-z0-9_.-], since they reach end users and metric labels.
-func safeReason(r string) string {
-	if r == "" || len(r) > 64 {
-		return classify.ReasonUnknown
-	}
-	for i := 0; i < len(r); i++ {
-		c := r[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return classify.ReasonUnknown
-		}
-	}
-	return r
-}
-
-// settle records the outcome in Redis once.
-func (l *Lease) settle(ctx context.Context, op settleOp, v classify.Verdict) (Result, error) {
-	g := l.g
-	l.mu.Lock()
-	if l.settled {
-		l.mu.Unlock()
-		return Result{}, ErrAlreadySettled
-	}
-	l.settled = true
-	lost := l.lost
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.mu.Unlock()
-	defer g.forget(l)
-	if l.cancel != nil {
-		defer l.cancel(context.Canceled)
-	}
-	if l.ungated {
-		return Result{State: Ready, Verdict: v}, nil
-	}
-	if lost && !g.opts.ContinueOnLeaseLost {
-		return Result{Verdict: v}, ErrLeaseLost
-	}
-
-	// Detached from the caller, so a request that went away still records
-	// its outcome; bounded when the client applies context deadlines.
-	rctx := context.WithoutCancel(ctx)
-	if g.ctxDeadlines {
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(rctx, g.opts.Timeout)
-		defer cancel()
-	}
-	var (
-		res   Result
-		owned bool
-		cur   string
-		err   error
-	)
-	if op == opSuccess || op == opRelease {
-		res, owned, err = l.releaseRedis(rctx, op)
-	} else {
-		res, owned, cur, err = l.failRedis(ctx, rctx, op, v)
-	}
-	res.Verdict = v
-	held := time.Since(l.start)
-	if err != nil {
-		werr := redisError("settle", err)
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Settle, Err: werr})
-		if res.State == CoolingDown || res.State == Failed {
-			// The failure is not in Redis: refuse the job here for the
-			// cooldown it should have had, so no retry through this
-			// process runs early; other processes see the lease's TTL.
-			until := time.Now().Add(res.RetryAfter)
-			if res.State == Failed {
-				until = time.Now().Add(g.opts.FailedTTL)
-			}
-			g.noteCooling(l.job, coolingHint{value: failedValue(res.State, res.Attempts, v.Reason, l.fence), until: until, local: true})
-			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
-				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: time.Until(until), Err: werr})
-		}
-		return res, werr
-	}
-	if !owned {
-		if g.obs != nil {
-			st := Ready
-			if cur != "" {
-				st, _, _ = stateOf(cur)
-			}
-			g.emit(ctx, Event{Kind: EventSettled, Job: l.job, State: st, Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
-		}
-		return res, ErrNotOwned
-	}
-	l.mu.Lock()
-	l.result = res
-	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, State: res.State, Fence: l.fence, Attempt: l.attempt,
-		Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
-	return res, nil
-}
-
-// releaseRedis frees the lock (or holds it Done) with release.lua.
-func (l *Lease) releaseRedis(ctx context.Context, op settleOp) (res Result, owned bool, err error) {
-	g := l.g
-	done, clear := any(int64(0)), "0"
-	if op == opSuccess {
-		done = g.argDoneTTL
-		if l.attempt > 1 {
-			clear = "1"
-		}
-	}
-	if l.probe {
-		// The probe's call reached the upstream: open the scope for all.
-		if sr := g.updateScope(ctx, scopeUpdate{op: scopeOpen, factor: 1}, "", l.token); sr.err != nil {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", sr.err)})
-		} else {
-			res.Upstream = sr.status
-		}
-		res.Upstream.Scope = g.opts.Scope
-	}
-	n, err := g.scripts.release.Run(ctx, g.rdb, l.keys.both[:], l.token, done, clear).Int()
-	if err != nil {
-		return res, false, err
-	}
-	switch n { // 0: not owned
-	case 1:
-		res.State = Ready
-	case 2:
-		res.State = Done
-	}
-	return res, n > 0, nil
-}
-
-// failRedis records a failure with settle.lua and, on a multi-node client,
-// updates the upstream scope on its own slot in parallel. cur is the lock's
-// value found when the lock was not owned.
-func (l *Lease) failRedis(ctx, rctx context.Context, op settleOp, v classify.Verdict) (res Result, owned bool, cur string, err error) {
-	g := l.g
-	if op == opPermanent && g.inWave(ctx, rctx, l, v) {
-		op = opWave
-	}
-	w := g.outcome(op, v, l.attempt-1)
-	w.value = failedValue(w.state, w.attempts, v.Reason, l.fence)
-	w.scope, w.reason = g.scopeUpdateFor(op, v, l.probe), v.Reason
-	keys := l.keys.both[:]
-	oneScript := w.scope.op != scopeNone && g.oneNode
-	var scopeCh chan scopeResult
-	switch {
-	case oneScript:
-		keys = []string{l.keys.lock, l.keys.meta, g.scopeKey, g.scopeFails}
-	case w.scope.op != scopeNone:
-		scopeCh = make(chan scopeResult, 1)
-		go func() { scopeCh <- g.updateScope(rctx, w.scope, v.Reason, l.token) }()
-	}
-	reply, err := decodeSettle(g.scripts.settle.Run(rctx, g.rdb, keys, l.settleArgs(w.settleWrite, oneScript)...))
-	if scopeCh != nil {
-		if sr := <-scopeCh; sr.err == nil {
-			res.Upstream = sr.status
-		} else {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Scope, Err: redisError("scope", sr.err)})
-		}
-	}
-	if err != nil {
-		// What the settle meant to write, for the local refusal.
-		res.State, res.Attempts = w.state, w.attempts
-		if w.state == CoolingDown {
-			res.RetryAfter = w.ttl
-		}
-		return res, false, "", err
-	}
-	if oneScript {
-		res.Upstream = reply.scope
-	}
-	res.Upstream.Scope = g.opts.Scope
-	if res.Upstream.State != ScopeOpen {
-		g.noteScope(res.Upstream.RetryAfter)
-		g.emitScope(ctx, l.job, w.scope, res.Upstream, v)
-	}
-	if !reply.owned {
-		return res, false, reply.cur, nil
-	}
-	res.State, res.Attempts = w.state, w.attempts
-	if w.state == CoolingDown {
-		res.RetryAfter = w.ttl
-	}
-	return res, true, "", nil
-}
-
-// failure is what a failed call does to its job: settle.lua's write plus
-// the state it leads to.
-type failure struct {
-	settleWrite
-	state State
-}
-
-// outcome decides what a failure does to its job, given the failures
-// counted before this call (read by the acquire; nobody else can change
-// them while the lease is held).
-func (g *Gate) outcome(op settleOp, v classify.Verdict, before int) failure {
-	o := g.opts
-	f := failure{state: CoolingDown}
-	f.attempts = before
-	switch op {
-	case opPermanent:
-		f.attempts++
-		f.counted = true
-		f.state, f.ttl = Failed, o.FailedTTL
-	case opTransient:
-		f.attempts++
-		f.counted = true
-		if o.MaxAttempts > 0 && f.attempts >= o.MaxAttempts {
-			f.state, f.ttl = Failed, o.FailedTTL
-			break
-		}
-		f.ttl = max(v.RetryAfter, g.backoff(f.attempts))
-	case opCanceled:
-		f.ttl = o.CanceledCooldown
-	case opProviderWide:
-		// The provider's limits, not the job: no attempt counted, and the
-		// wait is the provider's hint when it gave one.
-		f.ttl = o.Cooldown
-		if g.scopeKey != "" {
-			f.ttl = o.ScopePolicy.Cooldown
-		}
-		if v.RetryAfter > 0 {
-			f.ttl = max(v.RetryAfter, minProviderWait)
-		}
-	default: // opSystemic, opWave: not the job's fault, no attempt counted
-		f.ttl = max(v.RetryAfter, o.Cooldown)
-	}
-	if f.state == CoolingDown {
-		f.ttl = min(f.ttl, o.MaxCooldown)
-	}
-	f.ttl = max(f.ttl, time.Millisecond)
-	f.metaTTL = f.ttl + o.AttemptsTTL
-	return f
-}
-
-// backoff is the cooldown of the n-th counted failure in a row:
-// Cooldown × BackoffFactor^(n-1), spread by ± Jitter, at most MaxCooldown.
-func (g *Gate) backoff(n int) time.Duration {
-	o := g.opts
-	d := float64(o.Cooldown) * math.Pow(o.BackoffFactor, float64(n-1))
-	if o.Jitter > 0 {
-		d *= 1 + o.Jitter*(2*rand.Float64()-1)
-	}
-	if d >= float64(o.MaxCooldown) {
-		return o.MaxCooldown
-	}
-	return time.Duration(d)
+	return outFailure, v
 }

@@ -82,7 +82,7 @@ func TestSettleEndsTheLeaseContext(t *testing.T) {
 // for the cooldown it should have had, with a settle_unwritten warning.
 func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	f := &gatetest.Flaky{Scripter: rdb}
+	f := &gatetest.Flaky{Client: rdb}
 	rec := newRecorder()
 	const cooldown = 10 * time.Minute
 	g := newGate(t, f, gate.Options{Cooldown: cooldown, Jitter: -1, Observer: rec})
@@ -109,9 +109,9 @@ func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 	}
 }
 
-// On one node a failure that cools the scope writes the job and the scope
-// in one script: a failed Do is two round trips, as a successful one.
-func TestScopeFailureIsOneSettleOnOneNode(t *testing.T) {
+// A failure that cools the upstream writes the job and the upstream in one
+// round trip: a failed Do is two round trips, as a successful one.
+func TestScopeFailureIsOneSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
@@ -129,8 +129,8 @@ func TestScopeFailureIsOneSettleOnOneNode(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"evalsha", "evalsha"}) {
-		t.Fatalf("acquire and provider-wide failure sent %v, want two scripts", got)
+	if got := names.take(); !equalNames(got, []string{"[set pttl time get]", "[evalsha evalsha]"}) {
+		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET with the acquire, then the job's settle with the upstream's trip", got)
 	}
 	if up := l.Result().Upstream; up.State != gate.ScopeCooling {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)

@@ -3,13 +3,13 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -54,7 +54,7 @@ func TestLeaseLostWhenTakenOver(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec})
-			lock, _ := keyspace.Job(g.Options().Prefix, "job")
+			lock := keyspace.Job(g.Options().Prefix, "job")
 			var _ error
 			const intruder = "r:someone-else"
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
@@ -91,7 +91,7 @@ func TestLeaseLostWhenTakenOver(t *testing.T) {
 
 func TestLeaseLostAfterRenewFailures(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	f := &flaky{Scripter: rdb}
+	f := &flaky{Client: rdb}
 	const lease = 90 * time.Millisecond
 	rec := newRecorder()
 	g := newGate(t, f, gate.Options{Lease: lease, Observer: rec})
@@ -128,7 +128,7 @@ func TestContinueOnLeaseLostLetsFnFinish(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, ContinueOnLeaseLost: true, Observer: rec, Cooldown: time.Minute})
-			lock, _ := keyspace.Job(g.Options().Prefix, "job")
+			lock := keyspace.Job(g.Options().Prefix, "job")
 			var _ error
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 				tg.Client.Del(context.Background(), lock) // the lock vanished (eviction, failover)
@@ -164,7 +164,7 @@ func TestStaleOwnerCannotSettle(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			// A worker paused past its lease: its renewals cannot reach
 			// Redis, and ContinueOnLeaseLost with many allowed failures keeps it going.
-			slow := &flaky{Scripter: tg.Client}
+			slow := &flaky{Client: tg.Client}
 			g1 := newGate(t, slow, gate.Options{Prefix: prefix, Lease: lease, ContinueOnLeaseLost: true})
 			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Second})
 			l1, err := g1.Acquire(context.Background(), "job")
@@ -203,7 +203,7 @@ func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const lease = 120 * time.Millisecond
-			f := &flaky{Scripter: tg.Client}
+			f := &flaky{Client: tg.Client}
 			prefix := redistest.UniqueKey(t)
 			g := newGate(t, f, gate.Options{Prefix: prefix, Lease: lease, Timeout: 100 * time.Millisecond})
 			watcher := newGate(t, tg.Client, gate.Options{Prefix: prefix})
@@ -229,7 +229,7 @@ func TestCoalescingInProcess(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rt := &roundTrips{}
-			tg.Client.AddHook(rt)
+			hook(tg, rt)
 			g := newGate(t, tg.Client, gate.Options{Lease: time.Second})
 			release := make(chan struct{})
 			started := make(chan struct{})
@@ -277,7 +277,7 @@ func TestRoundTripsPerPath(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rt := &roundTrips{}
-			tg.Client.AddHook(rt)
+			hook(tg, rt)
 			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute})
 			// Load the scripts first: EVALSHA's first NOSCRIPT miss is a
 			// one-off extra trip per server, not per call.
@@ -339,5 +339,40 @@ func TestCoalescedCallsShareTheRefusal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The context fn runs under names its lease, deep in the job's code (the
+// upstream to call, the fence to write with); any other context names none.
+func TestLeaseFromContext(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{Scope: "primary"})
+	ctx := context.Background()
+	if l := gate.LeaseFromContext(ctx); l != nil {
+		t.Fatalf("a plain context names lease %v", l)
+	}
+	err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+		derived, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if got := gate.LeaseFromContext(derived); got != l || got.Scope() != "primary" || got.Fence() == 0 {
+			t.Errorf("LeaseFromContext: %v, want fn's lease %v", got, l)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An ungated lease (FailOpen, Redis down) is named too.
+	f := &flaky{Client: rdb}
+	f.Down.Store(true)
+	down := newGate(t, f, gate.Options{FailOpen: true})
+	err = down.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
+		if got := gate.LeaseFromContext(ctx); got != l || got.Gated() {
+			t.Errorf("LeaseFromContext of the ungated run: %v, want fn's ungated lease", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

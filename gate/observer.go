@@ -20,7 +20,8 @@ const (
 	// EventSettled: a lease's outcome was recorded. State is what it led to:
 	// Ready or Done after a success (Reason empty) or a release (Reason set,
 	// e.g. "canceled"), CoolingDown (Cooldown set) or Failed after a failure
-	// (Class, Reason). Err is ErrNotOwned when the lock had passed to
+	// (Class, Reason), or Ready after a provider-wide failure while another
+	// upstream is open (Class and Reason set). Err is ErrNotOwned when the lock had passed to
 	// someone else and nothing was written; State is then what the lock
 	// held. Held is how long the lock was held.
 	EventSettled
@@ -38,8 +39,9 @@ const (
 	// EventScopeCooling: a provider-wide failure cooled the upstream scope
 	// for Cooldown.
 	EventScopeCooling
-	// EventScopePaused: a systemic failure paused the upstream scope; an
-	// operator must act (loud).
+	// EventScopePaused: a systemic failure (credentials, quota) paused the
+	// upstream scope: one probe call after ScopePolicy.PauseTTL, until an
+	// operator fixes the cause and resets it (loud).
 	EventScopePaused
 	// EventWarning: something an operator must look at (loud). Reason says
 	// what: a Warn* constant.
@@ -61,8 +63,11 @@ func (k EventKind) String() string {
 // the kind are zero. Job is the caller's job key: adapters must not use it
 // as a metric label (unbounded cardinality).
 type Event struct {
-	Kind  EventKind
-	Job   string
+	Kind EventKind
+	Job  string
+	// Scope is the upstream the event concerns: the one a lease ran on,
+	// the one a failure cooled; the gate's Scope when no single upstream
+	// is concerned (a refusal, a Redis error on the job).
 	Scope string
 	// State is the job's state the event led to or was refused by.
 	State State
@@ -93,7 +98,9 @@ type Observer interface {
 // so without an observer the Event is never built.
 func (g *Gate) emit(ctx context.Context, e Event) {
 	if g.obs != nil {
-		e.Scope = g.opts.Scope
+		if e.Scope == "" {
+			e.Scope = g.opts.Scope
+		}
 		g.obs.Observe(ctx, e)
 	}
 }

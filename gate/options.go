@@ -30,7 +30,7 @@ type Options struct {
 	// hint when that is longer, capped at MaxCooldown. Default: 5m.
 	Cooldown time.Duration
 	// MaxCooldown caps every cooldown the gate writes, the server's hint and
-	// the upstream scope's included. Must not be below Cooldown.
+	// the upstreams' included. Must not be below Cooldown.
 	// Default: 1h, or Cooldown when that is longer.
 	MaxCooldown time.Duration
 	// BackoffFactor multiplies the cooldown per repeated failure; ≥ 1.
@@ -65,10 +65,12 @@ type Options struct {
 	// Wait is how long Acquire, Do and Call wait for a job that is running
 	// elsewhere (another process, another goroutine) to settle, before they
 	// give up with ErrInFlight: woken by Redis pub/sub the moment the
-	// running lease settles, the waiter then runs the job if it is free or
-	// gets the refusal the settle left (ErrDone, ErrCoolingDown with its
-	// true wait, ErrFailed). AcquireWait chooses per call. 0 = no wait: a
-	// running job is refused at once (the default).
+	// running lease settles, the waiter gets what that run left: ErrDone
+	// when it succeeded (whatever DoneTTL is: a waiter never runs a job
+	// twice), ErrCoolingDown with its true wait or ErrFailed when it
+	// failed; the waiter runs the job only when the run ended without an
+	// outcome (released, or its lease lost). AcquireWait chooses per call.
+	// 0 = no wait: a running job is refused at once (the default).
 	Wait time.Duration
 
 	// ContinueOnLeaseLost lets fn run on when its lease is lost. The loss is
@@ -116,10 +118,23 @@ type Options struct {
 	Observer Observer
 
 	// Scope names the upstream this gate calls (e.g. "openai:prod-key").
-	// When set, provider-wide failures cool the whole scope, not just the
-	// job. Empty = no upstream cooldown.
+	// When set, provider-wide failures cool the whole upstream, not just
+	// the job: every job of it is refused with ErrUpstreamCooling until the
+	// provider's wait ends, and then one call probes it. Empty = no
+	// upstream cooldown.
 	Scope string
-	// ScopePolicy tunes the upstream scope; unused without Scope.
+	// Fallbacks names more upstreams, tried in order after Scope: each
+	// acquire runs the job on the first upstream that is open (or whose
+	// probe it may claim), and Lease.Scope names it, so fn calls that one.
+	// The job keeps one lock whichever upstream runs it. Requires Scope;
+	// names must differ.
+	Fallbacks []string
+	// FallbackCooldown is how long a job waits after a provider-wide
+	// failure when the gate has Fallbacks: its upstream cools, and the
+	// job's next call runs on the next open one. 0 (the default) lets that
+	// call run at once; a job never calls two upstreams in one Do.
+	FallbackCooldown time.Duration
+	// ScopePolicy tunes every upstream; unused without Scope.
 	ScopePolicy ScopePolicy
 }
 
@@ -197,6 +212,20 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Scope) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Scope: longer than %d bytes", maxPrefixLen))
 	}
+	if len(o.Fallbacks) > 0 && o.Scope == "" {
+		bad = append(bad, "Fallbacks: needs Scope (the first upstream)")
+	}
+	seen := map[string]bool{o.Scope: true}
+	for i, f := range o.Fallbacks {
+		switch {
+		case f == "" || len(f) > maxPrefixLen:
+			bad = append(bad, fmt.Sprintf("Fallbacks[%d]: must be 1 to %d bytes", i, maxPrefixLen))
+		case seen[f]:
+			bad = append(bad, fmt.Sprintf("Fallbacks[%d]: %q names an upstream twice", i, f))
+		}
+		seen[f] = true
+	}
+	o.Fallbacks = append([]string(nil), o.Fallbacks...)
 	if dur("Lease", &o.Lease, 60*time.Second) && o.Lease < MinLease {
 		bad = append(bad, fmt.Sprintf("Lease: %v is too short to renew (minimum %v)", o.Lease, MinLease))
 	}
@@ -223,6 +252,7 @@ func (o Options) withDefaults() (Options, error) {
 	dur("FailedTTL", &o.FailedTTL, 7*24*time.Hour)
 	dur("DoneTTL", &o.DoneTTL, 0)
 	dur("CanceledCooldown", &o.CanceledCooldown, 0)
+	dur("FallbackCooldown", &o.FallbackCooldown, 0)
 	dur("Wait", &o.Wait, 0)
 	if o.Classify == nil {
 		o.Classify = classify.Default

@@ -58,7 +58,7 @@ func TestAcquireWaitSilentSubscription(t *testing.T) {
 	done, _ := waitInBackground(t, waiter, "job", 30*time.Second, 5*time.Second)
 
 	// Idle but healthy for several ping intervals: kept, no warning.
-	lock, _ := keyspace.Job(prefix, "job")
+	lock := keyspace.Job(prefix, "job")
 	time.Sleep(5 * ping)
 	if n, warned := direct.PubSubNumSub(ctx, lock).Val()[lock], polled(rec); n != 1 || warned {
 		t.Fatalf("an idle, healthy subscription: %d subscribers, warned %v; want it kept, no warning", n, warned)

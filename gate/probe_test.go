@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
@@ -204,9 +203,9 @@ func TestScopeOneProbeAtATime(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
 			o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
-			var rdb redis.Scripter = tg.Client
+			var rdb gate.Client = tg.Client
 			if rdb == nil {
-				rdb = &gatetest.Flaky{Scripter: targets[0].Client}
+				rdb = &gatetest.Flaky{Client: targets[0].Client}
 			}
 			o.ScopePolicy.Cooldown = 100 * time.Millisecond
 			g := newGate(t, rdb, o)

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,15 +16,13 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// On a multi-node client the scope is read beside the acquire; when it
+// An upstream is read beside the acquire, in its round trip; when it
 // refuses, the acquire is undone and the job is left exactly as it was: a
 // job never seen keeps no key, a job with attempts keeps its count.
-// (gatetest.Flaky exposes only the scripting commands, so the gate takes
-// the cluster form on one miniredis.)
-func TestClusterFormScopeRefusalUndoesTheAcquire(t *testing.T) {
+func TestScopeRefusalUndoesTheAcquire(t *testing.T) {
 	ctx := context.Background()
 	m, rdb := redistest.Miniredis(t)
-	cluster := &gatetest.Flaky{Scripter: rdb}
+	cluster := &gatetest.Flaky{Client: rdb}
 	prefix := redistest.UniqueKey(t)
 	o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
 		Classify: upstreamClassifier(time.Hour)}
@@ -48,50 +47,62 @@ func TestClusterFormScopeRefusalUndoesTheAcquire(t *testing.T) {
 	if st := mustStatus(t, g, "old"); st.State != gate.Ready || st.Attempts != 1 {
 		t.Errorf("old after the refusal: %+v, want Ready with its 1 attempt kept", st)
 	}
-	lock, meta := keyspace.Job(prefix, "new")
-	for _, k := range []string{lock, meta} {
-		if m.Exists(k) {
-			t.Errorf("new after the refusal: key %s left behind", k)
-		}
+	if k := keyspace.Job(prefix, "new"); m.Exists(k) {
+		t.Errorf("new after the refusal: key %s left behind", k)
 	}
 }
 
-// garbled answers every script with reply while it is set, as a broken
-// proxy or an incompatible server might.
+// garbled is a hook that answers every script with reply while it is set,
+// as a broken proxy or an incompatible server might.
 type garbled struct {
-	*redis.Client
 	reply atomic.Pointer[[]any]
 }
 
-func (c *garbled) fake(ctx context.Context) (*redis.Cmd, bool) {
+func (c *garbled) fake(cmd redis.Cmder) bool {
 	r := c.reply.Load()
-	if r == nil {
-		return nil, false
+	sc, ok := cmd.(*redis.Cmd)
+	if r == nil || !ok || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return false
 	}
-	return redis.NewCmdResult(*r, nil), true
+	sc.SetVal(*r)
+	return true
 }
 
-func (c *garbled) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if cmd, ok := c.fake(ctx); ok {
-		return cmd
+func (c *garbled) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *garbled) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.fake(cmd) {
+			return nil
+		}
+		return next(ctx, cmd)
 	}
-	return c.Client.EvalSha(ctx, sha, keys, args...)
 }
-
-func (c *garbled) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	if cmd, ok := c.fake(ctx); ok {
-		return cmd
+func (c *garbled) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var rest []redis.Cmder
+		for _, cmd := range cmds {
+			if !c.fake(cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
 	}
-	return c.Client.Eval(ctx, script, keys, args...)
 }
 
 // A reply of the wrong shape is an error matching one of the gate's
-// sentinels, never a panic, never a job run on a guess.
+// sentinels, never a panic, never a job run on a guess. (An acquire's own
+// first commands are native, with replies go-redis types; a job whose key
+// holds a finished state is taken over by a script, garbled here.)
 func TestGarbledRepliesAreErrors(t *testing.T) {
 	ctx := context.Background()
-	_, rdb := redistest.Miniredis(t)
-	c := &garbled{Client: rdb}
-	g := newGate(t, c, gate.Options{Cooldown: time.Minute})
+	m, rdb := redistest.Miniredis(t)
+	c := &garbled{}
+	rdb.AddHook(c)
+	prefix := redistest.UniqueKey(t)
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Cooldown: time.Minute})
 	sentinel := func(err error) bool {
 		return errors.Is(err, gate.ErrUnavailable) || errors.Is(err, gate.ErrRedisRefused)
 	}
@@ -100,18 +111,25 @@ func TestGarbledRepliesAreErrors(t *testing.T) {
 		reply []any
 	}{
 		{"empty", []any{}},
-		{"ok alone", []any{"ok"}},
-		{"ok, one short", []any{"ok", int64(1), int64(0), int64(1)}},
-		{"job alone", []any{"job"}},
-		{"job, no ttl", []any{"job", "c:1:rate_limited:5"}},
-		{"scope alone", []any{"scope"}},
-		{"unknown kind", []any{"maybe", "x", int64(5)}},
+		{"taken alone", []any{int64(1)}},
+		{"taken, one short", []any{int64(1), int64(1000), "1700000000000000", nil}},
+		{"taken, fence not a number", []any{int64(1), int64(1000), "soon", nil, int64(-2)}},
+		{"refused alone", []any{int64(0)}},
+		{"refused, no ttl", []any{int64(0), int64(1000), "c:5000:1:1::rate_limited:"}},
+		{"unknown kind", []any{int64(7), int64(1000), "x", int64(5)}},
+		{"kind not a number", []any{"ok", int64(1000), "x", int64(5)}},
 	} {
 		t.Run("acquire "+tc.name, func(t *testing.T) {
+			job := "job-" + tc.name
+			key := keyspace.Job(prefix, job)
+			if err := m.Set(key, "c:1:1:1::timeout:"); err != nil { // a cooldown long over
+				t.Fatal(err)
+			}
+			m.SetTTL(key, time.Minute)
 			c.reply.Store(&tc.reply)
 			defer c.reply.Store(nil)
 			ran := false
-			err := g.Do(ctx, "job-"+tc.name, func(context.Context, *gate.Lease) error { ran = true; return nil })
+			err := g.Do(ctx, job, func(context.Context, *gate.Lease) error { ran = true; return nil })
 			if ran || !sentinel(err) {
 				t.Fatalf("Do: ran %v, err %v; want an ErrUnavailable or ErrRedisRefused and no run", ran, err)
 			}
@@ -126,7 +144,8 @@ func TestGarbledRepliesAreErrors(t *testing.T) {
 		reply []any
 	}{
 		{"empty", []any{}},
-		{"one short", []any{"c:1:rate_limited:5", int64(1000), int64(1), "5", nil}},
+		{"one short", []any{"c:5000:1:1::rate_limited:", int64(1000)}},
+		{"now not a number", []any{"c:5000:1:1::rate_limited:", int64(1000), "soon"}},
 	} {
 		t.Run("status "+tc.name, func(t *testing.T) {
 			c.reply.Store(&tc.reply)
@@ -141,7 +160,9 @@ func TestGarbledRepliesAreErrors(t *testing.T) {
 		reply []any
 	}{
 		{"empty", []any{}},
-		{"one short", []any{int64(1), "", nil}},
+		{"not owned, one short", []any{int64(0)}},
+		{"written, one long", []any{int64(1), "x"}},
+		{"kind not a number", []any{"yes"}},
 	} {
 		t.Run("settle "+tc.name, func(t *testing.T) {
 			l, err := g.Acquire(ctx, "settle-"+tc.name)
@@ -168,7 +189,7 @@ func TestForeignLockValueIsHeld(t *testing.T) {
 	for _, v := range []string{"x", "xx", "x:1:r:5", "c", "z:"} {
 		t.Run(v, func(t *testing.T) {
 			job := "job-" + v
-			lock, _ := keyspace.Job(prefix, job)
+			lock := keyspace.Job(prefix, job)
 			if err := m.Set(lock, v); err != nil {
 				t.Fatal(err)
 			}
@@ -186,47 +207,47 @@ func TestForeignLockValueIsHeld(t *testing.T) {
 	}
 }
 
-// The cooldown and failed marks decode to their state, attempts and
-// reason, for Status and for the refusal, even a mark whose attempt count
-// is not a number (read as unknown).
-func TestLockValuesDecode(t *testing.T) {
+// The cooldown, failed and done marks decode to their state, attempts,
+// reason and evidence, for Status and for the refusal; a value of the
+// previous layout, which never holds a <until>, is held as running until
+// its TTL ends.
+func TestJobValuesDecode(t *testing.T) {
 	ctx := context.Background()
 	m, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	g := newGate(t, rdb, gate.Options{Prefix: prefix})
+	until := strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)
 	for _, tc := range []struct {
-		value    string
-		state    gate.State
-		attempts int
-		reason   string
-		wait     bool
+		name, value string
+		state       gate.State
+		attempts    int
+		reason      string
+		evidence    string
+		wait        bool
 	}{
-		{"c:3:rate_limited:1700000000000000", gate.CoolingDown, 3, "rate_limited", true},
-		{"f:2:bad_request:1700000000000001", gate.Failed, 2, "bad_request", false},
-		{"c:x:overloaded", gate.CoolingDown, 0, "x:overloaded", true},
-		{"d:", gate.Done, 0, "", false},
+		{"cooling", "c:" + until + ":1700000000000000:3::rate_limited:status:429", gate.CoolingDown, 3, "rate_limited", "status:429", true},
+		{"suspect", "c:" + until + ":1700000000000000:1:s:invalid_request:status:400", gate.CoolingDown, 1, "invalid_request", "status:400", true},
+		{"failed", "f:" + until + ":1700000000000001:2::bad_request:", gate.Failed, 2, "bad_request", "", false},
+		{"done", "d:" + until + ":1700000000000001:0", gate.Done, 0, "", "", false},
+		{"previous layout", "c:3:rate_limited:1700000000000000", gate.Running, 0, "", "", true},
 	} {
-		t.Run(tc.value, func(t *testing.T) {
-			job := "job-" + tc.value
-			lock, _ := keyspace.Job(prefix, job)
+		t.Run(tc.name, func(t *testing.T) {
+			job := "job-" + tc.name
+			lock := keyspace.Job(prefix, job)
 			if err := m.Set(lock, tc.value); err != nil {
 				t.Fatal(err)
 			}
-			m.SetTTL(lock, time.Minute)
+			m.SetTTL(lock, 2*time.Minute)
 			st := mustStatus(t, g, job)
-			if st.State != tc.state || st.Reason != tc.reason {
-				t.Errorf("Status: %+v, want %v (%s)", st, tc.state, tc.reason)
+			if st.State != tc.state || st.Reason != tc.reason || st.Evidence != tc.evidence || st.Attempts != tc.attempts {
+				t.Errorf("Status: %+v, want %v (%s, %s) with %d attempts", st, tc.state, tc.reason, tc.evidence, tc.attempts)
 			}
-			if exp := time.Duration(0); tc.wait {
-				if exp = time.Minute; st.RetryAfter != exp {
-					t.Errorf("Status.RetryAfter: exp %v, got %v", exp, st.RetryAfter)
-				}
-			} else if st.RetryAfter != exp {
-				t.Errorf("Status.RetryAfter: exp %v, got %v", exp, st.RetryAfter)
+			if tc.wait != (st.RetryAfter > 0) || st.RetryAfter > 2*time.Minute {
+				t.Errorf("Status.RetryAfter: %v, want a wait: %v", st.RetryAfter, tc.wait)
 			}
 			err := g.Do(ctx, job, okFn)
 			var b *gate.BlockedError
-			if !errors.As(err, &b) || b.State != tc.state || b.Attempts != tc.attempts || b.Reason != tc.reason {
+			if !errors.As(err, &b) || b.State != tc.state || b.Attempts != tc.attempts || b.Reason != tc.reason || b.Evidence != tc.evidence {
 				t.Fatalf("Do: %v (%+v), want refused as %v with %d attempts (%s)", err, b, tc.state, tc.attempts, tc.reason)
 			}
 		})

@@ -40,7 +40,7 @@ func TestFailOpenOnlyWhenUnreachable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, rdb := redistest.Miniredis(t)
-			f := &gatetest.Flaky{Scripter: rdb, Err: tc.err}
+			f := &gatetest.Flaky{Client: rdb, Err: tc.err}
 			f.Down.Store(true)
 			rec := newRecorder()
 			g := newGate(t, f, gate.Options{FailOpen: true, Observer: rec})
@@ -144,7 +144,7 @@ func TestUnwrittenSettleRefusesLocally(t *testing.T) {
 // A permanent failure that cannot be written is refused as failed.
 func TestUnwrittenPermanentRefusesAsFailed(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	f := &gatetest.Flaky{Scripter: rdb}
+	f := &gatetest.Flaky{Client: rdb}
 	g := newGate(t, f, gate.Options{})
 	_ = g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
 		f.Down.Store(true) // Redis goes away before the settle

@@ -2,8 +2,9 @@ package gate
 
 import (
 	"context"
-	"github.com/retrygate/retrygate/internal/redisop"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/redisop"
 )
 
 // renew is the heartbeat Acquire arms with time.AfterFunc, which starts no
@@ -22,8 +23,11 @@ func (l *Lease) renew() {
 	l.mu.Unlock()
 
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery, g.opts.Timeout))
-	n, err := renewScript.Run(ctx, g.rdb, l.keys.both[:], l.token, g.argLease, g.argMetaTTL).Int()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
+	var t trip
+	cmd := t.jobRenew(ctx, l.key, l.token, g.argLease, l.fence, l.attempt-1)
+	t.exec(ctx, g.rdb)
+	owned, err := decodeRenew(cmd)
 	cancel()
 
 	var (
@@ -36,9 +40,9 @@ func (l *Lease) renew() {
 		return
 	}
 	switch {
-	case err == nil && n == 1:
+	case err == nil && owned:
 		l.expires = sent.Add(g.opts.Lease)
-		l.timer.Reset(g.renewEvery)
+		l.timer.Reset(g.renewEvery())
 		events = append(events, Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt})
 	case err == nil:
 		events = append(events, l.loseLocked(ErrNotOwned))
@@ -51,7 +55,7 @@ func (l *Lease) renew() {
 			events = append(events, l.loseLocked(err))
 			lost = true
 		} else {
-			l.timer.Reset(g.renewEvery)
+			l.timer.Reset(g.renewEvery())
 		}
 	}
 	l.mu.Unlock()
@@ -75,3 +79,13 @@ func (l *Lease) loseLocked(cause error) Event {
 	}
 	return e
 }
+
+// renewEvery is how often a lease is renewed: three times per lease, so a
+// renewal may fail twice before the lease must have expired.
+func (g *Gate) renewEvery() time.Duration { return g.opts.Lease / 3 }
+
+// firstRenewal bounds when a lease is first renewed: a lease taken on a
+// free key records its fence in Redis then (job_renew.lua), so Status
+// shows it within a second of the call's start. A call shorter than that
+// renews nothing.
+const firstRenewal = time.Second

@@ -22,7 +22,7 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 		_, rdb := redistest.Miniredis(t)
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: rec})
-		lock, _ := keyspace.Job(g.Options().Prefix, "job")
+		lock := keyspace.Job(g.Options().Prefix, "job")
 		_ = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 			rdb.Set(context.Background(), lock, "r:intruder", time.Minute) // another owner took over
 			deadline := time.Now().Add(5 * time.Second)
@@ -63,7 +63,7 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: true})
-	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	lock := keyspace.Job(g.Options().Prefix, "job")
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		rdb.Set(context.Background(), lock, "r:intruder", time.Minute)
 		deadline := time.Now().Add(5 * time.Second)
@@ -99,7 +99,7 @@ func TestRenewalKeepsTheLease(t *testing.T) {
 	const lease = 60 * time.Millisecond
 	c := &renewCounter{}
 	g := newGate(t, rdb, gate.Options{Lease: lease, Observer: c})
-	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	lock := keyspace.Job(g.Options().Prefix, "job")
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		for i := 1; i <= 3; i++ {
 			// Redis time passes; two more renewals make sure one came after.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
@@ -16,13 +15,13 @@ import (
 // scopeForms runs f on one miniredis through the one-node client and
 // through a scripting-only wrapper, which makes the gate take the cluster
 // form (the scope read and written on its own slot).
-func scopeForms(t *testing.T, f func(t *testing.T, rdb redis.Scripter, advance func(time.Duration))) {
+func scopeForms(t *testing.T, f func(t *testing.T, rdb gate.Client, advance func(time.Duration))) {
 	for _, form := range []string{"one node", "cluster form"} {
 		t.Run(form, func(t *testing.T) {
 			m, c := redistest.Miniredis(t)
-			var rdb redis.Scripter = c
+			var rdb gate.Client = c
 			if form == "cluster form" {
-				rdb = &gatetest.Flaky{Scripter: c}
+				rdb = &gatetest.Flaky{Client: c}
 			}
 			f(t, rdb, func(d time.Duration) { redistest.Advance(m, d) })
 		})
@@ -34,7 +33,7 @@ func scopeForms(t *testing.T, f func(t *testing.T, rdb redis.Scripter, advance f
 // hint, a quota failure pauses it, another 5xx within the allowance
 // leaves it open.
 func TestSettleReportsTheScope(t *testing.T) {
-	scopeForms(t, func(t *testing.T, rdb redis.Scripter, _ func(time.Duration)) {
+	scopeForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
@@ -90,7 +89,7 @@ func TestSettleReportsTheScope(t *testing.T) {
 // keep the probe it claimed (cluster form: the claim is given back), and
 // nothing about that is reported as a Redis error.
 func TestRefusedJobGivesTheProbeBack(t *testing.T) {
-	scopeForms(t, func(t *testing.T, rdb redis.Scripter, advance func(time.Duration)) {
+	scopeForms(t, func(t *testing.T, rdb gate.Client, advance func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
 		o := gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour, Observer: rec, Prefix: redistest.UniqueKey(t),

@@ -1,84 +1,81 @@
 package gate
 
 import (
+	"crypto/sha1"
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
+	"encoding/hex"
 )
 
-// Each script is wrapped once; go-redis runs it with EVALSHA and falls back
-// to EVAL when the server does not have it cached.
+// The Lua scripts, each wrapped once. Their arguments are built and their
+// replies decoded in protocol.go, and nowhere else. Job scripts touch one
+// job's key; breaker scripts one upstream's keys.
 var (
-	//go:embed lua/acquire.lua
-	acquireLua string
-	//go:embed lua/renew.lua
-	renewLua string
-	//go:embed lua/settle.lua
-	settleLua string
-	//go:embed lua/release.lua
-	releaseLua string
-	//go:embed lua/scope_lib.lua
-	scopeLibLua string
-	//go:embed lua/scope.lua
-	scopeLua string
-	//go:embed lua/scope_check.lua
-	scopeCheckLua string
-	//go:embed lua/scope_unclaim.lua
-	scopeUnclaimLua string
-	//go:embed lua/wave.lua
-	waveLua string
-	//go:embed lua/scope_reset.lua
-	scopeResetLua string
-	//go:embed lua/status.lua
-	statusLua string
-	//go:embed lua/reset.lua
-	resetLua string
-	//go:embed lua/undo.lua
-	undoLua string
 	//go:embed lua/notify.lua
 	notifyLua string
+	//go:embed lua/read.lua
+	readLua string
+	//go:embed lua/job_acquire.lua
+	jobAcquireLua string
+	//go:embed lua/job_renew.lua
+	jobRenewLua string
+	//go:embed lua/job_settle.lua
+	jobSettleLua string
+	//go:embed lua/job_undo.lua
+	jobUndoLua string
+	//go:embed lua/job_reset.lua
+	jobResetLua string
+	//go:embed lua/breaker_claim.lua
+	breakerClaimLua string
+	//go:embed lua/breaker_cancel.lua
+	breakerCancelLua string
+	//go:embed lua/breaker_open.lua
+	breakerOpenLua string
+	//go:embed lua/breaker_trip.lua
+	breakerTripLua string
+	//go:embed lua/breaker_count.lua
+	breakerCountLua string
+	//go:embed lua/breaker_reset.lua
+	breakerResetLua string
 
-	// acquire.lua reads the scope only with KEYS[3] (one node, with a
-	// Scope): without one, the script runs without the scope library, so
-	// the common acquire does not define functions it never calls.
-	acquireScript      = redis.NewScript(acquireLua)
-	acquireScopeScript = redis.NewScript(scopeLibLua + acquireLua)
-	renewScript        = redis.NewScript(renewLua)
-	scopeCheckScript   = redis.NewScript(scopeLibLua + scopeCheckLua)
-	statusScript       = redis.NewScript(statusLua)
-	statusScopeScript  = redis.NewScript(scopeLibLua + statusLua)
+	// Scripts that change no state the waiters watch.
+	readScript         = newScript(readLua)
+	jobAcquireScript   = newScript(jobAcquireLua)
+	jobRenewScript     = newScript(jobRenewLua)
+	breakerClaimScript = newScript(breakerClaimLua)
+	breakerCountScript = newScript(breakerCountLua)
 
-	// The scripts that change a job's or scope's state publish the change
-	// (lua/notify.lua): PUBLISH on one node, SPUBLISH on a cluster.
+	// The scripts that change state publish the change (lua/notify.lua):
+	// PUBLISH on one node, SPUBLISH on a cluster.
 	nodeScripts    = newWriteScripts("PUBLISH")
 	clusterScripts = newWriteScripts("SPUBLISH")
 )
 
-// writeScripts are the scripts that change state, in one topology's form.
+// writeScripts are the state-changing scripts in one topology's form.
 type writeScripts struct {
-	settle, release, scope, scopeReset, reset, undo, unclaim, wave *redis.Script
+	jobSettle, jobUndo, jobReset                          *script
+	breakerCancel, breakerOpen, breakerTrip, breakerReset *script
 }
 
 func newWriteScripts(publish string) *writeScripts {
 	pre := "local PUBLISH = '" + publish + "'\n" + notifyLua
 	return &writeScripts{
-		settle:     redis.NewScript(pre + scopeLibLua + settleLua),
-		release:    redis.NewScript(pre + releaseLua),
-		scope:      redis.NewScript(pre + scopeLibLua + scopeLua),
-		scopeReset: redis.NewScript(pre + scopeResetLua),
-		reset:      redis.NewScript(pre + resetLua),
-		undo:       redis.NewScript(pre + undoLua),
-		unclaim:    redis.NewScript(pre + scopeUnclaimLua),
-		wave:       redis.NewScript(pre + scopeLibLua + waveLua),
+		jobSettle:     newScript(pre + jobSettleLua),
+		jobUndo:       newScript(pre + jobUndoLua),
+		jobReset:      newScript(pre + jobResetLua),
+		breakerCancel: newScript(pre + breakerCancelLua),
+		breakerOpen:   newScript(pre + breakerOpenLua),
+		breakerTrip:   newScript(pre + breakerTripLua),
+		breakerReset:  newScript(pre + breakerResetLua),
 	}
 }
 
-// New takes a redis.Scripter, the narrow interface the gate needs:
-// *redis.Client, *redis.ClusterClient, *redis.Ring and every
-// redis.UniversalClient satisfy it, and so does a wrapper that injects faults.
-var (
-	_ redis.Scripter = (*redis.Client)(nil)
-	_ redis.Scripter = (*redis.ClusterClient)(nil)
-	_ redis.Scripter = (*redis.Ring)(nil)
-	_ redis.Scripter = redis.UniversalClient(nil)
-)
+// script is a Lua script and its SHA1, for EVALSHA (protocol.go falls
+// back to EVAL when the server does not have it).
+type script struct {
+	src, hash string
+}
+
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, hash: hex.EncodeToString(h[:])}
+}

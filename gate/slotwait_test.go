@@ -122,7 +122,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reads = countSubscribed(t)
 			job := "moving-" + tc.name
-			lock, _ := keyspace.Job(prefix, job)
+			lock := keyspace.Job(prefix, job)
 			l, err := owner.Acquire(ctx, job)
 			if err != nil {
 				t.Fatal(err)
@@ -199,7 +199,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
 		reads = countSubscribed(t)
 		const job = "moved-before"
-		lock, _ := keyspace.Job(prefix, job)
+		lock := keyspace.Job(prefix, job)
 		cl.MigrateSlot(t, lock, 0)
 		to := cl.SlotOwner(t, lock)
 		l, err := owner.Acquire(ctx, job)
@@ -240,7 +240,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 		lagging.AddHook(&rt)
 		lg := newGate(t, lagging, opts)
 		const job = "lagging"
-		lock, _ := keyspace.Job(prefix, job)
+		lock := keyspace.Job(prefix, job)
 		l, err := owner.Acquire(ctx, job)
 		if err != nil {
 			t.Fatal(err)

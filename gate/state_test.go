@@ -3,13 +3,14 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"github.com/retrygate/retrygate/internal/keyspace"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -170,7 +171,7 @@ func TestBackoffCappedAtMaxCooldown(t *testing.T) {
 		if err := failWith(t, g, "job", errBoom); !errors.As(err, &ce) || ce.RetryAfter != w {
 			t.Fatalf("failure %d: cooldown %v, want %v", i+1, ce.RetryAfter, w)
 		}
-		m.FastForward(w)
+		redistest.Advance(m, w)
 	}
 }
 
@@ -452,17 +453,17 @@ func TestFenceStrictlyIncreases(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				acquire()
 			}
-			_, meta := keyspace.Job(g.Options().Prefix, "job")
-			var _ error
+			key := keyspace.Job(g.Options().Prefix, "job")
 			// The job's memory expired: the fence still increases (Redis TIME).
-			if err := tg.Client.Del(context.Background(), meta).Err(); err != nil {
+			if err := tg.Client.Del(context.Background(), key).Err(); err != nil {
 				t.Fatal(err)
 			}
 			acquire()
 			// A fence ahead of the clock (a failover to a server whose clock
-			// is behind) is carried forward, not reused.
+			// is behind) is carried forward, not reused: a ready job whose
+			// value holds it.
 			ahead := last + int64(time.Hour/time.Microsecond)
-			if err := tg.Client.HSet(context.Background(), meta, "f", ahead).Err(); err != nil {
+			if err := tg.Client.Set(context.Background(), key, fmt.Sprintf("c:1:%d:0", ahead), time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if exp, got := ahead+1, acquire(); exp != got {

@@ -3,68 +3,103 @@ package gate
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// Status is a job's state as Redis holds it now.
+// Status is a job's state as Redis holds it now. A Status returned with an
+// error has State Unknown.
 type Status struct {
 	Job   string
 	State State
 	// RetryAfter is how long until the job may run again: the cooldown's
-	// or the running lease's time left. 0 for Ready, Failed and Done.
+	// time left, or for a running job the estimate of when its call ends
+	// (see Acquire). 0 for Ready, Failed and Done.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success.
 	Attempts int
-	// Reason is the classification code behind a cooldown or failed mark.
+	// Reason is the classification code of the job's last failure: behind
+	// a cooldown or failed mark, and still after a cooldown ended (Ready),
+	// until the attempt count is forgotten or the job succeeds.
 	Reason string
+	// Evidence names the signal that decided that failure's verdict
+	// (classify.Verdict.Evidence): the answer to "why is this job Failed?".
+	Evidence string
 	// Fence is the last fencing token issued for the job (0 if forgotten).
 	Fence int64
-	// TTL is the lock key's time left in any state (how long a failed or
-	// done mark is kept); 0 when Ready.
+	// TTL is how long the state lasts: a lease's, cooldown's, failed or
+	// done mark's time left; 0 when Ready.
 	TTL time.Duration
-	// Upstream is the gate's scope; its State is ScopeOpen without a Scope.
+	// Upstream is the upstream the job's next call would use: the first of
+	// Upstreams that is open, else the one that reopens soonest. Its State
+	// is ScopeOpen without a Scope.
 	Upstream UpstreamStatus
+	// Upstreams holds each of the gate's upstreams, in order (Options.Scope,
+	// then Fallbacks); nil without a Scope.
+	Upstreams []UpstreamStatus
 }
 
-// Status reads a job's state in one round trip (two in parallel on a
-// cluster with a Scope). It never changes anything.
+// Status reads a job's state and its upstreams' in one round trip. It
+// never changes anything.
 func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
-	if err := checkJob(job); err != nil {
+	key, err := g.jobKey(job)
+	if err != nil {
 		return Status{}, err
 	}
-	k := g.jobKeys(job)
-	keys := k.both[:]
+	var t trip
+	rc := t.read(ctx, key)
+	peeks := make([]*redis.StringCmd, len(g.breakers))
+	for i, b := range g.breakers {
+		peeks[i] = t.get(ctx, b.key)
+	}
+	t.exec(ctx, g.rdb)
+	r, err := decodeRead(rc)
+	if err != nil {
+		return Status{}, redisError("status", err)
+	}
+	v := parseJob(r.value)
+	st := Status{Job: job, State: Ready, Attempts: v.attempts, Reason: v.reason, Evidence: v.evidence, Fence: v.fence}
+	if r.value != "" {
+		st.State = v.state(r.now)
+	}
+	switch st.State {
+	case Running:
+		st.TTL = g.leaseLeft(r.pttl)
+		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.now, st.TTL))
+	case CoolingDown:
+		st.TTL = v.left(r.now)
+		st.RetryAfter = st.TTL
+	case Failed, Done:
+		st.TTL = v.left(r.now)
+	}
+	if len(g.breakers) == 0 {
+		return st, nil
+	}
+	st.Upstreams = make([]UpstreamStatus, len(g.breakers))
+	for i, b := range g.breakers {
+		val, err := peeks[i].Result()
+		if err != nil && !isNil(err) {
+			return Status{}, redisError("status", err)
+		}
+		_, st.Upstreams[i] = b.judge(val, r.now)
+	}
+	st.Upstream = nextUpstream(st.Upstreams)
+	return st, nil
+}
 
-	var scopeCh chan scopeResult
-	if g.scopeKey != "" {
-		if g.oneNode {
-			keys = append(keys, g.scopeKey)
-		} else {
-			scopeCh = make(chan scopeResult, 1)
-			go func() {
-				s, _, err := g.readScope(ctx, "")
-				var r scopeResult
-				r.err = err
-				if s != nil {
-					r.status = scopeStatusOf(s.value, s.pttl)
-				}
-				scopeCh <- r
-			}()
+// nextUpstream is the upstream a call would use: the first open one, else
+// the one that reopens soonest.
+func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
+	var soonest UpstreamStatus
+	for i, u := range ups {
+		if !u.refusing() {
+			return u
+		}
+		if i == 0 || u.RetryAfter < soonest.RetryAfter {
+			soonest = u
 		}
 	}
-	script := statusScript
-	if len(keys) > 2 {
-		script = statusScopeScript
-	}
-	st, err := g.decodeStatus(job, script.Run(ctx, g.rdb, keys))
-	if scopeCh != nil {
-		sr := <-scopeCh
-		if sr.err != nil {
-			return Status{}, redisError("scope status", sr.err)
-		}
-		st.Upstream = sr.status
-		st.Upstream.Scope = g.opts.Scope
-	}
-	return st, err
+	return soonest
 }
 
 // Reset clears a job's cooldown, failed or done mark and its attempt count,
@@ -72,20 +107,49 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 // Reset returns a *BlockedError matching ErrInFlight: its owner would lose
 // fencing; wait for it to settle or for its lease to expire.
 func (g *Gate) Reset(ctx context.Context, job string) error {
-	if err := checkJob(job); err != nil {
+	key, err := g.jobKey(job)
+	if err != nil {
 		return err
 	}
-	k := g.jobKeys(job)
-	v, err := g.scripts.reset.Run(ctx, g.rdb, k.both[:]).Slice()
+	var t trip
+	cmd := t.jobReset(ctx, g.scripts, key)
+	t.exec(ctx, g.rdb)
+	prev, p, err := decodeReset(cmd)
 	if err != nil {
 		return redisError("reset", err)
 	}
-	if len(v) == 2 {
-		if lv, ok := v[0].(string); ok {
-			if st, _, _ := stateOf(lv); st == Running {
-				p, _ := v[1].(int64)
-				return &BlockedError{Job: job, State: Running, RetryAfter: pttl(p)}
-			}
+	if parseJob(prev).kind == jobRunning {
+		return &BlockedError{Job: job, State: Running, RetryAfter: pttl(p)}
+	}
+	g.unwritten.drop(job)
+	return nil
+}
+
+// ScopeStatus reads the state of the gate's first upstream (Options.Scope);
+// ScopeOpen without one. Status reads every upstream.
+func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
+	if len(g.breakers) == 0 {
+		return UpstreamStatus{}, nil
+	}
+	b := g.breakers[0]
+	var t trip
+	cmd := t.read(ctx, b.key)
+	t.exec(ctx, g.rdb)
+	r, err := decodeRead(cmd)
+	if err != nil {
+		return UpstreamStatus{}, redisError("scope status", err)
+	}
+	_, st := b.judge(r.value, r.now)
+	return st, nil
+}
+
+// ResetScope ends the cooldown or pause of every upstream of the gate and
+// clears their failure windows (operator action, e.g. after topping up the
+// quota).
+func (g *Gate) ResetScope(ctx context.Context) error {
+	for _, b := range g.breakers {
+		if err := b.reset(ctx, g.rdb, g.scripts); err != nil {
+			return redisError("scope reset", err)
 		}
 	}
 	return nil

@@ -33,7 +33,7 @@ func TestAcquireWaitUnsubscribeOvertakesSubscribe(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = owner.Release(context.Background()) })
 	waiter := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
-	lock, _ := keyspace.Job(prefix, "job") // the channel is the lock key
+	lock := keyspace.Job(prefix, "job") // the channel is the lock key
 
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -2,35 +2,49 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// Client is the part of a go-redis client a Gate uses: every command goes
+// through Process, and the commands of one round trip (an upstream's state
+// read with a job's acquire, a settle with its upstream's update) through a
+// Pipeline. *redis.Client (Sentinel's failover client included),
+// *redis.ClusterClient, *redis.Ring, every redis.UniversalClient and a
+// wrapper that embeds one satisfy it.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
+
 // topology is what New learns about the client, once, from the methods it
 // has, never from its concrete type: a wrapper (tracing, fault injection)
 // that embeds a *redis.Client or *redis.ClusterClient keeps their methods
-// and so gets exactly the client's behaviour.
+// and so gets exactly the client's behaviour. It decides how commands are
+// sent (which publish command, which connection for WAIT, how to
+// subscribe), never which logic runs.
 type topology struct {
-	// oneNode: every key lives on one server (the client has
-	// Options() *redis.Options: a *redis.Client, Sentinel's failover client
-	// included), so one script may touch a job's and the scope's keys.
-	// Otherwise (cluster, ring, unknown) the scope is read and written on
-	// its own slot.
-	oneNode bool
 	// ctxDeadlines: the client applies context deadlines to its sockets
 	// (ContextTimeoutEnabled, or a client whose options are unknown), so a
 	// per-settle timeout is worth its allocation.
 	ctxDeadlines bool
-	// get is the client's plain GET, for the refusal fast path (hint.go);
-	// nil turns the fast path off.
-	get getter
 	// pin returns a connection to the master of key, for WAIT after an
 	// acquire (WaitReplicas); nil when the client cannot pin one.
 	pin func(ctx context.Context, key string) (*redis.Conn, error)
+	// master returns the client of the master that serves key (a cluster),
+	// so that the acquire's TIME, a command without a key, runs on the
+	// job's own node: a fence from another node's clock could go back. nil
+	// (one node): everything goes through the client.
+	master func(ctx context.Context, key string) (Client, error)
 	// scripts are the state-changing scripts, publishing with PUBLISH on
 	// one node and SPUBLISH otherwise (notify.go).
 	scripts *writeScripts
@@ -64,12 +78,10 @@ type (
 	}
 )
 
-func topologyOf(rdb redis.Scripter) topology {
+func topologyOf(rdb Client) topology {
 	t := topology{ctxDeadlines: true, scripts: clusterScripts}
-	t.get, _ = rdb.(getter)
 	switch c := rdb.(type) {
 	case nodeClient:
-		t.oneNode = true
 		t.scripts = nodeScripts
 		t.ctxDeadlines = c.Options().ContextTimeoutEnabled
 		t.pin = func(context.Context, string) (*redis.Conn, error) { return c.Conn(), nil }
@@ -86,6 +98,7 @@ func topologyOf(rdb redis.Scripter) topology {
 			}
 			return m.Conn(), nil
 		}
+		t.master = func(ctx context.Context, key string) (Client, error) { return c.MasterForKey(ctx, key) }
 		// go-redis routes a PubSub's connection by its first channel's slot
 		// and sends every SSUBSCRIBE on that one connection, so the gate
 		// keeps one PubSub per master (notify.go).
@@ -103,20 +116,6 @@ func topologyOf(rdb redis.Scripter) topology {
 		}
 	}
 	return t
-}
-
-// movedTo returns the address of a MOVED redirection, "" for any other
-// error.
-func movedTo(err error) string {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return ""
-	}
-	f := strings.Fields(re.Error())
-	if len(f) != 3 || f[0] != "MOVED" {
-		return ""
-	}
-	return f[2]
 }
 
 // repin asks a cluster client to reload its slot map after a MOVED and
@@ -140,4 +139,124 @@ func (g *Gate) repin(ctx context.Context, key, addr string) (*redis.Conn, error)
 		}
 		time.Sleep(time.Millisecond) // the reload runs in go-redis's own goroutine
 	}
+}
+
+// sendAcquire sends the acquire's round trip: the job's SET NX GET, PTTL
+// and TIME (trip.jobTake), a waiter's read of the done key, and each
+// upstream's GET. It returns the job's reply, each upstream's value ("" for
+// none) and the done key's. The job's commands go to the job's own node:
+// on one node with the upstreams' GETs in one pipeline; on a cluster
+// through that master's client (TIME has no key to route it by), beside a
+// pipeline of the GETs through the cluster client; with WaitReplicas on a
+// connection pinned to it, returned for WAIT (on a cluster, the GETs are
+// then sent after the job's commands: go-redis's pinned Conn shares its
+// client's Options without its lock, and two connections opened at once,
+// one each way, race on them). When the master's client
+// fails (a slot that moved: MOVED, ASK; a node failing over) the job's
+// commands are sent once more: on a connection pinned to the slot's new
+// master, or through the cluster client, which follows redirects; the job
+// is then taken by the takeover script, whose TIME runs where the key is.
+// Hooks added with ClusterClient.AddHook do not see the commands sent
+// through a master's client; OnNewNode hooks do.
+//
+// On an error the reply is still returned: the job may have been taken
+// (r.taken), and the caller gives it back.
+func (g *Gate) sendAcquire(ctx context.Context, l *Lease, w *waiting) (r acquireReply, values []string, done string, conn *redis.Conn, err error) {
+	via, apart := Client(g.rdb), false // apart: the upstreams' GETs go through rdb beside it
+	switch {
+	case g.opts.WaitReplicas > 0:
+		if conn, err = g.pin(ctx, l.key); err != nil {
+			return r, nil, "", nil, err
+		}
+		via, apart = conn, g.master != nil
+	case g.master != nil:
+		if via, err = g.master(ctx, l.key); err != nil {
+			return r, nil, "", nil, err
+		}
+		apart = true
+	}
+	var ut trip // the upstreams' GETs when apart
+	peeks := make([]*redis.StringCmd, len(g.breakers))
+	for scripted := false; ; scripted = true {
+		if scripted {
+			// The first send met a moved slot or a failing node.
+			if conn != nil {
+				// A pinned connection does not follow a resharded slot.
+				conn.Close()
+				if conn, err = g.repin(ctx, l.key, movedTo(err)); err != nil {
+					return r, nil, "", nil, err
+				}
+				via = conn
+			} else {
+				// The cluster client follows redirects, reloads its slot
+				// map and retries.
+				via = g.rdb
+			}
+		}
+		var jt trip // the job's node (and the upstreams', on one node)
+		var (
+			set    *redis.StringCmd
+			pt     *redis.IntCmd
+			now    *redis.TimeCmd
+			script *redis.Cmd
+			dc     *redis.StringCmd
+		)
+		if scripted {
+			script = jt.jobAcquire(ctx, l.key, l.token, g.argLease)
+		} else {
+			set, pt, now = jt.jobTake(ctx, l.key, l.running, g.argLease)
+		}
+		if w != nil {
+			dc = jt.get(ctx, w.done)
+		}
+		if !scripted {
+			ups := &jt
+			if apart {
+				ups = &ut
+			}
+			for i, b := range g.breakers {
+				peeks[i] = ups.get(ctx, b.key)
+			}
+		}
+		if !scripted && len(ut.cmds) > 0 && conn != nil {
+			jt.exec(ctx, via)
+			ut.exec(ctx, g.rdb)
+		} else if !scripted && len(ut.cmds) > 0 {
+			sent := make(chan struct{})
+			go func() {
+				defer close(sent)
+				ut.exec(ctx, g.rdb)
+			}()
+			jt.exec(ctx, via)
+			<-sent
+		} else {
+			jt.exec(ctx, via)
+		}
+		if scripted {
+			r, err = decodeAcquire(script)
+		} else {
+			r, err = decodeTake(set, pt, now)
+		}
+		if err == nil && dc != nil {
+			if done, err = dc.Result(); isNil(err) {
+				err = nil
+			}
+		}
+		to := movedTo(err)
+		if err == nil || scripted || ctx.Err() != nil || (to == "" && (g.master == nil || conn != nil)) {
+			break
+		}
+	}
+	if err != nil {
+		return r, nil, "", conn, err
+	}
+	values = make([]string, len(g.breakers))
+	for i, p := range peeks {
+		v, perr := p.Result()
+		if perr != nil && !isNil(perr) {
+			return r, nil, "", conn, perr // fail closed on the upstream too; the job is given back
+		}
+		values[i] = v
+	}
+	return r, values, done, conn, nil
 }

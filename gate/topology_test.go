@@ -15,23 +15,19 @@ import (
 // client and overrides nothing the gate uses.
 type tracing struct{ *redis.Client }
 
-// The topology is read from the methods the client has, so a wrapper that
-// embeds a *redis.Client keeps the one-node behaviour: with a Scope, an
-// acquire and a refusal are one script, and a retry of a known cooldown is
-// a plain GET. A wrapper exposing only the scripting commands (and Get)
-// gets the cluster-safe form, the scope read on its own slot.
-func TestWrappedClientKeepsTopology(t *testing.T) {
+// The topology decides how commands are sent, never which logic runs: a
+// wrapper that embeds a *redis.Client (it keeps the client's methods:
+// PUBLISH, pinned connections, subscriptions) and one that exposes only
+// gate.Client send the same commands for an acquire, a release, a
+// failure and a refusal.
+func TestWrappedClientKeepsTheLogic(t *testing.T) {
 	srv := redistest.Server(t)
 	for _, tc := range []struct {
-		name    string
-		wrap    func(*redis.Client) redis.Scripter
-		acquire []string // commands of a first acquire
-		known   []string // commands of a retry of a cooldown seen before
+		name string
+		wrap func(*redis.Client) gate.Client
 	}{
-		{"embedding wrapper", func(c *redis.Client) redis.Scripter { return tracing{c} },
-			[]string{"evalsha"}, []string{"get"}},
-		{"scripting-only wrapper", func(c *redis.Client) redis.Scripter { return &gatetest.Flaky{Scripter: c} },
-			[]string{"evalsha", "evalsha"}, []string{"get"}}, // Flaky has Get
+		{"embedding wrapper", func(c *redis.Client) gate.Client { return tracing{c} }},
+		{"narrow wrapper", func(c *redis.Client) gate.Client { return &gatetest.Flaky{Client: c} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := srv.Client(t)
@@ -48,15 +44,13 @@ func TestWrappedClientKeepsTopology(t *testing.T) {
 			if err := g.Do(context.Background(), "job", okFn); err != nil {
 				t.Fatal(err)
 			}
-			if got := names.take(); !equalNames(got[:len(got)-1], tc.acquire) {
-				t.Fatalf("acquire sent %v, want %v then the release", got, tc.acquire)
+			if exp, got := []string{"[set pttl time get]", "[evalsha set]"}, names.take(); !equalNames(got, exp) {
+				t.Fatalf("acquire and release sent %v, want %v", got, exp)
 			}
 			_ = failWith(t, g, "job", errTransient)
 			_ = blocked(t, g, "job")
-			names.take()
-			_ = blocked(t, g, "job")
-			if got := names.take(); !equalNames(got, tc.known) {
-				t.Fatalf("a known cooldown's retry sent %v, want %v", got, tc.known)
+			if exp, got := []string{"[set pttl time get]", "evalsha", "[set pttl time get]"}, names.take(); !equalNames(got, exp) {
+				t.Fatalf("a failure and a refusal sent %v, want %v", got, exp)
 			}
 		})
 	}
@@ -75,13 +69,13 @@ func equalNames(a, b []string) bool {
 }
 
 // WaitReplicas needs a connection it can pin: an embedding wrapper has
-// one, a scripting-only wrapper does not and New says so.
+// one, a narrow wrapper does not and New says so.
 func TestWaitReplicasNeedsAPinnableClient(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	if _, err := gate.New(tracing{rdb}, gate.Options{WaitReplicas: 1}); err != nil {
 		t.Fatalf("embedding wrapper: %v", err)
 	}
-	if _, err := gate.New(&gatetest.Flaky{Scripter: rdb}, gate.Options{WaitReplicas: 1}); err == nil {
-		t.Fatal("scripting-only wrapper accepted with WaitReplicas")
+	if _, err := gate.New(&gatetest.Flaky{Client: rdb}, gate.Options{WaitReplicas: 1}); err == nil {
+		t.Fatal("narrow wrapper accepted with WaitReplicas")
 	}
 }

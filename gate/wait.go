@@ -5,40 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
-// AcquireWait is Acquire with a wait budget for this call, overriding
-// Options.Wait: if the job is running elsewhere it waits, at most wait,
-// for that lease to settle, and then acquires the job if it is free or
-// returns the refusal the settle left (ErrDone, ErrCoolingDown with the
-// cooldown's true time left, ErrFailed, ErrUpstreamCooling). When wait
-// ends first the refusal is ErrInFlight with the lease's time left; when
-// ctx ends first the error is the context's. wait ≤ 0 does not wait.
-// Once waiting, a Redis out of reach (a failover) does not end the wait:
-// the waiter polls until its budget ends, and then returns ErrUnavailable
-// (with FailOpen too: the job was running a moment ago).
-//
-// The wait is woken by Redis pub/sub: every settle, release, reset and
-// undo publishes on the job's channel (its lock key's name; SPUBLISH on a
-// cluster, so the channel lives in the job's slot). The waiter subscribes
-// before it reads the state again, so a settle in between is never
-// missed. A lease that expires without a settle publishes nothing: each
-// step of the wait is bounded by the lease's time left, and the waiter
-// reads again then. Waiters of one job in one Gate share one subscription,
-// and a Gate keeps one connection per Redis server for all of them, open
-// while it has waiters and briefly after. Where the client cannot
-// subscribe or Redis refuses it (an ACL without channel permission), the
-// waiter polls with backoff (10 ms doubling to 1 s) and the gate sends an
-// EventWarning with Reason WarnWaitPolling (at most once a minute).
-//
-// Nothing is subscribed unless the first attempt finds the job running: a
-// call that runs or is refused for another reason costs what Acquire does.
-func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
-	l, err := g.acquireNow(ctx, job)
-	if wait <= 0 || !inFlight(err) {
-		return l, err
+// refused sends a call's refusal event: one per call, however many steps
+// its wait took.
+func (g *Gate) refused(ctx context.Context, err error) {
+	if g.obs == nil {
+		return
 	}
-	return g.waitFor(ctx, job, time.Now().Add(wait))
+	var b *BlockedError
+	if !errors.As(err, &b) {
+		return
+	}
+	e := Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: b.local}
+	if b.State == UpstreamCooling {
+		e.Scope = nextUpstream(b.Upstreams).Scope
+	}
+	g.emit(ctx, e)
 }
 
 // unreachable reports an acquire that could not reach Redis: an
@@ -47,22 +32,29 @@ func unreachable(l *Lease, err error) bool {
 	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
 
-// inFlight reports a refusal because the job is running.
-func inFlight(err error) bool {
-	var b *BlockedError
-	return errors.As(err, &b) && b.State == Running && b.Scope == ""
+// running returns the refusal of a job that is running, nil otherwise.
+func running(err error) *BlockedError {
+	b, ok := err.(*BlockedError) // acquireOnce returns refusals unwrapped
+	if ok && b.State == Running {
+		return b
+	}
+	return nil
 }
 
 // Test hooks, nil outside tests: called after the first refusal (before
 // subscribing) and after the subscription is confirmed (before the read).
 var testHookRefused, testHookSubscribed func(job string)
 
-// waitFor waits for job, refused as running, until deadline.
-func (g *Gate) waitFor(ctx context.Context, job string, deadline time.Time) (*Lease, error) {
+// waitFor waits for job, refused as running the run holding token, until
+// deadline. Each read also reads the job's done key, so the success of
+// that run refuses it (ErrDone) even when DoneTTL is 0.
+func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
 	if testHookRefused != nil {
 		testHookRefused(job)
 	}
-	ln := g.hub.listen(g.jobKeys(job).lock)
+	key := keyspace.Job(g.opts.Prefix, job) // checked by the first attempt
+	w := &waiting{token: token, done: keyspace.Done(g.opts.Prefix, job)}
+	ln := g.hub.listen(key)
 	defer ln.close()
 	poll := pollMin
 	push := true
@@ -79,15 +71,10 @@ func (g *Gate) waitFor(ctx context.Context, job string, deadline time.Time) (*Le
 		if testHookSubscribed != nil {
 			testHookSubscribed(job)
 		}
-		l, err := g.acquireNow(ctx, job)
-		if inFlight(err) {
-			// The read may have joined another caller's acquire of the job
-			// (in-process coalescing) sent before the subscription or the
-			// wake, so its refusal may predate the settle. A refusal ends
-			// coalescing, so this second read was sent after the first
-			// returned: it sees any settle the first could have missed.
-			l, err = g.acquireNow(ctx, job)
-		}
+		// A waiter never follows an acquire of the job already in flight
+		// in this process (its refusal may predate the wake): acquireOnce
+		// reads again itself.
+		l, err := g.acquireOnce(ctx, job, w)
 		left = time.Until(deadline)
 		down := unreachable(l, err) && ctx.Err() == nil
 		if down && l != nil {
@@ -96,8 +83,12 @@ func (g *Gate) waitFor(ctx context.Context, job string, deadline time.Time) (*Le
 			_ = l.Release(ctx)
 			l, err = nil, fmt.Errorf("%w: acquire: Redis unreachable while waiting for a running job", ErrUnavailable)
 		}
-		if (!inFlight(err) && !down) || left <= 0 {
+		b := running(err)
+		if (b == nil && !down) || left <= 0 {
 			return l, err
+		}
+		if b != nil && b.token != "" {
+			w.token = b.token // the run waited for was lost and another took over
 		}
 		// A lease that expires publishes nothing: read again when it ends.
 		// Redis out of reach (a failover): poll until the budget ends.

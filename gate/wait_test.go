@@ -3,7 +3,6 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -25,7 +25,7 @@ func TestWaitReplicas(t *testing.T) {
 		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: time.Second})
 		var lock string
 		err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
-			lock, _ = keyspace.Job(g.Options().Prefix, "job")
+			lock = keyspace.Job(g.Options().Prefix, "job")
 			// The replica has the lock before fn starts.
 			if v := replica.Client(t).Get(ctx, lock).Val(); v == "" {
 				t.Error("lock not on the replica when fn started")
@@ -54,7 +54,7 @@ func TestWaitReplicas(t *testing.T) {
 		}
 	})
 	t.Run("needs a client WAIT can pin", func(t *testing.T) {
-		_, err := gate.New(&flaky{Scripter: rdb}, gate.Options{WaitReplicas: 1})
+		_, err := gate.New(&flaky{Client: rdb}, gate.Options{WaitReplicas: 1})
 		if !errors.Is(err, gate.ErrInvalidOptions) {
 			t.Fatalf("New with a wrapper: %v", err)
 		}

@@ -23,12 +23,13 @@ import (
 // status only: a reader that falls behind skips to the newest. A failed
 // first read is returned as the error; later failed reads are retried.
 func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
-	if err := checkJob(job); err != nil {
+	key, err := g.jobKey(job)
+	if err != nil {
 		return nil, err
 	}
-	names := []string{g.jobKeys(job).lock}
-	if g.scopeKey != "" {
-		names = append(names, g.scopeKey)
+	names := []string{key}
+	for _, b := range g.breakers {
+		names = append(names, b.key)
 	}
 	ln := g.hub.listen(names...)
 	push := ln.ready(ctx, g.opts.Timeout)
@@ -103,7 +104,11 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 // lease, a done or failed mark, a scope cooldown or pause; false if never.
 func nextExpiry(st Status) (time.Duration, bool) {
 	var d time.Duration
-	for _, c := range [...]time.Duration{st.RetryAfter, st.TTL, st.Upstream.RetryAfter} {
+	waits := []time.Duration{st.RetryAfter, st.TTL}
+	for _, u := range st.Upstreams {
+		waits = append(waits, u.RetryAfter)
+	}
+	for _, c := range waits {
 		if c > 0 && (d == 0 || c < d) {
 			d = c
 		}
@@ -114,6 +119,15 @@ func nextExpiry(st Status) (time.Duration, bool) {
 
 // changed reports a change a person watching the job would see.
 func changed(a, b Status) bool {
-	return a.State != b.State || a.Attempts != b.Attempts || a.Reason != b.Reason || a.Fence != b.Fence ||
-		a.Upstream.State != b.Upstream.State || a.Upstream.Reason != b.Upstream.Reason
+	if a.State != b.State || a.Attempts != b.Attempts || a.Reason != b.Reason || a.Fence != b.Fence ||
+		len(a.Upstreams) != len(b.Upstreams) {
+		return true
+	}
+	for i, u := range a.Upstreams {
+		v := b.Upstreams[i]
+		if u.State != v.State || u.Reason != v.Reason || u.Probing != v.Probing {
+			return true
+		}
+	}
+	return false
 }

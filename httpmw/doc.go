@@ -5,16 +5,23 @@
 // and in words.
 //
 // New returns plain func(http.Handler) http.Handler middleware. Mount it on
-// a chi route with r.With, where the URL parameters and the full route
-// pattern are known:
+// a chi route with r.With, where the URL parameters are known, and give
+// the route's StatusHandler the same Options, so both compute one key:
 //
+//	opts := httpmw.Options{
+//		Job:       httpmw.URLParamAs("/documents/{id}/evaluate", "id"),
+//		StatusURL: httpmw.SiblingURL("retry-status"),
+//	}
 //	r.Route("/documents/{id}", func(r chi.Router) {
-//		r.With(httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id")})).
-//			Post("/evaluate", evaluate)
-//		r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.Options{
-//			Job: httpmw.URLParamAs("/documents/{id}/evaluate", "id"),
-//		}))
+//		r.With(httpmw.New(g, opts)).Post("/evaluate", evaluate)
+//		r.Get("/retry-status", httpmw.StatusHandler(g, opts))
 //	})
+//
+// URLParamAs names the job by the retry route's pattern wherever it runs;
+// URLParam would name it by the route it runs on, which on the status
+// route is a job no retry has. A StatusHandler answers such a key with a
+// 500 (ErrStatusOwnRoute to OnError), never a "ready" that is not true,
+// and JobOf checks in a test that the two routes name the same job.
 //
 // # Status-code contract
 //
@@ -24,10 +31,11 @@
 //
 //	state                     status  Retry-After               extension members
 //	cooling down              429     ceil(cooldown left), ≥ 1  job_state "cooling_down", retry_after_seconds, retry_at, attempts, reason
-//	running                   409     ceil(lease left), ≥ 1     job_state "running", retry_after_seconds, retry_at, status_url
+//	running                   409     ceil(call estimate), ≥ 1  job_state "running", retry_after_seconds, retry_at, status_url
 //	failed permanently        422     none                      job_state "failed", reason, attempts
 //	done (gate DoneTTL)       409     none                      job_state "done"; or Options.Replay answers
-//	upstream cooling/paused   503     ceil(scope time left)     job_state "upstream_cooling", retry_after_seconds, retry_at, reason
+//	every upstream refusing   503     ceil(soonest reopening)   job_state "upstream_cooling", retry_after_seconds, retry_at, reason, upstreams
+//	failed, a fallback open   503     none                      job_state "ready", reason (the next call runs on the next upstream)
 //	gate unavailable          503     UnavailableRetryAfter     job_state "unknown", retry_after_seconds, retry_at
 //	no valid job key          400     none                      (no job_state)
 //	ErrNotRouted (mounting)   500     none                      (no job_state)
@@ -36,20 +44,22 @@
 // runs is not refused at once: it waits, at most N seconds capped by
 // Options.MaxWait (default 10 s), for the running call to settle (woken by
 // Redis pub/sub, see gate.AcquireWait), and its response carries
-// Preference-Applied: wait=<the seconds it could wait>:
+// Preference-Applied: wait=<the seconds it could wait> (also when its job
+// was not running: the preference was applied):
 //
 //	after the wait            answer
 //	job free (released)       the handler runs: the request's own call
-//	done (gate DoneTTL)       Options.Replay (the first call's result), else 409 done
+//	done (succeeded)          Options.Replay (the first call's result), else 409 done,
+//	                          whatever the gate's DoneTTL: a waiter never runs a job twice
 //	cooling down, failed...   the row above, with the true Retry-After
-//	still running             409 running, Retry-After = the lease's time left
+//	still running             409 running, Retry-After = when its call should end (gate.Acquire)
 //
 // Without the header, or with an invalid one (negative, not digits, not
 // the first wait preference), nothing waits unless the gate's Options.Wait
 // says so; MaxWait < 0 ignores the header.
 //
-// With Options.StatusURL set, status_url is written in the first five rows
-// (the gate's refusals). Members that do not apply are left out: attempts
+// With Options.StatusURL set, status_url is written in the first six rows
+// (the gate's answers). Members that do not apply are left out: attempts
 // when no failure was counted, reason when none is known. detail is the human sentence from
 // Options.RetryIn, e.g. "Retry available in 4 min 12 s." (see FormatWait for
 // the rounding). reason is the gate's classification code, never upstream
@@ -58,6 +68,20 @@
 // Retry-After and turns on the IETF RateLimit header
 // ("retry";r=0;t=<seconds>). Teams with their own error format set
 // Options.Blocked, Unavailable and InvalidJob.
+//
+// A gate with upstreams (gate.Options.Scope, then Fallbacks) runs a job on
+// the first that takes calls, so a cooling primary costs the user nothing
+// while a backup is open. Only when every upstream refuses is the request
+// refused with upstream_cooling, whose upstreams member lists each in
+// order (UpstreamState: its name, "cooling" or "paused", probing, reason,
+// retry_after_seconds); StatusHandler's body names the upstream the next
+// call would use (upstream) and lists the same (upstreams). The names are
+// the gate's scope names: name scopes for what a user may see. A call
+// whose upstream failed provider-wide while another is open is answered
+// 503 with job_state "ready" and no Retry-After: the job is not cooling,
+// and a retry now runs on the next upstream. The middleware never makes
+// that second call itself (a request body is read once); a client that
+// wants one click to reach the backup retries once on this answer.
 //
 // # Outcome
 //
@@ -99,7 +123,8 @@
 //
 // URLParam keys a job by the chi route pattern and a URL parameter, decoded
 // once, so every spelling of an id is one job and two routes never share
-// one; Scoped adds a tenant or user. Keys are joined so that distinct inputs
+// one; URLParamAs does the same with a pattern given once, for a retry
+// route and its status route; Scoped adds a tenant or user. Keys are joined so that distinct inputs
 // never collide, and the gate stores any byte safely. A request naming no
 // job, an empty parameter or a key over gate.MaxJobLen bytes gets 400. The
 // middleware never resets, releases or shortens a cooldown: only a handler

@@ -3,6 +3,7 @@ package httpmw_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -46,15 +47,17 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// One Options for both routes, so they cannot name different jobs: the
+	// status route computes the evaluate route's key, named by that
+	// route's pattern (what retrygate status --route takes).
+	opts := httpmw.Options{
+		Job:       httpmw.URLParamAs("/documents/{id}/evaluate", "id"),
+		StatusURL: httpmw.SiblingURL("retry-status"),
+	}
 	r := chi.NewRouter()
 	r.Route("/documents/{id}", func(r chi.Router) {
-		r.With(httpmw.New(g, httpmw.Options{
-			Job:       httpmw.URLParam("id"),
-			StatusURL: httpmw.SiblingURL("retry-status"),
-		})).Post("/evaluate", evaluate)
-		r.Get("/retry-status", httpmw.StatusHandler(g, httpmw.Options{
-			Job: httpmw.URLParamAs("/documents/{id}/evaluate", "id"),
-		}))
+		r.With(httpmw.New(g, opts)).Post("/evaluate", evaluate)
+		r.Get("/retry-status", httpmw.StatusHandler(g, opts))
 	})
 
 	for i := 0; i < 2; i++ {
@@ -78,6 +81,37 @@ func Example() {
 	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
 	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
 	// 200 cooling_down 300 0 overloaded Retry available in 5 min.
+}
+
+// JobOf, in a test, checks that a retry route and its status route name
+// the same job, without Redis or the model: a StatusHandler given URLParam
+// (the status route's own key) fails loudly instead of answering "ready"
+// forever.
+func ExampleJobOf() {
+	// JobOf never calls the gate: no Redis listens at this address.
+	g, err := gate.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), gate.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	opts := httpmw.Options{Job: httpmw.URLParamAs("/documents/{id}/evaluate", "id")}
+	r := chi.NewRouter()
+	r.Route("/documents/{id}", func(r chi.Router) {
+		r.With(httpmw.New(g, opts)).Post("/evaluate", evaluate)
+		r.Get("/retry-status", httpmw.StatusHandler(g, opts))
+		r.Get("/wrong-status", httpmw.StatusHandler(g, httpmw.Options{Job: httpmw.URLParam("id")}))
+	})
+	for _, req := range []*http.Request{
+		httptest.NewRequest(http.MethodPost, "/documents/42/evaluate", nil),
+		httptest.NewRequest(http.MethodGet, "/documents/42/retry-status", nil),
+		httptest.NewRequest(http.MethodGet, "/documents/42/wrong-status", nil),
+	} {
+		job, err := httpmw.JobOf(r, req)
+		fmt.Printf("%s %s: %q %v\n", req.Method, req.URL.Path, job, errors.Is(err, httpmw.ErrStatusOwnRoute))
+	}
+	// Output:
+	// POST /documents/42/evaluate: "/documents/{id}/evaluate 42" false
+	// GET /documents/42/retry-status: "/documents/{id}/evaluate 42" false
+	// GET /documents/42/wrong-status: "" true
 }
 
 // Scoped keeps tenants apart: the same document id of two tenants is two

@@ -29,7 +29,7 @@ var errBoom = errors.New("boom")
 
 // newGate builds a gate with a per-test prefix; Cooldown 5m without jitter
 // unless set, so Retry-After values are predictable.
-func newGate(t *testing.T, rdb redis.Scripter, opts gate.Options) *gate.Gate {
+func newGate(t *testing.T, rdb gate.Client, opts gate.Options) *gate.Gate {
 	t.Helper()
 	if opts.Cooldown == 0 {
 		opts.Cooldown = 5 * time.Minute
@@ -42,18 +42,17 @@ func newGate(t *testing.T, rdb redis.Scripter, opts gate.Options) *gate.Gate {
 const evaluatePattern = "/documents/{id}/evaluate"
 
 // router mounts h behind the middleware at POST /documents/{id}/evaluate
-// and the StatusHandler at GET /documents/{id}/retry-status, as the README
-// shows. opts.Job defaults to URLParam("id").
+// and the StatusHandler at GET /documents/{id}/retry-status, both with
+// opts, as the README shows. opts.Job defaults to
+// URLParamAs(evaluatePattern, "id").
 func router(g *gate.Gate, opts httpmw.Options, h http.HandlerFunc) http.Handler {
 	if opts.Job == nil {
-		opts.Job = httpmw.URLParam("id")
+		opts.Job = httpmw.URLParamAs(evaluatePattern, "id")
 	}
 	r := chi.NewRouter()
 	r.Route("/documents/{id}", func(r chi.Router) {
 		r.With(httpmw.New(g, opts)).Post("/evaluate", h)
-		st := opts
-		st.Job = httpmw.URLParamAs(evaluatePattern, "id")
-		r.Get("/retry-status", httpmw.StatusHandler(g, st))
+		r.Get("/retry-status", httpmw.StatusHandler(g, opts))
 	})
 	return r
 }
@@ -75,16 +74,17 @@ func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder
 
 // problemBody mirrors the problem JSON; pointers tell absent from zero.
 type problemBody struct {
-	Type              string  `json:"type"`
-	Title             string  `json:"title"`
-	Status            int     `json:"status"`
-	Detail            string  `json:"detail"`
-	JobState          *string `json:"job_state"`
-	RetryAfterSeconds *int64  `json:"retry_after_seconds"`
-	RetryAt           *string `json:"retry_at"`
-	Attempts          *int    `json:"attempts"`
-	Reason            *string `json:"reason"`
-	StatusURL         *string `json:"status_url"`
+	Type              string                 `json:"type"`
+	Title             string                 `json:"title"`
+	Status            int                    `json:"status"`
+	Detail            string                 `json:"detail"`
+	JobState          *string                `json:"job_state"`
+	RetryAfterSeconds *int64                 `json:"retry_after_seconds"`
+	RetryAt           *string                `json:"retry_at"`
+	Attempts          *int                   `json:"attempts"`
+	Reason            *string                `json:"reason"`
+	StatusURL         *string                `json:"status_url"`
+	Upstreams         []httpmw.UpstreamState `json:"upstreams"`
 }
 
 // decodeProblem checks the problem+json framing of rec and decodes it.
@@ -189,8 +189,8 @@ var errRedisSecret = errors.New("ERR redis secret internals at 10.0.0.7:6379")
 
 // flaky fails every script while Down is set, with an error text that
 // must never reach a client.
-func flaky(rdb redis.Scripter) *gatetest.Flaky {
-	return &gatetest.Flaky{Scripter: rdb, Err: errRedisSecret}
+func flaky(rdb gate.Client) *gatetest.Flaky {
+	return &gatetest.Flaky{Client: rdb, Err: errRedisSecret}
 }
 
 // closedPortClient is a client whose server is gone.

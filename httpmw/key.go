@@ -29,13 +29,16 @@ var ErrNotRouted = errors.New("httpmw: URL parameter not routed")
 // id. Mounted with r.Use on the root router, the parameter is unknown and
 // the JobFunc fails with ErrNotRouted.
 //
-// A StatusHandler on another route must compute the same key: give it
-// URLParamAs with the middleware route's full pattern.
+// A StatusHandler, on its own route, cannot use it: it would name the
+// status route's job, which no retry has. It answers 500 with
+// ErrStatusOwnRoute instead of "ready" forever. Give New and StatusHandler
+// one JobFunc, URLParamAs with the retry route's full pattern.
 func URLParam(name string) JobFunc {
 	if name == "" {
 		panic("httpmw: URLParam: empty parameter name")
 	}
 	return func(r *http.Request) (string, error) {
+		markRouteKey(r)
 		rctx := chi.RouteContext(r.Context())
 		if rctx == nil {
 			return "", fmt.Errorf("%w: no chi route context for {%s}", ErrNotRouted, name)
@@ -47,7 +50,10 @@ func URLParam(name string) JobFunc {
 // URLParamAs is URLParam with a fixed namespace instead of the route
 // pattern: URLParamAs("/documents/{id}/evaluate", "id") computes, on any
 // route with an {id} parameter, the key URLParam("id") computes on the route
-// /documents/{id}/evaluate.
+// /documents/{id}/evaluate. It is the JobFunc to give both New and the
+// StatusHandler of a retry route: the two routes then cannot name different
+// jobs. The retry route's pattern as namespace keeps the key the one
+// URLParam would build there, which retrygate status --route reads.
 func URLParamAs(namespace, name string) JobFunc {
 	if namespace == "" || name == "" {
 		panic("httpmw: URLParamAs: empty namespace or parameter name")

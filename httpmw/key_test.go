@@ -79,12 +79,12 @@ func TestHostileKeys(t *testing.T) {
 					if got == "" && rec.Code == 429 && status(t, g, c.job).State != gate.CoolingDown {
 						t.Errorf("refused, but job %q is not cooling down", c.job)
 					}
-					lock, _ := keyspace.Job(g.Options().Prefix, c.job)
+					lock := keyspace.Job(g.Options().Prefix, c.job)
 					var err error
 					if err != nil {
 						t.Fatal(err)
 					}
-					if j, ok := keyspace.JobFromLock(g.Options().Prefix, lock); !ok || j != c.job {
+					if j, ok := keyspace.JobFromKey(g.Options().Prefix, lock); !ok || j != c.job {
 						t.Errorf("key %q does not round-trip to the job: %q, %v", lock, j, ok)
 					}
 					if strings.Count(lock, "{") != 1 || strings.Count(lock, "}") != 1 {

@@ -25,11 +25,26 @@ func New(g *gate.Gate, opts Options) func(http.Handler) http.Handler {
 }
 
 // job resolves the request's job key, answering 400 itself when there is
-// none.
+// none (500 for a mounting mistake). A StatusHandler refuses a key built
+// from its own route. JobOf's request stops here, with the key.
 func (c *config) job(w http.ResponseWriter, r *http.Request) (string, bool) {
-	job, err := c.opts.Job(r)
-	if err == nil && job == "" {
+	jr, ownRoute := r, false
+	if c.status {
+		jr = r.WithContext(context.WithValue(r.Context(), routeKeyUse{}, &ownRoute))
+	}
+	job, err := c.opts.Job(jr)
+	switch {
+	case err == nil && ownRoute:
+		err = ErrStatusOwnRoute
+	case err == nil && job == "":
 		err = invalidJob("empty")
+	}
+	if p := probeOf(r); p != nil {
+		p.reached, p.job, p.err = true, job, err
+		if err != nil {
+			p.job = ""
+		}
+		return "", false
 	}
 	if err != nil {
 		c.onError(r, err)
@@ -52,7 +67,6 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 		c.refuse(w, r, err)
 		return
 	}
-	st.lease = l
 
 	rw := &writer{ResponseWriter: w}
 	panicked := true
@@ -71,7 +85,7 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 // refuse answers a request the gate refused.
 func (c *config) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	var b *gate.BlockedError
-	if errors.As(err, &b) && b.Scope == "" && b.State == gate.Done && c.opts.Replay != nil {
+	if errors.As(err, &b) && b.State == gate.Done && c.opts.Replay != nil {
 		c.opts.Replay.ServeHTTP(w, r)
 		return
 	}

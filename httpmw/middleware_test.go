@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
@@ -217,7 +216,7 @@ func TestContract(t *testing.T) {
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{599, 600}, reason: "quota_exhausted", attempts: "<absent>", statusURL: true}, true},
 				} {
 					t.Run(u.name, func(t *testing.T) {
-						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: 10 * time.Minute}, Scope: redistest.UniqueKey(t)})
+						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: 10 * time.Minute}, Scope: "openai"})
 						var runs counter
 						h := router(g, httpmw.Options{StatusURL: httpmw.SiblingURL("retry-status")},
 							runs.wrap(func(w http.ResponseWriter, r *http.Request) {
@@ -257,7 +256,7 @@ func TestUnavailable(t *testing.T) {
 	down.Down.Store(true)
 	for _, c := range []struct {
 		name string
-		rdb  redis.Scripter
+		rdb  gate.Client
 	}{
 		{"closed port", closedPortClient(t)},
 		{"failing scripter", down},
@@ -346,7 +345,7 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Run("lock", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Lease: 20 * time.Second})
-				lock, _ := keyspace.Job(g.Options().Prefix, key("42"))
+				lock := keyspace.Job(g.Options().Prefix, key("42"))
 				t.Cleanup(func() { tg.Client.Del(ctx, lock) })
 				if err := tg.Client.Set(ctx, lock, "held-by-ops", 0).Err(); err != nil {
 					t.Fatal(err)
@@ -362,7 +361,7 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 				}
 			})
 			t.Run("scope pause", func(t *testing.T) {
-				g := newGate(t, tg.Client, gate.Options{Scope: redistest.UniqueKey(t)})
+				g := newGate(t, tg.Client, gate.Options{Scope: "openai"})
 				scope, _ := keyspace.Scope(g.Options().Prefix, g.Options().Scope)
 				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
 				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {

@@ -115,6 +115,9 @@ type config struct {
 	// maxStreams bounds live event streams (StatusHandler); ≤ 0 = none.
 	maxStreams int
 	streams    atomic.Int64
+	// status: this is a StatusHandler's (it refuses keys built from its
+	// own route).
+	status bool
 }
 
 // newConfig validates opts and panics naming every invalid option, as

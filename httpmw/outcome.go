@@ -14,8 +14,6 @@ import (
 
 // state is the per-request holder the handler reaches through its context.
 type state struct {
-	lease *gate.Lease // set before the handler runs, read-only after
-
 	mu  sync.Mutex
 	err error
 }
@@ -31,12 +29,7 @@ func stateOf(ctx context.Context) *state {
 // writes against a stale owner), or nil outside the middleware. With
 // gate.Options.FailOpen and Redis down it is an ungated lease (Gated false,
 // Fence 0).
-func Lease(ctx context.Context) *gate.Lease {
-	if st := stateOf(ctx); st != nil {
-		return st.lease
-	}
-	return nil
-}
+func Lease(ctx context.Context) *gate.Lease { return gate.LeaseFromContext(ctx) }
 
 // Fail reports the handler's failure. It wins over the response status: the
 // lease is failed with err, which the gate's classifier judges (cooldown,

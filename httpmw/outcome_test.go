@@ -313,7 +313,7 @@ func TestHandlerStatusCoolsUpstream(t *testing.T) {
 				code    int
 				cooling bool
 			}{{429, true}, {503, true}, {500, false}} {
-				g := newGate(t, tg.Client, gate.Options{Scope: redistest.UniqueKey(t)})
+				g := newGate(t, tg.Client, gate.Options{Scope: "openai"})
 				post(t, router(g, httpmw.Options{}, code(c.code, "20")), "/documents/1/evaluate")
 				up, err := g.ScopeStatus(context.Background())
 				if err != nil {

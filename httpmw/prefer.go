@@ -2,7 +2,6 @@ package httpmw
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,27 +11,19 @@ import (
 )
 
 // acquire takes the request's job lease. A request with Prefer: wait=N
-// (RFC 7240) whose job is running waits for it, at most N seconds capped by
-// Options.MaxWait, and its response then carries Preference-Applied.
-// Without the preference the gate's own Options.Wait applies, as for any
-// caller of gate.Acquire.
+// (RFC 7240) waits, if its job is running, at most N seconds capped by
+// Options.MaxWait (gate.AcquireWait: one call, so a run that ends before
+// the wait begins is still the run waited for), and its response carries
+// Preference-Applied: the preference was applied, whether or not the job
+// was running. Without the preference the gate's own Options.Wait
+// applies, as for any caller of gate.Acquire.
 func (c *config) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request, job string) (*gate.Lease, error) {
 	wait := c.preferredWait(r)
 	if wait <= 0 {
 		return c.g.Acquire(ctx, job)
 	}
-	start := time.Now()
-	l, err := c.g.AcquireWait(ctx, job, 0)
-	if !gateRunning(err) {
-		return l, err
-	}
 	w.Header().Set("Preference-Applied", "wait="+strconv.FormatInt(ceilDiv(wait, time.Second), 10))
-	return c.g.AcquireWait(ctx, job, wait-time.Since(start))
-}
-
-func gateRunning(err error) bool {
-	var b *gate.BlockedError
-	return errors.As(err, &b) && b.State == gate.Running && b.Scope == ""
+	return c.g.AcquireWait(ctx, job, wait)
 }
 
 // maxPreferSeconds bounds the digits read from a wait preference; any

@@ -2,6 +2,7 @@ package httpmw_test
 
 import (
 	"context"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,18 +13,31 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// refusedRunning signals once per refusal of a running job: the duplicate
-// request has asked Redis and found the first one running.
-type refusedRunning chan struct{}
-
-func (r refusedRunning) Observe(_ context.Context, e gate.Event) {
-	if e.Kind == gate.EventRefused && e.State == gate.Running {
-		select {
-		case r <- struct{}{}:
-		default:
+// waitSubscribed waits until someone subscribes to the job's channel:
+// the duplicate request found the first one running and waits for it.
+func waitSubscribed(t *testing.T, tg redistest.Target, channel string) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		var n int64
+		if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+			m, err := cc.MasterForKey(ctx, channel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = m.PubSubShardNumSub(ctx, channel).Val()[channel]
+		} else {
+			n = tg.Client.PubSubNumSub(ctx, channel).Val()[channel]
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the duplicate did not wait for the running request")
 		}
 	}
 }
@@ -40,8 +54,10 @@ func postPrefer(h http.Handler, target string, prefer ...string) *httptest.Respo
 
 // TestPreferWait: a duplicate request with Prefer: wait=N, served by
 // another process (gate) than the running first request, waits for it and
-// then gets what the first call left: its result through Replay (Done),
-// the cooldown with its true Retry-After, or a run of its own (released).
+// then gets what the first call left: its result through Replay when it
+// succeeded (with DoneTTL or without: a waiter never runs the job twice),
+// the cooldown with its true Retry-After, or a run of its own when the
+// first call was released (its request was wrong: a 4xx).
 // Each answer says Preference-Applied, with the wait MaxWait (default
 // 10 s) allowed.
 func TestPreferWait(t *testing.T) {
@@ -58,13 +74,13 @@ func TestPreferWait(t *testing.T) {
 			}{
 				{name: "done-replayed", doneTTL: time.Minute, first: 200, exp: 200, body: "replayed", runs: 1},
 				{name: "failed-cooldown", first: 503, exp: 429, runs: 1, retryMin: 290},
-				{name: "released-runs", first: 200, exp: 200, body: "evaluated", runs: 2},
+				{name: "done-without-donettl", first: 200, exp: 200, body: "replayed", runs: 1},
+				{name: "released-runs", first: 400, exp: 200, body: "evaluated", runs: 2},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					prefix := redistest.UniqueKey(t)
-					refused := make(refusedRunning, 1)
 					g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, DoneTTL: tc.doneTTL})
-					g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, DoneTTL: tc.doneTTL, Observer: refused})
+					g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, DoneTTL: tc.doneTTL})
 					release := make(chan struct{})
 					var runs atomic.Int64
 					h := func(w http.ResponseWriter, r *http.Request) {
@@ -83,11 +99,7 @@ func TestPreferWait(t *testing.T) {
 
 					dup := make(chan *httptest.ResponseRecorder, 1)
 					go func() { dup <- postPrefer(router(g2, opts, h), "/documents/7/evaluate", "wait=30") }()
-					select {
-					case <-refused:
-					case <-time.After(10 * time.Second):
-						t.Fatal("the duplicate was not refused as running")
-					}
+					waitSubscribed(t, tg, keyspace.Job(prefix, key("7")))
 					close(release)
 					if rec := <-first; rec.Code != tc.first {
 						t.Fatalf("first request: %d %s", rec.Code, rec.Body)

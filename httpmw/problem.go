@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/code"
 )
 
 // stateUnknown is the job_state written when the gate could not reach
@@ -39,6 +41,10 @@ type Refusal struct {
 	Type, Title, Detail string
 	// StatusURL is Options.StatusURL's value, when configured.
 	StatusURL string
+	// Upstreams holds each of the gate's upstreams (Options.Scope, then
+	// Fallbacks) when every one refused the call (State
+	// "upstream_cooling"); nil otherwise.
+	Upstreams []gate.UpstreamStatus
 	// Err is the cause (a *gate.BlockedError, an ErrUnavailable, a JobFunc
 	// error), for logs only: never write its text to the client.
 	Err error
@@ -47,25 +53,28 @@ type Refusal struct {
 // problem is the RFC 9457 body. Optional members are pointers or omitted
 // when empty so each state carries exactly its table row's members.
 type problem struct {
-	Type              string `json:"type"`
-	Title             string `json:"title"`
-	Status            int    `json:"status"`
-	Detail            string `json:"detail,omitempty"`
-	JobState          string `json:"job_state,omitempty"`
-	RetryAfterSeconds *int64 `json:"retry_after_seconds,omitempty"`
-	RetryAt           string `json:"retry_at,omitempty"`
-	Attempts          *int   `json:"attempts,omitempty"`
-	Reason            string `json:"reason,omitempty"`
-	StatusURL         string `json:"status_url,omitempty"`
+	Type              string          `json:"type"`
+	Title             string          `json:"title"`
+	Status            int             `json:"status"`
+	Detail            string          `json:"detail,omitempty"`
+	JobState          string          `json:"job_state,omitempty"`
+	RetryAfterSeconds *int64          `json:"retry_after_seconds,omitempty"`
+	RetryAt           string          `json:"retry_at,omitempty"`
+	Attempts          *int            `json:"attempts,omitempty"`
+	Reason            string          `json:"reason,omitempty"`
+	StatusURL         string          `json:"status_url,omitempty"`
+	Upstreams         []UpstreamState `json:"upstreams,omitempty"`
 }
 
 // WriteProblem writes ref as an application/problem+json body (RFC 9457)
 // with the extension members job_state, retry_after_seconds, retry_at
-// (RFC 3339), attempts (cooling_down), reason and status_url, each only when
-// it applies. It is the default RefusalHandler.
+// (RFC 3339), attempts (cooling_down), reason, status_url and upstreams
+// (upstream_cooling: each upstream's UpstreamState), each only when it
+// applies. It is the default RefusalHandler.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, ref Refusal) {
 	p := problem{Type: ref.Type, Title: ref.Title, Status: ref.Status, Detail: ref.Detail,
-		JobState: ref.State, Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL}
+		JobState: ref.State, Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL,
+		Upstreams: upstreamStates(ref.Upstreams)}
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
@@ -102,6 +111,7 @@ var titles = map[string]string{
 	"failed":           "Job failed permanently",
 	"done":             "Job is already done",
 	"upstream_cooling": "Upstream is cooling down",
+	"ready":            "Upstream failed, retry now",
 	stateUnknown:       "Retry gate unavailable",
 	"":                 "Invalid job",
 }
@@ -124,8 +134,8 @@ func (c *config) blocked(r *http.Request, b *gate.BlockedError) Refusal {
 	ref := Refusal{Err: b, Attempts: b.Attempts, Reason: b.Reason}
 	wait := b.RetryAfter
 	switch {
-	case b.Scope != "" || b.State == gate.UpstreamCooling:
-		ref.Status, ref.State = http.StatusServiceUnavailable, gate.UpstreamCooling.String()
+	case b.State == gate.UpstreamCooling:
+		ref.Status, ref.State, ref.Upstreams = http.StatusServiceUnavailable, gate.UpstreamCooling.String(), b.Upstreams
 		if wait <= 0 { // a pause without a known end
 			wait = c.opts.UnavailableRetryAfter
 		}
@@ -166,6 +176,16 @@ func (c *config) settled(r *http.Request, l *gate.Lease, serr error) (Refusal, R
 		b := &gate.BlockedError{Job: l.Job(), State: res.State, RetryAfter: res.RetryAfter,
 			Attempts: res.Attempts, Reason: res.Verdict.Reason}
 		return c.blocked(r, b), c.opts.Blocked
+	case res.State == gate.Ready && res.Verdict.Reason != "" && res.Verdict.Class != classify.ClassCanceled:
+		// A provider-wide failure with another upstream open (the gate's
+		// Fallbacks): the job may run again at once, on that upstream.
+		ref := Refusal{Status: http.StatusServiceUnavailable, State: gate.Ready.String(), Attempts: res.Attempts,
+			Reason: res.Verdict.Reason, Detail: "The upstream service failed. " + c.opts.RetryIn(0)}
+		if c.opts.StatusURL != nil {
+			ref.StatusURL = c.opts.StatusURL(r)
+		}
+		c.typeAndTitle(&ref)
+		return ref, c.opts.Blocked
 	}
 	// Released (the client went away) or ungated (FailOpen).
 	return c.unavailable(nil, c.opts.UnavailableRetryAfter), c.opts.Unavailable
@@ -191,7 +211,7 @@ func (c *config) invalid(status int, err error) Refusal {
 }
 
 func (c *config) invalidFor(err error) (Refusal, RefusalHandler) {
-	if errors.Is(err, ErrNotRouted) {
+	if errors.Is(err, ErrNotRouted) || errors.Is(err, ErrStatusOwnRoute) {
 		return c.invalid(http.StatusInternalServerError, err), c.opts.InvalidJob
 	}
 	return c.invalid(http.StatusBadRequest, err), c.opts.InvalidJob
@@ -237,17 +257,12 @@ func (c *config) respond(w http.ResponseWriter, r *http.Request, ref Refusal, h 
 	h(w, r, ref)
 }
 
-// safeReason keeps reason codes to short [a-z0-9_.-] strings, as the gate
-// writes them: a foreign value in Redis must not reach the client raw.
+// safeReason keeps reason codes to the gate's form (internal/code), as
+// the gate writes them; anything else (a custom classifier's text) is
+// dropped rather than shown to a client.
 func safeReason(r string) string {
-	if len(r) > 64 {
+	if !code.Reason(r) {
 		return ""
-	}
-	for i := 0; i < len(r); i++ {
-		c := r[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return ""
-		}
 	}
 	return r
 }

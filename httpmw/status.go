@@ -28,12 +28,52 @@ type RetryStatus struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is the human sentence, e.g. "Retry available in 45 s.".
 	Message string `json:"message"`
+	// Upstream names the upstream the job's next call would use (the
+	// gate's Scope or a Fallback: the first open one, else the one that
+	// reopens soonest); omitted without a Scope.
+	Upstream string `json:"upstream,omitempty"`
+	// Upstreams holds each of the gate's upstreams in order; omitted
+	// without a Scope.
+	Upstreams []UpstreamState `json:"upstreams,omitempty"`
+}
+
+// UpstreamState is one upstream's state, in a RetryStatus and in the
+// problem of a call every upstream refused. Upstream is the scope's name
+// as the gate's Options give it: name scopes for what a user may see.
+type UpstreamState struct {
+	Upstream string `json:"upstream"`
+	// State is "open", "cooling" or "paused" (gate.ScopeState).
+	State string `json:"state"`
+	// Probing is set while one call tests the upstream after its wait:
+	// the others are refused until it answers.
+	Probing bool `json:"probing,omitempty"`
+	// Reason is the classification code that cooled or paused it.
+	Reason string `json:"reason,omitempty"`
+	// RetryAfterSeconds is the whole seconds, rounded up, until it takes
+	// calls again; omitted when open, or when its end is not known (a
+	// pause without a TTL, set by hand).
+	RetryAfterSeconds int64 `json:"retry_after_seconds,omitempty"`
+}
+
+// upstreamStates is ups as a client may see them; nil for none.
+func upstreamStates(ups []gate.UpstreamStatus) []UpstreamState {
+	if len(ups) == 0 {
+		return nil
+	}
+	out := make([]UpstreamState, len(ups))
+	for i, u := range ups {
+		out[i] = UpstreamState{Upstream: u.Scope, State: u.State.String(), Probing: u.Probing, Reason: safeReason(u.Reason)}
+		if (u.State != gate.ScopeOpen || u.Probing) && u.RetryAfter > 0 {
+			out[i].RetryAfterSeconds = retrySeconds(u.RetryAfter)
+		}
+	}
+	return out
 }
 
 // StatusHandler returns a handler (an http.HandlerFunc, so chi's r.Get takes
 // it) that answers GET requests for a job's retry status with 200 and a
 // RetryStatus JSON body, read with g.Status (it never changes the job).
-// While the gate's upstream scope cools down or is paused the state is
+// While every upstream of the gate cools down or is paused the state is
 // "upstream_cooling" (a failed or done job keeps its own state). A request
 // naming no valid job gets the 400 problem, and a Redis error the 503
 // problem with job_state "unknown" and no internals.
@@ -47,14 +87,18 @@ type RetryStatus struct {
 // reconnection (which gets the current state at once), and at most
 // Options.MaxStreams streams at once (503 beyond).
 //
-// opts.Job must compute the key the middleware computes: on a route other
-// than the middleware's, use URLParamAs with the middleware route's pattern.
-// Of the other options it uses MaxStreams, RetryIn, ProblemTypeBase, Headers,
-// UnavailableRetryAfter, Unavailable, InvalidJob and OnError, so the
-// middleware's Options can be passed with Job replaced. StatusHandler
-// panics when g or opts.Job is nil.
+// opts.Job must compute the key the middleware computes: pass it the
+// Options given to New, whose Job is URLParamAs with the retry route's
+// pattern. A key built from the status route's own pattern (URLParam) is
+// answered 500 and passed to OnError as ErrStatusOwnRoute, never "ready";
+// JobOf checks the two routes agree in a test. Of the other options it
+// uses MaxStreams, RetryIn, ProblemTypeBase, Headers,
+// UnavailableRetryAfter, Unavailable, InvalidJob and OnError.
+// StatusHandler panics when g or opts.Job is nil.
 func StatusHandler(g *gate.Gate, opts Options) http.HandlerFunc {
-	return newConfig("StatusHandler", g, opts).serveStatus
+	c := newConfig("StatusHandler", g, opts)
+	c.status = true
+	return c.serveStatus
 }
 
 func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {
@@ -96,14 +140,15 @@ func (c *config) statusError(w http.ResponseWriter, r *http.Request, err error) 
 // that reports many jobs at once (a page of documents watching each with
 // gate.Watch over one stream: browsers open at most six HTTP/1.1
 // connections per host). retryIn writes the message; nil means the
-// default, as for Options.RetryIn. While the gate's upstream scope cools
+// default, as for Options.RetryIn. While every upstream of the gate cools
 // down or is paused the state is "upstream_cooling" (a failed or done job
 // keeps its own).
 func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStatus {
 	if retryIn == nil {
 		retryIn = defaultRetryIn
 	}
-	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason}
+	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason,
+		Upstream: st.Upstream.Scope, Upstreams: upstreamStates(st.Upstreams)}
 	wait := st.RetryAfter
 	if up := st.Upstream; up.State != gate.ScopeOpen && st.State != gate.Failed && st.State != gate.Done {
 		out.JobState, out.Reason = gate.UpstreamCooling.String(), up.Reason

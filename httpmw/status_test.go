@@ -46,7 +46,7 @@ func TestStatusHandler(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					if c.gopts.Scope != "" {
-						c.gopts.Scope = redistest.UniqueKey(t)
+						c.gopts.Scope = "openai"
 					}
 					g := newGate(t, tg.Client, c.gopts)
 					hd := c.handler

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +27,22 @@ func aclPrefix(t *testing.T) string {
 // feature's extra rules, and checks each extra is needed.
 func TestACLMinimalRules(t *testing.T) {
 	ctx := context.Background()
+	// redisErr keeps the first Redis error a gate reported: an upstream's
+	// write refused by an ACL leaves the job's own write in place and
+	// says so in an event.
+	var (
+		mu       sync.Mutex
+		redisErr error
+	)
+	observe := observerFunc(func(e gate.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Kind == gate.EventRedisError && redisErr == nil {
+			redisErr = e.Err
+		}
+	})
 	opts := func(prefix string, scope bool) gate.Options {
-		o := gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: func(err error) classify.Verdict {
+		o := gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Observer: observe, Classify: func(err error) classify.Verdict {
 			if errors.Is(err, err5xx) {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
 			}
@@ -42,8 +57,18 @@ func TestACLMinimalRules(t *testing.T) {
 	// cycle runs every gate operation the rules must allow, on jobs of
 	// its own.
 	n := 0
-	cycle := func(t *testing.T, g *gate.Gate) error {
+	cycle := func(t *testing.T, g *gate.Gate) (err error) {
 		t.Helper()
+		mu.Lock()
+		redisErr = nil
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				err = redisErr
+			}
+		}()
 		n++
 		job := func(name string) string { return fmt.Sprintf("%s-%d", name, n) }
 		if err := g.Do(ctx, job("ok"), func(context.Context, *gate.Lease) error { return nil }); err != nil {
@@ -100,9 +125,15 @@ func TestACLMinimalRules(t *testing.T) {
 		if r.code != exitRuntime || !strings.Contains(r.stderr, "NOPERM") || !strings.Contains(r.stderr, "ACL users") {
 			t.Fatalf("list without +scan: exp exit 1 with NOPERM and a hint, got %d %q", r.code, r.stderr)
 		}
-		// status's search for similar jobs needs SCAN too, but is advice:
-		// status works without it.
-		mustOK(t, runCLI(t, nil, "--redis", url, "--prefix", prefix, "status", "never-seen"))
+		// status's searches for similar jobs and for scopes need SCAN too,
+		// but are advice: status works without it, and says what it could
+		// not find out instead of "the next call runs".
+		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "status", "never-seen")
+		mustOK(t, r)
+		if !strings.Contains(r.stdout, "whether an upstream scope refuses it is unknown") || !strings.Contains(r.stdout, "NOPERM") ||
+			strings.Contains(r.stdout, "next call runs") || strings.Contains(r.stdout, "no key under prefix") {
+			t.Errorf("status without +scan:\n%s", r.stdout)
+		}
 		// check without +config|get cannot read the policy: it says so.
 		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "check")
 		if r.code != exitNotMet || !strings.Contains(r.stdout, gate.WarnUnchecked) {
@@ -117,7 +148,8 @@ func TestACLMinimalRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Inside a script a missing permission is not NOPERM but an ERR
-		// reply; the gate still tells it from an outage.
+		// reply; the gate still tells it from an outage. The job's own
+		// write stands; the upstream's 5xx count is refused, in an event.
 		if err := cycle(t, g); !errors.Is(err, gate.ErrRedisRefused) || !strings.Contains(err.Error(), "can't run this command") {
 			t.Fatalf("a scoped gate without ACLScope: exp ErrRedisRefused (the script can't run ZADD), got %v", err)
 		}
@@ -177,3 +209,8 @@ func waitPing(c *redis.Client) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// observerFunc adapts a function to gate.Observer.
+type observerFunc func(gate.Event)
+
+func (f observerFunc) Observe(_ context.Context, e gate.Event) { f(e) }

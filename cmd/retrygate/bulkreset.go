@@ -37,6 +37,10 @@ func (b *bulkReset) run(ctx context.Context, c *cli, args []string) error {
 	if !ok || (st != gate.Failed && st != gate.CoolingDown) {
 		return usageErrorf("reset --state takes failed or cooling (got %q); --reason and --dry-run go with it", echo(b.state))
 	}
+	reason, err := parseName("--reason", b.reason)
+	if err != nil {
+		return err
+	}
 	g, err := c.gate(false)
 	if err != nil {
 		return err
@@ -50,13 +54,13 @@ func (b *bulkReset) run(ctx context.Context, c *cli, args []string) error {
 	}
 	var jobs []gate.Status
 	for _, s := range l.found {
-		if b.reason == "" || s.Reason == b.reason {
+		if reason == "" || s.Reason == reason {
 			jobs = append(jobs, s)
 		}
 	}
 	slices.SortFunc(jobs, func(a, b gate.Status) int { return strings.Compare(a.Job, b.Job) })
 
-	out := bulkResetJSON{State: st.String(), Reason: b.reason, DryRun: b.dryRun, Jobs: []statusJSON{}}
+	out := bulkResetJSON{State: st.String(), Reason: reason, DryRun: b.dryRun, Jobs: []statusJSON{}}
 	for _, s := range jobs {
 		out.Jobs = append(out.Jobs, toStatusJSON(s))
 		if b.dryRun {
@@ -77,8 +81,8 @@ func (b *bulkReset) run(ctx context.Context, c *cli, args []string) error {
 		return writeJSON(c.stdout, out)
 	}
 	what := st.String()
-	if b.reason != "" {
-		what += " (" + b.reason + ")"
+	if reason != "" {
+		what += " (" + printable(reason) + ")"
 	}
 	verb := "reset"
 	if b.dryRun {
@@ -87,7 +91,7 @@ func (b *bulkReset) run(ctx context.Context, c *cli, args []string) error {
 	tw := table(c.stdout)
 	row(tw, "JOB", "STATE", "REASON", "ATTEMPTS", "TTL")
 	for _, s := range jobs {
-		row(tw, printable(s.Job), s.State, s.Reason, s.Attempts, fmtDur(s.TTL))
+		row(tw, printable(s.Job), s.State, printable(s.Reason), s.Attempts, fmtDur(s.TTL))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
@@ -52,11 +52,50 @@ func (o *optDuration) String() string {
 }
 
 func (o *optDuration) Set(s string) error {
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	if err != nil {
-		return errors.New("parse error")
+		return err
 	}
 	o.d, o.set = d, true
+	return nil
+}
+
+// Bounds of calibrate's inputs: a call that holds a lease longer than an
+// hour is out of what the lease arithmetic (and gateprom's default
+// retrygate_lock_held_seconds buckets, which end at 10 min) is for; a
+// larger value is most likely a unit typo (18h for 18s).
+const (
+	maxCallDuration = time.Hour
+	maxTakeoverSLO  = 24 * time.Hour
+)
+
+// checkCalibration names every input out of its bounds, in one error.
+func checkCalibration(p99, jitter, guard time.Duration, detect optDuration, slo time.Duration) error {
+	var bad []string
+	switch {
+	case p99 == 0:
+		bad = append(bad, "--p99 is required (read it from retrygate_lock_held_seconds, e.g. --p99 18s)")
+	case p99 < 0:
+		bad = append(bad, fmt.Sprintf("--p99 %s is negative: a call's duration is positive", shortDur(p99)))
+	case p99 > maxCallDuration:
+		bad = append(bad, fmt.Sprintf("--p99 %s is over %s: is the unit right? (retrygate_lock_held_seconds is in seconds)", shortDur(p99), shortDur(maxCallDuration)))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+		max  time.Duration
+	}{{"jitter", jitter, maxCallDuration}, {"guard", guard, maxCallDuration}, {"detect", detect.d, maxCallDuration},
+		{"takeover-slo", slo, maxTakeoverSLO}} {
+		switch {
+		case f.d < 0:
+			bad = append(bad, fmt.Sprintf("--%s %s is negative", f.name, shortDur(f.d)))
+		case f.d > f.max:
+			bad = append(bad, fmt.Sprintf("--%s %s is over %s: is the unit right?", f.name, shortDur(f.d), shortDur(f.max)))
+		}
+	}
+	if len(bad) > 0 {
+		return usageErrorf("%s", strings.Join(bad, "; "))
+	}
 	return nil
 }
 
@@ -68,21 +107,18 @@ func calibrateCommand() *command {
 		summary: "compute the lease TTL, renew interval and crash takeover bound from the p99 of " +
 			"retrygate_lock_held_seconds (exit 3 when --takeover-slo cannot be met)",
 		flags: func(fs *flagSet) {
-			fs.DurationVar(&p99, "p99", 0, "99th percentile of how long calls hold the lock (required)")
-			fs.DurationVar(&jitter, "jitter", 0, "extra spread on top of p99: GC pauses, network, clock drift")
-			fs.DurationVar(&guard, "guard", 2*time.Second, "safety margin")
-			fs.Var(&detect, "detect", "how late a waiting retry notices the lock expired (its poll interval or retry jitter), a `duration`; default: --jitter")
-			fs.DurationVar(&slo, "takeover-slo", 0, "longest acceptable time before another process takes over a crashed owner's job; 0 = none")
+			durationVar(fs, &p99, "p99", 0, "99th percentile of how long calls hold the lock, a duration `D` such as 18s (required; at most 1h)")
+			durationVar(fs, &jitter, "jitter", 0, "extra spread on top of p99 (GC pauses, network, clock drift), a duration `D`")
+			durationVar(fs, &guard, "guard", 2*time.Second, "safety margin, a duration `D`")
+			fs.Var(&detect, "detect", "how late a waiting retry notices the lock expired (its poll interval or retry jitter), a duration `D`; default: --jitter")
+			durationVar(fs, &slo, "takeover-slo", 0, "longest acceptable time before another process takes over a crashed owner's job, a duration `D`; 0 = none")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("unexpected argument %q", echo(args[0]))
 			}
-			if p99 <= 0 {
-				return usageErrorf("--p99 is required and must be positive (read it from retrygate_lock_held_seconds)")
-			}
-			if jitter < 0 || guard < 0 || slo < 0 || detect.d < 0 {
-				return usageErrorf("durations must not be negative")
+			if err := checkCalibration(p99, jitter, guard, detect, slo); err != nil {
+				return err
 			}
 			d := jitter
 			if detect.set {

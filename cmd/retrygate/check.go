@@ -47,7 +47,7 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintln(c.stdout, "ok: maxmemory-policy cannot evict the gate's keys")
 	} else {
 		for _, w := range warns {
-			fmt.Fprintf(c.stdout, "warning: %s: %s\n", w.Reason, w.Message)
+			fmt.Fprintf(c.stdout, "warning: %s: %s\n", printable(w.Reason), safeLine(w.Message))
 		}
 	}
 	if len(warns) > 0 {

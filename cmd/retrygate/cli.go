@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +28,8 @@ type cli struct {
 
 	rdb  redis.UniversalClient
 	info connInfo // how rdb reaches Redis, for messages
+	// handshake is the last TLS handshake that got no TLS answer.
+	handshake atomic.Pointer[handshakeFailure]
 }
 
 // command is one subcommand.
@@ -42,7 +45,7 @@ type command struct {
 
 func (c *cli) commands() []*command {
 	return []*command{
-		statusCommand(), resetCommand(), listCommand(), scopeCommand(), checkCommand(), calibrateCommand(),
+		statusCommand(), resetCommand(), listCommand(), scopeCommand(), checkCommand(), calibrateCommand(), explainCommand(),
 	}
 }
 
@@ -55,10 +58,10 @@ const (
 // current value, so they may come before or after the command.
 func (c *cli) globalFlags(fs *flag.FlagSet) {
 	c.conn.register(fs)
-	fs.StringVar(&c.prefix, "prefix", c.prefix, "the gate's key `prefix`")
-	fs.StringVar(&c.scope, "scope", c.scope, "the gate's upstream `scope`")
+	fs.StringVar(&c.prefix, "prefix", c.prefix, "the gate's Options.Prefix `P`")
+	fs.StringVar(&c.scope, "scope", c.scope, "the gate's Options.Scope `S`")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
-	fs.DurationVar(&c.timeout, "timeout", c.timeout, "bound for the whole command")
+	durationVar(fs, &c.timeout, "timeout", c.timeout, "bound for the whole command, a duration `D`")
 }
 
 func (c *cli) main(ctx context.Context, args []string) error {
@@ -71,7 +74,7 @@ func (c *cli) main(ctx context.Context, args []string) error {
 			c.usage(c.stdout)
 			return nil
 		}
-		return usageErrorf("%v (see retrygate help)", err)
+		return usageErrorf("%s (see retrygate help)", flagError(err))
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -117,10 +120,16 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 			c.commandUsage(c.stdout, cmd)
 			return nil
 		}
-		return usageErrorf("%s: %v (see retrygate help %s)", cmd.name, err, cmd.name)
+		return usageErrorf("%s: %s (see retrygate help %s)", cmd.name, flagError(err), cmd.name)
 	}
 	if c.timeout <= 0 {
 		return usageErrorf("%s: --timeout must be positive", cmd.name)
+	}
+	if c.prefix, err = parseName("--prefix", c.prefix); err != nil {
+		return err
+	}
+	if c.scope, err = parseName("--scope", c.scope); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -150,6 +159,9 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 // the server and the cause without the gate's wrapping, and a hint when
 // the cause is a common setup mistake (TLS, ACL, a replica).
 func (c *cli) describe(err error) string {
+	if h := c.handshake.Load(); h != nil && c.info.tls {
+		return h.describe()
+	}
 	var msg string
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

@@ -169,6 +169,9 @@ func (c *cli) connectURL(f connFlags) error {
 	opts.DialerRetries = 1
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = poolSize
+	if opts.TLSConfig != nil {
+		opts.Dialer = c.tlsDialer(opts.TLSConfig)
+	}
 	c.rdb = redis.NewClient(opts)
 	c.info.addr = opts.Addr
 	c.info.tls = opts.TLSConfig != nil
@@ -211,6 +214,9 @@ func (c *cli) connectCluster(f connFlags, user, pass string) error {
 	opts.MaxRetries = -1
 	opts.ContextTimeoutEnabled = true
 	opts.PoolSize = poolSize
+	if opts.TLSConfig != nil {
+		opts.Dialer = c.tlsDialer(opts.TLSConfig)
+	}
 	c.rdb = redis.NewClusterClient(opts)
 	c.info.addr = "cluster " + strings.Join(opts.Addrs, ",")
 	c.info.tls = opts.TLSConfig != nil
@@ -236,6 +242,7 @@ func (c *cli) connectSentinel(f connFlags, user, pass string) error {
 		if opts.TLSConfig, err = f.tlsConfig(&tls.Config{}); err != nil {
 			return err
 		}
+		opts.Dialer = c.tlsDialer(opts.TLSConfig)
 	}
 	c.rdb = redis.NewFailoverClient(opts)
 	c.info.addr = fmt.Sprintf("master %s via sentinels %s", f.master, strings.Join(addrs, ","))

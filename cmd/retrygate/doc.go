@@ -8,14 +8,17 @@
 // Commands:
 //
 //	status JOB        a job's state, time left, attempts, reason, fence and raw keys;
-//	                  --route PATTERN: JOB is the id of an httpmw.URLParam job
-//	reset JOB         clear a job's cooldown, failed or done mark and its attempts
+//	                  --route PATTERN: JOB is the id of a job httpmw keyed by that
+//	                  route (URLParam on it, URLParamAs with it)
+//	reset JOB         clear a job's cooldown, failed or done mark and its attempts;
+//	                  --route PATTERN as for status
 //	list              jobs that hold a key: --state cooling|failed|running|done, --limit N,
 //	                  --match TEXT
 //	scope status      the upstream scope's cooldown or pause (needs --scope)
 //	scope reset       end the upstream scope's cooldown or pause (needs --scope)
 //	check             warn when maxmemory-policy can evict cooldown keys
 //	calibrate         lease TTL, renew interval and crash takeover bound from --p99
+//	                  (a duration with its unit, 18s; at most 1h)
 //	help [COMMAND]    this text, or a command's flags
 //
 // Global flags (before or after the command):
@@ -46,9 +49,32 @@
 // replaced by xxxxx, and the reason in fixed words.
 //
 // status JOB finds a job by its key; status --route PATTERN ID builds the
-// key httpmw.URLParam builds for that chi route ("/documents/{id}/evaluate
-// 42"). When JOB holds no key, status lists jobs whose key contains it;
-// list --match TEXT does the same search.
+// key httpmw.URLParam builds on that chi route, and URLParamAs with that
+// pattern ("/documents/{id}/evaluate 42"); reset takes the same arguments. When JOB holds no key, status lists
+// jobs whose key contains it; list --match TEXT does the same search.
+//
+// Without --scope, status cannot know which upstream scope the job's gate
+// uses (it is not in Redis), so it looks for every scope under the prefix
+// (SCAN on every master, at most a million keys per node and 1.5 s) and
+// reports each one cooling down or paused: it refuses every job of a gate
+// with that Options.Scope. A prefix with no key at all is reported as such
+// (a wrong --prefix), by status and by a list that found nothing, and a
+// search that could not finish (no SCAN permission, the bound) says that
+// it does not know.
+//
+// Names are printed escaped: a job, scope or reason holding control
+// characters, a double quote, a backslash or bytes that are not UTF-8 is
+// shown as a Go string literal ("doc\x00\r\n"), never raw. Every name
+// argument (JOB, --scope, --prefix, --match, --reason) reads that form
+// back: an argument in double quotes is a Go string literal, anything else
+// is taken as is, so a printed name or command can be pasted. With --json,
+// names are JSON strings, and a job whose name differs from its printed
+// form also has "job_quoted", the form to pass back (JSON cannot carry
+// bytes that are not UTF-8).
+//
+// A rediss:// URL (or --tls-* flags) pointed at a server that answers
+// plain-text Redis fails within about a second, saying so: the CLI asks a
+// plain PING after a TLS handshake that got no TLS answer.
 //
 // Connections use a 1 s dial timeout, 2 s read and write timeouts and no
 // retries, so an unreachable Redis fails within about two seconds. list uses

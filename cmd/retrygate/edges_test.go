@@ -86,6 +86,19 @@ func TestFindHTTPJob(t *testing.T) {
 			if !strings.Contains(res.stdout, `"jobs": []`) {
 				t.Errorf("list --match with no match: %s", res.stdout)
 			}
+
+			// reset takes what status takes: the route and the id.
+			res = runCLI(t, nil, append(args, "reset", "--route", "/documents/{id}/evaluate", "a b/42")...)
+			mustOK(t, res)
+			if st, err := g.Status(context.Background(), "/documents/{id}/evaluate a b/42"); err != nil || st.State != gate.Ready {
+				t.Errorf("after reset --route: %v, %v", st.State, err)
+			}
+			if st, _ := g.Status(context.Background(), "/documents/{id}/evaluate 42"); st.State != gate.CoolingDown {
+				t.Errorf("reset --route reset another job too: %v", st.State)
+			}
+			if res := runCLI(t, nil, append(args, "reset", "--route", "/d/{id}", "--state", "failed")...); res.code != exitUsage {
+				t.Errorf("reset --route with --state: exit %d, want usage", res.code)
+			}
 		})
 	}
 }

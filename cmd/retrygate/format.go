@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // fmtDur prints a duration for people: tenths of a second under 10 s,
@@ -65,14 +68,56 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// printable makes a job key safe to show on a terminal (it may hold any
-// bytes).
+// printable makes a name (a job, a scope, a reason: any bytes, from URLs
+// and from Redis) safe to show on a terminal: the name as is when Go would
+// quote it unchanged, else its Go string literal ("doc\x00\r\n"), which
+// parseName reads back. Every name the CLI prints goes through it.
 func printable(s string) string {
-	q := fmt.Sprintf("%q", s)
+	q := strconv.Quote(s)
 	if q[1:len(q)-1] == s {
 		return s
 	}
 	return q
+}
+
+// argQuote is a name as a shell argument in a printed command: printable,
+// then quoted for the shell, so the command can be pasted as is.
+func argQuote(s string) string { return shellQuote(printable(s)) }
+
+// quoted is printable(s) when it differs from s, for --json: a JSON string
+// cannot carry bytes that are not UTF-8.
+func quoted(s string) string {
+	if p := printable(s); p != s {
+		return p
+	}
+	return ""
+}
+
+// safeLine makes a message one line safe for a terminal: runs of white
+// space become one space, and other control characters and bytes that are
+// not UTF-8 are escaped as in a Go string. Every error line goes through
+// it, whatever its pieces (a server's reply, a library's error).
+func safeLine(s string) string {
+	var b strings.Builder
+	for _, f := range strings.Fields(s) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		for len(f) > 0 {
+			r, n := utf8.DecodeRuneInString(f)
+			switch {
+			case r == utf8.RuneError && n == 1:
+				fmt.Fprintf(&b, `\x%02x`, f[0])
+			case !unicode.IsPrint(r):
+				q := strconv.QuoteRune(r)
+				b.WriteString(q[1 : len(q)-1])
+			default:
+				b.WriteString(f[:n])
+			}
+			f = f[n:]
+		}
+	}
+	return b.String()
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

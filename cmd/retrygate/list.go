@@ -34,7 +34,7 @@ func listCommand() *command {
 		name: "list", redis: true,
 		summary: "list jobs that hold a lock key (SCAN, on every master of a cluster; never KEYS)",
 		flags: func(fs *flagSet) {
-			fs.StringVar(&state, "state", "", "only jobs in this `state`: cooling, failed, running or done")
+			fs.StringVar(&state, "state", "", "only jobs in this `STATE`: cooling, failed, running or done")
 			fs.IntVar(&limit, "limit", defaultListLimit, "stop after `N` jobs; 0 = no limit")
 			fs.StringVar(&match, "match", "", "only jobs whose key contains `TEXT` (an id: list --match 42 finds \"/documents/{id}/evaluate 42\")")
 		},
@@ -47,6 +47,9 @@ func listCommand() *command {
 type listJSON struct {
 	Jobs         []statusJSON `json:"jobs"`
 	LimitReached bool         `json:"limit_reached"`
+	// NoKeysUnderPrefix: no job listed, and not one key lives under
+	// --prefix (a typo?).
+	NoKeysUnderPrefix bool `json:"no_keys_under_prefix,omitempty"`
 }
 
 func runList(ctx context.Context, c *cli, args []string, stateName, match string, limit int) error {
@@ -63,6 +66,10 @@ func runList(ctx context.Context, c *cli, args []string, stateName, match string
 	}
 	if limit < 0 {
 		return usageErrorf("--limit must not be negative")
+	}
+	match, err := parseName("--match", match)
+	if err != nil {
+		return err
 	}
 	g, err := c.gate(false)
 	if err != nil {
@@ -82,8 +89,13 @@ func runList(ctx context.Context, c *cli, args []string, stateName, match string
 		jobs = jobs[:limit]
 	}
 
+	noKeys := false
+	if len(jobs) == 0 && match == "" {
+		has, sure := c.prefixKeys(ctx)
+		noKeys = sure && !has
+	}
 	if c.json {
-		out := listJSON{Jobs: []statusJSON{}, LimitReached: truncated}
+		out := listJSON{Jobs: []statusJSON{}, LimitReached: truncated, NoKeysUnderPrefix: noKeys}
 		for _, st := range jobs {
 			out.Jobs = append(out.Jobs, toStatusJSON(st))
 		}
@@ -92,7 +104,7 @@ func runList(ctx context.Context, c *cli, args []string, stateName, match string
 	tw := table(c.stdout)
 	row(tw, "JOB", "STATE", "REASON", "ATTEMPTS", "TTL")
 	for _, st := range jobs {
-		reason := st.Reason
+		reason := printable(st.Reason)
 		if reason == "" {
 			reason = "-"
 		}
@@ -103,6 +115,10 @@ func runList(ctx context.Context, c *cli, args []string, stateName, match string
 	}
 	if truncated {
 		fmt.Fprintf(c.stderr, "retrygate: list: stopped at --limit %d; there may be more\n", limit)
+	}
+	if noKeys {
+		fmt.Fprintf(c.stderr, "retrygate: list: no key under prefix %s: is --prefix right? (the gate's Options.Prefix; default %q)\n",
+			printable(c.prefix), keyspace.DefaultPrefix)
 	}
 	return nil
 }
@@ -138,7 +154,7 @@ type lister struct {
 }
 
 func (l *lister) scan(ctx context.Context, node *redis.Client) error {
-	pattern := keyspace.LockPattern(l.prefix)
+	pattern := keyspace.JobPattern(l.prefix)
 	var cursor uint64
 	for page := 1; !l.full.Load(); page++ {
 		keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
@@ -147,7 +163,7 @@ func (l *lister) scan(ctx context.Context, node *redis.Client) error {
 		}
 		var jobs []string
 		for _, k := range keys {
-			job, ok := keyspace.JobFromLock(l.prefix, k)
+			job, ok := keyspace.JobFromKey(l.prefix, k)
 			if ok && job != l.skip && strings.Contains(job, l.match) {
 				jobs = append(jobs, job)
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 )
 
 // Exit codes, documented in doc.go and the usage text.
@@ -45,7 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	out := &countingWriter{w: stdout}
 	c := &cli{stdout: out, stderr: stderr, getenv: getenv}
 	fail := func(code int, msg string) int {
-		msg = oneLine(scrub(msg, c.info.secrets...))
+		msg = safeLine(scrub(msg, c.info.secrets...))
 		switch {
 		case c.json || jsonFlag(args):
 			if out.n == 0 {
@@ -103,5 +102,3 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -10,34 +10,40 @@ import (
 
 func resetCommand() *command {
 	var b bulkReset
+	var route string
 	return &command{
 		name: "reset", args: "JOB | --state STATE [--reason R] [--dry-run]", redis: true,
 		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs; " +
 			"with --state, every such job (SCAN on every master), e.g. the failed marks of one reason",
 		flags: func(fs *flagSet) {
-			fs.StringVar(&b.state, "state", "", "reset every job in this `state` (failed or cooling) instead of one JOB")
+			fs.StringVar(&b.state, "state", "", "reset every job in this `STATE` (failed or cooling) instead of one JOB")
 			fs.StringVar(&b.reason, "reason", "", "with --state: only jobs whose reason is `R` (e.g. after a permanent_wave)")
 			fs.BoolVar(&b.dryRun, "dry-run", false, "with --state: list what would be reset, change nothing")
+			routeFlag(fs, &route)
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
 			if b.state != "" || b.reason != "" || b.dryRun {
+				if route != "" {
+					return usageErrorf("--route names one job; --state resets every matching job")
+				}
 				return b.run(ctx, c, args)
 			}
-			return runReset(ctx, c, args)
+			return runReset(ctx, c, args, route)
 		},
 	}
 }
 
 type resetJSON struct {
-	Job   string     `json:"job"`
-	Reset bool       `json:"reset"`
-	Was   statusJSON `json:"was"`
+	Job       string     `json:"job"`
+	JobQuoted string     `json:"job_quoted,omitempty"`
+	Reset     bool       `json:"reset"`
+	Was       statusJSON `json:"was"`
 	// Error says why it was not reset (exit 4: the job is running).
 	Error string `json:"error,omitempty"`
 }
 
-func runReset(ctx context.Context, c *cli, args []string) error {
-	job, err := oneJob(args)
+func runReset(ctx context.Context, c *cli, args []string, route string) error {
+	job, err := jobArg(args, route)
 	if err != nil {
 		return err
 	}
@@ -57,7 +63,7 @@ func runReset(ctx context.Context, c *cli, args []string) error {
 				printable(job), fmtDur(b.RetryAfter))
 			if c.json {
 				was.State, was.RetryAfter = gate.Running, b.RetryAfter
-				if err := writeJSON(c.stdout, resetJSON{Job: job, Was: toStatusJSON(was), Error: msg}); err != nil {
+				if err := writeJSON(c.stdout, resetJSON{Job: job, JobQuoted: quoted(job), Was: toStatusJSON(was), Error: msg}); err != nil {
 					return err
 				}
 			}
@@ -66,7 +72,7 @@ func runReset(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if c.json {
-		return writeJSON(c.stdout, resetJSON{Job: job, Reset: true, Was: toStatusJSON(was)})
+		return writeJSON(c.stdout, resetJSON{Job: job, JobQuoted: quoted(job), Reset: true, Was: toStatusJSON(was)})
 	}
 	if was.State == gate.Ready && was.Attempts == 0 {
 		_, err = fmt.Fprintf(c.stdout, "job %s had nothing to clear (ready, no attempts)\n", printable(job))
@@ -74,7 +80,7 @@ func runReset(ctx context.Context, c *cli, args []string) error {
 	}
 	desc := was.State.String()
 	if was.Reason != "" {
-		desc += " (" + was.Reason + ")"
+		desc += " (" + printable(was.Reason) + ")"
 	}
 	_, err = fmt.Fprintf(c.stdout, "job %s reset: was %s, attempts %d; the next call runs\n", printable(job), desc, was.Attempts)
 	return err

@@ -23,3 +23,9 @@ func routeJob(route, value string) (string, error) {
 	r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
 	return httpmw.URLParamAs(route, param)(r)
 }
+
+// routeFlag registers --route, shared by status and reset.
+func routeFlag(fs *flagSet, route *string) {
+	fs.StringVar(route, "route", "", "JOB is the URL parameter of a job httpmw keyed by this chi route `PATTERN` (URLParam on it, or URLParamAs with it) "+
+		"(--route '/documents/{id}/evaluate' 42 is job \"/documents/{id}/evaluate 42\")")
+}

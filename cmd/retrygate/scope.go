@@ -50,7 +50,7 @@ func runScope(ctx context.Context, c *cli, args []string) error {
 		}
 		_, err = fmt.Fprintf(c.stdout, "scope %s reset: was %s (%s) with %s left; the scope no longer refuses its jobs, "+
 			"but a job that failed keeps its own cooldown or failed mark (retrygate%s list --state cooling, --state failed; reset JOB)\n",
-			printable(c.scope), st.State, st.Reason, fmtDur(st.RetryAfter), c.globalHint())
+			printable(c.scope), st.State, printable(st.Reason), fmtDur(st.RetryAfter), c.globalHint())
 		return err
 	}
 	if c.json {
@@ -60,7 +60,7 @@ func runScope(ctx context.Context, c *cli, args []string) error {
 	row(tw, "scope", printable(st.Scope))
 	row(tw, "state", st.State)
 	if st.Reason != "" {
-		row(tw, "reason", st.Reason)
+		row(tw, "reason", printable(st.Reason))
 	}
 	if st.RetryAfter > 0 {
 		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))

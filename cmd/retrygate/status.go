@@ -17,25 +17,11 @@ func statusCommand() *command {
 	return &command{
 		name: "status", args: "JOB", redis: true,
 		summary: "show a job's state, time left, attempts, reason, fence and raw keys",
-		flags: func(fs *flagSet) {
-			fs.StringVar(&route, "route", "", "JOB is the URL parameter of a job httpmw.URLParam made on this chi `PATTERN` "+
-				"(status --route '/documents/{id}/evaluate' 42 is job \"/documents/{id}/evaluate 42\")")
-		},
+		flags:   func(fs *flagSet) { routeFlag(fs, &route) },
 		run: func(ctx context.Context, c *cli, args []string) error {
 			return runStatus(ctx, c, args, route)
 		},
 	}
-}
-
-// oneJob checks the positional arguments of a JOB command.
-func oneJob(args []string) (string, error) {
-	switch {
-	case len(args) == 0:
-		return "", usageErrorf("missing JOB")
-	case len(args) > 1:
-		return "", usageErrorf("one JOB expected, got %d arguments (quote a job key with spaces)", len(args))
-	}
-	return args[0], nil
 }
 
 // jobError turns an invalid job key into a usage error.
@@ -53,8 +39,22 @@ type keyJSON struct {
 }
 
 type similarJSON struct {
-	Job   string `json:"job"`
-	State string `json:"state"`
+	Job       string `json:"job"`
+	JobQuoted string `json:"job_quoted,omitempty"`
+	State     string `json:"state"`
+}
+
+// scopeSearchJSON is what status found under the prefix without --scope.
+type scopeSearchJSON struct {
+	// Scopes counts the scope keys found, open ones included.
+	Scopes int `json:"scopes"`
+	// Refusing are the scopes cooling down or paused: every job of a gate
+	// with that Options.Scope is refused.
+	Refusing []upstreamJSON `json:"refusing"`
+	// Complete is false when the bounded search stopped early (Error says
+	// why, if it failed).
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
 }
 
 type upstreamJSON struct {
@@ -66,7 +66,11 @@ type upstreamJSON struct {
 }
 
 type statusJSON struct {
-	Job          string    `json:"job"`
+	Job string `json:"job"`
+	// JobQuoted is the job as the tables print it, when that differs (a
+	// name with control characters, quotes or bytes that are not UTF-8,
+	// which JSON cannot carry): the form to pass back to status or reset.
+	JobQuoted    string    `json:"job_quoted,omitempty"`
 	State        string    `json:"state"`
 	Reason       string    `json:"reason,omitempty"`
 	RetryAfterMs int64     `json:"retry_after_ms"`
@@ -80,6 +84,10 @@ type statusJSON struct {
 	// name itself holds no key.
 	Similar  []similarJSON `json:"similar,omitempty"`
 	Upstream *upstreamJSON `json:"upstream,omitempty"`
+	// ScopeSearch is set without --scope: the scopes under the prefix.
+	ScopeSearch *scopeSearchJSON `json:"scope_search,omitempty"`
+	// NoKeysUnderPrefix: not one key lives under --prefix (a typo?).
+	NoKeysUnderPrefix bool `json:"no_keys_under_prefix,omitempty"`
 }
 
 func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
@@ -94,7 +102,7 @@ func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
 }
 
 func toStatusJSON(st gate.Status) statusJSON {
-	j := statusJSON{Job: st.Job, State: st.State.String(), Reason: st.Reason, RetryAfterMs: ms(st.RetryAfter),
+	j := statusJSON{Job: st.Job, JobQuoted: quoted(st.Job), State: st.State.String(), Reason: st.Reason, RetryAfterMs: ms(st.RetryAfter),
 		Attempts: st.Attempts, Fence: st.Fence, TTLMs: ms(st.TTL), LogHash: gateslog.HashJob(st.Job),
 		Upstream: toUpstreamJSON(st.Upstream)}
 	if st.RetryAfter > 0 {
@@ -104,14 +112,9 @@ func toStatusJSON(st gate.Status) statusJSON {
 }
 
 func runStatus(ctx context.Context, c *cli, args []string, route string) error {
-	job, err := oneJob(args)
+	job, err := jobArg(args, route)
 	if err != nil {
 		return err
-	}
-	if route != "" {
-		if job, err = routeJob(route, job); err != nil {
-			return jobError(err)
-		}
 	}
 	g, err := c.gate(c.scope != "")
 	if err != nil {
@@ -121,21 +124,39 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 	if err != nil {
 		return jobError(err)
 	}
-	lock, meta := keyspace.Job(c.prefix, job)
-	keys, err := rawKeys(ctx, c.rdb, lock, meta)
+	keys, err := rawKeys(ctx, c.rdb, keyspace.Job(c.prefix, job))
 	if err != nil {
 		return err
 	}
 	j := toStatusJSON(st)
 	j.Keys = keys
 	var similar []gate.Status
-	if !keys[0].Exists && !keys[1].Exists {
+	noKeys := !keys[0].Exists
+	if noKeys {
 		// The name matches nothing: maybe the job has a longer key (an
 		// httpmw route, a tenant) that contains it.
 		similar = c.similar(ctx, g, job)
 		for _, s := range similar {
-			j.Similar = append(j.Similar, similarJSON{Job: s.Job, State: s.State.String()})
+			j.Similar = append(j.Similar, similarJSON{Job: s.Job, JobQuoted: quoted(s.Job), State: s.State.String()})
 		}
+	}
+	var found *scopeSearch
+	if c.scope == "" {
+		// Which scope the job's gate uses is not in Redis: report every
+		// scope that refuses jobs now.
+		s := c.findScopes(ctx)
+		found = &s
+		j.ScopeSearch = &scopeSearchJSON{Scopes: s.names, Refusing: []upstreamJSON{}, Complete: s.complete}
+		for _, u := range s.refusing {
+			j.ScopeSearch.Refusing = append(j.ScopeSearch.Refusing, *toUpstreamJSON(u))
+		}
+		if s.err != nil {
+			j.ScopeSearch.Error = c.describe(s.err)
+		}
+	}
+	if noKeys && len(similar) == 0 && st.Upstream.State == gate.ScopeOpen && (found == nil || found.names == 0) {
+		has, sure := c.prefixKeys(ctx)
+		j.NoKeysUnderPrefix = sure && !has
 	}
 	if c.json {
 		return writeJSON(c.stdout, j)
@@ -145,7 +166,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 	row(tw, "job", printable(st.Job))
 	row(tw, "state", st.State)
 	if st.Reason != "" {
-		row(tw, "reason", st.Reason)
+		row(tw, "reason", printable(st.Reason))
 	}
 	if st.RetryAfter > 0 {
 		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
@@ -153,15 +174,22 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 	row(tw, "attempts", st.Attempts)
 	row(tw, "fence", st.Fence)
 	row(tw, "log hash", j.LogHash)
-	if u := st.Upstream; u.Scope != "" {
+	ups := []gate.UpstreamStatus{st.Upstream}
+	if found != nil {
+		ups = found.refusing
+	}
+	for _, u := range ups {
+		if u.Scope == "" {
+			continue
+		}
 		up := fmt.Sprintf("%s %s", printable(u.Scope), u.State)
 		if u.State != gate.ScopeOpen {
-			up += fmt.Sprintf(" (%s) for %s", u.Reason, fmtDur(u.RetryAfter))
+			up += fmt.Sprintf(" (%s) for %s", printable(u.Reason), fmtDur(u.RetryAfter))
 		}
 		row(tw, "upstream", up)
 	}
-	row(tw, "meaning", meaning(st))
-	if fix := c.clearHint(st); fix != "" {
+	row(tw, "meaning", c.meaning(st, found, j.NoKeysUnderPrefix))
+	for _, fix := range c.clearHints(st, ups) {
 		row(tw, "clear", fix)
 	}
 	if len(similar) > 0 {
@@ -171,7 +199,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 		return err
 	}
 	for _, s := range similar {
-		fmt.Fprintf(c.stdout, "  %s  %s  → retrygate%s status %s\n", printable(s.Job), s.State, c.globalHint(), shellQuote(s.Job))
+		fmt.Fprintf(c.stdout, "  %s  %s  → retrygate%s status %s\n", printable(s.Job), s.State, c.globalHint(), argQuote(s.Job))
 	}
 	// Keys go below, unaligned with the fields: their length varies.
 	fmt.Fprintln(c.stdout, "keys:")
@@ -186,21 +214,50 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 }
 
 // meaning says in words why a call of the job is or is not refused now.
-func meaning(st gate.Status) string {
-	if u := st.Upstream; u.State == gate.ScopePaused {
-		return fmt.Sprintf("every job of upstream %s is refused: paused by a systemic failure (%s) until an operator resets the scope or the pause expires", printable(u.Scope), u.Reason)
-	} else if u.State == gate.ScopeCooling {
-		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Scope), u.Reason)
+// found is the search for scopes made without --scope (nil with it);
+// noKeys says the prefix holds no key at all.
+func (c *cli) meaning(st gate.Status, found *scopeSearch, noKeys bool) string {
+	if noKeys {
+		return fmt.Sprintf("no key under prefix %s: is --prefix right? (the gate's Options.Prefix; default %q)",
+			printable(c.prefix), keyspace.DefaultPrefix)
 	}
+	if u := st.Upstream; u.State == gate.ScopePaused {
+		return fmt.Sprintf("every job of upstream %s is refused: paused by a systemic failure (%s) until an operator resets the scope or the pause expires", printable(u.Scope), printable(u.Reason))
+	} else if u.State == gate.ScopeCooling {
+		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Scope), printable(u.Reason))
+	}
+	own := jobMeaning(st)
+	if found == nil {
+		return own
+	}
+	const which = "which scope the job's gate uses is not in Redis: pass --scope S to check one"
+	switch {
+	case len(found.refusing) > 0 && st.State == gate.Ready:
+		return "no lock on the job, but " + joinRefusals(found.refusing) + " (" + which + ")"
+	case len(found.refusing) > 0:
+		return own + "; also " + joinRefusals(found.refusing) + " (" + which + ")"
+	case !found.complete && st.State == gate.Ready:
+		why := "the bounded search did not reach every key"
+		if found.err != nil {
+			why = c.describe(found.err)
+		}
+		return "no lock on the job; whether an upstream scope refuses it is unknown: the search for scopes under the prefix stopped (" +
+			why + "); pass --scope S to check the job's gate's"
+	}
+	return own
+}
+
+// jobMeaning says what the job's own state does to its next call.
+func jobMeaning(st gate.Status) string {
 	switch st.State {
 	case gate.Ready:
 		return "no lock: the next call runs"
 	case gate.Running:
 		return "a call holds the lease; duplicates are refused until it settles or the lease expires"
 	case gate.CoolingDown:
-		return fmt.Sprintf("the last call failed (%s); calls are refused until the cooldown ends", st.Reason)
+		return fmt.Sprintf("the last call failed (%s); calls are refused until the cooldown ends", printable(st.Reason))
 	case gate.Failed:
-		return fmt.Sprintf("failed permanently (%s) or out of attempts; calls are refused until reset or the mark expires", st.Reason)
+		return fmt.Sprintf("failed permanently (%s) or out of attempts; calls are refused until reset or the mark expires", printable(st.Reason))
 	case gate.Done:
 		return "succeeded; duplicate calls are refused while the done mark lasts"
 	}
@@ -211,22 +268,38 @@ func meaning(st gate.Status) string {
 // same keys ("" or " --prefix P").
 func (c *cli) globalHint() string {
 	if c.prefix != keyspace.DefaultPrefix {
-		return " --prefix " + shellQuote(c.prefix)
+		return " --prefix " + argQuote(c.prefix)
 	}
 	return ""
 }
 
 // clearHint is the command that clears what refuses the job, if any.
 func (c *cli) clearHint(st gate.Status) string {
+	hints := c.clearHints(st, []gate.UpstreamStatus{st.Upstream})
+	if len(hints) == 0 {
+		return ""
+	}
+	return hints[0]
+}
+
+// clearHints are the commands that clear what refuses the job: the
+// refusing scopes' resets, or the job's own.
+func (c *cli) clearHints(st gate.Status, ups []gate.UpstreamStatus) []string {
 	global := c.globalHint()
-	if st.Upstream.State != gate.ScopeOpen {
-		return fmt.Sprintf("retrygate%s --scope %s scope reset", global, shellQuote(st.Upstream.Scope))
+	var out []string
+	for _, u := range ups {
+		if u.Scope != "" && u.State != gate.ScopeOpen {
+			out = append(out, fmt.Sprintf("retrygate%s --scope %s scope reset", global, argQuote(u.Scope)))
+		}
+	}
+	if len(out) > 0 && st.Upstream.State != gate.ScopeOpen {
+		return out // the gate's own scope refuses before the job is read
 	}
 	switch st.State {
 	case gate.CoolingDown, gate.Failed, gate.Done:
-		return fmt.Sprintf("retrygate%s reset %s", global, shellQuote(st.Job))
+		out = append(out, fmt.Sprintf("retrygate%s reset %s", global, argQuote(st.Job)))
 	}
-	return ""
+	return out
 }
 
 // rawKeys reads the TTLs of a job's keys (one pipeline: both share a slot).

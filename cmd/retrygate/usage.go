@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 const usageHead = `retrygate inspects and clears the state a retrygate gate keeps in Redis.
@@ -16,7 +14,23 @@ Usage:
 Commands:
 `
 
-const usageTail = `
+const usageTail = globalFlagsText + `
+Names holding control characters, quotes or bytes that are not UTF-8 are printed
+as Go string literals ("doc\x00"); every name argument (JOB, --scope, --prefix,
+--match, --reason) takes that form back, so printed commands can be pasted.
+
+Passwords for --sentinel and --cluster ADDRS come from the environment only:
+$RETRYGATE_REDIS_USERNAME, $RETRYGATE_REDIS_PASSWORD (the data nodes),
+$RETRYGATE_SENTINEL_USERNAME, $RETRYGATE_SENTINEL_PASSWORD (the sentinels).
+TLS is on with rediss://, or with any --tls-* flag for --cluster ADDRS and --sentinel.
+No message ever shows a password.
+` + exitCodesText + `
+Run 'retrygate help COMMAND' for a command's flags.
+`
+
+// globalFlagsText lists the global flags, for the top-level usage and
+// every command's.
+const globalFlagsText = `
 Global flags (before or after the command):
   --redis URL         redis:// or rediss:// URL (default $RETRYGATE_REDIS, else $REDIS_URL,
                       else redis://127.0.0.1:6379); a password goes in the URL, percent-encoded
@@ -31,21 +45,15 @@ Global flags (before or after the command):
   --scope S           the gate's Options.Scope
   --json              print JSON instead of tables; errors too ({"error", "exit_code"} on stdout)
   --timeout D         bound for the whole command (default 10s)
+`
 
-Passwords for --sentinel and --cluster ADDRS come from the environment only:
-$RETRYGATE_REDIS_USERNAME, $RETRYGATE_REDIS_PASSWORD (the data nodes),
-$RETRYGATE_SENTINEL_USERNAME, $RETRYGATE_SENTINEL_PASSWORD (the sentinels).
-TLS is on with rediss://, or with any --tls-* flag for --cluster ADDRS and --sentinel.
-No message ever shows a password.
-
+const exitCodesText = `
 Exit codes:
   0  success
   1  runtime error: Redis unreachable or failing
   2  usage error: unknown command or flag, bad duration or state, missing or invalid JOB, bad URL
   3  condition not met: calibrate's takeover bound exceeds --takeover-slo; check found a warning
   4  reset refused: the job is running
-
-Run 'retrygate help COMMAND' for a command's flags.
 `
 
 func (c *cli) usage(w io.Writer) {
@@ -59,20 +67,18 @@ func (c *cli) usage(w io.Writer) {
 	fmt.Fprint(w, usageTail)
 }
 
-// commandUsage prints a command's flags with their defaults, from a flag
-// set of its own: the flags parsed so far would show as defaults, and a
-// --redis URL may hold a password.
+// commandUsage prints a command's own flags, in the style of the global
+// flags listed below them, from a flag set of its own: the flags parsed so
+// far would show as defaults, and a --redis URL may hold a password.
 func (c *cli) commandUsage(w io.Writer, cmd *command) {
-	fs := newFlagSet("retrygate " + cmd.name)
-	(&cli{prefix: keyspace.DefaultPrefix, timeout: defaultTimeout}).globalFlags(fs)
+	fmt.Fprintf(w, "Usage: retrygate %s [flags] %s\n\n%s.\n", cmd.name, cmd.args, cmd.summary)
 	if cmd.flags != nil {
+		fs := newFlagSet("retrygate " + cmd.name)
 		cmd.flags(fs)
+		fmt.Fprint(w, "\nFlags:\n")
+		printFlags(w, fs)
 	}
-	fmt.Fprintf(w, "Usage: retrygate %s [flags] %s\n\n%s.\n\nFlags:\n", cmd.name, cmd.args, cmd.summary)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	fmt.Fprint(w, usageTail[strings.Index(usageTail, "\nExit codes"):])
+	fmt.Fprint(w, globalFlagsText+exitCodesText)
 }
 
 func (c *cli) help(args []string) error {

@@ -15,8 +15,9 @@ import (
 	"github.com/retrygate/retrygate/gate"
 )
 
-// Wrap one model call with gate.Call. The README's quickstart is this
-// example's body from gate.New on, and summarise in main.go.
+// Wrap one model call with gate.Call, as main does (the README's
+// quickstart is main.go, whole), against an embedded Redis and a local
+// model; the examples below take summarise through every outcome.
 func Example() {
 	rdb, cfg, _, stop := localBackends(answerOK) // embedded Redis, local model
 	defer stop()

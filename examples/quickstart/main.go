@@ -1,10 +1,14 @@
+// Command quickstart summarises a document with go-openai under a gate:
+// a failed call cools the job down instead of letting every retry call the
+// model again.
+//
+//	REDIS_URL=redis://localhost:6379/0 OPENAI_API_KEY=sk-... go run ./examples/quickstart
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"time"
@@ -17,37 +21,25 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
+	opts, err := redis.ParseURL(os.Getenv("REDIS_URL")) // e.g. redis://localhost:6379/0
+	if err != nil {
+		log.Fatalf("REDIS_URL: %v", err)
 	}
-}
-
-func run(ctx context.Context, getenv func(string) string, w io.Writer) error {
-	var rdb *redis.Client
-	cfg := openai.DefaultConfig(getenv("OPENAI_API_KEY"))
-	if getenv("OPENAI_API_KEY") == "" {
-		var stop func()
-		rdb, cfg, _, stop = localBackends(answerOK)
-		defer stop()
-	} else {
-		opts, err := redis.ParseURL(getenv("REDIS_URL")) // e.g. redis://localhost:6379/0
-		if err != nil {
-			return fmt.Errorf("REDIS_URL: %w", err)
-		}
-		rdb = redis.NewClient(opts)
-		defer rdb.Close()
-	}
-
+	rdb := redis.NewClient(opts)
 	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute})
 	if err != nil {
-		return err
+		log.Fatal(err) // invalid options: a programming error
+	}
+	defer rdb.Close()
+
+	cfg := openai.DefaultConfig(os.Getenv("OPENAI_API_KEY"))
+	if base := os.Getenv("OPENAI_BASE_URL"); base != "" {
+		cfg.BaseURL = base // an OpenAI-compatible server
 	}
 	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
 	client := openai.NewClientWithConfig(cfg)
 
-	fmt.Fprintln(w, summarise(ctx, g, client, "document-42"))
-	return nil
+	fmt.Println(summarise(context.Background(), g, client, "document-42"))
 }
 
 // summarise runs one model call for doc under the gate and says what a

@@ -1,17 +1,94 @@
 package main
 
 import (
-	"context"
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/alicebob/miniredis/v2"
 )
 
-func TestRunWithoutAnAPIKey(t *testing.T) {
-	var out strings.Builder
-	if err := run(context.Background(), func(string) string { return "" }, &out); err != nil {
-		t.Fatal(err)
+// TestProgram builds the quickstart as a program, the README's code whole,
+// and runs it as a newcomer would: on every path a user meets, it prints
+// a sentence for people and exits cleanly, or says what to fix; a retry
+// from a new process during a cooldown makes no model call.
+func TestProgram(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "quickstart")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	if exp, got := "A supplier contract: 400 units a month, 90 days' notice.\n", out.String(); exp != got {
-		t.Fatalf("output %q, want %q", got, exp)
+	run := func(t *testing.T, env ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ()[:0:0], "PATH="+os.Getenv("PATH"), "HOME="+t.TempDir())
+		cmd.Env = append(cmd.Env, env...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), code
 	}
+	model := func(t *testing.T, ans answer) (env []string, calls func() int64) {
+		t.Helper()
+		m := miniredis.RunT(t)
+		_, cfg, n, stop := localBackends(ans)
+		t.Cleanup(stop)
+		return []string{"REDIS_URL=redis://" + m.Addr(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + cfg.BaseURL}, n.Load
+	}
+
+	t.Run("success", func(t *testing.T) {
+		env, calls := model(t, answerOK)
+		out, _, code := run(t, env...)
+		if code != 0 || out != "A supplier contract: 400 units a month, 90 days' notice.\n" || calls() != 1 {
+			t.Fatalf("exit %d, output %q, %d calls", code, out, calls())
+		}
+	})
+	t.Run("rate limited, then retried from a new process", func(t *testing.T) {
+		env, calls := model(t, answerRateLimited)
+		for try := 1; try <= 2; try++ {
+			if out, _, code := run(t, env...); code != 0 || out != "Not now: retry in 30s.\n" {
+				t.Fatalf("try %d: exit %d, output %q", try, code, out)
+			}
+		}
+		if calls() != 1 {
+			t.Fatalf("%d model calls, want 1", calls())
+		}
+	})
+	t.Run("prompt too long", func(t *testing.T) {
+		env, calls := model(t, answerTooLong)
+		for try := 1; try <= 2; try++ {
+			if out, _, code := run(t, env...); code != 0 || out != "This document cannot be summarised; retrying will not help.\n" {
+				t.Fatalf("try %d: exit %d, output %q", try, code, out)
+			}
+		}
+		if calls() != 1 {
+			t.Fatalf("%d model calls, want 1", calls())
+		}
+	})
+	t.Run("Redis down", func(t *testing.T) {
+		env, calls := model(t, answerOK)
+		env[0] = "REDIS_URL=redis://127.0.0.1:1" // nothing listens there
+		out, errOut, code := run(t, env...)
+		if code != 0 || out != "The service is busy; please try again shortly.\n" || calls() != 0 {
+			t.Fatalf("exit %d, output %q, %d calls", code, out, calls())
+		}
+		if strings.Contains(out, "127.0.0.1") || !strings.Contains(errOut, "summarise document-42") {
+			t.Fatalf("the operator's line belongs on stderr: stdout %q, stderr %q", out, errOut)
+		}
+	})
+	t.Run("no REDIS_URL", func(t *testing.T) {
+		out, errOut, code := run(t, "OPENAI_API_KEY=sk-test")
+		if code == 0 || out != "" || !strings.Contains(errOut, "REDIS_URL") {
+			t.Fatalf("exit %d, stdout %q, stderr %q: want a failure naming REDIS_URL", code, out, errOut)
+		}
+	})
 }

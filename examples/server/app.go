@@ -17,7 +17,9 @@ type app struct {
 	gate    *gate.Gate
 	eval    *evaluator
 	results *results
-	stats   *stats
+	// failures remembers each document's last failure (nil: none shown).
+	failures *failures
+	stats    *stats
 	// logf logs what clients must not see (upstream and Redis errors).
 	logf func(format string, args ...any)
 	// shutdown is closed when the server shuts down: it ends the event
@@ -83,12 +85,20 @@ func documentOf(r *http.Request) document {
 type documentView struct {
 	document
 	Result *result `json:"result,omitempty"`
+	// LastFailure is the last evaluation that failed, kept after its
+	// cooldown ended; the page shows it while it is newer than Result.
+	LastFailure *failure `json:"last_failure,omitempty"`
 }
 
 func (a *app) view(d document) documentView {
 	v := documentView{document: d}
 	if res, ok := a.results.get(d.ID); ok {
 		v.Result = &res
+	}
+	if a.failures != nil {
+		if f, ok := a.failures.get(d.ID); ok {
+			v.LastFailure = &f
+		}
 	}
 	return v
 }
@@ -107,12 +117,8 @@ func (a *app) getDocument(w http.ResponseWriter, r *http.Request) {
 
 // statsView is GET /api/stats.
 type statsView struct {
-	// UpstreamCalls counts the requests sent to the model.
-	UpstreamCalls int64 `json:"upstream_calls"`
-	// Refused counts the calls the gate refused without calling the model.
-	Refused       int64        `json:"refused_by_gate"`
-	LeaseRenewals int64        `json:"lease_renewals"`
-	Upstream      upstreamView `json:"upstream"`
+	countersView
+	Upstream upstreamView `json:"upstream"`
 }
 
 type upstreamView struct {
@@ -125,11 +131,7 @@ type upstreamView struct {
 }
 
 func (a *app) getStats(w http.ResponseWriter, r *http.Request) {
-	v := statsView{
-		UpstreamCalls: a.stats.upstreamCalls.Load(),
-		Refused:       a.stats.refused.Load(),
-		LeaseRenewals: a.stats.renewals.Load(),
-	}
+	v := statsView{countersView: a.stats.view()}
 	up, err := a.gate.ScopeStatus(r.Context())
 	if err != nil {
 		writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")

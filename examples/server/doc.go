@@ -1,8 +1,11 @@
 // Command server is retrygate's demo: a document-review service whose
 // POST /documents/{id}/evaluate calls an LLM through the gate (httpmw), with
-// a page that shows each job's state, a live "Retry available in 0:08"
-// countdown, failed jobs that won't be retried, the upstream-wide pause, and
-// how many model calls were made versus refused.
+// a page that shows each job's state: a button that turns into a live
+// "Retry in 0:08" countdown while the job cools down, the last failure once
+// it may run again, failed jobs that won't be retried, a success held as
+// done for a few seconds (the button says until when), the upstream-wide
+// cooldown or pause with the time of its next probe, and how many model
+// calls were made versus refused, updated as each refusal happens.
 //
 // With nothing configured it runs on an embedded Redis and a built-in fake
 // OpenAI-compatible model whose behaviour per document shows every path

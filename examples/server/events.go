@@ -17,17 +17,28 @@ const maxPageStreams = 64
 // pageStreams counts the open page streams.
 var pageStreams atomic.Int64
 
+// statsEvery is the shortest time between two counter updates on a
+// stream: a storm refuses thousands of calls a second.
+const statsEvery = 100 * time.Millisecond
+
 // eventView is one document's update on the page's stream.
 type eventView struct {
 	ID     string             `json:"id"`
 	Status httpmw.RetryStatus `json:"status"`
 	Result *result            `json:"result,omitempty"`
+	// LastFailure is the document's last failed evaluation (documentView).
+	LastFailure *failure `json:"last_failure,omitempty"`
+	// DoneSeconds is how long a success is held as done: until then a
+	// click would get that result, not a new evaluation, so the page
+	// says when Evaluate comes back.
+	DoneSeconds float64 `json:"done_seconds,omitempty"`
 }
 
 // events streams every document's retry status as server-sent events, so
 // the page learns at once, without polling, that a countdown ended, that
 // an operator reset a job (retrygate reset, from any process) or that the
-// upstream cooled. One stream for all documents: a browser keeps six
+// upstream cooled; and the counters (event "stats") as they change, so a
+// refusal shows the moment the gate answers it, from any client. One stream for all documents: a browser keeps six
 // HTTP/1.1 connections per host, fewer than the documents, so one
 // httpmw.StatusHandler stream per document would starve the page's other
 // requests.
@@ -71,18 +82,34 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 	_ = rc.Flush()
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
+	changed := a.stats.changes()
+	var sendStats <-chan time.Time // armed by a change, at most every statsEvery
 	id := 0
 	for {
 		var msg []byte
 		select {
 		case u := <-ups:
 			id++
-			v := eventView{ID: u.id, Status: httpmw.RetryStatusOf(u.st, nil)}
-			if res, ok := a.results.get(u.id); ok {
-				v.Result = &res
+			doc, _ := findDocument(u.id)
+			dv := a.view(doc)
+			v := eventView{ID: u.id, Status: httpmw.RetryStatusOf(u.st, nil), Result: dv.Result, LastFailure: dv.LastFailure}
+			if u.st.State == gate.Done {
+				v.DoneSeconds = u.st.TTL.Seconds()
 			}
 			data, _ := json.Marshal(v)
 			msg = append([]byte("id: "+strconv.Itoa(id)+"\nevent: status\ndata: "), data...)
+			msg = append(msg, "\n\n"...)
+		case <-changed:
+			changed = nil
+			if sendStats == nil {
+				sendStats = time.After(statsEvery)
+			}
+			continue
+		case <-sendStats:
+			sendStats = nil
+			changed = a.stats.changes() // before reading: a change from now on wakes us again
+			data, _ := json.Marshal(a.stats.view())
+			msg = append([]byte("event: stats\ndata: "), data...)
 			msg = append(msg, "\n\n"...)
 		case <-tick.C:
 			msg = []byte(": heartbeat\n\n")

@@ -44,7 +44,8 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	// The Transport keeps the retry hint headers (retry-after-ms) of failed
 	// responses, which go-openai drops, so they reach the gate.
-	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, n: &st.upstreamCalls}}
+	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, stats: st}}
+	fails := newFailures()
 
 	g, err := gate.New(rdb, gate.Options{
 		Prefix:      "retrygate-demo",
@@ -54,14 +55,14 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		MaxAttempts: cfg.MaxAttempts,
 		DoneTTL:     cfg.DoneTTL,
 		Classify:    demoClassify,
-		Observer:    st,
+		Observer:    observers{st, fails},
 		Scope:       scope,
 		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown, PauseTTL: cfg.ScopePause},
 	})
 	if err != nil {
 		return err
 	}
-	a := &app{gate: g, eval: &evaluator{client: openai.NewClientWithConfig(oaCfg), model: model}, results: newResults(), stats: st,
+	a := &app{gate: g, eval: &evaluator{client: openai.NewClientWithConfig(oaCfg), model: model}, results: newResults(), failures: fails, stats: st,
 		logf:     func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) },
 		shutdown: make(chan struct{})}
 

@@ -70,8 +70,11 @@ func instances(n int) (*miniredis.Miniredis, []*redis.Client, func(), error) {
 }
 
 // storm sends every job's retry once per tick, all jobs at once, and moves
-// the Redis clock forward by s.Every between ticks.
+// the Redis clock forward by s.Every between ticks: the TTLs and the time
+// TIME reports, which the gate writes its cooldowns' ends in.
 func storm(m *miniredis.Miniredis, s scenario, retry func(job, instance int) error) error {
+	now := time.Now()
+	m.SetTime(now)
 	for tick := 0; tick < s.retries(); tick++ {
 		var wg sync.WaitGroup
 		errs := make(chan error, s.Jobs)
@@ -90,6 +93,8 @@ func storm(m *miniredis.Miniredis, s scenario, retry func(job, instance int) err
 			return err
 		}
 		m.FastForward(s.Every)
+		now = now.Add(s.Every)
+		m.SetTime(now)
 	}
 	return nil
 }

@@ -2,12 +2,10 @@ package gateprom
 
 import (
 	"context"
-	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redisop"
+	"github.com/retrygate/retrygate/internal/metricspec"
 )
 
 // Observer turns gate events into Prometheus metrics. Register it with a
@@ -87,9 +85,9 @@ func New(opts Options) *Observer {
 		cooldown: histogram("cooldown_seconds",
 			"Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).",
 			opts.CooldownBuckets, "kind"),
-		reasons: make(map[string]bool, len(knownReasons)+len(opts.Reasons)),
+		reasons: make(map[string]bool, len(metricspec.Reasons)+len(opts.Reasons)),
 	}
-	for _, r := range knownReasons {
+	for _, r := range metricspec.Reasons {
 		o.reasons[r] = true
 	}
 	for _, r := range opts.Reasons {
@@ -98,59 +96,11 @@ func New(opts Options) *Observer {
 	return o
 }
 
-// knownReasons are the classify package's reason codes.
-var knownReasons = []string{
-	classify.ReasonRateLimited, classify.ReasonQuotaExhausted, classify.ReasonOverloaded,
-	classify.ReasonContextLength, classify.ReasonContentFiltered, classify.ReasonInvalidRequest,
-	classify.ReasonAuth, classify.ReasonModelNotFound, classify.ReasonNotImplemented,
-	classify.ReasonUpstream5xx, classify.ReasonUpstreamStatus, classify.ReasonTimeout,
-	classify.ReasonNetwork, classify.ReasonTLS, classify.ReasonBadOutput, classify.ReasonCanceled,
-	classify.ReasonPanic, classify.ReasonUnknown, classify.ReasonMarkedPermanent,
-	classify.ReasonMarkedTransient, classify.ReasonMarkedSystemic, classify.ReasonShouldNotRetry,
-	classify.ReasonShouldRetry, classify.ReasonClientSide, classify.ReasonTooLarge,
-	classify.ReasonInvalidURL, classify.ReasonBadStream,
-	gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten, gate.WarnPermanentWave, gate.WarnWaitPolling,
-}
-
 func (o *Observer) reason(r string) string {
 	if r == "" || o.reasons[r] {
 		return r
 	}
 	return OtherLabel
-}
-
-// op bounds the op label to the operations the gate reports.
-func op(s string) string {
-	for _, k := range redisop.All {
-		if s == k {
-			return s
-		}
-	}
-	return OtherLabel
-}
-
-// cause tells a Redis that could not serve the call from one that refused
-// it (a permission or configuration problem).
-func cause(err error) string {
-	if errors.Is(err, gate.ErrRedisRefused) {
-		return "refused"
-	}
-	return "unavailable"
-}
-
-// settleOutcome names a settle for the outcome label.
-func settleOutcome(e gate.Event) string {
-	switch {
-	case e.Err != nil:
-		return "not_owned"
-	case e.State == gate.CoolingDown:
-		return "cooled_down"
-	case e.State == gate.Failed:
-		return "marked_failed"
-	case e.State == gate.Ready && e.Reason != "":
-		return "released"
-	}
-	return "succeeded"
 }
 
 // Observe records e. It never blocks and never uses e.Job.
@@ -167,7 +117,7 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	case gate.EventFailOpen:
 		o.acquisitions.WithLabelValues(scope, "fail_open", "").Inc()
 	case gate.EventSettled:
-		outcome := settleOutcome(e)
+		outcome := metricspec.SettleOutcome(e)
 		o.held.WithLabelValues(scope, outcome).Observe(e.Held.Seconds())
 		if outcome == "not_owned" {
 			o.notOwned.WithLabelValues(scope).Inc()
@@ -191,7 +141,7 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 		o.leaseLost.WithLabelValues(scope).Inc()
 		o.held.WithLabelValues(scope, "lease_lost").Observe(e.Held.Seconds())
 	case gate.EventRedisError:
-		o.redisErrors.WithLabelValues(scope, op(e.Op), cause(e.Err)).Inc()
+		o.redisErrors.WithLabelValues(scope, metricspec.Op(e.Op), metricspec.Cause(e.Err)).Inc()
 	case gate.EventScopeCooling:
 		o.scope.WithLabelValues(scope, "cooling", o.reason(e.Reason)).Inc()
 		o.cooldown.WithLabelValues(scope, "scope").Observe(e.Cooldown.Seconds())

@@ -160,7 +160,7 @@ func TestObserverLeaseLoss(t *testing.T) {
 				ctx := context.Background()
 				obs := gateprom.New(gateprom.Options{})
 				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: obs})
-				lock, _ := keyspace.Job(g.Options().Prefix, "job")
+				lock := keyspace.Job(g.Options().Prefix, "job")
 				err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 					if err := tg.Client.Del(ctx, lock).Err(); err != nil {
 						return err

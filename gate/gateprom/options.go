@@ -1,6 +1,10 @@
 package gateprom
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retrygate/retrygate/internal/metricspec"
+)
 
 // Options configures New. The zero value is ready to use.
 type Options struct {
@@ -28,11 +32,11 @@ type Options struct {
 const DefaultNamespace = "retrygate"
 
 // DefaultHeldBuckets span LLM calls: 100 ms to 10 min.
-var DefaultHeldBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
+var DefaultHeldBuckets = metricspec.HeldBuckets
 
 // DefaultCooldownBuckets span cooldowns from a second (a short server
 // hint) to a day (classify.MaxHint).
-var DefaultCooldownBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600, 86400}
+var DefaultCooldownBuckets = metricspec.CooldownBuckets
 
 // OtherLabel replaces a label value outside the known set.
-const OtherLabel = "other"
+const OtherLabel = metricspec.Other

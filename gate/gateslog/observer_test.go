@@ -177,7 +177,7 @@ func TestLogsLeaseLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, _ := keyspace.Job(g.Options().Prefix, "job")
+	lock := keyspace.Job(g.Options().Prefix, "job")
 	var _ error
 	err = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		c.Del(ctx, lock)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/code"
 )
 
 // Case is one provider response and the verdict it deserves.
@@ -27,7 +28,8 @@ type Case struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	// Expect is what classify.Default must return, hint included.
+	// Expect is what classify.Default must return, hint included. Its
+	// Evidence is checked only where the case gives one.
 	Expect classify.Verdict
 }
 
@@ -61,8 +63,19 @@ type file struct {
 			Reason       string `json:"reason"`
 			ProviderWide bool   `json:"provider_wide"`
 			RetryAfter   string `json:"retry_after"`
+			Suspect      bool   `json:"suspect"`
+			Evidence     string `json:"evidence"`
 		} `json:"expect"`
 	} `json:"cases"`
+}
+
+// Matches reports whether got is what c expects: every field, and
+// Evidence only where the case names one.
+func (c Case) Matches(got classify.Verdict) bool {
+	if c.Expect.Evidence == "" {
+		got.Evidence = ""
+	}
+	return got == c.Expect
 }
 
 // Load reads every *.json file in dir, in name order.
@@ -134,7 +147,14 @@ func Load(dir string) ([]Case, error) {
 					bad = append(bad, fmt.Sprintf("bad retry_after %q", fc.Expect.RetryAfter))
 				}
 			}
-			c.Expect = classify.Verdict{Class: class, Reason: fc.Expect.Reason, ProviderWide: fc.Expect.ProviderWide, RetryAfter: hint}
+			if fc.Expect.Suspect && class != classify.ClassPermanent {
+				bad = append(bad, "suspect on a verdict that is not permanent")
+			}
+			if fc.Expect.Evidence != "" && !code.Evidence(fc.Expect.Evidence) {
+				bad = append(bad, fmt.Sprintf("bad evidence %q", fc.Expect.Evidence))
+			}
+			c.Expect = classify.Verdict{Class: class, Reason: fc.Expect.Reason, ProviderWide: fc.Expect.ProviderWide, RetryAfter: hint,
+				Suspect: fc.Expect.Suspect, Evidence: fc.Expect.Evidence}
 			if len(bad) > 0 {
 				errs = append(errs, fmt.Errorf("%s: %s", where, strings.Join(bad, "; ")))
 				continue

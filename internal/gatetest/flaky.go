@@ -3,90 +3,87 @@ package gatetest
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
 )
 
 // ErrDown is the error Flaky returns while Down is set and Err is nil.
 var ErrDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-// Flaky wraps a redis.Scripter to inject Redis faults into the gate (redislock's
-// flakyScripter): while Down is set every script fails with Err (ErrDown
-// if nil); while Hang is set every script waits for its context to end, as
-// a Redis that accepts and never answers. Safe for concurrent use.
+// Flaky wraps a gate.Client to inject Redis faults into the gate
+// (redislock's flakyScripter): while Down is set every command and
+// pipeline fails with Err (ErrDown if nil); while Hang is set each waits
+// for its context to end, as a Redis that accepts and never answers. It
+// has only the two methods of gate.Client, so a gate over it cannot
+// subscribe (waits poll) or pin connections. Safe for concurrent use.
 type Flaky struct {
-	redis.Scripter
+	gate.Client
 	Err  error
 	Down atomic.Bool
 	Hang atomic.Bool
 }
 
-var _ redis.Scripter = (*Flaky)(nil)
-
-func (f *Flaky) fault(ctx context.Context) *redis.Cmd {
-	c := redis.NewCmd(ctx)
-	switch {
-	case f.Hang.Load():
-		<-ctx.Done()
-		c.SetErr(ctx.Err())
-	case f.Err != nil:
-		c.SetErr(f.Err)
-	default:
-		c.SetErr(ErrDown)
-	}
-	return c
-}
+var _ gate.Client = (*Flaky)(nil)
 
 func (f *Flaky) faulty() bool { return f.Down.Load() || f.Hang.Load() }
 
-// Eval implements redis.Scripter.
-func (f *Flaky) Eval(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.faulty() {
-		return f.fault(ctx)
+// fault is the error a command meets while f is faulty.
+func (f *Flaky) fault(ctx context.Context) error {
+	switch {
+	case f.Hang.Load():
+		<-ctx.Done()
+		return ctx.Err()
+	case f.Err != nil:
+		return f.Err
 	}
-	return f.Scripter.Eval(ctx, s, k, a...)
+	return ErrDown
 }
 
-// EvalSha implements redis.Scripter.
-func (f *Flaky) EvalSha(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
+// Process implements gate.Client.
+func (f *Flaky) Process(ctx context.Context, cmd redis.Cmder) error {
 	if f.faulty() {
-		return f.fault(ctx)
+		err := f.fault(ctx)
+		cmd.SetErr(err)
+		return err
 	}
-	return f.Scripter.EvalSha(ctx, s, k, a...)
+	return f.Client.Process(ctx, cmd)
 }
 
-// EvalRO implements redis.Scripter.
-func (f *Flaky) EvalRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.faulty() {
-		return f.fault(ctx)
-	}
-	return f.Scripter.EvalRO(ctx, s, k, a...)
+// Pipeline implements gate.Client: its Exec meets the same faults.
+func (f *Flaky) Pipeline() redis.Pipeliner {
+	return &flakyPipe{Pipeliner: f.Client.Pipeline(), f: f}
 }
 
-// EvalShaRO implements redis.Scripter.
-func (f *Flaky) EvalShaRO(ctx context.Context, s string, k []string, a ...any) *redis.Cmd {
-	if f.faulty() {
-		return f.fault(ctx)
-	}
-	return f.Scripter.EvalShaRO(ctx, s, k, a...)
+type flakyPipe struct {
+	redis.Pipeliner
+	f    *Flaky
+	mu   sync.Mutex
+	cmds []redis.Cmder
 }
 
-// Get lets the gate's refusal fast path (a GET of a lock it saw cooling)
-// through the same faults; it needs a wrapped client that has Get.
-func (f *Flaky) Get(ctx context.Context, key string) *redis.StringCmd {
-	if f.faulty() {
-		c := redis.NewStringCmd(ctx)
-		c.SetErr(f.fault(ctx).Err())
-		return c
+func (p *flakyPipe) Process(ctx context.Context, cmd redis.Cmder) error {
+	p.mu.Lock()
+	p.cmds = append(p.cmds, cmd)
+	p.mu.Unlock()
+	return p.Pipeliner.Process(ctx, cmd)
+}
+
+func (p *flakyPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	if !p.f.faulty() {
+		return p.Pipeliner.Exec(ctx)
 	}
-	g, ok := f.Scripter.(interface {
-		Get(context.Context, string) *redis.StringCmd
-	})
-	if !ok {
-		c := redis.NewStringCmd(ctx)
-		c.SetErr(errors.New("gatetest: the wrapped client has no Get"))
-		return c
+	err := p.f.fault(ctx)
+	p.mu.Lock()
+	cmds := p.cmds
+	p.cmds = nil
+	p.mu.Unlock()
+	for _, c := range cmds {
+		c.SetErr(err)
 	}
-	return g.Get(ctx, key)
+	p.Pipeliner.Discard()
+	return cmds, err
 }

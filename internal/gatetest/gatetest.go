@@ -3,14 +3,13 @@ package gatetest
 import (
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
 // New builds a gate over rdb with opts, giving it a prefix no other test
 // uses unless opts.Prefix is set, and fails t on invalid options.
-func New(t testing.TB, rdb redis.Scripter, opts gate.Options) *gate.Gate {
+func New(t testing.TB, rdb gate.Client, opts gate.Options) *gate.Gate {
 	t.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = redistest.UniqueKey(t)

@@ -1,17 +1,18 @@
 // Package keyspace is the gate's Redis key layout, shared by package gate,
 // which writes the keys, and the retrygate CLI, which finds and reads them.
 //
-// Every key of a job shares the hash tag {<job>}, so the multi-key scripts
-// stay in one cluster slot; scope keys have their own tag, so jobs spread
-// over the cluster.
+// A job is one key; an upstream (a gate's Scope or Fallbacks) has its own
+// hash tag, so jobs spread over a cluster and an upstream's keys share its
+// slot.
 //
-//	<prefix>:{<job>}:lock          state and TTL (running/cooling/failed/done)
-//	<prefix>:{<job>}:meta          hash: a = attempts, f = last fence token
-//	<prefix>:scope:{<scope>}       upstream cooldown or pause
-//	<prefix>:scope:{<scope>}:fails sliding window of 5xx failures
+//	<prefix>:{<job>}:job                     the job's state, attempts, fence (gate/value.go)
+//	<prefix>:{<job>}:done                    its last success's fence, for seconds after it
+//	<prefix>:scope:{<scope>}                 an upstream's cooldown, pause or probe
+//	<prefix>:scope:{<scope>}:fails           sliding window of its 5xx failures
+//	<prefix>:scope:{<scope>}:wave:<reason>   distinct jobs failing permanently with reason
 //
-// Changes of a lock or scope key are published (package gate's settle,
-// reset and scope scripts) on the pub/sub channel of the same name.
+// Changes of a job's or an upstream's key are published (package gate's
+// scripts) on the pub/sub channel of the same name.
 //
 // A job or scope made only of safe characters appears as is, so operators
 // can read keys; anything else (braces, spaces, '~', control bytes, invalid

@@ -45,50 +45,47 @@ func Decode(s string) (string, bool) {
 	return string(b), true
 }
 
-// Job returns a job's lock and meta keys, built from one allocation.
-func Job(prefix, job string) (lock, meta string) {
-	var b strings.Builder
-	enc := Encode(job)
-	n := len(prefix) + len(enc) + len(":{}:lock")
-	b.Grow(2 * n)
-	for _, suffix := range [...]string{"}:lock", "}:meta"} {
-		b.WriteString(prefix)
-		b.WriteString(":{")
-		b.WriteString(enc)
-		b.WriteString(suffix)
-	}
-	s := b.String()
-	return s[:n], s[n:]
+// Job returns a job's key: <prefix>:{<job>}:job, the job's name encoded
+// when it holds a byte outside the safe set.
+func Job(prefix, job string) string {
+	return prefix + ":{" + Encode(job) + "}:job"
 }
 
-// JobFromLock returns the job whose lock key is key under prefix, and false
-// when key is not such a key.
-func JobFromLock(prefix, key string) (string, bool) {
+// Done returns a job's done key, <prefix>:{<job>}:done: the fence of its
+// last success, for a few seconds after a success that freed the job, so
+// a waiter for that run is told it is done. It shares the job's slot.
+func Done(prefix, job string) string {
+	return prefix + ":{" + Encode(job) + "}:done"
+}
+
+// JobFromKey returns the job whose key is key under prefix, and false when
+// key is not such a key.
+func JobFromKey(prefix, key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, prefix+":{")
 	if !ok {
 		return "", false
 	}
-	name, ok := strings.CutSuffix(rest, "}:lock")
+	name, ok := strings.CutSuffix(rest, "}:job")
 	if !ok {
 		return "", false
 	}
 	return Decode(name)
 }
 
-// LockPattern is the SCAN MATCH pattern of every job lock under prefix.
-func LockPattern(prefix string) string {
-	var b strings.Builder
-	for i := 0; i < len(prefix); i++ {
-		if strings.IndexByte(`*?[]\`, prefix[i]) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(prefix[i])
-	}
-	return b.String() + ":{*}:lock"
+// JobPattern is the SCAN MATCH pattern of every job key under prefix.
+func JobPattern(prefix string) string {
+	return escapeGlob(prefix) + ":{*}:job"
 }
 
-// Scope returns an upstream scope's key and its failure window's key.
+// Scope returns an upstream's key and its 5xx failure window's key.
 func Scope(prefix, scope string) (key, fails string) {
 	key = prefix + ":scope:{" + Encode(scope) + "}"
 	return key, key + ":fails"
+}
+
+// Wave returns the key of the window that counts the distinct jobs of an
+// upstream failing permanently with reason; it lives in the upstream's
+// slot.
+func Wave(prefix, scope, reason string) string {
+	return prefix + ":scope:{" + Encode(scope) + "}:wave:" + reason
 }

@@ -21,9 +21,30 @@ func TestEncodeName(t *testing.T) {
 	}
 }
 
-func TestLockPatternEscapesGlob(t *testing.T) {
-	if exp, got := `a\*b\?\[c\]:{*}:lock`, LockPattern("a*b?[c]"); exp != got {
+func TestPatternsEscapeGlob(t *testing.T) {
+	if exp, got := `a\*b\?\[c\]:{*}:job`, JobPattern("a*b?[c]"); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
+	}
+	if exp, got := `a\*b\?\[c\]:scope:{*}`, ScopePattern("a*b?[c]"); exp != got {
+		t.Fatalf("exp %q, got %q", exp, got)
+	}
+}
+
+func TestKeysRoundTrip(t *testing.T) {
+	for _, name := range []string{"doc-1", "{x}", "a b\x00"} {
+		if got, ok := JobFromKey("p", Job("p", name)); !ok || got != name {
+			t.Errorf("JobFromKey(Job(%q)) = %q, %v", name, got, ok)
+		}
+		key, _ := Scope("p", name)
+		if got, ok := ScopeFromKey("p", key); !ok || got != name {
+			t.Errorf("ScopeFromKey(Scope(%q)) = %q, %v", name, got, ok)
+		}
+		if _, ok := ScopeFromKey("p", key+":fails"); ok {
+			t.Errorf("ScopeFromKey took the failure window of %q for an upstream", name)
+		}
+		if _, ok := JobFromKey("p", key); ok {
+			t.Errorf("JobFromKey took the upstream %q for a job", name)
+		}
 	}
 }
 
@@ -45,9 +66,9 @@ func FuzzEncodeName(f *testing.F) {
 			t.Fatalf("%q and %q both encode to %q", a, b, ea)
 		}
 		if a != "" {
-			key := "p:{" + ea + "}:lock"
-			if job, ok := JobFromLock("p", key); !ok || job != a {
-				t.Fatalf("JobFromLock(%q) = %q, %v", key, job, ok)
+			key := Job("p", a)
+			if job, ok := JobFromKey("p", key); !ok || job != a {
+				t.Fatalf("JobFromKey(%q) = %q, %v", key, job, ok)
 			}
 		}
 	})

@@ -242,7 +242,7 @@ func clusterClient(t *testing.T, c *redistest.ClusterSrv) *redis.ClusterClient {
 // masterOf returns the address of the master serving job's keys.
 func masterOf(t *testing.T, rdb *redis.ClusterClient, g *gate.Gate, job string) string {
 	t.Helper()
-	lock, _ := keyspace.Job(g.Options().Prefix, job)
+	lock := keyspace.Job(g.Options().Prefix, job)
 	m, err := rdb.MasterForKey(context.Background(), lock)
 	if err != nil {
 		t.Fatalf("MasterForKey: %v", err)

@@ -144,19 +144,28 @@ func TestACLMinimalRules(t *testing.T) {
 		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return errTransient }); !errors.Is(err, gate.ErrCoolingDown) {
 			t.Fatalf("no scope, no scope rules needed: %v", err)
 		}
-		// A 5xx counts in the scope's failure window (ZADD): refused.
+		// A 5xx counts in the upstream's failure window (ZADD): the job's
+		// own cooldown is written, the count is refused, loudly.
+		var refused atomic.Int64
 		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", FailOpen: true,
+			Observer: observerFunc(func(e gate.Event) {
+				if e.Kind == gate.EventRedisError && e.Op == "scope" && errors.Is(e.Err, gate.ErrRedisRefused) {
+					refused.Add(1)
+				}
+			}),
 			Classify: func(error) classify.Verdict {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
 			}})
 		err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return errTransient })
 		var ce *gate.CallError
-		if !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrRedisRefused) {
-			t.Fatalf("a 5xx with a Scope but without its ACL rules: %v, want a settle refused by Redis", err)
+		if !errors.As(err, &ce) || ce.SettleErr != nil || ce.State != gate.CoolingDown {
+			t.Fatalf("a 5xx with a Scope but without its ACL rules: %v, want the job cooling", err)
 		}
-		// Refused in-process for the cooldown it should have had.
+		if refused.Load() != 1 {
+			t.Fatalf("%d refused upstream writes reported, want 1 (a redis_error event with cause refused)", refused.Load())
+		}
 		if err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrCoolingDown) {
-			t.Fatalf("retry after the refused settle: %v, want ErrCoolingDown", err)
+			t.Fatalf("retry: %v, want ErrCoolingDown", err)
 		}
 	})
 }
@@ -334,3 +343,8 @@ func TestWaitReplicasAcrossSentinelFailover(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the gate without WaitReplicas works", func() bool { return plain.Do(ctx, "b", ok) == nil })
 }
+
+// observerFunc adapts a function to gate.Observer.
+type observerFunc func(gate.Event)
+
+func (f observerFunc) Observe(_ context.Context, e gate.Event) { f(e) }

@@ -42,7 +42,7 @@ const clockSlack = 2 * time.Millisecond
 
 // newGate builds a gate with the test classifier and, unless set, a
 // per-test prefix.
-func newGate(t *testing.T, rdb redis.Scripter, opts gate.Options) *gate.Gate {
+func newGate(t *testing.T, rdb gate.Client, opts gate.Options) *gate.Gate {
 	t.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = redistest.UniqueKey(t)

@@ -63,7 +63,11 @@ type linState struct {
 	state     gate.State
 	owner     int64 // the running lease's fence
 	lastFence int64
-	attempts  int
+	// shown is the fence Status reports: the last one, until the job's key
+	// is deleted (a reset, or a release that leaves no attempt count), when
+	// it is 0. New fences still exceed lastFence (Redis's clock).
+	shown    int64
+	attempts int
 }
 
 // linModel is the specification for a gate with MaxAttempts maxAttempts
@@ -98,7 +102,7 @@ func linModel(maxAttempts int) porcupine.Model {
 				if !out.ok || out.fence <= s.lastFence || out.attempts != s.attempts {
 					return false, s
 				}
-				return true, linState{state: gate.Running, owner: out.fence, lastFence: out.fence, attempts: s.attempts}
+				return true, linState{state: gate.Running, owner: out.fence, lastFence: out.fence, shown: out.fence, attempts: s.attempts}
 			case linSucceed, linRelease, linFailTransient, linFailPermanent:
 				if !owned {
 					return !out.ok, s
@@ -110,6 +114,9 @@ func linModel(maxAttempts int) porcupine.Model {
 					n.state, n.attempts = gate.Done, 0
 				case linRelease:
 					n.state = gate.Ready
+					if n.attempts == 0 {
+						n.shown = 0
+					}
 				case linFailTransient:
 					n.attempts++
 					n.state = gate.CoolingDown
@@ -128,13 +135,16 @@ func linModel(maxAttempts int) porcupine.Model {
 				}
 				return true, n
 			case linStatus:
-				return out.state == s.state && out.fence == s.lastFence && out.attempts == s.attempts, s
+				// A run taken on a free key records its fence at its first
+				// renewal: until then Status shows none.
+				fence := out.fence == s.shown || (s.state == gate.Running && out.fence == 0)
+				return out.state == s.state && fence && out.attempts == s.attempts, s
 			case linReset:
 				if s.state == gate.Running {
 					return !out.ok, s
 				}
 				n := s
-				n.state, n.attempts = gate.Ready, 0
+				n.state, n.attempts, n.shown = gate.Ready, 0, 0
 				return out.ok, n
 			}
 			return false, s

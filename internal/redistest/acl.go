@@ -12,12 +12,11 @@ import (
 // them again after a restart empties the script cache) and the commands
 // those scripts and Status call. ACLServer adds the key pattern
 // ~<prefix>:*.
-var GateACL = []string{"-@all", "+evalsha", "+eval", "+time", "+get", "+set", "+pttl",
-	"+hmget", "+hget", "+hset", "+hdel", "+pexpire", "+del"}
+var GateACL = []string{"-@all", "+evalsha", "+eval", "+time", "+get", "+set", "+pttl", "+pexpire", "+del"}
 
 // Extra rule sets for the features that need more than GateACL.
 var (
-	// ACLScope: Options.Scope's sliding failure window.
+	// ACLScope: Options.Scope's sliding windows (5xx failures, waves).
 	ACLScope = []string{"+zadd", "+zremrangebyscore", "+zcard"}
 	// ACLWait: Options.WaitReplicas.
 	ACLWait = []string{"+wait"}

@@ -1,0 +1,353 @@
+package classify
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The account vocabulary: words that say a failure is about the account,
+// the key, the deployment or the provider's capacity rather than about the
+// request. They are read in the codes, types and messages of a response the
+// code tables left undecided, on word boundaries and case-insensitively
+// ("insufficient_balance", "InsufficientBalance" and "insufficient balance"
+// are the same words). A match only ever moves a verdict away from Failed:
+// to systemic (pause or cool, never fail) or to transient.
+
+// group is what a vocabulary term says about a failure; the order is the
+// precedence when several groups match one response.
+type group uint8
+
+const (
+	gRate     group = iota + 1 // a rate limit: a 429 stays transient
+	gOverload                  // the provider is out of capacity
+	gMoney                     // billing, balance, credits, budgets, quota
+	gAccount                   // the account is suspended, locked, inactive
+	gNoModel                   // the deployment has no model loaded at all
+	gModel                     // the model the request names is missing
+	gAccess                    // no access to this model or resource
+	gKey                       // the key or credentials
+	gContext                   // renames a suspect: the input is too long
+	gContent                   // renames a suspect: the content was refused
+)
+
+// groupVerdict is each group's verdict.
+var groupVerdict = [...]Verdict{
+	gRate:     vRateLimited,
+	gOverload: vOverloaded,
+	gMoney:    vQuota,
+	gKey:      vAuthKey,
+	gAccount:  {Class: ClassSystemic, Reason: ReasonAccount, ProviderWide: true},
+	gNoModel:  {Class: ClassSystemic, Reason: ReasonModelNotFound, ProviderWide: true},
+	gModel:    vModelNotFound,
+	gAccess:   vPermission,
+	gContext:  {Class: ClassPermanent, Reason: ReasonContextLength, Suspect: true},
+	gContent:  {Class: ClassPermanent, Reason: ReasonContentFiltered, Suspect: true},
+}
+
+// term is one entry of the vocabulary. Its phrase matches consecutive
+// words; a word ending in '*' matches any word it begins. With near, one
+// of near's phrases must also start within window words of the phrase
+// (either side); with after, within window words after it. not lists
+// words that, right next to the phrase, cancel it ("budget tokens" is a
+// request parameter, not money).
+type term struct {
+	g      group
+	name   string // the Evidence word
+	phrase string
+	near   string // "|"-separated phrases
+	after  string
+	window int
+	not    string
+}
+
+// Qualifier lists shared by several terms.
+const (
+	limitWords   = "exceed*|exhaust*|insufficient|reach*|limit|limits|used up|run out|ran out|out of|over|crossed|depleted|zero|negative|no|not enough|low"
+	planWords    = "upgrade*|paid|purchase*|subscribe*|expired|renew*|buy"
+	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant"
+	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
+	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|is disabled|has been disabled"
+	negations    = "no|not have|don t have|doesn t have|lack*|without"
+)
+
+// vocabulary lists every term, in no particular order: groups decide
+// precedence.
+var vocabulary = [...]term{
+	{g: gRate, name: "rate_limit", phrase: "rate limit*"},
+	{g: gRate, name: "rate_limit", phrase: "ratelimit*"},
+	{g: gRate, name: "rate_limit", phrase: "rate limited"},
+	{g: gRate, name: "too_many_requests", phrase: "too many requests"},
+	{g: gRate, name: "throttled", phrase: "throttl*"},
+	{g: gRate, name: "concurrency", phrase: "concurrency"},
+	{g: gRate, name: "per_minute", phrase: "per minute"},
+	{g: gRate, name: "per_minute", phrase: "per min"},
+	{g: gRate, name: "per_second", phrase: "per second"},
+	{g: gRate, name: "per_hour", phrase: "per hour"},
+	{g: gRate, name: "per_day", phrase: "per day"},
+	{g: gRate, name: "rpm", phrase: "rpm"},
+	{g: gRate, name: "tpm", phrase: "tpm"},
+	{g: gRate, name: "rpd", phrase: "rpd"},
+	{g: gRate, name: "tpd", phrase: "tpd"},
+	{g: gRate, name: "resource_exhausted", phrase: "resource*", near: "exhaust*", window: 3},
+
+	{g: gOverload, name: "overloaded", phrase: "overload*"},
+	{g: gOverload, name: "capacity", phrase: "capacity", near: "over|out of|at|exceed*|insufficient|no|reached", window: 2},
+	{g: gOverload, name: "busy", phrase: "busy", near: "server*|too|engine|system", window: 2},
+	{g: gOverload, name: "temporarily_unavailable", phrase: "temporarily unavailable"},
+
+	{g: gMoney, name: "billing", phrase: "billing"},
+	{g: gMoney, name: "payment", phrase: "payment*"},
+	{g: gMoney, name: "invoice", phrase: "invoice*"},
+	{g: gMoney, name: "arrears", phrase: "arrear*"},
+	{g: gMoney, name: "overdue", phrase: "overdue"},
+	{g: gMoney, name: "unpaid", phrase: "unpaid"},
+	{g: gMoney, name: "recharge", phrase: "recharge*"},
+	{g: gMoney, name: "top_up", phrase: "top up"},
+	{g: gMoney, name: "top_up", phrase: "topup"},
+	{g: gMoney, name: "credit", phrase: "credit"},
+	{g: gMoney, name: "credit", phrase: "credits"},
+	{g: gMoney, name: "balance", phrase: "balance"},
+	{g: gMoney, name: "funds", phrase: "funds"},
+	{g: gMoney, name: "usage_limit", phrase: "usage limit*"},
+	{g: gMoney, name: "budget", phrase: "budget*", near: limitWords, window: 4, not: "token|tokens|thinking|reasoning"},
+	{g: gMoney, name: "spend_limit", phrase: "spend*", near: limitWords + "|cap", window: 3},
+	{g: gMoney, name: "quota", phrase: "quota*", near: limitWords, window: 4},
+	{g: gMoney, name: "plan", phrase: "plan", near: planWords, window: 4},
+	{g: gMoney, name: "subscription", phrase: "subscription*", near: planWords + "|inactive|not active", window: 4},
+	{g: gMoney, name: "tier", phrase: "tier", near: planWords, window: 4},
+
+	{g: gKey, name: "api_key", phrase: "api key*"},
+	{g: gKey, name: "api_key", phrase: "apikey*"},
+	{g: gKey, name: "access_key", phrase: "access key*"},
+	{g: gKey, name: "secret_key", phrase: "secret key*"},
+	{g: gKey, name: "subscription_key", phrase: "subscription key*"},
+	{g: gKey, name: "token", phrase: "access token"},
+	{g: gKey, name: "token", phrase: "bearer token"},
+	{g: gKey, name: "token", phrase: "auth token"},
+	{g: gKey, name: "token", phrase: "security token"},
+	{g: gKey, name: "token", phrase: "session token"},
+	{g: gKey, name: "token", phrase: "expired token"},
+	{g: gKey, name: "credentials", phrase: "credential*"},
+	{g: gKey, name: "authentication", phrase: "authenticat*"},
+	{g: gKey, name: "authentication", phrase: "unauthenticated"},
+	{g: gKey, name: "unauthorized", phrase: "unauthori?ed"},
+	{g: gKey, name: "signature", phrase: "signature", near: "invalid|incomplete|not|match*|expired", window: 4},
+
+	{g: gAccount, name: "suspended", phrase: "suspend*"},
+	{g: gAccount, name: "deactivated", phrase: "deactivat*"},
+	{g: gAccount, name: "banned", phrase: "banned"},
+	{g: gAccount, name: "account_state", phrase: accountNouns, near: accountState, window: 8},
+
+	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
+
+	{g: gModel, name: "model", phrase: "model|models", after: modelMissing, window: 8},
+	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model"},
+	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
+
+	{g: gAccess, name: "permission", phrase: "permission*"},
+	{g: gAccess, name: "access_denied", phrase: "access denied|denied access|access is denied"},
+	{g: gAccess, name: "no_access", phrase: "access", near: negations, window: 3},
+	{g: gAccess, name: "not_authorized", phrase: "not authori?ed"},
+	{g: gAccess, name: "verification", phrase: "verif*", near: accountNouns + "|identity", window: 4},
+
+	{g: gContext, name: "context_length", phrase: "context length|context window|context size|maximum context|context limit"},
+	{g: gContext, name: "context_length", phrase: "token limit|tokens limit|too many tokens|prompt too long|prompt is too long|input too long|input is too long"},
+	{g: gContext, name: "context_length", phrase: "input token count|maximum number of tokens|input must have less than|inputs must have less than|prompt must have less than"},
+	{g: gContext, name: "context_length", phrase: "input tokens|inputs tokens|prompt tokens", near: "exceed*|must be|maximum|limit|too many", window: 6},
+	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|moderation|flagged|inappropriate|unsafe|sensitive content|high risk"},
+}
+
+// cjkTerms are matched as substrings: Chinese text has no word boundaries.
+var cjkTerms = [...]struct {
+	s    string
+	g    group
+	name string
+}{
+	{"欠费", gMoney, "arrears"},
+	{"余额", gMoney, "balance"},
+	{"充值", gMoney, "recharge"},
+	{"限流", gRate, "throttled"},
+	{"账户已", gAccount, "account_state"},
+	{"封禁", gAccount, "banned"},
+}
+
+// compiled is a term split into words; alternatives are expanded.
+type compiled struct {
+	g             group
+	name          string
+	phrase        [][]string // alternatives, each a sequence of word patterns
+	near, after   [][]string
+	window        int
+	not           []string
+	nearWithAfter bool
+}
+
+var compiledVocabulary = compileVocabulary()
+
+func compileVocabulary() []compiled {
+	split := func(s string) [][]string {
+		if s == "" {
+			return nil
+		}
+		var out [][]string
+		for _, alt := range strings.Split(s, "|") {
+			out = append(out, strings.Fields(alt))
+		}
+		return out
+	}
+	out := make([]compiled, 0, len(vocabulary))
+	for _, t := range vocabulary {
+		c := compiled{g: t.g, name: t.name, phrase: split(t.phrase), near: split(t.near), after: split(t.after), window: t.window}
+		if t.not != "" {
+			c.not = strings.Split(t.not, "|")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// wordMatch reports whether the word w fits the pattern p: exact, a
+// prefix ("suspend*"), or one letter free ("unauthori?ed").
+func wordMatch(p, w string) bool {
+	if prefix, ok := strings.CutSuffix(p, "*"); ok {
+		return strings.HasPrefix(w, prefix)
+	}
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		return len(w) == len(p) && w[:i] == p[:i] && w[i+1:] == p[i+1:]
+	}
+	return p == w
+}
+
+// phraseAt returns the positions at which any alternative of ph starts in
+// words, with each occurrence's length.
+func phraseAt(words []string, ph [][]string, visit func(start, n int) bool) bool {
+	for _, alt := range ph {
+		for i := 0; i+len(alt) <= len(words); i++ {
+			ok := true
+			for j, p := range alt {
+				if !wordMatch(p, words[i+j]) {
+					ok = false
+					break
+				}
+			}
+			if ok && visit(i, len(alt)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// matches reports whether t matches words.
+func (t *compiled) matches(words []string) bool {
+	return phraseAt(words, t.phrase, func(start, n int) bool {
+		for _, w := range t.not {
+			if (start > 0 && words[start-1] == w) || (start+n < len(words) && words[start+n] == w) {
+				return false
+			}
+		}
+		switch {
+		case t.near != nil:
+			return phraseAt(words, t.near, func(q, m int) bool {
+				return (q >= start+n && q-(start+n) < t.window) || (q < start && start-(q+m) < t.window)
+			})
+		case t.after != nil:
+			return phraseAt(words, t.after, func(q, _ int) bool {
+				return q >= start+n && q-(start+n) < t.window
+			})
+		}
+		return true
+	})
+}
+
+// maxWords bounds how many words of one field are read: error messages are
+// short, and the bound keeps a hostile body's cost linear and small.
+const maxWords = 256
+
+// words splits s into lower-case words at every character that is not a
+// letter or a digit, and between a lower-case letter and an upper-case one
+// ("InsufficientBalance", "APIKey" → "api", "key").
+func words(s string) []string {
+	var (
+		out  []string
+		cur  strings.Builder
+		prev rune
+	)
+	flush := func() {
+		if cur.Len() > 0 && len(out) < maxWords {
+			out = append(out, cur.String())
+		}
+		cur.Reset()
+	}
+	for i, r := range s {
+		if len(out) >= maxWords {
+			break
+		}
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush()
+			prev = r
+			continue
+		}
+		if unicode.IsUpper(r) && cur.Len() > 0 {
+			next, _ := utf8.DecodeRuneInString(s[i+utf8.RuneLen(r):])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && unicode.IsLower(next)) {
+				flush()
+			}
+		}
+		cur.WriteRune(unicode.ToLower(r))
+		prev = r
+	}
+	flush()
+	return out
+}
+
+// field is one part of a response the vocabulary reads, named for Evidence.
+type field struct {
+	name, text string
+}
+
+// vocabMatch finds the first group, in precedence order, whose terms match
+// any of fields, and returns it with its Evidence ("message:balance"). The
+// error type is read last, on its own: providers file money problems under
+// their rate-limit type (Anthropic's spend limits, Moonshot's suspended
+// accounts are rate_limit_error-like types), so the type's coarse words
+// must not outweigh the specific ones of a code or message.
+func vocabMatch(fields []field, from, to group) (group, string) {
+	var typ []field
+	for i, f := range fields {
+		if f.name == "type" {
+			typ = fields[i : i+1]
+			fields = append(fields[:i:i], fields[i+1:]...)
+			break
+		}
+	}
+	if g, ev := vocabFields(fields, from, to); g != 0 {
+		return g, ev
+	}
+	return vocabFields(typ, from, to)
+}
+
+// vocabFields is vocabMatch over fields, group by group.
+func vocabFields(fields []field, from, to group) (group, string) {
+	split := make([][]string, len(fields))
+	for i, f := range fields {
+		split[i] = words(f.text)
+	}
+	for g := from; g <= to; g++ {
+		for i, f := range fields {
+			for k := range compiledVocabulary {
+				t := &compiledVocabulary[k]
+				if t.g == g && t.matches(split[i]) {
+					return g, f.name + ":" + t.name
+				}
+			}
+			for _, c := range cjkTerms {
+				if c.g == g && strings.Contains(f.text, c.s) {
+					return g, f.name + ":" + c.name
+				}
+			}
+		}
+	}
+	return 0, ""
+}

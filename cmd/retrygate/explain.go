@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/retrygate/retrygate/classify"
+)
+
+// explainStdin is where explain reads a response when no FILE is given
+// (a variable so tests can feed it).
+var explainStdin io.Reader = os.Stdin
+
+// maxExplainInput bounds what explain reads: an error response is a few
+// kilobytes, and classify reads at most 1 MiB of a body.
+const maxExplainInput = 1<<20 + 64<<10
+
+func explainCommand() *command {
+	var status int
+	return &command{
+		name: "explain", args: "[FILE]",
+		summary: "say what the gate would do with a failed response (status line, headers, body; FILE or stdin)",
+		flags: func(fs *flagSet) {
+			fs.IntVar(&status, "status", 0, "the response's `STATUS` when the input has no status line (a bare body, or headers without one)")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			return runExplain(c, args, status)
+		},
+	}
+}
+
+// explainJSON is explain's --json output; its fields are stable.
+type explainJSON struct {
+	Status          int    `json:"status"`
+	Class           string `json:"class"`
+	Reason          string `json:"reason"`
+	ProviderWide    bool   `json:"provider_wide"`
+	Suspect         bool   `json:"suspect"`
+	RetryAfterMS    int64  `json:"retry_after_ms"`
+	Evidence        string `json:"evidence"`
+	WhatTheGateDoes string `json:"what_the_gate_does"`
+}
+
+func runExplain(c *cli, args []string, status int) error {
+	if len(args) > 1 {
+		return usageErrorf("unexpected argument %q", echo(args[1]))
+	}
+	if status != 0 && (status < 100 || status > 999) {
+		return usageErrorf("--status %d is not an HTTP status", status)
+	}
+	in, name := explainStdin, "stdin"
+	if len(args) == 1 && args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		defer f.Close()
+		in, name = f, printable(args[0])
+	}
+	raw, err := io.ReadAll(io.LimitReader(in, maxExplainInput))
+	if err != nil {
+		return usageErrorf("reading %s: %v", name, err)
+	}
+	resp, err := parseResponse(raw, status)
+	if err != nil {
+		return usageErrorf("%s: %v", name, err)
+	}
+	v := classify.Default(&classify.HTTPError{StatusCode: resp.status, Header: resp.header, Body: resp.body})
+	does := gateDoes(v)
+	if c.json {
+		return writeJSON(c.stdout, explainJSON{Status: resp.status, Class: v.Class.String(), Reason: v.Reason,
+			ProviderWide: v.ProviderWide, Suspect: v.Suspect, RetryAfterMS: ms(v.RetryAfter), Evidence: v.Evidence, WhatTheGateDoes: does})
+	}
+	tw := table(c.stdout)
+	row(tw, "status", resp.status)
+	row(tw, "verdict", v.Class)
+	row(tw, "reason", printable(v.Reason))
+	row(tw, "provider-wide", yesNo(v.ProviderWide))
+	row(tw, "suspect", yesNo(v.Suspect))
+	hint := "none"
+	if v.RetryAfter > 0 {
+		hint = fmtDur(v.RetryAfter)
+	}
+	row(tw, "retry hint", hint)
+	row(tw, "decided by", printable(v.Evidence))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(c.stdout, does)
+	return err
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// gateDoes says in one sentence what the gate does with v, as the state
+// diagram in the README's "How it works" has it.
+func gateDoes(v classify.Verdict) string {
+	switch {
+	case v.Class == classify.ClassPermanent && v.Suspect:
+		return "The job cools with its attempt counted; the same rejection on its next attempt marks it Failed."
+	case v.Class == classify.ClassPermanent:
+		return "The job is marked Failed: retrying will not help."
+	case v.Class == classify.ClassSystemic && v.ProviderWide:
+		return "Not the job's fault: the job cools without an attempt counted and the upstream scope pauses until an operator acts or the pause ends."
+	case v.Class == classify.ClassSystemic:
+		return "Not the job's fault: the job cools without an attempt counted; the upstream scope stays open."
+	case v.Class == classify.ClassTransient && v.ProviderWide:
+		return "The upstream scope cools for the provider's hint (else its cooldown) and the job waits with it, no attempt counted."
+	case v.Class == classify.ClassTransient:
+		return "The job cools down with its attempt counted and may run again after the cooldown."
+	case v.Class == classify.ClassCanceled:
+		return "The job is released with no cooldown."
+	}
+	return "Undefined verdict."
+}
+
+// response is what explain read.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// parseResponse reads a response as copied from a log: an optional status
+// line ("HTTP/1.1 429 Too Many Requests", "HTTP/2 429"), optional headers,
+// a blank line, the body; CRLF or LF. Without a status line, status (from
+// --status) is the status, and the input is headers then a body when its
+// first line looks like a header, else a bare body.
+func parseResponse(raw []byte, status int) (response, error) {
+	raw = bytes.TrimLeft(raw, " \t\r\n\ufeff")
+	if len(raw) == 0 {
+		return response{}, fmt.Errorf("empty input: want a status line, headers and a body, or a body with --status")
+	}
+	r := response{status: status}
+	br := bufio.NewReader(bytes.NewReader(raw))
+	first, _ := br.ReadString('\n')
+	line := strings.TrimRight(first, "\r\n")
+	hasHeaders := false
+	switch {
+	case strings.HasPrefix(line, "HTTP/"):
+		code, err := statusLine(line)
+		if err != nil {
+			return response{}, err
+		}
+		if status != 0 && status != code {
+			return response{}, fmt.Errorf("--status %d disagrees with the status line's %d", status, code)
+		}
+		r.status, hasHeaders = code, true
+	case looksLikeHeader(line):
+		hasHeaders = true
+		br = bufio.NewReader(bytes.NewReader(raw))
+	default:
+		br = bufio.NewReader(bytes.NewReader(raw))
+	}
+	if hasHeaders {
+		h, err := textproto.NewReader(br).ReadMIMEHeader()
+		if err != nil && err != io.EOF {
+			return response{}, fmt.Errorf("headers: %v", err)
+		}
+		r.header = http.Header(h)
+	}
+	body, _ := io.ReadAll(br)
+	r.body = bytes.TrimSpace(body)
+	if r.status == 0 {
+		return response{}, fmt.Errorf("no status line: give the response's status with --status")
+	}
+	if r.status < 100 || r.status > 999 {
+		return response{}, fmt.Errorf("status %d is not an HTTP status", r.status)
+	}
+	return r, nil
+}
+
+// statusLine reads "HTTP/1.1 429 Too Many Requests" or "HTTP/2 429".
+func statusLine(line string) (int, error) {
+	f := strings.Fields(line)
+	if len(f) < 2 || len(f[1]) != 3 {
+		return 0, errStatusLine
+	}
+	code, err := strconv.Atoi(f[1])
+	if err != nil || code < 100 {
+		return 0, errStatusLine
+	}
+	return code, nil
+}
+
+// looksLikeHeader reports whether line is "Name: value" with a token name.
+func looksLikeHeader(line string) bool {
+	name, _, ok := strings.Cut(line, ":")
+	if !ok || name == "" {
+		return false
+	}
+	for _, c := range name {
+		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// errStatusLine does not quote the line back: input is upstream text.
+var errStatusLine = errors.New(`the first line starts with "HTTP/" but is not a status line such as "HTTP/1.1 429 Too Many Requests"`)

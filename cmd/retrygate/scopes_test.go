@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+var errRateLimit = errors.New("429 rate limit")
+
+// scopeClassify adds a provider-wide rate limit with an hour's hint to
+// testClassify.
+func scopeClassify(err error) classify.Verdict {
+	if errors.Is(err, errRateLimit) {
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true, RetryAfter: time.Hour}
+	}
+	return testClassify(err)
+}
+
+// TestStatusFindsRefusingScopes: without --scope, status of a job that no
+// key refuses used to say "no lock: the next call runs" while its gate's
+// upstream was paused. It now finds the scopes under the prefix (on every
+// master of a cluster), says which refuse jobs and what to run, and says
+// plainly that it cannot know which scope the job's gate uses.
+func TestStatusFindsRefusingScopes(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			ctx := context.Background()
+			scoped := func(scope string) *gate.Gate {
+				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Scope: scope, Cooldown: time.Hour, MaxCooldown: time.Hour,
+					Jitter: -1, Classify: scopeClassify, ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g
+			}
+			paused, cooling, open := scoped("openai:prod"), scoped("anthropic:eu"), scoped("groq:prod")
+			_ = paused.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
+			_ = cooling.Do(ctx, "doc-8", func(context.Context, *gate.Lease) error { return errRateLimit })
+			_ = open.Do(ctx, "doc-7", func(context.Context, *gate.Lease) error { return err5xx }) // a failure window, no cooldown
+			if tg.IsCluster {
+				assertKeysSpread(t, tg.Client.(*redis.ClusterClient), scopeKey(prefix, "openai:prod"), scopeKey(prefix, "anthropic:eu"))
+			}
+			args := append(redisArgs(t, tg), "--prefix", prefix)
+
+			r := runCLI(t, nil, append(args, "status", "doc-0")...)
+			mustOK(t, r)
+			golden(t, "status_upstream_found", prefix, r.stdout)
+			if strings.Contains(r.stdout, "the next call runs") {
+				t.Errorf("status says the next call runs while two scopes refuse jobs:\n%s", r.stdout)
+			}
+
+			// A job cooling on its own says both.
+			r = runCLI(t, nil, append(args, "status", "doc-8")...)
+			mustOK(t, r)
+			for _, exp := range []string{"the last call failed (rate_limited)", "; also upstream anthropic:eu is cooling down",
+				"reset doc-8", "--scope openai:prod scope reset"} {
+				if !strings.Contains(r.stdout, exp) {
+					t.Errorf("status doc-8: exp %q in\n%s", exp, r.stdout)
+				}
+			}
+
+			st := statusOf(t, runCLI(t, nil, append(args, "--json", "status", "doc-0")...))
+			s := st.ScopeSearch
+			if s == nil || !s.Complete || s.Error != "" || s.Scopes < 2 || len(s.Refusing) != 2 ||
+				s.Refusing[0].Scope != "anthropic:eu" || s.Refusing[0].State != "cooling" ||
+				s.Refusing[1].Scope != "openai:prod" || s.Refusing[1].State != "paused" || s.Refusing[1].Reason != "quota_exhausted" {
+				t.Fatalf("--json scope_search: %+v", s)
+			}
+
+			// With --scope, the job's own gate's scope, and no search.
+			st = statusOf(t, runCLI(t, nil, append(args, "--json", "--scope", "groq:prod", "status", "doc-0")...))
+			if st.ScopeSearch != nil || st.Upstream == nil || st.Upstream.State != "open" {
+				t.Fatalf("--scope groq:prod: %+v", st)
+			}
+
+			// Once the scopes reopen, the job runs again, and status says so.
+			for _, g := range []*gate.Gate{paused, cooling} {
+				if err := g.ResetScope(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r = runCLI(t, nil, append(args, "status", "doc-0")...)
+			mustOK(t, r)
+			if !strings.Contains(r.stdout, "meaning   no lock: the next call runs") || strings.Contains(r.stdout, "upstream") {
+				t.Errorf("status after the scopes reopened:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestStatusSaysPrefixHoldsNoKeys: a --prefix with no key at all (a typo,
+// the wrong database) used to get "no lock: the next call runs".
+func TestStatusSaysPrefixHoldsNoKeys(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			f := newFixture(t, tg)
+			typo := f.prefix + "-typo"
+			args := append(redisArgs(t, tg), "--prefix", typo)
+			r := runCLI(t, nil, append(args, "status", "doc-1")...)
+			mustOK(t, r)
+			if exp := "no key under prefix " + typo + ": is --prefix right?"; !strings.Contains(r.stdout, exp) || strings.Contains(r.stdout, "next call runs") {
+				t.Errorf("status under an empty prefix: exp %q in\n%s", exp, r.stdout)
+			}
+			if st := statusOf(t, runCLI(t, nil, append(args, "--json", "status", "doc-1")...)); !st.NoKeysUnderPrefix {
+				t.Errorf("--json: no_keys_under_prefix false under an empty prefix")
+			}
+			r = runCLI(t, nil, append(args, "list")...)
+			if r.code != exitOK || !strings.Contains(r.stderr, "no key under prefix "+typo+": is --prefix right?") {
+				t.Errorf("list under an empty prefix: exit %d, stderr %q", r.code, r.stderr)
+			}
+			if r := f.run(t, "list", "--state", "done"); r.stderr != "" {
+				t.Errorf("an empty list under a used prefix: stderr %q", r.stderr)
+			}
+			// The fixture's prefix holds keys: an unknown job there is ready.
+			st := statusOf(t, f.run(t, "--json", "status", "never-seen"))
+			if st.NoKeysUnderPrefix || st.State != "ready" {
+				t.Errorf("status of an unknown job under a used prefix: %+v", st)
+			}
+			// A prefix holding only a scope key is not empty either.
+			g, err := gate.New(tg.Client, gate.Options{Prefix: typo, Scope: "s", Classify: testClassify})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = g.Do(context.Background(), "doc-1", func(context.Context, *gate.Lease) error { return errQuota })
+			if err := g.Reset(context.Background(), "doc-1"); err != nil {
+				t.Fatal(err)
+			}
+			r = runCLI(t, nil, append(args, "status", "doc-2")...)
+			mustOK(t, r)
+			if strings.Contains(r.stdout, "no key under prefix") || !strings.Contains(r.stdout, "upstream s is paused") {
+				t.Errorf("a prefix with a paused scope:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+func scopeKey(prefix, scope string) string {
+	k, _ := keyspace.Scope(prefix, scope)
+	return k
+}
+
+// assertKeysSpread checks the keys live on more than one master, so a
+// search that finds them all covered every master.
+func assertKeysSpread(t *testing.T, cc *redis.ClusterClient, keys ...string) {
+	t.Helper()
+	masters := map[string]bool{}
+	for _, k := range keys {
+		node, err := cc.MasterForKey(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[node.Options().Addr] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("keys %q all live on one master; the test needs at least 2", keys)
+	}
+}
+
+func TestStatusScopeSearchJSONShape(t *testing.T) {
+	// scope_search.refusing is [] (not null) when nothing refuses.
+	_, client := redistest.Miniredis(t)
+	r := runCLI(t, nil, "--redis", "redis://"+client.Options().Addr, "--json", "status", "x")
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw["scope_search"]), `"refusing": []`) {
+		t.Fatalf("scope_search: %s", raw["scope_search"])
+	}
+}

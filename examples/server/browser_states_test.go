@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// cardText returns the text of sel inside the card of document id.
+func cardText(t *testing.T, ctx context.Context, id, sel string) string {
+	t.Helper()
+	var s string
+	if err := chromedp.Run(ctx, chromedp.Text(`li[data-doc="`+id+`"] `+sel, &s, chromedp.ByQuery)); err != nil {
+		t.Fatalf("%s %s: %v", id, sel, err)
+	}
+	return s
+}
+
+// disabledSayWhy checks every disabled Evaluate button: its label is not
+// "Evaluate", it has a title, and the line it is described by is visible
+// text.
+const disabledSayWhy = `[...document.querySelectorAll('.evaluate')].filter(b => b.disabled).every(b =>
+	!/^Evaluate/.test(b.textContent) && b.title !== '' &&
+	document.getElementById(b.getAttribute('aria-describedby')).textContent.trim() !== '')`
+
+// TestPageSaysOneThing: the page's parts agree, and say what they know.
+//   - The refused counter counts refusals as they happen, sent by anyone
+//     (it moved only when the page itself fetched the stats).
+//   - A card that cooled down remembers its last failure after the
+//     cooldown, across a reload (it said "Not evaluated yet").
+//   - A disabled button says why, also for the seconds a success is held
+//     as done (it was greyed with no reason).
+//   - A paused upstream's banner shows when the next probe is due, the
+//     same countdown as the cards (it said "an operator must act" beside
+//     cards counting down).
+func TestPageSaysOneThing(t *testing.T) {
+	ctx := browser(t)
+	cfg := testConfig()
+	cfg.RateLimitHint = 3 * time.Second
+	cfg.DoneTTL = 3 * time.Second
+	cfg.ScopePause = 6 * time.Second
+	s := startServer(t, cfg)
+	if err := chromedp.Run(ctx, chromedp.Navigate(s.base), chromedp.WaitVisible(`li[data-doc="board-minutes"] .evaluate`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refusals counted live: another client cools a document and retries it.
+	if r := s.evaluate(t, "supplier-contract"); r.code != 429 {
+		t.Fatalf("first call: %d", r.code)
+	}
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		if r := s.evaluate(t, "supplier-contract"); r.code != 429 {
+			t.Fatalf("retry %d: %d", i, r.code)
+		}
+	}
+	if err := chromedp.Run(ctx, pollJS(`document.querySelector('#refused').textContent === '5' && document.querySelector('#calls').textContent === '1'`, time.Second)); err != nil {
+		t.Fatalf("counters not live: refused %q, calls %q: %v", pageText(t, ctx, "#refused"), pageText(t, ctx, "#calls"), err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the page showed the refusals %v after they were sent, want within 1s", took)
+	}
+	// The card, cooled by another client, shows the countdown on its button.
+	if got := cardText(t, ctx, "supplier-contract", ".evaluate"); !regexp.MustCompile(`^Retry in 0:0[1-3]$`).MatchString(got) {
+		t.Errorf("cooling card's button %q, want Retry in 0:0x", got)
+	}
+	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, time.Second)); err != nil {
+		t.Errorf("a disabled button does not say why while cooling: %v", err)
+	}
+
+	// After the cooldown the card remembers the failure.
+	const lastFailure = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again."
+	if err := chromedp.Run(ctx, pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 5*time.Second)); err != nil {
+		t.Fatalf("after the cooldown: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
+	}
+	if got := cardText(t, ctx, "supplier-contract", ".evaluate"); got != "Evaluate again" {
+		t.Errorf("button after the cooldown %q", got)
+	}
+	screenshot(t, ctx, "last-failure-desktop.png", 1000)
+	if err := chromedp.Run(ctx, chromedp.Reload(), chromedp.WaitVisible(`li[data-doc="supplier-contract"] .evaluate`),
+		pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 2*time.Second)); err != nil {
+		t.Fatalf("after a reload the failure is forgotten: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
+	}
+
+	// A success is held as done: the button says until when, and why.
+	const welcome = `li[data-doc="welcome-letter"]`
+	if err := chromedp.Run(ctx, chromedp.Click(welcome+` .evaluate`), chromedp.WaitVisible(welcome+` .result`),
+		pollJS(`/^Again in 0:0[1-3]$/.test(document.querySelector('`+welcome+` .evaluate').textContent)`, 2*time.Second)); err != nil {
+		t.Fatalf("held as done: button %q: %v", cardText(t, ctx, "welcome-letter", ".evaluate"), err)
+	}
+	if got := cardText(t, ctx, "welcome-letter", ".msg"); !strings.HasPrefix(got, "Evaluated just now. The result is held for a few seconds") {
+		t.Errorf("held as done: line %q", got)
+	}
+	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, time.Second)); err != nil {
+		t.Errorf("the done button does not say why it is disabled: %v", err)
+	}
+	screenshot(t, ctx, "done-desktop.png", 1000)
+	if err := chromedp.Run(ctx, pollJS(`!document.querySelector('`+welcome+` .evaluate').disabled && document.querySelector('`+welcome+` .evaluate').textContent === 'Evaluate again'`, 5*time.Second)); err != nil {
+		t.Fatalf("the done mark ended but the button is %q: %v", cardText(t, ctx, "welcome-letter", ".evaluate"), err)
+	}
+
+	// The credit balance runs out: the upstream pauses; the banner counts
+	// down to the next probe, with the cards.
+	var banner, probe string
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`li[data-doc="board-minutes"] .evaluate`),
+		pollJS(`document.querySelector('#banner').classList.contains('show') && document.querySelector('li[data-doc="welcome-letter"] .evaluate').classList.contains('countdown')`, 3*time.Second),
+		chromedp.Text(`#banner`, &banner, chromedp.ByQuery),
+		chromedp.Text(`#banner .probe`, &probe, chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("paused upstream: %v", err)
+	}
+	card := cardText(t, ctx, "welcome-letter", ".evaluate")
+	for _, bad := range []string{"must act", "all jobs paused"} {
+		if strings.Contains(banner, bad) {
+			t.Errorf("banner %q says %q", banner, bad)
+		}
+	}
+	if !strings.Contains(banner, "Provider unavailable — every job waits") || !strings.Contains(banner, "quota_exhausted") {
+		t.Errorf("banner %q", banner)
+	}
+	bm := regexp.MustCompile(`^Next probe in 0:0(\d)$`).FindStringSubmatch(probe)
+	cm := regexp.MustCompile(`^Retry in 0:0(\d)$`).FindStringSubmatch(card)
+	if bm == nil || cm == nil {
+		t.Fatalf("banner %q and card %q: want both counting down", probe, card)
+	}
+	if b, c := atoi(t, bm[1]), atoi(t, cm[1]); b < 3 || c < b-1 || c > b+1 {
+		t.Errorf("banner %q and card %q disagree (or the pause is not the 6s configured)", probe, card)
+	}
+	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, time.Second)); err != nil {
+		t.Errorf("a disabled button does not say why while paused: %v", err)
+	}
+	screenshot(t, ctx, "paused-desktop.png", 1000)
+	screenshot(t, ctx, "paused-375.png", 375)
+}
+
+func pageText(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	var s string
+	_ = chromedp.Run(ctx, chromedp.Text(sel, &s, chromedp.ByQuery))
+	return strconv.Quote(s)
+}

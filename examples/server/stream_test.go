@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// streamEvent is one server-sent event of GET /api/events.
+type streamEvent struct {
+	name string
+	data string
+}
+
+// openStream reads GET /api/events into a channel until the test ends.
+func openStream(t *testing.T, s *server) <-chan streamEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	out := make(chan streamEvent, 256)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var ev streamEvent
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && ev.name != "":
+				out <- ev
+				ev = streamEvent{}
+			}
+		}
+	}()
+	return out
+}
+
+// waitEvent returns the first event for which ok is true.
+func waitEvent(t *testing.T, events <-chan streamEvent, within time.Duration, what string, ok func(streamEvent) bool) streamEvent {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev, open := <-events:
+			if !open {
+				t.Fatalf("%s: the stream ended", what)
+			}
+			if ok(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("%s: no such event within %v", what, within)
+		}
+	}
+}
+
+// TestStreamPushesCountersFailuresAndDone: the page's stream carries the
+// counters as they change (a refusal by another client moved nothing on
+// the page), a document's last failure after its cooldown ended, and how
+// long a success is held as done.
+func TestStreamPushesCountersFailuresAndDone(t *testing.T) {
+	cfg := testConfig()
+	cfg.DoneTTL = 3 * time.Second
+	s := startServer(t, cfg)
+	events := openStream(t, s)
+
+	s.evaluate(t, "supplier-contract") // the model's 429: cooling down
+	start := time.Now()
+	s.evaluate(t, "supplier-contract") // refused
+	waitEvent(t, events, time.Second, "the refusal's counters", func(ev streamEvent) bool {
+		var c countersView
+		return ev.name == "stats" && json.Unmarshal([]byte(ev.data), &c) == nil && c.Refused == 1 && c.UpstreamCalls == 1
+	})
+	if took := time.Since(start); took > 900*time.Millisecond {
+		t.Errorf("counters pushed %v after the refusal", took)
+	}
+
+	// The cooldown ends: the job is ready, its failure is still told.
+	ev := waitEvent(t, events, 3*time.Second, "the end of the cooldown", func(ev streamEvent) bool {
+		return ev.name == "status" && strings.Contains(ev.data, `"id":"supplier-contract"`) && strings.Contains(ev.data, `"job_state":"ready"`)
+	})
+	var v eventView
+	if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.LastFailure == nil || v.LastFailure.Reason != "rate_limited" {
+		t.Errorf("ready after a cooldown: last_failure %+v, want rate_limited", v.LastFailure)
+	}
+	var docs []documentView
+	if err := json.Unmarshal([]byte(s.do(t, http.MethodGet, "/api/documents").raw), &docs); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if (d.ID == "supplier-contract") != (d.LastFailure != nil) {
+			t.Errorf("/api/documents: %s has last_failure %+v", d.ID, d.LastFailure)
+		}
+	}
+
+	// A success is held as done: the stream says for how long.
+	if r := s.evaluate(t, "welcome-letter"); r.code != http.StatusOK {
+		t.Fatalf("welcome-letter: %d", r.code)
+	}
+	ev = waitEvent(t, events, time.Second, "the done mark", func(ev streamEvent) bool {
+		return ev.name == "status" && strings.Contains(ev.data, `"id":"welcome-letter"`) && strings.Contains(ev.data, `"job_state":"done"`)
+	})
+	v = eventView{}
+	if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.DoneSeconds < 2 || v.DoneSeconds > 3 || v.LastFailure != nil {
+		t.Errorf("done: done_seconds %v (want about 3), last_failure %+v", v.DoneSeconds, v.LastFailure)
+	}
+}

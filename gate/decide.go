@@ -1,0 +1,253 @@
+package gate
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+)
+
+// decide is the gate's one decision: what a run's end writes to its job
+// and to the upstream it used. Its rows are the state diagram of the
+// package doc; decide_test.go holds one test row per arrow.
+
+// outcome is how a run ended.
+type outcome uint8
+
+const (
+	outSuccess  outcome = iota + 1
+	outRelease          // Release: no cooldown, no attempt counted
+	outCanceled         // the caller's context ended while fn ran
+	outFailure          // fn failed: the verdict says how
+)
+
+// decideIn is what decide knows.
+type decideIn struct {
+	out outcome
+	v   classify.Verdict // outFailure
+	// hist is the job's last settled value, which the run's acquire took
+	// over: its attempt count and its last failure.
+	hist jobValue
+	// upstream: the run used an upstream (Options.Scope or Fallbacks).
+	upstream bool
+	// probe: the run probes its upstream after a cooldown or pause; level
+	// is the trips in a row before it.
+	probe bool
+	level int
+	// wave: a permanent failure is part of a wave of its reason in the
+	// upstream (ScopePolicy.PermanentWave), or the upstream is paused for
+	// that reason already.
+	wave bool
+	// fallback: the gate has another upstream for the job's next call.
+	fallback bool
+}
+
+// jobWrite is what a run's end writes to its job (job_settle.lua).
+type jobWrite struct {
+	kind byte          // jobCooling, jobFailed, jobDone
+	ttl  time.Duration // how long the state lasts
+	keep time.Duration // how much longer the key keeps the attempt count
+	// state, attempts, suspect, reason and evidence are the value's
+	// content, and what the settle reports.
+	state            State
+	attempts         int
+	suspect          bool
+	reason, evidence string
+}
+
+// scopeOp is what a run's end does to its upstream.
+type scopeOp uint8
+
+const (
+	scopeNone   scopeOp = iota
+	scopeOpen           // the probe's call reached the upstream: open it
+	scopeCancel         // the probe's call did not reach it: the next call probes
+	scopeCool           // a provider-wide transient failure
+	scopePause          // a provider-wide systemic failure, or a wave
+	scopeCount          // one more 5xx in the upstream's window
+)
+
+// scopeWrite is what a run's end does to its upstream.
+type scopeWrite struct {
+	op     scopeOp
+	ttl    time.Duration // cool, pause
+	reason string
+}
+
+// decision is decide's answer.
+type decision struct {
+	job   jobWrite
+	scope scopeWrite
+}
+
+// successMemory is how long a success's token stays in its job's done key,
+// so a waiter woken by it is told the job is done instead of running it
+// again, however short DoneTTL is (0: the success frees the job). Waiters
+// read at once when woken, or within pollMax while they poll.
+const successMemory = 10 * time.Second
+
+// minProviderWait is the shortest cooldown a provider's hint sets, so a
+// hint of a few milliseconds is not an immediate free retry.
+const minProviderWait = time.Second
+
+func (g *Gate) decide(in decideIn) decision {
+	o := g.opts
+	h := in.hist
+	// A run that ends without a failure keeps the job's history as it was.
+	keepHist := jobWrite{kind: jobCooling, state: Ready, attempts: h.attempts,
+		suspect: h.suspect, reason: h.reason, evidence: h.evidence}
+	if h.attempts > 0 || h.reason != "" {
+		keepHist.keep = o.AttemptsTTL
+	}
+	var d decision
+	if in.probe {
+		d.scope.op = scopeOpen // the upstream answered, unless a row says otherwise
+	}
+	switch in.out {
+	case outSuccess:
+		d.job = jobWrite{kind: jobDone, ttl: o.DoneTTL, state: Ready}
+		if o.DoneTTL > 0 {
+			d.job.state = Done
+		}
+		return d
+	case outRelease:
+		d.job = keepHist
+		d.scope = cancelIfProbe(in)
+		return d
+	case outCanceled:
+		d.scope = cancelIfProbe(in)
+		if o.CanceledCooldown <= 0 {
+			d.job = keepHist
+			return d
+		}
+		d.job = g.cooling(h.attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
+		return d
+	}
+
+	v := in.v
+	switch {
+	case v.ProviderWide && (v.Class == classify.ClassTransient || v.Class == classify.ClassSystemic):
+		// The provider's or the key's limits, not the job: no attempt
+		// counted, never Failed.
+		d.scope = scopeWrite{op: scopeCool, reason: v.Reason, ttl: g.scopeCooldown(v.RetryAfter, in)}
+		wait := o.Cooldown
+		if in.upstream {
+			wait = o.ScopePolicy.Cooldown
+		}
+		if v.RetryAfter > 0 {
+			wait = max(v.RetryAfter, minProviderWait)
+		}
+		if v.Class == classify.ClassSystemic {
+			d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
+			wait = max(v.RetryAfter, o.Cooldown)
+		}
+		if !in.upstream {
+			d.scope = scopeWrite{}
+		}
+		d.job = g.cooling(h.attempts, wait, v.Reason, v.Evidence)
+		if in.fallback {
+			// The next call runs on the next open upstream: no wait, or
+			// FallbackCooldown.
+			d.job = g.cooling(h.attempts, o.FallbackCooldown, v.Reason, v.Evidence)
+			if o.FallbackCooldown <= 0 {
+				d.job.ttl, d.job.state = 0, Ready
+			}
+		}
+	case v.Class == classify.ClassSystemic:
+		// The job's own request cannot run until an operator acts (a
+		// model it names, a permission): cool it, count nothing.
+		d.job = g.cooling(h.attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+	case v.Class == classify.ClassPermanent && in.wave:
+		// Many jobs rejected for one reason: not theirs. Pause the
+		// upstream for it, cool the job, count nothing.
+		d.job = g.cooling(h.attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
+	case v.Class == classify.ClassPermanent && (!v.Suspect || confirmed(h, v)):
+		d.job = g.failed(h.attempts+1, v)
+	case v.Class == classify.ClassPermanent:
+		// A suspect rejection, first seen: cool with the attempt counted;
+		// the same rejection on the next attempt confirms it.
+		d.job = g.counted(h.attempts+1, v)
+		d.job.suspect = d.job.state == CoolingDown
+	default: // transient, the job's
+		d.job = g.counted(h.attempts+1, v)
+		if !in.probe && v.Reason == classify.ReasonUpstream5xx && in.upstream {
+			d.scope = scopeWrite{op: scopeCount, reason: v.Reason, ttl: o.ScopePolicy.Cooldown}
+		}
+	}
+	return d
+}
+
+// confirmed reports whether a suspect rejection repeats the job's last
+// failure: the same reason and evidence, itself a suspect rejection.
+func confirmed(h jobValue, v classify.Verdict) bool {
+	return h.suspect && h.reason == v.Reason && h.evidence == v.Evidence
+}
+
+func cancelIfProbe(in decideIn) scopeWrite {
+	if in.probe {
+		return scopeWrite{op: scopeCancel}
+	}
+	return scopeWrite{}
+}
+
+// cooling is a cooldown that counts no attempt.
+func (g *Gate) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
+	return jobWrite{kind: jobCooling, ttl: g.capWait(wait), keep: g.opts.AttemptsTTL, state: CoolingDown,
+		attempts: attempts, reason: reason, evidence: evidence}
+}
+
+// counted is a failure that counts an attempt: a cooldown escalating with
+// the attempts (or the server's hint, when longer), or Failed once they
+// reach MaxAttempts.
+func (g *Gate) counted(attempts int, v classify.Verdict) jobWrite {
+	if m := g.opts.MaxAttempts; m > 0 && attempts >= m {
+		return g.failed(attempts, v)
+	}
+	return jobWrite{kind: jobCooling, ttl: g.capWait(max(v.RetryAfter, g.backoff(attempts))), keep: g.opts.AttemptsTTL,
+		state: CoolingDown, attempts: attempts, reason: v.Reason, evidence: v.Evidence}
+}
+
+func (g *Gate) failed(attempts int, v classify.Verdict) jobWrite {
+	return jobWrite{kind: jobFailed, ttl: g.opts.FailedTTL, state: Failed, attempts: attempts,
+		reason: v.Reason, evidence: v.Evidence}
+}
+
+// capWait bounds a cooldown: at most MaxCooldown, at least a millisecond.
+func (g *Gate) capWait(d time.Duration) time.Duration {
+	return max(min(d, g.opts.MaxCooldown), time.Millisecond)
+}
+
+// scopeCooldown is how long a provider-wide transient failure cools the
+// upstream: the provider's hint, else ScopePolicy.Cooldown, escalated by
+// BackoffFactor per failed probe in a row; at most MaxCooldown.
+func (g *Gate) scopeCooldown(hint time.Duration, in decideIn) time.Duration {
+	if hint > 0 {
+		return g.capWait(hint)
+	}
+	d := float64(g.opts.ScopePolicy.Cooldown)
+	if in.probe {
+		d *= math.Pow(g.opts.BackoffFactor, float64(in.level))
+	}
+	return g.capWait(time.Duration(min(d, float64(g.opts.MaxCooldown))))
+}
+
+// backoff is the cooldown of the n-th counted failure in a row:
+// Cooldown × BackoffFactor^(n-1), spread by ± Jitter, at most MaxCooldown.
+func (g *Gate) backoff(n int) time.Duration {
+	o := g.opts
+	d := float64(o.Cooldown) * math.Pow(o.BackoffFactor, float64(n-1))
+	if o.Jitter > 0 {
+		d *= 1 + o.Jitter*(2*rand.Float64()-1)
+	}
+	if d >= float64(o.MaxCooldown) {
+		return o.MaxCooldown
+	}
+	return time.Duration(d)
+}
+
+// tail is the value job_settle.lua writes after <until>.
+func (w jobWrite) tail(fence int64) string {
+	return settledTail(fence, w.attempts, w.suspect, w.reason, w.evidence)
+}

@@ -1,0 +1,195 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// What this process knows of its jobs beyond Redis: the calls in flight
+// (flight), and the failures Redis did not take (unwritten). Both answer a
+// call before it reaches Redis.
+
+// flight merges the calls of one job in one process, as singleflight does:
+// while one call's acquire is in flight, the others wait for its answer
+// instead of asking Redis themselves; while its lease is held, they are
+// refused in-process (ErrInFlight). The pending record lives from the
+// acquire until the lease settles, or until the acquire is refused.
+type flight struct {
+	mu sync.Mutex
+	m  map[string]*pending
+}
+
+// pending is one job's acquire in this process and, once taken, its lease.
+// Its fields are guarded by flight.mu.
+type pending struct {
+	resolved bool
+	done     chan struct{} // closed when resolved; made by the first follower
+	lease    *Lease        // the lease it took, nil when refused
+	err      error         // its refusal or error
+}
+
+// join returns the job's pending record; leader is set when the caller
+// made it and must resolve it.
+func (f *flight) join(job string) (p *pending, leader bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.m[job]; p != nil {
+		return p, false
+	}
+	if f.m == nil {
+		f.m = make(map[string]*pending)
+	}
+	p = &pending{}
+	f.m[job] = p
+	return p, true
+}
+
+// resolve gives the acquire's answer to the calls waiting on p. A refused
+// or failed acquire ends the record; a taken lease keeps it until forget.
+func (f *flight) resolve(job string, p *pending, l *Lease, err error) {
+	f.mu.Lock()
+	p.resolved, p.lease, p.err = true, l, err
+	if l == nil && f.m[job] == p {
+		delete(f.m, job)
+	}
+	if p.done != nil {
+		close(p.done)
+	}
+	f.mu.Unlock()
+}
+
+// wait returns once p is resolved, or ctx ends (false).
+func (f *flight) wait(ctx context.Context, p *pending) bool {
+	f.mu.Lock()
+	if p.resolved {
+		f.mu.Unlock()
+		return true
+	}
+	if p.done == nil {
+		p.done = make(chan struct{})
+	}
+	done := p.done
+	f.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// forget ends the record of l's job once l settled.
+func (f *flight) forget(l *Lease) {
+	f.mu.Lock()
+	if p := f.m[l.job]; p != nil && p.lease == l {
+		delete(f.m, l.job)
+	}
+	f.mu.Unlock()
+}
+
+// follow answers a call merged behind p: the same refusal, or ErrInFlight
+// while p's lease runs. again is set when the caller must ask Redis itself:
+// p's acquire failed for its own reasons (its caller gave up, Redis
+// erred), or fresh is set and p's refusal may predate what the caller
+// waits for (a waiter woken by a settle must read after it).
+func (g *Gate) follow(ctx context.Context, p *pending, fresh bool) (err error, again bool) {
+	if !g.flight.wait(ctx, p) {
+		return fmt.Errorf("gate: acquire: %w", context.Cause(ctx)), false
+	}
+	g.flight.mu.Lock()
+	l, perr := p.lease, p.err
+	g.flight.mu.Unlock()
+	var b *BlockedError
+	switch {
+	case l != nil:
+		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
+			RetryAfter: g.runningWait(l.remaining(), l.elapsed()), token: l.token, local: true}, false
+	case fresh:
+		return nil, true
+	case errors.As(perr, &b):
+		cp := *b
+		cp.local = true
+		return &cp, false
+	}
+	return nil, true
+}
+
+// unwritten holds the failures this process could not write to Redis
+// (WarnSettleUnwritten): Redis never held them, so the process that ran
+// the job refuses it in-process until the intended cooldown or failed mark
+// ends, and no retry through it runs early. Other processes see the
+// lease's TTL. Bounded: at most maxUnwritten jobs.
+type unwritten struct {
+	mu sync.Mutex
+	m  map[string]unwrittenFailure
+}
+
+type unwrittenFailure struct {
+	until time.Time
+	b     BlockedError
+}
+
+const maxUnwritten = 4096
+
+// add remembers w, the failure of job that Redis did not take, and
+// returns the refusal it stands for.
+func (u *unwritten) add(job string, w jobWrite) *BlockedError {
+	f := unwrittenFailure{until: time.Now().Add(w.ttl),
+		b: BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}}
+	if w.state == CoolingDown {
+		f.b.RetryAfter = w.ttl
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = make(map[string]unwrittenFailure)
+	}
+	if len(u.m) >= maxUnwritten {
+		now := time.Now()
+		for k, v := range u.m {
+			if !now.Before(v.until) {
+				delete(u.m, k)
+			}
+		}
+		for k := range u.m { // still full: drop a quarter
+			if len(u.m) <= maxUnwritten*3/4 {
+				break
+			}
+			delete(u.m, k)
+		}
+	}
+	u.m[job] = f
+	b := f.b
+	return &b
+}
+
+// refusal returns the refusal of a job whose failure Redis did not take,
+// while it lasts.
+func (u *unwritten) refusal(job string) *BlockedError {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	f, ok := u.m[job]
+	if !ok {
+		return nil
+	}
+	left := time.Until(f.until)
+	if left < time.Millisecond {
+		delete(u.m, job)
+		return nil
+	}
+	b := f.b
+	if b.State == CoolingDown {
+		b.RetryAfter = left
+	}
+	return &b
+}
+
+// drop forgets job's unwritten failure (an operator reset the job).
+func (u *unwritten) drop(job string) {
+	u.mu.Lock()
+	delete(u.m, job)
+	u.mu.Unlock()
+}

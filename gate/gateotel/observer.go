@@ -1,0 +1,403 @@
+package gateotel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/metricspec"
+)
+
+// ScopeName is the instrumentation scope of the tracer and the meter.
+const ScopeName = "github.com/retrygate/retrygate/gate/gateotel"
+
+// Options configures New. The zero value uses the global providers.
+type Options struct {
+	// TracerProvider makes the spans. Default: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the instruments. Default: otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// Reasons are custom reason codes (from your own classify rules) to
+	// keep as metric attribute values; any other unknown code is "other".
+	Reasons []string
+}
+
+// Observer turns gate events into spans and metrics. Pass it as
+// gate.Options.Observer.
+type Observer struct {
+	tracer  trace.Tracer
+	reasons map[string]bool
+
+	counters [nCounters]metric.Int64Counter
+	held     metric.Float64Histogram
+	cooldown metric.Float64Histogram
+
+	mu   sync.RWMutex
+	sets map[setKey]measure
+}
+
+var _ gate.Observer = (*Observer)(nil)
+
+// The counters, indexed by series; series names the attribute sets too.
+type series uint8
+
+const (
+	acquisitions series = iota
+	coalesced
+	settles
+	renewals
+	leaseLost
+	notOwned
+	redisErrors
+	scopeTransitions
+	warnings
+	nCounters
+	held     = nCounters
+	cooldown = nCounters + 1
+)
+
+// instruments are the series' names, descriptions and attributes (after
+// scope), matching gateprom's.
+var instruments = [...]struct {
+	name, desc string
+	labels     []string
+}{
+	acquisitions:     {"retrygate.acquisitions", "Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.", []string{"outcome", "state"}},
+	coalesced:        {"retrygate.coalesced", "Refusals decided in-process: the job was already running in this process (no Redis round trip).", nil},
+	settles:          {"retrygate.settles", "Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.", []string{"outcome", "reason"}},
+	renewals:         {"retrygate.renewals", "Lease renewals, by outcome (ok, failed: Redis unreachable).", []string{"outcome"}},
+	leaseLost:        {"retrygate.lease_lost", "Leases lost while the call ran (expired, taken over, or renewals failing).", nil},
+	notOwned:         {"retrygate.not_owned", `Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.`, nil},
+	redisErrors:      {"retrygate.redis_errors", "Redis operations that failed, by operation and cause (unavailable, refused).", []string{"op", "cause"}},
+	scopeTransitions: {"retrygate.scope_transitions", "Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.", []string{"state", "reason"}},
+	warnings:         {"retrygate.warnings", "Warnings an operator must look at, by reason.", []string{"reason"}},
+	held:             {"retrygate.lock_held", "How long calls held the job's lock, from acquire to settle or lease loss, by outcome.", []string{"outcome"}},
+	cooldown:         {"retrygate.cooldown", "Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).", []string{"kind"}},
+}
+
+// New returns an Observer with its instruments created.
+func New(opts Options) (*Observer, error) {
+	tp, mp := opts.TracerProvider, opts.MeterProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(ScopeName)
+	o := &Observer{
+		tracer:  tp.Tracer(ScopeName),
+		reasons: make(map[string]bool, len(metricspec.Reasons)+len(opts.Reasons)),
+		sets:    make(map[setKey]measure),
+	}
+	var err error
+	for i := range o.counters {
+		in := instruments[i]
+		if o.counters[i], err = meter.Int64Counter(in.name, metric.WithDescription(in.desc)); err != nil {
+			return nil, fmt.Errorf("gateotel: %s: %w", in.name, err)
+		}
+	}
+	if o.held, err = meter.Float64Histogram(instruments[held].name, metric.WithDescription(instruments[held].desc),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(metricspec.HeldBuckets...)); err != nil {
+		return nil, fmt.Errorf("gateotel: %s: %w", instruments[held].name, err)
+	}
+	if o.cooldown, err = meter.Float64Histogram(instruments[cooldown].name, metric.WithDescription(instruments[cooldown].desc),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(metricspec.CooldownBuckets...)); err != nil {
+		return nil, fmt.Errorf("gateotel: %s: %w", instruments[cooldown].name, err)
+	}
+	for _, r := range metricspec.Reasons {
+		o.reasons[r] = true
+	}
+	for _, r := range opts.Reasons {
+		o.reasons[r] = true
+	}
+	return o, nil
+}
+
+// Observe records e: its metrics, and its spans when ctx carries a
+// recording span.
+func (o *Observer) Observe(ctx context.Context, e gate.Event) {
+	o.measure(ctx, e)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		o.trace(ctx, span, e)
+	}
+}
+
+// measure records e's metrics, as gateprom does. It never uses e.Job.
+func (o *Observer) measure(ctx context.Context, e gate.Event) {
+	scope := e.Scope
+	switch e.Kind {
+	case gate.EventAcquired:
+		o.add(ctx, acquisitions, scope, "acquired", "")
+	case gate.EventRefused:
+		o.add(ctx, acquisitions, scope, "refused", e.State.String())
+		if e.Local {
+			o.add(ctx, coalesced, scope, "", "")
+		}
+	case gate.EventFailOpen:
+		o.add(ctx, acquisitions, scope, "fail_open", "")
+	case gate.EventSettled:
+		outcome := metricspec.SettleOutcome(e)
+		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, outcome, "").rec...)
+		if outcome == "not_owned" {
+			o.add(ctx, notOwned, scope, "", "")
+			break
+		}
+		reason := ""
+		if outcome != "succeeded" {
+			reason = o.reason(e.Reason)
+		}
+		o.add(ctx, settles, scope, outcome, reason)
+		if outcome == "cooled_down" {
+			o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, scope, "job", "").rec...)
+		}
+	case gate.EventRenewed:
+		if e.Err != nil {
+			o.add(ctx, renewals, scope, "failed", "")
+		} else {
+			o.add(ctx, renewals, scope, "ok", "")
+		}
+	case gate.EventLeaseLost:
+		o.add(ctx, leaseLost, scope, "", "")
+		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, "lease_lost", "").rec...)
+	case gate.EventRedisError:
+		o.add(ctx, redisErrors, scope, metricspec.Op(e.Op), metricspec.Cause(e.Err))
+	case gate.EventScopeCooling:
+		o.add(ctx, scopeTransitions, scope, "cooling", o.reason(e.Reason))
+		o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, scope, "scope", "").rec...)
+	case gate.EventScopePaused:
+		o.add(ctx, scopeTransitions, scope, "paused", o.reason(e.Reason))
+	case gate.EventWarning:
+		o.add(ctx, warnings, scope, o.reason(e.Reason), "")
+	}
+}
+
+func (o *Observer) add(ctx context.Context, s series, scope, a, b string) {
+	o.counters[s].Add(ctx, 1, o.set(s, scope, a, b).add...)
+}
+
+func (o *Observer) reason(r string) string {
+	if r == "" || o.reasons[r] {
+		return r
+	}
+	return metricspec.Other
+}
+
+// setKey names one attribute set: a series and its label values.
+type setKey struct {
+	s           series
+	scope, a, b string
+}
+
+// measure holds an attribute set as the options both instrument kinds
+// take, built once: a measurement with a known set allocates nothing.
+type measure struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// set returns the options of k's attribute set. Its label values are
+// bounded (states, outcomes, known reasons, the operator's scopes), so
+// the cache is too.
+func (o *Observer) set(s series, scope, a, b string) measure {
+	k := setKey{s, scope, a, b}
+	o.mu.RLock()
+	m, ok := o.sets[k]
+	o.mu.RUnlock()
+	if ok {
+		return m
+	}
+	kvs := []attribute.KeyValue{attribute.String("scope", scope)}
+	for i, l := range instruments[s].labels {
+		kvs = append(kvs, attribute.String(l, [...]string{a, b}[i]))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	m = measure{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	o.mu.Lock()
+	o.sets[k] = m
+	o.mu.Unlock()
+	return m
+}
+
+// Attribute keys.
+const (
+	keyJob     = attribute.Key("retrygate.job")
+	keyScope   = attribute.Key("retrygate.scope")
+	keyState   = attribute.Key("retrygate.state")
+	keyOutcome = attribute.Key("retrygate.outcome")
+	keyReason  = attribute.Key("retrygate.reason")
+	keyClass   = attribute.Key("retrygate.class")
+	keyFence   = attribute.Key("retrygate.fence")
+	keyAttempt = attribute.Key("retrygate.attempt")
+	keyWait    = attribute.Key("retrygate.wait")
+	keyRetryAt = attribute.Key("retrygate.retry_at")
+	keyHeld    = attribute.Key("retrygate.held")
+	keyLocal   = attribute.Key("retrygate.local")
+	keyOp      = attribute.Key("retrygate.op")
+	keyCause   = attribute.Key("retrygate.cause")
+)
+
+// trace records e as spans under span, the caller's, or as an event on it.
+func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
+	now := time.Now()
+	switch e.Kind {
+	case gate.EventAcquired, gate.EventRefused, gate.EventFailOpen:
+		attrs := o.jobAttrs(e)
+		outcome := "acquired"
+		switch e.Kind {
+		case gate.EventRefused:
+			outcome = "refused"
+		case gate.EventFailOpen:
+			outcome = "fail_open"
+		}
+		attrs = append(attrs, keyOutcome.String(outcome))
+		if e.Kind == gate.EventRefused {
+			attrs = append(attrs, keyState.String(e.State.String()))
+			attrs = append(attrs, waitAttrs(e, now)...)
+			attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(e)))
+			if e.Local {
+				attrs = append(attrs, keyLocal.Bool(true))
+			}
+		}
+		_, s := o.tracer.Start(ctx, "retrygate.acquire", trace.WithTimestamp(now), trace.WithAttributes(attrs...))
+		if e.Kind == gate.EventRefused {
+			s.SetStatus(codes.Error, "refused: "+e.State.String())
+		}
+		s.End(trace.WithTimestamp(now))
+	case gate.EventSettled, gate.EventLeaseLost:
+		if e.Kind == gate.EventLeaseLost && e.Held == 0 {
+			// ContinueOnLeaseLost: the settle that follows has the call.
+			span.AddEvent("retrygate.lease_lost", trace.WithTimestamp(now), trace.WithAttributes(o.jobAttrs(e)...))
+			return
+		}
+		o.call(ctx, e, now)
+	default:
+		attrs := o.jobAttrs(e)
+		switch e.Kind {
+		case gate.EventScopeCooling, gate.EventScopePaused:
+			attrs = append(attrs, keyClass.String(e.Class.String()))
+			attrs = append(attrs, waitAttrs(e, now)...)
+		case gate.EventRedisError:
+			attrs = append(attrs, keyOp.String(metricspec.Op(e.Op)), keyCause.String(metricspec.Cause(e.Err)))
+		case gate.EventRenewed:
+			if e.Err == nil {
+				return // a renewal that worked is not news
+			}
+			attrs = append(attrs, keyOutcome.String("failed"))
+		}
+		span.AddEvent("retrygate."+e.Kind.String(), trace.WithTimestamp(now), trace.WithAttributes(attrs...))
+	}
+}
+
+// call records the guarded call, from Held before now, and its settle.
+func (o *Observer) call(ctx context.Context, e gate.Event, now time.Time) {
+	attrs := append(o.jobAttrs(e), keyHeld.Float64(e.Held.Seconds()))
+	cctx, c := o.tracer.Start(ctx, "retrygate.call", trace.WithTimestamp(now.Add(-e.Held)), trace.WithAttributes(attrs...))
+	if e.Kind == gate.EventLeaseLost {
+		c.SetStatus(codes.Error, "lease lost")
+		c.End(trace.WithTimestamp(now))
+		return
+	}
+	outcome := metricspec.SettleOutcome(e)
+	sattrs := []attribute.KeyValue{keyState.String(e.State.String()), keyOutcome.String(outcome)}
+	if e.Reason != "" {
+		sattrs = append(sattrs, keyReason.String(e.Reason))
+	}
+	switch outcome {
+	case "cooled_down", "marked_failed":
+		sattrs = append(sattrs, keyClass.String(e.Class.String()), semconv.ErrorTypeKey.String(errorType(e)))
+		sattrs = append(sattrs, waitAttrs(e, now)...)
+		c.SetStatus(codes.Error, outcome)
+	case "not_owned":
+		sattrs = append(sattrs, semconv.ErrorTypeKey.String(outcome))
+		c.SetStatus(codes.Error, "lock not owned")
+	}
+	_, s := o.tracer.Start(cctx, "retrygate.settle", trace.WithTimestamp(now), trace.WithAttributes(sattrs...))
+	if outcome == "not_owned" {
+		s.SetStatus(codes.Error, "lock not owned")
+	}
+	s.End(trace.WithTimestamp(now))
+	c.End(trace.WithTimestamp(now))
+}
+
+// jobAttrs are the attributes every span and span event carries.
+func (o *Observer) jobAttrs(e gate.Event) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 12)
+	if e.Job != "" {
+		attrs = append(attrs, keyJob.String(e.Job))
+	}
+	if e.Scope != "" {
+		attrs = append(attrs, keyScope.String(e.Scope))
+		if p, ok := provider(e.Scope); ok {
+			attrs = append(attrs, p)
+		}
+	}
+	if e.Fence != 0 {
+		attrs = append(attrs, keyFence.Int64(e.Fence))
+	}
+	if e.Attempt != 0 {
+		attrs = append(attrs, keyAttempt.Int(e.Attempt))
+	}
+	if e.Reason != "" && e.Kind != gate.EventSettled {
+		attrs = append(attrs, keyReason.String(e.Reason))
+	}
+	return attrs
+}
+
+// waitAttrs say how long the wait is and when it ends.
+func waitAttrs(e gate.Event, now time.Time) []attribute.KeyValue {
+	if e.Cooldown <= 0 {
+		return nil
+	}
+	return []attribute.KeyValue{
+		keyWait.Float64(e.Cooldown.Seconds()),
+		keyRetryAt.String(now.Add(e.Cooldown).UTC().Format(time.RFC3339Nano)),
+	}
+}
+
+// errorType is a refusal's or failure's error.type: its reason code, else
+// the state that refused it.
+func errorType(e gate.Event) string {
+	if e.Reason != "" {
+		return e.Reason
+	}
+	return e.State.String()
+}
+
+// providers maps a scope's first segment to gen_ai.provider.name.
+var providers = func() map[string]attribute.KeyValue {
+	m := map[string]attribute.KeyValue{}
+	for _, kv := range []attribute.KeyValue{
+		semconv.GenAIProviderNameOpenAI, semconv.GenAIProviderNameAnthropic, semconv.GenAIProviderNameGCPGemini,
+		semconv.GenAIProviderNameGCPVertexAI, semconv.GenAIProviderNameGCPGenAI, semconv.GenAIProviderNameAzureAIOpenAI,
+		semconv.GenAIProviderNameAzureAIInference, semconv.GenAIProviderNameAWSBedrock, semconv.GenAIProviderNameCohere,
+		semconv.GenAIProviderNameDeepseek, semconv.GenAIProviderNameGroq, semconv.GenAIProviderNameMistralAI,
+		semconv.GenAIProviderNamePerplexity, semconv.GenAIProviderNameXAI, semconv.GenAIProviderNameIBMWatsonxAI,
+	} {
+		m[kv.Value.AsString()] = kv
+	}
+	for alias, kv := range map[string]attribute.KeyValue{
+		"gemini": semconv.GenAIProviderNameGCPGemini, "vertex": semconv.GenAIProviderNameGCPVertexAI,
+		"azure": semconv.GenAIProviderNameAzureAIOpenAI, "bedrock": semconv.GenAIProviderNameAWSBedrock,
+		"mistral": semconv.GenAIProviderNameMistralAI, "xai": semconv.GenAIProviderNameXAI,
+	} {
+		m[alias] = kv
+	}
+	return m
+}()
+
+func provider(scope string) (attribute.KeyValue, bool) {
+	first, _, _ := strings.Cut(scope, ":")
+	kv, ok := providers[strings.ToLower(first)]
+	return kv, ok
+}

@@ -1,0 +1,80 @@
+package gateriver
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/queueplan"
+)
+
+// Options configures New. The zero value keys jobs by River job.
+type Options struct {
+	// Job returns the gate's job key for a River job. Give jobs that do
+	// the same work (one document, submitted twice) the same key, from
+	// their args (job.EncodedArgs), so they share one lock, one cooldown
+	// and one failed mark. An error cancels the job.
+	// Default: "<kind>:<job ID>".
+	Job func(ctx context.Context, job *rivertype.JobRow) (string, error)
+}
+
+// Middleware is River worker middleware that runs each job under a gate.
+type Middleware struct {
+	river.MiddlewareDefaults
+	g     *gate.Gate
+	jobOf func(ctx context.Context, job *rivertype.JobRow) (string, error)
+}
+
+var _ rivertype.WorkerMiddleware = (*Middleware)(nil)
+
+// New returns middleware that runs every job's worker under g, keyed by
+// opts.Job. Install it in river.Config.Middleware (all workers) or return
+// it from a JobArgs' plugins (one kind).
+func New(g *gate.Gate, opts Options) *Middleware {
+	if g == nil {
+		panic("gateriver.New: nil *gate.Gate")
+	}
+	m := &Middleware{g: g, jobOf: opts.Job}
+	if m.jobOf == nil {
+		m.jobOf = rowJob
+	}
+	return m
+}
+
+func rowJob(_ context.Context, job *rivertype.JobRow) (string, error) {
+	return job.Kind + ":" + strconv.FormatInt(job.ID, 10), nil
+}
+
+// Work implements rivertype.WorkerMiddleware.
+func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	key, err := m.jobOf(ctx, job)
+	if err != nil {
+		return river.JobCancel(errors.Join(errors.New("gateriver: job key"), err))
+	}
+	plan, err := queueplan.Run(ctx, m.g, key, doInner, isSnooze)
+	var cancel *rivertype.JobCancelError
+	if errors.As(err, &cancel) {
+		return err // the worker's own cancel, recorded by the gate as a failure
+	}
+	switch plan.Action {
+	case queueplan.Complete:
+		return nil
+	case queueplan.Cancel:
+		return river.JobCancel(queueplan.Describe(plan, err))
+	case queueplan.Retry:
+		if plan.Counted {
+			return queueplan.Describe(plan, err)
+		}
+		return river.JobSnooze(plan.Wait)
+	}
+	return err
+}
+
+func isSnooze(err error) bool {
+	var s *rivertype.JobSnoozeError
+	return errors.As(err, &s)
+}

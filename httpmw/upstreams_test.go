@@ -1,0 +1,129 @@
+package httpmw_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// openaiRateLimit is OpenAI's 429 for requests per minute with a 90 s hint
+// (Retry-After, as the API documents it): provider-wide, transient.
+var openaiRateLimit = &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"90"}},
+	Body: []byte(`{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`)}
+
+// TestUpstreamsShownToTheClient: with upstreams in order, a rate limit on
+// the primary sends the next call to the backup at once; the status route
+// names the upstream the next call uses and each upstream's state; once
+// every upstream is cooling, the refusal's problem names each with its
+// wait, and the soonest is the Retry-After; the event stream pushes the
+// change of an upstream to a page that watches the job.
+func TestUpstreamsShownToTheClient(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := newGate(t, tg.Client, gate.Options{Scope: "primary", Fallbacks: []string{"backup"}})
+			var used []string
+			srv := httptest.NewServer(router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
+				l := httpmw.Lease(r.Context())
+				used = append(used, l.Scope())
+				httpmw.Fail(r, openaiRateLimit)
+			}))
+			t.Cleanup(srv.Close)
+			_, events := openStream(t, srv.URL, "d", nil)
+			if _, st := nextStatus(t, events, 5*time.Second); st.Upstream != "primary" || len(st.Upstreams) != 2 ||
+				st.Upstreams[0] != (httpmw.UpstreamState{Upstream: "primary", State: "open"}) {
+				t.Fatalf("first event: %+v, want primary next, both open", st)
+			}
+
+			// The primary rate-limits the first call: the job is not cooling
+			// (the backup is open), so the answer says retry now.
+			rec := post(t, srv.Config.Handler, "/documents/d/evaluate")
+			if p := decodeProblem(t, rec); rec.Code != http.StatusServiceUnavailable || str(p.JobState) != "ready" ||
+				str(p.Reason) != classify.ReasonRateLimited || p.RetryAfterSeconds != nil || rec.Header().Get("Retry-After") != "" {
+				t.Fatalf("first call: %d %s, want 503 job_state ready for rate_limited, no wait", rec.Code, rec.Body)
+			}
+			st := waitStatus(t, events, func(st httpmw.RetryStatus) bool { return st.Upstream == "backup" })
+			if u := st.Upstreams[0]; u.State != "cooling" || u.Reason != classify.ReasonRateLimited || u.RetryAfterSeconds < 89 || u.RetryAfterSeconds > 90 {
+				t.Fatalf("primary after its rate limit: %+v, want cooling 90 s for rate_limited", u)
+			}
+			if u := st.Upstreams[1]; u != (httpmw.UpstreamState{Upstream: "backup", State: "open"}) {
+				t.Fatalf("backup: %+v, want open", u)
+			}
+			if st.JobState == gate.UpstreamCooling.String() {
+				t.Fatalf("job state %q while the backup is open", st.JobState)
+			}
+			var rs httpmw.RetryStatus
+			if rec := get(t, srv.Config.Handler, "/documents/d/retry-status"); json.Unmarshal(rec.Body.Bytes(), &rs) != nil || rs.Upstream != "backup" {
+				t.Fatalf("status route: %s, want backup next", rec.Body)
+			}
+
+			// The retry runs on the backup at once, which rate-limits too.
+			if rec := post(t, srv.Config.Handler, "/documents/d/evaluate"); rec.Code == http.StatusOK {
+				t.Fatalf("second call: %d", rec.Code)
+			}
+			if len(used) != 2 || used[0] != "primary" || used[1] != "backup" {
+				t.Fatalf("calls ran on %v, want primary then backup", used)
+			}
+			// Every upstream refuses: one problem names both.
+			rec = post(t, srv.Config.Handler, "/documents/d/evaluate")
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("third call: %d %s, want 503", rec.Code, rec.Body)
+			}
+			p := decodeProblem(t, rec)
+			if str(p.JobState) != "upstream_cooling" || len(p.Upstreams) != 2 {
+				t.Fatalf("problem: %s, want upstream_cooling naming both upstreams", rec.Body)
+			}
+			for i, name := range []string{"primary", "backup"} {
+				u := p.Upstreams[i]
+				if u.Upstream != name || u.State != "cooling" || u.Reason != classify.ReasonRateLimited || u.RetryAfterSeconds < 1 || u.RetryAfterSeconds > 90 {
+					t.Errorf("problem's upstream %d: %+v, want %s cooling for rate_limited", i, u, name)
+				}
+			}
+			if soonest := min(p.Upstreams[0].RetryAfterSeconds, p.Upstreams[1].RetryAfterSeconds); rec.Header().Get("Retry-After") != itoa(soonest) {
+				t.Errorf("Retry-After %q, want the soonest upstream's %d", rec.Header().Get("Retry-After"), soonest)
+			}
+			if len(used) != 2 {
+				t.Fatalf("a call ran while every upstream refused: %v", used)
+			}
+		})
+	}
+}
+
+// TestUpstreamsAbsentWithoutScope: a gate without upstreams adds nothing
+// to its bodies.
+func TestUpstreamsAbsentWithoutScope(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{})
+	rec := get(t, router(g, httpmw.Options{}, nil), "/documents/d/retry-status")
+	var raw map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := raw["upstreams"]; ok {
+		t.Fatalf("body %s: upstreams without a Scope", rec.Body)
+	}
+	if _, ok := raw["upstream"]; ok {
+		t.Fatalf("body %s: upstream without a Scope", rec.Body)
+	}
+}
+
+// waitStatus returns the first status event for which ok holds, within 5 s.
+func waitStatus(t *testing.T, events <-chan sseEvent, ok func(httpmw.RetryStatus) bool) httpmw.RetryStatus {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, st := nextStatus(t, events, time.Until(deadline))
+		if ok(st) {
+			return st
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,192 @@
+package queueplan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// Action is what the queue does with the job.
+type Action uint8
+
+const (
+	// Pass: the gate has no say (Redis out of reach, the context ended, a
+	// lease lost after a success): return the error to the queue as it is.
+	Pass Action = iota
+	// Complete: the job is done (it succeeded, or the gate holds it Done).
+	Complete
+	// Retry: run the job again after Wait.
+	Retry
+	// Cancel: the job failed permanently; never run it again.
+	Cancel
+)
+
+var actionNames = [...]string{"pass", "complete", "retry", "cancel"}
+
+func (a Action) String() string { return actionNames[a] }
+
+// Plan is what the queue must do with a job after the gate.
+type Plan struct {
+	Action Action
+	// Wait is how long until the job may run (Retry).
+	Wait time.Duration
+	// Counted reports a failed attempt of the job's own (Retry): the
+	// queue's retry budget pays for it. Refusals, provider-wide and
+	// systemic failures are not counted: the gate did not count them
+	// either.
+	Counted bool
+	// Reason is the classification code (Retry, Cancel).
+	Reason string
+}
+
+// ReasonInvalidJob is the Cancel reason for a job key the gate rejects.
+const ReasonInvalidJob = "invalid_job"
+
+// minWait keeps a retry from spinning when a wait rounds to nothing.
+const minWait = 10 * time.Millisecond
+
+// Run acquires job's lease, runs fn under it (fn's context is cancelled if
+// the lease is lost), settles the outcome, and returns the plan and the
+// error: nil, the gate's refusal (ErrDone with Complete: the queue completes
+// the job without running it), a *gate.CallError
+// wrapping fn's error (as gate.Do returns), or fn's error as it is when
+// release(err) is true. Such an error is a queue's own instruction (River's
+// JobSnooze, asynq's RevokeTask): the lease is released with no cooldown
+// and no attempt, and the plan is Pass. release may be nil.
+//
+// A panic in fn settles the job as a transient failure and panics on.
+func Run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context) error, release func(error) bool) (Plan, error) {
+	l, err := g.Acquire(ctx, job)
+	if err != nil {
+		return Refused(ctx, g, err), err
+	}
+	attempt := l.Attempt()
+	ferr := call(ctx, l, fn)
+	switch {
+	case ferr == nil:
+		if err := l.Succeed(ctx); errors.Is(err, gate.ErrLeaseLost) || errors.Is(err, gate.ErrNotOwned) {
+			// fn's work may overlap a newer owner's: the queue decides.
+			return Plan{}, err
+		}
+		// A success whose release did not reach Redis stays a success (the
+		// lock expires with the lease), as in gate.Do.
+		return Plan{Action: Complete}, nil
+	case release != nil && release(ferr):
+		_ = l.Release(ctx) // unwritten: the lease's TTL frees the job
+		return Plan{}, ferr
+	}
+	serr := l.Fail(ctx, ferr)
+	if !l.Gated() {
+		return Plan{}, ferr // FailOpen ran it ungated: nothing was recorded
+	}
+	res := l.Result()
+	ce := &gate.CallError{Job: job, Verdict: res.Verdict, State: res.State, RetryAfter: res.RetryAfter,
+		Attempts: res.Attempts, Fence: l.Fence(), Err: ferr, SettleErr: serr}
+	if serr != nil {
+		ce.State = gate.Running
+	}
+	return Failed(g, ce, attempt), ce
+}
+
+// call runs fn on the lease's context; a panic settles the lease as a
+// transient failure first, as gate.Do does.
+func call(ctx context.Context, l *gate.Lease, fn func(context.Context) error) error {
+	returned := false
+	defer func() {
+		if !returned {
+			_ = l.Fail(ctx, classify.WithReason(errors.New("queueplan: the job panicked"), classify.ClassTransient, classify.ReasonPanic, 0))
+		}
+	}()
+	err := fn(l.Context())
+	returned = true
+	return err
+}
+
+// Failed plans a call that failed: ce is what the settle recorded, attempt
+// the lease's attempt number (a counted failure leaves Attempts at it, an
+// uncounted one below it).
+func Failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
+	switch ce.State {
+	case gate.Failed:
+		return Plan{Action: Cancel, Reason: ce.Verdict.Reason}
+	case gate.CoolingDown:
+		return Plan{Action: Retry, Wait: max(ce.RetryAfter, minWait), Counted: ce.Attempts >= attempt, Reason: ce.Verdict.Reason}
+	case gate.Running:
+		// The settle was not written (or the lock was no longer ours):
+		// the lock's own TTL, at most a lease, is the cooldown.
+		return Plan{Action: Retry, Wait: g.Options().Lease, Counted: true, Reason: ce.Verdict.Reason}
+	case gate.Ready:
+		if ce.Verdict.Class != classify.ClassCanceled {
+			// A provider-wide failure while another upstream is open
+			// (gate.Options.Fallbacks): the next run goes there, now.
+			return Plan{Action: Retry, Wait: minWait, Reason: ce.Verdict.Reason}
+		}
+	}
+	// Released: the caller's context ended while fn ran.
+	return Plan{Reason: ce.Verdict.Reason}
+}
+
+// Refused plans an acquire that returned err.
+func Refused(ctx context.Context, g *gate.Gate, err error) Plan {
+	var b *gate.BlockedError
+	switch {
+	case errors.As(err, &b):
+	case errors.Is(err, gate.ErrInvalidJob):
+		return Plan{Action: Cancel, Reason: ReasonInvalidJob}
+	default:
+		return Plan{}
+	}
+	if b.State == gate.UpstreamCooling {
+		return Plan{Action: Retry, Wait: max(scopeWait(g, b), minWait), Reason: b.Reason}
+	}
+	switch b.State {
+	case gate.Done:
+		return Plan{Action: Complete}
+	case gate.Failed:
+		return Plan{Action: Cancel, Reason: b.Reason}
+	}
+	// Cooling down (the cooldown's time left) or running elsewhere (the
+	// running lease's time left: the job is retried when that lease has
+	// settled or expired, never while it runs).
+	return Plan{Action: Retry, Wait: max(b.RetryAfter, minWait), Reason: b.Reason}
+}
+
+// scopeWait is how long a job refused by its upstreams waits: until the
+// soonest of them may run a call. A cooldown or pause says when its probe
+// may run, and that is the wait: at its end one job probes and the others
+// are refused again. While a probe runs, its wait is the probe's lease
+// left (a full Lease for a probe that may settle in a second): the job
+// comes back after at most ScopePolicy.Cooldown instead.
+func scopeWait(g *gate.Gate, b *gate.BlockedError) time.Duration {
+	step := g.Options().ScopePolicy.Cooldown
+	wait := time.Duration(-1)
+	for _, u := range b.Upstreams {
+		w := u.RetryAfter
+		if u.Probing {
+			w = min(w, step)
+		}
+		if wait < 0 || w < wait {
+			wait = w
+		}
+	}
+	if wait < 0 {
+		return b.RetryAfter
+	}
+	return wait
+}
+
+// Describe names a plan for the queue's own record of a job (an archived
+// task's last error, a cancelled job's error), with the gate's error after.
+func Describe(p Plan, err error) error {
+	switch p.Action {
+	case Cancel:
+		return fmt.Errorf("retrygate: failed permanently (%s): %w", p.Reason, err)
+	case Retry:
+		return fmt.Errorf("retrygate: retry in %v: %w", p.Wait, err)
+	}
+	return err
+}

@@ -1,0 +1,241 @@
+package queueplan_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/gatetest"
+	"github.com/retrygate/retrygate/internal/queueplan"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// Failures the test classifier maps to fixed verdicts.
+var (
+	errTimeout   = errors.New("timed out")
+	errRateLimit = errors.New("429")
+	errQuota     = errors.New("quota")
+	errInvalid   = errors.New("invalid request")
+	errSnooze    = errors.New("snooze")
+)
+
+func testClassify(err error) classify.Verdict {
+	switch {
+	case errors.Is(err, errRateLimit):
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true, RetryAfter: 30 * time.Second}
+	case errors.Is(err, errQuota):
+		return classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonQuotaExhausted, ProviderWide: true}
+	case errors.Is(err, errTimeout):
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
+	case errors.Is(err, errInvalid):
+		return classify.Verdict{Class: classify.ClassPermanent, Reason: classify.ReasonInvalidRequest}
+	case errors.Is(err, context.Canceled):
+		return classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled}
+	}
+	return classify.Default(err)
+}
+
+var opts = gate.Options{
+	Cooldown: time.Minute, Jitter: -1, Lease: time.Minute, DoneTTL: time.Hour,
+	Classify: testClassify, Scope: "llm",
+	ScopePolicy: gate.ScopePolicy{Cooldown: 5 * time.Second, PauseTTL: 10 * time.Minute},
+}
+
+func fail(err error) func(context.Context) error { return func(context.Context) error { return err } }
+
+func succeed(context.Context) error { return nil }
+
+func isSnooze(err error) bool { return errors.Is(err, errSnooze) }
+
+func TestRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// before runs on the same gate first: failures of the job (or
+		// another job of the scope) that set up the refusal.
+		before func(t *testing.T, g *gate.Gate, advance func(time.Duration))
+		job    string
+		fn     func(context.Context) error
+		want   queueplan.Plan
+		// wantWait, when set, bounds want.Wait from below (it is a time left).
+		wantWait time.Duration
+		wantRan  bool
+	}{
+		{name: "success", fn: succeed, wantRan: true, want: queueplan.Plan{Action: queueplan.Complete}},
+		{name: "transient failure counts", fn: fail(errTimeout), wantRan: true,
+			want: queueplan.Plan{Action: queueplan.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}},
+		{name: "provider-wide 429 does not count", fn: fail(errRateLimit), wantRan: true,
+			want: queueplan.Plan{Action: queueplan.Retry, Wait: 30 * time.Second, Reason: classify.ReasonRateLimited}},
+		{name: "systemic does not count", fn: fail(errQuota), wantRan: true,
+			want: queueplan.Plan{Action: queueplan.Retry, Wait: time.Minute, Reason: classify.ReasonQuotaExhausted}},
+		{name: "permanent cancels", fn: fail(errInvalid), wantRan: true,
+			want: queueplan.Plan{Action: queueplan.Cancel, Reason: classify.ReasonInvalidRequest}},
+		{name: "queue instruction releases", fn: fail(errSnooze), wantRan: true, want: queueplan.Plan{}},
+		{name: "refused: failed", before: runJob("doc", fail(errInvalid)), job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Cancel, Reason: classify.ReasonInvalidRequest}},
+		{name: "refused: cooling", before: runJob("doc", fail(errTimeout)), job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Retry, Reason: classify.ReasonTimeout}, wantWait: 59 * time.Second},
+		{name: "refused: done", before: runJob("doc", succeed), job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Complete}},
+		{name: "refused: running", before: holdJob("doc"), job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Retry}, wantWait: 59 * time.Second},
+		{name: "refused: scope cooling", before: runJob("other", fail(errRateLimit)), job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Retry, Reason: classify.ReasonRateLimited}, wantWait: 29 * time.Second},
+		{name: "refused: scope paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 10*time.Minute - time.Second},
+		// The probe holds the scope for a lease (1 min); the others come
+		// back after the scope's Cooldown (5 s), not a minute.
+		{name: "refused: scope probing", before: probing, job: "doc", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Retry, Wait: 5 * time.Second, Reason: classify.ReasonRateLimited}},
+		{name: "invalid job key", job: "", fn: succeed,
+			want: queueplan.Plan{Action: queueplan.Cancel, Reason: queueplan.ReasonInvalidJob}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, c := redistest.Miniredis(t)
+			g := gatetest.New(t, c, opts)
+			if tc.before != nil {
+				tc.before(t, g, func(d time.Duration) { redistest.Advance(m, d) })
+			}
+			job := tc.job
+			if job == "" && tc.name != "invalid job key" {
+				job = "doc"
+			}
+			ran := false
+			plan, err := queueplan.Run(context.Background(), g, job, func(ctx context.Context) error {
+				ran = true
+				return tc.fn(ctx)
+			}, isSnooze)
+			if exp, got := tc.wantRan, ran; exp != got {
+				t.Errorf("fn ran: exp %v, got %v (err %v)", exp, got, err)
+			}
+			if tc.wantWait > 0 {
+				if plan.Wait < tc.wantWait || plan.Wait > tc.wantWait+2*time.Second {
+					t.Errorf("wait: exp about %v, got %v", tc.wantWait+time.Second, plan.Wait)
+				}
+				plan.Wait = 0
+			}
+			if exp, got := tc.want, plan; exp != got {
+				t.Errorf("plan: exp %+v, got %+v (err %v)", exp, got, err)
+			}
+			if (plan.Action == queueplan.Complete) != (err == nil || errors.Is(err, gate.ErrDone)) {
+				t.Errorf("err %v with plan %v", err, plan.Action)
+			}
+		})
+	}
+}
+
+func runJob(job string, fn func(context.Context) error) func(*testing.T, *gate.Gate, func(time.Duration)) {
+	return func(t *testing.T, g *gate.Gate, _ func(time.Duration)) {
+		t.Helper()
+		_, _ = queueplan.Run(context.Background(), g, job, fn, nil)
+	}
+}
+
+func holdJob(job string) func(*testing.T, *gate.Gate, func(time.Duration)) {
+	return func(t *testing.T, g *gate.Gate, _ func(time.Duration)) {
+		t.Helper()
+		l, err := g.Acquire(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Release(context.Background()) })
+	}
+}
+
+// probing cools the scope, lets the cooldown pass and leaves another job
+// holding the probe.
+func probing(t *testing.T, g *gate.Gate, advance func(time.Duration)) {
+	t.Helper()
+	runJob("first", fail(errRateLimit))(t, g, advance)
+	advance(31 * time.Second)
+	holdJob("probe")(t, g, advance)
+	st, err := g.ScopeStatus(context.Background())
+	if err != nil || !st.Probing {
+		t.Fatalf("scope: exp probing, got %+v, %v", st, err)
+	}
+}
+
+func TestRunSnoozeReleasesTheJob(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	g := gatetest.New(t, c, opts)
+	ctx := context.Background()
+	if _, err := queueplan.Run(ctx, g, "doc", fail(errSnooze), isSnooze); err != errSnooze {
+		t.Fatalf("exp fn's own error back, got %v", err)
+	}
+	st, err := g.Status(ctx, "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := gate.Ready, st.State; exp != got {
+		t.Fatalf("state: exp %v, got %v", exp, got)
+	}
+}
+
+func TestRunPanicCoolsTheJob(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	g := gatetest.New(t, c, opts)
+	ctx := context.Background()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		_, _ = queueplan.Run(ctx, g, "doc", func(context.Context) error { panic("boom") }, nil)
+	}()
+	st, err := g.Status(ctx, "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != gate.CoolingDown || st.Reason != classify.ReasonPanic {
+		t.Fatalf("exp cooling down for %q, got %v %q", classify.ReasonPanic, st.State, st.Reason)
+	}
+}
+
+func TestRunRedisDownPasses(t *testing.T) {
+	m, c := redistest.Miniredis(t)
+	g := gatetest.New(t, c, opts)
+	m.Close()
+	plan, err := queueplan.Run(context.Background(), g, "doc", succeed, nil)
+	if !errors.Is(err, gate.ErrUnavailable) || plan.Action != queueplan.Pass {
+		t.Fatalf("exp Pass with ErrUnavailable, got %v, %v", plan.Action, err)
+	}
+}
+
+func TestFailedUnwrittenSettleWaitsALease(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	g := gatetest.New(t, c, opts)
+	ce := &gate.CallError{State: gate.Running, Err: errTimeout, SettleErr: gate.ErrUnavailable}
+	if exp, got := (queueplan.Plan{Action: queueplan.Retry, Wait: time.Minute, Counted: true}), queueplan.Failed(g, ce, 1); exp != got {
+		t.Fatalf("exp %+v, got %+v", exp, got)
+	}
+}
+
+// TestFailedWithFallbackRetriesAtOnce: with another upstream open, a
+// provider-wide failure is retried at once, on that upstream, and not
+// counted (it was not the job's fault); the retry runs on the backup.
+func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	o := opts
+	o.Fallbacks = []string{"llm-backup"}
+	g := gatetest.New(t, c, o)
+	var ran []string
+	fn := func(err error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			ran = append(ran, gate.LeaseFromContext(ctx).Scope())
+			return err
+		}
+	}
+	plan, err := queueplan.Run(context.Background(), g, "doc", fn(errRateLimit), isSnooze)
+	if want := (queueplan.Plan{Action: queueplan.Retry, Wait: 10 * time.Millisecond, Reason: classify.ReasonRateLimited}); plan != want {
+		t.Fatalf("plan: exp %+v, got %+v (err %v)", want, plan, err)
+	}
+	if plan, err = queueplan.Run(context.Background(), g, "doc", fn(nil), isSnooze); plan.Action != queueplan.Complete {
+		t.Fatalf("the retry: %+v (%v), want complete", plan, err)
+	}
+	if len(ran) != 2 || ran[0] != "llm" || ran[1] != "llm-backup" {
+		t.Fatalf("ran on %v, want llm then llm-backup", ran)
+	}
+}
