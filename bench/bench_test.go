@@ -20,7 +20,7 @@ func TestQuick(t *testing.T) {
 	}
 
 	trips := map[string]float64{
-		wFloor: 2, wFenced: 3, wRedislock: 2, wRedsync: 2, wSuccess: 2, wGet: 1, wBlocked: 1, wFirstSeen: 1, wCoalesced: 0,
+		wFloor: 2, wFenced: 3, wRedislock: 2, wRedsync: 2, wSuccess: 2, wSuccess2: 2, wSuccess4: 2, wGet: 1, wBlocked: 1, wCoalesced: 0,
 	}
 	for _, c := range quickSettings.concs {
 		for name, exp := range trips {
@@ -43,7 +43,11 @@ func TestQuick(t *testing.T) {
 	// 64 connections partly in process (an acquire of it is in flight in
 	// the same Gate), so at most one trip per refusal there.
 	edgeTrips := map[string][2]float64{eBare: {0, 0}, eGet: {1, 1}, eHTTPRate: {0, 0}, eGate: {0.001, 1}}
-	for _, sc := range []string{scHot, scMany(quickSettings.edge.jobs)} {
+	scs := []string{scHot}
+	for _, n := range quickSettings.edge.many {
+		scs = append(scs, scMany(n))
+	}
+	for _, sc := range scs {
 		for name, bounds := range edgeTrips {
 			r := res.edgeRow(sc, name)
 			if r == nil || len(r.samples) != quickSettings.edge.rounds {
@@ -56,8 +60,8 @@ func TestQuick(t *testing.T) {
 			if s.trips < bounds[0]-1e-9 || s.trips > bounds[1]+1e-9 {
 				t.Errorf("edge %s, %s: exp %v to %v trips/req, got %v", sc, name, bounds[0], bounds[1], s.trips)
 			}
-			if s.scripts > s.trips+1e-9 {
-				t.Errorf("edge %s, %s: %v scripts/req but %v trips/req", sc, name, s.scripts, s.trips)
+			if s.scripts != 0 {
+				t.Errorf("edge %s, %s: exp no script, got %v scripts/req", sc, name, s.scripts)
 			}
 		}
 	}
@@ -77,10 +81,16 @@ func TestQuick(t *testing.T) {
 	}
 	// A refusal by Redis costs one command (redsync also deletes what it
 	// did not get); an in-process gate refusal none.
-	for name, exp := range map[string]float64{sRedislock: 1, sRaw: 1, sRedsync: 2, sGateProcs: 1} {
+	for name, exp := range map[string]float64{sRedislock: 1, sRaw: 1, sRedsync: 2} {
 		if got := storm[name].perRefused(); got != exp {
 			t.Errorf("storm %s: exp %v commands per refused retry, got %v", name, exp, got)
 		}
+	}
+	// The gate's refusal is one round trip too, but for the Gates that
+	// raced to take the job over at the end of a cooldown (one takeover
+	// script each, all but one refused): a few per cooldown.
+	if got := storm[sGateProcs].perRefused(); got < 1 || got > 1.1 {
+		t.Errorf("storm %s: exp 1 to 1.1 commands per refused retry, got %v", sGateProcs, got)
 	}
 	if r := storm[sGate]; r.localRefused == 0 || r.perRefused() >= 1 {
 		t.Errorf("storm %s: exp refusals in process and under 1 command per refused retry, got %+v", sGate, r)
@@ -105,17 +115,28 @@ func TestQuick(t *testing.T) {
 	md := res.markdown(true)
 	for _, want := range []string{
 		"| " + wFloor + " | 1 |", "| " + wCoalesced + " | 64 |", "| " + sGateProcs + " |",
-		"gate success ≥ 0.9× floor, c=64", "gate coalesced ≥ 10× gate blocked, c=1",
-		"| " + wFenced + " | 64 |", "gate success ahead of hand-written fenced lock, c=1",
-		"| " + scHot + " | " + eGate + " |", "| " + scMany(quickSettings.edge.jobs) + " | " + eHTTPRate + " |",
+		"gate success ≥ 0.9× floor, c=1", "gate coalesced ≥ 10× gate blocked, c=1",
+		"| " + wFenced + " | 64 |", "gate success ≥ 1× hand-written fenced lock, c=64", "| " + wSuccess4 + " | 64 |",
+		"| " + scHot + " | " + eGate + " |", "| " + scMany(quickSettings.edge.many[1]) + " | " + eHTTPRate + " |",
 		"httpmw refusal, one job hammered, ≥ 0.67× bare 429 (req/s)",
+		"gate success Redis time ≤ 2× floor's, c=64", "httpmw refusal, 3000 cooling jobs, ≥ 0.9× one-GET handler (req/s)",
+		"Redis memory per cooling job ≤ 300 bytes, 3000 jobs",
 		"redis-server", "Quick mode",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	if exp, got := 14, len(res.targets()); exp != got {
+	// Memory per cooling job is measured in every many-jobs scenario. At a
+	// few thousand jobs client buffers resized by Redis's cron swamp it (it
+	// is meant for the full run's million), so only its presence is
+	// checked here; internal/proof's TestSoak bounds a key's MEMORY USAGE.
+	for _, n := range quickSettings.edge.many {
+		if _, ok := res.edge.jobBytes[scMany(n)]; !ok {
+			t.Errorf("%s: no memory per cooling job", scMany(n))
+		}
+	}
+	if exp, got := 13, len(res.targets()); exp != got {
 		t.Errorf("exp %d targets, got %d", exp, got)
 	}
 	t.Log("\n" + md)

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +27,7 @@ type edgeParams struct {
 	rounds    int           // interleaved rounds; medians are reported
 	warm, dur time.Duration // per-measurement warm-up and window
 	conns     int           // keep-alive connections, one request in flight each
-	jobs      int           // distinct cooling jobs of the second scenario
+	many      []int         // distinct cooling jobs of each scenario after the hammered one
 }
 
 // Edge handlers: the columns of a scenario, in the table's order. Each
@@ -61,6 +63,11 @@ type edgeServer struct {
 	// after priming, a measurement that changes it let a request through.
 	upstream atomic.Int64
 	refusal  captured
+	// jobBytes is the Redis memory the gate's cooling jobs take, per job:
+	// used_memory_dataset (used_memory less the server's overhead: client
+	// buffers, the replication backlog) after they were cooled through the
+	// middleware less before.
+	jobBytes float64
 }
 
 // captured is the gate's 429 as the middleware writes it, which the bare
@@ -99,14 +106,35 @@ func newEdgeServer(ctx context.Context, redisAddr, prefix string, jobs []string)
 	if err != nil {
 		return s, err
 	}
-	r.With(httpmw.New(g, httpmw.Options{Job: httpmw.URLParam("id")})).
-		Post("/gate/{id}/evaluate", func(w http.ResponseWriter, r *http.Request) {
-			s.upstream.Add(1)
-			httpmw.Fail(r, errCoolHour)
-		})
-	if err := s.prime(r, "gate", http.StatusTooManyRequests); err != nil {
+	fail := func(w http.ResponseWriter, r *http.Request) {
+		s.upstream.Add(1)
+		httpmw.Fail(r, errCoolHour)
+	}
+	mw := httpmw.Options{Job: httpmw.URLParam("id")}
+	primer := chi.NewRouter()
+	primer.With(httpmw.New(g, mw)).Post("/gate/{id}/evaluate", fail)
+	// The priming's connections exist before the memory is read.
+	if err := warmPool(ctx, gdb, 64); err != nil {
 		return s, err
 	}
+	mem0, err := usedMemory(ctx, gdb)
+	if err != nil {
+		return s, err
+	}
+	if err := s.prime(primer, "gate", http.StatusTooManyRequests); err != nil {
+		return s, err
+	}
+	mem1, err := usedMemory(ctx, gdb)
+	if err != nil {
+		return s, err
+	}
+	s.jobBytes = float64(mem1-mem0) / float64(len(jobs))
+	// The gate measured is a fresh one: it never saw these cooldowns, so
+	// every refusal is what any process pays.
+	if g, err = gate.New(gdb, gate.Options{Prefix: prefix, Cooldown: time.Hour}); err != nil {
+		return s, err
+	}
+	r.With(httpmw.New(g, mw)).Post("/gate/{id}/evaluate", fail)
 	rec := s.serve(r, "gate", jobs[0])
 	if rec.Code != http.StatusTooManyRequests || s.upstream.Load() != int64(len(jobs)) {
 		return s, fmt.Errorf("edge: exp the gate to refuse a cooling job with 429, got %d (%d upstream runs for %d jobs)",
@@ -120,13 +148,15 @@ func newEdgeServer(ctx context.Context, redisAddr, prefix string, jobs []string)
 	rdb, rt := newClient(redisAddr)
 	s.clients = append(s.clients, rdb)
 	getPrefix := prefix + ":get:"
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, j := range jobs {
-			p.Set(ctx, getPrefix+j, "c:transient", time.Hour)
+	for batch := range slices.Chunk(jobs, 10000) {
+		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, j := range batch {
+				p.Set(ctx, getPrefix+j, "c:transient", time.Hour)
+			}
+			return nil
+		}); err != nil {
+			return s, err
 		}
-		return nil
-	}); err != nil {
-		return s, err
 	}
 	r.Post("/get/{id}/evaluate", func(w http.ResponseWriter, r *http.Request) {
 		if err := rdb.Get(r.Context(), getPrefix+chi.URLParam(r, "id")).Err(); err != nil {
@@ -175,7 +205,7 @@ func newEdgeServer(ctx context.Context, redisAddr, prefix string, jobs []string)
 // the request that cools it down (gate) or uses its one allowed call
 // (httprate).
 func (s *edgeServer) prime(h http.Handler, route string, exp int) error {
-	const workers = 8
+	const workers = 64
 	var (
 		wg    sync.WaitGroup
 		next  atomic.Int64
@@ -222,6 +252,21 @@ func (s *edgeServer) close() {
 	for _, c := range s.clients {
 		_ = c.Close()
 	}
+}
+
+// usedMemory is Redis's used_memory_dataset, in bytes: the memory its
+// keys take, with their dictionaries' entries and expiry times.
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory_dataset:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO memory has no used_memory_dataset")
 }
 
 // edgeJobs names n jobs.

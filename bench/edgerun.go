@@ -32,6 +32,8 @@ type edgeRow struct {
 	// request (this process and redis-server) ÷ this handler's, which other
 	// load on the machine moves far less than req/s.
 	vsBare, vsRate, cpuVsBare, cpuVsRate []float64
+	// vsGet and cpuVsGet are the same against the one-GET handler.
+	vsGet, cpuVsGet []float64
 }
 
 // edgeResults is the HTTP edge part of a report.
@@ -40,6 +42,8 @@ type edgeResults struct {
 	// header and bodyLen describe the 429 every handler writes.
 	header  []string
 	bodyLen int
+	// jobBytes is the Redis memory per cooling gate job, by scenario.
+	jobBytes map[string]float64
 }
 
 // edgeScenario is one load shape: its server holds its jobs, all cooling.
@@ -63,13 +67,16 @@ func runEdge(ctx context.Context, m *measurer, srv server, p edgeParams, log io.
 			sc.srv.close()
 		}
 	}()
-	for _, x := range []struct {
+	type shape struct {
 		name, prefix string
 		jobs         []string
-	}{
-		{scHot, "edge-hot", []string{"hot"}},
-		{scMany(p.jobs), "edge-many", edgeJobs("job-", p.jobs)},
-	} {
+	}
+	shapes := []shape{{scHot, "edge-hot", []string{"hot"}}}
+	for _, n := range p.many {
+		shapes = append(shapes, shape{scMany(n), fmt.Sprintf("edge-%d", n), edgeJobs("job-", n)})
+	}
+	for _, x := range shapes {
+		fmt.Fprintf(log, "edge: cooling %d jobs for %s\n", len(x.jobs), x.name)
 		s, err := newEdgeServer(ctx, srv.addr, x.prefix, x.jobs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", x.name, err)
@@ -81,7 +88,10 @@ func runEdge(ctx context.Context, m *measurer, srv server, p edgeParams, log io.
 		}
 	}
 
-	res := &edgeResults{bodyLen: len(scs[0].srv.refusal.body)}
+	res := &edgeResults{bodyLen: len(scs[0].srv.refusal.body), jobBytes: map[string]float64{}}
+	for _, sc := range scs {
+		res.jobBytes[sc.name] = sc.srv.jobBytes
+	}
 	for k := range scs[0].srv.refusal.header {
 		res.header = append(res.header, k)
 	}
@@ -118,6 +128,8 @@ func runEdge(ctx context.Context, m *measurer, srv server, p edgeParams, log io.
 				r.vsRate = append(r.vsRate, got[h.name].reqsPerSec/got[eHTTPRate].reqsPerSec)
 				r.cpuVsBare = append(r.cpuVsBare, got[eBare].cpu()/got[h.name].cpu())
 				r.cpuVsRate = append(r.cpuVsRate, got[eHTTPRate].cpu()/got[h.name].cpu())
+				r.vsGet = append(r.vsGet, got[h.name].reqsPerSec/got[eGet].reqsPerSec)
+				r.cpuVsGet = append(r.cpuVsGet, got[eGet].cpu()/got[h.name].cpu())
 			}
 		}
 	}

@@ -24,14 +24,14 @@ var (
 		stormRounds: 3,
 		storm:       stormParams{clients: 50, dur: 2 * time.Second, callTime: 20 * time.Millisecond, retryEvery: 10 * time.Millisecond, cooldown: 500 * time.Millisecond},
 		concs:       []int{1, maxConc},
-		edge:        edgeParams{rounds: 9, warm: 150 * time.Millisecond, dur: 500 * time.Millisecond, conns: maxConc, jobs: 10000},
+		edge:        edgeParams{rounds: 9, warm: 150 * time.Millisecond, dur: 500 * time.Millisecond, conns: maxConc, many: []int{10000, 1000000}},
 	}
 	quickSettings = settings{
 		rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond,
 		stormRounds: 1,
 		storm:       stormParams{clients: 10, dur: 400 * time.Millisecond, callTime: 10 * time.Millisecond, retryEvery: 5 * time.Millisecond, cooldown: 100 * time.Millisecond},
 		concs:       []int{1, maxConc},
-		edge:        edgeParams{rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond, conns: maxConc, jobs: 300},
+		edge:        edgeParams{rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond, conns: maxConc, many: []int{300, 3000}},
 	}
 )
 

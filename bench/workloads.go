@@ -31,9 +31,10 @@ const (
 	wRedislock = "bsm/redislock Obtain+Release"
 	wRedsync   = "redsync Lock+Unlock"
 	wSuccess   = "gate success (Do → nil)"
+	wSuccess2  = "gate success, 2 upstreams"
+	wSuccess4  = "gate success, 4 upstreams"
 	wGet       = "single GET"
 	wBlocked   = "gate blocked (cooling down)"
-	wFirstSeen = "gate blocked, first sight (script)"
 	wCoalesced = "gate coalesced (in flight here)"
 )
 
@@ -55,6 +56,10 @@ type workload struct {
 	srvCmds []string
 }
 
+// gateCmds are the top-level commands a gate sends: the acquire's
+// pipeline (SET NX GET, PTTL, TIME) and the settle script.
+var gateCmds = []string{"set", "pttl", "time", "get", "evalsha"}
+
 var (
 	errUpstream = classify.Transient(errors.New("upstream: 503 Service Unavailable"), 0)
 	succeed     = func(context.Context, *gate.Lease) error { return nil }
@@ -62,8 +67,9 @@ var (
 )
 
 // refusals cools one job per goroutine down for an hour on a gate over
-// rdb, and returns the op that retries it: refused with ErrCoolingDown.
-func refusals(ctx context.Context, rdb redis.Scripter, prefix string) (opFunc, error) {
+// rdb, and returns the op that retries it on a fresh Gate (one that never
+// saw the cooldown): refused with ErrCoolingDown.
+func refusals(ctx context.Context, rdb gate.Client, prefix string) (opFunc, error) {
 	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
 	if err != nil {
 		return nil, err
@@ -75,6 +81,9 @@ func refusals(ctx context.Context, rdb redis.Scripter, prefix string) (opFunc, e
 			return nil, fmt.Errorf("cool down %s: %v", j, err)
 		}
 	}
+	if g, err = gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1}); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, w int) error {
 		if err := g.Do(ctx, jobs[w], succeed); !errors.Is(err, gate.ErrCoolingDown) {
 			return fmt.Errorf("exp ErrCoolingDown, got %v", err)
@@ -82,9 +91,6 @@ func refusals(ctx context.Context, rdb redis.Scripter, prefix string) (opFunc, e
 		return nil
 	}, nil
 }
-
-// scriptOnly hides every command but the scripting ones from the gate.
-type scriptOnly struct{ redis.Scripter }
 
 // token is a 128-bit random lock value, made as cheaply as the gate makes
 // its own, so the floor is a fair hand-written lock.
@@ -204,7 +210,26 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 			return nil, nil, err
 		}
 		jobs := names("job-")
-		ws = append(ws, &workload{name: wSuccess, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+		ws = append(ws, &workload{name: wSuccess, rdb: rdb, rt: rt, srvCmds: gateCmds,
+			op: func(ctx context.Context, w int) error { return g.Do(ctx, jobs[w], succeed) }})
+	}
+	// The hidden cost of fallbacks (issue 24): each upstream is one more
+	// GET in the acquire's pipeline, all of them open.
+	for _, u := range []struct {
+		name      string
+		fallbacks []string
+	}{
+		{wSuccess2, []string{"backup"}},
+		{wSuccess4, []string{"backup-1", "backup-2", "backup-3"}},
+	} {
+		rdb, rt := client()
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-u" + strconv.Itoa(len(u.fallbacks)), Jitter: -1, Scope: "primary", Fallbacks: u.fallbacks})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		jobs := names("job-")
+		ws = append(ws, &workload{name: u.name, rdb: rdb, rt: rt, srvCmds: gateCmds,
 			op: func(ctx context.Context, w int) error { return g.Do(ctx, jobs[w], succeed) }})
 	}
 	{
@@ -219,24 +244,16 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 		ws = append(ws, &workload{name: wGet, rdb: rdb, rt: rt, srvCmds: []string{"get"},
 			op: func(ctx context.Context, w int) error { return rdb.Get(ctx, keys[w]).Err() }})
 	}
-	// Retries of a job its Gate was refused by: the GET fast path. The
-	// first refusal a process meets for a cooldown runs the acquire
-	// script; a client that only offers the scripting commands keeps the
-	// gate on that path for every call.
-	for _, b := range []struct {
-		name, prefix string
-		wrap         func(*redis.Client) redis.Scripter
-	}{
-		{wBlocked, "bench-b", func(c *redis.Client) redis.Scripter { return c }},
-		{wFirstSeen, "bench-f", func(c *redis.Client) redis.Scripter { return scriptOnly{c} }},
-	} {
+	{
+		// Retries of cooling jobs on a Gate that never saw them: what every
+		// refusal costs, whatever a process has seen before.
 		rdb, rt := client()
-		op, err := refusals(ctx, b.wrap(rdb), b.prefix)
+		op, err := refusals(ctx, rdb, "bench-b")
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("%s: %w", b.name, err)
+			return nil, nil, fmt.Errorf("%s: %w", wBlocked, err)
 		}
-		ws = append(ws, &workload{name: b.name, rdb: rdb, rt: rt, srvCmds: []string{"get", "evalsha"}, op: op})
+		ws = append(ws, &workload{name: wBlocked, rdb: rdb, rt: rt, srvCmds: gateCmds, op: op})
 	}
 	{
 		rdb, rt := client()
@@ -248,7 +265,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 		// Every goroutine calls the one job a lease holds: duplicates of a
 		// running call in one process.
 		const job = "held"
-		ws = append(ws, &workload{name: wCoalesced, rdb: rdb, rt: rt, srvCmds: []string{"evalsha"},
+		ws = append(ws, &workload{name: wCoalesced, rdb: rdb, rt: rt, srvCmds: gateCmds,
 			op: func(ctx context.Context, w int) error {
 				if err := g.Do(ctx, job, succeed); !errors.Is(err, gate.ErrInFlight) {
 					return fmt.Errorf("coalesced: exp ErrInFlight, got %v", err)
