@@ -1,18 +1,12 @@
 package gateriver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"os/signal"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,10 +15,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/pgtest"
 	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/stormtest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -65,20 +59,7 @@ func workerMain(raw string) int {
 		return 2
 	}
 	client, err := newClient(pool, g, 4, func(ctx context.Context, doc string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Provider, strings.NewReader(doc))
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			return &classify.HTTPError{StatusCode: resp.StatusCode, Header: resp.Header, Body: body}
-		}
-		return nil
+		return stormtest.CallModel(ctx, cfg.Provider, []byte(doc))
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -100,58 +81,6 @@ func workerMain(raw string) int {
 	return 0
 }
 
-// startWorker runs the test binary as a worker process, stopped (SIGTERM)
-// in t.Cleanup; its stderr is logged if the test fails.
-func startWorker(t *testing.T, cfg workerConfig) {
-	t.Helper()
-	raw, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("worker exited: %v\n%s", err, stderr.String())
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("worker did not stop within 10 s of SIGTERM\n%s", stderr.String())
-		}
-	})
-}
-
-// upstream is a model that answers every call 429 with retry-after-ms:
-// window, and records when calls arrived.
-type upstream struct {
-	window time.Duration
-	mu     sync.Mutex
-	calls  []time.Time
-	first  time.Time // when the first 429 was sent
-}
-
-func (u *upstream) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	u.mu.Lock()
-	u.calls = append(u.calls, time.Now())
-	u.mu.Unlock()
-	time.Sleep(10 * time.Millisecond) // a model takes a moment even to refuse
-	w.Header().Set("Retry-After-Ms", fmt.Sprint(u.window.Milliseconds()))
-	w.WriteHeader(http.StatusTooManyRequests)
-	u.mu.Lock()
-	if u.first.IsZero() {
-		u.first = time.Now()
-	}
-	u.mu.Unlock()
-}
-
 // 200 queued jobs, 2 worker processes, a provider that answers 429 every
 // time: at most one upstream call per scope window after the calls in
 // flight at the first 429, and no job is charged an attempt.
@@ -163,7 +92,7 @@ func TestStormOneCallPerWindow(t *testing.T) {
 		window  = 300 * time.Millisecond
 		probes  = 5 // calls after the burst to observe before stopping
 	)
-	u := &upstream{window: window}
+	u := &stormtest.RateLimited{Window: window}
 	srv := httptest.NewServer(u)
 	defer srv.Close()
 	dsn := pgtest.Shared(t).Database(t)
@@ -182,42 +111,16 @@ func TestStormOneCallPerWindow(t *testing.T) {
 	}
 	cfg := workerConfig{DSN: dsn, Redis: redistest.Server(t).Addr(), Prefix: redistest.UniqueKey(t), Provider: srv.URL, Window: window}
 	for range workers {
-		startWorker(t, cfg)
+		stormtest.StartWorker(t, workerEnv, cfg)
 	}
 
-	// The calls in flight at the first 429 are those that arrived before
-	// the gate could have written the scope (its settle, a few ms later).
 	var burst, after []time.Time
-	split := func() bool {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		if u.first.IsZero() {
-			return false
-		}
-		burst, after = burst[:0], after[:0]
-		for _, c := range u.calls {
-			if c.Before(u.first.Add(50 * time.Millisecond)) {
-				burst = append(burst, c)
-			} else {
-				after = append(after, c)
-			}
-		}
-		return len(after) >= probes
-	}
-	waitFor(t, 15*time.Second, split, func() string { return fmt.Sprintf("%d calls after the burst of %d", len(after), len(burst)) })
-
-	if len(burst) > workers*slots {
-		t.Fatalf("%d calls in the first burst, want at most the %d worker slots", len(burst), workers*slots)
-	}
-	for i := 1; i < len(after); i++ {
-		if gap := after[i].Sub(after[i-1]); gap < window-50*time.Millisecond {
-			t.Fatalf("upstream calls %d and %d only %v apart, want one per %v window", i-1, i, gap, window)
-		}
-	}
-	elapsed := after[len(after)-1].Sub(u.first)
-	if max := int(elapsed/window) + 1; len(after) > max {
-		t.Fatalf("%d upstream calls in %v after the first 429, want at most %d", len(after), elapsed, max)
-	}
+	waitFor(t, 15*time.Second, func() bool {
+		var ok bool
+		burst, after, _, ok = u.Calls()
+		return ok && len(after) >= probes
+	}, func() string { return fmt.Sprintf("%d calls after the burst of %d", len(after), len(burst)) })
+	elapsed := u.OnePerWindow(t, workers*slots)
 	var charged, snoozed int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE errors IS NOT NULL OR attempt > 1),
 		count(*) FILTER (WHERE (metadata->>'snoozes')::int > 0) FROM river_job`).Scan(&charged, &snoozed); err != nil {
