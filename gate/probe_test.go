@@ -319,6 +319,8 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	o := gate.Options{Prefix: prefix, Scope: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
 	plain := newGate(t, srv.Client(t), o)
 	o.WaitReplicas, o.WaitTimeout = 1, 20*time.Millisecond
+	rec := newRecorder()
+	o.Observer = rec
 	waiting := newGate(t, srv.Client(t), o)
 	_ = failWith(t, plain, "a", errRateLimited)
 	// Once the scope's 50 ms are over, the waiting gate claims the probe
@@ -336,5 +338,11 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	}
 	if err := plain.Do(ctx, "c", okFn); err != nil {
 		t.Fatalf("after the undone probe: %v, want the next call to probe", err)
+	}
+	// Giving the probe back succeeded: no Redis error is reported for it.
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventRedisError && e.Op != "acquire" {
+			t.Errorf("giving back the acquire: %s error event %v", e.Op, e.Err)
+		}
 	}
 }

@@ -2,11 +2,11 @@ package redisop
 
 // The operations.
 const (
-	Acquire = "acquire" // the acquire script (and the refusal fast path's GET)
+	Acquire = "acquire" // the acquire's round trip, and its takeover script
 	Settle  = "settle"  // recording an outcome: release, cooldown, failed mark
 	Renew   = "renew"   // extending a running lease
 	Undo    = "undo"    // undoing an acquire the scope or WaitReplicas refused
-	Scope   = "scope"   // updating the upstream scope (cluster form)
+	Scope   = "scope"   // an upstream's breaker: its probe claimed, given back or tripped
 )
 
 // All lists every operation.

@@ -1,0 +1,88 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// holdFirst counts the pipelines sent and holds the first one sent after
+// it is armed until released.
+type holdFirst struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	trips   atomic.Int64
+}
+
+func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		if h.armed.CompareAndSwap(true, false) {
+			close(h.entered)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// flightWaiters counts the goroutines waiting for another call's acquire
+// of the same job in this process.
+func flightWaiters() int {
+	buf := make([]byte, 1<<22)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "gate.(*flight).wait(")
+}
+
+// Calls merged behind an acquire in flight that Redis refuses get its
+// refusal without asking Redis themselves: one round trip for them all.
+func TestMergedCallsShareTheRefusalsRoundTrip(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	h := &holdFirst{entered: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(h)
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
+	if err := failWith(t, g, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatal(err)
+	}
+	const followers = 8
+	errs := make(chan error, followers+1)
+	var wg sync.WaitGroup
+	do := func() {
+		defer wg.Done()
+		errs <- g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
+			t.Error("fn ran during the cooldown")
+			return nil
+		})
+	}
+	h.armed.Store(true)
+	wg.Add(1)
+	go do()
+	<-h.entered // the leader's acquire is in flight, held
+	sent := h.trips.Load()
+	for range followers {
+		wg.Add(1)
+		go do()
+	}
+	waitUntil(t, 5*time.Second, "every follower waits for the leader's acquire", func() bool { return flightWaiters() == followers })
+	close(h.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, gate.ErrCoolingDown) {
+			t.Fatalf("merged call: %v, want the leader's ErrCoolingDown", err)
+		}
+	}
+	if extra := h.trips.Load() - sent; extra != 0 {
+		t.Fatalf("the merged calls made %d round trips of their own, want none", extra)
+	}
+}
