@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -53,5 +54,50 @@ func TestRunningWaitFollowsCallDurations(t *testing.T) {
 				t.Fatalf("after 8 calls of 10 ms: %v, want about a second (the floor)", d)
 			}
 		})
+	}
+}
+
+// The estimate is judged on Redis's clock: the run's time so far is the
+// lease's TTL spent (a run taken on a free key records no fence until its
+// first renewal), and its lease's time left is the key's PTTL; a running
+// value held without a TTL (written by hand, not by a gate) counts as a
+// whole lease left.
+func TestRunningWaitOnRedisClock(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // Redis's clock moves only when told
+	ctx := context.Background()
+	prefix := redistest.UniqueKey(t)
+	opts := gate.Options{Prefix: prefix, Lease: time.Minute}
+	g := newGate(t, rdb, opts)
+	other := newGate(t, rdb, opts)
+	inFlight := func(job string) time.Duration {
+		t.Helper()
+		_, err := g.Acquire(ctx, job)
+		d, ok := gate.RetryAfter(err)
+		if !errors.Is(err, gate.ErrInFlight) || !ok {
+			t.Fatalf("%s: %v, want ErrInFlight with a wait", job, err)
+		}
+		return d
+	}
+	l, err := other.Acquire(ctx, "running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	redistest.Advance(m, 5*time.Second)
+	// No calls seen: the lease's time left, 55 s.
+	if d := inFlight("running"); d < 54*time.Second || d > 55*time.Second {
+		t.Fatalf("5 s into a 1 min lease, no calls seen: %v, want the 55 s left", d)
+	}
+	// Calls of 20 s seen: 20 s less the 5 s the run has taken.
+	gate.SeedCallTimes(g, 20*time.Second, 8)
+	if d := inFlight("running"); d < 14*time.Second || d > 15*time.Second {
+		t.Fatalf("5 s into a run, calls of 20 s seen: %v, want about 15 s", d)
+	}
+	if err := rdb.Set(ctx, keyspace.Job(prefix, "foreign"), "r:0123456789abcdef0123456789abcdef", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := inFlight("foreign"); d != 20*time.Second {
+		t.Fatalf("a running value without a TTL, calls of 20 s seen: %v, want 20 s (a whole lease left, nothing run yet known)", d)
 	}
 }

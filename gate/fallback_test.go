@@ -120,6 +120,27 @@ func TestFallbackRefusalWaitsForTheSoonest(t *testing.T) {
 	}
 }
 
+// Upstreams that reopen at the same moment: the refusal names the first
+// in order (Scope before Fallbacks), with its reason.
+func TestFallbackRefusalTieGoesToTheFirst(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // both cooldowns start at the same Redis time
+	tg := redistest.Target{Name: "miniredis", Client: rdb}
+	g := fallbackGate(t, tg, redistest.UniqueKey(t), gate.Options{
+		Classify:    upstreamClassifier(time.Minute),
+		ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute},
+	})
+	_ = failWith(t, g, "a", errRateLimited) // primary: the hint's minute
+	_ = failWith(t, g, "b", errOverloaded)  // backup: no hint, ScopePolicy's minute
+	b := blocked(t, g, "c")
+	if b.Upstreams[0].RetryAfter != b.Upstreams[1].RetryAfter {
+		t.Fatalf("upstreams %+v: want the same wait", b.Upstreams)
+	}
+	if b.Reason != classify.ReasonRateLimited || b.RetryAfter != b.Upstreams[0].RetryAfter {
+		t.Fatalf("refusal by both: %s in %v, want the primary's rate limit", b.Reason, b.RetryAfter)
+	}
+}
+
 // Done by hand, with one gate per upstream (each with its own keys), a
 // job can run on both upstreams at once: the fallback's lock is not the
 // primary's. One gate with Fallbacks keeps one lock per job whichever
