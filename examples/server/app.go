@@ -14,7 +14,12 @@ import (
 
 // app holds what the handlers share.
 type app struct {
-	gate    *gate.Gate
+	gate *gate.Gate
+	// primary is the gate's first upstream (Options.Scope); a result from
+	// another one is shown as done via it.
+	primary string
+	// backup is the gate's fallback upstream; empty without one.
+	backup  string
 	eval    *evaluator
 	results *results
 	// failures remembers each document's last failure (nil: none shown).
@@ -119,6 +124,9 @@ func (a *app) getDocument(w http.ResponseWriter, r *http.Request) {
 type statsView struct {
 	countersView
 	Upstream upstreamView `json:"upstream"`
+	// Backup names the upstream jobs run on while the first one cools or
+	// pauses; empty without one.
+	Backup string `json:"backup,omitempty"`
 }
 
 type upstreamView struct {
@@ -131,7 +139,7 @@ type upstreamView struct {
 }
 
 func (a *app) getStats(w http.ResponseWriter, r *http.Request) {
-	v := statsView{countersView: a.stats.view()}
+	v := statsView{countersView: a.stats.view(), Backup: a.backup}
 	up, err := a.gate.ScopeStatus(r.Context())
 	if err != nil {
 		writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")

@@ -145,3 +145,49 @@ func pageText(t *testing.T, ctx context.Context, sel string) string {
 	_ = chromedp.Run(ctx, chromedp.Text(sel, &s, chromedp.ByQuery))
 	return strconv.Quote(s)
 }
+
+// TestPageDoneViaBackup: with the backup upstream (make demo's default),
+// a document whose key is rate-limited is not a countdown: its next click
+// is done via the backup, the card says so, and the banner counts down to
+// the first upstream's next probe while saying where jobs run meanwhile.
+func TestPageDoneViaBackup(t *testing.T) {
+	ctx := browser(t)
+	cfg := testConfig()
+	cfg.Backup = true
+	cfg.ScopeHint = 10 * time.Second // long enough to look at; the test ends first
+	s := startServer(t, cfg)
+	const card = `li[data-doc="press-release"]`
+	enabled := pollJS(`!document.querySelector('`+card+` .evaluate').disabled`, 5*time.Second)
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base),
+		chromedp.WaitVisible(card+` .evaluate`),
+		enabled,
+		chromedp.Click(card+` .evaluate`), // the first upstream answers 429 for the key
+		pollJS(`document.querySelector('#banner').classList.contains('show')`, 5*time.Second),
+		enabled,
+		chromedp.Click(card+` .evaluate`), // runs on the backup
+		chromedp.WaitVisible(card+` .result .via`),
+	); err != nil {
+		t.Fatalf("evaluate twice: %v", err)
+	}
+	if got := cardText(t, ctx, "press-release", ".result .via"); got != "via backup" {
+		t.Errorf("result %q, want it marked via backup", got)
+	}
+	if got := cardText(t, ctx, "press-release", ".evaluate"); strings.HasPrefix(got, "Retry in") {
+		t.Errorf("button %q: want no countdown, the job is done", got)
+	}
+	var title, probe string
+	if err := chromedp.Run(ctx,
+		chromedp.Text(`#banner-title`, &title, chromedp.ByQuery),
+		chromedp.Text(`#banner .probe`, &probe, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(title, "jobs run on the backup") || !regexp.MustCompile(`^Next probe in 0:(0\d|10)$`).MatchString(probe) {
+		t.Errorf("banner %q, %q: want the first upstream's probe countdown and jobs on the backup", title, probe)
+	}
+	if exp, got := int64(2), s.stats(t).UpstreamCalls; exp != got {
+		t.Errorf("upstream calls %d, want %d: one on each upstream", got, exp)
+	}
+	screenshot(t, ctx, "done-via-backup.png", 1000)
+}

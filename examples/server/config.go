@@ -40,6 +40,12 @@ type config struct {
 	// out) pauses the upstream.
 	ScopePause time.Duration
 
+	// Backup adds a second fake upstream behind another key, the gate's
+	// Fallbacks: when the first key is rate-limited or out of credits, a
+	// job runs on it. Default: on (flag -backup=false, env DEMO_BACKUP=0:
+	// one upstream, and every job waits for it).
+	Backup bool
+
 	// Fake upstream behaviour.
 	RateLimitHint time.Duration // retry-after-ms of the per-document 429
 	ScopeHint     time.Duration // retry-after-ms of the provider-wide 429
@@ -73,6 +79,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		ScopeHint:       20 * time.Second,
 		SlowCall:        5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
+		Backup:          true,
 	}
 	if p := getenv("PORT"); p != "" {
 		cfg.Addr = "127.0.0.1:" + p
@@ -104,6 +111,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
 	envDur("DEMO_SCOPE_HINT", &cfg.ScopeHint)
 	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
+	if v := getenv("DEMO_BACKUP"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("DEMO_BACKUP=%q: want 1 or 0", v))
+		} else {
+			cfg.Backup = b
+		}
+	}
 	if v := getenv("RETRYGATE_MAX_ATTEMPTS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -125,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
 	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
 	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "upstream pause after a systemic failure such as an empty credit balance (env RETRYGATE_SCOPE_PAUSE)")
+	fs.BoolVar(&cfg.Backup, "backup", cfg.Backup, "fake upstream: a second one behind another key, used while the first is rate-limited or out of credits (env DEMO_BACKUP)")
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
 	fs.DurationVar(&cfg.ScopeHint, "scope-hint", cfg.ScopeHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_SCOPE_HINT)")
 	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")

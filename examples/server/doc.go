@@ -10,8 +10,12 @@
 // With nothing configured it runs on an embedded Redis and a built-in fake
 // OpenAI-compatible model whose behaviour per document shows every path
 // (success, rate limit with retry-after-ms, 503, context too long, bad
-// output until MaxAttempts, a slow call that renews its lease, and a
-// provider-wide rate limit). REDIS_URL (redis:// or rediss://) selects a
+// output until MaxAttempts, a slow call that renews its lease, a
+// provider-wide rate limit and an empty credit balance). A second fake
+// model behind another key is the gate's fallback (Options.Fallbacks):
+// while the first key is rate-limited or out of credits, jobs run on it and
+// their results say "via backup" (-backup=false: one upstream, and every
+// job waits for it). REDIS_URL (redis:// or rediss://) selects a
 // real Redis; OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_MODEL) the
 // real API. Run with -h for the flags.
 //

@@ -82,13 +82,13 @@ var catalog = []document{
 	},
 	{
 		ID: "press-release", Title: "Press release", Behaviour: behaveProviderLimit,
-		Scenario: "The provider rate-limits the whole API key: every job pauses.",
+		Scenario: "The provider rate-limits the whole API key: jobs move to the backup key (without one, every job pauses).",
 		Text:     "Acme launches its new assistant today in 12 countries, with a free tier for students.",
 		Summary:  "Acme's assistant launches in 12 countries with a free student tier.", Risk: "low",
 	},
 	{
 		ID: "board-minutes", Title: "Board minutes", Behaviour: behaveNoCredit,
-		Scenario: "The API key's credit balance ran out: the upstream pauses, the job does not fail.",
+		Scenario: "The API key's credit balance ran out: the upstream pauses, the job does not fail and moves to the backup key.",
 		Text:     "The board approved the 2027 budget and a new data-retention policy; the audit committee meets in May.",
 		Summary:  "2027 budget and data-retention policy approved; audit committee meets in May.", Risk: "low",
 	},

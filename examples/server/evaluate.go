@@ -25,16 +25,21 @@ const systemPrompt = `You review business documents. Answer with JSON only, exac
 // gate cools the job down and its MaxAttempts ends the attempts.
 var errBadOutput = errors.New("model answer is not the requested JSON")
 
-// evaluator asks the model about documents.
+// evaluator asks the model about documents, through one client per
+// upstream (the gate's Scope, and its Fallbacks).
 type evaluator struct {
-	client *openai.Client
-	model  string
+	clients map[string]*openai.Client
+	model   string
 }
 
-// evaluate makes one model call for doc. It is the function the gate
-// guards.
-func (e *evaluator) evaluate(ctx context.Context, doc document) (evaluation, error) {
-	resp, err := e.client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
+// evaluate makes one model call for doc on the upstream the gate chose for
+// this run (Lease.Scope). It is the function the gate guards.
+func (e *evaluator) evaluate(ctx context.Context, upstream string, doc document) (evaluation, error) {
+	client, ok := e.clients[upstream]
+	if !ok {
+		return evaluation{}, classify.Permanent(fmt.Errorf("no client for upstream %q", upstream))
+	}
+	resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
 		Model: e.model,
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: systemPrompt},

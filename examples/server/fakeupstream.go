@@ -25,6 +25,11 @@ const jobLevelCodePrefix = "document_"
 // answer depends on the document in the prompt. It is safe for concurrent
 // use.
 type fakeUpstream struct {
+	// backup marks the second upstream of the demo: the same model behind
+	// another API key, so the problems of the first key (its rate limit,
+	// its credit balance) are not its own.
+	backup bool
+
 	rateLimitHint time.Duration
 	scopeHint     time.Duration
 	slowCall      time.Duration
@@ -82,10 +87,10 @@ func (f *fakeUpstream) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	case doc.Behaviour == behaveOverloaded && odd:
 		apiError(w, http.StatusServiceUnavailable, "server_error", jobLevelCodePrefix+"overloaded",
 			"The engine is currently overloaded, please try again later.", 0)
-	case doc.Behaviour == behaveProviderLimit && odd:
+	case doc.Behaviour == behaveProviderLimit && odd && !f.backup:
 		apiError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
 			"Rate limit reached for requests per minute on this API key.", f.scopeHint)
-	case doc.Behaviour == behaveNoCredit && odd:
+	case doc.Behaviour == behaveNoCredit && odd && !f.backup:
 		// Anthropic's body for an empty credit balance: only the message
 		// says what it is (classify/testdata/corpus/anthropic.json).
 		w.Header().Set("Content-Type", "application/json")

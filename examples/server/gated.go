@@ -46,12 +46,17 @@ func (a *app) mountGated(r chi.Router) {
 // answers with it (429 + Retry-After, 422), never with the upstream's text.
 func (a *app) evaluate(w http.ResponseWriter, r *http.Request) {
 	doc := documentOf(r)
-	out, err := a.eval.evaluate(r.Context(), doc)
+	l := httpmw.Lease(r.Context())
+	out, err := a.eval.evaluate(r.Context(), l.Scope(), doc)
 	if err != nil {
 		httpmw.Fail(r, err)
 		return
 	}
-	a.results.put(doc.ID, result{evaluation: out, EvaluatedAt: time.Now().UTC(), Fence: httpmw.Lease(r.Context()).Fence()})
+	res := result{evaluation: out, EvaluatedAt: time.Now().UTC(), Fence: l.Fence()}
+	if l.Scope() != a.primary {
+		res.Via = l.Scope()
+	}
+	a.results.put(doc.ID, res)
 	writeJSON(w, http.StatusOK, a.view(doc))
 }
 

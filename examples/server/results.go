@@ -11,6 +11,9 @@ type result struct {
 	EvaluatedAt time.Time `json:"evaluated_at"`
 	// Fence is the gate's fencing token of the call that produced it.
 	Fence int64 `json:"fence"`
+	// Via names the backup upstream that produced it, when the first one
+	// was cooling or paused; empty for the first.
+	Via string `json:"via,omitempty"`
 }
 
 // results keeps the last result per document in memory. Safe for

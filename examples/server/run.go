@@ -15,6 +15,9 @@ import (
 	"github.com/retrygate/retrygate/gate"
 )
 
+// backupScope names the demo's second fake upstream.
+const backupScope = "fake-backup"
+
 // run serves the demo until ctx is cancelled, then shuts down gracefully:
 // requests in flight (a slow model call included) finish and settle.
 func run(ctx context.Context, cfg config, stdout io.Writer) error {
@@ -32,6 +35,11 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		oaCfg.BaseURL = cfg.OpenAIBaseURL
 		scope, modelDesc = "openai-compatible", "model "+cfg.Model+" at "+cfg.OpenAIBaseURL
 	}
+	// The Transport keeps the retry hint headers (retry-after-ms) of failed
+	// responses, which go-openai drops, so they reach the gate.
+	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, stats: st}}
+	var fallbacks []string
+	clients := map[string]*openai.Client{}
 	if cfg.OpenAIKey == "" {
 		fake := newFakeUpstream(cfg)
 		base, stop, err := fake.start()
@@ -41,10 +49,24 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		defer func() { _ = stop(context.Background()) }()
 		oaCfg.BaseURL = base
 		scope, modelDesc, model = "fake-openai", "built-in fake OpenAI-compatible upstream (set OPENAI_API_KEY for the real API)", "demo-model"
+		if cfg.Backup {
+			// A second fake behind another key: when the first key is
+			// rate-limited or out of credits, jobs run on it.
+			backup := newFakeUpstream(cfg)
+			backup.backup = true
+			bbase, bstop, err := backup.start()
+			if err != nil {
+				return fmt.Errorf("fake backup upstream: %w", err)
+			}
+			defer func() { _ = bstop(context.Background()) }()
+			bCfg := oaCfg
+			bCfg.BaseURL = bbase
+			clients[backupScope] = openai.NewClientWithConfig(bCfg)
+			fallbacks = []string{backupScope}
+			modelDesc += ", and a backup one"
+		}
 	}
-	// The Transport keeps the retry hint headers (retry-after-ms) of failed
-	// responses, which go-openai drops, so they reach the gate.
-	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, stats: st}}
+	clients[scope] = openai.NewClientWithConfig(oaCfg)
 	fails := newFailures()
 
 	g, err := gate.New(rdb, gate.Options{
@@ -57,12 +79,17 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		Classify:    demoClassify,
 		Observer:    observers{st, fails},
 		Scope:       scope,
+		Fallbacks:   fallbacks,
 		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown, PauseTTL: cfg.ScopePause},
 	})
 	if err != nil {
 		return err
 	}
-	a := &app{gate: g, eval: &evaluator{client: openai.NewClientWithConfig(oaCfg), model: model}, results: newResults(), failures: fails, stats: st,
+	var backup string
+	if len(fallbacks) > 0 {
+		backup = fallbacks[0]
+	}
+	a := &app{gate: g, primary: scope, backup: backup, eval: &evaluator{clients: clients, model: model}, results: newResults(), failures: fails, stats: st,
 		logf:     func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) },
 		shutdown: make(chan struct{})}
 

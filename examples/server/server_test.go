@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -250,6 +251,49 @@ func TestProviderRateLimitPausesEveryJob(t *testing.T) {
 	s.waitState(t, "welcome-letter", "ready", 3*time.Second)
 	if r := s.evaluate(t, "welcome-letter"); r.code != http.StatusOK {
 		t.Fatalf("after the pause: %d %s", r.code, r.raw)
+	}
+}
+
+// With the backup upstream (the demo's default), a provider-wide rate limit
+// cools the first upstream, not the job: the next click runs on the
+// backup at once and the result says so, while the first upstream counts
+// down to its probe. One model call each, never two in one click.
+func TestBackupRunsTheJobWhileTheFirstCools(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Backup = true
+	cfg.ScopeHint = time.Minute
+	s := startServer(t, cfg)
+
+	r := s.evaluate(t, "press-release")
+	if r.code == http.StatusOK {
+		t.Fatalf("provider 429: %d %s, want the click refused", r.code, r.raw)
+	}
+	if exp, got := int64(1), s.stats(t).UpstreamCalls; exp != got {
+		t.Fatalf("upstream calls %d, want %d", got, exp)
+	}
+	up := s.stats(t).Upstream
+	if up.State != "cooling" || up.RetryAfterSeconds < 50 {
+		t.Fatalf("first upstream %+v, want cooling for its minute", up)
+	}
+	r = s.evaluate(t, "press-release")
+	if r.code != http.StatusOK {
+		t.Fatalf("the retry: %d %s, want it done on the backup at once", r.code, r.raw)
+	}
+	var v documentView
+	if err := json.Unmarshal([]byte(r.raw), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Result == nil || v.Result.Via != backupScope {
+		t.Fatalf("result %+v, want one via %q", v.Result, backupScope)
+	}
+	if exp, got := int64(2), s.stats(t).UpstreamCalls; exp != got {
+		t.Fatalf("upstream calls %d, want %d", got, exp)
+	}
+	// Another document runs on the backup too, while the first cools.
+	r = s.evaluate(t, "welcome-letter")
+	if err := json.Unmarshal([]byte(r.raw), &v); err != nil || r.code != http.StatusOK || v.Result == nil || v.Result.Via != backupScope {
+		t.Fatalf("another document: %d %s, want it done via the backup", r.code, r.raw)
 	}
 }
 
