@@ -23,14 +23,15 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"defaults: free port, embedded Redis, fake upstream, demo-sized gate", nil, env(), func(t *testing.T, c config) {
 			if c.Addr != "127.0.0.1:0" || c.RedisURL != "" || c.OpenAIKey != "" || c.Cooldown != 5*time.Second ||
-				c.Lease != 2*time.Second || c.MaxAttempts != 3 || c.RateLimitHint != 8*time.Second || c.ScopeHint != 20*time.Second {
+				c.Lease != 2*time.Second || c.MaxAttempts != 3 || c.RateLimitHint != 8*time.Second || c.ScopeHint != 20*time.Second ||
+				!c.Backup {
 				t.Fatalf("defaults %+v", c)
 			}
 		}},
 		{"environment", nil, env("PORT", "8080", "REDIS_URL", "rediss://h:6380/1", "OPENAI_API_KEY", "k",
-			"OPENAI_MODEL", "m", "RETRYGATE_COOLDOWN", "7s", "RETRYGATE_MAX_ATTEMPTS", "5"), func(t *testing.T, c config) {
+			"OPENAI_MODEL", "m", "RETRYGATE_COOLDOWN", "7s", "RETRYGATE_MAX_ATTEMPTS", "5", "DEMO_BACKUP", "0"), func(t *testing.T, c config) {
 			if c.Addr != "127.0.0.1:8080" || c.RedisURL != "rediss://h:6380/1" || c.OpenAIKey != "k" || c.Model != "m" ||
-				c.Cooldown != 7*time.Second || c.MaxAttempts != 5 {
+				c.Cooldown != 7*time.Second || c.MaxAttempts != 5 || c.Backup {
 				t.Fatalf("from env %+v", c)
 			}
 		}},
@@ -55,12 +56,12 @@ func TestParseConfig(t *testing.T) {
 func TestParseConfigNamesEveryBadValue(t *testing.T) {
 	_, err := parseConfig([]string{"-lease", "0s", "-max-attempts", "-1"},
 		func(k string) string {
-			return map[string]string{"REDIS_URL": "localhost:6379", "RETRYGATE_COOLDOWN": "soon"}[k]
+			return map[string]string{"REDIS_URL": "localhost:6379", "RETRYGATE_COOLDOWN": "soon", "DEMO_BACKUP": "maybe"}[k]
 		}, io.Discard)
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"RETRYGATE_COOLDOWN", "REDIS_URL", "-lease", "-max-attempts"} {
+	for _, want := range []string{"RETRYGATE_COOLDOWN", "REDIS_URL", "-lease", "-max-attempts", "DEMO_BACKUP"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
