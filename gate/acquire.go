@@ -26,7 +26,7 @@ import (
 // ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip of native commands on the job's node
-// (SET NX GET, PTTL, TIME), with a GET of each upstream's state in the
+// (PTTL, SET NX GET, TIME), with a GET of each upstream's state in the
 // same round trip when the gate has upstreams. A second trip is made only
 // when the job's key holds a finished state with history (a script takes
 // it over), when an upstream's wait has just ended (this call claims its

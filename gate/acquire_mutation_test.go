@@ -33,8 +33,8 @@ func TestAcquireWithoutScopeReadsNoScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	if got := names.take(); !equalNames(got, []string{"[set pttl time]"}) {
-		t.Fatalf("acquire sent %v, want the job's SET NX GET, PTTL and TIME in one pipeline", got)
+	if got := names.take(); !equalNames(got, []string{"[pttl set time]"}) {
+		t.Fatalf("acquire sent %v, want the job's PTTL, SET NX GET and TIME in one pipeline", got)
 	}
 }
 
@@ -73,11 +73,11 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
 		t.Fatalf("after the upstream was reset elsewhere: %+v, want the job's own cooldown", b)
 	}
-	if got := names.take(); !equalNames(got, []string{"evalsha", "[set pttl time get]"}) {
+	if got := names.take(); !equalNames(got, []string{"evalsha", "[pttl set time get]"}) {
 		t.Fatalf("first call after the reset sent %v, want the read that finds it open, then the acquire", got)
 	}
 	_ = blocked(t, g, "job")
-	if got := names.take(); !equalNames(got, []string{"[set pttl time get]"}) {
+	if got := names.take(); !equalNames(got, []string{"[pttl set time get]"}) {
 		t.Fatalf("next call sent %v, want the acquire alone", got)
 	}
 }
@@ -288,7 +288,7 @@ func (e movedError) Error() string { return string(e) }
 func (movedError) RedisError()     {}
 
 // movedOnce answers the next acquire (its script, or the pipeline that
-// starts with its SET) with MOVED, as a node would whose slot just moved;
+// starts with its PTTL) with MOVED, as a node would whose slot just moved;
 // every other command goes through.
 type movedOnce struct{ armed atomic.Bool }
 
@@ -305,7 +305,7 @@ func (m *movedOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (m *movedOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "set" && m.armed.CompareAndSwap(true, false) {
+		if len(cmds) > 0 && cmds[0].Name() == "pttl" && m.armed.CompareAndSwap(true, false) {
 			err := movedError("MOVED 3999 127.0.0.1:7001")
 			for _, c := range cmds {
 				c.SetErr(err)

@@ -47,8 +47,8 @@
 //
 //   - Round trips: an acquire, a refusal and Status are one each; a
 //     successful or failed Do is two (acquire, settle). An acquire is
-//     native commands on the job's node, in one pipeline: SET NX GET (a
-//     free job is taken, a busy one refused by what it holds), PTTL, and
+//     native commands on the job's node, in one pipeline: PTTL, SET NX
+//     GET (a free job is taken, a busy one refused by what it holds), and
 //     TIME (the fence, and the clock every value is judged by); with
 //     upstreams, a GET of each in the same round trip. A second trip comes
 //     only for a job whose key holds a finished state with history (its

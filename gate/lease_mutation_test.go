@@ -129,7 +129,7 @@ func TestScopeFailureIsOneSettle(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"[set pttl time get]", "[evalsha evalsha]"}) {
+	if got := names.take(); !equalNames(got, []string{"[pttl set time get]", "[evalsha evalsha]"}) {
 		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET with the acquire, then the job's settle with the upstream's trip", got)
 	}
 	if up := l.Result().Upstream; up.State != gate.ScopeCooling {

@@ -99,8 +99,8 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 				names.take()
 				first := blocked(t, g, tc.job)
 				for i := 0; i < 3; i++ {
-					if got := names.take(); !equalNames(got, []string{"[set pttl time]"}) {
-						t.Fatalf("%s: refusal %d sent %v, want the job's SET NX GET, PTTL and TIME", tc.job, i, got)
+					if got := names.take(); !equalNames(got, []string{"[pttl set time]"}) {
+						t.Fatalf("%s: refusal %d sent %v, want the job's PTTL, SET NX GET and TIME", tc.job, i, got)
 					}
 					again := blocked(t, g, tc.job)
 					if again.State != tc.state || again.State != first.State || again.Attempts != first.Attempts ||

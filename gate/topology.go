@@ -141,7 +141,7 @@ func (g *Gate) repin(ctx context.Context, key, addr string) (*redis.Conn, error)
 	}
 }
 
-// sendAcquire sends the acquire's round trip: the job's SET NX GET, PTTL
+// sendAcquire sends the acquire's round trip: the job's PTTL, SET NX GET
 // and TIME (trip.jobTake), a waiter's read of the done key, and each
 // upstream's GET. It returns the job's reply, each upstream's value ("" for
 // none) and the done key's. The job's commands go to the job's own node:
