@@ -27,7 +27,7 @@ func (r *results) edgeMarkdown(b *strings.Builder) {
 	b.WriteString("- **" + eGate + "**: `httpmw.New(g, httpmw.Options{Job: httpmw.URLParam(\"id\")})` mounted with `r.With` on the route, as the package doc does; " +
 		"each job was cooled for an hour through the middleware itself (its handler reported `classify.Transient(err, time.Hour)` with `httpmw.Fail`). " +
 		"The Gate measured is a fresh one (a new `gate.New` after the jobs were cooled), so no refusal comes from anything this process saw before: " +
-		"each is the acquire's one round trip of native commands (`SET NX GET`, `PTTL`, `TIME` in a pipeline; no script, nothing written), " +
+		"each is the acquire's one round trip of native commands (`PTTL`, `SET NX GET`, `TIME` in a pipeline; no script, nothing written), " +
 		"except that a request arriving while an acquire of the same job is in flight in the same Gate shares its answer without a round trip, so one hammered job costs under one trip per refusal.\n\n")
 	fmt.Fprintf(b, "Medians of %d rounds, the order of handlers reversed every other round; each measurement opens fresh connections, warms up for %v and measures for %v. "+
 		"×bare and ×httprate are medians of per-round ratios of req/s within a scenario. "+

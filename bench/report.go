@@ -136,7 +136,7 @@ func (r *results) markdown(quick bool) string {
 	b.WriteString("The floor is a hand-written lock: `SET key token NX EX` then a compare-and-delete script. " +
 		"\"fenced\" is the lock a team writes by hand when it needs a fence token against a stale owner, the pattern the gate's fence replaces: " +
 		"`SET NX`, then `INCR` of a per-lock counter for the token, then the compare-and-delete script (three round trips; the gate's fence is Redis's `TIME`, read in its acquire's pipeline). " +
-		"The gate's success is an acquire (`SET NX GET`, `PTTL`, `TIME` in one pipeline) and the settle script, which also publishes the change and keeps the job's history. " +
+		"The gate's success is an acquire (`PTTL`, `SET NX GET`, `TIME` in one pipeline) and the settle script, which also publishes the change and keeps the job's history. " +
 		"Locks and gate jobs are distinct per goroutine (no contention); the blocked row retries jobs cooling down (`*gate.BlockedError`, ErrCoolingDown) on a Gate created after they were cooled, so nothing in the process knows them: the acquire's pipeline refuses them, nothing written; " +
 		"the coalesced row calls, from every goroutine, one job whose lease is held in the same gate (ErrInFlight, no Redis trip).\n\n")
 	b.WriteString("Client and redis-server share this machine's cores: once they are saturated (concurrency 64), ops/s follows the CPU per op, client plus redis. " +

@@ -57,7 +57,7 @@ type workload struct {
 }
 
 // gateCmds are the top-level commands a gate sends: the acquire's
-// pipeline (SET NX GET, PTTL, TIME) and the settle script.
+// pipeline (PTTL, SET NX GET, TIME) and the settle script.
 var gateCmds = []string{"set", "pttl", "time", "get", "evalsha"}
 
 var (

@@ -101,3 +101,26 @@ func TestRunningWaitOnRedisClock(t *testing.T) {
 		t.Fatalf("a running value without a TTL, calls of 20 s seen: %v, want 20 s (a whole lease left, nothing run yet known)", d)
 	}
 }
+
+// Once the first renewal recorded the run's fence (Redis's clock at its
+// acquire), the run's time so far is Redis's clock less the fence.
+func TestRunningWaitFromTheFence(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // Redis's clock moves only when told
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+	g := newGate(t, rdb, opts)
+	other := newGate(t, rdb, opts)
+	l, err := other.Acquire(ctx, "running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	waitUntil(t, 5*time.Second, "the first renewal recorded the fence", func() bool { return mustStatus(t, g, "running").Fence == l.Fence() })
+	redistest.Advance(m, 5*time.Second)
+	gate.SeedCallTimes(g, 20*time.Second, 8)
+	_, err = g.Acquire(ctx, "running")
+	if d, ok := gate.RetryAfter(err); !errors.Is(err, gate.ErrInFlight) || !ok || d < 14*time.Second || d > 15*time.Second+time.Millisecond {
+		t.Fatalf("5 s into a fenced run, calls of 20 s seen: %v (%v), want about 15 s (Redis time is read in ms, the fence in µs)", d, err)
+	}
+}
