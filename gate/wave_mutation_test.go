@@ -140,3 +140,38 @@ func TestPermanentWaveRefusalCost(t *testing.T) {
 		}
 	})
 }
+
+// A pause for a wave makes its reason the upstream's, and only its: the
+// probe that ends the pause and fails with another permanent reason fails
+// its own job, while one that fails with the wave's reason cools.
+func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	tg := redistest.Target{Name: "miniredis", Client: rdb}
+	errR := classify.WithReason(errors.New("400 account inactive"), classify.ClassPermanent, "account_inactive", 0)
+	g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Hour,
+		ScopePolicy: gate.ScopePolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
+	_ = failWith(t, g, "a", errR)
+	_ = failWith(t, g, "b", errR) // the wave: the upstream pauses for account_inactive
+	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.ScopePaused || up.Reason != "account_inactive" {
+		t.Fatalf("after the wave: %+v %v, want paused for account_inactive", up, err)
+	}
+	probe := func(job string, fail error) gate.State {
+		t.Helper()
+		redistest.Advance(m, 61*time.Second) // the pause is over: this call probes
+		var ce *gate.CallError
+		if err := failWith(t, g, job, fail); !errors.As(err, &ce) {
+			t.Fatalf("%s, the probe: %v, want its own failure", job, err)
+		}
+		return ce.State
+	}
+	if st := probe("c", classify.Permanent(errBoom)); st != gate.Failed {
+		t.Fatalf("a probe failing for another reason: %v, want its job Failed", st)
+	}
+	// The upstream answered: open again, and a new wave of the reason
+	// pauses it again; its probe failing for that reason cools.
+	_ = failWith(t, g, "d", errR)
+	_ = failWith(t, g, "e", errR)
+	if st := probe("f", errR); st != gate.CoolingDown {
+		t.Fatalf("a probe failing for the wave's reason: %v, want its job cooling", st)
+	}
+}
