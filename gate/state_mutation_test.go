@@ -30,3 +30,15 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 		}
 	}
 }
+
+// An upstream's state names itself as httpmw, the CLI and the metrics show
+// it; a value past the last one is named by its number, never a panic.
+func TestScopeStateNames(t *testing.T) {
+	for s, exp := range map[gate.ScopeState]string{
+		gate.ScopeOpen: "open", gate.ScopeCooling: "cooling", gate.ScopePaused: "paused", 3: "scope_state(3)", 255: "scope_state(255)",
+	} {
+		if got := s.String(); got != exp {
+			t.Errorf("ScopeState(%d): %q, want %q", uint8(s), got, exp)
+		}
+	}
+}
