@@ -102,12 +102,7 @@ func TestStormOneCallPerWindow(t *testing.T) {
 				stormtest.StartWorker(t, workerEnv, cfg)
 			}
 
-			var burst, after []time.Time
-			waitFor(t, 15*time.Second, func() bool {
-				var ok bool
-				burst, after, _, ok = u.Calls()
-				return ok && len(after) >= probes
-			}, func() string { return fmt.Sprintf("%d calls after the burst of %d", len(after), len(burst)) })
+			burst, after := u.AwaitCalls(t, probes, 15*time.Second)
 			elapsed := u.OnePerWindow(t, workers*slots)
 			retry, err := inspector.ListRetryTasks(q, asynq.PageSize(tasks))
 			if err != nil {

@@ -114,12 +114,7 @@ func TestStormOneCallPerWindow(t *testing.T) {
 		stormtest.StartWorker(t, workerEnv, cfg)
 	}
 
-	var burst, after []time.Time
-	waitFor(t, 15*time.Second, func() bool {
-		var ok bool
-		burst, after, _, ok = u.Calls()
-		return ok && len(after) >= probes
-	}, func() string { return fmt.Sprintf("%d calls after the burst of %d", len(after), len(burst)) })
+	burst, after := u.AwaitCalls(t, probes, 15*time.Second)
 	elapsed := u.OnePerWindow(t, workers*slots)
 	var charged, snoozed int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE errors IS NOT NULL OR attempt > 1),

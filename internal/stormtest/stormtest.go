@@ -64,6 +64,22 @@ func (u *RateLimited) Calls() (burst, after []time.Time, first time.Time, ok boo
 	return burst, after, u.first, true
 }
 
+// AwaitCalls waits, at most within, until n calls came after the burst,
+// and returns the burst and those calls; it fails t when they do not come.
+func (u *RateLimited) AwaitCalls(t *testing.T, n int, within time.Duration) (burst, after []time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		var ok bool
+		burst, after, _, ok = u.Calls()
+		if ok && len(after) >= n {
+			return burst, after
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %d calls after the burst of %d, want %d", within, len(after), len(burst), n)
+		}
+	}
+}
+
 // OnePerWindow fails t unless the burst was at most slots calls and the
 // calls after it came at most one per Window. It returns how long after
 // the first 429 the last call came.
