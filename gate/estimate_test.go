@@ -124,3 +124,27 @@ func TestRunningWaitFromTheFence(t *testing.T) {
 		t.Fatalf("5 s into a fenced run, calls of 20 s seen: %v (%v), want about 15 s (Redis time is read in ms, the fence in µs)", d, err)
 	}
 }
+
+// The estimate is the 90th percentile of the recent calls, not their
+// shortest or their mean: with calls of 1 s to 10 s seen, a run that just
+// began is expected to end in 10 s.
+func TestRunningWaitIsTheNinetiethPercentile(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0)
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+	g := newGate(t, rdb, opts)
+	other := newGate(t, rdb, opts)
+	for i := 10; i >= 1; i-- {
+		gate.SeedCallTimes(g, time.Duration(i)*time.Second, 1)
+	}
+	l, err := other.Acquire(ctx, "running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	_, err = g.Acquire(ctx, "running")
+	if d, ok := gate.RetryAfter(err); !errors.Is(err, gate.ErrInFlight) || !ok || d != 10*time.Second {
+		t.Fatalf("calls of 1 s to 10 s seen, a run just begun: %v (%v), want 10 s", d, err)
+	}
+}
