@@ -86,3 +86,29 @@ func TestMergedCallsShareTheRefusalsRoundTrip(t *testing.T) {
 		t.Fatalf("the merged calls made %d round trips of their own, want none", extra)
 	}
 }
+
+// A duplicate refused in-process while this process runs the job says how
+// many attempts failed before the running one, as a refusal read from
+// Redis says it.
+func TestInFlightRefusalCountsPastAttempts(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Second, Jitter: -1}
+	g := newGate(t, rdb, opts)
+	if err := failWith(t, g, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatal(err)
+	}
+	redistest.Advance(m, 2*time.Second)
+	l, err := g.Acquire(ctx, "job") // attempt 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	for name, gg := range map[string]*gate.Gate{"in-process": g, "from Redis": newGate(t, rdb, opts)} {
+		_, err := gg.Acquire(ctx, "job")
+		var b *gate.BlockedError
+		if !errors.As(err, &b) || !errors.Is(err, gate.ErrInFlight) || b.Attempts != 1 {
+			t.Errorf("%s: %v (%+v), want ErrInFlight with the 1 attempt that failed before", name, err, b)
+		}
+	}
+}
