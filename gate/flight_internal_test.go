@@ -1,0 +1,48 @@
+package gate
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The failures Redis did not take are refused in-process with what they
+// stand for: a cooldown with its wait, a failed mark without one.
+func TestUnwrittenRefusal(t *testing.T) {
+	var u unwritten
+	cool := u.add("cool", jobWrite{kind: jobCooling, ttl: time.Minute, state: CoolingDown, attempts: 1, reason: "timeout"})
+	failed := u.add("failed", jobWrite{kind: jobFailed, ttl: time.Hour, state: Failed, attempts: 1, reason: "context_length_exceeded"})
+	if cool.State != CoolingDown || cool.RetryAfter != time.Minute {
+		t.Errorf("cooling: %+v, want cooling_down for its minute", cool)
+	}
+	if failed.State != Failed || failed.RetryAfter != 0 {
+		t.Errorf("failed: %+v, want failed with no wait", failed)
+	}
+	if b := u.refusal("cool"); b == nil || b.RetryAfter <= 59*time.Second || b.RetryAfter > time.Minute {
+		t.Errorf("cooling, read back: %+v, want its time left", b)
+	}
+	if b := u.refusal("failed"); b == nil || b.RetryAfter != 0 {
+		t.Errorf("failed, read back: %+v, want no wait", b)
+	}
+}
+
+// A process that cannot write to Redis for long keeps at most
+// maxUnwritten failures in memory, and drops none below that.
+func TestUnwrittenIsBounded(t *testing.T) {
+	var u unwritten
+	for i := range maxUnwritten {
+		u.add(strconv.Itoa(i), jobWrite{kind: jobCooling, ttl: time.Hour, state: CoolingDown})
+	}
+	if n := len(u.m); n != maxUnwritten {
+		t.Fatalf("%d unwritten failures kept of %d, all live: want every one", n, maxUnwritten)
+	}
+	for i := maxUnwritten; i < maxUnwritten+1000; i++ {
+		u.add(strconv.Itoa(i), jobWrite{kind: jobCooling, ttl: time.Hour, state: CoolingDown})
+		if n := len(u.m); n > maxUnwritten {
+			t.Fatalf("%d unwritten failures kept after %d, want at most %d", n, i+1, maxUnwritten)
+		}
+	}
+	if b := u.refusal(strconv.Itoa(maxUnwritten + 999)); b == nil {
+		t.Fatal("the newest failure was dropped")
+	}
+}
