@@ -148,7 +148,8 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	tg := redistest.Target{Name: "miniredis", Client: rdb}
 	errR := classify.WithReason(errors.New("400 account inactive"), classify.ClassPermanent, "account_inactive", 0)
-	g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Hour,
+	rec := newRecorder()
+	g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Hour, Observer: rec,
 		ScopePolicy: gate.ScopePolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
 	_ = failWith(t, g, "a", errR)
 	_ = failWith(t, g, "b", errR) // the wave: the upstream pauses for account_inactive
@@ -173,5 +174,11 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 	_ = failWith(t, g, "e", errR)
 	if st := probe("f", errR); st != gate.CoolingDown {
 		t.Fatalf("a probe failing for the wave's reason: %v, want its job cooling", st)
+	}
+	// Every wave check reached Redis: no Redis error was reported.
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventRedisError {
+			t.Errorf("%s error event for job %s: %v", e.Op, e.Job, e.Err)
+		}
 	}
 }
