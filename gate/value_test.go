@@ -41,6 +41,9 @@ func TestSettledTailRoundTrips(t *testing.T) {
 		{kind: jobFailed, until: 10, fence: 1, attempts: 1, reason: "r", evidence: "code:a:b"},
 		{kind: jobCooling, until: 10, fence: 3, attempts: 0},
 		{kind: jobCooling, until: 10, fence: 3, attempts: 0, reason: "canceled"},
+		// Each of the optional fields alone survives the round trip.
+		{kind: jobCooling, until: 10, fence: 3, attempts: 1, evidence: "code:x"},
+		{kind: jobCooling, until: 10, fence: 3, attempts: 1, suspect: true},
 	} {
 		v := string(w.kind) + ":10:" + settledTail(w.fence, w.attempts, w.suspect, w.reason, w.evidence)
 		if got := parseJob(v); got != w {
