@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"math"
 	"strings"
 	"testing"
 
@@ -29,7 +28,15 @@ func TestQuick(t *testing.T) {
 				t.Fatalf("%s at c=%d: exp %d samples, got row %+v", name, c, quickSettings.rounds, r)
 			}
 			s := r.samples[0]
-			if got := s.trips; math.Abs(got-exp) > 0.001 {
+			// redsync's count once ran over (2.0017 trips per op under
+			// -race at c=64, a CI run): it may send more than its two
+			// commands for a call, which is its own business, not the
+			// harness's. The gate's and the other rows' counts are exact.
+			tol := 0.001
+			if name == wRedsync {
+				tol = 0.02 * exp
+			}
+			if got := s.trips; got < exp-0.001 || got > exp+tol {
 				t.Errorf("%s at c=%d: exp %v trips/op, got %v", name, c, exp, got)
 			}
 			if s.ops == 0 || s.p50 <= 0 || s.p99 < s.p50 {
