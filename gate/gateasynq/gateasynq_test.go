@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/stormtest"
 )
 
 // asynqLateness bounds how late a retry may run after the gate's wait:
@@ -27,21 +28,21 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 	const hint = 1500 * time.Millisecond
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			p := &provider{respond: func(_ context.Context, n int) error {
+			p := &stormtest.Provider{Respond: func(_ context.Context, n int) error {
 				if n == 1 {
-					return rateLimited(hint)
+					return stormtest.RateLimitError(hint)
 				}
 				return nil
 			}}
 			f := serve(t, b, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1},
-				func(ctx context.Context, _ *asynq.Task) error { return p.call(ctx) })
+				func(ctx context.Context, _ *asynq.Task) error { return p.Call(ctx) })
 			id := f.enqueue(t, "doc-1")
 			info := f.waitState(t, id, asynq.TaskStateCompleted, 10*time.Second)
 
-			if exp, got := 2, p.calls(); exp != got {
+			if exp, got := 2, p.Calls(); exp != got {
 				t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 			}
-			gap := p.begins[1].Sub(p.ends[0])
+			gap := p.Gap(0, 1)
 			if gap < hint || gap > hint+asynqLateness {
 				t.Fatalf("the retry ran %v after the 429, want within [%v, %v]", gap, hint, hint+asynqLateness)
 			}
@@ -58,13 +59,13 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 func TestPermanentFailureIsArchivedWithItsReason(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			p := &provider{respond: func(context.Context, int) error {
+			p := &stormtest.Provider{Respond: func(context.Context, int) error {
 				return &classify.HTTPError{StatusCode: http.StatusBadRequest, Type: "invalid_request_error", Code: "context_length_exceeded"}
 			}}
-			f := serve(t, b, gate.Options{}, func(ctx context.Context, _ *asynq.Task) error { return p.call(ctx) })
+			f := serve(t, b, gate.Options{}, func(ctx context.Context, _ *asynq.Task) error { return p.Call(ctx) })
 			id := f.enqueue(t, "doc-1")
 			info := f.waitState(t, id, asynq.TaskStateArchived, 10*time.Second)
-			if exp, got := 1, p.calls(); exp != got {
+			if exp, got := 1, p.Calls(); exp != got {
 				t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 			}
 			if !strings.Contains(info.LastErr, classify.ReasonContextLength) {
@@ -73,7 +74,7 @@ func TestPermanentFailureIsArchivedWithItsReason(t *testing.T) {
 			// A new task for the same document is archived without a call.
 			id2 := f.enqueue(t, "doc-1")
 			info2 := f.waitState(t, id2, asynq.TaskStateArchived, 10*time.Second)
-			if exp, got := 1, p.calls(); exp != got {
+			if exp, got := 1, p.Calls(); exp != got {
 				t.Fatalf("upstream calls after a second task for the failed job: exp %d, got %d", exp, got)
 			}
 			if !strings.Contains(info2.LastErr, classify.ReasonContextLength) {
@@ -88,14 +89,14 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 	const cooldown = 1500 * time.Millisecond
 	b := backends(t)[0]
 	errServer := &classify.HTTPError{StatusCode: http.StatusInternalServerError}
-	p := &provider{respond: func(context.Context, int) error { return nil }}
+	p := &stormtest.Provider{Respond: func(context.Context, int) error { return nil }}
 	failOnce := map[string]bool{}
 	f := serve(t, b, gate.Options{Cooldown: cooldown, Jitter: -1}, func(ctx context.Context, task *asynq.Task) error {
 		if job, _ := byDocument(ctx, task); job == "summarise:flaky" && !failOnce[job] {
 			failOnce[job] = true // one handler goroutine at a time runs this job
 			return errServer
 		}
-		return p.call(ctx)
+		return p.Call(ctx)
 	})
 	ctx := context.Background()
 	// doc-cool is cooling before its task is enqueued: the task is refused.
@@ -117,7 +118,7 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 	if exp, got := 1, info.Retried; exp != got {
 		t.Fatalf("flaky task's retry count: exp %d (its own 500 counts), got %d", exp, got)
 	}
-	if exp, got := 2, p.calls(); exp != got {
+	if exp, got := 2, p.Calls(); exp != got {
 		t.Fatalf("successful upstream calls: exp %d, got %d", exp, got)
 	}
 }
@@ -127,7 +128,7 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 func TestDuplicateTaskNeverCallsTwice(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			p := &provider{respond: func(ctx context.Context, _ int) error {
+			p := &stormtest.Provider{Respond: func(ctx context.Context, _ int) error {
 				select {
 				case <-time.After(700 * time.Millisecond):
 					return nil
@@ -136,13 +137,13 @@ func TestDuplicateTaskNeverCallsTwice(t *testing.T) {
 				}
 			}}
 			f := serve(t, b, gate.Options{Lease: time.Second, DoneTTL: time.Hour},
-				func(ctx context.Context, _ *asynq.Task) error { return p.call(ctx) })
+				func(ctx context.Context, _ *asynq.Task) error { return p.Call(ctx) })
 			first := f.enqueue(t, "doc-1")
-			waitFor(t, 5*time.Second, func() bool { return p.calls() == 1 }, func() string { return "the first task never called" })
+			waitFor(t, 5*time.Second, func() bool { return p.Calls() == 1 }, func() string { return "the first task never called" })
 			dup := f.enqueue(t, "doc-1")
 			f.waitState(t, first, asynq.TaskStateCompleted, 5*time.Second)
 			info := f.waitState(t, dup, asynq.TaskStateCompleted, 5*time.Second)
-			if exp, got := 1, p.calls(); exp != got {
+			if exp, got := 1, p.Calls(); exp != got {
 				t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 			}
 			if exp, got := 0, info.Retried; exp != got {

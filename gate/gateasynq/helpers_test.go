@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateasynq"
 	"github.com/retrygate/retrygate/internal/redistest"
@@ -64,39 +61,6 @@ func backends(t *testing.T) []backend {
 func queueName() string { return "q" + strconv.FormatUint(queueSeq.Add(1), 10) }
 
 var queueSeq atomic.Uint64
-
-// provider is the model: it records when each call began and ended and
-// answers with respond(n), n counting calls from 1.
-type provider struct {
-	respond func(ctx context.Context, n int) error
-	mu      sync.Mutex
-	begins  []time.Time
-	ends    []time.Time
-}
-
-func (p *provider) call(ctx context.Context) error {
-	p.mu.Lock()
-	p.begins = append(p.begins, time.Now())
-	n := len(p.begins)
-	p.mu.Unlock()
-	err := p.respond(ctx, n)
-	p.mu.Lock()
-	p.ends = append(p.ends, time.Now())
-	p.mu.Unlock()
-	return err
-}
-
-func (p *provider) calls() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.begins)
-}
-
-// rateLimited is a 429 with the hint OpenAI sends in retry-after-ms.
-func rateLimited(hint time.Duration) error {
-	return &classify.HTTPError{StatusCode: http.StatusTooManyRequests,
-		Header: http.Header{"Retry-After-Ms": {strconv.FormatInt(hint.Milliseconds(), 10)}}}
-}
 
 // payload is a task's body: the document it summarises.
 type payload struct {

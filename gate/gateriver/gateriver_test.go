@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/stormtest"
 )
 
 // riverLateness bounds how late a snoozed job may run after the gate's
@@ -24,19 +25,19 @@ const riverLateness = 50*time.Millisecond + 250*time.Millisecond
 // and within a second of it, and the snooze is not an attempt.
 func TestRetryAtTheProvidersHint(t *testing.T) {
 	const hint = 1500 * time.Millisecond
-	p := &provider{respond: func(_ context.Context, n int) error {
+	p := &stormtest.Provider{Respond: func(_ context.Context, n int) error {
 		if n == 1 {
-			return rateLimited(hint)
+			return stormtest.RateLimitError(hint)
 		}
 		return nil
 	}}
-	f := serve(t, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1}, p.call)
+	f := serve(t, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1}, calling(p))
 	id := f.insert(t, "doc-1")
 	row := f.waitState(t, id, rivertype.JobStateCompleted, 10*time.Second)
-	if exp, got := 2, p.calls(); exp != got {
+	if exp, got := 2, p.Calls(); exp != got {
 		t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 	}
-	gap := p.begins[1].Sub(p.ends[0])
+	gap := p.Gap(0, 1)
 	if gap < hint || gap > hint+riverLateness {
 		t.Fatalf("the retry ran %v after the 429, want within [%v, %v]", gap, hint, hint+riverLateness)
 	}
@@ -49,12 +50,12 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 // A permanent failure makes one call and cancels the job, its reason in
 // the job row.
 func TestPermanentFailureIsCancelledWithItsReason(t *testing.T) {
-	p := &provider{respond: func(context.Context, int) error {
+	p := &stormtest.Provider{Respond: func(context.Context, int) error {
 		return &classify.HTTPError{StatusCode: http.StatusBadRequest, Type: "invalid_request_error", Code: "context_length_exceeded"}
 	}}
-	f := serve(t, gate.Options{}, p.call)
+	f := serve(t, gate.Options{}, calling(p))
 	row := f.waitState(t, f.insert(t, "doc-1"), rivertype.JobStateCancelled, 10*time.Second)
-	if exp, got := 1, p.calls(); exp != got {
+	if exp, got := 1, p.Calls(); exp != got {
 		t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 	}
 	if !strings.Contains(lastError(row), classify.ReasonContextLength) {
@@ -62,7 +63,7 @@ func TestPermanentFailureIsCancelledWithItsReason(t *testing.T) {
 	}
 	// A new job for the same document is cancelled without a call.
 	row = f.waitState(t, f.insert(t, "doc-1"), rivertype.JobStateCancelled, 10*time.Second)
-	if exp, got := 1, p.calls(); exp != got {
+	if exp, got := 1, p.Calls(); exp != got {
 		t.Fatalf("upstream calls after a second job for the failed document: exp %d, got %d", exp, got)
 	}
 	if !strings.Contains(lastError(row), classify.ReasonContextLength) {
@@ -74,14 +75,14 @@ func TestPermanentFailureIsCancelledWithItsReason(t *testing.T) {
 func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 	const cooldown = 1500 * time.Millisecond
 	errServer := &classify.HTTPError{StatusCode: http.StatusInternalServerError}
-	p := &provider{respond: func(context.Context, int) error { return nil }}
+	p := &stormtest.Provider{Respond: func(context.Context, int) error { return nil }}
 	flakyFailed := false
 	f := serve(t, gate.Options{Cooldown: cooldown, Jitter: -1}, func(ctx context.Context, doc string) error {
 		if doc == "flaky" && !flakyFailed {
 			flakyFailed = true // one worker at a time runs this job
 			return errServer
 		}
-		return p.call(ctx, doc)
+		return p.Call(ctx)
 	})
 	ctx := context.Background()
 	if err := f.g.Do(ctx, "summarise:doc-cool", func(context.Context, *gate.Lease) error { return errServer }); !errors.Is(err, gate.ErrCoolingDown) {
@@ -101,7 +102,7 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 		t.Fatalf("flaky job: exp attempt 2 with its 500 recorded and the early retry snoozed, got attempt %d, %d errors, %d snoozes",
 			row.Attempt, len(row.Errors), snoozes(row))
 	}
-	if exp, got := 2, p.calls(); exp != got {
+	if exp, got := 2, p.Calls(); exp != got {
 		t.Fatalf("successful upstream calls: exp %d, got %d", exp, got)
 	}
 }
@@ -109,7 +110,7 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 // A duplicate job inserted while the first runs never calls the model:
 // it is snoozed for the running lease and finds the job Done.
 func TestDuplicateJobNeverCallsTwice(t *testing.T) {
-	p := &provider{respond: func(ctx context.Context, _ int) error {
+	p := &stormtest.Provider{Respond: func(ctx context.Context, _ int) error {
 		select {
 		case <-time.After(700 * time.Millisecond):
 			return nil
@@ -117,13 +118,13 @@ func TestDuplicateJobNeverCallsTwice(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	f := serve(t, gate.Options{Lease: time.Second, DoneTTL: time.Hour}, p.call)
+	f := serve(t, gate.Options{Lease: time.Second, DoneTTL: time.Hour}, calling(p))
 	first := f.insert(t, "doc-1")
-	waitFor(t, 5*time.Second, func() bool { return p.calls() == 1 }, func() string { return "the first job never called" })
+	waitFor(t, 5*time.Second, func() bool { return p.Calls() == 1 }, func() string { return "the first job never called" })
 	dup := f.insert(t, "doc-1")
 	f.waitState(t, first, rivertype.JobStateCompleted, 5*time.Second)
 	row := f.waitState(t, dup, rivertype.JobStateCompleted, 5*time.Second)
-	if exp, got := 1, p.calls(); exp != got {
+	if exp, got := 1, p.Calls(); exp != got {
 		t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 	}
 	if row.Attempt != 1 || snoozes(row) < 1 {

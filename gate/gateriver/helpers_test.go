@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +18,11 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateriver"
 	"github.com/retrygate/retrygate/internal/pgtest"
 	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/stormtest"
 )
 
 func TestMain(m *testing.M) {
@@ -183,35 +181,7 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, why func() st
 	}
 }
 
-// provider is the model: it records when each call began and ended and
-// answers with respond(n), n counting calls from 1.
-type provider struct {
-	respond func(ctx context.Context, n int) error
-	mu      sync.Mutex
-	begins  []time.Time
-	ends    []time.Time
-}
-
-func (p *provider) call(ctx context.Context, _ string) error {
-	p.mu.Lock()
-	p.begins = append(p.begins, time.Now())
-	n := len(p.begins)
-	p.mu.Unlock()
-	err := p.respond(ctx, n)
-	p.mu.Lock()
-	p.ends = append(p.ends, time.Now())
-	p.mu.Unlock()
-	return err
-}
-
-func (p *provider) calls() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.begins)
-}
-
-// rateLimited is a 429 with the hint OpenAI sends in retry-after-ms.
-func rateLimited(hint time.Duration) error {
-	return &classify.HTTPError{StatusCode: http.StatusTooManyRequests,
-		Header: http.Header{"Retry-After-Ms": {strconv.FormatInt(hint.Milliseconds(), 10)}}}
+// calling is p's call as a River worker makes it, for a document.
+func calling(p *stormtest.Provider) func(context.Context, string) error {
+	return func(ctx context.Context, _ string) error { return p.Call(ctx) }
 }

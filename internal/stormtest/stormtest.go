@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -102,6 +103,50 @@ func (u *RateLimited) OnePerWindow(t *testing.T, slots int) time.Duration {
 		t.Fatalf("%d upstream calls in %v after the first 429, want at most %d", len(after), elapsed, max)
 	}
 	return elapsed
+}
+
+// Provider is a model called in process: it records when each call began
+// and ended and answers with Respond(n), n counting calls from 1.
+type Provider struct {
+	Respond func(ctx context.Context, n int) error
+
+	mu     sync.Mutex
+	begins []time.Time
+	ends   []time.Time
+}
+
+// Call is one call of the model.
+func (p *Provider) Call(ctx context.Context) error {
+	p.mu.Lock()
+	p.begins = append(p.begins, time.Now())
+	n := len(p.begins)
+	p.mu.Unlock()
+	err := p.Respond(ctx, n)
+	p.mu.Lock()
+	p.ends = append(p.ends, time.Now())
+	p.mu.Unlock()
+	return err
+}
+
+// Calls counts the calls begun.
+func (p *Provider) Calls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.begins)
+}
+
+// Gap is how long after call i ended call j began, counting from 0.
+func (p *Provider) Gap(i, j int) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.begins[j].Sub(p.ends[i])
+}
+
+// RateLimitError is a 429 with the hint OpenAI sends in retry-after-ms, as
+// an SDK returns it.
+func RateLimitError(hint time.Duration) error {
+	return &classify.HTTPError{StatusCode: http.StatusTooManyRequests,
+		Header: http.Header{"Retry-After-Ms": {strconv.FormatInt(hint.Milliseconds(), 10)}}}
 }
 
 // CallModel is a worker's model call: POST body to url, and an answer of
