@@ -62,11 +62,15 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	d := g.decide(in)
 
 	var t trip
-	jc := t.jobSettle(rctx, g.scripts, l.key, l.token, d.job, l.fence)
 	if out == outSuccess {
-		// For a waiter for this run, whatever DoneTTL is.
+		// For a waiter for this run, whatever DoneTTL is. Before the
+		// settle, which frees the job and wakes the waiters: sent after
+		// it, a waiter's acquire could run between the two (a pipeline
+		// is not atomic), find the job free and no done key, and run the
+		// job again (TestPreferWait, 1 in 30 on a loaded machine).
 		t.done(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, successMemory)
 	}
+	jc := t.jobSettle(rctx, g.scripts, l.key, l.token, d.job, l.fence)
 	var sc *redis.Cmd
 	if l.up != nil {
 		sc = l.up.queue(rctx, &t, g.scripts, d.scope, l.token)

@@ -44,7 +44,7 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 			if err := g.Do(context.Background(), "job", okFn); err != nil {
 				t.Fatal(err)
 			}
-			if exp, got := []string{"[pttl set time get]", "[evalsha set]"}, names.take(); !equalNames(got, exp) {
+			if exp, got := []string{"[pttl set time get]", "[set evalsha]"}, names.take(); !equalNames(got, exp) {
 				t.Fatalf("acquire and release sent %v, want %v", got, exp)
 			}
 			_ = failWith(t, g, "job", errTransient)
