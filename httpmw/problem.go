@@ -1,11 +1,11 @@
 package httpmw
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
@@ -50,58 +50,149 @@ type Refusal struct {
 	Err error
 }
 
-// problem is the RFC 9457 body. Optional members are pointers or omitted
-// when empty so each state carries exactly its table row's members.
-type problem struct {
-	Type              string          `json:"type"`
-	Title             string          `json:"title"`
-	Status            int             `json:"status"`
-	Detail            string          `json:"detail,omitempty"`
-	JobState          string          `json:"job_state,omitempty"`
-	RetryAfterSeconds *int64          `json:"retry_after_seconds,omitempty"`
-	RetryAt           string          `json:"retry_at,omitempty"`
-	Attempts          *int            `json:"attempts,omitempty"`
-	Reason            string          `json:"reason,omitempty"`
-	StatusURL         string          `json:"status_url,omitempty"`
-	Upstreams         []UpstreamState `json:"upstreams,omitempty"`
-}
-
 // WriteProblem writes ref as an application/problem+json body (RFC 9457)
 // with the extension members job_state, retry_after_seconds, retry_at
 // (RFC 3339), attempts (cooling_down), reason, status_url and upstreams
 // (upstream_cooling: each upstream's UpstreamState), each only when it
 // applies. It is the default RefusalHandler.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, ref Refusal) {
-	p := problem{Type: ref.Type, Title: ref.Title, Status: ref.Status, Detail: ref.Detail,
-		JobState: ref.State, Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL,
-		Upstreams: upstreamStates(ref.Upstreams)}
-	if p.Type == "" {
-		p.Type = "about:blank"
-	}
-	if p.Title == "" {
-		p.Title = http.StatusText(ref.Status)
-	}
-	if ref.RetryAfter > 0 {
-		s := retrySeconds(ref.RetryAfter)
-		p.RetryAfterSeconds = &s
-		if !ref.RetryAt.IsZero() {
-			p.RetryAt = ref.RetryAt.UTC().Format(time.RFC3339)
-		}
-	}
-	if ref.State == gate.CoolingDown.String() || ref.Attempts > 0 {
-		a := ref.Attempts
-		p.Attempts = &a
-	}
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: strings and ints only
-		body = []byte(`{"type":"about:blank","status":500}`)
-	}
+	body := appendProblem(make([]byte, 0, 320), ref)
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(ref.Status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
+}
+
+// appendProblem appends ref's problem document and a newline: the bytes
+// encoding/json writes for it (HTML-safe escaping; optional members
+// omitted when empty), built without reflection because every refusal
+// writes one (FuzzProblemMatchesEncodingJSON holds the two equal).
+func appendProblem(b []byte, ref Refusal) []byte {
+	typ, title := ref.Type, ref.Title
+	if typ == "" {
+		typ = "about:blank"
+	}
+	if title == "" {
+		title = http.StatusText(ref.Status)
+	}
+	b = appendMember(b, '{', "type", typ)
+	b = appendMember(b, ',', "title", title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(ref.Status), 10)
+	b = appendOptional(b, "detail", ref.Detail)
+	b = appendOptional(b, "job_state", ref.State)
+	if ref.RetryAfter > 0 {
+		b = append(b, `,"retry_after_seconds":`...)
+		b = strconv.AppendInt(b, retrySeconds(ref.RetryAfter), 10)
+		if !ref.RetryAt.IsZero() {
+			b = append(b, `,"retry_at":"`...)
+			b = ref.RetryAt.UTC().AppendFormat(b, time.RFC3339)
+			b = append(b, '"')
+		}
+	}
+	if ref.State == gate.CoolingDown.String() || ref.Attempts > 0 {
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(ref.Attempts), 10)
+	}
+	b = appendOptional(b, "reason", safeReason(ref.Reason))
+	b = appendOptional(b, "status_url", ref.StatusURL)
+	ups := upstreamStates(ref.Upstreams)
+	for i, u := range ups {
+		if i == 0 {
+			b = append(b, `,"upstreams":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		b = appendMember(b, '{', "upstream", u.Upstream)
+		b = appendMember(b, ',', "state", u.State)
+		if u.Probing {
+			b = append(b, `,"probing":true`...)
+		}
+		b = appendOptional(b, "reason", u.Reason)
+		if u.RetryAfterSeconds != 0 {
+			b = append(b, `,"retry_after_seconds":`...)
+			b = strconv.AppendInt(b, u.RetryAfterSeconds, 10)
+		}
+		b = append(b, '}')
+	}
+	if len(ups) > 0 {
+		b = append(b, ']')
+	}
+	return append(b, '}', '\n')
+}
+
+// appendMember appends sep and the member "name":value; name is a plain
+// ASCII literal.
+func appendMember(b []byte, sep byte, name, value string) []byte {
+	b = append(b, sep, '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return appendJSONString(b, value)
+}
+
+// appendOptional appends the member unless value is empty (omitempty).
+func appendOptional(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
+	}
+	return appendMember(b, ',', name, value)
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json writes
+// it with HTML escaping: '"' and '\' escaped, control bytes as \b, \f, \n,
+// \r, \t or \u00XX, '<', '>' and '&' as \u00XX, U+2028 and U+2029 as
+// \u2028 and \u2029, and each byte of invalid UTF-8 as \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // titles are the descriptive titles used with Options.ProblemTypeBase.

@@ -1,0 +1,93 @@
+package httpmw
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// problemJSON is the problem document as encoding/json writes it: the
+// reference appendProblem is held to byte for byte.
+type problemJSON struct {
+	Type              string          `json:"type"`
+	Title             string          `json:"title"`
+	Status            int             `json:"status"`
+	Detail            string          `json:"detail,omitempty"`
+	JobState          string          `json:"job_state,omitempty"`
+	RetryAfterSeconds *int64          `json:"retry_after_seconds,omitempty"`
+	RetryAt           string          `json:"retry_at,omitempty"`
+	Attempts          *int            `json:"attempts,omitempty"`
+	Reason            string          `json:"reason,omitempty"`
+	StatusURL         string          `json:"status_url,omitempty"`
+	Upstreams         []UpstreamState `json:"upstreams,omitempty"`
+}
+
+// viaEncodingJSON renders ref with encoding/json, as WriteProblem did
+// before it was written by hand.
+func viaEncodingJSON(t *testing.T, ref Refusal) []byte {
+	p := problemJSON{Type: ref.Type, Title: ref.Title, Status: ref.Status, Detail: ref.Detail,
+		JobState: ref.State, Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL,
+		Upstreams: upstreamStates(ref.Upstreams)}
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(ref.Status)
+	}
+	if ref.RetryAfter > 0 {
+		s := retrySeconds(ref.RetryAfter)
+		p.RetryAfterSeconds = &s
+		if !ref.RetryAt.IsZero() {
+			p.RetryAt = ref.RetryAt.UTC().Format(time.RFC3339)
+		}
+	}
+	if ref.State == gate.CoolingDown.String() || ref.Attempts > 0 {
+		a := ref.Attempts
+		p.Attempts = &a
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(body, '\n')
+}
+
+// FuzzProblemMatchesEncodingJSON: the hand-written problem document is the
+// one encoding/json writes, byte for byte, for any text in any member
+// (control bytes, HTML, invalid UTF-8, U+2028), any state and wait, and
+// with or without upstreams; and it is valid JSON.
+func FuzzProblemMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{"", "Retry available in 4 min 12 s.", "a\"b\\c", "<script>&amp;</script>",
+		"\x00\x01\b\f\n\r\t\x1f\x7f", "\xff\xfe", "\u2028\u2029", "é✓😀", "\xe2\x80", "rate_limited"} {
+		f.Add(s, s, 429, "cooling_down", int64(252e9), 3, "rate_limited", true)
+		f.Add("https://x.test/p/", s, 503, "upstream_cooling", int64(0), 0, s, false)
+	}
+	f.Fuzz(func(t *testing.T, text, url string, status int, state string, wait int64, attempts int, reason string, ups bool) {
+		ref := Refusal{Status: status, State: state, RetryAfter: time.Duration(wait), Attempts: attempts,
+			Reason: reason, Detail: text, StatusURL: url}
+		if len(text)%2 == 0 {
+			ref.Type, ref.Title = url, text
+		}
+		if ref.RetryAfter > 0 {
+			ref.RetryAt = time.Unix(wait%(1<<40), 0)
+		}
+		if ups {
+			ref.Upstreams = []gate.UpstreamStatus{
+				{Scope: text, State: gate.ScopeCooling, Reason: reason, RetryAfter: time.Duration(wait)},
+				{Scope: url, State: gate.ScopePaused, Probing: true},
+				{Scope: "b", State: gate.ScopeOpen, RetryAfter: time.Second},
+			}
+		}
+		got, want := appendProblem(nil, ref), viaEncodingJSON(t, ref)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("appendProblem:\n%q\nencoding/json:\n%q", got, want)
+		}
+		if !json.Valid(got) {
+			t.Fatalf("invalid JSON: %q", got)
+		}
+	})
+}
