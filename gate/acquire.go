@@ -130,17 +130,16 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 
 // acquire takes job in Redis.
 func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
-	running, token := newToken()
-	l := &Lease{g: g, job: job, key: key, token: token, running: running, parent: ctx}
+	gr := grant{job: job, key: key}
+	gr.running, gr.token = newToken()
 	sent := time.Now()
-	if err := g.take(ctx, l, w); err != nil {
-		var b *BlockedError
-		if errors.As(err, &b) {
-			return nil, err
-		}
-		return g.unreached(ctx, l, err)
+	switch b, err := g.take(ctx, &gr, w); {
+	case b != nil:
+		return nil, b
+	case err != nil:
+		return g.unreached(ctx, &gr, err)
 	}
-	l.start = sent
+	l := &Lease{grant: gr, g: g, parent: ctx, start: sent}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
 	// expires is read by merged callers (remaining) under l.mu.
 	l.mu.Lock()
@@ -158,29 +157,26 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 // when an upstream's wait just ended. Whatever take returns other than
 // nil, it leaves Redis as it found it (giveBack): a job taken by a call
 // every upstream refuses, or by a waiter whose run succeeded meanwhile,
-// or whose replicas did not acknowledge it.
-func (g *Gate) take(ctx context.Context, l *Lease, w *waiting) (err error) {
-	switch b, err := g.peekKnown(ctx, l.job); {
-	case err != nil:
-		return err
-	case b != nil:
-		return b
+// or whose replicas did not acknowledge it. A refusal is b, a failure err.
+func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError, err error) {
+	if b, err := g.peekKnown(ctx, l.job); b != nil || err != nil {
+		return b, err
 	}
 	r, values, done, conn, err := g.sendAcquire(ctx, l, w)
 	if conn != nil {
 		defer conn.Close()
 	}
 	defer func() {
-		if err != nil && r.taken {
+		if (b != nil || err != nil) && r.taken {
 			g.giveBack(ctx, l, r)
 		}
 	}()
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case w != nil && done == w.token:
 		// The run this waiter waited for succeeded and freed the job.
-		return &BlockedError{Job: l.job, State: Done}
+		return &BlockedError{Job: l.job, State: Done}, nil
 	}
 	ups := make([]UpstreamStatus, len(g.breakers))
 	permits := make([]permit, len(g.breakers))
@@ -193,11 +189,11 @@ func (g *Gate) take(ctx context.Context, l *Lease, w *waiting) (err error) {
 		for i, b := range g.breakers {
 			b.remember(ups[i])
 		}
-		return upstreamRefusal(l.job, ups)
+		return upstreamRefusal(l.job, ups), nil
 	}
 	if !r.taken {
 		if v := parseJob(r.value); v.kind == 0 || v.state(r.now) != Ready {
-			return g.jobRefusal(l.job, r)
+			return g.jobRefusal(l.job, r), nil
 		}
 		// A finished state with its history: taken over by a script.
 		via := Client(g.rdb)
@@ -208,28 +204,28 @@ func (g *Gate) take(ctx context.Context, l *Lease, w *waiting) (err error) {
 		cmd := t.jobAcquire(ctx, l.key, l.token, g.argLease)
 		t.exec(ctx, via)
 		if r, err = decodeAcquire(cmd); err != nil {
-			return err
+			return nil, err
 		}
 		if !r.taken {
-			return g.jobRefusal(l.job, r)
+			return g.jobRefusal(l.job, r), nil
 		}
 	}
-	if err := g.choose(ctx, l, permits, ups); err != nil {
-		return err
+	if b, err := g.choose(ctx, l, permits, ups); b != nil || err != nil {
+		return b, err
 	}
 	l.fence = r.fence
 	l.hist = parseJob(r.value)
 	l.attempt = l.hist.attempts + 1
 	if conn != nil {
-		return g.replicate(ctx, conn)
+		return nil, g.replicate(ctx, conn)
 	}
-	return nil
+	return nil, nil
 }
 
 // giveBack leaves Redis as an acquire that cannot run found it: the job
 // as it was (its value and TTL before the SET NX or the takeover) and the
 // probe it claimed, if any, unclaimed; in one round trip.
-func (g *Gate) giveBack(ctx context.Context, l *Lease, r acquireReply) {
+func (g *Gate) giveBack(ctx context.Context, l *grant, r acquireReply) {
 	rctx, cancel := g.opCtx(ctx)
 	defer cancel()
 	var t trip
@@ -259,27 +255,26 @@ func (g *Gate) replicate(ctx context.Context, conn *redis.Conn) error {
 
 // unreached handles an acquire that Redis did not answer: the caller's
 // context ended, Redis failed, or (FailOpen) fn runs ungated.
-func (g *Gate) unreached(ctx context.Context, l *Lease, err error) (*Lease, error) {
+func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, error) {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// Redis did not answer within the caller's deadline: that is
 		// unavailability too, but too late to fail open.
 		werr := fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Acquire, Err: werr})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
 		return nil, werr
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 	}
 	werr := redisError("acquire", err)
-	g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Acquire, Err: werr})
+	g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
 	if !g.opts.FailOpen || reached(err) {
 		return nil, werr
 	}
 	// Still merged in-process: Redis being down must not turn every local
 	// duplicate into a model call.
-	l.ungated = true
-	l.attempt = 1
-	l.start = time.Now()
+	l := &Lease{grant: grant{job: gr.job, key: gr.key, token: gr.token, running: gr.running, attempt: 1},
+		g: g, parent: ctx, ungated: true, start: time.Now()}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
 	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
 	return l, nil
@@ -341,35 +336,35 @@ func (g *Gate) peekKnown(ctx context.Context, job string) (*BlockedError, error)
 // choose picks the upstream the run uses: the first, in order, that is
 // open or whose probe this call claims. It returns the upstreams' refusal
 // when none is.
-func (g *Gate) choose(ctx context.Context, l *Lease, permits []permit, ups []UpstreamStatus) error {
+func (g *Gate) choose(ctx context.Context, l *grant, permits []permit, ups []UpstreamStatus) (*BlockedError, error) {
 	for i, b := range g.breakers {
 		switch permits[i] {
 		case permitOpen:
 			b.forget()
 			l.up = b
-			return nil
+			return nil, nil
 		case permitProbe:
 			c, err := b.claim(ctx, g.rdb, l.token)
 			switch {
 			case err != nil:
-				return err
+				return nil, err
 			case c.open:
 				b.forget()
 				l.up = b
-				return nil
+				return nil, nil
 			case c.claimed:
 				b.forget()
 				l.up, l.probe, l.level = b, true, c.level
-				return nil
+				return nil, nil
 			}
 			ups[i] = refusedStatus(b.name, c.value, c.wait)
 			b.remember(ups[i])
 		}
 	}
 	if len(g.breakers) == 0 {
-		return nil
+		return nil, nil
 	}
-	return upstreamRefusal(l.job, ups)
+	return upstreamRefusal(l.job, ups), nil
 }
 
 // refusedStatus is an upstream's refusal read with its wait.

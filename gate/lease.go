@@ -14,21 +14,11 @@ import (
 // settled with Succeed, Fail or Release. Its methods are safe for concurrent
 // use; settling twice returns ErrAlreadySettled.
 type Lease struct {
-	g     *Gate
-	job   string
-	key   string
-	token string
-	// running is the lease's value on a free key: "r:" + token.
-	running string
-	parent  context.Context // the acquiring context: cancellation and values
+	grant
+	g      *Gate
+	parent context.Context // the acquiring context: cancellation and values
 
 	// Set once by the acquire, before the lease is handed out.
-	fence   int64
-	attempt int
-	hist    jobValue // the job's last settled value, for decide
-	up      *breaker // the upstream this run uses; nil without one
-	probe   bool     // this run probes up after its cooldown or pause
-	level   int      // up's trips in a row before the probe
 	start   time.Time
 	ungated bool
 	ctx     context.Context
@@ -40,6 +30,22 @@ type Lease struct {
 	lost    bool
 	settled bool
 	result  Result
+}
+
+// grant is what an acquire sends and what it was granted: a Lease is made
+// of it only once the job is taken (a refusal allocates no Lease).
+type grant struct {
+	job   string
+	key   string
+	token string
+	// running is the lease's value on a free key: "r:" + token.
+	running string
+	fence   int64
+	attempt int
+	hist    jobValue // the job's last settled value, for decide
+	up      *breaker // the upstream this run uses; nil without one
+	probe   bool     // this run probes up after its cooldown or pause
+	level   int      // up's trips in a row before the probe
 }
 
 // Result is what a settle recorded.

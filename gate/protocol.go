@@ -77,10 +77,15 @@ func (t *trip) get(ctx context.Context, key string) *redis.StringCmd {
 // that as an error costs about 17 allocations per acquire. The price: a
 // SET refused with READONLY (a demoted master) is not retried by go-redis;
 // the acquire fails closed (ErrRedisRefused) and the caller retries.
+//
+// The three commands' arguments share one array, and the key is boxed
+// once: an acquire is the gate's hottest path.
 func (t *trip) jobTake(ctx context.Context, key, running string, lease any) (set *redis.StringCmd, pttl *redis.IntCmd, now *redis.TimeCmd) {
-	pttl = redis.NewIntCmd(ctx, "pttl", key)
-	set = redis.NewStringCmd(ctx, "set", key, running, "nx", "get", "px", lease)
-	now = redis.NewTimeCmd(ctx, "time")
+	k := any(key)
+	args := []any{"pttl", k, "set", k, running, "nx", "get", "px", lease, "time"}
+	pttl = redis.NewIntCmd(ctx, args[0:2:2]...)
+	set = redis.NewStringCmd(ctx, args[2:9:9]...)
+	now = redis.NewTimeCmd(ctx, args[9:10:10]...)
 	t.add(pttl)
 	t.add(set)
 	t.add(now)
@@ -122,9 +127,7 @@ func (t *trip) exec(ctx context.Context, c Client) {
 		_ = c.Process(ctx, t.cmds[0])
 	default:
 		pipe := c.Pipeline()
-		for _, cmd := range t.cmds {
-			_ = pipe.Process(ctx, cmd)
-		}
+		_ = pipe.BatchProcess(ctx, t.cmds...)
 		_, _ = pipe.Exec(ctx)
 	}
 	for _, e := range t.evals {

@@ -161,7 +161,7 @@ func (g *Gate) repin(ctx context.Context, key, addr string) (*redis.Conn, error)
 //
 // On an error the reply is still returned: the job may have been taken
 // (r.taken), and the caller gives it back.
-func (g *Gate) sendAcquire(ctx context.Context, l *Lease, w *waiting) (r acquireReply, values []string, done string, conn *redis.Conn, err error) {
+func (g *Gate) sendAcquire(ctx context.Context, l *grant, w *waiting) (r acquireReply, values []string, done string, conn *redis.Conn, err error) {
 	via, apart := Client(g.rdb), false // apart: the upstreams' GETs go through rdb beside it
 	switch {
 	case g.opts.WaitReplicas > 0:
@@ -175,7 +175,10 @@ func (g *Gate) sendAcquire(ctx context.Context, l *Lease, w *waiting) (r acquire
 		}
 		apart = true
 	}
-	var ut trip // the upstreams' GETs when apart
+	var ut *trip // the upstreams' GETs when apart
+	if apart && len(g.breakers) > 0 {
+		ut = new(trip)
+	}
 	peeks := make([]*redis.StringCmd, len(g.breakers))
 	for scripted := false; ; scripted = true {
 		if scripted {
@@ -211,22 +214,22 @@ func (g *Gate) sendAcquire(ctx context.Context, l *Lease, w *waiting) (r acquire
 		}
 		if !scripted {
 			ups := &jt
-			if apart {
-				ups = &ut
+			if ut != nil {
+				ups = ut
 			}
 			for i, b := range g.breakers {
 				peeks[i] = ups.get(ctx, b.key)
 			}
 		}
-		if !scripted && len(ut.cmds) > 0 && conn != nil {
+		if !scripted && ut != nil && conn != nil {
 			jt.exec(ctx, via)
 			ut.exec(ctx, g.rdb)
-		} else if !scripted && len(ut.cmds) > 0 {
+		} else if !scripted && ut != nil {
 			sent := make(chan struct{})
-			go func() {
+			go func(ut *trip) {
 				defer close(sent)
 				ut.exec(ctx, g.rdb)
-			}()
+			}(ut)
 			jt.exec(ctx, via)
 			<-sent
 		} else {

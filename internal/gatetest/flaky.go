@@ -66,10 +66,14 @@ type flakyPipe struct {
 }
 
 func (p *flakyPipe) Process(ctx context.Context, cmd redis.Cmder) error {
+	return p.BatchProcess(ctx, cmd)
+}
+
+func (p *flakyPipe) BatchProcess(ctx context.Context, cmds ...redis.Cmder) error {
 	p.mu.Lock()
-	p.cmds = append(p.cmds, cmd)
+	p.cmds = append(p.cmds, cmds...)
 	p.mu.Unlock()
-	return p.Pipeliner.Process(ctx, cmd)
+	return p.Pipeliner.BatchProcess(ctx, cmds...)
 }
 
 func (p *flakyPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {

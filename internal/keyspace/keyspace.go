@@ -17,12 +17,47 @@ func safeByte(c byte) bool {
 
 // Encode makes a job or scope name safe inside a hash tag.
 func Encode(s string) string {
+	if safe(s) {
+		return s
+	}
+	return string(encodedMark) + base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+func safe(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if !safeByte(s[i]) {
-			return string(encodedMark) + base64.RawURLEncoding.EncodeToString([]byte(s))
+			return false
 		}
 	}
-	return s
+	return true
+}
+
+// tagged returns prefix + ":{" + Encode(name) + suffix in one allocation:
+// every acquire builds its job's key.
+func tagged(prefix, name, suffix string) string {
+	var b strings.Builder
+	if safe(name) {
+		b.Grow(len(prefix) + 2 + len(name) + len(suffix))
+		b.WriteString(prefix)
+		b.WriteString(":{")
+		b.WriteString(name)
+	} else {
+		b.Grow(len(prefix) + 3 + base64.RawURLEncoding.EncodedLen(len(name)) + len(suffix))
+		b.WriteString(prefix)
+		b.WriteString(":{")
+		b.WriteByte(encodedMark)
+		// Encoded in whole 3-byte groups through stack buffers.
+		var in [48]byte
+		var out [64]byte
+		for len(name) > 0 {
+			n := copy(in[:], name)
+			name = name[n:]
+			base64.RawURLEncoding.Encode(out[:], in[:n])
+			b.Write(out[:base64.RawURLEncoding.EncodedLen(n)])
+		}
+	}
+	b.WriteString(suffix)
+	return b.String()
 }
 
 // Decode is the inverse of Encode; false when s is no name's encoding.
@@ -48,14 +83,14 @@ func Decode(s string) (string, bool) {
 // Job returns a job's key: <prefix>:{<job>}:job, the job's name encoded
 // when it holds a byte outside the safe set.
 func Job(prefix, job string) string {
-	return prefix + ":{" + Encode(job) + "}:job"
+	return tagged(prefix, job, "}:job")
 }
 
 // Done returns a job's done key, <prefix>:{<job>}:done: the fence of its
 // last success, for a few seconds after a success that freed the job, so
 // a waiter for that run is told it is done. It shares the job's slot.
 func Done(prefix, job string) string {
-	return prefix + ":{" + Encode(job) + "}:done"
+	return tagged(prefix, job, "}:done")
 }
 
 // JobFromKey returns the job whose key is key under prefix, and false when

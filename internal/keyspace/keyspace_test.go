@@ -51,7 +51,7 @@ func TestKeysRoundTrip(t *testing.T) {
 // FuzzEncodeName: any job name round-trips, stays inside its hash tag and
 // never encodes to another name's encoding.
 func FuzzEncodeName(f *testing.F) {
-	for _, s := range []string{"doc-1", "{", "}", "~", "~YQ", "a}:lock", "\x00\xff", "ünï", strings.Repeat("{", 64)} {
+	for _, s := range []string{"doc-1", "{", "}", "~", "~YQ", "a}:lock", "\x00\xff", "ünï", strings.Repeat("{", 64), strings.Repeat("é", 100)} {
 		f.Add(s, s+"x")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
@@ -65,6 +65,12 @@ func FuzzEncodeName(f *testing.F) {
 		if a != b && ea == eb {
 			t.Fatalf("%q and %q both encode to %q", a, b, ea)
 		}
+		if want := "p:{" + ea + "}:job"; Job("p", a) != want {
+			t.Fatalf("Job(%q) = %q, want %q", a, Job("p", a), want)
+		}
+		if want := "p:{" + ea + "}:done"; Done("p", a) != want {
+			t.Fatalf("Done(%q) = %q, want %q", a, Done("p", a), want)
+		}
 		if a != "" {
 			key := Job("p", a)
 			if job, ok := JobFromKey("p", key); !ok || job != a {
@@ -72,4 +78,14 @@ func FuzzEncodeName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestJobKeyOneAllocation: a job's key, encoded or not, is built in one
+// allocation (an acquire builds one per call).
+func TestJobKeyOneAllocation(t *testing.T) {
+	for _, name := range []string{"doc-1", "tenant 42/documents/7", strings.Repeat("é", 300)} {
+		if n := testing.AllocsPerRun(100, func() { _ = Job("retrygate", name) }); n != 1 {
+			t.Errorf("Job(%.20q…) makes %v allocations, want 1", name, n)
+		}
+	}
 }
