@@ -61,12 +61,15 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 		return
 	}
 
-	st := &state{}
-	l, err := c.acquire(context.WithValue(r.Context(), stateKey{}, st), w, r, job)
+	l, err := c.acquire(r.Context(), w, r, job)
 	if err != nil {
 		c.refuse(w, r, err)
 		return
 	}
+
+	// Where Fail leaves the handler's failure: made only for a run, so a
+	// refusal allocates nothing for it.
+	st := &state{}
 
 	rw := &writer{ResponseWriter: w}
 	panicked := true
@@ -77,22 +80,22 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 			c.report(r, l.Fail(r.Context(), errHandlerPanic))
 		}
 	}()
-	next.ServeHTTP(rw, r.WithContext(l.Context()))
+	next.ServeHTTP(rw, r.WithContext(context.WithValue(l.Context(), stateKey{}, st)))
 	panicked = false
 	c.settle(rw, r, l, st)
 }
 
 // refuse answers a request the gate refused.
 func (c *config) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	var b *gate.BlockedError
-	if errors.As(err, &b) && b.State == gate.Done && c.opts.Replay != nil {
+	b := blockedOf(err)
+	if b != nil && b.State == gate.Done && c.opts.Replay != nil {
 		c.opts.Replay.ServeHTTP(w, r)
 		return
 	}
 	if b == nil && !errors.Is(err, context.Canceled) {
 		c.onError(r, err) // Redis or key errors: the client only sees 503/400
 	}
-	ref, h := c.refusal(r, err)
+	ref, h := c.refusal(r, err, b)
 	c.respond(w, r, ref, h)
 }
 
@@ -101,4 +104,16 @@ func (c *config) report(r *http.Request, err error) {
 	if err != nil {
 		c.onError(r, err)
 	}
+}
+
+// blockedOf returns the refusal err is or wraps, nil for another error.
+// Acquire returns a *gate.BlockedError as is: the type assertion answers
+// every refusal without errors.As's allocation.
+func blockedOf(err error) *gate.BlockedError {
+	if b, ok := err.(*gate.BlockedError); ok {
+		return b
+	}
+	var b *gate.BlockedError
+	errors.As(err, &b)
+	return b
 }

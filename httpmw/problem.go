@@ -207,12 +207,11 @@ var titles = map[string]string{
 	"":                 "Invalid job",
 }
 
-// refusal builds the Refusal for an error of gate.Acquire and picks its
-// handler.
-func (c *config) refusal(r *http.Request, err error) (Refusal, RefusalHandler) {
-	var b *gate.BlockedError
+// refusal builds the Refusal for an error of gate.Acquire (b: its
+// refusal, if it is one) and picks its handler.
+func (c *config) refusal(r *http.Request, err error, b *gate.BlockedError) (Refusal, RefusalHandler) {
 	switch {
-	case errors.As(err, &b):
+	case b != nil:
 		return c.blocked(r, b), c.opts.Blocked
 	case errors.Is(err, gate.ErrInvalidJob):
 		return c.invalid(http.StatusBadRequest, err), c.opts.InvalidJob

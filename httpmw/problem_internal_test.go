@@ -3,6 +3,7 @@ package httpmw
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -90,4 +91,23 @@ func FuzzProblemMatchesEncodingJSON(f *testing.F) {
 			t.Fatalf("invalid JSON: %q", got)
 		}
 	})
+}
+
+// TestBlockedOf: the refusal Acquire returns is found without an
+// allocation (every refused request asks), a wrapped one still is, and
+// another error has none.
+func TestBlockedOf(t *testing.T) {
+	b := &gate.BlockedError{Job: "j", State: gate.CoolingDown}
+	if got := blockedOf(b); got != b {
+		t.Fatalf("blockedOf(b) = %v", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = blockedOf(b) }); n != 0 {
+		t.Errorf("blockedOf of a *gate.BlockedError allocates %v times, want 0", n)
+	}
+	if got := blockedOf(fmt.Errorf("wrapped: %w", b)); got != b {
+		t.Errorf("blockedOf(wrapped b) = %v, want b", got)
+	}
+	if got := blockedOf(gate.ErrUnavailable); got != nil {
+		t.Errorf("blockedOf(ErrUnavailable) = %v, want nil", got)
+	}
 }
