@@ -196,7 +196,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 			return g.jobRefusal(l.job, r), nil
 		}
 		// A finished state with its history: taken over by a script.
-		via := Client(g.rdb)
+		via := Client(g.send)
 		if conn != nil {
 			via = conn
 		}
@@ -234,7 +234,7 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r acquireReply) {
 	if l.probe {
 		unclaim = l.up.unclaim(rctx, &t, g.scripts, l.token)
 	}
-	t.exec(rctx, g.rdb)
+	t.exec(rctx, g.send)
 	if err := undo.Err(); err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", err)})
 	}
@@ -313,7 +313,7 @@ func (g *Gate) peekKnown(ctx context.Context, job string) (*BlockedError, error)
 	for i, b := range g.breakers {
 		reads[i] = t.read(ctx, b.key)
 	}
-	t.exec(ctx, g.rdb)
+	t.exec(ctx, g.send)
 	ups := make([]UpstreamStatus, len(g.breakers))
 	for i, b := range g.breakers {
 		r, err := decodeRead(reads[i])
@@ -344,7 +344,7 @@ func (g *Gate) choose(ctx context.Context, l *grant, permits []permit, ups []Ups
 			l.up = b
 			return nil, nil
 		case permitProbe:
-			c, err := b.claim(ctx, g.rdb, l.token)
+			c, err := b.claim(ctx, g.send, l.token)
 			switch {
 			case err != nil:
 				return nil, err

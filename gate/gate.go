@@ -11,6 +11,7 @@ import (
 // It is safe for concurrent use; create one per kind of job and share it.
 type Gate struct {
 	rdb  Client
+	send *pooled // rdb, its pipelines reused: every trip goes through it
 	opts Options
 	obs  Observer
 	topology
@@ -49,7 +50,7 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{rdb: rdb, opts: o, obs: o.Observer, argLease: ms(o.Lease)}
+	g := &Gate{rdb: rdb, send: &pooled{Client: rdb}, opts: o, obs: o.Observer, argLease: ms(o.Lease)}
 	g.hub.g = g
 	g.topology = topologyOf(rdb)
 	if o.WaitReplicas > 0 && g.pin == nil {

@@ -126,12 +126,22 @@ func (t *trip) exec(ctx context.Context, c Client) {
 	case 1:
 		_ = c.Process(ctx, t.cmds[0])
 	default:
-		pipe := c.Pipeline()
+		pc, reused := c.(*pooled)
+		var pipe redis.Pipeliner
+		if reused {
+			pipe = pc.pipeline()
+		} else {
+			pipe = c.Pipeline()
+		}
 		_ = pipe.BatchProcess(ctx, t.cmds...)
 		_, _ = pipe.Exec(ctx)
+		if reused {
+			pc.reuse(pipe)
+		}
 	}
 	for _, e := range t.evals {
-		if redis.HasErrorPrefix(e.cmd.Err(), "NOSCRIPT") {
+		// HasErrorPrefix allocates (errors.As) even for no error.
+		if err := e.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			a := make([]any, 0, 3+len(e.keys)+len(e.args))
 			a = append(a, "eval", e.script.src, len(e.keys))
 			for _, k := range e.keys {

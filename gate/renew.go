@@ -26,7 +26,7 @@ func (l *Lease) renew() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
 	var t trip
 	cmd := t.jobRenew(ctx, l.key, l.token, g.argLease, l.fence, l.attempt-1)
-	t.exec(ctx, g.rdb)
+	t.exec(ctx, g.send)
 	owned, err := decodeRenew(cmd)
 	cancel()
 

@@ -53,7 +53,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	waveStarted := false
 	if out == outFailure && v.Class == classify.ClassPermanent && l.up != nil {
 		var err error
-		in.wave, waveStarted, err = l.up.wave(rctx, g.rdb, v.Reason, l.job)
+		in.wave, waveStarted, err = l.up.wave(rctx, g.send, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
 			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", err)})
@@ -75,7 +75,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	if l.up != nil {
 		sc = l.up.queue(rctx, &t, g.scripts, d.scope, l.token)
 	}
-	t.exec(rctx, g.rdb)
+	t.exec(rctx, g.send)
 
 	res := Result{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
 	if d.job.state == CoolingDown {
@@ -124,7 +124,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 func (l *Lease) recordUpstream(ctx, rctx context.Context, w scopeWrite, cmd *redis.Cmd, v classify.Verdict, waveStarted bool) UpstreamStatus {
 	g, b := l.g, l.up
 	st := UpstreamStatus{Scope: b.name}
-	tr, err := b.recorded(rctx, g.rdb, g.scripts, w, l.token, cmd)
+	tr, err := b.recorded(rctx, g.send, g.scripts, w, l.token, cmd)
 	if err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: b.name, Op: redisop.Scope, Err: redisError("scope", err)})
 		return st

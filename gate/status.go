@@ -52,7 +52,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	for i, b := range g.breakers {
 		peeks[i] = t.get(ctx, b.key)
 	}
-	t.exec(ctx, g.rdb)
+	t.exec(ctx, g.send)
 	r, err := decodeRead(rc)
 	if err != nil {
 		return Status{}, redisError("status", err)
@@ -113,7 +113,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	}
 	var t trip
 	cmd := t.jobReset(ctx, g.scripts, key)
-	t.exec(ctx, g.rdb)
+	t.exec(ctx, g.send)
 	prev, p, err := decodeReset(cmd)
 	if err != nil {
 		return redisError("reset", err)
@@ -134,7 +134,7 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 	b := g.breakers[0]
 	var t trip
 	cmd := t.read(ctx, b.key)
-	t.exec(ctx, g.rdb)
+	t.exec(ctx, g.send)
 	r, err := decodeRead(cmd)
 	if err != nil {
 		return UpstreamStatus{}, redisError("scope status", err)
@@ -148,7 +148,7 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 // quota).
 func (g *Gate) ResetScope(ctx context.Context) error {
 	for _, b := range g.breakers {
-		if err := b.reset(ctx, g.rdb, g.scripts); err != nil {
+		if err := b.reset(ctx, g.send, g.scripts); err != nil {
 			return redisError("scope reset", err)
 		}
 	}

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,6 +59,31 @@ type topology struct {
 	// reload refreshes a cluster client's slot map (after a MOVED reply to
 	// a subscription); nil on one node.
 	reload func(ctx context.Context)
+}
+
+// pooled is the Gate's client with its pipelines reused: go-redis makes a
+// Pipeline in four allocations and its Exec leaves it empty and ready, so
+// trip.exec gives back the ones it used. Only go-redis's own
+// *redis.Pipeline is kept: another Pipeliner (a wrapper's) may hold state
+// past Exec, and is made anew for every trip.
+type pooled struct {
+	Client
+	pipes sync.Pool
+}
+
+// pipeline returns a pipeline of the client, a reused one when it can.
+func (p *pooled) pipeline() redis.Pipeliner {
+	if pipe, ok := p.pipes.Get().(redis.Pipeliner); ok {
+		return pipe
+	}
+	return p.Client.Pipeline()
+}
+
+// reuse keeps pipe, executed and so empty, for the next trip.
+func (p *pooled) reuse(pipe redis.Pipeliner) {
+	if _, ok := pipe.(*redis.Pipeline); ok {
+		p.pipes.Put(pipe)
+	}
 }
 
 type (
@@ -162,7 +188,7 @@ func (g *Gate) repin(ctx context.Context, key, addr string) (*redis.Conn, error)
 // On an error the reply is still returned: the job may have been taken
 // (r.taken), and the caller gives it back.
 func (g *Gate) sendAcquire(ctx context.Context, l *grant, w *waiting) (r acquireReply, values []string, done string, conn *redis.Conn, err error) {
-	via, apart := Client(g.rdb), false // apart: the upstreams' GETs go through rdb beside it
+	via, apart := Client(g.send), false // apart: the upstreams' GETs go through rdb beside it
 	switch {
 	case g.opts.WaitReplicas > 0:
 		if conn, err = g.pin(ctx, l.key); err != nil {
@@ -193,7 +219,7 @@ func (g *Gate) sendAcquire(ctx context.Context, l *grant, w *waiting) (r acquire
 			} else {
 				// The cluster client follows redirects, reloads its slot
 				// map and retries.
-				via = g.rdb
+				via = g.send
 			}
 		}
 		var jt trip // the job's node (and the upstreams', on one node)
@@ -223,12 +249,12 @@ func (g *Gate) sendAcquire(ctx context.Context, l *grant, w *waiting) (r acquire
 		}
 		if !scripted && ut != nil && conn != nil {
 			jt.exec(ctx, via)
-			ut.exec(ctx, g.rdb)
+			ut.exec(ctx, g.send)
 		} else if !scripted && ut != nil {
 			sent := make(chan struct{})
 			go func(ut *trip) {
 				defer close(sent)
-				ut.exec(ctx, g.rdb)
+				ut.exec(ctx, g.send)
 			}(ut)
 			jt.exec(ctx, via)
 			<-sent

@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,5 +78,52 @@ func TestWaitReplicasNeedsAPinnableClient(t *testing.T) {
 	}
 	if _, err := gate.New(&gatetest.Flaky{Client: rdb}, gate.Options{WaitReplicas: 1}); err == nil {
 		t.Fatal("narrow wrapper accepted with WaitReplicas")
+	}
+}
+
+// spentPipes is a wrapper whose pipelines serve one Exec each, as a
+// wrapper's Pipeliner may (it holds state past Exec).
+type spentPipes struct {
+	gate.Client
+	t     *testing.T
+	execs atomic.Int64
+}
+
+func (s *spentPipes) Pipeline() redis.Pipeliner {
+	return &spentPipe{Pipeliner: s.Client.Pipeline(), s: s}
+}
+
+type spentPipe struct {
+	redis.Pipeliner
+	s     *spentPipes
+	spent bool
+}
+
+func (p *spentPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	if p.spent {
+		p.s.t.Error("a wrapper's pipeline was executed twice: the gate reused a Pipeliner that is not go-redis's own")
+	}
+	p.spent = true
+	p.s.execs.Add(1)
+	return p.Pipeliner.Exec(ctx)
+}
+
+// TestWrapperPipelinesNotReused: a Gate reuses the pipelines of go-redis's
+// own clients, never a wrapper's, which may hold state past Exec.
+func TestWrapperPipelinesNotReused(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	c := &spentPipes{Client: mc, t: t}
+	g, err := gate.New(c, gate.Options{Prefix: "spent", Scope: "up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		if err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+			t.Fatalf("Do %d: %v", i, err)
+		}
+	}
+	if n := c.execs.Load(); n < 10 {
+		t.Fatalf("%d pipelines executed for 5 Dos with an upstream, want at least 10 (the test no longer sees them)", n)
 	}
 }
