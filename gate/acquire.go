@@ -155,9 +155,10 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 // needed: the job's takeover script when its key holds a finished state
 // (its history: the attempt count, the last failure), the probe's claim
 // when an upstream's wait just ended. Whatever take returns other than
-// nil, it leaves Redis as it found it (giveBack): a job taken by a call
-// every upstream refuses, or by a waiter whose run succeeded meanwhile,
-// or whose replicas did not acknowledge it. A refusal is b, a failure err.
+// nil, it leaves Redis as it found it (the deferred give-back, one round
+// trip): a job taken by a call every upstream refuses, or by a waiter
+// whose run succeeded meanwhile, or whose replicas did not acknowledge it.
+// A refusal is b, a failure err.
 func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError, err error) {
 	if b, err := g.peekKnown(ctx, l.job); b != nil || err != nil {
 		return b, err
@@ -167,8 +168,26 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		defer conn.Close()
 	}
 	defer func() {
-		if (b != nil || err != nil) && r.taken {
-			g.giveBack(ctx, l, r)
+		if (b == nil && err == nil) || !r.taken {
+			return
+		}
+		// Give the job back as the acquire found it (its value and TTL
+		// before the SET NX or the takeover), and the probe it claimed,
+		// in one round trip.
+		rctx, cancel := g.opCtx(ctx)
+		defer cancel()
+		var t trip
+		undo := t.jobUndo(rctx, g.scripts, l.key, l.token, r.value, r.pttl)
+		var unclaim *redis.Cmd
+		if l.probe {
+			unclaim = l.up.unclaim(rctx, &t, g.scripts, l.token)
+		}
+		t.exec(rctx, g.send)
+		if uerr := undo.Err(); uerr != nil {
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
+		}
+		if unclaim != nil && unclaim.Err() != nil {
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", unclaim.Err())})
 		}
 	}()
 	switch {
@@ -220,27 +239,6 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		return nil, g.replicate(ctx, conn)
 	}
 	return nil, nil
-}
-
-// giveBack leaves Redis as an acquire that cannot run found it: the job
-// as it was (its value and TTL before the SET NX or the takeover) and the
-// probe it claimed, if any, unclaimed; in one round trip.
-func (g *Gate) giveBack(ctx context.Context, l *grant, r acquireReply) {
-	rctx, cancel := g.opCtx(ctx)
-	defer cancel()
-	var t trip
-	undo := t.jobUndo(rctx, g.scripts, l.key, l.token, r.value, r.pttl)
-	var unclaim *redis.Cmd
-	if l.probe {
-		unclaim = l.up.unclaim(rctx, &t, g.scripts, l.token)
-	}
-	t.exec(rctx, g.send)
-	if err := undo.Err(); err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", err)})
-	}
-	if unclaim != nil && unclaim.Err() != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", unclaim.Err())})
-	}
 }
 
 // replicate waits for WaitReplicas replicas to acknowledge the acquire, on
