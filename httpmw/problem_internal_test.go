@@ -63,7 +63,7 @@ func viaEncodingJSON(t *testing.T, ref Refusal) []byte {
 // with or without upstreams; and it is valid JSON.
 func FuzzProblemMatchesEncodingJSON(f *testing.F) {
 	for _, s := range []string{"", "Retry available in 4 min 12 s.", "a\"b\\c", "<script>&amp;</script>",
-		"\x00\x01\b\f\n\r\t\x1f\x7f", "\xff\xfe", "\u2028\u2029", "é✓😀", "\xe2\x80", "rate_limited"} {
+		"\x00\x01\b\f\n\r\t\x1f\x7f", "\xff\xfe", "\u2028\u2029", "é✓😀", "\xe2\x80", "\ufffd", "rate_limited"} {
 		f.Add(s, s, 429, "cooling_down", int64(252e9), 3, "rate_limited", true)
 		f.Add("https://x.test/p/", s, 503, "upstream_cooling", int64(0), 0, s, false)
 	}
