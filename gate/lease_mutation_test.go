@@ -199,3 +199,24 @@ func TestProviderWideJobCooldown(t *testing.T) {
 		}
 	}
 }
+
+// A "canceled" verdict is the caller giving up only when the caller's own
+// context was cancelled: with the caller still there it is a transient
+// failure (the job cools), as is a class no code can be.
+func TestCanceledVerdictWithoutTheCallerIsTransient(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	for _, class := range []classify.Class{classify.ClassCanceled, classify.ClassCanceled + 7} {
+		g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: func(error) classify.Verdict {
+			return classify.Verdict{Class: class, Reason: classify.ReasonCanceled}
+		}})
+		job := "job-" + class.String()
+		var ce *gate.CallError
+		if err := failWith(t, g, job, errors.New("stream reset")); !errors.As(err, &ce) {
+			t.Fatalf("class %v: %v, want a *CallError", class, err)
+		}
+		if ce.Verdict.Class != classify.ClassTransient || ce.State != gate.CoolingDown {
+			t.Errorf("class %v with the caller still there: verdict %v, state %v; want transient, cooling down",
+				class, ce.Verdict.Class, ce.State)
+		}
+	}
+}
