@@ -2,6 +2,8 @@ package gate_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -125,5 +128,48 @@ func TestWrapperPipelinesNotReused(t *testing.T) {
 	}
 	if n := c.execs.Load(); n < 10 {
 		t.Fatalf("%d pipelines executed for 5 Dos with an upstream, want at least 10 (the test no longer sees them)", n)
+	}
+}
+
+// TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster: with
+// WaitReplicas on a cluster the job's commands go to a connection pinned to
+// its master, and the upstream's GET, whose key lives on another master,
+// through the cluster client: the call runs on the open upstream and is
+// refused once the upstream cools.
+func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 6-node cluster")
+	}
+	cl := redistest.Cluster(t, 3, 1)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	prefix := redistest.UniqueKey(t)
+	scopeKey, _ := keyspace.Scope(prefix, "up")
+	sm, err := rdb.MasterForKey(ctx, scopeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := ""
+	for i := 0; job == ""; i++ {
+		j := "job-" + strconv.Itoa(i)
+		if m, err := rdb.MasterForKey(ctx, keyspace.Job(prefix, j)); err == nil && m.Options().Addr != sm.Options().Addr {
+			job = j
+		}
+	}
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "up", WaitReplicas: 1, WaitTimeout: 5 * time.Second,
+		Cooldown: time.Hour, Jitter: -1, Classify: upstreamClassifier(time.Hour)})
+	var scope string
+	if err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error { scope = l.Scope(); return nil }); err != nil {
+		t.Fatalf("Do with the upstream's key on another master: %v", err)
+	}
+	if scope != "up" {
+		t.Fatalf("lease scope %q, want up", scope)
+	}
+	if err := failWith(t, g, job, errRateLimited); err == nil {
+		t.Fatal("a provider-wide rate limit returned nil")
+	}
+	var b *gate.BlockedError
+	if err := g.Do(ctx, job+"-next", func(context.Context, *gate.Lease) error { return nil }); !errors.As(err, &b) || b.State != gate.UpstreamCooling {
+		t.Fatalf("Do while the upstream cools: %v, want an UpstreamCooling refusal", err)
 	}
 }
