@@ -569,3 +569,48 @@ func TestAcquireWaitDocumentedACL(t *testing.T) {
 		t.Fatalf("%d reads, want 2 (after subscribing, after the settle's message): polled", n)
 	}
 }
+
+// TestAcquireWaitFollowsATakeover: the run a waiter waits for loses its
+// lock (deleted here, as an expiry would) and another run takes the job
+// over; the waiter then waits for that run, whose success is the waiter's
+// ErrDone: the job does not run a third time.
+func TestAcquireWaitFollowsATakeover(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			o := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Second}
+			first, second, waiter := newGate(t, tg.Client, o), newGate(t, tg.Client, o), newGate(t, tg.Client, o)
+			if _, err := first.Acquire(ctx, "job"); err != nil {
+				t.Fatal(err)
+			}
+			var took *gate.Lease
+			reads := 0
+			t.Cleanup(gate.SetWaitHooks(func(string) {
+				// After the waiter saw the first run: its lock is lost
+				// and a second run takes the job.
+				if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, "del", keyspace.Job(o.Prefix, "job"))); err != nil {
+					t.Error(err)
+				}
+				var err error
+				if took, err = second.Acquire(ctx, "job"); err != nil {
+					t.Errorf("takeover: %v", err)
+				}
+			}, func(string) {
+				// The waiter's second read comes after it saw the second
+				// run (its first read): that run succeeds just before it.
+				if reads++; reads == 2 && took != nil {
+					if err := took.Succeed(ctx); err != nil {
+						t.Errorf("the second run's success: %v", err)
+					}
+				}
+			}))
+			l, err := waiter.AcquireWait(ctx, "job", 10*time.Second)
+			if l != nil {
+				_ = l.Release(ctx)
+			}
+			if !errors.Is(err, gate.ErrDone) {
+				t.Fatalf("waiter after the takeover's success: %v (lease %v), want ErrDone", err, l != nil)
+			}
+		})
+	}
+}

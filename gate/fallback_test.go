@@ -388,3 +388,26 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		}
 	}
 }
+
+// A call every upstream refuses sends one EventRefused that names the
+// upstream reopening soonest (its metric's scope label).
+func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
+	tg := redistest.Targets(t)[0]
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	long := fallbackGate(t, tg, prefix, gate.Options{Classify: upstreamClassifier(time.Hour), Observer: rec})
+	short := fallbackGate(t, tg, prefix, gate.Options{Classify: upstreamClassifier(2 * time.Minute)})
+	_ = failWith(t, long, "a", errRateLimited)  // primary: an hour
+	_ = failWith(t, short, "b", errRateLimited) // backup: two minutes
+	rec.drain()
+	_ = blocked(t, long, "c")
+	var refused []gate.Event
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventRefused {
+			refused = append(refused, e)
+		}
+	}
+	if len(refused) != 1 || refused[0].State != gate.UpstreamCooling || refused[0].Scope != "backup" {
+		t.Fatalf("refusal events: %+v, want one UpstreamCooling refusal naming backup", refused)
+	}
+}
