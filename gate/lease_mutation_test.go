@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +218,36 @@ func TestCanceledVerdictWithoutTheCallerIsTransient(t *testing.T) {
 		if ce.Verdict.Class != classify.ClassTransient || ce.State != gate.CoolingDown {
 			t.Errorf("class %v with the caller still there: verdict %v, state %v; want transient, cooling down",
 				class, ce.Verdict.Class, ce.State)
+		}
+	}
+}
+
+// A custom classifier's evidence reaches the same outputs as its reason:
+// kept when it is evidence's form, dropped otherwise. Its Suspect mark
+// counts for a permanent verdict only (the job cools before it fails) and
+// is dropped from any other.
+func TestCustomVerdictEvidenceAndSuspect(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	for i, tc := range []struct {
+		v        classify.Verdict
+		evidence string
+		suspect  bool
+		state    gate.State
+	}{
+		{classify.Verdict{Class: classify.ClassTransient, Reason: "x", Evidence: "http:429"}, "http:429", false, gate.CoolingDown},
+		{classify.Verdict{Class: classify.ClassTransient, Reason: "x", Evidence: "http:429\x1b[31m"}, "", false, gate.CoolingDown},
+		{classify.Verdict{Class: classify.ClassTransient, Reason: "x", Suspect: true}, "", false, gate.CoolingDown},
+		{classify.Verdict{Class: classify.ClassPermanent, Reason: "x", Suspect: true}, "", true, gate.CoolingDown},
+		{classify.Verdict{Class: classify.ClassPermanent, Reason: "x"}, "", false, gate.Failed},
+	} {
+		g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: func(error) classify.Verdict { return tc.v }})
+		var ce *gate.CallError
+		if err := failWith(t, g, fmt.Sprint("job-", i), errBoom); !errors.As(err, &ce) {
+			t.Fatalf("%d: %v, want a *CallError", i, err)
+		}
+		if ce.Verdict.Evidence != tc.evidence || ce.Verdict.Suspect != tc.suspect || ce.State != tc.state {
+			t.Errorf("%d: %+v gave evidence %q, suspect %v, state %v; want %q, %v, %v",
+				i, tc.v, ce.Verdict.Evidence, ce.Verdict.Suspect, ce.State, tc.evidence, tc.suspect, tc.state)
 		}
 	}
 }
