@@ -296,3 +296,24 @@ func liveSlots(ctx context.Context, cl *redistest.ClusterSrv) ([]redis.ClusterSl
 	}
 	return nil, err
 }
+
+// TestAcquireFollowsASKDuringMigration: the job's slot is migrating and
+// its key is not on the source yet, which answers the acquire sent to it
+// (through that master's client, for TIME) with ASK. The acquire is sent
+// once more through the cluster client, which follows the ASK to the
+// target: the job runs, once, and settles there.
+func TestAcquireFollowsASKDuringMigration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	cl := redistest.Cluster(t, 3, 0)
+	prefix := redistest.UniqueKey(t)
+	g := newGate(t, cl.Client(t), gate.Options{Prefix: prefix})
+	m := cl.StartMigration(t, keyspace.Job(prefix, "job"))
+	defer m.Finish(t)
+	ctx := context.Background()
+	runs := 0
+	if err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { runs++; return nil }); err != nil || runs != 1 {
+		t.Fatalf("Do while the job's slot migrates: %v after %d runs, want it run once", err, runs)
+	}
+}
