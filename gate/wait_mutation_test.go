@@ -751,3 +751,16 @@ func TestWatchReadsOnceBesideAnOpenUpstream(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchPollingQuietWithAnUpstream: a polling watcher of a job on a gate
+// with an upstream sends nothing while neither the job nor the upstream
+// changes (an upstream read the same way twice is no change).
+func TestWatchPollingQuietWithAnUpstream(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, &flaky{Client: rdb}, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "up"})
+	ch := watching(t, g, "job")
+	if st := <-ch; st.State != gate.Ready || len(st.Upstreams) != 1 {
+		t.Fatalf("first status %+v, want ready with one upstream", st)
+	}
+	noStatus(t, ch, 300*time.Millisecond, "polling an unchanged job and upstream")
+}
