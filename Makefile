@@ -49,9 +49,10 @@ demo:
 bench:
 	cd bench && $(GO) run . -out RESULTS.md
 
-## bench-gate: the gate's own micro-benchmarks (round trips and allocs per path).
+## bench-gate: the gate's and the middleware's own micro-benchmarks (round
+## trips and allocs per path).
 bench-gate:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./gate/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./gate/... ./httpmw/
 
 tidy:
 	$(GO) mod tidy
