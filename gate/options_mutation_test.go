@@ -25,6 +25,8 @@ func TestOptionsLimits(t *testing.T) {
 		{"prefix of 257 bytes", gate.Options{Prefix: long(257)}, "Prefix"},
 		{"scope of 256 bytes", gate.Options{Scope: long(256)}, ""},
 		{"scope of 257 bytes", gate.Options{Scope: long(257)}, "Scope"},
+		{"fallback of 256 bytes", gate.Options{Scope: "a", Fallbacks: []string{long(256)}}, ""},
+		{"fallback of 257 bytes", gate.Options{Scope: "a", Fallbacks: []string{long(257)}}, "Fallbacks[0]"},
 		{"lease MinLease", gate.Options{Lease: gate.MinLease}, ""},
 		{"lease below MinLease", gate.Options{Lease: gate.MinLease - time.Millisecond}, "Lease"},
 		{"negative lease, named once", gate.Options{Lease: -time.Second}, "Lease"},
