@@ -700,55 +700,31 @@ func TestAcquireWaitReadsOnceWhenTheLeaseEnds(t *testing.T) {
 
 // TestWatchReadsOnceWhenTheCooldownEnds: a watcher reads again when the
 // cooldown it read has ended, not before: one read between the cooldown
-// and the ready status. Real servers only (miniredis's clock stands
-// still).
+// and the ready status. With an upstream too: the status then holds the
+// upstream's wait, 0 while it is open, which must not hide the job's.
+// Real servers only (miniredis's clock stands still).
 func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			prefix := redistest.UniqueKey(t)
-			opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
-			var rt roundTrips
-			g := newGate(t, ownClient(t, tg, &rt, nil), opts)
-			other := newGate(t, tg.Client, opts)
-			ch := watching(t, g, "job")
-			nextState(t, ch, gate.Ready, time.Second)
-			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
-				t.Fatal(err)
-			}
-			nextState(t, ch, gate.CoolingDown, 2*time.Second)
-			start := rt.n.Load()
-			nextState(t, ch, gate.Ready, 2*time.Second)
-			if n := rt.n.Load() - start; n != 1 {
-				t.Fatalf("%d reads from the cooldown to its end, want 1", n)
-			}
-		})
-	}
-}
-
-// TestWatchReadsOnceBesideAnOpenUpstream: the status of a job on a gate
-// with an upstream holds the upstream's wait too, 0 while it is open; the
-// watcher still reads once, when the job's cooldown ends (an expiry
-// publishes nothing), and does not poll meanwhile. Real servers only
-// (miniredis's clock stands still).
-func TestWatchReadsOnceBesideAnOpenUpstream(t *testing.T) {
-	for _, tg := range redistest.RealTargets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "up", Cooldown: 100 * time.Millisecond, Jitter: -1}
-			var rt roundTrips
-			g := newGate(t, ownClient(t, tg, &rt, nil), opts)
-			other := newGate(t, tg.Client, opts)
-			ch := watching(t, g, "job")
-			nextState(t, ch, gate.Ready, time.Second)
-			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
-				t.Fatal(err)
-			}
-			nextState(t, ch, gate.CoolingDown, 2*time.Second)
-			start := rt.n.Load()
-			nextState(t, ch, gate.Ready, 2*time.Second)
-			if n := rt.n.Load() - start; n != 1 {
-				t.Fatalf("%d reads from the cooldown to its end, want 1", n)
-			}
-		})
+		for _, scope := range []string{"", "up"} {
+			t.Run(tg.Name+"/scope="+scope, func(t *testing.T) {
+				prefix := redistest.UniqueKey(t)
+				opts := gate.Options{Prefix: prefix, Scope: scope, Cooldown: 100 * time.Millisecond, Jitter: -1}
+				var rt roundTrips
+				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
+				other := newGate(t, tg.Client, opts)
+				ch := watching(t, g, "job")
+				nextState(t, ch, gate.Ready, time.Second)
+				if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
+					t.Fatal(err)
+				}
+				nextState(t, ch, gate.CoolingDown, 2*time.Second)
+				start := rt.n.Load()
+				nextState(t, ch, gate.Ready, 2*time.Second)
+				if n := rt.n.Load() - start; n != 1 {
+					t.Fatalf("%d reads from the cooldown to its end, want 1", n)
+				}
+			})
+		}
 	}
 }
 
