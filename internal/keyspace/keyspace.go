@@ -66,10 +66,8 @@ func Decode(s string) (string, bool) {
 		return "", false
 	}
 	if s[0] != encodedMark {
-		for i := 0; i < len(s); i++ {
-			if !safeByte(s[i]) {
-				return "", false
-			}
+		if !safe(s) {
+			return "", false
 		}
 		return s, true
 	}
