@@ -126,16 +126,10 @@ func (t *trip) exec(ctx context.Context, c Client) {
 	case 1:
 		_ = c.Process(ctx, t.cmds[0])
 	default:
-		pc, reused := c.(*pooled)
-		var pipe redis.Pipeliner
-		if reused {
-			pipe = pc.pipeline()
-		} else {
-			pipe = c.Pipeline()
-		}
+		pipe := c.Pipeline()
 		_ = pipe.BatchProcess(ctx, t.cmds...)
 		_, _ = pipe.Exec(ctx)
-		if reused {
+		if pc, ok := c.(*pooled); ok {
 			pc.reuse(pipe)
 		}
 	}

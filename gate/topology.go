@@ -71,8 +71,8 @@ type pooled struct {
 	pipes sync.Pool
 }
 
-// pipeline returns a pipeline of the client, a reused one when it can.
-func (p *pooled) pipeline() redis.Pipeliner {
+// Pipeline returns a pipeline of the client, a reused one when it can.
+func (p *pooled) Pipeline() redis.Pipeliner {
 	if pipe, ok := p.pipes.Get().(redis.Pipeliner); ok {
 		return pipe
 	}
