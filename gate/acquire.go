@@ -2,15 +2,11 @@ package gate
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
@@ -130,8 +126,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 
 // acquire takes job in Redis.
 func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
-	gr := grant{job: job, key: key}
-	gr.running, gr.token = newToken()
+	gr := grant{job: job, key: key, token: store.NewToken()}
 	sent := time.Now()
 	switch b, err := g.take(ctx, &gr, w); {
 	case b != nil:
@@ -150,12 +145,12 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 	return l, nil
 }
 
-// take is the one acquire path. One round trip: the job's SET NX GET, its
-// PTTL and Redis's TIME, with each upstream's GET. Then, only where
-// needed: the job's takeover script when its key holds a finished state
-// (its history: the attempt count, the last failure), the probe's claim
-// when an upstream's wait just ended. Whatever take returns other than
-// nil, it leaves Redis as it found it (the deferred give-back, one round
+// take is the one acquire path. One round trip (Store.Acquire): the job's
+// SET NX GET, its PTTL and Redis's TIME, with each upstream's GET. Then,
+// only where needed: the job's takeover script when its key holds a
+// finished state (its history: the attempt count, the last failure), the
+// probe's claim when an upstream's wait just ended. Whatever take returns
+// other than nil, it leaves Redis as it found it (giveBack, one round
 // trip): a job taken by a call every upstream refuses, or by a waiter
 // whose run succeeded meanwhile, or whose replicas did not acknowledge it.
 // A refusal is b, a failure err.
@@ -163,37 +158,22 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	if b, err := g.peekKnown(ctx, l.job); b != nil || err != nil {
 		return b, err
 	}
-	r, values, done, conn, err := g.sendAcquire(ctx, l, w)
-	if conn != nil {
-		defer conn.Close()
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.upstreamKeys}
+	if w != nil {
+		a.Done = w.done
 	}
+	var r store.Acquired
+	err = g.store.Acquire(ctx, &a, &r)
+	defer r.Close()
 	defer func() {
-		if (b == nil && err == nil) || !r.taken {
-			return
-		}
-		// Give the job back as the acquire found it (its value and TTL
-		// before the SET NX or the takeover), and the probe it claimed,
-		// in one round trip.
-		rctx, cancel := g.opCtx(ctx)
-		defer cancel()
-		var t trip
-		undo := t.jobUndo(rctx, g.scripts, l.key, l.token, r.value, r.pttl)
-		var unclaim *redis.Cmd
-		if l.probe {
-			unclaim = l.up.unclaim(rctx, &t, g.scripts, l.token)
-		}
-		t.exec(rctx, g.send)
-		if uerr := undo.Err(); uerr != nil {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
-		}
-		if unclaim != nil && unclaim.Err() != nil {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", unclaim.Err())})
+		if (b != nil || err != nil) && r.Taken {
+			g.giveBack(ctx, l, &r)
 		}
 	}()
 	switch {
 	case err != nil:
 		return nil, err
-	case w != nil && done == w.token:
+	case w != nil && r.DoneToken == w.token:
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
@@ -201,7 +181,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	permits := make([]permit, len(g.breakers))
 	refusing := len(g.breakers) > 0
 	for i, b := range g.breakers {
-		permits[i], ups[i] = b.judge(values[i], r.now)
+		permits[i], ups[i] = b.judge(r.Upstreams[i], r.Now)
 		refusing = refusing && permits[i] == permitRefused
 	}
 	if refusing {
@@ -210,45 +190,46 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		}
 		return upstreamRefusal(l.job, ups), nil
 	}
-	if !r.taken {
-		if v := parseJob(r.value); v.kind == 0 || v.state(r.now) != Ready {
-			return g.jobRefusal(l.job, r), nil
+	if !r.Taken {
+		if !r.Job.Over(r.Now) {
+			return g.jobRefusal(l.job, &r), nil
 		}
 		// A finished state with its history: taken over by a script.
-		via := Client(g.send)
-		if conn != nil {
-			via = conn
-		}
-		var t trip
-		cmd := t.jobAcquire(ctx, l.key, l.token, g.argLease)
-		t.exec(ctx, via)
-		if r, err = decodeAcquire(cmd); err != nil {
+		if err = g.store.Takeover(ctx, &a, &r); err != nil {
 			return nil, err
 		}
-		if !r.taken {
-			return g.jobRefusal(l.job, r), nil
+		if !r.Taken {
+			return g.jobRefusal(l.job, &r), nil
 		}
 	}
 	if b, err := g.choose(ctx, l, permits, ups); b != nil || err != nil {
 		return b, err
 	}
-	l.fence = r.fence
-	l.hist = parseJob(r.value)
-	l.attempt = l.hist.attempts + 1
-	if conn != nil {
-		return nil, g.replicate(ctx, conn)
-	}
-	return nil, nil
+	l.fence = r.Fence
+	l.hist = r.Job
+	l.attempt = l.hist.Attempts + 1
+	return nil, g.store.Replicate(ctx, &r)
 }
 
-// replicate waits for WaitReplicas replicas to acknowledge the acquire, on
-// the connection that wrote it.
-func (g *Gate) replicate(ctx context.Context, conn *redis.Conn) error {
-	n, err := conn.Wait(ctx, g.opts.WaitReplicas, g.opts.WaitTimeout).Result()
-	if err == nil && n < int64(g.opts.WaitReplicas) {
-		err = &notReplicatedError{acked: n, want: g.opts.WaitReplicas, within: g.opts.WaitTimeout}
+// giveBack gives the job back as the acquire found it (its value and TTL
+// before the SET NX or the takeover), and the probe it claimed, in one
+// round trip.
+func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired) {
+	rctx, cancel := g.opCtx(ctx)
+	defer cancel()
+	t := g.store.Trip()
+	undo := t.Undo(rctx, l.key, l.token, r)
+	var unclaim store.Reply[bool]
+	if l.probe {
+		unclaim = l.up.unclaim(rctx, &t, l.token)
 	}
-	return err
+	t.Send(rctx)
+	if uerr := undo.Err(); uerr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
+	}
+	if uerr := unclaim.Err(); uerr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", uerr)})
+	}
 }
 
 // unreached handles an acquire that Redis did not answer: the caller's
@@ -266,30 +247,16 @@ func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, err
 	}
 	werr := redisError("acquire", err)
 	g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
-	if !g.opts.FailOpen || reached(err) {
+	if !g.opts.FailOpen || store.Reached(err) {
 		return nil, werr
 	}
 	// Still merged in-process: Redis being down must not turn every local
 	// duplicate into a model call.
-	l := &Lease{grant: grant{job: gr.job, key: gr.key, token: gr.token, running: gr.running, attempt: 1},
+	l := &Lease{grant: grant{job: gr.job, key: gr.key, token: gr.token, attempt: 1},
 		g: g, parent: ctx, ungated: true, start: time.Now()}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
 	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
 	return l, nil
-}
-
-// newToken returns a lease's running value, "r:" and a 128-bit random
-// token in hex, and the token (the same string, after "r:"). math/rand/v2's
-// generator is seeded from the OS and cheap; the token only has to be
-// unique, since whoever can write to Redis can overwrite the lock anyway.
-func newToken() (running, token string) {
-	var raw [16]byte
-	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
-	b := [34]byte{'r', ':'}
-	hex.Encode(b[2:], raw[:])
-	running = string(b[:])
-	return running, running[2:]
 }
 
 // peekKnown: while this process knows that every upstream refuses, an
@@ -306,25 +273,25 @@ func (g *Gate) peekKnown(ctx context.Context, job string) (*BlockedError, error)
 			return nil, nil
 		}
 	}
-	var t trip
-	reads := make([]*redis.Cmd, len(g.breakers))
+	t := g.store.Trip()
+	reads := make([]store.Reply[store.UpstreamRead], len(g.breakers))
 	for i, b := range g.breakers {
-		reads[i] = t.read(ctx, b.key)
+		reads[i] = t.ReadUpstream(ctx, b.key)
 	}
-	t.exec(ctx, g.send)
+	t.Send(ctx)
 	ups := make([]UpstreamStatus, len(g.breakers))
 	for i, b := range g.breakers {
-		r, err := decodeRead(reads[i])
+		r, err := reads[i].Result()
 		if err != nil {
 			return nil, err
 		}
 		var p permit
-		if p, ups[i] = b.judge(r.value, r.now); p != permitRefused {
+		if p, ups[i] = b.judge(r.Upstream, r.Now); p != permitRefused {
 			b.forget()
 			return nil, nil
 		}
-		if parseScope(r.value).kind == 0 {
-			ups[i].RetryAfter = max(pttl(r.pttl), time.Millisecond) // held: its key's TTL
+		if r.Upstream.Mode == store.Foreign {
+			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // held: its key's TTL
 		}
 		b.remember(ups[i])
 	}
@@ -342,20 +309,20 @@ func (g *Gate) choose(ctx context.Context, l *grant, permits []permit, ups []Ups
 			l.up = b
 			return nil, nil
 		case permitProbe:
-			c, err := b.claim(ctx, g.send, l.token)
+			c, err := b.claim(ctx, g.store, l.token)
 			switch {
 			case err != nil:
 				return nil, err
-			case c.open:
+			case c.Open:
 				b.forget()
 				l.up = b
 				return nil, nil
-			case c.claimed:
+			case c.Claimed:
 				b.forget()
-				l.up, l.probe, l.level = b, true, c.level
+				l.up, l.probe, l.level = b, true, c.Level
 				return nil, nil
 			}
-			ups[i] = refusedStatus(b.name, c.value, c.wait)
+			ups[i] = refusedStatus(b.name, c.Value, c.Wait)
 			b.remember(ups[i])
 		}
 	}
@@ -366,13 +333,12 @@ func (g *Gate) choose(ctx context.Context, l *grant, permits []permit, ups []Ups
 }
 
 // refusedStatus is an upstream's refusal read with its wait.
-func refusedStatus(name, value string, wait time.Duration) UpstreamStatus {
-	s := parseScope(value)
-	st := UpstreamStatus{Scope: name, State: ScopeCooling, Reason: s.reason, RetryAfter: max(wait, time.Millisecond)}
-	switch s.kind {
-	case scopePaused:
+func refusedStatus(name string, u store.Upstream, wait time.Duration) UpstreamStatus {
+	st := UpstreamStatus{Scope: name, State: ScopeCooling, Reason: u.Reason, RetryAfter: max(wait, time.Millisecond)}
+	switch {
+	case u.Mode == store.Pause || u.Paused:
 		st.State = ScopePaused
-	case scopeProbing:
+	case u.Mode == store.Probe:
 		st.Probing = true
 	}
 	return st
@@ -391,40 +357,39 @@ func upstreamRefusal(job string, ups []UpstreamStatus) *BlockedError {
 }
 
 // jobRefusal refuses a call by the job's value.
-func (g *Gate) jobRefusal(job string, r acquireReply) *BlockedError {
-	v := parseJob(r.value)
-	b := &BlockedError{Job: job, State: v.state(r.now), Attempts: v.attempts, Reason: v.reason, Evidence: v.evidence}
-	switch {
-	case b.State == Ready:
+func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
+	v := r.Job
+	b := &BlockedError{Job: job, State: stateAt(v, r.Now), Attempts: v.Attempts, Reason: v.Reason, Evidence: v.Evidence}
+	if b.State == Ready {
 		b.State = Running // the script holds what it cannot read
 	}
 	switch b.State {
 	case Running:
-		left := g.leaseLeft(r.pttl)
-		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.now, left)), v.token
+		left := g.leaseLeft(r.TTL, r.NoTTL)
+		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.Now, left)), v.Token
 	case CoolingDown:
-		b.RetryAfter = v.left(r.now)
+		b.RetryAfter = v.Left(r.Now)
 	}
 	return b
 }
 
-// leaseLeft is a running value's time left from its PTTL; a value held
+// leaseLeft is a running value's time left from its TTL; a value held
 // without a TTL (not written by a gate) is held for a lease, as far as
 // anyone knows.
-func (g *Gate) leaseLeft(p int64) time.Duration {
-	if p == -1 {
+func (g *Gate) leaseLeft(ttl time.Duration, noTTL bool) time.Duration {
+	if noTTL {
 		return g.opts.Lease
 	}
-	return pttl(p)
+	return ttl
 }
 
 // ranFor is how long a running value's run has taken at Redis time now
 // (ms): since its fence (Redis's µs clock at its acquire), or, for a run
 // taken on a free key and not renewed yet (no fence recorded), since its
 // key was set with the lease's TTL.
-func (g *Gate) ranFor(v jobValue, now int64, left time.Duration) time.Duration {
-	if v.fence == 0 {
+func (g *Gate) ranFor(v store.Job, now int64, left time.Duration) time.Duration {
+	if v.Fence == 0 {
 		return max(g.opts.Lease-left, 0)
 	}
-	return max(time.Duration(now*1000-v.fence)*time.Microsecond, 0)
+	return max(time.Duration(now*1000-v.Fence)*time.Microsecond, 0)
 }

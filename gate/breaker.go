@@ -3,12 +3,10 @@ package gate
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
@@ -30,12 +28,10 @@ import (
 // upstream's: the gate composes the two (acquire.go, settle.go) the same
 // way on one node and on a cluster.
 type breaker struct {
-	name        string
-	prefix      string
-	key, fails  string
-	grace       any // the lease, ms: how long a probe holds the upstream
-	policy      ScopePolicy
-	maxCooldown time.Duration
+	name       string
+	prefix     string
+	key, fails string
+	policy     ScopePolicy
 
 	// refusingUntil (unix ns, local clock) is when the refusal this
 	// process last read from the upstream ends. Until then an acquire
@@ -47,8 +43,7 @@ type breaker struct {
 
 func newBreaker(prefix, name string, o Options) *breaker {
 	key, fails := keyspace.Scope(prefix, name)
-	return &breaker{name: name, prefix: prefix, key: key, fails: fails, grace: ms(o.Lease),
-		policy: o.ScopePolicy, maxCooldown: o.MaxCooldown}
+	return &breaker{name: name, prefix: prefix, key: key, fails: fails, policy: o.ScopePolicy}
 }
 
 // permit is a peek's verdict.
@@ -60,28 +55,22 @@ const (
 	permitRefused        // cooling, paused, probing, or a value of another shape
 )
 
-// judge reads an upstream value ("" when it has no key) at Redis time now.
-func (b *breaker) judge(value string, now int64) (permit, UpstreamStatus) {
-	st := UpstreamStatus{Scope: b.name}
-	if value == "" {
-		return permitOpen, st
-	}
-	s := parseScope(value)
-	st.Reason = s.reason
-	wait := time.Duration(s.until-now) * time.Millisecond
-	switch s.kind {
-	case 0:
+// judge reads an upstream's value at Redis time now.
+func (b *breaker) judge(u store.Upstream, now int64) (permit, UpstreamStatus) {
+	st := UpstreamStatus{Scope: b.name, Reason: u.Reason}
+	wait := u.Wait(now)
+	switch u.Mode {
+	case store.Open:
+		return permitOpen, UpstreamStatus{Scope: b.name}
+	case store.Foreign:
 		// Not a value the gate wrote (an operator's SET): held, never
 		// taken for open, its end unknown; read as its letter says.
 		st.State = ScopeCooling
-		if value[0] == scopePaused {
+		if u.Paused {
 			st.State = ScopePaused
 		}
-		if _, rest, ok := strings.Cut(value, ":"); ok {
-			st.Reason, _, _ = strings.Cut(rest, ":")
-		}
 		return permitRefused, st
-	case scopeProbing:
+	case store.Probe:
 		st.State, st.Probing, st.RetryAfter = ScopeCooling, true, max(wait, time.Millisecond)
 		return permitRefused, st
 	}
@@ -91,7 +80,7 @@ func (b *breaker) judge(value string, now int64) (permit, UpstreamStatus) {
 		return permitProbe, UpstreamStatus{Scope: b.name}
 	}
 	st.State, st.RetryAfter = ScopeCooling, wait
-	if s.kind == scopePaused {
+	if u.Mode == store.Pause {
 		st.State = ScopePaused
 	}
 	return permitRefused, st
@@ -115,42 +104,52 @@ func (b *breaker) knownRefusing() bool {
 	return time.Now().UnixNano() < b.refusingUntil.Load()
 }
 
+// record is a run's end queued on a trip (decide's scopeWrite).
+type record struct {
+	w       scopeWrite
+	stopped store.Reply[store.Stopped] // cool, pause
+	count   store.Reply[int64]         // count
+	done    store.Reply[bool]          // open, cancel
+}
+
 // queue puts a run's end (decide's scopeWrite) on t, for the run holding
-// token; nil when there is nothing to write.
-func (b *breaker) queue(ctx context.Context, t *trip, s *writeScripts, w scopeWrite, token string) *redis.Cmd {
+// token.
+func (b *breaker) queue(ctx context.Context, t *store.Trip, w scopeWrite, token store.Token) record {
+	r := record{w: w}
 	switch w.op {
 	case scopeOpen:
-		return t.breakerOpen(ctx, s, b.key, token)
+		r.done = t.OpenUpstream(ctx, b.key, token)
 	case scopeCancel:
-		return t.breakerCancel(ctx, s, b.key, token, b.grace)
+		r.done = t.CancelProbe(ctx, b.key, token)
 	case scopeCool:
-		return t.breakerTrip(ctx, s, b.key, "", scopeCooling, token, w.reason, w.ttl, b.grace)
+		r.stopped = t.StopUpstream(ctx, b.key, token, store.Stop{Reason: w.reason, TTL: w.ttl})
 	case scopePause:
 		// A pause for a wave's reason starts its count anew.
-		return t.breakerTrip(ctx, s, b.key, keyspace.Wave(b.prefix, b.name, w.reason), scopePaused, token, w.reason, w.ttl, b.grace)
+		r.stopped = t.StopUpstream(ctx, b.key, token, store.Stop{Pause: true, Reason: w.reason, TTL: w.ttl,
+			Clear: keyspace.Wave(b.prefix, b.name, w.reason)})
 	case scopeCount:
-		return t.breakerCount(ctx, b.fails, token, b.policy.FailWindow)
+		r.count = t.Count(ctx, b.fails, token.Token, b.policy.FailWindow)
 	}
-	return nil
+	return r
 }
 
 // recorded decodes what queue sent. A 5xx that fills the window past
 // ScopePolicy.AllowedFails cools the upstream, in one more round trip.
-func (b *breaker) recorded(ctx context.Context, c Client, s *writeScripts, w scopeWrite, token string, cmd *redis.Cmd) (tripReply, error) {
-	switch w.op {
+func (b *breaker) recorded(ctx context.Context, s *store.Store, r record, token store.Token) (store.Stopped, error) {
+	switch r.w.op {
 	case scopeCool, scopePause:
-		return decodeTrip(cmd)
+		return r.stopped.Result()
 	case scopeCount:
-		n, err := cmd.Int64()
+		n, err := r.count.Result()
 		if err != nil || n <= int64(b.policy.AllowedFails) {
-			return tripReply{}, err
+			return store.Stopped{}, err
 		}
-		var t trip
-		cmd = t.breakerTrip(ctx, s, b.key, b.fails, scopeCooling, token, w.reason, w.ttl, b.grace)
-		t.exec(ctx, c)
-		return decodeTrip(cmd)
+		t := s.Trip()
+		stopped := t.StopUpstream(ctx, b.key, token, store.Stop{Reason: r.w.reason, TTL: r.w.ttl, Clear: b.fails})
+		t.Send(ctx)
+		return stopped.Result()
 	}
-	return tripReply{}, cmd.Err()
+	return store.Stopped{}, r.done.Err()
 }
 
 // wave reports whether a permanent failure of job with reason is part of a
@@ -158,23 +157,23 @@ func (b *breaker) recorded(ctx context.Context, c Client, s *writeScripts, w sco
 // with it within ScopePolicy.FailWindow, or the upstream already paused
 // (or probing) for it. started is set for the failure that fills the
 // window. One round trip, for permanent failures only.
-func (b *breaker) wave(ctx context.Context, c Client, reason, job string) (in, started bool, err error) {
+func (b *breaker) wave(ctx context.Context, s *store.Store, reason, job string) (in, started bool, err error) {
 	if b.policy.PermanentWave <= 0 {
 		return false, false, nil
 	}
-	var t trip
-	peek := t.get(ctx, b.key)
-	count := t.breakerCount(ctx, keyspace.Wave(b.prefix, b.name, reason), job, b.policy.FailWindow)
-	t.exec(ctx, c)
-	v, err := peek.Result()
-	if err != nil && !isNil(err) {
-		return false, false, err
-	}
-	n, err := count.Int64()
+	t := s.Trip()
+	peek := t.PeekUpstream(ctx, b.key)
+	count := t.Count(ctx, keyspace.Wave(b.prefix, b.name, reason), job, b.policy.FailWindow)
+	t.Send(ctx)
+	u, err := peek.Result()
 	if err != nil {
 		return false, false, err
 	}
-	if s := parseScope(v); (s.kind == scopePaused || s.kind == scopeProbing) && s.reason == reason {
+	n, err := count.Result()
+	if err != nil {
+		return false, false, err
+	}
+	if (u.Mode == store.Pause || u.Mode == store.Probe) && u.Reason == reason {
 		return true, false, nil
 	}
 	size := int64(b.policy.PermanentWave)
@@ -183,25 +182,25 @@ func (b *breaker) wave(ctx context.Context, c Client, reason, job string) (in, s
 
 // claim asks for the probe. An open reply (the key expired meanwhile)
 // lets the call run as usual.
-func (b *breaker) claim(ctx context.Context, c Client, token string) (claimReply, error) {
-	var t trip
-	cmd := t.breakerClaim(ctx, b.key, token, b.grace)
-	t.exec(ctx, c)
-	return decodeClaim(cmd)
+func (b *breaker) claim(ctx context.Context, s *store.Store, token store.Token) (store.Claim, error) {
+	t := s.Trip()
+	c := t.Claim(ctx, b.key, token)
+	t.Send(ctx)
+	return c.Result()
 }
 
 // unclaim queues on t the give-back of the probe token claimed.
-func (b *breaker) unclaim(ctx context.Context, t *trip, s *writeScripts, token string) *redis.Cmd {
-	return t.breakerCancel(ctx, s, b.key, token, b.grace)
+func (b *breaker) unclaim(ctx context.Context, t *store.Trip, token store.Token) store.Reply[bool] {
+	return t.CancelProbe(ctx, b.key, token)
 }
 
 // reset ends the upstream's cooldown or pause and clears its failure
 // window.
-func (b *breaker) reset(ctx context.Context, c Client, s *writeScripts) error {
-	var t trip
-	cmd := t.breakerReset(ctx, s, b.key, b.fails)
-	t.exec(ctx, c)
-	if err := cmd.Err(); err != nil {
+func (b *breaker) reset(ctx context.Context, s *store.Store) error {
+	t := s.Trip()
+	r := t.ResetUpstream(ctx, b.key, b.fails)
+	t.Send(ctx)
+	if err := r.Err(); err != nil {
 		return err
 	}
 	b.forget()

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Warning reasons Check reports, in Warning.Reason and in the Reason of the
@@ -63,11 +62,6 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Message }
 
-// configGetter is what Check needs from a single-node client.
-type configGetter interface {
-	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
-}
-
 // Check reads the maxmemory-policy of the gate's Redis (every master of a
 // cluster, every shard of a ring) and returns a Warning for each server
 // whose policy can evict keys with a TTL, which would silently end
@@ -82,48 +76,16 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	ctx, cancel := g.opCtx(ctx)
 	defer cancel()
 
-	var (
-		mu    sync.Mutex
-		warns []Warning
-	)
-	checkNode := func(ctx context.Context, c *redis.Client) error {
-		w, err := checkPolicy(ctx, c, nodeAddr(ctx, c))
-		if w != nil {
-			mu.Lock()
+	ps, checked, err := g.store.Policies(ctx)
+	var warns []Warning
+	for _, p := range ps {
+		if w := policyWarning(p); w != nil {
 			warns = append(warns, *w)
-			mu.Unlock()
 		}
-		return err
 	}
-
-	var err error
-	switch c := g.rdb.(type) {
-	case interface {
-		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
-	}:
-		err = c.ForEachMaster(ctx, checkNode)
-	case interface {
-		ForEachShard(context.Context, func(context.Context, *redis.Client) error) error
-	}:
-		err = c.ForEachShard(ctx, checkNode)
-	case interface {
-		nodeClient
-		configGetter
-	}:
-		var w *Warning
-		w, err = checkPolicy(ctx, c, nodeAddr(ctx, c))
-		if w != nil {
-			warns = append(warns, *w)
-		}
-	case configGetter:
-		var w *Warning
-		w, err = checkPolicy(ctx, c, "")
-		if w != nil {
-			warns = append(warns, *w)
-		}
-	default:
+	if !checked {
 		warns = append(warns, Warning{Reason: WarnUnchecked,
-			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.rdb)})
+			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.store.Client())})
 	}
 	if err != nil {
 		return warns, redisError("check", err)
@@ -138,51 +100,24 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	return warns, nil
 }
 
-// nodeAddr names the server a one-node client talks to. Sentinel's failover
-// client's Addr is the placeholder "FailoverClient": the server then says
-// which address the connection reached (CLIENT INFO's laddr, Redis 6.2+).
-func nodeAddr(ctx context.Context, c nodeClient) string {
-	addr := c.Options().Addr
-	if addr != "FailoverClient" {
-		return addr
-	}
-	if ci, ok := c.(interface {
-		ClientInfo(context.Context) *redis.ClientInfoCmd
-	}); ok {
-		if info, err := ci.ClientInfo(ctx).Result(); err == nil && info.LAddr != "" {
-			return info.LAddr
-		}
-	}
-	return addr
-}
-
-// checkPolicy reads one server's policy. A reply error from the server
-// (unknown command, NOPERM) is a WarnUnchecked warning; a network error is
-// returned.
-func checkPolicy(ctx context.Context, c configGetter, addr string) (*Warning, error) {
+// policyWarning is the warning one server's policy deserves, nil for none.
+func policyWarning(p store.Policy) *Warning {
 	on := ""
-	if addr != "" {
-		on = " on " + addr
+	if p.Addr != "" {
+		on = " on " + p.Addr
 	}
-	m, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
-			return &Warning{Reason: WarnUnchecked, Addr: addr,
-				Message: fmt.Sprintf("gate: cannot read maxmemory-policy%s (%s); make sure it is noeviction, or cooldowns may end early under memory pressure", on, oneLine(err.Error()))}, nil
-		}
-		return nil, err
+	switch {
+	case p.Refusal != nil:
+		return &Warning{Reason: WarnUnchecked, Addr: p.Addr,
+			Message: fmt.Sprintf("gate: cannot read maxmemory-policy%s (%s); make sure it is noeviction, or cooldowns may end early under memory pressure", on, oneLine(p.Refusal.Error()))}
+	case p.Missing:
+		return &Warning{Reason: WarnUnchecked, Addr: p.Addr,
+			Message: fmt.Sprintf("gate: the server%s does not report maxmemory-policy; make sure it is noeviction", on)}
+	case evictsTTLKeys(p.Value):
+		return &Warning{Reason: WarnEvictionPolicy, Addr: p.Addr, Policy: p.Value,
+			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; use noeviction", p.Value, on)}
 	}
-	policy, ok := m["maxmemory-policy"]
-	if !ok {
-		return &Warning{Reason: WarnUnchecked, Addr: addr,
-			Message: fmt.Sprintf("gate: the server%s does not report maxmemory-policy; make sure it is noeviction", on)}, nil
-	}
-	if evictsTTLKeys(policy) {
-		return &Warning{Reason: WarnEvictionPolicy, Addr: addr, Policy: policy,
-			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; use noeviction", policy, on)}, nil
-	}
-	return nil, nil
+	return nil
 }
 
 // evictsTTLKeys reports whether a maxmemory-policy may evict keys that

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // decide is the gate's one decision: what a run's end writes to its job
@@ -28,7 +29,7 @@ type decideIn struct {
 	v   classify.Verdict // outFailure
 	// hist is the job's last settled value, which the run's acquire took
 	// over: its attempt count and its last failure.
-	hist jobValue
+	hist store.Job
 	// upstream: the run used an upstream (Options.Scope or Fallbacks).
 	upstream bool
 	// probe: the run probes its upstream after a cooldown or pause; level
@@ -45,7 +46,7 @@ type decideIn struct {
 
 // jobWrite is what a run's end writes to its job (job_settle.lua).
 type jobWrite struct {
-	kind byte          // jobCooling, jobFailed, jobDone
+	kind store.Kind    // store.Cooling, store.Failed, store.Done
 	ttl  time.Duration // how long the state lasts
 	keep time.Duration // how much longer the key keeps the attempt count
 	// state, attempts, suspect, reason and evidence are the value's
@@ -81,12 +82,6 @@ type decision struct {
 	scope scopeWrite
 }
 
-// successMemory is how long a success's token stays in its job's done key,
-// so a waiter woken by it is told the job is done instead of running it
-// again, however short DoneTTL is (0: the success frees the job). Waiters
-// read at once when woken, or within pollMax while they poll.
-const successMemory = 10 * time.Second
-
 // minProviderWait is the shortest cooldown a provider's hint sets, so a
 // hint of a few milliseconds is not an immediate free retry.
 const minProviderWait = time.Second
@@ -95,9 +90,9 @@ func (g *Gate) decide(in decideIn) decision {
 	o := g.opts
 	h := in.hist
 	// A run that ends without a failure keeps the job's history as it was.
-	keepHist := jobWrite{kind: jobCooling, state: Ready, attempts: h.attempts,
-		suspect: h.suspect, reason: h.reason, evidence: h.evidence}
-	if h.attempts > 0 || h.reason != "" {
+	keepHist := jobWrite{kind: store.Cooling, state: Ready, attempts: h.Attempts,
+		suspect: h.Suspect, reason: h.Reason, evidence: h.Evidence}
+	if h.Attempts > 0 || h.Reason != "" {
 		keepHist.keep = o.AttemptsTTL
 	}
 	var d decision
@@ -106,7 +101,7 @@ func (g *Gate) decide(in decideIn) decision {
 	}
 	switch in.out {
 	case outSuccess:
-		d.job = jobWrite{kind: jobDone, ttl: o.DoneTTL, state: Ready}
+		d.job = jobWrite{kind: store.Done, ttl: o.DoneTTL, state: Ready}
 		if o.DoneTTL > 0 {
 			d.job.state = Done
 		}
@@ -121,7 +116,7 @@ func (g *Gate) decide(in decideIn) decision {
 			d.job = keepHist
 			return d
 		}
-		d.job = g.cooling(h.attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
+		d.job = g.cooling(h.Attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
 		return d
 	}
 
@@ -145,11 +140,11 @@ func (g *Gate) decide(in decideIn) decision {
 		if !in.upstream {
 			d.scope = scopeWrite{}
 		}
-		d.job = g.cooling(h.attempts, wait, v.Reason, v.Evidence)
+		d.job = g.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {
 			// The next call runs on the next open upstream: no wait, or
 			// FallbackCooldown.
-			d.job = g.cooling(h.attempts, o.FallbackCooldown, v.Reason, v.Evidence)
+			d.job = g.cooling(h.Attempts, o.FallbackCooldown, v.Reason, v.Evidence)
 			if o.FallbackCooldown <= 0 {
 				d.job.ttl, d.job.state = 0, Ready
 			}
@@ -157,21 +152,21 @@ func (g *Gate) decide(in decideIn) decision {
 	case v.Class == classify.ClassSystemic:
 		// The job's own request cannot run until an operator acts (a
 		// model it names, a permission): cool it, count nothing.
-		d.job = g.cooling(h.attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.job = g.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 	case v.Class == classify.ClassPermanent && in.wave:
 		// Many jobs rejected for one reason: not theirs. Pause the
 		// upstream for it, cool the job, count nothing.
-		d.job = g.cooling(h.attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.job = g.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 		d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
 	case v.Class == classify.ClassPermanent && (!v.Suspect || confirmed(h, v)):
-		d.job = g.failed(h.attempts+1, v)
+		d.job = g.failed(h.Attempts+1, v)
 	case v.Class == classify.ClassPermanent:
 		// A suspect rejection, first seen: cool with the attempt counted;
 		// the same rejection on the next attempt confirms it.
-		d.job = g.counted(h.attempts+1, v)
+		d.job = g.counted(h.Attempts+1, v)
 		d.job.suspect = d.job.state == CoolingDown
 	default: // transient, the job's
-		d.job = g.counted(h.attempts+1, v)
+		d.job = g.counted(h.Attempts+1, v)
 		if !in.probe && v.Reason == classify.ReasonUpstream5xx && in.upstream {
 			d.scope = scopeWrite{op: scopeCount, reason: v.Reason, ttl: o.ScopePolicy.Cooldown}
 		}
@@ -181,8 +176,8 @@ func (g *Gate) decide(in decideIn) decision {
 
 // confirmed reports whether a suspect rejection repeats the job's last
 // failure: the same reason and evidence, itself a suspect rejection.
-func confirmed(h jobValue, v classify.Verdict) bool {
-	return h.suspect && h.reason == v.Reason && h.evidence == v.Evidence
+func confirmed(h store.Job, v classify.Verdict) bool {
+	return h.Suspect && h.Reason == v.Reason && h.Evidence == v.Evidence
 }
 
 func cancelIfProbe(in decideIn) scopeWrite {
@@ -194,7 +189,7 @@ func cancelIfProbe(in decideIn) scopeWrite {
 
 // cooling is a cooldown that counts no attempt.
 func (g *Gate) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
-	return jobWrite{kind: jobCooling, ttl: g.capWait(wait), keep: g.opts.AttemptsTTL, state: CoolingDown,
+	return jobWrite{kind: store.Cooling, ttl: g.capWait(wait), keep: g.opts.AttemptsTTL, state: CoolingDown,
 		attempts: attempts, reason: reason, evidence: evidence}
 }
 
@@ -205,12 +200,12 @@ func (g *Gate) counted(attempts int, v classify.Verdict) jobWrite {
 	if m := g.opts.MaxAttempts; m > 0 && attempts >= m {
 		return g.failed(attempts, v)
 	}
-	return jobWrite{kind: jobCooling, ttl: g.capWait(max(v.RetryAfter, g.backoff(attempts))), keep: g.opts.AttemptsTTL,
+	return jobWrite{kind: store.Cooling, ttl: g.capWait(max(v.RetryAfter, g.backoff(attempts))), keep: g.opts.AttemptsTTL,
 		state: CoolingDown, attempts: attempts, reason: v.Reason, evidence: v.Evidence}
 }
 
 func (g *Gate) failed(attempts int, v classify.Verdict) jobWrite {
-	return jobWrite{kind: jobFailed, ttl: g.opts.FailedTTL, state: Failed, attempts: attempts,
+	return jobWrite{kind: store.Failed, ttl: g.opts.FailedTTL, state: Failed, attempts: attempts,
 		reason: v.Reason, evidence: v.Evidence}
 }
 
@@ -247,7 +242,8 @@ func (g *Gate) backoff(n int) time.Duration {
 	return time.Duration(d)
 }
 
-// tail is the value job_settle.lua writes after <until>.
-func (w jobWrite) tail(fence int64) string {
-	return settledTail(fence, w.attempts, w.suspect, w.reason, w.evidence)
+// settlement is what the store writes for w.
+func (w jobWrite) settlement() store.Settlement {
+	return store.Settlement{Kind: w.kind, TTL: w.ttl, Keep: w.keep, Attempts: w.attempts,
+		Suspect: w.suspect, Reason: w.reason, Evidence: w.evidence}
 }

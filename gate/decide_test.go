@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // One row per arrow of the state diagram in doc.go: what a run's end
@@ -32,8 +33,8 @@ func TestDecide(t *testing.T) {
 		quota       = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true}
 		model       = classify.Verdict{Class: classify.ClassSystemic, Reason: "model_not_found"}
 	)
-	twoFailures := jobValue{kind: jobCooling, attempts: 2, reason: "timeout"}
-	suspectBefore := jobValue{kind: jobCooling, attempts: 1, suspect: true, reason: "invalid_request", evidence: "status:400"}
+	twoFailures := store.Job{Kind: store.Cooling, Attempts: 2, Reason: "timeout"}
+	suspectBefore := store.Job{Kind: store.Cooling, Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:400"}
 
 	for _, tc := range []struct {
 		arrow string
@@ -43,91 +44,91 @@ func TestDecide(t *testing.T) {
 	}{
 		// Running ──success──▶
 		{"success: Ready (DoneTTL 0), the history gone", decideIn{out: outSuccess, hist: twoFailures},
-			jobWrite{kind: jobDone, state: Ready}, scopeWrite{}},
+			jobWrite{kind: store.Done, state: Ready}, scopeWrite{}},
 		{"success of the probe: the upstream opens", decideIn{out: outSuccess, upstream: true, probe: true},
-			jobWrite{kind: jobDone, state: Ready}, scopeWrite{op: scopeOpen}},
+			jobWrite{kind: store.Done, state: Ready}, scopeWrite{op: scopeOpen}},
 		// ─transient, the job's─▶ CoolingDown, attempt counted
 		{"transient, attempt 3: Cooldown·2²", decideIn{out: outFailure, v: transient, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
 		{"transient with a longer hint: the hint", decideIn{out: outFailure, v: hinted},
-			jobWrite{kind: jobCooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "timeout"}, scopeWrite{}},
-		{"transient, attempt 7: at most MaxCooldown", decideIn{out: outFailure, v: transient, hist: jobValue{attempts: 3}},
-			jobWrite{kind: jobCooling, ttl: 40 * time.Minute, keep: keep, state: CoolingDown, attempts: 4, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "timeout"}, scopeWrite{}},
+		{"transient, attempt 7: at most MaxCooldown", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 3}},
+			jobWrite{kind: store.Cooling, ttl: 40 * time.Minute, keep: keep, state: CoolingDown, attempts: 4, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
 		{"a 5xx counts in the upstream's window", decideIn{out: outFailure, v: upstream5xx, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason},
 			scopeWrite{op: scopeCount, reason: upstream5xx.Reason, ttl: 10 * time.Second}},
 		{"a 5xx of the probe opens the upstream (it answered)", decideIn{out: outFailure, v: upstream5xx, upstream: true, probe: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, scopeWrite{op: scopeOpen}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, scopeWrite{op: scopeOpen}},
 		// ─MaxAttempts reached─▶ Failed
-		{"transient, MaxAttempts reached: Failed", decideIn{out: outFailure, v: transient, hist: jobValue{attempts: 4}},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+		{"transient, MaxAttempts reached: Failed", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 4}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
 		// ─permanent, with proof─▶ Failed
 		{"permanent with proof: Failed at once", decideIn{out: outFailure, v: proof, upstream: true},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 1, reason: proof.Reason, evidence: proof.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 1, reason: proof.Reason, evidence: proof.Evidence}, scopeWrite{}},
 		// ─permanent, suspect, first─▶ CoolingDown, attempt counted
 		{"suspect, first seen: cools, counted, remembered as suspect", decideIn{out: outFailure, v: suspect, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, suspect: true,
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, suspect: true,
 				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
 		{"suspect after another failure: still first seen", decideIn{out: outFailure, v: suspect, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, suspect: true,
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, suspect: true,
 				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
 		{"suspect after another suspect (other evidence): still first seen",
-			decideIn{out: outFailure, v: suspect, hist: jobValue{attempts: 1, suspect: true, reason: "invalid_request", evidence: "status:422"}},
-			jobWrite{kind: jobCooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, suspect: true,
+			decideIn{out: outFailure, v: suspect, hist: store.Job{Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:422"}},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, suspect: true,
 				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
-		{"suspect, MaxAttempts reached: Failed", decideIn{out: outFailure, v: suspect, hist: jobValue{attempts: 4}},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 5, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+		{"suspect, MaxAttempts reached: Failed", decideIn{out: outFailure, v: suspect, hist: store.Job{Attempts: 4}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
 		// ─permanent, suspect, again─▶ Failed
 		{"suspect confirmed by the next attempt: Failed", decideIn{out: outFailure, v: suspect, hist: suspectBefore},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 2, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 2, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
 		// ─permanent, a wave upstream─▶ CoolingDown, no attempt; the upstream pauses
 		{"proof in a wave: cools, not counted, the upstream paused", decideIn{out: outFailure, v: proof, upstream: true, wave: true, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: proof.Reason, evidence: proof.Evidence},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: proof.Reason, evidence: proof.Evidence},
 			scopeWrite{op: scopePause, reason: proof.Reason, ttl: 10 * time.Minute}},
 		{"suspect confirmed, but in a wave: cools", decideIn{out: outFailure, v: suspect, upstream: true, wave: true, hist: suspectBefore},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: suspect.Reason, evidence: suspect.Evidence},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: suspect.Reason, evidence: suspect.Evidence},
 			scopeWrite{op: scopePause, reason: suspect.Reason, ttl: 10 * time.Minute}},
 		// ─provider-wide, transient─▶
 		{"rate limit, no hint: the upstream's cooldown, not counted", decideIn{out: outFailure, v: rateLimited, upstream: true, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "rate_limited"},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "rate_limited"},
 			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 10 * time.Second}},
 		{"rate limit with a hint: the hint for both", decideIn{out: outFailure, v: rateHint, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 30 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			jobWrite{kind: store.Cooling, ttl: 30 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
 			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 30 * time.Second}},
 		{"a hint of 5 ms: the job waits a second", decideIn{out: outFailure, v: tinyHint, upstream: true},
-			jobWrite{kind: jobCooling, ttl: time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			jobWrite{kind: store.Cooling, ttl: time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
 			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 5 * time.Millisecond}},
 		{"rate limit without a Scope: Cooldown, no upstream", decideIn{out: outFailure, v: rateLimited},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "rate_limited"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "rate_limited"}, scopeWrite{}},
 		{"the probe rate-limited again, level 2: escalates ×2²", decideIn{out: outFailure, v: rateLimited, upstream: true, probe: true, level: 2},
-			jobWrite{kind: jobCooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
 			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 40 * time.Second}},
 		// ─provider-wide, systemic─▶
 		{"quota: the job cools Cooldown, the upstream pauses", decideIn{out: outFailure, v: quota, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
 			scopeWrite{op: scopePause, reason: "quota_exhausted", ttl: 10 * time.Minute}},
 		// with Fallbacks: FallbackCooldown
 		{"rate limit with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: rateHint, upstream: true, fallback: true},
-			jobWrite{kind: jobCooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
 			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 30 * time.Second}},
 		{"quota with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: quota, upstream: true, fallback: true},
-			jobWrite{kind: jobCooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
 			scopeWrite{op: scopePause, reason: "quota_exhausted", ttl: 10 * time.Minute}},
 		// ─systemic, the job's─▶
 		{"model not found: cools Cooldown, not counted, upstream untouched", decideIn{out: outFailure, v: model, upstream: true, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, scopeWrite{}},
 		// ─released─▶ Ready, attempts kept
 		{"released: Ready, history kept", decideIn{out: outRelease, hist: twoFailures},
-			jobWrite{kind: jobCooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, scopeWrite{}},
 		{"released, no history: the key goes", decideIn{out: outRelease},
-			jobWrite{kind: jobCooling, state: Ready}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, state: Ready}, scopeWrite{}},
 		{"the probe released: the next call probes", decideIn{out: outRelease, upstream: true, probe: true},
-			jobWrite{kind: jobCooling, state: Ready}, scopeWrite{op: scopeCancel}},
+			jobWrite{kind: store.Cooling, state: Ready}, scopeWrite{op: scopeCancel}},
 		// ─caller cancelled─▶
 		{"cancelled with CanceledCooldown: cools, not counted", decideIn{out: outCanceled, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, scopeWrite{}},
 		{"the probe cancelled: the next call probes", decideIn{out: outCanceled, upstream: true, probe: true},
-			jobWrite{kind: jobCooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, scopeWrite{op: scopeCancel}},
+			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, scopeWrite{op: scopeCancel}},
 	} {
 		t.Run(tc.arrow, func(t *testing.T) {
 			got := g.decide(tc.in)
@@ -142,13 +143,13 @@ func TestDecide(t *testing.T) {
 
 	// DoneTTL holds a success as Done.
 	g.opts.DoneTTL = time.Hour
-	if got := g.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: jobDone, ttl: time.Hour, state: Done}) {
+	if got := g.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
 		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)
 	}
 	// FallbackCooldown 0 (the default): Ready at once, the failure kept.
 	g.opts.FallbackCooldown = 0
 	if got := g.decide(decideIn{out: outFailure, v: rateLimited, upstream: true, fallback: true, hist: twoFailures}).job; got !=
-		(jobWrite{kind: jobCooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
+		(jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
 		t.Errorf("rate limit with Fallbacks, FallbackCooldown 0: %+v, want Ready with the failure kept", got)
 	}
 	// Without CanceledCooldown a cancelled run leaves the job Ready.

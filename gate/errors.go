@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Sentinels. Every error the gate returns matches one of them with
@@ -184,57 +183,10 @@ func (e *CallError) Unwrap() []error {
 // redisError wraps a Redis error so it matches ErrRedisRefused or
 // ErrUnavailable, and the cause.
 func redisError(op string, err error) error {
-	if refused(err) {
+	if store.Refused(err) {
 		return fmt.Errorf("%w: %s: %w", ErrRedisRefused, op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
-}
-
-// refused reports an error reply from Redis that no wait fixes. Replies
-// that pass by themselves (a slot moving, a cluster or replica healing, a
-// server loading its data or busy with a script) are unavailability.
-func refused(err error) bool {
-	if !replied(err) {
-		return false
-	}
-	msg := err.Error()
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg = re.Error()
-	}
-	code, _, _ := strings.Cut(msg, " ")
-	switch code {
-	case "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "LOADING", "MASTERDOWN", "BUSY":
-		return false
-	}
-	return true
-}
-
-// reached reports whether Redis was reached: it replied with an error, or
-// the lock was written but too few replicas acknowledged it.
-func reached(err error) bool {
-	var nr *notReplicatedError
-	return replied(err) || errors.As(err, &nr)
-}
-
-// notReplicatedError: fewer replicas than Options.WaitReplicas acknowledged
-// an acquire in time; it was undone.
-type notReplicatedError struct {
-	acked  int64
-	want   int
-	within time.Duration
-}
-
-func (e *notReplicatedError) Error() string {
-	return fmt.Sprintf("%d of %d replicas acknowledged the lock within %v", e.acked, e.want, e.within)
-}
-
-// replied reports whether err is an error reply from Redis (rather than a
-// network failure or a timeout): Redis was reached. FailOpen never applies
-// then.
-func replied(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
 // RetryAfter returns how long to wait before retrying, from any error Do,

@@ -5,24 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and its upstreams.
 // It is safe for concurrent use; create one per kind of job and share it.
 type Gate struct {
-	rdb  Client
-	send *pooled // rdb, its pipelines reused: every trip goes through it
-	opts Options
-	obs  Observer
-	topology
+	store *store.Store // every Redis command, script and value
+	opts  Options
+	obs   Observer
 
 	// breakers are the upstreams, Options.Scope then Options.Fallbacks;
-	// empty without a Scope.
-	breakers []*breaker
-
-	// Script arguments that never change, boxed once: an int64 above 255
-	// put in an interface allocates on every call otherwise.
-	argLease any
+	// empty without a Scope. upstreamKeys are their keys, read by every
+	// acquire.
+	breakers     []*breaker
+	upstreamKeys []string
 
 	flight    flight    // in-process merging (flight.go)
 	unwritten unwritten // failures Redis did not take (unwritten.go)
@@ -50,16 +50,18 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{rdb: rdb, send: &pooled{Client: rdb}, opts: o, obs: o.Observer, argLease: ms(o.Lease)}
-	g.hub.g = g
-	g.topology = topologyOf(rdb)
-	if o.WaitReplicas > 0 && g.pin == nil {
+	g := &Gate{opts: o, obs: o.Observer}
+	g.store = store.New(rdb, store.Config{Lease: o.Lease, WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout, Timeout: o.Timeout})
+	g.hub.g, g.hub.sub = g, g.store.Subscriptions()
+	if o.WaitReplicas > 0 && !g.store.CanPin() {
 		return nil, &optionsError{problems: []string{fmt.Sprintf(
 			"WaitReplicas: needs a client that can pin a connection (a *redis.Client, a *redis.ClusterClient or a wrapper embedding one: WAIT must run on the connection that wrote the lock), got %T", rdb)}}
 	}
 	if o.Scope != "" {
 		for _, name := range append([]string{o.Scope}, o.Fallbacks...) {
-			g.breakers = append(g.breakers, newBreaker(o.Prefix, name, o))
+			b := newBreaker(o.Prefix, name, o)
+			g.breakers = append(g.breakers, b)
+			g.upstreamKeys = append(g.upstreamKeys, b.key)
 		}
 	}
 	return g, nil
@@ -134,6 +136,24 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
 }
+
+// Client is the part of a go-redis client a Gate uses: every command goes
+// through Process, and the commands of one round trip (an upstream's state
+// read with a job's acquire, a settle with its upstream's update) through a
+// Pipeline. *redis.Client (Sentinel's failover client included),
+// *redis.ClusterClient, *redis.Ring, every redis.UniversalClient and a
+// wrapper that embeds one satisfy it.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
 
 // leaseStart is when a run started, from its fence: Redis's TIME in µs at
 // its acquire (or one more than the last fence, when the clock went back).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/code"
 )
 
@@ -35,17 +36,15 @@ type Lease struct {
 // grant is what an acquire sends and what it was granted: a Lease is made
 // of it only once the job is taken (a refusal allocates no Lease).
 type grant struct {
-	job   string
-	key   string
-	token string
-	// running is the lease's value on a free key: "r:" + token.
-	running string
+	job     string
+	key     string
+	token   store.Token
 	fence   int64
 	attempt int
-	hist    jobValue // the job's last settled value, for decide
-	up      *breaker // the upstream this run uses; nil without one
-	probe   bool     // this run probes up after its cooldown or pause
-	level   int      // up's trips in a row before the probe
+	hist    store.Job // the job's last settled value, for decide
+	up      *breaker  // the upstream this run uses; nil without one
+	probe   bool      // this run probes up after its cooldown or pause
+	level   int       // up's trips in a row before the probe
 }
 
 // Result is what a settle recorded.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // The subscriptions behind waits (wait.go) and watches (watch.go). Every
@@ -50,7 +52,8 @@ const (
 // hub is a Gate's subscriptions. Its zero value is ready (maps are made on
 // first use).
 type hub struct {
-	g *Gate
+	g   *Gate
+	sub store.Subscriptions
 	// listeners counts live listeners, so a settle with nobody waiting
 	// costs one atomic load (forget).
 	listeners atomic.Int32
@@ -114,7 +117,7 @@ func (h *hub) listen(names ...string) *listener {
 // so a change between the subscription and the read is in what it reads.
 func (ln *listener) ready(ctx context.Context, within time.Duration) bool {
 	h := ln.h
-	if h.g.pubsub == nil {
+	if h.sub.Open == nil {
 		h.warn(ctx, errNoSubscribe)
 		return false
 	}
@@ -230,8 +233,7 @@ var testHookSubscribing atomic.Pointer[func(channel string)]
 
 // subscribe subscribes cs on the PubSub of the server that holds it.
 func (h *hub) subscribe(ctx context.Context, cs *chanState) {
-	g := h.g
-	addr, err := g.node(ctx, cs.name)
+	addr, err := h.sub.Node(ctx, cs.name)
 	if err != nil {
 		h.fail(ctx, cs, err)
 		return
@@ -243,7 +245,7 @@ func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 	}
 	sc := h.conns[addr]
 	if sc == nil {
-		sc = &subConn{addr: addr, ps: g.pubsub(ctx), chans: make(map[string]*chanState), done: make(chan struct{})}
+		sc = &subConn{addr: addr, ps: h.sub.Open(ctx), chans: make(map[string]*chanState), done: make(chan struct{})}
 		h.conns[addr] = sc
 	}
 	if sc.idle != nil {
@@ -257,7 +259,7 @@ func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 	if hook := testHookSubscribing.Load(); hook != nil {
 		(*hook)(cs.name)
 	}
-	if g.sharded {
+	if h.sub.Sharded {
 		err = sc.ps.SSubscribe(ctx, cs.name)
 	} else {
 		err = sc.ps.Subscribe(ctx, cs.name)
@@ -285,7 +287,7 @@ func (h *hub) subscribe(ctx context.Context, cs *chanState) {
 func (h *hub) unsubscribe(sc *subConn, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.g.opts.Timeout)
 	defer cancel()
-	if h.g.sharded {
+	if h.sub.Sharded {
 		_ = sc.ps.SUnsubscribe(ctx, name)
 	} else {
 		_ = sc.ps.Unsubscribe(ctx, name)
@@ -356,7 +358,7 @@ func (h *hub) reset(sc *subConn, err error) {
 // fail ends a subscription that could not be made: its listeners poll.
 func (h *hub) fail(ctx context.Context, cs *chanState, err error) {
 	h.mu.Lock()
-	if refused(err) {
+	if store.Refused(err) {
 		h.offUntil = time.Now().Add(pubsubRetry)
 	}
 	h.dropLocked(cs)
@@ -388,7 +390,7 @@ func (h *hub) receive(sc *subConn) {
 			case errors.As(err, &ne) && ne.Timeout():
 				h.reset(sc, err)
 				return
-			case replied(err):
+			case store.Replied(err):
 				pinged = false // any reply shows the connection alive
 				h.refusedOn(sc, err)
 				continue
@@ -467,8 +469,8 @@ func (h *hub) dropped(sc *subConn, name string) {
 // reloaded: the server may be a master that died, and go-redis routes the
 // resubscription (and the job's scripts) by that map.
 func (h *hub) broke(sc *subConn, err error) {
-	if h.g.reload != nil {
-		h.g.reload(context.Background())
+	if h.sub.Reload != nil {
+		h.sub.Reload(context.Background())
 	}
 	h.mu.Lock()
 	for _, cs := range sc.chans {
@@ -496,8 +498,8 @@ func (h *hub) broke(sc *subConn, err error) {
 // spin, each turn reading the job again (TestWaitAcrossSlotMigration).
 func (h *hub) refusedOn(sc *subConn, err error) {
 	var gone []string
-	if !refused(err) && h.g.reload != nil {
-		h.g.reload(context.Background())
+	if !store.Refused(err) && h.sub.Reload != nil {
+		h.sub.Reload(context.Background())
 	}
 	h.mu.Lock()
 	for name, cs := range sc.chans {
@@ -506,7 +508,7 @@ func (h *hub) refusedOn(sc *subConn, err error) {
 			gone = append(gone, name)
 		}
 	}
-	if len(gone) > 0 && refused(err) {
+	if len(gone) > 0 && store.Refused(err) {
 		h.offUntil = time.Now().Add(pubsubRetry)
 	}
 	h.mu.Unlock()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
@@ -42,7 +40,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	// Detached from the caller, so a request that went away still records
 	// its outcome; bounded when the client applies context deadlines.
 	rctx := context.WithoutCancel(ctx)
-	if g.ctxDeadlines {
+	if g.store.Deadlines() {
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithTimeout(rctx, g.opts.Timeout)
 		defer cancel()
@@ -53,7 +51,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	waveStarted := false
 	if out == outFailure && v.Class == classify.ClassPermanent && l.up != nil {
 		var err error
-		in.wave, waveStarted, err = l.up.wave(rctx, g.send, v.Reason, l.job)
+		in.wave, waveStarted, err = l.up.wave(rctx, g.store, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
 			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", err)})
@@ -61,33 +59,29 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	}
 	d := g.decide(in)
 
-	var t trip
+	t := g.store.Trip()
 	if out == outSuccess {
-		// For a waiter for this run, whatever DoneTTL is. Before the
-		// settle, which frees the job and wakes the waiters: sent after
-		// it, a waiter's acquire could run between the two (a pipeline
-		// is not atomic), find the job free and no done key, and run the
-		// job again (TestPreferWait, 1 in 30 on a loaded machine).
-		t.done(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, successMemory)
+		// For a waiter for this run, whatever DoneTTL is.
+		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
 	}
-	jc := t.jobSettle(rctx, g.scripts, l.key, l.token, d.job, l.fence)
-	var sc *redis.Cmd
+	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
+	var rec record
 	if l.up != nil {
-		sc = l.up.queue(rctx, &t, g.scripts, d.scope, l.token)
+		rec = l.up.queue(rctx, &t, d.scope, l.token)
 	}
-	t.exec(rctx, g.send)
+	t.Send(rctx)
 
 	res := Result{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
 	if d.job.state == CoolingDown {
 		res.RetryAfter = d.job.ttl
 	}
-	if sc != nil {
-		res.Upstream = l.recordUpstream(ctx, rctx, d.scope, sc, v, waveStarted)
+	if d.scope.op != scopeNone && l.up != nil {
+		res.Upstream = l.recordUpstream(ctx, rctx, rec, v, waveStarted)
 	} else if l.up != nil {
 		res.Upstream.Scope = l.up.name
 	}
 
-	rep, err := decodeSettle(jc)
+	rep, err := settled.Result()
 	if err != nil {
 		werr := redisError("settle", err)
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.Scope(), Op: redisop.Settle, Err: werr})
@@ -101,10 +95,10 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		}
 		return res, werr
 	}
-	if !rep.owned {
+	if !rep.Owned {
 		st := Ready
-		if rep.cur != "" {
-			st = parseJob(rep.cur).kindState()
+		if !rep.Gone {
+			st = heldState(rep.Found)
 		}
 		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Scope: l.Scope(), State: st,
 			Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
@@ -121,20 +115,20 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 
 // recordUpstream reads what the settle did to the run's upstream, sends
 // its events, and returns the upstream's state after it.
-func (l *Lease) recordUpstream(ctx, rctx context.Context, w scopeWrite, cmd *redis.Cmd, v classify.Verdict, waveStarted bool) UpstreamStatus {
+func (l *Lease) recordUpstream(ctx, rctx context.Context, rec record, v classify.Verdict, waveStarted bool) UpstreamStatus {
 	g, b := l.g, l.up
 	st := UpstreamStatus{Scope: b.name}
-	tr, err := b.recorded(rctx, g.send, g.scripts, w, l.token, cmd)
+	tr, err := b.recorded(rctx, g.store, rec, l.token)
 	if err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: b.name, Op: redisop.Scope, Err: redisError("scope", err)})
 		return st
 	}
-	if tr.value != "" {
-		st = refusedStatus(b.name, tr.value, tr.wait)
+	if tr.Present {
+		st = refusedStatus(b.name, tr.Value, tr.Wait)
 		// This process now knows: its next acquires only read.
 		b.remember(st)
 	}
-	if tr.tripped && g.obs != nil {
+	if tr.Wrote && g.obs != nil {
 		kind := EventScopeCooling
 		if st.State == ScopePaused {
 			kind = EventScopePaused
@@ -153,18 +147,4 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, w scopeWrite, cmd *red
 func (g *Gate) forget(l *Lease) {
 	g.flight.forget(l)
 	g.hub.local(l.key)
-}
-
-// kindState is the state a value holds by its kind alone (for reports
-// made without Redis's clock).
-func (j jobValue) kindState() State {
-	switch j.kind {
-	case jobCooling:
-		return CoolingDown
-	case jobFailed:
-		return Failed
-	case jobDone:
-		return Done
-	}
-	return Running // running, or held: a value of another shape
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Status is a job's state as Redis holds it now. A Status returned with an
@@ -46,42 +46,42 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	var t trip
-	rc := t.read(ctx, key)
-	peeks := make([]*redis.StringCmd, len(g.breakers))
+	t := g.store.Trip()
+	read := t.ReadJob(ctx, key)
+	peeks := make([]store.Reply[store.Upstream], len(g.breakers))
 	for i, b := range g.breakers {
-		peeks[i] = t.get(ctx, b.key)
+		peeks[i] = t.PeekUpstream(ctx, b.key)
 	}
-	t.exec(ctx, g.send)
-	r, err := decodeRead(rc)
+	t.Send(ctx)
+	r, err := read.Result()
 	if err != nil {
 		return Status{}, redisError("status", err)
 	}
-	v := parseJob(r.value)
-	st := Status{Job: job, State: Ready, Attempts: v.attempts, Reason: v.reason, Evidence: v.evidence, Fence: v.fence}
-	if r.value != "" {
-		st.State = v.state(r.now)
+	v := r.Job
+	st := Status{Job: job, State: Ready, Attempts: v.Attempts, Reason: v.Reason, Evidence: v.Evidence, Fence: v.Fence}
+	if r.Exists {
+		st.State = stateAt(v, r.Now)
 	}
 	switch st.State {
 	case Running:
-		st.TTL = g.leaseLeft(r.pttl)
-		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.now, st.TTL))
+		st.TTL = g.leaseLeft(r.TTL, r.NoTTL)
+		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.Now, st.TTL))
 	case CoolingDown:
-		st.TTL = v.left(r.now)
+		st.TTL = v.Left(r.Now)
 		st.RetryAfter = st.TTL
 	case Failed, Done:
-		st.TTL = v.left(r.now)
+		st.TTL = v.Left(r.Now)
 	}
 	if len(g.breakers) == 0 {
 		return st, nil
 	}
 	st.Upstreams = make([]UpstreamStatus, len(g.breakers))
 	for i, b := range g.breakers {
-		val, err := peeks[i].Result()
-		if err != nil && !isNil(err) {
+		u, err := peeks[i].Result()
+		if err != nil {
 			return Status{}, redisError("status", err)
 		}
-		_, st.Upstreams[i] = b.judge(val, r.now)
+		_, st.Upstreams[i] = b.judge(u, r.Now)
 	}
 	st.Upstream = nextUpstream(st.Upstreams)
 	return st, nil
@@ -111,15 +111,15 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	if err != nil {
 		return err
 	}
-	var t trip
-	cmd := t.jobReset(ctx, g.scripts, key)
-	t.exec(ctx, g.send)
-	prev, p, err := decodeReset(cmd)
+	t := g.store.Trip()
+	reset := t.ResetJob(ctx, key)
+	t.Send(ctx)
+	r, err := reset.Result()
 	if err != nil {
 		return redisError("reset", err)
 	}
-	if parseJob(prev).kind == jobRunning {
-		return &BlockedError{Job: job, State: Running, RetryAfter: pttl(p)}
+	if r.Running {
+		return &BlockedError{Job: job, State: Running, RetryAfter: r.TTL}
 	}
 	g.unwritten.drop(job)
 	return nil
@@ -132,14 +132,14 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 		return UpstreamStatus{}, nil
 	}
 	b := g.breakers[0]
-	var t trip
-	cmd := t.read(ctx, b.key)
-	t.exec(ctx, g.send)
-	r, err := decodeRead(cmd)
+	t := g.store.Trip()
+	read := t.ReadUpstream(ctx, b.key)
+	t.Send(ctx)
+	r, err := read.Result()
 	if err != nil {
 		return UpstreamStatus{}, redisError("scope status", err)
 	}
-	_, st := b.judge(r.value, r.now)
+	_, st := b.judge(r.Upstream, r.Now)
 	return st, nil
 }
 
@@ -148,7 +148,7 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 // quota).
 func (g *Gate) ResetScope(ctx context.Context) error {
 	for _, b := range g.breakers {
-		if err := b.reset(ctx, g.send, g.scripts); err != nil {
+		if err := b.reset(ctx, g.store); err != nil {
 			return redisError("scope reset", err)
 		}
 	}

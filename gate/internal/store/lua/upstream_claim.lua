@@ -1,5 +1,5 @@
--- Ask an upstream's breaker for the probe, once its cooldown or pause is
--- over (breaker.go). KEYS[1] the upstream's key, holding
+-- Ask an upstream for the probe, once its cooldown or pause is
+-- over (package upstream). KEYS[1] the upstream's key, holding
 -- "<st>:<reason>:<level>:<until>[:<token>]": st c (cooling) or p (paused)
 -- until <until>, or h (one call, token, probes until <until>).
 -- ARGV[1] token, ARGV[2] lease ms: the probe holds the upstream for one

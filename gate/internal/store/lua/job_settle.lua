@@ -1,6 +1,6 @@
--- Record a run's outcome, decided in Go (decide.go): one write, checked
+-- Record a run's outcome, decided in Go (package gate, decide.go): one write, checked
 -- for ownership. KEYS[1] the job's key. (A success also leaves its token
--- in the job's done key, by a SET sent beside this script: protocol.go.)
+-- in the job's done key, by a SET sent beside this script: job.go.)
 -- ARGV[1] token: the run owns the job while it holds "r:<token>[:...]"
 -- ARGV[2] state letter: c (cooling, or ready once <until> passed),
 --         f (failed), d (done)

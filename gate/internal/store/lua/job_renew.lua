@@ -1,7 +1,7 @@
 -- Extend a lease its owner still holds. KEYS[1] the job's key.
 -- ARGV[1] token, ARGV[2] lease ms, ARGV[3] the lease's fence, ARGV[4] its
 -- attempt count. A lease taken on a free key holds "r:<token>" (a plain
--- SET NX, acquire.go): its first renewal records the fence and attempts
+-- SET NX, Store.Acquire): its first renewal records the fence and attempts
 -- beside it, as a lease taken by job_acquire.lua has them from the start.
 -- Reply: 1 extended, 0 not owned.
 local t = 'r:' .. ARGV[1]

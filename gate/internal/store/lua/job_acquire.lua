@@ -1,4 +1,4 @@
--- Take a job if it is free. KEYS[1] the job's key (its value: value.go).
+-- Take a job if it is free. KEYS[1] the job's key (its value: values.go).
 -- ARGV[1] token, ARGV[2] lease ms,
 -- ARGV[3] the fence of the run a waiter waited for ('' for none): a
 --         success of that run ("d:...:<fence>:...") refuses the waiter
