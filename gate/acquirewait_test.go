@@ -51,7 +51,7 @@ func subscribers(t *testing.T, tg redistest.Target, channel string) int64 {
 func waitInBackground(t *testing.T, g *gate.Gate, job string, budget, within time.Duration) (<-chan error, *atomic.Int32) {
 	t.Helper()
 	subscribed := new(atomic.Int32)
-	t.Cleanup(gate.SetWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	t.Cleanup(setWaitHooks(nil, func(string) { subscribed.Add(1) }))
 	done := make(chan error, 1)
 	spawn(t, func(ctx context.Context) {
 		_, err := g.AcquireWait(ctx, job, budget)
@@ -97,7 +97,7 @@ func countSubscribed(t *testing.T) func(job string) int64 {
 	t.Helper()
 	var mu sync.Mutex
 	n := map[string]int64{}
-	t.Cleanup(gate.SetWaitHooks(nil, func(job string) {
+	t.Cleanup(setWaitHooks(nil, func(job string) {
 		mu.Lock()
 		n[job]++
 		mu.Unlock()
@@ -271,9 +271,9 @@ func TestAcquireWaitSubscribeReadRace(t *testing.T) {
 				var once sync.Once
 				settle := func(string) { once.Do(func() { _ = l.Succeed(ctx) }) }
 				if window == "before-subscribe" {
-					t.Cleanup(gate.SetWaitHooks(settle, nil))
+					t.Cleanup(setWaitHooks(settle, nil))
 				} else {
-					t.Cleanup(gate.SetWaitHooks(nil, settle))
+					t.Cleanup(setWaitHooks(nil, settle))
 				}
 				start := time.Now()
 				_, err = waiter.AcquireWait(ctx, "job", 10*time.Second)
@@ -326,7 +326,7 @@ func TestAcquireWaitContextCancelled(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			_, g2 := runningElsewhere(t, tg.Client, gate.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
-			t.Cleanup(gate.SetWaitHooks(nil, func(string) { cancel() }))
+			t.Cleanup(setWaitHooks(nil, func(string) { cancel() }))
 			start := time.Now()
 			_, err := g2.AcquireWait(ctx, "job", 20*time.Second)
 			if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
@@ -525,7 +525,7 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	t.Cleanup(gate.SetWaitHooks(func(string) { down.Down.Store(true) }, nil))
+	t.Cleanup(setWaitHooks(func(string) { down.Down.Store(true) }, nil))
 	const budget = 200 * time.Millisecond
 	start := time.Now()
 	got, err := waiter.AcquireWait(ctx, "job", budget)
@@ -585,7 +585,7 @@ func TestAcquireWaitFollowsATakeover(t *testing.T) {
 			}
 			var took *gate.Lease
 			reads := 0
-			t.Cleanup(gate.SetWaitHooks(func(string) {
+			t.Cleanup(setWaitHooks(func(string) {
 				// After the waiter saw the first run: its lock is lost
 				// and a second run takes the job.
 				if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, "del", keyspace.Job(o.Prefix, "job"))); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrygate/retrygate/gate/internal/hub"
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
@@ -27,7 +28,13 @@ type Gate struct {
 	flight    flight    // in-process merging (flight.go)
 	unwritten unwritten // failures Redis did not take (unwritten.go)
 	calls     callTimes // recent call durations (estimate.go)
-	hub       hub       // subscriptions of waits and watches (notify.go)
+	hub       *hub.Hub  // subscriptions of waits and watches
+
+	// Test hooks, nil outside tests (export_test.go): AcquireWait calls
+	// testRefused after the first refusal (before subscribing) and
+	// testSubscribed after the subscription is confirmed (before each
+	// read).
+	testRefused, testSubscribed func(job string)
 }
 
 // New returns a gate over rdb. It does not connect: the caller owns the
@@ -52,7 +59,13 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	}
 	g := &Gate{opts: o, obs: o.Observer}
 	g.store = store.New(rdb, store.Config{Lease: o.Lease, WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout, Timeout: o.Timeout})
-	g.hub.g, g.hub.sub = g, g.store.Subscriptions()
+	hc := hub.Config{Subscriptions: g.store.Subscriptions(), Timeout: o.Timeout}
+	if g.obs != nil {
+		hc.Warn = func(ctx context.Context, err error) {
+			g.emit(ctx, Event{Kind: EventWarning, Reason: WarnWaitPolling, Err: err})
+		}
+	}
+	g.hub = hub.New(hc)
 	if o.WaitReplicas > 0 && !g.store.CanPin() {
 		return nil, &optionsError{problems: []string{fmt.Sprintf(
 			"WaitReplicas: needs a client that can pin a connection (a *redis.Client, a *redis.ClusterClient or a wrapper embedding one: WAIT must run on the connection that wrote the lock), got %T", rdb)}}

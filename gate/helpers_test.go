@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +18,47 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 var errBoom = errors.New("boom")
 
-var newGate = gatetest.New
+// newGate is gatetest.New with the wait hooks a test sets with
+// setWaitHooks installed on the gate.
+func newGate(t testing.TB, rdb gate.Client, opts gate.Options) *gate.Gate {
+	t.Helper()
+	g := gatetest.New(t, rdb, opts)
+	gate.SetWaitHooks(g, func(job string) { waitHooks.call(0, job) }, func(job string) { waitHooks.call(1, job) })
+	return g
+}
+
+// waitHooks are the AcquireWait hooks of every gate newGate makes: [0]
+// runs after a wait's first refusal, before it subscribes; [1] after the
+// subscription is confirmed, before each read.
+var waitHooks hooks
+
+type hooks struct {
+	mu sync.Mutex
+	fs [2]func(job string)
+}
+
+func (h *hooks) call(i int, job string) {
+	h.mu.Lock()
+	f := h.fs[i]
+	h.mu.Unlock()
+	if f != nil {
+		f(job)
+	}
+}
+
+// setWaitHooks sets the hooks of every gate newGate makes until the
+// returned function restores them.
+func setWaitHooks(refused, subscribed func(job string)) (restore func()) {
+	waitHooks.mu.Lock()
+	prev := waitHooks.fs
+	waitHooks.fs = [2]func(string){refused, subscribed}
+	waitHooks.mu.Unlock()
+	return func() {
+		waitHooks.mu.Lock()
+		waitHooks.fs = prev
+		waitHooks.mu.Unlock()
+	}
+}
 
 // pass lets d of Redis time pass: FastForward on miniredis; real servers
 // need real time, so it sleeps d there (callers keep d in tens of ms).

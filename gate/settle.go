@@ -146,5 +146,5 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, rec record, v classify
 // waiters, woken without waiting for Redis's message.
 func (g *Gate) forget(l *Lease) {
 	g.flight.forget(l)
-	g.hub.local(l.key)
+	g.hub.Local(l.key)
 }

@@ -37,13 +37,13 @@ func TestAcquireWaitUnsubscribeOvertakesSubscribe(t *testing.T) {
 
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	t.Cleanup(gate.SetSubscribeHook(func(channel string) {
+	gate.SetSubscribeHook(waiter, func(channel string) {
 		if channel != lock {
 			return
 		}
 		once.Do(func() { close(arrived) })
 		<-release
-	}))
+	})
 	t.Cleanup(func() {
 		select {
 		case <-release:

@@ -637,7 +637,7 @@ func TestAcquireWaitSubscribeWhileRedisIsBusy(t *testing.T) {
 	}
 	busy := make(chan error, 1)
 	var once sync.Once
-	t.Cleanup(gate.SetWaitHooks(func(string) {
+	t.Cleanup(setWaitHooks(func(string) {
 		once.Do(func() {
 			go func() { busy <- admin.Eval(ctx, spinScript, nil, 300000).Err() }()
 			waitUntil(t, 5*time.Second, "Redis busy", func() bool {

@@ -3,6 +3,8 @@ package gate
 import (
 	"context"
 	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/hub"
 )
 
 // Watch reports a job's status, read with Status, on the returned channel:
@@ -31,11 +33,11 @@ func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
 	for _, b := range g.breakers {
 		names = append(names, b.key)
 	}
-	ln := g.hub.listen(names...)
-	push := ln.ready(ctx, g.opts.Timeout)
+	ln := g.hub.Listen(names...)
+	push := ln.Ready(ctx, g.opts.Timeout)
 	st, err := g.Status(ctx, job)
 	if err != nil {
-		ln.close()
+		ln.Close()
 		return nil, err
 	}
 	out := make(chan Status, 1)
@@ -44,10 +46,10 @@ func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
 	return out, nil
 }
 
-func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status, push bool, out chan Status) {
+func (g *Gate) watch(ctx context.Context, job string, ln *hub.Listener, last Status, push bool, out chan Status) {
 	defer close(out)
-	defer ln.close()
-	poll := pollMin
+	defer ln.Close()
+	poll := hub.PollMin
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
@@ -60,14 +62,14 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 		// writes) ends unannounced, any moment: poll for it as without a
 		// subscription.
 		if push && (ok || last.State == Ready) {
-			poll = pollMin
+			poll = hub.PollMin
 		} else {
 			step = min(step, poll)
-			poll = min(2*poll, pollMax)
+			poll = min(2*poll, hub.PollMax)
 		}
 		t.Reset(step)
 		select {
-		case <-ln.wake:
+		case <-ln.Wake():
 		case <-t.C:
 		case <-ctx.Done():
 			return
@@ -76,7 +78,7 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 		if !push {
 			within = min(within, poll)
 		}
-		push = ln.ready(ctx, within)
+		push = ln.Ready(ctx, within)
 		st, err := g.Status(ctx, job)
 		if err != nil {
 			if ctx.Err() != nil {
