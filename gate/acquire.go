@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
@@ -141,7 +142,7 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 	l.expires = sent.Add(g.opts.Lease)
 	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Scope: l.Scope(), State: Running, Fence: l.fence, Attempt: l.attempt})
+	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt})
 	return l, nil
 }
 
@@ -155,10 +156,13 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 // whose run succeeded meanwhile, or whose replicas did not acknowledge it.
 // A refusal is b, a failure err.
 func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError, err error) {
-	if b, err := g.peekKnown(ctx, l.job); b != nil || err != nil {
-		return b, err
+	switch ss, err := g.ups.PeekKnown(ctx, g.store); {
+	case err != nil:
+		return nil, err
+	case ss != nil:
+		return upstreamRefusal(l.job, ss), nil
 	}
-	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.upstreamKeys}
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys()}
 	if w != nil {
 		a.Done = w.done
 	}
@@ -177,18 +181,9 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
-	ups := make([]UpstreamStatus, len(g.breakers))
-	permits := make([]permit, len(g.breakers))
-	refusing := len(g.breakers) > 0
-	for i, b := range g.breakers {
-		permits[i], ups[i] = b.judge(r.Upstreams[i], r.Now)
-		refusing = refusing && permits[i] == permitRefused
-	}
-	if refusing {
-		for i, b := range g.breakers {
-			b.remember(ups[i])
-		}
-		return upstreamRefusal(l.job, ups), nil
+	judged := g.ups.Judge(r.Upstreams, r.Now)
+	if ss, refusing := judged.Refusal(); refusing {
+		return upstreamRefusal(l.job, ss), nil
 	}
 	if !r.Taken {
 		if !r.Job.Over(r.Now) {
@@ -202,8 +197,12 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 			return g.jobRefusal(l.job, &r), nil
 		}
 	}
-	if b, err := g.choose(ctx, l, permits, ups); b != nil || err != nil {
-		return b, err
+	var refusal []upstream.Status
+	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {
+		if refusal != nil {
+			return upstreamRefusal(l.job, refusal), nil
+		}
+		return nil, err
 	}
 	l.fence = r.Fence
 	l.hist = r.Job
@@ -219,16 +218,13 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired) {
 	defer cancel()
 	t := g.store.Trip()
 	undo := t.Undo(rctx, l.key, l.token, r)
-	var unclaim store.Reply[bool]
-	if l.probe {
-		unclaim = l.up.unclaim(rctx, &t, l.token)
-	}
+	unclaim := l.up.Unclaim(rctx, &t, l.token)
 	t.Send(rctx)
 	if uerr := undo.Err(); uerr != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
 	}
 	if uerr := unclaim.Err(); uerr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", uerr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("scope", uerr)})
 	}
 }
 
@@ -257,103 +253,6 @@ func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, err
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
 	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
 	return l, nil
-}
-
-// peekKnown: while this process knows that every upstream refuses, an
-// acquire only reads them, with Redis's clock (one round trip, nothing
-// written). It returns their refusal when they all still refuse; nil when
-// one does not (the acquire then takes the job as usual) or one is not
-// known to refuse.
-func (g *Gate) peekKnown(ctx context.Context, job string) (*BlockedError, error) {
-	if len(g.breakers) == 0 {
-		return nil, nil
-	}
-	for _, b := range g.breakers {
-		if !b.knownRefusing() {
-			return nil, nil
-		}
-	}
-	t := g.store.Trip()
-	reads := make([]store.Reply[store.UpstreamRead], len(g.breakers))
-	for i, b := range g.breakers {
-		reads[i] = t.ReadUpstream(ctx, b.key)
-	}
-	t.Send(ctx)
-	ups := make([]UpstreamStatus, len(g.breakers))
-	for i, b := range g.breakers {
-		r, err := reads[i].Result()
-		if err != nil {
-			return nil, err
-		}
-		var p permit
-		if p, ups[i] = b.judge(r.Upstream, r.Now); p != permitRefused {
-			b.forget()
-			return nil, nil
-		}
-		if r.Upstream.Mode == store.Foreign {
-			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // held: its key's TTL
-		}
-		b.remember(ups[i])
-	}
-	return upstreamRefusal(job, ups), nil
-}
-
-// choose picks the upstream the run uses: the first, in order, that is
-// open or whose probe this call claims. It returns the upstreams' refusal
-// when none is.
-func (g *Gate) choose(ctx context.Context, l *grant, permits []permit, ups []UpstreamStatus) (*BlockedError, error) {
-	for i, b := range g.breakers {
-		switch permits[i] {
-		case permitOpen:
-			b.forget()
-			l.up = b
-			return nil, nil
-		case permitProbe:
-			c, err := b.claim(ctx, g.store, l.token)
-			switch {
-			case err != nil:
-				return nil, err
-			case c.Open:
-				b.forget()
-				l.up = b
-				return nil, nil
-			case c.Claimed:
-				b.forget()
-				l.up, l.probe, l.level = b, true, c.Level
-				return nil, nil
-			}
-			ups[i] = refusedStatus(b.name, c.Value, c.Wait)
-			b.remember(ups[i])
-		}
-	}
-	if len(g.breakers) == 0 {
-		return nil, nil
-	}
-	return upstreamRefusal(l.job, ups), nil
-}
-
-// refusedStatus is an upstream's refusal read with its wait.
-func refusedStatus(name string, u store.Upstream, wait time.Duration) UpstreamStatus {
-	st := UpstreamStatus{Scope: name, State: ScopeCooling, Reason: u.Reason, RetryAfter: max(wait, time.Millisecond)}
-	switch {
-	case u.Mode == store.Pause || u.Paused:
-		st.State = ScopePaused
-	case u.Mode == store.Probe:
-		st.Probing = true
-	}
-	return st
-}
-
-// upstreamRefusal refuses a call every upstream refused: the wait is the
-// soonest any of them reopens.
-func upstreamRefusal(job string, ups []UpstreamStatus) *BlockedError {
-	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: ups}
-	for i, u := range ups {
-		if i == 0 || u.RetryAfter < b.RetryAfter {
-			b.RetryAfter, b.Reason = u.RetryAfter, u.Reason
-		}
-	}
-	return b
 }
 
 // jobRefusal refuses a call by the job's value.

@@ -49,8 +49,8 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	names := &cmdNames{}
 	rdb.AddHook(names)
 	opts := gate.Options{Prefix: redistest.UniqueKey(t),
-		Scope: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour}, Classify: providerBusyClassifier}
+		Upstream: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Classify: providerBusyClassifier}
 	g := newGate(t, rdb, opts)
 	operator := newGate(t, rdb, opts)
 	ctx := context.Background()
@@ -66,7 +66,7 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 			t.Fatalf("refusal by an upstream known to refuse sent %v, want its read alone", got)
 		}
 	}
-	if err := operator.ResetScope(ctx); err != nil {
+	if err := operator.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
 	names.take()
@@ -101,8 +101,8 @@ func TestClusterFormScope(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
-	opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai:prod-key", Cooldown: time.Minute,
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute}, Classify: providerBusyClassifier}
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai:prod-key", Cooldown: time.Minute,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}, Classify: providerBusyClassifier}
 	a := newGate(t, &flaky{Client: rdb}, opts)
 	rec := newRecorder()
 	bOpts := opts
@@ -134,7 +134,7 @@ func TestClusterFormScope(t *testing.T) {
 	if err := lx.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if up := lx.Result().Upstream; up.State != gate.ScopeCooling || up.Scope != opts.Scope || up.RetryAfter <= 0 {
+	if up := lx.Result().Upstream; up.State != gate.UpstreamCoolingDown || up.Upstream != opts.Upstream || up.RetryAfter <= 0 {
 		t.Fatalf("provider-wide failure: upstream %+v, want the scope cooling", up)
 	}
 	// b never saw the scope cooling: its acquire runs beside the scope read.
@@ -151,7 +151,7 @@ func TestClusterFormScope(t *testing.T) {
 	if evs := rec.drain(); countKind(evs, gate.EventRedisError) != 0 {
 		t.Fatalf("b's events %+v: a Redis error, though the undo of its acquire succeeded", evs)
 	}
-	if st.Upstream.State != gate.ScopeCooling || st.Upstream.Scope != opts.Scope || st.Upstream.RetryAfter <= 0 {
+	if st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.Upstream != opts.Upstream || st.Upstream.RetryAfter <= 0 {
 		t.Fatalf("Status upstream: %+v, want the scope cooling", st.Upstream)
 	}
 	// b has seen it now: the scope is read first, alone.
@@ -177,7 +177,7 @@ func TestClusterFormScope(t *testing.T) {
 	if err := probe.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if up := probe.Result().Upstream; up.State != gate.ScopeOpen {
+	if up := probe.Result().Upstream; up.State != gate.UpstreamOpen {
 		t.Fatalf("probe's success: upstream %+v, want open", up)
 	}
 	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {
@@ -241,10 +241,10 @@ func (k *keyDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestScopeUnreachable(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
-	scopeKey, _ := keyspace.Scope(prefix, "openai:prod-key")
+	scopeKey, _ := keyspace.Upstream(prefix, "openai:prod-key")
 	sd := &keyDown{key: scopeKey}
 	rdb.AddHook(sd)
-	g := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "openai:prod-key"})
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai:prod-key"})
 	ctx := context.Background()
 	if err := g.Do(ctx, "warm-up", okFn); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
 // decide is the gate's one decision: what a run's end writes to its job
@@ -30,14 +31,14 @@ type decideIn struct {
 	// hist is the job's last settled value, which the run's acquire took
 	// over: its attempt count and its last failure.
 	hist store.Job
-	// upstream: the run used an upstream (Options.Scope or Fallbacks).
+	// upstream: the run used an upstream (Options.Upstream or Fallbacks).
 	upstream bool
 	// probe: the run probes its upstream after a cooldown or pause; level
 	// is the trips in a row before it.
 	probe bool
 	level int
 	// wave: a permanent failure is part of a wave of its reason in the
-	// upstream (ScopePolicy.PermanentWave), or the upstream is paused for
+	// upstream (UpstreamPolicy.PermanentWave), or the upstream is paused for
 	// that reason already.
 	wave bool
 	// fallback: the gate has another upstream for the job's next call.
@@ -57,29 +58,10 @@ type jobWrite struct {
 	reason, evidence string
 }
 
-// scopeOp is what a run's end does to its upstream.
-type scopeOp uint8
-
-const (
-	scopeNone   scopeOp = iota
-	scopeOpen           // the probe's call reached the upstream: open it
-	scopeCancel         // the probe's call did not reach it: the next call probes
-	scopeCool           // a provider-wide transient failure
-	scopePause          // a provider-wide systemic failure, or a wave
-	scopeCount          // one more 5xx in the upstream's window
-)
-
-// scopeWrite is what a run's end does to its upstream.
-type scopeWrite struct {
-	op     scopeOp
-	ttl    time.Duration // cool, pause
-	reason string
-}
-
 // decision is decide's answer.
 type decision struct {
-	job   jobWrite
-	scope scopeWrite
+	job      jobWrite
+	upstream upstream.Write
 }
 
 // minProviderWait is the shortest cooldown a provider's hint sets, so a
@@ -97,7 +79,7 @@ func (g *Gate) decide(in decideIn) decision {
 	}
 	var d decision
 	if in.probe {
-		d.scope.op = scopeOpen // the upstream answered, unless a row says otherwise
+		d.upstream.Op = upstream.Reopen // the upstream answered, unless a row says otherwise
 	}
 	switch in.out {
 	case outSuccess:
@@ -108,10 +90,10 @@ func (g *Gate) decide(in decideIn) decision {
 		return d
 	case outRelease:
 		d.job = keepHist
-		d.scope = cancelIfProbe(in)
+		d.upstream = unclaimIfProbe(in)
 		return d
 	case outCanceled:
-		d.scope = cancelIfProbe(in)
+		d.upstream = unclaimIfProbe(in)
 		if o.CanceledCooldown <= 0 {
 			d.job = keepHist
 			return d
@@ -125,20 +107,20 @@ func (g *Gate) decide(in decideIn) decision {
 	case v.ProviderWide && (v.Class == classify.ClassTransient || v.Class == classify.ClassSystemic):
 		// The provider's or the key's limits, not the job: no attempt
 		// counted, never Failed.
-		d.scope = scopeWrite{op: scopeCool, reason: v.Reason, ttl: g.scopeCooldown(v.RetryAfter, in)}
+		d.upstream = upstream.Write{Op: upstream.Throttle, Reason: v.Reason, TTL: g.upstreamCooldown(v.RetryAfter, in)}
 		wait := o.Cooldown
 		if in.upstream {
-			wait = o.ScopePolicy.Cooldown
+			wait = o.UpstreamPolicy.Cooldown
 		}
 		if v.RetryAfter > 0 {
 			wait = max(v.RetryAfter, minProviderWait)
 		}
 		if v.Class == classify.ClassSystemic {
-			d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
+			d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: o.UpstreamPolicy.PauseTTL}
 			wait = max(v.RetryAfter, o.Cooldown)
 		}
 		if !in.upstream {
-			d.scope = scopeWrite{}
+			d.upstream = upstream.Write{}
 		}
 		d.job = g.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {
@@ -157,7 +139,7 @@ func (g *Gate) decide(in decideIn) decision {
 		// Many jobs rejected for one reason: not theirs. Pause the
 		// upstream for it, cool the job, count nothing.
 		d.job = g.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
-		d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
+		d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: o.UpstreamPolicy.PauseTTL}
 	case v.Class == classify.ClassPermanent && (!v.Suspect || confirmed(h, v)):
 		d.job = g.failed(h.Attempts+1, v)
 	case v.Class == classify.ClassPermanent:
@@ -168,7 +150,7 @@ func (g *Gate) decide(in decideIn) decision {
 	default: // transient, the job's
 		d.job = g.counted(h.Attempts+1, v)
 		if !in.probe && v.Reason == classify.ReasonUpstream5xx && in.upstream {
-			d.scope = scopeWrite{op: scopeCount, reason: v.Reason, ttl: o.ScopePolicy.Cooldown}
+			d.upstream = upstream.Write{Op: upstream.Count, Reason: v.Reason, TTL: o.UpstreamPolicy.Cooldown}
 		}
 	}
 	return d
@@ -180,11 +162,11 @@ func confirmed(h store.Job, v classify.Verdict) bool {
 	return h.Suspect && h.Reason == v.Reason && h.Evidence == v.Evidence
 }
 
-func cancelIfProbe(in decideIn) scopeWrite {
+func unclaimIfProbe(in decideIn) upstream.Write {
 	if in.probe {
-		return scopeWrite{op: scopeCancel}
+		return upstream.Write{Op: upstream.Unclaim}
 	}
-	return scopeWrite{}
+	return upstream.Write{}
 }
 
 // cooling is a cooldown that counts no attempt.
@@ -214,14 +196,14 @@ func (g *Gate) capWait(d time.Duration) time.Duration {
 	return max(min(d, g.opts.MaxCooldown), time.Millisecond)
 }
 
-// scopeCooldown is how long a provider-wide transient failure cools the
-// upstream: the provider's hint, else ScopePolicy.Cooldown, escalated by
+// upstreamCooldown is how long a provider-wide transient failure cools the
+// upstream: the provider's hint, else UpstreamPolicy.Cooldown, escalated by
 // BackoffFactor per failed probe in a row; at most MaxCooldown.
-func (g *Gate) scopeCooldown(hint time.Duration, in decideIn) time.Duration {
+func (g *Gate) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
 	if hint > 0 {
 		return g.capWait(hint)
 	}
-	d := float64(g.opts.ScopePolicy.Cooldown)
+	d := float64(g.opts.UpstreamPolicy.Cooldown)
 	if in.probe {
 		d *= math.Pow(g.opts.BackoffFactor, float64(in.level))
 	}

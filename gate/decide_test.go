@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
 // One row per arrow of the state diagram in doc.go: what a run's end
@@ -15,7 +16,7 @@ func TestDecide(t *testing.T) {
 		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxCooldown: time.Hour, BackoffFactor: 2, Jitter: -1,
 		AttemptsTTL: 24 * time.Hour, FailedTTL: 7 * 24 * time.Hour, MaxAttempts: 5,
 		CanceledCooldown: 3 * time.Second, FallbackCooldown: 2 * time.Second,
-		ScopePolicy: ScopePolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
+		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
 	}}
 	const (
 		keep = 24 * time.Hour
@@ -37,106 +38,106 @@ func TestDecide(t *testing.T) {
 	suspectBefore := store.Job{Kind: store.Cooling, Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:400"}
 
 	for _, tc := range []struct {
-		arrow string
-		in    decideIn
-		job   jobWrite
-		scope scopeWrite
+		arrow    string
+		in       decideIn
+		job      jobWrite
+		upstream upstream.Write
 	}{
 		// Running ──success──▶
 		{"success: Ready (DoneTTL 0), the history gone", decideIn{out: outSuccess, hist: twoFailures},
-			jobWrite{kind: store.Done, state: Ready}, scopeWrite{}},
+			jobWrite{kind: store.Done, state: Ready}, upstream.Write{}},
 		{"success of the probe: the upstream opens", decideIn{out: outSuccess, upstream: true, probe: true},
-			jobWrite{kind: store.Done, state: Ready}, scopeWrite{op: scopeOpen}},
+			jobWrite{kind: store.Done, state: Ready}, upstream.Write{Op: upstream.Reopen}},
 		// ─transient, the job's─▶ CoolingDown, attempt counted
 		{"transient, attempt 3: Cooldown·2²", decideIn{out: outFailure, v: transient, hist: twoFailures},
-			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
 		{"transient with a longer hint: the hint", decideIn{out: outFailure, v: hinted},
-			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "timeout"}, upstream.Write{}},
 		{"transient, attempt 7: at most MaxCooldown", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 3}},
-			jobWrite{kind: store.Cooling, ttl: 40 * time.Minute, keep: keep, state: CoolingDown, attempts: 4, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 40 * time.Minute, keep: keep, state: CoolingDown, attempts: 4, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
 		{"a 5xx counts in the upstream's window", decideIn{out: outFailure, v: upstream5xx, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason},
-			scopeWrite{op: scopeCount, reason: upstream5xx.Reason, ttl: 10 * time.Second}},
+			upstream.Write{Op: upstream.Count, Reason: upstream5xx.Reason, TTL: 10 * time.Second}},
 		{"a 5xx of the probe opens the upstream (it answered)", decideIn{out: outFailure, v: upstream5xx, upstream: true, probe: true},
-			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, scopeWrite{op: scopeOpen}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, upstream.Write{Op: upstream.Reopen}},
 		// ─MaxAttempts reached─▶ Failed
 		{"transient, MaxAttempts reached: Failed", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 4}},
-			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
 		// ─permanent, with proof─▶ Failed
 		{"permanent with proof: Failed at once", decideIn{out: outFailure, v: proof, upstream: true},
-			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 1, reason: proof.Reason, evidence: proof.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 1, reason: proof.Reason, evidence: proof.Evidence}, upstream.Write{}},
 		// ─permanent, suspect, first─▶ CoolingDown, attempt counted
 		{"suspect, first seen: cools, counted, remembered as suspect", decideIn{out: outFailure, v: suspect, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, suspect: true,
-				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+				reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		{"suspect after another failure: still first seen", decideIn{out: outFailure, v: suspect, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, suspect: true,
-				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+				reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		{"suspect after another suspect (other evidence): still first seen",
 			decideIn{out: outFailure, v: suspect, hist: store.Job{Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:422"}},
 			jobWrite{kind: store.Cooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, suspect: true,
-				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+				reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		{"suspect, MaxAttempts reached: Failed", decideIn{out: outFailure, v: suspect, hist: store.Job{Attempts: 4}},
-			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		// ─permanent, suspect, again─▶ Failed
 		{"suspect confirmed by the next attempt: Failed", decideIn{out: outFailure, v: suspect, hist: suspectBefore},
-			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 2, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 2, reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		// ─permanent, a wave upstream─▶ CoolingDown, no attempt; the upstream pauses
 		{"proof in a wave: cools, not counted, the upstream paused", decideIn{out: outFailure, v: proof, upstream: true, wave: true, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: proof.Reason, evidence: proof.Evidence},
-			scopeWrite{op: scopePause, reason: proof.Reason, ttl: 10 * time.Minute}},
+			upstream.Write{Op: upstream.Suspend, Reason: proof.Reason, TTL: 10 * time.Minute}},
 		{"suspect confirmed, but in a wave: cools", decideIn{out: outFailure, v: suspect, upstream: true, wave: true, hist: suspectBefore},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: suspect.Reason, evidence: suspect.Evidence},
-			scopeWrite{op: scopePause, reason: suspect.Reason, ttl: 10 * time.Minute}},
+			upstream.Write{Op: upstream.Suspend, Reason: suspect.Reason, TTL: 10 * time.Minute}},
 		// ─provider-wide, transient─▶
 		{"rate limit, no hint: the upstream's cooldown, not counted", decideIn{out: outFailure, v: rateLimited, upstream: true, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 10 * time.Second}},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 10 * time.Second}},
 		{"rate limit with a hint: the hint for both", decideIn{out: outFailure, v: rateHint, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: 30 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 30 * time.Second}},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 30 * time.Second}},
 		{"a hint of 5 ms: the job waits a second", decideIn{out: outFailure, v: tinyHint, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 5 * time.Millisecond}},
-		{"rate limit without a Scope: Cooldown, no upstream", decideIn{out: outFailure, v: rateLimited},
-			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "rate_limited"}, scopeWrite{}},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 5 * time.Millisecond}},
+		{"rate limit without a Upstream: Cooldown, no upstream", decideIn{out: outFailure, v: rateLimited},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "rate_limited"}, upstream.Write{}},
 		{"the probe rate-limited again, level 2: escalates ×2²", decideIn{out: outFailure, v: rateLimited, upstream: true, probe: true, level: 2},
 			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 40 * time.Second}},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 40 * time.Second}},
 		// ─provider-wide, systemic─▶
 		{"quota: the job cools Cooldown, the upstream pauses", decideIn{out: outFailure, v: quota, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
-			scopeWrite{op: scopePause, reason: "quota_exhausted", ttl: 10 * time.Minute}},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Minute}},
 		// with Fallbacks: FallbackCooldown
 		{"rate limit with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: rateHint, upstream: true, fallback: true},
 			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 30 * time.Second}},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 30 * time.Second}},
 		{"quota with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: quota, upstream: true, fallback: true},
 			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
-			scopeWrite{op: scopePause, reason: "quota_exhausted", ttl: 10 * time.Minute}},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Minute}},
 		// ─systemic, the job's─▶
 		{"model not found: cools Cooldown, not counted, upstream untouched", decideIn{out: outFailure, v: model, upstream: true, hist: twoFailures},
-			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, upstream.Write{}},
 		// ─released─▶ Ready, attempts kept
 		{"released: Ready, history kept", decideIn{out: outRelease, hist: twoFailures},
-			jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, upstream.Write{}},
 		{"released, no history: the key goes", decideIn{out: outRelease},
-			jobWrite{kind: store.Cooling, state: Ready}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, state: Ready}, upstream.Write{}},
 		{"the probe released: the next call probes", decideIn{out: outRelease, upstream: true, probe: true},
-			jobWrite{kind: store.Cooling, state: Ready}, scopeWrite{op: scopeCancel}},
+			jobWrite{kind: store.Cooling, state: Ready}, upstream.Write{Op: upstream.Unclaim}},
 		// ─caller cancelled─▶
 		{"cancelled with CanceledCooldown: cools, not counted", decideIn{out: outCanceled, hist: twoFailures},
-			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, upstream.Write{}},
 		{"the probe cancelled: the next call probes", decideIn{out: outCanceled, upstream: true, probe: true},
-			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, scopeWrite{op: scopeCancel}},
+			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, upstream.Write{Op: upstream.Unclaim}},
 	} {
 		t.Run(tc.arrow, func(t *testing.T) {
 			got := g.decide(tc.in)
 			if got.job != tc.job {
 				t.Errorf("job:\n got %+v\nwant %+v", got.job, tc.job)
 			}
-			if got.scope != tc.scope {
-				t.Errorf("upstream:\n got %+v\nwant %+v", got.scope, tc.scope)
+			if got.upstream != tc.upstream {
+				t.Errorf("upstream:\n got %+v\nwant %+v", got.upstream, tc.upstream)
 			}
 		})
 	}

@@ -21,7 +21,7 @@ var (
 	ErrFailed = errors.New("gate: job failed permanently")
 	// ErrDone: the job succeeded and is held as done (Options.DoneTTL).
 	ErrDone = errors.New("gate: job is done")
-	// ErrUpstreamCooling: every upstream of the gate (Options.Scope and
+	// ErrUpstreamCooling: every upstream of the gate (Options.Upstream and
 	// Fallbacks) is cooling down, paused or being probed after a
 	// provider-wide failure; no job of the gate runs.
 	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
@@ -88,11 +88,11 @@ func (e *BlockedError) Error() string {
 		for _, u := range e.Upstreams {
 			switch {
 			case u.Probing:
-				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.Scope, u.Reason, u.RetryAfter))
-			case u.State == ScopePaused:
-				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.Scope, u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.name(), u.Reason, u.RetryAfter))
+			case u.State == UpstreamPaused:
+				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.name(), u.Reason, u.RetryAfter))
 			default:
-				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.Scope, u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.name(), u.Reason, u.RetryAfter))
 			}
 		}
 		return "gate: upstream " + strings.Join(parts, "; upstream ")

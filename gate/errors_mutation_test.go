@@ -27,11 +27,11 @@ func TestRetryAfterOfEachError(t *testing.T) {
 		{"failed", &gate.BlockedError{Job: "j", State: gate.Failed}, 0, false},
 		{"done", &gate.BlockedError{Job: "j", State: gate.Done}, 0, false},
 		{"scope cooling", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: 3 * time.Second,
-			Upstreams: []gate.UpstreamStatus{{Scope: "s", State: gate.ScopeCooling, RetryAfter: 3 * time.Second}}}, 3 * time.Second, true},
+			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamCoolingDown, RetryAfter: 3 * time.Second}}}, 3 * time.Second, true},
 		{"scope paused", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: 10 * time.Minute,
-			Upstreams: []gate.UpstreamStatus{{Scope: "s", State: gate.ScopePaused, RetryAfter: 10 * time.Minute}}}, 10 * time.Minute, true},
+			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamPaused, RetryAfter: 10 * time.Minute}}}, 10 * time.Minute, true},
 		{"no wait known", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling,
-			Upstreams: []gate.UpstreamStatus{{Scope: "s", State: gate.ScopeCooling}}}, 0, false},
+			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamCoolingDown}}}, 0, false},
 		{"call cooled", &gate.CallError{Job: "j", State: gate.CoolingDown, RetryAfter: 7 * time.Second, Err: errBoom}, 7 * time.Second, true},
 		{"call failed", &gate.CallError{Job: "j", State: gate.Failed, Err: errBoom}, 0, false},
 		{"wrapped", fmt.Errorf("handler: %w", &gate.BlockedError{Job: "j", State: gate.CoolingDown, RetryAfter: time.Second}), time.Second, true},
@@ -51,7 +51,7 @@ func TestRetryAfterOfEachError(t *testing.T) {
 func TestRetryAfterOfPausedScope(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}})
 			_ = failWith(t, g, "a", errQuota)
 			err := g.Do(context.Background(), "b", okFn)
 			if !errors.Is(err, gate.ErrUpstreamCooling) {
@@ -83,15 +83,15 @@ func TestBlockedErrorSentinels(t *testing.T) {
 		{&gate.BlockedError{Job: "j", State: gate.Done}, gate.ErrDone, `gate: job "j" is done`},
 		{&gate.BlockedError{Job: "j", State: gate.Running, RetryAfter: 4 * time.Second}, gate.ErrInFlight, `gate: job "j" is already running, retry in about 4s`},
 		{&gate.BlockedError{Job: "j", State: gate.UpstreamCooling, Reason: "overloaded", RetryAfter: time.Second,
-			Upstreams: []gate.UpstreamStatus{{Scope: "s", State: gate.ScopeCooling, Reason: "overloaded", RetryAfter: time.Second}}},
+			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamCoolingDown, Reason: "overloaded", RetryAfter: time.Second}}},
 			gate.ErrUpstreamCooling, `gate: upstream "s" is cooling down (overloaded), retry in 1s`},
 		{&gate.BlockedError{Job: "j", State: gate.UpstreamCooling, Reason: "quota_exhausted", RetryAfter: time.Minute,
-			Upstreams: []gate.UpstreamStatus{{Scope: "s", State: gate.ScopePaused, Reason: "quota_exhausted", RetryAfter: time.Minute}}},
+			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamPaused, Reason: "quota_exhausted", RetryAfter: time.Minute}}},
 			gate.ErrUpstreamCooling, `gate: upstream "s" is paused (quota_exhausted) for 1m0s or until reset`},
 		{&gate.BlockedError{Job: "j", State: gate.UpstreamCooling, Reason: "rate_limited", RetryAfter: 2 * time.Second,
 			Upstreams: []gate.UpstreamStatus{
-				{Scope: "a", State: gate.ScopeCooling, Reason: "rate_limited", RetryAfter: 2 * time.Second},
-				{Scope: "b", State: gate.ScopeCooling, Reason: "overloaded", Probing: true, RetryAfter: 5 * time.Second}}},
+				{Upstream: "a", State: gate.UpstreamCoolingDown, Reason: "rate_limited", RetryAfter: 2 * time.Second},
+				{Upstream: "b", State: gate.UpstreamCoolingDown, Reason: "overloaded", Probing: true, RetryAfter: 5 * time.Second}}},
 			gate.ErrUpstreamCooling, `gate: upstream "a" is cooling down (rate_limited), retry in 2s; upstream "b" is being probed (overloaded), retry in 5s`},
 	} {
 		t.Run(tc.text, func(t *testing.T) {

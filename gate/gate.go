@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate/internal/hub"
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and its upstreams.
@@ -19,11 +20,9 @@ type Gate struct {
 	opts  Options
 	obs   Observer
 
-	// breakers are the upstreams, Options.Scope then Options.Fallbacks;
-	// empty without a Scope. upstreamKeys are their keys, read by every
-	// acquire.
-	breakers     []*breaker
-	upstreamKeys []string
+	// ups are the upstreams' breakers, Options.Upstream then Fallbacks;
+	// one that always permits without an Upstream.
+	ups *upstream.Set
 
 	flight    flight    // in-process merging (flight.go)
 	unwritten unwritten // failures Redis did not take (unwritten.go)
@@ -70,13 +69,12 @@ func New(rdb Client, opts Options) (*Gate, error) {
 		return nil, &optionsError{problems: []string{fmt.Sprintf(
 			"WaitReplicas: needs a client that can pin a connection (a *redis.Client, a *redis.ClusterClient or a wrapper embedding one: WAIT must run on the connection that wrote the lock), got %T", rdb)}}
 	}
-	if o.Scope != "" {
-		for _, name := range append([]string{o.Scope}, o.Fallbacks...) {
-			b := newBreaker(o.Prefix, name, o)
-			g.breakers = append(g.breakers, b)
-			g.upstreamKeys = append(g.upstreamKeys, b.key)
-		}
+	var names []string
+	if o.Upstream != "" {
+		names = append([]string{o.Upstream}, o.Fallbacks...)
 	}
+	p := o.UpstreamPolicy
+	g.ups = upstream.NewSet(o.Prefix, names, upstream.Policy{AllowedFails: p.AllowedFails, FailWindow: p.FailWindow, PermanentWave: p.PermanentWave})
 	return g, nil
 }
 

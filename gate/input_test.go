@@ -94,8 +94,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"jitter 1", gate.Options{Jitter: 1}, []string{"Jitter"}},
 		{"negative attempts", gate.Options{MaxAttempts: -1}, []string{"MaxAttempts"}},
 		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
-		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, ScopePolicy: gate.ScopePolicy{PauseTTL: -1}},
-			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "ScopePolicy.PauseTTL"}},
+		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}},
+			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "UpstreamPolicy.PauseTTL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestOptionsDefaultsAndShortValues(t *testing.T) {
 	}
 	o := g.Options()
 	if o.Lease != time.Minute || o.Cooldown != 5*time.Minute || o.MaxCooldown != time.Hour || o.BackoffFactor != 2 ||
-		o.Jitter != 0.1 || o.ScopePolicy.AllowedFails != 3 || o.FailedTTL != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
+		o.Jitter != 0.1 || o.UpstreamPolicy.AllowedFails != 3 || o.FailedTTL != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
 		t.Fatalf("defaults: %+v", o)
 	}
 	// Tests and demos use very short values.
@@ -249,7 +249,7 @@ func TestCallerDeadlineWhileRedisHangs(t *testing.T) {
 func TestEveryKeyHasTTL(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{DoneTTL: time.Minute, MaxAttempts: 2, Scope: "up",
+			g := newGate(t, tg.Client, gate.Options{DoneTTL: time.Minute, MaxAttempts: 2, Upstream: "up",
 				Cooldown: time.Minute, Jitter: -1})
 			ctx := context.Background()
 			_ = g.Do(ctx, "ok", func(context.Context, *gate.Lease) error { return nil })

@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/code"
 )
 
@@ -41,10 +42,8 @@ type grant struct {
 	token   store.Token
 	fence   int64
 	attempt int
-	hist    store.Job // the job's last settled value, for decide
-	up      *breaker  // the upstream this run uses; nil without one
-	probe   bool      // this run probes up after its cooldown or pause
-	level   int       // up's trips in a row before the probe
+	hist    store.Job       // the job's last settled value, for decide
+	up      upstream.Choice // the upstream this run uses, and whether it probes it
 }
 
 // Result is what a settle recorded.
@@ -80,15 +79,15 @@ func LeaseFromContext(ctx context.Context) *Lease {
 	return l
 }
 
-// Scope names the upstream this run must call: Options.Scope, or the
-// first of Options.Fallbacks that was open when the lease was taken; ""
-// without upstreams. Its outcome cools or opens that upstream only.
-func (l *Lease) Scope() string {
-	if l.up == nil {
-		return ""
-	}
-	return l.up.name
-}
+// Upstream names the upstream this run must call: Options.Upstream, or
+// the first of Options.Fallbacks that was open when the lease was taken;
+// "" without upstreams. Its outcome cools or opens that upstream only.
+func (l *Lease) Upstream() string { return l.up.Name() }
+
+// Scope names the upstream this run must call.
+//
+// Deprecated: use Upstream.
+func (l *Lease) Scope() string { return l.up.Name() }
 
 // Fence returns the fencing token: it strictly increases across the
 // acquisitions of a job (0 for an ungated lease). A store that keeps the

@@ -116,10 +116,10 @@ func TestScopeFailureIsOneSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
-	g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Cooldown: time.Minute, Classify: providerBusyClassifier})
+	g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Classify: providerBusyClassifier})
 	ctx := context.Background()
 	_ = failWith(t, g, "warm-up", errProviderBusy) // loads the scripts
-	if err := g.ResetScope(ctx); err != nil {
+	if err := g.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
 	names.take()
@@ -133,7 +133,7 @@ func TestScopeFailureIsOneSettle(t *testing.T) {
 	if got := names.take(); !equalNames(got, []string{"[pttl set time get]", "[evalsha evalsha]"}) {
 		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET with the acquire, then the job's settle with the upstream's trip", got)
 	}
-	if up := l.Result().Upstream; up.State != gate.ScopeCooling {
+	if up := l.Result().Upstream; up.State != gate.UpstreamCoolingDown {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)
 	}
 }
@@ -145,7 +145,7 @@ func TestScopeEventOnlyWhenItCools(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	rec := newRecorder()
 	err5xx := errors.New("500 internal server error")
-	g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
+	g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
 		Classify: func(err error) classify.Verdict {
 			if errors.Is(err, err5xx) {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
@@ -154,12 +154,12 @@ func TestScopeEventOnlyWhenItCools(t *testing.T) {
 		}})
 	_ = failWith(t, g, "a", err5xx)
 	evs := rec.drain()
-	if n := countKind(evs, gate.EventScopeCooling) + countKind(evs, gate.EventScopePaused); n != 0 {
+	if n := countKind(evs, gate.EventUpstreamCooling) + countKind(evs, gate.EventUpstreamPaused); n != 0 {
 		t.Fatalf("one tolerated 5xx: events %+v, want no scope event", evs)
 	}
 	_ = failWith(t, g, "b", errProviderBusy)
 	evs = rec.drain()
-	if n := countKind(evs, gate.EventScopeCooling); n != 1 {
+	if n := countKind(evs, gate.EventUpstreamCooling); n != 1 {
 		t.Fatalf("rate limit: events %+v, want one scope_cooling", evs)
 	}
 }
@@ -179,7 +179,7 @@ func TestProviderWideJobCooldown(t *testing.T) {
 	}
 	noScope := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1, Classify: classifier})
 	scoped := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1, Classify: classifier,
-		Scope: "openai:prod-key", ScopePolicy: gate.ScopePolicy{Cooldown: 20 * time.Second}})
+		Upstream: "openai:prod-key", UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 20 * time.Second}})
 	for i, tc := range []struct {
 		g    *gate.Gate
 		hint time.Duration

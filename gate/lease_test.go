@@ -346,7 +346,7 @@ func TestCoalescedCallsShareTheRefusal(t *testing.T) {
 // upstream to call, the fence to write with); any other context names none.
 func TestLeaseFromContext(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Scope: "primary"})
+	g := newGate(t, rdb, gate.Options{Upstream: "primary"})
 	ctx := context.Background()
 	if l := gate.LeaseFromContext(ctx); l != nil {
 		t.Fatalf("a plain context names lease %v", l)
@@ -354,7 +354,7 @@ func TestLeaseFromContext(t *testing.T) {
 	err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 		derived, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if got := gate.LeaseFromContext(derived); got != l || got.Scope() != "primary" || got.Fence() == 0 {
+		if got := gate.LeaseFromContext(derived); got != l || got.Upstream() != "primary" || got.Fence() == 0 {
 			t.Errorf("LeaseFromContext: %v, want fn's lease %v", got, l)
 		}
 		return nil

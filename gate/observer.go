@@ -32,22 +32,33 @@ const (
 	// Unless ContinueOnLeaseLost no settle follows, and Held is set here.
 	EventLeaseLost
 	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
-	// names it: "acquire", "settle", "renew", "undo" or "scope").
+	// names it: "acquire", "settle", "renew", "undo" or "scope", an
+	// upstream's breaker).
 	EventRedisError
 	// EventFailOpen: Redis was unreachable and fn ran ungated (FailOpen).
 	EventFailOpen
-	// EventScopeCooling: a provider-wide failure cooled the upstream scope
+	// EventUpstreamCooling: a provider-wide failure cooled the upstream
 	// for Cooldown.
-	EventScopeCooling
-	// EventScopePaused: a systemic failure (credentials, quota) paused the
-	// upstream scope: one probe call after ScopePolicy.PauseTTL, until an
+	EventUpstreamCooling
+	// EventUpstreamPaused: a systemic failure (credentials, quota) paused
+	// the upstream: one probe call after UpstreamPolicy.PauseTTL, until an
 	// operator fixes the cause and resets it (loud).
-	EventScopePaused
+	EventUpstreamPaused
 	// EventWarning: something an operator must look at (loud). Reason says
 	// what: a Warn* constant.
 	EventWarning
 )
 
+// Deprecated names of EventUpstreamCooling and EventUpstreamPaused.
+const (
+	// Deprecated: use EventUpstreamCooling.
+	EventScopeCooling = EventUpstreamCooling
+	// Deprecated: use EventUpstreamPaused.
+	EventScopePaused = EventUpstreamPaused
+)
+
+// eventNames are the kinds' metric labels; the upstream's two keep their
+// first names, which dashboards know.
 var eventNames = [...]string{"", "acquired", "refused", "settled", "renewed", "lease_lost",
 	"redis_error", "fail_open", "scope_cooling", "scope_paused", "warning"}
 
@@ -65,10 +76,10 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind EventKind
 	Job  string
-	// Scope is the upstream the event concerns: the one a lease ran on,
-	// the one a failure cooled; the gate's Scope when no single upstream
-	// is concerned (a refusal, a Redis error on the job).
-	Scope string
+	// Upstream is the upstream the event concerns: the one a lease ran
+	// on, the one a failure cooled; the gate's Options.Upstream when no
+	// single upstream is concerned (a refusal, a Redis error on the job).
+	Upstream string
 	// State is the job's state the event led to or was refused by.
 	State State
 	Fence int64
@@ -85,6 +96,9 @@ type Event struct {
 	// Op names the Redis operation of EventRedisError.
 	Op  string
 	Err error
+
+	// Deprecated: use Upstream, which holds the same name.
+	Scope string
 }
 
 // Observer receives events. Observe is called synchronously on the calling
@@ -98,9 +112,10 @@ type Observer interface {
 // so without an observer the Event is never built.
 func (g *Gate) emit(ctx context.Context, e Event) {
 	if g.obs != nil {
-		if e.Scope == "" {
-			e.Scope = g.opts.Scope
+		if e.Upstream == "" {
+			e.Upstream = g.opts.Upstream
 		}
+		e.Scope = e.Upstream
 		g.obs.Observe(ctx, e)
 	}
 }

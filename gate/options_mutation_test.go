@@ -23,10 +23,10 @@ func TestOptionsLimits(t *testing.T) {
 	}{
 		{"prefix of 256 bytes", gate.Options{Prefix: long(256)}, ""},
 		{"prefix of 257 bytes", gate.Options{Prefix: long(257)}, "Prefix"},
-		{"scope of 256 bytes", gate.Options{Scope: long(256)}, ""},
-		{"scope of 257 bytes", gate.Options{Scope: long(257)}, "Scope"},
-		{"fallback of 256 bytes", gate.Options{Scope: "a", Fallbacks: []string{long(256)}}, ""},
-		{"fallback of 257 bytes", gate.Options{Scope: "a", Fallbacks: []string{long(257)}}, "Fallbacks[0]"},
+		{"scope of 256 bytes", gate.Options{Upstream: long(256)}, ""},
+		{"upstream of 257 bytes", gate.Options{Upstream: long(257)}, "Upstream"},
+		{"fallback of 256 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(256)}}, ""},
+		{"fallback of 257 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(257)}}, "Fallbacks[0]"},
 		{"lease MinLease", gate.Options{Lease: gate.MinLease}, ""},
 		{"lease below MinLease", gate.Options{Lease: gate.MinLease - time.Millisecond}, "Lease"},
 		{"negative lease, named once", gate.Options{Lease: -time.Second}, "Lease"},
@@ -52,8 +52,8 @@ func TestOptionsLimits(t *testing.T) {
 		{"negative wait timeout", gate.Options{WaitTimeout: -time.Second}, "WaitTimeout"},
 		{"negative attempts ttl", gate.Options{AttemptsTTL: -time.Second}, "AttemptsTTL"},
 		{"negative canceled cooldown", gate.Options{CanceledCooldown: -time.Second}, "CanceledCooldown"},
-		{"negative scope cooldown", gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: -time.Second}}, "ScopePolicy.Cooldown"},
-		{"negative fail window", gate.Options{ScopePolicy: gate.ScopePolicy{FailWindow: -time.Second}}, "ScopePolicy.FailWindow"},
+		{"negative scope cooldown", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: -time.Second}}, "UpstreamPolicy.Cooldown"},
+		{"negative fail window", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{FailWindow: -time.Second}}, "UpstreamPolicy.FailWindow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := gate.New(rdb, tc.opts)
@@ -92,11 +92,11 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		{"Timeout", 5 * time.Second, o.Timeout},
 		{"WaitTimeout", 100 * time.Millisecond, o.WaitTimeout},
 		{"ContinueOnLeaseLost", false, o.ContinueOnLeaseLost},
-		{"ScopePolicy.Cooldown", 10 * time.Second, o.ScopePolicy.Cooldown},
-		{"ScopePolicy.AllowedFails", 3, o.ScopePolicy.AllowedFails},
-		{"ScopePolicy.FailWindow", time.Minute, o.ScopePolicy.FailWindow},
-		{"ScopePolicy.PauseTTL", 10 * time.Minute, o.ScopePolicy.PauseTTL},
-		{"ScopePolicy.PermanentWave", 10, o.ScopePolicy.PermanentWave},
+		{"UpstreamPolicy.Cooldown", 10 * time.Second, o.UpstreamPolicy.Cooldown},
+		{"UpstreamPolicy.AllowedFails", 3, o.UpstreamPolicy.AllowedFails},
+		{"UpstreamPolicy.FailWindow", time.Minute, o.UpstreamPolicy.FailWindow},
+		{"UpstreamPolicy.PauseTTL", 10 * time.Minute, o.UpstreamPolicy.PauseTTL},
+		{"UpstreamPolicy.PermanentWave", 10, o.UpstreamPolicy.PermanentWave},
 	} {
 		if c.exp != c.got {
 			t.Errorf("%s: exp %v, got %v", c.name, c.exp, c.got)
@@ -105,7 +105,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 
 	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, BackoffFactor: 3, Jitter: -1,
 		AttemptsTTL: time.Second, FailedTTL: time.Second, DoneTTL: time.Second, Timeout: time.Second, WaitTimeout: time.Second,
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1}}
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1}}
 	g, err = gate.New(rdb, set)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 	o = g.Options()
 	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.MaxCooldown != set.MaxCooldown || o.BackoffFactor != set.BackoffFactor ||
 		o.Jitter != set.Jitter || o.AttemptsTTL != set.AttemptsTTL || o.FailedTTL != set.FailedTTL || o.DoneTTL != set.DoneTTL ||
-		o.Timeout != set.Timeout || o.WaitTimeout != set.WaitTimeout || o.ScopePolicy != set.ScopePolicy {
+		o.Timeout != set.Timeout || o.WaitTimeout != set.WaitTimeout || o.UpstreamPolicy != set.UpstreamPolicy {
 		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
 	}
 }

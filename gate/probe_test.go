@@ -135,7 +135,7 @@ func TestScopeProbeEscalatesThenOpens(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			const base = 200 * time.Millisecond
 			g := scopeGate(t, tg, prefix, gate.Options{BackoffFactor: 2, Jitter: -1,
-				ScopePolicy: gate.ScopePolicy{Cooldown: base}})
+				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base}})
 			other := scopeGate(t, tg, prefix, gate.Options{})
 			_ = failWith(t, g, "a", errOverloaded)
 			for i, want := range []time.Duration{base, 2 * base, 4 * base} {
@@ -143,7 +143,7 @@ func TestScopeProbeEscalatesThenOpens(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if up.State != gate.ScopeCooling || up.RetryAfter > want || up.RetryAfter < want-100*time.Millisecond {
+				if up.State != gate.UpstreamCoolingDown || up.RetryAfter > want || up.RetryAfter < want-100*time.Millisecond {
 					t.Fatalf("window %d: %+v, want cooling for %v", i+1, up, want)
 				}
 				// Wait for the window to end, then probe (and fail again).
@@ -202,14 +202,14 @@ func TestScopeOneProbeAtATime(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
-			o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
+			o := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
 			var rdb gate.Client = tg.Client
 			if rdb == nil {
 				rdb = &gatetest.Flaky{Client: targets[0].Client}
 			}
-			o.ScopePolicy.Cooldown = 100 * time.Millisecond
+			o.UpstreamPolicy.Cooldown = 100 * time.Millisecond
 			g := newGate(t, rdb, o)
-			o.ScopePolicy = gate.ScopePolicy{}
+			o.UpstreamPolicy = gate.UpstreamPolicy{}
 			other := newGate(t, rdb, o)
 			// A job cooling on its own must not take the probe and sit on it.
 			_ = failWith(t, g, "cooling", classify.Transient(errBoom, time.Hour))
@@ -316,7 +316,7 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	srv := redistest.Server(t) // no replica: WAIT never reaches 1
 	ctx := context.Background()
 	prefix := redistest.UniqueKey(t)
-	o := gate.Options{Prefix: prefix, Scope: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
+	o := gate.Options{Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
 	plain := newGate(t, srv.Client(t), o)
 	o.WaitReplicas, o.WaitTimeout = 1, 20*time.Millisecond
 	rec := newRecorder()

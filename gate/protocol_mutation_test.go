@@ -24,7 +24,7 @@ func TestScopeRefusalUndoesTheAcquire(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	cluster := &gatetest.Flaky{Client: rdb}
 	prefix := redistest.UniqueKey(t)
-	o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
+	o := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
 		Classify: upstreamClassifier(time.Hour)}
 	g := newGate(t, cluster, o)
 

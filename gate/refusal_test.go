@@ -201,7 +201,7 @@ func TestRefusalRedisDown(t *testing.T) {
 func TestUpstreamRefusalComesFirst(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour}, Cooldown: time.Minute, Classify: upstreamClassifier(time.Hour)})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Cooldown: time.Minute, Classify: upstreamClassifier(time.Hour)})
 			_ = failWith(t, g, "job", errTransient)
 			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
 				t.Fatalf("job cooling: %+v", b)

@@ -36,20 +36,20 @@ func TestSettleReportsTheScope(t *testing.T) {
 	scopeForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
-		g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
-			Classify: upstreamClassifier(time.Minute), ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}})
+		g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
+			Classify: upstreamClassifier(time.Minute), UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}})
 		for _, tc := range []struct {
 			err    error
-			state  gate.ScopeState
+			state  gate.UpstreamState
 			reason string
 			wait   time.Duration
 			event  gate.EventKind
 		}{
-			{errRateLimited, gate.ScopeCooling, classify.ReasonRateLimited, time.Minute, gate.EventScopeCooling},
-			{errQuota, gate.ScopePaused, classify.ReasonQuotaExhausted, time.Hour, gate.EventScopePaused},
-			{err500, gate.ScopeOpen, "", 0, 0},
+			{errRateLimited, gate.UpstreamCoolingDown, classify.ReasonRateLimited, time.Minute, gate.EventUpstreamCooling},
+			{errQuota, gate.UpstreamPaused, classify.ReasonQuotaExhausted, time.Hour, gate.EventUpstreamPaused},
+			{err500, gate.UpstreamOpen, "", 0, 0},
 		} {
-			if err := g.ResetScope(ctx); err != nil {
+			if err := g.ResetUpstreams(ctx); err != nil {
 				t.Fatal(err)
 			}
 			rec.drain()
@@ -65,11 +65,11 @@ func TestSettleReportsTheScope(t *testing.T) {
 			if up.State != tc.state || up.Reason != tc.reason || up.RetryAfter > tc.wait || up.RetryAfter < tc.wait-time.Second {
 				t.Errorf("%v: Result().Upstream = %+v, want %v (%s) for %v", tc.err, up, tc.state, tc.reason, tc.wait)
 			}
-			if exp, got := "openai:prod-key", up.Scope; exp != got {
-				t.Errorf("%v: Upstream.Scope: exp %q, got %q", tc.err, exp, got)
+			if exp, got := "openai:prod-key", up.Upstream; exp != got {
+				t.Errorf("%v: Upstream.Upstream: exp %q, got %q", tc.err, exp, got)
 			}
 			evs := rec.drain()
-			for _, k := range []gate.EventKind{gate.EventScopeCooling, gate.EventScopePaused} {
+			for _, k := range []gate.EventKind{gate.EventUpstreamCooling, gate.EventUpstreamPaused} {
 				exp := 0
 				if k == tc.event {
 					exp = 1
@@ -92,7 +92,7 @@ func TestRefusedJobGivesTheProbeBack(t *testing.T) {
 	scopeForms(t, func(t *testing.T, rdb gate.Client, advance func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
-		o := gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour, Observer: rec, Prefix: redistest.UniqueKey(t),
+		o := gate.Options{Upstream: "openai:prod-key", Cooldown: time.Hour, Observer: rec, Prefix: redistest.UniqueKey(t),
 			Classify: upstreamClassifier(time.Second)}
 		g := newGate(t, rdb, o)
 		_ = failWith(t, g, "cooling", classify.Transient(errBoom, 0))

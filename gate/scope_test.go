@@ -39,8 +39,8 @@ func upstreamClassifier(hint time.Duration) classify.Func {
 func scopeGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
 	t.Helper()
 	o.Prefix = prefix
-	if o.Scope == "" {
-		o.Scope = "openai:prod-key"
+	if o.Upstream == "" {
+		o.Upstream = "openai:prod-key"
 	}
 	if o.Classify == nil {
 		o.Classify = upstreamClassifier(300 * time.Millisecond)
@@ -56,7 +56,7 @@ func TestScopeCoolsEveryJob(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			g := scopeGate(t, tg, prefix, gate.Options{})
-			other := scopeGate(t, tg, prefix, gate.Options{Scope: "anthropic:key"})
+			other := scopeGate(t, tg, prefix, gate.Options{Upstream: "anthropic:key"})
 			ctx := context.Background()
 
 			var ce *gate.CallError
@@ -75,7 +75,7 @@ func TestScopeCoolsEveryJob(t *testing.T) {
 				return nil
 			})
 			var b *gate.BlockedError
-			if !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) || upstream(b).Scope != "openai:prod-key" || (upstream(b).State == gate.ScopePaused) {
+			if !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) || upstream(b).Upstream != "openai:prod-key" || (upstream(b).State == gate.UpstreamPaused) {
 				t.Fatalf("doc-b: %v, want ErrUpstreamCooling", err)
 			}
 			if d, ok := gate.RetryAfter(err); !ok || d <= 0 || d > 300*time.Millisecond {
@@ -89,7 +89,7 @@ func TestScopeCoolsEveryJob(t *testing.T) {
 				t.Fatalf("refused job has %d keys", n)
 			}
 			st := mustStatus(t, g, "doc-b")
-			if st.State != gate.Ready || st.Upstream.State != gate.ScopeCooling || st.Upstream.Reason != classify.ReasonRateLimited {
+			if st.State != gate.Ready || st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.Reason != classify.ReasonRateLimited {
 				t.Fatalf("status %+v", st)
 			}
 			// Another upstream on the same client is not affected.
@@ -115,10 +115,10 @@ func TestScopeCoolsEveryJob(t *testing.T) {
 
 func TestScopeCooldownWithoutHint(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: 7 * time.Second}, Scope: "s", Classify: upstreamClassifier(0)})
+	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 7 * time.Second}, Upstream: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", errOverloaded)
 	up, err := g.ScopeStatus(context.Background())
-	if err != nil || up.State != gate.ScopeCooling || up.RetryAfter > 7*time.Second || up.RetryAfter < 7*time.Second-50*time.Millisecond || up.Reason != classify.ReasonOverloaded {
+	if err != nil || up.State != gate.UpstreamCoolingDown || up.RetryAfter > 7*time.Second || up.RetryAfter < 7*time.Second-50*time.Millisecond || up.Reason != classify.ReasonOverloaded {
 		t.Fatalf("scope %+v %v, want cooling 7s", up, err)
 	}
 }
@@ -126,16 +126,16 @@ func TestScopeCooldownWithoutHint(t *testing.T) {
 func TestScopeAllowsSome5xx(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{AllowedFails: 2, Cooldown: time.Minute}})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
 			for i, job := range []string{"a", "b"} {
 				_ = failWith(t, g, job, err500)
-				if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeOpen {
+				if up, _ := g.ScopeStatus(context.Background()); up.State != gate.UpstreamOpen {
 					t.Fatalf("after %d 5xx: scope %v, want open", i+1, up.State)
 				}
 			}
 			_ = failWith(t, g, "c", err500)
 			up, err := g.ScopeStatus(context.Background())
-			if err != nil || up.State != gate.ScopeCooling || up.Reason != classify.ReasonUpstream5xx {
+			if err != nil || up.State != gate.UpstreamCoolingDown || up.Reason != classify.ReasonUpstream5xx {
 				t.Fatalf("after 3 5xx: %+v %v, want cooling", up, err)
 			}
 		})
@@ -145,16 +145,16 @@ func TestScopeAllowsSome5xx(t *testing.T) {
 func TestScope5xxWindowSlides(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // the window is read from Redis TIME: it moves with Advance only
-	g := newGate(t, rdb, gate.Options{ScopePolicy: gate.ScopePolicy{AllowedFails: 1, FailWindow: time.Minute}, Scope: "s", Classify: upstreamClassifier(0)})
+	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 1, FailWindow: time.Minute}, Upstream: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", err500)
 	redistest.Advance(m, 2*time.Minute)
 	_ = failWith(t, g, "b", err500)
-	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeOpen {
+	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.UpstreamOpen {
 		t.Fatalf("two 5xx further apart than the window cooled the scope")
 	}
 	redistest.Advance(m, 30*time.Second)
 	_ = failWith(t, g, "c", err500)
-	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.ScopeCooling {
+	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.UpstreamCoolingDown {
 		t.Fatalf("two 5xx inside the window, one more than allowed: scope %v, want cooling", up.State)
 	}
 }
@@ -163,20 +163,20 @@ func TestScopeSystemicPausesUntilReset(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := newRecorder()
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
 			var ce *gate.CallError
 			if err := failWith(t, g, "a", errQuota); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 {
 				t.Fatalf("quota failure: %v (%+v), want the job cooling with no attempt counted", err, ce)
 			}
 			err := g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil })
 			var b *gate.BlockedError
-			if !errors.As(err, &b) || upstream(b).State != gate.ScopePaused || b.RetryAfter < 59*time.Minute {
+			if !errors.As(err, &b) || upstream(b).State != gate.UpstreamPaused || b.RetryAfter < 59*time.Minute {
 				t.Fatalf("while paused: %v", err)
 			}
-			if countKind(rec.drain(), gate.EventScopePaused) != 1 {
+			if countKind(rec.drain(), gate.EventUpstreamPaused) != 1 {
 				t.Fatal("no scope_paused event")
 			}
-			if err := g.ResetScope(context.Background()); err != nil {
+			if err := g.ResetUpstreams(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if err := g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil }); err != nil {
@@ -189,11 +189,11 @@ func TestScopeSystemicPausesUntilReset(t *testing.T) {
 func TestScopePauseOutranksCooldown(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
-	pauser := newGate(t, rdb, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}, Prefix: prefix, Scope: "s", Classify: upstreamClassifier(0)})
-	cooler := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "s", Classify: upstreamClassifier(time.Second)})
+	pauser := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}, Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(0)})
+	cooler := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(time.Second)})
 	_ = failWith(t, pauser, "a", errQuota)
 	// A job that was already running reports a rate limit afterwards.
-	if err := pauser.ResetScope(context.Background()); err != nil {
+	if err := pauser.ResetUpstreams(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	l, err := cooler.Acquire(context.Background(), "b")
@@ -205,7 +205,7 @@ func TestScopePauseOutranksCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	up, _ := cooler.ScopeStatus(context.Background())
-	if up.State != gate.ScopePaused || up.RetryAfter < 59*time.Minute {
+	if up.State != gate.UpstreamPaused || up.RetryAfter < 59*time.Minute {
 		t.Fatalf("scope %+v, want the pause kept", up)
 	}
 }
@@ -215,7 +215,7 @@ func TestScopeCheckRoundTrips(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rt := &roundTrips{}
 			hook(tg, rt)
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute}, Classify: upstreamClassifier(time.Minute)})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}, Classify: upstreamClassifier(time.Minute)})
 			okFn := func(context.Context, *gate.Lease) error { return nil }
 			measure := func(job string) int64 {
 				// Once unmeasured first: on a cluster, scripts are cached per node.

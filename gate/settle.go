@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
@@ -46,15 +47,15 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		defer cancel()
 	}
 
-	in := decideIn{out: out, v: v, hist: l.hist, upstream: l.up != nil, probe: l.probe, level: l.level,
-		fallback: len(g.breakers) > 1}
+	in := decideIn{out: out, v: v, hist: l.hist, upstream: l.up.Guarded(), fallback: g.ups.Len() > 1}
+	in.probe, in.level = l.up.Probe()
 	waveStarted := false
-	if out == outFailure && v.Class == classify.ClassPermanent && l.up != nil {
+	if out == outFailure && v.Class == classify.ClassPermanent {
 		var err error
-		in.wave, waveStarted, err = l.up.wave(rctx, g.store, v.Reason, l.job)
+		in.wave, waveStarted, err = l.up.Wave(rctx, g.store, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", err)})
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("scope", err)})
 		}
 	}
 	d := g.decide(in)
@@ -65,32 +66,28 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
 	}
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
-	var rec record
-	if l.up != nil {
-		rec = l.up.queue(rctx, &t, d.scope, l.token)
-	}
+	rec := l.up.Record(rctx, &t, d.upstream, l.token)
 	t.Send(rctx)
 
 	res := Result{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
 	if d.job.state == CoolingDown {
 		res.RetryAfter = d.job.ttl
 	}
-	if d.scope.op != scopeNone && l.up != nil {
+	res.Upstream = UpstreamStatus{Upstream: l.up.Name(), Scope: l.up.Name()}
+	if d.upstream.Op != upstream.Keep {
 		res.Upstream = l.recordUpstream(ctx, rctx, rec, v, waveStarted)
-	} else if l.up != nil {
-		res.Upstream.Scope = l.up.name
 	}
 
 	rep, err := settled.Result()
 	if err != nil {
 		werr := redisError("settle", err)
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.Scope(), Op: redisop.Settle, Err: werr})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})
 		if d.job.state == CoolingDown || d.job.state == Failed {
 			// The failure is not in Redis: refuse the job here for the
 			// cooldown it should have had, so no retry through this
 			// process runs early; other processes see the lease's TTL.
 			b := g.unwritten.add(l.job, d.job)
-			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Scope: l.Scope(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
+			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
 		}
 		return res, werr
@@ -100,7 +97,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		if !rep.Gone {
 			st = heldState(rep.Found)
 		}
-		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Scope: l.Scope(), State: st,
+		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: st,
 			Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
 		return res, ErrNotOwned
 	}
@@ -108,35 +105,30 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	l.mu.Lock()
 	l.result = res
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Scope: l.Scope(), State: res.State, Fence: l.fence, Attempt: l.attempt,
+	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: res.State, Fence: l.fence, Attempt: l.attempt,
 		Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
 	return res, nil
 }
 
 // recordUpstream reads what the settle did to the run's upstream, sends
 // its events, and returns the upstream's state after it.
-func (l *Lease) recordUpstream(ctx, rctx context.Context, rec record, v classify.Verdict, waveStarted bool) UpstreamStatus {
-	g, b := l.g, l.up
-	st := UpstreamStatus{Scope: b.name}
-	tr, err := b.recorded(rctx, g.store, rec, l.token)
+func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v classify.Verdict, waveStarted bool) UpstreamStatus {
+	g, name := l.g, l.up.Name()
+	u, wrote, err := l.up.Recorded(rctx, g.store, rec, l.token)
+	st := statusOf(u)
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: b.name, Op: redisop.Scope, Err: redisError("scope", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("scope", err)})
 		return st
 	}
-	if tr.Present {
-		st = refusedStatus(b.name, tr.Value, tr.Wait)
-		// This process now knows: its next acquires only read.
-		b.remember(st)
-	}
-	if tr.Wrote && g.obs != nil {
-		kind := EventScopeCooling
-		if st.State == ScopePaused {
-			kind = EventScopePaused
+	if wrote && g.obs != nil {
+		kind := EventUpstreamCooling
+		if st.State == UpstreamPaused {
+			kind = EventUpstreamPaused
 		}
-		g.emit(ctx, Event{Kind: kind, Job: l.job, Scope: b.name, State: UpstreamCooling, Class: v.Class, Reason: st.Reason, Cooldown: st.RetryAfter})
+		g.emit(ctx, Event{Kind: kind, Job: l.job, Upstream: name, State: UpstreamCooling, Class: v.Class, Reason: st.Reason, Cooldown: st.RetryAfter})
 	}
 	if waveStarted {
-		g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Scope: b.name, State: UpstreamCooling, Class: v.Class,
+		g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: name, State: UpstreamCooling, Class: v.Class,
 			Reason: WarnPermanentWave, Cooldown: st.RetryAfter})
 	}
 	return st

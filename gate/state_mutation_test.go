@@ -22,7 +22,7 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 		0: "unknown", gate.EventAcquired: "acquired", gate.EventRefused: "refused",
 		gate.EventSettled: "settled", gate.EventRenewed: "renewed", gate.EventLeaseLost: "lease_lost",
 		gate.EventRedisError: "redis_error", gate.EventFailOpen: "fail_open",
-		gate.EventScopeCooling: "scope_cooling", gate.EventScopePaused: "scope_paused",
+		gate.EventUpstreamCooling: "scope_cooling", gate.EventUpstreamPaused: "scope_paused",
 		gate.EventWarning: "warning", gate.EventWarning + 1: "unknown", 255: "unknown",
 	} {
 		if got := k.String(); got != want {
@@ -34,8 +34,8 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 // An upstream's state names itself as httpmw, the CLI and the metrics show
 // it; a value past the last one is named by its number, never a panic.
 func TestScopeStateNames(t *testing.T) {
-	for s, exp := range map[gate.ScopeState]string{
-		gate.ScopeOpen: "open", gate.ScopeCooling: "cooling", gate.ScopePaused: "paused", 3: "scope_state(3)", 255: "scope_state(255)",
+	for s, exp := range map[gate.UpstreamState]string{
+		gate.UpstreamOpen: "open", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
 	} {
 		if got := s.String(); got != exp {
 			t.Errorf("ScopeState(%d): %q, want %q", uint8(s), got, exp)

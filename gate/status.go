@@ -3,8 +3,6 @@ package gate
 import (
 	"context"
 	"time"
-
-	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Status is a job's state as Redis holds it now. A Status returned with an
@@ -32,10 +30,10 @@ type Status struct {
 	TTL time.Duration
 	// Upstream is the upstream the job's next call would use: the first of
 	// Upstreams that is open, else the one that reopens soonest. Its State
-	// is ScopeOpen without a Scope.
+	// is UpstreamOpen without an upstream.
 	Upstream UpstreamStatus
-	// Upstreams holds each of the gate's upstreams, in order (Options.Scope,
-	// then Fallbacks); nil without a Scope.
+	// Upstreams holds each of the gate's upstreams, in order
+	// (Options.Upstream, then Fallbacks); nil without an upstream.
 	Upstreams []UpstreamStatus
 }
 
@@ -48,10 +46,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	}
 	t := g.store.Trip()
 	read := t.ReadJob(ctx, key)
-	peeks := make([]store.Reply[store.Upstream], len(g.breakers))
-	for i, b := range g.breakers {
-		peeks[i] = t.PeekUpstream(ctx, b.key)
-	}
+	peeks := g.ups.Peek(ctx, &t)
 	t.Send(ctx)
 	r, err := read.Result()
 	if err != nil {
@@ -72,34 +67,13 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	case Failed, Done:
 		st.TTL = v.Left(r.Now)
 	}
-	if len(g.breakers) == 0 {
-		return st, nil
+	ups, err := peeks.Judge(r.Now)
+	if err != nil {
+		return Status{}, redisError("status", err)
 	}
-	st.Upstreams = make([]UpstreamStatus, len(g.breakers))
-	for i, b := range g.breakers {
-		u, err := peeks[i].Result()
-		if err != nil {
-			return Status{}, redisError("status", err)
-		}
-		_, st.Upstreams[i] = b.judge(u, r.Now)
-	}
+	st.Upstreams = statusesOf(ups)
 	st.Upstream = nextUpstream(st.Upstreams)
 	return st, nil
-}
-
-// nextUpstream is the upstream a call would use: the first open one, else
-// the one that reopens soonest.
-func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
-	var soonest UpstreamStatus
-	for i, u := range ups {
-		if !u.refusing() {
-			return u
-		}
-		if i == 0 || u.RetryAfter < soonest.RetryAfter {
-			soonest = u
-		}
-	}
-	return soonest
 }
 
 // Reset clears a job's cooldown, failed or done mark and its attempt count,
@@ -125,32 +99,19 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	return nil
 }
 
-// ScopeStatus reads the state of the gate's first upstream (Options.Scope);
-// ScopeOpen without one. Status reads every upstream.
+// ScopeStatus reads the state of the gate's first upstream; UpstreamOpen
+// without one.
+//
+// Deprecated: use Upstreams, which reads every upstream.
 func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
-	if len(g.breakers) == 0 {
-		return UpstreamStatus{}, nil
+	ups, err := g.Upstreams(ctx)
+	if err != nil || len(ups) == 0 {
+		return UpstreamStatus{}, err
 	}
-	b := g.breakers[0]
-	t := g.store.Trip()
-	read := t.ReadUpstream(ctx, b.key)
-	t.Send(ctx)
-	r, err := read.Result()
-	if err != nil {
-		return UpstreamStatus{}, redisError("scope status", err)
-	}
-	_, st := b.judge(r.Upstream, r.Now)
-	return st, nil
+	return ups[0], nil
 }
 
-// ResetScope ends the cooldown or pause of every upstream of the gate and
-// clears their failure windows (operator action, e.g. after topping up the
-// quota).
-func (g *Gate) ResetScope(ctx context.Context) error {
-	for _, b := range g.breakers {
-		if err := b.reset(ctx, g.store); err != nil {
-			return redisError("scope reset", err)
-		}
-	}
-	return nil
-}
+// ResetScope ends the cooldown or pause of every upstream of the gate.
+//
+// Deprecated: use ResetUpstreams.
+func (g *Gate) ResetScope(ctx context.Context) error { return g.ResetUpstreams(ctx) }

@@ -37,7 +37,7 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 			c := srv.Client(t)
 			names := &cmdNames{}
 			c.AddHook(names)
-			g := newGate(t, tc.wrap(c), gate.Options{Scope: redistest.UniqueKey(t), Cooldown: time.Minute})
+			g := newGate(t, tc.wrap(c), gate.Options{Upstream: redistest.UniqueKey(t), Cooldown: time.Minute})
 			// Load the scripts and open the connection first.
 			if err := g.Do(context.Background(), "warm-up", okFn); err != nil {
 				t.Fatal(err)
@@ -116,7 +116,7 @@ func (p *spentPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
 func TestWrapperPipelinesNotReused(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
 	c := &spentPipes{Client: mc, t: t}
-	g, err := gate.New(c, gate.Options{Prefix: "spent", Scope: "up"})
+	g, err := gate.New(c, gate.Options{Prefix: "spent", Upstream: "up"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	prefix := redistest.UniqueKey(t)
-	scopeKey, _ := keyspace.Scope(prefix, "up")
+	scopeKey, _ := keyspace.Upstream(prefix, "up")
 	sm, err := rdb.MasterForKey(ctx, scopeKey)
 	if err != nil {
 		t.Fatal(err)
@@ -156,10 +156,10 @@ func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 			job = j
 		}
 	}
-	g := newGate(t, rdb, gate.Options{Prefix: prefix, Scope: "up", WaitReplicas: 1, WaitTimeout: 5 * time.Second,
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "up", WaitReplicas: 1, WaitTimeout: 5 * time.Second,
 		Cooldown: time.Hour, Jitter: -1, Classify: upstreamClassifier(time.Hour)})
 	var scope string
-	if err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error { scope = l.Scope(); return nil }); err != nil {
+	if err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error { scope = l.Upstream(); return nil }); err != nil {
 		t.Fatalf("Do with the upstream's key on another master: %v", err)
 	}
 	if scope != "up" {

@@ -22,7 +22,7 @@ func (g *Gate) refused(ctx context.Context, err error) {
 	}
 	e := Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: b.local}
 	if b.State == UpstreamCooling {
-		e.Scope = nextUpstream(b.Upstreams).Scope
+		e.Upstream = nextUpstream(b.Upstreams).Upstream
 	}
 	g.emit(ctx, e)
 }

@@ -421,7 +421,7 @@ func TestWatchSeesTheScope(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.ScopeOpen {
+			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.UpstreamOpen {
 				t.Fatalf("first status %+v, want Done, scope open", st)
 			}
 			_ = failWith(t, other, "other", errRateLimited)
@@ -431,13 +431,13 @@ func TestWatchSeesTheScope(t *testing.T) {
 			case <-time.After(2 * time.Second):
 				t.Fatal("the scope's cooldown was not reported")
 			}
-			if st.State != gate.Done || st.Upstream.State != gate.ScopeCooling || st.Upstream.RetryAfter <= 0 {
+			if st.State != gate.Done || st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.RetryAfter <= 0 {
 				t.Fatalf("status %+v, want Done with the scope cooling", st)
 			}
 			pass(tg, st.Upstream.RetryAfter)
 			select {
 			case st = <-ch:
-				if st.State != gate.Done || st.Upstream.State == gate.ScopeCooling {
+				if st.State != gate.Done || st.Upstream.State == gate.UpstreamCoolingDown {
 					t.Fatalf("status %+v, want Done with the scope's cooldown over", st)
 				}
 			case <-time.After(3 * time.Second):
@@ -708,7 +708,7 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 		for _, scope := range []string{"", "up"} {
 			t.Run(tg.Name+"/scope="+scope, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				opts := gate.Options{Prefix: prefix, Scope: scope, Cooldown: 100 * time.Millisecond, Jitter: -1}
+				opts := gate.Options{Prefix: prefix, Upstream: scope, Cooldown: 100 * time.Millisecond, Jitter: -1}
 				var rt roundTrips
 				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 				other := newGate(t, tg.Client, opts)
@@ -733,7 +733,7 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 // changes (an upstream read the same way twice is no change).
 func TestWatchPollingQuietWithAnUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, &flaky{Client: rdb}, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "up"})
+	g := newGate(t, &flaky{Client: rdb}, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "up"})
 	ch := watching(t, g, "job")
 	if st := <-ch; st.State != gate.Ready || len(st.Upstreams) != 1 {
 		t.Fatalf("first status %+v, want ready with one upstream", st)

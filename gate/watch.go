@@ -29,10 +29,7 @@ func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := []string{key}
-	for _, b := range g.breakers {
-		names = append(names, b.key)
-	}
+	names := append([]string{key}, g.ups.Keys()...)
 	ln := g.hub.Listen(names...)
 	push := ln.Ready(ctx, g.opts.Timeout)
 	st, err := g.Status(ctx, job)

@@ -22,8 +22,8 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 	scopeForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
-		g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", Observer: rec, Cooldown: time.Hour,
-			ScopePolicy: gate.ScopePolicy{PermanentWave: 3, FailWindow: time.Minute, PauseTTL: 10 * time.Minute}})
+		g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Observer: rec, Cooldown: time.Hour,
+			UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 3, FailWindow: time.Minute, PauseTTL: 10 * time.Minute}})
 		late, err := g.Acquire(ctx, "late") // running before the wave
 		if err != nil {
 			t.Fatal(err)
@@ -34,7 +34,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 				t.Fatalf("%s before the wave: %v, want Failed", job, err)
 			}
 		}
-		if evs := rec.drain(); countKind(evs, gate.EventScopePaused)+countKind(evs, gate.EventWarning) != 0 {
+		if evs := rec.drain(); countKind(evs, gate.EventUpstreamPaused)+countKind(evs, gate.EventWarning) != 0 {
 			t.Fatalf("before the wave: %v", evs)
 		}
 
@@ -43,7 +43,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 			t.Fatalf("j3 makes the wave: %v, want it cooling, not Failed", err)
 		}
 		up, err := g.ScopeStatus(ctx)
-		if err != nil || up.State != gate.ScopePaused || up.Reason != "account_inactive" ||
+		if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" ||
 			up.RetryAfter > 10*time.Minute || up.RetryAfter < 9*time.Minute {
 			t.Fatalf("scope after the wave: %+v %v, want paused for account_inactive for 10m", up, err)
 		}
@@ -57,7 +57,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 		if len(warns) != 1 || warns[0].Reason != gate.WarnPermanentWave || warns[0].Job != "j3" || warns[0].Cooldown != 10*time.Minute {
 			t.Fatalf("warnings: %+v, want one %s for j3 with the pause", warns, gate.WarnPermanentWave)
 		}
-		if n := countKind(evs, gate.EventScopePaused); n < 1 {
+		if n := countKind(evs, gate.EventUpstreamPaused); n < 1 {
 			t.Fatalf("no scope_paused event for the wave")
 		}
 
@@ -72,7 +72,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 				t.Fatalf("a second warning for the same wave: %+v", e)
 			}
 		}
-		if err := g.ResetScope(ctx); err != nil {
+		if err := g.ResetUpstreams(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := failWith(t, g, "other", classify.Permanent(errBoom)); !errors.As(err, &ce) || ce.State != gate.Failed {
@@ -86,14 +86,14 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 func TestPermanentWaveOff(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
-	g := newGate(t, rdb, gate.Options{Scope: "openai:prod-key", ScopePolicy: gate.ScopePolicy{PermanentWave: -1}})
+	g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: -1}})
 	for i := 0; i < 12; i++ {
 		var ce *gate.CallError
 		if err := failWith(t, g, jobName(i), errBilling); !errors.As(err, &ce) || ce.State != gate.Failed {
 			t.Fatalf("job %d: %v, want Failed", i, err)
 		}
 	}
-	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.ScopeOpen {
+	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.UpstreamOpen {
 		t.Fatalf("scope: %+v %v, want open", up, err)
 	}
 }
@@ -108,13 +108,13 @@ func TestPermanentWaveRefusalCost(t *testing.T) {
 		_, c := redistest.Miniredis(t)
 		names := &cmdNames{}
 		c.AddHook(names)
-		g := newGate(t, &gatetest.Flaky{Client: c}, gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour,
-			ScopePolicy: gate.ScopePolicy{PermanentWave: 2}})
+		g := newGate(t, &gatetest.Flaky{Client: c}, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Hour,
+			UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2}})
 		_ = failWith(t, g, "j1", errBilling)
 		_ = failWith(t, g, "j2", errBilling)
 		for i := 0; i < 2; i++ {
 			names.take()
-			if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || upstream(b).State != gate.ScopePaused {
+			if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || upstream(b).State != gate.UpstreamPaused {
 				t.Fatalf("next: %v, want the paused scope's refusal", b)
 			}
 		}
@@ -126,7 +126,7 @@ func TestPermanentWaveRefusalCost(t *testing.T) {
 		_, c := redistest.Miniredis(t)
 		names := &cmdNames{}
 		c.AddHook(names)
-		g := newGate(t, c, gate.Options{Scope: "openai:prod-key", Cooldown: time.Hour})
+		g := newGate(t, c, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Hour})
 		_ = failWith(t, g, "warm-up", classify.Transient(errBoom, 0))
 		_ = failWith(t, g, "cooling", classify.Transient(errBoom, 0))
 		_ = blocked(t, g, "cooling")
@@ -150,10 +150,10 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 	errR := classify.WithReason(errors.New("400 account inactive"), classify.ClassPermanent, "account_inactive", 0)
 	rec := newRecorder()
 	g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Hour, Observer: rec,
-		ScopePolicy: gate.ScopePolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
+		UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
 	_ = failWith(t, g, "a", errR)
 	_ = failWith(t, g, "b", errR) // the wave: the upstream pauses for account_inactive
-	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.ScopePaused || up.Reason != "account_inactive" {
+	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
 		t.Fatalf("after the wave: %+v %v, want paused for account_inactive", up, err)
 	}
 	probe := func(job string, fail error) gate.State {

@@ -15,7 +15,7 @@ import (
 // A wave of permanent verdicts is not the jobs' fault (issue 12): 100 jobs
 // from 4 gates all fail with the same permanent reason (here an
 // unclassified billing error that arrives as a 400). Once
-// ScopePolicy.PermanentWave distinct jobs have failed for it, no more
+// UpstreamPolicy.PermanentWave distinct jobs have failed for it, no more
 // Failed marks are written: the other jobs cool, the scope pauses for the
 // reason, and one loud warning names it.
 func TestPermanentWavePausesTheScope(t *testing.T) {
@@ -32,7 +32,7 @@ func TestPermanentWavePausesTheScope(t *testing.T) {
 			gs := make([]*gate.Gate, gates)
 			for i := range gs {
 				gs[i] = scopeGate(t, tg, prefix, gate.Options{Observer: rec, Cooldown: time.Hour,
-					ScopePolicy: gate.ScopePolicy{PermanentWave: wave, FailWindow: time.Minute}})
+					UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: wave, FailWindow: time.Minute}})
 			}
 			var wg sync.WaitGroup
 			for j := 0; j < jobs; j++ {
@@ -54,7 +54,7 @@ func TestPermanentWavePausesTheScope(t *testing.T) {
 				t.Fatalf("states %v", counts)
 			}
 			up, err := gs[1].ScopeStatus(context.Background())
-			if err != nil || up.State != gate.ScopePaused || up.Reason != "account_inactive" {
+			if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
 				t.Fatalf("scope %+v %v, want paused for account_inactive", up, err)
 			}
 			warnings := 0
@@ -67,7 +67,7 @@ func TestPermanentWavePausesTheScope(t *testing.T) {
 				t.Fatalf("%d permanent_wave warnings, want 1", warnings)
 			}
 			// A permanent failure of another reason is still the job's own.
-			other := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{ScopePolicy: gate.ScopePolicy{PermanentWave: wave}})
+			other := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: wave}})
 			var ce *gate.CallError
 			if err := failWith(t, other, "x", classify.Permanent(errBoom)); !errors.As(err, &ce) || ce.State != gate.Failed {
 				t.Fatalf("a lone permanent failure: %v, want failed", err)

@@ -362,7 +362,7 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 			})
 			t.Run("scope pause", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Scope: "openai"})
-				scope, _ := keyspace.Scope(g.Options().Prefix, g.Options().Scope)
+				scope, _ := keyspace.Upstream(g.Options().Prefix, g.Options().Scope)
 				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
 				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {
 					t.Fatal(err)

@@ -146,7 +146,7 @@ func TestStatusSaysPrefixHoldsNoKeys(t *testing.T) {
 }
 
 func scopeKey(prefix, scope string) string {
-	k, _ := keyspace.Scope(prefix, scope)
+	k, _ := keyspace.Upstream(prefix, scope)
 	return k
 }
 

@@ -175,11 +175,11 @@ type Mode byte
 
 // Upstream modes.
 const (
-	Open    Mode = 0 // no key: calls run
-	Cool    Mode = 'c'
-	Pause   Mode = 'p'
-	Probe   Mode = 'h'
-	Foreign Mode = 'x' // not a value the gate wrote (an operator's SET): held, its end unknown
+	ModeOpen    Mode = 0 // no key: calls run
+	ModeCooling Mode = 'c'
+	ModePaused  Mode = 'p'
+	ModeProbing Mode = 'h'
+	ModeForeign Mode = 'x' // not a value the gate wrote (an operator's SET): held, its end unknown
 )
 
 // Upstream is an upstream's value, decoded.
@@ -202,7 +202,7 @@ func parseUpstream(v string) Upstream {
 		return s
 	}
 	// Read as its letter says, its reason the field after it.
-	u := Upstream{Mode: Foreign, Paused: v[0] == byte(Pause)}
+	u := Upstream{Mode: ModeForeign, Paused: v[0] == byte(ModePaused)}
 	if _, rest, ok := strings.Cut(v, ":"); ok {
 		u.Reason, _, _ = strings.Cut(rest, ":")
 	}
@@ -224,8 +224,8 @@ func parseGateUpstream(v string) (Upstream, bool) {
 	}
 	s := Upstream{Mode: Mode(v[0]), Reason: f[0], Level: level, Until: until}
 	switch {
-	case (s.Mode == Cool || s.Mode == Pause) && len(f) == 3:
-	case s.Mode == Probe && len(f) == 4:
+	case (s.Mode == ModeCooling || s.Mode == ModePaused) && len(f) == 3:
+	case s.Mode == ModeProbing && len(f) == 4:
 		s.Token = f[3]
 	default:
 		return Upstream{}, false

@@ -60,19 +60,19 @@ func TestParseUpstream(t *testing.T) {
 		v    string
 		want Upstream
 	}{
-		{"c:rate_limited:2:1000", Upstream{Mode: Cool, Reason: "rate_limited", Level: 2, Until: 1000}},
-		{"p:quota_exhausted:1:2000", Upstream{Mode: Pause, Reason: "quota_exhausted", Level: 1, Until: 2000}},
-		{"h:rate_limited:3:3000:tok", Upstream{Mode: Probe, Reason: "rate_limited", Level: 3, Until: 3000, Token: "tok"}},
-		{"c::1:5", Upstream{Mode: Cool, Level: 1, Until: 5}},
+		{"c:rate_limited:2:1000", Upstream{Mode: ModeCooling, Reason: "rate_limited", Level: 2, Until: 1000}},
+		{"p:quota_exhausted:1:2000", Upstream{Mode: ModePaused, Reason: "quota_exhausted", Level: 1, Until: 2000}},
+		{"h:rate_limited:3:3000:tok", Upstream{Mode: ModeProbing, Reason: "rate_limited", Level: 3, Until: 3000, Token: "tok"}},
+		{"c::1:5", Upstream{Mode: ModeCooling, Level: 1, Until: 5}},
 		{"", Upstream{}},
 		// Values no gate wrote are held, read as their letter says.
-		{"c:x:1", Upstream{Mode: Foreign, Reason: "x"}},
-		{"c:x:1:5:tok", Upstream{Mode: Foreign, Reason: "x"}},
-		{"h:x:1:5", Upstream{Mode: Foreign, Reason: "x"}},
-		{"q:x:1:5", Upstream{Mode: Foreign, Reason: "x"}},
-		{"c:x:-1:5", Upstream{Mode: Foreign, Reason: "x"}},
-		{"p:x:1:soon", Upstream{Mode: Foreign, Reason: "x", Paused: true}},
-		{"junk", Upstream{Mode: Foreign}},
+		{"c:x:1", Upstream{Mode: ModeForeign, Reason: "x"}},
+		{"c:x:1:5:tok", Upstream{Mode: ModeForeign, Reason: "x"}},
+		{"h:x:1:5", Upstream{Mode: ModeForeign, Reason: "x"}},
+		{"q:x:1:5", Upstream{Mode: ModeForeign, Reason: "x"}},
+		{"c:x:-1:5", Upstream{Mode: ModeForeign, Reason: "x"}},
+		{"p:x:1:soon", Upstream{Mode: ModeForeign, Reason: "x", Paused: true}},
+		{"junk", Upstream{Mode: ModeForeign}},
 	} {
 		if got := parseUpstream(tt.v); got != tt.want {
 			t.Errorf("parseUpstream(%q) = %+v, want %+v", tt.v, got, tt.want)
@@ -118,7 +118,7 @@ func TestDecodeWellFormedReplies(t *testing.T) {
 		t.Errorf("claim claimed: %+v, %v", c, err)
 	}
 	if c, err := decodeClaim(reply(int64(0), "c:rate_limited:1:9000", int64(5000))); err != nil || c.Open || c.Claimed ||
-		c.Value.Mode != Cool || c.Value.Reason != "rate_limited" || c.Wait != 5*time.Second {
+		c.Value.Mode != ModeCooling || c.Value.Reason != "rate_limited" || c.Wait != 5*time.Second {
 		t.Errorf("claim refused: %+v, %v", c, err)
 	}
 	for name, cmd := range map[string]*redis.Cmd{
