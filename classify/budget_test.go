@@ -1,6 +1,7 @@
 package classify_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -354,4 +355,25 @@ func FuzzParseBudget(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A response's headers say how much of the provider's limits is left; Fits
+// says when the next call fits if nothing else spends them.
+func ExampleParseBudget() {
+	h := http.Header{}
+	h.Set("X-Ratelimit-Limit-Requests", "60")
+	h.Set("X-Ratelimit-Remaining-Requests", "0")
+	h.Set("X-Ratelimit-Reset-Requests", "1m0s")
+	h.Set("X-Ratelimit-Limit-Tokens", "150000")
+	h.Set("X-Ratelimit-Remaining-Tokens", "149984")
+	h.Set("X-Ratelimit-Reset-Tokens", "6ms")
+
+	now := time.Date(2026, 4, 21, 14, 38, 7, 0, time.UTC)
+	b, ok := classify.ParseBudget(h, now)
+	fmt.Println(ok, b.Requests.Remaining, b.Requests.Reset.Sub(now), b.Tokens.Remaining)
+	at, _ := b.Fits(1000)
+	fmt.Println("next call in", at.Sub(now))
+	// Output:
+	// true 0 1m0s 149984
+	// next call in 1s
 }

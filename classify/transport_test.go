@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -337,4 +339,30 @@ func TestTransportRoundTripZeroValue(t *testing.T) {
 	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 404 || string(body) != openAIModelNotFound {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
+}
+
+// A gate, or any caller, learns every response's budget from the context of
+// the requests; fn needs no code for it.
+func ExampleWithBudgetFunc() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Ratelimit-Remaining-Requests", "41")
+		w.Header().Set("X-Ratelimit-Limit-Requests", "60")
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+
+	ctx := classify.WithBudgetFunc(context.Background(), func(b classify.Budget) {
+		fmt.Println("requests left:", b.Requests.Remaining, "of", b.Requests.Limit)
+	})
+	hc := &http.Client{Transport: &classify.Transport{}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+	if err != nil {
+		panic(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	// Output: requests left: 41 of 60
 }
