@@ -366,3 +366,56 @@ func ExampleWithBudgetFunc() {
 	resp.Body.Close()
 	// Output: requests left: 41 of 60
 }
+
+// The wait a failed response's message states, as Budget.RetryIn: real
+// messages (the corpus in testdata/corpus cites each) and what each says.
+func TestTransportReadsTheStatedWait(t *testing.T) {
+	for _, tc := range []struct {
+		name, source string
+		status       int
+		body         string
+		exp          time.Duration // 0: nothing reported
+	}{
+		{"OpenAI, milliseconds", "https://github.com/binary-husky/gpt_academic/issues/1213", 429,
+			`{"error":{"message":"Rate limit reached for gpt-4 in organization org-RQ60lN38PaYNYPNEiYrSqwvj on tokens per min. Limit: 10000 / min. Please try again in 6ms. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
+			6 * time.Millisecond},
+		{"Groq, seconds with a fraction", "https://github.com/Aider-AI/aider/issues/3265", 429, groqRateLimited, 5289 * time.Millisecond},
+		{"Azure, retry after N seconds", "https://learn.microsoft.com/en-us/answers/questions/2140040/requests-to-the-chatcompletions-create-operation-u", 429,
+			`{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-01-preview have exceeded token rate limit of your current AIServices S0 pricing tier. Please retry after 37 seconds. Please contact Azure support service if you would like to further increase the default rate limit."}}`,
+			37 * time.Second},
+		{"Azure, try again in N seconds", "https://github.com/microsoft/copilot-camp/issues/551", 429,
+			`{"error":{"code":"429","message":"Rate limit is exceeded. Try again in 2 seconds."}}`, 2 * time.Second},
+		{"Gemini, retry in a fractional duration", "https://github.com/googleapis/python-genai/issues/1875", 429,
+			`{"error":{"code":429,"message":"You exceeded your current quota... Please retry in 53.016342224s.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"53s"}]}}`,
+			53016342224 * time.Nanosecond},
+		{"LocalAI 503, retry after", "https://github.com/mudler/LocalAI/blob/82c191afadf5f005281e798ccfa0ffd0d5805030/core/http/app.go#L82-L89", 503,
+			`{"error":{"code":503,"message":"backend inference capacity reached (max_concurrent=4); retry after 3s"}}`, 3 * time.Second},
+		{"Anthropic, later is no wait", "https://github.com/anthropics/claude-code/issues/71670", 429,
+			`{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your account's rate limit. Please try again later."}}`, 0},
+		{"Anthropic, a wait named by a header is no wait in the message", "Anthropic's Compliance API error reference, 429 example (platform.claude.com/docs)", 429,
+			`{"error":{"type":"rate_limit_error","message":"Compliance API rate limit of 600 requests per minute per parent organization has been exceeded. Retry after the time indicated by the retry-after header. Quote the request-id response header when contacting Anthropic support."}}`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, form := range []string{"Do", "RoundTrip"} {
+				var got budgets
+				send := func(*http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: tc.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(tc.body))}, nil
+				}
+				req := got.listen(t, "http://fake.test/")
+				if form == "Do" {
+					_, _ = (&classify.Transport{Doer: doerFunc(send)}).Do(req)
+				} else {
+					_, _ = (&classify.Transport{Base: roundTripFunc(send)}).RoundTrip(req)
+				}
+				switch {
+				case tc.exp == 0 && len(got.got) != 0:
+					t.Fatalf("%s: reported %+v for a message stating no wait (%s)", form, got.got, tc.source)
+				case tc.exp != 0:
+					if b := got.one(t); b.RetryIn != tc.exp {
+						t.Fatalf("%s: RetryIn %v, want %v (%s)", form, b.RetryIn, tc.exp, tc.source)
+					}
+				}
+			}
+		})
+	}
+}

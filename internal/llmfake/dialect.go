@@ -82,7 +82,7 @@ func (p *Provider) writeRefusal(w http.ResponseWriter, a answer) {
 	if p.dialect == Anthropic {
 		// retry-after: "the number of seconds to wait until you can retry
 		// the request" (https://docs.anthropic.com/en/api/rate-limits);
-		// the body as in https://github.com/anthropics/claude-code/issues/71503.
+		// the body as in https://github.com/anthropics/claude-code/issues/71670.
 		if !a.tooLarge {
 			w.Header().Set("Retry-After", strconv.FormatInt(int64((a.wait+time.Second-1)/time.Second), 10))
 		}
