@@ -126,7 +126,7 @@ var budgetCases = []struct {
 	},
 	{
 		name:   "OpenRouter: the reset is Unix time in milliseconds",
-		source: "https://openrouter.ai/docs/api-reference/limits (429 metadata.headers X-RateLimit-Limit, -Remaining, -Reset as a timestamp in milliseconds)",
+		source: "https://openrouter.ai/docs/api-reference/limits (X-RateLimit-Limit, -Remaining and -Reset, the reset a Unix timestamp in milliseconds, as OpenRouter reports them in a 429's error.metadata.headers; read here as response headers)",
 		header: header(
 			"Date", "Tue, 21 Apr 2026 14:38:07 GMT",
 			"X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0",
