@@ -70,8 +70,7 @@ type Transport struct {
 	// Doer sends the requests of Do (default: http.DefaultClient).
 	Doer HTTPDoer
 	// Base sends the requests of RoundTrip (default:
-	// http.DefaultTransport). It must not be an *http.Client whose
-	// Transport is this one.
+	// http.DefaultTransport).
 	Base http.RoundTripper
 }
 
