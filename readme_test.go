@@ -2,7 +2,9 @@ package retrygate_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -12,8 +14,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
 )
 
 // The Go code of the README and of docs/*.md comes from tested code:
@@ -297,4 +305,124 @@ func TestReadmeExplainsSentinels(t *testing.T) {
 			t.Errorf("README uses %s: %s in code; the prose should say what it does (%q)", m[1], m[2], want)
 		}
 	}
+}
+
+// TestOperatingRedisCLI runs every "$ redis-cli ..." line of
+// docs/operating.md against a real Redis holding the state the guide
+// describes (doc-1 cooling down for an hour after a timeout, its first
+// attempt) and compares what redis-cli prints with what the guide shows.
+// Times and fences (runs of 10 or more digits) may differ; an integer
+// reply may be a few seconds lower, time having passed. So the guide's key
+// layout cannot drift from the gate's.
+func TestOperatingRedisCLI(t *testing.T) {
+	s := redistest.Server(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		if os.Getenv("RETRYGATE_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-cli not on PATH and RETRYGATE_REQUIRE_REDIS=1")
+		}
+		t.Skip("redis-cli not on PATH")
+	}
+	timeout := func(error) classify.Verdict {
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
+	}
+	g, err := gate.New(s.Client(t), gate.Options{Cooldown: time.Hour, Jitter: -1, Classify: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Do(context.Background(), "doc-1", func(context.Context, *gate.Lease) error {
+		return errors.New("the model timed out")
+	}); !errors.Is(err, gate.ErrCoolingDown) {
+		t.Fatalf("doc-1: exp a cooldown, got %v", err)
+	}
+
+	text, err := os.ReadFile("docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, lines := range codeBlocks(string(text)) {
+		for i := 0; i < len(lines); i++ {
+			cmdline, ok := strings.CutPrefix(lines[i], "$ redis-cli ")
+			if !ok {
+				continue
+			}
+			var want []string
+			for i+1 < len(lines) && !strings.HasPrefix(lines[i+1], "$ ") {
+				i++
+				want = append(want, lines[i])
+			}
+			args := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port()), "--no-raw"}, shellWords(t, cmdline)...)
+			out, err := exec.Command("redis-cli", args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("redis-cli %s: %v\n%s", cmdline, err, out)
+			}
+			got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+			if !sameCLIOutput(want, got) {
+				t.Errorf("docs/operating.md: redis-cli %s\nshows:\n%s\nprints:\n%s", cmdline, strings.Join(want, "\n"), strings.Join(got, "\n"))
+			}
+			ran++
+		}
+	}
+	if ran < 3 {
+		t.Fatalf("ran %d redis-cli lines of docs/operating.md, want at least 3", ran)
+	}
+}
+
+// codeBlocks returns the lines of each fenced code block of a Markdown text.
+func codeBlocks(text string) [][]string {
+	var blocks [][]string
+	var cur []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(l, "```") && !in:
+			in, cur = true, nil
+		case strings.HasPrefix(l, "```"):
+			in = false
+			blocks = append(blocks, cur)
+		case in:
+			cur = append(cur, l)
+		}
+	}
+	return blocks
+}
+
+// shellWords splits a command line as a shell would, for words and
+// single-quoted strings (all the guide uses).
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	for _, m := range regexp.MustCompile(`'([^']*)'|(\S+)`).FindAllStringSubmatch(line, -1) {
+		if strings.ContainsAny(m[2], `"\$`) {
+			t.Fatalf("redis-cli line %q: only words and single quotes are understood", line)
+		}
+		words = append(words, m[1]+m[2])
+	}
+	return words
+}
+
+// sameCLIOutput compares redis-cli's output with the guide's: runs of 10
+// or more digits (times, fences) stand for any; an integer reply may be
+// up to 5 below the guide's.
+func sameCLIOutput(want, got []string) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	long := regexp.MustCompile(`\d{10,}`)
+	for i := range want {
+		w, g := long.ReplaceAllString(want[i], "N"), long.ReplaceAllString(got[i], "N")
+		wn, okw := strings.CutPrefix(w, "(integer) ")
+		gn, okg := strings.CutPrefix(g, "(integer) ")
+		if okw && okg {
+			a, err1 := strconv.Atoi(wn)
+			b, err2 := strconv.Atoi(gn)
+			if err1 == nil && err2 == nil && b <= a && b >= a-5 {
+				continue
+			}
+		}
+		if w != g {
+			return false
+		}
+	}
+	return true
 }
