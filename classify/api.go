@@ -136,11 +136,15 @@ var byType = map[string]Verdict{
 //  2. codes that say the failure is not the request's (a rate limit, a
 //     quota, a key), most specific first;
 //  3. 401 and 402, which already say the same;
-//  4. the account vocabulary (vocab.go), unless the status is a server's
-//     own (5xx, 408) and no code names the request: it only moves a
-//     verdict away from Failed;
-//  5. codes that name the request (context length, content filter): the
-//     only proof that fails a job at once;
+//  4. the account vocabulary (vocab.go): money, accounts, keys and models
+//     win over any proof. Under a server's own status (5xx, 408) without
+//     proof only money, account and key words are read: rate and
+//     overload words do not make a 500 provider-wide;
+//  5. proof that names the request: a code (context_length_exceeded,
+//     content_filter...), else words that name its size over a limit, a
+//     parameter or schema feature the model rejects, or a content or
+//     guardrail verdict on it, unless the text also speaks of the
+//     account (gMention);
 //  6. the status, then a generic type. A bare rejection (400, 422,
 //     invalid_request_error, 501) is a suspect: permanent, unproven.
 func apiVerdict(status int, p problem) Verdict {
@@ -157,31 +161,46 @@ func apiVerdict(status int, p problem) Verdict {
 	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
 		return byStatus[status].with(statusEvidence(status))
 	}
+	fields := p.fields()
 	proof, proven := codeVerdict(codes, true)
 	if p.azureFilter && !proven { // innererror is only sent by Azure's content filter
 		proof, proven = vContentFilter.with("innercode:innererror"), true
 	}
-	// The server's own statuses (5xx, 408) are transient without the
-	// vocabulary's help; a proof that would fail the job is not, so the
-	// vocabulary is read before it whatever the status.
-	if proven || (status < 500 && status != http.StatusRequestTimeout) {
-		if g, ev := vocabMatch(p.fields(), gRate, gKey); g != 0 {
-			return groupVerdict[g].with(ev)
+	words, wordsEv := vocabMatch(fields, gContent, gContext, gParam)
+	if !proven && words != 0 {
+		if m, _ := vocabMatch(fields, gMention); m == 0 {
+			proof, proven = groupVerdict[words].with(wordsEv), true
 		}
+	}
+	account := accountGroups
+	if !proven && (status >= 500 || status == http.StatusRequestTimeout) {
+		account = serverAccountGroups
+	}
+	if g, ev := vocabMatch(fields, account...); g != 0 {
+		return groupVerdict[g].with(ev)
 	}
 	if proven {
 		return proof
 	}
 	v := statusVerdict(status, p)
-	if v.Suspect {
-		// A suspect keeps its class; words that name the request only
-		// say which rejection it is.
-		if g, ev := vocabMatch(p.fields(), gContext, gContent); g != 0 {
-			return groupVerdict[g].with(ev)
-		}
+	if v.Suspect && words != 0 {
+		// Words the account's mention kept from proving still say which
+		// rejection it is.
+		v = groupVerdict[words].with(wordsEv)
+		v.Suspect = true
 	}
 	return v
 }
+
+// accountGroups are the vocabulary groups that say a failure is not the
+// request's, in precedence order; serverAccountGroups those read under a
+// server's own status: the money, the account and the key fail every call
+// whatever the server says, while rate and overload words add nothing to
+// a 5xx.
+var (
+	accountGroups       = []group{gRate, gOverload, gMoney, gAccount, gNoModel, gModel, gAccess, gKey}
+	serverAccountGroups = []group{gMoney, gAccount, gKey}
+)
 
 // statusVerdict decides from the status, then from a generic type.
 func statusVerdict(status int, p problem) Verdict {

@@ -94,7 +94,7 @@ func TestDefaultBodyOrder(t *testing.T) {
 		{"under an HTTPError with a body", &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"invalid_request_error","message":"bad"}}`), Err: credit},
 			suspect(classify.ReasonInvalidRequest)},
 		{"mid-stream APIError, numeric code", &openai.APIError{Code: 429, Message: "Request too large for model x on tokens per minute (TPM)"},
-			suspect(classify.ReasonTooLarge)},
+			permanent(classify.ReasonTooLarge)},
 		// encoding/json gives float64, go-openai int; a caller may build either.
 		{"mid-stream APIError, float64 status code", &openai.APIError{Code: 429.0, Message: "x"}, transient(classify.ReasonRateLimited, true, 0)},
 		{"mid-stream APIError, int64 status code", &openai.APIError{Code: int64(503), Message: "x"}, transient(classify.ReasonOverloaded, true, 0)},

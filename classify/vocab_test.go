@@ -26,10 +26,12 @@ func TestVocabularyEdges(t *testing.T) {
 		{"snake-case code", 400, `{"error":{"message":"Request rejected.","code":"insufficient_balance"}}`, systemic(classify.ReasonQuotaExhausted, true)},
 		// "budget" is money unless it is the request's thinking budget,
 		// whichever side the cancelling word is on; at the end of the
-		// message it still counts.
+		// message it still counts. The request's budget over its
+		// max_tokens names a parameter over a limit: proof.
 		{"budget as the last word", 400, msg("You have exceeded your budget"), systemic(classify.ReasonQuotaExhausted, true)},
-		{"budget_tokens first", 400, msg("budget_tokens exceeds the limit of max_tokens"), suspect(classify.ReasonInvalidRequest)},
-		{"reasoning budget", 400, msg("The reasoning budget exceeds max_tokens"), suspect(classify.ReasonInvalidRequest)},
+		{"budget_tokens first", 400, msg("budget_tokens exceeds the limit of max_tokens"), permanent(classify.ReasonInvalidRequest)},
+		{"reasoning budget", 400, msg("The reasoning budget exceeds max_tokens"), permanent(classify.ReasonInvalidRequest)},
+		{"budget near max_tokens but over a limit of money", 400, msg("max_tokens would exceed your budget limit"), systemic(classify.ReasonQuotaExhausted, true)},
 		// A server's own 5xx stays the server's: its words are not read.
 		{"500 speaking of a rate limit", 500, msg("Internal error while checking the rate limit"), transient(classify.ReasonUpstream5xx, false, 0)},
 		{"499 speaking of a rate limit", 499, msg("Client closed the request before the rate limit check"), transient(classify.ReasonRateLimited, true, 0)},
