@@ -206,7 +206,10 @@ func (s *signals) verdict(now time.Time) Verdict {
 		// OpenAI sends x-ratelimit-reset-* on every response; they say
 		// when a limit refills, which answers only a rate-limit failure.
 		// Its 429 error type ("requests" or "tokens") names the limit hit.
-		v.RetryAfter, _ = parseRateLimitReset(s.header, s.p.typ)
+		var ok bool
+		if v.RetryAfter, ok = parseRateLimitReset(s.header, s.p.typ); !ok {
+			v.RetryAfter, _ = parseAnthropicReset(s.header, now)
+		}
 	}
 	return v
 }

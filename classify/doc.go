@@ -214,7 +214,10 @@
 //   - x-ratelimit-reset-requests/-tokens apply only to rate limits, because
 //     OpenAI sends them on every response and they tell when a limit
 //     refills, not when an overloaded server recovers. For an OpenAI 429 the
-//     error type ("requests" or "tokens") selects the matching header.
+//     error type ("requests" or "tokens") selects the matching header;
+//   - without those, Anthropic's anthropic-ratelimit-*-reset times (the
+//     latest), also for rate limits only: a gateway that strips
+//     retry-after leaves them the only hint.
 //
 // Hints are reported as the provider sent them, validated and capped at
 // MaxHint (24 h): a Retry-After of 86400 is reported as 24 h. Bounding what
