@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Default is the default classifier, a Func. It walks err's chain once and
@@ -55,6 +53,9 @@ type signals struct {
 
 // collect records what e itself says; it stops the walk at the outermost mark.
 func (s *signals) collect(e error) bool {
+	if status, p, ok := goOpenAIError(e); ok {
+		s.addAPI(status, p)
+	}
 	switch x := e.(type) {
 	case *marked:
 		if x != nil {
@@ -71,19 +72,6 @@ func (s *signals) collect(e error) bool {
 			if s.header == nil && len(x.Header) > 0 {
 				s.header = x.Header
 			}
-		}
-	case *openai.APIError:
-		if x != nil {
-			p := problem{typ: x.Type, code: codeString(x.Code), status: codeStatus(x.Code), message: x.Message}
-			if x.InnerError != nil {
-				p.inner, p.azureFilter = x.InnerError.Code, true
-			}
-			s.addAPI(x.HTTPStatusCode, p)
-		}
-	case *openai.RequestError:
-		if x != nil {
-			p := parseBody(x.Body) // JSON go-openai does not read: arrays, other shapes
-			s.addAPI(x.HTTPStatusCode, p)
 		}
 	case StatusError:
 		s.addAPI(x.HTTPStatusCode(), problem{})
@@ -135,9 +123,9 @@ func (s *signals) collect(e error) bool {
 		s.network = true
 	case is(e, http.ErrSchemeMismatch):
 		s.tls = true
-	case is(e, openai.ErrTooManyEmptyStreamMessages):
+	case goOpenAIEmptyStreamErr(e):
 		s.badStream = true
-	case isClientSentinel(e):
+	case goOpenAISentinel(e):
 		s.clientSide = true
 	}
 	if ne, ok := e.(net.Error); ok && ne.Timeout() {
@@ -245,38 +233,4 @@ func shouldRetry(v Verdict, h string) Verdict {
 		}
 	}
 	return v
-}
-
-// clientSentinels are go-openai's errors for requests it refuses to send:
-// the same request fails the same way every time.
-var clientSentinels = [...]error{
-	openai.ErrChatCompletionInvalidModel,
-	openai.ErrChatCompletionStreamNotSupported,
-	openai.ErrContentFieldsMisused,
-	openai.ErrCompletionUnsupportedModel,
-	openai.ErrCompletionStreamNotSupported,
-	openai.ErrCompletionRequestPromptTypeNotSupported,
-	openai.ErrResponseStreamNotSupported,
-	openai.ErrModerationInvalidModel,
-	openai.ErrVectorLengthMismatch,
-	openai.ErrReasoningEffortUnsupported,
-	openai.ErrReasoningToolsRequireResponses,
-	openai.ErrReasoningSamplingUnsupported,
-	openai.ErrReasoningModelMaxTokensDeprecated,
-	openai.ErrReasoningModelLimitationsLogprobs,
-	openai.ErrReasoningModelLimitationsOther,
-	openai.ErrO1MaxTokensDeprecated, //nolint:staticcheck // deprecated; older go-openai versions return it
-	openai.ErrO1BetaLimitationsMessageTypes,
-	openai.ErrO1BetaLimitationsTools,
-	openai.ErrO1BetaLimitationsLogprobs, //nolint:staticcheck // deprecated; older go-openai versions return it
-	openai.ErrO1BetaLimitationsOther,    //nolint:staticcheck // deprecated; older go-openai versions return it
-}
-
-func isClientSentinel(e error) bool {
-	for _, s := range clientSentinels {
-		if is(e, s) {
-			return true
-		}
-	}
-	return false
 }

@@ -4,7 +4,8 @@
 // or nothing because the caller gave up (canceled).
 //
 // Default is the classifier the gate uses when none is given. It knows
-// github.com/sashabaranov/go-openai's errors, the error bodies of OpenAI,
+// github.com/sashabaranov/go-openai's errors (read by their shape: classify
+// itself does not import go-openai, only Transport does), the error bodies of OpenAI,
 // Azure OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
 // Mistral, vLLM, Ollama, llama.cpp, Hugging Face TGI, xAI, Alibaba Model
 // Studio, Cloudflare (errors[]), AWS (__type, x-amzn-ErrorType) and other
