@@ -73,6 +73,24 @@ var byCode = map[string]Verdict{
 	"invalid_type":               vBadParameter,
 	"missing_required_parameter": vBadParameter,
 
+	// OpenAI Responses API error codes (ResponseError.code) that name the
+	// request's image or content; failed_to_download_image and
+	// vector_store_timeout may pass later and stay unlisted.
+	"invalid_image":                  vBadParameter,
+	"invalid_image_format":           vBadParameter,
+	"invalid_base64_image":           vBadParameter,
+	"invalid_image_url":              vBadParameter,
+	"image_too_large":                vBadParameter,
+	"image_too_small":                vBadParameter,
+	"image_parse_error":              vBadParameter,
+	"invalid_image_mode":             vBadParameter,
+	"image_file_too_large":           vBadParameter,
+	"unsupported_image_media_type":   vBadParameter,
+	"empty_image_file":               vBadParameter,
+	"image_file_not_found":           vBadParameter,
+	"image_content_policy_violation": vContentFilter,
+	"bio_policy":                     vContentFilter,
+
 	// google.rpc.Status.status.
 	"FAILED_PRECONDITION": vAuthKey, // Gemini: no free tier in this region, billing not enabled
 
