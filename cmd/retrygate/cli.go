@@ -40,7 +40,10 @@ type command struct {
 	flags   func(fs *flagSet)
 	// redis is set when the command talks to Redis.
 	redis bool
-	run   func(ctx context.Context, c *cli, args []string) error
+	// globals lists the global flags its help shows (default: all of
+	// globalFlagsText), for a command that uses only some.
+	globals string
+	run     func(ctx context.Context, c *cli, args []string) error
 }
 
 func (c *cli) commands() []*command {

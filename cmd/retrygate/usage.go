@@ -78,7 +78,11 @@ func (c *cli) commandUsage(w io.Writer, cmd *command) {
 		fmt.Fprint(w, "\nFlags:\n")
 		printFlags(w, fs)
 	}
-	fmt.Fprint(w, globalFlagsText+exitCodesText)
+	global := globalFlagsText
+	if cmd.globals != "" {
+		global = cmd.globals
+	}
+	fmt.Fprint(w, global+exitCodesText)
 }
 
 func (c *cli) help(args []string) error {
