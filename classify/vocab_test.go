@@ -35,6 +35,22 @@ func TestVocabularyEdges(t *testing.T) {
 		// A server's own 5xx stays the server's: its words are not read.
 		{"500 speaking of a rate limit", 500, msg("Internal error while checking the rate limit"), transient(classify.ReasonUpstream5xx, false, 0)},
 		{"499 speaking of a rate limit", 499, msg("Client closed the request before the rate limit check"), transient(classify.ReasonRateLimited, true, 0)},
+		// Money, account and key words decide under a server's own status
+		// too: they fail every call whatever the server says.
+		{"503 speaking of billing", 503, msg("Your billing account is past due"), systemic(classify.ReasonQuotaExhausted, true)},
+		{"502 speaking of the api key", 502, msg("Upstream rejected the API key"), systemic(classify.ReasonAuth, true)},
+		{"408 speaking of a suspended account", 408, msg("Account suspended"), systemic(classify.ReasonAccount, true)},
+		// A moderation verdict answered 403 (OpenRouter's documented
+		// "Your chosen model requires moderation and your input was
+		// flagged") is the request's content, not a key problem.
+		{"403 moderation verdict", 403, `{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged","metadata":{"reasons":["harassment"],"flagged_input":"..."}}}`,
+			permanent(classify.ReasonContentFiltered)},
+		// Words about the request next to words about the account prove
+		// nothing: the account may be why.
+		{"flagged account", 400, msg("Your account was flagged for review"), suspect(classify.ReasonContentFiltered)},
+		{"region not supported", 403, msg("Country, region, or territory not supported"), systemic(classify.ReasonAuth, false)},
+		// Links are addresses, not words.
+		{"a link to json-schema.org", 400, msg("tools.0.input_schema: JSON schema is invalid. See https://json-schema.org/draft/2020-12"), permanent(classify.ReasonInvalidRequest)},
 		// An empty Cloudflare errors list says nothing; the status decides.
 		{"empty errors list", 429, `{"success":false,"errors":[],"messages":[]}`, transient(classify.ReasonRateLimited, true, 0)},
 	}
