@@ -47,8 +47,12 @@ type signals struct {
 	timeout     bool
 	dnsNotFound bool
 	network     bool
-	badStream   bool
-	badURL      bool
+	// address is the Evidence of a network failure that says the
+	// configured address cannot be reached at all (refused, unreachable),
+	// as opposed to a connection that broke.
+	address   string
+	badStream bool
+	badURL    bool
 }
 
 // collect records what e itself says; it stops the walk at the outermost mark.
@@ -99,8 +103,11 @@ func (s *signals) collect(e error) bool {
 		switch x {
 		case syscall.ETIMEDOUT:
 			s.timeout = true
-		case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-			syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+		case syscall.ECONNREFUSED:
+			s.network, s.address = true, "go:refused"
+		case syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+			s.network, s.address = true, "go:unreachable"
+		case syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE:
 			s.network = true
 		}
 	case x509.UnknownAuthorityError, *x509.UnknownAuthorityError,
@@ -175,6 +182,9 @@ func (s *signals) verdict(now time.Time) Verdict {
 		v = Verdict{Class: ClassSystemic, Reason: ReasonNetwork, Evidence: "go:dns"}
 	case s.network:
 		v = Verdict{Class: ClassTransient, Reason: ReasonNetwork, Evidence: "go:network"}
+		if s.address != "" {
+			v.Evidence = s.address
+		}
 	case s.badStream:
 		v = Verdict{Class: ClassTransient, Reason: ReasonBadStream, Evidence: "go:stream"}
 	case s.badURL:

@@ -117,11 +117,20 @@
 //	context.DeadlineExceeded, net.Error Timeout(), ETIMEDOUT
 //	                                               transient  timeout                  no             go:timeout
 //	DNS "no such host"                             systemic   network                  no             go:dns
-//	ECONNREFUSED, ECONNRESET, EPIPE, io.EOF, *net.OpError, other network errors
+//	ECONNREFUSED                                   transient  network                  no             go:refused
+//	EHOSTUNREACH, ENETUNREACH                      transient  network                  no             go:unreachable
+//	ECONNRESET, EPIPE, io.EOF, *net.OpError, other network errors
 //	                                               transient  network                  no             go:network
 //	go-openai ErrTooManyEmptyStreamMessages        transient  bad_stream               no             go:stream
 //	unsupported URL scheme, unparsable URL         systemic   invalid_url              no             go:url
 //	anything else, and a nil error                 transient  unknown                  no             default:unknown
+//
+// Failures of the address itself, which every call to it meets, carry
+// their own Evidence: go:dns (the host does not resolve), go:refused
+// (nothing listens there), go:unreachable (no route to it), go:tls (its
+// certificate does not verify, or it speaks no TLS) and go:url (the URL
+// cannot be used). A connection that broke (go:network) or timed out
+// (go:timeout) may be one call's bad luck.
 //
 // Only capacity statuses are provider-wide: 503, 529 (Anthropic, Together:
 // "overloaded") and 498 (Groq's flex tier: "capacity_exceeded"). 499 is a
