@@ -159,9 +159,10 @@ var byType = map[string]Verdict{
 //     proof only money, account and key words are read: rate and
 //     overload words do not make a 500 provider-wide;
 //  5. proof that names the request: a code (context_length_exceeded,
-//     content_filter...), else words that name its size over a limit, a
-//     parameter or schema feature the model rejects, or a content or
-//     guardrail verdict on it, unless the text also speaks of the
+//     content_filter...), else words that name its size over a limit or a
+//     parameter or schema feature the model rejects (under a status that
+//     rejects a request: not 403, 404 or 5xx), or a content or guardrail
+//     verdict on it (under any status), unless the text also speaks of the
 //     account (gMention);
 //  6. the status, then a generic type. A bare rejection (400, 422,
 //     invalid_request_error, 501) is a suspect: permanent, unproven.
@@ -184,7 +185,7 @@ func apiVerdict(status int, p problem) Verdict {
 	if p.azureFilter && !proven { // innererror is only sent by Azure's content filter
 		proof, proven = vContentFilter.with("innercode:innererror"), true
 	}
-	words, wordsEv := vocabMatch(fields, gContent, gContext, gParam)
+	words, wordsEv := vocabMatch(fields, requestGroups(status)...)
 	if !proven && words != 0 {
 		if m, _ := vocabMatch(fields, gMention); m == 0 {
 			proof, proven = groupVerdict[words].with(wordsEv), true
@@ -209,6 +210,26 @@ func apiVerdict(status int, p problem) Verdict {
 	}
 	return v
 }
+
+// requestGroups are the groups of words that name the request read under
+// status. A content or guardrail verdict is proof under any status (a
+// moderation verdict comes as a 403, a guardrail's as a 500). Words about
+// the request's size or parameters are proof only where the status itself
+// rejects a request: under 403 and 404 they more likely describe the
+// deployment ("endpoint not supported"), under a server's own 5xx its own
+// trouble, and either would fail every job at once.
+func requestGroups(status int) []group {
+	switch {
+	case status == http.StatusForbidden || status == http.StatusNotFound || status >= 500:
+		return contentGroups
+	}
+	return allRequestGroups
+}
+
+var (
+	allRequestGroups = []group{gContent, gContext, gParam}
+	contentGroups    = []group{gContent}
+)
 
 // accountGroups are the vocabulary groups that say a failure is not the
 // request's, in precedence order; serverAccountGroups those read under a

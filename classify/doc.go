@@ -33,8 +33,11 @@
 //     our safety system", "Content Exists Risk", "guardrail", "moderation",
 //     "inappropriate content".
 //
-// Such words are proof under any status or type, a 403 or a 500
-// included. Words about money, keys, accounts, budgets and models win over
+// A content or guardrail verdict is proof under any status or type, a 403
+// or a 500 included; words about the request's size or parameters under
+// any status that rejects a request (400, 413, 422, 429, mid-stream...),
+// not under 403 and 404, where they more likely describe the deployment
+// ("endpoint not supported"), nor under a server's own 5xx. Words about money, keys, accounts, budgets and models win over
 // them, whatever the status: a job is never Failed for those, and where
 // the text speaks of the account at all (account, organisation, plan,
 // tier, billing, quota, credits, permission, region...) words prove
@@ -88,7 +91,8 @@
 //	  unsupported_parameter, invalid_type, missing_required_parameter,
 //	  string_above_max_length, array_above_max_length
 //	                                               permanent  invalid_request          no
-//	words that name the request (above), unless the text speaks of the account
+//	words that name the request (above; size and parameter words not under 403, 404, 5xx),
+//	unless the text speaks of the account
 //	                                               permanent  context_length_exceeded, no             <field>:<word>
 //	                                                          content_filtered or invalid_request
 //	400, 422, invalid_request_error (no code above), named by no proof;
@@ -183,8 +187,9 @@
 // moderation, flagged, inappropriate, unsafe, guardrail, data inspection,
 // content near risk) content_filtered; parameter words (invalid schema,
 // schema is invalid, unknown parameter, unknown name, extra inputs, not
-// supported, not permitted, must alternate, max tokens near exceed/must
-// be/maximum/limit) invalid_request. Links (http:// and https://) are not
+// supported, not permitted near key/input/field/parameter, must
+// alternate, max tokens near exceed/must be/maximum/limit)
+// invalid_request. Links (http:// and https://) are not
 // read: "json-schema.org" is no organisation.
 //
 // Every provider row has cases in testdata/corpus: real responses from the

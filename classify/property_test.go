@@ -85,6 +85,8 @@ func TestAccountNeverFailed(t *testing.T) {
 var requestPhrases = []struct {
 	phrase, reason string
 }{
+	// Content and guardrail verdicts first: they are proof under every
+	// status; the others where the status rejects a request.
 	{"prompt is too long: 227255 tokens > 200000 maximum", classify.ReasonContextLength},
 	{"This model's maximum context length is 131072 tokens. However, you requested 141980 tokens", classify.ReasonContextLength},
 	{"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 2048. Given: 3474 `inputs` tokens and 60 `max_new_tokens`", classify.ReasonContextLength},
@@ -100,9 +102,11 @@ var requestPhrases = []struct {
 // TestRequestProofFailsAtOnce is the mirror of TestAccountNeverFailed: a
 // response whose text names this request (its size over a limit, a
 // parameter the model rejects, a content verdict on it) is Failed on
-// first sight, under every status but 401 and 402 (which name the account
-// by themselves), in every body shape, with generic types and codes
-// nobody lists.
+// first sight, in every body shape, with generic types and codes nobody
+// lists: a content verdict under every status but 401 and 402 (which name
+// the account by themselves), size and parameter words under every status
+// that rejects a request (not 403, 404, nor a server's 5xx, where the
+// verdict stays what it was: never Failed at once).
 func TestRequestProofFailsAtOnce(t *testing.T) {
 	types := []string{"invalid_request_error", "BadRequestError", "", "error", "E_UNKNOWN"}
 	n := 0
@@ -116,8 +120,13 @@ func TestRequestProofFailsAtOnce(t *testing.T) {
 				code := fmt.Sprintf("E%04d", (status*31+i*7+shape)%10000)
 				body := accountBody(shape, rp.phrase, code, typ, "Please check and try again.")
 				v := classify.Default(&classify.HTTPError{StatusCode: status, Body: body})
-				if v.Class != classify.ClassPermanent || v.Suspect || v.Reason != rp.reason {
+				proof := rp.reason == classify.ReasonContentFiltered ||
+					(status != http.StatusForbidden && status != http.StatusNotFound && status < 500)
+				switch {
+				case proof && (v.Class != classify.ClassPermanent || v.Suspect || v.Reason != rp.reason):
 					t.Fatalf("status %d, body %s: %+v, want Failed at once (%s)", status, body, v, rp.reason)
+				case !proof && v.Class == classify.ClassPermanent && !v.Suspect:
+					t.Fatalf("status %d, body %s: %+v, want no proof under this status", status, body, v)
 				}
 				n++
 			}

@@ -170,7 +170,8 @@ var vocabulary = [...]term{
 
 	{g: gParam, name: "schema", phrase: "invalid schema|schema is invalid|invalid json schema|schema invalid"},
 	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|extra inputs|extra forbidden|additional properties are not allowed"},
-	{g: gParam, name: "not_supported", phrase: "not supported|unsupported|not permitted"},
+	{g: gParam, name: "not_supported", phrase: "not supported|unsupported"},
+	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
 	{g: gParam, name: "roles_alternate", phrase: "must alternate"},
 	{g: gParam, name: "max_tokens", phrase: "max tokens|max new tokens|max completion tokens|max output tokens|maximum tokens|max tokens to sample", near: "exceed*|must be|maximum|limit|too large|greater|larger|at most|above", window: 6},
 

@@ -49,6 +49,15 @@ func TestVocabularyEdges(t *testing.T) {
 		// nothing: the account may be why.
 		{"flagged account", 400, msg("Your account was flagged for review"), suspect(classify.ReasonContentFiltered)},
 		{"region not supported", 403, msg("Country, region, or territory not supported"), systemic(classify.ReasonAuth, false)},
+		// Size and parameter words are proof only where the status rejects
+		// a request: under 403, 404 and 5xx they describe the deployment
+		// or the server, and would fail every job at once.
+		{"404 endpoint not supported", 404, msg("Endpoint /v1/responses is not supported"), systemic(classify.ReasonModelNotFound, false)},
+		{"403 operation not permitted", 403, msg("This operation is not permitted"), systemic(classify.ReasonAuth, false)},
+		{"501 not supported", 501, msg("Streaming is not supported by this server"), suspect(classify.ReasonNotImplemented)},
+		{"502 unsupported upstream answer", 502, msg("Upstream returned an unsupported response"), transient(classify.ReasonUpstream5xx, false, 0)},
+		{"400 not permitted names no request part", 400, msg("This operation is not permitted"), suspect(classify.ReasonInvalidRequest)},
+		{"400 extraneous key not permitted", 400, msg("extraneous key [stream] is not permitted"), permanent(classify.ReasonInvalidRequest)},
 		// Links are addresses, not words.
 		{"a link to json-schema.org", 400, msg("tools.0.input_schema: JSON schema is invalid. See https://json-schema.org/draft/2020-12"), permanent(classify.ReasonInvalidRequest)},
 		// An empty Cloudflare errors list says nothing; the status decides.
