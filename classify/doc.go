@@ -30,7 +30,8 @@
 //     field", "Extra inputs are not permitted", "functions is not
 //     supported", "roles must alternate";
 //   - a content or guardrail verdict on this input: "rejected as a result of
-//     our safety system", "Content Exists Risk", "guardrail", "moderation",
+//     our safety system", "Content Exists Risk", "Violated guardrail
+//     policy", "requires moderation and your input was flagged",
 //     "inappropriate content".
 //
 // A content or guardrail verdict is proof under any status or type, a 403
@@ -184,8 +185,10 @@
 // long, input is too long, input token count, maximum number of tokens,
 // input/prompt tokens near exceed/must be/maximum/limit) give
 // context_length_exceeded; content words (content policy, safety system,
-// moderation, flagged, inappropriate, unsafe, guardrail, data inspection,
-// content near risk) content_filtered; parameter words (invalid schema,
+// flagged, inappropriate, unsafe, data inspection, content near risk,
+// moderation or guardrail near a verdict word such as violated, blocked,
+// flagged or requires: a guardrail service that failed is no verdict)
+// content_filtered; parameter words (invalid schema,
 // schema is invalid, unknown parameter, unknown name, extra inputs, not
 // supported, not permitted near key/input/field/parameter, must
 // alternate, max tokens near exceed/must be/maximum/limit)

@@ -75,6 +75,7 @@ const (
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
 	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled"
 	negations    = "no|not have|don t have|doesn t have|lack*|without"
+	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove"
 )
 
 // vocabulary lists every term, in no particular order: groups decide
@@ -158,10 +159,13 @@ var vocabulary = [...]term{
 	{g: gAccess, name: "not_authorized", phrase: "not authori?ed"},
 	{g: gAccess, name: "verification", phrase: "verif*", near: accountNouns + "|identity", window: 4},
 
-	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|moderation|flagged|inappropriate|unsafe|sensitive content|high risk"},
+	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|flagged|inappropriate|unsafe|sensitive content|high risk"},
 	{g: gContent, name: "content_policy", phrase: "content", near: "risk|risky", window: 2},
 	{g: gContent, name: "content_policy", phrase: "data inspection|safety filter*|safety polic*|usage polic*"},
-	{g: gContent, name: "guardrail", phrase: "guardrail*"},
+	// A moderation or guardrail service is named by an outage too
+	// ("Bedrock guardrail request failed"): only a verdict is proof.
+	{g: gContent, name: "moderation", phrase: "moderation", near: verdictWords, window: 6},
+	{g: gContent, name: "guardrail", phrase: "guardrail*", near: verdictWords, window: 6},
 
 	{g: gContext, name: "context_length", phrase: "context length|context window|context size|maximum context|context limit"},
 	{g: gContext, name: "context_length", phrase: "token limit|tokens limit|too many tokens|prompt too long|prompt is too long|input too long|input is too long"},

@@ -58,6 +58,12 @@ func TestVocabularyEdges(t *testing.T) {
 		{"502 unsupported upstream answer", 502, msg("Upstream returned an unsupported response"), transient(classify.ReasonUpstream5xx, false, 0)},
 		{"400 not permitted names no request part", 400, msg("This operation is not permitted"), suspect(classify.ReasonInvalidRequest)},
 		{"400 extraneous key not permitted", 400, msg("extraneous key [stream] is not permitted"), permanent(classify.ReasonInvalidRequest)},
+		// A moderation or guardrail service that failed is no verdict on
+		// the request (LiteLLM documents "403 Bedrock guardrail request
+		// failed" for a failed ApplyGuardrail call).
+		{"403 guardrail request failed", 403, msg("Bedrock guardrail request failed"), systemic(classify.ReasonAuth, false)},
+		{"503 moderation service unavailable", 503, msg("Moderation service unavailable"), transient(classify.ReasonOverloaded, true, 0)},
+		{"500 guardrail verdict", 500, msg("Violated guardrail policy"), permanent(classify.ReasonContentFiltered)},
 		// Links are addresses, not words.
 		{"a link to json-schema.org", 400, msg("tools.0.input_schema: JSON schema is invalid. See https://json-schema.org/draft/2020-12"), permanent(classify.ReasonInvalidRequest)},
 		// An empty Cloudflare errors list says nothing; the status decides.
