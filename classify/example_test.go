@@ -100,3 +100,45 @@ func ExamplePermanent() {
 	fmt.Println(v.Class, v.Reason)
 	// Output: permanent permanent
 }
+
+// A go-openai stream: an error event in the middle of the stream comes out
+// of Recv as an *openai.APIError without a status, which Default decides
+// by its type and code, as it would the same error outside a stream.
+func ExampleDefault_stream() {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hel"}}]}`+"\n\n")
+		io.WriteString(w, `data: {"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM).","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`+"\n\n")
+	}))
+	defer provider.Close()
+	cfg := openai.DefaultConfig("sk-...")
+	cfg.BaseURL = provider.URL + "/v1"
+	client := openai.NewClientWithConfig(cfg)
+	ctx := context.Background()
+
+	summarize := func(ctx context.Context) error {
+		stream, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{
+			Model:    openai.GPT4o,
+			Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Summarize doc-1."}},
+		})
+		if err != nil {
+			return err
+		}
+		defer stream.Close()
+		for {
+			chunk, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err // an error event mid-stream: Default reads it
+			}
+			_ = chunk // use the chunk
+		}
+	}
+
+	v := classify.Default(summarize(ctx))
+	fmt.Println(v.Class, v.Reason, "provider-wide:", v.ProviderWide)
+	// Output:
+	// transient rate_limited provider-wide: true
+}

@@ -24,8 +24,8 @@ type HTTPError struct {
 	StatusCode int
 	// Header holds the response's headers; Default reads the ones that
 	// carry retry hints (Retry-After, retry-after-ms, x-should-retry,
-	// x-ratelimit-reset-*, Date) and AWS's x-amzn-ErrorType, the only ones
-	// Transport keeps. May be nil.
+	// x-ratelimit-reset-*, anthropic-ratelimit-*-reset, Date) and AWS's
+	// x-amzn-ErrorType, the only ones Transport keeps. May be nil.
 	Header http.Header
 	// Type and Code are the provider's error type and code, such as
 	// "insufficient_quota" or Anthropic's "overloaded_error". Transport
@@ -73,6 +73,10 @@ var hintHeaders = [...]string{
 	"X-Ratelimit-Reset-Tokens",
 	"Date",
 	"X-Amzn-Errortype", // AWS: the error's type, when the body has none
+	"Anthropic-Ratelimit-Requests-Reset",
+	"Anthropic-Ratelimit-Tokens-Reset",
+	"Anthropic-Ratelimit-Input-Tokens-Reset",
+	"Anthropic-Ratelimit-Output-Tokens-Reset",
 }
 
 // hintHeader copies the hint headers out of h; nil when there are none.

@@ -82,8 +82,8 @@ func blockingServer(t *testing.T) *httptest.Server {
 func TestDefaultNetwork(t *testing.T) {
 	timeout := transient(classify.ReasonTimeout, false, 0)
 	network := transient(classify.ReasonNetwork, false, 0)
-	tlsV := systemic(classify.ReasonTLS, false)
-	badURL := systemic(classify.ReasonInvalidURL, false)
+	tlsV := classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonTLS, Evidence: "go:tls"}
+	badURL := classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonInvalidURL, Evidence: "go:url"}
 
 	tests := []struct {
 		name  string
@@ -93,7 +93,7 @@ func TestDefaultNetwork(t *testing.T) {
 	}{
 		{"ECONNREFUSED", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
 			return "http://" + closedPort(t) + "/v1", http.DefaultClient, t.Context()
-		}, isErr(syscall.ECONNREFUSED), network},
+		}, isErr(syscall.ECONNREFUSED), classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:refused"}},
 		{"server closes the connection: EOF", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
 			srv := hijackServer(t, func(c net.Conn) { c.Close() })
 			return srv.URL + "/v1", srv.Client(), t.Context()
@@ -196,12 +196,14 @@ func TestDefaultNetworkTypes(t *testing.T) {
 	}{
 		{"broken pipe", op("write", syscall.EPIPE), transient(classify.ReasonNetwork, false, 0)},
 		{"connection aborted", op("read", syscall.ECONNABORTED), transient(classify.ReasonNetwork, false, 0)},
-		{"network unreachable", op("dial", syscall.ENETUNREACH), transient(classify.ReasonNetwork, false, 0)},
+		{"network unreachable", op("dial", syscall.ENETUNREACH), classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:unreachable"}},
+		{"host unreachable", op("dial", syscall.EHOSTUNREACH), classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:unreachable"}},
+		{"connection reset is no address failure", op("read", syscall.ECONNRESET), classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:network"}},
 		{"ETIMEDOUT", op("dial", syscall.ETIMEDOUT), transient(classify.ReasonTimeout, false, 0)},
 		{"net.ErrClosed", fmt.Errorf("read: %w", net.ErrClosed), transient(classify.ReasonNetwork, false, 0)},
 		{"temporary DNS error", &net.DNSError{Err: "server misbehaving", Name: "api.example.com", IsTemporary: true}, transient(classify.ReasonNetwork, false, 0)},
 		{"DNS timeout", &net.DNSError{Err: "i/o timeout", Name: "api.example.com", IsTimeout: true}, transient(classify.ReasonTimeout, false, 0)},
-		{"DNS no such host", &net.DNSError{Err: "no such host", Name: "api.example.invalid", IsNotFound: true}, systemic(classify.ReasonNetwork, false)},
+		{"DNS no such host", &net.DNSError{Err: "no such host", Name: "api.example.invalid", IsNotFound: true}, classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonNetwork, Evidence: "go:dns"}},
 		{"too many empty stream messages", openai.ErrTooManyEmptyStreamMessages, transient(classify.ReasonBadStream, false, 0)},
 	}
 	for _, tc := range tests {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
@@ -25,6 +26,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("REDIS_URL: %v", err)
 	}
+	logging.Disable() // go-redis's own pool lines: the gate's error says it once
 	rdb := redis.NewClient(opts)
 	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute})
 	if err != nil {
@@ -58,6 +60,12 @@ func summarise(ctx context.Context, g *gate.Gate, client *openai.Client, doc str
 		}
 		return resp.Choices[0].Message.Content, nil
 	})
+	var ce *gate.CallError
+	if errors.As(err, &ce) && ce.Verdict.Class == classify.ClassSystemic {
+		// A bad key, an exhausted quota, a closed account: users are asked
+		// to wait, and no retry helps until an operator acts.
+		log.Printf("summarise %s: %s (evidence %s): %v", doc, ce.Verdict.Reason, ce.Verdict.Evidence, ce.Err)
+	}
 	if wait, ok := gate.RetryAfter(err); ok {
 		return fmt.Sprintf("Not now: retry in %v.", wait.Round(time.Second)) // no model call until then
 	}
