@@ -116,8 +116,15 @@ func (g *Gate) decide(in decideIn) decision {
 			wait = max(v.RetryAfter, minProviderWait)
 		}
 		if v.Class == classify.ClassSystemic {
-			d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: o.UpstreamPolicy.PauseTTL}
+			// The pause starts short and grows with each probe that finds
+			// the same answer: an ambiguous "quota" costs seconds, a
+			// billing lapse settles into PauseTTL with one probe each.
+			pause := g.upstreamPause(v.RetryAfter, in)
+			d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: pause}
 			wait = max(v.RetryAfter, o.Cooldown)
+			if in.upstream {
+				wait = pause
+			}
 		}
 		if !in.upstream {
 			d.upstream = upstream.Write{}
@@ -208,6 +215,19 @@ func (g *Gate) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
 		d *= math.Pow(g.opts.BackoffFactor, float64(in.level))
 	}
 	return g.capWait(time.Duration(min(d, float64(g.opts.MaxCooldown))))
+}
+
+// upstreamPause is how long a provider-wide systemic failure pauses the
+// upstream: UpstreamPolicy.Cooldown, multiplied by BackoffFactor per
+// failed probe in a row, at most PauseTTL; the provider's hint when
+// longer; at most MaxCooldown.
+func (g *Gate) upstreamPause(hint time.Duration, in decideIn) time.Duration {
+	p := g.opts.UpstreamPolicy
+	d := float64(p.Cooldown)
+	if in.probe {
+		d *= math.Pow(g.opts.BackoffFactor, float64(in.level))
+	}
+	return g.capWait(max(time.Duration(min(d, float64(p.PauseTTL))), hint))
 }
 
 // backoff is the cooldown of the n-th counted failure in a row:

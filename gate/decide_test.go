@@ -32,6 +32,7 @@ func TestDecide(t *testing.T) {
 		rateHint    = classify.Verdict{Class: classify.ClassTransient, Reason: "rate_limited", ProviderWide: true, RetryAfter: 30 * time.Second}
 		tinyHint    = classify.Verdict{Class: classify.ClassTransient, Reason: "rate_limited", ProviderWide: true, RetryAfter: 5 * time.Millisecond}
 		quota       = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true}
+		quotaHint   = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true, RetryAfter: 20 * time.Minute}
 		model       = classify.Verdict{Class: classify.ClassSystemic, Reason: "model_not_found"}
 	)
 	twoFailures := store.Job{Kind: store.Cooling, Attempts: 2, Reason: "timeout"}
@@ -105,16 +106,27 @@ func TestDecide(t *testing.T) {
 			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
 			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 40 * time.Second}},
 		// ─provider-wide, systemic─▶
-		{"quota: the job cools Cooldown, the upstream pauses", decideIn{out: outFailure, v: quota, upstream: true},
-			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+		{"quota: the upstream pauses for its Cooldown first, and the job with it", decideIn{out: outFailure, v: quota, upstream: true, hist: twoFailures},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Second}},
+		{"the probe finds quota again, level 2: the pause ×2²", decideIn{out: outFailure, v: quota, upstream: true, probe: true, level: 2},
+			jobWrite{kind: store.Cooling, ttl: 40 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 40 * time.Second}},
+		{"the probe finds quota again, level 9: at most PauseTTL", decideIn{out: outFailure, v: quota, upstream: true, probe: true, level: 9},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
 			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Minute}},
+		{"quota with a longer hint: the hint", decideIn{out: outFailure, v: quotaHint, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 20 * time.Minute}},
+		{"quota without an Upstream: Cooldown, no upstream", decideIn{out: outFailure, v: quota, hist: twoFailures},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "quota_exhausted"}, upstream.Write{}},
 		// with Fallbacks: FallbackCooldown
 		{"rate limit with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: rateHint, upstream: true, fallback: true},
 			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
 			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 30 * time.Second}},
 		{"quota with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: quota, upstream: true, fallback: true},
 			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
-			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Minute}},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Second}},
 		// ─systemic, the job's─▶
 		{"model not found: cools Cooldown, not counted, upstream untouched", decideIn{out: outFailure, v: model, upstream: true, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, upstream.Write{}},

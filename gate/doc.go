@@ -17,7 +17,8 @@
 //	                      ├─permanent, a wave upstream───▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      ├─provider-wide, transient─────▶ CoolingDown for the hint (≥ 1 s; none: ScopePolicy.Cooldown,
 //	                      │                                 or Cooldown without a Scope), no attempt counted
-//	                      ├─provider-wide, systemic──────▶ CoolingDown for max(hint, Cooldown), no attempt counted
+//	                      ├─provider-wide, systemic──────▶ CoolingDown for the upstream's pause (no Scope:
+//	                      │                                 max(hint, Cooldown)), no attempt counted
 //	                      │      with Fallbacks, either: CoolingDown for FallbackCooldown (0: Ready), its next call
 //	                      │      runs on the next open upstream
 //	                      ├─systemic, the job's──────────▶ CoolingDown for max(hint, Cooldown), no attempt counted
@@ -28,12 +29,14 @@
 // retry. The upstream the run used (its breaker) changes with it:
 //
 //	Open ──provider-wide transient──▶ Cooling for the hint, else ScopePolicy.Cooldown
-//	Open ──provider-wide systemic───▶ Paused for ScopePolicy.PauseTTL
+//	Open ──provider-wide systemic───▶ Paused for ScopePolicy.Cooldown (the hint when longer)
 //	Open ──a wave of one permanent reason (ScopePolicy.PermanentWave jobs)──▶ Paused for the reason
 //	Open ──more than ScopePolicy.AllowedFails other 5xx in FailWindow──▶ Cooling
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
 //	Probing ──the probe's call reached it──▶ Open
-//	Probing ──provider-wide again──▶ Cooling or Paused, one level up (× BackoffFactor without a hint)
+//	Probing ──provider-wide again──▶ Cooling or Paused, one level up (× BackoffFactor without a hint;
+//	                                 a pause at most PauseTTL): short pauses for an ambiguous "quota",
+//	                                 long ones with one probe each for a billing lapse
 //	Probing ──released or cancelled──▶ the next call probes
 //
 // A failure is classified by Options.Classify (default classify.Default,
@@ -141,7 +144,9 @@
 //
 // With Options.Scope set, provider-wide failures (429 rate limit, 503/529
 // overload, repeated 5xx) cool the upstream and provider-wide systemic ones
-// (quota, credit balance, credentials) pause it: each upstream is a circuit
+// (quota, credit balance, credentials) pause it, for ScopePolicy.Cooldown
+// first and BackoffFactor times longer per probe that finds the same, up
+// to PauseTTL: each upstream is a circuit
 // breaker of its own (breaker.go), kept in Redis so that every process
 // shares it, and every job of a refusing upstream is refused with
 // ErrUpstreamCooling without calling the model. An upstream is read in the

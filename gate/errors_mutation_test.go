@@ -51,7 +51,7 @@ func TestRetryAfterOfEachError(t *testing.T) {
 func TestRetryAfterOfPausedScope(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 			_ = failWith(t, g, "a", errQuota)
 			err := g.Do(context.Background(), "b", okFn)
 			if !errors.Is(err, gate.ErrUpstreamCooling) {

@@ -41,8 +41,9 @@ const (
 	// for Cooldown.
 	EventUpstreamCooling
 	// EventUpstreamPaused: a systemic failure (credentials, quota) paused
-	// the upstream: one probe call after UpstreamPolicy.PauseTTL, until an
-	// operator fixes the cause and resets it (loud).
+	// the upstream: one probe call after each pause (UpstreamPolicy.
+	// Cooldown first, growing to PauseTTL), until the cause is fixed or an
+	// operator resets it (loud).
 	EventUpstreamPaused
 	// EventWarning: something an operator must look at (loud). Reason says
 	// what: a Warn* constant.

@@ -158,9 +158,14 @@ type UpstreamPolicy struct {
 	AllowedFails int
 	// FailWindow is the sliding window for AllowedFails. Default: 1m.
 	FailWindow time.Duration
-	// PauseTTL is how long a provider-wide systemic failure (quota
-	// exhausted, credit balance too low, bad key) pauses the upstream,
-	// unless an operator resets it first. Default: 10m.
+	// PauseTTL is the longest pause of a provider-wide systemic failure
+	// (quota exhausted, credit balance too low, bad key): the first pauses
+	// the upstream for Cooldown (or the server's hint when longer), and
+	// each probe that fails again pauses it BackoffFactor times longer, up
+	// to PauseTTL, so a per-minute limit worded as "quota" costs seconds
+	// and a billing lapse settles into PauseTTL with one probe each. A wave
+	// (PermanentWave) pauses the upstream for PauseTTL at once. An
+	// operator's reset ends a pause. Default: 10m.
 	PauseTTL time.Duration
 	// PermanentWave is how many distinct jobs failing permanently with the
 	// same reason within FailWindow make a wave: not the jobs' fault, so

@@ -37,7 +37,7 @@ func TestSettleReportsTheScope(t *testing.T) {
 		ctx := context.Background()
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
-			Classify: upstreamClassifier(time.Minute), UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}})
+			Classify: upstreamClassifier(time.Minute), UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 		for _, tc := range []struct {
 			err    error
 			state  gate.UpstreamState

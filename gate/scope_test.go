@@ -163,7 +163,7 @@ func TestScopeSystemicPausesUntilReset(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := newRecorder()
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
 			var ce *gate.CallError
 			if err := failWith(t, g, "a", errQuota); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 {
 				t.Fatalf("quota failure: %v (%+v), want the job cooling with no attempt counted", err, ce)
@@ -189,7 +189,7 @@ func TestScopeSystemicPausesUntilReset(t *testing.T) {
 func TestScopePauseOutranksCooldown(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
-	pauser := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}, Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(0)})
+	pauser := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(0)})
 	cooler := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(time.Second)})
 	_ = failWith(t, pauser, "a", errQuota)
 	// A job that was already running reports a rate limit afterwards.

@@ -20,7 +20,7 @@ const (
 	UpstreamCoolingDown
 	// UpstreamPaused: a provider-wide systemic failure (quota, credentials)
 	// or a wave of one permanent reason paused the upstream until
-	// ResetUpstreams or UpstreamPolicy.PauseTTL.
+	// ResetUpstreams or the pause ends (UpstreamPolicy.PauseTTL).
 	UpstreamPaused
 )
 

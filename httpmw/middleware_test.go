@@ -216,7 +216,7 @@ func TestContract(t *testing.T) {
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{599, 600}, reason: "quota_exhausted", attempts: "<absent>", statusURL: true}, true},
 				} {
 					t.Run(u.name, func(t *testing.T) {
-						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: 10 * time.Minute}, Scope: "openai"})
+						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: 10 * time.Minute, PauseTTL: 10 * time.Minute}, Scope: "openai"})
 						var runs counter
 						h := router(g, httpmw.Options{StatusURL: httpmw.SiblingURL("retry-status")},
 							runs.wrap(func(w http.ResponseWriter, r *http.Request) {

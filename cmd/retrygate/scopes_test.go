@@ -38,7 +38,7 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			ctx := context.Background()
 			scoped := func(scope string) *gate.Gate {
 				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Scope: scope, Cooldown: time.Hour, MaxCooldown: time.Hour,
-					Jitter: -1, Classify: scopeClassify, ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}})
+					Jitter: -1, Classify: scopeClassify, ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 				if err != nil {
 					t.Fatal(err)
 				}
