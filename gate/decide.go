@@ -160,7 +160,29 @@ func (g *Gate) decide(in decideIn) decision {
 			d.upstream = upstream.Write{Op: upstream.Count, Reason: v.Reason, TTL: o.UpstreamPolicy.Cooldown}
 		}
 	}
+	if in.upstream && !v.ProviderWide && addressFailed(v.Evidence) && o.UpstreamPolicy.UnreachableJobs > 0 {
+		// The upstream's address failed, not the job: after a few
+		// distinct jobs the upstream cools, and a probe that cannot reach
+		// it either cools it one level up. The job's own write stays.
+		d.upstream = upstream.Write{Op: upstream.Unreached, Reason: v.Reason, TTL: g.upstreamCooldown(0, in)}
+		if in.probe {
+			d.upstream.Op = upstream.Throttle
+		}
+	}
 	return d
+}
+
+// addressFailed reports classify's evidence of a call that never reached
+// the upstream's address: its host does not resolve, refuses connections
+// or is unreachable, its certificate fails verification, or its URL is
+// malformed. A connection that broke mid-call (go:network, go:timeout)
+// reached it.
+func addressFailed(evidence string) bool {
+	switch evidence {
+	case "go:dns", "go:refused", "go:unreachable", "go:tls", "go:url":
+		return true
+	}
+	return false
 }
 
 // confirmed reports whether a suspect rejection repeats the job's last

@@ -16,7 +16,7 @@ func TestDecide(t *testing.T) {
 		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxCooldown: time.Hour, BackoffFactor: 2, Jitter: -1,
 		AttemptsTTL: 24 * time.Hour, FailedTTL: 7 * 24 * time.Hour, MaxAttempts: 5,
 		CanceledCooldown: 3 * time.Second, FallbackCooldown: 2 * time.Second,
-		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
+		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute, UnreachableJobs: 3},
 	}}
 	const (
 		keep = 24 * time.Hour
@@ -34,6 +34,12 @@ func TestDecide(t *testing.T) {
 		quota       = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true}
 		quotaHint   = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true, RetryAfter: 20 * time.Minute}
 		model       = classify.Verdict{Class: classify.ClassSystemic, Reason: "model_not_found"}
+		// classify.Default's verdicts for a call that never reached the
+		// upstream's address, and for one that broke mid-call.
+		refused = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:refused"}
+		noHost  = classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonNetwork, Evidence: "go:dns"}
+		badCert = classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonTLS, Evidence: "go:tls"}
+		reset   = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:network"}
 	)
 	twoFailures := store.Job{Kind: store.Cooling, Attempts: 2, Reason: "timeout"}
 	suspectBefore := store.Job{Kind: store.Cooling, Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:400"}
@@ -130,6 +136,23 @@ func TestDecide(t *testing.T) {
 		// ─systemic, the job's─▶
 		{"model not found: cools Cooldown, not counted, upstream untouched", decideIn{out: outFailure, v: model, upstream: true, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, upstream.Write{}},
+		// Open ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling
+		{"refused connection: the job's attempt, one more job in the upstream's window", decideIn{out: outFailure, v: refused, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"},
+			upstream.Write{Op: upstream.Unreached, Reason: "network", TTL: 10 * time.Second}},
+		{"host not found: the job cools uncounted, one more job in the window", decideIn{out: outFailure, v: noHost, upstream: true, hist: twoFailures},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "network", evidence: "go:dns"},
+			upstream.Write{Op: upstream.Unreached, Reason: "network", TTL: 10 * time.Second}},
+		{"TLS verification failed: one more job in the window", decideIn{out: outFailure, v: badCert, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "tls", evidence: "go:tls"},
+			upstream.Write{Op: upstream.Unreached, Reason: "tls", TTL: 10 * time.Second}},
+		{"the probe cannot reach it either, level 2: cools ×2²", decideIn{out: outFailure, v: refused, upstream: true, probe: true, level: 2},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"},
+			upstream.Write{Op: upstream.Throttle, Reason: "network", TTL: 40 * time.Second}},
+		{"a connection that broke mid-call reached it: upstream untouched", decideIn{out: outFailure, v: reset, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:network"}, upstream.Write{}},
+		{"refused without an Upstream: the job's failure only", decideIn{out: outFailure, v: refused},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"}, upstream.Write{}},
 		// ─released─▶ Ready, attempts kept
 		{"released: Ready, history kept", decideIn{out: outRelease, hist: twoFailures},
 			jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, upstream.Write{}},
@@ -154,6 +177,11 @@ func TestDecide(t *testing.T) {
 		})
 	}
 
+	// UnreachableJobs negative: an address failure is the job's alone.
+	g.opts.UpstreamPolicy.UnreachableJobs = -1
+	if got := g.decide(decideIn{out: outFailure, v: refused, upstream: true}).upstream; got != (upstream.Write{}) {
+		t.Errorf("refused with UnreachableJobs off: upstream %+v, want untouched", got)
+	}
 	// DoneTTL holds a success as Done.
 	g.opts.DoneTTL = time.Hour
 	if got := g.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {

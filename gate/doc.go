@@ -32,6 +32,8 @@
 //	Open ──provider-wide systemic───▶ Paused for ScopePolicy.Cooldown (the hint when longer)
 //	Open ──a wave of one permanent reason (ScopePolicy.PermanentWave jobs)──▶ Paused for the reason
 //	Open ──more than ScopePolicy.AllowedFails other 5xx in FailWindow──▶ Cooling
+//	Open ──ScopePolicy.UnreachableJobs distinct jobs that cannot reach its address (DNS, refused,
+//	       unreachable, TLS, URL) in FailWindow──▶ Cooling for ScopePolicy.Cooldown
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
 //	Probing ──the probe's call reached it──▶ Open
 //	Probing ──provider-wide again──▶ Cooling or Paused, one level up (× BackoffFactor without a hint;

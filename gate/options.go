@@ -11,9 +11,9 @@ import (
 )
 
 // Options configures a Gate. The zero value of every field means the
-// documented default, and a negative Jitter, UpstreamPolicy.AllowedFails
-// or UpstreamPolicy.PermanentWave means none; New validates the options
-// once.
+// documented default, and a negative Jitter, UpstreamPolicy.AllowedFails,
+// UpstreamPolicy.PermanentWave or UpstreamPolicy.UnreachableJobs means
+// none; New validates the options once.
 type Options struct {
 	// Prefix starts every key the gate writes. Must not contain '{' or '}'.
 	// Default: "retrygate".
@@ -172,6 +172,16 @@ type UpstreamPolicy struct {
 	// those jobs cool instead of being marked Failed and the upstream pauses
 	// for the reason (see WarnPermanentWave). Negative = off. Default: 10.
 	PermanentWave int
+	// UnreachableJobs is how many distinct jobs whose calls cannot reach
+	// the upstream's address within FailWindow cool it for Cooldown (×
+	// BackoffFactor per probe that fails the same way), so the jobs after
+	// them are refused without a failing call each: its host does not
+	// resolve (classify evidence go:dns), refuses connections
+	// (go:refused), is unreachable (go:unreachable), fails TLS
+	// verification (go:tls), or the URL is malformed (go:url). A
+	// connection that broke mid-call (go:network, go:timeout) is not the
+	// address. A job failing again counts once. Negative = off. Default: 3.
+	UnreachableJobs int
 }
 
 // ScopePolicy is the former name of UpstreamPolicy.
@@ -298,6 +308,9 @@ func (o Options) withDefaults() (Options, error) {
 	dur("UpstreamPolicy.PauseTTL", &p.PauseTTL, 10*time.Minute)
 	if p.PermanentWave == 0 {
 		p.PermanentWave = 10
+	}
+	if p.UnreachableJobs == 0 {
+		p.UnreachableJobs = 3
 	}
 	o.ScopePolicy = o.UpstreamPolicy
 	if len(bad) > 0 {

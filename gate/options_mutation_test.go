@@ -97,6 +97,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		{"UpstreamPolicy.FailWindow", time.Minute, o.UpstreamPolicy.FailWindow},
 		{"UpstreamPolicy.PauseTTL", 10 * time.Minute, o.UpstreamPolicy.PauseTTL},
 		{"UpstreamPolicy.PermanentWave", 10, o.UpstreamPolicy.PermanentWave},
+		{"UpstreamPolicy.UnreachableJobs", 3, o.UpstreamPolicy.UnreachableJobs},
 	} {
 		if c.exp != c.got {
 			t.Errorf("%s: exp %v, got %v", c.name, c.exp, c.got)
@@ -105,7 +106,8 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 
 	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, BackoffFactor: 3, Jitter: -1,
 		AttemptsTTL: time.Second, FailedTTL: time.Second, DoneTTL: time.Second, Timeout: time.Second, WaitTimeout: time.Second,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1}}
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1,
+			UnreachableJobs: -1}}
 	g, err = gate.New(rdb, set)
 	if err != nil {
 		t.Fatal(err)

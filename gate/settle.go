@@ -66,6 +66,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
 	}
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
+	d.upstream.Job = l.job
 	rec := l.up.Record(rctx, &t, d.upstream, l.token)
 	t.Send(rctx)
 

@@ -118,6 +118,13 @@ func Upstream(prefix, name string) (key, fails string) {
 	return key, key + ":fails"
 }
 
+// Unreachable returns the key of the window that counts the distinct jobs
+// of an upstream whose calls could not reach its address; it lives in the
+// upstream's slot.
+func Unreachable(prefix, upstream string) string {
+	return prefix + ":scope:{" + Encode(upstream) + "}:unreachable"
+}
+
 // Wave returns the key of the window that counts the distinct jobs of an
 // upstream failing permanently with reason; it lives in the upstream's
 // slot.

@@ -159,9 +159,9 @@ func (t *Trip) Count(ctx context.Context, window, member string, span time.Durat
 func decodeCount(c redis.Cmder) (int64, error) { return c.(*redis.Cmd).Int64() }
 
 // ResetUpstream queues upstream_reset.lua: end an upstream's cooldown or
-// pause and clear its failure window.
-func (t *Trip) ResetUpstream(ctx context.Context, key, fails string) Reply[bool] {
-	cmd := t.eval(ctx, t.s.scripts.upstreamReset, []string{key, fails})
+// pause and clear its failure windows.
+func (t *Trip) ResetUpstream(ctx context.Context, key string, windows ...string) Reply[bool] {
+	cmd := t.eval(ctx, t.s.scripts.upstreamReset, append([]string{key}, windows...))
 	return Reply[bool]{cmd, func(c redis.Cmder) (bool, error) {
 		n, err := c.(*redis.Cmd).Int64()
 		return n > 0, err

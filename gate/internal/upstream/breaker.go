@@ -18,6 +18,9 @@ type Policy struct {
 	// PermanentWave: how many distinct jobs failing permanently with one
 	// reason within FailWindow make a wave (≤ 0: off).
 	PermanentWave int
+	// UnreachableJobs: how many distinct jobs whose calls could not reach
+	// the upstream's address within FailWindow cool it (≤ 0: off).
+	UnreachableJobs int
 }
 
 // Breaker is one upstream's breaker: a guarded upstream in Redis, or Free.
@@ -66,10 +69,11 @@ func (Free) recorded(context.Context, *store.Store, Record, store.Token) (store.
 // guarded is an upstream's breaker in Redis (store's upstream
 // operations, keyspace.Scope's keys).
 type guarded struct {
-	name     string
-	prefix   string
-	k, fails string
-	policy   Policy
+	name        string
+	prefix      string
+	k, fails    string
+	unreachable string // distinct jobs that could not reach its address
+	policy      Policy
 
 	// refusingUntil (unix ns, local clock) is when the refusal this
 	// process last read from the upstream ends. Until then an acquire
@@ -81,7 +85,7 @@ type guarded struct {
 
 func newGuarded(prefix, name string, p Policy) *guarded {
 	k, fails := keyspace.Upstream(prefix, name)
-	return &guarded{name: name, prefix: prefix, k: k, fails: fails, policy: p}
+	return &guarded{name: name, prefix: prefix, k: k, fails: fails, unreachable: keyspace.Unreachable(prefix, name), policy: p}
 }
 
 func (b *guarded) Name() string { return b.name }
@@ -127,26 +131,30 @@ func (b *guarded) unclaim(ctx context.Context, t *store.Trip, token store.Token)
 type Op uint8
 
 const (
-	Keep     Op = iota // nothing
-	Reopen             // the probe's call reached the upstream: open it
-	Unclaim            // the probe's call did not reach it: the next call probes
-	Throttle           // a provider-wide transient failure cools it
-	Suspend            // a provider-wide systemic failure, or a wave, pauses it
-	Count              // one more 5xx in its window
+	Keep      Op = iota // nothing
+	Reopen              // the probe's call reached the upstream: open it
+	Unclaim             // the probe's call did not reach it: the next call probes
+	Throttle            // a provider-wide transient failure cools it
+	Suspend             // a provider-wide systemic failure, or a wave, pauses it
+	Count               // one more 5xx in its window
+	Unreached           // one more distinct job whose call could not reach its address
 )
 
 // Write is what a run's end does to its upstream (the gate's decision).
 type Write struct {
 	Op     Op
-	TTL    time.Duration // Throttle, Suspend
+	TTL    time.Duration // Throttle, Suspend; Count and Unreached when they cool it
 	Reason string
+	// Job is the job that could not reach the upstream (Unreached): a job
+	// failing again counts once.
+	Job string
 }
 
 // Record is a run's end queued on a trip.
 type Record struct {
 	w       Write
 	stopped store.Reply[store.Stopped] // Throttle, Suspend
-	count   store.Reply[int64]         // Count
+	count   store.Reply[int64]         // Count, Unreached
 	done    store.Reply[bool]          // Reopen, Unclaim
 }
 
@@ -165,23 +173,38 @@ func (b *guarded) record(ctx context.Context, t *store.Trip, w Write, token stor
 			Clear: keyspace.Wave(b.prefix, b.name, w.Reason)})
 	case Count:
 		r.count = t.Count(ctx, b.fails, token.Token, b.policy.FailWindow)
+	case Unreached:
+		if b.policy.UnreachableJobs > 0 {
+			r.count = t.Count(ctx, b.unreachable, w.Job, b.policy.FailWindow)
+		}
 	}
 	return r
 }
 
 // recorded decodes what record sent. A 5xx that fills the window past
-// AllowedFails cools the upstream, in one more round trip.
+// AllowedFails, or the UnreachableJobs-th distinct job that could not
+// reach the upstream, cools it, in one more round trip.
 func (b *guarded) recorded(ctx context.Context, s *store.Store, r Record, token store.Token) (store.Stopped, error) {
+	var window string
+	var limit int64
 	switch r.w.Op {
 	case Throttle, Suspend:
 		return r.stopped.Result()
 	case Count:
+		window, limit = b.fails, max(int64(b.policy.AllowedFails)+1, 1)
+	case Unreached:
+		if b.policy.UnreachableJobs <= 0 {
+			return store.Stopped{}, nil
+		}
+		window, limit = b.unreachable, int64(b.policy.UnreachableJobs)
+	}
+	if window != "" {
 		n, err := r.count.Result()
-		if err != nil || n <= int64(b.policy.AllowedFails) {
+		if err != nil || n < limit {
 			return store.Stopped{}, err
 		}
 		t := s.Trip()
-		stopped := t.StopUpstream(ctx, b.k, token, store.Stop{Reason: r.w.Reason, TTL: r.w.TTL, Clear: b.fails})
+		stopped := t.StopUpstream(ctx, b.k, token, store.Stop{Reason: r.w.Reason, TTL: r.w.TTL, Clear: window})
 		t.Send(ctx)
 		return stopped.Result()
 	}
@@ -216,10 +239,10 @@ func (b *guarded) wave(ctx context.Context, s *store.Store, reason, job string) 
 }
 
 // reset ends the upstream's cooldown or pause and clears its failure
-// window.
+// windows.
 func (b *guarded) reset(ctx context.Context, s *store.Store) error {
 	t := s.Trip()
-	r := t.ResetUpstream(ctx, b.k, b.fails)
+	r := t.ResetUpstream(ctx, b.k, b.fails, b.unreachable)
 	t.Send(ctx)
 	if err := r.Err(); err != nil {
 		return err
