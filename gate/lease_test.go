@@ -216,11 +216,58 @@ func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
 			if !errors.As(err, &ce) || !errors.Is(err, gate.ErrUnavailable) || ce.State != gate.Running {
 				t.Fatalf("Do: %v, want a CallError with an ErrUnavailable settle", err)
 			}
+			// It says so, and the wait it leaves: the lock's TTL, a lease.
+			if ce.Written() || ce.RetryAfter != lease {
+				t.Fatalf("CallError: written %v, RetryAfter %v; want unwritten, %v", ce.Written(), ce.RetryAfter, lease)
+			}
 			// No free retry: the job stays held until the lease runs out.
 			if _, err := watcher.Acquire(context.Background(), "job"); !errors.Is(err, gate.ErrInFlight) {
 				t.Fatalf("retry right after an unrecorded failure: %v, want ErrInFlight", err)
 			}
 			waitState(t, tg, watcher, "job", gate.Ready, lease)
+		})
+	}
+}
+
+// Settle, the adapters' verb after Acquire, returns what Do returns for
+// the same outcome: nil for a success, a written *CallError with the
+// cooldown for a failure, and ErrAlreadySettled's CallError when called
+// twice.
+func TestSettleReturnsWhatDoReturns(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1})
+			l, err := g.Acquire(ctx, "ok")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Settle(ctx, nil); err != nil {
+				t.Fatalf("Settle(nil): %v, want nil", err)
+			}
+			if l, err = g.Acquire(ctx, "ok"); err != nil {
+				t.Fatalf("the job after a success: %v, want it free", err)
+			}
+			_ = l.Release(ctx)
+
+			l, err = g.Acquire(ctx, "fails")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.Settle(ctx, errBoom)
+			var ce *gate.CallError
+			if !errors.As(err, &ce) || !errors.Is(err, errBoom) || !errors.Is(err, gate.ErrCoolingDown) {
+				t.Fatalf("Settle(errBoom): %v, want a CallError cooling down that wraps it", err)
+			}
+			if !ce.Written() || ce.State != gate.CoolingDown || ce.RetryAfter != time.Minute || ce.Attempts != 1 {
+				t.Fatalf("CallError: %+v, want written, cooling down for a minute, attempt 1", ce)
+			}
+			if wait, ok := gate.RetryAfter(err); !ok || wait != time.Minute {
+				t.Fatalf("RetryAfter: %v %v, want a minute", wait, ok)
+			}
+			if err := l.Settle(ctx, errBoom); !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrAlreadySettled) || ce.Written() {
+				t.Fatalf("second Settle: %v, want a CallError with ErrAlreadySettled", err)
+			}
 		})
 	}
 }
