@@ -60,18 +60,6 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 	}
 }
 
-func equalNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // WaitReplicas needs a connection it can pin: an embedding wrapper has
 // one, a narrow wrapper does not and New says so.
 func TestWaitReplicasNeedsAPinnableClient(t *testing.T) {
