@@ -74,7 +74,7 @@ type leaseKey struct{}
 // LeaseFromContext returns the lease whose Context ctx is or derives from:
 // the context Do and Call give fn, a handler's request under httpmw, a
 // task or job under the queue adapters. nil when there is none. Deep in a
-// job's code it names the upstream to call (Scope) and the fence to write
+// job's code it names the upstream to call (Upstream) and the fence to write
 // with (Fence).
 func LeaseFromContext(ctx context.Context) *Lease {
 	l, _ := ctx.Value(leaseKey{}).(*Lease)
