@@ -224,7 +224,7 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired) {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
 	}
 	if uerr := unclaim.Err(); uerr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("scope", uerr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", uerr)})
 	}
 }
 

@@ -28,12 +28,12 @@ const (
 	// that ran the job refuses it in-process for the intended cooldown;
 	// other processes see only the running lease's TTL.
 	WarnSettleUnwritten = "settle_unwritten"
-	// WarnPermanentWave: many distinct jobs of the scope failed
+	// WarnPermanentWave: many distinct jobs of the upstream failed
 	// permanently for the same reason in a short window
-	// (ScopePolicy.PermanentWave): a changed API, a broken prompt template,
-	// an unclassified billing error. The scope is paused for that reason
-	// and its jobs cool instead of being marked Failed; fix the cause, then
-	// reset the scope and clear the marks already written
+	// (UpstreamPolicy.PermanentWave): a changed API, a broken prompt
+	// template, an unclassified billing error. The upstream is paused for
+	// that reason and its jobs cool instead of being marked Failed; fix the
+	// cause, then reset the upstream and clear the marks already written
 	// (retrygate reset --state failed --reason R).
 	WarnPermanentWave = "permanent_wave"
 	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not

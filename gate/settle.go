@@ -55,7 +55,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		in.wave, waveStarted, err = l.up.Wave(rctx, g.store, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("scope", err)})
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", err)})
 		}
 	}
 	d := g.decide(in)
@@ -118,7 +118,7 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v
 	u, wrote, err := l.up.Recorded(rctx, g.store, rec, l.token)
 	st := statusOf(u)
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("scope", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("upstream", err)})
 		return st
 	}
 	if wrote && g.obs != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
@@ -19,7 +20,7 @@ import (
 // An upstream is read beside the acquire, in its round trip; when it
 // refuses, the acquire is undone and the job is left exactly as it was: a
 // job never seen keeps no key, a job with attempts keeps its count.
-func TestScopeRefusalUndoesTheAcquire(t *testing.T) {
+func TestUpstreamRefusalUndoesTheAcquire(t *testing.T) {
 	ctx := context.Background()
 	m, rdb := redistest.Miniredis(t)
 	cluster := &gatetest.Flaky{Client: rdb}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/retrygate/retrygate/classify"
+
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/keyspace"
@@ -19,7 +19,7 @@ import (
 
 // Without a Scope there is no upstream to read: an acquire is the
 // acquire script alone.
-func TestAcquireWithoutScopeReadsNoScope(t *testing.T) {
+func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
@@ -82,22 +82,12 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	}
 }
 
-// errProviderBusy is a provider-wide rate limit without a hint.
-var errProviderBusy = errors.New("429 too many requests")
-
-func providerBusyClassifier(err error) classify.Verdict {
-	if errors.Is(err, errProviderBusy) {
-		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true}
-	}
-	return classify.Default(err)
-}
-
 // The cluster-safe form (a client that only scripts, here over one
 // miniredis) reads the scope beside the acquire: a scope another process
 // cooled refuses the job and leaves it no key; once seen, the scope is read
 // first; an open scope leaves the job locked; after the cooldown one call
 // probes while the others stay refused, and its success opens the scope.
-func TestClusterFormScope(t *testing.T) {
+func TestClusterFormUpstream(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
@@ -238,7 +228,7 @@ func (k *keyDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // On a cluster an upstream lives on its own node. When that node cannot
 // be reached, an acquire fails closed (ErrUnavailable) and does not leave
 // the job locked, and Status says it cannot tell rather than "open".
-func TestScopeUnreachable(t *testing.T) {
+func TestUpstreamUnreachable(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	scopeKey, _ := keyspace.Upstream(prefix, "openai:prod-key")
