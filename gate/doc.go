@@ -12,7 +12,7 @@
 //	                      ├─transient, the job's──────▶ CoolingDown, attempt counted (Cooldown·BackoffFactor^(n-1) ± Jitter, or the hint)
 //	                      ├─permanent, with proof─────▶ Failed until FailedTTL or Reset
 //	                      ├─permanent, suspect────────▶ CoolingDown the first time, Failed when it repeats
-//	                      ├─MaxAttempts reached───────▶ Failed
+//	                      ├─MaxAttempts (8) reached───▶ Failed: a job failing for its own reason ends
 //	                      ├─provider-wide─────────────▶ CoolingDown, no attempt counted; the upstream cools or pauses
 //	                      ├─systemic, the job's───────▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      ├─released (Release)────────▶ Ready, attempts kept

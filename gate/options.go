@@ -11,9 +11,10 @@ import (
 )
 
 // Options configures a Gate. The zero value of every field means the
-// documented default, and a negative Jitter, UpstreamPolicy.AllowedFails,
-// UpstreamPolicy.PermanentWave or UpstreamPolicy.UnreachableJobs means
-// none; New validates the options once.
+// documented default, a negative MaxAttempts means unlimited, and a
+// negative Jitter, UpstreamPolicy.AllowedFails, UpstreamPolicy.PermanentWave
+// or UpstreamPolicy.UnreachableJobs means none; New validates the options
+// once.
 type Options struct {
 	// Prefix starts every key the gate writes. Must not contain '{' or '}'.
 	// Default: "retrygate".
@@ -42,8 +43,13 @@ type Options struct {
 	// Default: 0.1.
 	Jitter float64
 
-	// MaxAttempts marks the job Failed when its attempt count (transient and
-	// permanent failures since the last success) reaches it. 0 = unlimited.
+	// MaxAttempts marks the job Failed when its attempt count reaches it,
+	// so a job whose every attempt fails for its own reason (a model that
+	// never returns valid output) ends. The count is the job's transient
+	// and suspect failures since its last success; provider-wide failures
+	// (rate limits, overload, quota, keys) and systemic ones never count.
+	// With the default Cooldown, BackoffFactor and MaxCooldown, 8 attempts
+	// are about 4h15m of retries. Negative = unlimited. Default: 8.
 	MaxAttempts int
 	// AttemptsTTL is how long the attempt count is remembered after the
 	// job's last cooldown or mark ends; after that a failure starts again at
@@ -282,8 +288,8 @@ func (o Options) withDefaults() (Options, error) {
 	case !(o.Jitter < 1): // also rejects NaN
 		bad = append(bad, fmt.Sprintf("Jitter: %v is not below 1", o.Jitter))
 	}
-	if o.MaxAttempts < 0 {
-		bad = append(bad, fmt.Sprintf("MaxAttempts: %d is negative", o.MaxAttempts))
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 8
 	}
 	dur("AttemptsTTL", &o.AttemptsTTL, 24*time.Hour)
 	dur("FailedTTL", &o.FailedTTL, 7*24*time.Hour)

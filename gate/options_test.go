@@ -23,7 +23,6 @@ func TestOptionsValidation(t *testing.T) {
 		{"max below cooldown", gate.Options{Cooldown: time.Hour, MaxCooldown: time.Minute}, []string{"MaxCooldown"}},
 		{"factor below 1", gate.Options{BackoffFactor: 0.5}, []string{"BackoffFactor"}},
 		{"jitter 1", gate.Options{Jitter: 1}, []string{"Jitter"}},
-		{"negative attempts", gate.Options{MaxAttempts: -1}, []string{"MaxAttempts"}},
 		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
 		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}},
 			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "UpstreamPolicy.PauseTTL"}},
@@ -123,7 +122,7 @@ func TestOptionsLimits(t *testing.T) {
 		{"jitter NaN", gate.Options{Jitter: math.NaN()}, "Jitter"},
 		{"max attempts 0", gate.Options{MaxAttempts: 0}, ""},
 		{"max attempts 1", gate.Options{MaxAttempts: 1}, ""},
-		{"max attempts -1", gate.Options{MaxAttempts: -1}, "MaxAttempts"},
+		{"max attempts -1 (unlimited)", gate.Options{MaxAttempts: -1}, ""},
 		{"wait replicas 1", gate.Options{WaitReplicas: 1}, ""},
 		{"wait replicas -1", gate.Options{WaitReplicas: -1}, "WaitReplicas"},
 		{"negative wait", gate.Options{Wait: -time.Second}, "Wait"},
@@ -164,6 +163,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		name     string
 		exp, got any
 	}{
+		{"MaxAttempts", 8, o.MaxAttempts},
 		{"AttemptsTTL", 24 * time.Hour, o.AttemptsTTL},
 		{"DoneTTL", time.Duration(0), o.DoneTTL},
 		{"CanceledCooldown", time.Duration(0), o.CanceledCooldown},
@@ -183,7 +183,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		}
 	}
 
-	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, BackoffFactor: 3, Jitter: -1,
+	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, BackoffFactor: 3, Jitter: -1, MaxAttempts: -1,
 		AttemptsTTL: time.Second, FailedTTL: time.Second, DoneTTL: time.Second, Timeout: time.Second, WaitTimeout: time.Second,
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1,
 			UnreachableJobs: -1}}
@@ -193,7 +193,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 	}
 	o = g.Options()
 	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.MaxCooldown != set.MaxCooldown || o.BackoffFactor != set.BackoffFactor ||
-		o.Jitter != set.Jitter || o.AttemptsTTL != set.AttemptsTTL || o.FailedTTL != set.FailedTTL || o.DoneTTL != set.DoneTTL ||
+		o.Jitter != set.Jitter || o.MaxAttempts != set.MaxAttempts || o.AttemptsTTL != set.AttemptsTTL || o.FailedTTL != set.FailedTTL || o.DoneTTL != set.DoneTTL ||
 		o.Timeout != set.Timeout || o.WaitTimeout != set.WaitTimeout || o.UpstreamPolicy != set.UpstreamPolicy {
 		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
 	}

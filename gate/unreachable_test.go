@@ -118,8 +118,8 @@ func TestUnreachableSameJobCountsOnce(t *testing.T) {
 	}
 }
 
-// retryUntilRun retries job until fn runs (its cooldown over) and returns
-// Do's error; it fails t after a deadline.
+// retryUntilRun retries job until fn runs (its cooldown, or its upstream's,
+// over) and returns Do's error; it fails t after a deadline.
 func retryUntilRun(t *testing.T, g *gate.Gate, job string, fn func(context.Context, *gate.Lease) error) error {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
@@ -132,7 +132,7 @@ func retryUntilRun(t *testing.T, g *gate.Gate, job string, fn func(context.Conte
 		if ran {
 			return err
 		}
-		if !errors.Is(err, gate.ErrCoolingDown) || time.Now().After(deadline) {
+		if !errors.Is(err, gate.ErrCoolingDown) && !errors.Is(err, gate.ErrUpstreamCooling) || time.Now().After(deadline) {
 			t.Fatalf("%s: %v, want its cooldown to end", job, err)
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -137,7 +137,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.Cooldown, "cooldown", cfg.Cooldown, "first cooldown after a transient failure (env RETRYGATE_COOLDOWN)")
 	fs.DurationVar(&cfg.MaxCooldown, "max-cooldown", cfg.MaxCooldown, "longest cooldown (env RETRYGATE_MAX_COOLDOWN)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
-	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = unlimited (env RETRYGATE_MAX_ATTEMPTS)")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = the gate's default (8) (env RETRYGATE_MAX_ATTEMPTS)")
 	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
 	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
 	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "longest upstream pause after a systemic failure such as an empty credit balance; the first lasts --scope-cooldown (env RETRYGATE_SCOPE_PAUSE)")
