@@ -170,10 +170,105 @@ func TestResetReopensEvery(t *testing.T) {
 	if err := f.set.Reset(context.Background(), f.st); err != nil {
 		t.Fatal(err)
 	}
-	if _, refusing := f.judge().Refusal(); refusing {
-		t.Fatal("after Reset: refused")
+	for i, st := range f.read() {
+		if st.State != Open || st.Refusing() {
+			t.Fatalf("upstream %d after Reset: %+v, want open", i, st)
+		}
 	}
-	if known, _ := f.set.PeekKnown(context.Background(), f.st); known != nil {
-		t.Fatalf("after Reset PeekKnown still answers %+v", known)
+	for _, b := range f.set.all {
+		if b.knownRefusing() {
+			t.Fatalf("%s: this process still knows it refusing after Reset", b.Name())
+		}
+	}
+}
+
+// read reads every upstream as Gate.Upstreams does.
+func (f *fixture) read() []Status {
+	f.t.Helper()
+	ctx := context.Background()
+	t := f.st.Trip()
+	reads := f.set.Read(ctx, &t)
+	t.Send(ctx)
+	ss, err := reads.Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ss
+}
+
+// Status reads: each upstream in order, judged with Redis's clock, both
+// read alone (Read) and beside a job's read (Peek); none for Free.
+func TestReadAndPeek(t *testing.T) {
+	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Suspend, Reason: "quota_exhausted", TTL: time.Minute}, run)
+	ss := f.read()
+	if len(ss) != 2 || ss[0].Name != "a" || ss[0].State != Paused || ss[0].RetryAfter != time.Minute || ss[1].Name != "b" || ss[1].State != Open {
+		t.Fatalf("Read: %+v, want a paused a minute, b open", ss)
+	}
+	ctx := context.Background()
+	tr := f.st.Trip()
+	job := tr.ReadJob(ctx, "job") // the clock Peek is judged by
+	peeks := f.set.Peek(ctx, &tr)
+	tr.Send(ctx)
+	r, err := job.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := peeks.Judge(r.Now); err != nil || len(ps) != 2 || ps[0] != ss[0] || ps[1] != ss[1] {
+		t.Fatalf("Peek: %+v, %v; want what Read read", ps, err)
+	}
+	free := NewSet("p", nil, Policy{})
+	tr = f.st.Trip()
+	if ss, err := free.Read(ctx, &tr).Result(); err != nil || ss != nil {
+		t.Fatalf("Free's Read: %+v, %v; want none", ss, err)
+	}
+	if ss, err := free.Peek(ctx, &tr).Judge(r.Now); err != nil || ss != nil {
+		t.Fatalf("Free's Peek: %+v, %v; want none", ss, err)
+	}
+}
+
+// A wave is joined at once when the upstream is already paused or probed
+// for its reason, not for another; PermanentWave 0 or below is off.
+func TestWaveOfAPausedReason(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, PermanentWave: 5})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Suspend, Reason: "bad_template", TTL: time.Second}, run)
+	ctx := context.Background()
+	if in, started, err := c.Wave(ctx, f.st, "bad_template", "j1"); err != nil || !in || started {
+		t.Fatalf("paused for the reason: in %v started %v (%v), want in, not started", in, started, err)
+	}
+	if in, _, err := c.Wave(ctx, f.st, "other_reason", "j1"); err != nil || in {
+		t.Fatalf("paused for another reason: in %v (%v), want not", in, err)
+	}
+	redistest.Advance(f.m, time.Second)
+	probe := store.NewToken()
+	c, _ = f.choose(f.judge(), probe)
+	if in, _, err := c.Wave(ctx, f.st, "bad_template", "j2"); err != nil || !in {
+		t.Fatalf("probed for the reason: in %v (%v), want in", in, err)
+	}
+	for _, size := range []int{0, -1} {
+		g := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, PermanentWave: size})
+		c, _ := g.choose(g.judge(), store.NewToken())
+		if in, started, err := c.Wave(ctx, g.st, "bad_template", "j"); err != nil || in || started {
+			t.Fatalf("PermanentWave %d: in %v started %v (%v), want off", size, in, started, err)
+		}
+	}
+}
+
+// A value no gate wrote, found where this process knew a cooldown, is
+// held for its key's time left.
+func TestPeekKnownHoldsAForeignValue(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Throttle, Reason: "overloaded", TTL: time.Hour}, run)
+	f.m.Set(f.set.Keys()[0], "held by an operator")
+	f.m.SetTTL(f.set.Keys()[0], 5*time.Second)
+	ss, err := f.set.PeekKnown(context.Background(), f.st)
+	if err != nil || len(ss) != 1 || ss[0].RetryAfter != 5*time.Second || !ss[0].Refusing() {
+		t.Fatalf("PeekKnown: %+v, %v; want refused for the key's 5s", ss, err)
 	}
 }
