@@ -63,9 +63,10 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	return nil, he
 }
 
-// doerTransport lets classify.Transport send through a Doer. Only
-// RoundTrip calls it, once per request, so a Doer that follows redirects
-// or sets cookies (an *http.Client) keeps doing so.
+// doerTransport hands classify.Transport's requests to a Doer. It is no
+// RoundTripper for general use (an *http.Client behind it follows
+// redirects, which a RoundTripper must not); classify.Transport calls it
+// once per request and only reads the response.
 type doerTransport struct{ openai.HTTPDoer }
 
 func (d doerTransport) RoundTrip(req *http.Request) (*http.Response, error) { return d.Do(req) }
