@@ -31,6 +31,9 @@ var (
 	// OpenAI's 503 when a model is overloaded:
 	// https://github.com/waylaidwanderer/node-chatgpt-api/issues/34
 	openAIOverloaded = `{"error":{"message":"That model is currently overloaded with other requests. You can retry your request, or contact us through our help center at help.openai.com if the error persists. (Please include the request ID 169bee8d  in your message.)","type":"server_error","param":null,"code":null}}`
+	// OpenAI's 400 for a prompt over the context window:
+	// https://github.com/mckaywrigley/chatbot-ui/issues/102
+	openAIContextLength = `{"error":{"message":"This model's maximum context length is 4097 tokens. However, you requested 4120 tokens (3120 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
 	// nginx's own 502 page, as a proxy in front of a model server sends
 	// it (src/http/ngx_http_special_response.c: ngx_http_error_502_page
 	// and ngx_http_error_tail).
@@ -189,6 +192,15 @@ func TestTransport(t *testing.T) {
 			t.Fatalf("got %v %v, body closed %v", resp, err, body.closed)
 		}
 		checkVerdict(t, classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonOverloaded, ProviderWide: true, RetryAfter: 2 * time.Second}, err)
+	})
+	t.Run("400, the lowest failure, is an error", func(t *testing.T) {
+		body := &trackBody{r: strings.NewReader(openAIContextLength)}
+		resp, err := (&goopenai.Transport{Doer: fakeResponse(400, body)}).Do(req)
+		var apiErr *openai.APIError
+		if resp != nil || !errors.As(err, &apiErr) || apiErr.Code != "context_length_exceeded" || apiErr.HTTPStatusCode != 400 {
+			t.Fatalf("got %v, %v: want go-openai's APIError for the 400", resp, err)
+		}
+		checkVerdict(t, classify.Verdict{Class: classify.ClassPermanent, Reason: classify.ReasonContextLength}, err)
 	})
 	t.Run("body read error keeps the status", func(t *testing.T) {
 		body := &trackBody{readErr: syscall.ECONNRESET}
