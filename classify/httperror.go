@@ -31,8 +31,8 @@ type HTTPError struct {
 	Header http.Header
 	// Type and Code are the provider's error type and code, such as
 	// "insufficient_quota" or Anthropic's "overloaded_error".
-	// ReadHTTPError fills them from the body; a client that has them decoded but no body
-	// can set them alone. Codes found in Body win.
+	// ReadHTTPError fills them from the body; a client that has them
+	// decoded but no body can set them alone. Codes found in Body win.
 	Type, Code string
 	// Body is the response body, or its first MiB. Default reads the
 	// provider's error type and codes, google.rpc details and the few

@@ -1,7 +1,7 @@
 // Package goopenai wires github.com/sashabaranov/go-openai to classify: its
 // Transport, set as the client's ClientConfig.HTTPClient, keeps the retry
-// hint headers and the whole body of a failed response in the error the
-// client returns, which go-openai otherwise drops, and reports every
+// hint headers and the body (its first MiB) of a failed response in the
+// error the client returns, which go-openai otherwise drops, and reports every
 // response's rate-limit Budget to the function classify.WithBudgetFunc put
 // on the request's context.
 //
