@@ -65,7 +65,7 @@ tidy:
 ## kill are listed in docs/mutants.md.
 GREMLINS_VERSION ?= v0.6.0
 GREMLINS_TIMEOUT ?= 4
-MUTATE_PKGS      ?= classify gate httpmw
+MUTATE_PKGS      ?= classify classify/goopenai gate httpmw
 MUTATE_TARGETS   ?= miniredis,redis
 GREMLINS_DIR     := $(shell $(GO) env GOPATH)/retrygate-tools/gremlins-$(GREMLINS_VERSION)
 GREMLINS         := $(GREMLINS_DIR)/gremlins
