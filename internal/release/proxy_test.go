@@ -1,0 +1,271 @@
+package release
+
+import (
+	"bufio"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// pretend is the version the proxy test lays every module at: no tag is
+// made, and no version of the repository is ever published as it.
+const pretend = "v0.999.0"
+
+// requireRelease reports whether a test that cannot run here must fail
+// instead of skipping (CI sets RETRYGATE_REQUIRE_RELEASE=1).
+func requireRelease(t *testing.T, why string, args ...any) {
+	t.Helper()
+	if os.Getenv("RETRYGATE_REQUIRE_RELEASE") == "1" {
+		t.Fatalf(why, args...)
+	}
+	t.Skipf(why, args...)
+}
+
+// TestModulesInstallAlone is what a user outside the repository sees
+// after make release: every published module, laid in a module proxy at
+// one version with the requirements Release writes, is fetched alone into
+// a fresh program whose go.mod requires only it; its packages and
+// commands build, its tests and Examples type-check, and its Examples
+// with output run. The root's command installs as the README says
+// (go install …/cmd/retrygate@latest). Only the repository's modules come
+// from the test's proxy; the others from the module cache already on this
+// machine (else GOPROXY), and builds use -trimpath so the build cache
+// serves them again on the next run.
+func TestModulesInstallAlone(t *testing.T) {
+	if testing.Short() {
+		requireRelease(t, "builds every module from a module proxy: not in -short")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		requireRelease(t, "no git: %v", err)
+	}
+	tmp := t.TempDir()
+	proxy := filepath.Join(tmp, "proxy")
+	mods, err := WriteProxy(proxy, root, pretend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := goEnv(t, tmp, proxy)
+	sums := repoSums(t, root)
+	for _, m := range mods {
+		t.Run(strings.ReplaceAll(m.Dir, "/", "_"), func(t *testing.T) {
+			libs, cmds, examples := packages(t, root, m)
+			if len(libs)+len(cmds) == 0 {
+				t.Fatalf("%s has no packages", m.Path)
+			}
+			dir := filepath.Join(tmp, "try", strings.ReplaceAll(m.Dir, "/", "_"))
+			write(t, filepath.Join(dir, "go.mod"), "module example.com/try\n\ngo 1.24\n")
+			write(t, filepath.Join(dir, "go.sum"), sums)
+			var imports strings.Builder
+			for _, p := range libs {
+				imports.WriteString("\t_ \"" + p + "\"\n")
+			}
+			write(t, filepath.Join(dir, "main.go"), "package main\n\nimport (\n"+imports.String()+")\n\nfunc main() {}\n")
+
+			all := append(append([]string{}, libs...), cmds...)
+			run(t, dir, env, "go", append([]string{"get", "-t"}, withVersion(all)...)...)
+			// The fresh program requires m alone, at the version.
+			gomod := run(t, dir, env, "go", "list", "-m", "all")
+			for _, other := range mods {
+				if other.Path != m.Path && strings.Contains(gomod, other.Path+" ") && !strings.Contains(gomod, other.Path+" "+pretend) {
+					t.Errorf("%s brings %s at another version than %s:\n%s", m.Path, other.Path, pretend, gomod)
+				}
+			}
+			run(t, dir, env, "go", "build", "-o", filepath.Join(tmp, "bin", "try"), ".")
+			if len(cmds) > 0 {
+				run(t, dir, env, "go", append([]string{"build", "-o", os.DevNull}, cmds[0])...)
+				if len(cmds) > 1 {
+					run(t, dir, env, "go", append([]string{"build"}, cmds[1:]...)...)
+				}
+			}
+			run(t, dir, env, "go", append([]string{"vet"}, all...)...)
+			if len(examples) > 0 {
+				run(t, dir, env, "go", append([]string{"test", "-count=1", "-vet=off", "-run", "^Example"}, examples...)...)
+			}
+		})
+	}
+	t.Run("go install cmd/retrygate@latest", func(t *testing.T) {
+		out := run(t, tmp, append(env, "GOBIN="+filepath.Join(tmp, "gobin")), "go", "install", "github.com/retrygate/retrygate/cmd/retrygate@latest")
+		if _, err := os.Stat(filepath.Join(tmp, "gobin", "retrygate")); err != nil {
+			t.Fatalf("go install left no binary: %v\n%s", err, out)
+		}
+	})
+}
+
+// goEnv is the go command's environment for a user outside the
+// repository: the test's proxy first, then the module cache of this
+// machine as a read-only proxy, then the configured GOPROXY; a module
+// cache and a GOPATH of the test's own.
+func goEnv(t *testing.T, tmp, proxy string) []string {
+	t.Helper()
+	goenv := func(name string) string {
+		out, err := exec.Command("go", "env", name).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	cache := filepath.Join(goenv("GOMODCACHE"), "cache", "download")
+	proxies := "file://" + filepath.ToSlash(proxy) + ",file://" + filepath.ToSlash(cache)
+	if p := goenv("GOPROXY"); p != "" && p != "off" {
+		proxies += "," + p
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "GOPROXY", "GOMODCACHE", "GOPATH", "GOFLAGS", "GONOSUMDB", "GONOPROXY", "GOPRIVATE", "GOWORK", "GOTOOLCHAIN", "GOBIN":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"GOPROXY="+proxies,
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
+		"GOPATH="+filepath.Join(tmp, "gopath"),
+		"GOFLAGS=-modcacherw -trimpath -buildvcs=false",
+		"GONOSUMDB=github.com/retrygate/retrygate", // not in the checksum database: never published at this version
+		"GOWORK=off",
+		"GOTOOLCHAIN=local",
+	)
+}
+
+// repoSums is every go.sum line of the repository: the checksums the
+// fresh programs need for the modules' dependencies, so the test asks the
+// checksum database nothing it has not already answered for the repository.
+func repoSums(t *testing.T, root string) string {
+	t.Helper()
+	files, err := Files(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var lines []string
+	for _, f := range files {
+		if path.Base(f) != "go.sum" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(strings.NewReader(string(data)))
+		for sc.Scan() {
+			if l := sc.Text(); l != "" && !seen[l] {
+				seen[l] = true
+				lines = append(lines, l)
+			}
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// packages lists m's packages by import path: importable ones, commands
+// (package main) and those with an Example, leaving out internal and
+// testdata directories and nested modules.
+func packages(t *testing.T, root string, m Module) (libs, cmds, examples []string) {
+	t.Helper()
+	files, err := Files(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, err := Modules(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNested := func(dir string) bool {
+		for _, o := range mods {
+			if o.Dir != m.Dir && o.Dir != "." && (m.Dir == "." || strings.HasPrefix(o.Dir, m.Dir+"/")) && (dir == o.Dir || strings.HasPrefix(dir, o.Dir+"/")) {
+				return true
+			}
+		}
+		return false
+	}
+	name := map[string]string{}
+	example := map[string]bool{}
+	for _, f := range files {
+		dir := path.Dir(f)
+		if !strings.HasSuffix(f, ".go") || (m.Dir != "." && dir != m.Dir && !strings.HasPrefix(dir, m.Dir+"/")) || inNested(dir) {
+			continue
+		}
+		if strings.Contains("/"+dir+"/", "/testdata/") || strings.Contains("/"+dir+"/", "/internal/") {
+			continue
+		}
+		if strings.HasSuffix(f, "_test.go") {
+			data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "\nfunc Example") {
+				example[dir] = true
+			}
+			continue
+		}
+		pf, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, filepath.FromSlash(f)), nil, parser.PackageClauseOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name[dir] = pf.Name.Name
+	}
+	for dir, n := range name {
+		p := m.Path
+		if rel := strings.TrimPrefix(strings.TrimPrefix(dir, m.Dir), "/"); dir != m.Dir && rel != "" {
+			p = m.Path + "/" + rel
+		}
+		if m.Dir == "." && dir != "." {
+			p = m.Path + "/" + dir
+		}
+		if n == "main" {
+			cmds = append(cmds, p)
+		} else {
+			libs = append(libs, p)
+		}
+		if example[dir] {
+			examples = append(examples, p)
+		}
+	}
+	sort.Strings(libs)
+	sort.Strings(cmds)
+	sort.Strings(examples)
+	return libs, cmds, examples
+}
+
+// withVersion asks go get for every package at the pretend version.
+func withVersion(pkgs []string) []string {
+	out := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		out[i] = p + "@" + pretend
+	}
+	return out
+}
+
+func write(t *testing.T, file, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs a command in dir and fails the test with its output if it fails.
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
