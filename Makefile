@@ -42,7 +42,7 @@ fuzz:
 
 ## demo: the example server with embedded Redis and a fake LLM upstream.
 demo:
-	$(GO) run ./examples/server
+	cd examples/server && $(GO) run .
 
 ## bench: head-to-head with redislock, redsync and raw SET NX locks (with and
 ## without a fence), and the middleware's HTTP refusals against a bare 429, one
