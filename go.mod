@@ -4,7 +4,6 @@ go 1.24
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/prometheus/client_golang v1.22.0
 	github.com/prometheus/client_model v0.6.1
