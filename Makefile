@@ -13,7 +13,7 @@ FUZZTIME ?= 100000x
 # the root, found by git (or find, outside a checkout). internal/release is
 # the release tooling; its tests check the API listings in api/ and build
 # every published module from a module proxy, as a user would get it.
-MODULES  ?= $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell { git ls-files --cached --others --exclude-standard '*/go.mod' 2>/dev/null || find . -mindepth 2 -name go.mod; } | grep -v /testdata/)))
+MODULES  ?= $(sort $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell { git ls-files --cached --others --exclude-standard '*/go.mod' 2>/dev/null || find . -mindepth 2 -name go.mod; } | grep -v /testdata/))))
 
 .PHONY: all test vet race fuzz demo bench bench-gate tidy mutate api release
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,7 +75,8 @@ func WriteProxy(dir, root, version string) ([]Module, error) {
 }
 
 // writeZip writes m's module zip: its files under its directory, with
-// gomod for its go.mod. zip.Create leaves out the nested modules' files.
+// gomod for its go.mod and the root's LICENSE if it has none. zip.Create
+// leaves out the nested modules' files.
 func writeZip(file, root string, m Module, version string, files []string, gomod []byte) error {
 	prefix := ""
 	if m.Dir != "." {
@@ -88,10 +90,20 @@ func writeZip(file, root string, m Module, version string, files []string, gomod
 		rel := strings.TrimPrefix(f, prefix)
 		zf = append(zf, srcFile{rel: rel, abs: filepath.Join(root, filepath.FromSlash(f))})
 	}
+	license := false
 	for i, f := range zf {
-		if f.Path() == "go.mod" {
+		switch f.Path() {
+		case "go.mod":
 			zf[i] = srcFile{rel: "go.mod", abs: zf[i].(srcFile).abs, data: gomod}
+		case "LICENSE":
+			license = true
 		}
+	}
+	if !license && slices.Contains(files, "LICENSE") {
+		// The go command, fetching a nested module from its repository,
+		// adds the root's LICENSE when the module has none (as
+		// zip.CreateFromVCS does): proxy.golang.org and pkg.go.dev see it.
+		zf = append(zf, srcFile{rel: "LICENSE", abs: filepath.Join(root, "LICENSE")})
 	}
 	out, err := os.Create(file)
 	if err != nil {

@@ -89,6 +89,11 @@ func TestModulesInstallAlone(t *testing.T) {
 			if !strings.Contains(string(gomod), m.Path+" "+pretend) {
 				t.Errorf("the program does not require %s %s:\n%s", m.Path, pretend, gomod)
 			}
+			// pkg.go.dev shows a module's documentation only with a license.
+			mdir := strings.TrimSpace(run(t, dir, env, "go", "list", "-m", "-f", "{{.Dir}}", m.Path))
+			if _, err := os.Stat(filepath.Join(mdir, "LICENSE")); err != nil {
+				t.Errorf("%s has no LICENSE: %v", m.Path, err)
+			}
 			run(t, dir, env, "go", "build", "-o", filepath.Join(tmp, "bin", "try"), ".")
 			if len(cmds) > 0 {
 				run(t, dir, env, "go", append([]string{"build", "-o", os.DevNull}, cmds[0])...)
