@@ -2,8 +2,6 @@ package release
 
 import (
 	"bufio"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
 	"path"
@@ -62,6 +60,7 @@ func TestModulesInstallAlone(t *testing.T) {
 			if len(libs)+len(cmds) == 0 {
 				t.Fatalf("%s has no packages", m.Path)
 			}
+			t.Logf("%d packages, %d commands, Examples in %v", len(libs), len(cmds), examples)
 			dir := filepath.Join(tmp, "try", strings.ReplaceAll(m.Dir, "/", "_"))
 			write(t, filepath.Join(dir, "go.mod"), "module example.com/try\n\ngo 1.24\n")
 			write(t, filepath.Join(dir, "go.sum"), sums)
@@ -187,73 +186,46 @@ func repoSums(t *testing.T, root string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// packages lists m's packages by import path: importable ones, commands
-// (package main) and those with an Example, leaving out internal and
-// testdata directories and nested modules.
+// packages lists m's packages by import path, as go list sees them in
+// m's directory: importable ones, commands (package main), and those
+// with an Example; internal packages are left out.
 func packages(t *testing.T, root string, m Module) (libs, cmds, examples []string) {
 	t.Helper()
-	files, err := Files(root)
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Name}}\t{{.Dir}}\t{{join .TestGoFiles \" \"}} {{join .XTestGoFiles \" \"}}", "./...")
+	cmd.Dir = filepath.Join(root, filepath.FromSlash(m.Dir))
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go list in %s: %v", m.Dir, err)
 	}
-	mods, err := Modules(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inNested := func(dir string) bool {
-		for _, o := range mods {
-			if o.Dir != m.Dir && o.Dir != "." && (m.Dir == "." || strings.HasPrefix(o.Dir, m.Dir+"/")) && (dir == o.Dir || strings.HasPrefix(dir, o.Dir+"/")) {
-				return true
-			}
-		}
-		return false
-	}
-	name := map[string]string{}
-	example := map[string]bool{}
-	for _, f := range files {
-		dir := path.Dir(f)
-		if !strings.HasSuffix(f, ".go") || (m.Dir != "." && dir != m.Dir && !strings.HasPrefix(dir, m.Dir+"/")) || inNested(dir) {
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" {
 			continue
 		}
-		if strings.Contains("/"+dir+"/", "/testdata/") || strings.Contains("/"+dir+"/", "/internal/") {
+		f := strings.SplitN(line, "\t", 4)
+		if len(f) != 4 {
+			t.Fatalf("go list: %q", line)
+		}
+		path, name, dir, tests := f[0], f[1], f[2], strings.Fields(f[3])
+		if internal(path) {
 			continue
 		}
-		if strings.HasSuffix(f, "_test.go") {
-			data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if name == "main" {
+			cmds = append(cmds, path)
+		} else {
+			libs = append(libs, path)
+		}
+		for _, tf := range tests {
+			data, err := os.ReadFile(filepath.Join(dir, tf))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if strings.Contains(string(data), "\nfunc Example") {
-				example[dir] = true
+				examples = append(examples, path)
+				break
 			}
-			continue
-		}
-		pf, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, filepath.FromSlash(f)), nil, parser.PackageClauseOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name[dir] = pf.Name.Name
-	}
-	for dir, n := range name {
-		p := m.Path
-		if rel := strings.TrimPrefix(strings.TrimPrefix(dir, m.Dir), "/"); dir != m.Dir && rel != "" {
-			p = m.Path + "/" + rel
-		}
-		if m.Dir == "." && dir != "." {
-			p = m.Path + "/" + dir
-		}
-		if n == "main" {
-			cmds = append(cmds, p)
-		} else {
-			libs = append(libs, p)
-		}
-		if example[dir] {
-			examples = append(examples, p)
 		}
 	}
-	sort.Strings(libs)
-	sort.Strings(cmds)
-	sort.Strings(examples)
 	return libs, cmds, examples
 }
 
