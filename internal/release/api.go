@@ -119,7 +119,7 @@ func features(pkg *types.Package) []string {
 func typeFeatures(lead string, obj *types.TypeName, str func(types.Type) string) []string {
 	name := obj.Name()
 	if obj.IsAlias() {
-		return []string{lead + "type " + name + " = " + str(obj.Type())}
+		return []string{lead + "type " + name + " = " + str(types.Unalias(obj.Type()))}
 	}
 	named, ok := obj.Type().(*types.Named)
 	if !ok {

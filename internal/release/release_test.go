@@ -185,6 +185,12 @@ func TestAPIListsWhatCallersUse(t *testing.T) {
 	if !strings.Contains(base, "pkg example.com/lib, func Do(int) error") {
 		t.Errorf("listing:\n%s", base)
 	}
+	// A renamed type keeps a deprecated alias: the listing names what it
+	// stands for.
+	alias := listing("package lib\n\nfunc Do(n int) error { return nil }\n\ntype T struct{ A int; b int }\n\n// Deprecated: use T.\ntype Old = T\n\nconst C = \"c\"\n")
+	if !strings.Contains(alias, "pkg example.com/lib, type Old = T\n") {
+		t.Errorf("alias listing:\n%s", alias)
+	}
 }
 
 // The adapters reach the root module through its public API only: a
