@@ -15,6 +15,40 @@ import (
 	"strings"
 )
 
+// APIDir holds one listing per published module, named by APIFile.
+const APIDir = "api"
+
+// APIFile names module m's listing: api/root.txt, api/gate-gateasynq.txt.
+func APIFile(m Module) string {
+	if m.Dir == "." {
+		return "root.txt"
+	}
+	return strings.ReplaceAll(m.Dir, "/", "-") + ".txt"
+}
+
+// CheckAPI compares the API of each published module with its listing
+// and names the modules whose listing is missing or differs.
+func CheckAPI(root string, mods []Module) error {
+	var stale []string
+	for _, m := range mods {
+		if !m.Published() {
+			continue
+		}
+		got, err := API(root, m)
+		if err != nil {
+			return err
+		}
+		want, err := os.ReadFile(filepath.Join(root, APIDir, APIFile(m)))
+		if err != nil || string(want) != got {
+			stale = append(stale, APIDir+"/"+APIFile(m))
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("release: the exported API differs from %s: run make api, say what changed in %s, and commit", strings.Join(stale, ", "), Changelog)
+	}
+	return nil
+}
+
 // API lists the exported API of module m of the repository at root, one
 // feature a line, sorted: every exported constant (with its value),
 // variable, function, type, struct field, interface method and method of

@@ -10,17 +10,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite api/*.txt from the code (make api)")
 
-// APIDir holds one listing per published module, named by APIFile.
-const APIDir = "api"
-
-// APIFile names module m's listing: api/root.txt, api/gate-gateasynq.txt.
-func APIFile(m Module) string {
-	if m.Dir == "." {
-		return "root.txt"
-	}
-	return strings.ReplaceAll(m.Dir, "/", "-") + ".txt"
-}
-
 // TestAPI fails when a published module's exported API differs from its
 // committed listing in api/: an exported name or signature changed. If
 // the change is meant, run make api, commit the listing with the change,

@@ -23,8 +23,8 @@ const unreleased = "## Unreleased\n"
 // heading (dated day), commits that, and tags the commit once per
 // published module ("v0.2.0", "gate/gateasynq/v0.2.0"). It pushes
 // nothing, and it refuses a bad version, a working tree with changes, an
-// existing tag or a version not above the last release. It returns the
-// tags it made.
+// existing tag, a version not above the last release or an API listing
+// (api/) that is not the code's. It returns the tags it made.
 func Release(root, version string, day time.Time) ([]string, error) {
 	if err := CheckVersion(version); err != nil {
 		return nil, err
@@ -63,6 +63,10 @@ func Release(root, version string, day time.Time) ([]string, error) {
 			return nil, fmt.Errorf("release: tag %s exists", t)
 		}
 		tags = append(tags, t)
+	}
+
+	if err := CheckAPI(root, mods); err != nil {
+		return nil, err
 	}
 
 	changed, err := setRequirements(root, mods, version)

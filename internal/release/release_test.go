@@ -35,6 +35,13 @@ replace example.com/lib => ../
 	write(t, filepath.Join(dir, "adapter", "adapter.go"), "package adapter\n")
 	write(t, filepath.Join(dir, "examples", "demo", "go.mod"), "module example.com/lib/examples/demo\n\ngo 1.24\n\nrequire example.com/lib/adapter v0.0.0-00010101000000-000000000000\n")
 	write(t, filepath.Join(dir, Changelog), "# Changelog\n\n## Unreleased\n\n- Added: adapter.\n")
+	for _, m := range []Module{{Dir: ".", Path: "example.com/lib"}, {Dir: "adapter", Path: "example.com/lib/adapter"}} {
+		listing, err := API(dir, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, APIDir, APIFile(m)), listing)
+	}
 	for _, args := range [][]string{
 		{"init", "-q", "-b", "main"},
 		{"config", "user.email", "test@example.com"},
@@ -115,6 +122,11 @@ func TestReleaseRefuses(t *testing.T) {
 			setup: func(t *testing.T, dir string) { mustGit(t, dir, "tag", "adapter/v0.2.0") }},
 		{name: "not above the last", version: "v0.2.0", want: "not above the last release, v0.3.0",
 			setup: func(t *testing.T, dir string) { mustGit(t, dir, "tag", "v0.3.0") }},
+		{name: "API listing not the code's", version: "v0.2.0", want: "the exported API differs from api/adapter.txt",
+			setup: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, "adapter", "adapter.go"), "package adapter\n\nfunc New() {}\n")
+				mustGit(t, dir, "commit", "-q", "-am", "an unannounced function")
+			}},
 		{name: "no changelog section", version: "v0.2.0", want: "no \"## Unreleased\" heading",
 			setup: func(t *testing.T, dir string) {
 				write(t, filepath.Join(dir, Changelog), "# Changelog\n")
