@@ -59,12 +59,12 @@ const minWait = 10 * time.Millisecond
 
 // Run acquires job's lease, runs fn under it (fn's context is cancelled if
 // the lease is lost), settles the outcome, and returns the plan and the
-// error: nil, the gate's refusal (ErrDone with Complete: the queue completes
-// the job without running it), a *gate.CallError
-// wrapping fn's error (as gate.Do returns), or fn's error as it is when
-// release(err) is true. Such an error is a queue's own instruction (River's
-// JobSnooze, asynq's RevokeTask): the lease is released with no cooldown
-// and no attempt, and the plan is Pass. release may be nil.
+// error: nil; the gate's refusal (gate.ErrDone with Complete: the queue
+// completes the job without running it); a *gate.CallError wrapping fn's
+// error, as gate.Do returns; or fn's error as it is when release(err) is
+// true. Such an error is the queue's own instruction (River's JobSnooze,
+// asynq's RevokeTask): the lease is released with no cooldown and no
+// attempt, and the plan is Pass. release may be nil.
 //
 // A panic in fn settles the job as a transient failure and panics on.
 func Run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context) error, release func(error) bool) (Plan, error) {
