@@ -69,8 +69,9 @@ api:
 ## release: VERSION=vX.Y.Z — set every module's requirement of the others
 ## to VERSION, date CHANGELOG.md's Unreleased section, commit, and tag each
 ## published module (VERSION, gate/gateasynq/VERSION, …) in the local
-## repository. Refuses a bad version and a tree with changes; pushes
-## nothing (it prints the push command).
+## repository. Refuses a bad version, a tree with changes and a stale
+## api/ listing; pushes nothing (it prints the push command). make test
+## first: its module-proxy test builds each module as users will get it.
 release:
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.2.0"; exit 2; }
 	cd internal/release && $(GO) run ./cmd/release -version '$(VERSION)'
