@@ -34,6 +34,7 @@ require (
 	golang.org/x/sys v0.35.0 // indirect
 )
 
-// The adapters are versioned with the repository and built against its
-// classify and gate, never a published copy.
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
 replace github.com/retrygate/retrygate => ../..
