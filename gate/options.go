@@ -156,7 +156,8 @@ type Options struct {
 type UpstreamPolicy struct {
 	// Cooldown is how long a provider-wide transient failure (429 rate
 	// limit, 503, 529) cools the upstream when the server gave no retry
-	// hint. Default: 10s.
+	// hint; also the first pause of a systemic one (see PauseTTL) and the
+	// cooldown of an address that fails (see UnreachableJobs). Default: 10s.
 	Cooldown time.Duration
 	// AllowedFails is how many other 5xx failures the upstream tolerates
 	// inside FailWindow; one more cools it for Cooldown. Negative = none
