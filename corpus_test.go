@@ -34,9 +34,11 @@ import (
 //   - transient, provider-wide: the job cools for the provider's hint (at
 //     least 1 s; none: the scope's Cooldown), no attempt counted, and the
 //     scope cools for the hint (else its Cooldown), at most MaxCooldown;
-//   - systemic: the job cools for max(hint, Cooldown) with no attempt
-//     counted, never Failed; when provider-wide (the key, the quota) the
-//     scope pauses for PauseTTL, else (one job's model or permission) it is
+//   - systemic: the job cools with no attempt counted, never Failed; when
+//     provider-wide (the key, the quota) the scope pauses for its Cooldown
+//     first (the hint when longer; each failed probe pauses it longer, up
+//     to PauseTTL) and the job cools as long, else (one job's model or
+//     permission) the job cools for max(hint, Cooldown) and the scope is
 //     untouched.
 func TestCorpusThroughTheGate(t *testing.T) {
 	cases, err := corpus.Load("classify/testdata/corpus")
@@ -93,7 +95,8 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					case want.Class == classify.ClassSystemic:
 						jobWait = min(max(hint, cooldown), maxCooldown)
 						if want.ProviderWide {
-							scope, scopeFor = gate.ScopePaused, pause
+							first := min(max(hint, scopeCooldown), maxCooldown)
+							jobWait, scope, scopeFor = first, gate.ScopePaused, first
 						}
 					case want.ProviderWide:
 						jobWait, scope, scopeFor = scopeCooldown, gate.ScopeCooling, scopeCooldown

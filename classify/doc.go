@@ -135,8 +135,9 @@
 // their own Evidence: go:dns (the host does not resolve), go:refused
 // (nothing listens there), go:unreachable (no route to it), go:tls (its
 // certificate does not verify, or it speaks no TLS) and go:url (the URL
-// cannot be used). A connection that broke (go:network) or timed out
-// (go:timeout) may be one call's bad luck.
+// cannot be used); a gate with an upstream cools it once a few distinct
+// jobs meet them (gate.UpstreamPolicy.UnreachableJobs). A connection that
+// broke (go:network) or timed out (go:timeout) may be one call's bad luck.
 //
 // Only capacity statuses are provider-wide: 503, 529 (Anthropic, Together:
 // "overloaded") and 498 (Groq's flex tier: "capacity_exceeded"). 499 is a

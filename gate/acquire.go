@@ -2,18 +2,50 @@ package gate
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
+
+// Do runs fn under the job's lock. If the job is cooling down, failed, done,
+// running elsewhere or every upstream of the gate is cooling, Do returns a
+// *BlockedError at once and fn is not called. Otherwise fn runs with a
+// context that is cancelled (cause ErrLeaseLost) if the lease is lost, and
+// the outcome is settled in Redis:
+//
+//   - nil: the lock is released (or held as Done for DoneTTL).
+//   - an error: it is classified; see the package doc's state diagram.
+//     The returned *CallError wraps fn's error.
+//   - a panic: settled as transient, then re-panicked.
+//   - the caller's ctx cancelled: the lock is released with no cooldown.
+//
+// If fn succeeded but its lease had been lost, Do returns an error matching
+// ErrLeaseLost or ErrNotOwned: fn's writes may overlap a newer owner's, which
+// a store that checks Lease.Fence rejects.
+func (g *Gate) Do(ctx context.Context, job string, fn func(ctx context.Context, l *Lease) error) error {
+	l, err := g.Acquire(ctx, job)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// Call is Do for a function that returns a value.
+func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.Context, l *Lease) (T, error)) (T, error) {
+	var out T
+	err := g.Do(ctx, job, func(ctx context.Context, l *Lease) error {
+		v, err := fn(ctx, l)
+		if err == nil {
+			out = v
+		}
+		return err
+	})
+	return out, err
+}
 
 // Acquire is the two-step form of Do, for middleware: it takes the job's
 // lease, and the caller reports the outcome with Succeed, Fail or Release.
@@ -76,22 +108,11 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // call that runs or is refused for another reason costs what Acquire does.
 func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
 	l, err := g.acquireOnce(ctx, job, nil)
-	if b := running(err); wait > 0 && b != nil {
+	if b := runningRefusal(err); wait > 0 && b != nil {
 		l, err = g.waitFor(ctx, job, b.token, time.Now().Add(wait))
 	}
 	g.refused(ctx, err)
 	return l, err
-}
-
-// jobKey returns job's lock key, or ErrInvalidJob.
-func (g *Gate) jobKey(job string) (string, error) {
-	switch {
-	case job == "":
-		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
-	case len(job) > MaxJobLen:
-		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), MaxJobLen)
-	}
-	return keyspace.Job(g.opts.Prefix, job), nil
 }
 
 // waiting is what a waiter's acquire reads beside the job (wait.go): the
@@ -122,7 +143,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 			g.flight.resolve(job, p, l, err)
 			return l, err
 		}
-		if err, again := g.follow(ctx, p, w != nil); !again {
+		if err, again := g.flight.follow(ctx, p, w != nil, &g.calls); !again {
 			return nil, err
 		}
 	}
@@ -130,8 +151,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 
 // acquire takes job in Redis.
 func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
-	gr := grant{job: job, key: key}
-	gr.running, gr.token = newToken()
+	gr := grant{job: job, key: key, token: store.NewToken()}
 	sent := time.Now()
 	switch b, err := g.take(ctx, &gr, w); {
 	case b != nil:
@@ -146,109 +166,90 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 	l.expires = sent.Add(g.opts.Lease)
 	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Scope: l.Scope(), State: Running, Fence: l.fence, Attempt: l.attempt})
+	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt})
 	return l, nil
 }
 
-// take is the one acquire path. One round trip: the job's SET NX GET, its
-// PTTL and Redis's TIME, with each upstream's GET. Then, only where
-// needed: the job's takeover script when its key holds a finished state
-// (its history: the attempt count, the last failure), the probe's claim
-// when an upstream's wait just ended. Whatever take returns other than
-// nil, it leaves Redis as it found it (the deferred give-back, one round
+// take is the one acquire path. One round trip (Store.Acquire): the job's
+// SET NX GET, its PTTL and Redis's TIME, with each upstream's GET. Then,
+// only where needed: the job's takeover script when its key holds a
+// finished state (its history: the attempt count, the last failure), the
+// probe's claim when an upstream's wait just ended. Whatever take returns
+// other than nil, it leaves Redis as it found it (giveBack, one round
 // trip): a job taken by a call every upstream refuses, or by a waiter
 // whose run succeeded meanwhile, or whose replicas did not acknowledge it.
 // A refusal is b, a failure err.
 func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError, err error) {
-	if b, err := g.peekKnown(ctx, l.job); b != nil || err != nil {
-		return b, err
+	switch ss, err := g.ups.PeekKnown(ctx, g.store); {
+	case err != nil:
+		return nil, err
+	case ss != nil:
+		return upstreamRefusal(l.job, ss), nil
 	}
-	r, values, done, conn, err := g.sendAcquire(ctx, l, w)
-	if conn != nil {
-		defer conn.Close()
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys()}
+	if w != nil {
+		a.Done = w.done
 	}
+	var r store.Acquired
+	err = g.store.Acquire(ctx, &a, &r)
+	defer r.Close()
 	defer func() {
-		if (b == nil && err == nil) || !r.taken {
-			return
-		}
-		// Give the job back as the acquire found it (its value and TTL
-		// before the SET NX or the takeover), and the probe it claimed,
-		// in one round trip.
-		rctx, cancel := g.opCtx(ctx)
-		defer cancel()
-		var t trip
-		undo := t.jobUndo(rctx, g.scripts, l.key, l.token, r.value, r.pttl)
-		var unclaim *redis.Cmd
-		if l.probe {
-			unclaim = l.up.unclaim(rctx, &t, g.scripts, l.token)
-		}
-		t.exec(rctx, g.send)
-		if uerr := undo.Err(); uerr != nil {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
-		}
-		if unclaim != nil && unclaim.Err() != nil {
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", unclaim.Err())})
+		if (b != nil || err != nil) && r.Taken {
+			g.giveBack(ctx, l, &r)
 		}
 	}()
 	switch {
 	case err != nil:
 		return nil, err
-	case w != nil && done == w.token:
+	case w != nil && r.DoneToken == w.token:
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
-	ups := make([]UpstreamStatus, len(g.breakers))
-	permits := make([]permit, len(g.breakers))
-	refusing := len(g.breakers) > 0
-	for i, b := range g.breakers {
-		permits[i], ups[i] = b.judge(values[i], r.now)
-		refusing = refusing && permits[i] == permitRefused
+	judged := g.ups.Judge(r.Upstreams, r.Now)
+	if ss, refusing := judged.Refusal(); refusing {
+		return upstreamRefusal(l.job, ss), nil
 	}
-	if refusing {
-		for i, b := range g.breakers {
-			b.remember(ups[i])
-		}
-		return upstreamRefusal(l.job, ups), nil
-	}
-	if !r.taken {
-		if v := parseJob(r.value); v.kind == 0 || v.state(r.now) != Ready {
-			return g.jobRefusal(l.job, r), nil
+	if !r.Taken {
+		if !r.Job.Over(r.Now) {
+			return g.jobRefusal(l.job, &r), nil
 		}
 		// A finished state with its history: taken over by a script.
-		via := Client(g.send)
-		if conn != nil {
-			via = conn
-		}
-		var t trip
-		cmd := t.jobAcquire(ctx, l.key, l.token, g.argLease)
-		t.exec(ctx, via)
-		if r, err = decodeAcquire(cmd); err != nil {
+		if err = g.store.Takeover(ctx, &a, &r); err != nil {
 			return nil, err
 		}
-		if !r.taken {
-			return g.jobRefusal(l.job, r), nil
+		if !r.Taken {
+			return g.jobRefusal(l.job, &r), nil
 		}
 	}
-	if b, err := g.choose(ctx, l, permits, ups); b != nil || err != nil {
-		return b, err
+	var refusal []upstream.Status
+	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {
+		if refusal != nil {
+			return upstreamRefusal(l.job, refusal), nil
+		}
+		return nil, err
 	}
-	l.fence = r.fence
-	l.hist = parseJob(r.value)
-	l.attempt = l.hist.attempts + 1
-	if conn != nil {
-		return nil, g.replicate(ctx, conn)
-	}
-	return nil, nil
+	l.fence = r.Fence
+	l.hist = r.Job
+	l.attempt = l.hist.Attempts + 1
+	return nil, g.store.Replicate(ctx, &r)
 }
 
-// replicate waits for WaitReplicas replicas to acknowledge the acquire, on
-// the connection that wrote it.
-func (g *Gate) replicate(ctx context.Context, conn *redis.Conn) error {
-	n, err := conn.Wait(ctx, g.opts.WaitReplicas, g.opts.WaitTimeout).Result()
-	if err == nil && n < int64(g.opts.WaitReplicas) {
-		err = &notReplicatedError{acked: n, want: g.opts.WaitReplicas, within: g.opts.WaitTimeout}
+// giveBack gives the job back as the acquire found it (its value and TTL
+// before the SET NX or the takeover), and the probe it claimed, in one
+// round trip.
+func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired) {
+	rctx, cancel := g.opCtx(ctx)
+	defer cancel()
+	t := g.store.Trip()
+	undo := t.Undo(rctx, l.key, l.token, r)
+	unclaim := l.up.Unclaim(rctx, &t, l.token)
+	t.Send(rctx)
+	if uerr := undo.Err(); uerr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
 	}
-	return err
+	if uerr := unclaim.Err(); uerr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", uerr)})
+	}
 }
 
 // unreached handles an acquire that Redis did not answer: the caller's
@@ -266,165 +267,31 @@ func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, err
 	}
 	werr := redisError("acquire", err)
 	g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
-	if !g.opts.FailOpen || reached(err) {
+	if !g.opts.FailOpen || store.Reached(err) {
 		return nil, werr
 	}
 	// Still merged in-process: Redis being down must not turn every local
 	// duplicate into a model call.
-	l := &Lease{grant: grant{job: gr.job, key: gr.key, token: gr.token, running: gr.running, attempt: 1},
+	l := &Lease{grant: grant{job: gr.job, key: gr.key, token: gr.token, attempt: 1},
 		g: g, parent: ctx, ungated: true, start: time.Now()}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
 	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
 	return l, nil
 }
 
-// newToken returns a lease's running value, "r:" and a 128-bit random
-// token in hex, and the token (the same string, after "r:"). math/rand/v2's
-// generator is seeded from the OS and cheap; the token only has to be
-// unique, since whoever can write to Redis can overwrite the lock anyway.
-func newToken() (running, token string) {
-	var raw [16]byte
-	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
-	b := [34]byte{'r', ':'}
-	hex.Encode(b[2:], raw[:])
-	running = string(b[:])
-	return running, running[2:]
-}
-
-// peekKnown: while this process knows that every upstream refuses, an
-// acquire only reads them, with Redis's clock (one round trip, nothing
-// written). It returns their refusal when they all still refuse; nil when
-// one does not (the acquire then takes the job as usual) or one is not
-// known to refuse.
-func (g *Gate) peekKnown(ctx context.Context, job string) (*BlockedError, error) {
-	if len(g.breakers) == 0 {
-		return nil, nil
-	}
-	for _, b := range g.breakers {
-		if !b.knownRefusing() {
-			return nil, nil
-		}
-	}
-	var t trip
-	reads := make([]*redis.Cmd, len(g.breakers))
-	for i, b := range g.breakers {
-		reads[i] = t.read(ctx, b.key)
-	}
-	t.exec(ctx, g.send)
-	ups := make([]UpstreamStatus, len(g.breakers))
-	for i, b := range g.breakers {
-		r, err := decodeRead(reads[i])
-		if err != nil {
-			return nil, err
-		}
-		var p permit
-		if p, ups[i] = b.judge(r.value, r.now); p != permitRefused {
-			b.forget()
-			return nil, nil
-		}
-		if parseScope(r.value).kind == 0 {
-			ups[i].RetryAfter = max(pttl(r.pttl), time.Millisecond) // held: its key's TTL
-		}
-		b.remember(ups[i])
-	}
-	return upstreamRefusal(job, ups), nil
-}
-
-// choose picks the upstream the run uses: the first, in order, that is
-// open or whose probe this call claims. It returns the upstreams' refusal
-// when none is.
-func (g *Gate) choose(ctx context.Context, l *grant, permits []permit, ups []UpstreamStatus) (*BlockedError, error) {
-	for i, b := range g.breakers {
-		switch permits[i] {
-		case permitOpen:
-			b.forget()
-			l.up = b
-			return nil, nil
-		case permitProbe:
-			c, err := b.claim(ctx, g.send, l.token)
-			switch {
-			case err != nil:
-				return nil, err
-			case c.open:
-				b.forget()
-				l.up = b
-				return nil, nil
-			case c.claimed:
-				b.forget()
-				l.up, l.probe, l.level = b, true, c.level
-				return nil, nil
-			}
-			ups[i] = refusedStatus(b.name, c.value, c.wait)
-			b.remember(ups[i])
-		}
-	}
-	if len(g.breakers) == 0 {
-		return nil, nil
-	}
-	return upstreamRefusal(l.job, ups), nil
-}
-
-// refusedStatus is an upstream's refusal read with its wait.
-func refusedStatus(name, value string, wait time.Duration) UpstreamStatus {
-	s := parseScope(value)
-	st := UpstreamStatus{Scope: name, State: ScopeCooling, Reason: s.reason, RetryAfter: max(wait, time.Millisecond)}
-	switch s.kind {
-	case scopePaused:
-		st.State = ScopePaused
-	case scopeProbing:
-		st.Probing = true
-	}
-	return st
-}
-
-// upstreamRefusal refuses a call every upstream refused: the wait is the
-// soonest any of them reopens.
-func upstreamRefusal(job string, ups []UpstreamStatus) *BlockedError {
-	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: ups}
-	for i, u := range ups {
-		if i == 0 || u.RetryAfter < b.RetryAfter {
-			b.RetryAfter, b.Reason = u.RetryAfter, u.Reason
-		}
-	}
-	return b
-}
-
 // jobRefusal refuses a call by the job's value.
-func (g *Gate) jobRefusal(job string, r acquireReply) *BlockedError {
-	v := parseJob(r.value)
-	b := &BlockedError{Job: job, State: v.state(r.now), Attempts: v.attempts, Reason: v.reason, Evidence: v.evidence}
-	switch {
-	case b.State == Ready:
+func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
+	v := r.Job
+	b := &BlockedError{Job: job, State: stateAt(v, r.Now), Attempts: v.Attempts, Reason: v.Reason, Evidence: v.Evidence}
+	if b.State == Ready {
 		b.State = Running // the script holds what it cannot read
 	}
 	switch b.State {
 	case Running:
-		left := g.leaseLeft(r.pttl)
-		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.now, left)), v.token
+		left := leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
+		b.RetryAfter, b.token = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease)), v.Token
 	case CoolingDown:
-		b.RetryAfter = v.left(r.now)
+		b.RetryAfter = v.Left(r.Now)
 	}
 	return b
-}
-
-// leaseLeft is a running value's time left from its PTTL; a value held
-// without a TTL (not written by a gate) is held for a lease, as far as
-// anyone knows.
-func (g *Gate) leaseLeft(p int64) time.Duration {
-	if p == -1 {
-		return g.opts.Lease
-	}
-	return pttl(p)
-}
-
-// ranFor is how long a running value's run has taken at Redis time now
-// (ms): since its fence (Redis's µs clock at its acquire), or, for a run
-// taken on a free key and not renewed yet (no fence recorded), since its
-// key was set with the lease's TTL.
-func (g *Gate) ranFor(v jobValue, now int64, left time.Duration) time.Duration {
-	if v.fence == 0 {
-		return max(g.opts.Lease-left, 0)
-	}
-	return max(time.Duration(now*1000-v.fence)*time.Microsecond, 0)
 }

@@ -7,45 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
-	"github.com/redis/go-redis/v9"
-)
-
-// Warning reasons Check reports, in Warning.Reason and in the Reason of the
-// EventWarning it sends to the Observer.
-const (
-	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
-	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
-	// vanish early under memory pressure and the job run again too soon.
-	// Set maxmemory-policy to noeviction for the gate's Redis.
-	WarnEvictionPolicy = "maxmemory_policy_evicts"
-	// WarnUnchecked: the policy could not be read (CONFIG disabled or
-	// renamed, as on many managed services; no ACL permission; or a client
-	// type Check cannot inspect). Ask the provider which policy it uses.
-	WarnUnchecked = "config_unchecked"
-	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
-	// written (Redis unreachable, or refusing writes when full). The process
-	// that ran the job refuses it in-process for the intended cooldown;
-	// other processes see only the running lease's TTL.
-	WarnSettleUnwritten = "settle_unwritten"
-	// WarnPermanentWave: many distinct jobs of the scope failed
-	// permanently for the same reason in a short window
-	// (ScopePolicy.PermanentWave): a changed API, a broken prompt template,
-	// an unclassified billing error. The scope is paused for that reason
-	// and its jobs cool instead of being marked Failed; fix the cause, then
-	// reset the scope and clear the marks already written
-	// (retrygate reset --state failed --reason R).
-	WarnPermanentWave = "permanent_wave"
-	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
-	// subscribe to the job's channel and poll Redis with backoff instead:
-	// the client cannot subscribe, Redis refused it (an ACL without
-	// channel permission: NOPERM; a server without SSUBSCRIBE), the
-	// subscription's connection broke, or a cluster slot moved and the
-	// client's slot map has not followed yet (MOVED; Err says which). They
-	// are woken late, never wrongly. A Gate sends it at most once a minute,
-	// however many waits poll.
-	WarnWaitPolling = "wait_polling"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Warning is one problem Check found. It is advice: the gate works, but a
@@ -63,11 +26,6 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Message }
 
-// configGetter is what Check needs from a single-node client.
-type configGetter interface {
-	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
-}
-
 // Check reads the maxmemory-policy of the gate's Redis (every master of a
 // cluster, every shard of a ring) and returns a Warning for each server
 // whose policy can evict keys with a TTL, which would silently end
@@ -82,48 +40,16 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	ctx, cancel := g.opCtx(ctx)
 	defer cancel()
 
-	var (
-		mu    sync.Mutex
-		warns []Warning
-	)
-	checkNode := func(ctx context.Context, c *redis.Client) error {
-		w, err := checkPolicy(ctx, c, nodeAddr(ctx, c))
-		if w != nil {
-			mu.Lock()
+	ps, checked, err := g.store.Policies(ctx)
+	var warns []Warning
+	for _, p := range ps {
+		if w := policyWarning(p); w != nil {
 			warns = append(warns, *w)
-			mu.Unlock()
 		}
-		return err
 	}
-
-	var err error
-	switch c := g.rdb.(type) {
-	case interface {
-		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
-	}:
-		err = c.ForEachMaster(ctx, checkNode)
-	case interface {
-		ForEachShard(context.Context, func(context.Context, *redis.Client) error) error
-	}:
-		err = c.ForEachShard(ctx, checkNode)
-	case interface {
-		nodeClient
-		configGetter
-	}:
-		var w *Warning
-		w, err = checkPolicy(ctx, c, nodeAddr(ctx, c))
-		if w != nil {
-			warns = append(warns, *w)
-		}
-	case configGetter:
-		var w *Warning
-		w, err = checkPolicy(ctx, c, "")
-		if w != nil {
-			warns = append(warns, *w)
-		}
-	default:
+	if !checked {
 		warns = append(warns, Warning{Reason: WarnUnchecked,
-			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.rdb)})
+			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.store.Client())})
 	}
 	if err != nil {
 		return warns, redisError("check", err)
@@ -138,51 +64,24 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	return warns, nil
 }
 
-// nodeAddr names the server a one-node client talks to. Sentinel's failover
-// client's Addr is the placeholder "FailoverClient": the server then says
-// which address the connection reached (CLIENT INFO's laddr, Redis 6.2+).
-func nodeAddr(ctx context.Context, c nodeClient) string {
-	addr := c.Options().Addr
-	if addr != "FailoverClient" {
-		return addr
-	}
-	if ci, ok := c.(interface {
-		ClientInfo(context.Context) *redis.ClientInfoCmd
-	}); ok {
-		if info, err := ci.ClientInfo(ctx).Result(); err == nil && info.LAddr != "" {
-			return info.LAddr
-		}
-	}
-	return addr
-}
-
-// checkPolicy reads one server's policy. A reply error from the server
-// (unknown command, NOPERM) is a WarnUnchecked warning; a network error is
-// returned.
-func checkPolicy(ctx context.Context, c configGetter, addr string) (*Warning, error) {
+// policyWarning is the warning one server's policy deserves, nil for none.
+func policyWarning(p store.Policy) *Warning {
 	on := ""
-	if addr != "" {
-		on = " on " + addr
+	if p.Addr != "" {
+		on = " on " + p.Addr
 	}
-	m, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
-			return &Warning{Reason: WarnUnchecked, Addr: addr,
-				Message: fmt.Sprintf("gate: cannot read maxmemory-policy%s (%s); make sure it is noeviction, or cooldowns may end early under memory pressure", on, oneLine(err.Error()))}, nil
-		}
-		return nil, err
+	switch {
+	case p.Refusal != nil:
+		return &Warning{Reason: WarnUnchecked, Addr: p.Addr,
+			Message: fmt.Sprintf("gate: cannot read maxmemory-policy%s (%s); make sure it is noeviction, or cooldowns may end early under memory pressure", on, oneLine(p.Refusal.Error()))}
+	case p.Missing:
+		return &Warning{Reason: WarnUnchecked, Addr: p.Addr,
+			Message: fmt.Sprintf("gate: the server%s does not report maxmemory-policy; make sure it is noeviction", on)}
+	case evictsTTLKeys(p.Value):
+		return &Warning{Reason: WarnEvictionPolicy, Addr: p.Addr, Policy: p.Value,
+			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; use noeviction", p.Value, on)}
 	}
-	policy, ok := m["maxmemory-policy"]
-	if !ok {
-		return &Warning{Reason: WarnUnchecked, Addr: addr,
-			Message: fmt.Sprintf("gate: the server%s does not report maxmemory-policy; make sure it is noeviction", on)}, nil
-	}
-	if evictsTTLKeys(policy) {
-		return &Warning{Reason: WarnEvictionPolicy, Addr: addr, Policy: policy,
-			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; use noeviction", policy, on)}, nil
-	}
-	return nil, nil
+	return nil
 }
 
 // evictsTTLKeys reports whether a maxmemory-policy may evict keys that

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
 // decide is the gate's one decision: what a run's end writes to its job
@@ -28,15 +30,15 @@ type decideIn struct {
 	v   classify.Verdict // outFailure
 	// hist is the job's last settled value, which the run's acquire took
 	// over: its attempt count and its last failure.
-	hist jobValue
-	// upstream: the run used an upstream (Options.Scope or Fallbacks).
+	hist store.Job
+	// upstream: the run used an upstream (Options.Upstream or Fallbacks).
 	upstream bool
 	// probe: the run probes its upstream after a cooldown or pause; level
 	// is the trips in a row before it.
 	probe bool
 	level int
 	// wave: a permanent failure is part of a wave of its reason in the
-	// upstream (ScopePolicy.PermanentWave), or the upstream is paused for
+	// upstream (UpstreamPolicy.PermanentWave), or the upstream is paused for
 	// that reason already.
 	wave bool
 	// fallback: the gate has another upstream for the job's next call.
@@ -45,7 +47,7 @@ type decideIn struct {
 
 // jobWrite is what a run's end writes to its job (job_settle.lua).
 type jobWrite struct {
-	kind byte          // jobCooling, jobFailed, jobDone
+	kind store.Kind    // store.Cooling, store.Failed, store.Done
 	ttl  time.Duration // how long the state lasts
 	keep time.Duration // how much longer the key keeps the attempt count
 	// state, attempts, suspect, reason and evidence are the value's
@@ -56,72 +58,46 @@ type jobWrite struct {
 	reason, evidence string
 }
 
-// scopeOp is what a run's end does to its upstream.
-type scopeOp uint8
-
-const (
-	scopeNone   scopeOp = iota
-	scopeOpen           // the probe's call reached the upstream: open it
-	scopeCancel         // the probe's call did not reach it: the next call probes
-	scopeCool           // a provider-wide transient failure
-	scopePause          // a provider-wide systemic failure, or a wave
-	scopeCount          // one more 5xx in the upstream's window
-)
-
-// scopeWrite is what a run's end does to its upstream.
-type scopeWrite struct {
-	op     scopeOp
-	ttl    time.Duration // cool, pause
-	reason string
-}
-
 // decision is decide's answer.
 type decision struct {
-	job   jobWrite
-	scope scopeWrite
+	job      jobWrite
+	upstream upstream.Write
 }
-
-// successMemory is how long a success's token stays in its job's done key,
-// so a waiter woken by it is told the job is done instead of running it
-// again, however short DoneTTL is (0: the success frees the job). Waiters
-// read at once when woken, or within pollMax while they poll.
-const successMemory = 10 * time.Second
 
 // minProviderWait is the shortest cooldown a provider's hint sets, so a
 // hint of a few milliseconds is not an immediate free retry.
 const minProviderWait = time.Second
 
-func (g *Gate) decide(in decideIn) decision {
-	o := g.opts
+func (o *Options) decide(in decideIn) decision {
 	h := in.hist
 	// A run that ends without a failure keeps the job's history as it was.
-	keepHist := jobWrite{kind: jobCooling, state: Ready, attempts: h.attempts,
-		suspect: h.suspect, reason: h.reason, evidence: h.evidence}
-	if h.attempts > 0 || h.reason != "" {
+	keepHist := jobWrite{kind: store.Cooling, state: Ready, attempts: h.Attempts,
+		suspect: h.Suspect, reason: h.Reason, evidence: h.Evidence}
+	if h.Attempts > 0 || h.Reason != "" {
 		keepHist.keep = o.AttemptsTTL
 	}
 	var d decision
 	if in.probe {
-		d.scope.op = scopeOpen // the upstream answered, unless a row says otherwise
+		d.upstream.Op = upstream.Reopen // the upstream answered, unless a row says otherwise
 	}
 	switch in.out {
 	case outSuccess:
-		d.job = jobWrite{kind: jobDone, ttl: o.DoneTTL, state: Ready}
+		d.job = jobWrite{kind: store.Done, ttl: o.DoneTTL, state: Ready}
 		if o.DoneTTL > 0 {
 			d.job.state = Done
 		}
 		return d
 	case outRelease:
 		d.job = keepHist
-		d.scope = cancelIfProbe(in)
+		d.upstream = unclaimIfProbe(in)
 		return d
 	case outCanceled:
-		d.scope = cancelIfProbe(in)
+		d.upstream = unclaimIfProbe(in)
 		if o.CanceledCooldown <= 0 {
 			d.job = keepHist
 			return d
 		}
-		d.job = g.cooling(h.attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
+		d.job = o.cooling(h.Attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
 		return d
 	}
 
@@ -130,26 +106,33 @@ func (g *Gate) decide(in decideIn) decision {
 	case v.ProviderWide && (v.Class == classify.ClassTransient || v.Class == classify.ClassSystemic):
 		// The provider's or the key's limits, not the job: no attempt
 		// counted, never Failed.
-		d.scope = scopeWrite{op: scopeCool, reason: v.Reason, ttl: g.scopeCooldown(v.RetryAfter, in)}
+		d.upstream = upstream.Write{Op: upstream.Throttle, Reason: v.Reason, TTL: o.upstreamCooldown(v.RetryAfter, in)}
 		wait := o.Cooldown
 		if in.upstream {
-			wait = o.ScopePolicy.Cooldown
+			wait = o.UpstreamPolicy.Cooldown
 		}
 		if v.RetryAfter > 0 {
 			wait = max(v.RetryAfter, minProviderWait)
 		}
 		if v.Class == classify.ClassSystemic {
-			d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
+			// The pause starts short and grows with each probe that finds
+			// the same answer: an ambiguous "quota" costs seconds, a
+			// billing lapse settles into PauseTTL with one probe each.
+			pause := o.upstreamPause(v.RetryAfter, in)
+			d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: pause}
 			wait = max(v.RetryAfter, o.Cooldown)
+			if in.upstream {
+				wait = pause
+			}
 		}
 		if !in.upstream {
-			d.scope = scopeWrite{}
+			d.upstream = upstream.Write{}
 		}
-		d.job = g.cooling(h.attempts, wait, v.Reason, v.Evidence)
+		d.job = o.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {
 			// The next call runs on the next open upstream: no wait, or
 			// FallbackCooldown.
-			d.job = g.cooling(h.attempts, o.FallbackCooldown, v.Reason, v.Evidence)
+			d.job = o.cooling(h.Attempts, o.FallbackCooldown, v.Reason, v.Evidence)
 			if o.FallbackCooldown <= 0 {
 				d.job.ttl, d.job.state = 0, Ready
 			}
@@ -157,86 +140,120 @@ func (g *Gate) decide(in decideIn) decision {
 	case v.Class == classify.ClassSystemic:
 		// The job's own request cannot run until an operator acts (a
 		// model it names, a permission): cool it, count nothing.
-		d.job = g.cooling(h.attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.job = o.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 	case v.Class == classify.ClassPermanent && in.wave:
 		// Many jobs rejected for one reason: not theirs. Pause the
 		// upstream for it, cool the job, count nothing.
-		d.job = g.cooling(h.attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
-		d.scope = scopeWrite{op: scopePause, reason: v.Reason, ttl: o.ScopePolicy.PauseTTL}
+		d.job = o.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: o.UpstreamPolicy.PauseTTL}
 	case v.Class == classify.ClassPermanent && (!v.Suspect || confirmed(h, v)):
-		d.job = g.failed(h.attempts+1, v)
+		d.job = o.failed(h.Attempts+1, v)
 	case v.Class == classify.ClassPermanent:
 		// A suspect rejection, first seen: cool with the attempt counted;
 		// the same rejection on the next attempt confirms it.
-		d.job = g.counted(h.attempts+1, v)
+		d.job = o.counted(h.Attempts+1, v)
 		d.job.suspect = d.job.state == CoolingDown
 	default: // transient, the job's
-		d.job = g.counted(h.attempts+1, v)
+		d.job = o.counted(h.Attempts+1, v)
 		if !in.probe && v.Reason == classify.ReasonUpstream5xx && in.upstream {
-			d.scope = scopeWrite{op: scopeCount, reason: v.Reason, ttl: o.ScopePolicy.Cooldown}
+			d.upstream = upstream.Write{Op: upstream.Count, Reason: v.Reason, TTL: o.UpstreamPolicy.Cooldown}
+		}
+	}
+	if in.upstream && !v.ProviderWide && addressFailed(v.Evidence) && o.UpstreamPolicy.UnreachableJobs > 0 {
+		// The upstream's address failed, not the job: after a few
+		// distinct jobs the upstream cools, and a probe that cannot reach
+		// it either cools it one level up. The job's own write stays.
+		d.upstream = upstream.Write{Op: upstream.Unreached, Reason: v.Reason, TTL: o.upstreamCooldown(0, in)}
+		if in.probe {
+			d.upstream.Op = upstream.Throttle
 		}
 	}
 	return d
 }
 
-// confirmed reports whether a suspect rejection repeats the job's last
-// failure: the same reason and evidence, itself a suspect rejection.
-func confirmed(h jobValue, v classify.Verdict) bool {
-	return h.suspect && h.reason == v.Reason && h.evidence == v.Evidence
+// addressFailed reports classify's evidence of a call that never reached
+// the upstream's address: its host does not resolve, refuses connections
+// or is unreachable, its certificate fails verification, or its URL is
+// malformed. A connection that broke mid-call (go:network, go:timeout)
+// reached it.
+func addressFailed(evidence string) bool {
+	switch evidence {
+	case "go:dns", "go:refused", "go:unreachable", "go:tls", "go:url":
+		return true
+	}
+	return false
 }
 
-func cancelIfProbe(in decideIn) scopeWrite {
+// confirmed reports whether a suspect rejection repeats the job's last
+// failure: the same reason and evidence, itself a suspect rejection.
+func confirmed(h store.Job, v classify.Verdict) bool {
+	return h.Suspect && h.Reason == v.Reason && h.Evidence == v.Evidence
+}
+
+func unclaimIfProbe(in decideIn) upstream.Write {
 	if in.probe {
-		return scopeWrite{op: scopeCancel}
+		return upstream.Write{Op: upstream.Unclaim}
 	}
-	return scopeWrite{}
+	return upstream.Write{}
 }
 
 // cooling is a cooldown that counts no attempt.
-func (g *Gate) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
-	return jobWrite{kind: jobCooling, ttl: g.capWait(wait), keep: g.opts.AttemptsTTL, state: CoolingDown,
+func (o *Options) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
+	return jobWrite{kind: store.Cooling, ttl: o.capWait(wait), keep: o.AttemptsTTL, state: CoolingDown,
 		attempts: attempts, reason: reason, evidence: evidence}
 }
 
 // counted is a failure that counts an attempt: a cooldown escalating with
 // the attempts (or the server's hint, when longer), or Failed once they
 // reach MaxAttempts.
-func (g *Gate) counted(attempts int, v classify.Verdict) jobWrite {
-	if m := g.opts.MaxAttempts; m > 0 && attempts >= m {
-		return g.failed(attempts, v)
+func (o *Options) counted(attempts int, v classify.Verdict) jobWrite {
+	if m := o.MaxAttempts; m > 0 && attempts >= m {
+		return o.failed(attempts, v)
 	}
-	return jobWrite{kind: jobCooling, ttl: g.capWait(max(v.RetryAfter, g.backoff(attempts))), keep: g.opts.AttemptsTTL,
+	return jobWrite{kind: store.Cooling, ttl: o.capWait(max(v.RetryAfter, o.backoff(attempts))), keep: o.AttemptsTTL,
 		state: CoolingDown, attempts: attempts, reason: v.Reason, evidence: v.Evidence}
 }
 
-func (g *Gate) failed(attempts int, v classify.Verdict) jobWrite {
-	return jobWrite{kind: jobFailed, ttl: g.opts.FailedTTL, state: Failed, attempts: attempts,
+func (o *Options) failed(attempts int, v classify.Verdict) jobWrite {
+	return jobWrite{kind: store.Failed, ttl: o.FailedTTL, state: Failed, attempts: attempts,
 		reason: v.Reason, evidence: v.Evidence}
 }
 
 // capWait bounds a cooldown: at most MaxCooldown, at least a millisecond.
-func (g *Gate) capWait(d time.Duration) time.Duration {
-	return max(min(d, g.opts.MaxCooldown), time.Millisecond)
+func (o *Options) capWait(d time.Duration) time.Duration {
+	return max(min(d, o.MaxCooldown), time.Millisecond)
 }
 
-// scopeCooldown is how long a provider-wide transient failure cools the
-// upstream: the provider's hint, else ScopePolicy.Cooldown, escalated by
+// upstreamCooldown is how long a provider-wide transient failure cools the
+// upstream: the provider's hint, else UpstreamPolicy.Cooldown, escalated by
 // BackoffFactor per failed probe in a row; at most MaxCooldown.
-func (g *Gate) scopeCooldown(hint time.Duration, in decideIn) time.Duration {
+func (o *Options) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
 	if hint > 0 {
-		return g.capWait(hint)
+		return o.capWait(hint)
 	}
-	d := float64(g.opts.ScopePolicy.Cooldown)
+	d := float64(o.UpstreamPolicy.Cooldown)
 	if in.probe {
-		d *= math.Pow(g.opts.BackoffFactor, float64(in.level))
+		d *= math.Pow(o.BackoffFactor, float64(in.level))
 	}
-	return g.capWait(time.Duration(min(d, float64(g.opts.MaxCooldown))))
+	return o.capWait(time.Duration(min(d, float64(o.MaxCooldown))))
+}
+
+// upstreamPause is how long a provider-wide systemic failure pauses the
+// upstream: UpstreamPolicy.Cooldown, multiplied by BackoffFactor per
+// failed probe in a row, at most PauseTTL; the provider's hint when
+// longer; at most MaxCooldown.
+func (o *Options) upstreamPause(hint time.Duration, in decideIn) time.Duration {
+	p := o.UpstreamPolicy
+	d := float64(p.Cooldown)
+	if in.probe {
+		d *= math.Pow(o.BackoffFactor, float64(in.level))
+	}
+	return o.capWait(max(time.Duration(min(d, float64(p.PauseTTL))), hint))
 }
 
 // backoff is the cooldown of the n-th counted failure in a row:
 // Cooldown × BackoffFactor^(n-1), spread by ± Jitter, at most MaxCooldown.
-func (g *Gate) backoff(n int) time.Duration {
-	o := g.opts
+func (o *Options) backoff(n int) time.Duration {
 	d := float64(o.Cooldown) * math.Pow(o.BackoffFactor, float64(n-1))
 	if o.Jitter > 0 {
 		d *= 1 + o.Jitter*(2*rand.Float64()-1)
@@ -247,7 +264,18 @@ func (g *Gate) backoff(n int) time.Duration {
 	return time.Duration(d)
 }
 
-// tail is the value job_settle.lua writes after <until>.
-func (w jobWrite) tail(fence int64) string {
-	return settledTail(fence, w.attempts, w.suspect, w.reason, w.evidence)
+// settlement is what the store writes for w.
+func (w jobWrite) settlement() store.Settlement {
+	return store.Settlement{Kind: w.kind, TTL: w.ttl, Keep: w.keep, Attempts: w.attempts,
+		Suspect: w.suspect, Reason: w.reason, Evidence: w.evidence}
+}
+
+// refusal is the refusal w stands for while it lasts: for the process
+// that ran the job, when Redis did not take w (unwritten).
+func (w jobWrite) refusal(job string) BlockedError {
+	b := BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}
+	if w.state == CoolingDown {
+		b.RetryAfter = w.ttl
+	}
+	return b
 }

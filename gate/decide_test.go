@@ -5,17 +5,19 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
 // One row per arrow of the state diagram in doc.go: what a run's end
 // writes to its job and to the upstream it used.
 func TestDecide(t *testing.T) {
-	g := &Gate{opts: Options{
+	o := &Options{
 		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxCooldown: time.Hour, BackoffFactor: 2, Jitter: -1,
 		AttemptsTTL: 24 * time.Hour, FailedTTL: 7 * 24 * time.Hour, MaxAttempts: 5,
 		CanceledCooldown: 3 * time.Second, FallbackCooldown: 2 * time.Second,
-		ScopePolicy: ScopePolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
-	}}
+		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute, UnreachableJobs: 3},
+	}
 	const (
 		keep = 24 * time.Hour
 		week = 7 * 24 * time.Hour
@@ -30,130 +32,170 @@ func TestDecide(t *testing.T) {
 		rateHint    = classify.Verdict{Class: classify.ClassTransient, Reason: "rate_limited", ProviderWide: true, RetryAfter: 30 * time.Second}
 		tinyHint    = classify.Verdict{Class: classify.ClassTransient, Reason: "rate_limited", ProviderWide: true, RetryAfter: 5 * time.Millisecond}
 		quota       = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true}
+		quotaHint   = classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true, RetryAfter: 20 * time.Minute}
 		model       = classify.Verdict{Class: classify.ClassSystemic, Reason: "model_not_found"}
+		// classify.Default's verdicts for a call that never reached the
+		// upstream's address, and for one that broke mid-call.
+		refused = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:refused"}
+		noHost  = classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonNetwork, Evidence: "go:dns"}
+		badCert = classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonTLS, Evidence: "go:tls"}
+		reset   = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:network"}
 	)
-	twoFailures := jobValue{kind: jobCooling, attempts: 2, reason: "timeout"}
-	suspectBefore := jobValue{kind: jobCooling, attempts: 1, suspect: true, reason: "invalid_request", evidence: "status:400"}
+	twoFailures := store.Job{Kind: store.Cooling, Attempts: 2, Reason: "timeout"}
+	suspectBefore := store.Job{Kind: store.Cooling, Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:400"}
 
 	for _, tc := range []struct {
-		arrow string
-		in    decideIn
-		job   jobWrite
-		scope scopeWrite
+		arrow    string
+		in       decideIn
+		job      jobWrite
+		upstream upstream.Write
 	}{
 		// Running ──success──▶
 		{"success: Ready (DoneTTL 0), the history gone", decideIn{out: outSuccess, hist: twoFailures},
-			jobWrite{kind: jobDone, state: Ready}, scopeWrite{}},
+			jobWrite{kind: store.Done, state: Ready}, upstream.Write{}},
 		{"success of the probe: the upstream opens", decideIn{out: outSuccess, upstream: true, probe: true},
-			jobWrite{kind: jobDone, state: Ready}, scopeWrite{op: scopeOpen}},
+			jobWrite{kind: store.Done, state: Ready}, upstream.Write{Op: upstream.Reopen}},
 		// ─transient, the job's─▶ CoolingDown, attempt counted
 		{"transient, attempt 3: Cooldown·2²", decideIn{out: outFailure, v: transient, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
 		{"transient with a longer hint: the hint", decideIn{out: outFailure, v: hinted},
-			jobWrite{kind: jobCooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "timeout"}, scopeWrite{}},
-		{"transient, attempt 7: at most MaxCooldown", decideIn{out: outFailure, v: transient, hist: jobValue{attempts: 3}},
-			jobWrite{kind: jobCooling, ttl: 40 * time.Minute, keep: keep, state: CoolingDown, attempts: 4, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "timeout"}, upstream.Write{}},
+		{"transient, attempt 7: at most MaxCooldown", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 3}},
+			jobWrite{kind: store.Cooling, ttl: 40 * time.Minute, keep: keep, state: CoolingDown, attempts: 4, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
 		{"a 5xx counts in the upstream's window", decideIn{out: outFailure, v: upstream5xx, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason},
-			scopeWrite{op: scopeCount, reason: upstream5xx.Reason, ttl: 10 * time.Second}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason},
+			upstream.Write{Op: upstream.Count, Reason: upstream5xx.Reason, TTL: 10 * time.Second}},
 		{"a 5xx of the probe opens the upstream (it answered)", decideIn{out: outFailure, v: upstream5xx, upstream: true, probe: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, scopeWrite{op: scopeOpen}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, upstream.Write{Op: upstream.Reopen}},
 		// ─MaxAttempts reached─▶ Failed
-		{"transient, MaxAttempts reached: Failed", decideIn{out: outFailure, v: transient, hist: jobValue{attempts: 4}},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, scopeWrite{}},
+		{"transient, MaxAttempts reached: Failed", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 4}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
 		// ─permanent, with proof─▶ Failed
 		{"permanent with proof: Failed at once", decideIn{out: outFailure, v: proof, upstream: true},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 1, reason: proof.Reason, evidence: proof.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 1, reason: proof.Reason, evidence: proof.Evidence}, upstream.Write{}},
 		// ─permanent, suspect, first─▶ CoolingDown, attempt counted
 		{"suspect, first seen: cools, counted, remembered as suspect", decideIn{out: outFailure, v: suspect, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, suspect: true,
-				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, suspect: true,
+				reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		{"suspect after another failure: still first seen", decideIn{out: outFailure, v: suspect, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, suspect: true,
-				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, suspect: true,
+				reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		{"suspect after another suspect (other evidence): still first seen",
-			decideIn{out: outFailure, v: suspect, hist: jobValue{attempts: 1, suspect: true, reason: "invalid_request", evidence: "status:422"}},
-			jobWrite{kind: jobCooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, suspect: true,
-				reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
-		{"suspect, MaxAttempts reached: Failed", decideIn{out: outFailure, v: suspect, hist: jobValue{attempts: 4}},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 5, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			decideIn{out: outFailure, v: suspect, hist: store.Job{Attempts: 1, Suspect: true, Reason: "invalid_request", Evidence: "status:422"}},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, suspect: true,
+				reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
+		{"suspect, MaxAttempts reached: Failed", decideIn{out: outFailure, v: suspect, hist: store.Job{Attempts: 4}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		// ─permanent, suspect, again─▶ Failed
 		{"suspect confirmed by the next attempt: Failed", decideIn{out: outFailure, v: suspect, hist: suspectBefore},
-			jobWrite{kind: jobFailed, ttl: week, state: Failed, attempts: 2, reason: suspect.Reason, evidence: suspect.Evidence}, scopeWrite{}},
+			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 2, reason: suspect.Reason, evidence: suspect.Evidence}, upstream.Write{}},
 		// ─permanent, a wave upstream─▶ CoolingDown, no attempt; the upstream pauses
 		{"proof in a wave: cools, not counted, the upstream paused", decideIn{out: outFailure, v: proof, upstream: true, wave: true, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: proof.Reason, evidence: proof.Evidence},
-			scopeWrite{op: scopePause, reason: proof.Reason, ttl: 10 * time.Minute}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: proof.Reason, evidence: proof.Evidence},
+			upstream.Write{Op: upstream.Suspend, Reason: proof.Reason, TTL: 10 * time.Minute}},
 		{"suspect confirmed, but in a wave: cools", decideIn{out: outFailure, v: suspect, upstream: true, wave: true, hist: suspectBefore},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: suspect.Reason, evidence: suspect.Evidence},
-			scopeWrite{op: scopePause, reason: suspect.Reason, ttl: 10 * time.Minute}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: suspect.Reason, evidence: suspect.Evidence},
+			upstream.Write{Op: upstream.Suspend, Reason: suspect.Reason, TTL: 10 * time.Minute}},
 		// ─provider-wide, transient─▶
 		{"rate limit, no hint: the upstream's cooldown, not counted", decideIn{out: outFailure, v: rateLimited, upstream: true, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 10 * time.Second}},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "rate_limited"},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 10 * time.Second}},
 		{"rate limit with a hint: the hint for both", decideIn{out: outFailure, v: rateHint, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 30 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 30 * time.Second}},
+			jobWrite{kind: store.Cooling, ttl: 30 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 30 * time.Second}},
 		{"a hint of 5 ms: the job waits a second", decideIn{out: outFailure, v: tinyHint, upstream: true},
-			jobWrite{kind: jobCooling, ttl: time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 5 * time.Millisecond}},
-		{"rate limit without a Scope: Cooldown, no upstream", decideIn{out: outFailure, v: rateLimited},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "rate_limited"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 5 * time.Millisecond}},
+		{"rate limit without a Upstream: Cooldown, no upstream", decideIn{out: outFailure, v: rateLimited},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "rate_limited"}, upstream.Write{}},
 		{"the probe rate-limited again, level 2: escalates ×2²", decideIn{out: outFailure, v: rateLimited, upstream: true, probe: true, level: 2},
-			jobWrite{kind: jobCooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 40 * time.Second}},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 40 * time.Second}},
 		// ─provider-wide, systemic─▶
-		{"quota: the job cools Cooldown, the upstream pauses", decideIn{out: outFailure, v: quota, upstream: true},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
-			scopeWrite{op: scopePause, reason: "quota_exhausted", ttl: 10 * time.Minute}},
+		{"quota: the upstream pauses for its Cooldown first, and the job with it", decideIn{out: outFailure, v: quota, upstream: true, hist: twoFailures},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Second}},
+		{"the probe finds quota again, level 2: the pause ×2²", decideIn{out: outFailure, v: quota, upstream: true, probe: true, level: 2},
+			jobWrite{kind: store.Cooling, ttl: 40 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 40 * time.Second}},
+		{"the probe finds quota again, level 9: at most PauseTTL", decideIn{out: outFailure, v: quota, upstream: true, probe: true, level: 9},
+			jobWrite{kind: store.Cooling, ttl: 10 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Minute}},
+		{"quota with a longer hint: the hint", decideIn{out: outFailure, v: quotaHint, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 20 * time.Minute}},
+		{"quota without an Upstream: Cooldown, no upstream", decideIn{out: outFailure, v: quota, hist: twoFailures},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "quota_exhausted"}, upstream.Write{}},
 		// with Fallbacks: FallbackCooldown
 		{"rate limit with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: rateHint, upstream: true, fallback: true},
-			jobWrite{kind: jobCooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
-			scopeWrite{op: scopeCool, reason: "rate_limited", ttl: 30 * time.Second}},
+			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "rate_limited"},
+			upstream.Write{Op: upstream.Throttle, Reason: "rate_limited", TTL: 30 * time.Second}},
 		{"quota with Fallbacks: FallbackCooldown", decideIn{out: outFailure, v: quota, upstream: true, fallback: true},
-			jobWrite{kind: jobCooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
-			scopeWrite{op: scopePause, reason: "quota_exhausted", ttl: 10 * time.Minute}},
+			jobWrite{kind: store.Cooling, ttl: 2 * time.Second, keep: keep, state: CoolingDown, reason: "quota_exhausted"},
+			upstream.Write{Op: upstream.Suspend, Reason: "quota_exhausted", TTL: 10 * time.Second}},
 		// ─systemic, the job's─▶
 		{"model not found: cools Cooldown, not counted, upstream untouched", decideIn{out: outFailure, v: model, upstream: true, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, upstream.Write{}},
+		// Open ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling
+		{"refused connection: the job's attempt, one more job in the upstream's window", decideIn{out: outFailure, v: refused, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"},
+			upstream.Write{Op: upstream.Unreached, Reason: "network", TTL: 10 * time.Second}},
+		{"host not found: the job cools uncounted, one more job in the window", decideIn{out: outFailure, v: noHost, upstream: true, hist: twoFailures},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "network", evidence: "go:dns"},
+			upstream.Write{Op: upstream.Unreached, Reason: "network", TTL: 10 * time.Second}},
+		{"TLS verification failed: one more job in the window", decideIn{out: outFailure, v: badCert, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, reason: "tls", evidence: "go:tls"},
+			upstream.Write{Op: upstream.Unreached, Reason: "tls", TTL: 10 * time.Second}},
+		{"the probe cannot reach it either, level 2: cools ×2²", decideIn{out: outFailure, v: refused, upstream: true, probe: true, level: 2},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"},
+			upstream.Write{Op: upstream.Throttle, Reason: "network", TTL: 40 * time.Second}},
+		{"a connection that broke mid-call reached it: upstream untouched", decideIn{out: outFailure, v: reset, upstream: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:network"}, upstream.Write{}},
+		{"refused without an Upstream: the job's failure only", decideIn{out: outFailure, v: refused},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"}, upstream.Write{}},
 		// ─released─▶ Ready, attempts kept
 		{"released: Ready, history kept", decideIn{out: outRelease, hist: twoFailures},
-			jobWrite{kind: jobCooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "timeout"}, upstream.Write{}},
 		{"released, no history: the key goes", decideIn{out: outRelease},
-			jobWrite{kind: jobCooling, state: Ready}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, state: Ready}, upstream.Write{}},
 		{"the probe released: the next call probes", decideIn{out: outRelease, upstream: true, probe: true},
-			jobWrite{kind: jobCooling, state: Ready}, scopeWrite{op: scopeCancel}},
+			jobWrite{kind: store.Cooling, state: Ready}, upstream.Write{Op: upstream.Unclaim}},
 		// ─caller cancelled─▶
 		{"cancelled with CanceledCooldown: cools, not counted", decideIn{out: outCanceled, hist: twoFailures},
-			jobWrite{kind: jobCooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, scopeWrite{}},
+			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, upstream.Write{}},
 		{"the probe cancelled: the next call probes", decideIn{out: outCanceled, upstream: true, probe: true},
-			jobWrite{kind: jobCooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, scopeWrite{op: scopeCancel}},
+			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, upstream.Write{Op: upstream.Unclaim}},
 	} {
 		t.Run(tc.arrow, func(t *testing.T) {
-			got := g.decide(tc.in)
+			got := o.decide(tc.in)
 			if got.job != tc.job {
 				t.Errorf("job:\n got %+v\nwant %+v", got.job, tc.job)
 			}
-			if got.scope != tc.scope {
-				t.Errorf("upstream:\n got %+v\nwant %+v", got.scope, tc.scope)
+			if got.upstream != tc.upstream {
+				t.Errorf("upstream:\n got %+v\nwant %+v", got.upstream, tc.upstream)
 			}
 		})
 	}
 
+	// UnreachableJobs negative: an address failure is the job's alone.
+	o.UpstreamPolicy.UnreachableJobs = -1
+	if got := o.decide(decideIn{out: outFailure, v: refused, upstream: true}).upstream; got != (upstream.Write{}) {
+		t.Errorf("refused with UnreachableJobs off: upstream %+v, want untouched", got)
+	}
 	// DoneTTL holds a success as Done.
-	g.opts.DoneTTL = time.Hour
-	if got := g.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: jobDone, ttl: time.Hour, state: Done}) {
+	o.DoneTTL = time.Hour
+	if got := o.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
 		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)
 	}
 	// FallbackCooldown 0 (the default): Ready at once, the failure kept.
-	g.opts.FallbackCooldown = 0
-	if got := g.decide(decideIn{out: outFailure, v: rateLimited, upstream: true, fallback: true, hist: twoFailures}).job; got !=
-		(jobWrite{kind: jobCooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
+	o.FallbackCooldown = 0
+	if got := o.decide(decideIn{out: outFailure, v: rateLimited, upstream: true, fallback: true, hist: twoFailures}).job; got !=
+		(jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
 		t.Errorf("rate limit with Fallbacks, FallbackCooldown 0: %+v, want Ready with the failure kept", got)
 	}
 	// Without CanceledCooldown a cancelled run leaves the job Ready.
-	g.opts.CanceledCooldown = 0
-	if got := g.decide(decideIn{out: outCanceled, hist: twoFailures}).job; got.state != Ready || got.ttl != 0 || got.attempts != 2 {
+	o.CanceledCooldown = 0
+	if got := o.decide(decideIn{out: outCanceled, hist: twoFailures}).job; got.state != Ready || got.ttl != 0 || got.attempts != 2 {
 		t.Errorf("cancelled without CanceledCooldown: %+v, want Ready with its history", got)
 	}
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // Sentinels. Every error the gate returns matches one of them with
@@ -22,7 +21,7 @@ var (
 	ErrFailed = errors.New("gate: job failed permanently")
 	// ErrDone: the job succeeded and is held as done (Options.DoneTTL).
 	ErrDone = errors.New("gate: job is done")
-	// ErrUpstreamCooling: every upstream of the gate (Options.Scope and
+	// ErrUpstreamCooling: every upstream of the gate (Options.Upstream and
 	// Fallbacks) is cooling down, paused or being probed after a
 	// provider-wide failure; no job of the gate runs.
 	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
@@ -89,11 +88,11 @@ func (e *BlockedError) Error() string {
 		for _, u := range e.Upstreams {
 			switch {
 			case u.Probing:
-				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.Scope, u.Reason, u.RetryAfter))
-			case u.State == ScopePaused:
-				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.Scope, u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.name(), u.Reason, u.RetryAfter))
+			case u.State == UpstreamPaused:
+				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.name(), u.Reason, u.RetryAfter))
 			default:
-				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.Scope, u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.name(), u.Reason, u.RetryAfter))
 			}
 		}
 		return "gate: upstream " + strings.Join(parts, "; upstream ")
@@ -134,11 +133,14 @@ type CallError struct {
 	// Verdict is the classifier's verdict on Err.
 	Verdict classify.Verdict
 	// State is the job's state after the settle: CoolingDown, Failed, or
-	// Ready (released after a caller cancellation). When the settle could
-	// not be recorded (SettleErr set) it is Running: the lease's TTL is the
+	// Ready (released after a caller cancellation, or a provider-wide
+	// failure while another upstream is open). When the outcome was not
+	// written (Written reports false) it is Running: the lock's TTL is the
 	// cooldown.
 	State State
-	// RetryAfter is the cooldown that was set (0 unless CoolingDown).
+	// RetryAfter is the wait the failure leaves: the cooldown that was set
+	// (CoolingDown); when the outcome was not written, the lease, which
+	// the lock's TTL is at most; 0 otherwise.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success, this one included.
 	Attempts int
@@ -150,6 +152,10 @@ type CallError struct {
 	// ErrLeaseLost, or an ErrUnavailable wrapping the Redis error.
 	SettleErr error
 }
+
+// Written reports whether the outcome was recorded in Redis (SettleErr is
+// nil).
+func (e *CallError) Written() bool { return e.SettleErr == nil }
 
 func (e *CallError) Error() string {
 	msg := fmt.Sprintf("gate: job %s: %v", quoteJob(e.Job), e.Err)
@@ -184,57 +190,10 @@ func (e *CallError) Unwrap() []error {
 // redisError wraps a Redis error so it matches ErrRedisRefused or
 // ErrUnavailable, and the cause.
 func redisError(op string, err error) error {
-	if refused(err) {
+	if store.Refused(err) {
 		return fmt.Errorf("%w: %s: %w", ErrRedisRefused, op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
-}
-
-// refused reports an error reply from Redis that no wait fixes. Replies
-// that pass by themselves (a slot moving, a cluster or replica healing, a
-// server loading its data or busy with a script) are unavailability.
-func refused(err error) bool {
-	if !replied(err) {
-		return false
-	}
-	msg := err.Error()
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg = re.Error()
-	}
-	code, _, _ := strings.Cut(msg, " ")
-	switch code {
-	case "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "LOADING", "MASTERDOWN", "BUSY":
-		return false
-	}
-	return true
-}
-
-// reached reports whether Redis was reached: it replied with an error, or
-// the lock was written but too few replicas acknowledged it.
-func reached(err error) bool {
-	var nr *notReplicatedError
-	return replied(err) || errors.As(err, &nr)
-}
-
-// notReplicatedError: fewer replicas than Options.WaitReplicas acknowledged
-// an acquire in time; it was undone.
-type notReplicatedError struct {
-	acked  int64
-	want   int
-	within time.Duration
-}
-
-func (e *notReplicatedError) Error() string {
-	return fmt.Sprintf("%d of %d replicas acknowledged the lock within %v", e.acked, e.want, e.within)
-}
-
-// replied reports whether err is an error reply from Redis (rather than a
-// network failure or a timeout): Redis was reached. FailOpen never applies
-// then.
-func replied(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
 // RetryAfter returns how long to wait before retrying, from any error Do,

@@ -17,7 +17,7 @@ import (
 // fallbackGate is a gate over tg with upstreams "primary" then "backup".
 func fallbackGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
 	t.Helper()
-	o.Prefix, o.Scope, o.Fallbacks = prefix, "primary", []string{"backup"}
+	o.Prefix, o.Upstream, o.Fallbacks = prefix, "primary", []string{"backup"}
 	if o.Classify == nil {
 		o.Classify = upstreamClassifier(time.Hour)
 	}
@@ -28,7 +28,7 @@ func fallbackGate(t *testing.T, tg redistest.Target, prefix string, o gate.Optio
 }
 
 // A gate with upstreams in order runs each job on the first open one and
-// says which (Lease.Scope); a provider-wide failure cools the upstream it
+// says which (Lease.Upstream); a provider-wide failure cools the upstream it
 // came from, not the others, and lets the job's next call run at once on
 // the next; a job refused by every upstream learns each one's state and
 // the soonest reopening; Status names every upstream.
@@ -41,7 +41,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			used := func(job string, fail error) (string, error) {
 				var scope string
 				err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error {
-					scope = l.Scope()
+					scope = l.Upstream()
 					return fail
 				})
 				return scope, err
@@ -65,15 +65,15 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 				t.Fatalf("the retry: ran on %q (%v), want backup at once", s, err)
 			}
 			st := mustStatus(t, g, "c")
-			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.ScopeCooling || st.Upstreams[1].State != gate.ScopeOpen ||
-				st.Upstream.Scope != "backup" {
+			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.UpstreamCoolingDown || st.Upstreams[1].State != gate.UpstreamOpen ||
+				st.Upstream.Upstream != "backup" {
 				t.Fatalf("status: %+v, want primary cooling, backup open and next", st)
 			}
 			pass(tg, 50*time.Millisecond)
 			waitState(t, tg, quick, "x", gate.Ready, time.Second)
 			var scope string
 			err = quick.Do(ctx, "x", func(_ context.Context, l *gate.Lease) error {
-				scope = l.Scope()
+				scope = l.Upstream()
 				return classify.Transient(errBoom, 0)
 			})
 			if !errors.As(err, &ce) || scope != "backup" || ce.Attempts != 2 {
@@ -89,7 +89,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			}
 			b := blocked(t, g, "e")
 			if !errors.Is(b, gate.ErrUpstreamCooling) || len(b.Upstreams) != 2 ||
-				b.Upstreams[0].Scope != "primary" || b.Upstreams[1].Scope != "backup" ||
+				b.Upstreams[0].Upstream != "primary" || b.Upstreams[1].Upstream != "backup" ||
 				b.RetryAfter <= 0 || b.RetryAfter > time.Hour {
 				t.Fatalf("both cooling: %+v, want ErrUpstreamCooling naming both", b)
 			}
@@ -127,11 +127,11 @@ func TestFallbackRefusalTieGoesToTheFirst(t *testing.T) {
 	redistest.Advance(m, 0) // both cooldowns start at the same Redis time
 	tg := redistest.Target{Name: "miniredis", Client: rdb}
 	g := fallbackGate(t, tg, redistest.UniqueKey(t), gate.Options{
-		Classify:    upstreamClassifier(time.Minute),
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Minute},
+		Classify:       upstreamClassifier(time.Minute),
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute},
 	})
 	_ = failWith(t, g, "a", errRateLimited) // primary: the hint's minute
-	_ = failWith(t, g, "b", errOverloaded)  // backup: no hint, ScopePolicy's minute
+	_ = failWith(t, g, "b", errOverloaded)  // backup: no hint, UpstreamPolicy's minute
 	b := blocked(t, g, "c")
 	if b.Upstreams[0].RetryAfter != b.Upstreams[1].RetryAfter {
 		t.Fatalf("upstreams %+v: want the same wait", b.Upstreams)
@@ -194,7 +194,7 @@ func TestFallbackUnderOneLock(t *testing.T) {
 			}
 			t.Run("two gates by hand", func(t *testing.T) {
 				o := func(scope string) gate.Options {
-					return gate.Options{Prefix: redistest.UniqueKey(t), Scope: scope, Cooldown: time.Minute,
+					return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: scope, Cooldown: time.Minute,
 						Classify: upstreamClassifier(window)}
 				}
 				primary, backup := newGate(t, tg.Client, o("primary")), newGate(t, tg.Client, o("backup"))
@@ -262,7 +262,7 @@ func TestFallbackStorm(t *testing.T) {
 						overlaps.Add(1)
 					}
 					defer c.(*atomic.Int32).Add(-1)
-					if l.Scope() == "primary" {
+					if l.Upstream() == "primary" {
 						mu.Lock()
 						primaryCalls = append(primaryCalls, call{began, time.Now()})
 						mu.Unlock()
@@ -281,7 +281,7 @@ func TestFallbackStorm(t *testing.T) {
 						}
 					}
 					time.Sleep(time.Millisecond)
-					return store.Write(job, l.Fence(), l.Scope())
+					return store.Write(job, l.Fence(), l.Upstream())
 				}
 			}
 			var wg sync.WaitGroup
@@ -370,8 +370,8 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		kind  gate.EventKind
 		scope string
 	}{
-		{gate.EventAcquired, "primary"}, {gate.EventScopeCooling, "primary"}, {gate.EventSettled, "primary"},
-		{gate.EventAcquired, "backup"}, {gate.EventScopeCooling, "backup"}, {gate.EventSettled, "backup"},
+		{gate.EventAcquired, "primary"}, {gate.EventUpstreamCooling, "primary"}, {gate.EventSettled, "primary"},
+		{gate.EventAcquired, "backup"}, {gate.EventUpstreamCooling, "backup"}, {gate.EventSettled, "backup"},
 	}
 	var got []gate.Event
 	for _, e := range rec.drain() {
@@ -383,8 +383,8 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		t.Fatalf("events: %+v, want %d", got, len(want))
 	}
 	for i, w := range want {
-		if got[i].Kind != w.kind || got[i].Scope != w.scope {
-			t.Errorf("event %d: %v on %q, want %v on %q", i, got[i].Kind, got[i].Scope, w.kind, w.scope)
+		if got[i].Kind != w.kind || got[i].Upstream != w.scope {
+			t.Errorf("event %d: %v on %q, want %v on %q", i, got[i].Kind, got[i].Upstream, w.kind, w.scope)
 		}
 	}
 }
@@ -407,7 +407,51 @@ func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 			refused = append(refused, e)
 		}
 	}
-	if len(refused) != 1 || refused[0].State != gate.UpstreamCooling || refused[0].Scope != "backup" {
+	if len(refused) != 1 || refused[0].State != gate.UpstreamCooling || refused[0].Upstream != "backup" {
 		t.Fatalf("refusal events: %+v, want one UpstreamCooling refusal naming backup", refused)
+	}
+}
+
+// Upstreams reads every upstream of the gate, in order, and
+// ResetUpstreams reopens every one; a gate without an upstream reads
+// none. (ScopeStatus, which it replaces, read the first only.)
+func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	g := newGate(t, rdb, gate.Options{Upstream: "a", Fallbacks: []string{"b"}, Classify: upstreamClassifier(0),
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}})
+	_ = failWith(t, g, "j1", errOverloaded) // runs on a, cools it
+	_ = failWith(t, g, "j2", errOverloaded) // runs on b, cools it
+	ups, err := g.Upstreams(ctx)
+	if err != nil || len(ups) != 2 {
+		t.Fatalf("Upstreams: %+v, %v; want two", ups, err)
+	}
+	for i, name := range []string{"a", "b"} {
+		if u := ups[i]; u.Upstream != name || u.State != gate.UpstreamCoolingDown || u.Reason != classify.ReasonOverloaded {
+			t.Errorf("upstream %d: %+v, want %q cooling down (overloaded)", i, u, name)
+		}
+	}
+	if err := g.ResetUpstreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamOpen || ups[1].State != gate.UpstreamOpen {
+		t.Fatalf("after ResetUpstreams: %+v, %v; want both open", ups, err)
+	}
+	if ups, err := newGate(t, rdb, gate.Options{}).Upstreams(ctx); err != nil || ups != nil {
+		t.Fatalf("a gate without an upstream: %+v, %v; want none", ups, err)
+	}
+}
+
+// The former names still configure the gate: Options.Scope is Upstream,
+// ScopePolicy applies when UpstreamPolicy is unset, and two different
+// names are refused.
+func TestDeprecatedScopeOptions(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	o := newGate(t, rdb, gate.Options{Scope: "old", ScopePolicy: gate.ScopePolicy{Cooldown: 3 * time.Second}}).Options()
+	if o.Upstream != "old" || o.UpstreamPolicy.Cooldown != 3*time.Second {
+		t.Fatalf("Options: Upstream %q, UpstreamPolicy.Cooldown %v; want the Scope's", o.Upstream, o.UpstreamPolicy.Cooldown)
+	}
+	if _, err := gate.New(rdb, gate.Options{Scope: "a", Upstream: "b"}); !errors.Is(err, gate.ErrInvalidOptions) {
+		t.Fatalf("Scope and Upstream differ: %v, want ErrInvalidOptions", err)
 	}
 }

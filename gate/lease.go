@@ -2,12 +2,11 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/code"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
 // Lease is one held run of a job, from Acquire (or inside Do) until it is
@@ -35,35 +34,13 @@ type Lease struct {
 // grant is what an acquire sends and what it was granted: a Lease is made
 // of it only once the job is taken (a refusal allocates no Lease).
 type grant struct {
-	job   string
-	key   string
-	token string
-	// running is the lease's value on a free key: "r:" + token.
-	running string
+	job     string
+	key     string
+	token   store.Token
 	fence   int64
 	attempt int
-	hist    jobValue // the job's last settled value, for decide
-	up      *breaker // the upstream this run uses; nil without one
-	probe   bool     // this run probes up after its cooldown or pause
-	level   int      // up's trips in a row before the probe
-}
-
-// Result is what a settle recorded.
-type Result struct {
-	// State is the job's state after the settle: Ready or Done after a
-	// success or a release, CoolingDown or Failed after a failure; Ready
-	// also after a provider-wide failure while another upstream is open
-	// (Options.Fallbacks, FallbackCooldown 0): its next call runs there.
-	State State
-	// RetryAfter is the cooldown set (0 unless CoolingDown).
-	RetryAfter time.Duration
-	// Attempts counts failures since the last success.
-	Attempts int
-	// Verdict is the classification of the failure (zero on success).
-	Verdict classify.Verdict
-	// Upstream is the state of the upstream the run used after the settle,
-	// when the settle changed it.
-	Upstream UpstreamStatus
+	hist    store.Job       // the job's last settled value, for decide
+	up      upstream.Choice // the upstream this run uses, and whether it probes it
 }
 
 // Job returns the lease's job key.
@@ -74,22 +51,22 @@ type leaseKey struct{}
 // LeaseFromContext returns the lease whose Context ctx is or derives from:
 // the context Do and Call give fn, a handler's request under httpmw, a
 // task or job under the queue adapters. nil when there is none. Deep in a
-// job's code it names the upstream to call (Scope) and the fence to write
+// job's code it names the upstream to call (Upstream) and the fence to write
 // with (Fence).
 func LeaseFromContext(ctx context.Context) *Lease {
 	l, _ := ctx.Value(leaseKey{}).(*Lease)
 	return l
 }
 
-// Scope names the upstream this run must call: Options.Scope, or the
-// first of Options.Fallbacks that was open when the lease was taken; ""
-// without upstreams. Its outcome cools or opens that upstream only.
-func (l *Lease) Scope() string {
-	if l.up == nil {
-		return ""
-	}
-	return l.up.name
-}
+// Upstream names the upstream this run must call: Options.Upstream, or
+// the first of Options.Fallbacks that was open when the lease was taken;
+// "" without upstreams. Its outcome cools or opens that upstream only.
+func (l *Lease) Upstream() string { return l.up.Name() }
+
+// Scope names the upstream this run must call.
+//
+// Deprecated: use Upstream.
+func (l *Lease) Scope() string { return l.up.Name() }
 
 // Fence returns the fencing token: it strictly increases across the
 // acquisitions of a job (0 for an ungated lease). A store that keeps the
@@ -117,13 +94,6 @@ func (l *Lease) Lost() bool {
 	return l.lost
 }
 
-// Result returns what the settle recorded; zero before it.
-func (l *Lease) Result() Result {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.result
-}
-
 // remaining is the lease's time left by the local clock.
 func (l *Lease) remaining() time.Duration {
 	l.mu.Lock()
@@ -136,76 +106,3 @@ func (l *Lease) remaining() time.Duration {
 
 // elapsed is how long the run has taken.
 func (l *Lease) elapsed() time.Duration { return time.Since(l.start) }
-
-// Succeed releases the lock (or holds the job as Done for DoneTTL) and
-// resets the attempt count. ctx only carries values: the write runs on a
-// detached context bounded by Options.Timeout.
-func (l *Lease) Succeed(ctx context.Context) error {
-	_, err := l.settle(ctx, outSuccess, classify.Verdict{})
-	return err
-}
-
-// Release frees the lock with no cooldown and no attempt counted: the call
-// did not reach the model or its failure was not the job's (a client's bad
-// request). A probe of the upstream that is released gives the probe to
-// the next call.
-func (l *Lease) Release(ctx context.Context) error {
-	_, err := l.settle(ctx, outRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
-	return err
-}
-
-// Fail classifies err with Options.Classify and records the outcome: a
-// cooldown, a failed mark, or (the acquiring context cancelled) a release.
-// It returns nil when the outcome was recorded, else ErrLeaseLost,
-// ErrNotOwned, ErrAlreadySettled or an ErrUnavailable. If Redis cannot be
-// reached the lock's own TTL is the cooldown: a failure never leads to an
-// immediate free retry.
-func (l *Lease) Fail(ctx context.Context, err error) error {
-	out, v := l.g.verdict(l.parent, err)
-	_, serr := l.settle(ctx, out, v)
-	return serr
-}
-
-// failError settles a failure and builds the error Do returns.
-func (l *Lease) failError(ctx context.Context, ferr error) error {
-	out, v := l.g.verdict(l.parent, ferr)
-	res, serr := l.settle(ctx, out, v)
-	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
-		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
-	if serr != nil {
-		ce.State = Running
-	}
-	return ce
-}
-
-var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic, Evidence: "go:panic"}
-
-// verdict classifies err. A "canceled" verdict is the caller giving up
-// only when the caller's own context was cancelled; otherwise it is a
-// transient failure. A custom classifier that panics or returns what no
-// code can be gets a transient "unknown" verdict or a cleaned one.
-func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classify.Verdict) {
-	defer func() {
-		if r := recover(); r != nil { // a custom classifier must not crash the settle
-			out, v = outFailure, classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUnknown}
-		}
-	}()
-	v = g.opts.Classify(err)
-	if v.Class == classify.ClassCanceled && errors.Is(parent.Err(), context.Canceled) {
-		return outCanceled, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled}
-	}
-	if v.Class >= classify.ClassCanceled {
-		v.Class = classify.ClassTransient
-	}
-	if !code.Reason(v.Reason) {
-		v.Reason = classify.ReasonUnknown
-	}
-	if v.Evidence != "" && !code.Evidence(v.Evidence) {
-		v.Evidence = ""
-	}
-	if v.Class != classify.ClassPermanent {
-		v.Suspect = false
-	}
-	v.RetryAfter = min(max(v.RetryAfter, 0), classify.MaxHint)
-	return outFailure, v
-}

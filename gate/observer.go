@@ -32,22 +32,34 @@ const (
 	// Unless ContinueOnLeaseLost no settle follows, and Held is set here.
 	EventLeaseLost
 	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
-	// names it: "acquire", "settle", "renew", "undo" or "scope").
+	// names it: "acquire", "settle", "renew", "undo" or "scope", an
+	// upstream's breaker).
 	EventRedisError
 	// EventFailOpen: Redis was unreachable and fn ran ungated (FailOpen).
 	EventFailOpen
-	// EventScopeCooling: a provider-wide failure cooled the upstream scope
+	// EventUpstreamCooling: a provider-wide failure cooled the upstream
 	// for Cooldown.
-	EventScopeCooling
-	// EventScopePaused: a systemic failure (credentials, quota) paused the
-	// upstream scope: one probe call after ScopePolicy.PauseTTL, until an
-	// operator fixes the cause and resets it (loud).
-	EventScopePaused
+	EventUpstreamCooling
+	// EventUpstreamPaused: a systemic failure (credentials, quota) paused
+	// the upstream: one probe call after each pause (UpstreamPolicy.
+	// Cooldown first, growing to PauseTTL), until the cause is fixed or an
+	// operator resets it (loud).
+	EventUpstreamPaused
 	// EventWarning: something an operator must look at (loud). Reason says
 	// what: a Warn* constant.
 	EventWarning
 )
 
+// Deprecated names of EventUpstreamCooling and EventUpstreamPaused.
+const (
+	// Deprecated: use EventUpstreamCooling.
+	EventScopeCooling = EventUpstreamCooling
+	// Deprecated: use EventUpstreamPaused.
+	EventScopePaused = EventUpstreamPaused
+)
+
+// eventNames are the kinds' metric labels; the upstream's two keep their
+// first names, which dashboards know.
 var eventNames = [...]string{"", "acquired", "refused", "settled", "renewed", "lease_lost",
 	"redis_error", "fail_open", "scope_cooling", "scope_paused", "warning"}
 
@@ -65,10 +77,10 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind EventKind
 	Job  string
-	// Scope is the upstream the event concerns: the one a lease ran on,
-	// the one a failure cooled; the gate's Scope when no single upstream
-	// is concerned (a refusal, a Redis error on the job).
-	Scope string
+	// Upstream is the upstream the event concerns: the one a lease ran
+	// on, the one a failure cooled; the gate's Options.Upstream when no
+	// single upstream is concerned (a refusal, a Redis error on the job).
+	Upstream string
 	// State is the job's state the event led to or was refused by.
 	State State
 	Fence int64
@@ -85,6 +97,9 @@ type Event struct {
 	// Op names the Redis operation of EventRedisError.
 	Op  string
 	Err error
+
+	// Deprecated: use Upstream, which holds the same name.
+	Scope string
 }
 
 // Observer receives events. Observe is called synchronously on the calling
@@ -94,13 +109,38 @@ type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
 
-// emit sends e to the observer, if any. It is small enough to be inlined,
-// so without an observer the Event is never built.
-func (g *Gate) emit(ctx context.Context, e Event) {
-	if g.obs != nil {
-		if e.Scope == "" {
-			e.Scope = g.opts.Scope
-		}
-		g.obs.Observe(ctx, e)
-	}
-}
+// Warning reasons: the Reason of an EventWarning, and of a Warning Check
+// reports.
+const (
+	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
+	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
+	// vanish early under memory pressure and the job run again too soon.
+	// Set maxmemory-policy to noeviction for the gate's Redis.
+	WarnEvictionPolicy = "maxmemory_policy_evicts"
+	// WarnUnchecked: the policy could not be read (CONFIG disabled or
+	// renamed, as on many managed services; no ACL permission; or a client
+	// type Check cannot inspect). Ask the provider which policy it uses.
+	WarnUnchecked = "config_unchecked"
+	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
+	// written (Redis unreachable, or refusing writes when full). The process
+	// that ran the job refuses it in-process for the intended cooldown;
+	// other processes see only the running lease's TTL.
+	WarnSettleUnwritten = "settle_unwritten"
+	// WarnPermanentWave: many distinct jobs of the upstream failed
+	// permanently for the same reason in a short window
+	// (UpstreamPolicy.PermanentWave): a changed API, a broken prompt
+	// template, an unclassified billing error. The upstream is paused for
+	// that reason and its jobs cool instead of being marked Failed; fix the
+	// cause, then reset the upstream and clear the marks already written
+	// (retrygate reset --state failed --reason R).
+	WarnPermanentWave = "permanent_wave"
+	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
+	// subscribe to the job's channel and poll Redis with backoff instead:
+	// the client cannot subscribe, Redis refused it (an ACL without
+	// channel permission: NOPERM; a server without SSUBSCRIBE), the
+	// subscription's connection broke, or a cluster slot moved and the
+	// client's slot map has not followed yet (MOVED; Err says which). They
+	// are woken late, never wrongly. A Gate sends it at most once a minute,
+	// however many waits poll.
+	WarnWaitPolling = "wait_polling"
+)

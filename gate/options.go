@@ -11,8 +11,10 @@ import (
 )
 
 // Options configures a Gate. The zero value of every field means the
-// documented default, and a negative Jitter, ScopePolicy.AllowedFails or
-// ScopePolicy.PermanentWave means none; New validates the options once.
+// documented default, a negative MaxAttempts means unlimited, and a
+// negative Jitter, UpstreamPolicy.AllowedFails, UpstreamPolicy.PermanentWave
+// or UpstreamPolicy.UnreachableJobs means none; New validates the options
+// once.
 type Options struct {
 	// Prefix starts every key the gate writes. Must not contain '{' or '}'.
 	// Default: "retrygate".
@@ -41,8 +43,13 @@ type Options struct {
 	// Default: 0.1.
 	Jitter float64
 
-	// MaxAttempts marks the job Failed when its attempt count (transient and
-	// permanent failures since the last success) reaches it. 0 = unlimited.
+	// MaxAttempts marks the job Failed when its attempt count reaches it,
+	// so a job whose every attempt fails for its own reason (a model that
+	// never returns valid output) ends. The count is the job's transient
+	// and suspect failures since its last success; provider-wide failures
+	// (rate limits, overload, quota, keys) and systemic ones never count.
+	// With the default Cooldown, BackoffFactor and MaxCooldown, 8 attempts
+	// are about 4h15m of retries. Negative = unlimited. Default: 8.
 	MaxAttempts int
 	// AttemptsTTL is how long the attempt count is remembered after the
 	// job's last cooldown or mark ends; after that a failure starts again at
@@ -117,50 +124,77 @@ type Options struct {
 	// no cost.
 	Observer Observer
 
-	// Scope names the upstream this gate calls (e.g. "openai:prod-key").
+	// Upstream names the upstream this gate calls (e.g. "openai:prod-key").
 	// When set, provider-wide failures cool the whole upstream, not just
 	// the job: every job of it is refused with ErrUpstreamCooling until the
 	// provider's wait ends, and then one call probes it. Empty = no
 	// upstream cooldown.
-	Scope string
-	// Fallbacks names more upstreams, tried in order after Scope: each
+	Upstream string
+	// Fallbacks names more upstreams, tried in order after Upstream: each
 	// acquire runs the job on the first upstream that is open (or whose
-	// probe it may claim), and Lease.Scope names it, so fn calls that one.
-	// The job keeps one lock whichever upstream runs it. Requires Scope;
-	// names must differ.
+	// probe it may claim), and Lease.Upstream names it, so fn calls that
+	// one. The job keeps one lock whichever upstream runs it. Requires
+	// Upstream; names must differ.
 	Fallbacks []string
 	// FallbackCooldown is how long a job waits after a provider-wide
 	// failure when the gate has Fallbacks: its upstream cools, and the
 	// job's next call runs on the next open one. 0 (the default) lets that
 	// call run at once; a job never calls two upstreams in one Do.
 	FallbackCooldown time.Duration
-	// ScopePolicy tunes every upstream; unused without Scope.
+	// UpstreamPolicy tunes every upstream; unused without Upstream.
+	UpstreamPolicy UpstreamPolicy
+
+	// Deprecated: use Upstream. When both are set they must be equal.
+	Scope string
+	// Deprecated: use UpstreamPolicy. It applies when UpstreamPolicy is
+	// the zero value.
 	ScopePolicy ScopePolicy
 }
 
-// ScopePolicy tunes how provider-wide failures cool the upstream scope.
-// Every scope cooldown is also capped by Options.MaxCooldown.
-type ScopePolicy struct {
+// UpstreamPolicy tunes how provider-wide failures cool an upstream. Every
+// upstream cooldown is also capped by Options.MaxCooldown.
+type UpstreamPolicy struct {
 	// Cooldown is how long a provider-wide transient failure (429 rate
-	// limit, 503, 529) cools the scope when the server gave no retry hint.
-	// Default: 10s.
+	// limit, 503, 529) cools the upstream when the server gave no retry
+	// hint; also the first pause of a systemic one (see PauseTTL) and the
+	// cooldown of an address that fails (see UnreachableJobs). Default: 10s.
 	Cooldown time.Duration
-	// AllowedFails is how many other 5xx failures the scope tolerates
+	// AllowedFails is how many other 5xx failures the upstream tolerates
 	// inside FailWindow; one more cools it for Cooldown. Negative = none
 	// tolerated. Default: 3.
 	AllowedFails int
 	// FailWindow is the sliding window for AllowedFails. Default: 1m.
 	FailWindow time.Duration
-	// PauseTTL is how long a provider-wide systemic failure (quota
-	// exhausted, credit balance too low, bad key) pauses the scope, unless
-	// an operator resets it first. Default: 10m.
+	// PauseTTL is the longest pause of a provider-wide systemic failure
+	// (quota exhausted, credit balance too low, bad key): the first pauses
+	// the upstream for Cooldown (or the server's hint when longer), and
+	// each probe that fails again pauses it BackoffFactor times longer, up
+	// to PauseTTL, so a per-minute limit worded as "quota" costs seconds
+	// and a billing lapse settles into PauseTTL with one probe each. A wave
+	// (PermanentWave) pauses the upstream for PauseTTL at once. An
+	// operator's reset ends a pause. Default: 10m.
 	PauseTTL time.Duration
 	// PermanentWave is how many distinct jobs failing permanently with the
 	// same reason within FailWindow make a wave: not the jobs' fault, so
-	// those jobs cool instead of being marked Failed and the scope pauses
+	// those jobs cool instead of being marked Failed and the upstream pauses
 	// for the reason (see WarnPermanentWave). Negative = off. Default: 10.
 	PermanentWave int
+	// UnreachableJobs is how many distinct jobs whose calls cannot reach
+	// the upstream's address within FailWindow cool it for Cooldown (×
+	// BackoffFactor per probe that fails the same way), so the jobs after
+	// them are refused without a failing call each: its host does not
+	// resolve (classify evidence go:dns), refuses connections
+	// (go:refused), is unreachable (go:unreachable), fails TLS
+	// verification (go:tls), or the URL is malformed (go:url). A
+	// connection that broke mid-call (go:network, go:timeout) is not the
+	// address. A job failing again counts once. Negative = off. Default: 3.
+	UnreachableJobs int
 }
+
+// ScopePolicy is the former name of UpstreamPolicy.
+//
+// Deprecated: use UpstreamPolicy.
+type ScopePolicy = UpstreamPolicy
 
 // Limits.
 const (
@@ -168,7 +202,7 @@ const (
 	MinLease = 30 * time.Millisecond
 	// MaxJobLen is the longest job key, in bytes.
 	MaxJobLen = 1024
-	// maxPrefixLen bounds Prefix and Scope.
+	// maxPrefixLen bounds Prefix and the upstreams' names.
 	maxPrefixLen = 256
 )
 
@@ -209,13 +243,23 @@ func (o Options) withDefaults() (Options, error) {
 	if strings.ContainsAny(o.Prefix, "{}") || len(o.Prefix) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Prefix: must not contain '{' or '}' and be at most %d bytes", maxPrefixLen))
 	}
-	if len(o.Scope) > maxPrefixLen {
-		bad = append(bad, fmt.Sprintf("Scope: longer than %d bytes", maxPrefixLen))
+	switch {
+	case o.Upstream == "":
+		o.Upstream = o.Scope
+	case o.Scope != "" && o.Scope != o.Upstream:
+		bad = append(bad, fmt.Sprintf("Scope: %q differs from Upstream %q (Scope is Upstream's former name: set one)", o.Scope, o.Upstream))
 	}
-	if len(o.Fallbacks) > 0 && o.Scope == "" {
-		bad = append(bad, "Fallbacks: needs Scope (the first upstream)")
+	o.Scope = o.Upstream
+	if o.UpstreamPolicy == (UpstreamPolicy{}) {
+		o.UpstreamPolicy = o.ScopePolicy
 	}
-	seen := map[string]bool{o.Scope: true}
+	if len(o.Upstream) > maxPrefixLen {
+		bad = append(bad, fmt.Sprintf("Upstream: longer than %d bytes", maxPrefixLen))
+	}
+	if len(o.Fallbacks) > 0 && o.Upstream == "" {
+		bad = append(bad, "Fallbacks: needs Upstream (the first upstream)")
+	}
+	seen := map[string]bool{o.Upstream: true}
 	for i, f := range o.Fallbacks {
 		switch {
 		case f == "" || len(f) > maxPrefixLen:
@@ -245,8 +289,8 @@ func (o Options) withDefaults() (Options, error) {
 	case !(o.Jitter < 1): // also rejects NaN
 		bad = append(bad, fmt.Sprintf("Jitter: %v is not below 1", o.Jitter))
 	}
-	if o.MaxAttempts < 0 {
-		bad = append(bad, fmt.Sprintf("MaxAttempts: %d is negative", o.MaxAttempts))
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 8
 	}
 	dur("AttemptsTTL", &o.AttemptsTTL, 24*time.Hour)
 	dur("FailedTTL", &o.FailedTTL, 7*24*time.Hour)
@@ -262,16 +306,20 @@ func (o Options) withDefaults() (Options, error) {
 		bad = append(bad, fmt.Sprintf("WaitReplicas: %d is negative", o.WaitReplicas))
 	}
 	dur("WaitTimeout", &o.WaitTimeout, 100*time.Millisecond)
-	p := &o.ScopePolicy
-	dur("ScopePolicy.Cooldown", &p.Cooldown, 10*time.Second)
+	p := &o.UpstreamPolicy
+	dur("UpstreamPolicy.Cooldown", &p.Cooldown, 10*time.Second)
 	if p.AllowedFails == 0 {
 		p.AllowedFails = 3
 	}
-	dur("ScopePolicy.FailWindow", &p.FailWindow, time.Minute)
-	dur("ScopePolicy.PauseTTL", &p.PauseTTL, 10*time.Minute)
+	dur("UpstreamPolicy.FailWindow", &p.FailWindow, time.Minute)
+	dur("UpstreamPolicy.PauseTTL", &p.PauseTTL, 10*time.Minute)
 	if p.PermanentWave == 0 {
 		p.PermanentWave = 10
 	}
+	if p.UnreachableJobs == 0 {
+		p.UnreachableJobs = 3
+	}
+	o.ScopePolicy = o.UpstreamPolicy
 	if len(bad) > 0 {
 		return o, &optionsError{problems: bad}
 	}

@@ -19,7 +19,7 @@ import (
 // 300 ms hint. When a scope window ends, one call, across all gates,
 // probes the upstream and the others stay refused until it settles, so
 // after the first failure there is at most one upstream call per window.
-func TestScopeProbeStopsTheHerd(t *testing.T) {
+func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 	const (
 		jobs    = 1000
 		gates   = 4
@@ -111,8 +111,6 @@ func TestScopeProbeStopsTheHerd(t *testing.T) {
 	}
 }
 
-func jobName(i int) string { return "doc-" + string(rune('a'+i%26)) + "-" + itoa(i) }
-
 func itoa(i int) string {
 	var b [20]byte
 	n := len(b)
@@ -128,14 +126,14 @@ func itoa(i int) string {
 
 // A probe that fails again without a hint escalates the scope's cooldown
 // by BackoffFactor; a probe that gets through opens the scope for all.
-func TestScopeProbeEscalatesThenOpens(t *testing.T) {
+func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
 			const base = 200 * time.Millisecond
 			g := scopeGate(t, tg, prefix, gate.Options{BackoffFactor: 2, Jitter: -1,
-				ScopePolicy: gate.ScopePolicy{Cooldown: base}})
+				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base}})
 			other := scopeGate(t, tg, prefix, gate.Options{})
 			_ = failWith(t, g, "a", errOverloaded)
 			for i, want := range []time.Duration{base, 2 * base, 4 * base} {
@@ -143,7 +141,7 @@ func TestScopeProbeEscalatesThenOpens(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if up.State != gate.ScopeCooling || up.RetryAfter > want || up.RetryAfter < want-100*time.Millisecond {
+				if up.State != gate.UpstreamCoolingDown || up.RetryAfter > want || up.RetryAfter < want-100*time.Millisecond {
 					t.Fatalf("window %d: %+v, want cooling for %v", i+1, up, want)
 				}
 				// Wait for the window to end, then probe (and fail again).
@@ -192,7 +190,7 @@ func awaitProbe(t *testing.T, tg redistest.Target, g *gate.Gate, job string, wai
 // "miniredis, cluster form" runs the cluster's code path (the scope read
 // and claimed on its own, in parallel with the acquire) on one node,
 // through a client that exposes only the scripting commands.
-func TestScopeOneProbeAtATime(t *testing.T) {
+func TestUpstreamOneProbeAtATime(t *testing.T) {
 	targets := redistest.Targets(t)
 	if t0 := targets[0]; t0.Name == "miniredis" {
 		t0.Name, t0.Client = "miniredis, cluster form", nil
@@ -202,14 +200,14 @@ func TestScopeOneProbeAtATime(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
-			o := gate.Options{Prefix: prefix, Scope: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
+			o := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
 			var rdb gate.Client = tg.Client
 			if rdb == nil {
 				rdb = &gatetest.Flaky{Client: targets[0].Client}
 			}
-			o.ScopePolicy.Cooldown = 100 * time.Millisecond
+			o.UpstreamPolicy.Cooldown = 100 * time.Millisecond
 			g := newGate(t, rdb, o)
-			o.ScopePolicy = gate.ScopePolicy{}
+			o.UpstreamPolicy = gate.UpstreamPolicy{}
 			other := newGate(t, rdb, o)
 			// A job cooling on its own must not take the probe and sit on it.
 			_ = failWith(t, g, "cooling", classify.Transient(errBoom, time.Hour))
@@ -266,7 +264,7 @@ func TestScopeOneProbeAtATime(t *testing.T) {
 // Every cooldown the gate writes is bounded by MaxCooldown, the scope's
 // included: Azure OpenAI's "Retry-After: 86400" must not stop every job
 // of the key for a day.
-func TestScopeCooldownBoundedByMaxCooldown(t *testing.T) {
+func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{MaxCooldown: time.Hour,
@@ -316,7 +314,7 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	srv := redistest.Server(t) // no replica: WAIT never reaches 1
 	ctx := context.Background()
 	prefix := redistest.UniqueKey(t)
-	o := gate.Options{Prefix: prefix, Scope: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
+	o := gate.Options{Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
 	plain := newGate(t, srv.Client(t), o)
 	o.WaitReplicas, o.WaitTimeout = 1, 20*time.Millisecond
 	rec := newRecorder()

@@ -24,10 +24,10 @@ func (l *Lease) renew() {
 
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
-	var t trip
-	cmd := t.jobRenew(ctx, l.key, l.token, g.argLease, l.fence, l.attempt-1)
-	t.exec(ctx, g.send)
-	owned, err := decodeRenew(cmd)
+	t := g.store.Trip()
+	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1)
+	t.Send(ctx)
+	owned, err := renewed.Result()
 	cancel()
 
 	var (

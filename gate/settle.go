@@ -2,14 +2,151 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/code"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
+
+// Result is what a settle recorded.
+//
+// Deprecated: Lease.Settle returns it as a *CallError.
+type Result struct {
+	// State is the job's state after the settle: Ready or Done after a
+	// success or a release, CoolingDown or Failed after a failure; Ready
+	// also after a provider-wide failure while another upstream is open
+	// (Options.Fallbacks, FallbackCooldown 0): its next call runs there.
+	State State
+	// RetryAfter is the cooldown set (0 unless CoolingDown).
+	RetryAfter time.Duration
+	// Attempts counts failures since the last success.
+	Attempts int
+	// Verdict is the classification of the failure (zero on success).
+	Verdict classify.Verdict
+	// Upstream is the state of the upstream the run used after the settle,
+	// when the settle changed it.
+	Upstream UpstreamStatus
+}
+
+// Result returns what the settle recorded; zero before it.
+//
+// Deprecated: use Settle, whose *CallError says what was recorded, or
+// that it was not.
+func (l *Lease) Result() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.result
+}
+
+// run calls fn and settles the lease with its outcome.
+func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) error) error {
+	panicked := true
+	defer func() {
+		if panicked {
+			_, _ = l.settle(ctx, outFailure, panicVerdict)
+		}
+	}()
+	ferr := fn(l.Context(), l)
+	panicked = false
+	return l.Settle(ctx, ferr)
+}
+
+// Succeed releases the lock (or holds the job as Done for DoneTTL) and
+// resets the attempt count. ctx only carries values: the write runs on a
+// detached context bounded by Options.Timeout.
+func (l *Lease) Succeed(ctx context.Context) error {
+	_, err := l.settle(ctx, outSuccess, classify.Verdict{})
+	return err
+}
+
+// Release frees the lock with no cooldown and no attempt counted: the call
+// did not reach the model or its failure was not the job's (a client's bad
+// request). A probe of the upstream that is released gives the probe to
+// the next call.
+func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.settle(ctx, outRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
+	return err
+}
+
+// Settle records the outcome of a call that returned err, as Do does, and
+// returns what Do would return: nil after a success (or ErrLeaseLost,
+// ErrNotOwned: a newer owner may have run meanwhile); for an error, a
+// *CallError wrapping it that says what the gate did (State, RetryAfter,
+// Written). It is the one verb an adapter needs after Acquire.
+func (l *Lease) Settle(ctx context.Context, err error) error {
+	if err != nil {
+		return l.failError(ctx, err)
+	}
+	serr := l.Succeed(ctx)
+	if errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrNotOwned) {
+		return serr
+	}
+	// A success whose release could not reach Redis stays a success: the
+	// lock expires with the lease and the observer saw the error.
+	return nil
+}
+
+// Fail classifies err with Options.Classify and records the outcome: a
+// cooldown, a failed mark, or (the acquiring context cancelled) a release.
+// It returns nil when the outcome was recorded, else ErrLeaseLost,
+// ErrNotOwned, ErrAlreadySettled or an ErrUnavailable. If Redis cannot be
+// reached the lock's own TTL is the cooldown: a failure never leads to an
+// immediate free retry.
+func (l *Lease) Fail(ctx context.Context, err error) error {
+	out, v := l.g.verdict(l.parent, err)
+	_, serr := l.settle(ctx, out, v)
+	return serr
+}
+
+// failError settles a failure and builds the error Do returns.
+func (l *Lease) failError(ctx context.Context, ferr error) error {
+	out, v := l.g.verdict(l.parent, ferr)
+	res, serr := l.settle(ctx, out, v)
+	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
+		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
+	if serr != nil {
+		// Not written: the lock's own TTL, at most a lease, is the
+		// cooldown.
+		ce.State, ce.RetryAfter = Running, l.g.opts.Lease
+	}
+	return ce
+}
+
+var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic, Evidence: "go:panic"}
+
+// verdict classifies err. A "canceled" verdict is the caller giving up
+// only when the caller's own context was cancelled; otherwise it is a
+// transient failure. A custom classifier that panics or returns what no
+// code can be gets a transient "unknown" verdict or a cleaned one.
+func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classify.Verdict) {
+	defer func() {
+		if r := recover(); r != nil { // a custom classifier must not crash the settle
+			out, v = outFailure, classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUnknown}
+		}
+	}()
+	v = g.opts.Classify(err)
+	if v.Class == classify.ClassCanceled && errors.Is(parent.Err(), context.Canceled) {
+		return outCanceled, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled}
+	}
+	if v.Class >= classify.ClassCanceled {
+		v.Class = classify.ClassTransient
+	}
+	if !code.Reason(v.Reason) {
+		v.Reason = classify.ReasonUnknown
+	}
+	if v.Evidence != "" && !code.Evidence(v.Evidence) {
+		v.Evidence = ""
+	}
+	if v.Class != classify.ClassPermanent {
+		v.Suspect = false
+	}
+	v.RetryAfter = min(max(v.RetryAfter, 0), classify.MaxHint)
+	return outFailure, v
+}
 
 // settle records a run's end, once: decide what it means (decide.go), then
 // write the job and its upstream in one round trip. A permanent failure
@@ -42,71 +179,64 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	// Detached from the caller, so a request that went away still records
 	// its outcome; bounded when the client applies context deadlines.
 	rctx := context.WithoutCancel(ctx)
-	if g.ctxDeadlines {
+	if g.store.Deadlines() {
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithTimeout(rctx, g.opts.Timeout)
 		defer cancel()
 	}
 
-	in := decideIn{out: out, v: v, hist: l.hist, upstream: l.up != nil, probe: l.probe, level: l.level,
-		fallback: len(g.breakers) > 1}
+	in := decideIn{out: out, v: v, hist: l.hist, upstream: l.up.Guarded(), fallback: g.ups.Len() > 1}
+	in.probe, in.level = l.up.Probe()
 	waveStarted := false
-	if out == outFailure && v.Class == classify.ClassPermanent && l.up != nil {
+	if out == outFailure && v.Class == classify.ClassPermanent {
 		var err error
-		in.wave, waveStarted, err = l.up.wave(rctx, g.send, v.Reason, l.job)
+		in.wave, waveStarted, err = l.up.Wave(rctx, g.store, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.up.name, Op: redisop.Scope, Err: redisError("scope", err)})
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", err)})
 		}
 	}
-	d := g.decide(in)
+	d := g.opts.decide(in)
 
-	var t trip
+	t := g.store.Trip()
 	if out == outSuccess {
-		// For a waiter for this run, whatever DoneTTL is. Before the
-		// settle, which frees the job and wakes the waiters: sent after
-		// it, a waiter's acquire could run between the two (a pipeline
-		// is not atomic), find the job free and no done key, and run the
-		// job again (TestPreferWait, 1 in 30 on a loaded machine).
-		t.done(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, successMemory)
+		// For a waiter for this run, whatever DoneTTL is.
+		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
 	}
-	jc := t.jobSettle(rctx, g.scripts, l.key, l.token, d.job, l.fence)
-	var sc *redis.Cmd
-	if l.up != nil {
-		sc = l.up.queue(rctx, &t, g.scripts, d.scope, l.token)
-	}
-	t.exec(rctx, g.send)
+	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
+	d.upstream.Job = l.job
+	rec := l.up.Record(rctx, &t, d.upstream, l.token)
+	t.Send(rctx)
 
 	res := Result{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
 	if d.job.state == CoolingDown {
 		res.RetryAfter = d.job.ttl
 	}
-	if sc != nil {
-		res.Upstream = l.recordUpstream(ctx, rctx, d.scope, sc, v, waveStarted)
-	} else if l.up != nil {
-		res.Upstream.Scope = l.up.name
+	res.Upstream = UpstreamStatus{Upstream: l.up.Name(), Scope: l.up.Name()}
+	if d.upstream.Op != upstream.Keep {
+		res.Upstream = l.recordUpstream(ctx, rctx, rec, v, waveStarted)
 	}
 
-	rep, err := decodeSettle(jc)
+	rep, err := settled.Result()
 	if err != nil {
 		werr := redisError("settle", err)
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: l.Scope(), Op: redisop.Settle, Err: werr})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})
 		if d.job.state == CoolingDown || d.job.state == Failed {
 			// The failure is not in Redis: refuse the job here for the
 			// cooldown it should have had, so no retry through this
 			// process runs early; other processes see the lease's TTL.
-			b := g.unwritten.add(l.job, d.job)
-			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Scope: l.Scope(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
+			b := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
+			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
 		}
 		return res, werr
 	}
-	if !rep.owned {
+	if !rep.Owned {
 		st := Ready
-		if rep.cur != "" {
-			st = parseJob(rep.cur).kindState()
+		if !rep.Gone {
+			st = heldState(rep.Found)
 		}
-		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Scope: l.Scope(), State: st,
+		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: st,
 			Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
 		return res, ErrNotOwned
 	}
@@ -114,35 +244,30 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	l.mu.Lock()
 	l.result = res
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Scope: l.Scope(), State: res.State, Fence: l.fence, Attempt: l.attempt,
+	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: res.State, Fence: l.fence, Attempt: l.attempt,
 		Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
 	return res, nil
 }
 
 // recordUpstream reads what the settle did to the run's upstream, sends
 // its events, and returns the upstream's state after it.
-func (l *Lease) recordUpstream(ctx, rctx context.Context, w scopeWrite, cmd *redis.Cmd, v classify.Verdict, waveStarted bool) UpstreamStatus {
-	g, b := l.g, l.up
-	st := UpstreamStatus{Scope: b.name}
-	tr, err := b.recorded(rctx, g.send, g.scripts, w, l.token, cmd)
+func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v classify.Verdict, waveStarted bool) UpstreamStatus {
+	g, name := l.g, l.up.Name()
+	u, wrote, err := l.up.Recorded(rctx, g.store, rec, l.token)
+	st := statusOf(u)
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Scope: b.name, Op: redisop.Scope, Err: redisError("scope", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("upstream", err)})
 		return st
 	}
-	if tr.value != "" {
-		st = refusedStatus(b.name, tr.value, tr.wait)
-		// This process now knows: its next acquires only read.
-		b.remember(st)
-	}
-	if tr.tripped && g.obs != nil {
-		kind := EventScopeCooling
-		if st.State == ScopePaused {
-			kind = EventScopePaused
+	if wrote && g.obs != nil {
+		kind := EventUpstreamCooling
+		if st.State == UpstreamPaused {
+			kind = EventUpstreamPaused
 		}
-		g.emit(ctx, Event{Kind: kind, Job: l.job, Scope: b.name, State: UpstreamCooling, Class: v.Class, Reason: st.Reason, Cooldown: st.RetryAfter})
+		g.emit(ctx, Event{Kind: kind, Job: l.job, Upstream: name, State: UpstreamCooling, Class: v.Class, Reason: st.Reason, Cooldown: st.RetryAfter})
 	}
 	if waveStarted {
-		g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Scope: b.name, State: UpstreamCooling, Class: v.Class,
+		g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: name, State: UpstreamCooling, Class: v.Class,
 			Reason: WarnPermanentWave, Cooldown: st.RetryAfter})
 	}
 	return st
@@ -152,19 +277,5 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, w scopeWrite, cmd *red
 // waiters, woken without waiting for Redis's message.
 func (g *Gate) forget(l *Lease) {
 	g.flight.forget(l)
-	g.hub.local(l.key)
-}
-
-// kindState is the state a value holds by its kind alone (for reports
-// made without Redis's clock).
-func (j jobValue) kindState() State {
-	switch j.kind {
-	case jobCooling:
-		return CoolingDown
-	case jobFailed:
-		return Failed
-	case jobDone:
-		return Done
-	}
-	return Running // running, or held: a value of another shape
+	g.hub.Local(l.key)
 }

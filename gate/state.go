@@ -1,6 +1,10 @@
 package gate
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
 
 // State is a job's state in the gate. The zero value is Unknown, so a
 // Status or an Event that did not read a job (an error came back instead)
@@ -22,7 +26,7 @@ const (
 	Failed
 	// Done: the job succeeded and DoneTTL holds it.
 	Done
-	// UpstreamCooling: the gate's upstream scope is cooling down or paused;
+	// UpstreamCooling: every upstream of the gate is cooling down or paused;
 	// the job's own state was not consulted.
 	UpstreamCooling
 )
@@ -35,4 +39,30 @@ func (s State) String() string {
 		return stateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// stateAt is the state a job's value holds at Redis time now (ms). A
+// value of another shape is held, as a running one.
+func stateAt(j store.Job, now int64) State {
+	switch {
+	case j.Kind == store.Held || j.Kind == store.Running:
+		return Running
+	case j.Over(now):
+		return Ready
+	}
+	return heldState(j)
+}
+
+// heldState is the state a value holds by its kind alone (for reports
+// made without Redis's clock).
+func heldState(j store.Job) State {
+	switch j.Kind {
+	case store.Cooling:
+		return CoolingDown
+	case store.Failed:
+		return Failed
+	case store.Done:
+		return Done
+	}
+	return Running // running, or held: a value of another shape
 }

@@ -3,8 +3,6 @@ package gate
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Status is a job's state as Redis holds it now. A Status returned with an
@@ -32,10 +30,10 @@ type Status struct {
 	TTL time.Duration
 	// Upstream is the upstream the job's next call would use: the first of
 	// Upstreams that is open, else the one that reopens soonest. Its State
-	// is ScopeOpen without a Scope.
+	// is UpstreamOpen without an upstream.
 	Upstream UpstreamStatus
-	// Upstreams holds each of the gate's upstreams, in order (Options.Scope,
-	// then Fallbacks); nil without a Scope.
+	// Upstreams holds each of the gate's upstreams, in order
+	// (Options.Upstream, then Fallbacks); nil without an upstream.
 	Upstreams []UpstreamStatus
 }
 
@@ -46,60 +44,36 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	var t trip
-	rc := t.read(ctx, key)
-	peeks := make([]*redis.StringCmd, len(g.breakers))
-	for i, b := range g.breakers {
-		peeks[i] = t.get(ctx, b.key)
-	}
-	t.exec(ctx, g.send)
-	r, err := decodeRead(rc)
+	t := g.store.Trip()
+	read := t.ReadJob(ctx, key)
+	peeks := g.ups.Peek(ctx, &t)
+	t.Send(ctx)
+	r, err := read.Result()
 	if err != nil {
 		return Status{}, redisError("status", err)
 	}
-	v := parseJob(r.value)
-	st := Status{Job: job, State: Ready, Attempts: v.attempts, Reason: v.reason, Evidence: v.evidence, Fence: v.fence}
-	if r.value != "" {
-		st.State = v.state(r.now)
+	v := r.Job
+	st := Status{Job: job, State: Ready, Attempts: v.Attempts, Reason: v.Reason, Evidence: v.Evidence, Fence: v.Fence}
+	if r.Exists {
+		st.State = stateAt(v, r.Now)
 	}
 	switch st.State {
 	case Running:
-		st.TTL = g.leaseLeft(r.pttl)
-		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.now, st.TTL))
+		st.TTL = leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
+		st.RetryAfter = g.calls.runningWait(st.TTL, ranFor(v, r.Now, st.TTL, g.opts.Lease))
 	case CoolingDown:
-		st.TTL = v.left(r.now)
+		st.TTL = v.Left(r.Now)
 		st.RetryAfter = st.TTL
 	case Failed, Done:
-		st.TTL = v.left(r.now)
+		st.TTL = v.Left(r.Now)
 	}
-	if len(g.breakers) == 0 {
-		return st, nil
+	ups, err := peeks.Judge(r.Now)
+	if err != nil {
+		return Status{}, redisError("status", err)
 	}
-	st.Upstreams = make([]UpstreamStatus, len(g.breakers))
-	for i, b := range g.breakers {
-		val, err := peeks[i].Result()
-		if err != nil && !isNil(err) {
-			return Status{}, redisError("status", err)
-		}
-		_, st.Upstreams[i] = b.judge(val, r.now)
-	}
+	st.Upstreams = statusesOf(ups)
 	st.Upstream = nextUpstream(st.Upstreams)
 	return st, nil
-}
-
-// nextUpstream is the upstream a call would use: the first open one, else
-// the one that reopens soonest.
-func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
-	var soonest UpstreamStatus
-	for i, u := range ups {
-		if !u.refusing() {
-			return u
-		}
-		if i == 0 || u.RetryAfter < soonest.RetryAfter {
-			soonest = u
-		}
-	}
-	return soonest
 }
 
 // Reset clears a job's cooldown, failed or done mark and its attempt count,
@@ -111,46 +85,57 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	if err != nil {
 		return err
 	}
-	var t trip
-	cmd := t.jobReset(ctx, g.scripts, key)
-	t.exec(ctx, g.send)
-	prev, p, err := decodeReset(cmd)
+	t := g.store.Trip()
+	reset := t.ResetJob(ctx, key)
+	t.Send(ctx)
+	r, err := reset.Result()
 	if err != nil {
 		return redisError("reset", err)
 	}
-	if parseJob(prev).kind == jobRunning {
-		return &BlockedError{Job: job, State: Running, RetryAfter: pttl(p)}
+	if r.Running {
+		return &BlockedError{Job: job, State: Running, RetryAfter: r.TTL}
 	}
 	g.unwritten.drop(job)
 	return nil
 }
 
-// ScopeStatus reads the state of the gate's first upstream (Options.Scope);
-// ScopeOpen without one. Status reads every upstream.
+// ScopeStatus reads the state of the gate's first upstream; UpstreamOpen
+// without one.
+//
+// Deprecated: use Upstreams, which reads every upstream.
 func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
-	if len(g.breakers) == 0 {
-		return UpstreamStatus{}, nil
+	ups, err := g.Upstreams(ctx)
+	if err != nil || len(ups) == 0 {
+		return UpstreamStatus{}, err
 	}
-	b := g.breakers[0]
-	var t trip
-	cmd := t.read(ctx, b.key)
-	t.exec(ctx, g.send)
-	r, err := decodeRead(cmd)
-	if err != nil {
-		return UpstreamStatus{}, redisError("scope status", err)
-	}
-	_, st := b.judge(r.value, r.now)
-	return st, nil
+	return ups[0], nil
 }
 
-// ResetScope ends the cooldown or pause of every upstream of the gate and
-// clears their failure windows (operator action, e.g. after topping up the
-// quota).
-func (g *Gate) ResetScope(ctx context.Context) error {
-	for _, b := range g.breakers {
-		if err := b.reset(ctx, g.send, g.scripts); err != nil {
-			return redisError("scope reset", err)
-		}
+// ResetScope ends the cooldown or pause of every upstream of the gate.
+//
+// Deprecated: use ResetUpstreams.
+func (g *Gate) ResetScope(ctx context.Context) error { return g.ResetUpstreams(ctx) }
+
+// Upstreams reads the state of each of the gate's upstreams, in order
+// (Options.Upstream, then Fallbacks), in one round trip; nil without
+// upstreams. It never changes anything.
+func (g *Gate) Upstreams(ctx context.Context) ([]UpstreamStatus, error) {
+	t := g.store.Trip()
+	reads := g.ups.Read(ctx, &t)
+	t.Send(ctx)
+	ss, err := reads.Result()
+	if err != nil {
+		return nil, redisError("upstream status", err)
+	}
+	return statusesOf(ss), nil
+}
+
+// ResetUpstreams ends the cooldown or pause of every upstream of the gate
+// and clears their failure windows (operator action, e.g. after topping
+// up the quota).
+func (g *Gate) ResetUpstreams(ctx context.Context) error {
+	if err := g.ups.Reset(ctx, g.store); err != nil {
+		return redisError("upstream reset", err)
 	}
 	return nil
 }

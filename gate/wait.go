@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retrygate/retrygate/gate/internal/hub"
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
@@ -21,7 +22,7 @@ func (g *Gate) refused(ctx context.Context, err error) {
 	}
 	e := Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: b.local}
 	if b.State == UpstreamCooling {
-		e.Scope = nextUpstream(b.Upstreams).Scope
+		e.Upstream = nextUpstream(b.Upstreams).Upstream
 	}
 	g.emit(ctx, e)
 }
@@ -32,8 +33,8 @@ func unreachable(l *Lease, err error) bool {
 	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
 
-// running returns the refusal of a job that is running, nil otherwise.
-func running(err error) *BlockedError {
+// runningRefusal returns the refusal of a job that is running, nil otherwise.
+func runningRefusal(err error) *BlockedError {
 	b, ok := err.(*BlockedError) // acquireOnce returns refusals unwrapped
 	if ok && b.State == Running {
 		return b
@@ -41,22 +42,18 @@ func running(err error) *BlockedError {
 	return nil
 }
 
-// Test hooks, nil outside tests: called after the first refusal (before
-// subscribing) and after the subscription is confirmed (before the read).
-var testHookRefused, testHookSubscribed func(job string)
-
 // waitFor waits for job, refused as running the run holding token, until
 // deadline. Each read also reads the job's done key, so the success of
 // that run refuses it (ErrDone) even when DoneTTL is 0.
 func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
-	if testHookRefused != nil {
-		testHookRefused(job)
+	if g.testRefused != nil {
+		g.testRefused(job)
 	}
 	key := keyspace.Job(g.opts.Prefix, job) // checked by the first attempt
 	w := &waiting{token: token, done: keyspace.Done(g.opts.Prefix, job)}
-	ln := g.hub.listen(key)
-	defer ln.close()
-	poll := pollMin
+	ln := g.hub.Listen(key)
+	defer ln.Close()
+	poll := hub.PollMin
 	push := true
 	var t *time.Timer
 	for {
@@ -67,9 +64,9 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		if !push {
 			within = min(within, poll)
 		}
-		push = ln.ready(ctx, max(within, time.Millisecond))
-		if testHookSubscribed != nil {
-			testHookSubscribed(job)
+		push = ln.Ready(ctx, max(within, time.Millisecond))
+		if g.testSubscribed != nil {
+			g.testSubscribed(job)
 		}
 		// A waiter never follows an acquire of the job already in flight
 		// in this process (its refusal may predate the wake): acquireOnce
@@ -83,7 +80,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 			_ = l.Release(ctx)
 			l, err = nil, fmt.Errorf("%w: acquire: Redis unreachable while waiting for a running job", ErrUnavailable)
 		}
-		b := running(err)
+		b := runningRefusal(err)
 		if (b == nil && !down) || left <= 0 {
 			return l, err
 		}
@@ -98,10 +95,10 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 			push = false
 		}
 		if push {
-			poll = pollMin
+			poll = hub.PollMin
 		} else {
 			step = min(step, poll)
-			poll = min(2*poll, pollMax)
+			poll = min(2*poll, hub.PollMax)
 		}
 		// go 1.23 timers: Reset drops a stale tick, no drain needed.
 		if t == nil {
@@ -111,7 +108,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 			t.Reset(step)
 		}
 		select {
-		case <-ln.wake:
+		case <-ln.Wake():
 		case <-t.C:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))

@@ -32,11 +32,13 @@ func BenchmarkWakeUp(b *testing.B) {
 	}
 	var mu sync.Mutex
 	ready := map[string]int{}
-	b.Cleanup(gate.SetWaitHooks(nil, func(job string) {
-		mu.Lock()
-		ready[job]++
-		mu.Unlock()
-	}))
+	for _, g := range gs {
+		gate.SetWaitHooks(g, nil, func(job string) {
+			mu.Lock()
+			ready[job]++
+			mu.Unlock()
+		})
+	}
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N*gates*perGate)
 	b.ResetTimer()

@@ -3,21 +3,23 @@ package gate
 import (
 	"context"
 	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/hub"
 )
 
 // Watch reports a job's status, read with Status, on the returned channel:
 // at once, and again after each change, made by any process, until ctx
 // ends; the channel is then closed. A change is a new state, attempt count,
-// reason, fence or upstream scope state: a settle, a reset (Reset, the
-// CLI), an undo, a scope cooling, pausing or being reset, and the end of a
-// cooldown, a lease, a done or failed mark or a scope cooldown, which
+// reason, fence or upstream state: a settle, a reset (Reset, the
+// CLI), an undo, an upstream cooling, pausing or being reset, and the end of a
+// cooldown, a lease, a done or failed mark or an upstream cooldown, which
 // Redis does not announce, so Watch reads again when the TTL it last read
 // ends. An acquire is not announced (only settles publish, so a call that
 // succeeds pays one publish): a new lease shows when it settles, or when
 // Watch reads for another reason. A renewal is no change.
 //
 // Changes are pushed as AcquireWait's wake-ups are (Redis pub/sub on the
-// job's and the scope's channels, shared with the Gate's waiters), within
+// job's and the upstreams' channels, shared with the Gate's waiters), within
 // a round trip of the change; where subscribing fails Watch polls, up to
 // once a second, after an EventWarning. The channel holds the latest
 // status only: a reader that falls behind skips to the newest. A failed
@@ -27,15 +29,12 @@ func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := []string{key}
-	for _, b := range g.breakers {
-		names = append(names, b.key)
-	}
-	ln := g.hub.listen(names...)
-	push := ln.ready(ctx, g.opts.Timeout)
+	names := append([]string{key}, g.ups.Keys()...)
+	ln := g.hub.Listen(names...)
+	push := ln.Ready(ctx, g.opts.Timeout)
 	st, err := g.Status(ctx, job)
 	if err != nil {
-		ln.close()
+		ln.Close()
 		return nil, err
 	}
 	out := make(chan Status, 1)
@@ -44,10 +43,10 @@ func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
 	return out, nil
 }
 
-func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status, push bool, out chan Status) {
+func (g *Gate) watch(ctx context.Context, job string, ln *hub.Listener, last Status, push bool, out chan Status) {
 	defer close(out)
-	defer ln.close()
-	poll := pollMin
+	defer ln.Close()
+	poll := hub.PollMin
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
@@ -60,14 +59,14 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 		// writes) ends unannounced, any moment: poll for it as without a
 		// subscription.
 		if push && (ok || last.State == Ready) {
-			poll = pollMin
+			poll = hub.PollMin
 		} else {
 			step = min(step, poll)
-			poll = min(2*poll, pollMax)
+			poll = min(2*poll, hub.PollMax)
 		}
 		t.Reset(step)
 		select {
-		case <-ln.wake:
+		case <-ln.Wake():
 		case <-t.C:
 		case <-ctx.Done():
 			return
@@ -76,7 +75,7 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 		if !push {
 			within = min(within, poll)
 		}
-		push = ln.ready(ctx, within)
+		push = ln.Ready(ctx, within)
 		st, err := g.Status(ctx, job)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -101,7 +100,7 @@ func (g *Gate) watch(ctx context.Context, job string, ln *listener, last Status,
 }
 
 // nextExpiry is when the state last read ends by itself: a cooldown, a
-// lease, a done or failed mark, a scope cooldown or pause; false if never.
+// lease, a done or failed mark, an upstream cooldown or pause; false if never.
 func nextExpiry(st Status) (time.Duration, bool) {
 	var d time.Duration
 	waits := []time.Duration{st.RetryAfter, st.TTL}

@@ -216,7 +216,7 @@ func TestContract(t *testing.T) {
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{599, 600}, reason: "quota_exhausted", attempts: "<absent>", statusURL: true}, true},
 				} {
 					t.Run(u.name, func(t *testing.T) {
-						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: 10 * time.Minute}, Scope: "openai"})
+						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: 10 * time.Minute, PauseTTL: 10 * time.Minute}, Scope: "openai"})
 						var runs counter
 						h := router(g, httpmw.Options{StatusURL: httpmw.SiblingURL("retry-status")},
 							runs.wrap(func(w http.ResponseWriter, r *http.Request) {
@@ -362,7 +362,7 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 			})
 			t.Run("scope pause", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Scope: "openai"})
-				scope, _ := keyspace.Scope(g.Options().Prefix, g.Options().Scope)
+				scope, _ := keyspace.Upstream(g.Options().Prefix, g.Options().Scope)
 				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
 				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {
 					t.Fatal(err)

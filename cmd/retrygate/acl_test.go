@@ -50,7 +50,7 @@ func TestACLMinimalRules(t *testing.T) {
 		}}
 		if scope {
 			o.Scope = "openai:prod"
-			o.ScopePolicy = gate.ScopePolicy{PauseTTL: time.Hour}
+			o.ScopePolicy = gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}
 		}
 		return o
 	}

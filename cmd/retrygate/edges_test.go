@@ -184,7 +184,7 @@ func TestResetRunningJSON(t *testing.T) {
 func TestScopeResetSaysJobsKeepCooldowns(t *testing.T) {
 	_, client := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}, Prefix: prefix,
+	g, err := gate.New(client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix,
 		Scope: "openai:prod", Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
 	if err != nil {
 		t.Fatal(err)

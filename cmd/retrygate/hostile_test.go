@@ -64,7 +64,7 @@ func hostileFixture(t *testing.T, tg redistest.Target) *fixture {
 		}
 	}
 	scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Scope: hostileScope, Classify: testClassify,
-		ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}})
+		ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,7 @@ func TestScope(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g, err := gate.New(tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}, Prefix: prefix, Scope: "openai:prod",
+			g, err := gate.New(tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Scope: "openai:prod",
 				Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
 			if err != nil {
 				t.Fatal(err)

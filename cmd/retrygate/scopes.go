@@ -41,11 +41,11 @@ func (c *cli) findScopes(ctx context.Context) scopeSearch {
 		mu    sync.Mutex
 		names = map[string]bool{}
 	)
-	complete, err := scanAll(ctx, c.rdb, keyspace.ScopePattern(c.prefix), func(keys []string) bool {
+	complete, err := scanAll(ctx, c.rdb, keyspace.UpstreamPattern(c.prefix), func(keys []string) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, k := range keys {
-			if name, ok := keyspace.ScopeFromKey(c.prefix, k); ok {
+			if name, ok := keyspace.UpstreamFromKey(c.prefix, k); ok {
 				names[name] = true
 			}
 		}

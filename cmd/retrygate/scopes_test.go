@@ -38,7 +38,7 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			ctx := context.Background()
 			scoped := func(scope string) *gate.Gate {
 				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Scope: scope, Cooldown: time.Hour, MaxCooldown: time.Hour,
-					Jitter: -1, Classify: scopeClassify, ScopePolicy: gate.ScopePolicy{PauseTTL: time.Hour}})
+					Jitter: -1, Classify: scopeClassify, ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -146,7 +146,7 @@ func TestStatusSaysPrefixHoldsNoKeys(t *testing.T) {
 }
 
 func scopeKey(prefix, scope string) string {
-	k, _ := keyspace.Scope(prefix, scope)
+	k, _ := keyspace.Upstream(prefix, scope)
 	return k
 }
 

@@ -43,7 +43,9 @@ func TestPageSaysOneThing(t *testing.T) {
 	cfg := testConfig()
 	cfg.RateLimitHint = 6 * time.Second
 	cfg.DoneTTL = 6 * time.Second
-	cfg.ScopePause = 20 * time.Second // outlasts the test, however slow the machine
+	// The first pause is the scope's cooldown: it outlasts the test,
+	// however slow the machine.
+	cfg.ScopeCooldown, cfg.ScopePause = 20*time.Second, 20*time.Second
 	s := startServer(t, cfg)
 	if err := chromedp.Run(ctx, chromedp.Navigate(s.base), chromedp.WaitVisible(`li[data-doc="board-minutes"] .evaluate`)); err != nil {
 		t.Fatal(err)

@@ -36,8 +36,9 @@ type config struct {
 	// ScopeCooldown is the upstream pause after a provider-wide failure
 	// that came without a retry hint.
 	ScopeCooldown time.Duration
-	// ScopePause is how long a systemic failure (the credit balance ran
-	// out) pauses the upstream.
+	// ScopePause is the longest pause of a systemic failure (the credit
+	// balance ran out): the first pauses the upstream for ScopeCooldown,
+	// each probe that fails again for twice as long, up to ScopePause.
 	ScopePause time.Duration
 
 	// Backup adds a second fake upstream behind another key, the gate's
@@ -136,10 +137,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.Cooldown, "cooldown", cfg.Cooldown, "first cooldown after a transient failure (env RETRYGATE_COOLDOWN)")
 	fs.DurationVar(&cfg.MaxCooldown, "max-cooldown", cfg.MaxCooldown, "longest cooldown (env RETRYGATE_MAX_COOLDOWN)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
-	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = unlimited (env RETRYGATE_MAX_ATTEMPTS)")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = the gate's default (8) (env RETRYGATE_MAX_ATTEMPTS)")
 	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
 	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
-	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "upstream pause after a systemic failure such as an empty credit balance (env RETRYGATE_SCOPE_PAUSE)")
+	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "longest upstream pause after a systemic failure such as an empty credit balance; the first lasts --scope-cooldown (env RETRYGATE_SCOPE_PAUSE)")
 	fs.BoolVar(&cfg.Backup, "backup", cfg.Backup, "fake upstream: a second one behind another key, used while the first is rate-limited or out of credits (env DEMO_BACKUP)")
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
 	fs.DurationVar(&cfg.ScopeHint, "scope-hint", cfg.ScopeHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_SCOPE_HINT)")

@@ -68,8 +68,9 @@ func TestRun(t *testing.T) {
 			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}},
 		{name: "provider-wide 429 does not count", fn: fail(errRateLimit), wantRan: true,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 30 * time.Second, Reason: classify.ReasonRateLimited}},
+		// The scope's first pause is its Cooldown (5 s); the job waits as long.
 		{name: "systemic does not count", fn: fail(errQuota), wantRan: true,
-			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Reason: classify.ReasonQuotaExhausted}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 5 * time.Second, Reason: classify.ReasonQuotaExhausted}},
 		{name: "permanent cancels", fn: fail(errInvalid), wantRan: true,
 			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: classify.ReasonInvalidRequest}},
 		{name: "queue instruction releases", fn: fail(errSnooze), wantRan: true, want: gatequeue.Plan{}},
@@ -84,7 +85,7 @@ func TestRun(t *testing.T) {
 		{name: "refused: scope cooling", before: runJob("other", fail(errRateLimit)), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonRateLimited}, wantWait: 29 * time.Second},
 		{name: "refused: scope paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
-			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 10*time.Minute - time.Second},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 4 * time.Second},
 		// The probe holds the scope for a lease (1 min); the others come
 		// back after the scope's Cooldown (5 s), not a minute.
 		{name: "refused: scope probing", before: probing, job: "doc", fn: succeed,

@@ -15,7 +15,7 @@ func safeByte(c byte) bool {
 		strings.IndexByte("-_.:/@+=,|#", c) >= 0
 }
 
-// Encode makes a job or scope name safe inside a hash tag.
+// Encode makes a job or upstream name safe inside a hash tag.
 func Encode(s string) string {
 	if safe(s) {
 		return s
@@ -110,15 +110,24 @@ func JobPattern(prefix string) string {
 	return escapeGlob(prefix) + ":{*}:job"
 }
 
-// Scope returns an upstream's key and its 5xx failure window's key.
-func Scope(prefix, scope string) (key, fails string) {
-	key = prefix + ":scope:{" + Encode(scope) + "}"
+// Upstream returns an upstream's key and its 5xx failure window's key.
+// The keys keep the word "scope", the upstream's first name, so that
+// gates of every version share them.
+func Upstream(prefix, name string) (key, fails string) {
+	key = prefix + ":scope:{" + Encode(name) + "}"
 	return key, key + ":fails"
+}
+
+// Unreachable returns the key of the window that counts the distinct jobs
+// of an upstream whose calls could not reach its address; it lives in the
+// upstream's slot.
+func Unreachable(prefix, upstream string) string {
+	return prefix + ":scope:{" + Encode(upstream) + "}:unreachable"
 }
 
 // Wave returns the key of the window that counts the distinct jobs of an
 // upstream failing permanently with reason; it lives in the upstream's
 // slot.
-func Wave(prefix, scope, reason string) string {
-	return prefix + ":scope:{" + Encode(scope) + "}:wave:" + reason
+func Wave(prefix, upstream, reason string) string {
+	return prefix + ":scope:{" + Encode(upstream) + "}:wave:" + reason
 }

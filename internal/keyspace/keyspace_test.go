@@ -25,7 +25,7 @@ func TestPatternsEscapeGlob(t *testing.T) {
 	if exp, got := `a\*b\?\[c\]:{*}:job`, JobPattern("a*b?[c]"); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
 	}
-	if exp, got := `a\*b\?\[c\]:scope:{*}`, ScopePattern("a*b?[c]"); exp != got {
+	if exp, got := `a\*b\?\[c\]:scope:{*}`, UpstreamPattern("a*b?[c]"); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
 	}
 }
@@ -35,12 +35,12 @@ func TestKeysRoundTrip(t *testing.T) {
 		if got, ok := JobFromKey("p", Job("p", name)); !ok || got != name {
 			t.Errorf("JobFromKey(Job(%q)) = %q, %v", name, got, ok)
 		}
-		key, _ := Scope("p", name)
-		if got, ok := ScopeFromKey("p", key); !ok || got != name {
-			t.Errorf("ScopeFromKey(Scope(%q)) = %q, %v", name, got, ok)
+		key, _ := Upstream("p", name)
+		if got, ok := UpstreamFromKey("p", key); !ok || got != name {
+			t.Errorf("UpstreamFromKey(Upstream(%q)) = %q, %v", name, got, ok)
 		}
-		if _, ok := ScopeFromKey("p", key+":fails"); ok {
-			t.Errorf("ScopeFromKey took the failure window of %q for an upstream", name)
+		if _, ok := UpstreamFromKey("p", key+":fails"); ok {
+			t.Errorf("UpstreamFromKey took the failure window of %q for an upstream", name)
 		}
 		if _, ok := JobFromKey("p", key); ok {
 			t.Errorf("JobFromKey took the upstream %q for a job", name)

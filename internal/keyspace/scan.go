@@ -2,17 +2,17 @@ package keyspace
 
 import "strings"
 
-// Patterns and parsers for the CLI's SCANs of scope keys and of a whole
+// Patterns and parsers for the CLI's SCANs of upstream keys and of a whole
 // prefix (the job keys' are in keyspace.go).
 
-// ScopePattern is the SCAN MATCH pattern of every scope key under prefix.
-// It may also match a wave key whose reason ends in '}': ScopeFromKey
-// tells them apart.
-func ScopePattern(prefix string) string { return escapeGlob(prefix) + ":scope:{*}" }
+// UpstreamPattern is the SCAN MATCH pattern of every upstream key under
+// prefix. It may also match a wave key whose reason ends in '}':
+// UpstreamFromKey tells them apart.
+func UpstreamPattern(prefix string) string { return escapeGlob(prefix) + ":scope:{*}" }
 
-// ScopeFromKey returns the scope whose key is key under prefix, and false
+// UpstreamFromKey returns the upstream whose key is key under prefix, and false
 // for any other key (a failure window, a wave counter, a job key).
-func ScopeFromKey(prefix, key string) (string, bool) {
+func UpstreamFromKey(prefix, key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, prefix+":scope:{")
 	if !ok {
 		return "", false

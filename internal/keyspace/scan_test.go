@@ -2,8 +2,8 @@ package keyspace
 
 import "testing"
 
-func TestScopePatternEscapesGlob(t *testing.T) {
-	if exp, got := `a\*b\?\[c\]\\:scope:{*}`, ScopePattern(`a*b?[c]\`); exp != got {
+func TestUpstreamPatternEscapesGlob(t *testing.T) {
+	if exp, got := `a\*b\?\[c\]\\:scope:{*}`, UpstreamPattern(`a*b?[c]\`); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
 	}
 	if exp, got := `a\*:*`, PrefixPattern("a*"); exp != got {
@@ -11,12 +11,12 @@ func TestScopePatternEscapesGlob(t *testing.T) {
 	}
 }
 
-// TestScopeFromKey: only a scope's own key names a scope; its siblings
+// TestUpstreamFromKey: only a scope's own key names a scope; its siblings
 // (the failure window, wave counters, even one whose reason ends in '}')
 // and job keys do not.
-func TestScopeFromKey(t *testing.T) {
-	key, fails := Scope("p", "openai:prod")
-	encKey, _ := Scope("p", "a b\x00")
+func TestUpstreamFromKey(t *testing.T) {
+	key, fails := Upstream("p", "openai:prod")
+	encKey, _ := Upstream("p", "a b\x00")
 	lock := Job("p", "doc")
 	for _, tc := range []struct {
 		key, exp string
@@ -31,9 +31,9 @@ func TestScopeFromKey(t *testing.T) {
 		{"q:scope:{openai:prod}", "", false},
 		{"p:scope:{~!!}", "", false}, // not base64
 	} {
-		got, ok := ScopeFromKey("p", tc.key)
+		got, ok := UpstreamFromKey("p", tc.key)
 		if got != tc.exp || ok != tc.ok {
-			t.Errorf("ScopeFromKey(%q) = %q, %v; exp %q, %v", tc.key, got, ok, tc.exp, tc.ok)
+			t.Errorf("UpstreamFromKey(%q) = %q, %v; exp %q, %v", tc.key, got, ok, tc.exp, tc.ok)
 		}
 	}
 }

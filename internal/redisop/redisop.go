@@ -6,8 +6,10 @@ const (
 	Settle  = "settle"  // recording an outcome: release, cooldown, failed mark
 	Renew   = "renew"   // extending a running lease
 	Undo    = "undo"    // undoing an acquire the scope or WaitReplicas refused
-	Scope   = "scope"   // an upstream's breaker: its probe claimed, given back or tripped
+	// Upstream: an upstream's breaker (its probe claimed, given back or
+	// tripped); the label keeps its first name, which dashboards know.
+	Upstream = "scope"
 )
 
 // All lists every operation.
-var All = [...]string{Acquire, Settle, Renew, Undo, Scope}
+var All = [...]string{Acquire, Settle, Renew, Undo, Upstream}

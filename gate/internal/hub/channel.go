@@ -1,0 +1,365 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// phase is where a channel's subscription stands.
+//
+//	pending ──confirmed──▶ live ──connection broke──▶ broken ──confirmed again (wake)──▶ live
+//	   │                     │                          │
+//	   └──refused, failed────┴──dropped by Redis (wake)─┴──▶ gone (its listeners join anew)
+//
+// A channel leaves pending once: its settled channel is closed then, and
+// Ready reads the phase. Only a live channel's changes are pushed.
+type phase uint8
+
+const (
+	pending phase = iota // SUBSCRIBE sent, not confirmed yet
+	live                 // confirmed, no break since: changes are pushed
+	broken               // was live; the connection broke, a resubscription is on its way
+	gone                 // no longer subscribed (or never will be): listeners join again
+)
+
+// channel is one subscribed channel.
+type channel struct {
+	name    string
+	sc      *conn
+	phase   phase
+	settled chan struct{} // closed when the channel leaves pending
+	lns     map[*Listener]struct{}
+}
+
+// moveLocked sets the channel's phase; h.mu must be held.
+func (c *channel) moveLocked(to phase) {
+	if c.phase == pending && to != pending {
+		close(c.settled)
+	}
+	c.phase = to
+}
+
+func (c *channel) wakeLocked() {
+	for ln := range c.lns {
+		signal(ln.wake)
+	}
+}
+
+// conn is one PubSub (one connection) and the channels it carries.
+type conn struct {
+	addr   string
+	ps     *redis.PubSub
+	chans  map[string]*channel
+	start  sync.Once // the receive loop starts after the first subscribe
+	idle   *time.Timer
+	closed bool
+	done   chan struct{} // closed with closed
+}
+
+// joinLocked returns the channel's state, made and registered when new
+// (the caller then subscribes). While subscriptions cannot work it returns
+// a gone channel at once.
+func (h *Hub) joinLocked(name string) (*channel, bool) {
+	if c := h.chans[name]; c != nil {
+		return c, false
+	}
+	c := &channel{name: name, settled: make(chan struct{}), lns: make(map[*Listener]struct{})}
+	if time.Now().Before(h.offUntil) {
+		c.moveLocked(gone)
+		return c, false
+	}
+	if h.chans == nil {
+		h.chans = make(map[string]*channel)
+		h.conns = make(map[string]*conn)
+	}
+	h.chans[name] = c
+	return c, true
+}
+
+// subscribe subscribes c on the PubSub of the server that holds it.
+func (h *Hub) subscribe(ctx context.Context, c *channel) {
+	sub := h.cfg.Subscriptions
+	addr, err := sub.Node(ctx, c.name)
+	if err != nil {
+		h.fail(ctx, c, err)
+		return
+	}
+	h.mu.Lock()
+	if c.phase == gone { // every listener left meanwhile
+		h.mu.Unlock()
+		return
+	}
+	sc := h.conns[addr]
+	if sc == nil {
+		sc = &conn{addr: addr, ps: sub.Open(ctx), chans: make(map[string]*channel), done: make(chan struct{})}
+		h.conns[addr] = sc
+	}
+	if sc.idle != nil {
+		sc.idle.Stop()
+		sc.idle = nil
+	}
+	sc.chans[c.name] = c
+	c.sc = sc
+	h.mu.Unlock()
+
+	if h.testSubscribing != nil {
+		h.testSubscribing(c.name)
+	}
+	if sub.Sharded {
+		err = sc.ps.SSubscribe(ctx, c.name)
+	} else {
+		err = sc.ps.Subscribe(ctx, c.name)
+	}
+	if err != nil {
+		h.fail(ctx, c, err)
+		h.unsubscribe(sc, c.name)
+		return
+	}
+	sc.start.Do(func() { go h.receive(sc) })
+	// Subscribing runs in the background (Ready), so every listener may
+	// have left while the SUBSCRIBE was on its way, and Close's UNSUBSCRIBE
+	// may have gone first: undo it here, or the connection would carry a
+	// channel nobody listens to.
+	h.mu.Lock()
+	left := c.phase == gone
+	h.mu.Unlock()
+	if left {
+		h.unsubscribe(sc, c.name)
+	}
+}
+
+// unsubscribe drops a channel from sc, best effort: on a broken connection
+// it only leaves go-redis's list of channels to resubscribe.
+func (h *Hub) unsubscribe(sc *conn, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Timeout)
+	defer cancel()
+	if h.cfg.Subscriptions.Sharded {
+		_ = sc.ps.SUnsubscribe(ctx, name)
+	} else {
+		_ = sc.ps.Unsubscribe(ctx, name)
+	}
+}
+
+// dropLocked forgets c; its PubSub is closed Linger after its last channel
+// goes.
+func (h *Hub) dropLocked(c *channel) {
+	c.moveLocked(gone)
+	if h.chans[c.name] == c {
+		delete(h.chans, c.name)
+	}
+	sc := c.sc
+	if sc == nil || sc.chans[c.name] != c {
+		return
+	}
+	delete(sc.chans, c.name)
+	if len(sc.chans) == 0 && sc.idle == nil && !sc.closed {
+		sc.idle = time.AfterFunc(Linger, func() { h.closeIdle(sc) })
+	}
+}
+
+func (h *Hub) closeIdle(sc *conn) {
+	h.mu.Lock()
+	if len(sc.chans) > 0 || sc.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closeLocked(sc)
+	h.mu.Unlock()
+	_ = sc.ps.Close()
+}
+
+func (h *Hub) closeLocked(sc *conn) {
+	sc.closed = true
+	close(sc.done)
+	if h.conns[sc.addr] == sc {
+		delete(h.conns, sc.addr)
+	}
+}
+
+// reset gives up on sc (a ping went unanswered): its channels' listeners
+// subscribe again, on a new connection.
+func (h *Hub) reset(sc *conn, err error) {
+	h.mu.Lock()
+	if sc.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closeLocked(sc)
+	for _, c := range sc.chans {
+		c.wakeLocked()
+		c.sc = nil
+		h.dropLocked(c)
+	}
+	h.mu.Unlock()
+	_ = sc.ps.Close()
+	h.warn(context.Background(), err)
+}
+
+// fail ends a subscription that could not be made: its listeners poll.
+func (h *Hub) fail(ctx context.Context, c *channel, err error) {
+	h.mu.Lock()
+	if store.Refused(err) {
+		h.offUntil = time.Now().Add(Retry)
+	}
+	h.dropLocked(c)
+	h.mu.Unlock()
+	h.warn(ctx, err)
+}
+
+// receive reads sc's messages until sc is closed.
+func (h *Hub) receive(sc *conn) {
+	ctx := context.Background()
+	backoff := PollMin
+	pinged := false
+	every := pingEvery
+	if h.testPingEvery > 0 {
+		every = h.testPingEvery
+	}
+	for {
+		msg, err := sc.ps.ReceiveTimeout(ctx, every)
+		h.mu.Lock()
+		closed := sc.closed
+		h.mu.Unlock()
+		if closed {
+			return
+		}
+		if err != nil {
+			var ne interface{ Timeout() bool }
+			switch {
+			case errors.As(err, &ne) && ne.Timeout() && !pinged:
+				pinged = true
+				_ = sc.ps.Ping(ctx)
+				continue
+			case errors.As(err, &ne) && ne.Timeout():
+				h.reset(sc, err)
+				return
+			case store.Replied(err):
+				pinged = false // any reply shows the connection alive
+				h.refusedOn(sc, err)
+				continue
+			}
+			// go-redis closed the connection and tried to reconnect and
+			// resubscribe; until a confirmation, listeners poll.
+			pinged = false
+			h.broke(sc, err)
+			select {
+			case <-time.After(backoff):
+			case <-sc.done:
+				return
+			}
+			backoff = min(2*backoff, PollMax)
+			continue
+		}
+		pinged, backoff = false, PollMin
+		switch m := msg.(type) {
+		case *redis.Message:
+			h.wakeChannel(m.Channel)
+		case *redis.Subscription:
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
+				h.confirmed(sc, m.Channel)
+			case "unsubscribe", "sunsubscribe":
+				h.dropped(sc, m.Channel)
+			}
+		}
+	}
+}
+
+// confirmed marks a channel live; a resubscription (after a break) wakes
+// its listeners, since a change may have been missed meanwhile.
+func (h *Hub) confirmed(sc *conn, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := sc.chans[name]
+	if c == nil || c.phase == gone {
+		return
+	}
+	again := c.phase == broken
+	c.moveLocked(live)
+	if again {
+		c.wakeLocked()
+	}
+}
+
+// dropped handles an unsubscribe message: the gate's own unsubscribe (the
+// channel is no longer in sc) or Redis dropping a live channel (a cluster
+// slot moved away): its listeners then subscribe again.
+func (h *Hub) dropped(sc *conn, name string) {
+	h.mu.Lock()
+	c := sc.chans[name]
+	if c == nil || c.phase != live {
+		h.mu.Unlock()
+		return
+	}
+	h.dropLocked(c)
+	c.wakeLocked()
+	h.mu.Unlock()
+	h.unsubscribe(sc, name)
+}
+
+// broke marks every live channel of sc broken after a connection error
+// and wakes their listeners, which read the state and poll until the
+// resubscription is confirmed. On a cluster the client's slot map is
+// reloaded: the server may be a master that died, and go-redis routes the
+// resubscription (and the job's scripts) by that map.
+func (h *Hub) broke(sc *conn, err error) {
+	if r := h.cfg.Subscriptions.Reload; r != nil {
+		r(context.Background())
+	}
+	h.mu.Lock()
+	for _, c := range sc.chans {
+		if c.phase == live {
+			c.moveLocked(broken)
+		}
+		c.wakeLocked()
+	}
+	h.mu.Unlock()
+	h.warn(context.Background(), err)
+}
+
+// refusedOn handles an error reply on sc (a SUBSCRIBE refused or
+// redirected): the channels not live yet fail and their listeners poll,
+// then subscribe again. A refusal no wait fixes (NOPERM, an unknown
+// command) keeps listeners polling for Retry; a redirection (MOVED: the
+// slot moved to another master) is retried at the next step, once the
+// client's slot map is reloaded.
+//
+// The listeners are not woken: leaving pending ends a wait in Ready, and
+// a listener past it polls already (its channel was not confirmed), so it
+// retries at its next poll step, with backoff. A wake would retry at once:
+// while the client's slot map still names the old master (a reload lags
+// behind a moved slot by 200 ms or more), subscribe, MOVED, wake would
+// spin, each turn reading the job again.
+func (h *Hub) refusedOn(sc *conn, err error) {
+	var drop []string
+	refused := store.Refused(err)
+	if r := h.cfg.Subscriptions.Reload; !refused && r != nil {
+		r(context.Background())
+	}
+	h.mu.Lock()
+	for name, c := range sc.chans {
+		if c.phase != live {
+			h.dropLocked(c)
+			drop = append(drop, name)
+		}
+	}
+	if len(drop) > 0 && refused {
+		h.offUntil = time.Now().Add(Retry)
+	}
+	h.mu.Unlock()
+	if len(drop) == 0 {
+		// Not a subscription's refusal: an UNSUBSCRIBE or PING the user
+		// may not run. The connection answered, so it is alive.
+		return
+	}
+	for _, name := range drop {
+		h.unsubscribe(sc, name)
+	}
+	h.warn(context.Background(), err)
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client is the part of a go-redis client the store uses: every command
+// goes through Process, the commands of one round trip through a Pipeline.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
+
+// Config is what the store needs from the gate's options.
+type Config struct {
+	// Lease is a running lease's TTL, and how long a probe holds its
+	// upstream.
+	Lease time.Duration
+	// WaitReplicas, when above 0, makes every acquire wait for this many
+	// replicas on the connection that wrote the lock (Store.Replicate).
+	WaitReplicas int
+	// WaitTimeout bounds that wait, and the wait for a cluster client's
+	// slot map to follow a moved slot.
+	WaitTimeout time.Duration
+	// Timeout bounds the store's own background commands (unsubscribes).
+	Timeout time.Duration
+}
+
+// Store is the gate's Redis client with what New learnt of its topology.
+type Store struct {
+	rdb  Client
+	send *pooled // rdb, its pipelines reused: every trip goes through it
+	cfg  Config
+	// lease is Config.Lease in ms, boxed once: an int64 above 255 put in an
+	// interface allocates on every call otherwise.
+	lease any
+	routing
+}
+
+// New returns the store over rdb. It learns once, from the methods rdb
+// has, how to send commands (so a wrapper that embeds a client behaves as
+// the client).
+func New(rdb Client, c Config) *Store {
+	return &Store{rdb: rdb, send: &pooled{Client: rdb}, cfg: c, lease: ms(c.Lease), routing: routingOf(rdb)}
+}
+
+// CanPin reports whether the client can pin a connection to a key's
+// master, which WaitReplicas needs.
+func (s *Store) CanPin() bool { return s.pin != nil }
+
+// Deadlines reports whether the client applies context deadlines to its
+// sockets, so a deadline on a background command is worth its allocation.
+func (s *Store) Deadlines() bool { return s.ctxDeadlines }
+
+// Subscriptions is how the client subscribes to channels (the gate's pub/sub
+// hub): Open is nil when it cannot.
+type Subscriptions struct {
+	// Open opens an empty PubSub; Node names the server that serves a
+	// channel ("" on one node).
+	Open func(ctx context.Context) *redis.PubSub
+	Node func(ctx context.Context, channel string) (string, error)
+	// Sharded: SSUBSCRIBE (a cluster), else SUBSCRIBE.
+	Sharded bool
+	// Reload refreshes a cluster client's slot map; nil on one node.
+	Reload func(ctx context.Context)
+}
+
+// Subscriptions returns how the client subscribes.
+func (s *Store) Subscriptions() Subscriptions {
+	return Subscriptions{Open: s.pubsub, Node: s.node, Sharded: s.sharded, Reload: s.reload}
+}
+
+// pooled is a client with its pipelines reused: go-redis makes a Pipeline
+// in four allocations and its Exec leaves it empty and ready, so a trip
+// gives back the ones it used. Only go-redis's own *redis.Pipeline is
+// kept: another Pipeliner (a wrapper's) may hold state past Exec, and is
+// made anew for every trip.
+type pooled struct {
+	Client
+	pipes sync.Pool
+}
+
+// Pipeline returns a pipeline of the client, a reused one when it can.
+func (p *pooled) Pipeline() redis.Pipeliner {
+	if pipe, ok := p.pipes.Get().(redis.Pipeliner); ok {
+		return pipe
+	}
+	return p.Client.Pipeline()
+}
+
+// reuse keeps pipe, executed and so empty, for the next trip.
+func (p *pooled) reuse(pipe redis.Pipeliner) {
+	if _, ok := pipe.(*redis.Pipeline); ok {
+		p.pipes.Put(pipe)
+	}
+}
+
+// routing is what New learns about the client, once, from the methods it
+// has, never from its concrete type: a wrapper (tracing, fault injection)
+// that embeds a *redis.Client or *redis.ClusterClient keeps their methods
+// and so gets exactly the client's behaviour. It decides how commands are
+// sent (which publish command, which connection for WAIT, how to
+// subscribe), never which logic runs.
+type routing struct {
+	// ctxDeadlines: the client applies context deadlines to its sockets
+	// (ContextTimeoutEnabled, or a client whose options are unknown).
+	ctxDeadlines bool
+	// pin returns a connection to the master of key, for WAIT after an
+	// acquire; nil when the client cannot pin one.
+	pin func(ctx context.Context, key string) (*redis.Conn, error)
+	// master returns the client of the master that serves key (a cluster),
+	// so that the acquire's TIME, a command without a key, runs on the
+	// job's own node: a fence from another node's clock could go back. nil
+	// (one node): everything goes through the client.
+	master func(ctx context.Context, key string) (Client, error)
+	// cluster is the client as a cluster client, to follow a moved slot.
+	cluster clusterClient
+	// scripts are the state-changing scripts, publishing with PUBLISH on
+	// one node and SPUBLISH otherwise.
+	scripts *writeScripts
+	pubsub  func(ctx context.Context) *redis.PubSub
+	node    func(ctx context.Context, channel string) (string, error)
+	sharded bool
+	reload  func(ctx context.Context)
+}
+
+type (
+	nodeClient interface {
+		Options() *redis.Options
+		Conn() *redis.Conn
+	}
+	clusterClient interface {
+		Options() *redis.ClusterOptions
+		MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+		ReloadState(ctx context.Context)
+	}
+	subscriber interface {
+		Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+	}
+	shardSubscriber interface {
+		SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
+	}
+)
+
+func routingOf(rdb Client) routing {
+	t := routing{ctxDeadlines: true, scripts: clusterScripts}
+	switch c := rdb.(type) {
+	case nodeClient:
+		t.scripts = nodeScripts
+		t.ctxDeadlines = c.Options().ContextTimeoutEnabled
+		t.pin = func(context.Context, string) (*redis.Conn, error) { return c.Conn(), nil }
+		if s, ok := rdb.(subscriber); ok {
+			t.pubsub = func(ctx context.Context) *redis.PubSub { return s.Subscribe(ctx) }
+			t.node = func(context.Context, string) (string, error) { return "", nil }
+		}
+	case clusterClient:
+		t.cluster = c
+		t.ctxDeadlines = c.Options().ContextTimeoutEnabled
+		t.pin = func(ctx context.Context, key string) (*redis.Conn, error) {
+			m, err := c.MasterForKey(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return m.Conn(), nil
+		}
+		t.master = func(ctx context.Context, key string) (Client, error) { return c.MasterForKey(ctx, key) }
+		// go-redis routes a PubSub's connection by its first channel's slot
+		// and sends every SSUBSCRIBE on that one connection, so the hub
+		// keeps one PubSub per master.
+		t.reload = c.ReloadState
+		if s, ok := rdb.(shardSubscriber); ok {
+			t.sharded = true
+			t.pubsub = func(ctx context.Context) *redis.PubSub { return s.SSubscribe(ctx) }
+			t.node = func(ctx context.Context, channel string) (string, error) {
+				m, err := c.MasterForKey(ctx, channel)
+				if err != nil {
+					return "", err
+				}
+				return m.Options().Addr, nil
+			}
+		}
+	}
+	return t
+}
+
+// repin asks a cluster client to reload its slot map after a MOVED and
+// returns a connection to addr once the map names it master of key's slot.
+// go-redis reloads in the background, within milliseconds on a healthy
+// cluster; the wait is bounded by WaitTimeout.
+func (s *Store) repin(ctx context.Context, key, addr string) (*redis.Conn, error) {
+	c := s.cluster
+	if c == nil {
+		return nil, fmt.Errorf("slot of %q moved to %s", key, addr)
+	}
+	c.ReloadState(ctx)
+	deadline := time.Now().Add(s.cfg.WaitTimeout)
+	for {
+		m, err := c.MasterForKey(ctx, key)
+		if err == nil && m.Options().Addr == addr {
+			return m.Conn(), nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("slot of %q moved to %s, and the client's slot map did not follow within %v", key, addr, s.cfg.WaitTimeout)
+		}
+		time.Sleep(time.Millisecond) // the reload runs in go-redis's own goroutine
+	}
+}
+
+// Client returns the client the store was made with.
+func (s *Store) Client() Client { return s.rdb }

@@ -1,0 +1,508 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SuccessMemory is how long a success's token stays in its job's done
+// key, so a waiter woken by it is told the job is done instead of running
+// it again, however short the done mark is (none: the success frees the
+// job). Waiters read at once when woken, or within a second while they
+// poll.
+const SuccessMemory = 10 * time.Second
+
+// Token is a lease's identity: a 128-bit random token in hex, and the
+// value a lease taken on a free key holds, "r:" + Token.
+type Token struct {
+	Token, running string
+}
+
+// NewToken returns a fresh token. math/rand/v2's generator is seeded from
+// the OS and cheap; the token only has to be unique, since whoever can
+// write to Redis can overwrite the lock anyway.
+func NewToken() Token {
+	var raw [16]byte
+	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
+	b := [34]byte{byte(Running), ':'}
+	hex.Encode(b[2:], raw[:])
+	running := string(b[:])
+	return Token{Token: running[2:], running: running}
+}
+
+// Acquire is what an acquire asks: take Key for Token, and in the same
+// round trip read a waiter's done key and the upstreams' values.
+type Acquire struct {
+	Key   string
+	Token Token
+	// Done is a waiter's done key ("" for none): the token of the last
+	// success that freed the job.
+	Done string
+	// Upstreams are the keys of upstreams read beside the job.
+	Upstreams []string
+}
+
+// Acquired is the acquire's answer.
+type Acquired struct {
+	// Taken: the job is the caller's, with Fence. Otherwise Job is the
+	// value that refused it (Takeover may still take a settled one).
+	Taken bool
+	Fence int64
+	// Job is the value that refused the acquire or, taken, the value it
+	// replaced (the job's history; Held with no value).
+	Job Job
+	// TTL is the refusing value's time left; NoTTL: it has no TTL (a value
+	// no gate wrote).
+	TTL   time.Duration
+	NoTTL bool
+	// Now is Redis's clock (ms) on the job's node.
+	Now int64
+	// DoneToken is the done key's token (Acquire.Done), "" for none.
+	DoneToken string
+	// Upstreams are the upstreams' values, as Acquire.Upstreams.
+	Upstreams []Upstream
+
+	value string      // the raw value, for an undo
+	pttl  int64       // its PTTL
+	conn  *redis.Conn // pinned for WAIT
+}
+
+// Close releases the connection a WaitReplicas acquire pinned.
+func (a *Acquired) Close() {
+	if a.conn != nil {
+		a.conn.Close()
+	}
+}
+
+// Acquire sends the acquire's round trip: the job's PTTL, SET NX GET and
+// TIME (take), a waiter's read of the done key, and each upstream's GET.
+// The job's commands go to the job's own node: on one node with the
+// upstreams' GETs in one pipeline; on a cluster through that master's
+// client (TIME has no key to route it by), beside a pipeline of the GETs
+// through the cluster client; with WaitReplicas on a connection pinned to
+// it, kept for Replicate (on a cluster the GETs are then sent after the
+// job's commands: go-redis's pinned Conn shares its client's Options
+// without its lock, and two connections opened at once, one each way,
+// race on them). When the master's client fails (a slot that moved: MOVED,
+// ASK; a node failing over) the job's commands are sent once more (resend).
+// Hooks added with ClusterClient.AddHook do not see the commands sent
+// through a master's client; OnNewNode hooks do.
+//
+// On an error the answer is still returned: the job may have been taken
+// (Taken), and the caller gives it back (Trip.Undo). Close r when done.
+func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
+	rt, err := s.route(ctx, a.Key)
+	r.conn = rt.conn
+	if err != nil {
+		return err
+	}
+	peeks, err := s.take(ctx, &rt, a, r)
+	if err != nil && s.resend(ctx, &rt, err) {
+		// Taken over by the script, whose TIME runs where the key is; the
+		// upstreams were read by the first send.
+		if err = s.reroute(ctx, &rt, a.Key, err); err == nil {
+			err = s.takeover(ctx, rt.via, a, r, a.Done != "")
+		}
+		r.conn = rt.conn
+	}
+	if err != nil {
+		return err
+	}
+	r.Upstreams = make([]Upstream, len(peeks))
+	for i, p := range peeks {
+		v, perr := p.Result()
+		if perr != nil && !isNil(perr) {
+			return perr // fail closed on the upstream too; the job is given back
+		}
+		r.Upstreams[i] = parseUpstream(v)
+	}
+	return nil
+}
+
+// route is where an acquire's commands go.
+type route struct {
+	via  Client      // the job's node: the store's client, its master's, or conn
+	conn *redis.Conn // pinned for WAIT (WaitReplicas)
+	// apart: the upstreams' GETs go through the store's client, beside
+	// via (a cluster: they live in other slots).
+	apart bool
+}
+
+func (s *Store) route(ctx context.Context, key string) (rt route, err error) {
+	rt.via = s.send
+	switch {
+	case s.cfg.WaitReplicas > 0:
+		if rt.conn, err = s.pin(ctx, key); err != nil {
+			return rt, err
+		}
+		rt.via, rt.apart = rt.conn, s.master != nil
+	case s.master != nil:
+		if rt.via, err = s.master(ctx, key); err != nil {
+			return rt, err
+		}
+		rt.apart = true
+	}
+	return rt, nil
+}
+
+// take is the acquire's first send: native commands, with the upstreams'
+// GETs. It returns the GETs' commands.
+func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([]*redis.StringCmd, error) {
+	jt := s.Trip() // the job's node (and the upstreams', on one node)
+	var ut *Trip   // the upstreams' GETs when apart
+	if rt.apart && len(a.Upstreams) > 0 {
+		t := s.Trip()
+		ut = &t
+	}
+	set, pt, now := jt.take(ctx, a.Key, a.Token.running, s.lease)
+	var done *redis.StringCmd
+	if a.Done != "" {
+		done = jt.get(ctx, a.Done)
+	}
+	peeks := make([]*redis.StringCmd, len(a.Upstreams))
+	ups := &jt
+	if ut != nil {
+		ups = ut
+	}
+	for i, k := range a.Upstreams {
+		peeks[i] = ups.get(ctx, k)
+	}
+	switch {
+	case ut == nil:
+		jt.sendVia(ctx, rt.via)
+	case rt.conn != nil:
+		jt.sendVia(ctx, rt.via)
+		ut.Send(ctx)
+	default:
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			ut.Send(ctx)
+		}()
+		jt.sendVia(ctx, rt.via)
+		<-sent
+	}
+	err := decodeTake(set, pt, now, r)
+	if err == nil {
+		err = readDone(done, r)
+	}
+	return peeks, err
+}
+
+// resend reports whether an acquire whose first send failed with err is
+// sent once more: a slot that moved (MOVED), or a failing master's client
+// on a cluster, unless the caller has given up.
+func (s *Store) resend(ctx context.Context, rt *route, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	return movedTo(err) != "" || (s.master != nil && rt.conn == nil)
+}
+
+// reroute sends the job's commands where the key lives now: on a
+// connection pinned to the slot's new master (a pinned connection does not
+// follow a resharded slot), or through the store's client, which follows
+// redirects, reloads its slot map and retries.
+func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) error {
+	if rt.conn == nil {
+		rt.via = s.send
+		return nil
+	}
+	rt.conn.Close()
+	rt.conn, err = s.repin(ctx, key, movedTo(err))
+	if err != nil {
+		return err
+	}
+	rt.via = rt.conn
+	return nil
+}
+
+// take queues the native part of an acquire, on the job's node: the
+// key's PTTL, then SET the running value if the key is free (NX),
+// returning what it holds otherwise (GET; Redis 7.0+), then Redis's TIME,
+// which is the fence of a job taken so (read after the SET: above every
+// fence taken before it) and the clock every value is judged by.
+//
+// PTTL comes first because go-redis judges a pipeline's retry by its first
+// reply: a SET NX GET that takes a free key replies nil, and classifying
+// that as an error costs about 17 allocations per acquire. The price: a
+// SET refused with READONLY (a demoted master) is not retried by go-redis;
+// the acquire fails closed and the caller retries.
+//
+// The three commands' arguments share one array, and the key is boxed
+// once: an acquire is the gate's hottest path.
+func (t *Trip) take(ctx context.Context, key, running string, lease any) (set *redis.StringCmd, pttl *redis.IntCmd, now *redis.TimeCmd) {
+	k := any(key)
+	args := []any{"pttl", k, "set", k, running, "nx", "get", "px", lease, "time"}
+	pttl = redis.NewIntCmd(ctx, args[0:2:2]...)
+	set = redis.NewStringCmd(ctx, args[2:9:9]...)
+	now = redis.NewTimeCmd(ctx, args[9:10:10]...)
+	t.add(pttl)
+	t.add(set)
+	t.add(now)
+	return set, pttl, now
+}
+
+// decodeTake reads what take sent: taken with the fence TIME gave when the
+// key was free, refused by its value otherwise.
+func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.TimeCmd, r *Acquired) error {
+	v, err := set.Result()
+	taken := isNil(err)
+	if err != nil && !taken {
+		return err
+	}
+	tm, err := now.Result()
+	if err != nil {
+		return err
+	}
+	r.Taken, r.Now = taken, tm.UnixMilli()
+	if taken {
+		r.Fence, r.pttl, r.value, r.Job = tm.UnixMicro(), -2, "", Job{}
+		return nil
+	}
+	pt, err := p.Result()
+	if err != nil {
+		return err
+	}
+	r.setValue(v, pt)
+	return nil
+}
+
+// setValue records the job's value and its PTTL.
+func (r *Acquired) setValue(v string, p int64) {
+	r.value, r.pttl, r.Job = v, p, parseJob(v)
+	r.TTL, r.NoTTL = pttl(p), p == -1
+}
+
+func readDone(done *redis.StringCmd, r *Acquired) error {
+	if done == nil {
+		return nil
+	}
+	var err error
+	if r.DoneToken, err = done.Result(); isNil(err) {
+		err = nil
+	}
+	return err
+}
+
+// Takeover takes a job whose value is a settled state that is over (its
+// history goes on into the new run), in one more round trip on the job's
+// node. r is updated: taken, or refused by what the key holds now.
+func (s *Store) Takeover(ctx context.Context, a *Acquire, r *Acquired) error {
+	via := Client(s.send)
+	if r.conn != nil {
+		via = r.conn
+	}
+	return s.takeover(ctx, via, a, r, false)
+}
+
+// takeover runs job_acquire.lua through via; withDone reads the waiter's
+// done key beside it (a resend, whose first read failed).
+func (s *Store) takeover(ctx context.Context, via Client, a *Acquire, r *Acquired, withDone bool) error {
+	t := s.Trip()
+	cmd := t.eval(ctx, jobAcquireScript, []string{a.Key}, a.Token.Token, s.lease)
+	var done *redis.StringCmd
+	if withDone {
+		done = t.get(ctx, a.Done)
+	}
+	t.sendVia(ctx, via)
+	if err := decodeAcquire(cmd, r); err != nil {
+		return err
+	}
+	return readDone(done, r)
+}
+
+// decodeAcquire reads job_acquire.lua's reply:
+//
+//	{0, now ms, value, pttl}                              refused by the value
+//	{1, now ms, fence, previous value or false, its pttl} taken
+func decodeAcquire(cmd *redis.Cmd, r *Acquired) error {
+	v, err := cmd.Slice()
+	if err != nil {
+		return err
+	}
+	kind, ok0 := replyInt(v, 0)
+	now, ok1 := replyInt(v, 1)
+	switch {
+	case ok0 && ok1 && kind == 0 && len(v) == 4:
+		val, ok2 := replyString(v, 2)
+		p, ok3 := replyInt(v, 3)
+		if ok2 && ok3 {
+			r.Taken, r.Now, r.Fence = false, now, 0
+			r.setValue(val, p)
+			return nil
+		}
+	case ok0 && ok1 && kind == 1 && len(v) == 5:
+		fence, ok2 := replyInt(v, 2)
+		val, _ := replyString(v, 3) // false: no previous value
+		p, ok4 := replyInt(v, 4)
+		if ok2 && ok4 {
+			r.Taken, r.Now, r.Fence = true, now, fence
+			r.setValue(val, p)
+			return nil
+		}
+	}
+	return badReply("acquire", v)
+}
+
+// Replicate waits for WaitReplicas replicas to acknowledge the acquire, on
+// the connection that wrote it; no-op without WaitReplicas.
+func (s *Store) Replicate(ctx context.Context, r *Acquired) error {
+	if r.conn == nil {
+		return nil
+	}
+	want := s.cfg.WaitReplicas
+	n, err := r.conn.Wait(ctx, want, s.cfg.WaitTimeout).Result()
+	if err == nil && n < int64(want) {
+		err = &notReplicatedError{acked: n, want: want, within: s.cfg.WaitTimeout}
+	}
+	return err
+}
+
+// Undo queues job_undo.lua: give back the job r took for token, restoring
+// the value the acquire replaced. It reports whether the job was given
+// back (false: not owned).
+func (t *Trip) Undo(ctx context.Context, key string, token Token, r *Acquired) Reply[bool] {
+	cmd := t.eval(ctx, t.s.scripts.jobUndo, []string{key}, token.Token, r.value, r.pttl)
+	return Reply[bool]{cmd, decodeFlag}
+}
+
+// Renew queues job_renew.lua: extend the lease if token still holds it,
+// recording its fence and attempts beside the token. It reports whether
+// the lease was extended (false: not owned).
+func (t *Trip) Renew(ctx context.Context, key string, token Token, fence int64, attempts int) Reply[bool] {
+	cmd := t.eval(ctx, jobRenewScript, []string{key}, token.Token, t.s.lease, strconv.FormatInt(fence, 10), attempts)
+	return Reply[bool]{cmd, decodeFlag}
+}
+
+func decodeFlag(c redis.Cmder) (bool, error) {
+	n, err := c.(*redis.Cmd).Int64()
+	return n == 1, err
+}
+
+// Settlement is what a run's end writes to its job.
+type Settlement struct {
+	Kind Kind          // Cooling, Failed or Done
+	TTL  time.Duration // how long the state lasts (Done 0: the job is freed)
+	Keep time.Duration // how much longer the key keeps the attempt count
+	// The value's content.
+	Attempts         int
+	Suspect          bool
+	Reason, Evidence string
+}
+
+// Settled is job_settle.lua's answer.
+type Settled struct {
+	Owned bool
+	// Found is what the key held when the run no longer owned it; Gone:
+	// nothing.
+	Found Job
+	Gone  bool
+}
+
+// Settle queues job_settle.lua: write w if token still holds the job (or
+// its key is gone).
+func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64, w Settlement) Reply[Settled] {
+	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
+	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail)
+	return Reply[Settled]{cmd, decodeSettle}
+}
+
+// decodeSettle reads {1} written, {0, the value found or false} not owned.
+func decodeSettle(c redis.Cmder) (Settled, error) {
+	v, err := slice(c)
+	if err != nil {
+		return Settled{}, err
+	}
+	n, ok := replyInt(v, 0)
+	switch {
+	case ok && n == 1 && len(v) == 1:
+		return Settled{Owned: true}, nil
+	case ok && n == 0 && len(v) == 2:
+		cur, _ := replyString(v, 1)
+		return Settled{Found: parseJob(cur), Gone: cur == ""}, nil
+	}
+	return Settled{}, badReply("settle", v)
+}
+
+// MarkDone queues the write of a success's token to its job's done key
+// for SuccessMemory (a command of its own, not a second key of the settle
+// script: a script's keys split by a migrating slot would be refused with
+// TRYAGAIN). Queue it before the settle, which frees the job and wakes the
+// waiters: sent after it, a waiter's acquire could run between the two (a
+// pipeline is not atomic), find the job free and no done key, and run the
+// job again.
+func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token) {
+	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token, "px", ms(SuccessMemory)))
+}
+
+// JobReset is job_reset.lua's answer.
+type JobReset struct {
+	// Running: a running lease was left alone, for TTL more.
+	Running bool
+	TTL     time.Duration
+}
+
+// ResetJob queues job_reset.lua: clear a job's cooldown, failed or done
+// mark and its attempt count; a running lease is left alone.
+func (t *Trip) ResetJob(ctx context.Context, key string) Reply[JobReset] {
+	return Reply[JobReset]{t.eval(ctx, t.s.scripts.jobReset, []string{key}), decodeReset}
+}
+
+// decodeReset reads {previous value or false, pttl of a running one}.
+func decodeReset(c redis.Cmder) (JobReset, error) {
+	v, err := slice(c)
+	if err != nil {
+		return JobReset{}, err
+	}
+	p, ok := replyInt(v, 1)
+	if !ok || len(v) != 2 {
+		return JobReset{}, badReply("reset", v)
+	}
+	prev, _ := replyString(v, 0)
+	return JobReset{Running: parseJob(prev).Kind == Running, TTL: pttl(p)}, nil
+}
+
+// JobRead is a job's value read with Redis's clock.
+type JobRead struct {
+	Job    Job
+	Exists bool // the key exists (Job is Held for a value of another shape)
+	TTL    time.Duration
+	NoTTL  bool  // the key has no TTL (a value no gate wrote)
+	Now    int64 // Redis ms
+}
+
+// ReadJob queues read.lua for a job's key.
+func (t *Trip) ReadJob(ctx context.Context, key string) Reply[JobRead] {
+	return Reply[JobRead]{t.eval(ctx, readScript, []string{key}), decodeJobRead}
+}
+
+func decodeJobRead(c redis.Cmder) (JobRead, error) {
+	val, p, now, err := decodeRead(c)
+	if err != nil {
+		return JobRead{}, err
+	}
+	return JobRead{Job: parseJob(val), Exists: val != "", TTL: pttl(p), NoTTL: p == -1, Now: now}, nil
+}
+
+// decodeRead reads read.lua's {value or false, pttl, now ms}.
+func decodeRead(c redis.Cmder) (value string, p, now int64, err error) {
+	v, err := slice(c)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	p, ok1 := replyInt(v, 1)
+	now, ok2 := replyInt(v, 2)
+	if !ok1 || !ok2 || len(v) != 3 {
+		return "", 0, 0, badReply("read", v)
+	}
+	value, _ = replyString(v, 0)
+	return value, p, now, nil
+}

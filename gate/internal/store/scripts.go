@@ -1,0 +1,81 @@
+package store
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+)
+
+// The Lua scripts, each wrapped once. Their arguments are built and their
+// replies decoded in job.go and upstream.go, and nowhere else. Job scripts
+// touch one job's key; upstream scripts one upstream's keys.
+var (
+	//go:embed lua/notify.lua
+	notifyLua string
+	//go:embed lua/read.lua
+	readLua string
+	//go:embed lua/job_acquire.lua
+	jobAcquireLua string
+	//go:embed lua/job_renew.lua
+	jobRenewLua string
+	//go:embed lua/job_settle.lua
+	jobSettleLua string
+	//go:embed lua/job_undo.lua
+	jobUndoLua string
+	//go:embed lua/job_reset.lua
+	jobResetLua string
+	//go:embed lua/upstream_claim.lua
+	upstreamClaimLua string
+	//go:embed lua/upstream_cancel.lua
+	upstreamCancelLua string
+	//go:embed lua/upstream_open.lua
+	upstreamOpenLua string
+	//go:embed lua/upstream_trip.lua
+	upstreamTripLua string
+	//go:embed lua/window_count.lua
+	windowCountLua string
+	//go:embed lua/upstream_reset.lua
+	upstreamResetLua string
+
+	// Scripts that change no state the waiters watch.
+	readScript          = newScript(readLua)
+	jobAcquireScript    = newScript(jobAcquireLua)
+	jobRenewScript      = newScript(jobRenewLua)
+	upstreamClaimScript = newScript(upstreamClaimLua)
+	windowCountScript   = newScript(windowCountLua)
+
+	// The scripts that change state publish the change (lua/notify.lua):
+	// PUBLISH on one node, SPUBLISH on a cluster.
+	nodeScripts    = newWriteScripts("PUBLISH")
+	clusterScripts = newWriteScripts("SPUBLISH")
+)
+
+// writeScripts are the state-changing scripts in one topology's form.
+type writeScripts struct {
+	jobSettle, jobUndo, jobReset                              *script
+	upstreamCancel, upstreamOpen, upstreamTrip, upstreamReset *script
+}
+
+func newWriteScripts(publish string) *writeScripts {
+	pre := "local PUBLISH = '" + publish + "'\n" + notifyLua
+	return &writeScripts{
+		jobSettle:      newScript(pre + jobSettleLua),
+		jobUndo:        newScript(pre + jobUndoLua),
+		jobReset:       newScript(pre + jobResetLua),
+		upstreamCancel: newScript(pre + upstreamCancelLua),
+		upstreamOpen:   newScript(pre + upstreamOpenLua),
+		upstreamTrip:   newScript(pre + upstreamTripLua),
+		upstreamReset:  newScript(pre + upstreamResetLua),
+	}
+}
+
+// script is a Lua script and its SHA1, for EVALSHA (Trip.Send falls back
+// to EVAL when the server does not have it).
+type script struct {
+	src, hash string
+}
+
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, hash: hex.EncodeToString(h[:])}
+}

@@ -1,0 +1,272 @@
+package upstream
+
+import (
+	"context"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// Set is a gate's upstreams, in the order calls try them: the first, then
+// the fallbacks. Without a name it holds Free.
+type Set struct {
+	all  []Breaker
+	keys []string // the guarded upstreams' keys, read by every acquire
+	// free is Free's judgement, made once: an acquire without upstreams
+	// allocates none.
+	free Judgement
+}
+
+// NewSet returns the upstreams named, in order, with keys under prefix.
+func NewSet(prefix string, names []string, p Policy) *Set {
+	s := &Set{}
+	for _, name := range names {
+		b := newGuarded(prefix, name, p)
+		s.all = append(s.all, b)
+		s.keys = append(s.keys, b.key())
+	}
+	if len(s.all) == 0 {
+		s.all = []Breaker{Free{}}
+		s.free = Judgement{permits: []Permit{Permitted}, statuses: []Status{{}}}
+	}
+	return s
+}
+
+// Keys are the upstreams' keys, in order: what an acquire reads beside
+// its job, and the channels a watcher listens to. Empty for Free.
+func (s *Set) Keys() []string { return s.keys }
+
+// Len is the number of upstreams (0 for Free).
+func (s *Set) Len() int { return len(s.keys) }
+
+// Judgement is what an acquire's read of the upstreams says.
+type Judgement struct {
+	permits  []Permit
+	statuses []Status
+	refusing bool // every upstream refuses
+}
+
+// Refusal returns the upstreams' statuses when every one refuses.
+func (j Judgement) Refusal() ([]Status, bool) { return j.statuses, j.refusing }
+
+// Judge reads the values an acquire read (one per key, as Keys) at Redis
+// time now. When every upstream refuses, this process remembers it: its
+// next acquires only read them (PeekKnown).
+func (s *Set) Judge(values []store.Upstream, now int64) Judgement {
+	if s.free.permits != nil {
+		return s.free
+	}
+	j := Judgement{permits: make([]Permit, len(s.all)), statuses: make([]Status, len(s.all)), refusing: true}
+	i := 0
+	for n, b := range s.all {
+		var v store.Upstream
+		if b.key() != "" {
+			v, i = values[i], i+1
+		}
+		j.permits[n], j.statuses[n] = b.judge(v, now)
+		j.refusing = j.refusing && j.permits[n] == Refused
+	}
+	if j.refusing {
+		for n, b := range s.all {
+			b.remember(j.statuses[n])
+		}
+	}
+	return j
+}
+
+// PeekKnown: while this process knows that every upstream refuses, an
+// acquire only reads them, with Redis's clock (one round trip, nothing
+// written). It returns their refusal when they all still refuse; nil when
+// one does not (the acquire then takes the job as usual) or one is not
+// known to refuse.
+func (s *Set) PeekKnown(ctx context.Context, st *store.Store) ([]Status, error) {
+	for _, b := range s.all {
+		if !b.knownRefusing() {
+			return nil, nil
+		}
+	}
+	t := st.Trip()
+	reads := make([]store.Reply[store.UpstreamRead], len(s.all))
+	for i, b := range s.all {
+		reads[i] = t.ReadUpstream(ctx, b.key())
+	}
+	t.Send(ctx)
+	ups := make([]Status, len(s.all))
+	for i, b := range s.all {
+		r, err := reads[i].Result()
+		if err != nil {
+			return nil, err
+		}
+		var p Permit
+		if p, ups[i] = b.judge(r.Upstream, r.Now); p != Refused {
+			b.forget()
+			return nil, nil
+		}
+		if r.Upstream.Mode == store.ModeForeign {
+			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // held: its key's TTL
+		}
+		b.remember(ups[i])
+	}
+	return ups, nil
+}
+
+// Choice is the upstream a run uses, and whether the run probes it.
+type Choice struct {
+	b     Breaker
+	probe bool
+	level int // the upstream's trips in a row before the probe
+}
+
+// Choose picks the upstream the run holding token uses: the first, in
+// order, that is open or whose probe this call claims (one more round
+// trip). It returns the upstreams' refusal when none is.
+func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j Judgement) (Choice, []Status, error) {
+	for i, b := range s.all {
+		switch j.permits[i] {
+		case Permitted:
+			b.forget()
+			return Choice{b: b}, nil, nil
+		case MayProbe:
+			c, err := b.claim(ctx, st, token)
+			switch {
+			case err != nil:
+				return Choice{}, nil, err
+			case c.Open:
+				b.forget()
+				return Choice{b: b}, nil, nil
+			case c.Claimed:
+				b.forget()
+				return Choice{b: b, probe: true, level: c.Level}, nil, nil
+			}
+			j.statuses[i] = refusal(b.Name(), c.Value, c.Wait)
+			b.remember(j.statuses[i])
+		}
+	}
+	return Choice{}, j.statuses, nil
+}
+
+// Peeks are the upstreams' values queued on a status's trip.
+type Peeks struct {
+	s     *Set
+	peeks []store.Reply[store.Upstream]
+}
+
+// Peek queues a read of every upstream's value on t, to be judged with the
+// clock of another command of the trip (a job's read).
+func (s *Set) Peek(ctx context.Context, t *store.Trip) Peeks {
+	p := Peeks{s: s, peeks: make([]store.Reply[store.Upstream], len(s.keys))}
+	for i, k := range s.keys {
+		p.peeks[i] = t.PeekUpstream(ctx, k)
+	}
+	return p
+}
+
+// Judge judges what Peek read at Redis time now (ms); nil for Free.
+func (p Peeks) Judge(now int64) ([]Status, error) {
+	if len(p.peeks) == 0 {
+		return nil, nil
+	}
+	out := make([]Status, len(p.peeks))
+	for i, r := range p.peeks {
+		v, err := r.Result()
+		if err != nil {
+			return nil, err
+		}
+		_, out[i] = p.s.all[i].judge(v, now)
+	}
+	return out, nil
+}
+
+// Reads are the upstreams' values, each read with Redis's clock.
+type Reads struct {
+	s     *Set
+	reads []store.Reply[store.UpstreamRead]
+}
+
+// Read queues a read of every upstream with Redis's clock on t.
+func (s *Set) Read(ctx context.Context, t *store.Trip) Reads {
+	r := Reads{s: s, reads: make([]store.Reply[store.UpstreamRead], len(s.keys))}
+	for i, k := range s.keys {
+		r.reads[i] = t.ReadUpstream(ctx, k)
+	}
+	return r
+}
+
+// Result judges what Read read; nil for Free.
+func (r Reads) Result() ([]Status, error) {
+	if len(r.reads) == 0 {
+		return nil, nil
+	}
+	out := make([]Status, len(r.reads))
+	for i, rd := range r.reads {
+		v, err := rd.Result()
+		if err != nil {
+			return nil, err
+		}
+		_, out[i] = r.s.all[i].judge(v.Upstream, v.Now)
+	}
+	return out, nil
+}
+
+// Reset ends every upstream's cooldown or pause and clears its windows.
+func (s *Set) Reset(ctx context.Context, st *store.Store) error {
+	for _, b := range s.all {
+		if err := b.reset(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Name names the chosen upstream ("" for Free).
+func (c Choice) Name() string {
+	if c.b == nil {
+		return ""
+	}
+	return c.b.Name()
+}
+
+// Guarded reports whether the run uses an upstream (not Free).
+func (c Choice) Guarded() bool { return c.Name() != "" }
+
+// Probe reports whether the run probes its upstream after a cooldown or
+// pause, and the upstream's trips in a row before it.
+func (c Choice) Probe() (bool, int) { return c.probe, c.level }
+
+// Unclaim queues the give-back of the probe the run claimed; nothing when
+// it claimed none.
+func (c Choice) Unclaim(ctx context.Context, t *store.Trip, token store.Token) store.Reply[bool] {
+	if !c.probe {
+		return store.Reply[bool]{}
+	}
+	return c.b.unclaim(ctx, t, token)
+}
+
+// Wave reports whether a permanent failure of job with reason is part of
+// a wave in the upstream, and whether it started it (one round trip;
+// never for Free).
+func (c Choice) Wave(ctx context.Context, st *store.Store, reason, job string) (in, started bool, err error) {
+	return c.b.wave(ctx, st, reason, job)
+}
+
+// Record queues the run's end w on t, for the run holding token.
+func (c Choice) Record(ctx context.Context, t *store.Trip, w Write, token store.Token) Record {
+	return c.b.record(ctx, t, w, token)
+}
+
+// Recorded reads what Record sent (a 5xx that fills the window cools the
+// upstream, in one more round trip): the upstream's status after it, and
+// whether this run cooled or paused it.
+func (c Choice) Recorded(ctx context.Context, st *store.Store, r Record, token store.Token) (Status, bool, error) {
+	u := Status{Name: c.Name()}
+	s, err := c.b.recorded(ctx, st, r, token)
+	if err != nil {
+		return u, false, err
+	}
+	if s.Present {
+		u = refusal(c.Name(), s.Value, s.Wait)
+		// This process now knows: its next acquires only read.
+		c.b.remember(u)
+	}
+	return u, s.Wrote, nil
+}

@@ -1,0 +1,118 @@
+package upstream
+
+import (
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// State is an upstream's state as callers see it.
+type State uint8
+
+const (
+	Open    State = iota // calls run
+	Cooling              // a provider-wide transient failure cooled it; it reopens by itself
+	Paused               // a provider-wide systemic failure (or a wave) paused it
+)
+
+// Status is an upstream's state read at a moment.
+type Status struct {
+	Name  string
+	State State
+	// RetryAfter is the time left in the cooldown or pause; while one call
+	// probes (Probing), the probe's lease left.
+	RetryAfter time.Duration
+	Reason     string
+	Probing    bool
+}
+
+// Refusing reports whether the upstream refuses calls.
+func (s Status) Refusing() bool { return s.State != Open || s.Probing }
+
+// Permit is what a call may do with an upstream.
+type Permit uint8
+
+const (
+	Permitted Permit = iota // open: the call runs
+	MayProbe                // the wait is over: the first call may claim the probe
+	Refused                 // cooling, paused, probing, or held
+)
+
+// state is one of an upstream's states, decoded from its value; judge
+// says, at Redis time now (ms), what a call may do and what it reads.
+type state interface {
+	judge(name string, now int64) (Permit, Status)
+}
+
+type (
+	open    struct{}
+	cooling struct{ v store.Upstream }
+	paused  struct{ v store.Upstream }
+	probing struct{ v store.Upstream }
+	held    struct{ v store.Upstream } // not a value the gate wrote: an operator's SET
+)
+
+// stateOf is the state an upstream's value holds.
+func stateOf(v store.Upstream) state {
+	switch v.Mode {
+	case store.ModeCooling:
+		return cooling{v}
+	case store.ModePaused:
+		return paused{v}
+	case store.ModeProbing:
+		return probing{v}
+	case store.ModeForeign:
+		return held{v}
+	}
+	return open{}
+}
+
+func (open) judge(name string, _ int64) (Permit, Status) {
+	return Permitted, Status{Name: name}
+}
+
+func (s cooling) judge(name string, now int64) (Permit, Status) {
+	return waiting(name, Cooling, s.v, now)
+}
+
+func (s paused) judge(name string, now int64) (Permit, Status) {
+	return waiting(name, Paused, s.v, now)
+}
+
+// waiting judges a cooldown or a pause: refused until it ends, then the
+// first call may probe (the claim checks again with Redis's clock).
+func waiting(name string, st State, v store.Upstream, now int64) (Permit, Status) {
+	wait := v.Wait(now)
+	if wait <= 0 {
+		return MayProbe, Status{Name: name}
+	}
+	return Refused, Status{Name: name, State: st, Reason: v.Reason, RetryAfter: wait}
+}
+
+func (s probing) judge(name string, now int64) (Permit, Status) {
+	return Refused, Status{Name: name, State: Cooling, Reason: s.v.Reason, Probing: true,
+		RetryAfter: max(s.v.Wait(now), time.Millisecond)}
+}
+
+// judge of a held value: never taken for open, its end unknown; read as
+// its letter says.
+func (s held) judge(name string, _ int64) (Permit, Status) {
+	st := Status{Name: name, State: Cooling, Reason: s.v.Reason}
+	if s.v.Paused {
+		st.State = Paused
+	}
+	return Refused, st
+}
+
+// refusal is an upstream's refusal read with its wait (a claim refused, a
+// trip's reply).
+func refusal(name string, v store.Upstream, wait time.Duration) Status {
+	st := Status{Name: name, State: Cooling, Reason: v.Reason, RetryAfter: max(wait, time.Millisecond)}
+	switch {
+	case v.Mode == store.ModePaused || v.Paused:
+		st.State = Paused
+	case v.Mode == store.ModeProbing:
+		st.Probing = true
+	}
+	return st
+}

@@ -1,7 +1,0 @@
--- Operator reset of an upstream: KEYS[1] its key, KEYS[2] its failure
--- window. Reply: the number of keys removed.
-local n = redis.call('DEL', KEYS[1], KEYS[2])
-if n > 0 then
-  redis.pcall(PUBLISH, KEYS[1], '')
-end
-return n

@@ -1,8 +1,0 @@
--- (Prepended, after "local PUBLISH = 'PUBLISH'" on one node or
--- "local PUBLISH = 'SPUBLISH'" on a cluster, where a shard channel lives in
--- its key's slot, to every script that changes a job's or an upstream's
--- state.) Such a script publishes the change on the channel named as the
--- key that changed, so waiters (wait.go) and watchers (watch.go) read again
--- at once instead of polling. It calls redis.pcall: a user without channel
--- permission (Redis 7 creates users with resetchannels) must not fail the
--- write; waiters then wake at the lease's end, or poll.

@@ -1,0 +1,200 @@
+package gate_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestOptionsValidation(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	tests := []struct {
+		name  string
+		opts  gate.Options
+		field []string // every field the error must name
+	}{
+		{"negative lease", gate.Options{Lease: -time.Second}, []string{"Lease"}},
+		{"lease too short", gate.Options{Lease: 5 * time.Millisecond}, []string{"Lease"}},
+		{"max below cooldown", gate.Options{Cooldown: time.Hour, MaxCooldown: time.Minute}, []string{"MaxCooldown"}},
+		{"factor below 1", gate.Options{BackoffFactor: 0.5}, []string{"BackoffFactor"}},
+		{"jitter 1", gate.Options{Jitter: 1}, []string{"Jitter"}},
+		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
+		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}},
+			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "UpstreamPolicy.PauseTTL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := gate.New(rdb, tt.opts)
+			if !errors.Is(err, gate.ErrInvalidOptions) {
+				t.Fatalf("New: %v, want ErrInvalidOptions", err)
+			}
+			for _, f := range tt.field {
+				if !strings.Contains(err.Error(), f+":") {
+					t.Errorf("error %q does not name %s", err, f)
+				}
+			}
+		})
+	}
+	if _, err := gate.New(nil, gate.Options{}); !errors.Is(err, gate.ErrInvalidOptions) {
+		t.Fatalf("nil client: %v", err)
+	}
+}
+
+func TestOptionsDefaultsAndShortValues(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g, err := gate.New(rdb, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := g.Options()
+	if o.Lease != time.Minute || o.Cooldown != 5*time.Minute || o.MaxCooldown != time.Hour || o.BackoffFactor != 2 ||
+		o.Jitter != 0.1 || o.UpstreamPolicy.AllowedFails != 3 || o.FailedTTL != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
+		t.Fatalf("defaults: %+v", o)
+	}
+	// Tests and demos use very short values.
+	if _, err := gate.New(rdb, gate.Options{Lease: 100 * time.Millisecond, Cooldown: 10 * time.Millisecond}); err != nil {
+		t.Fatalf("short values rejected: %v", err)
+	}
+	// MaxCooldown follows a Cooldown above the default cap.
+	g, err = gate.New(rdb, gate.Options{Cooldown: 2 * time.Hour})
+	if err != nil || g.Options().MaxCooldown != 2*time.Hour {
+		t.Fatalf("Cooldown 2h: %v %v", err, g.Options().MaxCooldown)
+	}
+}
+
+func FuzzOptions(f *testing.F) {
+	f.Add(int64(0), int64(0), int64(0), 0.0, 0.0, 0, "")
+	f.Add(int64(time.Millisecond), int64(-1), int64(time.Hour), 0.5, 1.5, -2, "a{")
+	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 2.0, 0.99, 3, "p")
+	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 77.0, -37.01, 3, "0") // negative Jitter: none
+	_, rdb := redistest.Miniredis(f)
+	f.Fuzz(func(t *testing.T, lease, cooldown, maxCooldown int64, factor, jitter float64, attempts int, prefix string) {
+		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown),
+			MaxCooldown: time.Duration(maxCooldown), BackoffFactor: factor, Jitter: jitter, MaxAttempts: attempts, Prefix: prefix})
+		if err != nil {
+			if !errors.Is(err, gate.ErrInvalidOptions) {
+				t.Fatalf("error %v is not ErrInvalidOptions", err)
+			}
+			return
+		}
+		o := g.Options()
+		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.MaxCooldown < o.Cooldown || o.BackoffFactor < 1 || !(o.Jitter < 1) { // a negative Jitter means none
+			t.Fatalf("accepted invalid options: %+v", o)
+		}
+	})
+}
+
+// Each limit New documents, on both sides: the last accepted value and the
+// first rejected one, whose error names the field once.
+func TestOptionsLimits(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	long := func(n int) string { return strings.Repeat("p", n) }
+	for _, tc := range []struct {
+		name  string
+		opts  gate.Options
+		field string // "" = accepted
+	}{
+		{"prefix of 256 bytes", gate.Options{Prefix: long(256)}, ""},
+		{"prefix of 257 bytes", gate.Options{Prefix: long(257)}, "Prefix"},
+		{"scope of 256 bytes", gate.Options{Upstream: long(256)}, ""},
+		{"upstream of 257 bytes", gate.Options{Upstream: long(257)}, "Upstream"},
+		{"fallback of 256 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(256)}}, ""},
+		{"fallback of 257 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(257)}}, "Fallbacks[0]"},
+		{"lease MinLease", gate.Options{Lease: gate.MinLease}, ""},
+		{"lease below MinLease", gate.Options{Lease: gate.MinLease - time.Millisecond}, "Lease"},
+		{"negative lease, named once", gate.Options{Lease: -time.Second}, "Lease"},
+		{"max cooldown equal to cooldown", gate.Options{Cooldown: time.Minute, MaxCooldown: time.Minute}, ""},
+		{"max cooldown below cooldown", gate.Options{Cooldown: time.Minute, MaxCooldown: time.Minute - 1}, "MaxCooldown"},
+		{"negative max cooldown, named once", gate.Options{Cooldown: time.Minute, MaxCooldown: -time.Minute}, "MaxCooldown"},
+		{"negative cooldown, named once", gate.Options{Cooldown: -time.Minute}, "Cooldown"},
+		{"factor 1", gate.Options{BackoffFactor: 1}, ""},
+		{"factor 1.5", gate.Options{BackoffFactor: 1.5}, ""},
+		{"factor 1e6", gate.Options{BackoffFactor: 1e6}, ""},
+		{"factor above 1e6", gate.Options{BackoffFactor: 1e6 + 1}, "BackoffFactor"},
+		{"factor NaN", gate.Options{BackoffFactor: math.NaN()}, "BackoffFactor"},
+		{"jitter just below 1", gate.Options{Jitter: 0.999}, ""},
+		{"jitter negative (none)", gate.Options{Jitter: -1}, ""},
+		{"jitter NaN", gate.Options{Jitter: math.NaN()}, "Jitter"},
+		{"max attempts 0", gate.Options{MaxAttempts: 0}, ""},
+		{"max attempts 1", gate.Options{MaxAttempts: 1}, ""},
+		{"max attempts -1 (unlimited)", gate.Options{MaxAttempts: -1}, ""},
+		{"wait replicas 1", gate.Options{WaitReplicas: 1}, ""},
+		{"wait replicas -1", gate.Options{WaitReplicas: -1}, "WaitReplicas"},
+		{"negative wait", gate.Options{Wait: -time.Second}, "Wait"},
+		{"negative timeout", gate.Options{Timeout: -time.Second}, "Timeout"},
+		{"negative wait timeout", gate.Options{WaitTimeout: -time.Second}, "WaitTimeout"},
+		{"negative attempts ttl", gate.Options{AttemptsTTL: -time.Second}, "AttemptsTTL"},
+		{"negative canceled cooldown", gate.Options{CanceledCooldown: -time.Second}, "CanceledCooldown"},
+		{"negative scope cooldown", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: -time.Second}}, "UpstreamPolicy.Cooldown"},
+		{"negative fail window", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{FailWindow: -time.Second}}, "UpstreamPolicy.FailWindow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := gate.New(rdb, tc.opts)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, gate.ErrInvalidOptions) {
+				t.Fatalf("New: %v, want ErrInvalidOptions", err)
+			}
+			if exp, got := 1, strings.Count(err.Error(), " "+tc.field+":"); exp != got {
+				t.Errorf("error %q: exp %s named %d time(s), got %d", err, tc.field, exp, got)
+			}
+		})
+	}
+}
+
+// Zero fields take their documented defaults, and a value set is kept.
+func TestOptionsDocumentedDefaults(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g, err := gate.New(rdb, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := g.Options()
+	for _, c := range []struct {
+		name     string
+		exp, got any
+	}{
+		{"MaxAttempts", 8, o.MaxAttempts},
+		{"AttemptsTTL", 24 * time.Hour, o.AttemptsTTL},
+		{"DoneTTL", time.Duration(0), o.DoneTTL},
+		{"CanceledCooldown", time.Duration(0), o.CanceledCooldown},
+		{"Wait", time.Duration(0), o.Wait},
+		{"Timeout", 5 * time.Second, o.Timeout},
+		{"WaitTimeout", 100 * time.Millisecond, o.WaitTimeout},
+		{"ContinueOnLeaseLost", false, o.ContinueOnLeaseLost},
+		{"UpstreamPolicy.Cooldown", 10 * time.Second, o.UpstreamPolicy.Cooldown},
+		{"UpstreamPolicy.AllowedFails", 3, o.UpstreamPolicy.AllowedFails},
+		{"UpstreamPolicy.FailWindow", time.Minute, o.UpstreamPolicy.FailWindow},
+		{"UpstreamPolicy.PauseTTL", 10 * time.Minute, o.UpstreamPolicy.PauseTTL},
+		{"UpstreamPolicy.PermanentWave", 10, o.UpstreamPolicy.PermanentWave},
+		{"UpstreamPolicy.UnreachableJobs", 3, o.UpstreamPolicy.UnreachableJobs},
+	} {
+		if c.exp != c.got {
+			t.Errorf("%s: exp %v, got %v", c.name, c.exp, c.got)
+		}
+	}
+
+	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, BackoffFactor: 3, Jitter: -1, MaxAttempts: -1,
+		AttemptsTTL: time.Second, FailedTTL: time.Second, DoneTTL: time.Second, Timeout: time.Second, WaitTimeout: time.Second,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1,
+			UnreachableJobs: -1}}
+	g, err = gate.New(rdb, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = g.Options()
+	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.MaxCooldown != set.MaxCooldown || o.BackoffFactor != set.BackoffFactor ||
+		o.Jitter != set.Jitter || o.MaxAttempts != set.MaxAttempts || o.AttemptsTTL != set.AttemptsTTL || o.FailedTTL != set.FailedTTL || o.DoneTTL != set.DoneTTL ||
+		o.Timeout != set.Timeout || o.WaitTimeout != set.WaitTimeout || o.UpstreamPolicy != set.UpstreamPolicy {
+		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
+	}
+}

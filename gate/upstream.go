@@ -1,0 +1,124 @@
+package gate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/upstream"
+)
+
+// UpstreamState is the state of an upstream (Options.Upstream or one of
+// Options.Fallbacks).
+type UpstreamState uint8
+
+const (
+	// UpstreamOpen: calls of the upstream may run.
+	UpstreamOpen UpstreamState = iota
+	// UpstreamCoolingDown: a provider-wide transient failure (rate limit,
+	// overload, repeated 5xx) cooled the upstream; it reopens by itself.
+	UpstreamCoolingDown
+	// UpstreamPaused: a provider-wide systemic failure (quota, credentials)
+	// or a wave of one permanent reason paused the upstream until
+	// ResetUpstreams or the pause ends (UpstreamPolicy.PauseTTL).
+	UpstreamPaused
+)
+
+var upstreamStateNames = [...]string{"open", "cooling", "paused"}
+
+// String returns the snake_case name used in HTTP bodies and the CLI.
+func (s UpstreamState) String() string {
+	if int(s) < len(upstreamStateNames) {
+		return upstreamStateNames[s]
+	}
+	return fmt.Sprintf("upstream_state(%d)", uint8(s))
+}
+
+// UpstreamStatus is the state of one of the gate's upstreams.
+type UpstreamStatus struct {
+	// Upstream names it (Options.Upstream or one of Options.Fallbacks;
+	// "" when the gate has none).
+	Upstream string
+	State    UpstreamState
+	// RetryAfter is the time left in the cooldown or pause; while one call
+	// probes the upstream after it (Probing), the probe's lease left.
+	RetryAfter time.Duration
+	// Reason is the classification code that cooled or paused it.
+	Reason string
+	// Probing is set while one call probes the upstream after a cooldown
+	// or pause ended; the others stay refused until it settles.
+	Probing bool
+
+	// Deprecated: use Upstream, which holds the same name.
+	Scope string
+}
+
+// name is the upstream's name, from the deprecated Scope when only it is
+// set (an UpstreamStatus built by hand).
+func (u UpstreamStatus) name() string {
+	if u.Upstream == "" {
+		return u.Scope
+	}
+	return u.Upstream
+}
+
+// refusing reports whether the upstream refuses calls.
+func (u UpstreamStatus) refusing() bool { return u.State != UpstreamOpen || u.Probing }
+
+// statusOf is the public form of an upstream's status.
+func statusOf(s upstream.Status) UpstreamStatus {
+	return UpstreamStatus{Upstream: s.Name, Scope: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
+		Reason: s.Reason, Probing: s.Probing}
+}
+
+func statusesOf(ss []upstream.Status) []UpstreamStatus {
+	if ss == nil {
+		return nil
+	}
+	out := make([]UpstreamStatus, len(ss))
+	for i, s := range ss {
+		out[i] = statusOf(s)
+	}
+	return out
+}
+
+// upstreamRefusal refuses a call every upstream refused: the wait is the
+// soonest any of them reopens.
+func upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
+	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
+	for i, u := range b.Upstreams {
+		if i == 0 || u.RetryAfter < b.RetryAfter {
+			b.RetryAfter, b.Reason = u.RetryAfter, u.Reason
+		}
+	}
+	return b
+}
+
+// nextUpstream is the upstream a call would use: the first open one, else
+// the one that reopens soonest.
+func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
+	var soonest UpstreamStatus
+	for i, u := range ups {
+		if !u.refusing() {
+			return u
+		}
+		if i == 0 || u.RetryAfter < soonest.RetryAfter {
+			soonest = u
+		}
+	}
+	return soonest
+}
+
+// Former names of UpstreamState and its values.
+type (
+	// Deprecated: use UpstreamState.
+	ScopeState = UpstreamState
+)
+
+const (
+	// Deprecated: use UpstreamOpen.
+	ScopeOpen = UpstreamOpen
+	// Deprecated: use UpstreamCoolingDown.
+	ScopeCooling = UpstreamCoolingDown
+	// Deprecated: use UpstreamPaused.
+	ScopePaused = UpstreamPaused
+)
