@@ -69,7 +69,7 @@ func TestStormAtTheLimit(t *testing.T) {
 							opts := g.opts
 							opts.Prefix = redistest.UniqueKey(t)
 							r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-								Dialect: d.dialect, Procs: procs, Seed: 1, Redis: addr, Gate: opts,
+								Dialect: d.dialect, RPM: 3000, Arrivals: 1500 * time.Millisecond, Procs: procs, Seed: 1, Redis: addr, Gate: opts,
 							})
 							if err != nil {
 								t.Fatal(err)
