@@ -1,6 +1,7 @@
 package limitstorm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -31,7 +32,8 @@ type Config struct {
 	Arrivals time.Duration
 	// Drain is how long after the arrivals end a job may still complete;
 	// a job not completed by then, or told to wait past it, is lost
-	// (default: 4 × Arrivals, time enough for the backlog at Offer 2.5).
+	// (default: 4 × Arrivals, at least 10s: time for the backlog at Offer
+	// 2.5, and for a few of the reactive gate's 2 s waits in a row).
 	Drain time.Duration
 	// Latency is a call's mean answer time: each call's is drawn from
 	// [Latency/2, 3·Latency/2) after the provider decided on it
@@ -47,6 +49,12 @@ type Config struct {
 	// options cross to the workers as data: Classify and Observer must be
 	// nil.
 	Gate gate.Options `json:"-"`
+
+	// Through, when set, runs the jobs instead of Gates in this process:
+	// a queue adapter's storm, whose workers call Storm.Call under their
+	// own Gates. It returns when every job completed, failed or was lost
+	// (Storm.End). Gates, Procs, Redis and Gate are then unused.
+	Through func(ctx context.Context, s *Storm) Outcome `json:"-"`
 }
 
 // Redis addresses the Redis the Gates share: each Gate connects on its
@@ -64,8 +72,9 @@ const (
 	defaultArrivals = 2 * time.Second
 	defaultLatency  = 40 * time.Millisecond
 	defaultScope    = "llm"
-	// drainArrivals is Drain's default in Arrivals.
+	// drainArrivals is Drain's default in Arrivals, at least minDrain.
 	drainArrivals = 4
+	minDrain      = 10 * time.Second
 )
 
 // Job sizes: a prompt of promptChars (4 characters a token at the
@@ -113,7 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Arrivals = defaultArrivals
 	}
 	if c.Drain == 0 {
-		c.Drain = drainArrivals * c.Arrivals
+		c.Drain = max(drainArrivals*c.Arrivals, minDrain)
 	}
 	if c.Latency == 0 {
 		c.Latency = defaultLatency
@@ -124,7 +133,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Procs > c.Gates {
 		bad = append(bad, fmt.Errorf("Procs %d is more than Gates %d: a process would have none", c.Procs, c.Gates))
 	}
-	if len(c.Redis.Addrs) == 0 {
+	if len(c.Redis.Addrs) == 0 && c.Through == nil {
 		bad = append(bad, errors.New("Redis.Addrs is empty"))
 	}
 	if c.Procs >= 2 && (c.Gate.Classify != nil || c.Gate.Observer != nil) {

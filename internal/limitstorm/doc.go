@@ -19,6 +19,10 @@
 // Config.Seed; what the goroutines and Redis make of them does not, so two
 // runs of one seed agree closely, not exactly.
 //
+// A queue adapter's storm (asynq, River) sets Config.Through: Run hands
+// it the Storm, whose jobs the queue's workers run under their own Gates,
+// each making its call with Storm.Call.
+//
 // Worker processes are the running binary started again: a binary that
 // runs storms with Config.Procs ≥ 2 calls RunWorker first thing (a test's
 // TestMain, bench's main), which runs the worker when the process was

@@ -8,10 +8,10 @@ import (
 )
 
 // Run runs one storm: it starts the provider, drains its bucket, runs
-// the jobs in this process or in Config.Procs worker processes, and
-// returns what they came to. The error is for a storm that could not run
-// (a bad Config, a worker that did not start); what the jobs met is in
-// the Result.
+// the jobs (in this process, in Config.Procs worker processes, or through
+// Config.Through), and returns what they came to. The error is for a
+// storm that could not run (a bad Config, a worker that did not start);
+// what the jobs met is in the Result.
 func Run(ctx context.Context, c Config) (Result, error) {
 	if os.Getenv(workerEnv) != "" {
 		return Result{}, errors.New("limitstorm: Run in a worker process: its binary does not call RunWorker first")
@@ -26,8 +26,15 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	}
 	defer up.close()
 
-	var out outcome
-	if c.procs() == 1 {
+	var out Outcome
+	switch {
+	case c.Through != nil:
+		s := newStorm(c, up.url())
+		defer s.close()
+		up.drain()
+		s.begin(c, up.drained)
+		out = c.Through(ctx, s)
+	case c.procs() == 1:
 		s, err := newShare(c, up.url(), 0)
 		if err != nil {
 			return Result{}, err
@@ -35,7 +42,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		defer s.close()
 		up.drain()
 		out = s.run(ctx, up.drained)
-	} else {
+	default:
 		ws, err := startWorkers(ctx, c, up.url())
 		if err != nil {
 			return Result{}, err
@@ -48,10 +55,11 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	return result(c, up, out), nil
 }
 
-func result(c Config, up *upstream, out outcome) Result {
+func result(c Config, up *upstream, out Outcome) Result {
 	st := up.stats()
 	r := Result{
-		Jobs: out.Jobs, Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
+		Jobs:      len(schedule(c)),
+		Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
 		Errors: out.Errors, FirstError: out.FirstError,
 		Served: st.Served, Refused: st.Refused,
 	}

@@ -3,14 +3,11 @@ package limitstorm
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -18,15 +15,19 @@ import (
 // (Redis unreachable, say) before it tries again; such errors are counted.
 const errorPause = 100 * time.Millisecond
 
-// outcome is what one process's jobs came to.
-type outcome struct {
-	Jobs, Completed, Failed, Lost, Errors int
-	FirstError                            string
-	Last                                  time.Time // the last completion
+// Outcome is how a storm's jobs ended (in one process, or through a
+// Config.Through).
+type Outcome struct {
+	Completed, Failed, Lost int
+	// Errors counts refusals that stated no wait and were not ErrFailed;
+	// FirstError is the first one's text.
+	Errors     int
+	FirstError string
+	// Last is the last completion.
+	Last time.Time
 }
 
-func (o *outcome) add(p outcome) {
-	o.Jobs += p.Jobs
+func (o *Outcome) add(p Outcome) {
 	o.Completed += p.Completed
 	o.Failed += p.Failed
 	o.Lost += p.Lost
@@ -40,22 +41,21 @@ func (o *outcome) add(p outcome) {
 }
 
 // share is one process's part of a storm: its Gates, each with a Redis
-// client and a go-openai client of its own, and their jobs.
+// client of its own, and their jobs.
 type share struct {
 	c       Config
+	storm   *Storm
 	gates   map[int]*gate.Gate
-	clients map[int]*openai.Client
 	closers []func() error
 
 	mu  sync.Mutex
-	out outcome
+	out Outcome
 }
 
 // newShare builds the Gates process proc runs, calling the provider at url.
 func newShare(c Config, url string, proc int) (*share, error) {
-	s := &share{c: c, gates: map[int]*gate.Gate{}, clients: map[int]*openai.Client{}}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	s.closers = append(s.closers, func() error { hc.CloseIdleConnections(); return nil })
+	s := &share{c: c, storm: newStorm(c, url), gates: map[int]*gate.Gate{}}
+	s.closers = append(s.closers, func() error { s.storm.close(); return nil })
 	for k := range c.Gates {
 		if k%c.procs() != proc {
 			continue
@@ -67,10 +67,7 @@ func newShare(c Config, url string, proc int) (*share, error) {
 			s.close()
 			return nil, err
 		}
-		oc := openai.DefaultConfig("sk-limitstorm")
-		oc.BaseURL = url
-		oc.HTTPClient = &classify.Transport{Doer: hc}
-		s.gates[k], s.clients[k] = g, openai.NewClientWithConfig(oc)
+		s.gates[k] = g
 	}
 	return s, nil
 }
@@ -89,19 +86,20 @@ func (s *share) close() {
 }
 
 // run runs this process's jobs, arriving after start, until each
-// completed, failed, or was lost at the end of the drain.
-func (s *share) run(ctx context.Context, start time.Time) outcome {
-	end := start.Add(s.c.Arrivals + s.c.Drain)
+// completed, failed, or was lost at the end of the drain. Job j runs on
+// Gate j mod Gates.
+func (s *share) run(ctx context.Context, start time.Time) Outcome {
+	s.storm.begin(s.c, start)
 	var wg sync.WaitGroup
-	for _, j := range schedule(s.c) {
-		g, ok := s.gates[j.gate(s.c)]
+	for _, j := range s.storm.Jobs {
+		g, ok := s.gates[j.ID%s.c.Gates]
 		if !ok {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.job(ctx, j, g, s.clients[j.gate(s.c)], start, end)
+			s.job(ctx, j, g)
 		}()
 	}
 	wg.Wait()
@@ -109,26 +107,22 @@ func (s *share) run(ctx context.Context, start time.Time) outcome {
 }
 
 // job runs one job: it arrives, calls through its Gate, and retries when
-// gate.RetryAfter says, until it completes, fails, or would wait past end.
-func (s *share) job(ctx context.Context, j job, g *gate.Gate, cl *openai.Client, start, end time.Time) {
-	answer, req := j.answers(s.c), j.request()
-	s.note(func(o *outcome) { o.Jobs++ })
-	if !sleep(ctx, time.Until(start.Add(j.at))) {
-		s.note(func(o *outcome) { o.Lost++ })
+// gate.RetryAfter says, until it completes, fails, or would wait past the
+// end of the drain.
+func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
+	if !sleep(ctx, time.Until(s.storm.Start.Add(j.At))) {
+		s.note(func(o *Outcome) { o.Lost++ })
 		return
 	}
 	for {
-		err := g.Do(ctx, j.key(), func(ctx context.Context, _ *gate.Lease) error {
-			_, err := cl.CreateChatCompletion(ctx, req)
-			// The provider decided at once; its answer takes a while.
-			sleep(ctx, answer())
-			return err
+		err := g.Do(ctx, j.Key(), func(ctx context.Context, _ *gate.Lease) error {
+			return s.storm.Call(ctx, j.ID)
 		})
 		wait, ok := gate.RetryAfter(err)
 		switch {
 		case err == nil:
 			now := time.Now()
-			s.note(func(o *outcome) {
+			s.note(func(o *Outcome) {
 				o.Completed++
 				if now.After(o.Last) {
 					o.Last = now
@@ -136,10 +130,10 @@ func (s *share) job(ctx context.Context, j job, g *gate.Gate, cl *openai.Client,
 			})
 			return
 		case errors.Is(err, gate.ErrFailed):
-			s.note(func(o *outcome) { o.Failed++ })
+			s.note(func(o *Outcome) { o.Failed++ })
 			return
 		case !ok:
-			s.note(func(o *outcome) {
+			s.note(func(o *Outcome) {
 				o.Errors++
 				if o.FirstError == "" {
 					o.FirstError = err.Error()
@@ -147,14 +141,14 @@ func (s *share) job(ctx context.Context, j job, g *gate.Gate, cl *openai.Client,
 			})
 			wait = errorPause
 		}
-		if time.Now().Add(wait).After(end) || !sleep(ctx, wait) {
-			s.note(func(o *outcome) { o.Lost++ })
+		if time.Now().Add(wait).After(s.storm.End) || !sleep(ctx, wait) {
+			s.note(func(o *Outcome) { o.Lost++ })
 			return
 		}
 	}
 }
 
-func (s *share) note(f func(*outcome)) {
+func (s *share) note(f func(*Outcome)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f(&s.out)

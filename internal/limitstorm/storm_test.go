@@ -52,6 +52,11 @@ var gates = []struct {
 // completed a job. The 429 share and the goodput are logged, and held to
 // the targets for a gate that admits.
 func TestStormAtTheLimit(t *testing.T) {
+	const (
+		rpm      = 3000
+		arrivals = time.Second
+		jobs     = 125 // 2.5 × 3000 a minute for a second
+	)
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			addr := realTime(t, tg)
@@ -69,12 +74,15 @@ func TestStormAtTheLimit(t *testing.T) {
 							opts := g.opts
 							opts.Prefix = redistest.UniqueKey(t)
 							r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-								Dialect: d.dialect, RPM: 3000, Arrivals: 1500 * time.Millisecond, Procs: procs, Seed: 1, Redis: addr, Gate: opts,
+								Dialect: d.dialect, RPM: rpm, Arrivals: arrivals, Procs: procs, Seed: 1, Redis: addr, Gate: opts,
 							})
 							if err != nil {
 								t.Fatal(err)
 							}
 							t.Log(r)
+							if r.Jobs != jobs {
+								t.Fatalf("%d jobs arrived, want %d", r.Jobs, jobs)
+							}
 							checkInvariants(t, r)
 							t.Run("targets", func(t *testing.T) {
 								if !g.admits {

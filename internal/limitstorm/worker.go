@@ -189,9 +189,9 @@ func (w *worker) line(within time.Duration, prefix string) (string, error) {
 }
 
 // run starts every worker's jobs at start and merges their outcomes.
-func (ws workers) run(start time.Time) (outcome, error) {
+func (ws workers) run(start time.Time) (Outcome, error) {
 	defer ws.kill()
-	var out outcome
+	var out Outcome
 	for _, w := range ws {
 		if _, err := fmt.Fprintf(w.in, startFormat, start.UnixNano()); err != nil {
 			return out, err
@@ -199,7 +199,7 @@ func (ws workers) run(start time.Time) (outcome, error) {
 	}
 	var errs []error
 	for _, w := range ws {
-		var o outcome
+		var o Outcome
 		l, err := w.line(time.Until(start)+w.runs+resultSlack, "{")
 		if err == nil {
 			err = json.Unmarshal([]byte(l), &o)
