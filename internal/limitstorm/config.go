@@ -15,11 +15,15 @@ import (
 type Config struct {
 	// Dialect is the provider imitated (default: llmfake.OpenAI).
 	Dialect llmfake.Dialect
-	// RPM is the provider's requests-per-minute limit, the one the storm
-	// presses on (default: 1500, 25 calls a second). Its token limits are
-	// set far above what the calls use: they are reported in the headers,
-	// as a real provider's are, but never refuse.
+	// RPM is the provider's requests-per-minute limit (default: 1500, 25
+	// calls a second).
 	RPM int64
+	// TPM is its tokens-per-minute limit: OpenAI's counts each call's
+	// prompt and max_tokens, Anthropic's the prompt (input tokens). 0 sets
+	// it far above what the calls use, so the requests limit alone
+	// refuses; the headers report it either way, as a real provider's
+	// do. Anthropic's output-tokens limit is always far above.
+	TPM int64
 	// Gates is how many Gates share the upstream (default: 4).
 	Gates int
 	// Procs is how many worker processes the Gates are spread over, Gate
@@ -84,9 +88,22 @@ var (
 	maxTokens   = [2]int{16, 128}
 )
 
-// tokenHeadroom sets the token limits: this many tokens a request, above
-// the largest call's, so the requests limit alone refuses.
-const tokenHeadroom = 1000
+// charsPerToken is the provider's estimate of a prompt's tokens: "one
+// token generally corresponds to ~4 characters of text"
+// (https://platform.openai.com/tokenizer), as llmfake counts them.
+const charsPerToken = 4
+
+// ampleTokens sets a token limit that never refuses: this many tokens a
+// request, far above the largest call's.
+const ampleTokens = 2000
+
+// tpm is the provider's tokens-per-minute limit.
+func (c Config) tpm() int64 {
+	if c.TPM != 0 {
+		return c.TPM
+	}
+	return c.RPM * ampleTokens
+}
 
 // ErrInvalidConfig is matched by the error Run returns for a bad Config;
 // its text names every bad field.
@@ -102,7 +119,7 @@ func (c Config) withDefaults() (Config, error) {
 		name string
 		neg  bool
 	}{
-		{"RPM", c.RPM < 0}, {"Gates", c.Gates < 0}, {"Procs", c.Procs < 0}, {"Offer", c.Offer < 0},
+		{"RPM", c.RPM < 0}, {"TPM", c.TPM < 0}, {"Gates", c.Gates < 0}, {"Procs", c.Procs < 0}, {"Offer", c.Offer < 0},
 		{"Arrivals", c.Arrivals < 0}, {"Drain", c.Drain < 0}, {"Latency", c.Latency < 0},
 	} {
 		if f.neg {

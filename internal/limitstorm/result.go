@@ -22,12 +22,16 @@ type Result struct {
 	// Bursts counts the storm's runs of 429s no more than 50 ms apart,
 	// and LargestBurst is the longest.
 	Bursts, LargestBurst int
-	// Elapsed is from the start of the storm (the provider's bucket just
+	// Tokens is what the calls served counted against the provider's
+	// token limit.
+	Tokens int64
+	// Elapsed is from the start of the storm (the provider's buckets just
 	// drained) to the last completion, or to the end of the drain when a
-	// job was lost; Allowed is how many calls the provider's requests
-	// limit allowed in it.
-	Elapsed time.Duration
-	Allowed float64
+	// job was lost; Allowed and AllowedTokens are how many calls and
+	// tokens the provider's limits allowed in it.
+	Elapsed       time.Duration
+	Allowed       float64
+	AllowedTokens float64
 }
 
 // RefusedShare is the share of upstream calls that earned a 429.
@@ -38,17 +42,23 @@ func (r Result) RefusedShare() float64 {
 	return float64(r.Refused) / float64(r.Served+r.Refused)
 }
 
-// Goodput is the calls served ÷ the calls the limit allowed while the
-// storm lasted: 1 is every call the provider would take, taken.
+// Goodput is how much of the binding limit the calls served used while
+// the storm lasted: the calls served ÷ the calls allowed, or the tokens
+// ÷ the tokens allowed, whichever is higher. 1 is every call the
+// provider would take, taken.
 func (r Result) Goodput() float64 {
-	if r.Allowed == 0 {
-		return 0
+	var g float64
+	if r.Allowed > 0 {
+		g = float64(r.Served) / r.Allowed
 	}
-	return float64(r.Served) / r.Allowed
+	if r.AllowedTokens > 0 {
+		g = max(g, float64(r.Tokens)/r.AllowedTokens)
+	}
+	return g
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d); goodput %.2f (%d of %.0f allowed in %v)",
+	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d); goodput %.2f (%d of %.0f calls, %d of %.0f tokens allowed in %v)",
 		r.Jobs, r.Completed, r.Failed, r.Lost, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
-		r.Bursts, r.LargestBurst, r.Goodput(), r.Served, r.Allowed, r.Elapsed.Round(time.Millisecond))
+		r.Bursts, r.LargestBurst, r.Goodput(), r.Served, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
 }

@@ -34,6 +34,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		up.drain()
 		s.begin(c, up.drained)
 		out = c.Through(ctx, s)
+		out.Tokens = s.tokens.Load()
 	case c.procs() == 1:
 		s, err := newShare(c, up.url(), 0)
 		if err != nil {
@@ -61,7 +62,7 @@ func result(c Config, up *upstream, out Outcome) Result {
 		Jobs:      len(schedule(c)),
 		Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
 		Errors: out.Errors, FirstError: out.FirstError,
-		Served: st.Served, Refused: st.Refused,
+		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens,
 	}
 	r.Bursts, r.LargestBurst = up.bursts()
 	// A lost job waited to the end: the storm lasted the whole run.
@@ -72,5 +73,6 @@ func result(c Config, up *upstream, out Outcome) Result {
 		r.Elapsed = out.Last.Sub(up.drained)
 	}
 	r.Allowed = float64(c.RPM) * r.Elapsed.Minutes()
+	r.AllowedTokens = float64(c.tpm()) * r.Elapsed.Minutes()
 	return r
 }

@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/llmfake"
 )
 
 // Job is one job of a storm.
@@ -24,6 +26,19 @@ type Job struct {
 
 	chars     int // the prompt's length
 	maxTokens int
+}
+
+// tokens is what the job's call counts against the provider's token
+// limit as llmfake charges it: its prompt at charsPerToken (rounded up)
+// and, for OpenAI, whose one limit counts input and output, its
+// max_tokens, charged up front (Cerebras documents the same; Anthropic
+// keeps output tokens on a limit of their own).
+func (j Job) tokens(d llmfake.Dialect) int64 {
+	n := int64((j.chars + charsPerToken - 1) / charsPerToken)
+	if d == llmfake.OpenAI {
+		n += int64(j.maxTokens)
+	}
+	return n
 }
 
 // Key is the job's gate key.
@@ -40,9 +55,11 @@ type Storm struct {
 	// End is the end of the drain: a job not completed by then is lost.
 	End time.Time
 
+	dialect llmfake.Dialect
 	client  *openai.Client
 	http    *http.Client
 	answers []*answers
+	tokens  atomic.Int64 // on the token limit, of the calls served
 }
 
 // schedule draws a storm's jobs from c.Seed: Offer × RPM a minute for
@@ -67,7 +84,7 @@ func schedule(c Config) []Job {
 
 // newStorm is the storm of c, calling the provider at url.
 func newStorm(c Config, url string) *Storm {
-	s := &Storm{Jobs: schedule(c), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	s := &Storm{Jobs: schedule(c), dialect: c.Dialect, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	for i := range s.Jobs {
 		s.answers = append(s.answers, &answers{rng: rand.New(rand.NewPCG(c.Seed, uint64(i)+2)), latency: c.Latency})
 	}
@@ -96,6 +113,9 @@ func (s *Storm) Call(ctx context.Context, id int) error {
 		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: strings.Repeat("x", j.chars)}},
 		MaxTokens: j.maxTokens,
 	})
+	if err == nil {
+		s.tokens.Add(j.tokens(s.dialect))
+	}
 	sleep(ctx, s.answers[id].next())
 	return err
 }

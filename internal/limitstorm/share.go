@@ -25,6 +25,9 @@ type Outcome struct {
 	FirstError string
 	// Last is the last completion.
 	Last time.Time
+	// Tokens is what the calls served counted against the token limit;
+	// Run fills it from Storm.Call.
+	Tokens int64
 }
 
 func (o *Outcome) add(p Outcome) {
@@ -32,6 +35,7 @@ func (o *Outcome) add(p Outcome) {
 	o.Failed += p.Failed
 	o.Lost += p.Lost
 	o.Errors += p.Errors
+	o.Tokens += p.Tokens
 	if o.FirstError == "" {
 		o.FirstError = p.FirstError
 	}
@@ -103,6 +107,7 @@ func (s *share) run(ctx context.Context, start time.Time) Outcome {
 		}()
 	}
 	wg.Wait()
+	s.out.Tokens = s.storm.tokens.Load()
 	return s.out
 }
 

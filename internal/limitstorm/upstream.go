@@ -1,6 +1,7 @@
 package limitstorm
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/internal/llmfake"
 )
 
@@ -17,7 +19,10 @@ type upstream struct {
 	p   *llmfake.Provider
 	srv *httptest.Server
 
-	drained time.Time     // when the storm started: the bucket was empty
+	dialect llmfake.Dialect
+	tokens  bool // the token limit binds: drain it too
+
+	drained time.Time     // when the storm started: the buckets were empty
 	base    llmfake.Stats // the answers before
 
 	mu      sync.Mutex
@@ -25,12 +30,11 @@ type upstream struct {
 }
 
 func newUpstream(c Config) (*upstream, error) {
-	tokens := c.RPM * int64(promptChars[1]/4+maxTokens[1]+tokenHeadroom)
-	p, err := llmfake.New(llmfake.Config{Dialect: c.Dialect, RPM: c.RPM, TPM: tokens, OutputTPM: tokens})
+	p, err := llmfake.New(llmfake.Config{Dialect: c.Dialect, RPM: c.RPM, TPM: c.tpm(), OutputTPM: c.RPM * ampleTokens})
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{p: p}
+	u := &upstream{p: p, dialect: c.Dialect, tokens: c.TPM != 0}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u, nil
 }
@@ -49,20 +53,38 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// drain empties the provider's requests bucket with calls of no tokens,
-// so the storm starts at the limit, and starts the storm's count.
+// drain empties the provider's requests bucket (and its tokens bucket,
+// when Config.TPM set it), reading what is left from its headers, so the
+// storm starts at the limit, and starts the storm's count.
 func (u *upstream) drain() {
+	h := u.drainCall(0)
 	for {
-		w := httptest.NewRecorder()
-		u.p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"drain","messages":[]}`)))
-		if w.Code == http.StatusTooManyRequests {
-			break
+		b, _ := classify.ParseBudget(h, time.Now())
+		switch {
+		case b.Requests.Remaining == 0:
+			u.base, u.drained = u.p.Stats(), time.Now()
+			u.mu.Lock()
+			u.refusal = nil
+			u.mu.Unlock()
+			return
+		case u.tokens && b.Tokens.Remaining > 0:
+			h = u.drainCall(b.Tokens.Remaining)
+		default:
+			h = u.drainCall(0)
 		}
 	}
-	u.base, u.drained = u.p.Stats(), time.Now()
-	u.mu.Lock()
-	u.refusal = nil
-	u.mu.Unlock()
+}
+
+// drainCall sends the provider a call of n tokens on its token limit and
+// returns the answer's headers.
+func (u *upstream) drainCall(n int64) http.Header {
+	body := fmt.Sprintf(`{"model":"drain","messages":[],"max_tokens":%d}`, n)
+	if u.dialect == llmfake.Anthropic { // its token limit counts input tokens
+		body = fmt.Sprintf(`{"model":"drain","messages":[{"role":"user","content":"%s"}],"max_tokens":0}`, strings.Repeat("x", int(n)*charsPerToken))
+	}
+	w := httptest.NewRecorder()
+	u.p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
+	return w.Header()
 }
 
 // stats are the provider's answers since the drain.
