@@ -162,7 +162,7 @@ func TestQuick(t *testing.T) {
 			admitting++
 		}
 	}
-	if exp, got := len(limitGates)*len(limitDialects), len(res.limit); exp != got {
+	if exp, got := len(limitGates)*len(limitProviders), len(res.limit); exp != got {
 		t.Errorf("exp %d rows at the limit, got %d", exp, got)
 	}
 	for _, want := range []string{"## At the provider's rate limit (issue 31)", "| " + limitGates[0].name + " | Anthropic |"} {

@@ -38,11 +38,14 @@ var limitGates = []struct {
 	{name: "reactive, defaults", opts: gate.Options{}},
 }
 
-// limitDialects are the providers imitated.
-var limitDialects = []struct {
+// limitProviders are the providers imitated: requests bind, or OpenAI's
+// tokens (110 a request where a call counts 127 on average: offered
+// 2.9 × the token limit).
+var limitProviders = []struct {
 	name    string
 	dialect llmfake.Dialect
-}{{"OpenAI", llmfake.OpenAI}, {"Anthropic", llmfake.Anthropic}}
+	tpm     int64 // ÷ RPM; 0: tokens never bind
+}{{"OpenAI", llmfake.OpenAI, 0}, {"Anthropic", llmfake.Anthropic, 0}, {"OpenAI, tokens bind", llmfake.OpenAI, 110}}
 
 // limitRow is one gate against one provider: a storm per seed.
 type limitRow struct {
@@ -53,7 +56,7 @@ type limitRow struct {
 
 func runLimitStorms(ctx context.Context, addr string, p limitParams, log io.Writer) ([]*limitRow, error) {
 	var rows []*limitRow
-	for _, d := range limitDialects {
+	for _, d := range limitProviders {
 		for _, g := range limitGates {
 			rows = append(rows, &limitRow{gate: g.name, provider: d.name, admits: g.admits})
 		}
@@ -62,12 +65,12 @@ func runLimitStorms(ctx context.Context, addr string, p limitParams, log io.Writ
 	// alike for all of them.
 	for si, seed := range p.seeds {
 		i := 0
-		for _, d := range limitDialects {
-			for gi, g := range limitGates {
+		for _, d := range limitProviders {
+			for _, g := range limitGates {
 				opts := g.opts
-				opts.Prefix = fmt.Sprintf("limit:%d:%d:%d", si, gi, d.dialect)
+				opts.Prefix = fmt.Sprintf("limit:%d:%d", si, i)
 				r, err := limitstorm.Run(ctx, limitstorm.Config{
-					Dialect: d.dialect, RPM: p.rpm, Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed,
+					Dialect: d.dialect, RPM: p.rpm, TPM: d.tpm * p.rpm, Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed,
 					Redis: limitstorm.Redis{Addrs: []string{addr}}, Gate: opts,
 				})
 				if err != nil {
@@ -109,16 +112,17 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 	p := r.set.limit
 	fmt.Fprintf(b, "\n## At the provider's rate limit (issue 31)\n\n"+
 		"Four Gates in one process share one upstream (`Scope`) and this Redis; each job calls go-openai through `classify.Transport` "+
-		"against `internal/llmfake`, a provider enforcing %d requests a minute as a token bucket, emptied when the storm starts, "+
+		"against `internal/llmfake`, a provider enforcing %d requests a minute as a token bucket, emptied when the storm starts "+
+		"(and, where tokens bind, %d tokens a minute: a call counts its prompt at 4 characters a token and its max_tokens), "+
 		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429. "+
 		"Jobs arrive at %.1f× the limit for %v (a Poisson process, seeded); each refused job retries when `gate.RetryAfter` says, "+
 		"and one told to wait past %v after the arrivals is lost. "+
-		"429s: the provider's own count, of every call it answered; goodput: calls served ÷ the calls the limit allowed from the start "+
+		"429s: the provider's own count, of every call it answered; goodput: calls (or tokens, where they bind) served ÷ those the limit allowed from the start "+
 		"to the last completion (to the end, when a job was lost); a burst: 429s at most 50 ms apart. "+
-		"Medians over seeds %v, the range in brackets. "+
+		"Medians over seeds %s, the range in brackets. "+
 		"The issue's targets (429s ≤ 1 %%, goodput ≥ 0.9×) apply to a gate that admits calls from the provider's budget; "+
 		"the reactive gate learns of the limit from a 429 and cools for its hint.\n\n",
-		p.rpm, p.offer, p.arrivals, p.drain, p.seeds)
+		p.rpm, limitProviders[len(limitProviders)-1].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
 	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | largest 429 burst | jobs | lost (worst) | failed (worst) |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.limit {
