@@ -44,12 +44,6 @@ var gates = []struct {
 	{name: "reactive", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}},
 }
 
-// Four gates, in this process and in two worker processes, share one
-// upstream and one Redis; jobs arrive at 2.5 × the provider's requests
-// limit and retry when gate.RetryAfter says. No job is lost or marked
-// Failed, and a call runs once per job: every call the provider served
-// completed a job. The 429 share and the goodput are logged, and held to
-// the targets for a gate that admits.
 // The storms' size: 2.5 × 3000 a minute for a second.
 const (
 	rpm      = 3000
@@ -57,6 +51,12 @@ const (
 	jobs     = 125
 )
 
+// Four gates, in this process and in two worker processes, share one
+// upstream and one Redis; jobs arrive at 2.5 × the provider's requests
+// limit and retry when gate.RetryAfter says. No job is lost or marked
+// Failed, and a call runs once per job: every call the provider served
+// completed a job. The 429 share and the goodput are logged, and held to
+// the targets for a gate that admits.
 func TestStormAtTheLimit(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
