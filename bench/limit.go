@@ -117,7 +117,7 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429. "+
 		"Jobs arrive at %.1f× the limit for %v (a Poisson process, seeded); each refused job retries when `gate.RetryAfter` says, "+
 		"and one told to wait past %v after the arrivals is lost. "+
-		"429s: the provider's own count, of every call it answered; goodput: calls (or tokens, where they bind) served ÷ those the limit allowed from the start "+
+		"429s: the provider's own count, of every call it answered; goodput: jobs completed (or their tokens, where tokens bind) ÷ the calls (tokens) the limit allowed from the start "+
 		"to the last completion (to the end, when a job was lost); a burst: 429s at most 50 ms apart. "+
 		"Medians over seeds %s, the range in brackets. "+
 		"The issue's targets (429s ≤ 1 %%, goodput ≥ 0.9×) apply to a gate that admits calls from the provider's budget; "+

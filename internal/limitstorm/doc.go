@@ -9,10 +9,10 @@
 // each refused job is retried when gate.RetryAfter says.
 //
 // A Result counts what a user of a queue cares about: the share of upstream
-// calls that earned a 429 (the provider's own count), the goodput (calls,
-// or tokens where they bind, served ÷ those the limit allowed from the
-// start of the storm to its last completion), and the jobs that never
-// completed (Lost) or were marked Failed.
+// calls that earned a 429 (the provider's own count), the goodput (jobs
+// completed, or their tokens where tokens bind, ÷ the calls or tokens the
+// limit allowed from the start of the storm to its last completion), and
+// the jobs that never completed (Lost) or were marked Failed.
 //
 // The provider's buckets are drained when the storm starts, so the run
 // measures the steady state at the limit, not a minute of a full bucket.
