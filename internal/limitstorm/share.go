@@ -21,7 +21,9 @@ type Outcome struct {
 	Completed, Failed, Lost int
 	// Stale counts calls whose lease was gone when they ended (ErrNotOwned,
 	// ErrLeaseLost: the process stalled past the lease, or another owner
-	// took the job): the job ran again, as a queue would run it.
+	// took the job): the job ran again, as a queue would run it. A
+	// Config.Through leaves it 0: its queue runs such a job again itself,
+	// and Result.Served less Completed counts them.
 	Stale int
 	// Errors counts other refusals that stated no wait and were not
 	// ErrFailed; FirstError is the first one's text.
