@@ -40,8 +40,9 @@ func limitJob(_ context.Context, t *asynq.Task) (string, error) {
 // one Redis; tasks are enqueued at 2.5 × the provider's requests limit
 // and the middleware retries each refused one when the gate says (asynq
 // keeps a retry's time in whole seconds). No task is lost or archived,
-// and a call runs once per task; the 429 share and goodput are logged,
-// and held to the targets once the upstream admits.
+// and each completes by one call served (a second only after a stall past
+// its lease); the 429 share and goodput are logged, and held to the
+// issue's targets once the upstream admits.
 func TestStormAtTheLimit(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {

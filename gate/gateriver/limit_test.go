@@ -26,9 +26,10 @@ const admits = false
 // Four River clients, each with a Gate of its own, share one upstream,
 // one Redis and one database; jobs are inserted at 2.5 × the provider's
 // requests limit and the middleware snoozes each refused one for the
-// gate's wait. No job is lost or discarded, and a call runs once per job;
-// the 429 share and goodput are logged, and held to the targets
-// once the upstream admits.
+// gate's wait. No job is lost or discarded, and each completes by one call
+// served (a second only after a stall past its lease); the 429 share and
+// goodput are logged, and held to the targets once the upstream
+// admits.
 func TestStormAtTheLimit(t *testing.T) {
 	rdb := redistest.Server(t).Client(t)
 	for _, d := range []struct {
