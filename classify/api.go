@@ -73,6 +73,24 @@ var byCode = map[string]Verdict{
 	"invalid_type":               vBadParameter,
 	"missing_required_parameter": vBadParameter,
 
+	// OpenAI Responses API error codes (ResponseError.code) that name the
+	// request's image or content; failed_to_download_image and
+	// vector_store_timeout may pass later and stay unlisted.
+	"invalid_image":                  vBadParameter,
+	"invalid_image_format":           vBadParameter,
+	"invalid_base64_image":           vBadParameter,
+	"invalid_image_url":              vBadParameter,
+	"image_too_large":                vBadParameter,
+	"image_too_small":                vBadParameter,
+	"image_parse_error":              vBadParameter,
+	"invalid_image_mode":             vBadParameter,
+	"image_file_too_large":           vBadParameter,
+	"unsupported_image_media_type":   vBadParameter,
+	"empty_image_file":               vBadParameter,
+	"image_file_not_found":           vBadParameter,
+	"image_content_policy_violation": vContentFilter,
+	"bio_policy":                     vContentFilter,
+
 	// google.rpc.Status.status.
 	"FAILED_PRECONDITION": vAuthKey, // Gemini: no free tier in this region, billing not enabled
 
@@ -136,11 +154,16 @@ var byType = map[string]Verdict{
 //  2. codes that say the failure is not the request's (a rate limit, a
 //     quota, a key), most specific first;
 //  3. 401 and 402, which already say the same;
-//  4. the account vocabulary (vocab.go), unless the status is a server's
-//     own (5xx, 408) and no code names the request: it only moves a
-//     verdict away from Failed;
-//  5. codes that name the request (context length, content filter): the
-//     only proof that fails a job at once;
+//  4. the account vocabulary (vocab.go): money, accounts, keys and models
+//     win over any proof. Under a server's own status (5xx, 408) without
+//     proof only money, account and key words are read: rate and
+//     overload words do not make a 500 provider-wide;
+//  5. proof that names the request: a code (context_length_exceeded,
+//     content_filter...), else words that name its size over a limit or a
+//     parameter or schema feature the model rejects (under a status that
+//     rejects a request: not 403, 404 or 5xx), or a content or guardrail
+//     verdict on it (under any status), unless the text also speaks of the
+//     account (gMention);
 //  6. the status, then a generic type. A bare rejection (400, 422,
 //     invalid_request_error, 501) is a suspect: permanent, unproven.
 func apiVerdict(status int, p problem) Verdict {
@@ -157,31 +180,66 @@ func apiVerdict(status int, p problem) Verdict {
 	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
 		return byStatus[status].with(statusEvidence(status))
 	}
+	fields := p.fields()
 	proof, proven := codeVerdict(codes, true)
 	if p.azureFilter && !proven { // innererror is only sent by Azure's content filter
 		proof, proven = vContentFilter.with("innercode:innererror"), true
 	}
-	// The server's own statuses (5xx, 408) are transient without the
-	// vocabulary's help; a proof that would fail the job is not, so the
-	// vocabulary is read before it whatever the status.
-	if proven || (status < 500 && status != http.StatusRequestTimeout) {
-		if g, ev := vocabMatch(p.fields(), gRate, gKey); g != 0 {
-			return groupVerdict[g].with(ev)
+	words, wordsEv := vocabMatch(fields, requestGroups(status)...)
+	if !proven && words != 0 {
+		if m, _ := vocabMatch(fields, gMention); m == 0 {
+			proof, proven = groupVerdict[words].with(wordsEv), true
 		}
+	}
+	account := accountGroups
+	if !proven && (status >= 500 || status == http.StatusRequestTimeout) {
+		account = serverAccountGroups
+	}
+	if g, ev := vocabMatch(fields, account...); g != 0 {
+		return groupVerdict[g].with(ev)
 	}
 	if proven {
 		return proof
 	}
 	v := statusVerdict(status, p)
-	if v.Suspect {
-		// A suspect keeps its class; words that name the request only
-		// say which rejection it is.
-		if g, ev := vocabMatch(p.fields(), gContext, gContent); g != 0 {
-			return groupVerdict[g].with(ev)
-		}
+	if v.Suspect && words != 0 {
+		// Words the account's mention kept from proving still say which
+		// rejection it is.
+		v = groupVerdict[words].with(wordsEv)
+		v.Suspect = true
 	}
 	return v
 }
+
+// requestGroups are the groups of words that name the request read under
+// status. A content or guardrail verdict is proof under any status (a
+// moderation verdict comes as a 403, a guardrail's as a 500). Words about
+// the request's size or parameters are proof only where the status itself
+// rejects a request: under 403 and 404 they more likely describe the
+// deployment ("endpoint not supported"), under a server's own 5xx its own
+// trouble, and either would fail every job at once.
+func requestGroups(status int) []group {
+	switch {
+	case status == http.StatusForbidden || status == http.StatusNotFound || status >= 500:
+		return contentGroups
+	}
+	return allRequestGroups
+}
+
+var (
+	allRequestGroups = []group{gContent, gContext, gParam}
+	contentGroups    = []group{gContent}
+)
+
+// accountGroups are the vocabulary groups that say a failure is not the
+// request's, in precedence order; serverAccountGroups those read under a
+// server's own status: the money, the account and the key fail every call
+// whatever the server says, while rate and overload words add nothing to
+// a 5xx.
+var (
+	accountGroups       = []group{gRate, gOverload, gMoney, gAccount, gNoModel, gModel, gAccess, gKey}
+	serverAccountGroups = []group{gMoney, gAccount, gKey}
+)
 
 // statusVerdict decides from the status, then from a generic type.
 func statusVerdict(status int, p problem) Verdict {

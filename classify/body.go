@@ -22,6 +22,8 @@ import (
 //	{"errors":[{"code","message"}]}                                      Cloudflare's v4 API
 //	{"__type","message"}                                                 AWS JSON (also x-amzn-ErrorType)
 //	{"detail":"message"}                                                 FastAPI servers
+//	{"detail":[{"type","loc","msg"}]}, also as "message"                 FastAPI validation (Mistral's 422)
+//	{"error":{"code","message","metadata":{"raw"}}}                      OpenRouter, the provider's body in raw
 type problem struct {
 	typ, code string
 	// inner is a second, more specific code: Azure's innererror.code or
@@ -60,6 +62,7 @@ type wireError struct {
 	ErrorType  json.RawMessage `json:"error_type"`
 	AWSType    json.RawMessage `json:"__type"`
 	Detail     json.RawMessage `json:"detail"`
+	Metadata   json.RawMessage `json:"metadata"`
 }
 
 // rpcDetail is one entry of google.rpc.Status.details.
@@ -96,6 +99,16 @@ func parseBody(b []byte) (p problem) {
 			e = &inner
 		}
 	}
+	if raw, ok := openRouterRaw(e.Metadata); ok {
+		// OpenRouter's "Provider returned error" says nothing; the
+		// provider's own body, kept in metadata.raw, says what happened.
+		if q := parseBody([]byte(raw)); q.typ != "" || q.code != "" || q.message != "" {
+			if q.status == 0 {
+				_, q.status = jsonCode(e.Code)
+			}
+			return q
+		}
+	}
 	p.typ, _ = jsonString(e.Type)
 	if p.typ == "" {
 		p.typ, _ = jsonString(top.ErrorType) // TGI
@@ -112,6 +125,19 @@ func parseBody(b []byte) (p problem) {
 		p.message = s // Ollama, TGI, xAI: {"error":"model 'x' not found"}
 	} else if s, ok := jsonString(top.Detail); ok && p.message == "" {
 		p.message = s
+	}
+	if p.message == "" {
+		// FastAPI's validation errors: a list under "detail", at the top
+		// or as the message itself.
+		detail := top.Detail
+		if len(e.Message) > 0 && e.Message[0] == '{' {
+			var m struct {
+				Detail json.RawMessage `json:"detail"`
+			}
+			_ = json.Unmarshal(e.Message, &m)
+			detail = m.Detail
+		}
+		p.message, p.inner = validationDetail(detail)
 	}
 	p.code, p.status = jsonCode(e.Code)
 	if len(e.InnerError) > 0 && e.InnerError[0] == '{' {
@@ -191,4 +217,39 @@ func jsonCode(raw json.RawMessage) (code string, status int) {
 		return "", 0
 	}
 	return codeString(c), codeStatus(c)
+}
+
+// openRouterRaw reads OpenRouter's error.metadata.raw, the upstream
+// provider's body as text.
+func openRouterRaw(meta json.RawMessage) (string, bool) {
+	if len(meta) == 0 || meta[0] != '{' {
+		return "", false
+	}
+	var m struct {
+		Raw json.RawMessage `json:"raw"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return "", false
+	}
+	raw, ok := jsonString(m.Raw)
+	return raw, ok && raw != ""
+}
+
+// validationDetail reads the first entry of FastAPI's validation error
+// list, [{"type":"extra_forbidden","loc":["body","x"],"msg":"Extra inputs
+// are not permitted"}]: its message and its type, a code.
+func validationDetail(raw json.RawMessage) (msg, typ string) {
+	if len(raw) == 0 || raw[0] != '[' {
+		return "", ""
+	}
+	var list []struct {
+		Type json.RawMessage `json:"type"`
+		Msg  json.RawMessage `json:"msg"`
+	}
+	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+		return "", ""
+	}
+	msg, _ = jsonString(list[0].Msg)
+	typ, _ = jsonString(list[0].Type)
+	return msg, typ
 }

@@ -22,6 +22,21 @@ func TestDefaultBodyShapes(t *testing.T) {
 		body   string
 		exp    classify.Verdict
 	}{
+		// OpenRouter keeps the provider's body in error.metadata.raw
+		// (openrouter.ai/docs/api-reference/errors, "Provider Errors").
+		{"OpenRouter raw: the provider's code decides", 400, `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"message\":\"bad\",\"type\":\"invalid_request_error\",\"code\":\"context_length_exceeded\"}}","provider_name":"OpenAI"}}}`,
+			permanent(classify.ReasonContextLength)},
+		{"OpenRouter raw, mid-stream: the outer code is the status", 0, `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":{\"message\":\"Slow down\"}}","provider_name":"X"}}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"OpenRouter raw that says nothing", 400, `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"<html>oops</html>","provider_name":"X"}}}`,
+			suspect(classify.ReasonInvalidRequest)},
+		// FastAPI's validation list, as the message (Mistral) or at the top.
+		{"FastAPI detail as the message", 422, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted","input":1}]},"type":"invalid_request_error","code":null}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"FastAPI detail at the top", 422, `{"detail":[{"type":"extra_forbidden","loc":["body","foo"],"msg":"Extra inputs are not permitted"}]}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"FastAPI detail naming nothing", 422, `{"detail":[{"type":"value_error","loc":["body"],"msg":"Value error"}]}`,
+			suspect(classify.ReasonInvalidRequest)},
 		{"RetryInfo fractional seconds", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}`),
 			transient(classify.ReasonRateLimited, true, 1500*time.Millisecond)},
 		{"RetryInfo without unit is no hint", 429, rpc(`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26"}`),
@@ -94,7 +109,7 @@ func TestDefaultBodyOrder(t *testing.T) {
 		{"under an HTTPError with a body", &classify.HTTPError{StatusCode: 400, Body: []byte(`{"error":{"type":"invalid_request_error","message":"bad"}}`), Err: credit},
 			suspect(classify.ReasonInvalidRequest)},
 		{"mid-stream APIError, numeric code", &openai.APIError{Code: 429, Message: "Request too large for model x on tokens per minute (TPM)"},
-			suspect(classify.ReasonTooLarge)},
+			permanent(classify.ReasonTooLarge)},
 		// encoding/json gives float64, go-openai int; a caller may build either.
 		{"mid-stream APIError, float64 status code", &openai.APIError{Code: 429.0, Message: "x"}, transient(classify.ReasonRateLimited, true, 0)},
 		{"mid-stream APIError, int64 status code", &openai.APIError{Code: int64(503), Message: "x"}, transient(classify.ReasonOverloaded, true, 0)},

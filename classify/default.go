@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Default is the default classifier, a Func. It walks err's chain once and
@@ -49,12 +47,19 @@ type signals struct {
 	timeout     bool
 	dnsNotFound bool
 	network     bool
-	badStream   bool
-	badURL      bool
+	// address is the Evidence of a network failure that says the
+	// configured address cannot be reached at all (refused, unreachable),
+	// as opposed to a connection that broke.
+	address   string
+	badStream bool
+	badURL    bool
 }
 
 // collect records what e itself says; it stops the walk at the outermost mark.
 func (s *signals) collect(e error) bool {
+	if status, p, ok := goOpenAIError(e); ok {
+		s.addAPI(status, p)
+	}
 	switch x := e.(type) {
 	case *marked:
 		if x != nil {
@@ -71,19 +76,6 @@ func (s *signals) collect(e error) bool {
 			if s.header == nil && len(x.Header) > 0 {
 				s.header = x.Header
 			}
-		}
-	case *openai.APIError:
-		if x != nil {
-			p := problem{typ: x.Type, code: codeString(x.Code), status: codeStatus(x.Code), message: x.Message}
-			if x.InnerError != nil {
-				p.inner, p.azureFilter = x.InnerError.Code, true
-			}
-			s.addAPI(x.HTTPStatusCode, p)
-		}
-	case *openai.RequestError:
-		if x != nil {
-			p := parseBody(x.Body) // JSON go-openai does not read: arrays, other shapes
-			s.addAPI(x.HTTPStatusCode, p)
 		}
 	case StatusError:
 		s.addAPI(x.HTTPStatusCode(), problem{})
@@ -111,8 +103,11 @@ func (s *signals) collect(e error) bool {
 		switch x {
 		case syscall.ETIMEDOUT:
 			s.timeout = true
-		case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-			syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+		case syscall.ECONNREFUSED:
+			s.network, s.address = true, "go:refused"
+		case syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+			s.network, s.address = true, "go:unreachable"
+		case syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE:
 			s.network = true
 		}
 	case x509.UnknownAuthorityError, *x509.UnknownAuthorityError,
@@ -135,9 +130,9 @@ func (s *signals) collect(e error) bool {
 		s.network = true
 	case is(e, http.ErrSchemeMismatch):
 		s.tls = true
-	case is(e, openai.ErrTooManyEmptyStreamMessages):
+	case goOpenAIEmptyStreamErr(e):
 		s.badStream = true
-	case isClientSentinel(e):
+	case goOpenAISentinel(e):
 		s.clientSide = true
 	}
 	if ne, ok := e.(net.Error); ok && ne.Timeout() {
@@ -150,7 +145,7 @@ func (s *signals) collect(e error) bool {
 
 // addAPI records one layer's view of a provider response. The outermost
 // layer that knows the status, and the outermost whose body says anything,
-// win: an *HTTPError from Transport holds the whole body, the go-openai
+// win: an *HTTPError from goopenai.Transport holds the whole body, the go-openai
 // error it wraps only part of it.
 func (s *signals) addAPI(status int, p problem) {
 	s.api = true
@@ -187,6 +182,9 @@ func (s *signals) verdict(now time.Time) Verdict {
 		v = Verdict{Class: ClassSystemic, Reason: ReasonNetwork, Evidence: "go:dns"}
 	case s.network:
 		v = Verdict{Class: ClassTransient, Reason: ReasonNetwork, Evidence: "go:network"}
+		if s.address != "" {
+			v.Evidence = s.address
+		}
 	case s.badStream:
 		v = Verdict{Class: ClassTransient, Reason: ReasonBadStream, Evidence: "go:stream"}
 	case s.badURL:
@@ -206,7 +204,10 @@ func (s *signals) verdict(now time.Time) Verdict {
 		// OpenAI sends x-ratelimit-reset-* on every response; they say
 		// when a limit refills, which answers only a rate-limit failure.
 		// Its 429 error type ("requests" or "tokens") names the limit hit.
-		v.RetryAfter, _ = parseRateLimitReset(s.header, s.p.typ)
+		var ok bool
+		if v.RetryAfter, ok = parseRateLimitReset(s.header, s.p.typ); !ok {
+			v.RetryAfter, _ = parseAnthropicReset(s.header, now)
+		}
 	}
 	return v
 }
@@ -242,38 +243,4 @@ func shouldRetry(v Verdict, h string) Verdict {
 		}
 	}
 	return v
-}
-
-// clientSentinels are go-openai's errors for requests it refuses to send:
-// the same request fails the same way every time.
-var clientSentinels = [...]error{
-	openai.ErrChatCompletionInvalidModel,
-	openai.ErrChatCompletionStreamNotSupported,
-	openai.ErrContentFieldsMisused,
-	openai.ErrCompletionUnsupportedModel,
-	openai.ErrCompletionStreamNotSupported,
-	openai.ErrCompletionRequestPromptTypeNotSupported,
-	openai.ErrResponseStreamNotSupported,
-	openai.ErrModerationInvalidModel,
-	openai.ErrVectorLengthMismatch,
-	openai.ErrReasoningEffortUnsupported,
-	openai.ErrReasoningToolsRequireResponses,
-	openai.ErrReasoningSamplingUnsupported,
-	openai.ErrReasoningModelMaxTokensDeprecated,
-	openai.ErrReasoningModelLimitationsLogprobs,
-	openai.ErrReasoningModelLimitationsOther,
-	openai.ErrO1MaxTokensDeprecated, //nolint:staticcheck // deprecated; older go-openai versions return it
-	openai.ErrO1BetaLimitationsMessageTypes,
-	openai.ErrO1BetaLimitationsTools,
-	openai.ErrO1BetaLimitationsLogprobs, //nolint:staticcheck // deprecated; older go-openai versions return it
-	openai.ErrO1BetaLimitationsOther,    //nolint:staticcheck // deprecated; older go-openai versions return it
-}
-
-func isClientSentinel(e error) bool {
-	for _, s := range clientSentinels {
-		if is(e, s) {
-			return true
-		}
-	}
-	return false
 }

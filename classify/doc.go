@@ -4,8 +4,10 @@
 // or nothing because the caller gave up (canceled).
 //
 // Default is the classifier the gate uses when none is given. It knows
-// github.com/sashabaranov/go-openai's errors, the error bodies of OpenAI,
-// Azure OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
+// github.com/sashabaranov/go-openai's errors (read by their shape: classify
+// does not import go-openai; package classify/goopenai, which does, holds
+// the Transport for that client), the error bodies of OpenAI, Azure
+// OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
 // Mistral, vLLM, Ollama, llama.cpp, Hugging Face TGI, xAI, Alibaba Model
 // Studio, Cloudflare (errors[]), AWS (__type, x-amzn-ErrorType) and other
 // OpenAI-compatible servers and gateways, any error that carries an HTTP
@@ -17,16 +19,36 @@
 // A job is marked Failed only on positive evidence that this request can
 // never succeed: a code or type that names the request (context length,
 // request size, content policy, a parameter the model rejects), an HTTP 413,
-// a request go-openai refuses to send, or the application's own mark. A
-// rejection without such evidence (a bare 400 or 422, an
-// invalid_request_error with a code nobody lists, a 501, x-should-retry:
-// false) is a suspect: Class is ClassPermanent and Suspect is set, and the
-// gate cools the job with its attempt counted, marking it Failed only when
-// the same rejection comes back on the job's next attempt. Words are never
-// proof: a rule on text only moves a verdict away from Failed, to systemic
-// or transient, so a wrong match costs a paused scope an operator can see,
-// not a lost job. Money, keys, accounts and missing models are never the
-// job's fault, whatever status they come with.
+// a request go-openai refuses to send, the application's own mark, or words
+// that name the request:
+//
+//   - its size over a stated limit: "prompt is too long: 227255 tokens >
+//     200000 maximum", "maximum context length is 131072 tokens",
+//     "max_tokens: 10000 > 4096, which is the maximum allowed", "inputs
+//     tokens + max_new_tokens must be <= 2048";
+//   - a parameter or schema feature the model rejects: "Invalid schema for
+//     response_format", "Unknown parameter", "Unknown name ... Cannot find
+//     field", "Extra inputs are not permitted", "functions is not
+//     supported", "roles must alternate";
+//   - a content or guardrail verdict on this input: "rejected as a result of
+//     our safety system", "Content Exists Risk", "Violated guardrail
+//     policy", "requires moderation and your input was flagged",
+//     "inappropriate content".
+//
+// A content or guardrail verdict is proof under any status or type, a 403
+// or a 500 included; words about the request's size or parameters under
+// any status that rejects a request (400, 413, 422, 429, mid-stream...),
+// not under 403 and 404, where they more likely describe the deployment
+// ("endpoint not supported"), nor under a server's own 5xx. Words about money, keys, accounts, budgets and models win over
+// them, whatever the status: a job is never Failed for those, and where
+// the text speaks of the account at all (account, organisation, plan,
+// tier, billing, quota, credits, permission, region...) words prove
+// nothing. A rejection without proof (a bare 400 or 422, an
+// invalid_request_error with a code nobody lists and no words above, a
+// 501, x-should-retry: false) is a suspect: Class is ClassPermanent and
+// Suspect is set, and the gate cools the job with its attempt counted,
+// marking it Failed only when the same rejection comes back on the job's
+// next attempt.
 //
 // Default decides by the first matching row, in this order of precedence:
 //
@@ -35,7 +57,7 @@
 //	message table: "Your credit balance is too low", "You have reached your specified API usage limits"
 //	                                               systemic   quota_exhausted          yes            message:<row>
 //	  "Request too large for ... per min" (OpenAI 429, Groq 413)
-//	                                               suspect    request_too_large        no             message:request_too_large
+//	                                               permanent  request_too_large        no             message:request_too_large
 //	  "... required for long context requests" (Anthropic 429)
 //	                                               systemic   quota_exhausted          no             message:long_context
 //	codes that are not the request's (error code, Azure innererror.code,
@@ -58,8 +80,9 @@
 //	401                                            systemic   auth                     yes            status:401
 //	402                                            systemic   quota_exhausted          yes            status:402
 //	the account vocabulary (below), in codes, types and messages, for any
-//	status but the server's own (5xx, 408); for those too when a code
-//	below would fail the job                       per group, never permanent          <field>:<word>
+//	status; under the server's own (5xx, 408) only money, account and key
+//	words, unless a proof below would fail the job
+//	                                               per group, never permanent          <field>:<word>
 //	codes that name the request (proof):
 //	  context_length_exceeded, exceed_context_size_error
 //	                                               permanent  context_length_exceeded  no             code:<code>
@@ -70,12 +93,16 @@
 //	  unsupported_parameter, invalid_type, missing_required_parameter,
 //	  string_above_max_length, array_above_max_length
 //	                                               permanent  invalid_request          no
+//	words that name the request (above; size and parameter words not under 403, 404, 5xx),
+//	unless the text speaks of the account
+//	                                               permanent  context_length_exceeded, no             <field>:<word>
+//	                                                          content_filtered or invalid_request
 //	400, 422, invalid_request_error (no code above), named by no proof;
 //	416 (a range the request asks and the model cannot give: Scaleway's
 //	max_completion_tokens above the model's limit)
 //	                                               suspect    invalid_request          no             status:400, type:invalid_request_error
-//	  ... whose message speaks of context length or content policy
-//	                                               suspect    context_length_exceeded, content_filtered   message:<word>
+//	  ... whose words name the request beside the account
+//	                                               suspect    context_length_exceeded, content_filtered or invalid_request
 //	403                                            systemic   auth                     no             status:403
 //	404                                            systemic   model_not_found          no             status:404
 //	429                                            transient  rate_limited             yes            status:429
@@ -96,11 +123,20 @@
 //	context.DeadlineExceeded, net.Error Timeout(), ETIMEDOUT
 //	                                               transient  timeout                  no             go:timeout
 //	DNS "no such host"                             systemic   network                  no             go:dns
-//	ECONNREFUSED, ECONNRESET, EPIPE, io.EOF, *net.OpError, other network errors
+//	ECONNREFUSED                                   transient  network                  no             go:refused
+//	EHOSTUNREACH, ENETUNREACH                      transient  network                  no             go:unreachable
+//	ECONNRESET, EPIPE, io.EOF, *net.OpError, other network errors
 //	                                               transient  network                  no             go:network
 //	go-openai ErrTooManyEmptyStreamMessages        transient  bad_stream               no             go:stream
 //	unsupported URL scheme, unparsable URL         systemic   invalid_url              no             go:url
 //	anything else, and a nil error                 transient  unknown                  no             default:unknown
+//
+// Failures of the address itself, which every call to it meets, carry
+// their own Evidence: go:dns (the host does not resolve), go:refused
+// (nothing listens there), go:unreachable (no route to it), go:tls (its
+// certificate does not verify, or it speaks no TLS) and go:url (the URL
+// cannot be used). A connection that broke (go:network) or timed out
+// (go:timeout) may be one call's bad luck.
 //
 // Only capacity statuses are provider-wide: 503, 529 (Anthropic, Together:
 // "overloaded") and 498 (Groq's flex tier: "capacity_exceeded"). 499 is a
@@ -127,7 +163,8 @@
 //	             recharge*, top up, credit(s), balance, funds, usage limit*,
 //	             budget near exceed/limit/over (not "budget tokens"),
 //	             spend* near limit/cap, quota near exceed/exhaust/limit,
-//	             plan, subscription or tier near upgrade/paid/purchase/expired;
+//	             plan, subscription or tier near upgrade/paid/purchase/expired,
+//	             monthly/weekly/yearly near limit/quota/usage/cap;
 //	             欠费, 余额, 充值
 //	account      suspend*, deactivat*, banned; account, organization, team,   systemic account, provider-wide
 //	             workspace or tenant near disabled/inactive/locked/blocked/
@@ -135,7 +172,7 @@
 //	             账户已, 封禁
 //	no model     no model(s) followed by loaded/available/running            systemic model_not_found, provider-wide
 //	model        model(s) followed by not found/does not exist/not           systemic model_not_found
-//	             available/not loaded/not deployed/decommissioned/is disabled;
+//	             available/not supported/not loaded/not deployed/decommissioned/is disabled;
 //	             unknown/invalid model; failed to load (the) model
 //	access       permission*, access denied, no access, not authorized,      systemic auth
 //	             verif* near organization/account/identity
@@ -143,12 +180,21 @@
 //	             access/bearer/auth/security/session/expired token,
 //	             credential*, authenticat*, unauthorized, signature near invalid
 //
-// Two more groups only rename a suspect, never change its class: context
-// length words (context length, context window, token limit, prompt is too
-// long, input token count, maximum number of tokens, input must have less
-// than, input or prompt tokens near exceed/must be/maximum/limit) give
-// context_length_exceeded, content words (content policy, moderation,
-// flagged, unsafe, high risk) content_filtered.
+// Three more groups are proof, read after the groups above and only where
+// no word about the account appears: context length words (context
+// length, context window, token limit, too many tokens, prompt is too
+// long, input is too long, input token count, maximum number of tokens,
+// input/prompt tokens near exceed/must be/maximum/limit) give
+// context_length_exceeded; content words (content policy, safety system,
+// flagged, inappropriate, unsafe, data inspection, content near risk,
+// moderation or guardrail near a verdict word such as violated, blocked,
+// flagged or requires: a guardrail service that failed is no verdict)
+// content_filtered; parameter words (invalid schema,
+// schema is invalid, unknown parameter, unknown name, extra inputs, not
+// supported, not permitted near key/input/field/parameter, must
+// alternate, max tokens near exceed/must be/maximum/limit)
+// invalid_request. Links (http:// and https://) are not
+// read: "json-schema.org" is no organisation.
 //
 // Every provider row has cases in testdata/corpus: real responses from the
 // official SDKs' tests, the providers' documentation and public issue
@@ -178,7 +224,8 @@
 // # Retry hints
 //
 // go-openai's errors carry no headers. Wrap the client's HTTPClient in a
-// Transport, or attach a response's header with WithHeader, and Default
+// goopenai.Transport (package classify/goopenai), or attach a response's
+// header with WithHeader, and Default
 // reads the retry hint of transient verdicts with ParseRetryHint's rules,
 // plus the body's google.rpc.RetryInfo:
 //
@@ -187,7 +234,10 @@
 //   - x-ratelimit-reset-requests/-tokens apply only to rate limits, because
 //     OpenAI sends them on every response and they tell when a limit
 //     refills, not when an overloaded server recovers. For an OpenAI 429 the
-//     error type ("requests" or "tokens") selects the matching header.
+//     error type ("requests" or "tokens") selects the matching header;
+//   - without those, Anthropic's anthropic-ratelimit-*-reset times (the
+//     latest), also for rate limits only: a gateway that strips
+//     retry-after leaves them the only hint.
 //
 // Hints are reported as the provider sent them, validated and capped at
 // MaxHint (24 h): a Retry-After of 86400 is reported as 24 h. Bounding what
@@ -215,7 +265,7 @@
 // # Guarantees
 //
 // Default, Chain's Func, the rules, ParseRetryHint and Transport are safe
-// for concurrent use (a Transport if its Doer is). Default never panics: a
+// for concurrent use (a Transport if its Base is). Default never panics: a
 // nil error, an error wrapping nil, a cyclic or very deep chain (only the
 // first 1024 errors are inspected), garbage headers and garbage bodies all
 // yield a defined verdict.

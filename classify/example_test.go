@@ -50,34 +50,6 @@ func ExampleChain() {
 	// systemic auth
 }
 
-// Wire a Transport into go-openai so Default sees the retry hint headers.
-func ExampleTransport() {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("retry-after-ms", "2500")
-		w.WriteHeader(http.StatusTooManyRequests)
-		io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
-	}))
-	defer srv.Close()
-
-	cfg := openai.DefaultConfig("sk-...")
-	cfg.BaseURL = srv.URL + "/v1"
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
-	client := openai.NewClientWithConfig(cfg)
-
-	_, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
-		Model:    openai.GPT4o,
-		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
-	})
-	v := classify.Default(err)
-	fmt.Println(v.Class, v.Reason, v.ProviderWide, v.RetryAfter)
-
-	var apiErr *openai.APIError // go-openai's error is still there
-	fmt.Println(errors.As(err, &apiErr), apiErr.Code)
-	// Output:
-	// transient rate_limited true 2.5s
-	// true rate_limit_exceeded
-}
-
 func ExampleParseRetryHint() {
 	h := http.Header{}
 	h.Set("x-ratelimit-reset-requests", "1s")
@@ -99,4 +71,46 @@ func ExamplePermanent() {
 	v := classify.Default(err)
 	fmt.Println(v.Class, v.Reason)
 	// Output: permanent permanent
+}
+
+// A go-openai stream: an error event in the middle of the stream comes out
+// of Recv as an *openai.APIError without a status, which Default decides
+// by its type and code, as it would the same error outside a stream.
+func ExampleDefault_stream() {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hel"}}]}`+"\n\n")
+		io.WriteString(w, `data: {"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM).","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`+"\n\n")
+	}))
+	defer provider.Close()
+	cfg := openai.DefaultConfig("sk-...")
+	cfg.BaseURL = provider.URL + "/v1"
+	client := openai.NewClientWithConfig(cfg)
+	ctx := context.Background()
+
+	summarize := func(ctx context.Context) error {
+		stream, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{
+			Model:    openai.GPT4o,
+			Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Summarize doc-1."}},
+		})
+		if err != nil {
+			return err
+		}
+		defer stream.Close()
+		for {
+			chunk, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err // an error event mid-stream: Default reads it
+			}
+			_ = chunk // use the chunk
+		}
+	}
+
+	v := classify.Default(summarize(ctx))
+	fmt.Println(v.Class, v.Reason, "provider-wide:", v.ProviderWide)
+	// Output:
+	// transient rate_limited provider-wide: true
 }

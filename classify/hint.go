@@ -17,7 +17,11 @@ import (
 //  3. x-ratelimit-reset-requests and x-ratelimit-reset-tokens: Go durations
 //     such as "6m0s", "1s" or "20ms". When both are present the larger wins:
 //     the header alone does not say which limit was hit, and only after the
-//     later reset is neither limit in the way.
+//     later reset is neither limit in the way;
+//  4. Anthropic's anthropic-ratelimit-requests-reset, -tokens-reset,
+//     -input-tokens-reset and -output-tokens-reset: RFC 3339 times, taken
+//     relative to the Date header when it parses, else to now. The latest
+//     wins, for the same reason.
 //
 // A header that is negative, NaN, infinite, overflowing or otherwise garbage
 // is skipped, so the next one in the order gets its turn. A date in the past
@@ -27,7 +31,46 @@ func ParseRetryHint(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	if d, ok := parseRetryAfter(h, now); ok {
 		return d, true
 	}
-	return parseRateLimitReset(h, "")
+	if d, ok := parseRateLimitReset(h, ""); ok {
+		return d, true
+	}
+	return parseAnthropicReset(h, now)
+}
+
+// anthropicResets are Anthropic's rate-limit reset headers
+// (docs.anthropic.com/en/api/rate-limits, "Response headers").
+var anthropicResets = [...]string{
+	"Anthropic-Ratelimit-Requests-Reset",
+	"Anthropic-Ratelimit-Tokens-Reset",
+	"Anthropic-Ratelimit-Input-Tokens-Reset",
+	"Anthropic-Ratelimit-Output-Tokens-Reset",
+}
+
+// parseAnthropicReset reads the latest of Anthropic's reset times, as a
+// wait from the response's Date (else now). Like x-ratelimit-reset-*, they
+// say when a limit refills, which answers only a rate-limit failure; a
+// gateway that strips retry-after leaves them the only hint.
+func parseAnthropicReset(h http.Header, now time.Time) (time.Duration, bool) {
+	var (
+		latest time.Time
+		found  bool
+	)
+	for _, k := range anthropicResets {
+		at, err := time.Parse(time.RFC3339, strings.TrimSpace(h.Get(k)))
+		if err != nil {
+			continue
+		}
+		if !found || at.After(latest) {
+			latest, found = at, true
+		}
+	}
+	if !found {
+		return 0, false
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	return clampHint(latest.Sub(now)), true
 }
 
 // parseRetryAfter reads the explicit hints (retry-after-ms, Retry-After).

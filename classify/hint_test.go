@@ -39,6 +39,19 @@ func TestParseRetryHint(t *testing.T) {
 		{"reset zero: the limit already refilled", h("x-ratelimit-reset-tokens", "0s"), 0, true},
 		{"reset fractional", h("x-ratelimit-reset-tokens", "7.66s"), 7660 * time.Millisecond, true},
 		{"reset above MaxHint is capped", h("x-ratelimit-reset-tokens", "48h"), classify.MaxHint, true},
+		// Anthropic's reset headers: RFC 3339 times
+		// (https://docs.anthropic.com/en/api/rate-limits#response-headers).
+		{"anthropic requests reset, from now", h("anthropic-ratelimit-requests-reset", "2006-01-02T15:04:35Z"), 30 * time.Second, true},
+		{"anthropic reset from Date", h("Date", fixedDate, "anthropic-ratelimit-tokens-reset", "2006-01-02T15:04:50Z"), 45 * time.Second, true},
+		{"anthropic resets: the latest", h("anthropic-ratelimit-requests-reset", "2006-01-02T15:04:15Z", "anthropic-ratelimit-output-tokens-reset", "2006-01-02T15:05:05Z",
+			"anthropic-ratelimit-input-tokens-reset", "2006-01-02T15:04:25Z"), time.Minute, true},
+		{"anthropic reset in the past", h("anthropic-ratelimit-requests-reset", "2006-01-02T15:00:00Z"), 0, true},
+		{"anthropic reset years ahead is capped", h("anthropic-ratelimit-requests-reset", "2099-01-02T15:04:05Z"), classify.MaxHint, true},
+		{"anthropic reset with an offset", h("anthropic-ratelimit-requests-reset", "2006-01-02T16:04:15+01:00"), 10 * time.Second, true},
+		{"Retry-After wins over anthropic resets", h("Retry-After", "2", "anthropic-ratelimit-requests-reset", "2006-01-02T15:05:05Z"), 2 * time.Second, true},
+		{"x-ratelimit resets win over anthropic resets", h("x-ratelimit-reset-tokens", "3s", "anthropic-ratelimit-requests-reset", "2006-01-02T15:05:05Z"), 3 * time.Second, true},
+		{"garbage anthropic reset", h("anthropic-ratelimit-requests-reset", "in a minute"), 0, false},
+		{"garbage anthropic reset, good one", h("anthropic-ratelimit-requests-reset", "soon", "anthropic-ratelimit-tokens-reset", "2006-01-02T15:04:15Z"), 10 * time.Second, true},
 
 		// Garbage is skipped and the next header gets its turn.
 		{"negative ms falls through", h("retry-after-ms", "-5", "Retry-After", "4"), 4 * time.Second, true},
@@ -65,6 +78,42 @@ func TestParseRetryHint(t *testing.T) {
 			if exp := tc.exp; exp != got || tc.expOK != gotOK {
 				t.Errorf("ParseRetryHint(%v): exp %v %v, got %v %v", tc.header, exp, tc.expOK, got, gotOK)
 			}
+		})
+	}
+}
+
+// TestAnthropicResetHint: an Anthropic 429 that reaches the client
+// without retry-after (a gateway stripped it) still waits until the limit
+// refills, read from the anthropic-ratelimit-*-reset headers Transport
+// keeps; an overload is not a rate limit and takes no reset as its hint.
+// Bodies and headers as https://docs.anthropic.com/en/api/errors and
+// https://docs.anthropic.com/en/api/rate-limits#response-headers give them.
+func TestAnthropicResetHint(t *testing.T) {
+	reset := time.Now().Add(40 * time.Second).UTC().Format(time.RFC3339)
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		exp    classify.Verdict
+	}{
+		{"rate limit", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your account's rate limit. Please try again later."}}`,
+			transient(classify.ReasonRateLimited, true, 40*time.Second)},
+		{"overloaded", 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+			transient(classify.ReasonOverloaded, true, 0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
+				reply{status: tc.status, header: map[string]string{"anthropic-ratelimit-requests-reset": reset}, body: tc.body}.write(w)
+			})
+			err := callChat(t, newClient(t, srv.URL+"/v1", srv.Client(), false))
+			got := classify.Default(err)
+			// The reset is whole seconds from now: allow the second it
+			// was rounded down to.
+			if d := tc.exp.RetryAfter - got.RetryAfter; d >= 0 && d <= time.Second {
+				got.RetryAfter = tc.exp.RetryAfter
+			}
+			assertVerdict(t, tc.exp, got, err)
 		})
 	}
 }

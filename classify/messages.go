@@ -4,7 +4,7 @@ import "strings"
 
 // byMessage lists the provider messages that are the only signal of what
 // they mean: the type, code and status they come with say something else.
-// Default never matches text otherwise. Each row is a prefix of the message
+// Other text is read only by the vocabulary (vocab.go). Each row is a prefix of the message
 // (and, where the prefix is not specific enough, a second fragment it must
 // contain), as the provider sends it; each has a corpus case in
 // testdata/corpus naming its source.
@@ -21,9 +21,10 @@ var byMessage = [...]struct {
 	// [workspace] API usage limits...").
 	{"api_usage_limits", "You have reached your specified ", "API usage limits", vQuota},
 	// OpenAI (429) and Groq (413), code rate_limit_exceeded: one request is
-	// larger than the whole tokens-per-minute limit, so no wait helps and
-	// the limit of the key is not the problem. Text is no proof: a suspect.
-	{"request_too_large", "Request too large for ", " per min", Verdict{Class: ClassPermanent, Reason: ReasonTooLarge, Suspect: true}},
+	// larger than the whole tokens-per-minute limit ("Limit 30000,
+	// Requested 31538"), so no wait helps and the limit of the key is not
+	// the problem. A stated size over a stated limit is proof.
+	{"request_too_large", "Request too large for ", " per min", vTooLarge},
 	// Anthropic, 429 rate_limit_error: long-context requests need extra
 	// usage (credits) enabled. No wait helps, yet the key's other requests
 	// still work: systemic for this job, not provider-wide.

@@ -79,6 +79,79 @@ func TestAccountNeverFailed(t *testing.T) {
 	t.Logf("%d responses", n)
 }
 
+// requestPhrases name this request: its size over a stated limit, a
+// parameter or schema feature the model rejects, a content or guardrail
+// verdict on it, each in the words of a provider's real response.
+var requestPhrases = []struct {
+	phrase, reason string
+}{
+	// Content and guardrail verdicts first: they are proof under every
+	// status; the others where the status rejects a request.
+	{"prompt is too long: 227255 tokens > 200000 maximum", classify.ReasonContextLength},
+	{"This model's maximum context length is 131072 tokens. However, you requested 141980 tokens", classify.ReasonContextLength},
+	{"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 2048. Given: 3474 `inputs` tokens and 60 `max_new_tokens`", classify.ReasonContextLength},
+	{"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)", classify.ReasonContextLength},
+	{"max_tokens: 10000 > 4096, which is the maximum allowed number of output tokens for claude-3-5-sonnet-20240620", classify.ReasonInvalidRequest},
+	{"The maximum tokens you requested exceeds the model limit of 32768", classify.ReasonInvalidRequest},
+	{"Invalid schema for response_format 'x': In context=(), 'additionalProperties' is required to be supplied and to be false", classify.ReasonInvalidRequest},
+	{"Unknown parameter: 'response_format.schema'", classify.ReasonInvalidRequest},
+	{"Your request was rejected as a result of our safety system", classify.ReasonContentFiltered},
+	{"Bedrock guardrail failed: I cannot respond to requests containing personally identifiable information", classify.ReasonContentFiltered},
+}
+
+// TestRequestProofFailsAtOnce is the mirror of TestAccountNeverFailed: a
+// response whose text names this request (its size over a limit, a
+// parameter the model rejects, a content verdict on it) is Failed on
+// first sight, in every body shape, with generic types and codes nobody
+// lists: a content verdict under every status but 401 and 402 (which name
+// the account by themselves), size and parameter words under every status
+// that rejects a request (not 403, 404, nor a server's 5xx, where the
+// verdict stays what it was: never Failed at once).
+func TestRequestProofFailsAtOnce(t *testing.T) {
+	types := []string{"invalid_request_error", "BadRequestError", "", "error", "E_UNKNOWN"}
+	n := 0
+	for status := 400; status <= 599; status++ {
+		if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
+			continue
+		}
+		for i, rp := range requestPhrases {
+			for shape := 0; shape < 7; shape++ {
+				typ := types[(status+i+shape)%len(types)]
+				code := fmt.Sprintf("E%04d", (status*31+i*7+shape)%10000)
+				body := accountBody(shape, rp.phrase, code, typ, "Please check and try again.")
+				v := classify.Default(&classify.HTTPError{StatusCode: status, Body: body})
+				proof := rp.reason == classify.ReasonContentFiltered ||
+					(status != http.StatusForbidden && status != http.StatusNotFound && status < 500)
+				switch {
+				case proof && (v.Class != classify.ClassPermanent || v.Suspect || v.Reason != rp.reason):
+					t.Fatalf("status %d, body %s: %+v, want Failed at once (%s)", status, body, v, rp.reason)
+				case !proof && v.Class == classify.ClassPermanent && !v.Suspect:
+					t.Fatalf("status %d, body %s: %+v, want no proof under this status", status, body, v)
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d responses", n)
+}
+
+// TestAccountWordsWinOverRequestWords: where a response names both the
+// request and the account (OpenRouter's "requires more credits, or fewer
+// max_tokens"), the account wins: never Failed.
+func TestAccountWordsWinOverRequestWords(t *testing.T) {
+	for _, status := range []int{400, 403, 413, 422, 429, 500} {
+		for i, rp := range requestPhrases {
+			for j, ap := range accountPhrases {
+				body := accountBody(i+j, ap+". "+rp.phrase, "E0001", "invalid_request_error", "")
+				v := classify.Default(&classify.HTTPError{StatusCode: status, Body: body})
+				if v.Class == classify.ClassPermanent && !v.Suspect {
+					t.Fatalf("status %d, body %s: %+v: Failed at once though the account is named", status, body, v)
+				}
+			}
+		}
+	}
+}
+
 // TestGenericRejectionIsSuspect: a rejection that names no cause (a 400
 // or 422, or a mid-stream invalid_request_error, with generic types,
 // codes nobody lists and neutral words) is never Failed on first sight.
@@ -111,6 +184,8 @@ func FuzzAccountNeverFailed(f *testing.F) {
 	f.Add(412, 16, 5, "", "", "Precondition Failed", "true")
 	f.Add(498, 18, 6, "capacity_exceeded", "", "", "")
 	f.Add(422, 9, 4, "content_policy_violation", "BadRequestError", "max_tokens is too large", "false")
+	f.Add(400, 2, 0, "", "invalid_request_error", "prompt is too long: 227255 tokens > 200000 maximum", "")
+	f.Add(500, 11, 3, "", "", "Bedrock guardrail failed: unsafe content", "")
 	f.Fuzz(func(t *testing.T, status, phrase, shape int, errCode, typ, msg, shouldRetry string) {
 		status = 400 + (status&0x7fffffff)%200
 		p := accountPhrases[(phrase&0x7fffffff)%len(accountPhrases)]

@@ -6,13 +6,16 @@ import (
 	"unicode/utf8"
 )
 
-// The account vocabulary: words that say a failure is about the account,
-// the key, the deployment or the provider's capacity rather than about the
-// request. They are read in the codes, types and messages of a response the
-// code tables left undecided, on word boundaries and case-insensitively
-// ("insufficient_balance", "InsufficientBalance" and "insufficient balance"
-// are the same words). A match only ever moves a verdict away from Failed:
-// to systemic (pause or cool, never fail) or to transient.
+// The vocabulary: words that say a failure is about the account, the key,
+// the deployment or the provider's capacity rather than about the request,
+// and words that name the request itself. They are read in the codes,
+// types and messages of a response the code tables left undecided, on
+// word boundaries and case-insensitively ("insufficient_balance",
+// "InsufficientBalance" and "insufficient balance" are the same words). A
+// match of an account group only ever moves a verdict away from Failed: to
+// systemic (pause or cool, never fail) or to transient. A match of a
+// request group (gContent, gContext, gParam) is proof, unless an account
+// group or gMention also matches.
 
 // group is what a vocabulary term says about a failure; the order is the
 // precedence when several groups match one response.
@@ -27,8 +30,10 @@ const (
 	gModel                     // the model the request names is missing
 	gAccess                    // no access to this model or resource
 	gKey                       // the key or credentials
-	gContext                   // renames a suspect: the input is too long
-	gContent                   // renames a suspect: the content was refused
+	gContent                   // proof: a content or guardrail verdict on this input
+	gContext                   // proof: the input is larger than the model takes
+	gParam                     // proof: a parameter or schema feature the model rejects
+	gMention                   // no verdict: the text speaks of the account, so words prove nothing
 )
 
 // groupVerdict is each group's verdict.
@@ -41,8 +46,9 @@ var groupVerdict = [...]Verdict{
 	gNoModel:  {Class: ClassSystemic, Reason: ReasonModelNotFound, ProviderWide: true},
 	gModel:    vModelNotFound,
 	gAccess:   vPermission,
-	gContext:  {Class: ClassPermanent, Reason: ReasonContextLength, Suspect: true},
-	gContent:  {Class: ClassPermanent, Reason: ReasonContentFiltered, Suspect: true},
+	gContent:  vContentFilter,
+	gContext:  vContextLength,
+	gParam:    vBadParameter,
 }
 
 // term is one entry of the vocabulary. Its phrase matches consecutive
@@ -67,8 +73,9 @@ const (
 	planWords    = "upgrade*|paid|purchase*|subscribe*|expired|renew*|buy"
 	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant"
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
-	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|is disabled|has been disabled"
+	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled"
 	negations    = "no|not have|don t have|doesn t have|lack*|without"
+	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove"
 )
 
 // vocabulary lists every term, in no particular order: groups decide
@@ -116,6 +123,7 @@ var vocabulary = [...]term{
 	{g: gMoney, name: "plan", phrase: "plan", near: planWords, window: 4},
 	{g: gMoney, name: "subscription", phrase: "subscription*", near: planWords + "|inactive|not active", window: 4},
 	{g: gMoney, name: "tier", phrase: "tier", near: planWords, window: 4},
+	{g: gMoney, name: "period_limit", phrase: "monthly|weekly|yearly|annual", near: "limit|limits|quota|usage|cap|budget|spend*", window: 3},
 
 	{g: gKey, name: "api_key", phrase: "api key*"},
 	{g: gKey, name: "api_key", phrase: "apikey*"},
@@ -151,11 +159,30 @@ var vocabulary = [...]term{
 	{g: gAccess, name: "not_authorized", phrase: "not authori?ed"},
 	{g: gAccess, name: "verification", phrase: "verif*", near: accountNouns + "|identity", window: 4},
 
+	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|flagged|inappropriate|unsafe|sensitive content|high risk"},
+	{g: gContent, name: "content_policy", phrase: "content", near: "risk|risky", window: 2},
+	{g: gContent, name: "content_policy", phrase: "data inspection|safety filter*|safety polic*|usage polic*"},
+	// A moderation or guardrail service is named by an outage too
+	// ("Bedrock guardrail request failed"): only a verdict is proof.
+	{g: gContent, name: "moderation", phrase: "moderation", near: verdictWords, window: 6},
+	{g: gContent, name: "guardrail", phrase: "guardrail*", near: verdictWords, window: 6},
+
 	{g: gContext, name: "context_length", phrase: "context length|context window|context size|maximum context|context limit"},
 	{g: gContext, name: "context_length", phrase: "token limit|tokens limit|too many tokens|prompt too long|prompt is too long|input too long|input is too long"},
 	{g: gContext, name: "context_length", phrase: "input token count|maximum number of tokens|input must have less than|inputs must have less than|prompt must have less than"},
 	{g: gContext, name: "context_length", phrase: "input tokens|inputs tokens|prompt tokens", near: "exceed*|must be|maximum|limit|too many", window: 6},
-	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|moderation|flagged|inappropriate|unsafe|sensitive content|high risk"},
+
+	{g: gParam, name: "schema", phrase: "invalid schema|schema is invalid|invalid json schema|schema invalid"},
+	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|extra inputs|extra forbidden|additional properties are not allowed"},
+	{g: gParam, name: "not_supported", phrase: "not supported|unsupported"},
+	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
+	{g: gParam, name: "roles_alternate", phrase: "must alternate"},
+	{g: gParam, name: "max_tokens", phrase: "max tokens|max new tokens|max completion tokens|max output tokens|maximum tokens|max tokens to sample", near: "exceed*|must be|maximum|limit|too large|greater|larger|at most|above", window: 6},
+
+	// Words about the account that name no verdict of their own: where
+	// they appear, words about the request prove nothing.
+	{g: gMention, name: "account", phrase: accountNouns + "|team|plan|plans|subscription*|tier|billing|quota*|credit|credits|balance|credential*|permission*|country|region|territory|location|spend*|payment*"},
+	{g: gMention, name: "account", phrase: "budget*", not: "token|tokens|thinking|reasoning"},
 }
 
 // cjkTerms are matched as substrings: Chinese text has no word boundaries.
@@ -267,7 +294,8 @@ const maxWords = 256
 
 // words splits s into lower-case words at every character that is not a
 // letter or a digit, and between a lower-case letter and an upper-case one
-// ("InsufficientBalance", "APIKey" → "api", "key").
+// ("InsufficientBalance", "APIKey" → "api", "key"). Links (http:// and
+// https:// up to the next space) are skipped.
 func words(s string) []string {
 	var (
 		out  []string
@@ -280,9 +308,21 @@ func words(s string) []string {
 		}
 		cur.Reset()
 	}
+	skipTo := 0
 	for i, r := range s {
 		if len(out) >= maxWords {
 			break
+		}
+		if i < skipTo {
+			continue
+		}
+		if r == 'h' && (strings.HasPrefix(s[i:], "https://") || strings.HasPrefix(s[i:], "http://")) {
+			// A link is an address, not words: "json-schema.org" is no
+			// organisation, ".../rate-limits" no rate limit.
+			flush()
+			skipTo = i + len(s[i:]) - len(strings.TrimLeftFunc(s[i:], func(r rune) bool { return !unicode.IsSpace(r) }))
+			prev = ' '
+			continue
 		}
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			flush()
@@ -307,13 +347,13 @@ type field struct {
 	name, text string
 }
 
-// vocabMatch finds the first group, in precedence order, whose terms match
+// vocabMatch finds the first of groups, in their order, whose terms match
 // any of fields, and returns it with its Evidence ("message:balance"). The
 // error type is read last, on its own: providers file money problems under
 // their rate-limit type (Anthropic's spend limits, Moonshot's suspended
 // accounts are rate_limit_error-like types), so the type's coarse words
 // must not outweigh the specific ones of a code or message.
-func vocabMatch(fields []field, from, to group) (group, string) {
+func vocabMatch(fields []field, groups ...group) (group, string) {
 	var typ []field
 	for i, f := range fields {
 		if f.name == "type" {
@@ -322,19 +362,19 @@ func vocabMatch(fields []field, from, to group) (group, string) {
 			break
 		}
 	}
-	if g, ev := vocabFields(fields, from, to); g != 0 {
+	if g, ev := vocabFields(fields, groups); g != 0 {
 		return g, ev
 	}
-	return vocabFields(typ, from, to)
+	return vocabFields(typ, groups)
 }
 
 // vocabFields is vocabMatch over fields, group by group.
-func vocabFields(fields []field, from, to group) (group, string) {
+func vocabFields(fields []field, groups []group) (group, string) {
 	split := make([][]string, len(fields))
 	for i, f := range fields {
 		split[i] = words(f.text)
 	}
-	for g := from; g <= to; g++ {
+	for _, g := range groups {
 		for i, f := range fields {
 			for k := range compiledVocabulary {
 				t := &compiledVocabulary[k]

@@ -102,7 +102,7 @@ func TestACLMinimalRules(t *testing.T) {
 
 	t.Run("gate and CLI", func(t *testing.T) {
 		prefix := aclPrefix(t)
-		s := redistest.ACLServer(t, prefix, slices.Concat(redistest.ACLList, redistest.ACLCheck))
+		s := redistest.ACLServer(t, prefix, slices.Concat(redistest.ACLList, redistest.ACLCheck), redistest.WithArgs("--appendonly", "yes"))
 		g, err := gate.New(s.Client(t), opts(prefix, false))
 		if err != nil {
 			t.Fatal(err)
@@ -138,6 +138,24 @@ func TestACLMinimalRules(t *testing.T) {
 		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "check")
 		if r.code != exitNotMet || !strings.Contains(r.stdout, gate.WarnUnchecked) {
 			t.Fatalf("check without +config|get: exp exit 3 and %s, got %d %q %q", gate.WarnUnchecked, r.code, r.stdout, r.stderr)
+		}
+		// Nor can it read the persistence settings (nor INFO): a note, not
+		// a warning it cannot back.
+		if !strings.Contains(r.stdout, "note: cannot read the persistence settings") || strings.Contains(r.stdout, "no_persistence") {
+			t.Fatalf("check without +config|get or +info: exp a note on persistence, got %q", r.stdout)
+		}
+		// With +info, INFO persistence tells whether the AOF is on.
+		s = redistest.ACLServer(t, prefix, []string{"+info"})
+		url = "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
+		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "check")
+		if !strings.Contains(r.stdout, "note: cannot read the RDB save schedule") || !strings.Contains(r.stdout, "the AOF is off") {
+			t.Fatalf("check with +info only, AOF off: exp a note, got %q", r.stdout)
+		}
+		s = redistest.ACLServer(t, prefix, []string{"+info"}, redistest.WithArgs("--appendonly", "yes"))
+		url = "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
+		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "check")
+		if strings.Contains(r.stdout, "note:") || strings.Contains(r.stdout, "no_persistence") {
+			t.Fatalf("check with +info only, AOF on: exp no persistence note, got %q", r.stdout)
 		}
 	})
 	t.Run("scope", func(t *testing.T) {
@@ -200,7 +218,7 @@ func TestACLMinimalRules(t *testing.T) {
 }
 
 func waitPing(c *redis.Client) error {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // polled: a loaded machine only makes it later
 	for {
 		err := c.Ping(context.Background()).Err()
 		if err == nil || time.Now().After(deadline) {

@@ -8,8 +8,9 @@ import (
 func checkCommand() *command {
 	return &command{
 		name: "check", redis: true,
-		summary: "warn when Redis's maxmemory-policy can evict cooldown keys (exit 3 on a warning)",
-		run:     runCheck,
+		summary: "warn when Redis can lose the gate's keys: a maxmemory-policy that evicts them, " +
+			"or no persistence across a restart (exit 3 on a warning)",
+		run: runCheck,
 	}
 }
 
@@ -28,26 +29,48 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	warns, err := g.Check(ctx)
+	gw, err := g.Check(ctx)
 	if err != nil {
 		return err
+	}
+	warns := make([]warningJSON, 0, len(gw))
+	for _, w := range gw {
+		warns = append(warns, warningJSON{w.Reason, w.Addr, w.Policy, w.Message})
+	}
+	found, err := checkPersistence(ctx, c.rdb)
+	if err != nil {
+		return err
+	}
+	notes := []string{}
+	for _, f := range found {
+		if f.warning != "" {
+			warns = append(warns, warningJSON{Reason: warnNoPersistence, Addr: f.addr, Message: f.warning})
+		}
+		if f.note != "" {
+			notes = append(notes, f.note)
+		}
 	}
 	if c.json {
 		out := struct {
 			OK       bool          `json:"ok"`
 			Warnings []warningJSON `json:"warnings"`
-		}{OK: len(warns) == 0, Warnings: []warningJSON{}}
-		for _, w := range warns {
-			out.Warnings = append(out.Warnings, warningJSON{w.Reason, w.Addr, w.Policy, w.Message})
-		}
+			Notes    []string      `json:"notes"`
+		}{OK: len(warns) == 0, Warnings: warns, Notes: notes}
 		if err := writeJSON(c.stdout, out); err != nil {
 			return err
 		}
-	} else if len(warns) == 0 {
-		fmt.Fprintln(c.stdout, "ok: maxmemory-policy cannot evict the gate's keys")
 	} else {
+		switch {
+		case len(warns) == 0 && len(notes) == 0:
+			fmt.Fprintln(c.stdout, "ok: maxmemory-policy cannot evict the gate's keys, and Redis keeps them across a restart")
+		case len(warns) == 0:
+			fmt.Fprintln(c.stdout, "ok: maxmemory-policy cannot evict the gate's keys")
+		}
 		for _, w := range warns {
 			fmt.Fprintf(c.stdout, "warning: %s: %s\n", printable(w.Reason), safeLine(w.Message))
+		}
+		for _, n := range notes {
+			fmt.Fprintf(c.stdout, "note: %s\n", safeLine(n))
 		}
 	}
 	if len(warns) > 0 {

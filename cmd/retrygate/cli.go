@@ -38,9 +38,12 @@ type command struct {
 	args    string // positional arguments, for usage
 	summary string
 	flags   func(fs *flagSet)
-	// redis is set when the command talks to Redis.
+	// redis is set when the command talks to Redis: it reads the
+	// connection flags and --timeout.
 	redis bool
-	run   func(ctx context.Context, c *cli, args []string) error
+	// prefix and scope are set when the command reads --prefix, --scope.
+	prefix, scope bool
+	run           func(ctx context.Context, c *cli, args []string) error
 }
 
 func (c *cli) commands() []*command {

@@ -14,7 +14,7 @@ import (
 // TestFullRedis: on a full noeviction Redis (every write refused with
 // OOM) an operator can still read a job and reset it: reset only deletes.
 func TestFullRedis(t *testing.T) {
-	s := redistest.FullServer(t)
+	s := redistest.FullServer(t, redistest.WithArgs("--save", "3600 1")) // persisting: check's only finding can be the policy's
 	prefix := redistest.UniqueKey(t)
 	g, err := gate.New(s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
 	if err != nil {

@@ -16,7 +16,8 @@
 //	                  --match TEXT
 //	scope status      the upstream scope's cooldown or pause (needs --scope)
 //	scope reset       end the upstream scope's cooldown or pause (needs --scope)
-//	check             warn when maxmemory-policy can evict cooldown keys
+//	check             warn when maxmemory-policy can evict cooldown keys, or Redis
+//	                  persists nothing (a restart would forget every mark)
 //	calibrate         lease TTL, renew interval and crash takeover bound from --p99
 //	                  (a duration with its unit, 18s; at most 1h)
 //	help [COMMAND]    this text, or a command's flags

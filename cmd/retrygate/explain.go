@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/textproto"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -28,9 +30,9 @@ func explainCommand() *command {
 	var status int
 	return &command{
 		name: "explain", args: "[FILE]",
-		summary: "say what the gate would do with a failed response (status line, headers, body; FILE or stdin)",
+		summary: "say what the gate would do with a failed response (raw HTTP, or a Go client's error text; FILE or stdin)",
 		flags: func(fs *flagSet) {
-			fs.IntVar(&status, "status", 0, "the response's `STATUS` when the input has no status line (a bare body, or headers without one)")
+			fs.IntVar(&status, "status", 0, "the response's `STATUS` when the input has none (a bare body, or headers without a status line)")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
 			return runExplain(c, args, status)
@@ -54,8 +56,8 @@ func runExplain(c *cli, args []string, status int) error {
 	if len(args) > 1 {
 		return usageErrorf("unexpected argument %q", echo(args[1]))
 	}
-	if status != 0 && (status < 100 || status > 999) {
-		return usageErrorf("--status %d is not an HTTP status", status)
+	if status != 0 && !validStatus(status) {
+		return usageErrorf("--status %d is not an HTTP status (100-599)", status)
 	}
 	in, name := explainStdin, "stdin"
 	if len(args) == 1 && args[0] != "-" {
@@ -73,6 +75,9 @@ func runExplain(c *cli, args []string, status int) error {
 	resp, err := parseResponse(raw, status)
 	if err != nil {
 		return usageErrorf("%s: %v", name, err)
+	}
+	if resp.status < 400 {
+		return explainSuccess(c, resp.status)
 	}
 	v := classify.Default(&classify.HTTPError{StatusCode: resp.status, Header: resp.header, Body: resp.body})
 	does := gateDoes(v)
@@ -99,6 +104,30 @@ func runExplain(c *cli, args []string, status int) error {
 	return err
 }
 
+// notAFailure is what the gate does with a response below 400: the client
+// returns no error, so the call succeeded.
+const notAFailure = "Not a failure: the client returns no error for it and the gate records a success."
+
+// explainSuccess answers for a status below 400.
+func explainSuccess(c *cli, status int) error {
+	if c.json {
+		return writeJSON(c.stdout, explainJSON{Status: status, Class: "none", WhatTheGateDoes: notAFailure})
+	}
+	tw := table(c.stdout)
+	row(tw, "status", status)
+	row(tw, "verdict", "none")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(c.stdout, notAFailure)
+	return err
+}
+
+// validStatus reports whether code can be an HTTP response's status.
+func validStatus(code int) bool {
+	return code >= 100 && code <= 599
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -107,7 +136,8 @@ func yesNo(b bool) string {
 }
 
 // gateDoes says in one sentence what the gate does with v, as the state
-// diagram in the README's "How it works" has it.
+// diagram in the README's "How it works" has it. Only a provider-wide
+// verdict speaks of the upstream: the others touch the job alone.
 func gateDoes(v classify.Verdict) string {
 	switch {
 	case v.Class == classify.ClassPermanent && v.Suspect:
@@ -115,11 +145,11 @@ func gateDoes(v classify.Verdict) string {
 	case v.Class == classify.ClassPermanent:
 		return "The job is marked Failed: retrying will not help."
 	case v.Class == classify.ClassSystemic && v.ProviderWide:
-		return "Not the job's fault: the job cools without an attempt counted and the upstream scope pauses until an operator acts or the pause ends."
+		return "Not the job's fault: the job waits without an attempt counted while the upstream pauses until an operator acts or the pause ends."
 	case v.Class == classify.ClassSystemic:
-		return "Not the job's fault: the job cools without an attempt counted; the upstream scope stays open."
+		return "Not the job's fault: the job cools without an attempt counted."
 	case v.Class == classify.ClassTransient && v.ProviderWide:
-		return "The upstream scope cools for the provider's hint (else its cooldown) and the job waits with it, no attempt counted."
+		return "The upstream cools for the provider's hint (else its cooldown) and the job waits with it, no attempt counted."
 	case v.Class == classify.ClassTransient:
 		return "The job cools down with its attempt counted and may run again after the cooldown."
 	case v.Class == classify.ClassCanceled:
@@ -135,15 +165,29 @@ type response struct {
 	body   []byte
 }
 
-// parseResponse reads a response as copied from a log: an optional status
-// line ("HTTP/1.1 429 Too Many Requests", "HTTP/2 429"), optional headers,
-// a blank line, the body; CRLF or LF. Without a status line, status (from
-// --status) is the status, and the input is headers then a body when its
-// first line looks like a header, else a bare body.
+// parseResponse reads a response as copied from a log, in one of these
+// forms:
+//
+//   - raw HTTP: an optional status line ("HTTP/1.1 429 Too Many
+//     Requests", "HTTP/2 429"), optional headers, a blank line, the body;
+//     CRLF or LF. Without a status line, status (from --status) is the
+//     status, and the input is headers then a body when its first line
+//     looks like a header, else a bare body;
+//   - go-openai's error text: "error, status code: 429, status: 429 Too
+//     Many Requests, message: ..." (an *APIError: the message is all of
+//     the body it keeps) or "..., message: ..., body: {...}" (a
+//     *RequestError);
+//   - the official SDKs' error text: `POST "https://...": 429 Too Many
+//     Requests {...}` (openai-go: the body's error object) or `POST
+//     "https://...": 529 (Request-ID: req_...) {...}` (anthropic-sdk-go:
+//     the whole body).
+//
+// The client forms may come after a prefix the application added ("call
+// failed: error, status code: ...").
 func parseResponse(raw []byte, status int) (response, error) {
 	raw = bytes.TrimLeft(raw, " \t\r\n\ufeff")
 	if len(raw) == 0 {
-		return response{}, fmt.Errorf("empty input: want a status line, headers and a body, or a body with --status")
+		return response{}, fmt.Errorf("empty input: want a status line, headers and a body, a Go client's error text, or a body with --status")
 	}
 	r := response{status: status}
 	br := bufio.NewReader(bytes.NewReader(raw))
@@ -156,14 +200,23 @@ func parseResponse(raw []byte, status int) (response, error) {
 		if err != nil {
 			return response{}, err
 		}
-		if status != 0 && status != code {
-			return response{}, fmt.Errorf("--status %d disagrees with the status line's %d", status, code)
+		if err := agree(status, code); err != nil {
+			return response{}, err
 		}
 		r.status, hasHeaders = code, true
 	case looksLikeHeader(line):
 		hasHeaders = true
 		br = bufio.NewReader(bytes.NewReader(raw))
 	default:
+		if cr, ok, err := clientError(string(raw)); ok || err != nil {
+			if err != nil {
+				return response{}, err
+			}
+			if err := agree(status, cr.status); err != nil {
+				return response{}, err
+			}
+			return cr, nil
+		}
 		br = bufio.NewReader(bytes.NewReader(raw))
 	}
 	if hasHeaders {
@@ -178,10 +231,71 @@ func parseResponse(raw []byte, status int) (response, error) {
 	if r.status == 0 {
 		return response{}, fmt.Errorf("no status line: give the response's status with --status")
 	}
-	if r.status < 100 || r.status > 999 {
-		return response{}, fmt.Errorf("status %d is not an HTTP status", r.status)
+	if !validStatus(r.status) {
+		return response{}, fmt.Errorf("status %d is not an HTTP status (100-599)", r.status)
 	}
 	return r, nil
+}
+
+// agree checks that --status, when given, is the status the input states.
+func agree(flag, stated int) error {
+	if flag != 0 && flag != stated {
+		return fmt.Errorf("--status %d disagrees with the input's %d", flag, stated)
+	}
+	return nil
+}
+
+// goOpenAIPrefix starts go-openai's *APIError and *RequestError text.
+const goOpenAIPrefix = "error, status code: "
+
+// sdkError matches the start of openai-go's and anthropic-sdk-go's
+// *Error text: the method, the quoted URL, the status.
+var sdkError = regexp.MustCompile(`\b(?:GET|POST|PUT|PATCH|DELETE) "[^"]*": (-?\d+)(?:\s|$)`)
+
+// clientError reads a Go client's error text (see parseResponse). ok is
+// false when s is in none of those forms; err reports a form whose status
+// is impossible.
+func clientError(s string) (r response, ok bool, err error) {
+	s = strings.TrimSpace(s)
+	if i := strings.Index(s, goOpenAIPrefix); i >= 0 {
+		return goOpenAIText(s[i+len(goOpenAIPrefix):])
+	}
+	m := sdkError.FindStringSubmatchIndex(s)
+	if m == nil {
+		return response{}, false, nil
+	}
+	code, err := strconv.Atoi(s[m[2]:m[3]])
+	if err != nil || !validStatus(code) {
+		return response{}, true, fmt.Errorf("the error text's status %s is not an HTTP status (100-599)", printable(s[m[2]:m[3]]))
+	}
+	r.status = code
+	rest := s[m[1]:]
+	if j := strings.IndexAny(rest, "{["); j >= 0 {
+		r.body = []byte(strings.TrimSpace(rest[j:]))
+	}
+	return r, true, nil
+}
+
+// goOpenAIText reads what follows "error, status code: ": "429, status:
+// 429 Too Many Requests, message: MSG" or "..., message: ERR, body: BODY".
+func goOpenAIText(s string) (r response, ok bool, err error) {
+	num, rest, found := strings.Cut(s, ",")
+	code, convErr := strconv.Atoi(strings.TrimSpace(num))
+	if !found || convErr != nil || !validStatus(code) {
+		return response{}, true, fmt.Errorf("go-openai's error text has no HTTP status (100-599) after %q", goOpenAIPrefix)
+	}
+	r.status = code
+	_, msg, found := strings.Cut(rest, ", message: ")
+	if !found {
+		return r, true, nil
+	}
+	if _, body, isRequestErr := strings.Cut(msg, ", body: "); isRequestErr {
+		r.body = []byte(strings.TrimSpace(body)) // a *RequestError: the body as sent
+		return r, true, nil
+	}
+	// An *APIError keeps only the message: give it its envelope.
+	r.body, err = json.Marshal(map[string]map[string]string{"error": {"message": strings.TrimSpace(msg)}})
+	return r, true, err
 }
 
 // statusLine reads "HTTP/1.1 429 Too Many Requests" or "HTTP/2 429".

@@ -31,8 +31,8 @@ func listCommand() *command {
 		limit        int
 	)
 	return &command{
-		name: "list", redis: true,
-		summary: "list jobs that hold a lock key (SCAN, on every master of a cluster; never KEYS)",
+		name: "list", redis: true, prefix: true,
+		summary: "list jobs that hold a key: running, cooling, failed or done (SCAN, on every master of a cluster; never KEYS)",
 		flags: func(fs *flagSet) {
 			fs.StringVar(&state, "state", "", "only jobs in this `STATE`: cooling, failed, running or done")
 			fs.IntVar(&limit, "limit", defaultListLimit, "stop after `N` jobs; 0 = no limit")

@@ -342,9 +342,50 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("stdout %q", r.stdout)
 	}
 	// REDIS_URL is the default for --redis.
-	ok := redistest.Server(t)
+	ok := redistest.Server(t, redistest.WithArgs("--appendonly", "yes"))
 	r = runCLI(t, map[string]string{"REDIS_URL": "redis://" + ok.Addr()}, "check")
 	mustOK(t, r)
+}
+
+// TestCheckPersistence: check warns (exit 3) when Redis persists nothing,
+// since a restart then forgets every cooldown, failed and done mark
+// (TestRestartKeepsMarks shows what each setting keeps); an AOF or an RDB
+// save schedule is enough. The expectations are Redis's documented
+// defaults: appendonly no, and a save schedule unless --save "" is given.
+func TestCheckPersistence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"nothing persisted", nil, true}, // redistest's servers run with --save "" --appendonly no
+		{"AOF", []string{"--appendonly", "yes", "--appendfsync", "everysec"}, false},
+		{"RDB schedule", []string{"--save", "3600 1 300 100"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Server(t, redistest.WithArgs(tc.args...))
+			r := runCLI(t, nil, "--redis", "redis://"+s.Addr(), "check")
+			if !tc.warn {
+				mustOK(t, r)
+				return
+			}
+			if r.code != exitNotMet || !strings.Contains(r.stdout, "warning: no_persistence: Redis on "+s.Addr()+" persists nothing") ||
+				!strings.Contains(r.stdout, "appendonly yes") {
+				t.Fatalf("exp exit 3 and a no_persistence warning naming the fix, got %d %q %q", r.code, r.stdout, r.stderr)
+			}
+			r = runCLI(t, nil, "--redis", "redis://"+s.Addr(), "--json", "check")
+			var j struct {
+				OK       bool `json:"ok"`
+				Warnings []struct {
+					Reason, Addr string
+				} `json:"warnings"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j.OK || len(j.Warnings) != 1 ||
+				j.Warnings[0].Reason != "no_persistence" || j.Warnings[0].Addr != s.Addr() {
+				t.Fatalf("check --json: %q, %v", r.stdout, err)
+			}
+		})
+	}
 }
 
 // Bad input ends in one line on stderr and a non-zero exit, never a trace.
@@ -379,7 +420,9 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			r := runCLI(t, map[string]string{"REDIS_URL": "redis://127.0.0.1:1"}, tc.args...)
+			// A --timeout far above the bound below: failing fast means not
+			// waiting for it, however loaded the machine.
+			r := runCLI(t, map[string]string{"REDIS_URL": "redis://127.0.0.1:1"}, append([]string{"--timeout", "60s"}, tc.args...)...)
 			if exp, got := tc.code, r.code; exp != got {
 				t.Fatalf("exit: exp %d, got %d (stderr %q)", exp, got, r.stderr)
 			}
@@ -392,8 +435,8 @@ func TestBadInput(t *testing.T) {
 			if strings.Contains(r.stderr, "goroutine") || r.stdout != "" {
 				t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 			}
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("took %v; unreachable Redis must fail fast", d)
+			if d := time.Since(start); d > 30*time.Second {
+				t.Errorf("took %v; unreachable Redis must fail fast, not wait for --timeout", d)
 			}
 		})
 	}

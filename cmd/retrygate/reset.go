@@ -12,7 +12,7 @@ func resetCommand() *command {
 	var b bulkReset
 	var route string
 	return &command{
-		name: "reset", args: "JOB | --state STATE [--reason R] [--dry-run]", redis: true,
+		name: "reset", args: "JOB | --state STATE [--reason R] [--dry-run]", redis: true, prefix: true,
 		summary: "clear a job's cooldown, failed or done mark and its attempt count, so the next call runs; " +
 			"with --state, every such job (SCAN on every master), e.g. the failed marks of one reason",
 		flags: func(fs *flagSet) {

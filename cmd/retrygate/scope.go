@@ -9,7 +9,7 @@ import (
 
 func scopeCommand() *command {
 	return &command{
-		name: "scope", args: "status|reset", redis: true,
+		name: "scope", args: "status|reset", redis: true, prefix: true, scope: true,
 		summary: "show (status) or end (reset) the upstream scope's cooldown or pause; needs --scope",
 		run:     runScope,
 	}

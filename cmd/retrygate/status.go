@@ -15,7 +15,7 @@ import (
 func statusCommand() *command {
 	var route string
 	return &command{
-		name: "status", args: "JOB", redis: true,
+		name: "status", args: "JOB", redis: true, prefix: true, scope: true,
 		summary: "show a job's state, time left, attempts, reason, fence and raw keys",
 		flags:   func(fs *flagSet) { routeFlag(fs, &route) },
 		run: func(ctx context.Context, c *cli, args []string) error {

@@ -78,7 +78,37 @@ func (c *cli) commandUsage(w io.Writer, cmd *command) {
 		fmt.Fprint(w, "\nFlags:\n")
 		printFlags(w, fs)
 	}
-	fmt.Fprint(w, globalFlagsText+exitCodesText)
+	fmt.Fprint(w, commandGlobals(cmd)+exitCodesText)
+}
+
+// commandGlobals is globalFlagsText with only the global flags cmd reads:
+// --json always; the connection flags and --timeout when it talks to
+// Redis; --prefix and --scope when it names keys by them.
+func commandGlobals(cmd *command) string {
+	uses := func(name string) bool {
+		switch name {
+		case "json":
+			return true
+		case "prefix":
+			return cmd.prefix
+		case "scope":
+			return cmd.scope
+		}
+		return cmd.redis
+	}
+	lines := strings.SplitAfter(strings.TrimPrefix(globalFlagsText, "\n"), "\n")
+	out := []string{"\n" + lines[0]} // the heading
+	keep := false
+	for _, l := range lines[1:] {
+		if name, ok := strings.CutPrefix(l, "  --"); ok {
+			name, _, _ = strings.Cut(name, " ")
+			keep = uses(strings.TrimSpace(name))
+		}
+		if keep {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 func (c *cli) help(args []string) error {

@@ -8,7 +8,9 @@
 //	DATABASE_URL=postgres://localhost/app REDIS_URL=... OPENAI_API_KEY=... go run . -queue river doc-1
 //
 // It enqueues the documents named on the command line, then works the
-// queue until interrupted. OPENAI_BASE_URL points it at any
+// queue until interrupted, printing a line per document: its summary, why
+// it will not be retried, or that it was summarised before and completes
+// without a model call (report.go, the gate's Observer). OPENAI_BASE_URL points it at any
 // OpenAI-compatible server. The README's "In a job queue" comes from
 // asynqServer, riverClient and summarise; queue_test.go runs them on a
 // real redis-server and PostgreSQL against a local model that answers the

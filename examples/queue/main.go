@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -19,7 +20,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -28,13 +29,14 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *queue, os.Getenv, flag.Args()); err != nil {
+	if err := run(ctx, *queue, os.Getenv, flag.Args(), os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// run enqueues docs and works the queue until ctx ends.
-func run(ctx context.Context, queue string, getenv func(string) string, docs []string) error {
+// run enqueues docs and works the queue until ctx ends, saying on out
+// what became of each document.
+func run(ctx context.Context, queue string, getenv func(string) string, docs []string, out io.Writer) error {
 	redisURL := getenv("REDIS_URL")
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -42,7 +44,7 @@ func run(ctx context.Context, queue string, getenv func(string) string, docs []s
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	g, err := gate.New(rdb, gate.Options{Scope: "openai", DoneTTL: 24 * time.Hour})
+	g, err := gate.New(rdb, gate.Options{Scope: "openai", DoneTTL: 24 * time.Hour, Observer: report{out}})
 	if err != nil {
 		return err
 	}
@@ -50,10 +52,10 @@ func run(ctx context.Context, queue string, getenv func(string) string, docs []s
 	if base := getenv("OPENAI_BASE_URL"); base != "" {
 		cfg.BaseURL = base
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
 	client := openai.NewClientWithConfig(cfg)
 	save := func(_ context.Context, doc, summary string) error {
-		fmt.Printf("%s: %s\n", doc, summary)
+		fmt.Fprintf(out, "%s: %s\n", doc, summary)
 		return nil
 	}
 

@@ -19,6 +19,8 @@ const (
 	answerRateLimited               // 429 with retry-after-ms: 30000
 	answerTooLong                   // 400 context_length_exceeded
 	answerNoChoices                 // 200 with an empty choices list
+	answerBadKey                    // 401 invalid_api_key
+	answerNoQuota                   // 429 insufficient_quota
 )
 
 // localBackends starts what the quickstart needs when no API key is set: an
@@ -43,6 +45,16 @@ func localBackends(ans answer) (rdb *redis.Client, cfg openai.ClientConfig, call
 			// The body OpenAI documents for a prompt over the context window.
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`))
+			return
+		case answerBadKey:
+			// As reported in https://github.com/chatanywhere/GPT_API_free/issues/62.
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: sk-VKMIs***************************************wjh3. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
+			return
+		case answerNoQuota:
+			// As reported in https://github.com/ChatGPTNextWeb/NextChat/issues/3123.
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`))
 			return
 		case answerNoChoices:
 			_, _ = w.Write([]byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[]}`))

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -25,6 +27,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("REDIS_URL: %v", err)
 	}
+	logging.Disable() // go-redis's own pool lines: the gate's error says it once
 	rdb := redis.NewClient(opts)
 	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute})
 	if err != nil {
@@ -36,7 +39,7 @@ func main() {
 	if base := os.Getenv("OPENAI_BASE_URL"); base != "" {
 		cfg.BaseURL = base // an OpenAI-compatible server
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
 	client := openai.NewClientWithConfig(cfg)
 
 	fmt.Println(summarise(context.Background(), g, client, "document-42"))
@@ -58,6 +61,12 @@ func summarise(ctx context.Context, g *gate.Gate, client *openai.Client, doc str
 		}
 		return resp.Choices[0].Message.Content, nil
 	})
+	var ce *gate.CallError
+	if errors.As(err, &ce) && ce.Verdict.Class == classify.ClassSystemic {
+		// A bad key, an exhausted quota, a closed account: users are asked
+		// to wait, and no retry helps until an operator acts.
+		log.Printf("summarise %s: %s (evidence %s): %v", doc, ce.Verdict.Reason, ce.Verdict.Evidence, ce.Err)
+	}
 	if wait, ok := gate.RetryAfter(err); ok {
 		return fmt.Sprintf("Not now: retry in %v.", wait.Round(time.Second)) // no model call until then
 	}

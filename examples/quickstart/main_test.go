@@ -74,6 +74,34 @@ func TestProgram(t *testing.T) {
 			t.Fatalf("%d model calls, want 1", calls())
 		}
 	})
+	// A bad key or an exhausted quota is no user's fault and no wait fixes
+	// it: the user is asked to come back, and the operator is told the
+	// verdict and its evidence on stderr, by the process that met it.
+	for _, tc := range []struct {
+		name   string
+		ans    answer
+		reason string
+	}{
+		{"bad API key", answerBadKey, "auth (evidence code:invalid_api_key)"},
+		{"quota exhausted", answerNoQuota, "quota_exhausted (evidence code:insufficient_quota)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, calls := model(t, tc.ans)
+			out, errOut, code := run(t, env...)
+			if code != 0 || out != "Not now: retry in 1m0s.\n" || calls() != 1 {
+				t.Fatalf("exit %d, output %q, %d calls", code, out, calls())
+			}
+			if want := "summarise document-42: " + tc.reason; !strings.Contains(errOut, want) {
+				t.Fatalf("stderr %q: the operator is not told %q", errOut, want)
+			}
+		})
+	}
+	t.Run("a rate limit is no operator's business", func(t *testing.T) {
+		env, _ := model(t, answerRateLimited)
+		if _, errOut, _ := run(t, env...); errOut != "" {
+			t.Fatalf("stderr %q, want nothing", errOut)
+		}
+	})
 	t.Run("Redis down", func(t *testing.T) {
 		env, calls := model(t, answerOK)
 		env[0] = "REDIS_URL=redis://127.0.0.1:1" // nothing listens there
@@ -83,6 +111,11 @@ func TestProgram(t *testing.T) {
 		}
 		if strings.Contains(out, "127.0.0.1") || !strings.Contains(errOut, "summarise document-42") {
 			t.Fatalf("the operator's line belongs on stderr: stdout %q, stderr %q", out, errOut)
+		}
+		// The program's own line is the only one: go-redis's pool does not
+		// log each failed dial before it.
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 {
+			t.Fatalf("stderr has %d lines, want the program's one:\n%s", len(lines), errOut)
 		}
 	})
 	t.Run("no REDIS_URL", func(t *testing.T) {

@@ -41,9 +41,9 @@ const disabledSayWhy = `[...document.querySelectorAll('.evaluate')].filter(b => 
 func TestPageSaysOneThing(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
-	cfg.RateLimitHint = 3 * time.Second
-	cfg.DoneTTL = 3 * time.Second
-	cfg.ScopePause = 6 * time.Second
+	cfg.RateLimitHint = 6 * time.Second
+	cfg.DoneTTL = 6 * time.Second
+	cfg.ScopePause = 20 * time.Second // outlasts the test, however slow the machine
 	s := startServer(t, cfg)
 	if err := chromedp.Run(ctx, chromedp.Navigate(s.base), chromedp.WaitVisible(`li[data-doc="board-minutes"] .evaluate`)); err != nil {
 		t.Fatal(err)
@@ -53,29 +53,28 @@ func TestPageSaysOneThing(t *testing.T) {
 	if r := s.evaluate(t, "supplier-contract"); r.code != 429 {
 		t.Fatalf("first call: %d", r.code)
 	}
-	start := time.Now()
 	for i := 0; i < 5; i++ {
 		if r := s.evaluate(t, "supplier-contract"); r.code != 429 {
 			t.Fatalf("retry %d: %d", i, r.code)
 		}
 	}
-	if err := chromedp.Run(ctx, pollJS(`document.querySelector('#refused').textContent === '5' && document.querySelector('#calls').textContent === '1'`, time.Second)); err != nil {
+	// Pushed: the page no longer fetches the stats after a click of its
+	// own, so without the stream the counters would never move (its
+	// heartbeat comes every 15 s).
+	if err := chromedp.Run(ctx, pollJS(`document.querySelector('#refused').textContent === '5' && document.querySelector('#calls').textContent === '1'`, 10*time.Second)); err != nil {
 		t.Fatalf("counters not live: refused %q, calls %q: %v", pageText(t, ctx, "#refused"), pageText(t, ctx, "#calls"), err)
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("the page showed the refusals %v after they were sent, want within 1s", took)
-	}
 	// The card, cooled by another client, shows the countdown on its button.
-	if got := cardText(t, ctx, "supplier-contract", ".evaluate"); !regexp.MustCompile(`^Retry in 0:0[1-3]$`).MatchString(got) {
+	if got := cardText(t, ctx, "supplier-contract", ".evaluate"); !regexp.MustCompile(`^Retry in 0:0[1-6]$`).MatchString(got) {
 		t.Errorf("cooling card's button %q, want Retry in 0:0x", got)
 	}
-	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, time.Second)); err != nil {
+	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, 10*time.Second)); err != nil {
 		t.Errorf("a disabled button does not say why while cooling: %v", err)
 	}
 
 	// After the cooldown the card remembers the failure.
 	const lastFailure = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again."
-	if err := chromedp.Run(ctx, pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 5*time.Second)); err != nil {
+	if err := chromedp.Run(ctx, pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 20*time.Second)); err != nil {
 		t.Fatalf("after the cooldown: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
 	}
 	if got := cardText(t, ctx, "supplier-contract", ".evaluate"); got != "Evaluate again" {
@@ -83,39 +82,40 @@ func TestPageSaysOneThing(t *testing.T) {
 	}
 	screenshot(t, ctx, "last-failure-desktop.png", 1000)
 	if err := chromedp.Run(ctx, chromedp.Reload(), chromedp.WaitVisible(`li[data-doc="supplier-contract"] .evaluate`),
-		pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 2*time.Second)); err != nil {
+		pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 10*time.Second)); err != nil {
 		t.Fatalf("after a reload the failure is forgotten: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
 	}
 
 	// A success is held as done: the button says until when, and why.
 	const welcome = `li[data-doc="welcome-letter"]`
 	if err := chromedp.Run(ctx, chromedp.Click(welcome+` .evaluate`), chromedp.WaitVisible(welcome+` .result`),
-		pollJS(`/^Again in 0:0[1-3]$/.test(document.querySelector('`+welcome+` .evaluate').textContent)`, 2*time.Second)); err != nil {
+		pollJS(`/^Again in 0:0[1-6]$/.test(document.querySelector('`+welcome+` .evaluate').textContent)`, 10*time.Second)); err != nil {
 		t.Fatalf("held as done: button %q: %v", cardText(t, ctx, "welcome-letter", ".evaluate"), err)
 	}
 	if got := cardText(t, ctx, "welcome-letter", ".msg"); !strings.HasPrefix(got, "Evaluated just now. The result is held for a few seconds") {
 		t.Errorf("held as done: line %q", got)
 	}
-	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, time.Second)); err != nil {
+	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, 10*time.Second)); err != nil {
 		t.Errorf("the done button does not say why it is disabled: %v", err)
 	}
 	screenshot(t, ctx, "done-desktop.png", 1000)
-	if err := chromedp.Run(ctx, pollJS(`!document.querySelector('`+welcome+` .evaluate').disabled && document.querySelector('`+welcome+` .evaluate').textContent === 'Evaluate again'`, 5*time.Second)); err != nil {
+	if err := chromedp.Run(ctx, pollJS(`!document.querySelector('`+welcome+` .evaluate').disabled && document.querySelector('`+welcome+` .evaluate').textContent === 'Evaluate again'`, 20*time.Second)); err != nil {
 		t.Fatalf("the done mark ended but the button is %q: %v", cardText(t, ctx, "welcome-letter", ".evaluate"), err)
 	}
 
 	// The credit balance runs out: the upstream pauses; the banner counts
 	// down to the next probe, with the cards.
-	var banner, probe string
+	// The banner and the card are read in one evaluation, so the time
+	// between two reads on a loaded machine cannot part them.
+	var seen []string
 	if err := chromedp.Run(ctx,
 		chromedp.Click(`li[data-doc="board-minutes"] .evaluate`),
-		pollJS(`document.querySelector('#banner').classList.contains('show') && document.querySelector('li[data-doc="welcome-letter"] .evaluate').classList.contains('countdown')`, 3*time.Second),
-		chromedp.Text(`#banner`, &banner, chromedp.ByQuery),
-		chromedp.Text(`#banner .probe`, &probe, chromedp.ByQuery),
+		pollJS(`document.querySelector('#banner').classList.contains('show') && document.querySelector('li[data-doc="welcome-letter"] .evaluate').classList.contains('countdown')`, 20*time.Second),
+		chromedp.Evaluate(`[document.querySelector('#banner').textContent, document.querySelector('#banner .probe').textContent, document.querySelector('li[data-doc="welcome-letter"] .evaluate').textContent]`, &seen),
 	); err != nil {
 		t.Fatalf("paused upstream: %v", err)
 	}
-	card := cardText(t, ctx, "welcome-letter", ".evaluate")
+	banner, probe, card := seen[0], seen[1], seen[2]
 	for _, bad := range []string{"must act", "all jobs paused"} {
 		if strings.Contains(banner, bad) {
 			t.Errorf("banner %q says %q", banner, bad)
@@ -124,15 +124,15 @@ func TestPageSaysOneThing(t *testing.T) {
 	if !strings.Contains(banner, "Provider unavailable — every job waits") || !strings.Contains(banner, "quota_exhausted") {
 		t.Errorf("banner %q", banner)
 	}
-	bm := regexp.MustCompile(`^Next probe in 0:0(\d)$`).FindStringSubmatch(probe)
-	cm := regexp.MustCompile(`^Retry in 0:0(\d)$`).FindStringSubmatch(card)
+	bm := regexp.MustCompile(`^Next probe in 0:(\d\d)$`).FindStringSubmatch(probe)
+	cm := regexp.MustCompile(`^Retry in 0:(\d\d)$`).FindStringSubmatch(card)
 	if bm == nil || cm == nil {
 		t.Fatalf("banner %q and card %q: want both counting down", probe, card)
 	}
-	if b, c := atoi(t, bm[1]), atoi(t, cm[1]); b < 3 || c < b-1 || c > b+1 {
-		t.Errorf("banner %q and card %q disagree (or the pause is not the 6s configured)", probe, card)
+	if b, c := atoi(t, bm[1]), atoi(t, cm[1]); b > 20 || b < 10 || c < b-1 || c > b+1 {
+		t.Errorf("banner %q and card %q disagree (or the pause is not the 20s configured)", probe, card)
 	}
-	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, time.Second)); err != nil {
+	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, 10*time.Second)); err != nil {
 		t.Errorf("a disabled button does not say why while paused: %v", err)
 	}
 	screenshot(t, ctx, "paused-desktop.png", 1000)
@@ -147,28 +147,43 @@ func pageText(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // TestPageDoneViaBackup: with the backup upstream (make demo's default),
-// a document whose key is rate-limited is not a countdown: its next click
-// is done via the backup, the card says so, and the banner counts down to
-// the first upstream's next probe while saying where jobs run meanwhile.
+// a document whose key is rate-limited is not a countdown. Its first click
+// shows on its own card (the banner may be off-screen on a phone): the
+// provider rate-limited the key, and the next try runs on the backup. Its
+// next click is done via the backup, the card says so, and the banner
+// counts down to the first upstream's next probe while saying where jobs
+// run meanwhile.
 func TestPageDoneViaBackup(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
 	cfg.Backup = true
-	cfg.ScopeHint = 10 * time.Second // long enough to look at; the test ends first
+	cfg.ScopeHint = time.Minute // outlasts the test, however slow the machine
 	s := startServer(t, cfg)
 	const card = `li[data-doc="press-release"]`
-	enabled := pollJS(`!document.querySelector('`+card+` .evaluate').disabled`, 5*time.Second)
+	enabled := pollJS(`!document.querySelector('`+card+` .evaluate').disabled`, 20*time.Second)
+	const firstClick = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again: it runs on the backup."
 	if err := chromedp.Run(ctx,
+		chromedp.EmulateViewport(375, 900), // a phone
 		chromedp.Navigate(s.base),
 		chromedp.WaitVisible(card+` .evaluate`),
 		enabled,
 		chromedp.Click(card+` .evaluate`), // the first upstream answers 429 for the key
-		pollJS(`document.querySelector('#banner').classList.contains('show')`, 5*time.Second),
+		pollJS(`document.querySelector('`+card+` .msg').textContent === '`+firstClick+`'`, 20*time.Second),
+	); err != nil {
+		t.Fatalf("first click: card %q: %v", cardText(t, ctx, "press-release", ".msg"), err)
+	}
+	if got := cardText(t, ctx, "press-release", ".state"); got != "Ready" {
+		t.Errorf("pill %q after the key's rate limit, want Ready (the job may run on the backup)", got)
+	}
+	screenshot(t, ctx, "key-rate-limited-375.png", 375)
+	if err := chromedp.Run(ctx,
+		chromedp.EmulateViewport(1000, 900),
+		pollJS(`document.querySelector('#banner').classList.contains('show')`, 20*time.Second),
 		enabled,
 		chromedp.Click(card+` .evaluate`), // runs on the backup
 		chromedp.WaitVisible(card+` .result .via`),
 	); err != nil {
-		t.Fatalf("evaluate twice: %v", err)
+		t.Fatalf("second click: %v", err)
 	}
 	if got := cardText(t, ctx, "press-release", ".result .via"); got != "via backup" {
 		t.Errorf("result %q, want it marked via backup", got)
@@ -176,15 +191,13 @@ func TestPageDoneViaBackup(t *testing.T) {
 	if got := cardText(t, ctx, "press-release", ".evaluate"); strings.HasPrefix(got, "Retry in") {
 		t.Errorf("button %q: want no countdown, the job is done", got)
 	}
-	var title, probe string
-	if err := chromedp.Run(ctx,
-		chromedp.Text(`#banner-title`, &title, chromedp.ByQuery),
-		chromedp.Text(`#banner .probe`, &probe, chromedp.ByQuery),
-	); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(title, "jobs run on the backup") || !regexp.MustCompile(`^Next probe in 0:(0\d|10)$`).MatchString(probe) {
-		t.Errorf("banner %q, %q: want the first upstream's probe countdown and jobs on the backup", title, probe)
+	// The banner ticks: poll until it shows the probe's countdown (a
+	// minute at most) and says jobs run on the backup.
+	probe := `/^Next probe in (0:[0-5]\d|1:00)$/.test(document.querySelector('#banner .probe')?.textContent || '')`
+	title := `document.querySelector('#banner-title').textContent.includes('jobs run on the backup')`
+	if err := chromedp.Run(ctx, pollJS(probe+` && `+title, 20*time.Second)); err != nil {
+		t.Errorf("banner %q, %q: want the first upstream's probe countdown and jobs on the backup: %v",
+			pageText(t, ctx, "#banner-title"), pageText(t, ctx, "#banner .probe"), err)
 	}
 	if exp, got := int64(2), s.stats(t).UpstreamCalls; exp != got {
 		t.Errorf("upstream calls %d, want %d: one on each upstream", got, exp)

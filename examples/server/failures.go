@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -35,7 +36,9 @@ func newFailures() *failures {
 }
 
 // Observe implements gate.Observer: a settle into a cooldown or a failed
-// mark is remembered, a success forgets it.
+// mark is remembered, and so is a provider-wide failure that cooled the
+// upstream and left the job ready for the next one (a key-wide rate
+// limit with a backup); a success forgets it.
 func (f *failures) Observe(_ context.Context, e gate.Event) {
 	if e.Kind != gate.EventSettled || e.Err != nil {
 		return
@@ -47,7 +50,8 @@ func (f *failures) Observe(_ context.Context, e gate.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
-	case e.State == gate.CoolingDown || e.State == gate.Failed:
+	case e.State == gate.CoolingDown || e.State == gate.Failed,
+		e.State == gate.Ready && e.Reason != "" && e.Class != classify.ClassCanceled:
 		f.last[id] = failure{Reason: e.Reason, At: time.Now().UTC()}
 	case e.Reason == "": // a success (a release has a reason, e.g. canceled)
 		delete(f.last, id)

@@ -11,22 +11,24 @@ import (
 	"time"
 )
 
-// testConfig is the demo's configuration with sub-second timings, on a
-// free port, with the embedded Redis and the fake upstream.
+// testConfig is the demo's configuration with short timings, on a free
+// port, with the embedded Redis and the fake upstream. Tests wait for
+// what they expect by polling with generous deadlines: a loaded machine
+// makes them slower, never wrong.
 func testConfig() config {
 	return config{
 		Addr:            "127.0.0.1:0",
 		Model:           defaultModel,
 		Cooldown:        400 * time.Millisecond,
 		MaxCooldown:     time.Minute,
-		Lease:           300 * time.Millisecond,
+		Lease:           900 * time.Millisecond, // renewed every 300ms: a loaded machine's stalls do not lose it
 		MaxAttempts:     3,
 		DoneTTL:         time.Second,
 		ScopeCooldown:   time.Second,
 		ScopePause:      time.Second,
 		RateLimitHint:   time.Second,
 		ScopeHint:       1500 * time.Millisecond,
-		SlowCall:        time.Second,
+		SlowCall:        3 * time.Second, // long enough to be seen running on a loaded machine
 		ShutdownTimeout: 5 * time.Second,
 	}
 }

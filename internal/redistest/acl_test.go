@@ -40,7 +40,7 @@ func TestACLServer(t *testing.T) {
 		t.Fatalf("keys: exp %q, got %q", exp, got)
 	}
 
-	key := prefix + ":{job}:lock"
+	key := prefix + ":{doc-1}:job"
 	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
 		t.Fatalf("SET under the prefix: %v", err)
 	}

@@ -58,8 +58,9 @@ func WithArgs(args ...string) Option {
 	return func(o *options) { o.args = append(o.args, args...) }
 }
 
-// Server starts a redis-server on a free loopback port with no persistence,
-// waits until it answers, and stops it in t.Cleanup. It skips t where
+// Server starts a redis-server on a free loopback port with no persistence
+// (WithArgs may turn it on), waits until it answers, and stops it in
+// t.Cleanup. It skips t where
 // redis-server is missing (see Require).
 func Server(t testing.TB, opts ...Option) *Srv {
 	t.Helper()
@@ -108,9 +109,11 @@ func (s *Srv) Kill() {
 	s.killLocked()
 }
 
-// Restart stops the server if it runs and starts it again on the same port.
-// Nothing is persisted, so it comes back empty (a cluster node keeps its
-// nodes.conf, so it rejoins with its old identity and slots).
+// Restart stops the server if it runs (SIGTERM) and starts it again on the
+// same port, in the same directory. By default nothing is persisted, so it
+// comes back empty (a cluster node keeps its nodes.conf, so it rejoins with
+// its old identity and slots); a server started WithArgs("--appendonly",
+// "yes") or with a save schedule reloads what it wrote.
 func (s *Srv) Restart(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()

@@ -78,3 +78,36 @@ func Example() {
 	// refused without calling the provider: true
 	// upstream calls: 1
 }
+
+// A Messages stream: an error event mid-stream (here the overload
+// Anthropic's streaming docs show) ends the stream with an
+// *anthropic.Error, which Rule reads as the same error outside a stream.
+func ExampleRule_stream() {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\n"+
+			`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}`+"\n\n")
+		io.WriteString(w, "event: error\n"+`data: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`+"\n\n")
+	}))
+	defer provider.Close()
+	client := anthropic.NewClient(option.WithAPIKey("sk-ant-..."), option.WithBaseURL(provider.URL), option.WithMaxRetries(0))
+	ctx := context.Background()
+
+	summarize := func(ctx context.Context) error {
+		stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
+			Model:     anthropic.Model("claude-sonnet-4-5"),
+			MaxTokens: 1024,
+			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Summarize doc-1."))},
+		})
+		defer stream.Close()
+		for stream.Next() {
+			_ = stream.Current() // use the event
+		}
+		return stream.Err() // an error event mid-stream: Rule reads it
+	}
+
+	v := classify.Chain(anthropicsdk.Rule)(summarize(ctx))
+	fmt.Println(v.Class, v.Reason, "provider-wide:", v.ProviderWide)
+	// Output:
+	// transient overloaded provider-wide: true
+}

@@ -6,8 +6,17 @@
 // *openai.Error, from the status, body and response headers the error
 // already carries (Retry-After, retry-after-ms, x-should-retry,
 // x-ratelimit-reset-*), exactly as classify.Default decides a response
-// seen through classify.Transport; no Transport is needed. Other errors
+// seen through goopenai.Transport; no Transport is needed. Other errors
 // (network, context, marks) pass to classify.Default.
+//
+// Streams: a Chat Completions stream that receives an error event ends
+// with a *ssestream.StreamError, which Rule decides from the event's error
+// object as it would the same error outside a stream (a mid-stream
+// rate_limit_exceeded is a provider-wide rate limit, not an unknown
+// failure charged to the job). The Responses API reports failures as
+// ordinary "error" and "response.failed" events and its stream ends with
+// a nil Err: pass every event to EventError, which turns those two into
+// an error the gate can classify (see its doc for the loop).
 //
 // The SDK retries twice by default inside one gated attempt; create the
 // client with option.WithMaxRetries(0) so the gate decides when to call

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/retrygate/retrygate/classify"
 )
@@ -13,12 +14,20 @@ import (
 var _ classify.Rule = Rule
 
 // maxBody bounds how much of a kept response body Rule reads, as
-// classify.Transport does.
+// classify.ReadHTTPError does.
 const maxBody = 1 << 20
 
-// Rule decides any error whose chain holds an *openai.Error by what the
-// error carries; it passes (ok = false) on every other error.
+// Rule decides any error whose chain holds an *openai.Error, or the
+// *ssestream.StreamError a Chat Completions stream ends with when the
+// server sends an error event mid-stream, by what the error carries; it
+// passes (ok = false) on every other error. A stream error has no status
+// of its own (the response was a 200): its event's error object decides,
+// as it would outside a stream.
 func Rule(err error) (v classify.Verdict, ok bool) {
+	var se *ssestream.StreamError
+	if errors.As(err, &se) && se != nil {
+		return classify.Default(&classify.HTTPError{Body: se.Event.Data, Err: err}), true
+	}
 	var e *openai.Error
 	if !errors.As(err, &e) || e == nil {
 		return classify.Verdict{}, false
