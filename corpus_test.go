@@ -12,8 +12,8 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/corpus"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // Every real provider response of classify/testdata/corpus, replayed by an

@@ -27,7 +27,7 @@ import (
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

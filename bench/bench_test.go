@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // TestQuick runs the quick mode against a real redis-server and checks
@@ -137,7 +137,7 @@ func TestQuick(t *testing.T) {
 	// Memory per cooling job is measured in every many-jobs scenario. At a
 	// few thousand jobs client buffers resized by Redis's cron swamp it (it
 	// is meant for the full run's million), so only its presence is
-	// checked here; internal/proof's TestSoak bounds a key's MEMORY USAGE.
+	// checked here; internal/testkit/proof's TestSoak bounds a key's MEMORY USAGE.
 	for _, n := range quickSettings.edge.many {
 		if _, ok := res.edge.jobBytes[scMany(n)]; !ok {
 			t.Errorf("%s: no memory per cooling job", scMany(n))

@@ -4,7 +4,7 @@
 // one Redis GET and go-chi/httprate over real loopback HTTP, against one
 // redis-server it starts for the run, and writes a markdown report. It
 // also storms a fake provider's rate limit through four Gates sharing one
-// upstream (internal/limitstorm) and reports the share of calls that
+// upstream (internal/testkit/limitstorm) and reports the share of calls that
 // earned a 429 and the goodput, each gate against each provider, seed by
 // seed (issue 31).
 //

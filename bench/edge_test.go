@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // TestEdgeSameRefusal checks that the HTTP edge compares like with like:

@@ -8,7 +8,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
 // TestCorpus replays every real provider response of testdata/corpus to a

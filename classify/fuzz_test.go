@@ -14,7 +14,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/internal/code"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
 func FuzzParseRetryHint(f *testing.F) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
 // TestHoldout replays testdata/holdout: real responses from providers,

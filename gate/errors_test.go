@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // RetryAfter says how long to wait for every refusal a wait fixes, and

@@ -8,7 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // A running job's refusal says when its call should end, from how long

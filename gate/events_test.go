@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // The events of a job's life reach the observer with what adapters

@@ -10,8 +10,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/proof"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/proof"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // fallbackGate is a gate over tg with upstreams "primary" then "backup".

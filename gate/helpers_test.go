@@ -14,9 +14,9 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/faultproxy"
-	"github.com/retrygate/retrygate/internal/gatetest"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // errProviderBusy is a provider-wide rate limit without a hint.

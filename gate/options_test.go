@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 func TestOptionsValidation(t *testing.T) {

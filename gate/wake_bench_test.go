@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // BenchmarkWakeUp measures how long after a settle waiters learn the

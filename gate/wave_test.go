@@ -9,8 +9,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/gatetest"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // A wave, one failure at a time: the first PermanentWave-1 jobs failing

@@ -15,7 +15,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // TestOutcome: what the handler did decides what the gate records. A Fail

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // TestCalibrateRejectsWhatItCannotMean: a bare number gets the fix to

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // coolJob fails job through g so it cools down for the gate's Cooldown.

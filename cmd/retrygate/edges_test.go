@@ -13,7 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // TestFindHTTPJob: a job httpmw created from a chi route is named

@@ -13,7 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
 // rawResponse writes c as an HTTP/1.1 response, as copied from a log.

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // Job ids come from URLs; reasons and scopes from code and Redis. These

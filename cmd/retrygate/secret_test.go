@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // secretPiece is in every password below, whole or split by a character

@@ -24,8 +24,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/pgtest"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/pgtest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

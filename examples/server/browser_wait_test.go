@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // pollJS waits until the JavaScript expression is true.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // TestRoutesNameOneJob: the evaluate route, its retry-status route and the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/stormtest"
+	"github.com/retrygate/retrygate/internal/testkit/stormtest"
 )
 
 // asynqLateness bounds how late a retry may run after the gate's wait:

@@ -12,9 +12,9 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateasynq"
-	"github.com/retrygate/retrygate/internal/limitstorm"
-	"github.com/retrygate/retrygate/internal/llmfake"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/limitstorm"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // admits is set once the upstream admits calls from the provider's budget

@@ -16,8 +16,8 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateasynq"
-	"github.com/retrygate/retrygate/internal/redistest"
-	"github.com/retrygate/retrygate/internal/stormtest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/stormtest"
 )
 
 // workerEnv holds a worker process's configuration (JSON); the test

@@ -19,8 +19,8 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateotel"
-	"github.com/retrygate/retrygate/internal/gatetest"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // tracing is an Observer whose spans go to an in-memory exporter, and a

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateprom"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // BenchmarkDo compares a successful Do (acquire + release) without an

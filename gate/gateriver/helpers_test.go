@@ -20,9 +20,9 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateriver"
-	"github.com/retrygate/retrygate/internal/pgtest"
-	"github.com/retrygate/retrygate/internal/redistest"
-	"github.com/retrygate/retrygate/internal/stormtest"
+	"github.com/retrygate/retrygate/internal/testkit/pgtest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/stormtest"
 )
 
 func TestMain(m *testing.M) {

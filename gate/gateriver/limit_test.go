@@ -13,10 +13,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/limitstorm"
-	"github.com/retrygate/retrygate/internal/llmfake"
-	"github.com/retrygate/retrygate/internal/pgtest"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/limitstorm"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/pgtest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // admits is set once the upstream admits calls from the provider's budget

@@ -16,9 +16,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/pgtest"
-	"github.com/retrygate/retrygate/internal/redistest"
-	"github.com/retrygate/retrygate/internal/stormtest"
+	"github.com/retrygate/retrygate/internal/testkit/pgtest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/stormtest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/classify/sdk/anthropicsdk"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
 func newClient(t *testing.T, h http.Handler) anthropic.Client {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/classify/sdk/openaisdk"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
 func newClient(t *testing.T, h http.Handler) openai.Client {

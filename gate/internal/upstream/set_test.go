@@ -8,7 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // fixture is one Set over a fresh miniredis, with its clock.

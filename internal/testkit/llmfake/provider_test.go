@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
 // clock is a hand-driven clock.

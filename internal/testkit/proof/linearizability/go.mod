@@ -1,4 +1,4 @@
-module github.com/retrygate/retrygate/internal/proof/linearizability
+module github.com/retrygate/retrygate/internal/testkit/proof/linearizability
 
 go 1.24
 
@@ -20,4 +20,4 @@ require (
 // Development only: build against the working tree. The go command ignores
 // a replace in a dependency's go.mod, so a user gets the version required
 // above, which make release sets to the release being tagged.
-replace github.com/retrygate/retrygate => ../../..
+replace github.com/retrygate/retrygate => ../../../..

@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/faultproxy"
-	"github.com/retrygate/retrygate/internal/proof"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
+	"github.com/retrygate/retrygate/internal/testkit/proof"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // soakDuration is 5s, 1.5s with -short, or $RETRYGATE_SOAK (a Go

@@ -9,7 +9,7 @@
 // # Scenarios (faults_test.go, cluster_test.go)
 //
 // Each runs against its own redis-server, mostly through
-// internal/faultproxy, in well under two seconds:
+// internal/testkit/faultproxy, in well under two seconds:
 //
 //   - Latency above the lease while fn runs: the lease is fenced within
 //     Lease (renewals keep failing until the lock must have expired) plus one renewal timeout

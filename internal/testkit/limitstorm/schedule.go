@@ -15,7 +15,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify/goopenai"
-	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
 // Job is one job of a storm.

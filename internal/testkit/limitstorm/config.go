@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
 // Config shapes one storm. The zero value of a field means its documented

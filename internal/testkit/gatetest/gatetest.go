@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // New builds a gate over rdb with opts, giving it a prefix no other test

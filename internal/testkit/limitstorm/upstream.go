@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
 // upstream is the provider every Gate of a storm calls, over loopback

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/faultproxy"
-	"github.com/retrygate/retrygate/internal/proof"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
+	"github.com/retrygate/retrygate/internal/testkit/proof"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // newOwnerGate is a gate on the same keys as stale, for the owner that

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/corpus"
+	"github.com/retrygate/retrygate/internal/testkit/corpus"
 )
 
-const dir = "../../classify/testdata/corpus"
+const dir = "../../../classify/testdata/corpus"
 
 func TestLoadRealCorpus(t *testing.T) {
 	cases, err := corpus.Load(dir)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
-	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
 // The fake's headers read through classify.ParseBudget tell a caller, before

@@ -13,8 +13,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/proof"
-	"github.com/retrygate/retrygate/internal/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/proof"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
