@@ -23,10 +23,12 @@ const (
 	// renamed, as on many managed services; no ACL permission; or a client
 	// type Check cannot inspect). Ask the provider which policy it uses.
 	WarnUnchecked = "config_unchecked"
-	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
-	// written (Redis unreachable, or refusing writes when full). The process
-	// that ran the job refuses it in-process for the intended cooldown;
-	// other processes see only the running lease's TTL.
+	// WarnSettleUnwritten: a failure's cooldown or failed mark, or a
+	// success's done mark (DoneTTL), could not be written (Redis
+	// unreachable, or refusing writes when full); State says which. The
+	// process that ran the job refuses it in-process for the intended
+	// cooldown or mark, and writes a done mark again until Redis takes it;
+	// other processes see only the running lease's TTL meanwhile.
 	WarnSettleUnwritten = "settle_unwritten"
 	// WarnPermanentWave: many distinct jobs of the scope failed
 	// permanently for the same reason in a short window

@@ -65,6 +65,11 @@
 //     in-process for the intended cooldown (an EventWarning with Reason
 //     WarnSettleUnwritten), and elsewhere the lease's own TTL is the
 //     cooldown.
+//   - A success is not paid for twice because Redis was briefly away: if
+//     its done mark (DoneTTL) cannot be written, the process that ran it
+//     refuses the job as Done for DoneTTL (WarnSettleUnwritten, State
+//     Done) and writes the mark again, backing off up to a second, until
+//     Redis takes it; never over a newer owner's value.
 //   - FailOpen applies only when Redis cannot be reached (ErrUnavailable).
 //     A Redis that answers with an error (ErrRedisRefused: NOPERM, OOM,
 //     READONLY...) always fails closed.

@@ -117,14 +117,15 @@ func (g *Gate) follow(ctx context.Context, p *pending, fresh bool) (err error, a
 	return nil, true
 }
 
-// unwritten holds the failures this process could not write to Redis
+// unwritten holds the outcomes this process could not write to Redis
 // (WarnSettleUnwritten): Redis never held them, so the process that ran
-// the job refuses it in-process until the intended cooldown or failed mark
-// ends, and no retry through it runs early. Other processes see the
-// lease's TTL. Bounded: at most maxUnwritten jobs.
+// the job refuses it in-process until the intended cooldown, failed or
+// done mark ends, and no retry through it runs early. Other processes see
+// the lease's TTL; a success is written again meanwhile (unwritten.go).
+// Bounded: at most maxUnwritten jobs.
 type unwritten struct {
 	mu sync.Mutex
-	m  map[string]unwrittenFailure
+	m  map[string]*unwrittenFailure
 }
 
 type unwrittenFailure struct {
@@ -134,10 +135,11 @@ type unwrittenFailure struct {
 
 const maxUnwritten = 4096
 
-// add remembers w, the failure of job that Redis did not take, and
-// returns the refusal it stands for.
-func (u *unwritten) add(job string, w jobWrite) *BlockedError {
-	f := unwrittenFailure{until: time.Now().Add(w.ttl),
+// add remembers w, the outcome of job that Redis did not take, and
+// returns the refusal it stands for and its entry (held tells whether it
+// is still held).
+func (u *unwritten) add(job string, w jobWrite) (*BlockedError, *unwrittenFailure) {
+	f := &unwrittenFailure{until: time.Now().Add(w.ttl),
 		b: BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}}
 	if w.state == CoolingDown {
 		f.b.RetryAfter = w.ttl
@@ -145,7 +147,7 @@ func (u *unwritten) add(job string, w jobWrite) *BlockedError {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
-		u.m = make(map[string]unwrittenFailure)
+		u.m = make(map[string]*unwrittenFailure)
 	}
 	if len(u.m) >= maxUnwritten {
 		now := time.Now()
@@ -163,7 +165,21 @@ func (u *unwritten) add(job string, w jobWrite) *BlockedError {
 	}
 	u.m[job] = f
 	b := f.b
-	return &b
+	return &b, f
+}
+
+// held reports whether f is still job's entry, and drops it (the job's
+// value in Redis rules again) when drop is set.
+func (u *unwritten) held(job string, f *unwrittenFailure, drop bool) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m[job] != f {
+		return false
+	}
+	if drop {
+		delete(u.m, job)
+	}
+	return true
 }
 
 // refusal returns the refusal of a job whose failure Redis did not take,

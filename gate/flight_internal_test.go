@@ -12,8 +12,8 @@ import (
 // stand for: a cooldown with its wait, a failed mark without one.
 func TestUnwrittenRefusal(t *testing.T) {
 	var u unwritten
-	cool := u.add("cool", jobWrite{kind: store.Cooling, ttl: time.Minute, state: CoolingDown, attempts: 1, reason: "timeout"})
-	failed := u.add("failed", jobWrite{kind: store.Failed, ttl: time.Hour, state: Failed, attempts: 1, reason: "context_length_exceeded"})
+	cool, _ := u.add("cool", jobWrite{kind: store.Cooling, ttl: time.Minute, state: CoolingDown, attempts: 1, reason: "timeout"})
+	failed, _ := u.add("failed", jobWrite{kind: store.Failed, ttl: time.Hour, state: Failed, attempts: 1, reason: "context_length_exceeded"})
 	if cool.State != CoolingDown || cool.RetryAfter != time.Minute {
 		t.Errorf("cooling: %+v, want cooling_down for its minute", cool)
 	}

@@ -25,7 +25,7 @@ type Gate struct {
 	ups *upstream.Set
 
 	flight    flight    // in-process merging (flight.go)
-	unwritten unwritten // failures Redis did not take (unwritten.go)
+	unwritten unwritten // outcomes Redis did not take (flight.go, unwritten.go)
 	calls     callTimes // recent call durations (estimate.go)
 	hub       *hub.Hub  // subscriptions of waits and watches
 
@@ -136,8 +136,9 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotOwned) {
 			return err
 		}
-		// A success whose release could not reach Redis stays a success:
-		// the lock expires with the lease and the observer saw the error.
+		// A success whose settle could not reach Redis stays a success:
+		// held Done here and written again (DoneTTL), else the lock
+		// expires with the lease; the observer saw the error.
 		return nil
 	}
 	return l.failError(ctx, ferr)

@@ -82,13 +82,18 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	if err != nil {
 		werr := redisError("settle", err)
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})
-		if d.job.state == CoolingDown || d.job.state == Failed {
-			// The failure is not in Redis: refuse the job here for the
-			// cooldown it should have had, so no retry through this
-			// process runs early; other processes see the lease's TTL.
-			b := g.unwritten.add(l.job, d.job)
+		if d.job.state == CoolingDown || d.job.state == Failed || d.job.state == Done {
+			// The outcome is not in Redis: refuse the job here for the
+			// cooldown, failed or done mark it should have had, so no
+			// retry through this process runs early (nor a success
+			// twice); other processes see the lease's TTL, and a success
+			// is written again meanwhile.
+			b, f := g.unwritten.add(l.job, d.job)
 			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
+			if d.job.state == Done {
+				go l.rewrite(ctx, f, d.job, held)
+			}
 		}
 		return res, werr
 	}

@@ -396,6 +396,9 @@ type Settlement struct {
 	Attempts         int
 	Suspect          bool
 	Reason, Evidence string
+	// Late: a Done written by the retry of a settle Redis did not take; it
+	// is written on a key that expired meanwhile too.
+	Late bool
 }
 
 // Settled is job_settle.lua's answer.
@@ -408,10 +411,14 @@ type Settled struct {
 }
 
 // Settle queues job_settle.lua: write w if token still holds the job (or
-// its key is gone).
+// its key is gone, for a failure or a late success).
 func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64, w Settlement) Reply[Settled] {
 	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
-	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail)
+	late := "0"
+	if w.Late {
+		late = "1"
+	}
+	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail, late)
 	return Reply[Settled]{cmd, decodeSettle}
 }
 
