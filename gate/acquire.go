@@ -29,7 +29,11 @@ import (
 // it over), when an upstream's wait has just ended (this call claims its
 // probe) or when every upstream refuses and this process did not know it
 // yet (the job is given back); while this process knows every upstream
-// refuses, Acquire only reads them (one trip, nothing written). Concurrent
+// refuses, Acquire only reads them (one trip, nothing written). When Redis
+// refuses the write (full with noeviction: OOM; a replica: READONLY), a
+// second trip reads the job's value with commands that write nothing: a
+// job cooling, failed, done or running is still refused with its state
+// and wait, and only a free one fails closed (ErrRedisRefused). Concurrent
 // Acquires of one job in one process make one round trip: the others wait
 // for its reply and get the same refusal, or ErrInFlight once it holds the
 // lease.

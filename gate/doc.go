@@ -56,6 +56,10 @@
 //     when its wait just ended, or to give the job back when every upstream
 //     refuses and this process did not know it yet; while it knows, an
 //     acquire only reads the upstreams (one trip, nothing written).
+//     A refusal needs no write: when Redis refuses the SET (full with
+//     noeviction: OOM; a replica: READONLY), a second trip reads the job,
+//     and a job cooling, failed, done or running is refused with its state
+//     and wait; only a free job fails closed (ErrRedisRefused).
 //     Concurrent calls of one job in one process make one round trip and
 //     the others are refused with ErrInFlight in-process.
 //   - A failure never leads to an immediate free retry: the outcome is
