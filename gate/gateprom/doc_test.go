@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/metricspec"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
@@ -62,8 +62,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 	}
 	values := map[string][]string{
 		"retrygate_redis_errors_total": redisop.All[:],
-		"retrygate_warnings_total": {gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten,
-			gate.WarnPermanentWave, gate.WarnWaitPolling},
+		"retrygate_warnings_total":     metricspec.Warnings,
 	}
 	for name, vs := range values {
 		words := strings.FieldsFunc(lines[name], func(r rune) bool { return strings.ContainsRune(" |,;:()", r) })

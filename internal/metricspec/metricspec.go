@@ -15,11 +15,18 @@ import (
 // Other replaces a label value outside the known set.
 const Other = "other"
 
+// Warnings are the gate's warning reasons (gate.Warn*), the values of
+// retrygate_warnings_total's reason label.
+var Warnings = []string{
+	gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnNoPersistence, gate.WarnSettleUnwritten,
+	gate.WarnPermanentWave, gate.WarnWaitPolling,
+}
+
 // Reasons are the classify package's reason codes and the gate's warnings:
 // the reason label values kept as they are (a label set must be bounded).
 // TestReasonsCoverEveryCode reads both packages' sources so the list
 // cannot drift.
-var Reasons = []string{
+var Reasons = append([]string{
 	classify.ReasonRateLimited, classify.ReasonQuotaExhausted, classify.ReasonOverloaded,
 	classify.ReasonContextLength, classify.ReasonContentFiltered, classify.ReasonInvalidRequest,
 	classify.ReasonAuth, classify.ReasonModelNotFound, classify.ReasonNotImplemented,
@@ -29,8 +36,7 @@ var Reasons = []string{
 	classify.ReasonMarkedTransient, classify.ReasonMarkedSystemic, classify.ReasonShouldNotRetry,
 	classify.ReasonShouldRetry, classify.ReasonClientSide, classify.ReasonTooLarge,
 	classify.ReasonInvalidURL, classify.ReasonBadStream, classify.ReasonAccount,
-	gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten, gate.WarnPermanentWave, gate.WarnWaitPolling,
-}
+}, Warnings...)
 
 // HeldBuckets span LLM calls, in seconds: 100 ms to 10 min.
 var HeldBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
