@@ -39,8 +39,11 @@ import (
 // lease.
 //
 // A running job's refusal (ErrInFlight) says when its call should end:
-// the 90th percentile of this Gate's last 64 call durations less the time
-// the run has taken, at least a second and at most its lease's time left
+// the 90th percentile of the gate's last 64 call durations (shared by
+// every process through Redis, by the renewals; the runner records its
+// estimate in the job's value at its first renewal, within a second),
+// less the time the
+// run has taken, at least a second and at most its lease's time left
 // (which alone is the estimate until 8 calls were seen).
 //
 // With Options.Wait set, a job running elsewhere is waited for: see
@@ -269,7 +272,7 @@ func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	switch b.State {
 	case Running:
 		left := g.leaseLeft(r.TTL, r.NoTTL)
-		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.Now, left)), v.Token
+		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.Now, left), v.Estimate), v.Token
 	case CoolingDown:
 		b.RetryAfter = v.Left(r.Now)
 	}

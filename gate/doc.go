@@ -98,7 +98,8 @@
 //     DoneTTL is.
 //   - Every key has a TTL: a job's key at most max(Lease, MaxCooldown,
 //     FailedTTL, DoneTTL) plus AttemptsTTL; its done key 10 s; an
-//     upstream's keys its cooldown or pause plus a lease, or its windows.
+//     upstream's keys its cooldown or pause plus a lease, or its windows;
+//     the gate's calls key (64 durations) a day.
 //     A cooling job costs one key: 168 bytes of Redis memory for a 31-byte
 //     job key (internal/proof's TestSoak measures it, and fails above 300).
 //     Redis memory stays bounded.
@@ -119,10 +120,15 @@
 // # Waiting for a running job
 //
 // By default a job running elsewhere is refused at once (ErrInFlight), with
-// an estimate of when its call ends: the 90th percentile of this Gate's
+// an estimate of when its call ends: the 90th percentile of the gate's
 // last 64 call durations less the time the run has taken, at least a
 // second and at most the lease's time left (which alone it is until 8
-// calls were seen). With Options.Wait, or per call with AcquireWait, the
+// calls were seen). The durations are shared by every process of the
+// gate in <Prefix>:calls: a renewal sends the calls its process settled
+// since the last and reads the gate's back, and records the estimate in
+// the job's value (the first renewal comes within a second), so a process
+// that never ran a call reads it in its acquire's reply. Settles and
+// acquires send nothing more for it. With Options.Wait, or per call with AcquireWait, the
 // caller waits for that run to settle and then gets what it left: ErrDone
 // when it succeeded, ErrCoolingDown with its true time left or ErrFailed
 // when it failed; it runs the job only if the run ended without an outcome
@@ -180,7 +186,8 @@
 //
 // A job is one key, <Prefix>:{<job>}:job, with a done key beside it
 // (<Prefix>:{<job>}:done) for seconds after a success; an upstream is
-// <Prefix>:scope:{<scope>} with its windows (internal/keyspace, value.go).
+// <Prefix>:scope:{<scope>} with its windows; the gate's last call
+// durations are <Prefix>:calls (internal/keyspace, value.go).
 // Changes are published on the channel of the key's name (channels are not
 // keys and hold nothing). A job key with characters outside
 // [A-Za-z0-9-_.:/@+=,|#] is stored base64url-encoded behind '~', so user

@@ -106,7 +106,7 @@ func (g *Gate) follow(ctx context.Context, p *pending, fresh bool) (err error, a
 	switch {
 	case l != nil:
 		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
-			RetryAfter: g.runningWait(l.remaining(), l.elapsed()), token: l.token.Token, local: true}, false
+			RetryAfter: g.runningWait(l.remaining(), l.elapsed(), 0), token: l.token.Token, local: true}, false
 	case fresh:
 		return nil, true
 	case errors.As(perr, &b):

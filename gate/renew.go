@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
@@ -23,11 +25,18 @@ func (l *Lease) renew() {
 	l.mu.Unlock()
 
 	sent := time.Now()
+	est, unsent := l.shareCalls()
+	l.renewals++
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
 	t := g.store.Trip()
-	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1)
+	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1, est)
+	var shared store.Reply[[]time.Duration]
+	if len(unsent) > 0 {
+		shared = t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
+	}
 	t.Send(ctx)
 	owned, err := renewed.Result()
+	g.sharedCalls(shared)
 	cancel()
 
 	var (

@@ -60,7 +60,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	switch st.State {
 	case Running:
 		st.TTL = g.leaseLeft(r.TTL, r.NoTTL)
-		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.Now, st.TTL))
+		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.Now, st.TTL), v.Estimate)
 	case CoolingDown:
 		st.TTL = v.Left(r.Now)
 		st.RetryAfter = st.TTL

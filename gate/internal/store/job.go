@@ -411,10 +411,15 @@ func (t *Trip) Undo(ctx context.Context, key string, token Token, r *Acquired) R
 }
 
 // Renew queues job_renew.lua: extend the lease if token still holds it,
-// recording its fence and attempts beside the token. It reports whether
-// the lease was extended (false: not owned).
-func (t *Trip) Renew(ctx context.Context, key string, token Token, fence int64, attempts int) Reply[bool] {
-	cmd := t.eval(ctx, jobRenewScript, []string{key}, token.Token, t.s.lease, strconv.FormatInt(fence, 10), attempts)
+// recording its fence, attempts and the estimate of its call's duration
+// (0: none) beside the token. It reports whether the lease was extended
+// (false: not owned).
+func (t *Trip) Renew(ctx context.Context, key string, token Token, fence int64, attempts int, estimate time.Duration) Reply[bool] {
+	est := ""
+	if estimate > 0 {
+		est = strconv.FormatInt(max(ms(estimate), 1), 10)
+	}
+	cmd := t.eval(ctx, jobRenewScript, []string{key}, token.Token, t.s.lease, strconv.FormatInt(fence, 10), attempts, est)
 	return Reply[bool]{cmd, decodeFlag}
 }
 
