@@ -1,13 +1,11 @@
 package gate
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
-	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // How long a running job will take, for the refusal of a duplicate: the
@@ -15,9 +13,10 @@ import (
 // one ends (a 60 s lease for a 5 s call). The durations of the gate's last
 // calls are shared in Redis (keyspace.Calls): a renewal sends the ones
 // this Gate settled since its last and reads the gate's back, in its own
-// round trip, and records the estimate in the job's value, so a process
-// refused by the running value, even one that never ran a call, reads it
-// in its acquire's reply. A settle, the success path, sends nothing more.
+// round trip, and records the estimate in the job's value (renew.go), so a
+// process refused by the running value, even one that never ran a call,
+// reads it in its acquire's reply. A settle, the success path, sends
+// nothing more.
 const (
 	// callSamples is how many recent call durations a Gate keeps.
 	callSamples = 64
@@ -72,11 +71,15 @@ func (c *callTimes) set(ds []time.Duration) {
 	c.mu.Unlock()
 }
 
-// estimate is how long this Gate expects a call to take: the 90th
-// percentile of its last calls; 0 with too few.
+// estimate is how long a call is expected to take: the 90th percentile of
+// the samples, at least a millisecond (the precision Redis keeps); 0 with
+// too few.
 func (c *callTimes) estimate() time.Duration {
-	q, _ := c.quantile(callQuantile)
-	return q
+	q, ok := c.quantile(callQuantile)
+	if !ok {
+		return 0
+	}
+	return max(q, time.Millisecond)
 }
 
 // quantile returns the q-quantile of the samples, false with too few.
@@ -96,15 +99,15 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 
 // runningWait estimates when a run that has taken elapsed, with leaseLeft
 // on its lease, ends: its runner's estimate (recorded in the job's value;
-// 0 for none) or else the 90th percentile of the gate's recent call
-// durations this Gate knows, less elapsed, at least a second, at most the
-// lease's time left (after which a crashed run is taken over). With no
-// estimate and fewer than 8 calls known it is the lease's time left.
-func (g *Gate) runningWait(leaseLeft, elapsed, runner time.Duration) time.Duration {
+// 0 for none) or else the 90th percentile of the recent call durations,
+// less elapsed, at least a second, at most the lease's time left (after
+// which a crashed run is taken over). With no estimate and fewer than 8
+// calls seen it is the lease's time left.
+func (c *callTimes) runningWait(leaseLeft, elapsed, runner time.Duration) time.Duration {
 	leaseLeft = max(leaseLeft, time.Millisecond)
 	q := runner
 	if q <= 0 {
-		q = g.calls.estimate()
+		q = c.estimate()
 	}
 	if q <= 0 {
 		return leaseLeft
@@ -112,33 +115,23 @@ func (g *Gate) runningWait(leaseLeft, elapsed, runner time.Duration) time.Durati
 	return min(max(q-elapsed, minRunningWait), leaseLeft)
 }
 
-// shareCalls runs in a renewal, before its trip: it returns the estimate
-// the renewal records in the job's value, and the durations to send with
-// it (newest first). At a lease's first renewal, while this Gate knows too
-// few calls to estimate, it first sends them and reads the gate's in a
-// trip of its own, so that a fresh process's first run records the
-// gate's estimate.
-func (l *Lease) shareCalls() (time.Duration, []time.Duration) {
-	g := l.g
-	unsent := g.calls.takeUnsent()
-	if est := g.calls.estimate(); est > 0 || l.renewals > 0 {
-		return est, unsent
+// leaseLeft is a running value's time left from its TTL; a value held
+// without a TTL (not written by a gate) is held for a lease, as far as
+// anyone knows.
+func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration {
+	if noTTL {
+		return lease
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
-	defer cancel()
-	t := g.store.Trip()
-	rec := t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
-	t.Send(ctx)
-	if ds, err := rec.Result(); err == nil {
-		g.calls.set(ds)
-		unsent = nil
-	}
-	return g.calls.estimate(), unsent
+	return ttl
 }
 
-// sharedCalls reads what a renewal's trip read of the gate's calls.
-func (g *Gate) sharedCalls(rec store.Reply[[]time.Duration]) {
-	if ds, err := rec.Result(); err == nil {
-		g.calls.set(ds)
+// ranFor is how long a running value's run has taken at Redis time now
+// (ms): since its fence (Redis's µs clock at its acquire), or, for a run
+// taken on a free key and not renewed yet (no fence recorded), since its
+// key was set with the lease's TTL.
+func ranFor(v store.Job, now int64, left, lease time.Duration) time.Duration {
+	if v.Fence == 0 {
+		return max(lease-left, 0)
 	}
+	return max(time.Duration(now*1000-v.Fence)*time.Microsecond, 0)
 }

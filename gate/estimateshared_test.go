@@ -141,3 +141,24 @@ func TestRunningWaitSharedIsBounded(t *testing.T) {
 		return strings.HasPrefix(v, strings.Repeat("2000,", 10)) && strings.Count(v, ",") == 63
 	})
 }
+
+// Calls shorter than a millisecond are recorded as 0 ms, and are still an
+// estimate: a fresh process that reads eight of them records one, and a
+// duplicate is told about a second, not the lease.
+func TestRunningWaitSharedSubMillisecondCalls(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+	if err := rdb.Set(ctx, keyspace.Calls(opts.Prefix), "0,0,0,0,0,0,0,0", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := newGate(t, rdb, opts).Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	other := newGate(t, rdb, opts)
+	waitUntil(t, 5*time.Second, "the run recorded the gate's estimate", func() bool {
+		return inFlightWait(t, other, "job") <= 2*time.Second
+	})
+}
