@@ -64,14 +64,21 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // it over), when an upstream's wait has just ended (this call claims its
 // probe) or when every upstream refuses and this process did not know it
 // yet (the job is given back); while this process knows every upstream
-// refuses, Acquire only reads them (one trip, nothing written). Concurrent
+// refuses, Acquire only reads them (one trip, nothing written). When Redis
+// refuses the write (full with noeviction: OOM; a replica: READONLY), a
+// second trip reads the job's value with commands that write nothing: a
+// job cooling, failed, done or running is still refused with its state
+// and wait, and only a free one fails closed (ErrRedisRefused). Concurrent
 // Acquires of one job in one process make one round trip: the others wait
 // for its reply and get the same refusal, or ErrInFlight once it holds the
 // lease.
 //
 // A running job's refusal (ErrInFlight) says when its call should end:
-// the 90th percentile of this Gate's last 64 call durations less the time
-// the run has taken, at least a second and at most its lease's time left
+// the 90th percentile of the gate's last 64 call durations (shared by
+// every process through Redis, by the renewals; the runner records its
+// estimate in the job's value at its first renewal, within a second),
+// less the time the
+// run has taken, at least a second and at most its lease's time left
 // (which alone is the estimate until 8 calls were seen).
 //
 // With Options.Wait set, a job running elsewhere is waited for: see
@@ -289,7 +296,7 @@ func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	switch b.State {
 	case Running:
 		left := leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		b.RetryAfter, b.token = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease)), v.Token
+		b.RetryAfter, b.token = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease), v.Estimate), v.Token
 	case CoolingDown:
 		b.RetryAfter = v.Left(r.Now)
 	}

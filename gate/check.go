@@ -9,12 +9,13 @@ import (
 	"strings"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/persistence"
 )
 
 // Warning is one problem Check found. It is advice: the gate works, but a
 // guarantee in the package doc may not hold.
 type Warning struct {
-	// Reason is WarnEvictionPolicy or WarnUnchecked.
+	// Reason is WarnEvictionPolicy, WarnUnchecked or WarnNoPersistence.
 	Reason string
 	// Addr is the server it concerns ("" when not known).
 	Addr string
@@ -26,10 +27,12 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Message }
 
-// Check reads the maxmemory-policy of the gate's Redis (every master of a
-// cluster, every shard of a ring) and returns a Warning for each server
-// whose policy can evict keys with a TTL, which would silently end
-// cooldowns early. Each warning is also sent to the Observer as an
+// Check reads the maxmemory-policy and the persistence of the gate's Redis
+// (every master of a cluster, every shard of a ring) and returns a Warning
+// for each server whose policy can evict keys with a TTL, which would
+// silently end cooldowns early (WarnEvictionPolicy), and for each that
+// persists nothing, whose restart would forget every mark
+// (WarnNoPersistence). Each warning is also sent to the Observer as an
 // EventWarning. Call it once at start-up and log the warnings.
 //
 // A server that refuses CONFIG GET (disabled or renamed on managed Redis,
@@ -50,6 +53,15 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	if !checked {
 		warns = append(warns, Warning{Reason: WarnUnchecked,
 			Message: fmt.Sprintf("gate: cannot check maxmemory-policy through a %T (no CONFIG GET); make sure it is noeviction", g.store.Client())})
+	}
+	if err == nil {
+		var fs []persistence.Finding
+		fs, _, err = g.store.Persistence(ctx)
+		for _, f := range fs {
+			if f.None {
+				warns = append(warns, Warning{Reason: WarnNoPersistence, Addr: f.Addr, Message: "gate: " + f.Warning()})
+			}
+		}
 	}
 	if err != nil {
 		return warns, redisError("check", err)

@@ -27,7 +27,11 @@ type policyClient struct {
 }
 
 func (c *policyClient) ConfigGet(ctx context.Context, _ string) *redis.MapStringStringCmd {
-	return redis.NewMapStringStringResult(c.policy, nil)
+	m := map[string]string{"appendonly": "yes"} // persisting: only the policy is tested here
+	for k, v := range c.policy {
+		m[k] = v
+	}
+	return redis.NewMapStringStringResult(m, nil)
 }
 
 func (c *policyClient) Options() *redis.Options {
@@ -240,7 +244,8 @@ func TestCheckEvictionPolicy(t *testing.T) {
 			name = "default"
 		}
 		t.Run(name, func(t *testing.T) {
-			var opts []redistest.Option
+			// A save schedule, so that only the policy is warned about.
+			opts := []redistest.Option{redistest.WithArgs("--save", "3600 1")}
 			if tc.policy != "" {
 				opts = append(opts, redistest.WithArgs("--maxmemory-policy", tc.policy))
 			}
@@ -294,6 +299,11 @@ func TestCheckClusterChecksEveryMaster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Check: %v", err)
 		}
+		// The test cluster persists nothing: every master says so.
+		warns, unpersisted := withoutReason(warns, gate.WarnNoPersistence)
+		if exp, got := 3, len(unpersisted); exp != got {
+			t.Fatalf("no_persistence warnings: exp %d (one per master), got %v", exp, unpersisted)
+		}
 		if len(warns) != 0 {
 			t.Fatalf("noeviction cluster: exp no warnings, got %v", warns)
 		}
@@ -318,6 +328,7 @@ func TestCheckClusterChecksEveryMaster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Check: %v", err)
 		}
+		warns, _ = withoutReason(warns, gate.WarnNoPersistence)
 		if exp, got := 1, len(warns); exp != got {
 			t.Fatalf("warnings: exp %d, got %d: %v", exp, got, warns)
 		}
@@ -384,3 +395,16 @@ func TestCheckUnknownClient(t *testing.T) {
 }
 
 type scripterOnly struct{ gate.Client }
+
+// withoutReason splits warns into those of another reason and those of
+// reason.
+func withoutReason(warns []gate.Warning, reason string) (others, of []gate.Warning) {
+	for _, w := range warns {
+		if w.Reason == reason {
+			of = append(of, w)
+		} else {
+			others = append(others, w)
+		}
+	}
+	return others, of
+}

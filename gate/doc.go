@@ -44,6 +44,12 @@
 //     written detached from the caller; if Redis cannot take it, this
 //     process refuses the job for the intended cooldown and elsewhere the
 //     lease's TTL is the cooldown.
+//   - A success is not paid for twice because Redis was briefly away: a
+//     done mark (DoneTTL) Redis cannot take is held in this process and
+//     written again until Redis takes it, never over a newer owner.
+//   - A refusal needs no write: a Redis that refuses writes (OOM when
+//     full, READONLY) still refuses a cooling, failed, done or running job
+//     with its state and wait; only a free job fails closed.
 //   - One call at a time per job. Calls of one job in one process are
 //     merged: one round trip, the others refused in-process.
 //   - A stale owner never touches a newer owner's state: renewals and
@@ -53,6 +59,8 @@
 //     and a restart without persistence.
 //   - A waiter (Options.Wait, AcquireWait) never runs a job twice: woken by
 //     pub/sub when the run it waits for settles, it gets what that run left.
+//     A duplicate refused at once is told when the running call should
+//     end, in any process: the gate's call durations are shared in Redis.
 //   - Round trips: an acquire, a refusal and Status are one each; a
 //     successful or failed Do is two. An upstream is read in the acquire's
 //     round trip.
@@ -63,7 +71,8 @@
 // Limits: Redis replication is asynchronous, so a failover can lose a lock
 // or a cooldown written just before it (Lease.Fence and WaitReplicas exist
 // for that); a maxmemory-policy that evicts keys with a TTL ends cooldowns
-// early (Gate.Check warns); the acquire needs Redis 7.0 or later.
+// early, and so does a restart of a Redis that persists nothing
+// (Gate.Check warns about both); the acquire needs Redis 7.0 or later.
 //
 // # Layout
 //
@@ -71,8 +80,8 @@
 // Redis command, Lua script, reply and value, and how a command reaches a
 // key's node), internal/upstream (the breakers) and internal/hub (the
 // pub/sub subscriptions behind waits and watches). Keys are
-// <Prefix>:{<job>}:job, with a done key beside it, and one key per
-// upstream; a job key with characters outside [A-Za-z0-9-_.:/@+=,|#] is
+// <Prefix>:{<job>}:job, with a done key beside it, one key per upstream,
+// and <Prefix>:calls (the gate's last call durations); a job key with characters outside [A-Za-z0-9-_.:/@+=,|#] is
 // stored base64url-encoded, so user input can neither break the hash tag
 // nor collide with another job.
 //

@@ -10,8 +10,13 @@ import (
 
 // How long a running job will take, for the refusal of a duplicate: the
 // lease's time left says when a crashed run is taken over, not when a live
-// one ends (a 60 s lease for a 5 s call). A Gate keeps the durations of its
-// last calls and estimates from them.
+// one ends (a 60 s lease for a 5 s call). The durations of the gate's last
+// calls are shared in Redis (keyspace.Calls): a renewal sends the ones
+// this Gate settled since its last and reads the gate's back, in its own
+// round trip, and records the estimate in the job's value (renew.go), so a
+// process refused by the running value, even one that never ran a call,
+// reads it in its acquire's reply. A settle, the success path, sends
+// nothing more.
 const (
 	// callSamples is how many recent call durations a Gate keeps.
 	callSamples = 64
@@ -29,13 +34,52 @@ type callTimes struct {
 	mu   sync.Mutex
 	ring [callSamples]time.Duration
 	n    int // samples recorded, ever
+	// unsent are the durations this Gate settled and has not sent to
+	// Redis yet, oldest first; at most callSamples.
+	unsent []time.Duration
 }
 
 func (c *callTimes) add(d time.Duration) {
 	c.mu.Lock()
 	c.ring[c.n%callSamples] = d
 	c.n++
+	if len(c.unsent) == callSamples {
+		c.unsent = c.unsent[1:]
+	}
+	c.unsent = append(c.unsent, d)
 	c.mu.Unlock()
+}
+
+// takeUnsent returns the unsent durations, newest first, and forgets them.
+func (c *callTimes) takeUnsent() []time.Duration {
+	c.mu.Lock()
+	ds := c.unsent
+	c.unsent = nil
+	c.mu.Unlock()
+	slices.Reverse(ds)
+	return ds
+}
+
+// set replaces the samples with ds, the gate's last calls read from
+// Redis (newest first), unless it has none.
+func (c *callTimes) set(ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.n = copy(c.ring[:], ds)
+	c.mu.Unlock()
+}
+
+// estimate is how long a call is expected to take: the 90th percentile of
+// the samples, at least a millisecond (the precision Redis keeps); 0 with
+// too few.
+func (c *callTimes) estimate() time.Duration {
+	q, ok := c.quantile(callQuantile)
+	if !ok {
+		return 0
+	}
+	return max(q, time.Millisecond)
 }
 
 // quantile returns the q-quantile of the samples, false with too few.
@@ -54,14 +98,18 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 }
 
 // runningWait estimates when a run that has taken elapsed, with leaseLeft
-// on its lease, ends: the 90th percentile of the recent call
-// durations less elapsed, at least a second, at most the lease's time left
-// (after which a crashed run is taken over). With fewer than 8 calls seen
-// it is the lease's time left.
-func (c *callTimes) runningWait(leaseLeft, elapsed time.Duration) time.Duration {
+// on its lease, ends: its runner's estimate (recorded in the job's value;
+// 0 for none) or else the 90th percentile of the recent call durations,
+// less elapsed, at least a second, at most the lease's time left (after
+// which a crashed run is taken over). With no estimate and fewer than 8
+// calls seen it is the lease's time left.
+func (c *callTimes) runningWait(leaseLeft, elapsed, runner time.Duration) time.Duration {
 	leaseLeft = max(leaseLeft, time.Millisecond)
-	q, ok := c.quantile(callQuantile)
-	if !ok {
+	q := runner
+	if q <= 0 {
+		q = c.estimate()
+	}
+	if q <= 0 {
 		return leaseLeft
 	}
 	return min(max(q-elapsed, minRunningWait), leaseLeft)

@@ -107,7 +107,7 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *call
 	switch {
 	case l != nil:
 		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
-			RetryAfter: calls.runningWait(l.remaining(), l.elapsed()), token: l.token.Token, local: true}, false
+			RetryAfter: calls.runningWait(l.remaining(), l.elapsed(), 0), token: l.token.Token, local: true}, false
 	case fresh:
 		return nil, true
 	case errors.As(perr, &b):
@@ -118,14 +118,15 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *call
 	return nil, true
 }
 
-// unwritten holds the failures this process could not write to Redis
+// unwritten holds the outcomes this process could not write to Redis
 // (WarnSettleUnwritten): Redis never held them, so the process that ran
-// the job refuses it in-process until the intended cooldown or failed mark
-// ends, and no retry through it runs early. Other processes see the
-// lease's TTL. Bounded: at most maxUnwritten jobs.
+// the job refuses it in-process until the intended cooldown, failed or
+// done mark ends, and no retry through it runs early. Other processes see
+// the lease's TTL; a success is written again meanwhile (unwritten.go).
+// Bounded: at most maxUnwritten jobs.
 type unwritten struct {
 	mu sync.Mutex
-	m  map[string]unwrittenFailure
+	m  map[string]*unwrittenFailure
 }
 
 type unwrittenFailure struct {
@@ -135,15 +136,16 @@ type unwrittenFailure struct {
 
 const maxUnwritten = 4096
 
-// add remembers b, the refusal a failure Redis did not take stands for,
-// for ttl, and returns it.
-func (u *unwritten) add(b BlockedError, ttl time.Duration) *BlockedError {
+// add remembers b, the refusal an outcome Redis did not take stands for,
+// for ttl, and returns it and its entry (held tells whether it is still
+// held).
+func (u *unwritten) add(b BlockedError, ttl time.Duration) (*BlockedError, *unwrittenFailure) {
 	job := b.Job
-	f := unwrittenFailure{until: time.Now().Add(ttl), b: b}
+	f := &unwrittenFailure{until: time.Now().Add(ttl), b: b}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
-		u.m = make(map[string]unwrittenFailure)
+		u.m = make(map[string]*unwrittenFailure)
 	}
 	if len(u.m) >= maxUnwritten {
 		now := time.Now()
@@ -161,7 +163,21 @@ func (u *unwritten) add(b BlockedError, ttl time.Duration) *BlockedError {
 	}
 	u.m[job] = f
 	b = f.b
-	return &b
+	return &b, f
+}
+
+// held reports whether f is still job's entry, and drops it (the job's
+// value in Redis rules again) when drop is set.
+func (u *unwritten) held(job string, f *unwrittenFailure, drop bool) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m[job] != f {
+		return false
+	}
+	if drop {
+		delete(u.m, job)
+	}
+	return true
 }
 
 // refusal returns the refusal of a job whose failure Redis did not take,

@@ -52,5 +52,6 @@ func TestUnwrittenIsBounded(t *testing.T) {
 // addWrite remembers w, the failure of job that Redis did not take, as
 // settle does.
 func addWrite(u *unwritten, job string, w jobWrite) *BlockedError {
-	return u.add(w.refusal(job), w.ttl)
+	b, _ := u.add(w.refusal(job), w.ttl)
+	return b
 }

@@ -25,7 +25,7 @@ type Gate struct {
 	ups *upstream.Set
 
 	flight    flight    // in-process merging (flight.go)
-	unwritten unwritten // failures Redis did not take (unwritten.go)
+	unwritten unwritten // outcomes Redis did not take (flight.go, unwritten.go)
 	calls     callTimes // recent call durations (estimate.go)
 	hub       *hub.Hub  // subscriptions of waits and watches
 

@@ -23,6 +23,10 @@ type Lease struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
+	// renewals counts the renewals sent (renew.go; only renewals, one at a
+	// time, touch it).
+	renewals int
+
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry
 	timer   *time.Timer

@@ -121,10 +121,19 @@ const (
 	// renamed, as on many managed services; no ACL permission; or a client
 	// type Check cannot inspect). Ask the provider which policy it uses.
 	WarnUnchecked = "config_unchecked"
-	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
-	// written (Redis unreachable, or refusing writes when full). The process
-	// that ran the job refuses it in-process for the intended cooldown;
-	// other processes see only the running lease's TTL.
+	// WarnNoPersistence: the server persists nothing (appendonly no and no
+	// save schedule), so a restart forgets every cooldown, failed and done
+	// mark, and those jobs run again. Set appendonly yes with appendfsync
+	// everysec, or an RDB save schedule. Where CONFIG is refused Check
+	// reads INFO persistence; a server that refuses both is not warned
+	// about.
+	WarnNoPersistence = "no_persistence"
+	// WarnSettleUnwritten: a failure's cooldown or failed mark, or a
+	// success's done mark (DoneTTL), could not be written (Redis
+	// unreachable, or refusing writes when full); State says which. The
+	// process that ran the job refuses it in-process for the intended
+	// cooldown or mark, and writes a done mark again until Redis takes it;
+	// other processes see only the running lease's TTL meanwhile.
 	WarnSettleUnwritten = "settle_unwritten"
 	// WarnPermanentWave: many distinct jobs of the upstream failed
 	// permanently for the same reason in a short window

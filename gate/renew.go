@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
@@ -23,11 +25,18 @@ func (l *Lease) renew() {
 	l.mu.Unlock()
 
 	sent := time.Now()
+	est, unsent := l.shareCalls()
+	l.renewals++
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
 	t := g.store.Trip()
-	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1)
+	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1, est)
+	var shared store.Reply[[]time.Duration]
+	if len(unsent) > 0 {
+		shared = t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
+	}
 	t.Send(ctx)
 	owned, err := renewed.Result()
+	g.sharedCalls(shared)
 	cancel()
 
 	var (
@@ -89,3 +98,34 @@ func (g *Gate) renewEvery() time.Duration { return g.opts.Lease / 3 }
 // shows it within a second of the call's start. A call shorter than that
 // renews nothing.
 const firstRenewal = time.Second
+
+// shareCalls runs in a renewal, before its trip: it returns the estimate
+// the renewal records in the job's value, and the durations to send with
+// it (newest first). At a lease's first renewal, while this Gate knows too
+// few calls to estimate, it first sends them and reads the gate's in a
+// trip of its own, so that a fresh process's first run records the
+// gate's estimate.
+func (l *Lease) shareCalls() (time.Duration, []time.Duration) {
+	g := l.g
+	unsent := g.calls.takeUnsent()
+	if est := g.calls.estimate(); est > 0 || l.renewals > 0 {
+		return est, unsent
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
+	defer cancel()
+	t := g.store.Trip()
+	rec := t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
+	t.Send(ctx)
+	if ds, err := rec.Result(); err == nil {
+		g.calls.set(ds)
+		unsent = nil
+	}
+	return g.calls.estimate(), unsent
+}
+
+// sharedCalls reads what a renewal's trip read of the gate's calls.
+func (g *Gate) sharedCalls(rec store.Reply[[]time.Duration]) {
+	if ds, err := rec.Result(); err == nil {
+		g.calls.set(ds)
+	}
+}

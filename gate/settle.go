@@ -85,8 +85,9 @@ func (l *Lease) Settle(ctx context.Context, err error) error {
 	if errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrNotOwned) {
 		return serr
 	}
-	// A success whose release could not reach Redis stays a success: the
-	// lock expires with the lease and the observer saw the error.
+	// A success whose settle could not reach Redis stays a success: held
+	// Done here and written again (DoneTTL, unwritten.go), else the lock
+	// expires with the lease; the observer saw the error.
 	return nil
 }
 
@@ -221,13 +222,18 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	if err != nil {
 		werr := redisError("settle", err)
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})
-		if d.job.state == CoolingDown || d.job.state == Failed {
-			// The failure is not in Redis: refuse the job here for the
-			// cooldown it should have had, so no retry through this
-			// process runs early; other processes see the lease's TTL.
-			b := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
+		if d.job.state == CoolingDown || d.job.state == Failed || d.job.state == Done {
+			// The outcome is not in Redis: refuse the job here for the
+			// cooldown, failed or done mark it should have had, so no
+			// retry through this process runs early (nor a success
+			// twice); other processes see the lease's TTL, and a success
+			// is written again meanwhile.
+			b, f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
+			if d.job.state == Done {
+				go l.rewrite(ctx, f, d.job, held)
+			}
 		}
 		return res, werr
 	}

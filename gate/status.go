@@ -60,7 +60,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	switch st.State {
 	case Running:
 		st.TTL = leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		st.RetryAfter = g.calls.runningWait(st.TTL, ranFor(v, r.Now, st.TTL, g.opts.Lease))
+		st.RetryAfter = g.calls.runningWait(st.TTL, ranFor(v, r.Now, st.TTL, g.opts.Lease), v.Estimate)
 	case CoolingDown:
 		st.TTL = v.Left(r.Now)
 		st.RetryAfter = st.TTL

@@ -37,18 +37,9 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	for _, w := range gw {
 		warns = append(warns, warningJSON{w.Reason, w.Addr, w.Policy, w.Message})
 	}
-	found, err := checkPersistence(ctx, c.rdb)
+	notes, err := persistenceNotes(ctx, c.rdb)
 	if err != nil {
 		return err
-	}
-	notes := []string{}
-	for _, f := range found {
-		if f.warning != "" {
-			warns = append(warns, warningJSON{Reason: warnNoPersistence, Addr: f.addr, Message: f.warning})
-		}
-		if f.note != "" {
-			notes = append(notes, f.note)
-		}
 	}
 	if c.json {
 		out := struct {

@@ -369,7 +369,7 @@ func TestCheckPersistence(t *testing.T) {
 				mustOK(t, r)
 				return
 			}
-			if r.code != exitNotMet || !strings.Contains(r.stdout, "warning: no_persistence: Redis on "+s.Addr()+" persists nothing") ||
+			if r.code != exitNotMet || !strings.Contains(r.stdout, "warning: no_persistence: gate: Redis on "+s.Addr()+" persists nothing") ||
 				!strings.Contains(r.stdout, "appendonly yes") {
 				t.Fatalf("exp exit 3 and a no_persistence warning naming the fix, got %d %q %q", r.code, r.stdout, r.stderr)
 			}

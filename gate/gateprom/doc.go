@@ -23,7 +23,8 @@
 //	                                             cause: unavailable | refused (gate.ErrRedisRefused)
 //	retrygate_scope_transitions_total{state,reason}  state: cooling | paused
 //	retrygate_warnings_total{reason}             gate.EventWarning: maxmemory_policy_evicts | config_unchecked
-//	                                             (Gate.Check), settle_unwritten, permanent_wave, wait_polling
+//	                                             | no_persistence (Gate.Check), settle_unwritten, permanent_wave,
+//	                                             wait_polling
 //	retrygate_lock_held_seconds{outcome}         histogram: how long calls held the lock, observed at
 //	                                             every settle, lease loss and not-owned rejection
 //	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | scope

@@ -62,7 +62,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 	}
 	values := map[string][]string{
 		"retrygate_redis_errors_total": redisop.All[:],
-		"retrygate_warnings_total": {gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnSettleUnwritten,
+		"retrygate_warnings_total": {gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnNoPersistence, gate.WarnSettleUnwritten,
 			gate.WarnPermanentWave, gate.WarnWaitPolling},
 	}
 	for name, vs := range values {

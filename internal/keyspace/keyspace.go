@@ -91,6 +91,13 @@ func Done(prefix, job string) string {
 	return tagged(prefix, job, "}:done")
 }
 
+// Calls returns the key of a gate's last call durations,
+// <prefix>:calls: every process of the gate records its calls there, so
+// that any of them can tell a duplicate when a running call should end.
+func Calls(prefix string) string {
+	return prefix + ":calls"
+}
+
 // JobFromKey returns the job whose key is key under prefix, and false when
 // key is not such a key.
 func JobFromKey(prefix, key string) (string, bool) {

@@ -90,8 +90,11 @@ func (a *Acquired) Close() {
 // it, kept for Replicate (on a cluster the GETs are then sent after the
 // job's commands: go-redis's pinned Conn shares its client's Options
 // without its lock, and two connections opened at once, one each way,
-// race on them). When the master's client fails (a slot that moved: MOVED,
-// ASK; a node failing over) the job's commands are sent once more (resend).
+// race on them). When Redis refuses the SET (OOM, READONLY) a second trip
+// reads the job's value (readRefusal): a value that refuses the call is
+// the answer, without a write. When the master's client fails (a slot
+// that moved: MOVED, ASK; a node failing over) the job's commands are sent
+// once more (resend).
 // Hooks added with ClusterClient.AddHook do not see the commands sent
 // through a master's client; OnNewNode hooks do.
 //
@@ -104,6 +107,11 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 		return err
 	}
 	peeks, err := s.take(ctx, &rt, a, r)
+	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
+		// Redis refuses writes (OOM, READONLY) but the job's value
+		// refuses the call anyway: that refusal needs no write.
+		err = nil
+	}
 	if err != nil && s.resend(ctx, &rt, err) {
 		// Taken over by the script, whose TIME runs where the key is; the
 		// upstreams were read by the first send.
@@ -194,6 +202,34 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 		err = readDone(done, r)
 	}
 	return peeks, err
+}
+
+// readRefusal is the acquire's second trip when Redis refused the SET
+// (full with noeviction: OOM; a replica: READONLY): the job's value, its
+// PTTL and Redis's TIME, commands that write nothing, through via. It
+// reports whether that value refuses the call (running, settled and not
+// over, or held), and then r holds it; false leaves the refusal of the
+// write to fail closed.
+func (s *Store) readRefusal(ctx context.Context, via Client, key string, r *Acquired) bool {
+	t := s.Trip()
+	get := t.get(ctx, key)
+	p := redis.NewIntCmd(ctx, "pttl", key)
+	t.add(p)
+	now := redis.NewTimeCmd(ctx, "time")
+	t.add(now)
+	t.sendVia(ctx, via)
+	v, err := get.Result()
+	if err != nil { // no value (nil) refuses nothing
+		return false
+	}
+	pt, err1 := p.Result()
+	tm, err2 := now.Result()
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	r.Taken, r.Fence, r.Now = false, 0, tm.UnixMilli()
+	r.setValue(v, pt)
+	return !r.Job.Over(r.Now)
 }
 
 // resend reports whether an acquire whose first send failed with err is
@@ -375,10 +411,15 @@ func (t *Trip) Undo(ctx context.Context, key string, token Token, r *Acquired) R
 }
 
 // Renew queues job_renew.lua: extend the lease if token still holds it,
-// recording its fence and attempts beside the token. It reports whether
-// the lease was extended (false: not owned).
-func (t *Trip) Renew(ctx context.Context, key string, token Token, fence int64, attempts int) Reply[bool] {
-	cmd := t.eval(ctx, jobRenewScript, []string{key}, token.Token, t.s.lease, strconv.FormatInt(fence, 10), attempts)
+// recording its fence, attempts and the estimate of its call's duration
+// (0: none) beside the token. It reports whether the lease was extended
+// (false: not owned).
+func (t *Trip) Renew(ctx context.Context, key string, token Token, fence int64, attempts int, estimate time.Duration) Reply[bool] {
+	est := ""
+	if estimate > 0 {
+		est = strconv.FormatInt(max(ms(estimate), 1), 10)
+	}
+	cmd := t.eval(ctx, jobRenewScript, []string{key}, token.Token, t.s.lease, strconv.FormatInt(fence, 10), attempts, est)
 	return Reply[bool]{cmd, decodeFlag}
 }
 
@@ -396,6 +437,9 @@ type Settlement struct {
 	Attempts         int
 	Suspect          bool
 	Reason, Evidence string
+	// Late: a Done written by the retry of a settle Redis did not take; it
+	// is written on a key that expired meanwhile too.
+	Late bool
 }
 
 // Settled is job_settle.lua's answer.
@@ -408,10 +452,14 @@ type Settled struct {
 }
 
 // Settle queues job_settle.lua: write w if token still holds the job (or
-// its key is gone).
+// its key is gone, for a failure or a late success).
 func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64, w Settlement) Reply[Settled] {
 	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
-	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail)
+	late := "0"
+	if w.Late {
+		late = "1"
+	}
+	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail, late)
 	return Reply[Settled]{cmd, decodeSettle}
 }
 

@@ -81,8 +81,8 @@ func TestOwnership(t *testing.T) {
 	a, r := acquire(t, s, "k")
 	tr := s.Trip()
 	other := tr.Settle(ctx, "k", NewToken(), r.Fence, Settlement{Kind: Failed, TTL: time.Hour})
-	renewOther := tr.Renew(ctx, "k", NewToken(), r.Fence, 0)
-	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0)
+	renewOther := tr.Renew(ctx, "k", NewToken(), r.Fence, 0, 0)
+	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0, 0)
 	tr.Send(ctx)
 	if st, err := other.Result(); err != nil || st.Owned || st.Found.Kind != Running {
 		t.Fatalf("another run's settle: %+v, %v; want not owned, the running value found", st, err)
@@ -131,7 +131,7 @@ func TestScriptFallsBackToEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := s.Trip()
-	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0)
+	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0, 0)
 	tr.Send(ctx)
 	if ok, err := renew.Result(); err != nil || !ok {
 		t.Fatalf("renewal after SCRIPT FLUSH: %v, %v; want extended", ok, err)

@@ -36,6 +36,8 @@ var (
 	windowCountLua string
 	//go:embed lua/upstream_reset.lua
 	upstreamResetLua string
+	//go:embed lua/calls_record.lua
+	callsRecordLua string
 
 	// Scripts that change no state the waiters watch.
 	readScript          = newScript(readLua)
@@ -43,6 +45,7 @@ var (
 	jobRenewScript      = newScript(jobRenewLua)
 	upstreamClaimScript = newScript(upstreamClaimLua)
 	windowCountScript   = newScript(windowCountLua)
+	callsRecordScript   = newScript(callsRecordLua)
 
 	// The scripts that change state publish the change (lua/notify.lua):
 	// PUBLISH on one node, SPUBLISH on a cluster.

@@ -14,7 +14,7 @@ import (
 // A job has one key (internal/keyspace.Job) holding one of
 //
 //	r:<token>                                                  running, taken on a free key (SET NX)
-//	r:<token>:<fence>:<attempts>                               running, taken by a script or renewed
+//	r:<token>:<fence>:<attempts>[:<estimate>]                  running, taken by a script or renewed
 //	c:<until>:<fence>:<attempts>:<flags>:<reason>:<evidence>   cooling until <until>, then ready
 //	f:<until>:<fence>:<attempts>:<flags>:<reason>:<evidence>   failed until <until>
 //	d:<until>:<fence>:0                                        done until <until>, then ready
@@ -22,7 +22,9 @@ import (
 // A running value lives while its key does: the key's TTL is the lease.
 // A lease taken on a free key is a plain SET NX, which cannot know the
 // fence Redis's TIME gives it in the same round trip: its first renewal
-// records the fence beside the token.
+// records the fence beside the token, and the runner's estimate of how
+// long its call takes (ms, from the gate's last calls: calls.go), which a
+// process refused by the value reads in its acquire's reply.
 //
 // A settled value (c, f, d) outlives its <until>: after a cooldown the key
 // keeps the attempt count for a while (the gate's AttemptsTTL), so the
@@ -65,6 +67,9 @@ type Job struct {
 	Fence int64
 	// Attempts counts the failures since the last success.
 	Attempts int
+	// Estimate is a running value's estimate of how long its call takes
+	// (0: none recorded).
+	Estimate time.Duration
 	// Suspect: the failure was a suspect rejection, confirmed if the next
 	// attempt meets the same one.
 	Suspect          bool
@@ -123,10 +128,18 @@ func parseJob(v string) Job {
 		}
 		fence, ok1 := num()
 		att, ok2 := num()
-		if !ok1 || !ok2 || rest != "" {
+		if !ok1 || !ok2 {
 			return Job{}
 		}
-		return Job{Kind: Running, Token: token, Fence: fence, Attempts: int(att)}
+		j := Job{Kind: Running, Token: token, Fence: fence, Attempts: int(att)}
+		if rest != "" {
+			est, ok := num()
+			if !ok || rest != "" {
+				return Job{}
+			}
+			j.Estimate = time.Duration(est) * time.Millisecond
+		}
+		return j
 	case Cooling, Failed, Done:
 		until, ok0 := num()
 		fence, ok1 := num()

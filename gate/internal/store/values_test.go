@@ -14,6 +14,8 @@ func TestParseJob(t *testing.T) {
 		want Job
 	}{
 		{"r:abc:1700000000000001:2", Job{Kind: Running, Token: "abc", Fence: 1700000000000001, Attempts: 2}},
+		// Renewed by a runner that estimates its call at 8 s.
+		{"r:abc:1700000000000001:2:8000", Job{Kind: Running, Token: "abc", Fence: 1700000000000001, Attempts: 2, Estimate: 8 * time.Second}},
 		{"c:1000:7:3:s:invalid_request:status:400", Job{Kind: Cooling, Until: 1000, Fence: 7, Attempts: 3,
 			Suspect: true, Reason: "invalid_request", Evidence: "status:400"}},
 		{"f:2000:8:1::context_length_exceeded:code:context_length_exceeded", Job{Kind: Failed, Until: 2000, Fence: 8,
@@ -30,6 +32,8 @@ func TestParseJob(t *testing.T) {
 		{"c:-1:1:0", Job{}},
 		{"x:1:2:3", Job{}},
 		{"r:abc:1:2:extra", Job{}},
+		{"r:abc:1:2:8000:extra", Job{}},
+		{"r:abc:1:2:-5", Job{}},
 	} {
 		if got := parseJob(tt.v); got != tt.want {
 			t.Errorf("parseJob(%q) = %+v, want %+v", tt.v, got, tt.want)

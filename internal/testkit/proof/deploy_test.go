@@ -40,11 +40,15 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("Check warns about %q, want the master %s", w.Addr, master)
 		}
 	}
-	// The test servers run noeviction: give both an evicting policy, so
-	// Check has a warning whose address we can read.
+	// The test servers run noeviction and persist nothing: give both an
+	// evicting policy and a save schedule, so Check has one warning whose
+	// address we can read.
 	for _, addr := range set.DataAddrs() {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err()
+		if err == nil {
+			err = c.ConfigSet(ctx, "save", "3600 1").Err()
+		}
 		_ = c.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -1,16 +1,17 @@
 -- Extend a lease its owner still holds. KEYS[1] the job's key.
 -- ARGV[1] token, ARGV[2] lease ms, ARGV[3] the lease's fence, ARGV[4] its
--- attempt count. A lease taken on a free key holds "r:<token>" (a plain
--- SET NX, Store.Acquire): its first renewal records the fence and attempts
--- beside it, as a lease taken by job_acquire.lua has them from the start.
+-- attempt count, ARGV[5] the runner's estimate of its call's duration in
+-- ms ('' for none). A lease taken on a free key holds "r:<token>" (a plain
+-- SET NX, Store.Acquire): a renewal records the fence, attempts and
+-- estimate beside it, as a lease taken by job_acquire.lua has the first
+-- two from the start.
 -- Reply: 1 extended, 0 not owned.
 local t = 'r:' .. ARGV[1]
 local v = redis.call('GET', KEYS[1])
-if v == t then
-  redis.call('SET', KEYS[1], t .. ':' .. ARGV[3] .. ':' .. ARGV[4], 'PX', ARGV[2])
+if v == t or (v and string.sub(v, 1, #t + 1) == t .. ':') then
+  local nv = t .. ':' .. ARGV[3] .. ':' .. ARGV[4]
+  if ARGV[5] ~= '' then nv = nv .. ':' .. ARGV[5] end
+  redis.call('SET', KEYS[1], nv, 'PX', ARGV[2])
   return 1
-end
-if v and string.sub(v, 1, #t + 1) == t .. ':' then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0

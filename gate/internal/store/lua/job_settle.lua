@@ -9,10 +9,14 @@
 -- ARGV[4] keep ms: how much longer the key stays after <until>, holding
 --         the attempt count (0 and a ttl of 0: the key is deleted)
 -- ARGV[5] the value after <until>: "<fence>:<attempts>[:<flags>:<reason>:<evidence>]"
+-- ARGV[6] "1": a success written late, by the retry of a settle Redis did
+--         not take (the job is done whoever took it since; a newer value
+--         is still never overwritten)
 -- A run whose lease expired and whose key is gone still records a
 -- cooldown or a failed mark: dropping a failure would be an immediate free
--- retry. A success or a release finds it not owned: another run may have
--- taken the job since.
+-- retry; so does a success written late, whose key expired while Redis
+-- was away. Otherwise a success or a release finds it not owned: another
+-- run may have taken the job since.
 -- Reply: {1} written; {0, the value found or false} not owned.
 local t = 'r:' .. ARGV[1]
 local cur = redis.call('GET', KEYS[1])
@@ -20,7 +24,7 @@ if cur and cur ~= t and string.sub(cur, 1, #t + 1) ~= t .. ':' then
   return {0, cur}
 end
 local ttl, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
-if not cur and (ARGV[2] == 'd' or ttl <= 0) then
+if not cur and ((ARGV[2] == 'd' and ARGV[6] ~= '1') or ttl <= 0) then
   return {0, false}
 end
 if ARGV[2] == 'd' and ttl <= 0 then

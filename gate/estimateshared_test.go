@@ -1,0 +1,164 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// inFlightWait is how long fresh tells a duplicate of job to wait: the
+// job must be running elsewhere.
+func inFlightWait(t *testing.T, fresh *gate.Gate, job string) time.Duration {
+	t.Helper()
+	_, err := fresh.Acquire(context.Background(), job)
+	d, ok := gate.RetryAfter(err)
+	if !errors.Is(err, gate.ErrInFlight) || !ok {
+		t.Fatalf("duplicate: %v, want ErrInFlight with a wait", err)
+	}
+	return d
+}
+
+// The running call's estimate is shared: a process that never ran a call
+// (a Gate of its own, no memory shared) tells a duplicate of an 8 s call
+// to retry in about 8 s, not in the minute of lease left, because the
+// runner records its estimate in the job's value at its first renewal.
+func TestRunningWaitSharedByTheRunner(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+			runner := newGate(t, tg.Client, opts)
+			fresh := newGate(t, tg.Client, opts)
+			gate.SeedCallTimes(runner, 8*time.Second, 8)
+			l, err := runner.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			var d time.Duration
+			waitUntil(t, 5*time.Second, "the runner's first renewal recorded its estimate", func() bool {
+				d = inFlightWait(t, fresh, "job")
+				return d <= 8*time.Second
+			})
+			if d < 5*time.Second {
+				t.Fatalf("a fresh process, 8 s calls, a run begun at most 3 s ago: retry in %v, want about 8 s less the run's time", d)
+			}
+			if st := mustStatus(t, fresh, "job"); st.RetryAfter > 8*time.Second {
+				t.Fatalf("Status from a fresh process: retry in %v, want the runner's estimate", st.RetryAfter)
+			}
+		})
+	}
+}
+
+// callsKey polls until the gate's calls key holds n durations and
+// returns its TTL.
+func callsKey(t *testing.T, rdb redis.UniversalClient, prefix string, n int) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	key := keyspace.Calls(prefix)
+	var v string
+	waitUntil(t, 5*time.Second, key+" holds the durations", func() bool {
+		v, _ = rdb.Get(ctx, key).Result()
+		return v != "" && len(strings.Split(v, ",")) == n
+	})
+	ttl, err := rdb.PTTL(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ttl
+}
+
+// The gate's call durations are kept in Redis: a renewal sends the calls
+// its process settled and reads the gate's, so a process that never ran a
+// call records the gate's estimate in its run's value at its first
+// renewal, and a third process tells a duplicate about a second, not the
+// minute of lease left. The key has a TTL.
+func TestRunningWaitSharedThroughRedis(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+			busy := newGate(t, tg.Client, opts)
+			for range 8 {
+				if err := busy.Do(ctx, "short", func(context.Context, *gate.Lease) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A longer call: its first renewal sends the 8 calls.
+			if err := busy.Do(ctx, "long", func(context.Context, *gate.Lease) error {
+				ttl := callsKey(t, tg.Client, opts.Prefix, 8)
+				if ttl <= 23*time.Hour || ttl > 24*time.Hour {
+					t.Errorf("calls key: PTTL %v, want about a day", ttl)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			second := newGate(t, tg.Client, opts)
+			l, err := second.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			third := newGate(t, tg.Client, opts)
+			waitUntil(t, 5*time.Second, "the second process's run recorded the gate's estimate", func() bool {
+				return inFlightWait(t, third, "job") <= 2*time.Second
+			})
+		})
+	}
+}
+
+// The shared durations are bounded: the last 64 calls, newest first.
+func TestRunningWaitSharedIsBounded(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t)}
+	g := newGate(t, rdb, opts)
+	gate.SeedCallTimes(g, time.Second, 70)
+	l, err := g.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	callsKey(t, rdb, opts.Prefix, 64)
+	// Ten more calls, sent by the next renewal: the oldest ten go.
+	gate.SeedCallTimes(g, 2*time.Second, 10)
+	l2, err := g.Acquire(ctx, "job2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	waitUntil(t, 5*time.Second, "the second run's renewal sent its calls", func() bool {
+		v := rdb.Get(ctx, keyspace.Calls(opts.Prefix)).Val()
+		return strings.HasPrefix(v, strings.Repeat("2000,", 10)) && strings.Count(v, ",") == 63
+	})
+}
+
+// Calls shorter than a millisecond are recorded as 0 ms, and are still an
+// estimate: a fresh process that reads eight of them records one, and a
+// duplicate is told about a second, not the lease.
+func TestRunningWaitSharedSubMillisecondCalls(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+	if err := rdb.Set(ctx, keyspace.Calls(opts.Prefix), "0,0,0,0,0,0,0,0", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := newGate(t, rdb, opts).Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	other := newGate(t, rdb, opts)
+	waitUntil(t, 5*time.Second, "the run recorded the gate's estimate", func() bool {
+		return inFlightWait(t, other, "job") <= 2*time.Second
+	})
+}

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A success written late (its first settle never reached Redis) is
+// written on a key that expired meanwhile, and still never over a newer
+// value; an ordinary success finds the gone key not owned.
+func TestLateSuccess(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	done := Settlement{Kind: Done, TTL: time.Hour}
+	settle := func(key string, token Token, fence int64, w Settlement) Settled {
+		t.Helper()
+		tr := s.Trip()
+		r := tr.Settle(ctx, key, token, fence, w)
+		tr.Send(ctx)
+		st, err := r.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	a, r := acquire(t, s, "gone")
+	rdb.Del(ctx, "gone")
+	if st := settle("gone", a.Token, r.Fence, done); st.Owned {
+		t.Fatalf("a success on a gone key: %+v, want not owned", st)
+	}
+	late := done
+	late.Late = true
+	if st := settle("gone", a.Token, r.Fence, late); !st.Owned {
+		t.Fatalf("a late success on a gone key: %+v, want written", st)
+	}
+	if v := rdb.Get(ctx, "gone").Val(); !strings.HasPrefix(v, "d:") {
+		t.Fatalf("after the late success the key holds %q, want a done mark", v)
+	}
+
+	a, r = acquire(t, s, "newer")
+	rdb.Del(ctx, "newer")
+	acquire(t, s, "newer") // another run took the job meanwhile
+	if st := settle("newer", a.Token, r.Fence, late); st.Owned || st.Found.Kind != Running {
+		t.Fatalf("a late success over a newer run: %+v, want not owned, the run found", st)
+	}
+}
+
+// A renewal records the runner's estimate beside the fence, and an
+// acquire refused by the value reads it.
+func TestRenewRecordsTheEstimate(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	a, r := acquire(t, s, "k")
+	tr := s.Trip()
+	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0, 8*time.Second)
+	tr.Send(ctx)
+	if ok, err := renew.Result(); err != nil || !ok {
+		t.Fatalf("renew: %v %v", ok, err)
+	}
+	_, r2 := acquire(t, s, "k")
+	if r2.Taken || r2.Job.Estimate != 8*time.Second || r2.Job.Fence != r.Fence {
+		t.Fatalf("refused acquire: %+v, want the runner's 8 s estimate and its fence", r2.Job)
+	}
+}
+
+// RecordCalls keeps the newest durations first, at most keep, with a TTL;
+// with none to add it only reads.
+func TestRecordCalls(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	record := func(ds ...time.Duration) []time.Duration {
+		t.Helper()
+		tr := s.Trip()
+		r := tr.RecordCalls(ctx, "calls", ds, 3)
+		tr.Send(ctx)
+		got, err := r.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := record(); got != nil {
+		t.Fatalf("a read of no key: %v, want none", got)
+	}
+	if rdb.Exists(ctx, "calls").Val() != 0 {
+		t.Fatal("a read wrote the key")
+	}
+	record(time.Second, 2*time.Second)
+	got := record(4*time.Second, 3*time.Second)
+	if exp := []time.Duration{4 * time.Second, 3 * time.Second, time.Second}; len(got) != 3 || got[0] != exp[0] || got[1] != exp[1] || got[2] != exp[2] {
+		t.Fatalf("durations %v, want %v: the newest first, at most 3", got, exp)
+	}
+	if ttl := rdb.PTTL(ctx, "calls").Val(); ttl <= 0 || ttl > CallsTTL {
+		t.Fatalf("PTTL %v, want at most %v", ttl, CallsTTL)
+	}
+}

@@ -1,0 +1,138 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// A success whose settle Redis does not take is never paid for twice: the
+// process that ran it refuses the job as Done for DoneTTL, warns, and
+// writes the Done mark once Redis is back, even after the lease expired
+// meanwhile, so that another process is refused too.
+func TestUnwrittenSuccessIsHeldAndWrittenLater(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			const lease = 100 * time.Millisecond
+			f := &gatetest.Flaky{Client: tg.Client}
+			rec := newRecorder()
+			opts := gate.Options{Lease: lease, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t), Observer: rec}
+			ran := newGate(t, f, opts)
+			opts.Observer = nil
+			other := newGate(t, tg.Client, opts)
+
+			err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				f.Down.Store(true) // Redis goes away before the settle
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("Do: %v, want nil: the call succeeded", err)
+			}
+			if b := blocked(t, ran, "job"); b.State != gate.Done || !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("the same process, again: %v, want ErrDone", b)
+			}
+			warned := false
+			for _, e := range rec.drain() {
+				warned = warned || (e.Kind == gate.EventWarning && e.Reason == gate.WarnSettleUnwritten && e.State == gate.Done)
+			}
+			if !warned {
+				t.Fatal("no settle_unwritten warning with State Done")
+			}
+			// Past the lease: the running lock is gone from Redis.
+			waitState(t, tg, other, "job", gate.Ready, lease)
+
+			f.Down.Store(false)
+			waitState(t, tg, other, "job", gate.Done, 3*time.Second)
+			if b := blocked(t, other, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("another process: %v, want ErrDone", b)
+			}
+			settled := false
+			for _, e := range rec.drain() {
+				settled = settled || (e.Kind == gate.EventSettled && e.State == gate.Done && e.Err == nil)
+			}
+			if !settled {
+				t.Fatal("no settled event once the done mark was written")
+			}
+		})
+	}
+}
+
+// The late write never overwrites a newer owner: a run that took the job
+// after the lease expired keeps it, and the process that held it Done
+// follows Redis again.
+func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	f := &gatetest.Flaky{Client: rdb}
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Cooldown: time.Hour, Jitter: -1, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, f, opts)
+	other := newGate(t, rdb, opts)
+	_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+		f.Down.Store(true)
+		return nil
+	})
+	if err := rdb.Del(ctx, opts.Prefix+":{job}:job").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Another process runs the job and fails: its cooldown is the newer value.
+	if err := failWith(t, other, "job", errTransient); err == nil {
+		t.Fatal("the other run's failure was not reported")
+	}
+	f.Down.Store(false)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		b := blocked(t, ran, "job")
+		if b.State == gate.CoolingDown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process that held the job Done: %v, want the newer owner's cooldown", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := mustStatus(t, other, "job"); st.State != gate.CoolingDown {
+		t.Fatalf("Status: %v, want the newer owner's cooldown kept", st.State)
+	}
+}
+
+// The same through a real TCP fault: Redis black-holed past the lease
+// while the success settles. Do returns nil, the process refuses the job
+// as Done, and once the network heals the mark is in Redis.
+func TestUnwrittenSuccessThroughFaultProxy(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Server(t)
+	p := faultproxy.New(t, srv.Addr())
+	through := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: 100 * time.Millisecond,
+		WriteTimeout: 100 * time.Millisecond, DialTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = through.Close() })
+	ctx := context.Background()
+	const lease = 150 * time.Millisecond
+	opts := gate.Options{Lease: lease, DoneTTL: time.Hour, Timeout: 200 * time.Millisecond, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, through, opts)
+	other := newGate(t, srv.Client(t), opts)
+
+	err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+		p.Blackhole(true)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v, want nil: the call succeeded", err)
+	}
+	if b := blocked(t, ran, "job"); !errors.Is(b, gate.ErrDone) {
+		t.Fatalf("the same process, again: %v, want ErrDone", b)
+	}
+	waitState(t, redistest.Target{}, other, "job", gate.Ready, lease)
+	p.Blackhole(false)
+	waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
+	if b := blocked(t, ran, "job"); !errors.Is(b, gate.ErrDone) {
+		t.Fatalf("the same process, healed: %v, want ErrDone", b)
+	}
+}
