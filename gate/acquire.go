@@ -136,7 +136,7 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 		return g.unreached(ctx, &gr, err)
 	}
 	l := &Lease{grant: gr, g: g, parent: ctx, start: sent}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	l.ctx, l.cancel = context.WithCancelCause(g.budgetContext(context.WithValue(ctx, leaseKey{}, l), l))
 	// expires is read by merged callers (remaining) under l.mu.
 	l.mu.Lock()
 	l.expires = sent.Add(g.opts.Lease)
@@ -160,18 +160,25 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	case err != nil:
 		return nil, err
 	case ss != nil:
-		return upstreamRefusal(l.job, ss), nil
+		return g.upstreamRefusal(l.job, ss), nil
 	}
-	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys()}
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens)}
 	if w != nil {
 		a.Done = w.done
 	}
-	var r store.Acquired
+	var (
+		r      store.Acquired
+		judged upstream.Judgement
+	)
 	err = g.store.Acquire(ctx, &a, &r)
 	defer r.Close()
 	defer func() {
-		if (b != nil || err != nil) && r.Taken {
-			g.giveBack(ctx, l, &r)
+		switch {
+		case b == nil && err == nil:
+		case r.Taken:
+			g.giveBack(ctx, l, &r, judged)
+		default:
+			g.release(ctx, l, judged)
 		}
 	}()
 	switch {
@@ -181,9 +188,9 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
-	judged := g.ups.Judge(r.Upstreams, r.Now)
+	judged = g.ups.Judge(r.Upstreams, r.Admitted, r.Now)
 	if ss, refusing := judged.Refusal(); refusing {
-		return upstreamRefusal(l.job, ss), nil
+		return g.upstreamRefusal(l.job, ss), nil
 	}
 	if !r.Taken {
 		if !r.Job.Over(r.Now) {
@@ -200,7 +207,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	var refusal []upstream.Status
 	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {
 		if refusal != nil {
-			return upstreamRefusal(l.job, refusal), nil
+			return g.upstreamRefusal(l.job, refusal), nil
 		}
 		return nil, err
 	}
@@ -211,15 +218,19 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 }
 
 // giveBack gives the job back as the acquire found it (its value and TTL
-// before the SET NX or the takeover), and the probe it claimed, in one
-// round trip.
-func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired) {
+// before the SET NX or the takeover), the probe it claimed and the call it
+// reserved in its upstream's budget, in one round trip.
+func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired, j upstream.Judgement) {
 	rctx, cancel := g.opCtx(ctx)
 	defer cancel()
 	t := g.store.Trip()
 	undo := t.Undo(rctx, l.key, l.token, r)
 	unclaim := l.up.Unclaim(rctx, &t, l.token)
+	release := j.Release(rctx, &t)
 	t.Send(rctx)
+	if uerr := release.Err(); uerr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", uerr)})
+	}
 	if uerr := undo.Err(); uerr != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
 	}

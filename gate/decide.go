@@ -43,6 +43,11 @@ type decideIn struct {
 	wave bool
 	// fallback: the gate has another upstream for the job's next call.
 	fallback bool
+	// fits is, for a provider-wide failure, the wait until one more call
+	// fits as the run's responses said (Lease.budgetWait); 0 when they
+	// did not say. It replaces the verdict's hint, which may be the time
+	// until the limit is whole.
+	fits time.Duration
 }
 
 // jobWrite is what a run's end writes to its job (job_settle.lua).
@@ -107,6 +112,9 @@ func (g *Gate) decide(in decideIn) decision {
 	case v.ProviderWide && (v.Class == classify.ClassTransient || v.Class == classify.ClassSystemic):
 		// The provider's or the key's limits, not the job: no attempt
 		// counted, never Failed.
+		if in.fits > 0 && v.Class == classify.ClassTransient {
+			v.RetryAfter = in.fits
+		}
 		d.upstream = upstream.Write{Op: upstream.Throttle, Reason: v.Reason, TTL: g.upstreamCooldown(v.RetryAfter, in)}
 		wait := o.Cooldown
 		if in.upstream {

@@ -74,7 +74,8 @@ func New(rdb Client, opts Options) (*Gate, error) {
 		names = append([]string{o.Upstream}, o.Fallbacks...)
 	}
 	p := o.UpstreamPolicy
-	g.ups = upstream.NewSet(o.Prefix, names, upstream.Policy{AllowedFails: p.AllowedFails, FailWindow: p.FailWindow, PermanentWave: p.PermanentWave})
+	g.ups = upstream.NewSet(o.Prefix, names, upstream.Policy{AllowedFails: p.AllowedFails, FailWindow: p.FailWindow, PermanentWave: p.PermanentWave,
+		Budget: budgetPolicy(o)})
 	return g, nil
 }
 

@@ -26,6 +26,10 @@ type Lease struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
+	// seen is what the run's responses said of its upstream's budget
+	// (budget.go).
+	seen upstream.Seen
+
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry
 	timer   *time.Timer
@@ -44,6 +48,7 @@ type grant struct {
 	attempt int
 	hist    store.Job       // the job's last settled value, for decide
 	up      upstream.Choice // the upstream this run uses, and whether it probes it
+	tokens  int64           // the tokens the call will spend, when its caller said (budget.go)
 }
 
 // Result is what a settle recorded.

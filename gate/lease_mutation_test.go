@@ -130,8 +130,8 @@ func TestScopeFailureIsOneSettle(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"[pttl set time get]", "[evalsha evalsha]"}) {
-		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET with the acquire, then the job's settle with the upstream's trip", got)
+	if got := names.take(); !equalNames(got, []string{"[pttl set time get evalsha]", "[evalsha evalsha]"}) {
+		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET and its budget's admission with the acquire, then the job's settle with the upstream's trip", got)
 	}
 	if up := l.Result().Upstream; up.State != gate.UpstreamCoolingDown {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)

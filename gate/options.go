@@ -167,6 +167,17 @@ type UpstreamPolicy struct {
 	// those jobs cool instead of being marked Failed and the upstream pauses
 	// for the reason (see WarnPermanentWave). Negative = off. Default: 10.
 	PermanentWave int
+	// IgnoreBudget turns off admission by the provider's rate limits.
+	// By default every response of a gated call that goes through
+	// classify.Transport (or that fn reports with Lease.ObserveBudget)
+	// tells the upstream, in Redis, how many requests and tokens are left
+	// and when they refill; before each call every process estimates what
+	// is left now, less the calls admitted and not yet settled, and while
+	// that is below a reserve (one request, 1 % of the token limit) it
+	// refuses with ErrUpstreamCooling until one more call fits, instead of
+	// sending the call that earns a 429. Without such responses nothing
+	// changes. Default: false (admission on).
+	IgnoreBudget bool
 }
 
 // ScopePolicy is the former name of UpstreamPolicy.

@@ -107,8 +107,11 @@ func (g *Gate) ResetUpstreams(ctx context.Context) error {
 }
 
 // upstreamRefusal refuses a call every upstream refused: the wait is the
-// soonest any of them reopens.
-func upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
+// soonest any of them reopens or admits a call.
+func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
+	for i := range ss {
+		ss[i].RetryAfter = g.refusalWait(ss[i])
+	}
 	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
 	for i, u := range b.Upstreams {
 		if i == 0 || u.RetryAfter < b.RetryAfter {
@@ -116,6 +119,40 @@ func upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 		}
 	}
 	return b
+}
+
+// minCallWait is the shortest wait for a call in flight to settle.
+const minCallWait = 10 * time.Millisecond
+
+// refusalWait is how long a call refused by u waits. While one call
+// probes u, the probe's outcome is what the others wait for: the running
+// estimate of a call less the probe's time so far (its lease's time left
+// bounds it, after which a crashed probe is taken over), never that lease
+// itself, a minute by default for a call of a few hundred milliseconds.
+// A budget that only a call in flight can tell more of waits the running
+// estimate of a call. Until this Gate has seen enough calls to estimate,
+// the wait is at most a second.
+func (g *Gate) refusalWait(u upstream.Status) time.Duration {
+	switch {
+	case u.Probing:
+		return g.callWait(u.RetryAfter, g.opts.Lease-u.RetryAfter)
+	case u.Budget && u.RetryAfter <= 0:
+		return g.callWait(g.opts.Lease, 0)
+	}
+	return u.RetryAfter
+}
+
+// callWait estimates when a call that has run for ran, with left on its
+// lease, settles: the 90th percentile of this Gate's recent calls less
+// ran, at least minCallWait and at most left; at most a second (and left)
+// while too few calls were seen.
+func (g *Gate) callWait(left, ran time.Duration) time.Duration {
+	left = max(left, time.Millisecond)
+	q, ok := g.calls.quantile(callQuantile)
+	if !ok {
+		return min(left, minRunningWait)
+	}
+	return min(max(q-ran, minCallWait), left)
 }
 
 // nextUpstream is the upstream a call would use: the first open one, else

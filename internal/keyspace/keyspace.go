@@ -118,6 +118,14 @@ func Upstream(prefix, name string) (key, fails string) {
 	return key, key + ":fails"
 }
 
+// Budget returns the keys of an upstream's budget: the rate limits its
+// provider last reported (a hash), and the calls admitted against them and
+// not yet settled (a sorted set). Both live in the upstream's slot.
+func Budget(prefix, name string) (budget, calls string) {
+	key := prefix + ":scope:{" + Encode(name) + "}"
+	return key + ":budget", key + ":calls"
+}
+
 // Wave returns the key of the window that counts the distinct jobs of an
 // upstream failing permanently with reason; it lives in the upstream's
 // slot.

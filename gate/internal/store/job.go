@@ -47,6 +47,9 @@ type Acquire struct {
 	Done string
 	// Upstreams are the keys of upstreams read beside the job.
 	Upstreams []string
+	// Admissions, when set, ask each upstream's budget in the same trip,
+	// as Upstreams.
+	Admissions []Admission
 }
 
 // Acquired is the acquire's answer.
@@ -68,6 +71,8 @@ type Acquired struct {
 	DoneToken string
 	// Upstreams are the upstreams' values, as Acquire.Upstreams.
 	Upstreams []Upstream
+	// Admitted are their budgets' answers, as Acquire.Admissions.
+	Admitted []Admitted
 
 	value string      // the raw value, for an undo
 	pttl  int64       // its PTTL
@@ -103,7 +108,7 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	if err != nil {
 		return err
 	}
-	peeks, err := s.take(ctx, &rt, a, r)
+	peeks, admits, err := s.take(ctx, &rt, a, r)
 	if err != nil && s.resend(ctx, &rt, err) {
 		// Taken over by the script, whose TIME runs where the key is; the
 		// upstreams were read by the first send.
@@ -122,6 +127,15 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 			return perr // fail closed on the upstream too; the job is given back
 		}
 		r.Upstreams[i] = parseUpstream(v)
+	}
+	if len(admits) > 0 {
+		r.Admitted = make([]Admitted, len(admits))
+	}
+	for i, c := range admits {
+		var aerr error
+		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil {
+			return aerr
+		}
 	}
 	return nil
 }
@@ -153,8 +167,9 @@ func (s *Store) route(ctx context.Context, key string) (rt route, err error) {
 }
 
 // take is the acquire's first send: native commands, with the upstreams'
-// GETs. It returns the GETs' commands.
-func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([]*redis.StringCmd, error) {
+// GETs and their budgets' admissions. It returns the GETs' and the
+// admissions' commands.
+func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([]*redis.StringCmd, []*redis.Cmd, error) {
 	jt := s.Trip() // the job's node (and the upstreams', on one node)
 	var ut *Trip   // the upstreams' GETs when apart
 	if rt.apart && len(a.Upstreams) > 0 {
@@ -173,6 +188,13 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 	}
 	for i, k := range a.Upstreams {
 		peeks[i] = ups.get(ctx, k)
+	}
+	var admits []*redis.Cmd
+	if len(a.Admissions) > 0 {
+		admits = make([]*redis.Cmd, len(a.Admissions))
+	}
+	for i, ad := range a.Admissions {
+		admits[i] = ups.admit(ctx, ad)
 	}
 	switch {
 	case ut == nil:
@@ -193,7 +215,7 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 	if err == nil {
 		err = readDone(done, r)
 	}
-	return peeks, err
+	return peeks, admits, err
 }
 
 // resend reports whether an acquire whose first send failed with err is

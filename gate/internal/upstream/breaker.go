@@ -18,6 +18,8 @@ type Policy struct {
 	// PermanentWave: how many distinct jobs failing permanently with one
 	// reason within FailWindow make a wave (≤ 0: off).
 	PermanentWave int
+	// Budget: admission by the provider's reported rate limits.
+	Budget BudgetPolicy
 }
 
 // Breaker is one upstream's breaker: a guarded upstream in Redis, or Free.
@@ -69,6 +71,7 @@ type guarded struct {
 	name     string
 	prefix   string
 	k, fails string
+	bk       store.BudgetKeys
 	policy   Policy
 
 	// refusingUntil (unix ns, local clock) is when the refusal this
@@ -81,7 +84,7 @@ type guarded struct {
 
 func newGuarded(prefix, name string, p Policy) *guarded {
 	k, fails := keyspace.Upstream(prefix, name)
-	return &guarded{name: name, prefix: prefix, k: k, fails: fails, policy: p}
+	return &guarded{name: name, prefix: prefix, k: k, fails: fails, bk: budgetKeys(prefix, name, k), policy: p}
 }
 
 func (b *guarded) Name() string { return b.name }

@@ -14,12 +14,13 @@ type Set struct {
 	keys []string // the guarded upstreams' keys, read by every acquire
 	// free is Free's judgement, made once: an acquire without upstreams
 	// allocates none.
-	free Judgement
+	free   Judgement
+	budget BudgetPolicy
 }
 
 // NewSet returns the upstreams named, in order, with keys under prefix.
 func NewSet(prefix string, names []string, p Policy) *Set {
-	s := &Set{}
+	s := &Set{budget: p.Budget}
 	for _, name := range names {
 		b := newGuarded(prefix, name, p)
 		s.all = append(s.all, b)
@@ -44,19 +45,26 @@ type Judgement struct {
 	permits  []Permit
 	statuses []Status
 	refusing bool // every upstream refuses
+	// admitted are the budgets' answers.
+	set      *Set
+	admitted []store.Admitted
 }
 
 // Refusal returns the upstreams' statuses when every one refuses.
 func (j Judgement) Refusal() ([]Status, bool) { return j.statuses, j.refusing }
 
 // Judge reads the values an acquire read (one per key, as Keys) at Redis
-// time now. When every upstream refuses, this process remembers it: its
-// next acquires only read them (PeekKnown).
-func (s *Set) Judge(values []store.Upstream, now int64) Judgement {
+// time now, with their budgets' answers to admissions (as Admissions; nil
+// when none were asked). When every upstream refuses by its breaker, this
+// process remembers it: its next acquires only read them (PeekKnown); a
+// budget's refusal is not remembered, its wait is a call's refill.
+func (s *Set) Judge(values []store.Upstream, admitted []store.Admitted, now int64) Judgement {
 	if s.free.permits != nil {
 		return s.free
 	}
-	j := Judgement{permits: make([]Permit, len(s.all)), statuses: make([]Status, len(s.all)), refusing: true}
+	j := Judgement{permits: make([]Permit, len(s.all)), statuses: make([]Status, len(s.all)), refusing: true,
+		set: s, admitted: admitted}
+	budgeted := false
 	i := 0
 	for n, b := range s.all {
 		var v store.Upstream
@@ -64,9 +72,14 @@ func (s *Set) Judge(values []store.Upstream, now int64) Judgement {
 			v, i = values[i], i+1
 		}
 		j.permits[n], j.statuses[n] = b.judge(v, now)
+		if j.permits[n] == Permitted && n < len(admitted) {
+			var refused bool
+			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), admitted[n])
+			budgeted = budgeted || refused
+		}
 		j.refusing = j.refusing && j.permits[n] == Refused
 	}
-	if j.refusing {
+	if j.refusing && !budgeted {
 		for n, b := range s.all {
 			b.remember(j.statuses[n])
 		}
@@ -115,6 +128,11 @@ type Choice struct {
 	b     Breaker
 	probe bool
 	level int // the upstream's trips in a row before the probe
+	// member is the call's reservation in the upstream's budget, "" for
+	// none; off: budgets are off.
+	member string
+	margin time.Duration
+	off    bool
 }
 
 // Choose picks the upstream the run holding token uses: the first, in
@@ -125,7 +143,11 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 		switch j.permits[i] {
 		case Permitted:
 			b.forget()
-			return Choice{b: b}, nil, nil
+			c := Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}
+			if i == 0 {
+				c.member = j.reservation()
+			}
+			return c, nil, nil
 		case MayProbe:
 			c, err := b.claim(ctx, st, token)
 			switch {
@@ -133,10 +155,10 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 				return Choice{}, nil, err
 			case c.Open:
 				b.forget()
-				return Choice{b: b}, nil, nil
+				return Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
 			case c.Claimed:
 				b.forget()
-				return Choice{b: b, probe: true, level: c.Level}, nil, nil
+				return Choice{b: b, probe: true, level: c.Level, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
 			}
 			j.statuses[i] = refusal(b.Name(), c.Value, c.Wait)
 			b.remember(j.statuses[i])

@@ -1,0 +1,96 @@
+package gate
+
+import (
+	"context"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/redisop"
+)
+
+// The upstream's budget: what its provider reports of its rate limits on
+// every response, shared in Redis (gate/internal/upstream, budget.go) and
+// judged before every call.
+
+// What admission keeps unspent of each limit a provider reports: one
+// request, so that the estimate's rounding and a call that reached the
+// provider before its reading was written do not earn a 429; and 1 % of
+// the token limit, a call's worth, since a call's tokens are not known
+// before it runs unless its caller says (WithTokens).
+const (
+	budgetReserveRequests = 1
+	budgetReserveTokens   = 0.01
+)
+
+// budgetPolicy is the upstreams' budget policy for options o.
+func budgetPolicy(o Options) upstream.BudgetPolicy {
+	return upstream.BudgetPolicy{
+		Off:     o.UpstreamPolicy.IgnoreBudget,
+		Reserve: store.BudgetReserve{Requests: budgetReserveRequests, TokenShare: budgetReserveTokens},
+		// A budget past its reset says only that the limit is whole; it
+		// is kept a lease longer, so the calls it admitted have settled.
+		Margin: o.Lease,
+	}
+}
+
+// budgetContext is the context fn runs under, from ctx: a
+// classify.Transport under it reports every response's budget to the
+// lease, when the run uses an upstream and budgets are on.
+func (g *Gate) budgetContext(ctx context.Context, l *Lease) context.Context {
+	if !l.up.Guarded() || g.opts.UpstreamPolicy.IgnoreBudget {
+		return ctx
+	}
+	return classify.WithBudgetFunc(ctx, l.seen.Observe)
+}
+
+// ObserveBudget tells the lease's upstream what a response said of the
+// provider's rate limits, for a client whose requests do not go through
+// classify.Transport (which reports every response under Lease.Context by
+// itself):
+//
+//	if b, ok := classify.ParseBudget(resp.Header, time.Now()); ok {
+//		lease.ObserveBudget(b)
+//	}
+//
+// The settle writes the newest reading of each limit to the upstream in
+// Redis, where every process's next acquire judges by it. It is safe for
+// concurrent use, does nothing without an upstream or with
+// UpstreamPolicy.IgnoreBudget, and nothing once the lease is settled.
+func (l *Lease) ObserveBudget(b classify.Budget) {
+	if l.up.Guarded() && !l.g.opts.UpstreamPolicy.IgnoreBudget {
+		l.seen.Observe(b)
+	}
+}
+
+// release gives back the call an acquire reserved in its upstream's
+// budget, for an acquire refused after the reservation without taking the
+// job (one round trip, only then).
+func (g *Gate) release(ctx context.Context, l *grant, j upstream.Judgement) {
+	rctx, cancel := g.opCtx(ctx)
+	defer cancel()
+	t := g.store.Trip()
+	r := j.Release(rctx, &t)
+	t.Send(rctx)
+	if err := r.Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", err)})
+	}
+}
+
+// budgetWait is the wait the run's last response gives for one more
+// call, for a provider-wide failure whose hint is hint: the wait its
+// message stated, else the shorter of the hint and the budget's refill of
+// one call. A reset header says when the limit is whole again, a minute
+// at a per-minute limit, when one call fits in milliseconds. 0 when the
+// run saw no budget.
+func (l *Lease) budgetWait(hint time.Duration) time.Duration {
+	w, stated, ok := l.seen.Fits(time.Now())
+	switch {
+	case !ok:
+		return 0
+	case stated || hint <= 0:
+		return w
+	}
+	return min(w, hint)
+}

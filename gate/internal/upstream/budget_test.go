@@ -1,0 +1,90 @@
+package upstream
+
+import (
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// A run's responses may arrive in any order (concurrent requests of one
+// run): per limit the reading with the later reset is kept, at the same
+// reset the one with fewer left, and without resets the later one.
+func TestSeenKeepsTheNewest(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	q := func(rem int64, reset time.Duration) classify.Quota {
+		out := classify.Quota{Reported: true, Remaining: rem, Limit: 60}
+		if reset > 0 {
+			out.Reset = t0.Add(reset)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		in     []classify.Budget
+		expRem int64
+	}{
+		{"a later reset wins, seen first", []classify.Budget{
+			{At: t0.Add(2 * time.Second), Requests: q(0, time.Minute)},
+			{At: t0.Add(time.Second), Requests: q(50, 10*time.Second)}}, 0},
+		{"a later reset wins, seen last", []classify.Budget{
+			{At: t0.Add(time.Second), Requests: q(50, 10*time.Second)},
+			{At: t0.Add(2 * time.Second), Requests: q(0, time.Minute)}}, 0},
+		{"same reset: fewer left", []classify.Budget{
+			{At: t0, Requests: q(3, time.Minute)},
+			{At: t0, Requests: q(5, time.Minute)}}, 3},
+		{"no reset: the later reading", []classify.Budget{
+			{At: t0.Add(time.Second), Requests: q(9, 0)},
+			{At: t0, Requests: q(2, 0)}}, 9},
+		{"a response without the limit leaves it", []classify.Budget{
+			{At: t0, Requests: q(4, time.Minute)},
+			{At: t0.Add(time.Second), Tokens: q(100, time.Minute)}}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Seen
+			for _, b := range tc.in {
+				s.Observe(b)
+			}
+			r, ok := s.reading(t0.Add(3 * time.Second))
+			if !ok || !r.Requests.Reported || r.Requests.Remaining != tc.expRem {
+				t.Fatalf("reading %+v (%v), want %d requests left", r, ok, tc.expRem)
+			}
+		})
+	}
+}
+
+// A reading is sent as its reset from when it was taken and its age, so
+// the budget anchors it on Redis's clock.
+func TestSeenReading(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	var s Seen
+	s.Observe(classify.Budget{At: t0, Requests: classify.Quota{Reported: true, Remaining: 7, Limit: 60, Reset: t0.Add(53 * time.Second)}})
+	r, ok := s.reading(t0.Add(40 * time.Millisecond))
+	exp := store.Quota{Reported: true, Remaining: 7, Limit: 60, ResetIn: 53 * time.Second, Age: 40 * time.Millisecond}
+	if !ok || r.Requests != exp || r.Tokens.Reported {
+		t.Fatalf("reading %+v, want requests %+v and no tokens", r, exp)
+	}
+	if _, ok := (&Seen{}).reading(t0); ok {
+		t.Fatal("nothing seen, yet a reading")
+	}
+}
+
+// After a 429 the wait is the one the message stated, else the refill of
+// one call, never the time until the limit is whole.
+func TestSeenFits(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	spent := classify.Quota{Reported: true, Remaining: 0, Limit: 6000, Reset: t0.Add(time.Minute)}
+	var s Seen
+	if _, _, ok := s.Fits(t0); ok {
+		t.Fatal("nothing seen, yet a wait")
+	}
+	s.Observe(classify.Budget{At: t0, Requests: spent})
+	if w, stated, ok := s.Fits(t0); !ok || stated || w != 10*time.Millisecond {
+		t.Fatalf("Fits = %v %v %v, want one request's refill at 6000 a minute (10ms), not stated", w, stated, ok)
+	}
+	s.Observe(classify.Budget{At: t0.Add(time.Millisecond), Requests: spent, RetryIn: 85 * time.Millisecond})
+	if w, stated, ok := s.Fits(t0.Add(time.Millisecond)); !ok || !stated || w != 85*time.Millisecond {
+		t.Fatalf("Fits = %v %v %v, want the stated 85ms", w, stated, ok)
+	}
+}
