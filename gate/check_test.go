@@ -9,9 +9,187 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
+
+// policyClient is a *redis.Client whose CONFIG GET maxmemory-policy answers
+// policy (miniredis has no CONFIG), and whose CLIENT INFO reports laddr,
+// the server's side of the connection, as Redis 6.2+ does. addr, when set,
+// replaces the configured address (Sentinel's failover client configures
+// the placeholder "FailoverClient").
+type policyClient struct {
+	*redis.Client
+	policy map[string]string
+	addr   string
+	laddr  string
+}
+
+func (c *policyClient) ConfigGet(ctx context.Context, _ string) *redis.MapStringStringCmd {
+	return redis.NewMapStringStringResult(c.policy, nil)
+}
+
+func (c *policyClient) Options() *redis.Options {
+	o := *c.Client.Options()
+	if c.addr != "" {
+		o.Addr = c.addr
+	}
+	return &o
+}
+
+func (c *policyClient) ClientInfo(ctx context.Context) *redis.ClientInfoCmd {
+	cmd := redis.NewClientInfoCmd(ctx)
+	cmd.SetVal(&redis.ClientInfo{LAddr: c.laddr})
+	return cmd
+}
+
+// configOnly has CONFIG GET but no Options: a client Check cannot name.
+type configOnly struct {
+	gate.Client
+	policy string
+}
+
+func (c configOnly) ConfigGet(ctx context.Context, _ string) *redis.MapStringStringCmd {
+	return redis.NewMapStringStringResult(map[string]string{"maxmemory-policy": c.policy}, nil)
+}
+
+// masters runs ForEachMaster over fixed clients, as a cluster client does
+// over its masters.
+type masters struct {
+	gate.Client
+	nodes []*redis.Client
+}
+
+func (m masters) ForEachMaster(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+	for _, c := range m.nodes {
+		if err := fn(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The warning names the server it concerns, in Addr and in its message:
+// the configured address, or for Sentinel's failover client (whose
+// configured Addr is a placeholder) the address the server reports.
+func TestCheckNamesTheServer(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	evicting := map[string]string{"maxmemory-policy": "allkeys-lru"}
+	for _, tc := range []struct {
+		name   string
+		client *policyClient
+		exp    string
+	}{
+		// CLIENT INFO's laddr may differ from the configured address
+		// ("localhost:6379" dials 127.0.0.1:6379): the configured one is
+		// what the operator knows.
+		{"configured", &policyClient{Client: c, policy: evicting, addr: "localhost:6379", laddr: "127.0.0.1:6379"}, "localhost:6379"},
+		{"failover client", &policyClient{Client: c, policy: evicting, addr: "FailoverClient", laddr: "10.0.0.7:6379"}, "10.0.0.7:6379"},
+		{"failover client, no laddr", &policyClient{Client: c, policy: evicting, addr: "FailoverClient"}, "FailoverClient"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _ := checkGate(t, tc.client)
+			warns, err := g.Check(context.Background())
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if len(warns) != 1 || warns[0].Reason != gate.WarnEvictionPolicy {
+				t.Fatalf("exp one %s warning, got %v", gate.WarnEvictionPolicy, warns)
+			}
+			w := warns[0]
+			if exp, got := tc.exp, w.Addr; exp != got {
+				t.Errorf("Addr: exp %q, got %q", exp, got)
+			}
+			if exp := "allkeys-lru on " + tc.exp + ":"; !strings.Contains(w.Message, exp) {
+				t.Errorf("message %q should contain %q", w.Message, exp)
+			}
+		})
+	}
+}
+
+// Which policies evict the gate's keys (every one has a TTL), read from a
+// server that answers CONFIG GET, and what a server that does not report
+// the parameter gets.
+func TestCheckPolicies(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	for _, tc := range []struct {
+		policy map[string]string
+		exp    string // warning reason, "" = none
+	}{
+		{map[string]string{"maxmemory-policy": "noeviction"}, ""},
+		{map[string]string{"maxmemory-policy": "allkeys-lfu"}, gate.WarnEvictionPolicy},
+		{map[string]string{"maxmemory-policy": "volatile-lru"}, gate.WarnEvictionPolicy},
+		{map[string]string{"maxmemory-policy": "ALLKEYS-RANDOM"}, gate.WarnEvictionPolicy},
+		{map[string]string{}, gate.WarnUnchecked},
+	} {
+		t.Run(tc.policy["maxmemory-policy"], func(t *testing.T) {
+			g, obs := checkGate(t, &policyClient{Client: c, policy: tc.policy})
+			warns, err := g.Check(context.Background())
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			var got []string
+			for _, w := range warns {
+				got = append(got, w.Reason)
+				if !strings.Contains(w.Message, "noeviction") {
+					t.Errorf("message %q should name the fix", w.Message)
+				}
+			}
+			if exp, got := tc.exp, strings.Join(got, ","); exp != got {
+				t.Fatalf("warnings: exp %q, got %q", exp, got)
+			}
+			if exp, got := len(warns), len(obs.kinds(gate.EventWarning)); exp != got {
+				t.Errorf("warning events: exp %d, got %d", exp, got)
+			}
+		})
+	}
+}
+
+// A client with CONFIG GET but no address is checked; its warning names
+// no server.
+func TestCheckClientWithoutAddress(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	g, _ := checkGate(t, configOnly{Client: c, policy: "volatile-ttl"})
+	warns, err := g.Check(context.Background())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if len(warns) != 1 || warns[0].Reason != gate.WarnEvictionPolicy {
+		t.Fatalf("exp one %s warning, got %v", gate.WarnEvictionPolicy, warns)
+	}
+	if exp, got := "", warns[0].Addr; exp != got {
+		t.Errorf("Addr: exp %q, got %q", exp, got)
+	}
+	if strings.Contains(warns[0].Message, " on ") {
+		t.Errorf("message %q names a server it does not know", warns[0].Message)
+	}
+}
+
+// Every master is checked, and the warnings come sorted by address.
+func TestCheckEveryMasterSorted(t *testing.T) {
+	m1, c1 := redistest.Miniredis(t)
+	m2, c2 := redistest.Miniredis(t)
+	g, _ := checkGate(t, masters{Client: c1, nodes: []*redis.Client{c1, c2}})
+	warns, err := g.Check(context.Background())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	exp := []string{m1.Addr(), m2.Addr()}
+	if exp[1] < exp[0] {
+		exp[0], exp[1] = exp[1], exp[0]
+	}
+	var got []string
+	for _, w := range warns {
+		if w.Reason != gate.WarnUnchecked { // miniredis has no CONFIG
+			t.Errorf("Reason: exp %q, got %q", gate.WarnUnchecked, w.Reason)
+		}
+		got = append(got, w.Addr)
+	}
+	if strings.Join(exp, ",") != strings.Join(got, ",") {
+		t.Fatalf("warning addresses: exp %v, got %v", exp, got)
+	}
+}
 
 // eventLog records the events a gate emits.
 type eventLog struct {

@@ -133,11 +133,14 @@ type CallError struct {
 	// Verdict is the classifier's verdict on Err.
 	Verdict classify.Verdict
 	// State is the job's state after the settle: CoolingDown, Failed, or
-	// Ready (released after a caller cancellation). When the settle could
-	// not be recorded (SettleErr set) it is Running: the lease's TTL is the
+	// Ready (released after a caller cancellation, or a provider-wide
+	// failure while another upstream is open). When the outcome was not
+	// written (Written reports false) it is Running: the lock's TTL is the
 	// cooldown.
 	State State
-	// RetryAfter is the cooldown that was set (0 unless CoolingDown).
+	// RetryAfter is the wait the failure leaves: the cooldown that was set
+	// (CoolingDown); when the outcome was not written, the lease, which
+	// the lock's TTL is at most; 0 otherwise.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success, this one included.
 	Attempts int
@@ -149,6 +152,10 @@ type CallError struct {
 	// ErrLeaseLost, or an ErrUnavailable wrapping the Redis error.
 	SettleErr error
 }
+
+// Written reports whether the outcome was recorded in Redis (SettleErr is
+// nil).
+func (e *CallError) Written() bool { return e.SettleErr == nil }
 
 func (e *CallError) Error() string {
 	msg := fmt.Sprintf("gate: job %s: %v", quoteJob(e.Job), e.Err)

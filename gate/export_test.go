@@ -1,6 +1,8 @@
 package gate
 
-import "time"
+import (
+	"time"
+)
 
 // SetWaitHooks installs g's AcquireWait test hooks until the returned
 // function restores them: refused runs after the first refusal, before

@@ -411,3 +411,47 @@ func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 		t.Fatalf("refusal events: %+v, want one UpstreamCooling refusal naming backup", refused)
 	}
 }
+
+// Upstreams reads every upstream of the gate, in order, and
+// ResetUpstreams reopens every one; a gate without an upstream reads
+// none. (ScopeStatus, which it replaces, read the first only.)
+func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	g := newGate(t, rdb, gate.Options{Upstream: "a", Fallbacks: []string{"b"}, Classify: upstreamClassifier(0),
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}})
+	_ = failWith(t, g, "j1", errOverloaded) // runs on a, cools it
+	_ = failWith(t, g, "j2", errOverloaded) // runs on b, cools it
+	ups, err := g.Upstreams(ctx)
+	if err != nil || len(ups) != 2 {
+		t.Fatalf("Upstreams: %+v, %v; want two", ups, err)
+	}
+	for i, name := range []string{"a", "b"} {
+		if u := ups[i]; u.Upstream != name || u.State != gate.UpstreamCoolingDown || u.Reason != classify.ReasonOverloaded {
+			t.Errorf("upstream %d: %+v, want %q cooling down (overloaded)", i, u, name)
+		}
+	}
+	if err := g.ResetUpstreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamOpen || ups[1].State != gate.UpstreamOpen {
+		t.Fatalf("after ResetUpstreams: %+v, %v; want both open", ups, err)
+	}
+	if ups, err := newGate(t, rdb, gate.Options{}).Upstreams(ctx); err != nil || ups != nil {
+		t.Fatalf("a gate without an upstream: %+v, %v; want none", ups, err)
+	}
+}
+
+// The former names still configure the gate: Options.Scope is Upstream,
+// ScopePolicy applies when UpstreamPolicy is unset, and two different
+// names are refused.
+func TestDeprecatedScopeOptions(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	o := newGate(t, rdb, gate.Options{Scope: "old", ScopePolicy: gate.ScopePolicy{Cooldown: 3 * time.Second}}).Options()
+	if o.Upstream != "old" || o.UpstreamPolicy.Cooldown != 3*time.Second {
+		t.Fatalf("Options: Upstream %q, UpstreamPolicy.Cooldown %v; want the Scope's", o.Upstream, o.UpstreamPolicy.Cooldown)
+	}
+	if _, err := gate.New(rdb, gate.Options{Scope: "a", Upstream: "b"}); !errors.Is(err, gate.ErrInvalidOptions) {
+		t.Fatalf("Scope and Upstream differ: %v, want ErrInvalidOptions", err)
+	}
+}

@@ -2,10 +2,10 @@ package gate
 
 import (
 	"strconv"
-
-	"github.com/retrygate/retrygate/gate/internal/store"
 	"testing"
 	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // The failures Redis did not take are refused in-process with what they

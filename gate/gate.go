@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -132,16 +131,7 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 	}()
 	ferr := fn(l.Context(), l)
 	panicked = false
-	if ferr == nil {
-		err := l.Succeed(ctx)
-		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotOwned) {
-			return err
-		}
-		// A success whose release could not reach Redis stays a success:
-		// the lock expires with the lease and the observer saw the error.
-		return nil
-	}
-	return l.failError(ctx, ferr)
+	return l.Settle(ctx, ferr)
 }
 
 // opCtx bounds a Redis operation the gate runs detached from its caller.

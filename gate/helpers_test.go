@@ -3,16 +3,114 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/faultproxy"
 	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
+
+// errProviderBusy is a provider-wide rate limit without a hint.
+var errProviderBusy = errors.New("429 too many requests")
+
+func providerBusyClassifier(err error) classify.Verdict {
+	if errors.Is(err, errProviderBusy) {
+		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true}
+	}
+	return classify.Default(err)
+}
+
+// A lease much longer than any test: a waiter that returns early was woken
+// by the settle, not by the lease's end.
+const longLease = time.Minute
+
+// waitUntil polls cond until it holds, failing t after within.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// subscribers returns how many connections subscribe to channel on the
+// server that holds it (SHARDNUMSUB on that cluster master).
+func subscribers(t *testing.T, tg redistest.Target, channel string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.PubSubShardNumSub(ctx, channel).Val()[channel]
+	}
+	return tg.Client.PubSubNumSub(ctx, channel).Val()[channel]
+}
+
+// waitInBackground starts g.AcquireWait(job, budget) and waits until its
+// subscription is confirmed (within); it returns the wait's error and the count
+// of reads it made after a confirmed subscription.
+func waitInBackground(t *testing.T, g *gate.Gate, job string, budget, within time.Duration) (<-chan error, *atomic.Int32) {
+	t.Helper()
+	subscribed := new(atomic.Int32)
+	t.Cleanup(setWaitHooks(nil, func(string) { subscribed.Add(1) }))
+	done := make(chan error, 1)
+	spawn(t, func(ctx context.Context) {
+		_, err := g.AcquireWait(ctx, job, budget)
+		done <- err
+	})
+	waitUntil(t, within, "waiter subscribed", func() bool { return subscribed.Load() >= 1 })
+	return done, subscribed
+}
+
+// wantDone fails t unless the waiter's wait ends in ErrDone within.
+func wantDone(t *testing.T, done <-chan error, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, gate.ErrDone) {
+			t.Fatalf("AcquireWait: %v, want ErrDone", err)
+		}
+	case <-time.After(within):
+		t.Fatalf("waiter not answered within %v", within)
+	}
+}
+
+// polled reports whether rec saw the WarnWaitPolling warning.
+func polled(rec *recorder) bool { return pollWarnings(rec.drain()) > 0 }
+
+// countSubscribed installs a subscribed hook that counts the reads made
+// after a confirmed subscription, per job.
+func countSubscribed(t *testing.T) func(job string) int64 {
+	t.Helper()
+	var mu sync.Mutex
+	n := map[string]int64{}
+	t.Cleanup(setWaitHooks(nil, func(job string) {
+		mu.Lock()
+		n[job]++
+		mu.Unlock()
+	}))
+	return func(job string) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return n[job]
+	}
+}
+
+func atomicAdd(p *int64) int64 { return atomic.AddInt64(p, 1) }
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
@@ -209,4 +307,206 @@ func hook(tg redistest.Target, h redis.Hook) {
 		return
 	}
 	tg.Client.AddHook(h)
+}
+
+// proxied returns a fault proxy in front of srv and a client through it.
+func proxied(t *testing.T, srv *redistest.Srv) (*faultproxy.Proxy, *redis.Client) {
+	t.Helper()
+	p := faultproxy.New(t, srv.Addr())
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return p, c
+}
+
+func jobName(i int) string { return "doc-" + string(rune('a'+i%26)) + "-" + itoa(i) }
+
+// cmdNames records the names of the commands the gate sends.
+type cmdNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *cmdNames) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *cmdNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); gateTraffic(n) {
+			c.mu.Lock()
+			c.names = append(c.names, n)
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A pipeline is recorded as one entry, "[get evalsha]": one round trip.
+func (c *cmdNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var names []string
+		for _, cmd := range cmds {
+			if n := cmd.Name(); gateTraffic(n) {
+				names = append(names, n)
+			}
+		}
+		if len(names) > 0 {
+			c.mu.Lock()
+			c.names = append(c.names, "["+strings.Join(names, " ")+"]")
+			c.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// take returns the names recorded since the last take.
+func (c *cmdNames) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.names
+	c.names = nil
+	return n
+}
+
+func okFn(context.Context, *gate.Lease) error { return nil }
+
+var errTransient = classify.Transient(errBoom, 0)
+
+// blocked runs a Do that must be refused, and returns the refusal.
+func blocked(t *testing.T, g *gate.Gate, job string) *gate.BlockedError {
+	t.Helper()
+	err := g.Do(context.Background(), job, func(context.Context, *gate.Lease) error {
+		t.Fatalf("fn ran for %q, want a refusal", job)
+		return nil
+	})
+	var b *gate.BlockedError
+	if !errors.As(err, &b) {
+		t.Fatalf("Do(%q): %v, want a *BlockedError", job, err)
+	}
+	return b
+}
+
+// scopeForms runs f on one miniredis through the one-node client and
+// through a scripting-only wrapper, which makes the gate take the cluster
+// form (the scope read and written on its own slot).
+func scopeForms(t *testing.T, f func(t *testing.T, rdb gate.Client, advance func(time.Duration))) {
+	for _, form := range []string{"one node", "cluster form"} {
+		t.Run(form, func(t *testing.T) {
+			m, c := redistest.Miniredis(t)
+			var rdb gate.Client = c
+			if form == "cluster form" {
+				rdb = &gatetest.Flaky{Client: c}
+			}
+			f(t, rdb, func(d time.Duration) { redistest.Advance(m, d) })
+		})
+	}
+}
+
+// upstreamClassifier stands in for classify.Default with fixed verdicts.
+func upstreamClassifier(hint time.Duration) classify.Func {
+	return func(err error) classify.Verdict {
+		switch {
+		case errors.Is(err, errRateLimited):
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, RetryAfter: hint, ProviderWide: true}
+		case errors.Is(err, errOverloaded):
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonOverloaded, ProviderWide: true}
+		case errors.Is(err, err500):
+			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
+		case errors.Is(err, errQuota):
+			return classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonQuotaExhausted, ProviderWide: true}
+		}
+		return classify.Default(err)
+	}
+}
+
+func scopeGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
+	t.Helper()
+	o.Prefix = prefix
+	if o.Upstream == "" {
+		o.Upstream = "openai:prod-key"
+	}
+	if o.Classify == nil {
+		o.Classify = upstreamClassifier(300 * time.Millisecond)
+	}
+	if o.Cooldown == 0 {
+		o.Cooldown = time.Minute
+	}
+	return newGate(t, tg.Client, o)
+}
+
+// calls returns how often Redis ran cmd, from INFO commandstats.
+func calls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return 0
+}
+
+func equalNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// answered counts the commands a client sent that Redis answered.
+type answered struct{ n atomic.Int64 }
+
+func (a *answered) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (a *answered) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		a.n.Add(1)
+		return err
+	}
+}
+func (a *answered) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// watching starts a Watch of job that ends with the test.
+func watching(t *testing.T, g *gate.Gate, job string) <-chan gate.Status {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := g.Watch(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// nextState reads statuses from ch until one is in want, within d.
+func nextState(t *testing.T, ch <-chan gate.Status, want gate.State, d time.Duration) gate.Status {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case st, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch ended before %v", want)
+			}
+			if st.State == want {
+				return st
+			}
+		case <-timer.C:
+			t.Fatalf("no %v status within %v", want, d)
+		}
+	}
 }

@@ -52,6 +52,8 @@ type grant struct {
 }
 
 // Result is what a settle recorded.
+//
+// Deprecated: Lease.Settle returns it as a *CallError.
 type Result struct {
 	// State is the job's state after the settle: Ready or Done after a
 	// success or a release, CoolingDown or Failed after a failure; Ready
@@ -121,6 +123,9 @@ func (l *Lease) Lost() bool {
 }
 
 // Result returns what the settle recorded; zero before it.
+//
+// Deprecated: use Settle, whose *CallError says what was recorded, or
+// that it was not.
 func (l *Lease) Result() Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -157,6 +162,24 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
+// Settle records the outcome of a call that returned err, as Do does, and
+// returns what Do would return: nil after a success (or ErrLeaseLost,
+// ErrNotOwned: a newer owner may have run meanwhile); for an error, a
+// *CallError wrapping it that says what the gate did (State, RetryAfter,
+// Written). It is the one verb an adapter needs after Acquire.
+func (l *Lease) Settle(ctx context.Context, err error) error {
+	if err != nil {
+		return l.failError(ctx, err)
+	}
+	serr := l.Succeed(ctx)
+	if errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrNotOwned) {
+		return serr
+	}
+	// A success whose release could not reach Redis stays a success: the
+	// lock expires with the lease and the observer saw the error.
+	return nil
+}
+
 // Fail classifies err with Options.Classify and records the outcome: a
 // cooldown, a failed mark, or (the acquiring context cancelled) a release.
 // It returns nil when the outcome was recorded, else ErrLeaseLost,
@@ -176,7 +199,9 @@ func (l *Lease) failError(ctx context.Context, ferr error) error {
 	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
 		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
 	if serr != nil {
-		ce.State = Running
+		// Not written: the lock's own TTL, at most a lease, is the
+		// cooldown.
+		ce.State, ce.RetryAfter = Running, l.g.opts.Lease
 	}
 	return ce
 }

@@ -111,8 +111,6 @@ func TestScopeProbeStopsTheHerd(t *testing.T) {
 	}
 }
 
-func jobName(i int) string { return "doc-" + string(rune('a'+i%26)) + "-" + itoa(i) }
-
 func itoa(i int) string {
 	var b [20]byte
 	n := len(b)

@@ -3,79 +3,13 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
-
-// cmdNames records the names of the commands the gate sends.
-type cmdNames struct {
-	mu    sync.Mutex
-	names []string
-}
-
-func (c *cmdNames) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *cmdNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); gateTraffic(n) {
-			c.mu.Lock()
-			c.names = append(c.names, n)
-			c.mu.Unlock()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-// A pipeline is recorded as one entry, "[get evalsha]": one round trip.
-func (c *cmdNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		var names []string
-		for _, cmd := range cmds {
-			if n := cmd.Name(); gateTraffic(n) {
-				names = append(names, n)
-			}
-		}
-		if len(names) > 0 {
-			c.mu.Lock()
-			c.names = append(c.names, "["+strings.Join(names, " ")+"]")
-			c.mu.Unlock()
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// take returns the names recorded since the last take.
-func (c *cmdNames) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.names
-	c.names = nil
-	return n
-}
-
-func okFn(context.Context, *gate.Lease) error { return nil }
-
-var errTransient = classify.Transient(errBoom, 0)
-
-// blocked runs a Do that must be refused, and returns the refusal.
-func blocked(t *testing.T, g *gate.Gate, job string) *gate.BlockedError {
-	t.Helper()
-	err := g.Do(context.Background(), job, func(context.Context, *gate.Lease) error {
-		t.Fatalf("fn ran for %q, want a refusal", job)
-		return nil
-	})
-	var b *gate.BlockedError
-	if !errors.As(err, &b) {
-		t.Fatalf("Do(%q): %v, want a *BlockedError", job, err)
-	}
-	return b
-}
 
 // A refusal is one round trip of native commands, the job's SET NX GET,
 // PTTL and TIME (no script), whether or not this process was refused by

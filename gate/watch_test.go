@@ -10,38 +10,6 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
-// watching starts a Watch of job that ends with the test.
-func watching(t *testing.T, g *gate.Gate, job string) <-chan gate.Status {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ch, err := g.Watch(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
-// nextState reads statuses from ch until one is in want, within d.
-func nextState(t *testing.T, ch <-chan gate.Status, want gate.State, d time.Duration) gate.Status {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case st, ok := <-ch:
-			if !ok {
-				t.Fatalf("watch ended before %v", want)
-			}
-			if st.State == want {
-				return st
-			}
-		case <-timer.C:
-			t.Fatalf("no %v status within %v", want, d)
-		}
-	}
-}
-
 // TestWatch: a watcher sees another process's failure and reset as they
 // happen, and ends, leaving nothing subscribed, when its context ends.
 func TestWatch(t *testing.T) {

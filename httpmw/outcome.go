@@ -70,7 +70,7 @@ var errHandlerPanic = classify.WithReason(errors.New("httpmw: handler panicked")
 
 // settle records the handler's outcome:
 //
-//   - an error reported with Fail: l.Fail(err), whatever the status;
+//   - an error reported with Fail: l.Settle(err), whatever the status;
 //   - nothing written and the client gone: a caller cancellation (released
 //     with no cooldown, or gate.Options.CanceledCooldown);
 //   - 1xx (101), 2xx, 3xx, nothing written, or a hijacked connection:
@@ -85,10 +85,11 @@ func (c *config) settle(rw *writer, r *http.Request, l *gate.Lease, st *state) {
 	st.mu.Unlock()
 	switch {
 	case ferr != nil:
-		serr := l.Fail(ctx, ferr)
-		c.report(r, serr)
+		var ce *gate.CallError
+		errors.As(l.Settle(ctx, ferr), &ce) // a failure settles as a *CallError
+		c.report(r, ce.SettleErr)
 		if !rw.wrote() {
-			ref, h := c.settled(r, l, serr)
+			ref, h := c.settled(r, l, ce)
 			c.respond(rw, r, ref, h)
 		}
 	case !rw.wrote() && ctx.Err() != nil:

@@ -241,8 +241,8 @@ func (c *config) blocked(r *http.Request, b *gate.BlockedError) Refusal {
 		ref.Detail = "This job is already done."
 	default: // Running
 		ref.Status, ref.State = http.StatusConflict, gate.Running.String()
-		if wait <= 0 {
-			wait = c.g.Options().Lease
+		if wait <= 0 { // the gate always says; a refusal built by hand may not
+			wait = c.opts.UnavailableRetryAfter
 		}
 		ref.Detail = "This job is already running. " + c.opts.RetryIn(wait)
 	}
@@ -255,22 +255,23 @@ func (c *config) blocked(r *http.Request, b *gate.BlockedError) Refusal {
 }
 
 // settled builds the refusal for a handler that reported a failure with
-// Fail and wrote nothing: the outcome the gate just recorded.
-func (c *config) settled(r *http.Request, l *gate.Lease, serr error) (Refusal, RefusalHandler) {
-	res := l.Result()
+// Fail and wrote nothing: the outcome the gate just recorded (ce).
+func (c *config) settled(r *http.Request, l *gate.Lease, ce *gate.CallError) (Refusal, RefusalHandler) {
 	switch {
-	case serr != nil:
+	case !l.Gated():
+		// FailOpen ran it ungated: nothing was recorded.
+	case !ce.Written():
 		// The lock's own TTL is the cooldown now.
-		return c.unavailable(serr, c.g.Options().Lease), c.opts.Unavailable
-	case res.State == gate.CoolingDown || res.State == gate.Failed:
-		b := &gate.BlockedError{Job: l.Job(), State: res.State, RetryAfter: res.RetryAfter,
-			Attempts: res.Attempts, Reason: res.Verdict.Reason}
+		return c.unavailable(ce.SettleErr, ce.RetryAfter), c.opts.Unavailable
+	case ce.State == gate.CoolingDown || ce.State == gate.Failed:
+		b := &gate.BlockedError{Job: l.Job(), State: ce.State, RetryAfter: ce.RetryAfter,
+			Attempts: ce.Attempts, Reason: ce.Verdict.Reason}
 		return c.blocked(r, b), c.opts.Blocked
-	case res.State == gate.Ready && res.Verdict.Reason != "" && res.Verdict.Class != classify.ClassCanceled:
+	case ce.State == gate.Ready && ce.Verdict.Reason != "" && ce.Verdict.Class != classify.ClassCanceled:
 		// A provider-wide failure with another upstream open (the gate's
 		// Fallbacks): the job may run again at once, on that upstream.
-		ref := Refusal{Status: http.StatusServiceUnavailable, State: gate.Ready.String(), Attempts: res.Attempts,
-			Reason: res.Verdict.Reason, Detail: "The upstream service failed. " + c.opts.RetryIn(0)}
+		ref := Refusal{Status: http.StatusServiceUnavailable, State: gate.Ready.String(), Attempts: ce.Attempts,
+			Reason: ce.Verdict.Reason, Detail: "The upstream service failed. " + c.opts.RetryIn(0)}
 		if c.opts.StatusURL != nil {
 			ref.StatusURL = c.opts.StatusURL(r)
 		}

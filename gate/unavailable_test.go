@@ -3,15 +3,103 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
+
+func TestRedisUnreachable(t *testing.T) {
+	// A port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 100 * time.Millisecond, MaxRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+
+	t.Run("fail closed", func(t *testing.T) {
+		rec := newRecorder()
+		g := newGate(t, rdb, gate.Options{Observer: rec})
+		ran := false
+		start := time.Now()
+		err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error { ran = true; return nil })
+		if !errors.Is(err, gate.ErrUnavailable) || ran {
+			t.Fatalf("Do: %v (ran %v), want ErrUnavailable", err, ran)
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) {
+			t.Fatalf("cause not wrapped: %v", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("took %v", took)
+		}
+		if countKind(rec.drain(), gate.EventRedisError) != 1 {
+			t.Fatal("redis error not reported")
+		}
+		if _, err := g.Status(context.Background(), "job"); !errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("Status: %v", err)
+		}
+		if err := g.Reset(context.Background(), "job"); !errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("Reset: %v", err)
+		}
+	})
+	t.Run("fail open", func(t *testing.T) {
+		rec := newRecorder()
+		g := newGate(t, rdb, gate.Options{FailOpen: true, Observer: rec})
+		calls := 0
+		err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
+			calls++
+			if l.Gated() || l.Fence() != 0 {
+				t.Errorf("ungated lease: Gated %v, Fence %d", l.Gated(), l.Fence())
+			}
+			return nil
+		})
+		if err != nil || calls != 1 {
+			t.Fatalf("Do: %v, calls %d", err, calls)
+		}
+		if countKind(rec.drain(), gate.EventFailOpen) != 1 {
+			t.Fatal("fail-open call not reported")
+		}
+		// A failure while ungated is returned as is, classified.
+		err = g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error { return errBoom })
+		var ce *gate.CallError
+		if !errors.As(err, &ce) || !errors.Is(err, errBoom) {
+			t.Fatalf("ungated failure: %v", err)
+		}
+	})
+	t.Run("caller cancelled is not unavailable", func(t *testing.T) {
+		g := newGate(t, rdb, gate.Options{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { return nil })
+		if !errors.Is(err, context.Canceled) || errors.Is(err, gate.ErrUnavailable) {
+			t.Fatalf("Do on a cancelled ctx: %v, want context.Canceled only", err)
+		}
+	})
+}
+
+func TestCallerDeadlineWhileRedisHangs(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	f := &flaky{Client: rdb}
+	f.Hang.Store(true)
+	g := newGate(t, f, gate.Options{FailOpen: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	ran := false
+	err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran = true; return nil })
+	if !errors.Is(err, gate.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Fatalf("Do: %v (ran %v), want ErrUnavailable and DeadlineExceeded, fn not run", err, ran)
+	}
+}
 
 // replyErr is an error reply from Redis, as go-redis returns them.
 type replyErr string

@@ -3,15 +3,77 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
+
+// subscribeVia is a client that runs scripts and reads on one connection
+// pool and subscribes through another (here: a fault proxy), so a test can
+// silence the subscription alone.
+type subscribeVia struct {
+	*redis.Client
+	sub *redis.Client
+}
+
+func (c subscribeVia) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	return c.sub.Subscribe(ctx, channels...)
+}
+
+// TestAcquireWaitSilentSubscription: the subscription's connection goes
+// silent (a path that drops packets: no reset, no error) and the settle's
+// message is lost with it. A subscription silent for pingEvery is pinged;
+// unanswered for as long again it is given up with a warning, and the
+// waiter subscribes and reads again: it gets the settle's outcome, not the
+// lease's end. A healthy subscription that is merely idle answers its ping
+// and is kept. (pingEvery is 30 s; the test shortens it for this gate.)
+func TestAcquireWaitSilentSubscription(t *testing.T) {
+	srv := redistest.Server(t)
+	p, viaProxy := proxied(t, srv)
+	direct := srv.Client(t)
+	prefix := redistest.UniqueKey(t)
+	rec := newRecorder()
+	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	waiter := newGate(t, subscribeVia{Client: direct, sub: viaProxy}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec, Timeout: 500 * time.Millisecond})
+	const ping = 100 * time.Millisecond
+	gate.SetPingEvery(waiter, ping)
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _ := waitInBackground(t, waiter, "job", 30*time.Second, 5*time.Second)
+
+	// Idle but healthy for several ping intervals: kept, no warning.
+	lock := keyspace.Job(prefix, "job")
+	time.Sleep(5 * ping)
+	if n, warned := direct.PubSubNumSub(ctx, lock).Val()[lock], polled(rec); n != 1 || warned {
+		t.Fatalf("an idle, healthy subscription: %d subscribers, warned %v; want it kept, no warning", n, warned)
+	}
+	if accepted := p.Accepted(); accepted != 1 {
+		t.Fatalf("%d connections through the proxy, want the one subscription", accepted)
+	}
+
+	p.Blackhole(true)
+	if err := l.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The message is lost, and the lease has a minute left: only giving the
+	// silent subscription up (after 2 × ping) answers the waiter in time.
+	// Its new subscription goes the same silent way; the waiter reads
+	// after waiting Options.Timeout for its confirmation.
+	wantDone(t, done, 5*time.Second)
+	if !polled(rec) {
+		t.Fatal("no WarnWaitPolling after the subscription was given up")
+	}
+}
 
 // shardSubs returns how many connections subscribe to channel on the
 // server at addr (SHARDNUMSUB, which counts that server's subscribers
@@ -316,4 +378,72 @@ func TestAcquireFollowsASKDuringMigration(t *testing.T) {
 	if err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { runs++; return nil }); err != nil || runs != 1 {
 		t.Fatalf("Do while the job's slot migrates: %v after %d runs, want it run once", err, runs)
 	}
+}
+
+// TestAcquireWaitUnsubscribeOvertakesSubscribe: subscribing runs in the
+// background, so a waiter can give up while its SUBSCRIBE is still on its
+// way, and the UNSUBSCRIBE its leaving sends can reach Redis first. The
+// SUBSCRIBE then lands on a channel nobody listens to any more; the gate
+// must undo it, or the subscription connection carries it (and every
+// settle's message for that job) for as long as the connection lives. The
+// hook holds the SUBSCRIBE until Redis has seen the UNSUBSCRIBE.
+func TestAcquireWaitUnsubscribeOvertakesSubscribe(t *testing.T) {
+	srv := redistest.Server(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	prefix := redistest.UniqueKey(t)
+	owner, err := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease}).Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Release(context.Background()) })
+	waiter := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
+	lock := keyspace.Job(prefix, "job") // the channel is the lock key
+
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	gate.SetSubscribeHook(waiter, func(channel string) {
+		if channel != lock {
+			return
+		}
+		once.Do(func() { close(arrived) })
+		<-release
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	before := calls(t, rdb, "unsubscribe")
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.AcquireWait(wctx, "job", time.Minute)
+		done <- err
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter's subscribe never started")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("AcquireWait after its caller gave up: %v, want context.Canceled", err)
+	}
+	waitUntil(t, 5*time.Second, "the leaving waiter's UNSUBSCRIBE reaches Redis", func() bool {
+		return calls(t, rdb, "unsubscribe") > before
+	})
+	subscribed := calls(t, rdb, "subscribe")
+	close(release)
+	waitUntil(t, 5*time.Second, "the late SUBSCRIBE reaches Redis", func() bool {
+		return calls(t, rdb, "subscribe") > subscribed
+	})
+	// Undone well inside the idle connection's linger (5 s), which would
+	// otherwise drop it with the connection.
+	waitUntil(t, time.Second, "the channel nobody listens to unsubscribed", func() bool {
+		return rdb.PubSubNumSub(ctx, lock).Val()[lock] == 0
+	})
 }

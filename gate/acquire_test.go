@@ -10,7 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/retrygate/retrygate/classify"
+
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/keyspace"
@@ -80,16 +80,6 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	if got := names.take(); !equalNames(got, []string{"[pttl set time get evalsha]"}) {
 		t.Fatalf("next call sent %v, want the acquire alone", got)
 	}
-}
-
-// errProviderBusy is a provider-wide rate limit without a hint.
-var errProviderBusy = errors.New("429 too many requests")
-
-func providerBusyClassifier(err error) classify.Verdict {
-	if errors.Is(err, errProviderBusy) {
-		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true}
-	}
-	return classify.Default(err)
 }
 
 // The cluster-safe form (a client that only scripts, here over one

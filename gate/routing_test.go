@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/keyspace"
@@ -58,18 +59,6 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // WaitReplicas needs a connection it can pin: an embedding wrapper has

@@ -11,6 +11,85 @@ import (
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
+func TestOptionsValidation(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	tests := []struct {
+		name  string
+		opts  gate.Options
+		field []string // every field the error must name
+	}{
+		{"negative lease", gate.Options{Lease: -time.Second}, []string{"Lease"}},
+		{"lease too short", gate.Options{Lease: 5 * time.Millisecond}, []string{"Lease"}},
+		{"max below cooldown", gate.Options{Cooldown: time.Hour, MaxCooldown: time.Minute}, []string{"MaxCooldown"}},
+		{"factor below 1", gate.Options{BackoffFactor: 0.5}, []string{"BackoffFactor"}},
+		{"jitter 1", gate.Options{Jitter: 1}, []string{"Jitter"}},
+		{"negative attempts", gate.Options{MaxAttempts: -1}, []string{"MaxAttempts"}},
+		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
+		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}},
+			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "UpstreamPolicy.PauseTTL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := gate.New(rdb, tt.opts)
+			if !errors.Is(err, gate.ErrInvalidOptions) {
+				t.Fatalf("New: %v, want ErrInvalidOptions", err)
+			}
+			for _, f := range tt.field {
+				if !strings.Contains(err.Error(), f+":") {
+					t.Errorf("error %q does not name %s", err, f)
+				}
+			}
+		})
+	}
+	if _, err := gate.New(nil, gate.Options{}); !errors.Is(err, gate.ErrInvalidOptions) {
+		t.Fatalf("nil client: %v", err)
+	}
+}
+
+func TestOptionsDefaultsAndShortValues(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g, err := gate.New(rdb, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := g.Options()
+	if o.Lease != time.Minute || o.Cooldown != 5*time.Minute || o.MaxCooldown != time.Hour || o.BackoffFactor != 2 ||
+		o.Jitter != 0.1 || o.UpstreamPolicy.AllowedFails != 3 || o.FailedTTL != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
+		t.Fatalf("defaults: %+v", o)
+	}
+	// Tests and demos use very short values.
+	if _, err := gate.New(rdb, gate.Options{Lease: 100 * time.Millisecond, Cooldown: 10 * time.Millisecond}); err != nil {
+		t.Fatalf("short values rejected: %v", err)
+	}
+	// MaxCooldown follows a Cooldown above the default cap.
+	g, err = gate.New(rdb, gate.Options{Cooldown: 2 * time.Hour})
+	if err != nil || g.Options().MaxCooldown != 2*time.Hour {
+		t.Fatalf("Cooldown 2h: %v %v", err, g.Options().MaxCooldown)
+	}
+}
+
+func FuzzOptions(f *testing.F) {
+	f.Add(int64(0), int64(0), int64(0), 0.0, 0.0, 0, "")
+	f.Add(int64(time.Millisecond), int64(-1), int64(time.Hour), 0.5, 1.5, -2, "a{")
+	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 2.0, 0.99, 3, "p")
+	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 77.0, -37.01, 3, "0") // negative Jitter: none
+	_, rdb := redistest.Miniredis(f)
+	f.Fuzz(func(t *testing.T, lease, cooldown, maxCooldown int64, factor, jitter float64, attempts int, prefix string) {
+		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown),
+			MaxCooldown: time.Duration(maxCooldown), BackoffFactor: factor, Jitter: jitter, MaxAttempts: attempts, Prefix: prefix})
+		if err != nil {
+			if !errors.Is(err, gate.ErrInvalidOptions) {
+				t.Fatalf("error %v is not ErrInvalidOptions", err)
+			}
+			return
+		}
+		o := g.Options()
+		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.MaxCooldown < o.Cooldown || o.BackoffFactor < 1 || !(o.Jitter < 1) { // a negative Jitter means none
+			t.Fatalf("accepted invalid options: %+v", o)
+		}
+	})
+}
+
 // Each limit New documents, on both sides: the last accepted value and the
 // first rejected one, whose error names the field once.
 func TestOptionsLimits(t *testing.T) {
