@@ -143,7 +143,34 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s: no memory per cooling job", scMany(n))
 		}
 	}
-	if exp, got := 13, len(res.targets()); exp != got {
+	// At the provider's limit: every gate against every provider; no job
+	// marked Failed, a call served once per job completed; the reactive
+	// gate capped at 2 s loses none, the defaults' minute loses jobs.
+	admitting := 0
+	for _, x := range res.limit {
+		if len(x.results) != len(quickSettings.limit.seeds) {
+			t.Fatalf("limit %s, %s: exp %d storms, got %d", x.gate, x.provider, len(quickSettings.limit.seeds), len(x.results))
+		}
+		r := x.results[0]
+		if r.Jobs == 0 || r.Failed != 0 || r.Errors != 0 || int64(r.Completed) != r.Served {
+			t.Errorf("limit %s, %s: %v", x.gate, x.provider, r)
+		}
+		if x.gate == limitGates[0].name && r.Lost != 0 {
+			t.Errorf("limit %s, %s: exp no job lost, got %v", x.gate, x.provider, r)
+		}
+		if x.admits {
+			admitting++
+		}
+	}
+	if exp, got := len(limitGates)*len(limitProviders), len(res.limit); exp != got {
+		t.Errorf("exp %d rows at the limit, got %d", exp, got)
+	}
+	for _, want := range []string{"## At the provider's rate limit (issue 31)", "| " + limitGates[0].name + " | Anthropic |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if exp, got := 13+2*admitting, len(res.targets()); exp != got {
 		t.Errorf("exp %d targets, got %d", exp, got)
 	}
 	t.Log("\n" + md)

@@ -78,7 +78,7 @@ func (r *results) targets() []target {
 		ts = append(ts, target{"httpmw refusal, one job hammered, ≥ 0.73× httprate (req/s)",
 			fmt.Sprintf("%.2f× (by CPU %.2f×)", v, median(g.cpuVsRate)), v >= 0.73})
 	}
-	return ts
+	return append(ts, r.limitTargets()...)
 }
 
 func (r *results) edgeRow(scenario, name string) *edgeRow {
@@ -180,6 +180,7 @@ func (r *results) markdown(quick bool) string {
 			f(func(x stormResult) float64 { return float64(x.cmds) }),
 			f(stormResult.perRefused), f(stormResult.perCall))
 	}
+	r.limitMarkdown(&b)
 	return b.String()
 }
 

@@ -16,6 +16,7 @@ type settings struct {
 	storm       stormParams
 	concs       []int
 	edge        edgeParams
+	limit       limitParams
 }
 
 var (
@@ -25,6 +26,7 @@ var (
 		storm:       stormParams{clients: 50, dur: 2 * time.Second, callTime: 20 * time.Millisecond, retryEvery: 10 * time.Millisecond, cooldown: 500 * time.Millisecond},
 		concs:       []int{1, maxConc},
 		edge:        edgeParams{rounds: 9, warm: 150 * time.Millisecond, dur: 500 * time.Millisecond, conns: maxConc, many: []int{10000, 1000000}},
+		limit:       limitParams{rpm: 1500, offer: 2.5, arrivals: 3 * time.Second, drain: 12 * time.Second, seeds: []uint64{1, 2, 3}},
 	}
 	quickSettings = settings{
 		rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond,
@@ -32,6 +34,7 @@ var (
 		storm:       stormParams{clients: 10, dur: 400 * time.Millisecond, callTime: 10 * time.Millisecond, retryEvery: 5 * time.Millisecond, cooldown: 100 * time.Millisecond},
 		concs:       []int{1, maxConc},
 		edge:        edgeParams{rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond, conns: maxConc, many: []int{300, 3000}},
+		limit:       limitParams{rpm: 3000, offer: 2.5, arrivals: time.Second, drain: 10 * time.Second, seeds: []uint64{1}},
 	}
 )
 
@@ -55,6 +58,7 @@ type results struct {
 	machine machine
 	rows    []*row
 	storm   []*stormRow
+	limit   []*limitRow
 	edge    *edgeResults
 	// ratios holds per-round ops/s ratios for the targets, by key
 	// "<a>/<b>@<conc>".
@@ -130,6 +134,9 @@ func runSuite(ctx context.Context, srv server, set settings, log io.Writer) (*re
 		return nil, err
 	}
 	if res.storm, err = runStorms(ctx, srv.addr, set, log); err != nil {
+		return nil, err
+	}
+	if res.limit, err = runLimitStorms(ctx, srv.addr, set.limit, log); err != nil {
 		return nil, err
 	}
 	res.elapsed = time.Since(began)

@@ -1,0 +1,133 @@
+package gateriver_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/limitstorm"
+	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/pgtest"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// admits is set once the upstream admits calls from the provider's budget
+// (issue 31): the issue's targets then hold through the adapter too.
+const admits = false
+
+// Four River clients, each with a Gate of its own, share one upstream,
+// one Redis and one database; jobs are inserted at 2.5 × the provider's
+// requests limit and the middleware snoozes each refused one for the
+// gate's wait. No job is lost or discarded, and a call runs once per job;
+// the 429 share and goodput are logged, and held to the issue's targets
+// once the upstream admits.
+func TestStormAtTheLimit(t *testing.T) {
+	rdb := redistest.Server(t).Client(t)
+	for _, d := range []struct {
+		name    string
+		dialect llmfake.Dialect
+	}{{"OpenAI", llmfake.OpenAI}, {"Anthropic", llmfake.Anthropic}} {
+		t.Run(d.name, func(t *testing.T) {
+			// Today's breaker, capped at 2 s as in limitstorm's proof:
+			// OpenAI's 429 says the bucket is whole in a minute, and the
+			// gate would cool that long.
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "llm", Lease: 2 * time.Second,
+				Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}
+			pool := database(t, pgtest.Shared(t).Database(t))
+			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+				Dialect: d.dialect, RPM: 3000, Arrivals: time.Second, Seed: 1,
+				Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {
+					return throughRiver(ctx, t, pool, rdb, opts, s)
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(r)
+			if r.Lost != 0 || r.Failed != 0 || r.Completed != r.Jobs {
+				t.Errorf("%d of %d jobs completed, %d lost, %d discarded or cancelled", r.Completed, r.Jobs, r.Lost, r.Failed)
+			}
+			if int64(r.Completed) != r.Served {
+				t.Errorf("%d jobs completed by %d calls served", r.Completed, r.Served)
+			}
+			t.Run("targets", func(t *testing.T) {
+				if !admits {
+					t.Skip("admission not built yet: issue 31")
+				}
+				if r.RefusedShare() > 0.01 || r.Goodput() < 0.9 {
+					t.Errorf("%.2f %% of calls earned a 429 and goodput is %.2f × the limit; want at most 1 %% and at least 0.9", 100*r.RefusedShare(), r.Goodput())
+				}
+			})
+		})
+	}
+}
+
+// throughRiver runs the storm's jobs on four River clients, each job
+// inserted when it arrives, and counts them once every job completed or
+// was discarded, or at the storm's end.
+func throughRiver(ctx context.Context, t *testing.T, pool *pgxpool.Pool, rdb gate.Client, opts gate.Options, s *limitstorm.Storm) limitstorm.Outcome {
+	var clients []*river.Client[pgx.Tx]
+	for range 4 {
+		g, err := gate.New(rdb, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := newClient(pool, g, 8, func(ctx context.Context, doc string) error {
+			id, err := strconv.Atoi(strings.TrimPrefix(doc, "job-"))
+			if err != nil {
+				return err
+			}
+			return s.Call(ctx, id)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	defer func() {
+		for _, c := range clients {
+			stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = c.Stop(stopCtx)
+			cancel()
+		}
+	}()
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range s.Jobs {
+		time.Sleep(time.Until(s.Start.Add(j.At)))
+		if _, err := inserter.Insert(ctx, summariseArgs{Doc: j.Key()}, &river.InsertOpts{MaxAttempts: 25}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var o limitstorm.Outcome
+	for {
+		var last *time.Time
+		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'),
+			count(*) FILTER (WHERE state IN ('discarded', 'cancelled')),
+			max(finalized_at) FILTER (WHERE state = 'completed') FROM river_job`).Scan(&o.Completed, &o.Failed, &last); err != nil {
+			t.Fatal(err)
+		}
+		if last != nil {
+			o.Last = *last
+		}
+		if o.Completed+o.Failed == len(s.Jobs) || time.Now().After(s.End) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	o.Lost = len(s.Jobs) - o.Completed - o.Failed
+	return o
+}

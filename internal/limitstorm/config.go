@@ -1,0 +1,166 @@
+package limitstorm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/llmfake"
+)
+
+// Config shapes one storm. The zero value of a field means its documented
+// default.
+type Config struct {
+	// Dialect is the provider imitated (default: llmfake.OpenAI).
+	Dialect llmfake.Dialect
+	// RPM is the provider's requests-per-minute limit (default: 1500, 25
+	// calls a second).
+	RPM int64
+	// TPM is its tokens-per-minute limit: OpenAI's counts each call's
+	// prompt and max_tokens, Anthropic's the prompt (input tokens). 0 sets
+	// it far above what the calls use, so the requests limit alone
+	// refuses; the headers report it either way, as a real provider's
+	// do. Anthropic's output-tokens limit is always far above.
+	TPM int64
+	// Gates is how many Gates share the upstream (default: 4).
+	Gates int
+	// Procs is how many worker processes the Gates are spread over, Gate
+	// k in process k mod Procs; 0 or 1 runs them in this process.
+	Procs int
+	// Offer is the offered load ÷ the limit: jobs arrive at Offer × RPM a
+	// minute (default: 2.5).
+	Offer float64
+	// Arrivals is how long jobs arrive for (default: 2s).
+	Arrivals time.Duration
+	// Drain is how long after the arrivals end a job may still complete;
+	// a job not completed by then, or told to wait past it, is lost
+	// (default: 4 × Arrivals, at least 10s: time for the backlog at Offer
+	// 2.5, and for a few of the reactive gate's 2 s waits in a row).
+	Drain time.Duration
+	// Latency is a call's mean answer time: each call's is drawn from
+	// [Latency/2, 3·Latency/2) after the provider decided on it
+	// (default: 40ms).
+	Latency time.Duration
+	// Seed draws the arrivals, the prompts and the answer times.
+	Seed uint64
+
+	// Redis is the server or cluster the Gates share.
+	Redis Redis
+	// Gate is every Gate's options. Scope is set to the shared upstream
+	// when empty; Prefix must be unique to the storm. With Procs ≥ 2 the
+	// options cross to the workers as data: Classify and Observer must be
+	// nil.
+	Gate gate.Options `json:"-"`
+
+	// Through, when set, runs the jobs instead of Gates in this process:
+	// a queue adapter's storm, whose workers call Storm.Call under their
+	// own Gates. It returns when every job completed, failed or was lost
+	// (Storm.End). Gates, Procs, Redis and Gate are then unused.
+	Through func(ctx context.Context, s *Storm) Outcome `json:"-"`
+}
+
+// Redis addresses the Redis the Gates share: each Gate connects on its
+// own, as separate processes would.
+type Redis struct {
+	Addrs   []string
+	Cluster bool // a cluster: Addrs are its seed nodes
+}
+
+// Defaults.
+const (
+	defaultRPM      = 1500
+	defaultGates    = 4
+	defaultOffer    = 2.5
+	defaultArrivals = 2 * time.Second
+	defaultLatency  = 40 * time.Millisecond
+	defaultScope    = "llm"
+	// drainArrivals is Drain's default in Arrivals, at least minDrain.
+	drainArrivals = 4
+	minDrain      = 10 * time.Second
+)
+
+// Job sizes: a prompt of promptChars (4 characters a token at the
+// provider) and a max_tokens of maxTokens, each drawn uniformly.
+var (
+	promptChars = [2]int{40, 400}
+	maxTokens   = [2]int{16, 128}
+)
+
+// charsPerToken is the provider's estimate of a prompt's tokens: "one
+// token generally corresponds to ~4 characters of text"
+// (https://platform.openai.com/tokenizer), as llmfake counts them.
+const charsPerToken = 4
+
+// ampleTokens sets a token limit that never refuses: this many tokens a
+// request, far above the largest call's.
+const ampleTokens = 2000
+
+// tpm is the provider's tokens-per-minute limit.
+func (c Config) tpm() int64 {
+	if c.TPM != 0 {
+		return c.TPM
+	}
+	return c.RPM * ampleTokens
+}
+
+// ErrInvalidConfig is matched by the error Run returns for a bad Config;
+// its text names every bad field.
+var ErrInvalidConfig = errors.New("limitstorm: invalid config")
+
+// withDefaults validates c and fills its zero fields.
+func (c Config) withDefaults() (Config, error) {
+	var bad []error
+	if c.Dialect > llmfake.Anthropic {
+		bad = append(bad, fmt.Errorf("Dialect %d is unknown", c.Dialect))
+	}
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"RPM", c.RPM < 0}, {"TPM", c.TPM < 0}, {"Gates", c.Gates < 0}, {"Procs", c.Procs < 0}, {"Offer", c.Offer < 0},
+		{"Arrivals", c.Arrivals < 0}, {"Drain", c.Drain < 0}, {"Latency", c.Latency < 0},
+	} {
+		if f.neg {
+			bad = append(bad, fmt.Errorf("%s is negative", f.name))
+		}
+	}
+	if c.RPM == 0 {
+		c.RPM = defaultRPM
+	}
+	if c.Gates == 0 {
+		c.Gates = defaultGates
+	}
+	if c.Offer == 0 {
+		c.Offer = defaultOffer
+	}
+	if c.Arrivals == 0 {
+		c.Arrivals = defaultArrivals
+	}
+	if c.Drain == 0 {
+		c.Drain = max(drainArrivals*c.Arrivals, minDrain)
+	}
+	if c.Latency == 0 {
+		c.Latency = defaultLatency
+	}
+	if c.Gate.Scope == "" {
+		c.Gate.Scope = defaultScope
+	}
+	if c.Procs > c.Gates {
+		bad = append(bad, fmt.Errorf("Procs %d is more than Gates %d: a process would have none", c.Procs, c.Gates))
+	}
+	if len(c.Redis.Addrs) == 0 && c.Through == nil {
+		bad = append(bad, errors.New("Redis.Addrs is empty"))
+	}
+	if c.Procs >= 2 && (c.Gate.Classify != nil || c.Gate.Observer != nil) {
+		bad = append(bad, errors.New("Gate.Classify and Gate.Observer cannot cross to worker processes (Procs ≥ 2)"))
+	}
+	if err := errors.Join(bad...); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+// procs is the number of processes that run Gates: 1 for this one.
+func (c Config) procs() int { return max(c.Procs, 1) }

@@ -1,0 +1,89 @@
+package limitstorm
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+)
+
+// A seed fixes the storm: the same jobs at the same instants, in order of
+// arrival, within the arrivals; another seed draws others.
+func TestScheduleIsSeeded(t *testing.T) {
+	c, err := Config{Seed: 7, Redis: Redis{Addrs: []string{"x"}}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := schedule(c), schedule(c)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("one seed drew two schedules")
+	}
+	// 2.5 × 1500 a minute for 2 s.
+	if exp, got := 125, len(a); exp != got {
+		t.Fatalf("exp %d jobs, got %d", exp, got)
+	}
+	for i, j := range a {
+		if j.ID != i || j.At < 0 || j.At >= c.Arrivals || i > 0 && j.At < a[i-1].At {
+			t.Fatalf("job %d: %+v", i, j)
+		}
+	}
+	c.Seed = 8
+	if reflect.DeepEqual(a, schedule(c)) {
+		t.Fatal("seeds 7 and 8 drew the same schedule")
+	}
+}
+
+// A worker gets every data field of the gate's options, so an option
+// added later (the admission's switch) reaches it too.
+func TestGateOptionsCrossToWorkers(t *testing.T) {
+	o := gate.Options{Prefix: "p", Lease: 2 * time.Second, MaxCooldown: 3 * time.Second, Jitter: -1, Scope: "llm",
+		Fallbacks: []string{"b"}, ScopePolicy: gate.ScopePolicy{Cooldown: time.Second, AllowedFails: -1}}
+	raw, err := dataFields(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got gate.Options
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(o, got) {
+		t.Fatalf("crossed as %+v, want %+v", got, o)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want []string
+	}{
+		{Config{}, []string{"Redis.Addrs"}},
+		{Config{RPM: -1, Latency: -1, Dialect: 9, Redis: Redis{Addrs: []string{"x"}}}, []string{"RPM", "Latency", "Dialect"}},
+		{Config{Gates: 2, Procs: 3, Redis: Redis{Addrs: []string{"x"}}}, []string{"Procs 3"}},
+		{Config{Procs: 2, Gate: gate.Options{Classify: classify.Default}, Redis: Redis{Addrs: []string{"x"}}}, []string{"Classify"}},
+	} {
+		_, err := tc.c.withDefaults()
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("%+v: got %v, want ErrInvalidConfig", tc.c, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: %q does not name %s", tc.c, err, w)
+			}
+		}
+	}
+}
+
+func TestResultRatios(t *testing.T) {
+	r := Result{Served: 99, Refused: 1, Allowed: 110}
+	if r.RefusedShare() != 0.01 || r.Goodput() != 0.9 {
+		t.Fatalf("share %v, goodput %v; want 0.01 and 0.9", r.RefusedShare(), r.Goodput())
+	}
+	if (Result{}).RefusedShare() != 0 || (Result{}).Goodput() != 0 {
+		t.Fatal("an empty storm divides by zero")
+	}
+}

@@ -1,0 +1,8 @@
+package limitstorm
+
+import "syscall"
+
+// sysProcAttr kills a worker when the process that started it dies.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

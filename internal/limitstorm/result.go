@@ -1,0 +1,64 @@
+package limitstorm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Result is what a storm came to.
+type Result struct {
+	// Jobs is how many jobs arrived; each Completed, Failed (ErrFailed)
+	// or was Lost: still not completed at the end of the drain, or told
+	// to wait past it.
+	Jobs, Completed, Failed, Lost int
+	// Errors counts refusals that stated no wait and were not ErrFailed
+	// (Redis unreachable, say); their jobs tried again after a pause.
+	// FirstError is the first one's text.
+	Errors     int
+	FirstError string
+	// Served and Refused are the provider's own count of the calls it
+	// answered during the storm: 200s and 429s.
+	Served, Refused int64
+	// Bursts counts the storm's runs of 429s no more than 50 ms apart,
+	// and LargestBurst is the longest.
+	Bursts, LargestBurst int
+	// Tokens is what the calls served counted against the provider's
+	// token limit.
+	Tokens int64
+	// Elapsed is from the start of the storm (the provider's buckets just
+	// drained) to the last completion, or to the end of the drain when a
+	// job was lost; Allowed and AllowedTokens are how many calls and
+	// tokens the provider's limits allowed in it.
+	Elapsed       time.Duration
+	Allowed       float64
+	AllowedTokens float64
+}
+
+// RefusedShare is the share of upstream calls that earned a 429.
+func (r Result) RefusedShare() float64 {
+	if r.Served+r.Refused == 0 {
+		return 0
+	}
+	return float64(r.Refused) / float64(r.Served+r.Refused)
+}
+
+// Goodput is how much of the binding limit the calls served used while
+// the storm lasted: the calls served ÷ the calls allowed, or the tokens
+// ÷ the tokens allowed, whichever is higher. 1 is every call the
+// provider would take, taken.
+func (r Result) Goodput() float64 {
+	var g float64
+	if r.Allowed > 0 {
+		g = float64(r.Served) / r.Allowed
+	}
+	if r.AllowedTokens > 0 {
+		g = max(g, float64(r.Tokens)/r.AllowedTokens)
+	}
+	return g
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d); goodput %.2f (%d of %.0f calls, %d of %.0f tokens allowed in %v)",
+		r.Jobs, r.Completed, r.Failed, r.Lost, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
+		r.Bursts, r.LargestBurst, r.Goodput(), r.Served, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
+}

@@ -1,0 +1,175 @@
+package limitstorm
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// errorPause is how long a job waits after an error that states no wait
+// (Redis unreachable, say) before it tries again; such errors are counted.
+const errorPause = 100 * time.Millisecond
+
+// Outcome is how a storm's jobs ended (in one process, or through a
+// Config.Through).
+type Outcome struct {
+	Completed, Failed, Lost int
+	// Errors counts refusals that stated no wait and were not ErrFailed;
+	// FirstError is the first one's text.
+	Errors     int
+	FirstError string
+	// Last is the last completion.
+	Last time.Time
+	// Tokens is what the calls served counted against the token limit;
+	// Run fills it from Storm.Call.
+	Tokens int64
+}
+
+func (o *Outcome) add(p Outcome) {
+	o.Completed += p.Completed
+	o.Failed += p.Failed
+	o.Lost += p.Lost
+	o.Errors += p.Errors
+	o.Tokens += p.Tokens
+	if o.FirstError == "" {
+		o.FirstError = p.FirstError
+	}
+	if p.Last.After(o.Last) {
+		o.Last = p.Last
+	}
+}
+
+// share is one process's part of a storm: its Gates, each with a Redis
+// client of its own, and their jobs.
+type share struct {
+	c       Config
+	storm   *Storm
+	gates   map[int]*gate.Gate
+	closers []func() error
+
+	mu  sync.Mutex
+	out Outcome
+}
+
+// newShare builds the Gates process proc runs, calling the provider at url.
+func newShare(c Config, url string, proc int) (*share, error) {
+	s := &share{c: c, storm: newStorm(c, url), gates: map[int]*gate.Gate{}}
+	s.closers = append(s.closers, func() error { s.storm.close(); return nil })
+	for k := range c.Gates {
+		if k%c.procs() != proc {
+			continue
+		}
+		rdb := newRedis(c.Redis)
+		s.closers = append(s.closers, rdb.Close)
+		g, err := gate.New(rdb, c.Gate)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.gates[k] = g
+	}
+	return s, nil
+}
+
+func newRedis(r Redis) redis.UniversalClient {
+	if r.Cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Addrs})
+	}
+	return redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
+}
+
+func (s *share) close() {
+	for _, f := range s.closers {
+		_ = f()
+	}
+}
+
+// run runs this process's jobs, arriving after start, until each
+// completed, failed, or was lost at the end of the drain. Job j runs on
+// Gate j mod Gates.
+func (s *share) run(ctx context.Context, start time.Time) Outcome {
+	s.storm.begin(s.c, start)
+	var wg sync.WaitGroup
+	for _, j := range s.storm.Jobs {
+		g, ok := s.gates[j.ID%s.c.Gates]
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.job(ctx, j, g)
+		}()
+	}
+	wg.Wait()
+	s.out.Tokens = s.storm.tokens.Load()
+	return s.out
+}
+
+// job runs one job: it arrives, calls through its Gate, and retries when
+// gate.RetryAfter says, until it completes, fails, or would wait past the
+// end of the drain.
+func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
+	if !sleep(ctx, time.Until(s.storm.Start.Add(j.At))) {
+		s.note(func(o *Outcome) { o.Lost++ })
+		return
+	}
+	for {
+		err := g.Do(ctx, j.Key(), func(ctx context.Context, _ *gate.Lease) error {
+			return s.storm.Call(ctx, j.ID)
+		})
+		wait, ok := gate.RetryAfter(err)
+		switch {
+		case err == nil:
+			now := time.Now()
+			s.note(func(o *Outcome) {
+				o.Completed++
+				if now.After(o.Last) {
+					o.Last = now
+				}
+			})
+			return
+		case errors.Is(err, gate.ErrFailed):
+			s.note(func(o *Outcome) { o.Failed++ })
+			return
+		case !ok:
+			s.note(func(o *Outcome) {
+				o.Errors++
+				if o.FirstError == "" {
+					o.FirstError = err.Error()
+				}
+			})
+			wait = errorPause
+		}
+		if time.Now().Add(wait).After(s.storm.End) || !sleep(ctx, wait) {
+			s.note(func(o *Outcome) { o.Lost++ })
+			return
+		}
+	}
+}
+
+func (s *share) note(f func(*Outcome)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.out)
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

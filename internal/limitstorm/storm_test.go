@@ -1,0 +1,174 @@
+package limitstorm_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/limitstorm"
+	"github.com/retrygate/retrygate/internal/llmfake"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := limitstorm.RunWorker(); ok {
+		os.Exit(code)
+	}
+	redistest.Main(m)
+}
+
+// The issue's targets for a gate that admits calls from the provider's
+// budget (issue 31 §7).
+const (
+	maxRefusedShare = 0.01 // 429s ≤ 1 % of upstream calls
+	minGoodput      = 0.9  // goodput ≥ 0.9 × the provider's limit
+)
+
+// gates are the gates the proof measures. The admission will stand
+// beside the reactive gate as one more row, with admits set.
+var gates = []struct {
+	name   string
+	opts   gate.Options
+	admits bool // the gate admits calls from the budget: the targets hold
+}{
+	// Today's upstream breaker: it learns of the limit from a 429 and
+	// cools for its hint: OpenAI's x-ratelimit-reset-requests, the time
+	// until the bucket is whole (a minute at the limit), Anthropic's
+	// retry-after. Capped at 2 s, and with a 2 s lease (a job refused
+	// while the upstream probes waits the probe's lease): with the
+	// defaults a storm of a few seconds loses its jobs (issue 31).
+	{name: "reactive", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}},
+}
+
+// Four gates, in this process and in two worker processes, share one
+// upstream and one Redis; jobs arrive at 2.5 × the provider's requests
+// limit and retry when gate.RetryAfter says. No job is lost or marked
+// Failed, and a call runs once per job: every call the provider served
+// completed a job. The 429 share and the goodput are logged, and held to
+// the issue's targets for a gate that admits.
+// The storms' size: 2.5 × 3000 a minute for a second.
+const (
+	rpm      = 3000
+	arrivals = time.Second
+	jobs     = 125
+)
+
+func TestStormAtTheLimit(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			addr := realTime(t, tg)
+			for _, g := range gates {
+				for _, sc := range storms {
+					t.Run(g.name+"/"+sc.name, func(t *testing.T) {
+						opts := g.opts
+						opts.Prefix = redistest.UniqueKey(t)
+						r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+							Dialect: sc.dialect, RPM: rpm, TPM: sc.tpm, Arrivals: arrivals, Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts,
+						})
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Log(r)
+						if r.Jobs != jobs {
+							t.Fatalf("%d jobs arrived, want %d", r.Jobs, jobs)
+						}
+						checkInvariants(t, r)
+						// Its bucket drained too, the token limit holds.
+						if sc.tpm != 0 && float64(r.Tokens) > r.AllowedTokens+1 {
+							t.Errorf("%d tokens served where the limit allows %.0f", r.Tokens, r.AllowedTokens)
+						}
+						t.Run("targets", func(t *testing.T) {
+							if !g.admits {
+								t.Skip("admission not built yet: issue 31")
+							}
+							if got := r.RefusedShare(); got > maxRefusedShare {
+								t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
+							}
+							if got := r.Goodput(); got < minGoodput {
+								t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
+							}
+						})
+					})
+				}
+			}
+		})
+	}
+}
+
+// storms are the storms each gate meets on each Redis: both providers'
+// dialects, four Gates in this process and spread over two, and one
+// storm whose token limit binds first.
+var storms = []struct {
+	name    string
+	dialect llmfake.Dialect
+	procs   int
+	tpm     int64
+}{
+	{"OpenAI/in-process", llmfake.OpenAI, 1, 0},
+	{"OpenAI/2-processes", llmfake.OpenAI, 2, 0},
+	{"Anthropic/in-process", llmfake.Anthropic, 1, 0},
+	{"Anthropic/2-processes", llmfake.Anthropic, 2, 0},
+	// 110 tokens a request where a call counts 127 on average (a prompt
+	// of 55, max_tokens 72): the token limit binds, offered 2.9 × it.
+	{"OpenAI/tokens/in-process", llmfake.OpenAI, 1, 110 * rpm},
+}
+
+// checkInvariants holds for every gate, reactive or admitting.
+func checkInvariants(t *testing.T, r limitstorm.Result) {
+	t.Helper()
+	if r.Jobs == 0 || r.Completed+r.Failed+r.Lost != r.Jobs {
+		t.Fatalf("%d jobs, but %d completed, %d failed and %d lost", r.Jobs, r.Completed, r.Failed, r.Lost)
+	}
+	if r.Lost != 0 || r.Failed != 0 {
+		t.Errorf("%d jobs lost and %d failed, want none", r.Lost, r.Failed)
+	}
+	if r.Errors != 0 {
+		t.Errorf("%d refusals without a wait, the first: %s", r.Errors, r.FirstError)
+	}
+	// A job's call ran once: a served call completes its job, and a job
+	// completes by a served call.
+	if int64(r.Completed) != r.Served {
+		t.Errorf("%d jobs completed by %d calls served", r.Completed, r.Served)
+	}
+	// The provider never serves more than its limit allows.
+	if float64(r.Served) > r.Allowed+1 {
+		t.Errorf("%d calls served where the limit allows %.0f", r.Served, r.Allowed)
+	}
+}
+
+// realTime makes tg's TTLs pass in real time (miniredis's do not by
+// themselves) and returns its addresses.
+func realTime(t *testing.T, tg redistest.Target) limitstorm.Redis {
+	t.Helper()
+	if tg.FastForward != nil {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			last := time.Now()
+			for {
+				select {
+				case <-stop:
+					return
+				case now := <-tick.C:
+					tg.FastForward(now.Sub(last))
+					last = now
+				}
+			}
+		}()
+		t.Cleanup(func() { close(stop); <-done })
+	}
+	switch c := tg.Client.(type) {
+	case *redis.ClusterClient:
+		return limitstorm.Redis{Addrs: c.Options().Addrs, Cluster: true}
+	case *redis.Client:
+		return limitstorm.Redis{Addrs: []string{c.Options().Addr}}
+	}
+	t.Fatalf("target %s: a client of type %T", tg.Name, tg.Client)
+	return limitstorm.Redis{}
+}

@@ -1,0 +1,125 @@
+package limitstorm
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/internal/llmfake"
+)
+
+// upstream is the provider every Gate of a storm calls, over loopback
+// HTTP: an llmfake.Provider that notes when it refused.
+type upstream struct {
+	p   *llmfake.Provider
+	srv *httptest.Server
+
+	dialect llmfake.Dialect
+	tokens  bool // the token limit binds: drain it too
+
+	drained time.Time     // when the storm started: the buckets were empty
+	base    llmfake.Stats // the answers before
+
+	mu      sync.Mutex
+	refusal []time.Time // when each 429 of the storm was sent
+}
+
+func newUpstream(c Config) (*upstream, error) {
+	p, err := llmfake.New(llmfake.Config{Dialect: c.Dialect, RPM: c.RPM, TPM: c.tpm(), OutputTPM: c.RPM * ampleTokens})
+	if err != nil {
+		return nil, err
+	}
+	u := &upstream{p: p, dialect: c.Dialect, tokens: c.TPM != 0}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	return u, nil
+}
+
+func (u *upstream) url() string { return u.srv.URL + "/v1" }
+
+func (u *upstream) close() { u.srv.Close() }
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w}
+	u.p.ServeHTTP(sw, r)
+	if sw.status == http.StatusTooManyRequests {
+		u.mu.Lock()
+		u.refusal = append(u.refusal, time.Now())
+		u.mu.Unlock()
+	}
+}
+
+// drain empties the provider's requests bucket (and its tokens bucket,
+// when Config.TPM set it), reading what is left from its headers, so the
+// storm starts at the limit, and starts the storm's count.
+func (u *upstream) drain() {
+	h := u.drainCall(0)
+	for {
+		b, _ := classify.ParseBudget(h, time.Now())
+		switch {
+		case b.Requests.Remaining == 0:
+			u.base, u.drained = u.p.Stats(), time.Now()
+			u.mu.Lock()
+			u.refusal = nil
+			u.mu.Unlock()
+			return
+		case u.tokens && b.Tokens.Remaining > 0:
+			h = u.drainCall(b.Tokens.Remaining)
+		default:
+			h = u.drainCall(0)
+		}
+	}
+}
+
+// drainCall sends the provider a call of n tokens on its token limit and
+// returns the answer's headers.
+func (u *upstream) drainCall(n int64) http.Header {
+	body := fmt.Sprintf(`{"model":"drain","messages":[],"max_tokens":%d}`, n)
+	if u.dialect == llmfake.Anthropic { // its token limit counts input tokens
+		body = fmt.Sprintf(`{"model":"drain","messages":[{"role":"user","content":"%s"}],"max_tokens":0}`, strings.Repeat("x", int(n)*charsPerToken))
+	}
+	w := httptest.NewRecorder()
+	u.p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
+	return w.Header()
+}
+
+// stats are the provider's answers since the drain.
+func (u *upstream) stats() llmfake.Stats {
+	s := u.p.Stats()
+	return llmfake.Stats{Served: s.Served - u.base.Served, Refused: s.Refused - u.base.Refused}
+}
+
+// burstGap is the longest gap between two 429s of one burst: the calls
+// sent while the first 429 of a burst travelled back.
+const burstGap = 50 * time.Millisecond
+
+// bursts counts the storm's bursts of 429s and the largest.
+func (u *upstream) bursts() (n, largest int) {
+	u.mu.Lock()
+	at := slices.SortedFunc(slices.Values(u.refusal), time.Time.Compare)
+	u.mu.Unlock()
+	size := 0
+	for i := range at {
+		if i == 0 || at[i].Sub(at[i-1]) > burstGap {
+			n, size = n+1, 0
+		}
+		size++
+		largest = max(largest, size)
+	}
+	return n, largest
+}
+
+// statusWriter notes the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
