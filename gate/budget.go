@@ -42,7 +42,35 @@ func (g *Gate) budgetContext(ctx context.Context, l *Lease) context.Context {
 	if !l.up.Guarded() || g.opts.UpstreamPolicy.IgnoreBudget {
 		return ctx
 	}
-	return classify.WithBudgetFunc(ctx, l.seen.Observe)
+	return classify.WithBudgetFunc(ctx, l.observe)
+}
+
+// observe keeps what a response said of the budget for the settle to
+// write. A run whose upstream had no budget at its acquire writes its
+// first reading at once, in a round trip of its own off the caller's
+// path: until then every process's calls go unjudged, and a call may
+// take seconds to settle.
+func (l *Lease) observe(b classify.Budget) {
+	l.seen.Observe(b)
+	if l.up.Unjudged() && l.early.CompareAndSwap(false, true) {
+		l.writing.Add(1)
+		go l.writeEarly()
+	}
+}
+
+// writeEarly writes what the run's responses said so far to its
+// upstream's budget. The settle waits for it.
+func (l *Lease) writeEarly() {
+	defer l.writing.Done()
+	g := l.g
+	ctx, cancel := g.opCtx(l.parent)
+	defer cancel()
+	t := g.store.Trip()
+	r := l.up.Early(ctx, &t, &l.seen, time.Now())
+	t.Send(ctx)
+	if err := r.Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
+	}
 }
 
 // ObserveBudget tells the lease's upstream what a response said of the
@@ -55,12 +83,13 @@ func (g *Gate) budgetContext(ctx context.Context, l *Lease) context.Context {
 //	}
 //
 // The settle writes the newest reading of each limit to the upstream in
-// Redis, where every process's next acquire judges by it. It is safe for
+// Redis, where every process's next acquire judges by it (the first
+// reading of an upstream with no budget is written at once). It is safe for
 // concurrent use, does nothing without an upstream or with
 // UpstreamPolicy.IgnoreBudget, and nothing once the lease is settled.
 func (l *Lease) ObserveBudget(b classify.Budget) {
 	if l.up.Guarded() && !l.g.opts.UpstreamPolicy.IgnoreBudget {
-		l.seen.Observe(b)
+		l.observe(b)
 	}
 }
 

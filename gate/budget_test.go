@@ -184,6 +184,9 @@ func TestBudgetReservationLapses(t *testing.T) {
 // that reports a budget sends what one that reports none sends, plus the
 // budget's script in the same pipeline; once the upstream has a budget,
 // every admitted call is reserved, and its settle releases it there too.
+// Only the first reading of an upstream without a budget is written at
+// once, in a trip of its own: every process's calls go unjudged until
+// then.
 func TestBudgetRidesTheSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
@@ -199,6 +202,10 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	}
 	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha]"}, names.take(); !equalNames(got, exp) {
 		t.Fatalf("a success without a budget sent %v, want %v", got, exp)
+	}
+	report(t, g, "job", h)
+	if exp, got := []string{"[pttl set time get evalsha]", "evalsha", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("the first reading of an upstream without a budget sent %v, want %v: written at once, then with the settle", got, exp)
 	}
 	report(t, g, "job", h)
 	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
@@ -233,6 +240,7 @@ func TestBudgetRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			plain := rt.n.Load() - before
+			report(t, g, "job", h) // the upstream's first reading
 			before = rt.n.Load()
 			report(t, g, "job", h)
 			with := rt.n.Load() - before

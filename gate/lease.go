@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
@@ -28,7 +29,9 @@ type Lease struct {
 
 	// seen is what the run's responses said of its upstream's budget
 	// (budget.go).
-	seen upstream.Seen
+	seen    upstream.Seen
+	early   atomic.Bool    // the first reading is written before the settle
+	writing sync.WaitGroup // that write, which the settle waits for
 
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry

@@ -63,6 +63,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	}
 	d := g.decide(in)
 
+	l.writing.Wait() // an early budget write lands before the settle's
 	t := g.store.Trip()
 	if out == outSuccess {
 		// For a waiter for this run, whatever DoneTTL is.

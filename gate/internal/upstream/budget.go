@@ -107,6 +107,26 @@ func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.
 	return t.RecordBudget(ctx, g.bk, c.member, r, c.margin)
 }
 
+// Unjudged reports whether the run's upstream had no budget its call was
+// judged by (none reported yet, or its last one lapsed), with budgets on:
+// until one is written, every process's calls go unjudged, so the first
+// reading is worth writing at once (Early) rather than at the settle.
+func (c Choice) Unjudged() bool {
+	_, ok := c.b.(*guarded)
+	return ok && !c.off && !c.judged
+}
+
+// Early queues on t what the run's responses said so far (seen, read at
+// now), before its settle; nothing when they said nothing.
+func (c Choice) Early(ctx context.Context, t *store.Trip, seen *Seen, now time.Time) store.Reply[int64] {
+	g, ok := c.b.(*guarded)
+	r, seenAny := seen.reading(now)
+	if !ok || c.off || !seenAny {
+		return store.Reply[int64]{}
+	}
+	return t.RecordBudget(ctx, g.bk, "", r, c.margin)
+}
+
 // Seen is what one run's responses said about its upstream's budget: the
 // newest reading of each limit, and the last response's. Safe for
 // concurrent use (a client may make concurrent requests in one run).

@@ -133,6 +133,7 @@ type Choice struct {
 	member string
 	margin time.Duration
 	off    bool
+	judged bool // the upstream had a budget when the call was admitted
 }
 
 // Choose picks the upstream the run holding token uses: the first, in
@@ -146,6 +147,9 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 			c := Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}
 			if i == 0 {
 				c.member = j.reservation()
+			}
+			if i < len(j.admitted) {
+				c.judged = j.admitted[i].Judged
 			}
 			return c, nil, nil
 		case MayProbe:
