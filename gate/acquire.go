@@ -127,7 +127,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 
 // acquire takes job in Redis.
 func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
-	gr := grant{job: job, key: key, token: store.NewToken()}
+	gr := grant{job: job, key: key, token: store.NewToken(), tokens: tokensOf(ctx)}
 	sent := time.Now()
 	switch b, err := g.take(ctx, &gr, w); {
 	case b != nil:

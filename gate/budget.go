@@ -16,13 +16,36 @@ import (
 
 // What admission keeps unspent of each limit a provider reports: one
 // request, so that the estimate's rounding and a call that reached the
-// provider before its reading was written do not earn a 429; and 1 % of
-// the token limit, a call's worth, since a call's tokens are not known
-// before it runs unless its caller says (WithTokens).
+// provider before its reading was written do not earn a 429; and, for a
+// call that does not say its tokens (WithTokens), 1 % of the token limit
+// standing in for them.
 const (
 	budgetReserveRequests = 1
 	budgetReserveTokens   = 0.01
 )
+
+// tokensKey is the context key of WithTokens.
+type tokensKey struct{}
+
+// WithTokens returns a copy of ctx under which an acquire (Acquire, Do,
+// Call, and middleware or adapters that acquire with the caller's
+// context) says the call will spend tokens of its upstream's token limit:
+// its prompt and its max_tokens, as the provider counts them. The
+// acquire reserves them in the upstream's budget in the same step as its
+// admission, so concurrent processes cannot all see enough tokens left
+// and overshoot together; the settle releases them, and the response's
+// reading says what the call spent. Without it a call reserves one
+// request and no tokens, and the token limit is judged by its reserve
+// alone. A negative count is read as 0.
+func WithTokens(ctx context.Context, tokens int64) context.Context {
+	return context.WithValue(ctx, tokensKey{}, max(tokens, 0))
+}
+
+// tokensOf is what WithTokens put on ctx, 0 for none.
+func tokensOf(ctx context.Context) int64 {
+	n, _ := ctx.Value(tokensKey{}).(int64)
+	return n
+}
 
 // budgetPolicy is the upstreams' budget policy for options o.
 func budgetPolicy(o Options) upstream.BudgetPolicy {

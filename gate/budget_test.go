@@ -380,3 +380,53 @@ func TestBudgetIgnored(t *testing.T) {
 		})
 	}
 }
+
+// openAITokens is openAIHeader's form for the tokens limit
+// (x-ratelimit-limit-tokens 150000, x-ratelimit-remaining-tokens 149984,
+// x-ratelimit-reset-tokens 6m0s in OpenAI's documented example).
+func openAITokens(remaining, limit int, reset string) http.Header {
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-tokens", itoa(limit))
+	h.Set("x-ratelimit-remaining-tokens", itoa(remaining))
+	h.Set("x-ratelimit-reset-tokens", reset)
+	return h
+}
+
+// A caller who says what a call will spend (WithTokens) has it reserved
+// with the call: with 1000 tokens left of 10000, a call of 600 in flight
+// leaves no room for one of 500, in any process, until it settles; a call
+// that says nothing is judged by a reserve of 1 % of the limit (100).
+func TestBudgetReservesTokens(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAITokens(1000, 10000, "54s"))
+			l1, err := a.Acquire(gate.WithTokens(ctx, 600), "j1")
+			if err != nil {
+				t.Fatalf("a call of 600 tokens with 1000 left: %v", err)
+			}
+			err = b.Do(gate.WithTokens(ctx, 500), "j2", okFn)
+			if bl := (*gate.BlockedError)(nil); !errors.As(err, &bl) || !errors.Is(err, gate.ErrUpstreamCooling) {
+				t.Fatalf("a call of 500 with 600 in flight: %v, want ErrUpstreamCooling", err)
+			}
+			if err := b.Do(ctx, "unsaid", okFn); err != nil {
+				t.Fatalf("a call that says nothing, 400 left after the one in flight: %v, want it to run", err)
+			}
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Do(gate.WithTokens(ctx, 500), "j2", okFn); err != nil {
+				t.Fatalf("the second call once the first settled: %v, want it to run", err)
+			}
+			report(t, a, "drained", openAITokens(50, 10000, "59s"))
+			if bl := blocked(t, b, "unsaid-2"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("a call that says nothing with 50 tokens left: %+v, want ErrUpstreamCooling (below the reserve of 100)", bl)
+			}
+			if err := b.Do(gate.WithTokens(ctx, 40), "small", okFn); err != nil {
+				t.Fatalf("a call of 40 tokens with 50 left: %v, want it to run", err)
+			}
+		})
+	}
+}

@@ -46,7 +46,8 @@ type decideIn struct {
 	// fits is, for a provider-wide failure, the wait until one more call
 	// fits as the run's responses said (Lease.budgetWait); 0 when they
 	// did not say. It replaces the verdict's hint, which may be the time
-	// until the limit is whole.
+	// until the limit is whole, for the upstream and for the job, whose
+	// retry the upstream's budget then judges.
 	fits time.Duration
 }
 
@@ -120,7 +121,11 @@ func (g *Gate) decide(in decideIn) decision {
 		if in.upstream {
 			wait = o.UpstreamPolicy.Cooldown
 		}
-		if v.RetryAfter > 0 {
+		switch {
+		case in.fits > 0 && v.Class == classify.ClassTransient:
+			// The budget judges the retry: it runs when one call fits.
+			wait = in.fits
+		case v.RetryAfter > 0:
 			wait = max(v.RetryAfter, minProviderWait)
 		}
 		if v.Class == classify.ClassSystemic {

@@ -173,7 +173,8 @@ type UpstreamPolicy struct {
 	// tells the upstream, in Redis, how many requests and tokens are left
 	// and when they refill; before each call every process estimates what
 	// is left now, less the calls admitted and not yet settled, and while
-	// that is below a reserve (one request, 1 % of the token limit) it
+	// that is below a reserve (one request; 1 % of the token limit for a
+	// call that does not say its tokens with WithTokens) it
 	// refuses with ErrUpstreamCooling until one more call fits, instead of
 	// sending the call that earns a 429. Without such responses nothing
 	// changes. Default: false (admission on).

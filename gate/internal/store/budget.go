@@ -46,7 +46,8 @@ type Admission struct {
 	// Tokens the call will spend, 0 when not said.
 	Tokens int64
 	// Reserve is what admission leaves of each limit: Requests requests
-	// and TokenShare of the token limit.
+	// and, for a call that does not say its Tokens, TokenShare of the
+	// token limit.
 	Reserve BudgetReserve
 }
 

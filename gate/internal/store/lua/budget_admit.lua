@@ -3,7 +3,7 @@
 -- judge only), ARGV[2] lease ms (a reservation lapses after it),
 -- ARGV[3] the tokens the call will spend (0: not said), ARGV[4] the
 -- requests kept in reserve, ARGV[5] the share of the token limit kept in
--- reserve. A call is admitted while, with the calls in flight and itself
+-- reserve for a call that does not say its tokens. A call is admitted while, with the calls in flight and itself
 -- taken, at least the reserve would be left of each limit.
 -- Reply: {0} nothing to judge (no budget, or the upstream's key holds a
 -- cooldown, pause or probe: the breaker judges);
@@ -31,7 +31,12 @@ for _, p in ipairs(KINDS) do
     local l = left(q)
     local reserve = tonumber(ARGV[4])
     if p == 't' then
-      reserve = math.floor(q.lim * tonumber(ARGV[5]))
+      -- A call that says its tokens reserves them; one that does not is
+      -- judged by a share of the limit standing in for them.
+      reserve = 0
+      if need.t == 0 then
+        reserve = math.floor(q.lim * tonumber(ARGV[5]))
+      end
     end
     if l then
       out[p] = math.max(l - held[p], 0)
