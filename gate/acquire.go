@@ -188,6 +188,10 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
+	if r.AdmitErr != nil {
+		// The breaker still judges; the budget did not, loudly.
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", r.AdmitErr)})
+	}
 	judged = g.ups.Judge(r.Upstreams, r.Admitted, r.Now)
 	if ss, refusing := judged.Refusal(); refusing {
 		return g.upstreamRefusal(l.job, ss), nil

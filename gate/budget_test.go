@@ -430,3 +430,37 @@ func TestBudgetReservesTokens(t *testing.T) {
 		})
 	}
 }
+
+// Upstreams shows each upstream's budget as admission estimates it now:
+// what is left less the calls in flight, the limit and its reset.
+func TestUpstreamsShowTheBudget(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newGate(t, tg.Client, budgetOptions(t))
+			ups, err := g.Upstreams(ctx)
+			if err != nil || len(ups) != 1 || ups[0].Budget != (gate.UpstreamBudget{}) {
+				t.Fatalf("before any response: %+v, %v; want no budget", ups, err)
+			}
+			// 60 a minute: the estimate gains a request a second, longer
+			// than the test.
+			report(t, g, "first", openAIHeader(12, 60, "48s"))
+			l, err := g.Acquire(ctx, "running")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l.Release(ctx) }()
+			if ups, err = g.Upstreams(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b := ups[0].Budget
+			r := b.Requests
+			if !r.Reported || r.Left != 11 || r.Limit != 60 || r.Reset <= 47*time.Second || r.Reset > 48*time.Second || b.InFlight != 1 {
+				t.Fatalf("budget %+v, want 11 requests left of 60 (12 less the call in flight), whole in 48 s, one call in flight", b)
+			}
+			if b.Tokens.Reported {
+				t.Fatalf("tokens %+v, want none reported", b.Tokens)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
@@ -49,8 +50,49 @@ type UpstreamStatus struct {
 	// or pause ended; the others stay refused until it settles.
 	Probing bool
 
+	// Budget is what the upstream's provider last reported of its rate
+	// limits, as admission estimates them now (UpstreamPolicy.IgnoreBudget);
+	// set by Upstreams, zero when no response reported one or in a
+	// refusal.
+	Budget UpstreamBudget
+
 	// Deprecated: use Upstream, which holds the same name.
 	Scope string
+}
+
+// UpstreamBudget is an upstream's budget: what its provider last reported
+// of its rate limits, shared by every process, estimated now.
+type UpstreamBudget struct {
+	Requests, Tokens BudgetLimit
+	// InFlight counts the calls admitted by the budget and not yet
+	// settled; Left has their requests (and the tokens their callers said,
+	// WithTokens) taken already.
+	InFlight int64
+}
+
+// BudgetLimit is one rate limit of an UpstreamBudget.
+type BudgetLimit struct {
+	// Reported: a response reported this limit.
+	Reported bool
+	// Left is what is left now, estimated from the last reading as the
+	// limit refills evenly to its size at its reset, less the calls in
+	// flight; -1 when unknown (a limit of unknown size past its reset).
+	Left int64
+	// Limit is the limit's size; 0 when the provider did not say.
+	Limit int64
+	// Reset is the time until the limit is whole again; -1 when the
+	// provider did not say.
+	Reset time.Duration
+}
+
+func budgetOf(r store.BudgetRead) UpstreamBudget {
+	limit := func(l store.BudgetLeft) BudgetLimit {
+		if !l.Reported {
+			return BudgetLimit{}
+		}
+		return BudgetLimit{Reported: true, Left: l.Left, Limit: l.Limit, Reset: l.Reset}
+	}
+	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls}
 }
 
 // name is the upstream's name, from the deprecated Scope when only it is
@@ -68,7 +110,7 @@ func (u UpstreamStatus) refusing() bool { return u.State != UpstreamOpen || u.Pr
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
 	return UpstreamStatus{Upstream: s.Name, Scope: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
-		Reason: s.Reason, Probing: s.Probing}
+		Reason: s.Reason, Probing: s.Probing, Budget: budgetOf(s.Limits)}
 }
 
 func statusesOf(ss []upstream.Status) []UpstreamStatus {

@@ -71,8 +71,12 @@ type Acquired struct {
 	DoneToken string
 	// Upstreams are the upstreams' values, as Acquire.Upstreams.
 	Upstreams []Upstream
-	// Admitted are their budgets' answers, as Acquire.Admissions.
+	// Admitted are their budgets' answers, as Acquire.Admissions. A
+	// budget that failed to answer (a user without the permission its
+	// script needs, a Redis out of memory) judged nothing; AdmitErr is
+	// the first such error. The upstreams' GETs beside them answered.
 	Admitted []Admitted
+	AdmitErr error
 
 	value string      // the raw value, for an undo
 	pttl  int64       // its PTTL
@@ -133,8 +137,8 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	}
 	for i, c := range admits {
 		var aerr error
-		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil {
-			return aerr
+		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil && r.AdmitErr == nil {
+			r.AdmitErr = aerr
 		}
 	}
 	return nil

@@ -55,10 +55,11 @@ func (s *Set) Admissions(token store.Token, tokens int64) []store.Admission {
 	return out
 }
 
-// judgeBudget judges a budget's answer for an upstream its breaker permits.
-func judgeBudget(name string, a store.Admitted) (Permit, Status, bool) {
+// judgeBudget judges a budget's answer for an upstream its breaker
+// permits (p: Permitted, or MayProbe once its wait is over).
+func judgeBudget(name string, p Permit, a store.Admitted) (Permit, Status, bool) {
 	if !a.Judged || a.Admitted {
-		return Permitted, Status{Name: name}, false
+		return p, Status{Name: name}, false
 	}
 	return Refused, Status{Name: name, State: Cooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true}, true
 }

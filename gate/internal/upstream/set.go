@@ -72,9 +72,10 @@ func (s *Set) Judge(values []store.Upstream, admitted []store.Admitted, now int6
 			v, i = values[i], i+1
 		}
 		j.permits[n], j.statuses[n] = b.judge(v, now)
-		if j.permits[n] == Permitted && n < len(admitted) {
+		if j.permits[n] != Refused && n < len(admitted) {
+			// Open, or its wait over: the probe must fit the budget too.
 			var refused bool
-			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), admitted[n])
+			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), j.permits[n], admitted[n])
 			budgeted = budgeted || refused
 		}
 		j.refusing = j.refusing && j.permits[n] == Refused
@@ -203,17 +204,26 @@ func (p Peeks) Judge(now int64) ([]Status, error) {
 	return out, nil
 }
 
-// Reads are the upstreams' values, each read with Redis's clock.
+// Reads are the upstreams' values, each read with Redis's clock, and
+// their budgets.
 type Reads struct {
-	s     *Set
-	reads []store.Reply[store.UpstreamRead]
+	s       *Set
+	reads   []store.Reply[store.UpstreamRead]
+	budgets []store.Reply[store.BudgetRead]
 }
 
-// Read queues a read of every upstream with Redis's clock on t.
+// Read queues a read of every upstream with Redis's clock on t, and of
+// its budget unless budgets are off.
 func (s *Set) Read(ctx context.Context, t *store.Trip) Reads {
 	r := Reads{s: s, reads: make([]store.Reply[store.UpstreamRead], len(s.keys))}
 	for i, k := range s.keys {
 		r.reads[i] = t.ReadUpstream(ctx, k)
+	}
+	if !s.budget.Off && len(s.keys) > 0 {
+		r.budgets = make([]store.Reply[store.BudgetRead], len(s.keys))
+		for i, b := range s.all {
+			r.budgets[i] = t.ReadBudget(ctx, b.(*guarded).bk)
+		}
 	}
 	return r
 }
@@ -230,6 +240,11 @@ func (r Reads) Result() ([]Status, error) {
 			return nil, err
 		}
 		_, out[i] = r.s.all[i].judge(v.Upstream, v.Now)
+		if i < len(r.budgets) {
+			if out[i].Limits, err = r.budgets[i].Result(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
 }

@@ -28,6 +28,9 @@ type Status struct {
 	// RetryAfter is when the estimate fits it, 0 when only a call in
 	// flight settling can tell.
 	Budget bool
+	// Limits is the upstream's budget as an operator's read estimates it
+	// now (Set.Read); zero elsewhere.
+	Limits store.BudgetRead
 }
 
 // Refusing reports whether the upstream refuses calls.

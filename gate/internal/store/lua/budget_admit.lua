@@ -5,15 +5,18 @@
 -- requests kept in reserve, ARGV[5] the share of the token limit kept in
 -- reserve for a call that does not say its tokens. A call is admitted while, with the calls in flight and itself
 -- taken, at least the reserve would be left of each limit.
--- Reply: {0} nothing to judge (no budget, or the upstream's key holds a
--- cooldown, pause or probe: the breaker judges);
+-- A call is judged but not reserved while the upstream's key holds a
+-- cooldown, pause or probe: the breaker refuses it, or it claims the
+-- probe, which the budget must admit too.
+-- Reply: {0} nothing to judge (no budget);
 -- {1, 1 reserved / 0, requests left, tokens left} admitted;
 -- {2, wait ms, requests left, tokens left} refused until the estimate
 -- fits; {3, 0, requests left, tokens left} refused until a call in
 -- flight settles (its reading tells more). Left counts are what the
 -- estimate leaves after the calls in flight, -1 when not reported.
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0}
+local member = ARGV[1]
+if redis.call('GET', KEYS[1]) then
+  member = ''
 end
 local b = budget()
 if not b.r and not b.t then
@@ -63,11 +66,11 @@ end
 if wait > 0 then
   return {2, wait, out.r, out.t}
 end
-if ARGV[1] == '' then
+if member == '' then
   return {1, 0, out.r, out.t}
 end
 local lease = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[3], NOW + lease, ARGV[1])
+redis.call('ZADD', KEYS[3], NOW + lease, member)
 redis.call('PEXPIRE', KEYS[3], lease)
 for p, x in pairs(out) do
   if x >= 0 then
