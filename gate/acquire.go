@@ -142,7 +142,8 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 	l.expires = sent.Add(g.opts.Lease)
 	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt})
+	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt,
+		Budget: budgetOf(l.up.Left(), false)})
 	return l, nil
 }
 

@@ -464,3 +464,42 @@ func TestUpstreamsShowTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// Anthropic rounds its resets up to the second
+// (https://docs.anthropic.com/en/api/rate-limits#response-headers: an RFC
+// 3339 instant): a reading taken 10 ms later may say its limit is whole a
+// second earlier. The budget keeps the reading that leaves less now, both
+// refilled as they say, so the later one, with fewer left, is kept even
+// though its reset is earlier.
+func TestBudgetReadingsRoundedToTheSecond(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			older, err := a.Acquire(ctx, "older")
+			if err != nil {
+				t.Fatal(err)
+			}
+			newer, err := b.Acquire(ctx, "newer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			quota := func(rem int64, reset time.Duration, at time.Time) classify.Budget {
+				return classify.Budget{At: at, Requests: classify.Quota{Reported: true, Remaining: rem, Limit: 60, Reset: at.Add(reset)}}
+			}
+			older.ObserveBudget(quota(3, 61990*time.Millisecond, now.Add(-10*time.Millisecond)))
+			newer.ObserveBudget(quota(1, 61*time.Second, now))
+			if err := newer.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := older.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if bl := blocked(t, a, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("after the older reading (3 left, a later reset) settled last: %+v, want the newer one's refusal (1 left)", bl)
+			}
+		})
+	}
+}

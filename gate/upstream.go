@@ -68,6 +68,9 @@ type UpstreamBudget struct {
 	// settled; Left has their requests (and the tokens their callers said,
 	// WithTokens) taken already.
 	InFlight int64
+	// Spent is set in a refusal by the budget: less than its reserve
+	// would be left after the call (RetryAfter: until one call fits).
+	Spent bool
 }
 
 // BudgetLimit is one rate limit of an UpstreamBudget.
@@ -85,14 +88,14 @@ type BudgetLimit struct {
 	Reset time.Duration
 }
 
-func budgetOf(r store.BudgetRead) UpstreamBudget {
+func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
 	limit := func(l store.BudgetLeft) BudgetLimit {
 		if !l.Reported {
 			return BudgetLimit{}
 		}
 		return BudgetLimit{Reported: true, Left: l.Left, Limit: l.Limit, Reset: l.Reset}
 	}
-	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls}
+	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls, Spent: spent}
 }
 
 // name is the upstream's name, from the deprecated Scope when only it is
@@ -110,7 +113,7 @@ func (u UpstreamStatus) refusing() bool { return u.State != UpstreamOpen || u.Pr
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
 	return UpstreamStatus{Upstream: s.Name, Scope: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
-		Reason: s.Reason, Probing: s.Probing, Budget: budgetOf(s.Limits)}
+		Reason: s.Reason, Probing: s.Probing, Budget: budgetOf(s.Limits, s.Budget)}
 }
 
 func statusesOf(ss []upstream.Status) []UpstreamStatus {

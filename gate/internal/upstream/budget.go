@@ -61,7 +61,28 @@ func judgeBudget(name string, p Permit, a store.Admitted) (Permit, Status, bool)
 	if !a.Judged || a.Admitted {
 		return p, Status{Name: name}, false
 	}
-	return Refused, Status{Name: name, State: Cooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true}, true
+	return Refused, Status{Name: name, State: Cooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true,
+		Limits: leftOf(a)}, true
+}
+
+// leftOf is what an admission's answer says is left, as a read's.
+func leftOf(a store.Admitted) store.BudgetRead {
+	left := func(n int64) store.BudgetLeft {
+		if n < 0 {
+			return store.BudgetLeft{Left: -1, Reset: -1}
+		}
+		return store.BudgetLeft{Reported: true, Left: n, Reset: -1}
+	}
+	return store.BudgetRead{Requests: left(a.Requests), Tokens: left(a.Tokens)}
+}
+
+// Left is what the run's upstream's budget had left after admitting its
+// call (limits and resets not known); zero when it judged nothing.
+func (c Choice) Left() store.BudgetRead {
+	if !c.judged {
+		return store.BudgetRead{}
+	}
+	return leftOf(c.admitted)
 }
 
 // reservation is the call a judgement reserved in the first upstream's
@@ -143,9 +164,10 @@ type seenQuota struct {
 	at time.Time
 }
 
-// Observe keeps b where it is newer than what was seen: per limit, a later
-// reset, or at the same reset fewer left (a limit without a reset: a later
-// reading), as the budget in Redis keeps it.
+// Observe keeps b where it is newer than what was seen: per limit, the
+// reading that leaves less at the later of the two, both refilled as they
+// say; the later reading at equal levels or when either cannot say how it
+// refills (as the budget in Redis keeps it, budget_record.lua).
 func (s *Seen) Observe(b classify.Budget) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,16 +184,37 @@ func (s *seenQuota) keep(q classify.Quota, at time.Time) {
 	}
 	cur := s.q
 	newer := !cur.Reported
-	switch {
-	case newer:
-	case !q.Reset.IsZero() && !cur.Reset.IsZero():
-		newer = q.Reset.After(cur.Reset) || q.Reset.Equal(cur.Reset) && q.Remaining < cur.Remaining
-	default:
+	if !newer {
+		t := later(at, s.at)
+		lq, ok1 := level(q, at, t)
+		lc, ok2 := level(cur, s.at, t)
 		newer = at.After(s.at)
+		if ok1 && ok2 && lq != lc {
+			newer = lq < lc
+		}
 	}
 	if newer {
 		s.q, s.at = q, at
 	}
+}
+
+// level is what q, read at at, holds at t, refilled evenly to its size at
+// its reset; false when q does not say how it refills.
+func level(q classify.Quota, at, t time.Time) (float64, bool) {
+	if q.Limit <= q.Remaining || !q.Reset.After(at) {
+		return 0, false
+	}
+	if !t.Before(q.Reset) {
+		return float64(q.Limit), true
+	}
+	return float64(q.Remaining) + float64(q.Limit-q.Remaining)*float64(t.Sub(at))/float64(q.Reset.Sub(at)), true
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // reading is what was seen, read at now; false when nothing was.

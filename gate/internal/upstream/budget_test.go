@@ -9,8 +9,8 @@ import (
 )
 
 // A run's responses may arrive in any order (concurrent requests of one
-// run): per limit the reading with the later reset is kept, at the same
-// reset the one with fewer left, and without resets the later one.
+// run): per limit the reading that leaves less, both refilled as they say,
+// is kept; without resets the later one.
 func TestSeenKeepsTheNewest(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	q := func(rem int64, reset time.Duration) classify.Quota {
@@ -25,15 +25,18 @@ func TestSeenKeepsTheNewest(t *testing.T) {
 		in     []classify.Budget
 		expRem int64
 	}{
-		{"a later reset wins, seen first", []classify.Budget{
+		{"the spent one wins, seen first", []classify.Budget{
 			{At: t0.Add(2 * time.Second), Requests: q(0, time.Minute)},
 			{At: t0.Add(time.Second), Requests: q(50, 10*time.Second)}}, 0},
-		{"a later reset wins, seen last", []classify.Budget{
+		{"the spent one wins, seen last", []classify.Budget{
 			{At: t0.Add(time.Second), Requests: q(50, 10*time.Second)},
 			{At: t0.Add(2 * time.Second), Requests: q(0, time.Minute)}}, 0},
-		{"same reset: fewer left", []classify.Budget{
+		{"read at once: fewer left", []classify.Budget{
 			{At: t0, Requests: q(3, time.Minute)},
 			{At: t0, Requests: q(5, time.Minute)}}, 3},
+		{"a reset rounded up to the second, as Anthropic's: the later reading, which leaves less", []classify.Budget{
+			{At: t0.Add(990 * time.Millisecond), Requests: q(1, 61990*time.Millisecond)},
+			{At: t0.Add(1000 * time.Millisecond), Requests: q(0, 61*time.Second)}}, 0},
 		{"no reset: the later reading", []classify.Budget{
 			{At: t0.Add(time.Second), Requests: q(9, 0)},
 			{At: t0, Requests: q(2, 0)}}, 9},

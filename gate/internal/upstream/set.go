@@ -131,10 +131,11 @@ type Choice struct {
 	level int // the upstream's trips in a row before the probe
 	// member is the call's reservation in the upstream's budget, "" for
 	// none; off: budgets are off.
-	member string
-	margin time.Duration
-	off    bool
-	judged bool // the upstream had a budget when the call was admitted
+	member   string
+	margin   time.Duration
+	off      bool
+	judged   bool // the upstream had a budget when the call was admitted
+	admitted store.Admitted
 }
 
 // Choose picks the upstream the run holding token uses: the first, in
@@ -150,7 +151,7 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 				c.member = j.reservation()
 			}
 			if i < len(j.admitted) {
-				c.judged = j.admitted[i].Judged
+				c.judged, c.admitted = j.admitted[i].Judged, j.admitted[i]
 			}
 			return c, nil, nil
 		case MayProbe:

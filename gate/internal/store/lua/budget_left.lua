@@ -29,16 +29,21 @@ local function refills(q)
   return q.lim > q.rem and q.rst > q.at
 end
 
--- left estimates what a quota holds at NOW: refilled evenly from what was
--- left at the reading to its size at its reset, as a token bucket does;
--- nil once a quota of unknown size reset (more is left, how much is not
--- known).
+-- level is what a quota that refills holds at NOW, refilled evenly from
+-- what was left at the reading to its size at its reset, as a token
+-- bucket does.
+local function level(q)
+  if NOW >= q.rst then
+    return q.lim
+  end
+  return q.rem + (q.lim - q.rem) * (NOW - q.at) / (q.rst - q.at)
+end
+
+-- left estimates what a quota holds at NOW, in whole units; nil once a
+-- quota of unknown size reset (more is left, how much is not known).
 local function left(q)
   if refills(q) then
-    if NOW >= q.rst then
-      return q.lim
-    end
-    return q.rem + math.floor((q.lim - q.rem) * (NOW - q.at) / (q.rst - q.at))
+    return math.floor(level(q))
   end
   if q.rst > 0 and NOW >= q.rst and q.lim == 0 then
     return nil

@@ -1,7 +1,10 @@
 -- Record a settled call in its upstream's budget: release its reservation
 -- and keep the reading its responses gave, per limit, unless the budget
--- holds a newer one: a later reset, or at the same reset fewer left (a
--- limit without a reset: a later reading).
+-- holds a newer one: one that leaves less now, both refilled as they say
+-- (a reading includes every call decided before it, so at the limit the
+-- newer leaves less; comparing resets instead would trust a reset rounded
+-- to the second, as Anthropic's are), the later reading at equal levels
+-- or when either cannot say how it refills.
 -- ARGV[1] the member to release ("" for none), ARGV[2] the margin ms the
 -- budget outlives its last reset or reading by; then per limit (requests
 -- at ARGV[3], tokens at ARGV[7]): what was left (-1: not reported), the
@@ -23,9 +26,10 @@ for i, p in ipairs(KINDS) do
       rst = at + tonumber(ARGV[o + 2])
     end
     local cur = budget()[p]
+    local q = {at = at, rem = rem, lim = tonumber(ARGV[o + 1]), rst = rst}
     local newer = not cur
-    if cur and rst > 0 and cur.rst > 0 then
-      newer = rst > cur.rst or (rst == cur.rst and rem < cur.rem)
+    if cur and refills(q) and refills(cur) and level(q) ~= level(cur) then
+      newer = level(q) < level(cur)
     elseif cur then
       newer = at > cur.at
     end
