@@ -166,8 +166,12 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 	return b
 }
 
-// minCallWait is the shortest wait for a call in flight to settle.
-const minCallWait = 10 * time.Millisecond
+// The waits for a call in flight to settle: at least minCallWait, and at
+// most unknownCallWait until the gate has timed enough calls to estimate.
+const (
+	minCallWait     = 10 * time.Millisecond
+	unknownCallWait = 100 * time.Millisecond
+)
 
 // refusalWait is how long a call refused by u waits. While one call
 // probes u, the probe's outcome is what the others wait for: the running
@@ -176,7 +180,7 @@ const minCallWait = 10 * time.Millisecond
 // itself, a minute by default for a call of a few hundred milliseconds.
 // A budget that only a call in flight can tell more of waits the running
 // estimate of a call. Until this Gate has seen enough calls to estimate,
-// the wait is at most a second.
+// the wait is at most a tenth of a second.
 func (g *Gate) refusalWait(u upstream.Status) time.Duration {
 	switch {
 	case u.Probing:
@@ -189,13 +193,13 @@ func (g *Gate) refusalWait(u upstream.Status) time.Duration {
 
 // callWait estimates when a call that has run for ran, with left on its
 // lease, settles: the 90th percentile of this Gate's recent calls less
-// ran, at least minCallWait and at most left; at most a second (and left)
-// while too few calls were seen.
+// ran, at least minCallWait and at most left; at most unknownCallWait
+// (and left) while too few calls were seen.
 func (g *Gate) callWait(left, ran time.Duration) time.Duration {
 	left = max(left, time.Millisecond)
 	q, ok := g.calls.quantile(callQuantile)
 	if !ok {
-		return min(left, minRunningWait)
+		return min(left, unknownCallWait)
 	}
 	return min(max(q-ran, minCallWait), left)
 }

@@ -48,7 +48,7 @@ for _, p in ipairs(KINDS) do
       local want = held[p] + need[p] + reserve
       if l and refills(q) and want <= q.lim then
         -- The refill of what is missing, rounded up, never past the reset.
-        local w = math.ceil((want - l) * (q.rst - q.at) / (q.lim - q.rem))
+        local w = math.ceil((want - level(q)) * (q.rst - q.at) / (q.lim - q.rem))
         wait = math.max(wait, math.min(w, q.rst - NOW), 1)
       elseif l and q.rst > NOW then
         wait = math.max(wait, q.rst - NOW)
