@@ -16,7 +16,8 @@
 //	                      ├─MaxAttempts reached──────────▶ Failed
 //	                      ├─permanent, a wave upstream───▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      ├─provider-wide, transient─────▶ CoolingDown for the hint (≥ 1 s; none: ScopePolicy.Cooldown,
-//	                      │                                 or Cooldown without a Scope), no attempt counted
+//	                      │                                 or Cooldown without a Scope), no attempt counted; when
+//	                      │                                 the run's responses said when one call fits, that
 //	                      ├─provider-wide, systemic──────▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      │      with Fallbacks, either: CoolingDown for FallbackCooldown (0: Ready), its next call
 //	                      │      runs on the next open upstream
@@ -27,7 +28,9 @@
 // Every cooldown is at most MaxCooldown; no failure is an immediate free
 // retry. The upstream the run used (its breaker) changes with it:
 //
-//	Open ──provider-wide transient──▶ Cooling for the hint, else ScopePolicy.Cooldown
+//	Open ──provider-wide transient──▶ Cooling for the hint, else ScopePolicy.Cooldown (when the run's
+//	                                  responses said when one call fits: that)
+//	Open ──its budget would keep less than the reserve──▶ the call refused until one fits (nothing written)
 //	Open ──provider-wide systemic───▶ Paused for ScopePolicy.PauseTTL
 //	Open ──a wave of one permanent reason (ScopePolicy.PermanentWave jobs)──▶ Paused for the reason
 //	Open ──more than ScopePolicy.AllowedFails other 5xx in FailWindow──▶ Cooling
@@ -50,12 +53,15 @@
 //     native commands on the job's node, in one pipeline: PTTL, SET NX
 //     GET (a free job is taken, a busy one refused by what it holds), and
 //     TIME (the fence, and the clock every value is judged by); with
-//     upstreams, a GET of each in the same round trip. A second trip comes
+//     upstreams, a GET of each and its budget's admission (a script) in
+//     the same round trip. A second trip comes
 //     only for a job whose key holds a finished state with history (its
 //     attempt count: taken over by a script), to claim an upstream's probe
-//     when its wait just ended, or to give the job back when every upstream
-//     refuses and this process did not know it yet; while it knows, an
-//     acquire only reads the upstreams (one trip, nothing written).
+//     when its wait just ended, or to give the job back (and a call it
+//     reserved) when every upstream refuses, by its budget or by its
+//     breaker when this process did not know it yet; while it knows a
+//     breaker refuses, an acquire only reads the upstreams (one trip,
+//     nothing written).
 //     Concurrent calls of one job in one process make one round trip and
 //     the others are refused with ErrInFlight in-process.
 //   - A failure never leads to an immediate free retry: the outcome is
