@@ -8,9 +8,44 @@ import (
 
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
+
+// Do runs fn under the job's lock. If the job is cooling down, failed, done,
+// running elsewhere or every upstream of the gate is cooling, Do returns a
+// *BlockedError at once and fn is not called. Otherwise fn runs with a
+// context that is cancelled (cause ErrLeaseLost) if the lease is lost, and
+// the outcome is settled in Redis:
+//
+//   - nil: the lock is released (or held as Done for DoneTTL).
+//   - an error: it is classified; see the package doc's state diagram.
+//     The returned *CallError wraps fn's error.
+//   - a panic: settled as transient, then re-panicked.
+//   - the caller's ctx cancelled: the lock is released with no cooldown.
+//
+// If fn succeeded but its lease had been lost, Do returns an error matching
+// ErrLeaseLost or ErrNotOwned: fn's writes may overlap a newer owner's, which
+// a store that checks Lease.Fence rejects.
+func (g *Gate) Do(ctx context.Context, job string, fn func(ctx context.Context, l *Lease) error) error {
+	l, err := g.Acquire(ctx, job)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, fn)
+}
+
+// Call is Do for a function that returns a value.
+func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.Context, l *Lease) (T, error)) (T, error) {
+	var out T
+	err := g.Do(ctx, job, func(ctx context.Context, l *Lease) error {
+		v, err := fn(ctx, l)
+		if err == nil {
+			out = v
+		}
+		return err
+	})
+	return out, err
+}
 
 // Acquire is the two-step form of Do, for middleware: it takes the job's
 // lease, and the caller reports the outcome with Succeed, Fail or Release.
@@ -73,22 +108,11 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // call that runs or is refused for another reason costs what Acquire does.
 func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
 	l, err := g.acquireOnce(ctx, job, nil)
-	if b := running(err); wait > 0 && b != nil {
+	if b := runningRefusal(err); wait > 0 && b != nil {
 		l, err = g.waitFor(ctx, job, b.token, time.Now().Add(wait))
 	}
 	g.refused(ctx, err)
 	return l, err
-}
-
-// jobKey returns job's lock key, or ErrInvalidJob.
-func (g *Gate) jobKey(job string) (string, error) {
-	switch {
-	case job == "":
-		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
-	case len(job) > MaxJobLen:
-		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), MaxJobLen)
-	}
-	return keyspace.Job(g.opts.Prefix, job), nil
 }
 
 // waiting is what a waiter's acquire reads beside the job (wait.go): the
@@ -119,7 +143,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 			g.flight.resolve(job, p, l, err)
 			return l, err
 		}
-		if err, again := g.follow(ctx, p, w != nil); !again {
+		if err, again := g.flight.follow(ctx, p, w != nil, &g.calls); !again {
 			return nil, err
 		}
 	}
@@ -240,7 +264,7 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired, j upst
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
 	}
 	if uerr := unclaim.Err(); uerr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("scope", uerr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", uerr)})
 	}
 }
 
@@ -280,31 +304,10 @@ func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	}
 	switch b.State {
 	case Running:
-		left := g.leaseLeft(r.TTL, r.NoTTL)
-		b.RetryAfter, b.token = g.runningWait(left, g.ranFor(v, r.Now, left)), v.Token
+		left := leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
+		b.RetryAfter, b.token = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease)), v.Token
 	case CoolingDown:
 		b.RetryAfter = v.Left(r.Now)
 	}
 	return b
-}
-
-// leaseLeft is a running value's time left from its TTL; a value held
-// without a TTL (not written by a gate) is held for a lease, as far as
-// anyone knows.
-func (g *Gate) leaseLeft(ttl time.Duration, noTTL bool) time.Duration {
-	if noTTL {
-		return g.opts.Lease
-	}
-	return ttl
-}
-
-// ranFor is how long a running value's run has taken at Redis time now
-// (ms): since its fence (Redis's µs clock at its acquire), or, for a run
-// taken on a free key and not renewed yet (no fence recorded), since its
-// key was set with the lease's TTL.
-func (g *Gate) ranFor(v store.Job, now int64, left time.Duration) time.Duration {
-	if v.Fence == 0 {
-		return max(g.opts.Lease-left, 0)
-	}
-	return max(time.Duration(now*1000-v.Fence)*time.Microsecond, 0)
 }

@@ -19,7 +19,7 @@ import (
 
 // Without a Scope there is no upstream to read: an acquire is the
 // acquire script alone.
-func TestAcquireWithoutScopeReadsNoScope(t *testing.T) {
+func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
@@ -87,7 +87,7 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 // cooled refuses the job and leaves it no key; once seen, the scope is read
 // first; an open scope leaves the job locked; after the cooldown one call
 // probes while the others stay refused, and its success opens the scope.
-func TestClusterFormScope(t *testing.T) {
+func TestClusterFormUpstream(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
@@ -228,7 +228,7 @@ func (k *keyDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // On a cluster an upstream lives on its own node. When that node cannot
 // be reached, an acquire fails closed (ErrUnavailable) and does not leave
 // the job locked, and Status says it cannot tell rather than "open".
-func TestScopeUnreachable(t *testing.T) {
+func TestUpstreamUnreachable(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	scopeKey, _ := keyspace.Upstream(prefix, "openai:prod-key")

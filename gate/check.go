@@ -11,42 +11,6 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// Warning reasons Check reports, in Warning.Reason and in the Reason of the
-// EventWarning it sends to the Observer.
-const (
-	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
-	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
-	// vanish early under memory pressure and the job run again too soon.
-	// Set maxmemory-policy to noeviction for the gate's Redis.
-	WarnEvictionPolicy = "maxmemory_policy_evicts"
-	// WarnUnchecked: the policy could not be read (CONFIG disabled or
-	// renamed, as on many managed services; no ACL permission; or a client
-	// type Check cannot inspect). Ask the provider which policy it uses.
-	WarnUnchecked = "config_unchecked"
-	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
-	// written (Redis unreachable, or refusing writes when full). The process
-	// that ran the job refuses it in-process for the intended cooldown;
-	// other processes see only the running lease's TTL.
-	WarnSettleUnwritten = "settle_unwritten"
-	// WarnPermanentWave: many distinct jobs of the scope failed
-	// permanently for the same reason in a short window
-	// (ScopePolicy.PermanentWave): a changed API, a broken prompt template,
-	// an unclassified billing error. The scope is paused for that reason
-	// and its jobs cool instead of being marked Failed; fix the cause, then
-	// reset the scope and clear the marks already written
-	// (retrygate reset --state failed --reason R).
-	WarnPermanentWave = "permanent_wave"
-	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
-	// subscribe to the job's channel and poll Redis with backoff instead:
-	// the client cannot subscribe, Redis refused it (an ACL without
-	// channel permission: NOPERM; a server without SSUBSCRIBE), the
-	// subscription's connection broke, or a cluster slot moved and the
-	// client's slot map has not followed yet (MOVED; Err says which). They
-	// are woken late, never wrongly. A Gate sends it at most once a minute,
-	// however many waits poll.
-	WarnWaitPolling = "wait_polling"
-)
-
 // Warning is one problem Check found. It is advice: the gate works, but a
 // guarantee in the package doc may not hold.
 type Warning struct {

@@ -74,8 +74,7 @@ type decision struct {
 // hint of a few milliseconds is not an immediate free retry.
 const minProviderWait = time.Second
 
-func (g *Gate) decide(in decideIn) decision {
-	o := g.opts
+func (o *Options) decide(in decideIn) decision {
 	h := in.hist
 	// A run that ends without a failure keeps the job's history as it was.
 	keepHist := jobWrite{kind: store.Cooling, state: Ready, attempts: h.Attempts,
@@ -104,7 +103,7 @@ func (g *Gate) decide(in decideIn) decision {
 			d.job = keepHist
 			return d
 		}
-		d.job = g.cooling(h.Attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
+		d.job = o.cooling(h.Attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
 		return d
 	}
 
@@ -116,7 +115,7 @@ func (g *Gate) decide(in decideIn) decision {
 		if in.fits > 0 && v.Class == classify.ClassTransient {
 			v.RetryAfter = in.fits
 		}
-		d.upstream = upstream.Write{Op: upstream.Throttle, Reason: v.Reason, TTL: g.upstreamCooldown(v.RetryAfter, in)}
+		d.upstream = upstream.Write{Op: upstream.Throttle, Reason: v.Reason, TTL: o.upstreamCooldown(v.RetryAfter, in)}
 		wait := o.Cooldown
 		if in.upstream {
 			wait = o.UpstreamPolicy.Cooldown
@@ -135,11 +134,11 @@ func (g *Gate) decide(in decideIn) decision {
 		if !in.upstream {
 			d.upstream = upstream.Write{}
 		}
-		d.job = g.cooling(h.Attempts, wait, v.Reason, v.Evidence)
+		d.job = o.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {
 			// The next call runs on the next open upstream: no wait, or
 			// FallbackCooldown.
-			d.job = g.cooling(h.Attempts, o.FallbackCooldown, v.Reason, v.Evidence)
+			d.job = o.cooling(h.Attempts, o.FallbackCooldown, v.Reason, v.Evidence)
 			if o.FallbackCooldown <= 0 {
 				d.job.ttl, d.job.state = 0, Ready
 			}
@@ -147,21 +146,21 @@ func (g *Gate) decide(in decideIn) decision {
 	case v.Class == classify.ClassSystemic:
 		// The job's own request cannot run until an operator acts (a
 		// model it names, a permission): cool it, count nothing.
-		d.job = g.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.job = o.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 	case v.Class == classify.ClassPermanent && in.wave:
 		// Many jobs rejected for one reason: not theirs. Pause the
 		// upstream for it, cool the job, count nothing.
-		d.job = g.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
+		d.job = o.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 		d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: o.UpstreamPolicy.PauseTTL}
 	case v.Class == classify.ClassPermanent && (!v.Suspect || confirmed(h, v)):
-		d.job = g.failed(h.Attempts+1, v)
+		d.job = o.failed(h.Attempts+1, v)
 	case v.Class == classify.ClassPermanent:
 		// A suspect rejection, first seen: cool with the attempt counted;
 		// the same rejection on the next attempt confirms it.
-		d.job = g.counted(h.Attempts+1, v)
+		d.job = o.counted(h.Attempts+1, v)
 		d.job.suspect = d.job.state == CoolingDown
 	default: // transient, the job's
-		d.job = g.counted(h.Attempts+1, v)
+		d.job = o.counted(h.Attempts+1, v)
 		if !in.probe && v.Reason == classify.ReasonUpstream5xx && in.upstream {
 			d.upstream = upstream.Write{Op: upstream.Count, Reason: v.Reason, TTL: o.UpstreamPolicy.Cooldown}
 		}
@@ -183,50 +182,49 @@ func unclaimIfProbe(in decideIn) upstream.Write {
 }
 
 // cooling is a cooldown that counts no attempt.
-func (g *Gate) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
-	return jobWrite{kind: store.Cooling, ttl: g.capWait(wait), keep: g.opts.AttemptsTTL, state: CoolingDown,
+func (o *Options) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
+	return jobWrite{kind: store.Cooling, ttl: o.capWait(wait), keep: o.AttemptsTTL, state: CoolingDown,
 		attempts: attempts, reason: reason, evidence: evidence}
 }
 
 // counted is a failure that counts an attempt: a cooldown escalating with
 // the attempts (or the server's hint, when longer), or Failed once they
 // reach MaxAttempts.
-func (g *Gate) counted(attempts int, v classify.Verdict) jobWrite {
-	if m := g.opts.MaxAttempts; m > 0 && attempts >= m {
-		return g.failed(attempts, v)
+func (o *Options) counted(attempts int, v classify.Verdict) jobWrite {
+	if m := o.MaxAttempts; m > 0 && attempts >= m {
+		return o.failed(attempts, v)
 	}
-	return jobWrite{kind: store.Cooling, ttl: g.capWait(max(v.RetryAfter, g.backoff(attempts))), keep: g.opts.AttemptsTTL,
+	return jobWrite{kind: store.Cooling, ttl: o.capWait(max(v.RetryAfter, o.backoff(attempts))), keep: o.AttemptsTTL,
 		state: CoolingDown, attempts: attempts, reason: v.Reason, evidence: v.Evidence}
 }
 
-func (g *Gate) failed(attempts int, v classify.Verdict) jobWrite {
-	return jobWrite{kind: store.Failed, ttl: g.opts.FailedTTL, state: Failed, attempts: attempts,
+func (o *Options) failed(attempts int, v classify.Verdict) jobWrite {
+	return jobWrite{kind: store.Failed, ttl: o.FailedTTL, state: Failed, attempts: attempts,
 		reason: v.Reason, evidence: v.Evidence}
 }
 
 // capWait bounds a cooldown: at most MaxCooldown, at least a millisecond.
-func (g *Gate) capWait(d time.Duration) time.Duration {
-	return max(min(d, g.opts.MaxCooldown), time.Millisecond)
+func (o *Options) capWait(d time.Duration) time.Duration {
+	return max(min(d, o.MaxCooldown), time.Millisecond)
 }
 
 // upstreamCooldown is how long a provider-wide transient failure cools the
 // upstream: the provider's hint, else UpstreamPolicy.Cooldown, escalated by
 // BackoffFactor per failed probe in a row; at most MaxCooldown.
-func (g *Gate) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
+func (o *Options) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
 	if hint > 0 {
-		return g.capWait(hint)
+		return o.capWait(hint)
 	}
-	d := float64(g.opts.UpstreamPolicy.Cooldown)
+	d := float64(o.UpstreamPolicy.Cooldown)
 	if in.probe {
-		d *= math.Pow(g.opts.BackoffFactor, float64(in.level))
+		d *= math.Pow(o.BackoffFactor, float64(in.level))
 	}
-	return g.capWait(time.Duration(min(d, float64(g.opts.MaxCooldown))))
+	return o.capWait(time.Duration(min(d, float64(o.MaxCooldown))))
 }
 
 // backoff is the cooldown of the n-th counted failure in a row:
 // Cooldown × BackoffFactor^(n-1), spread by ± Jitter, at most MaxCooldown.
-func (g *Gate) backoff(n int) time.Duration {
-	o := g.opts
+func (o *Options) backoff(n int) time.Duration {
 	d := float64(o.Cooldown) * math.Pow(o.BackoffFactor, float64(n-1))
 	if o.Jitter > 0 {
 		d *= 1 + o.Jitter*(2*rand.Float64()-1)
@@ -241,4 +239,14 @@ func (g *Gate) backoff(n int) time.Duration {
 func (w jobWrite) settlement() store.Settlement {
 	return store.Settlement{Kind: w.kind, TTL: w.ttl, Keep: w.keep, Attempts: w.attempts,
 		Suspect: w.suspect, Reason: w.reason, Evidence: w.evidence}
+}
+
+// refusal is the refusal w stands for while it lasts: for the process
+// that ran the job, when Redis did not take w (unwritten).
+func (w jobWrite) refusal(job string) BlockedError {
+	b := BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}
+	if w.state == CoolingDown {
+		b.RetryAfter = w.ttl
+	}
+	return b
 }

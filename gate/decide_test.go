@@ -12,12 +12,12 @@ import (
 // One row per arrow of the state diagram in doc.go: what a run's end
 // writes to its job and to the upstream it used.
 func TestDecide(t *testing.T) {
-	g := &Gate{opts: Options{
+	o := &Options{
 		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxCooldown: time.Hour, BackoffFactor: 2, Jitter: -1,
 		AttemptsTTL: 24 * time.Hour, FailedTTL: 7 * 24 * time.Hour, MaxAttempts: 5,
 		CanceledCooldown: 3 * time.Second, FallbackCooldown: 2 * time.Second,
 		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
-	}}
+	}
 	const (
 		keep = 24 * time.Hour
 		week = 7 * 24 * time.Hour
@@ -135,7 +135,7 @@ func TestDecide(t *testing.T) {
 			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, upstream.Write{Op: upstream.Unclaim}},
 	} {
 		t.Run(tc.arrow, func(t *testing.T) {
-			got := g.decide(tc.in)
+			got := o.decide(tc.in)
 			if got.job != tc.job {
 				t.Errorf("job:\n got %+v\nwant %+v", got.job, tc.job)
 			}
@@ -146,19 +146,19 @@ func TestDecide(t *testing.T) {
 	}
 
 	// DoneTTL holds a success as Done.
-	g.opts.DoneTTL = time.Hour
-	if got := g.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
+	o.DoneTTL = time.Hour
+	if got := o.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
 		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)
 	}
 	// FallbackCooldown 0 (the default): Ready at once, the failure kept.
-	g.opts.FallbackCooldown = 0
-	if got := g.decide(decideIn{out: outFailure, v: rateLimited, upstream: true, fallback: true, hist: twoFailures}).job; got !=
+	o.FallbackCooldown = 0
+	if got := o.decide(decideIn{out: outFailure, v: rateLimited, upstream: true, fallback: true, hist: twoFailures}).job; got !=
 		(jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
 		t.Errorf("rate limit with Fallbacks, FallbackCooldown 0: %+v, want Ready with the failure kept", got)
 	}
 	// Without CanceledCooldown a cancelled run leaves the job Ready.
-	g.opts.CanceledCooldown = 0
-	if got := g.decide(decideIn{out: outCanceled, hist: twoFailures}).job; got.state != Ready || got.ttl != 0 || got.attempts != 2 {
+	o.CanceledCooldown = 0
+	if got := o.decide(decideIn{out: outCanceled, hist: twoFailures}).job; got.state != Ready || got.ttl != 0 || got.attempts != 2 {
 		t.Errorf("cancelled without CanceledCooldown: %+v, want Ready with its history", got)
 	}
 }

@@ -48,7 +48,7 @@ func TestRetryAfterOfEachError(t *testing.T) {
 
 // A scope paused by a quota failure is refused with the pause's time left,
 // which RetryAfter reports.
-func TestRetryAfterOfPausedScope(t *testing.T) {
+func TestRetryAfterOfPausedUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}})

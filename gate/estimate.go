@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
 // How long a running job will take, for the refusal of a duplicate: the
@@ -52,15 +54,36 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 }
 
 // runningWait estimates when a run that has taken elapsed, with leaseLeft
-// on its lease, ends: the 90th percentile of this Gate's recent call
+// on its lease, ends: the 90th percentile of the recent call
 // durations less elapsed, at least a second, at most the lease's time left
 // (after which a crashed run is taken over). With fewer than 8 calls seen
 // it is the lease's time left.
-func (g *Gate) runningWait(leaseLeft, elapsed time.Duration) time.Duration {
+func (c *callTimes) runningWait(leaseLeft, elapsed time.Duration) time.Duration {
 	leaseLeft = max(leaseLeft, time.Millisecond)
-	q, ok := g.calls.quantile(callQuantile)
+	q, ok := c.quantile(callQuantile)
 	if !ok {
 		return leaseLeft
 	}
 	return min(max(q-elapsed, minRunningWait), leaseLeft)
+}
+
+// leaseLeft is a running value's time left from its TTL; a value held
+// without a TTL (not written by a gate) is held for a lease, as far as
+// anyone knows.
+func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration {
+	if noTTL {
+		return lease
+	}
+	return ttl
+}
+
+// ranFor is how long a running value's run has taken at Redis time now
+// (ms): since its fence (Redis's µs clock at its acquire), or, for a run
+// taken on a free key and not renewed yet (no fence recorded), since its
+// key was set with the lease's TTL.
+func ranFor(v store.Job, now int64, left, lease time.Duration) time.Duration {
+	if v.Fence == 0 {
+		return max(lease-left, 0)
+	}
+	return max(time.Duration(now*1000-v.Fence)*time.Microsecond, 0)
 }

@@ -94,19 +94,20 @@ func (f *flight) forget(l *Lease) {
 // while p's lease runs. again is set when the caller must ask Redis itself:
 // p's acquire failed for its own reasons (its caller gave up, Redis
 // erred), or fresh is set and p's refusal may predate what the caller
-// waits for (a waiter woken by a settle must read after it).
-func (g *Gate) follow(ctx context.Context, p *pending, fresh bool) (err error, again bool) {
-	if !g.flight.wait(ctx, p) {
+// waits for (a waiter woken by a settle must read after it). calls
+// estimates when a running lease's call ends.
+func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *callTimes) (err error, again bool) {
+	if !f.wait(ctx, p) {
 		return fmt.Errorf("gate: acquire: %w", context.Cause(ctx)), false
 	}
-	g.flight.mu.Lock()
+	f.mu.Lock()
 	l, perr := p.lease, p.err
-	g.flight.mu.Unlock()
+	f.mu.Unlock()
 	var b *BlockedError
 	switch {
 	case l != nil:
 		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
-			RetryAfter: g.runningWait(l.remaining(), l.elapsed()), token: l.token.Token, local: true}, false
+			RetryAfter: calls.runningWait(l.remaining(), l.elapsed()), token: l.token.Token, local: true}, false
 	case fresh:
 		return nil, true
 	case errors.As(perr, &b):
@@ -134,14 +135,11 @@ type unwrittenFailure struct {
 
 const maxUnwritten = 4096
 
-// add remembers w, the failure of job that Redis did not take, and
-// returns the refusal it stands for.
-func (u *unwritten) add(job string, w jobWrite) *BlockedError {
-	f := unwrittenFailure{until: time.Now().Add(w.ttl),
-		b: BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}}
-	if w.state == CoolingDown {
-		f.b.RetryAfter = w.ttl
-	}
+// add remembers b, the refusal a failure Redis did not take stands for,
+// for ttl, and returns it.
+func (u *unwritten) add(b BlockedError, ttl time.Duration) *BlockedError {
+	job := b.Job
+	f := unwrittenFailure{until: time.Now().Add(ttl), b: b}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
@@ -162,7 +160,7 @@ func (u *unwritten) add(job string, w jobWrite) *BlockedError {
 		}
 	}
 	u.m[job] = f
-	b := f.b
+	b = f.b
 	return &b
 }
 

@@ -12,8 +12,8 @@ import (
 // stand for: a cooldown with its wait, a failed mark without one.
 func TestUnwrittenRefusal(t *testing.T) {
 	var u unwritten
-	cool := u.add("cool", jobWrite{kind: store.Cooling, ttl: time.Minute, state: CoolingDown, attempts: 1, reason: "timeout"})
-	failed := u.add("failed", jobWrite{kind: store.Failed, ttl: time.Hour, state: Failed, attempts: 1, reason: "context_length_exceeded"})
+	cool := addWrite(&u, "cool", jobWrite{kind: store.Cooling, ttl: time.Minute, state: CoolingDown, attempts: 1, reason: "timeout"})
+	failed := addWrite(&u, "failed", jobWrite{kind: store.Failed, ttl: time.Hour, state: Failed, attempts: 1, reason: "context_length_exceeded"})
 	if cool.State != CoolingDown || cool.RetryAfter != time.Minute {
 		t.Errorf("cooling: %+v, want cooling_down for its minute", cool)
 	}
@@ -33,13 +33,13 @@ func TestUnwrittenRefusal(t *testing.T) {
 func TestUnwrittenIsBounded(t *testing.T) {
 	var u unwritten
 	for i := range maxUnwritten {
-		u.add(strconv.Itoa(i), jobWrite{kind: store.Cooling, ttl: time.Hour, state: CoolingDown})
+		addWrite(&u, strconv.Itoa(i), jobWrite{kind: store.Cooling, ttl: time.Hour, state: CoolingDown})
 	}
 	if n := len(u.m); n != maxUnwritten {
 		t.Fatalf("%d unwritten failures kept of %d, all live: want every one", n, maxUnwritten)
 	}
 	for i := maxUnwritten; i < maxUnwritten+1000; i++ {
-		u.add(strconv.Itoa(i), jobWrite{kind: store.Cooling, ttl: time.Hour, state: CoolingDown})
+		addWrite(&u, strconv.Itoa(i), jobWrite{kind: store.Cooling, ttl: time.Hour, state: CoolingDown})
 		if n := len(u.m); n > maxUnwritten {
 			t.Fatalf("%d unwritten failures kept after %d, want at most %d", n, i+1, maxUnwritten)
 		}
@@ -47,4 +47,10 @@ func TestUnwrittenIsBounded(t *testing.T) {
 	if b := u.refusal(strconv.Itoa(maxUnwritten + 999)); b == nil {
 		t.Fatal("the newest failure was dropped")
 	}
+}
+
+// addWrite remembers w, the failure of job that Redis did not take, as
+// settle does.
+func addWrite(u *unwritten, job string, w jobWrite) *BlockedError {
+	return u.add(w.refusal(job), w.ttl)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/hub"
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and its upstreams.
@@ -85,55 +86,6 @@ func (g *Gate) Options() Options {
 	return o
 }
 
-// Do runs fn under the job's lock. If the job is cooling down, failed, done,
-// running elsewhere or every upstream of the gate is cooling, Do returns a
-// *BlockedError at once and fn is not called. Otherwise fn runs with a
-// context that is cancelled (cause ErrLeaseLost) if the lease is lost, and
-// the outcome is settled in Redis:
-//
-//   - nil: the lock is released (or held as Done for DoneTTL).
-//   - an error: it is classified; see the package doc's state diagram.
-//     The returned *CallError wraps fn's error.
-//   - a panic: settled as transient, then re-panicked.
-//   - the caller's ctx cancelled: the lock is released with no cooldown.
-//
-// If fn succeeded but its lease had been lost, Do returns an error matching
-// ErrLeaseLost or ErrNotOwned: fn's writes may overlap a newer owner's, which
-// a store that checks Lease.Fence rejects.
-func (g *Gate) Do(ctx context.Context, job string, fn func(ctx context.Context, l *Lease) error) error {
-	l, err := g.Acquire(ctx, job)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx, fn)
-}
-
-// Call is Do for a function that returns a value.
-func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.Context, l *Lease) (T, error)) (T, error) {
-	var out T
-	err := g.Do(ctx, job, func(ctx context.Context, l *Lease) error {
-		v, err := fn(ctx, l)
-		if err == nil {
-			out = v
-		}
-		return err
-	})
-	return out, err
-}
-
-// run calls fn and settles the lease with its outcome.
-func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) error) error {
-	panicked := true
-	defer func() {
-		if panicked {
-			_, _ = l.settle(ctx, outFailure, panicVerdict)
-		}
-	}()
-	ferr := fn(l.Context(), l)
-	panicked = false
-	return l.Settle(ctx, ferr)
-}
-
 // opCtx bounds a Redis operation the gate runs detached from its caller.
 func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
@@ -160,3 +112,26 @@ var (
 // leaseStart is when a run started, from its fence: Redis's TIME in µs at
 // its acquire (or one more than the last fence, when the clock went back).
 func leaseStart(fence int64) time.Time { return time.UnixMicro(fence) }
+
+// emit sends e to the observer, if any. It is small enough to be inlined,
+// so without an observer the Event is never built.
+func (g *Gate) emit(ctx context.Context, e Event) {
+	if g.obs != nil {
+		if e.Upstream == "" {
+			e.Upstream = g.opts.Upstream
+		}
+		e.Scope = e.Upstream
+		g.obs.Observe(ctx, e)
+	}
+}
+
+// jobKey returns job's lock key, or ErrInvalidJob.
+func (g *Gate) jobKey(job string) (string, error) {
+	switch {
+	case job == "":
+		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
+	case len(job) > MaxJobLen:
+		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), MaxJobLen)
+	}
+	return keyspace.Job(g.opts.Prefix, job), nil
+}

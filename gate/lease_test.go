@@ -114,7 +114,7 @@ func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 
 // A failure that cools the upstream writes the job and the upstream in one
 // round trip: a failed Do is two round trips, as a successful one.
-func TestScopeFailureIsOneSettle(t *testing.T) {
+func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
@@ -143,7 +143,7 @@ func TestScopeFailureIsOneSettle(t *testing.T) {
 // An observer hears of the scope only when it cools: a 5xx the scope
 // tolerates (below AllowedFails) is counted without a scope event; a rate
 // limit cools it with one.
-func TestScopeEventOnlyWhenItCools(t *testing.T) {
+func TestUpstreamEventOnlyWhenItCools(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	rec := newRecorder()
 	err5xx := errors.New("500 internal server error")

@@ -114,14 +114,38 @@ type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
 
-// emit sends e to the observer, if any. It is small enough to be inlined,
-// so without an observer the Event is never built.
-func (g *Gate) emit(ctx context.Context, e Event) {
-	if g.obs != nil {
-		if e.Upstream == "" {
-			e.Upstream = g.opts.Upstream
-		}
-		e.Scope = e.Upstream
-		g.obs.Observe(ctx, e)
-	}
-}
+// Warning reasons: the Reason of an EventWarning, and of a Warning Check
+// reports.
+const (
+	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
+	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
+	// vanish early under memory pressure and the job run again too soon.
+	// Set maxmemory-policy to noeviction for the gate's Redis.
+	WarnEvictionPolicy = "maxmemory_policy_evicts"
+	// WarnUnchecked: the policy could not be read (CONFIG disabled or
+	// renamed, as on many managed services; no ACL permission; or a client
+	// type Check cannot inspect). Ask the provider which policy it uses.
+	WarnUnchecked = "config_unchecked"
+	// WarnSettleUnwritten: a failure's cooldown or failed mark could not be
+	// written (Redis unreachable, or refusing writes when full). The process
+	// that ran the job refuses it in-process for the intended cooldown;
+	// other processes see only the running lease's TTL.
+	WarnSettleUnwritten = "settle_unwritten"
+	// WarnPermanentWave: many distinct jobs of the upstream failed
+	// permanently for the same reason in a short window
+	// (UpstreamPolicy.PermanentWave): a changed API, a broken prompt
+	// template, an unclassified billing error. The upstream is paused for
+	// that reason and its jobs cool instead of being marked Failed; fix the
+	// cause, then reset the upstream and clear the marks already written
+	// (retrygate reset --state failed --reason R).
+	WarnPermanentWave = "permanent_wave"
+	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
+	// subscribe to the job's channel and poll Redis with backoff instead:
+	// the client cannot subscribe, Redis refused it (an ACL without
+	// channel permission: NOPERM; a server without SSUBSCRIBE), the
+	// subscription's connection broke, or a cluster slot moved and the
+	// client's slot map has not followed yet (MOVED; Err says which). They
+	// are woken late, never wrongly. A Gate sends it at most once a minute,
+	// however many waits poll.
+	WarnWaitPolling = "wait_polling"
+)

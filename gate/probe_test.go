@@ -19,7 +19,7 @@ import (
 // 300 ms hint. When a scope window ends, one call, across all gates,
 // probes the upstream and the others stay refused until it settles, so
 // after the first failure there is at most one upstream call per window.
-func TestScopeProbeStopsTheHerd(t *testing.T) {
+func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 	const (
 		jobs    = 1000
 		gates   = 4
@@ -126,7 +126,7 @@ func itoa(i int) string {
 
 // A probe that fails again without a hint escalates the scope's cooldown
 // by BackoffFactor; a probe that gets through opens the scope for all.
-func TestScopeProbeEscalatesThenOpens(t *testing.T) {
+func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
@@ -190,7 +190,7 @@ func awaitProbe(t *testing.T, tg redistest.Target, g *gate.Gate, job string, wai
 // "miniredis, cluster form" runs the cluster's code path (the scope read
 // and claimed on its own, in parallel with the acquire) on one node,
 // through a client that exposes only the scripting commands.
-func TestScopeOneProbeAtATime(t *testing.T) {
+func TestUpstreamOneProbeAtATime(t *testing.T) {
 	targets := redistest.Targets(t)
 	if t0 := targets[0]; t0.Name == "miniredis" {
 		t0.Name, t0.Client = "miniredis, cluster form", nil
@@ -264,7 +264,7 @@ func TestScopeOneProbeAtATime(t *testing.T) {
 // Every cooldown the gate writes is bounded by MaxCooldown, the scope's
 // included: Azure OpenAI's "Retry-After: 86400" must not stop every job
 // of the key for a day.
-func TestScopeCooldownBoundedByMaxCooldown(t *testing.T) {
+func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{MaxCooldown: time.Hour,

@@ -2,13 +2,151 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/code"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
+
+// Result is what a settle recorded.
+//
+// Deprecated: Lease.Settle returns it as a *CallError.
+type Result struct {
+	// State is the job's state after the settle: Ready or Done after a
+	// success or a release, CoolingDown or Failed after a failure; Ready
+	// also after a provider-wide failure while another upstream is open
+	// (Options.Fallbacks, FallbackCooldown 0): its next call runs there.
+	State State
+	// RetryAfter is the cooldown set (0 unless CoolingDown).
+	RetryAfter time.Duration
+	// Attempts counts failures since the last success.
+	Attempts int
+	// Verdict is the classification of the failure (zero on success).
+	Verdict classify.Verdict
+	// Upstream is the state of the upstream the run used after the settle,
+	// when the settle changed it.
+	Upstream UpstreamStatus
+}
+
+// Result returns what the settle recorded; zero before it.
+//
+// Deprecated: use Settle, whose *CallError says what was recorded, or
+// that it was not.
+func (l *Lease) Result() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.result
+}
+
+// run calls fn and settles the lease with its outcome.
+func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) error) error {
+	panicked := true
+	defer func() {
+		if panicked {
+			_, _ = l.settle(ctx, outFailure, panicVerdict)
+		}
+	}()
+	ferr := fn(l.Context(), l)
+	panicked = false
+	return l.Settle(ctx, ferr)
+}
+
+// Succeed releases the lock (or holds the job as Done for DoneTTL) and
+// resets the attempt count. ctx only carries values: the write runs on a
+// detached context bounded by Options.Timeout.
+func (l *Lease) Succeed(ctx context.Context) error {
+	_, err := l.settle(ctx, outSuccess, classify.Verdict{})
+	return err
+}
+
+// Release frees the lock with no cooldown and no attempt counted: the call
+// did not reach the model or its failure was not the job's (a client's bad
+// request). A probe of the upstream that is released gives the probe to
+// the next call.
+func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.settle(ctx, outRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
+	return err
+}
+
+// Settle records the outcome of a call that returned err, as Do does, and
+// returns what Do would return: nil after a success (or ErrLeaseLost,
+// ErrNotOwned: a newer owner may have run meanwhile); for an error, a
+// *CallError wrapping it that says what the gate did (State, RetryAfter,
+// Written). It is the one verb an adapter needs after Acquire.
+func (l *Lease) Settle(ctx context.Context, err error) error {
+	if err != nil {
+		return l.failError(ctx, err)
+	}
+	serr := l.Succeed(ctx)
+	if errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrNotOwned) {
+		return serr
+	}
+	// A success whose release could not reach Redis stays a success: the
+	// lock expires with the lease and the observer saw the error.
+	return nil
+}
+
+// Fail classifies err with Options.Classify and records the outcome: a
+// cooldown, a failed mark, or (the acquiring context cancelled) a release.
+// It returns nil when the outcome was recorded, else ErrLeaseLost,
+// ErrNotOwned, ErrAlreadySettled or an ErrUnavailable. If Redis cannot be
+// reached the lock's own TTL is the cooldown: a failure never leads to an
+// immediate free retry.
+func (l *Lease) Fail(ctx context.Context, err error) error {
+	out, v := l.g.verdict(l.parent, err)
+	_, serr := l.settle(ctx, out, v)
+	return serr
+}
+
+// failError settles a failure and builds the error Do returns.
+func (l *Lease) failError(ctx context.Context, ferr error) error {
+	out, v := l.g.verdict(l.parent, ferr)
+	res, serr := l.settle(ctx, out, v)
+	ce := &CallError{Job: l.job, Verdict: v, State: res.State, RetryAfter: res.RetryAfter,
+		Attempts: res.Attempts, Fence: l.fence, Err: ferr, SettleErr: serr}
+	if serr != nil {
+		// Not written: the lock's own TTL, at most a lease, is the
+		// cooldown.
+		ce.State, ce.RetryAfter = Running, l.g.opts.Lease
+	}
+	return ce
+}
+
+var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic, Evidence: "go:panic"}
+
+// verdict classifies err. A "canceled" verdict is the caller giving up
+// only when the caller's own context was cancelled; otherwise it is a
+// transient failure. A custom classifier that panics or returns what no
+// code can be gets a transient "unknown" verdict or a cleaned one.
+func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classify.Verdict) {
+	defer func() {
+		if r := recover(); r != nil { // a custom classifier must not crash the settle
+			out, v = outFailure, classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUnknown}
+		}
+	}()
+	v = g.opts.Classify(err)
+	if v.Class == classify.ClassCanceled && errors.Is(parent.Err(), context.Canceled) {
+		return outCanceled, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled}
+	}
+	if v.Class >= classify.ClassCanceled {
+		v.Class = classify.ClassTransient
+	}
+	if !code.Reason(v.Reason) {
+		v.Reason = classify.ReasonUnknown
+	}
+	if v.Evidence != "" && !code.Evidence(v.Evidence) {
+		v.Evidence = ""
+	}
+	if v.Class != classify.ClassPermanent {
+		v.Suspect = false
+	}
+	v.RetryAfter = min(max(v.RetryAfter, 0), classify.MaxHint)
+	return outFailure, v
+}
 
 // settle records a run's end, once: decide what it means (decide.go), then
 // write the job and its upstream in one round trip. A permanent failure
@@ -58,10 +196,10 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		in.wave, waveStarted, err = l.up.Wave(rctx, g.store, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("scope", err)})
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", err)})
 		}
 	}
-	d := g.decide(in)
+	d := g.opts.decide(in)
 
 	l.writing.Wait() // an early budget write lands before the settle's
 	t := g.store.Trip()
@@ -94,7 +232,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 			// The failure is not in Redis: refuse the job here for the
 			// cooldown it should have had, so no retry through this
 			// process runs early; other processes see the lease's TTL.
-			b := g.unwritten.add(l.job, d.job)
+			b := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
 		}
@@ -125,7 +263,7 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v
 	u, wrote, err := l.up.Recorded(rctx, g.store, rec, l.token)
 	st := statusOf(u)
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("scope", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("upstream", err)})
 		return st
 	}
 	if wrote && g.obs != nil {

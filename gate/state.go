@@ -26,7 +26,7 @@ const (
 	Failed
 	// Done: the job succeeded and DoneTTL holds it.
 	Done
-	// UpstreamCooling: the gate's upstream scope is cooling down or paused;
+	// UpstreamCooling: every upstream of the gate is cooling down or paused;
 	// the job's own state was not consulted.
 	UpstreamCooling
 )

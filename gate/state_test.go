@@ -41,7 +41,7 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 
 // An upstream's state names itself as httpmw, the CLI and the metrics show
 // it; a value past the last one is named by its number, never a panic.
-func TestScopeStateNames(t *testing.T) {
+func TestUpstreamStateNames(t *testing.T) {
 	for s, exp := range map[gate.UpstreamState]string{
 		gate.UpstreamOpen: "open", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
 	} {

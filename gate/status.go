@@ -59,8 +59,8 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	}
 	switch st.State {
 	case Running:
-		st.TTL = g.leaseLeft(r.TTL, r.NoTTL)
-		st.RetryAfter = g.runningWait(st.TTL, g.ranFor(v, r.Now, st.TTL))
+		st.TTL = leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
+		st.RetryAfter = g.calls.runningWait(st.TTL, ranFor(v, r.Now, st.TTL, g.opts.Lease))
 	case CoolingDown:
 		st.TTL = v.Left(r.Now)
 		st.RetryAfter = st.TTL
@@ -115,3 +115,27 @@ func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
 //
 // Deprecated: use ResetUpstreams.
 func (g *Gate) ResetScope(ctx context.Context) error { return g.ResetUpstreams(ctx) }
+
+// Upstreams reads the state of each of the gate's upstreams, in order
+// (Options.Upstream, then Fallbacks), in one round trip; nil without
+// upstreams. It never changes anything.
+func (g *Gate) Upstreams(ctx context.Context) ([]UpstreamStatus, error) {
+	t := g.store.Trip()
+	reads := g.ups.Read(ctx, &t)
+	t.Send(ctx)
+	ss, err := reads.Result()
+	if err != nil {
+		return nil, redisError("upstream status", err)
+	}
+	return statusesOf(ss), nil
+}
+
+// ResetUpstreams ends the cooldown or pause of every upstream of the gate
+// and clears their failure windows (operator action, e.g. after topping
+// up the quota).
+func (g *Gate) ResetUpstreams(ctx context.Context) error {
+	if err := g.ups.Reset(ctx, g.store); err != nil {
+		return redisError("upstream reset", err)
+	}
+	return nil
+}

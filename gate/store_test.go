@@ -20,7 +20,7 @@ import (
 // An upstream is read beside the acquire, in its round trip; when it
 // refuses, the acquire is undone and the job is left exactly as it was: a
 // job never seen keeps no key, a job with attempts keeps its count.
-func TestScopeRefusalUndoesTheAcquire(t *testing.T) {
+func TestUpstreamRefusalUndoesTheAcquire(t *testing.T) {
 	ctx := context.Background()
 	m, rdb := redistest.Miniredis(t)
 	cluster := &gatetest.Flaky{Client: rdb}

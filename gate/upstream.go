@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -125,30 +124,6 @@ func statusesOf(ss []upstream.Status) []UpstreamStatus {
 		out[i] = statusOf(s)
 	}
 	return out
-}
-
-// Upstreams reads the state of each of the gate's upstreams, in order
-// (Options.Upstream, then Fallbacks), in one round trip; nil without
-// upstreams. It never changes anything.
-func (g *Gate) Upstreams(ctx context.Context) ([]UpstreamStatus, error) {
-	t := g.store.Trip()
-	reads := g.ups.Read(ctx, &t)
-	t.Send(ctx)
-	ss, err := reads.Result()
-	if err != nil {
-		return nil, redisError("upstream status", err)
-	}
-	return statusesOf(ss), nil
-}
-
-// ResetUpstreams ends the cooldown or pause of every upstream of the gate
-// and clears their failure windows (operator action, e.g. after topping
-// up the quota).
-func (g *Gate) ResetUpstreams(ctx context.Context) error {
-	if err := g.ups.Reset(ctx, g.store); err != nil {
-		return redisError("upstream reset", err)
-	}
-	return nil
 }
 
 // upstreamRefusal refuses a call every upstream refused: the wait is the

@@ -16,7 +16,7 @@ import (
 // Result and to the Observer: a rate limit cools it for the provider's
 // hint, a quota failure pauses it, another 5xx within the allowance
 // leaves it open.
-func TestSettleReportsTheScope(t *testing.T) {
+func TestSettleReportsTheUpstream(t *testing.T) {
 	scopeForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
@@ -107,7 +107,7 @@ var (
 	errQuota       = errors.New("insufficient_quota")
 )
 
-func TestScopeCoolsEveryJob(t *testing.T) {
+func TestUpstreamCoolsEveryJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
@@ -169,7 +169,7 @@ func TestScopeCoolsEveryJob(t *testing.T) {
 	}
 }
 
-func TestScopeCooldownWithoutHint(t *testing.T) {
+func TestUpstreamCooldownWithoutHint(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 7 * time.Second}, Upstream: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", errOverloaded)
@@ -179,7 +179,7 @@ func TestScopeCooldownWithoutHint(t *testing.T) {
 	}
 }
 
-func TestScopeAllowsSome5xx(t *testing.T) {
+func TestUpstreamAllowsSome5xx(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
@@ -198,7 +198,7 @@ func TestScopeAllowsSome5xx(t *testing.T) {
 	}
 }
 
-func TestScope5xxWindowSlides(t *testing.T) {
+func TestUpstream5xxWindowSlides(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // the window is read from Redis TIME: it moves with Advance only
 	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 1, FailWindow: time.Minute}, Upstream: "s", Classify: upstreamClassifier(0)})
@@ -215,7 +215,7 @@ func TestScope5xxWindowSlides(t *testing.T) {
 	}
 }
 
-func TestScopeSystemicPausesUntilReset(t *testing.T) {
+func TestUpstreamSystemicPausesUntilReset(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := newRecorder()
@@ -242,7 +242,7 @@ func TestScopeSystemicPausesUntilReset(t *testing.T) {
 	}
 }
 
-func TestScopePauseOutranksCooldown(t *testing.T) {
+func TestUpstreamPauseOutranksCooldown(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	pauser := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: time.Hour}, Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(0)})
@@ -266,7 +266,7 @@ func TestScopePauseOutranksCooldown(t *testing.T) {
 	}
 }
 
-func TestScopeCheckRoundTrips(t *testing.T) {
+func TestUpstreamCheckRoundTrips(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rt := &roundTrips{}

@@ -34,8 +34,8 @@ func unreachable(l *Lease, err error) bool {
 	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
 
-// running returns the refusal of a job that is running, nil otherwise.
-func running(err error) *BlockedError {
+// runningRefusal returns the refusal of a job that is running, nil otherwise.
+func runningRefusal(err error) *BlockedError {
 	b, ok := err.(*BlockedError) // acquireOnce returns refusals unwrapped
 	if ok && b.State == Running {
 		return b
@@ -81,7 +81,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 			_ = l.Release(ctx)
 			l, err = nil, fmt.Errorf("%w: acquire: Redis unreachable while waiting for a running job", ErrUnavailable)
 		}
-		b := running(err)
+		b := runningRefusal(err)
 		if (b == nil && !down) || left <= 0 {
 			return l, err
 		}

@@ -908,12 +908,12 @@ func TestWatchSeesExpiries(t *testing.T) {
 	}
 }
 
-// TestWatchSeesTheScope: a watcher of a job in a scope is told when
+// TestWatchSeesTheUpstream: a watcher of a job in a scope is told when
 // another process's failure cools the scope (pushed on the scope's
 // channel), and again when the scope's cooldown ends (nothing is
 // published: it reads when the nearest TTL it read ends, here the
 // scope's, not the job's long done mark).
-func TestWatchSeesTheScope(t *testing.T) {
+func TestWatchSeesTheUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)

@@ -10,16 +10,16 @@ import (
 // Watch reports a job's status, read with Status, on the returned channel:
 // at once, and again after each change, made by any process, until ctx
 // ends; the channel is then closed. A change is a new state, attempt count,
-// reason, fence or upstream scope state: a settle, a reset (Reset, the
-// CLI), an undo, a scope cooling, pausing or being reset, and the end of a
-// cooldown, a lease, a done or failed mark or a scope cooldown, which
+// reason, fence or upstream state: a settle, a reset (Reset, the
+// CLI), an undo, an upstream cooling, pausing or being reset, and the end of a
+// cooldown, a lease, a done or failed mark or an upstream cooldown, which
 // Redis does not announce, so Watch reads again when the TTL it last read
 // ends. An acquire is not announced (only settles publish, so a call that
 // succeeds pays one publish): a new lease shows when it settles, or when
 // Watch reads for another reason. A renewal is no change.
 //
 // Changes are pushed as AcquireWait's wake-ups are (Redis pub/sub on the
-// job's and the scope's channels, shared with the Gate's waiters), within
+// job's and the upstreams' channels, shared with the Gate's waiters), within
 // a round trip of the change; where subscribing fails Watch polls, up to
 // once a second, after an EventWarning. The channel holds the latest
 // status only: a reader that falls behind skips to the newest. A failed
@@ -100,7 +100,7 @@ func (g *Gate) watch(ctx context.Context, job string, ln *hub.Listener, last Sta
 }
 
 // nextExpiry is when the state last read ends by itself: a cooldown, a
-// lease, a done or failed mark, a scope cooldown or pause; false if never.
+// lease, a done or failed mark, an upstream cooldown or pause; false if never.
 func nextExpiry(st Status) (time.Duration, bool) {
 	var d time.Duration
 	waits := []time.Duration{st.RetryAfter, st.TTL}

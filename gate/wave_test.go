@@ -190,7 +190,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 // UpstreamPolicy.PermanentWave distinct jobs have failed for it, no more
 // Failed marks are written: the other jobs cool, the scope pauses for the
 // reason, and one loud warning names it.
-func TestPermanentWavePausesTheScope(t *testing.T) {
+func TestPermanentWavePausesTheUpstream(t *testing.T) {
 	const (
 		jobs  = 100
 		gates = 4

@@ -69,7 +69,7 @@
 // ("retry";r=0;t=<seconds>). Teams with their own error format set
 // Options.Blocked, Unavailable and InvalidJob.
 //
-// A gate with upstreams (gate.Options.Scope, then Fallbacks) runs a job on
+// A gate with upstreams (gate.Options.Upstream, then Fallbacks) runs a job on
 // the first that takes calls, so a cooling primary costs the user nothing
 // while a backup is open. Only when every upstream refuses is the request
 // refused with upstream_cooling, whose upstreams member lists each in

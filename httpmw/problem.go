@@ -41,7 +41,7 @@ type Refusal struct {
 	Type, Title, Detail string
 	// StatusURL is Options.StatusURL's value, when configured.
 	StatusURL string
-	// Upstreams holds each of the gate's upstreams (Options.Scope, then
+	// Upstreams holds each of the gate's upstreams (Options.Upstream, then
 	// Fallbacks) when every one refused the call (State
 	// "upstream_cooling"); nil otherwise.
 	Upstreams []gate.UpstreamStatus

@@ -35,7 +35,7 @@ import (
 // text, and evidence comes last since it may hold ':'. A value of any
 // other shape is held: never overwritten, never taken for a cooldown.
 //
-// An upstream has one key (internal/keyspace.Scope) holding
+// An upstream has one key (internal/keyspace.Upstream) holding
 //
 //	c:<reason>:<level>:<until>           cooling until <until>
 //	p:<reason>:<level>:<until>           paused until <until>

@@ -66,7 +66,7 @@ func (Free) recorded(context.Context, *store.Store, Record, store.Token) (store.
 }
 
 // guarded is an upstream's breaker in Redis (store's upstream
-// operations, keyspace.Scope's keys).
+// operations, keyspace.Upstream's keys).
 type guarded struct {
 	name     string
 	prefix   string

@@ -1,0 +1,125 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// newHub is a hub over rdb that counts its warnings.
+func newHub(t *testing.T, rdb store.Client) (*Hub, *atomic.Int32) {
+	t.Helper()
+	warned := new(atomic.Int32)
+	h := New(Config{Subscriptions: store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+		Warn: func(context.Context, error) { warned.Add(1) }})
+	return h, warned
+}
+
+// woken reports whether ln is woken within d.
+func woken(ln *Listener, d time.Duration) bool {
+	select {
+	case <-ln.Wake():
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// A listener whose channel Redis confirmed is woken by a message on it,
+// and by a settle in this process (Local); a message on another channel
+// does not wake it.
+func TestListenerWokenByItsChannel(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			h, warned := newHub(t, tg.Client)
+			ch, other := redistest.UniqueKey(t)+":{a}", redistest.UniqueKey(t)+":{b}"
+			ln := h.Listen(ch)
+			if !ln.Ready(ctx, 5*time.Second) {
+				t.Fatal("Ready: false, want the channel confirmed")
+			}
+			publish := "publish"
+			if h.cfg.Subscriptions.Sharded {
+				publish = "spublish"
+			}
+			send := func(channel string) {
+				if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, publish, channel, "x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(other)
+			if woken(ln, 100*time.Millisecond) {
+				t.Fatal("woken by another channel's message")
+			}
+			send(ch)
+			if !woken(ln, 5*time.Second) {
+				t.Fatal("not woken by its channel's message")
+			}
+			h.Local(ch)
+			if !woken(ln, time.Second) {
+				t.Fatal("not woken by Local")
+			}
+			ln.Close()
+			if n := h.Listeners(); n != 0 {
+				t.Fatalf("%d listeners after Close, want 0", n)
+			}
+			if n := warned.Load(); n != 0 {
+				t.Fatalf("%d warnings, want none", n)
+			}
+		})
+	}
+}
+
+// A client that cannot subscribe: Ready reports false at once (the caller
+// polls), and the hub warns once however often it is asked.
+func TestCannotSubscribePollsAndWarnsOnce(t *testing.T) {
+	var warned atomic.Int32
+	var cause error
+	h := New(Config{Timeout: time.Second, Warn: func(_ context.Context, err error) { warned.Add(1); cause = err }})
+	for range 3 {
+		ln := h.Listen("job")
+		start := time.Now()
+		if ln.Ready(context.Background(), 5*time.Second) {
+			t.Fatal("Ready: true without a way to subscribe")
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("Ready took %v, want at once", took)
+		}
+		ln.Close()
+	}
+	if n := warned.Load(); n != 1 || !errors.Is(cause, errNoSubscribe) {
+		t.Fatalf("%d warnings (%v), want one saying the client cannot subscribe", n, cause)
+	}
+}
+
+// A channel leaves pending once, closing its settled signal; only a live
+// channel pushes, and a broken one confirmed again is live.
+func TestChannelPhases(t *testing.T) {
+	c := &channel{settled: make(chan struct{})}
+	select {
+	case <-c.settled:
+		t.Fatal("settled while pending")
+	default:
+	}
+	c.moveLocked(live)
+	select {
+	case <-c.settled:
+	default:
+		t.Fatal("not settled once live")
+	}
+	c.moveLocked(broken) // must not close settled again (it would panic)
+	c.moveLocked(live)
+	c.moveLocked(gone)
+	if c.phase != gone {
+		t.Fatalf("phase %v, want gone", c.phase)
+	}
+}

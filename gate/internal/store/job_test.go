@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+func newStore(t *testing.T) (*Store, *miniredis.Miniredis, *redis.Client) {
+	t.Helper()
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0)
+	return New(rdb, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second}), m, rdb
+}
+
+func acquire(t *testing.T, s *Store, key string) (*Acquire, *Acquired) {
+	t.Helper()
+	a := &Acquire{Key: key, Token: NewToken()}
+	r := &Acquired{}
+	if err := s.Acquire(context.Background(), a, r); err != nil {
+		t.Fatal(err)
+	}
+	return a, r
+}
+
+// A free job is taken in one round trip with a fence from Redis's clock;
+// a second acquire is refused by the running value, with its TTL.
+func TestAcquireTakesAFreeJob(t *testing.T) {
+	s, _, _ := newStore(t)
+	_, r := acquire(t, s, "k")
+	if !r.Taken || r.Fence <= 0 || r.Job.Kind != Held {
+		t.Fatalf("first acquire: %+v, want taken with a fence and no history", r)
+	}
+	_, r2 := acquire(t, s, "k")
+	if r2.Taken || r2.Job.Kind != Running || r2.TTL != time.Minute {
+		t.Fatalf("second acquire: %+v, want refused by the running lease for a minute", r2)
+	}
+}
+
+// A settled job whose state is over is taken over by the script, its
+// history carried into the new run; the fence keeps increasing.
+func TestTakeoverKeepsHistory(t *testing.T) {
+	s, m, _ := newStore(t)
+	ctx := context.Background()
+	a, r := acquire(t, s, "k")
+	tr := s.Trip()
+	settled := tr.Settle(ctx, "k", a.Token, r.Fence, Settlement{Kind: Cooling, TTL: time.Second, Keep: time.Hour, Attempts: 2, Reason: "timeout"})
+	tr.Send(ctx)
+	if st, err := settled.Result(); err != nil || !st.Owned {
+		t.Fatalf("settle: %+v, %v; want owned", st, err)
+	}
+	a2, r2 := acquire(t, s, "k")
+	if r2.Taken || r2.Job.Kind != Cooling || r2.Job.Over(r2.Now) {
+		t.Fatalf("during the cooldown: %+v, want refused by it", r2)
+	}
+	redistest.Advance(m, time.Second)
+	a2, r2 = acquire(t, s, "k")
+	if r2.Taken || !r2.Job.Over(r2.Now) {
+		t.Fatalf("after the cooldown: %+v, want a settled state that is over", r2)
+	}
+	if err := s.Takeover(ctx, a2, r2); err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Taken || r2.Job.Attempts != 2 || r2.Job.Reason != "timeout" || r2.Fence <= r.Fence {
+		t.Fatalf("takeover: %+v, want taken with 2 attempts and a higher fence than %d", r2, r.Fence)
+	}
+}
+
+// Settle and Renew answer for the run that holds the job only; Undo gives
+// the job back as the acquire found it.
+func TestOwnership(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	a, r := acquire(t, s, "k")
+	tr := s.Trip()
+	other := tr.Settle(ctx, "k", NewToken(), r.Fence, Settlement{Kind: Failed, TTL: time.Hour})
+	renewOther := tr.Renew(ctx, "k", NewToken(), r.Fence, 0)
+	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0)
+	tr.Send(ctx)
+	if st, err := other.Result(); err != nil || st.Owned || st.Found.Kind != Running {
+		t.Fatalf("another run's settle: %+v, %v; want not owned, the running value found", st, err)
+	}
+	if ok, err := renewOther.Result(); err != nil || ok {
+		t.Fatalf("another run's renewal: %v, %v; want refused", ok, err)
+	}
+	if ok, err := renew.Result(); err != nil || !ok {
+		t.Fatalf("the owner's renewal: %v, %v; want extended", ok, err)
+	}
+	tr = s.Trip()
+	undo := tr.Undo(ctx, "k", a.Token, r)
+	tr.Send(ctx)
+	if ok, err := undo.Result(); err != nil || !ok {
+		t.Fatalf("undo: %v, %v; want given back", ok, err)
+	}
+	if n := rdb.Exists(ctx, "k").Val(); n != 0 {
+		t.Fatal("the job taken on a free key is still held after the undo")
+	}
+}
+
+// Reset clears a settled job, leaves a running one alone and says so.
+func TestResetJob(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	acquire(t, s, "running")
+	tr := s.Trip()
+	running := tr.ResetJob(ctx, "running")
+	free := tr.ResetJob(ctx, "free")
+	tr.Send(ctx)
+	if r, err := running.Result(); err != nil || !r.Running || r.TTL != time.Minute {
+		t.Fatalf("reset of a running job: %+v, %v; want left alone with its minute", r, err)
+	}
+	if r, err := free.Result(); err != nil || r.Running {
+		t.Fatalf("reset of a free job: %+v, %v", r, err)
+	}
+}
+
+// A script Redis does not have (a restart, a failover, SCRIPT FLUSH) is
+// sent again whole: the operation still answers.
+func TestScriptFallsBackToEval(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	a, r := acquire(t, s, "k")
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tr := s.Trip()
+	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0)
+	tr.Send(ctx)
+	if ok, err := renew.Result(); err != nil || !ok {
+		t.Fatalf("renewal after SCRIPT FLUSH: %v, %v; want extended", ok, err)
+	}
+}
+
+// An acquire reads a waiter's done key and every upstream in its one
+// round trip.
+func TestAcquireReadsDoneAndUpstreams(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	rdb.Set(ctx, "done", "tok", 0)
+	rdb.Set(ctx, "up1", "p:quota_exhausted:1:99999999999999", 0)
+	a := &Acquire{Key: "k", Token: NewToken(), Done: "done", Upstreams: []string{"up1", "up2"}}
+	var r Acquired
+	if err := s.Acquire(ctx, a, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.DoneToken != "tok" || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModePaused || r.Upstreams[1].Mode != ModeOpen {
+		t.Fatalf("acquire: done %q, upstreams %+v; want tok, paused then open", r.DoneToken, r.Upstreams)
+	}
+}

@@ -1,0 +1,274 @@
+package upstream
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// fixture is one Set over a fresh miniredis, with its clock.
+type fixture struct {
+	t   *testing.T
+	m   *miniredis.Miniredis
+	st  *store.Store
+	set *Set
+}
+
+func newFixture(t *testing.T, names []string, p Policy) *fixture {
+	t.Helper()
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // scripts read TIME: it moves with Advance only
+	return &fixture{t: t, m: m, st: store.New(rdb, store.Config{Lease: time.Minute}),
+		set: NewSet(redistest.UniqueKey(t), names, p)}
+}
+
+// judge reads every upstream as an acquire does and judges it.
+func (f *fixture) judge() Judgement {
+	f.t.Helper()
+	ctx := context.Background()
+	t := f.st.Trip()
+	reads := make([]store.Reply[store.UpstreamRead], len(f.set.Keys()))
+	for i, k := range f.set.Keys() {
+		reads[i] = t.ReadUpstream(ctx, k)
+	}
+	t.Send(ctx)
+	values := make([]store.Upstream, len(reads))
+	var now int64
+	for i, r := range reads {
+		v, err := r.Result()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		values[i], now = v.Upstream, v.Now
+	}
+	return f.set.Judge(values, now)
+}
+
+// record settles a run that used c with w.
+func (f *fixture) record(c Choice, w Write, token store.Token) (Status, bool) {
+	f.t.Helper()
+	ctx := context.Background()
+	t := f.st.Trip()
+	r := c.Record(ctx, &t, w, token)
+	t.Send(ctx)
+	st, wrote, err := c.Recorded(ctx, f.st, r, token)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return st, wrote
+}
+
+func (f *fixture) choose(j Judgement, token store.Token) (Choice, []Status) {
+	f.t.Helper()
+	c, refusal, err := f.set.Choose(context.Background(), f.st, token, j)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c, refusal
+}
+
+// An upstream cooled by a run refuses every call until its wait ends;
+// then one call claims the probe while the others stay refused, and the
+// probe's answer reopens it for everyone.
+func TestCoolProbeReopen(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
+	run := store.NewToken()
+	c, refusal := f.choose(f.judge(), run)
+	if refusal != nil || c.Name() != "a" || !c.Guarded() {
+		t.Fatalf("open upstream: %+v, %v; want a chosen", c, refusal)
+	}
+	st, wrote := f.record(c, Write{Op: Throttle, Reason: "rate_limited", TTL: time.Second}, run)
+	if !wrote || st.State != Cooling || st.Reason != "rate_limited" || st.RetryAfter != time.Second {
+		t.Fatalf("after Throttle: %+v, wrote %v; want cooling a second", st, wrote)
+	}
+	ss, refusing := f.judge().Refusal()
+	if !refusing || ss[0].State != Cooling {
+		t.Fatalf("during the cooldown: %+v, %v; want refused", ss, refusing)
+	}
+	if known, err := f.set.PeekKnown(context.Background(), f.st); err != nil || known == nil {
+		t.Fatalf("PeekKnown: %+v, %v; want the refusal this process saw", known, err)
+	}
+
+	redistest.Advance(f.m, time.Second)
+	probe := store.NewToken()
+	c, refusal = f.choose(f.judge(), probe)
+	if p, level := c.Probe(); refusal != nil || !p || level != 1 {
+		t.Fatalf("after the wait: %+v, %v; want the probe claimed at level 1", c, refusal)
+	}
+	if _, refusal := f.choose(f.judge(), store.NewToken()); len(refusal) != 1 || !refusal[0].Probing {
+		t.Fatalf("a second call during the probe: %+v; want refused, probing", refusal)
+	}
+	f.record(c, Write{Op: Reopen}, probe)
+	if _, refusing := f.judge().Refusal(); refusing {
+		t.Fatal("after the probe reopened it: still refused")
+	}
+}
+
+// A probe that does not reach the upstream gives the probe back: the
+// next call claims it at once.
+func TestUnclaimGivesTheProbeBack(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Suspend, Reason: "quota_exhausted", TTL: time.Second}, run)
+	redistest.Advance(f.m, time.Second)
+	probe := store.NewToken()
+	c, _ = f.choose(f.judge(), probe)
+	f.record(c, Write{Op: Unclaim}, probe)
+	next := store.NewToken()
+	if c, refusal := f.choose(f.judge(), next); refusal != nil {
+		t.Fatalf("after the probe was given back: refused %+v", refusal)
+	} else if p, _ := c.Probe(); !p {
+		t.Fatal("the next call runs without probing, want it to probe")
+	}
+}
+
+// More than AllowedFails 5xx in the window cool the upstream; no more
+// does not.
+func TestCountCoolsPastAllowedFails(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{AllowedFails: 1, FailWindow: time.Minute})
+	w := Write{Op: Count, Reason: "upstream_5xx", TTL: time.Minute}
+	for i, want := range []bool{false, true} {
+		run := store.NewToken()
+		c, _ := f.choose(f.judge(), run)
+		if st, wrote := f.record(c, w, run); wrote != want || (want && st.State != Cooling) {
+			t.Fatalf("5xx %d: %+v, wrote %v; want cooled %v", i+1, st, wrote, want)
+		}
+	}
+}
+
+// PermanentWave distinct jobs failing with one reason make a wave; the
+// one that fills the window starts it.
+func TestWave(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, PermanentWave: 2})
+	c, _ := f.choose(f.judge(), store.NewToken())
+	ctx := context.Background()
+	for i, want := range [][2]bool{{false, false}, {true, true}, {true, false}} {
+		in, started, err := c.Wave(ctx, f.st, "bad_template", "job-"+string(rune('a'+i)))
+		if err != nil || in != want[0] || started != want[1] {
+			t.Fatalf("job %d: in %v started %v (%v), want %v", i+1, in, started, err, want)
+		}
+	}
+}
+
+// Reset reopens every upstream and forgets the refusal this process saw.
+func TestResetReopensEvery(t *testing.T) {
+	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute})
+	for range 2 {
+		run := store.NewToken()
+		c, _ := f.choose(f.judge(), run)
+		f.record(c, Write{Op: Throttle, Reason: "overloaded", TTL: time.Hour}, run)
+	}
+	if _, refusing := f.judge().Refusal(); !refusing {
+		t.Fatal("both cooled: not refused")
+	}
+	if err := f.set.Reset(context.Background(), f.st); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range f.read() {
+		if st.State != Open || st.Refusing() {
+			t.Fatalf("upstream %d after Reset: %+v, want open", i, st)
+		}
+	}
+	for _, b := range f.set.all {
+		if b.knownRefusing() {
+			t.Fatalf("%s: this process still knows it refusing after Reset", b.Name())
+		}
+	}
+}
+
+// read reads every upstream as Gate.Upstreams does.
+func (f *fixture) read() []Status {
+	f.t.Helper()
+	ctx := context.Background()
+	t := f.st.Trip()
+	reads := f.set.Read(ctx, &t)
+	t.Send(ctx)
+	ss, err := reads.Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ss
+}
+
+// Status reads: each upstream in order, judged with Redis's clock, both
+// read alone (Read) and beside a job's read (Peek); none for Free.
+func TestReadAndPeek(t *testing.T) {
+	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Suspend, Reason: "quota_exhausted", TTL: time.Minute}, run)
+	ss := f.read()
+	if len(ss) != 2 || ss[0].Name != "a" || ss[0].State != Paused || ss[0].RetryAfter != time.Minute || ss[1].Name != "b" || ss[1].State != Open {
+		t.Fatalf("Read: %+v, want a paused a minute, b open", ss)
+	}
+	ctx := context.Background()
+	tr := f.st.Trip()
+	job := tr.ReadJob(ctx, "job") // the clock Peek is judged by
+	peeks := f.set.Peek(ctx, &tr)
+	tr.Send(ctx)
+	r, err := job.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := peeks.Judge(r.Now); err != nil || len(ps) != 2 || ps[0] != ss[0] || ps[1] != ss[1] {
+		t.Fatalf("Peek: %+v, %v; want what Read read", ps, err)
+	}
+	free := NewSet("p", nil, Policy{})
+	tr = f.st.Trip()
+	if ss, err := free.Read(ctx, &tr).Result(); err != nil || ss != nil {
+		t.Fatalf("Free's Read: %+v, %v; want none", ss, err)
+	}
+	if ss, err := free.Peek(ctx, &tr).Judge(r.Now); err != nil || ss != nil {
+		t.Fatalf("Free's Peek: %+v, %v; want none", ss, err)
+	}
+}
+
+// A wave is joined at once when the upstream is already paused or probed
+// for its reason, not for another; PermanentWave 0 or below is off.
+func TestWaveOfAPausedReason(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, PermanentWave: 5})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Suspend, Reason: "bad_template", TTL: time.Second}, run)
+	ctx := context.Background()
+	if in, started, err := c.Wave(ctx, f.st, "bad_template", "j1"); err != nil || !in || started {
+		t.Fatalf("paused for the reason: in %v started %v (%v), want in, not started", in, started, err)
+	}
+	if in, _, err := c.Wave(ctx, f.st, "other_reason", "j1"); err != nil || in {
+		t.Fatalf("paused for another reason: in %v (%v), want not", in, err)
+	}
+	redistest.Advance(f.m, time.Second)
+	probe := store.NewToken()
+	c, _ = f.choose(f.judge(), probe)
+	if in, _, err := c.Wave(ctx, f.st, "bad_template", "j2"); err != nil || !in {
+		t.Fatalf("probed for the reason: in %v (%v), want in", in, err)
+	}
+	for _, size := range []int{0, -1} {
+		g := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, PermanentWave: size})
+		c, _ := g.choose(g.judge(), store.NewToken())
+		if in, started, err := c.Wave(ctx, g.st, "bad_template", "j"); err != nil || in || started {
+			t.Fatalf("PermanentWave %d: in %v started %v (%v), want off", size, in, started, err)
+		}
+	}
+}
+
+// A value no gate wrote, found where this process knew a cooldown, is
+// held for its key's time left.
+func TestPeekKnownHoldsAForeignValue(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	f.record(c, Write{Op: Throttle, Reason: "overloaded", TTL: time.Hour}, run)
+	f.m.Set(f.set.Keys()[0], "held by an operator")
+	f.m.SetTTL(f.set.Keys()[0], 5*time.Second)
+	ss, err := f.set.PeekKnown(context.Background(), f.st)
+	if err != nil || len(ss) != 1 || ss[0].RetryAfter != 5*time.Second || !ss[0].Refusing() {
+		t.Fatalf("PeekKnown: %+v, %v; want refused for the key's 5s", ss, err)
+	}
+}
