@@ -144,7 +144,8 @@ func TestQuick(t *testing.T) {
 		}
 	}
 	// At the provider's limit: every gate against every provider; no job
-	// marked Failed, a call served once per job completed; the reactive
+	// marked Failed, a call served once per job completed (but for calls
+	// whose lease was gone when they ended, on a stalled machine); the reactive
 	// gate capped at 2 s loses none, the defaults' minute loses jobs.
 	admitting := 0
 	for _, x := range res.limit {
@@ -152,7 +153,7 @@ func TestQuick(t *testing.T) {
 			t.Fatalf("limit %s, %s: exp %d storms, got %d", x.gate, x.provider, len(quickSettings.limit.seeds), len(x.results))
 		}
 		r := x.results[0]
-		if r.Jobs == 0 || r.Failed != 0 || r.Errors != 0 || int64(r.Completed) != r.Served {
+		if r.Jobs == 0 || r.Failed != 0 || r.Errors != 0 || int64(r.Completed) > r.Served || r.Served > int64(r.Completed+r.Stale) {
 			t.Errorf("limit %s, %s: %v", x.gate, x.provider, r)
 		}
 		if x.gate == limitGates[0].name && r.Lost != 0 {

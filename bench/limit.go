@@ -117,22 +117,23 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429. "+
 		"Jobs arrive at %.1f× the limit for %v (a Poisson process, seeded); each refused job retries when `gate.RetryAfter` says, "+
 		"and one told to wait past %v after the arrivals is lost. "+
-		"429s: the provider's own count, of every call it answered; goodput: calls (or tokens, where they bind) served ÷ those the limit allowed from the start "+
-		"to the last completion (to the end, when a job was lost); a burst: 429s at most 50 ms apart. "+
+		"429s: the provider's own count, of every call it answered; goodput: jobs completed (or their tokens, where tokens bind) ÷ the calls (tokens) the limit allowed from the start "+
+		"to the last completion (to the end, when a job was lost); a burst: 429s at most 50 ms apart; run again: a job whose call ended with its lease gone (the process stalled past it). "+
 		"Medians over seeds %s, the range in brackets. "+
 		"The issue's targets (429s ≤ 1 %%, goodput ≥ 0.9×) apply to a gate that admits calls from the provider's budget; "+
 		"the reactive gate learns of the limit from a 429 and cools for its hint.\n\n",
 		p.rpm, limitProviders[len(limitProviders)-1].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
-	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | largest 429 burst | jobs | lost (worst) | failed (worst) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | largest 429 burst | jobs | lost (worst) | failed (worst) | run again (worst) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.limit {
 		share := func(s limitstorm.Result) float64 { return 100 * s.RefusedShare() }
-		fmt.Fprintf(b, "| %s | %s | %s %% | %s | %.0f | %.0f | %d | %d |\n", x.gate, x.provider,
+		fmt.Fprintf(b, "| %s | %s | %s %% | %s | %.0f | %.0f | %d | %d | %d |\n", x.gate, x.provider,
 			spread(x.results, share, "%.1f"), spread(x.results, limitstorm.Result.Goodput, "%.2f"),
 			medianOf(x.results, func(s limitstorm.Result) float64 { return float64(s.LargestBurst) }),
 			medianOf(x.results, func(s limitstorm.Result) float64 { return float64(s.Jobs) }),
 			worst(x.results, func(s limitstorm.Result) int { return s.Lost }),
-			worst(x.results, func(s limitstorm.Result) int { return s.Failed }))
+			worst(x.results, func(s limitstorm.Result) int { return s.Failed }),
+			worst(x.results, func(s limitstorm.Result) int { return s.Stale }))
 	}
 }
 

@@ -26,9 +26,10 @@ const admits = false
 // Four River clients, each with a Gate of its own, share one upstream,
 // one Redis and one database; jobs are inserted at 2.5 × the provider's
 // requests limit and the middleware snoozes each refused one for the
-// gate's wait. No job is lost or discarded, and a call runs once per job;
-// the 429 share and goodput are logged, and held to the targets
-// once the upstream admits.
+// gate's wait. No job is lost or discarded, and each completes by one call
+// served (a second only after a stall past its lease); the 429 share and
+// goodput are logged, and held to the targets once the upstream
+// admits.
 func TestStormAtTheLimit(t *testing.T) {
 	rdb := redistest.Server(t).Client(t)
 	for _, d := range []struct {
@@ -55,8 +56,13 @@ func TestStormAtTheLimit(t *testing.T) {
 			if r.Lost != 0 || r.Failed != 0 || r.Completed != r.Jobs {
 				t.Errorf("%d of %d jobs completed, %d lost, %d discarded or cancelled", r.Completed, r.Jobs, r.Lost, r.Failed)
 			}
-			if int64(r.Completed) != r.Served {
+			// One call per job, but where a lease was gone when the call
+			// ended (a process stalled past it on a loaded machine) and
+			// the job ran again.
+			if int64(r.Completed) > r.Served {
 				t.Errorf("%d jobs completed by %d calls served", r.Completed, r.Served)
+			} else if extra := r.Served - int64(r.Completed); extra > 0 {
+				t.Logf("%d calls more than jobs: their jobs ran again", extra)
 			}
 			t.Run("targets", func(t *testing.T) {
 				if !admits {

@@ -147,6 +147,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Gate.Scope == "" {
 		c.Gate.Scope = defaultScope
 	}
+	if c.Arrivals <= c.lead() {
+		bad = append(bad, fmt.Errorf("Arrivals %v is not longer than 3/2 Latency, %v", c.Arrivals, c.lead()))
+	}
+	if n := c.Offer * float64(c.RPM) * c.Arrivals.Minutes(); n < 1 {
+		bad = append(bad, fmt.Errorf("Offer × RPM × Arrivals is %.2f jobs: none would arrive", n))
+	}
 	if c.Procs > c.Gates {
 		bad = append(bad, fmt.Errorf("Procs %d is more than Gates %d: a process would have none", c.Procs, c.Gates))
 	}

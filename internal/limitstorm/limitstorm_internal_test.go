@@ -27,6 +27,11 @@ func TestScheduleIsSeeded(t *testing.T) {
 	if exp, got := 125, len(a); exp != got {
 		t.Fatalf("exp %d jobs, got %d", exp, got)
 	}
+	// The first arrives alone at the start; the others once its answer
+	// is back (60 ms at the default 40 ms latency).
+	if a[0].At != 0 || a[1].At < 60*time.Millisecond {
+		t.Fatalf("the first two jobs arrive at %v and %v", a[0].At, a[1].At)
+	}
 	for i, j := range a {
 		if j.ID != i || j.At < 0 || j.At >= c.Arrivals || i > 0 && j.At < a[i-1].At {
 			t.Fatalf("job %d: %+v", i, j)
@@ -64,6 +69,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{}, []string{"Redis.Addrs"}},
 		{Config{RPM: -1, Latency: -1, Dialect: 9, Redis: Redis{Addrs: []string{"x"}}}, []string{"RPM", "Latency", "Dialect"}},
 		{Config{Gates: 2, Procs: 3, Redis: Redis{Addrs: []string{"x"}}}, []string{"Procs 3"}},
+		{Config{Arrivals: 50 * time.Millisecond, Redis: Redis{Addrs: []string{"x"}}}, []string{"Arrivals 50ms"}},
+		{Config{RPM: 1, Arrivals: time.Second, Redis: Redis{Addrs: []string{"x"}}}, []string{"none would arrive"}},
 		{Config{Procs: 2, Gate: gate.Options{Classify: classify.Default}, Redis: Redis{Addrs: []string{"x"}}}, []string{"Classify"}},
 	} {
 		_, err := tc.c.withDefaults()
@@ -79,11 +86,16 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestResultRatios(t *testing.T) {
-	r := Result{Served: 99, Refused: 1, Allowed: 110}
+	r := Result{Completed: 99, Served: 99, Refused: 1, Allowed: 110}
 	if r.RefusedShare() != 0.01 || r.Goodput() != 0.9 {
 		t.Fatalf("share %v, goodput %v; want 0.01 and 0.9", r.RefusedShare(), r.Goodput())
 	}
 	if (Result{}).RefusedShare() != 0 || (Result{}).Goodput() != 0 {
 		t.Fatal("an empty storm divides by zero")
+	}
+	// A job run twice is one job's goodput; tokens count where they bind.
+	r = Result{Completed: 50, Served: 60, Allowed: 100, Tokens: 800, AllowedTokens: 1000}
+	if r.Goodput() != 0.8 {
+		t.Fatalf("goodput %v, want the tokens' 0.8", r.Goodput())
 	}
 }

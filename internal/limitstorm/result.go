@@ -11,9 +11,13 @@ type Result struct {
 	// or was Lost: still not completed at the end of the drain, or told
 	// to wait past it.
 	Jobs, Completed, Failed, Lost int
-	// Errors counts refusals that stated no wait and were not ErrFailed
-	// (Redis unreachable, say); their jobs tried again after a pause.
-	// FirstError is the first one's text.
+	// Stale counts calls whose lease was gone when they ended
+	// (ErrNotOwned, ErrLeaseLost): their jobs ran again. A process stalled
+	// past the lease (a loaded machine) does it.
+	Stale int
+	// Errors counts other refusals that stated no wait and were not
+	// ErrFailed (Redis unreachable, say); their jobs tried again after a
+	// pause. FirstError is the first one's text.
 	Errors     int
 	FirstError string
 	// Served and Refused are the provider's own count of the calls it
@@ -22,8 +26,8 @@ type Result struct {
 	// Bursts counts the storm's runs of 429s no more than 50 ms apart,
 	// and LargestBurst is the longest.
 	Bursts, LargestBurst int
-	// Tokens is what the calls served counted against the provider's
-	// token limit.
+	// Tokens is what the jobs served counted against the provider's token
+	// limit, each job once.
 	Tokens int64
 	// Elapsed is from the start of the storm (the provider's buckets just
 	// drained) to the last completion, or to the end of the drain when a
@@ -42,14 +46,14 @@ func (r Result) RefusedShare() float64 {
 	return float64(r.Refused) / float64(r.Served+r.Refused)
 }
 
-// Goodput is how much of the binding limit the calls served used while
-// the storm lasted: the calls served ÷ the calls allowed, or the tokens
-// ÷ the tokens allowed, whichever is higher. 1 is every call the
-// provider would take, taken.
+// Goodput is how much of the binding limit went to jobs while the storm
+// lasted: the jobs completed ÷ the calls allowed, or their tokens ÷ the
+// tokens allowed, whichever is higher. 1 is every call the provider would
+// take, taken, and none wasted on a job run twice.
 func (r Result) Goodput() float64 {
 	var g float64
 	if r.Allowed > 0 {
-		g = float64(r.Served) / r.Allowed
+		g = float64(r.Completed) / r.Allowed
 	}
 	if r.AllowedTokens > 0 {
 		g = max(g, float64(r.Tokens)/r.AllowedTokens)
@@ -58,7 +62,7 @@ func (r Result) Goodput() float64 {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d); goodput %.2f (%d of %.0f calls, %d of %.0f tokens allowed in %v)",
-		r.Jobs, r.Completed, r.Failed, r.Lost, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
-		r.Bursts, r.LargestBurst, r.Goodput(), r.Served, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d stale, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d); goodput %.2f (%d jobs of %.0f calls, %d of %.0f tokens allowed in %v)",
+		r.Jobs, r.Completed, r.Failed, r.Lost, r.Stale, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
+		r.Bursts, r.LargestBurst, r.Goodput(), r.Completed, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
 }

@@ -32,7 +32,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		s := newStorm(c, up.url())
 		defer s.close()
 		up.drain()
-		s.begin(c, up.drained)
+		s.begin(c, up.drained.Add(c.firstFits(s.Jobs[0])))
 		out = c.Through(ctx, s)
 		out.Tokens = s.tokens.Load()
 	case c.procs() == 1:
@@ -42,14 +42,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 		defer s.close()
 		up.drain()
-		out = s.run(ctx, up.drained)
+		out = s.run(ctx, up.drained.Add(c.firstFits(s.storm.Jobs[0])))
 	default:
 		ws, err := startWorkers(ctx, c, up.url())
 		if err != nil {
 			return Result{}, err
 		}
 		up.drain()
-		if out, err = ws.run(up.drained); err != nil {
+		if out, err = ws.run(up.drained.Add(c.firstFits(schedule(c)[0]))); err != nil {
 			return Result{}, fmt.Errorf("limitstorm: %w", err)
 		}
 	}
@@ -61,7 +61,7 @@ func result(c Config, up *upstream, out Outcome) Result {
 	r := Result{
 		Jobs:      len(schedule(c)),
 		Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
-		Errors: out.Errors, FirstError: out.FirstError,
+		Stale: out.Stale, Errors: out.Errors, FirstError: out.FirstError,
 		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens,
 	}
 	r.Bursts, r.LargestBurst = up.bursts()

@@ -59,18 +59,24 @@ type Storm struct {
 	client  *openai.Client
 	http    *http.Client
 	answers []*answers
-	tokens  atomic.Int64 // on the token limit, of the calls served
+	served  []atomic.Bool // the job's call was served once
+	tokens  atomic.Int64  // on the token limit, of the jobs served
 }
 
 // schedule draws a storm's jobs from c.Seed: Offer × RPM a minute for
-// Arrivals, at uniformly drawn instants (a Poisson process of that rate,
-// given the count), in order of arrival.
+// Arrivals, in order of arrival. The first arrives at the start, alone:
+// the others come from lead on, when its answer is back at the latest, at
+// uniformly drawn instants (a Poisson process of that rate, given the
+// count). A system that has been at the limit has heard the provider's
+// headers; the lone first call stands for that, so a gate that reads them
+// is not judged on the calls sent before any answer came back.
 func schedule(c Config) []Job {
 	rng := rand.New(rand.NewPCG(c.Seed, 1))
 	jobs := make([]Job, int(math.Round(c.Offer*float64(c.RPM)*c.Arrivals.Minutes())))
+	lead := c.lead()
 	for i := range jobs {
 		jobs[i] = Job{
-			At:        time.Duration(rng.Int64N(int64(c.Arrivals))),
+			At:        lead + time.Duration(rng.Int64N(int64(c.Arrivals-lead))),
 			chars:     promptChars[0] + rng.IntN(promptChars[1]-promptChars[0]),
 			maxTokens: maxTokens[0] + rng.IntN(maxTokens[1]-maxTokens[0]),
 		}
@@ -79,12 +85,26 @@ func schedule(c Config) []Job {
 	for i := range jobs {
 		jobs[i].ID = i
 	}
+	if len(jobs) > 0 {
+		jobs[0].At = 0
+	}
 	return jobs
+}
+
+// lead is when the jobs after the first start to arrive: the longest
+// answer time.
+func (c Config) lead() time.Duration { return c.Latency * 3 / 2 }
+
+// firstFits is how long after the provider's buckets were drained its
+// first call fits: the refill of one request, and of the call's tokens.
+func (c Config) firstFits(j Job) time.Duration {
+	return max(time.Minute/time.Duration(c.RPM), time.Minute*time.Duration(j.tokens(c.Dialect))/time.Duration(c.tpm())) + time.Millisecond
 }
 
 // newStorm is the storm of c, calling the provider at url.
 func newStorm(c Config, url string) *Storm {
 	s := &Storm{Jobs: schedule(c), dialect: c.Dialect, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	s.served = make([]atomic.Bool, len(s.Jobs))
 	for i := range s.Jobs {
 		s.answers = append(s.answers, &answers{rng: rand.New(rand.NewPCG(c.Seed, uint64(i)+2)), latency: c.Latency})
 	}
@@ -113,7 +133,7 @@ func (s *Storm) Call(ctx context.Context, id int) error {
 		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: strings.Repeat("x", j.chars)}},
 		MaxTokens: j.maxTokens,
 	})
-	if err == nil {
+	if err == nil && !s.served[id].Swap(true) {
 		s.tokens.Add(j.tokens(s.dialect))
 	}
 	sleep(ctx, s.answers[id].next())

@@ -19,14 +19,20 @@ const errorPause = 100 * time.Millisecond
 // Config.Through).
 type Outcome struct {
 	Completed, Failed, Lost int
-	// Errors counts refusals that stated no wait and were not ErrFailed;
-	// FirstError is the first one's text.
+	// Stale counts calls whose lease was gone when they ended (ErrNotOwned,
+	// ErrLeaseLost: the process stalled past the lease, or another owner
+	// took the job): the job ran again, as a queue would run it. A
+	// Config.Through leaves it 0: its queue runs such a job again itself,
+	// and Result.Served less Completed counts them.
+	Stale int
+	// Errors counts other refusals that stated no wait and were not
+	// ErrFailed; FirstError is the first one's text.
 	Errors     int
 	FirstError string
 	// Last is the last completion.
 	Last time.Time
-	// Tokens is what the calls served counted against the token limit;
-	// Run fills it from Storm.Call.
+	// Tokens is what the jobs served counted against the token limit, each
+	// job once; Run fills it from Storm.Call.
 	Tokens int64
 }
 
@@ -34,6 +40,7 @@ func (o *Outcome) add(p Outcome) {
 	o.Completed += p.Completed
 	o.Failed += p.Failed
 	o.Lost += p.Lost
+	o.Stale += p.Stale
 	o.Errors += p.Errors
 	o.Tokens += p.Tokens
 	if o.FirstError == "" {
@@ -139,6 +146,9 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		case errors.Is(err, gate.ErrFailed):
 			s.note(func(o *Outcome) { o.Failed++ })
 			return
+		case errors.Is(err, gate.ErrNotOwned) || errors.Is(err, gate.ErrLeaseLost):
+			s.note(func(o *Outcome) { o.Stale++ })
+			wait = 0
 		case !ok:
 			s.note(func(o *Outcome) {
 				o.Errors++
