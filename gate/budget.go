@@ -74,9 +74,15 @@ func (g *Gate) budgetContext(ctx context.Context, l *Lease) context.Context {
 // path: until then every process's calls go unjudged, and a call may
 // take seconds to settle.
 func (l *Lease) observe(b classify.Budget) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.settled {
+		return // written already, or never
+	}
 	l.seen.Observe(b)
-	if l.up.Unjudged() && l.early.CompareAndSwap(false, true) {
-		l.writing.Add(1)
+	if l.up.Unjudged() && !l.early {
+		l.early = true
+		l.writing.Add(1) // before the settle's Wait: settled is set under mu first
 		go l.writeEarly()
 	}
 }

@@ -503,3 +503,30 @@ func TestBudgetReadingsRoundedToTheSecond(t *testing.T) {
 		})
 	}
 }
+
+// A response reported after its lease settled writes nothing: the settle
+// wrote what the run said.
+func TestBudgetAfterTheSettle(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newGate(t, tg.Client, budgetOptions(t))
+			l, err := g.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := classify.ParseBudget(openAIHeader(0, 60, "1m0s"), time.Now())
+			l.ObserveBudget(b)
+			if err := g.Do(ctx, "next", okFn); err != nil {
+				t.Fatalf("after a reading reported past the settle: %v, want nothing written", err)
+			}
+			ups, err := g.Upstreams(ctx)
+			if err != nil || ups[0].Budget.Requests.Reported {
+				t.Fatalf("budget %+v, %v; want none", ups, err)
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
@@ -27,14 +26,14 @@ type Lease struct {
 	// seen is what the run's responses said of its upstream's budget
 	// (budget.go).
 	seen    upstream.Seen
-	early   atomic.Bool    // the first reading is written before the settle
-	writing sync.WaitGroup // that write, which the settle waits for
+	writing sync.WaitGroup // the first reading's write, which the settle waits for
 
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry
 	timer   *time.Timer
 	lost    bool
 	settled bool
+	early   bool // the first reading is written before the settle (budget.go)
 	result  Result
 }
 
