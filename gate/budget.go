@@ -139,11 +139,12 @@ func (g *Gate) release(ctx context.Context, l *grant, j upstream.Judgement) {
 // budgetWait is the wait the run's last response gives for one more
 // call, for a provider-wide failure whose hint is hint: the wait its
 // message stated, else the shorter of the hint and the budget's refill of
-// one call. A reset header says when the limit is whole again, a minute
-// at a per-minute limit, when one call fits in milliseconds. 0 when the
-// run saw no budget.
+// one call (its request and tokens). A reset header says when the limit
+// is whole again, a minute at a per-minute limit, when one call fits in
+// milliseconds. 0 when the run saw no budget, or one that says the call
+// fits already.
 func (l *Lease) budgetWait(hint time.Duration) time.Duration {
-	w, stated, ok := l.seen.Fits(time.Now())
+	w, stated, ok := l.seen.Fits(time.Now(), l.tokens, budgetReserveTokens)
 	switch {
 	case !ok:
 		return 0

@@ -161,7 +161,8 @@ func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r 
 	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
 }
 
-// BudgetLeft is one limit of a budget as the admission estimates it now.
+// BudgetLeft is one limit of a budget as the admission estimates it now;
+// zero when not reported.
 type BudgetLeft struct {
 	Reported bool
 	// Left is the estimate after the calls in flight; -1 when unknown (a
@@ -201,7 +202,7 @@ func decodeBudgetRead(c redis.Cmder) (BudgetRead, error) {
 	}
 	kind := func(o int) BudgetLeft {
 		if n[o+1] < 0 {
-			return BudgetLeft{Left: -1, Reset: -1}
+			return BudgetLeft{} // not reported
 		}
 		reset := time.Duration(-1)
 		if n[o+2] >= 0 {

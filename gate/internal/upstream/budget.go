@@ -69,7 +69,7 @@ func judgeBudget(name string, p Permit, a store.Admitted) (Permit, Status, bool)
 func leftOf(a store.Admitted) store.BudgetRead {
 	left := func(n int64) store.BudgetLeft {
 		if n < 0 {
-			return store.BudgetLeft{Left: -1, Reset: -1}
+			return store.BudgetLeft{} // not reported
 		}
 		return store.BudgetLeft{Reported: true, Left: n, Reset: -1}
 	}
@@ -241,10 +241,13 @@ func (s seenQuota) quota(now time.Time) store.Quota {
 
 // Fits is the wait, from now, until one call fits again as the run's last
 // response said it: the wait its message stated (classify.Budget.RetryIn;
-// stated is set), else the refill of one request (and no tokens) at the
-// rate its limits refill; never the time until the limits are whole. ok
-// is false when the run saw no response that tells.
-func (s *Seen) Fits(now time.Time) (wait time.Duration, stated, ok bool) {
+// stated is set), else the refill of one request and the call's tokens
+// (tokens when its caller said, else share of the token limit, as
+// admission reserves) at the rate its limits refill; never the time until
+// the limits are whole. ok is false when the run saw no response that
+// tells, or when its reading says the call fits already (it does not
+// explain the refusal).
+func (s *Seen) Fits(now time.Time, tokens int64, share float64) (wait time.Duration, stated, ok bool) {
 	if s == nil {
 		return 0, false, false
 	}
@@ -254,9 +257,17 @@ func (s *Seen) Fits(now time.Time) (wait time.Duration, stated, ok bool) {
 	if b.At.IsZero() {
 		return 0, false, false
 	}
-	at, ok := b.Fits(0)
-	if !ok {
+	if tokens <= 0 {
+		tokens = int64(share * float64(b.Tokens.Limit))
+	}
+	at, ok := b.Fits(tokens)
+	switch {
+	case !ok:
+		return 0, false, false
+	case b.RetryIn > 0:
+		return max(at.Sub(now), time.Millisecond), true, true
+	case !at.After(b.At):
 		return 0, false, false
 	}
-	return max(at.Sub(now), time.Millisecond), b.RetryIn > 0, true
+	return max(at.Sub(now), time.Millisecond), false, true
 }

@@ -74,20 +74,37 @@ func TestSeenReading(t *testing.T) {
 }
 
 // After a 429 the wait is the one the message stated, else the refill of
-// one call, never the time until the limit is whole.
+// one call, never the time until the limit is whole; a reading that says
+// the call fits already does not explain the refusal.
 func TestSeenFits(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	spent := classify.Quota{Reported: true, Remaining: 0, Limit: 6000, Reset: t0.Add(time.Minute)}
 	var s Seen
-	if _, _, ok := s.Fits(t0); ok {
+	if _, _, ok := s.Fits(t0, 0, 0.01); ok {
 		t.Fatal("nothing seen, yet a wait")
 	}
 	s.Observe(classify.Budget{At: t0, Requests: spent})
-	if w, stated, ok := s.Fits(t0); !ok || stated || w != 10*time.Millisecond {
+	if w, stated, ok := s.Fits(t0, 0, 0.01); !ok || stated || w != 10*time.Millisecond {
 		t.Fatalf("Fits = %v %v %v, want one request's refill at 6000 a minute (10ms), not stated", w, stated, ok)
 	}
 	s.Observe(classify.Budget{At: t0.Add(time.Millisecond), Requests: spent, RetryIn: 85 * time.Millisecond})
-	if w, stated, ok := s.Fits(t0.Add(time.Millisecond)); !ok || !stated || w != 85*time.Millisecond {
+	if w, stated, ok := s.Fits(t0.Add(time.Millisecond), 0, 0.01); !ok || !stated || w != 85*time.Millisecond {
 		t.Fatalf("Fits = %v %v %v, want the stated 85ms", w, stated, ok)
+	}
+	// OpenAI's documented example (59 of 60 requests, 149984 of 150000
+	// tokens): nothing short, so nothing said about the refusal.
+	var room Seen
+	room.Observe(classify.Budget{At: t0,
+		Requests: classify.Quota{Reported: true, Remaining: 59, Limit: 60, Reset: t0.Add(time.Second)},
+		Tokens:   classify.Quota{Reported: true, Remaining: 149984, Limit: 150000, Reset: t0.Add(6 * time.Minute)}})
+	if w, _, ok := room.Fits(t0, 0, 0.01); ok {
+		t.Fatalf("Fits = %v, want no wait from a reading with room", w)
+	}
+	// 100 tokens left of 150000 refilling over 6 minutes: a call that said
+	// 4000 tokens waits their refill (3900 of 149900 over 360 s, 9.37 s).
+	var tokens Seen
+	tokens.Observe(classify.Budget{At: t0, Tokens: classify.Quota{Reported: true, Remaining: 100, Limit: 150000, Reset: t0.Add(6 * time.Minute)}})
+	if w, _, ok := tokens.Fits(t0, 4000, 0.01); !ok || w < 9360*time.Millisecond || w > 9370*time.Millisecond {
+		t.Fatalf("Fits = %v %v, want the refill of 3900 tokens (~9.37s)", w, ok)
 	}
 }
