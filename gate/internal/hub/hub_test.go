@@ -123,3 +123,47 @@ func TestChannelPhases(t *testing.T) {
 		t.Fatalf("phase %v, want gone", c.phase)
 	}
 }
+
+// Listeners of one channel share its subscription: closing one keeps it
+// for the other, closing the last unsubscribes, and a later listener
+// subscribes again and is woken.
+func TestListenersShareASubscription(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	h, _ := newHub(t, rdb)
+	subs := func(ch string) int64 { return rdb.PubSubNumSub(ctx, ch).Val()[ch] }
+	waitSubs := func(ch string, want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for subs(ch) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d subscriptions to %s, want %d", subs(ch), ch, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	a, b := h.Listen("job"), h.Listen("job")
+	if !a.Ready(ctx, 5*time.Second) || !b.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	waitSubs("job", 1)
+	a.Close()
+	rdb.Publish(ctx, "job", "x")
+	if !woken(b, 5*time.Second) {
+		t.Fatal("the remaining listener was not woken after the other closed")
+	}
+	if n := subs("job"); n != 1 {
+		t.Fatalf("%d subscriptions with one listener left, want 1", n)
+	}
+	b.Close()
+	waitSubs("job", 0)
+	c := h.Listen("job")
+	defer c.Close()
+	if !c.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready after the channel was dropped: false")
+	}
+	rdb.Publish(ctx, "job", "x")
+	if !woken(c, 5*time.Second) {
+		t.Fatal("a listener of a channel subscribed again was not woken")
+	}
+}

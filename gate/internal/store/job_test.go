@@ -154,3 +154,22 @@ func TestAcquireReadsDoneAndUpstreams(t *testing.T) {
 		t.Fatalf("acquire: done %q, upstreams %+v; want tok, paused then open", r.DoneToken, r.Upstreams)
 	}
 }
+
+// A value no gate wrote, without a TTL, refuses an acquire and says it has
+// no TTL; a settle of a run whose key is gone says so.
+func TestValueWithoutTTLAndGoneKey(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	rdb.Set(ctx, "held", "an operator's value", 0)
+	if _, r := acquire(t, s, "held"); r.Taken || !r.NoTTL || r.Job.Kind != Held {
+		t.Fatalf("acquire of a value without TTL: %+v, want refused, held, no TTL", r)
+	}
+	a, r := acquire(t, s, "k")
+	rdb.Del(ctx, "k") // the lease expired
+	tr := s.Trip()
+	settled := tr.Settle(ctx, "k", a.Token, r.Fence, Settlement{Kind: Done})
+	tr.Send(ctx)
+	if st, err := settled.Result(); err != nil || st.Owned || !st.Gone {
+		t.Fatalf("a success settled after its key expired: %+v, %v; want not owned, gone", st, err)
+	}
+}

@@ -64,6 +64,7 @@ func TestParseUpstream(t *testing.T) {
 		{"p:quota_exhausted:1:2000", Upstream{Mode: ModePaused, Reason: "quota_exhausted", Level: 1, Until: 2000}},
 		{"h:rate_limited:3:3000:tok", Upstream{Mode: ModeProbing, Reason: "rate_limited", Level: 3, Until: 3000, Token: "tok"}},
 		{"c::1:5", Upstream{Mode: ModeCooling, Level: 1, Until: 5}},
+		{"c:x:0:5", Upstream{Mode: ModeCooling, Reason: "x", Until: 5}}, // level 0: written before a first trip
 		{"", Upstream{}},
 		// Values no gate wrote are held, read as their letter says.
 		{"c:x:1", Upstream{Mode: ModeForeign, Reason: "x"}},
@@ -122,10 +123,14 @@ func TestDecodeWellFormedReplies(t *testing.T) {
 		t.Errorf("claim refused: %+v, %v", c, err)
 	}
 	for name, cmd := range map[string]*redis.Cmd{
-		"acquire refused, one long": reply(int64(0), int64(1000), value, int64(4000), "x"),
-		"claim open, one long":      reply(int64(1), "x"),
-		"claim claimed, one long":   reply(int64(2), int64(3), "x"),
-		"claim refused, one long":   reply(int64(0), value, int64(5000), "x"),
+		"acquire refused, one long":  reply(int64(0), int64(1000), value, int64(4000), "x"),
+		"claim open, one long":       reply(int64(1), "x"),
+		"claim claimed, one long":    reply(int64(2), int64(3), "x"),
+		"claim refused, one long":    reply(int64(0), value, int64(5000), "x"),
+		"acquire refused, one short": reply(int64(0), int64(1000), value),
+		"acquire taken, one short":   reply(int64(1), int64(1000), int64(1700000000000000), value),
+		"claim claimed, one short":   reply(int64(2)),
+		"claim refused, one short":   reply(int64(0), value),
 	} {
 		var err error
 		if name[:5] == "claim" {

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+// The same acquire on one node and on a cluster, where the job's commands
+// go to its master and the upstreams' reads through the cluster client
+// beside them: taken once, refused after, the upstreams read either way.
+func TestAcquireOnEveryTopology(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
+			p := redistest.UniqueKey(t)
+			job, up := p+":{job}", p+":{up}"
+			if err := tg.Client.Process(ctx, redis.NewStatusCmd(ctx, "set", up, "c:overloaded:1:99999999999999")); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []bool{true, false} {
+				a := &Acquire{Key: job, Token: NewToken(), Upstreams: []string{up, p + ":{none}"}}
+				var r Acquired
+				if err := s.Acquire(ctx, a, &r); err != nil {
+					t.Fatal(err)
+				}
+				r.Close()
+				if r.Taken != want || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModeCooling || r.Upstreams[1].Mode != ModeOpen {
+					t.Fatalf("acquire %d: taken %v, upstreams %+v; want taken %v, cooling then open", i+1, r.Taken, r.Upstreams, want)
+				}
+			}
+			sub := s.Subscriptions()
+			if sub.Open == nil || sub.Node == nil || sub.Sharded != (sub.Reload != nil) {
+				t.Fatalf("subscriptions: %+v; want a way to subscribe, sharded with a reload on a cluster only", sub)
+			}
+			ps, checked, err := s.Policies(ctx)
+			if err != nil || !checked || len(ps) == 0 {
+				t.Fatalf("Policies: %+v, %v, %v; want one per server", ps, checked, err)
+			}
+		})
+	}
+}
+
+// WaitReplicas pins the acquire's connection and waits on it; with no
+// replica the wait reports too few acknowledgements.
+func TestReplicateCountsAcknowledgements(t *testing.T) {
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, WaitReplicas: 5, WaitTimeout: 20 * time.Millisecond, Timeout: time.Second})
+			if !s.CanPin() {
+				t.Fatal("a go-redis client cannot pin a connection")
+			}
+			a := &Acquire{Key: redistest.UniqueKey(t) + ":{job}", Token: NewToken()}
+			var r Acquired
+			if err := s.Acquire(ctx, a, &r); err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if err := s.Replicate(ctx, &r); err == nil || !Reached(err) {
+				t.Fatalf("Replicate with 5 wanted: %v, want a not-replicated error that counts as reached", err)
+			}
+		})
+	}
+}
