@@ -9,10 +9,13 @@ FUZZTIME ?= 100000x
 # RETRYGATE_REQUIRE_REDIS=1, RETRYGATE_REQUIRE_PROMTOOL=1,
 # RETRYGATE_REQUIRE_POSTGRES=1 (and RETRYGATE_REQUIRE_BROWSER=1) to fail instead.
 # Nested modules (their own go.mod, so the library pulls in none of their
-# dependencies) are vetted and tested like the root one; bench has its own line.
-MODULES  ?= classify/sdk gate/gateasynq gate/gateriver gate/gateotel examples/queue
+# dependencies) are vetted and tested like the root one: every go.mod below
+# the root, found by git (or find, outside a checkout). internal/release is
+# the release tooling; its tests check the API listings in api/ and build
+# every published module from a module proxy, as a user would get it.
+MODULES  ?= $(sort $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell { git ls-files --cached --others --exclude-standard '*/go.mod' 2>/dev/null || find . -mindepth 2 -name go.mod; } | grep -v /testdata/))))
 
-.PHONY: all test vet race fuzz demo bench bench-gate tidy mutate
+.PHONY: all test vet race fuzz demo bench bench-gate tidy mutate api release
 
 all: test
 
@@ -26,8 +29,7 @@ vet:
 
 race:
 	$(GO) test -race -count=1 -timeout 20m ./...
-	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	@set -e; for m in $(MODULES); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+	@set -e; for m in $(MODULES); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
 
 ## fuzz: run every Fuzz target for FUZZTIME executions each (seeds: f.Add, plus testdata/fuzz when present).
 fuzz:
@@ -40,7 +42,7 @@ fuzz:
 
 ## demo: the example server with embedded Redis and a fake LLM upstream.
 demo:
-	$(GO) run ./examples/server
+	cd examples/server && $(GO) run .
 
 ## bench: head-to-head with redislock, redsync and raw SET NX locks (with and
 ## without a fence), and the middleware's HTTP refusals against a bare 429, one
@@ -56,6 +58,23 @@ bench-gate:
 
 tidy:
 	$(GO) mod tidy
+	@set -e; for m in $(MODULES); do echo "tidy $$m"; (cd $$m && $(GO) mod tidy); done
+
+## api: rewrite api/*.txt, the exported API of each published module, after
+## a change of it that is meant (make test fails until then); say what
+## changed in CHANGELOG.md.
+api:
+	cd internal/release && $(GO) test -count=1 -run '^TestAPI$$' . -update
+
+## release: VERSION=vX.Y.Z — set every module's requirement of the others
+## to VERSION, date CHANGELOG.md's Unreleased section, commit, and tag each
+## published module (VERSION, gate/gateasynq/VERSION, …) in the local
+## repository. Refuses a bad version, a tree with changes and a stale
+## api/ listing; pushes nothing (it prints the push command). make test
+## first: its module-proxy test builds each module as users will get it.
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.2.0"; exit 2; }
+	cd internal/release && $(GO) run ./cmd/release -version '$(VERSION)'
 
 ## mutate: mutation testing (gremlins, its default conditionals and arithmetic
 ## mutants) of MUTATE_PKGS, then each package's test efficacy (killed / killed
@@ -65,7 +84,7 @@ tidy:
 ## kill are listed in docs/mutants.md.
 GREMLINS_VERSION ?= v0.6.0
 GREMLINS_TIMEOUT ?= 4
-MUTATE_PKGS      ?= classify gate httpmw
+MUTATE_PKGS      ?= classify classify/goopenai gate httpmw
 MUTATE_TARGETS   ?= miniredis,redis
 GREMLINS_DIR     := $(shell $(GO) env GOPATH)/retrygate-tools/gremlins-$(GREMLINS_VERSION)
 GREMLINS         := $(GREMLINS_DIR)/gremlins

@@ -10,6 +10,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/corpus"
 	"github.com/retrygate/retrygate/internal/redistest"
@@ -56,7 +57,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					t.Cleanup(upstream.Close)
 					cfg := openai.DefaultConfig("sk-test")
 					cfg.BaseURL = upstream.URL + "/v1"
-					cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+					cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 					client := openai.NewClientWithConfig(cfg)
 					g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "provider",
 						Cooldown: cooldown, MaxCooldown: maxCooldown, Jitter: -1,
@@ -167,7 +168,7 @@ func confirmSuspect(t *testing.T, tg redistest.Target, c corpus.Case, url string
 	const cooldown = 20 * time.Millisecond
 	cfg := openai.DefaultConfig("sk-test")
 	cfg.BaseURL = url + "/v1"
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	client := openai.NewClientWithConfig(cfg)
 	g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Jitter: -1})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 	"github.com/retrygate/retrygate/internal/redistest"
@@ -163,7 +164,7 @@ func newOpenAI(t *testing.T, f *fakeOpenAI) *openai.Client {
 	t.Cleanup(srv.Close)
 	cfg := openai.DefaultConfig("sk-test")
 	cfg.BaseURL = srv.URL + "/v1"
-	cfg.HTTPClient = &classify.Transport{Doer: srv.Client()}
+	cfg.HTTPClient = &goopenai.Transport{Doer: srv.Client()}
 	return openai.NewClientWithConfig(cfg)
 }
 

@@ -2,8 +2,6 @@ module github.com/retrygate/retrygate/bench
 
 go 1.24.0
 
-replace github.com/retrygate/retrygate => ../
-
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-chi/chi/v5 v5.5.0
@@ -25,3 +23,8 @@ require (
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/sys v0.34.0 // indirect
 )
+
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
+replace github.com/retrygate/retrygate => ../

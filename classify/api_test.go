@@ -147,57 +147,6 @@ func TestDefaultAPIResponses(t *testing.T) {
 	}
 }
 
-// TestTransportKeepsGoOpenAIErrors checks that callers who inspect
-// go-openai's error types see exactly what go-openai would have returned.
-func TestTransportKeepsGoOpenAIErrors(t *testing.T) {
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/html/chat/completions" {
-			reply{502, h("Content-Type", "text/html"), htmlBadGateway}.write(w)
-			return
-		}
-		reply{429, h("retry-after-ms", "2500"), openAIQuota}.write(w)
-	})
-	bare := callChat(t, newClient(t, srv.URL+"/v1", srv.Client(), true))
-	wrapped := callChat(t, newClient(t, srv.URL+"/v1", srv.Client(), false))
-
-	if exp, got := bare.Error(), wrapped.Error(); exp != got {
-		t.Errorf("message changed:\nexp %q\ngot %q", exp, got)
-	}
-	var apiErr *openai.APIError
-	if !errors.As(wrapped, &apiErr) {
-		t.Fatalf("errors.As(%T, *openai.APIError) = false", wrapped)
-	}
-	if exp, got := "insufficient_quota", apiErr.Code; exp != got {
-		t.Errorf("APIError.Code: exp %v, got %v", exp, got)
-	}
-	if exp, got := 429, apiErr.HTTPStatusCode; exp != got {
-		t.Errorf("APIError.HTTPStatusCode: exp %d, got %d", exp, got)
-	}
-	var he *classify.HTTPError
-	if !errors.As(wrapped, &he) {
-		t.Fatalf("errors.As(%T, *classify.HTTPError) = false", wrapped)
-	}
-	if exp, got := "2500", he.Header.Get("retry-after-ms"); exp != got {
-		t.Errorf("captured retry-after-ms: exp %q, got %q", exp, got)
-	}
-	if exp, got := openAIQuota, string(he.Body); exp != got {
-		t.Errorf("HTTPError.Body: exp %q, got %q", exp, got)
-	}
-	if exp, got := "insufficient_quota", he.Type; exp != got {
-		t.Errorf("HTTPError.Type: exp %q, got %q", exp, got)
-	}
-
-	bareHTML := callChat(t, newClient(t, srv.URL+"/v1/html", srv.Client(), true))
-	wrappedHTML := callChat(t, newClient(t, srv.URL+"/v1/html", srv.Client(), false))
-	if exp, got := bareHTML.Error(), wrappedHTML.Error(); exp != got {
-		t.Errorf("RequestError message changed:\nexp %q\ngot %q", exp, got)
-	}
-	var reqErr *openai.RequestError
-	if !errors.As(wrappedHTML, &reqErr) || reqErr.HTTPStatusCode != 502 {
-		t.Errorf("errors.As(*openai.RequestError) on %v: want status 502, got %+v", wrappedHTML, reqErr)
-	}
-}
-
 // TestWithHeader covers the non-streaming case without a Transport:
 // go-openai fills the response header even when the call fails.
 func TestWithHeader(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 // Providers send it on every response, successes included, so a caller that
 // reads it can stop before the limit instead of learning it from a 429.
 //
-// Read it with ParseBudget, or receive it from a Transport with
-// WithBudgetFunc.
+// Read it with ParseBudget, or receive it from a Transport (or
+// classify/goopenai's) with WithBudgetFunc.
 type Budget struct {
 	// At is when the response was read (ParseBudget's now); Reset instants
 	// and Fits are relative to it.
@@ -443,12 +443,13 @@ func retryIn(message string) (time.Duration, bool) {
 // budgetKey is the context key of WithBudgetFunc.
 type budgetKey struct{}
 
-// WithBudgetFunc returns a copy of ctx under which a Transport reports the
-// Budget of every response to a request made with that context, success or
-// failure, to f before it returns the response. A response that reports no
-// limit and, if it failed, states no wait is not reported. f runs on the
-// caller's goroutine, and concurrently for concurrent requests: it must be
-// safe for concurrent use and must not block.
+// WithBudgetFunc returns a copy of ctx under which a Transport, or
+// classify/goopenai's, reports the Budget of every response to a request
+// made with that context, success or failure, to f before it returns the
+// response. A response that reports no limit and, if it failed, states no
+// wait is not reported. f runs on the caller's goroutine, and concurrently
+// for concurrent requests: it must be safe for concurrent use and must not
+// block.
 //
 // The innermost call wins: a request belongs to the innermost gated call
 // around it. A nil f turns reporting off for ctx.

@@ -145,7 +145,7 @@ func (s *signals) collect(e error) bool {
 
 // addAPI records one layer's view of a provider response. The outermost
 // layer that knows the status, and the outermost whose body says anything,
-// win: an *HTTPError from Transport holds the whole body, the go-openai
+// win: an *HTTPError from goopenai.Transport holds the whole body, the go-openai
 // error it wraps only part of it.
 func (s *signals) addAPI(status int, p problem) {
 	s.api = true

@@ -5,8 +5,9 @@
 //
 // Default is the classifier the gate uses when none is given. It knows
 // github.com/sashabaranov/go-openai's errors (read by their shape: classify
-// itself does not import go-openai, only Transport does), the error bodies of OpenAI,
-// Azure OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
+// does not import go-openai; package classify/goopenai, which does, holds
+// the Transport for that client), the error bodies of OpenAI, Azure
+// OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
 // Mistral, vLLM, Ollama, llama.cpp, Hugging Face TGI, xAI, Alibaba Model
 // Studio, Cloudflare (errors[]), AWS (__type, x-amzn-ErrorType) and other
 // OpenAI-compatible servers and gateways, any error that carries an HTTP
@@ -223,7 +224,8 @@
 // # Retry hints
 //
 // go-openai's errors carry no headers. Wrap the client's HTTPClient in a
-// Transport, or attach a response's header with WithHeader, and Default
+// goopenai.Transport (package classify/goopenai), or attach a response's
+// header with WithHeader, and Default
 // reads the retry hint of transient verdicts with ParseRetryHint's rules,
 // plus the body's google.rpc.RetryInfo:
 //
@@ -263,7 +265,7 @@
 // # Guarantees
 //
 // Default, Chain's Func, the rules, ParseRetryHint and Transport are safe
-// for concurrent use (a Transport if its Doer is). Default never panics: a
+// for concurrent use (a Transport if its Base is). Default never panics: a
 // nil error, an error wrapping nil, a cyclic or very deep chain (only the
 // first 1024 errors are inspected), garbage headers and garbage bodies all
 // yield a defined verdict.

@@ -12,6 +12,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/internal/code"
 	"github.com/retrygate/retrygate/internal/corpus"
 )
@@ -94,7 +95,7 @@ func FuzzDefault(f *testing.F) {
 		})
 		cfg := openai.DefaultConfig("sk-fuzz")
 		cfg.BaseURL = "http://fuzz.test/v1"
-		cfg.HTTPClient = &classify.Transport{Doer: doer}
+		cfg.HTTPClient = &goopenai.Transport{Doer: doer}
 		c := openai.NewClientWithConfig(cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,16 +87,15 @@ func TestGoOpenAIShapeNeedsItsPackage(t *testing.T) {
 
 // TestNoGoOpenAIImport: classify reads go-openai's errors without
 // importing it, so an application on another client does not build
-// go-openai. transport.go, which builds go-openai's own errors for its
-// callers, is the one file left to move (issue 29).
+// go-openai; the Transport that builds go-openai's own errors lives in
+// classify/goopenai.
 func TestNoGoOpenAIImport(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"transport.go": true}
 	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") || allowed[f] {
+		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
 		ast, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
@@ -102,9 +103,31 @@ func TestNoGoOpenAIImport(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, imp := range ast.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "github.com/sashabaranov/go-openai") {
+			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, goOpenAI) {
 				t.Errorf("%s imports %s", f, p)
 			}
+		}
+	}
+}
+
+// goOpenAI is go-openai's module path.
+const goOpenAI = "github.com/sashabaranov/go-openai"
+
+// TestNoGoOpenAIDependency: nothing classify imports, however indirectly,
+// brings go-openai into a build that imports classify. (go test puts its
+// own go command first on the PATH.)
+func TestNoGoOpenAIDependency(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/retrygate/retrygate/classify") {
+		t.Fatalf("go list -deps . does not list classify itself: %q", out)
+	}
+	for _, p := range deps {
+		if strings.HasPrefix(p, goOpenAI) {
+			t.Errorf("classify depends on %s", p)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 )
 
 // reply is one canned HTTP response.
@@ -40,14 +41,14 @@ func newServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
 }
 
 // newClient returns a real go-openai client for baseURL whose HTTPClient is
-// doer wrapped in a classify.Transport (unless bare).
-func newClient(t *testing.T, baseURL string, doer classify.HTTPDoer, bare bool) *openai.Client {
+// doer wrapped in a goopenai.Transport (unless bare).
+func newClient(t *testing.T, baseURL string, doer openai.HTTPDoer, bare bool) *openai.Client {
 	t.Helper()
 	cfg := openai.DefaultConfig("sk-test")
 	cfg.BaseURL = baseURL
 	cfg.HTTPClient = doer
 	if !bare {
-		cfg.HTTPClient = &classify.Transport{Doer: doer}
+		cfg.HTTPClient = &goopenai.Transport{Doer: doer}
 	}
 	return openai.NewClientWithConfig(cfg)
 }

@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -16,21 +17,22 @@ type StatusError interface {
 }
 
 // HTTPError is a failed HTTP response from an LLM API, as seen by Default.
-// Transport returns one for every failed go-openai call; clients other than
-// go-openai can return (or wrap their errors in) one so Default can read the
-// status, the provider's error body and the retry hint headers.
+// goopenai.Transport (package classify/goopenai) returns one for every
+// failed go-openai call; other clients can return (or wrap their errors in)
+// one, read with ReadHTTPError, so Default can read the status, the
+// provider's error body and the retry hint headers.
 type HTTPError struct {
 	// StatusCode is the response's HTTP status (0 = unknown).
 	StatusCode int
 	// Header holds the response's headers; Default reads the ones that
 	// carry retry hints (Retry-After, retry-after-ms, x-should-retry,
 	// x-ratelimit-reset-*, anthropic-ratelimit-*-reset, Date) and AWS's
-	// x-amzn-ErrorType, the only ones Transport keeps. May be nil.
+	// x-amzn-ErrorType, the only ones ReadHTTPError keeps. May be nil.
 	Header http.Header
 	// Type and Code are the provider's error type and code, such as
-	// "insufficient_quota" or Anthropic's "overloaded_error". Transport
-	// fills them from the body; a client that has them decoded but no body
-	// can set them alone. Codes found in Body win.
+	// "insufficient_quota" or Anthropic's "overloaded_error".
+	// ReadHTTPError fills them from the body; a client that has them
+	// decoded but no body can set them alone. Codes found in Body win.
 	Type, Code string
 	// Body is the response body, or its first MiB. Default reads the
 	// provider's error type and codes, google.rpc details and the few
@@ -63,6 +65,33 @@ func (e *HTTPError) Unwrap() error { return e.Err }
 
 // HTTPStatusCode implements StatusError.
 func (e *HTTPError) HTTPStatusCode() int { return e.StatusCode }
+
+// maxErrorBody bounds how much of a failed response's body is read.
+// Provider error bodies are a few hundred bytes; an HTML error page a few
+// kilobytes.
+const maxErrorBody = 1 << 20
+
+// ReadHTTPError reads a failed response into the *HTTPError Default reads:
+// its status, its retry hint headers, and its body (the first MiB) with the
+// provider's error type and code. Err is left for the caller: the client's
+// own error for the response, if it has one. ReadHTTPError does not close
+// the body; a nil body reads as empty.
+//
+// err is the error that reading the body met; he then holds the status and
+// the headers only.
+func ReadHTTPError(resp *http.Response) (he *HTTPError, err error) {
+	he = &HTTPError{StatusCode: resp.StatusCode, Header: hintHeader(resp.Header)}
+	if resp.Body == nil {
+		return he, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return he, err
+	}
+	p := parseBody(body)
+	he.Type, he.Code, he.Body = p.typ, p.code, body
+	return he, nil
+}
 
 // hintHeaders lists the headers captured from a failed response.
 var hintHeaders = [...]string{

@@ -87,63 +87,63 @@ func TestDefaultNetwork(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		setup func(t *testing.T) (baseURL string, doer classify.HTTPDoer, ctx context.Context)
+		setup func(t *testing.T) (baseURL string, doer openai.HTTPDoer, ctx context.Context)
 		about func(error) bool // reports whether err is the error the row is about
 		exp   classify.Verdict
 	}{
-		{"ECONNREFUSED", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"ECONNREFUSED", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			return "http://" + closedPort(t) + "/v1", http.DefaultClient, t.Context()
 		}, isErr(syscall.ECONNREFUSED), classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonNetwork, Evidence: "go:refused"}},
-		{"server closes the connection: EOF", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"server closes the connection: EOF", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := hijackServer(t, func(c net.Conn) { c.Close() })
 			return srv.URL + "/v1", srv.Client(), t.Context()
 		}, isErr(io.EOF), network},
-		{"server resets the connection: ECONNRESET", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"server resets the connection: ECONNRESET", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := hijackServer(t, func(c net.Conn) {
 				_ = c.(*net.TCPConn).SetLinger(0) // close sends RST
 				c.Close()
 			})
 			return srv.URL + "/v1", srv.Client(), t.Context()
 		}, isErr(syscall.ECONNRESET), network},
-		{"client timeout", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"client timeout", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := blockingServer(t)
 			return srv.URL + "/v1", &http.Client{Timeout: 30 * time.Millisecond}, t.Context()
 		}, isTimeout, timeout},
-		{"ctx deadline", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"ctx deadline", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := blockingServer(t)
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 			t.Cleanup(cancel)
 			return srv.URL + "/v1", srv.Client(), ctx
 		}, isErr(context.DeadlineExceeded), timeout},
-		{"ctx canceled", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"ctx canceled", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := blockingServer(t)
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
 			return srv.URL + "/v1", srv.Client(), ctx
 		}, isErr(context.Canceled), classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled}},
-		{"untrusted certificate", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"untrusted certificate", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := httptest.NewTLSServer(http.NotFoundHandler())
 			t.Cleanup(srv.Close)
 			return srv.URL + "/v1", &http.Client{}, t.Context()
 		}, asErr[x509.UnknownAuthorityError], tlsV},
-		{"certificate for another host", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"certificate for another host", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := httptest.NewTLSServer(http.NotFoundHandler())
 			t.Cleanup(srv.Close)
 			u, _ := url.Parse(srv.URL)
 			// The test certificate covers 127.0.0.1 and example.com only.
 			return "https://localhost:" + u.Port() + "/v1", srv.Client(), t.Context()
 		}, asErr[x509.HostnameError], tlsV},
-		{"https to a plain HTTP server", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"https to a plain HTTP server", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			srv := newServer(t, http.NotFoundHandler().ServeHTTP)
 			return strings.Replace(srv.URL, "http://", "https://", 1) + "/v1", srv.Client(), t.Context()
 		}, isErr(http.ErrSchemeMismatch), tlsV},
-		{"unsupported scheme", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"unsupported scheme", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			return "ftp://api.example.com/v1", http.DefaultClient, t.Context()
 		}, asErr[*url.Error], badURL},
-		{"base URL without scheme", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"base URL without scheme", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			return "api.example.com/v1", http.DefaultClient, t.Context()
 		}, asErr[*url.Error], badURL},
-		{"unparsable base URL", func(t *testing.T) (string, classify.HTTPDoer, context.Context) {
+		{"unparsable base URL", func(t *testing.T) (string, openai.HTTPDoer, context.Context) {
 			return "http://[::1/v1", http.DefaultClient, t.Context()
 		}, asErr[*url.Error], badURL},
 	}

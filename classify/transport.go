@@ -2,59 +2,33 @@ package classify
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
-// HTTPDoer sends HTTP requests: *http.Client, go-openai's
-// ClientConfig.HTTPClient.
+// HTTPDoer sends HTTP requests, as *http.Client does.
+//
+// Deprecated: it was the Doer of Transport's go-openai form, which moved to
+// package classify/goopenai so that classify does not import go-openai;
+// goopenai.Transport's Doer is go-openai's own openai.HTTPDoer.
 type HTTPDoer interface {
 	Do(req *http.Request) (*http.Response, error)
 }
 
-var (
-	_ HTTPDoer          = (*http.Client)(nil)
-	_ openai.HTTPDoer   = (*Transport)(nil)
-	_ http.RoundTripper = (*Transport)(nil)
-)
+var _ http.RoundTripper = (*Transport)(nil)
 
-// maxErrorBody bounds how much of a failed response's body is read.
-// Provider error bodies are a few hundred bytes; an HTML error page a few
-// kilobytes.
-const maxErrorBody = 1 << 20
-
-// Transport sits between an LLM client and the network in one of two forms,
-// and in both reports every response's rate-limit Budget, success or
-// failure, to the function WithBudgetFunc put on the request's context (the
-// gate puts one there around a gated call).
-//
-// As an HTTPDoer for go-openai's ClientConfig.HTTPClient it also makes the
-// retry hint headers of a failed response reachable from the error the
-// client returns, which go-openai otherwise drops:
-//
-//	cfg := openai.DefaultConfig(key)
-//	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
-//
-// For a response with status >= 400 Do reads the body, closes it and returns
-// no response but an *HTTPError that holds the status, the hint headers, the
-// body with its error type and code and, as Err, exactly the *openai.APIError or *openai.RequestError go-openai
-// would have built from that body. go-openai hands an error from its
-// HTTPClient back unchanged, for plain calls and at stream start alike, so:
-//
-//   - errors.As(err, &apiErr) still finds the *openai.APIError and the
-//     message is unchanged, but a type assertion err.(*openai.APIError) no
-//     longer matches: use errors.As;
-//   - a mid-stream error arrives in a 200 response and has no hint headers;
-//     Default classifies it by its error type and code.
-//
-// As an http.RoundTripper it serves clients that take an *http.Client
-// (openai-go, anthropic-sdk-go, plain net/http):
+// Transport is an http.RoundTripper that reports every response's
+// rate-limit Budget, success or failure, to the function WithBudgetFunc put
+// on the request's context (the gate puts one there around a gated call).
+// It serves clients that take an *http.Client (openai-go,
+// anthropic-sdk-go, plain net/http):
 //
 //	hc := &http.Client{Transport: &classify.Transport{}}
+//
+// For go-openai, whose errors drop the response's headers, use
+// goopenai.Transport (package classify/goopenai) as its
+// ClientConfig.HTTPClient instead: it reports the Budget the same way and
+// also keeps the retry hint headers in the error.
 //
 // RoundTrip hands every response back as it came, failures included: a
 // RoundTripper must not turn a response into an error, and those SDKs build
@@ -64,38 +38,10 @@ const maxErrorBody = 1 << 20
 // back a body that reads the same.
 //
 // Successful responses pass through untouched. The zero value is ready to
-// use in both forms. A Transport is safe for concurrent use if its Doer and
-// Base are.
+// use. A Transport is safe for concurrent use if its Base is.
 type Transport struct {
-	// Doer sends the requests of Do (default: http.DefaultClient).
-	Doer HTTPDoer
-	// Base sends the requests of RoundTrip (default:
-	// http.DefaultTransport).
+	// Base sends the requests (default: http.DefaultTransport).
 	Base http.RoundTripper
-}
-
-// Do implements HTTPDoer.
-func (t *Transport) Do(req *http.Request) (*http.Response, error) {
-	var d HTTPDoer = http.DefaultClient
-	if t != nil && t.Doer != nil {
-		d = t.Doer
-	}
-	resp, err := d.Do(req)
-	if err != nil || resp == nil {
-		return resp, err
-	}
-	report := budgetFunc(req.Context())
-	if resp.StatusCode < http.StatusBadRequest {
-		reportBudget(report, resp.Header, "")
-		return resp, nil
-	}
-	if resp.Body == nil {
-		resp.Body = http.NoBody
-	}
-	defer resp.Body.Close()
-	message, err := responseError(resp)
-	reportBudget(report, resp.Header, message)
-	return nil, err
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -141,36 +87,3 @@ type readCloser struct {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-// responseError builds the error for a failed response the way go-openai's
-// handleErrorResp does (client.go, v1.43.0), wrapped in an *HTTPError, and
-// returns the body's error message with it.
-func responseError(resp *http.Response) (message string, err error) {
-	he := &HTTPError{StatusCode: resp.StatusCode, Header: hintHeader(resp.Header)}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if err != nil {
-		he.Err = fmt.Errorf("error, reading response body: %w", err)
-		return "", he
-	}
-	p := parseBody(body)
-	he.Type, he.Code, he.Body = p.typ, p.code, body
-	var errRes openai.ErrorResponse
-	err = json.Unmarshal(body, &errRes)
-	if err != nil || errRes.Error == nil {
-		reqErr := &openai.RequestError{
-			HTTPStatus:     resp.Status,
-			HTTPStatusCode: resp.StatusCode,
-			Err:            err,
-			Body:           body,
-		}
-		if errRes.Error != nil {
-			reqErr.Err = errRes.Error
-		}
-		he.Err = reqErr
-		return p.message, he
-	}
-	errRes.Error.HTTPStatus = resp.Status
-	errRes.Error.HTTPStatusCode = resp.StatusCode
-	he.Err = errRes.Error
-	return p.message, he
-}

@@ -1,7 +1,6 @@
 package classify_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
 )
@@ -34,65 +31,6 @@ func (b *trackBody) Read(p []byte) (int, error) {
 }
 
 func (b *trackBody) Close() error { b.closed = true; return nil }
-
-func fakeResponse(status int, body io.ReadCloser) doerFunc {
-	return func(r *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: status, Status: http.StatusText(status), Header: http.Header{"Retry-After": {"2"}}, Body: body, Request: r}, nil
-	}
-}
-
-func TestTransport(t *testing.T) {
-	req, err := http.NewRequest(http.MethodGet, "http://fuzz.test/v1/models", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	t.Run("success passes through", func(t *testing.T) {
-		body := &trackBody{r: strings.NewReader("{}")}
-		resp, err := (&classify.Transport{Doer: fakeResponse(200, body)}).Do(req)
-		if err != nil || resp == nil || resp.Body != body || body.closed {
-			t.Fatalf("got %v %v, body closed %v", resp, err, body.closed)
-		}
-	})
-	t.Run("failure closes the body", func(t *testing.T) {
-		body := &trackBody{r: strings.NewReader(openAIServerError)}
-		resp, err := (&classify.Transport{Doer: fakeResponse(500, body)}).Do(req)
-		if resp != nil || err == nil || !body.closed {
-			t.Fatalf("got %v %v, body closed %v", resp, err, body.closed)
-		}
-	})
-	t.Run("body read error keeps the status", func(t *testing.T) {
-		body := &trackBody{readErr: syscall.ECONNRESET}
-		_, err := (&classify.Transport{Doer: fakeResponse(503, body)}).Do(req)
-		if !errors.Is(err, syscall.ECONNRESET) {
-			t.Fatalf("want the read error wrapped, got %v", err)
-		}
-		assertVerdict(t, transient(classify.ReasonOverloaded, true, 2*time.Second), classify.Default(err), err)
-	})
-	t.Run("nil body", func(t *testing.T) {
-		_, err := (&classify.Transport{Doer: fakeResponse(502, nil)}).Do(req)
-		assertVerdict(t, transient(classify.ReasonUpstream5xx, false, 2*time.Second), classify.Default(err), err)
-	})
-	t.Run("huge body is bounded", func(t *testing.T) {
-		big := io.NopCloser(io.MultiReader(strings.NewReader(`{"error":{"message":"`), bytes.NewReader(bytes.Repeat([]byte("x"), 4<<20))))
-		_, err := (&classify.Transport{Doer: fakeResponse(429, big)}).Do(req)
-		var reqErr *openai.RequestError
-		if !errors.As(err, &reqErr) || len(reqErr.Body) > 1<<20 {
-			t.Fatalf("want a RequestError with at most 1 MiB of body, got %T", err)
-		}
-		assertVerdict(t, transient(classify.ReasonRateLimited, true, 2*time.Second), classify.Default(err), err)
-	})
-	t.Run("zero value uses http.DefaultClient", func(t *testing.T) {
-		srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) { reply{404, nil, openAIModelNotFound}.write(w) })
-		r, err := http.NewRequest(http.MethodGet, srv.URL, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var zero classify.Transport
-		_, err = zero.Do(r)
-		assertVerdict(t, systemic(classify.ReasonModelNotFound, false), classify.Default(err), err)
-	})
-}
 
 // roundTripFunc is a fake http.RoundTripper.
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -159,28 +97,6 @@ func checkGroqBudget(t *testing.T, b classify.Budget, before, after time.Time, r
 }
 
 func TestTransportReportsBudget(t *testing.T) {
-	success := reply{200, groqHeader, `{}`}
-	limited := reply{429, groqHeader, groqRateLimited}
-
-	t.Run("Do, success", func(t *testing.T) {
-		var got budgets
-		srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) { success.write(w) })
-		before := time.Now()
-		resp, err := (&classify.Transport{}).Do(got.listen(t, srv.URL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		checkGroqBudget(t, got.one(t), before, time.Now(), 0)
-	})
-	t.Run("Do, 429: the message's wait and the error as before", func(t *testing.T) {
-		var got budgets
-		srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) { limited.write(w) })
-		before := time.Now()
-		_, err := (&classify.Transport{}).Do(got.listen(t, srv.URL))
-		checkGroqBudget(t, got.one(t), before, time.Now(), 5289*time.Millisecond)
-		assertVerdict(t, transient(classify.ReasonRateLimited, true, 2*time.Second), classify.Default(err), err)
-	})
 	t.Run("RoundTrip, success: the response untouched", func(t *testing.T) {
 		var got budgets
 		body := &trackBody{r: strings.NewReader("{}")}
@@ -260,7 +176,6 @@ func TestTransportReportsBudget(t *testing.T) {
 	t.Run("a response with no limit and no wait is not reported", func(t *testing.T) {
 		var got budgets
 		srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) { reply{500, nil, openAIServerError}.write(w) })
-		_, _ = (&classify.Transport{}).Do(got.listen(t, srv.URL))
 		resp, err := (&http.Client{Transport: &classify.Transport{}}).Do(got.listen(t, srv.URL))
 		if err != nil {
 			t.Fatal(err)
@@ -272,32 +187,21 @@ func TestTransportReportsBudget(t *testing.T) {
 	})
 }
 
-// Through the clients themselves: go-openai with the HTTPDoer form, net/http
-// with the RoundTripper form, each against a server sending Groq's 429.
-func TestTransportBudgetThroughClients(t *testing.T) {
+// Through net/http with the RoundTripper form, against a server sending
+// Groq's 429: the budget is reported and the client reads the whole body.
+func TestTransportBudgetThroughNetHTTP(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) { reply{429, groqHeader, groqRateLimited}.write(w) })
-
-	t.Run("go-openai", func(t *testing.T) {
-		var got budgets
-		ctx := classify.WithBudgetFunc(context.Background(), got.add)
-		before := time.Now()
-		_, err := newClient(t, srv.URL, http.DefaultClient, false).CreateChatCompletion(ctx, chatRequest())
-		checkGroqBudget(t, got.one(t), before, time.Now(), 5289*time.Millisecond)
-		assertVerdict(t, transient(classify.ReasonRateLimited, true, 2*time.Second), classify.Default(err), err)
-	})
-	t.Run("net/http", func(t *testing.T) {
-		var got budgets
-		before := time.Now()
-		resp, err := (&http.Client{Transport: &classify.Transport{}}).Do(got.listen(t, srv.URL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		checkGroqBudget(t, got.one(t), before, time.Now(), 5289*time.Millisecond)
-		if body, err := io.ReadAll(resp.Body); err != nil || string(body) != groqRateLimited {
-			t.Fatalf("body %q, %v", body, err)
-		}
-	})
+	var got budgets
+	before := time.Now()
+	resp, err := (&http.Client{Transport: &classify.Transport{}}).Do(got.listen(t, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	checkGroqBudget(t, got.one(t), before, time.Now(), 5289*time.Millisecond)
+	if body, err := io.ReadAll(resp.Body); err != nil || string(body) != groqRateLimited {
+		t.Fatalf("body %q, %v", body, err)
+	}
 }
 
 func TestWithBudgetFunc(t *testing.T) {
@@ -305,8 +209,9 @@ func TestWithBudgetFunc(t *testing.T) {
 	var outer, inner budgets
 	ctx := classify.WithBudgetFunc(context.Background(), outer.add)
 
+	hc := &http.Client{Transport: &classify.Transport{}}
 	req, _ := http.NewRequestWithContext(classify.WithBudgetFunc(ctx, inner.add), http.MethodGet, srv.URL, nil)
-	resp, err := (&classify.Transport{}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +221,7 @@ func TestWithBudgetFunc(t *testing.T) {
 	}
 
 	req, _ = http.NewRequestWithContext(classify.WithBudgetFunc(ctx, nil), http.MethodGet, srv.URL, nil)
-	resp, err = (&classify.Transport{}).Do(req)
+	resp, err = hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,24 +301,17 @@ func TestTransportReadsTheStatedWait(t *testing.T) {
 			`{"error":{"type":"rate_limit_error","message":"Compliance API rate limit of 600 requests per minute per parent organization has been exceeded. Retry after the time indicated by the retry-after header. Quote the request-id response header when contacting Anthropic support."}}`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, form := range []string{"Do", "RoundTrip"} {
-				var got budgets
-				send := func(*http.Request) (*http.Response, error) {
-					return &http.Response{StatusCode: tc.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(tc.body))}, nil
-				}
-				req := got.listen(t, "http://fake.test/")
-				if form == "Do" {
-					_, _ = (&classify.Transport{Doer: doerFunc(send)}).Do(req)
-				} else {
-					_, _ = (&classify.Transport{Base: roundTripFunc(send)}).RoundTrip(req)
-				}
-				switch {
-				case tc.exp == 0 && len(got.got) != 0:
-					t.Fatalf("%s: reported %+v for a message stating no wait (%s)", form, got.got, tc.source)
-				case tc.exp != 0:
-					if b := got.one(t); b.RetryIn != tc.exp {
-						t.Fatalf("%s: RetryIn %v, want %v (%s)", form, b.RetryIn, tc.exp, tc.source)
-					}
+			var got budgets
+			send := func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: tc.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(tc.body))}, nil
+			}
+			_, _ = (&classify.Transport{Base: roundTripFunc(send)}).RoundTrip(got.listen(t, "http://fake.test/"))
+			switch {
+			case tc.exp == 0 && len(got.got) != 0:
+				t.Fatalf("reported %+v for a message stating no wait (%s)", got.got, tc.source)
+			case tc.exp != 0:
+				if b := got.one(t); b.RetryIn != tc.exp {
+					t.Fatalf("RetryIn %v, want %v (%s)", b.RetryIn, tc.exp, tc.source)
 				}
 			}
 		})

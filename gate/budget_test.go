@@ -270,7 +270,7 @@ func masterAddr(t *testing.T, cc *redis.ClusterClient, key string) string {
 // After a 429, the upstream cools until one call fits, as the message said
 // ("Please try again in 6ms"), not until the limit is whole as the reset
 // header says (a minute): the response went through classify.Transport,
-// with no code in fn.
+// with no code in fn to report it.
 func TestBudgetWaitAfterA429(t *testing.T) {
 	// https://github.com/binary-husky/gpt_academic/issues/1213
 	const body = `{"error":{"message":"Rate limit reached for gpt-4 in organization org-RQ60lN38PaYNYPNEiYrSqwvj on tokens per min. Limit: 10000 / min. Please try again in 6ms. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
@@ -283,7 +283,7 @@ func TestBudgetWaitAfterA429(t *testing.T) {
 		_, _ = w.Write([]byte(body))
 	}))
 	defer srv.Close()
-	tr := &classify.Transport{} // go-openai's HTTPDoer form
+	hc := &http.Client{Transport: &classify.Transport{}}
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
@@ -295,9 +295,14 @@ func TestBudgetWaitAfterA429(t *testing.T) {
 				t.Fatal(err)
 			}
 			req, _ := http.NewRequestWithContext(l.Context(), http.MethodPost, srv.URL, strings.NewReader("{}"))
-			resp, herr := tr.Do(req)
-			if resp != nil || herr == nil {
-				t.Fatalf("Transport.Do of a 429: %v, %v; want the error alone", resp, herr)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			herr, err := classify.ReadHTTPError(resp) // as the SDKs keep a failed response
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
 			}
 			if err := l.Fail(ctx, herr); err != nil {
 				t.Fatal(err)

@@ -18,7 +18,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
-	github.com/sashabaranov/go-openai v1.43.0 // indirect
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	github.com/tidwall/gjson v1.18.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
@@ -35,6 +34,7 @@ require (
 	golang.org/x/sys v0.35.0 // indirect
 )
 
-// The adapters are versioned with the repository and built against its
-// classify and gate, never a published copy.
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
 replace github.com/retrygate/retrygate => ../..

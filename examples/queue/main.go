@@ -20,7 +20,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -52,7 +52,7 @@ func run(ctx context.Context, queue string, getenv func(string) string, docs []s
 	if base := getenv("OPENAI_BASE_URL"); base != "" {
 		cfg.BaseURL = base
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
 	client := openai.NewClientWithConfig(cfg)
 	save := func(_ context.Context, doc, summary string) error {
 		fmt.Fprintf(out, "%s: %s\n", doc, summary)

@@ -22,7 +22,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/pgtest"
 	"github.com/retrygate/retrygate/internal/redistest"
@@ -87,7 +87,7 @@ func setup(t *testing.T) (*gate.Gate, *openai.Client, *model, *summaries) {
 	t.Cleanup(srv.Close)
 	cfg := openai.DefaultConfig("sk-test")
 	cfg.BaseURL = srv.URL + "/v1"
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	rdb := redistest.Server(t).Client(t)
 	// A job refused while another probes the reopened scope comes back
 	// after ScopePolicy.Cooldown (10 s by default): 1 s keeps the test short.

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -27,7 +27,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err) // invalid options: a programming error
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
 	client := openai.NewClientWithConfig(cfg)
 
 	fmt.Println(summarise(ctx, g, client, "document-42"))
@@ -47,7 +47,7 @@ func Example_cooldown() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	client := openai.NewClientWithConfig(cfg)
 
 	for try := 1; try <= 3; try++ {
@@ -72,7 +72,7 @@ func Example_permanentFailure() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	client := openai.NewClientWithConfig(cfg)
 
 	for try := 1; try <= 2; try++ {
@@ -96,7 +96,7 @@ func Example_noChoices() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient}
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	client := openai.NewClientWithConfig(cfg)
 
 	fmt.Println(summarise(ctx, g, client, "document-42"))

@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -38,7 +39,7 @@ func main() {
 	if base := os.Getenv("OPENAI_BASE_URL"); base != "" {
 		cfg.BaseURL = base // an OpenAI-compatible server
 	}
-	cfg.HTTPClient = &classify.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
+	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient} // keeps retry-after headers
 	client := openai.NewClientWithConfig(cfg)
 
 	fmt.Println(summarise(context.Background(), g, client, "document-42"))

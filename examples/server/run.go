@@ -11,7 +11,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -37,7 +37,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	// The Transport keeps the retry hint headers (retry-after-ms) of failed
 	// responses, which go-openai drops, so they reach the gate.
-	oaCfg.HTTPClient = &classify.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, stats: st}}
+	oaCfg.HTTPClient = &goopenai.Transport{Doer: countingDoer{next: &http.Client{Timeout: 2 * time.Minute}, stats: st}}
 	var fallbacks []string
 	clients := map[string]*openai.Client{}
 	if cfg.OpenAIKey == "" {

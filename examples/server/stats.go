@@ -6,7 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/retrygate/retrygate/classify"
+	openai "github.com/sashabaranov/go-openai"
+
 	"github.com/retrygate/retrygate/gate"
 )
 
@@ -68,7 +69,7 @@ func (s *stats) Observe(_ context.Context, e gate.Event) {
 
 // countingDoer counts the requests that really leave for the model.
 type countingDoer struct {
-	next  classify.HTTPDoer
+	next  openai.HTTPDoer
 	stats *stats
 }
 

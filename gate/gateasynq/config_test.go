@@ -7,7 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/retrygate/retrygate/internal/queueplan"
+	"github.com/retrygate/retrygate/gate/gatequeue"
 )
 
 func TestWholeSeconds(t *testing.T) {
@@ -47,7 +47,7 @@ func TestConfigDefersToItsOwnFunctions(t *testing.T) {
 	if cfg.IsFailure(other) {
 		t.Error("IsFailure for another error did not ask the configured one")
 	}
-	counted := &retryError{plan: queueplan.Plan{Action: queueplan.Retry, Wait: 3 * time.Second, Counted: true}, err: other}
+	counted := &retryError{plan: gatequeue.Plan{Action: gatequeue.Retry, Wait: 3 * time.Second, Counted: true}, err: other}
 	if !cfg.IsFailure(counted) {
 		t.Error("a counted failure is not a failure")
 	}

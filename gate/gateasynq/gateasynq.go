@@ -9,7 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/queueplan"
+	"github.com/retrygate/retrygate/gate/gatequeue"
 )
 
 // Options configures Middleware. The zero value keys jobs by task.
@@ -39,16 +39,16 @@ func Middleware(g *gate.Gate, opts Options) asynq.MiddlewareFunc {
 			if err != nil {
 				return fmt.Errorf("gateasynq: job key: %w: %w", err, asynq.SkipRetry)
 			}
-			plan, err := queueplan.Run(ctx, g, job, func(ctx context.Context) error {
+			plan, err := gatequeue.Run(ctx, g, job, func(ctx context.Context) error {
 				return h.ProcessTask(ctx, t)
 			}, isRevoke)
 			switch plan.Action {
-			case queueplan.Complete:
+			case gatequeue.Complete:
 				return nil
-			case queueplan.Cancel:
-				return fmt.Errorf("%w: %w", queueplan.Describe(plan, err), asynq.SkipRetry)
-			case queueplan.Retry:
-				return &retryError{plan: plan, err: queueplan.Describe(plan, err)}
+			case gatequeue.Cancel:
+				return fmt.Errorf("%w: %w", plan.Wrap(err), asynq.SkipRetry)
+			case gatequeue.Retry:
+				return &retryError{plan: plan, err: plan.Wrap(err)}
 			}
 			return err
 		})
@@ -69,7 +69,7 @@ func isRevoke(err error) bool { return errors.Is(err, asynq.RevokeTask) }
 // functions read it. Its text is what asynq records as the task's last
 // error.
 type retryError struct {
-	plan queueplan.Plan
+	plan gatequeue.Plan
 	err  error
 }
 

@@ -22,6 +22,7 @@ require (
 	google.golang.org/protobuf v1.36.10 // indirect
 )
 
-// The adapter is versioned with the repository and built against its
-// gate, never a published copy.
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
 replace github.com/retrygate/retrygate => ../..

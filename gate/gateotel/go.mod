@@ -35,4 +35,7 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
 replace github.com/retrygate/retrygate => ../..

@@ -2,6 +2,7 @@ package gateotel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,8 +15,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/metricspec"
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter.
@@ -28,7 +29,8 @@ type Options struct {
 	// MeterProvider makes the instruments. Default: otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 	// Reasons are custom reason codes (from your own classify rules) to
-	// keep as metric attribute values; any other unknown code is "other".
+	// keep as metric attribute values; any code neither here nor in
+	// classify.Reasons is "other".
 	Reasons []string
 }
 
@@ -102,7 +104,7 @@ func New(opts Options) (*Observer, error) {
 	meter := mp.Meter(ScopeName)
 	o := &Observer{
 		tracer:  tp.Tracer(ScopeName),
-		reasons: make(map[string]bool, len(metricspec.Reasons)+len(opts.Reasons)),
+		reasons: make(map[string]bool),
 		sets:    make(map[setKey]measure),
 	}
 	var err error
@@ -113,17 +115,17 @@ func New(opts Options) (*Observer, error) {
 		}
 	}
 	if o.held, err = meter.Float64Histogram(instruments[held].name, metric.WithDescription(instruments[held].desc),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(metricspec.HeldBuckets...)); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(heldBuckets...)); err != nil {
 		return nil, fmt.Errorf("gateotel: %s: %w", instruments[held].name, err)
 	}
 	if o.cooldown, err = meter.Float64Histogram(instruments[cooldown].name, metric.WithDescription(instruments[cooldown].desc),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(metricspec.CooldownBuckets...)); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cooldownBuckets...)); err != nil {
 		return nil, fmt.Errorf("gateotel: %s: %w", instruments[cooldown].name, err)
 	}
 	if o.budgetLeft, err = meter.Int64Gauge(instruments[budgetLeft].name, metric.WithDescription(instruments[budgetLeft].desc)); err != nil {
 		return nil, fmt.Errorf("gateotel: %s: %w", instruments[budgetLeft].name, err)
 	}
-	for _, r := range metricspec.Reasons {
+	for _, r := range classify.Reasons() {
 		o.reasons[r] = true
 	}
 	for _, r := range opts.Reasons {
@@ -160,7 +162,7 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 	case gate.EventFailOpen:
 		o.add(ctx, acquisitions, scope, "fail_open", "")
 	case gate.EventSettled:
-		outcome := metricspec.SettleOutcome(e)
+		outcome := settleOutcome(e)
 		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, outcome, "").rec...)
 		if outcome == "not_owned" {
 			o.add(ctx, notOwned, scope, "", "")
@@ -184,14 +186,14 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 		o.add(ctx, leaseLost, scope, "", "")
 		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, "lease_lost", "").rec...)
 	case gate.EventRedisError:
-		o.add(ctx, redisErrors, scope, metricspec.Op(e.Op), metricspec.Cause(e.Err))
+		o.add(ctx, redisErrors, scope, e.Op, cause(e.Err))
 	case gate.EventScopeCooling:
 		o.add(ctx, scopeTransitions, scope, "cooling", o.reason(e.Reason))
 		o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, scope, "scope", "").rec...)
 	case gate.EventScopePaused:
 		o.add(ctx, scopeTransitions, scope, "paused", o.reason(e.Reason))
 	case gate.EventWarning:
-		o.add(ctx, warnings, scope, o.reason(e.Reason), "")
+		o.add(ctx, warnings, scope, e.Reason, "") // the gate's own Warn* codes
 	}
 }
 
@@ -209,11 +211,52 @@ func (o *Observer) add(ctx context.Context, s series, scope, a, b string) {
 	o.counters[s].Add(ctx, 1, o.set(s, scope, a, b).add...)
 }
 
+// other replaces a reason code outside the known set, as gateprom's
+// OtherLabel does.
+const other = "other"
+
+// reason bounds a classification's reason code: classify's codes and
+// Options.Reasons are kept, any other (a custom classifier's) is other.
+// The gate's own vocabularies (operations, warnings) are fixed sets.
 func (o *Observer) reason(r string) string {
 	if r == "" || o.reasons[r] {
 		return r
 	}
-	return metricspec.Other
+	return other
+}
+
+// The histograms' default bounds, in seconds: gateprom's
+// DefaultHeldBuckets and DefaultCooldownBuckets, which this module does
+// not import (that would build the Prometheus client into every program
+// using OpenTelemetry). TestSameSeriesAsGateprom compares the two.
+var (
+	heldBuckets     = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
+	cooldownBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600, 86400}
+)
+
+// settleOutcome names an EventSettled as gateprom does: not_owned,
+// cooled_down, marked_failed, released or succeeded.
+func settleOutcome(e gate.Event) string {
+	switch {
+	case e.Err != nil:
+		return "not_owned"
+	case e.State == gate.CoolingDown:
+		return "cooled_down"
+	case e.State == gate.Failed:
+		return "marked_failed"
+	case e.State == gate.Ready && e.Reason != "":
+		return "released"
+	}
+	return "succeeded"
+}
+
+// cause tells a Redis that could not serve the call ("unavailable") from
+// one that refused it ("refused": a permission or configuration problem).
+func cause(err error) string {
+	if errors.Is(err, gate.ErrRedisRefused) {
+		return "refused"
+	}
+	return "unavailable"
 }
 
 // setKey names one attribute set: a series and its label values.
@@ -332,7 +375,7 @@ func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
 			attrs = append(attrs, keyClass.String(e.Class.String()))
 			attrs = append(attrs, waitAttrs(e, now)...)
 		case gate.EventRedisError:
-			attrs = append(attrs, keyOp.String(metricspec.Op(e.Op)), keyCause.String(metricspec.Cause(e.Err)))
+			attrs = append(attrs, keyOp.String(e.Op), keyCause.String(cause(e.Err)))
 		case gate.EventRenewed:
 			if e.Err == nil {
 				return // a renewal that worked is not news
@@ -352,7 +395,7 @@ func (o *Observer) call(ctx context.Context, e gate.Event, now time.Time) {
 		c.End(trace.WithTimestamp(now))
 		return
 	}
-	outcome := metricspec.SettleOutcome(e)
+	outcome := settleOutcome(e)
 	sattrs := []attribute.KeyValue{keyState.String(e.State.String()), keyOutcome.String(outcome)}
 	if e.Reason != "" {
 		sattrs = append(sattrs, keyReason.String(e.Reason))

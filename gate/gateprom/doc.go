@@ -19,7 +19,7 @@
 //	retrygate_renewals_total{outcome}            outcome: ok | failed
 //	retrygate_lease_lost_total                   leases lost while fn ran
 //	retrygate_not_owned_total                    settles rejected: the lock was someone else's
-//	retrygate_redis_errors_total{op,cause}       op: acquire | settle | renew | undo | scope | other;
+//	retrygate_redis_errors_total{op,cause}       op: acquire | settle | renew | undo | scope (gate.Event.Op);
 //	                                             cause: unavailable | refused (gate.ErrRedisRefused)
 //	retrygate_scope_transitions_total{state,reason}  state: cooling | paused
 //	retrygate_warnings_total{reason}             gate.EventWarning: maxmemory_policy_evicts | config_unchecked
@@ -33,8 +33,8 @@
 //	                                             have had less than its reserve left
 //
 // Label values are bounded: the job key is never a label, reason codes
-// outside the classify package's set (and Options.Reasons) count as "other",
-// and Redis operations outside the known set as "other". The scope label is
+// outside classify.Reasons (and Options.Reasons) count as "other", and
+// operations and warnings are the gate's own fixed sets. The scope label is
 // the gate's configured Options.Scope, which the operator chooses.
 //
 // An Observer is safe for concurrent use and may be shared by several

@@ -2,10 +2,12 @@ package gateprom
 
 import (
 	"context"
+	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/metricspec"
 )
 
 // Observer turns gate events into Prometheus metrics. Register it with a
@@ -94,9 +96,9 @@ func New(opts Options) *Observer {
 		}, []string{"scope", "limit"}),
 		budgetSpent: counter("budget_refusals_total",
 			"Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling)."),
-		reasons: make(map[string]bool, len(metricspec.Reasons)+len(opts.Reasons)),
+		reasons: make(map[string]bool),
 	}
-	for _, r := range metricspec.Reasons {
+	for _, r := range classify.Reasons() {
 		o.reasons[r] = true
 	}
 	for _, r := range opts.Reasons {
@@ -105,6 +107,10 @@ func New(opts Options) *Observer {
 	return o
 }
 
+// reason bounds a classification's reason code: classify's codes and
+// Options.Reasons are kept, any other (a custom classifier's) is OtherLabel.
+// The gate's own vocabularies (operations, warnings) are fixed sets and are
+// kept as they are.
 func (o *Observer) reason(r string) string {
 	if r == "" || o.reasons[r] {
 		return r
@@ -131,7 +137,7 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	case gate.EventFailOpen:
 		o.acquisitions.WithLabelValues(scope, "fail_open", "").Inc()
 	case gate.EventSettled:
-		outcome := metricspec.SettleOutcome(e)
+		outcome := settleOutcome(e)
 		o.held.WithLabelValues(scope, outcome).Observe(e.Held.Seconds())
 		if outcome == "not_owned" {
 			o.notOwned.WithLabelValues(scope).Inc()
@@ -155,14 +161,14 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 		o.leaseLost.WithLabelValues(scope).Inc()
 		o.held.WithLabelValues(scope, "lease_lost").Observe(e.Held.Seconds())
 	case gate.EventRedisError:
-		o.redisErrors.WithLabelValues(scope, metricspec.Op(e.Op), metricspec.Cause(e.Err)).Inc()
+		o.redisErrors.WithLabelValues(scope, e.Op, cause(e.Err)).Inc()
 	case gate.EventScopeCooling:
 		o.scope.WithLabelValues(scope, "cooling", o.reason(e.Reason)).Inc()
 		o.cooldown.WithLabelValues(scope, "scope").Observe(e.Cooldown.Seconds())
 	case gate.EventScopePaused:
 		o.scope.WithLabelValues(scope, "paused", o.reason(e.Reason)).Inc()
 	case gate.EventWarning:
-		o.warnings.WithLabelValues(scope, o.reason(e.Reason)).Inc()
+		o.warnings.WithLabelValues(scope, e.Reason).Inc() // the gate's own Warn* codes
 	}
 }
 
@@ -174,6 +180,32 @@ func (o *Observer) budget(scope string, b gate.UpstreamBudget) {
 	if b.Tokens.Reported && b.Tokens.Left >= 0 {
 		o.budgetLeft.WithLabelValues(scope, "tokens").Set(float64(b.Tokens.Left))
 	}
+}
+
+// settleOutcome names an EventSettled: not_owned, cooled_down,
+// marked_failed, released or succeeded. gateotel names them alike
+// (its TestSameSeriesAsGateprom).
+func settleOutcome(e gate.Event) string {
+	switch {
+	case e.Err != nil:
+		return "not_owned"
+	case e.State == gate.CoolingDown:
+		return "cooled_down"
+	case e.State == gate.Failed:
+		return "marked_failed"
+	case e.State == gate.Ready && e.Reason != "":
+		return "released"
+	}
+	return "succeeded"
+}
+
+// cause tells a Redis that could not serve the call ("unavailable") from
+// one that refused it ("refused": a permission or configuration problem).
+func cause(err error) string {
+	if errors.Is(err, gate.ErrRedisRefused) {
+		return "refused"
+	}
+	return "unavailable"
 }
 
 func (o *Observer) collectors() []prometheus.Collector {

@@ -1,10 +1,6 @@
 package gateprom
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/retrygate/retrygate/internal/metricspec"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // Options configures New. The zero value is ready to use.
 type Options struct {
@@ -23,8 +19,8 @@ type Options struct {
 	CooldownBuckets []float64
 
 	// Reasons are custom reason codes (from your own classify rules) to
-	// keep as label values; any reason neither here nor among the classify
-	// package's codes is counted as "other".
+	// keep as label values; any reason neither here nor in
+	// classify.Reasons is counted as "other".
 	Reasons []string
 }
 
@@ -32,11 +28,11 @@ type Options struct {
 const DefaultNamespace = "retrygate"
 
 // DefaultHeldBuckets span LLM calls: 100 ms to 10 min.
-var DefaultHeldBuckets = metricspec.HeldBuckets
+var DefaultHeldBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
 
 // DefaultCooldownBuckets span cooldowns from a second (a short server
 // hint) to a day (classify.MaxHint).
-var DefaultCooldownBuckets = metricspec.CooldownBuckets
+var DefaultCooldownBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600, 86400}
 
 // OtherLabel replaces a label value outside the known set.
-const OtherLabel = metricspec.Other
+const OtherLabel = "other"

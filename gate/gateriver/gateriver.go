@@ -9,7 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/queueplan"
+	"github.com/retrygate/retrygate/gate/gatequeue"
 )
 
 // Options configures New. The zero value keys jobs by River job.
@@ -55,19 +55,19 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	if err != nil {
 		return river.JobCancel(errors.Join(errors.New("gateriver: job key"), err))
 	}
-	plan, err := queueplan.Run(ctx, m.g, key, doInner, isSnooze)
+	plan, err := gatequeue.Run(ctx, m.g, key, doInner, isSnooze)
 	var cancel *rivertype.JobCancelError
 	if errors.As(err, &cancel) {
 		return err // the worker's own cancel, recorded by the gate as a failure
 	}
 	switch plan.Action {
-	case queueplan.Complete:
+	case gatequeue.Complete:
 		return nil
-	case queueplan.Cancel:
-		return river.JobCancel(queueplan.Describe(plan, err))
-	case queueplan.Retry:
+	case gatequeue.Cancel:
+		return river.JobCancel(plan.Wrap(err))
+	case gatequeue.Retry:
 		if plan.Counted {
-			return queueplan.Describe(plan, err)
+			return plan.Wrap(err)
 		}
 		return river.JobSnooze(plan.Wait)
 	}

@@ -31,6 +31,7 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 )
 
-// The adapter is versioned with the repository and built against its
-// gate, never a published copy.
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
 replace github.com/retrygate/retrygate => ../..

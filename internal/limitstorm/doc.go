@@ -1,8 +1,8 @@
 // Package limitstorm is the harness that measures how close gates sharing
 // one upstream keep to a provider's rate limit: Gates (in this process, or
 // spread over worker processes) share one upstream (gate.Options.Scope) and
-// one Redis, each job calls go-openai through classify.Transport against an
-// internal/llmfake provider that enforces a requests-per-minute limit (and,
+// one Redis, each job calls go-openai through classify/goopenai's Transport
+// against an internal/llmfake provider that enforces a requests-per-minute limit (and,
 // with Config.TPM, a tokens-per-minute limit that binds first) as token
 // buckets and answers every call with its dialect's rate-limit headers
 // (OpenAI's or Anthropic's). Jobs arrive at Config.Offer times the limit and

@@ -14,7 +14,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/internal/llmfake"
 )
 
@@ -110,7 +110,7 @@ func newStorm(c Config, url string) *Storm {
 	}
 	oc := openai.DefaultConfig("sk-limitstorm")
 	oc.BaseURL = url
-	oc.HTTPClient = &classify.Transport{Doer: s.http}
+	oc.HTTPClient = &goopenai.Transport{Doer: s.http}
 	s.client = openai.NewClientWithConfig(oc)
 	return s
 }
@@ -123,7 +123,7 @@ func (s *Storm) begin(c Config, start time.Time) {
 func (s *Storm) close() { s.http.CloseIdleConnections() }
 
 // Call makes job id's model call, as a worker would: go-openai's chat
-// completion through classify.Transport, then the answer's time (the
+// completion through goopenai.Transport, then the answer's time (the
 // provider decided at once; its answer takes a while). The error is
 // go-openai's, for the gate to classify.
 func (s *Storm) Call(ctx context.Context, id int) error {

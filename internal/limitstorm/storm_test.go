@@ -49,12 +49,14 @@ var gates = []struct {
 	{name: "admission", opts: gate.Options{Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}, admits: true},
 }
 
-// The storms' size: 2.5 × 6000 a minute for 1.5 s, so that 1 % of the
-// calls is a few.
+// The storms' size: 2.5 × 6000 a minute for 2 s, so that 1 % of the
+// calls is a few, and the backlog outgrows what the provider's bucket
+// gathers while the reactive gate waits (a shorter storm lets it drain in
+// one burst that fits).
 const (
 	rpm      = 6000
-	arrivals = 1500 * time.Millisecond
-	jobs     = 375
+	arrivals = 2 * time.Second
+	jobs     = 500
 )
 
 // Four gates, in this process and in two worker processes, share one

@@ -78,7 +78,8 @@
 // random latency, slow periods that time renewals out, blackholes and
 // connection resets.
 //
-// # Linearizability (linearizability_test.go)
+// # Linearizability (linearizability/, a module of its own: porcupine is
+// no requirement of the root module)
 //
 // 8 clients, each with its own gate and connection (a separate process),
 // issue random acquire, succeed, release, fail (transient, permanent),

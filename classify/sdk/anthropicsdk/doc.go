@@ -6,7 +6,7 @@
 // *anthropic.Error, from the status, the body (the SDK keeps all of it) and
 // the response headers the error already carries (retry-after,
 // x-should-retry), exactly as classify.Default decides a response seen
-// through classify.Transport: a 529 overloaded_error is a provider-wide
+// through goopenai.Transport: a 529 overloaded_error is a provider-wide
 // overload, "Your credit balance is too low" is systemic quota_exhausted,
 // never a job failure. An error event in the middle of a stream (event:
 // error, which the SDK returns from stream.Err() as an *anthropic.Error

@@ -6,7 +6,7 @@
 // *openai.Error, from the status, body and response headers the error
 // already carries (Retry-After, retry-after-ms, x-should-retry,
 // x-ratelimit-reset-*), exactly as classify.Default decides a response
-// seen through classify.Transport; no Transport is needed. Other errors
+// seen through goopenai.Transport; no Transport is needed. Other errors
 // (network, context, marks) pass to classify.Default.
 //
 // Streams: a Chat Completions stream that receives an error event ends

@@ -14,7 +14,7 @@ import (
 var _ classify.Rule = Rule
 
 // maxBody bounds how much of a kept response body Rule reads, as
-// classify.Transport does.
+// classify.ReadHTTPError does.
 const maxBody = 1 << 20
 
 // Rule decides any error whose chain holds an *openai.Error, or the

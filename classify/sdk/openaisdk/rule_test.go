@@ -62,7 +62,7 @@ func stream(t *testing.T, c openai.Client) error {
 
 // TestCorpus replays every real provider response of classify's corpus to
 // the official OpenAI SDK: Rule must reach the verdict classify.Default
-// reaches through go-openai and classify.Transport.
+// reaches through go-openai and goopenai.Transport.
 func TestCorpus(t *testing.T) {
 	cases, err := corpus.Load("../../testdata/corpus")
 	if err != nil {

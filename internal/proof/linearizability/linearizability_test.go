@@ -1,4 +1,4 @@
-package proof_test
+package linearizability_test
 
 import (
 	"context"
@@ -13,9 +13,22 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/faultproxy"
+	"github.com/retrygate/retrygate/internal/gatetest"
 	"github.com/retrygate/retrygate/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// The failures the clients' calls end in, marked so that the default
+// classifier gives their class.
+var (
+	errTransient = classify.Transient(errors.New("upstream 503"), 0)
+	errPermanent = classify.Permanent(errors.New("upstream 400: bad request"))
 )
 
 // The job state machine as a sequential specification for porcupine.
@@ -245,10 +258,14 @@ func TestLinearizable(t *testing.T) {
 	)
 	long := 10 * time.Minute
 	o := gate.Options{Lease: long, Cooldown: long, DoneTTL: long, FailedTTL: long, MaxAttempts: maxAttempts, Jitter: -1}
+	o.Prefix = redistest.UniqueKey(t)
 	gs := make([]*gate.Gate, clients)
 	for i := range gs {
-		gs[i] = newGate(t, faultClient(t, p.Addr(), 5*time.Second, 0), o)
-		o.Prefix = gs[i].Options().Prefix
+		// Every command bounded even when the proxy delays it, no retries.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, DialTimeout: 5 * time.Second,
+			ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, PoolTimeout: 5 * time.Second, MaxRetries: 0})
+		t.Cleanup(func() { _ = c.Close() })
+		gs[i] = gatetest.New(t, c, o)
 	}
 	jobs := []string{"job-a", "job-b"}
 

@@ -1,9 +1,10 @@
-package queueplan
+package gatequeue
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
@@ -27,10 +28,17 @@ const (
 
 var actionNames = [...]string{"pass", "complete", "retry", "cancel"}
 
-func (a Action) String() string { return actionNames[a] }
+// String returns the action's name: pass, complete, retry or cancel.
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
 
 // Plan is what the queue must do with a job after the gate.
 type Plan struct {
+	// Action is what to do; the zero value is Pass.
 	Action Action
 	// Wait is how long until the job may run (Retry).
 	Wait time.Duration
@@ -51,18 +59,18 @@ const minWait = 10 * time.Millisecond
 
 // Run acquires job's lease, runs fn under it (fn's context is cancelled if
 // the lease is lost), settles the outcome, and returns the plan and the
-// error: nil, the gate's refusal (ErrDone with Complete: the queue completes
-// the job without running it), a *gate.CallError
-// wrapping fn's error (as gate.Do returns), or fn's error as it is when
-// release(err) is true. Such an error is a queue's own instruction (River's
-// JobSnooze, asynq's RevokeTask): the lease is released with no cooldown
-// and no attempt, and the plan is Pass. release may be nil.
+// error: nil; the gate's refusal (gate.ErrDone with Complete: the queue
+// completes the job without running it); a *gate.CallError wrapping fn's
+// error, as gate.Do returns; or fn's error as it is when release(err) is
+// true. Such an error is the queue's own instruction (River's JobSnooze,
+// asynq's RevokeTask): the lease is released with no cooldown and no
+// attempt, and the plan is Pass. release may be nil.
 //
 // A panic in fn settles the job as a transient failure and panics on.
 func Run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context) error, release func(error) bool) (Plan, error) {
 	l, err := g.Acquire(ctx, job)
 	if err != nil {
-		return Refused(ctx, g, err), err
+		return refused(g, err), err
 	}
 	attempt := l.Attempt()
 	ferr := call(ctx, l, fn)
@@ -89,7 +97,7 @@ func Run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context)
 	if serr != nil {
 		ce.State = gate.Running
 	}
-	return Failed(g, ce, attempt), ce
+	return failed(g, ce, attempt), ce
 }
 
 // call runs fn on the lease's context; a panic settles the lease as a
@@ -98,7 +106,7 @@ func call(ctx context.Context, l *gate.Lease, fn func(context.Context) error) er
 	returned := false
 	defer func() {
 		if !returned {
-			_ = l.Fail(ctx, classify.WithReason(errors.New("queueplan: the job panicked"), classify.ClassTransient, classify.ReasonPanic, 0))
+			_ = l.Fail(ctx, classify.WithReason(errors.New("gatequeue: the job panicked"), classify.ClassTransient, classify.ReasonPanic, 0))
 		}
 	}()
 	err := fn(l.Context())
@@ -106,10 +114,10 @@ func call(ctx context.Context, l *gate.Lease, fn func(context.Context) error) er
 	return err
 }
 
-// Failed plans a call that failed: ce is what the settle recorded, attempt
+// failed plans a call that failed: ce is what the settle recorded, attempt
 // the lease's attempt number (a counted failure leaves Attempts at it, an
 // uncounted one below it).
-func Failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
+func failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
 	switch ce.State {
 	case gate.Failed:
 		return Plan{Action: Cancel, Reason: ce.Verdict.Reason}
@@ -130,8 +138,8 @@ func Failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
 	return Plan{Reason: ce.Verdict.Reason}
 }
 
-// Refused plans an acquire that returned err.
-func Refused(ctx context.Context, g *gate.Gate, err error) Plan {
+// refused plans an acquire that returned err.
+func refused(g *gate.Gate, err error) Plan {
 	var b *gate.BlockedError
 	switch {
 	case errors.As(err, &b):
@@ -179,9 +187,12 @@ func scopeWait(g *gate.Gate, b *gate.BlockedError) time.Duration {
 	return wait
 }
 
-// Describe names a plan for the queue's own record of a job (an archived
-// task's last error, a cancelled job's error), with the gate's error after.
-func Describe(p Plan, err error) error {
+// Wrap returns err with the plan in front, for the queue's own record of
+// the job (an archived task's last error, a cancelled job's error):
+// "retrygate: failed permanently (<reason>): <err>" for Cancel,
+// "retrygate: retry in <wait>: <err>" for Retry, err itself otherwise.
+// The result unwraps to err.
+func (p Plan) Wrap(err error) error {
 	switch p.Action {
 	case Cancel:
 		return fmt.Errorf("retrygate: failed permanently (%s): %w", p.Reason, err)

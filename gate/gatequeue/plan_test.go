@@ -1,4 +1,4 @@
-package queueplan_test
+package gatequeue_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/gate/gatequeue"
 	"github.com/retrygate/retrygate/internal/gatetest"
-	"github.com/retrygate/retrygate/internal/queueplan"
 	"github.com/retrygate/retrygate/internal/redistest"
 )
 
@@ -58,40 +58,40 @@ func TestRun(t *testing.T) {
 		before func(t *testing.T, g *gate.Gate, advance func(time.Duration))
 		job    string
 		fn     func(context.Context) error
-		want   queueplan.Plan
+		want   gatequeue.Plan
 		// wantWait, when set, bounds want.Wait from below (it is a time left).
 		wantWait time.Duration
 		wantRan  bool
 	}{
-		{name: "success", fn: succeed, wantRan: true, want: queueplan.Plan{Action: queueplan.Complete}},
+		{name: "success", fn: succeed, wantRan: true, want: gatequeue.Plan{Action: gatequeue.Complete}},
 		{name: "transient failure counts", fn: fail(errTimeout), wantRan: true,
-			want: queueplan.Plan{Action: queueplan.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}},
 		{name: "provider-wide 429 does not count", fn: fail(errRateLimit), wantRan: true,
-			want: queueplan.Plan{Action: queueplan.Retry, Wait: 30 * time.Second, Reason: classify.ReasonRateLimited}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 30 * time.Second, Reason: classify.ReasonRateLimited}},
 		{name: "systemic does not count", fn: fail(errQuota), wantRan: true,
-			want: queueplan.Plan{Action: queueplan.Retry, Wait: time.Minute, Reason: classify.ReasonQuotaExhausted}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Reason: classify.ReasonQuotaExhausted}},
 		{name: "permanent cancels", fn: fail(errInvalid), wantRan: true,
-			want: queueplan.Plan{Action: queueplan.Cancel, Reason: classify.ReasonInvalidRequest}},
-		{name: "queue instruction releases", fn: fail(errSnooze), wantRan: true, want: queueplan.Plan{}},
+			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: classify.ReasonInvalidRequest}},
+		{name: "queue instruction releases", fn: fail(errSnooze), wantRan: true, want: gatequeue.Plan{}},
 		{name: "refused: failed", before: runJob("doc", fail(errInvalid)), job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Cancel, Reason: classify.ReasonInvalidRequest}},
+			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: classify.ReasonInvalidRequest}},
 		{name: "refused: cooling", before: runJob("doc", fail(errTimeout)), job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Retry, Reason: classify.ReasonTimeout}, wantWait: 59 * time.Second},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonTimeout}, wantWait: 59 * time.Second},
 		{name: "refused: done", before: runJob("doc", succeed), job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Complete}},
+			want: gatequeue.Plan{Action: gatequeue.Complete}},
 		{name: "refused: running", before: holdJob("doc"), job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Retry}, wantWait: 59 * time.Second},
+			want: gatequeue.Plan{Action: gatequeue.Retry}, wantWait: 59 * time.Second},
 		{name: "refused: scope cooling", before: runJob("other", fail(errRateLimit)), job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Retry, Reason: classify.ReasonRateLimited}, wantWait: 29 * time.Second},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonRateLimited}, wantWait: 29 * time.Second},
 		{name: "refused: scope paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 10*time.Minute - time.Second},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 10*time.Minute - time.Second},
 		// The probe holds the scope for a lease (1 min); the others come
 		// back when the gate expects the probe's call to end (at most
 		// 100 ms before it has timed 8 calls), not after a minute.
 		{name: "refused: scope probing", before: probing, job: "doc", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Retry, Wait: 100 * time.Millisecond, Reason: classify.ReasonRateLimited}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 100 * time.Millisecond, Reason: classify.ReasonRateLimited}},
 		{name: "invalid job key", job: "", fn: succeed,
-			want: queueplan.Plan{Action: queueplan.Cancel, Reason: queueplan.ReasonInvalidJob}},
+			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: gatequeue.ReasonInvalidJob}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, c := redistest.Miniredis(t)
@@ -104,7 +104,7 @@ func TestRun(t *testing.T) {
 				job = "doc"
 			}
 			ran := false
-			plan, err := queueplan.Run(context.Background(), g, job, func(ctx context.Context) error {
+			plan, err := gatequeue.Run(context.Background(), g, job, func(ctx context.Context) error {
 				ran = true
 				return tc.fn(ctx)
 			}, isSnooze)
@@ -120,7 +120,7 @@ func TestRun(t *testing.T) {
 			if exp, got := tc.want, plan; exp != got {
 				t.Errorf("plan: exp %+v, got %+v (err %v)", exp, got, err)
 			}
-			if (plan.Action == queueplan.Complete) != (err == nil || errors.Is(err, gate.ErrDone)) {
+			if (plan.Action == gatequeue.Complete) != (err == nil || errors.Is(err, gate.ErrDone)) {
 				t.Errorf("err %v with plan %v", err, plan.Action)
 			}
 		})
@@ -130,7 +130,7 @@ func TestRun(t *testing.T) {
 func runJob(job string, fn func(context.Context) error) func(*testing.T, *gate.Gate, func(time.Duration)) {
 	return func(t *testing.T, g *gate.Gate, _ func(time.Duration)) {
 		t.Helper()
-		_, _ = queueplan.Run(context.Background(), g, job, fn, nil)
+		_, _ = gatequeue.Run(context.Background(), g, job, fn, nil)
 	}
 }
 
@@ -162,7 +162,7 @@ func TestRunSnoozeReleasesTheJob(t *testing.T) {
 	_, c := redistest.Miniredis(t)
 	g := gatetest.New(t, c, opts)
 	ctx := context.Background()
-	if _, err := queueplan.Run(ctx, g, "doc", fail(errSnooze), isSnooze); err != errSnooze {
+	if _, err := gatequeue.Run(ctx, g, "doc", fail(errSnooze), isSnooze); err != errSnooze {
 		t.Fatalf("exp fn's own error back, got %v", err)
 	}
 	st, err := g.Status(ctx, "doc")
@@ -184,7 +184,7 @@ func TestRunPanicCoolsTheJob(t *testing.T) {
 				t.Error("the panic did not reach the caller")
 			}
 		}()
-		_, _ = queueplan.Run(ctx, g, "doc", func(context.Context) error { panic("boom") }, nil)
+		_, _ = gatequeue.Run(ctx, g, "doc", func(context.Context) error { panic("boom") }, nil)
 	}()
 	st, err := g.Status(ctx, "doc")
 	if err != nil {
@@ -199,18 +199,9 @@ func TestRunRedisDownPasses(t *testing.T) {
 	m, c := redistest.Miniredis(t)
 	g := gatetest.New(t, c, opts)
 	m.Close()
-	plan, err := queueplan.Run(context.Background(), g, "doc", succeed, nil)
-	if !errors.Is(err, gate.ErrUnavailable) || plan.Action != queueplan.Pass {
+	plan, err := gatequeue.Run(context.Background(), g, "doc", succeed, nil)
+	if !errors.Is(err, gate.ErrUnavailable) || plan.Action != gatequeue.Pass {
 		t.Fatalf("exp Pass with ErrUnavailable, got %v, %v", plan.Action, err)
-	}
-}
-
-func TestFailedUnwrittenSettleWaitsALease(t *testing.T) {
-	_, c := redistest.Miniredis(t)
-	g := gatetest.New(t, c, opts)
-	ce := &gate.CallError{State: gate.Running, Err: errTimeout, SettleErr: gate.ErrUnavailable}
-	if exp, got := (queueplan.Plan{Action: queueplan.Retry, Wait: time.Minute, Counted: true}), queueplan.Failed(g, ce, 1); exp != got {
-		t.Fatalf("exp %+v, got %+v", exp, got)
 	}
 }
 
@@ -229,11 +220,11 @@ func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {
 			return err
 		}
 	}
-	plan, err := queueplan.Run(context.Background(), g, "doc", fn(errRateLimit), isSnooze)
-	if want := (queueplan.Plan{Action: queueplan.Retry, Wait: 10 * time.Millisecond, Reason: classify.ReasonRateLimited}); plan != want {
+	plan, err := gatequeue.Run(context.Background(), g, "doc", fn(errRateLimit), isSnooze)
+	if want := (gatequeue.Plan{Action: gatequeue.Retry, Wait: 10 * time.Millisecond, Reason: classify.ReasonRateLimited}); plan != want {
 		t.Fatalf("plan: exp %+v, got %+v (err %v)", want, plan, err)
 	}
-	if plan, err = queueplan.Run(context.Background(), g, "doc", fn(nil), isSnooze); plan.Action != queueplan.Complete {
+	if plan, err = gatequeue.Run(context.Background(), g, "doc", fn(nil), isSnooze); plan.Action != gatequeue.Complete {
 		t.Fatalf("the retry: %+v (%v), want complete", plan, err)
 	}
 	if len(ran) != 2 || ran[0] != "llm" || ran[1] != "llm-backup" {

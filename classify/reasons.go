@@ -1,0 +1,17 @@
+package classify
+
+// Reasons returns every reason code this package's verdicts carry (the
+// Reason constants), in their declaration order, as a new slice. A
+// metrics observer keeps these as label values and folds any other code
+// into one, so a custom classifier cannot grow a label set without bound.
+func Reasons() []string {
+	return []string{
+		ReasonRateLimited, ReasonQuotaExhausted, ReasonAccount, ReasonOverloaded,
+		ReasonContextLength, ReasonContentFiltered, ReasonInvalidRequest, ReasonAuth,
+		ReasonModelNotFound, ReasonNotImplemented, ReasonUpstream5xx, ReasonUpstreamStatus,
+		ReasonTimeout, ReasonNetwork, ReasonTLS, ReasonBadOutput, ReasonCanceled, ReasonPanic,
+		ReasonUnknown, ReasonMarkedPermanent, ReasonMarkedTransient, ReasonMarkedSystemic,
+		ReasonShouldNotRetry, ReasonShouldRetry, ReasonClientSide, ReasonTooLarge,
+		ReasonInvalidURL, ReasonBadStream,
+	}
+}

@@ -1,0 +1,30 @@
+module github.com/retrygate/retrygate/examples/server
+
+go 1.24
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/chromedp/chromedp v0.14.2
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/retrygate/retrygate v0.0.0-00010101000000-000000000000
+	github.com/sashabaranov/go-openai v1.43.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327 // indirect
+	github.com/chromedp/sysutil v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
+	github.com/gobwas/httphead v0.1.0 // indirect
+	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/gobwas/ws v1.4.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.34.0 // indirect
+)
+
+// Development only: build against the working tree. The go command ignores
+// a replace in a dependency's go.mod, so a user gets the version required
+// above, which make release sets to the release being tagged.
+replace github.com/retrygate/retrygate => ../..

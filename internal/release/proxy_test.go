@@ -1,0 +1,264 @@
+package release
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+)
+
+// pretend is the version the proxy test lays every module at: no tag is
+// made, and no version of the repository is ever published as it.
+const pretend = "v0.999.0"
+
+// requireRelease reports whether a test that cannot run here must fail
+// instead of skipping (CI sets RETRYGATE_REQUIRE_RELEASE=1).
+func requireRelease(t *testing.T, why string, args ...any) {
+	t.Helper()
+	if os.Getenv("RETRYGATE_REQUIRE_RELEASE") == "1" {
+		t.Fatalf(why, args...)
+	}
+	t.Skipf(why, args...)
+}
+
+// TestModulesInstallAlone is what a user outside the repository sees
+// after make release: every published module, laid in a module proxy at
+// one version with the requirements Release writes, is fetched alone into
+// a fresh program whose go.mod requires only it; its packages and
+// commands build, its tests and Examples type-check, and its Examples
+// with output run. The root's command installs as the README says
+// (go install …/cmd/retrygate@latest). Only the repository's modules come
+// from the test's proxy; the others from the module cache already on this
+// machine (else GOPROXY), so with a warm cache it needs no network, and
+// builds use -trimpath so the build cache serves them on the next run.
+func TestModulesInstallAlone(t *testing.T) {
+	if testing.Short() {
+		requireRelease(t, "builds every module from a module proxy: not in -short")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Files(root); err != nil {
+		requireRelease(t, "the module zips are made of the files git lists: %v", err)
+	}
+	tmp := t.TempDir()
+	proxy := filepath.Join(tmp, "proxy")
+	mods, err := WriteProxy(proxy, root, pretend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := goEnv(t, tmp, proxy)
+	sums := repoSums(t, root)
+	for _, m := range mods {
+		t.Run(strings.ReplaceAll(m.Dir, "/", "_"), func(t *testing.T) {
+			libs, cmds, examples := packages(t, root, m)
+			if len(libs)+len(cmds) == 0 {
+				t.Fatalf("%s has no packages", m.Path)
+			}
+			t.Logf("%d packages, %d commands, Examples in %v", len(libs), len(cmds), examples)
+			dir := filepath.Join(tmp, "try", strings.ReplaceAll(m.Dir, "/", "_"))
+			write(t, filepath.Join(dir, "go.mod"), "module example.com/try\n\ngo 1.24\n")
+			write(t, filepath.Join(dir, "go.sum"), sums)
+			var imports strings.Builder
+			for _, p := range libs {
+				imports.WriteString("\t_ \"" + p + "\"\n")
+			}
+			write(t, filepath.Join(dir, "main.go"), "package main\n\nimport (\n"+imports.String()+")\n\nfunc main() {}\n")
+
+			all := append(append([]string{}, libs...), cmds...)
+			run(t, dir, env, "go", append([]string{"get", "-t"}, withVersion(all)...)...)
+			// The fresh program requires m, and the repository's other
+			// modules it needs, at the version only.
+			data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gomod, err := modfile.Parse("go.mod", data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := modulePaths(mods)
+			found := false
+			for _, r := range gomod.Require {
+				if ours[r.Mod.Path] && r.Mod.Version != pretend {
+					t.Errorf("the program requires %s, want %s", r.Mod, pretend)
+				}
+				found = found || r.Mod == module.Version{Path: m.Path, Version: pretend}
+			}
+			if !found {
+				t.Errorf("the program does not require %s %s:\n%s", m.Path, pretend, data)
+			}
+			// pkg.go.dev shows a module's documentation only with a license.
+			mdir := strings.TrimSpace(run(t, dir, env, "go", "list", "-m", "-f", "{{.Dir}}", m.Path))
+			if _, err := os.Stat(filepath.Join(mdir, "LICENSE")); err != nil {
+				t.Errorf("%s has no LICENSE: %v", m.Path, err)
+			}
+			bin := filepath.Join(tmp, "bin", filepath.Base(dir)) + string(filepath.Separator)
+			run(t, dir, env, "go", append([]string{"build", "-o", bin, "."}, cmds...)...)
+			run(t, dir, env, "go", append([]string{"vet"}, all...)...)
+			if len(examples) > 0 {
+				run(t, dir, env, "go", append([]string{"test", "-count=1", "-vet=off", "-run", "^Example"}, examples...)...)
+			}
+		})
+	}
+	t.Run("go install cmd/retrygate@latest", func(t *testing.T) {
+		out := run(t, tmp, append(env, "GOBIN="+filepath.Join(tmp, "gobin")), "go", "install", "github.com/retrygate/retrygate/cmd/retrygate@latest")
+		if _, err := os.Stat(filepath.Join(tmp, "gobin", "retrygate")); err != nil {
+			t.Fatalf("go install left no binary: %v\n%s", err, out)
+		}
+	})
+}
+
+// goEnv is the go command's environment for a user outside the
+// repository: the test's proxy first, then the module cache of this
+// machine as a read-only proxy, then the configured GOPROXY; a module
+// cache and a GOPATH of the test's own.
+func goEnv(t *testing.T, tmp, proxy string) []string {
+	t.Helper()
+	goenv := func(name string) string {
+		out, err := exec.Command("go", "env", name).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	cache := filepath.Join(goenv("GOMODCACHE"), "cache", "download")
+	proxies := "file://" + filepath.ToSlash(proxy) + ",file://" + filepath.ToSlash(cache)
+	if p := goenv("GOPROXY"); p != "" && p != "off" {
+		proxies += "," + p
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "GOPROXY", "GOMODCACHE", "GOPATH", "GOFLAGS", "GONOSUMDB", "GONOPROXY", "GOPRIVATE", "GOWORK", "GOTOOLCHAIN", "GOBIN":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"GOPROXY="+proxies,
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
+		"GOPATH="+filepath.Join(tmp, "gopath"),
+		"GOFLAGS=-modcacherw -trimpath -buildvcs=false",
+		// The repository's modules at this version are in no checksum
+		// database, and the others come from this machine's module cache,
+		// checked when they entered it (and against the go.sum lines
+		// repoSums seeds): asking the database again would need a network.
+		"GOSUMDB=off",
+		"GOWORK=off",
+		"GOTOOLCHAIN=local",
+	)
+}
+
+// repoSums is every go.sum line of the repository: the checksums the
+// repository pins for the modules' dependencies, checked again in the
+// fresh programs.
+func repoSums(t *testing.T, root string) string {
+	t.Helper()
+	files, err := Files(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var lines []string
+	for _, f := range files {
+		if path.Base(f) != "go.sum" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(strings.NewReader(string(data)))
+		for sc.Scan() {
+			if l := sc.Text(); l != "" && !seen[l] {
+				seen[l] = true
+				lines = append(lines, l)
+			}
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// packages lists m's packages by import path, as go list sees them in
+// m's directory: importable ones, commands (package main), and those
+// with an Example; internal packages are left out.
+func packages(t *testing.T, root string, m Module) (libs, cmds, examples []string) {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Name}}\t{{.Dir}}\t{{join .TestGoFiles \" \"}} {{join .XTestGoFiles \" \"}}", "./...")
+	cmd.Dir = filepath.Join(root, filepath.FromSlash(m.Dir))
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list in %s: %v", m.Dir, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, "\t", 4)
+		if len(f) != 4 {
+			t.Fatalf("go list: %q", line)
+		}
+		path, name, dir, tests := f[0], f[1], f[2], strings.Fields(f[3])
+		if internal(path) {
+			continue
+		}
+		if name == "main" {
+			cmds = append(cmds, path)
+		} else {
+			libs = append(libs, path)
+		}
+		for _, tf := range tests {
+			data, err := os.ReadFile(filepath.Join(dir, tf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "\nfunc Example") {
+				examples = append(examples, path)
+				break
+			}
+		}
+	}
+	return libs, cmds, examples
+}
+
+// withVersion asks go get for every package at the pretend version.
+func withVersion(pkgs []string) []string {
+	out := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		out[i] = p + "@" + pretend
+	}
+	return out
+}
+
+func write(t *testing.T, file, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs a command in dir and fails the test with its output if it fails.
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
