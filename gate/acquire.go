@@ -58,13 +58,15 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip of native commands on the job's node
-// (PTTL, SET NX GET, TIME), with a GET of each upstream's state in the
+// (PTTL, SET NX GET, TIME), with a GET of each upstream's state and its
+// budget's admission (UpstreamPolicy.IgnoreBudget; WithTokens) in the
 // same round trip when the gate has upstreams. A second trip is made only
 // when the job's key holds a finished state with history (a script takes
 // it over), when an upstream's wait has just ended (this call claims its
-// probe) or when every upstream refuses and this process did not know it
-// yet (the job is given back); while this process knows every upstream
-// refuses, Acquire only reads them (one trip, nothing written). Concurrent
+// probe) or when every upstream refuses, by its budget or by its breaker
+// when this process did not know it yet (the job is given back); while
+// this process knows every breaker refuses, Acquire only reads them (one
+// trip, nothing written). Concurrent
 // Acquires of one job in one process make one round trip: the others wait
 // for its reply and get the same refusal, or ErrInFlight once it holds the
 // lease.
