@@ -57,7 +57,7 @@ func TestStormAtTheLimit(t *testing.T) {
 					opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "llm", Lease: 2 * time.Second,
 						Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}
 					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-						Dialect: d.dialect, RPM: 3000, Arrivals: time.Second, Seed: 1,
+						Dialect: d.dialect, RPM: 6000, Arrivals: 2 * time.Second, Seed: 1,
 						Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {
 							return throughAsynq(ctx, t, b, opts, s)
 						},

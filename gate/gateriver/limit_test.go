@@ -44,7 +44,7 @@ func TestStormAtTheLimit(t *testing.T) {
 				Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}
 			pool := database(t, pgtest.Shared(t).Database(t))
 			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-				Dialect: d.dialect, RPM: 3000, Arrivals: time.Second, Seed: 1,
+				Dialect: d.dialect, RPM: 6000, Arrivals: 2 * time.Second, Seed: 1,
 				Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {
 					return throughRiver(ctx, t, pool, rdb, opts, s)
 				},
