@@ -24,18 +24,22 @@ type limitParams struct {
 }
 
 // limitGates are the gates measured at the limit, side by side in one
-// run; the admission from the provider's budget (issue 31) is a row here,
-// with admits set, once it is built.
+// run: the reactive breaker (the provider's budget ignored) and the
+// admission from the provider's budget (issue 31), with admits set.
 var limitGates = []struct {
 	name   string
 	opts   gate.Options
 	admits bool // the issue's targets apply
 }{
-	// Today's breaker cools for a 429's hint: OpenAI's
+	// The breaker alone cools for a 429's hint: OpenAI's
 	// x-ratelimit-reset-requests, a minute at the limit, so it is capped
-	// here to keep the storm alive; a refused job waits a probe's lease.
-	{name: "reactive, Lease and MaxCooldown 2s", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}},
-	{name: "reactive, defaults", opts: gate.Options{}},
+	// here to keep the storm alive.
+	{name: "reactive, Lease and MaxCooldown 2s", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1,
+		UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true}}},
+	{name: "reactive, defaults", opts: gate.Options{UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true}}},
+	// The upstream admits calls by the budget the provider reports on
+	// every response, with the defaults.
+	{name: "admission, defaults", opts: gate.Options{}, admits: true},
 }
 
 // limitProviders are the providers imitated: requests bind, or OpenAI's

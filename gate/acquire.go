@@ -58,17 +58,19 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip of native commands on the job's node
-// (PTTL, SET NX GET, TIME), with a GET of each upstream's state in the
+// (PTTL, SET NX GET, TIME), with a GET of each upstream's state and its
+// budget's admission (UpstreamPolicy.IgnoreBudget; WithTokens) in the
 // same round trip when the gate has upstreams. A second trip is made only
 // when the job's key holds a finished state with history (a script takes
 // it over), when an upstream's wait has just ended (this call claims its
-// probe) or when every upstream refuses and this process did not know it
-// yet (the job is given back); while this process knows every upstream
-// refuses, Acquire only reads them (one trip, nothing written). When Redis
-// refuses the write (full with noeviction: OOM; a replica: READONLY), a
-// second trip reads the job's value with commands that write nothing: a
-// job cooling, failed, done or running is still refused with its state
-// and wait, and only a free one fails closed (ErrRedisRefused). Concurrent
+// probe) or when every upstream refuses, by its budget or by its breaker
+// when this process did not know it yet (the job is given back); while
+// this process knows every breaker refuses, Acquire only reads them (one
+// trip, nothing written). When Redis refuses the write (full with
+// noeviction: OOM; a replica: READONLY), a second trip reads the job's
+// value with commands that write nothing: a job cooling, failed, done or
+// running is still refused with its state and wait, and only a free one
+// fails closed (ErrRedisRefused). Concurrent
 // Acquires of one job in one process make one round trip: the others wait
 // for its reply and get the same refusal, or ErrInFlight once it holds the
 // lease.
@@ -158,7 +160,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 
 // acquire takes job in Redis.
 func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
-	gr := grant{job: job, key: key, token: store.NewToken()}
+	gr := grant{job: job, key: key, token: store.NewToken(), tokens: tokensOf(ctx)}
 	sent := time.Now()
 	switch b, err := g.take(ctx, &gr, w); {
 	case b != nil:
@@ -167,13 +169,14 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 		return g.unreached(ctx, &gr, err)
 	}
 	l := &Lease{grant: gr, g: g, parent: ctx, start: sent}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	l.ctx, l.cancel = context.WithCancelCause(g.budgetContext(context.WithValue(ctx, leaseKey{}, l), l))
 	// expires is read by merged callers (remaining) under l.mu.
 	l.mu.Lock()
 	l.expires = sent.Add(g.opts.Lease)
 	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt})
+	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt,
+		Budget: budgetOf(l.up.Left(), false)})
 	return l, nil
 }
 
@@ -191,18 +194,25 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	case err != nil:
 		return nil, err
 	case ss != nil:
-		return upstreamRefusal(l.job, ss), nil
+		return g.upstreamRefusal(l.job, ss), nil
 	}
-	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys()}
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens)}
 	if w != nil {
 		a.Done = w.done
 	}
-	var r store.Acquired
+	var (
+		r      store.Acquired
+		judged upstream.Judgement
+	)
 	err = g.store.Acquire(ctx, &a, &r)
 	defer r.Close()
 	defer func() {
-		if (b != nil || err != nil) && r.Taken {
-			g.giveBack(ctx, l, &r)
+		switch {
+		case b == nil && err == nil:
+		case r.Taken:
+			g.giveBack(ctx, l, &r, judged)
+		default:
+			g.release(ctx, l, judged)
 		}
 	}()
 	switch {
@@ -212,9 +222,13 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
-	judged := g.ups.Judge(r.Upstreams, r.Now)
+	if r.AdmitErr != nil {
+		// The breaker still judges; the budget did not, loudly.
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", r.AdmitErr)})
+	}
+	judged = g.ups.Judge(r.Upstreams, r.Admitted, r.Now)
 	if ss, refusing := judged.Refusal(); refusing {
-		return upstreamRefusal(l.job, ss), nil
+		return g.upstreamRefusal(l.job, ss), nil
 	}
 	if !r.Taken {
 		if !r.Job.Over(r.Now) {
@@ -231,7 +245,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	var refusal []upstream.Status
 	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {
 		if refusal != nil {
-			return upstreamRefusal(l.job, refusal), nil
+			return g.upstreamRefusal(l.job, refusal), nil
 		}
 		return nil, err
 	}
@@ -242,15 +256,19 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 }
 
 // giveBack gives the job back as the acquire found it (its value and TTL
-// before the SET NX or the takeover), and the probe it claimed, in one
-// round trip.
-func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired) {
+// before the SET NX or the takeover), the probe it claimed and the call it
+// reserved in its upstream's budget, in one round trip.
+func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired, j upstream.Judgement) {
 	rctx, cancel := g.opCtx(ctx)
 	defer cancel()
 	t := g.store.Trip()
 	undo := t.Undo(rctx, l.key, l.token, r)
 	unclaim := l.up.Unclaim(rctx, &t, l.token)
+	release := j.Release(rctx, &t)
 	t.Send(rctx)
+	if uerr := release.Err(); uerr != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", uerr)})
+	}
 	if uerr := undo.Err(); uerr != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
 	}

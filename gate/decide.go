@@ -43,6 +43,12 @@ type decideIn struct {
 	wave bool
 	// fallback: the gate has another upstream for the job's next call.
 	fallback bool
+	// fits is, for a provider-wide failure, the wait until one more call
+	// fits as the run's responses said (Lease.budgetWait); 0 when they
+	// did not say. It replaces the verdict's hint, which may be the time
+	// until the limit is whole, for the upstream and for the job, whose
+	// retry the upstream's budget then judges.
+	fits time.Duration
 }
 
 // jobWrite is what a run's end writes to its job (job_settle.lua).
@@ -106,12 +112,19 @@ func (o *Options) decide(in decideIn) decision {
 	case v.ProviderWide && (v.Class == classify.ClassTransient || v.Class == classify.ClassSystemic):
 		// The provider's or the key's limits, not the job: no attempt
 		// counted, never Failed.
+		if in.fits > 0 && v.Class == classify.ClassTransient {
+			v.RetryAfter = in.fits
+		}
 		d.upstream = upstream.Write{Op: upstream.Throttle, Reason: v.Reason, TTL: o.upstreamCooldown(v.RetryAfter, in)}
 		wait := o.Cooldown
 		if in.upstream {
 			wait = o.UpstreamPolicy.Cooldown
 		}
-		if v.RetryAfter > 0 {
+		switch {
+		case in.fits > 0 && v.Class == classify.ClassTransient:
+			// The budget judges the retry: it runs when one call fits.
+			wait = in.fits
+		case v.RetryAfter > 0:
 			wait = max(v.RetryAfter, minProviderWait)
 		}
 		if v.Class == classify.ClassSystemic {

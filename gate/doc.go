@@ -21,8 +21,10 @@
 // With Options.Upstream set, the provider the job calls has a circuit
 // breaker of its own, shared by every process through Redis:
 //
-//	Open ──provider-wide transient, or too many 5xx──▶ Cooling (the hint, else UpstreamPolicy.Cooldown)
+//	Open ──provider-wide transient, or too many 5xx──▶ Cooling (the hint, else UpstreamPolicy.Cooldown;
+//	                                                   after a 429, until one call fits as the responses said)
 //	Open ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling (UpstreamPolicy.Cooldown)
+//	Open ──its budget would keep less than a reserve──▶ the call refused until one fits (the upstream unchanged)
 //	Open ──provider-wide systemic──▶ Paused (UpstreamPolicy.Cooldown first, or the hint when longer)
 //	Open ──a wave of one permanent reason──▶ Paused (UpstreamPolicy.PauseTTL)
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
@@ -62,8 +64,9 @@
 //     A duplicate refused at once is told when the running call should
 //     end, in any process: the gate's call durations are shared in Redis.
 //   - Round trips: an acquire, a refusal and Status are one each; a
-//     successful or failed Do is two. An upstream is read in the acquire's
-//     round trip.
+//     successful or failed Do is two. An upstream is read, and its budget
+//     asked, in the acquire's round trip; the budget is written in the
+//     settle's.
 //   - FailOpen applies only when Redis cannot be reached; a Redis that
 //     answers with an error (ErrRedisRefused) always fails closed.
 //   - Every key has a TTL: Redis memory stays bounded.

@@ -75,7 +75,7 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	}
 	p := o.UpstreamPolicy
 	g.ups = upstream.NewSet(o.Prefix, names, upstream.Policy{AllowedFails: p.AllowedFails, FailWindow: p.FailWindow, PermanentWave: p.PermanentWave,
-		UnreachableJobs: p.UnreachableJobs})
+		UnreachableJobs: p.UnreachableJobs, Budget: budgetPolicy(o)})
 	return g, nil
 }
 

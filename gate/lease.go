@@ -26,12 +26,17 @@ type Lease struct {
 	// renewals counts the renewals sent (renew.go; only renewals, one at a
 	// time, touch it).
 	renewals int
+	// seen is what the run's responses said of its upstream's budget
+	// (budget.go).
+	seen    upstream.Seen
+	writing sync.WaitGroup // the first reading's write, which the settle waits for
 
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry
 	timer   *time.Timer
 	lost    bool
 	settled bool
+	early   bool // the first reading is written before the settle (budget.go)
 	result  Result
 }
 
@@ -45,6 +50,7 @@ type grant struct {
 	attempt int
 	hist    store.Job       // the job's last settled value, for decide
 	up      upstream.Choice // the upstream this run uses, and whether it probes it
+	tokens  int64           // the tokens the call will spend, when its caller said (budget.go)
 }
 
 // Job returns the lease's job key.

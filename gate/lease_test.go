@@ -11,8 +11,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -132,8 +132,8 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"[pttl set time get]", "[evalsha evalsha]"}) {
-		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET with the acquire, then the job's settle with the upstream's trip", got)
+	if got := names.take(); !equalNames(got, []string{"[pttl set time get evalsha]", "[evalsha evalsha]"}) {
+		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET and its budget's admission with the acquire, then the job's settle with the upstream's trip", got)
 	}
 	if up := l.Result().Upstream; up.State != gate.UpstreamCoolingDown {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)

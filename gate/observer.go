@@ -97,6 +97,12 @@ type Event struct {
 	// Op names the Redis operation of EventRedisError.
 	Op  string
 	Err error
+	// Budget is, for EventAcquired, what the upstream's budget had left
+	// after admitting the call, and for EventRefused by an upstream, that
+	// upstream's (Spent when its budget refused); zero when the upstream
+	// has no budget. Limits and resets are not known here (Upstreams
+	// reads them).
+	Budget UpstreamBudget
 
 	// Deprecated: use Upstream, which holds the same name.
 	Scope string

@@ -189,6 +189,18 @@ type UpstreamPolicy struct {
 	// connection that broke mid-call (go:network, go:timeout) is not the
 	// address. A job failing again counts once. Negative = off. Default: 3.
 	UnreachableJobs int
+	// IgnoreBudget turns off admission by the provider's rate limits.
+	// By default every response of a gated call that goes through
+	// classify.Transport (or that fn reports with Lease.ObserveBudget)
+	// tells the upstream, in Redis, how many requests and tokens are left
+	// and when they refill; before each call every process estimates what
+	// is left now, less the calls admitted and not yet settled, and while
+	// that is below a reserve (one request; 1 % of the token limit for a
+	// call that does not say its tokens with WithTokens) it
+	// refuses with ErrUpstreamCooling until one more call fits, instead of
+	// sending the call that earns a 429. Without such responses nothing
+	// changes. Default: false (admission on).
+	IgnoreBudget bool
 }
 
 // ScopePolicy is the former name of UpstreamPolicy.

@@ -188,6 +188,9 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 
 	in := decideIn{out: out, v: v, hist: l.hist, upstream: l.up.Guarded(), fallback: g.ups.Len() > 1}
 	in.probe, in.level = l.up.Probe()
+	if out == outFailure && v.ProviderWide {
+		in.fits = l.budgetWait(v.RetryAfter)
+	}
 	waveStarted := false
 	if out == outFailure && v.Class == classify.ClassPermanent {
 		var err error
@@ -199,6 +202,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	}
 	d := g.opts.decide(in)
 
+	l.writing.Wait() // an early budget write lands before the settle's
 	t := g.store.Trip()
 	if out == outSuccess {
 		// For a waiter for this run, whatever DoneTTL is.
@@ -207,7 +211,11 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
 	d.upstream.Job = l.job
 	rec := l.up.Record(rctx, &t, d.upstream, l.token)
+	budget := l.up.Budget(rctx, &t, &l.seen, time.Now())
 	t.Send(rctx)
+	if err := budget.Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
+	}
 
 	res := Result{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
 	if d.job.state == CoolingDown {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 

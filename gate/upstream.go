@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
@@ -48,8 +49,52 @@ type UpstreamStatus struct {
 	// or pause ended; the others stay refused until it settles.
 	Probing bool
 
+	// Budget is what the upstream's provider last reported of its rate
+	// limits, as admission estimates them now (UpstreamPolicy.IgnoreBudget);
+	// set by Upstreams, zero when no response reported one or in a
+	// refusal.
+	Budget UpstreamBudget
+
 	// Deprecated: use Upstream, which holds the same name.
 	Scope string
+}
+
+// UpstreamBudget is an upstream's budget: what its provider last reported
+// of its rate limits, shared by every process, estimated now.
+type UpstreamBudget struct {
+	Requests, Tokens BudgetLimit
+	// InFlight counts the calls admitted by the budget and not yet
+	// settled; Left has their requests (and the tokens their callers said,
+	// WithTokens) taken already.
+	InFlight int64
+	// Spent is set in a refusal by the budget: less than its reserve
+	// would be left after the call (RetryAfter: until one call fits).
+	Spent bool
+}
+
+// BudgetLimit is one rate limit of an UpstreamBudget.
+type BudgetLimit struct {
+	// Reported: a response reported this limit.
+	Reported bool
+	// Left is what is left now, estimated from the last reading as the
+	// limit refills evenly to its size at its reset, less the calls in
+	// flight; -1 when unknown (a limit of unknown size past its reset).
+	Left int64
+	// Limit is the limit's size; 0 when the provider did not say.
+	Limit int64
+	// Reset is the time until the limit is whole again; -1 when the
+	// provider did not say.
+	Reset time.Duration
+}
+
+func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
+	limit := func(l store.BudgetLeft) BudgetLimit {
+		if !l.Reported {
+			return BudgetLimit{}
+		}
+		return BudgetLimit{Reported: true, Left: l.Left, Limit: l.Limit, Reset: l.Reset}
+	}
+	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls, Spent: spent}
 }
 
 // name is the upstream's name, from the deprecated Scope when only it is
@@ -67,7 +112,7 @@ func (u UpstreamStatus) refusing() bool { return u.State != UpstreamOpen || u.Pr
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
 	return UpstreamStatus{Upstream: s.Name, Scope: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
-		Reason: s.Reason, Probing: s.Probing}
+		Reason: s.Reason, Probing: s.Probing, Budget: budgetOf(s.Limits, s.Budget)}
 }
 
 func statusesOf(ss []upstream.Status) []UpstreamStatus {
@@ -82,8 +127,11 @@ func statusesOf(ss []upstream.Status) []UpstreamStatus {
 }
 
 // upstreamRefusal refuses a call every upstream refused: the wait is the
-// soonest any of them reopens.
-func upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
+// soonest any of them reopens or admits a call.
+func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
+	for i := range ss {
+		ss[i].RetryAfter = g.refusalWait(ss[i])
+	}
 	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
 	for i, u := range b.Upstreams {
 		if i == 0 || u.RetryAfter < b.RetryAfter {
@@ -91,6 +139,44 @@ func upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 		}
 	}
 	return b
+}
+
+// The waits for a call in flight to settle: at least minCallWait, and at
+// most unknownCallWait until the gate has timed enough calls to estimate.
+const (
+	minCallWait     = 10 * time.Millisecond
+	unknownCallWait = 100 * time.Millisecond
+)
+
+// refusalWait is how long a call refused by u waits. While one call
+// probes u, the probe's outcome is what the others wait for: the running
+// estimate of a call less the probe's time so far (its lease's time left
+// bounds it, after which a crashed probe is taken over), never that lease
+// itself, a minute by default for a call of a few hundred milliseconds.
+// A budget that only a call in flight can tell more of waits the running
+// estimate of a call. Until this Gate has seen enough calls to estimate,
+// the wait is at most a tenth of a second.
+func (g *Gate) refusalWait(u upstream.Status) time.Duration {
+	switch {
+	case u.Probing:
+		return g.callWait(u.RetryAfter, g.opts.Lease-u.RetryAfter)
+	case u.Budget && u.RetryAfter <= 0:
+		return g.callWait(g.opts.Lease, 0)
+	}
+	return u.RetryAfter
+}
+
+// callWait estimates when a call that has run for ran, with left on its
+// lease, settles: the 90th percentile of this Gate's recent calls less
+// ran, at least minCallWait and at most left; at most unknownCallWait
+// (and left) while too few calls were seen.
+func (g *Gate) callWait(left, ran time.Duration) time.Duration {
+	left = max(left, time.Millisecond)
+	q, ok := g.calls.quantile(callQuantile)
+	if !ok {
+		return min(left, unknownCallWait)
+	}
+	return min(max(q-ran, minCallWait), left)
 }
 
 // nextUpstream is the upstream a call would use: the first open one, else

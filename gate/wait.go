@@ -22,7 +22,8 @@ func (g *Gate) refused(ctx context.Context, err error) {
 	}
 	e := Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: b.local}
 	if b.State == UpstreamCooling {
-		e.Upstream = nextUpstream(b.Upstreams).Upstream
+		u := nextUpstream(b.Upstreams)
+		e.Upstream, e.Budget = u.Upstream, u.Budget
 	}
 	g.emit(ctx, e)
 }

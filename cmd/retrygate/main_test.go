@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -297,6 +298,36 @@ func TestScope(t *testing.T) {
 			r = runCLI(t, nil, append(args, "scope", "status")...)
 			mustOK(t, r)
 			golden(t, "scope_status_open", prefix, r.stdout)
+
+			// A response's rate limits, in OpenAI's documented headers
+			// (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
+			// scope status shows the budget as admission estimates it.
+			h := http.Header{}
+			h.Set("x-ratelimit-limit-requests", "60")
+			h.Set("x-ratelimit-remaining-requests", "12")
+			h.Set("x-ratelimit-reset-requests", "48s")
+			if err := g.Do(ctx, "doc-8", func(_ context.Context, l *gate.Lease) error {
+				b, _ := classify.ParseBudget(h, time.Now())
+				l.ObserveBudget(b)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			r = runCLI(t, nil, append(args, "scope", "status")...)
+			mustOK(t, r)
+			if !strings.Contains(r.stdout, "budget requests") || !strings.Contains(r.stdout, " of 60 left, whole in ") ||
+				!strings.Contains(r.stdout, "0 calls admitted, not settled") {
+				t.Errorf("scope status with a budget:\n%s", r.stdout)
+			}
+			r = runCLI(t, nil, append(args, "--json", "scope", "status")...)
+			mustOK(t, r)
+			var uj upstreamJSON
+			if err := json.Unmarshal([]byte(r.stdout), &uj); err != nil {
+				t.Fatal(err)
+			}
+			if b := uj.Budget; b == nil || b.Requests == nil || b.Requests.Limit != 60 || b.Requests.Left < 12 || b.Requests.ResetMs <= 0 || b.Tokens != nil {
+				t.Errorf("scope status --json budget: %+v", uj.Budget)
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/retrygate/retrygate/gate"
 )
@@ -76,5 +77,36 @@ func runScope(ctx context.Context, c *cli, args []string) error {
 	if st.State != gate.ScopeOpen {
 		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
 	}
+	budgetRows(tw, st.Budget)
 	return tw.Flush()
+}
+
+// budgetRows shows what the upstream's provider last reported of its
+// rate limits, as admission estimates them now.
+func budgetRows(tw *tabwriter.Writer, b gate.UpstreamBudget) {
+	if !b.Requests.Reported && !b.Tokens.Reported {
+		row(tw, "budget", "none reported (calls are admitted by the breaker alone)")
+		return
+	}
+	for _, l := range []struct {
+		name string
+		l    gate.BudgetLimit
+	}{{"budget requests", b.Requests}, {"budget tokens", b.Tokens}} {
+		if !l.l.Reported {
+			continue
+		}
+		left := "unknown (reset passed)"
+		if l.l.Left >= 0 {
+			left = fmt.Sprint(l.l.Left)
+		}
+		if l.l.Limit > 0 {
+			left += fmt.Sprintf(" of %d", l.l.Limit)
+		}
+		left += " left"
+		if l.l.Reset >= 0 {
+			left += fmt.Sprintf(", whole in %s (at %s)", fmtDur(l.l.Reset), at(l.l.Reset))
+		}
+		row(tw, l.name, left)
+	}
+	row(tw, "in flight", fmt.Sprintf("%d calls admitted, not settled", b.InFlight))
 }

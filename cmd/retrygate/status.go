@@ -58,11 +58,44 @@ type scopeSearchJSON struct {
 }
 
 type upstreamJSON struct {
-	Scope        string `json:"scope"`
-	State        string `json:"state"`
-	Reason       string `json:"reason,omitempty"`
-	RetryAfterMs int64  `json:"retry_after_ms"`
-	RetryAt      string `json:"retry_at,omitempty"`
+	Scope        string      `json:"scope"`
+	State        string      `json:"state"`
+	Reason       string      `json:"reason,omitempty"`
+	RetryAfterMs int64       `json:"retry_after_ms"`
+	RetryAt      string      `json:"retry_at,omitempty"`
+	Budget       *budgetJSON `json:"budget,omitempty"`
+}
+
+// budgetJSON is an upstream's budget, each limit omitted when no response
+// reported it.
+type budgetJSON struct {
+	Requests *limitJSON `json:"requests,omitempty"`
+	Tokens   *limitJSON `json:"tokens,omitempty"`
+	InFlight int64      `json:"in_flight"`
+}
+
+type limitJSON struct {
+	Left    int64  `json:"left"` // -1: unknown
+	Limit   int64  `json:"limit,omitempty"`
+	ResetMs int64  `json:"reset_ms"` // -1: not said
+	ResetAt string `json:"reset_at,omitempty"`
+}
+
+func toBudgetJSON(b gate.UpstreamBudget) *budgetJSON {
+	if !b.Requests.Reported && !b.Tokens.Reported {
+		return nil
+	}
+	limit := func(l gate.BudgetLimit) *limitJSON {
+		if !l.Reported {
+			return nil
+		}
+		j := &limitJSON{Left: l.Left, Limit: l.Limit, ResetMs: -1}
+		if l.Reset >= 0 {
+			j.ResetMs, j.ResetAt = ms(l.Reset), at(l.Reset)
+		}
+		return j
+	}
+	return &budgetJSON{Requests: limit(b.Requests), Tokens: limit(b.Tokens), InFlight: b.InFlight}
 }
 
 type statusJSON struct {
@@ -94,7 +127,8 @@ func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
 	if u.Scope == "" {
 		return nil
 	}
-	j := &upstreamJSON{Scope: u.Scope, State: u.State.String(), Reason: u.Reason, RetryAfterMs: ms(u.RetryAfter)}
+	j := &upstreamJSON{Scope: u.Scope, State: u.State.String(), Reason: u.Reason, RetryAfterMs: ms(u.RetryAfter),
+		Budget: toBudgetJSON(u.Budget)}
 	if u.RetryAfter > 0 {
 		j.RetryAt = at(u.RetryAfter)
 	}

@@ -37,8 +37,10 @@
 // Attributes are retrygate.job, retrygate.scope, retrygate.state,
 // retrygate.outcome, retrygate.reason, retrygate.class, retrygate.fence,
 // retrygate.attempt, retrygate.wait and retrygate.held (seconds),
-// retrygate.retry_at (RFC 3339), retrygate.local, retrygate.op and
-// retrygate.cause, where they apply; error.type (the reason code, else the
+// retrygate.retry_at (RFC 3339), retrygate.local, retrygate.op,
+// retrygate.cause, and on an acquire's span what the upstream's budget had
+// left (retrygate.budget.requests_left, retrygate.budget.tokens_left) and
+// whether it refused the call (retrygate.budget.spent), where they apply; error.type (the reason code, else the
 // refusing state) on refusals and failures; gen_ai.provider.name when the
 // scope's first segment names a provider the GenAI semantic conventions
 // list ("openai:prod-key" gives openai; gemini, vertex, azure, bedrock,
@@ -52,7 +54,8 @@
 // OpenTelemetry Prometheus exporter turns into gateprom's own
 // (retrygate.acquisitions → retrygate_acquisitions_total,
 // retrygate.lock_held in seconds → retrygate_lock_held_seconds), with the
-// same attribute names (scope, outcome, state, reason, op, cause, kind),
+// same attribute names (scope, outcome, state, reason, op, cause, kind,
+// limit),
 // so dashboards and the sample alerts work on either; see gateprom's doc
 // for each one. TestSameSeriesAsGateprom feeds both the same events. The
 // job key is never a metric attribute (unbounded); reason codes outside

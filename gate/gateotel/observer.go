@@ -40,9 +40,10 @@ type Observer struct {
 	tracer  trace.Tracer
 	reasons map[string]bool
 
-	counters [nCounters]metric.Int64Counter
-	held     metric.Float64Histogram
-	cooldown metric.Float64Histogram
+	counters   [nCounters]metric.Int64Counter
+	held       metric.Float64Histogram
+	cooldown   metric.Float64Histogram
+	budgetLeft metric.Int64Gauge
 
 	mu   sync.RWMutex
 	sets map[setKey]measure
@@ -63,9 +64,11 @@ const (
 	redisErrors
 	scopeTransitions
 	warnings
+	budgetRefusals
 	nCounters
-	held     = nCounters
-	cooldown = nCounters + 1
+	held       = nCounters
+	cooldown   = nCounters + 1
+	budgetLeft = nCounters + 2
 )
 
 // instruments are the series' names, descriptions and attributes (after
@@ -85,6 +88,8 @@ var instruments = [...]struct {
 	warnings:         {"retrygate.warnings", "Warnings an operator must look at, by reason.", []string{"reason"}},
 	held:             {"retrygate.lock_held", "How long calls held the job's lock, from acquire to settle or lease loss, by outcome.", []string{"outcome"}},
 	cooldown:         {"retrygate.cooldown", "Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).", []string{"kind"}},
+	budgetRefusals:   {"retrygate.budget_refusals", "Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling).", nil},
+	budgetLeft:       {"retrygate.budget_left", "What the upstream's budget (the provider's reported rate limits, shared in Redis) had left at the last call admitted or refused by it, less the calls in flight, by limit (requests, tokens).", []string{"limit"}},
 }
 
 // New returns an Observer with its instruments created.
@@ -117,6 +122,9 @@ func New(opts Options) (*Observer, error) {
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cooldownBuckets...)); err != nil {
 		return nil, fmt.Errorf("gateotel: %s: %w", instruments[cooldown].name, err)
 	}
+	if o.budgetLeft, err = meter.Int64Gauge(instruments[budgetLeft].name, metric.WithDescription(instruments[budgetLeft].desc)); err != nil {
+		return nil, fmt.Errorf("gateotel: %s: %w", instruments[budgetLeft].name, err)
+	}
 	for _, r := range classify.Reasons() {
 		o.reasons[r] = true
 	}
@@ -141,10 +149,15 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 	switch e.Kind {
 	case gate.EventAcquired:
 		o.add(ctx, acquisitions, scope, "acquired", "")
+		o.budget(ctx, scope, e.Budget)
 	case gate.EventRefused:
 		o.add(ctx, acquisitions, scope, "refused", e.State.String())
 		if e.Local {
 			o.add(ctx, coalesced, scope, "", "")
+		}
+		o.budget(ctx, scope, e.Budget)
+		if e.Budget.Spent {
+			o.add(ctx, budgetRefusals, scope, "", "")
 		}
 	case gate.EventFailOpen:
 		o.add(ctx, acquisitions, scope, "fail_open", "")
@@ -181,6 +194,16 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 		o.add(ctx, scopeTransitions, scope, "paused", o.reason(e.Reason))
 	case gate.EventWarning:
 		o.add(ctx, warnings, scope, e.Reason, "") // the gate's own Warn* codes
+	}
+}
+
+// budget records what an event says the upstream's budget had left.
+func (o *Observer) budget(ctx context.Context, scope string, b gate.UpstreamBudget) {
+	if b.Requests.Reported && b.Requests.Left >= 0 {
+		o.budgetLeft.Record(ctx, b.Requests.Left, o.set(budgetLeft, scope, "requests", "").rec...)
+	}
+	if b.Tokens.Reported && b.Tokens.Left >= 0 {
+		o.budgetLeft.Record(ctx, b.Tokens.Left, o.set(budgetLeft, scope, "tokens", "").rec...)
 	}
 }
 
@@ -288,7 +311,27 @@ const (
 	keyLocal   = attribute.Key("retrygate.local")
 	keyOp      = attribute.Key("retrygate.op")
 	keyCause   = attribute.Key("retrygate.cause")
+
+	keyBudgetRequests = attribute.Key("retrygate.budget.requests_left")
+	keyBudgetTokens   = attribute.Key("retrygate.budget.tokens_left")
+	keyBudgetSpent    = attribute.Key("retrygate.budget.spent")
 )
+
+// budgetAttrs are what the upstream's budget had left at an acquire or a
+// refusal, and whether it refused; none without a budget.
+func budgetAttrs(b gate.UpstreamBudget) []attribute.KeyValue {
+	var out []attribute.KeyValue
+	if b.Requests.Reported {
+		out = append(out, keyBudgetRequests.Int64(b.Requests.Left))
+	}
+	if b.Tokens.Reported {
+		out = append(out, keyBudgetTokens.Int64(b.Tokens.Left))
+	}
+	if b.Spent {
+		out = append(out, keyBudgetSpent.Bool(true))
+	}
+	return out
+}
 
 // trace records e as spans under span, the caller's, or as an event on it.
 func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
@@ -304,6 +347,7 @@ func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
 			outcome = "fail_open"
 		}
 		attrs = append(attrs, keyOutcome.String(outcome))
+		attrs = append(attrs, budgetAttrs(e.Budget)...)
 		if e.Kind == gate.EventRefused {
 			attrs = append(attrs, keyState.String(e.State.String()))
 			attrs = append(attrs, waitAttrs(e, now)...)

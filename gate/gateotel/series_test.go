@@ -40,6 +40,8 @@ func everyEvent() []gate.Event {
 		{Kind: gate.EventScopeCooling, Scope: scope, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Second},
 		{Kind: gate.EventScopePaused, Scope: scope, Reason: classify.ReasonQuotaExhausted, Cooldown: 10 * time.Minute},
 		{Kind: gate.EventWarning, Scope: scope, Reason: gate.WarnPermanentWave},
+		{Kind: gate.EventRefused, Scope: scope, Job: "b", State: gate.UpstreamCooling, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Millisecond,
+			Budget: gate.UpstreamBudget{Spent: true, Requests: gate.BudgetLimit{Reported: true, Left: 1}, Tokens: gate.BudgetLimit{Reported: true, Left: 900}}},
 	}
 }
 
@@ -66,8 +68,8 @@ func TestSameSeriesAsGateprom(t *testing.T) {
 		otelObs.Observe(ctx, e)
 	}
 	want, got := series(t, promReg), series(t, otelReg)
-	if len(want) < 11 {
-		t.Fatalf("gateprom exported %d families, the events should drive all 11", len(want))
+	if len(want) < 13 {
+		t.Fatalf("gateprom exported %d families, the events should drive all 13", len(want))
 	}
 	for name, w := range want {
 		g, ok := got[name]

@@ -28,6 +28,10 @@
 //	retrygate_lock_held_seconds{outcome}         histogram: how long calls held the lock, observed at
 //	                                             every settle, lease loss and not-owned rejection
 //	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | scope
+//	retrygate_budget_left{limit}                 gauge: what the upstream's budget had left at the last
+//	                                             call it admitted or refused; limit: requests | tokens
+//	retrygate_budget_refusals_total              calls refused before they were sent: the budget would
+//	                                             have had less than its reserve left
 //
 // Label values are bounded: the job key is never a label, reason codes
 // outside classify.Reasons (and Options.Reasons) count as "other", and

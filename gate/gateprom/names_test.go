@@ -21,6 +21,8 @@ func TestDocsNameRealMetrics(t *testing.T) {
 		obs.Observe(context.Background(), gate.Event{Kind: k, Local: true, Held: time.Second, Cooldown: time.Second})
 	}
 	obs.Observe(context.Background(), gate.Event{Kind: gate.EventSettled, Err: gate.ErrNotOwned})
+	obs.Observe(context.Background(), gate.Event{Kind: gate.EventRefused, State: gate.UpstreamCooling,
+		Budget: gate.UpstreamBudget{Spent: true, Requests: gate.BudgetLimit{Reported: true}}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
 	mfs, err := reg.Gather()
@@ -36,7 +38,7 @@ func TestDocsNameRealMetrics(t *testing.T) {
 			}
 		}
 	}
-	if exp, got := 11, len(mfs); exp != got {
+	if exp, got := 13, len(mfs); exp != got {
 		t.Fatalf("metric families: exp %d, got %d", exp, got)
 	}
 	name := regexp.MustCompile(`retrygate_[a-z_]+`)

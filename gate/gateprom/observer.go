@@ -24,6 +24,8 @@ type Observer struct {
 	warnings     *prometheus.CounterVec
 	held         *prometheus.HistogramVec
 	cooldown     *prometheus.HistogramVec
+	budgetLeft   *prometheus.GaugeVec
+	budgetSpent  *prometheus.CounterVec
 
 	reasons map[string]bool
 }
@@ -87,6 +89,13 @@ func New(opts Options) *Observer {
 		cooldown: histogram("cooldown_seconds",
 			"Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).",
 			opts.CooldownBuckets, "kind"),
+		budgetLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: "budget_left",
+			Help:        "What the upstream's budget (the provider's reported rate limits, shared in Redis) had left at the last call admitted or refused by it, less the calls in flight, by limit (requests, tokens).",
+			ConstLabels: opts.ConstLabels,
+		}, []string{"scope", "limit"}),
+		budgetSpent: counter("budget_refusals_total",
+			"Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling)."),
 		reasons: make(map[string]bool),
 	}
 	for _, r := range classify.Reasons() {
@@ -115,8 +124,13 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	switch e.Kind {
 	case gate.EventAcquired:
 		o.acquisitions.WithLabelValues(scope, "acquired", "").Inc()
+		o.budget(scope, e.Budget)
 	case gate.EventRefused:
 		o.acquisitions.WithLabelValues(scope, "refused", e.State.String()).Inc()
+		o.budget(scope, e.Budget)
+		if e.Budget.Spent {
+			o.budgetSpent.WithLabelValues(scope).Inc()
+		}
 		if e.Local {
 			o.coalesced.WithLabelValues(scope).Inc()
 		}
@@ -158,6 +172,16 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	}
 }
 
+// budget sets the budget's gauges from what an event says is left.
+func (o *Observer) budget(scope string, b gate.UpstreamBudget) {
+	if b.Requests.Reported && b.Requests.Left >= 0 {
+		o.budgetLeft.WithLabelValues(scope, "requests").Set(float64(b.Requests.Left))
+	}
+	if b.Tokens.Reported && b.Tokens.Left >= 0 {
+		o.budgetLeft.WithLabelValues(scope, "tokens").Set(float64(b.Tokens.Left))
+	}
+}
+
 // settleOutcome names an EventSettled: not_owned, cooled_down,
 // marked_failed, released or succeeded. gateotel names them alike
 // (its TestSameSeriesAsGateprom).
@@ -186,7 +210,7 @@ func cause(err error) string {
 
 func (o *Observer) collectors() []prometheus.Collector {
 	return []prometheus.Collector{o.acquisitions, o.coalesced, o.settles, o.renewals, o.leaseLost,
-		o.notOwned, o.redisErrors, o.scope, o.warnings, o.held, o.cooldown}
+		o.notOwned, o.redisErrors, o.scope, o.warnings, o.held, o.cooldown, o.budgetLeft, o.budgetSpent}
 }
 
 // Describe implements prometheus.Collector.

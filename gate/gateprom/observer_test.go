@@ -261,12 +261,12 @@ func TestObserverLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-	// acquisitions 4 (acquired, fail_open, refused with no state and
-	// running), coalesced, settles 4, held 6 (4 settles, lease_lost,
-	// not_owned), cooldown 2, renewals 2, lease_lost, not_owned,
-	// redis_errors, scope_transitions 2, warnings: every kind lands in its
-	// series.
-	if exp, got := 25, testutil.CollectAndCount(obs); exp != got {
+	// acquisitions 5 (acquired, fail_open, refused with no state,
+	// running and upstream_cooling), coalesced, settles 4, held 6 (4
+	// settles, lease_lost, not_owned), cooldown 2, renewals 2, lease_lost,
+	// not_owned, redis_errors, scope_transitions 2, warnings, budget_left 2
+	// (requests, tokens), budget_refusals: every kind lands in its series.
+	if exp, got := 29, testutil.CollectAndCount(obs); exp != got {
 		t.Errorf("series: exp %d, got %d", exp, got)
 	}
 }
@@ -287,6 +287,8 @@ func everySeries() *gateprom.Observer {
 		{Kind: gate.EventSettled, Err: gate.ErrNotOwned},
 		{Kind: gate.EventRenewed, Err: errors.New("down")},
 		{Kind: gate.EventRefused, State: gate.Running, Local: true},
+		{Kind: gate.EventRefused, State: gate.UpstreamCooling, Budget: gate.UpstreamBudget{Spent: true,
+			Requests: gate.BudgetLimit{Reported: true, Left: 0}, Tokens: gate.BudgetLimit{Reported: true, Left: 120}}},
 	} {
 		e.Held, e.Cooldown = time.Second, time.Minute
 		obs.Observe(context.Background(), e)

@@ -166,9 +166,9 @@ func refused(g *gate.Gate, err error) Plan {
 // scopeWait is how long a job refused by its upstreams waits: until the
 // soonest of them may run a call. A cooldown or pause says when its probe
 // may run, and that is the wait: at its end one job probes and the others
-// are refused again. While a probe runs, its wait is the probe's lease
-// left (a full Lease for a probe that may settle in a second): the job
-// comes back after at most ScopePolicy.Cooldown instead.
+// are refused again. While a probe runs, the gate's wait is its estimate
+// of the probe's call; the job comes back after at most
+// ScopePolicy.Cooldown in any case.
 func scopeWait(g *gate.Gate, b *gate.BlockedError) time.Duration {
 	step := g.Options().ScopePolicy.Cooldown
 	wait := time.Duration(-1)

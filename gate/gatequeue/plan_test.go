@@ -87,9 +87,10 @@ func TestRun(t *testing.T) {
 		{name: "refused: scope paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 4 * time.Second},
 		// The probe holds the scope for a lease (1 min); the others come
-		// back after the scope's Cooldown (5 s), not a minute.
+		// back when the gate expects the probe's call to end (at most
+		// 100 ms before it has timed 8 calls), not after a minute.
 		{name: "refused: scope probing", before: probing, job: "doc", fn: succeed,
-			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 5 * time.Second, Reason: classify.ReasonRateLimited}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 100 * time.Millisecond, Reason: classify.ReasonRateLimited}},
 		{name: "invalid job key", job: "", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: gatequeue.ReasonInvalidJob}},
 	} {

@@ -6,8 +6,10 @@
 // Each line's message is "retrygate " + the event kind (acquired, refused,
 // cooled_down, lease_lost, ...) and its attributes are those of the event
 // that apply: event, job (or job_hash with Options.HashJobs), scope, state,
-// attempt, fence, class, reason, held, cooldown, local, op, err. Zero
-// fields are left out.
+// attempt, fence, class, reason, held, cooldown, local, op,
+// budget_requests_left, budget_tokens_left, budget_spent (what the
+// upstream's budget had left at an acquire or refusal, and whether it
+// refused), err. Zero fields are left out.
 //
 // Levels: refusals and renewals are Debug (they are the normal, frequent
 // path); acquisitions and settles are Info; lease_lost, not_owned,

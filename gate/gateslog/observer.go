@@ -116,6 +116,17 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 	if e.Op != "" {
 		attrs = append(attrs, slog.String("op", e.Op))
 	}
+	if b := e.Budget; b.Requests.Reported || b.Tokens.Reported {
+		if b.Requests.Reported {
+			attrs = append(attrs, slog.Int64("budget_requests_left", b.Requests.Left))
+		}
+		if b.Tokens.Reported {
+			attrs = append(attrs, slog.Int64("budget_tokens_left", b.Tokens.Left))
+		}
+		if b.Spent {
+			attrs = append(attrs, slog.Bool("budget_spent", true))
+		}
+	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))
 	}

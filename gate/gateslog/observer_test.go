@@ -7,6 +7,7 @@ import (
 	"errors"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -222,4 +223,56 @@ func ExampleNew() {
 		Attempt: 2, Class: classify.ClassTransient, Reason: "rate_limited", Cooldown: 20 * time.Second})
 	// Output:
 	// level=INFO msg="retrygate settled" event=settled job_hash=6767023ae1fd50c6 state=cooling_down attempt=2 class=transient reason=rate_limited cooldown=20s
+}
+
+// A call refused by its upstream's budget logs what was left and that the
+// budget refused; an acquire admitted by it, what was left after it.
+func TestLogsTheBudget(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			log, buf := newLogger(slog.LevelDebug)
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai",
+				Observer: gateslog.New(log, gateslog.Options{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			// OpenAI's documented headers (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers),
+			// with 2 requests left of 60.
+			h := http.Header{}
+			h.Set("x-ratelimit-limit-requests", "60")
+			h.Set("x-ratelimit-remaining-requests", "2")
+			h.Set("x-ratelimit-reset-requests", "58s")
+			report := func(_ context.Context, l *gate.Lease) error {
+				b, _ := classify.ParseBudget(h, time.Now())
+				l.ObserveBudget(b)
+				return nil
+			}
+			if err := g.Do(ctx, "first", report); err != nil {
+				t.Fatal(err)
+			}
+			l, err := g.Acquire(ctx, "second") // 2 left: admitted, 1 left after it
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l.Release(ctx) }()
+			_ = g.Do(ctx, "third", report) // 1 left, below the reserve after it: refused
+			lines := buf.lines(t)
+			var acquired, refused map[string]any
+			for _, line := range lines {
+				switch line["msg"] {
+				case "retrygate acquired":
+					acquired = line
+				case "retrygate refused":
+					refused = line
+				}
+			}
+			if acquired == nil || acquired["budget_requests_left"] != 1.0 {
+				t.Fatalf("the last acquire logged %v, want budget_requests_left 1", acquired)
+			}
+			if refused == nil || refused["budget_requests_left"] != 1.0 || refused["budget_spent"] != true {
+				t.Fatalf("the refusal logged %v, want budget_requests_left 1 and budget_spent", refused)
+			}
+		})
+	}
 }

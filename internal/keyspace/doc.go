@@ -11,6 +11,8 @@
 //	<prefix>:scope:{<upstream>}:fails           sliding window of its 5xx failures
 //	<prefix>:scope:{<upstream>}:wave:<reason>   distinct jobs failing permanently with reason
 //	<prefix>:scope:{<upstream>}:unreachable     distinct jobs whose calls could not reach its address
+//	<prefix>:scope:{<upstream>}:budget          the provider's last reported rate limits
+//	<prefix>:scope:{<upstream>}:calls           calls admitted by that budget, not yet settled
 //
 // (An upstream's keys keep "scope", the upstream's first name, so that
 // gates of every version share them.)

@@ -132,6 +132,14 @@ func Unreachable(prefix, upstream string) string {
 	return prefix + ":scope:{" + Encode(upstream) + "}:unreachable"
 }
 
+// Budget returns the keys of an upstream's budget: the rate limits its
+// provider last reported (a hash), and the calls admitted against them and
+// not yet settled (a sorted set). Both live in the upstream's slot.
+func Budget(prefix, name string) (budget, calls string) {
+	key := prefix + ":scope:{" + Encode(name) + "}"
+	return key + ":budget", key + ":calls"
+}
+
 // Wave returns the key of the window that counts the distinct jobs of an
 // upstream failing permanently with reason; it lives in the upstream's
 // slot.

@@ -47,6 +47,9 @@ type Acquire struct {
 	Done string
 	// Upstreams are the keys of upstreams read beside the job.
 	Upstreams []string
+	// Admissions, when set, ask each upstream's budget in the same trip,
+	// as Upstreams.
+	Admissions []Admission
 }
 
 // Acquired is the acquire's answer.
@@ -68,6 +71,12 @@ type Acquired struct {
 	DoneToken string
 	// Upstreams are the upstreams' values, as Acquire.Upstreams.
 	Upstreams []Upstream
+	// Admitted are their budgets' answers, as Acquire.Admissions. A
+	// budget that failed to answer (a user without the permission its
+	// script needs, a Redis out of memory) judged nothing; AdmitErr is
+	// the first such error. The upstreams' GETs beside them answered.
+	Admitted []Admitted
+	AdmitErr error
 
 	value string      // the raw value, for an undo
 	pttl  int64       // its PTTL
@@ -106,7 +115,7 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	if err != nil {
 		return err
 	}
-	peeks, err := s.take(ctx, &rt, a, r)
+	peeks, admits, err := s.take(ctx, &rt, a, r)
 	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
 		// Redis refuses writes (OOM, READONLY) but the job's value
 		// refuses the call anyway: that refusal needs no write.
@@ -130,6 +139,15 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 			return perr // fail closed on the upstream too; the job is given back
 		}
 		r.Upstreams[i] = parseUpstream(v)
+	}
+	if len(admits) > 0 {
+		r.Admitted = make([]Admitted, len(admits))
+	}
+	for i, c := range admits {
+		var aerr error
+		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil && r.AdmitErr == nil {
+			r.AdmitErr = aerr
+		}
 	}
 	return nil
 }
@@ -161,8 +179,9 @@ func (s *Store) route(ctx context.Context, key string) (rt route, err error) {
 }
 
 // take is the acquire's first send: native commands, with the upstreams'
-// GETs. It returns the GETs' commands.
-func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([]*redis.StringCmd, error) {
+// GETs and their budgets' admissions. It returns the GETs' and the
+// admissions' commands.
+func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([]*redis.StringCmd, []*redis.Cmd, error) {
 	jt := s.Trip() // the job's node (and the upstreams', on one node)
 	var ut *Trip   // the upstreams' GETs when apart
 	if rt.apart && len(a.Upstreams) > 0 {
@@ -181,6 +200,13 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 	}
 	for i, k := range a.Upstreams {
 		peeks[i] = ups.get(ctx, k)
+	}
+	var admits []*redis.Cmd
+	if len(a.Admissions) > 0 {
+		admits = make([]*redis.Cmd, len(a.Admissions))
+	}
+	for i, ad := range a.Admissions {
+		admits[i] = ups.admit(ctx, ad)
 	}
 	switch {
 	case ut == nil:
@@ -201,7 +227,7 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 	if err == nil {
 		err = readDone(done, r)
 	}
-	return peeks, err
+	return peeks, admits, err
 }
 
 // readRefusal is the acquire's second trip when Redis refused the SET

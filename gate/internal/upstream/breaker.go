@@ -21,6 +21,8 @@ type Policy struct {
 	// UnreachableJobs: how many distinct jobs whose calls could not reach
 	// the upstream's address within FailWindow cool it (≤ 0: off).
 	UnreachableJobs int
+	// Budget: admission by the provider's reported rate limits.
+	Budget BudgetPolicy
 }
 
 // Breaker is one upstream's breaker: a guarded upstream in Redis, or Free.
@@ -73,6 +75,7 @@ type guarded struct {
 	prefix      string
 	k, fails    string
 	unreachable string // distinct jobs that could not reach its address
+	bk          store.BudgetKeys
 	policy      Policy
 
 	// refusingUntil (unix ns, local clock) is when the refusal this
@@ -85,7 +88,8 @@ type guarded struct {
 
 func newGuarded(prefix, name string, p Policy) *guarded {
 	k, fails := keyspace.Upstream(prefix, name)
-	return &guarded{name: name, prefix: prefix, k: k, fails: fails, unreachable: keyspace.Unreachable(prefix, name), policy: p}
+	return &guarded{name: name, prefix: prefix, k: k, fails: fails, unreachable: keyspace.Unreachable(prefix, name),
+		bk: budgetKeys(prefix, name, k), policy: p}
 }
 
 func (b *guarded) Name() string { return b.name }

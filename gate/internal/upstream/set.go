@@ -14,12 +14,13 @@ type Set struct {
 	keys []string // the guarded upstreams' keys, read by every acquire
 	// free is Free's judgement, made once: an acquire without upstreams
 	// allocates none.
-	free Judgement
+	free   Judgement
+	budget BudgetPolicy
 }
 
 // NewSet returns the upstreams named, in order, with keys under prefix.
 func NewSet(prefix string, names []string, p Policy) *Set {
-	s := &Set{}
+	s := &Set{budget: p.Budget}
 	for _, name := range names {
 		b := newGuarded(prefix, name, p)
 		s.all = append(s.all, b)
@@ -44,19 +45,26 @@ type Judgement struct {
 	permits  []Permit
 	statuses []Status
 	refusing bool // every upstream refuses
+	// admitted are the budgets' answers.
+	set      *Set
+	admitted []store.Admitted
 }
 
 // Refusal returns the upstreams' statuses when every one refuses.
 func (j Judgement) Refusal() ([]Status, bool) { return j.statuses, j.refusing }
 
 // Judge reads the values an acquire read (one per key, as Keys) at Redis
-// time now. When every upstream refuses, this process remembers it: its
-// next acquires only read them (PeekKnown).
-func (s *Set) Judge(values []store.Upstream, now int64) Judgement {
+// time now, with their budgets' answers to admissions (as Admissions; nil
+// when none were asked). When every upstream refuses by its breaker, this
+// process remembers it: its next acquires only read them (PeekKnown); a
+// budget's refusal is not remembered, its wait is a call's refill.
+func (s *Set) Judge(values []store.Upstream, admitted []store.Admitted, now int64) Judgement {
 	if s.free.permits != nil {
 		return s.free
 	}
-	j := Judgement{permits: make([]Permit, len(s.all)), statuses: make([]Status, len(s.all)), refusing: true}
+	j := Judgement{permits: make([]Permit, len(s.all)), statuses: make([]Status, len(s.all)), refusing: true,
+		set: s, admitted: admitted}
+	budgeted := false
 	i := 0
 	for n, b := range s.all {
 		var v store.Upstream
@@ -64,9 +72,15 @@ func (s *Set) Judge(values []store.Upstream, now int64) Judgement {
 			v, i = values[i], i+1
 		}
 		j.permits[n], j.statuses[n] = b.judge(v, now)
+		if j.permits[n] != Refused && n < len(admitted) {
+			// Open, or its wait over: the probe must fit the budget too.
+			var refused bool
+			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), j.permits[n], admitted[n])
+			budgeted = budgeted || refused
+		}
 		j.refusing = j.refusing && j.permits[n] == Refused
 	}
-	if j.refusing {
+	if j.refusing && !budgeted {
 		for n, b := range s.all {
 			b.remember(j.statuses[n])
 		}
@@ -115,6 +129,13 @@ type Choice struct {
 	b     Breaker
 	probe bool
 	level int // the upstream's trips in a row before the probe
+	// member is the call's reservation in the upstream's budget, "" for
+	// none; off: budgets are off.
+	member   string
+	margin   time.Duration
+	off      bool
+	judged   bool // the upstream had a budget when the call was admitted
+	admitted store.Admitted
 }
 
 // Choose picks the upstream the run holding token uses: the first, in
@@ -125,7 +146,14 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 		switch j.permits[i] {
 		case Permitted:
 			b.forget()
-			return Choice{b: b}, nil, nil
+			c := Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}
+			if i == 0 {
+				c.member = j.reservation()
+			}
+			if i < len(j.admitted) {
+				c.judged, c.admitted = j.admitted[i].Judged, j.admitted[i]
+			}
+			return c, nil, nil
 		case MayProbe:
 			c, err := b.claim(ctx, st, token)
 			switch {
@@ -133,10 +161,10 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 				return Choice{}, nil, err
 			case c.Open:
 				b.forget()
-				return Choice{b: b}, nil, nil
+				return Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
 			case c.Claimed:
 				b.forget()
-				return Choice{b: b, probe: true, level: c.Level}, nil, nil
+				return Choice{b: b, probe: true, level: c.Level, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
 			}
 			j.statuses[i] = refusal(b.Name(), c.Value, c.Wait)
 			b.remember(j.statuses[i])
@@ -177,17 +205,26 @@ func (p Peeks) Judge(now int64) ([]Status, error) {
 	return out, nil
 }
 
-// Reads are the upstreams' values, each read with Redis's clock.
+// Reads are the upstreams' values, each read with Redis's clock, and
+// their budgets.
 type Reads struct {
-	s     *Set
-	reads []store.Reply[store.UpstreamRead]
+	s       *Set
+	reads   []store.Reply[store.UpstreamRead]
+	budgets []store.Reply[store.BudgetRead]
 }
 
-// Read queues a read of every upstream with Redis's clock on t.
+// Read queues a read of every upstream with Redis's clock on t, and of
+// its budget unless budgets are off.
 func (s *Set) Read(ctx context.Context, t *store.Trip) Reads {
 	r := Reads{s: s, reads: make([]store.Reply[store.UpstreamRead], len(s.keys))}
 	for i, k := range s.keys {
 		r.reads[i] = t.ReadUpstream(ctx, k)
+	}
+	if !s.budget.Off && len(s.keys) > 0 {
+		r.budgets = make([]store.Reply[store.BudgetRead], len(s.keys))
+		for i, b := range s.all {
+			r.budgets[i] = t.ReadBudget(ctx, b.(*guarded).bk)
+		}
 	}
 	return r
 }
@@ -204,6 +241,11 @@ func (r Reads) Result() ([]Status, error) {
 			return nil, err
 		}
 		_, out[i] = r.s.all[i].judge(v.Upstream, v.Now)
+		if i < len(r.budgets) {
+			if out[i].Limits, err = r.budgets[i].Result(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
 }

@@ -24,10 +24,17 @@ type Status struct {
 	RetryAfter time.Duration
 	Reason     string
 	Probing    bool
+	// Budget: the upstream is open but its budget refused the call;
+	// RetryAfter is when the estimate fits it, 0 when only a call in
+	// flight settling can tell.
+	Budget bool
+	// Limits is the upstream's budget as an operator's read estimates it
+	// now (Set.Read); zero elsewhere.
+	Limits store.BudgetRead
 }
 
 // Refusing reports whether the upstream refuses calls.
-func (s Status) Refusing() bool { return s.State != Open || s.Probing }
+func (s Status) Refusing() bool { return s.State != Open || s.Probing || s.Budget }
 
 // Permit is what a call may do with an upstream.
 type Permit uint8

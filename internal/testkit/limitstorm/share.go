@@ -127,7 +127,9 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		return
 	}
 	for {
-		err := g.Do(ctx, j.Key(), func(ctx context.Context, _ *gate.Lease) error {
+		// The call's tokens as the provider counts them, so the upstream
+		// reserves them with the call (gate.WithTokens).
+		err := g.Do(gate.WithTokens(ctx, j.tokens(s.storm.dialect)), j.Key(), func(ctx context.Context, _ *gate.Lease) error {
 			return s.storm.Call(ctx, j.ID)
 		})
 		wait, ok := gate.RetryAfter(err)

@@ -16,8 +16,9 @@ var GateACL = []string{"-@all", "+evalsha", "+eval", "+time", "+get", "+set", "+
 
 // Extra rule sets for the features that need more than GateACL.
 var (
-	// ACLScope: Options.Scope's sliding windows (5xx failures, waves).
-	ACLScope = []string{"+zadd", "+zremrangebyscore", "+zcard"}
+	// ACLScope: Options.Scope's sliding windows (5xx failures, waves)
+	// and its budget (the provider's rate limits, the calls admitted).
+	ACLScope = []string{"+zadd", "+zremrangebyscore", "+zcard", "+hmget", "+hset", "+zrangebyscore", "+zrem"}
 	// ACLWait: Options.WaitReplicas.
 	ACLWait = []string{"+wait"}
 	// ACLList: retrygate list.

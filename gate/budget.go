@@ -1,0 +1,155 @@
+package gate
+
+import (
+	"context"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/redisop"
+)
+
+// The upstream's budget: what its provider reports of its rate limits on
+// every response, shared in Redis (gate/internal/upstream, budget.go) and
+// judged before every call.
+
+// What admission keeps unspent of each limit a provider reports: one
+// request, so that the estimate's rounding and a call that reached the
+// provider before its reading was written do not earn a 429; and, for a
+// call that does not say its tokens (WithTokens), 1 % of the token limit
+// standing in for them.
+const (
+	budgetReserveRequests = 1
+	budgetReserveTokens   = 0.01
+)
+
+// tokensKey is the context key of WithTokens.
+type tokensKey struct{}
+
+// WithTokens returns a copy of ctx under which an acquire (Acquire, Do,
+// Call, and middleware or adapters that acquire with the caller's
+// context) says the call will spend tokens of its upstream's token limit:
+// its prompt and its max_tokens, as the provider counts them. The
+// acquire reserves them in the upstream's budget in the same step as its
+// admission, so concurrent processes cannot all see enough tokens left
+// and overshoot together; the settle releases them, and the response's
+// reading says what the call spent. Without it a call reserves one
+// request and no tokens, and the token limit is judged by its reserve
+// alone. A negative count is read as 0.
+func WithTokens(ctx context.Context, tokens int64) context.Context {
+	return context.WithValue(ctx, tokensKey{}, max(tokens, 0))
+}
+
+// tokensOf is what WithTokens put on ctx, 0 for none.
+func tokensOf(ctx context.Context) int64 {
+	n, _ := ctx.Value(tokensKey{}).(int64)
+	return n
+}
+
+// budgetPolicy is the upstreams' budget policy for options o.
+func budgetPolicy(o Options) upstream.BudgetPolicy {
+	return upstream.BudgetPolicy{
+		Off:     o.UpstreamPolicy.IgnoreBudget,
+		Reserve: store.BudgetReserve{Requests: budgetReserveRequests, TokenShare: budgetReserveTokens},
+		// A budget past its reset says only that the limit is whole; it
+		// is kept a lease longer, so the calls it admitted have settled.
+		Margin: o.Lease,
+	}
+}
+
+// budgetContext is the context fn runs under, from ctx: a
+// classify.Transport under it reports every response's budget to the
+// lease, when the run uses an upstream and budgets are on.
+func (g *Gate) budgetContext(ctx context.Context, l *Lease) context.Context {
+	if !l.up.Guarded() || g.opts.UpstreamPolicy.IgnoreBudget {
+		return ctx
+	}
+	return classify.WithBudgetFunc(ctx, l.observe)
+}
+
+// observe keeps what a response said of the budget for the settle to
+// write. A run whose upstream had no budget at its acquire writes its
+// first reading at once, in a round trip of its own off the caller's
+// path: until then every process's calls go unjudged, and a call may
+// take seconds to settle.
+func (l *Lease) observe(b classify.Budget) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.settled {
+		return // written already, or never
+	}
+	l.seen.Observe(b)
+	if l.up.Unjudged() && !l.early {
+		l.early = true
+		l.writing.Add(1) // before the settle's Wait: settled is set under mu first
+		go l.writeEarly()
+	}
+}
+
+// writeEarly writes what the run's responses said so far to its
+// upstream's budget. The settle waits for it.
+func (l *Lease) writeEarly() {
+	defer l.writing.Done()
+	g := l.g
+	ctx, cancel := g.opCtx(l.parent)
+	defer cancel()
+	t := g.store.Trip()
+	r := l.up.Early(ctx, &t, &l.seen, time.Now())
+	t.Send(ctx)
+	if err := r.Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
+	}
+}
+
+// ObserveBudget tells the lease's upstream what a response said of the
+// provider's rate limits, for a client whose requests do not go through
+// classify.Transport (which reports every response under Lease.Context by
+// itself):
+//
+//	if b, ok := classify.ParseBudget(resp.Header, time.Now()); ok {
+//		lease.ObserveBudget(b)
+//	}
+//
+// The settle writes the newest reading of each limit to the upstream in
+// Redis, where every process's next acquire judges by it (the first
+// reading of an upstream with no budget is written at once). It is safe for
+// concurrent use, does nothing without an upstream or with
+// UpstreamPolicy.IgnoreBudget, and nothing once the lease is settled.
+func (l *Lease) ObserveBudget(b classify.Budget) {
+	if l.up.Guarded() && !l.g.opts.UpstreamPolicy.IgnoreBudget {
+		l.observe(b)
+	}
+}
+
+// release gives back the call an acquire reserved in its upstream's
+// budget, for an acquire refused after the reservation without taking the
+// job (one round trip, only then).
+func (g *Gate) release(ctx context.Context, l *grant, j upstream.Judgement) {
+	rctx, cancel := g.opCtx(ctx)
+	defer cancel()
+	t := g.store.Trip()
+	r := j.Release(rctx, &t)
+	t.Send(rctx)
+	if err := r.Err(); err != nil {
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", err)})
+	}
+}
+
+// budgetWait is the wait the run's last response gives for one more
+// call, for a provider-wide failure whose hint is hint: the wait its
+// message stated, else the shorter of the hint and the budget's refill of
+// one call (its request and tokens). A reset header says when the limit
+// is whole again, a minute at a per-minute limit, when one call fits in
+// milliseconds. 0 when the run saw no budget, or one that says the call
+// fits already.
+func (l *Lease) budgetWait(hint time.Duration) time.Duration {
+	w, stated, ok := l.seen.Fits(time.Now(), l.tokens, budgetReserveTokens)
+	switch {
+	case !ok:
+		return 0
+	case stated || hint <= 0:
+		return w
+	}
+	return min(w, hint)
+}

@@ -1,0 +1,537 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// openAIHeader is a response's rate-limit headers in the form OpenAI
+// documents them (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers:
+// x-ratelimit-limit-requests 60, x-ratelimit-remaining-requests 59,
+// x-ratelimit-reset-requests 1s, "the time until the rate limit (based on
+// requests) resets to its initial state"), for the requests limit; the
+// counts are the test's.
+func openAIHeader(remaining, limit int, reset string) http.Header {
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-requests", itoa(limit))
+	h.Set("x-ratelimit-remaining-requests", itoa(remaining))
+	h.Set("x-ratelimit-reset-requests", reset)
+	return h
+}
+
+// report runs a call of job through g whose response said h, read as
+// ParseBudget reads it and told to the lease.
+func report(t *testing.T, g *gate.Gate, job string, h http.Header) {
+	t.Helper()
+	err := g.Do(context.Background(), job, func(_ context.Context, l *gate.Lease) error {
+		b, ok := classify.ParseBudget(h, time.Now())
+		if !ok {
+			t.Fatalf("no budget in %v", h)
+		}
+		l.ObserveBudget(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do(%q): %v", job, err)
+	}
+}
+
+func budgetOptions(t *testing.T) gate.Options {
+	return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai:prod-key", Cooldown: time.Minute, Jitter: -1}
+}
+
+// A response in one process that says the requests limit is spent refuses
+// the next call of every process before it is sent, for as long as one
+// call and the reserve (one request) take to refill, and no longer: a
+// limit of 600 a minute refills a request in 100 ms.
+func TestBudgetRefusesBeforeTheLimit(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAIHeader(0, 600, "1m0s"))
+			bl := blocked(t, b, "second")
+			if !errors.Is(bl, gate.ErrUpstreamCooling) || bl.Reason != classify.ReasonRateLimited {
+				t.Fatalf("after a spent limit was reported: %+v, want ErrUpstreamCooling (rate_limited)", bl)
+			}
+			if bl.RetryAfter <= 0 || bl.RetryAfter > 201*time.Millisecond {
+				t.Fatalf("refused for %v, want two requests' refill at 600 a minute (200 ms), not the minute until the limit is whole", bl.RetryAfter)
+			}
+			pass(tg, bl.RetryAfter+5*time.Millisecond)
+			if err := b.Do(context.Background(), "second", okFn); err != nil {
+				t.Fatalf("once a call and the reserve refilled: %v, want the call to run", err)
+			}
+		})
+	}
+}
+
+// Calls admitted and not yet settled are counted against what is left,
+// in every process: with 3 requests left and a reserve of one, two calls
+// in flight leave no room for a third, until one settles. (A budget that
+// only mirrored the last response would admit all three.)
+func TestBudgetReservesCallsInFlight(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			// 60 a minute: a request refills in a second, longer than the test.
+			report(t, a, "first", openAIHeader(3, 60, "57s"))
+			l1, err := a.Acquire(ctx, "j1")
+			if err != nil {
+				t.Fatalf("first call with 3 left: %v", err)
+			}
+			l2, err := b.Acquire(ctx, "j2")
+			if err != nil {
+				t.Fatalf("second call with 2 left: %v", err)
+			}
+			defer func() { _ = l2.Release(ctx) }()
+			if bl := blocked(t, a, "j3"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("third call with two in flight: %+v, want ErrUpstreamCooling", bl)
+			}
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Do(ctx, "j3", okFn); err != nil {
+				t.Fatalf("third call once one settled: %v, want it to run", err)
+			}
+		})
+	}
+}
+
+// The budget keeps the newest reading: one with an earlier reset, settled
+// after a newer one (a slow call's response), does not overwrite it.
+func TestBudgetKeepsTheNewestReading(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			fresh, err := a.Acquire(ctx, "fresh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stale, err := b.Acquire(ctx, "stale")
+			if err != nil {
+				t.Fatal(err)
+			}
+			observe := func(l *gate.Lease, h http.Header) {
+				bg, _ := classify.ParseBudget(h, time.Now())
+				l.ObserveBudget(bg)
+			}
+			observe(fresh, openAIHeader(0, 60, "1m0s"))
+			observe(stale, openAIHeader(50, 60, "10s"))
+			if err := fresh.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := stale.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if bl := blocked(t, a, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("after a stale reading settled last: %+v, want the newer reading's refusal", bl)
+			}
+		})
+	}
+}
+
+// A call admitted by a process that dies is counted for one lease, then no
+// more: its reservation lapses with the lease, settled or not.
+func TestBudgetReservationLapses(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Lease = 100 * time.Millisecond
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAIHeader(2, 60, "58s"))
+			crashed, err := a.Acquire(ctx, "crashed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = crashed.Release(ctx) }()
+			if bl := blocked(t, b, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("with the crashed call in flight: %+v, want ErrUpstreamCooling", bl)
+			}
+			pass(tg, opts.Lease+10*time.Millisecond)
+			deadline := time.Now().Add(2 * time.Second)
+			for {
+				err := b.Do(ctx, "next", okFn)
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("a lease after the crashed call was admitted: %v, want its reservation lapsed", err)
+				}
+				pass(tg, 10*time.Millisecond)
+			}
+		})
+	}
+}
+
+// What a call's responses said rides the settle's round trip: a success
+// that reports a budget sends what one that reports none sends, plus the
+// budget's script in the same pipeline; once the upstream has a budget,
+// every admitted call is reserved, and its settle releases it there too.
+// Only the first reading of an upstream without a budget is written at
+// once, in a trip of its own: every process's calls go unjudged until
+// then.
+func TestBudgetRidesTheSettle(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	names := &cmdNames{}
+	rdb.AddHook(names)
+	h := openAIHeader(59, 60, "1s")
+	warm := newGate(t, rdb, budgetOptions(t))
+	report(t, warm, "job", h)
+	report(t, warm, "job", h) // loads every script
+	g := newGate(t, rdb, budgetOptions(t))
+	names.take()
+	if err := g.Do(context.Background(), "job", okFn); err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("a success without a budget sent %v, want %v", got, exp)
+	}
+	report(t, g, "job", h)
+	if exp, got := []string{"[pttl set time get evalsha]", "evalsha", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("the first reading of an upstream without a budget sent %v, want %v: written at once, then with the settle", got, exp)
+	}
+	report(t, g, "job", h)
+	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("a success with a budget sent %v, want %v: the budget's write in the settle's trip", got, exp)
+	}
+	if err := g.Do(context.Background(), "job", okFn); err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("a success admitted by the budget sent %v, want %v: its release in the settle's trip", got, exp)
+	}
+}
+
+// On every target a success that reports a budget costs the round trips
+// of one that does not: on one node the settle is one pipeline; on a
+// cluster the budget's keys are on the upstream's node, which the
+// settle's pipeline reaches in parallel with the job's (one more node's
+// pipeline, in the same send, when the two slots are on two nodes).
+func TestBudgetRoundTrips(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rt := &roundTrips{}
+			hook(tg, rt)
+			h := openAIHeader(59, 60, "1s")
+			warm := newGate(t, tg.Client, budgetOptions(t))
+			report(t, warm, "job", h)
+			report(t, warm, "job", h) // loads every script on the job's and the upstream's nodes
+			opts := budgetOptions(t)
+			g := newGate(t, tg.Client, opts)
+			before := rt.n.Load()
+			if err := g.Do(context.Background(), "job", okFn); err != nil {
+				t.Fatal(err)
+			}
+			plain := rt.n.Load() - before
+			report(t, g, "job", h) // the upstream's first reading
+			before = rt.n.Load()
+			report(t, g, "job", h)
+			with := rt.n.Load() - before
+			want := plain
+			if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+				up, _ := keyspace.Budget(opts.Prefix, opts.Upstream)
+				if masterAddr(t, cc, up) != masterAddr(t, cc, keyspace.Job(opts.Prefix, "job")) {
+					want++
+				}
+			}
+			if with != want {
+				t.Fatalf("a success reporting a budget: %d round trips, one reporting none: %d; want %d", with, plain, want)
+			}
+		})
+	}
+}
+
+func masterAddr(t *testing.T, cc *redis.ClusterClient, key string) string {
+	t.Helper()
+	m, err := cc.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Options().Addr
+}
+
+// After a 429, the upstream cools until one call fits, as the message said
+// ("Please try again in 6ms"), not until the limit is whole as the reset
+// header says (a minute): the response went through classify.Transport,
+// with no code in fn to report it.
+func TestBudgetWaitAfterA429(t *testing.T) {
+	// https://github.com/binary-husky/gpt_academic/issues/1213
+	const body = `{"error":{"message":"Rate limit reached for gpt-4 in organization org-RQ60lN38PaYNYPNEiYrSqwvj on tokens per min. Limit: 10000 / min. Please try again in 6ms. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		for k, v := range openAIHeader(0, 60, "1m0s") {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	hc := &http.Client{Transport: &classify.Transport{}}
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = classify.Default
+			g := newGate(t, tg.Client, opts)
+			l, err := g.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequestWithContext(l.Context(), http.MethodPost, srv.URL, strings.NewReader("{}"))
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			herr, err := classify.ReadHTTPError(resp) // as the SDKs keep a failed response
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Fail(ctx, herr); err != nil {
+				t.Fatal(err)
+			}
+			up := l.Result().Upstream
+			if up.State != gate.UpstreamCoolingDown || up.RetryAfter <= 0 || up.RetryAfter > 6*time.Millisecond {
+				t.Fatalf("upstream after the 429: %+v, want cooling for the 6 ms the message said", up)
+			}
+		})
+	}
+}
+
+// A job refused while one call probes the upstream waits for the probe's
+// outcome, not for the probe's lease: at most a tenth of a second before
+// the gate has timed enough calls, the 90th percentile of its calls after.
+func TestProbeRefusalWaitsForACall(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = providerBusyClassifier
+			opts.UpstreamPolicy.Cooldown = 20 * time.Millisecond
+			g := newGate(t, tg.Client, opts) // Lease: 60 s
+			_ = failWith(t, g, "busy", errProviderBusy)
+			pass(tg, 30*time.Millisecond)
+			probe, err := g.Acquire(ctx, "probe")
+			if err != nil {
+				t.Fatalf("the first call after the cooldown: %v, want the probe", err)
+			}
+			defer func() { _ = probe.Succeed(ctx) }()
+			bl := blocked(t, g, "other")
+			if !errors.Is(bl, gate.ErrUpstreamCooling) || !upstream(bl).Probing {
+				t.Fatalf("while the probe runs: %+v, want a refusal naming the probe", bl)
+			}
+			if bl.RetryAfter > 100*time.Millisecond {
+				t.Fatalf("refused for %v while the probe runs, want at most 100ms, not the probe's lease (%v)", bl.RetryAfter, g.Options().Lease)
+			}
+		})
+	}
+}
+
+// With Fallbacks, an upstream whose budget is spent gives the call to the
+// next one.
+func TestBudgetFallsBack(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			opts := budgetOptions(t)
+			opts.Fallbacks = []string{"azure:backup"}
+			g := newGate(t, tg.Client, opts)
+			report(t, g, "first", openAIHeader(0, 60, "1m0s"))
+			var used string
+			if err := g.Do(context.Background(), "next", func(_ context.Context, l *gate.Lease) error {
+				used = l.Upstream()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if used != "azure:backup" {
+				t.Fatalf("the call ran on %q, want the fallback", used)
+			}
+		})
+	}
+}
+
+// UpstreamPolicy.IgnoreBudget: a spent budget refuses nothing.
+func TestBudgetIgnored(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			opts := budgetOptions(t)
+			opts.UpstreamPolicy.IgnoreBudget = true
+			g := newGate(t, tg.Client, opts)
+			report(t, g, "first", openAIHeader(0, 60, "1m0s"))
+			if err := g.Do(context.Background(), "next", okFn); err != nil {
+				t.Fatalf("with IgnoreBudget: %v, want the call to run", err)
+			}
+			on := newGate(t, tg.Client, gate.Options{Prefix: opts.Prefix, Upstream: opts.Upstream})
+			if err := on.Do(context.Background(), "next", okFn); err != nil {
+				t.Fatalf("a gate with budgets on, after one with them off reported: %v, want nothing written", err)
+			}
+		})
+	}
+}
+
+// openAITokens is openAIHeader's form for the tokens limit
+// (x-ratelimit-limit-tokens 150000, x-ratelimit-remaining-tokens 149984,
+// x-ratelimit-reset-tokens 6m0s in OpenAI's documented example).
+func openAITokens(remaining, limit int, reset string) http.Header {
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-tokens", itoa(limit))
+	h.Set("x-ratelimit-remaining-tokens", itoa(remaining))
+	h.Set("x-ratelimit-reset-tokens", reset)
+	return h
+}
+
+// A caller who says what a call will spend (WithTokens) has it reserved
+// with the call: with 1000 tokens left of 10000, a call of 600 in flight
+// leaves no room for one of 500, in any process, until it settles; a call
+// that says nothing is judged by a reserve of 1 % of the limit (100).
+func TestBudgetReservesTokens(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAITokens(1000, 10000, "9m0s"))
+			l1, err := a.Acquire(gate.WithTokens(ctx, 600), "j1")
+			if err != nil {
+				t.Fatalf("a call of 600 tokens with 1000 left: %v", err)
+			}
+			err = b.Do(gate.WithTokens(ctx, 500), "j2", okFn)
+			if bl := (*gate.BlockedError)(nil); !errors.As(err, &bl) || !errors.Is(err, gate.ErrUpstreamCooling) {
+				t.Fatalf("a call of 500 with 600 in flight: %v, want ErrUpstreamCooling", err)
+			}
+			if err := b.Do(ctx, "unsaid", okFn); err != nil {
+				t.Fatalf("a call that says nothing, 400 left after the one in flight: %v, want it to run", err)
+			}
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Do(gate.WithTokens(ctx, 500), "j2", okFn); err != nil {
+				t.Fatalf("the second call once the first settled: %v, want it to run", err)
+			}
+			report(t, a, "drained", openAITokens(50, 10000, "9m57s"))
+			if bl := blocked(t, b, "unsaid-2"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("a call that says nothing with 50 tokens left: %+v, want ErrUpstreamCooling (below the reserve of 100)", bl)
+			}
+			if err := b.Do(gate.WithTokens(ctx, 40), "small", okFn); err != nil {
+				t.Fatalf("a call of 40 tokens with 50 left: %v, want it to run", err)
+			}
+		})
+	}
+}
+
+// Upstreams shows each upstream's budget as admission estimates it now:
+// what is left less the calls in flight, the limit and its reset.
+func TestUpstreamsShowTheBudget(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newGate(t, tg.Client, budgetOptions(t))
+			ups, err := g.Upstreams(ctx)
+			if err != nil || len(ups) != 1 || ups[0].Budget != (gate.UpstreamBudget{}) {
+				t.Fatalf("before any response: %+v, %v; want no budget", ups, err)
+			}
+			// 60 a minute: the estimate gains a request a second, longer
+			// than the test.
+			report(t, g, "first", openAIHeader(12, 60, "48s"))
+			l, err := g.Acquire(ctx, "running")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l.Release(ctx) }()
+			if ups, err = g.Upstreams(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b := ups[0].Budget
+			r := b.Requests
+			if !r.Reported || r.Left != 11 || r.Limit != 60 || r.Reset <= 47*time.Second || r.Reset > 48*time.Second || b.InFlight != 1 {
+				t.Fatalf("budget %+v, want 11 requests left of 60 (12 less the call in flight), whole in 48 s, one call in flight", b)
+			}
+			if b.Tokens.Reported {
+				t.Fatalf("tokens %+v, want none reported", b.Tokens)
+			}
+		})
+	}
+}
+
+// Anthropic rounds its resets up to the second
+// (https://docs.anthropic.com/en/api/rate-limits#response-headers: an RFC
+// 3339 instant): a reading taken 10 ms later may say its limit is whole a
+// second earlier. The budget keeps the reading that leaves less now, both
+// refilled as they say, so the later one, with fewer left, is kept even
+// though its reset is earlier.
+func TestBudgetReadingsRoundedToTheSecond(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			older, err := a.Acquire(ctx, "older")
+			if err != nil {
+				t.Fatal(err)
+			}
+			newer, err := b.Acquire(ctx, "newer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			quota := func(rem int64, reset time.Duration, at time.Time) classify.Budget {
+				return classify.Budget{At: at, Requests: classify.Quota{Reported: true, Remaining: rem, Limit: 60, Reset: at.Add(reset)}}
+			}
+			older.ObserveBudget(quota(3, 61990*time.Millisecond, now.Add(-10*time.Millisecond)))
+			newer.ObserveBudget(quota(1, 61*time.Second, now))
+			if err := newer.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := older.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if bl := blocked(t, a, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("after the older reading (3 left, a later reset) settled last: %+v, want the newer one's refusal (1 left)", bl)
+			}
+		})
+	}
+}
+
+// A response reported after its lease settled writes nothing: the settle
+// wrote what the run said.
+func TestBudgetAfterTheSettle(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newGate(t, tg.Client, budgetOptions(t))
+			l, err := g.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := classify.ParseBudget(openAIHeader(0, 60, "1m0s"), time.Now())
+			l.ObserveBudget(b)
+			if err := g.Do(ctx, "next", okFn); err != nil {
+				t.Fatalf("after a reading reported past the settle: %v, want nothing written", err)
+			}
+			ups, err := g.Upstreams(ctx)
+			if err != nil || ups[0].Budget.Requests.Reported {
+				t.Fatalf("budget %+v, %v; want none", ups, err)
+			}
+		})
+	}
+}

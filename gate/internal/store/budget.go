@@ -1,0 +1,214 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// An upstream's budget (lua/budget_*.lua): the rate limits its provider
+// last reported, and the calls admitted against them and not yet settled.
+// Every script reads the upstream's three keys, which share its slot.
+
+var (
+	//go:embed lua/budget_left.lua
+	budgetLeftLua string
+	//go:embed lua/budget_admit.lua
+	budgetAdmitLua string
+	//go:embed lua/budget_record.lua
+	budgetRecordLua string
+	//go:embed lua/budget_read.lua
+	budgetReadLua string
+
+	budgetAdmitScript  = newScript(budgetLeftLua + budgetAdmitLua)
+	budgetRecordScript = newScript(budgetLeftLua + budgetRecordLua)
+	budgetReadScript   = newScript(budgetLeftLua + budgetReadLua)
+)
+
+// BudgetKeys are an upstream's keys the budget scripts read: its state
+// (internal/keyspace.Upstream), its budget and its calls in flight
+// (internal/keyspace.Budget).
+type BudgetKeys struct {
+	Upstream, Budget, Calls string
+}
+
+func (k BudgetKeys) keys() []string { return []string{k.Upstream, k.Budget, k.Calls} }
+
+// Admission is what an acquire asks of an upstream's budget.
+type Admission struct {
+	Keys BudgetKeys
+	// Member reserves the call when it is admitted ("" judges only): the
+	// settle releases it (Trip.RecordBudget).
+	Member string
+	// Tokens the call will spend, 0 when not said.
+	Tokens int64
+	// Reserve is what admission leaves of each limit: Requests requests
+	// and, for a call that does not say its Tokens, TokenShare of the
+	// token limit.
+	Reserve BudgetReserve
+}
+
+// BudgetReserve is what admission keeps unspent of each limit.
+type BudgetReserve struct {
+	Requests   int64
+	TokenShare float64
+}
+
+// ReserveMember is the member that reserves a call of token spending
+// tokens.
+func ReserveMember(token Token, tokens int64) string {
+	return token.Token + ":" + strconv.FormatInt(max(tokens, 0), 10)
+}
+
+// Admitted is budget_admit.lua's answer.
+type Admitted struct {
+	// Judged: the upstream is open and has a budget, which judged the call.
+	Judged   bool
+	Admitted bool
+	// Reserved is the member that reserved the call, "" for none.
+	Reserved string
+	// Wait is, for a refused call, the time until the estimate fits it; 0
+	// when only a call in flight settling can tell (Settles).
+	Wait    time.Duration
+	Settles bool
+	// Requests and Tokens are what the estimate leaves after the calls in
+	// flight (and this one, reserved); -1 when not reported.
+	Requests, Tokens int64
+}
+
+// Admit queues budget_admit.lua.
+func (t *Trip) Admit(ctx context.Context, a Admission) Reply[Admitted] {
+	return Reply[Admitted]{t.admit(ctx, a), func(c redis.Cmder) (Admitted, error) { return decodeAdmitted(c, a.Member) }}
+}
+
+func (t *Trip) admit(ctx context.Context, a Admission) *redis.Cmd {
+	return t.eval(ctx, budgetAdmitScript, a.Keys.keys(), a.Member, t.s.lease, max(a.Tokens, 0),
+		a.Reserve.Requests, strconv.FormatFloat(a.Reserve.TokenShare, 'f', -1, 64))
+}
+
+// decodeAdmitted reads {0}; {1, reserved, requests, tokens};
+// {2, wait ms, requests, tokens}; {3, 0, requests, tokens}, for the
+// admission that asked with member.
+func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
+	v, err := slice(c)
+	if err != nil {
+		return Admitted{}, err
+	}
+	kind, ok := replyInt(v, 0)
+	if ok && kind == 0 && len(v) == 1 {
+		return Admitted{}, nil
+	}
+	x, ok1 := replyInt(v, 1)
+	r, ok2 := replyInt(v, 2)
+	n, ok3 := replyInt(v, 3)
+	if !ok || !ok1 || !ok2 || !ok3 || len(v) != 4 || kind < 1 || kind > 3 {
+		return Admitted{}, badReply("admit", v)
+	}
+	a := Admitted{Judged: true, Requests: r, Tokens: n}
+	switch kind {
+	case 1:
+		a.Admitted = true
+		if x == 1 {
+			a.Reserved = member
+		}
+	case 2:
+		a.Wait = max(time.Duration(x)*time.Millisecond, time.Millisecond)
+	case 3:
+		a.Settles = true
+	}
+	return a, nil
+}
+
+// Reading is what a run's responses reported of its upstream's limits.
+type Reading struct {
+	Requests, Tokens Quota
+}
+
+// Quota is one limit as a response reported it.
+type Quota struct {
+	Reported  bool
+	Remaining int64
+	Limit     int64 // 0: not said
+	// ResetIn is the time from the reading until the limit is whole
+	// again, -1 when not said; Age how long before now it was read.
+	ResetIn, Age time.Duration
+}
+
+func (q Quota) args() []any {
+	if !q.Reported {
+		return []any{-1, 0, -1, 0}
+	}
+	reset := int64(-1)
+	if q.ResetIn >= 0 {
+		reset = msCeil(q.ResetIn)
+	}
+	return []any{max(q.Remaining, 0), max(q.Limit, 0), reset, max(ms(q.Age), 0)}
+}
+
+// msCeil is d in whole milliseconds, rounded up: a reset is never early.
+func msCeil(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// RecordBudget queues budget_record.lua: release member's reservation
+// ("" for none) and keep r where it is newer than what the budget holds.
+// The budget outlives its last reset by margin. The reply is the number
+// of limits written.
+func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r Reading, margin time.Duration) Reply[int64] {
+	args := append([]any{member, ms(margin)}, r.Requests.args()...)
+	args = append(args, r.Tokens.args()...)
+	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
+}
+
+// BudgetLeft is one limit of a budget as the admission estimates it now;
+// zero when not reported.
+type BudgetLeft struct {
+	Reported bool
+	// Left is the estimate after the calls in flight; -1 when unknown (a
+	// limit of unknown size past its reset).
+	Left  int64
+	Limit int64 // 0: not said
+	// Reset is the time until the limit is whole again; -1 when not said.
+	Reset time.Duration
+}
+
+// BudgetRead is budget_read.lua's answer.
+type BudgetRead struct {
+	Requests, Tokens BudgetLeft
+	// Calls are the calls admitted and not yet settled.
+	Calls int64
+}
+
+// ReadBudget queues budget_read.lua.
+func (t *Trip) ReadBudget(ctx context.Context, k BudgetKeys) Reply[BudgetRead] {
+	return Reply[BudgetRead]{t.eval(ctx, budgetReadScript, k.keys()), decodeBudgetRead}
+}
+
+// decodeBudgetRead reads {left, limit, reset ms} for requests and tokens,
+// then the calls in flight; -1 for what is not reported.
+func decodeBudgetRead(c redis.Cmder) (BudgetRead, error) {
+	v, err := slice(c)
+	if err != nil {
+		return BudgetRead{}, err
+	}
+	var n [7]int64
+	for i := range n {
+		x, ok := replyInt(v, i)
+		if !ok || len(v) != len(n) {
+			return BudgetRead{}, badReply("budget read", v)
+		}
+		n[i] = x
+	}
+	kind := func(o int) BudgetLeft {
+		if n[o+1] < 0 {
+			return BudgetLeft{} // not reported
+		}
+		reset := time.Duration(-1)
+		if n[o+2] >= 0 {
+			reset = time.Duration(n[o+2]) * time.Millisecond
+		}
+		return BudgetLeft{Reported: true, Left: n[o], Limit: n[o+1], Reset: reset}
+	}
+	return BudgetRead{Requests: kind(0), Tokens: kind(3), Calls: n[6]}, nil
+}

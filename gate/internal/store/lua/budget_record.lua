@@ -1,0 +1,49 @@
+-- Record a settled call in its upstream's budget: release its reservation
+-- and keep the reading its responses gave, per limit, unless the budget
+-- holds a newer one: one that leaves less now, both refilled as they say
+-- (a reading includes every call decided before it, so at the limit the
+-- newer leaves less; comparing resets instead would trust a reset rounded
+-- to the second, as Anthropic's are), the later reading at equal levels
+-- or when either cannot say how it refills.
+-- ARGV[1] the member to release ("" for none), ARGV[2] the margin ms the
+-- budget outlives its last reset or reading by; then per limit (requests
+-- at ARGV[3], tokens at ARGV[7]): what was left (-1: not reported), the
+-- limit's size (0: not said), the time from the reading to its reset
+-- (ms, -1: not said), and the reading's age (ms, when it was taken before
+-- now: the reading is anchored on Redis's clock).
+-- Reply: the number of limits written.
+if ARGV[1] ~= '' then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+local wrote = 0
+for i, p in ipairs(KINDS) do
+  local o = 3 + (i - 1) * 4
+  local rem = tonumber(ARGV[o])
+  if rem >= 0 then
+    local at = NOW - tonumber(ARGV[o + 3])
+    local rst = 0
+    if tonumber(ARGV[o + 2]) >= 0 then
+      rst = at + tonumber(ARGV[o + 2])
+    end
+    local cur = budget()[p]
+    local q = {at = at, rem = rem, lim = tonumber(ARGV[o + 1]), rst = rst}
+    local newer = not cur
+    if cur and refills(q) and refills(cur) and level(q) ~= level(cur) then
+      newer = level(q) < level(cur)
+    elseif cur then
+      newer = at > cur.at
+    end
+    if newer then
+      redis.call('HSET', KEYS[2], p .. 'a', at, p .. 'r', rem, p .. 'l', tonumber(ARGV[o + 1]), p .. 't', rst)
+      wrote = wrote + 1
+    end
+  end
+end
+if wrote > 0 then
+  local last = NOW
+  for _, q in pairs(budget()) do
+    last = math.max(last, q.rst, q.at)
+  end
+  redis.call('PEXPIRE', KEYS[2], last - NOW + tonumber(ARGV[2]))
+end
+return wrote

@@ -1,0 +1,273 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/keyspace"
+)
+
+// An upstream's budget: the rate limits its provider reports on every
+// response (classify.Budget), kept beside the breaker in Redis so every
+// process reads what any process's last response said. An acquire asks it
+// in its own round trip whether one more call fits, counting the calls
+// admitted and not yet settled (reserve, don't mirror: concurrent
+// processes cannot all see "enough left"); the settle releases the call
+// and records what its responses said, in the settle's round trip.
+
+// BudgetPolicy is how every upstream admits calls by its budget.
+type BudgetPolicy struct {
+	// Off: no budget is read, written or judged.
+	Off bool
+	// Reserve is what admission keeps unspent of each limit.
+	Reserve store.BudgetReserve
+	// Margin is how long a budget outlives its last reset: it is dropped
+	// then, and the upstream admits without it until a response reports
+	// one again.
+	Margin time.Duration
+}
+
+func budgetKeys(prefix, name, key string) store.BudgetKeys {
+	budget, calls := keyspace.Budget(prefix, name)
+	return store.BudgetKeys{Upstream: key, Budget: budget, Calls: calls}
+}
+
+// Admissions are what an acquire of the run holding token asks the
+// upstreams' budgets, as Keys; nil when budgets are off or the gate has no
+// upstream. Only the first upstream reserves the call: a fallback's budget
+// is judged, its calls are not reserved (an acquire cannot know which
+// upstream it takes before the replies).
+func (s *Set) Admissions(token store.Token, tokens int64) []store.Admission {
+	if s.budget.Off || len(s.keys) == 0 {
+		return nil
+	}
+	out := make([]store.Admission, len(s.all))
+	for i, b := range s.all {
+		g := b.(*guarded)
+		out[i] = store.Admission{Keys: g.bk, Reserve: s.budget.Reserve, Tokens: tokens}
+		if i == 0 {
+			out[i].Member = store.ReserveMember(token, tokens)
+		}
+	}
+	return out
+}
+
+// judgeBudget judges a budget's answer for an upstream its breaker
+// permits (p: Permitted, or MayProbe once its wait is over).
+func judgeBudget(name string, p Permit, a store.Admitted) (Permit, Status, bool) {
+	if !a.Judged || a.Admitted {
+		return p, Status{Name: name}, false
+	}
+	return Refused, Status{Name: name, State: Cooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true,
+		Limits: leftOf(a)}, true
+}
+
+// leftOf is what an admission's answer says is left, as a read's.
+func leftOf(a store.Admitted) store.BudgetRead {
+	left := func(n int64) store.BudgetLeft {
+		if n < 0 {
+			return store.BudgetLeft{} // not reported
+		}
+		return store.BudgetLeft{Reported: true, Left: n, Reset: -1}
+	}
+	return store.BudgetRead{Requests: left(a.Requests), Tokens: left(a.Tokens)}
+}
+
+// Left is what the run's upstream's budget had left after admitting its
+// call (limits and resets not known); zero when it judged nothing.
+func (c Choice) Left() store.BudgetRead {
+	if !c.judged {
+		return store.BudgetRead{}
+	}
+	return leftOf(c.admitted)
+}
+
+// reservation is the call a judgement reserved in the first upstream's
+// budget, "" for none.
+func (j Judgement) reservation() string {
+	if len(j.admitted) == 0 {
+		return ""
+	}
+	return j.admitted[0].Reserved
+}
+
+// Release queues on t the release of the call the acquire reserved, for
+// an acquire that gives its job up; nothing when it reserved none.
+func (j Judgement) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
+	m := j.reservation()
+	if m == "" {
+		return store.Reply[int64]{}
+	}
+	return t.RecordBudget(ctx, j.set.all[0].(*guarded).bk, m, store.Reading{}, j.set.budget.Margin)
+}
+
+// Release queues on t the release of the call the run reserved; nothing
+// when it reserved none.
+func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
+	if c.member == "" {
+		return store.Reply[int64]{}
+	}
+	return t.RecordBudget(ctx, c.b.(*guarded).bk, c.member, store.Reading{}, c.margin)
+}
+
+// Budget queues on t the settle of the run's call in its upstream's
+// budget: the release of its reservation, and what its responses said
+// (seen, read at now). Nothing for Free, with budgets off, or when there
+// is nothing to write.
+func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.Time) store.Reply[int64] {
+	g, ok := c.b.(*guarded)
+	if !ok || c.off {
+		return store.Reply[int64]{}
+	}
+	r, ok := seen.reading(now)
+	if !ok && c.member == "" {
+		return store.Reply[int64]{}
+	}
+	return t.RecordBudget(ctx, g.bk, c.member, r, c.margin)
+}
+
+// Unjudged reports whether the run's upstream had no budget its call was
+// judged by (none reported yet, or its last one lapsed), with budgets on:
+// until one is written, every process's calls go unjudged, so the first
+// reading is worth writing at once (Early) rather than at the settle.
+func (c Choice) Unjudged() bool {
+	_, ok := c.b.(*guarded)
+	return ok && !c.off && !c.judged
+}
+
+// Early queues on t what the run's responses said so far (seen, read at
+// now), before its settle; nothing when they said nothing.
+func (c Choice) Early(ctx context.Context, t *store.Trip, seen *Seen, now time.Time) store.Reply[int64] {
+	g, ok := c.b.(*guarded)
+	r, seenAny := seen.reading(now)
+	if !ok || c.off || !seenAny {
+		return store.Reply[int64]{}
+	}
+	return t.RecordBudget(ctx, g.bk, "", r, c.margin)
+}
+
+// Seen is what one run's responses said about its upstream's budget: the
+// newest reading of each limit, and the last response's. Safe for
+// concurrent use (a client may make concurrent requests in one run).
+type Seen struct {
+	mu       sync.Mutex
+	req, tok seenQuota
+	last     classify.Budget
+}
+
+// seenQuota is one limit's newest reading and when it was taken.
+type seenQuota struct {
+	q  classify.Quota
+	at time.Time
+}
+
+// Observe keeps b where it is newer than what was seen: per limit, the
+// reading that leaves less at the later of the two, both refilled as they
+// say; the later reading at equal levels or when either cannot say how it
+// refills (as the budget in Redis keeps it, budget_record.lua).
+func (s *Seen) Observe(b classify.Budget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.req.keep(b.Requests, b.At)
+	s.tok.keep(b.Tokens, b.At)
+	if !b.At.Before(s.last.At) {
+		s.last = b
+	}
+}
+
+func (s *seenQuota) keep(q classify.Quota, at time.Time) {
+	if !q.Reported {
+		return
+	}
+	cur := s.q
+	newer := !cur.Reported
+	if !newer {
+		t := later(at, s.at)
+		lq, ok1 := level(q, at, t)
+		lc, ok2 := level(cur, s.at, t)
+		newer = at.After(s.at)
+		if ok1 && ok2 && lq != lc {
+			newer = lq < lc
+		}
+	}
+	if newer {
+		s.q, s.at = q, at
+	}
+}
+
+// level is what q, read at at, holds at t, refilled evenly to its size at
+// its reset; false when q does not say how it refills.
+func level(q classify.Quota, at, t time.Time) (float64, bool) {
+	if q.Limit <= q.Remaining || !q.Reset.After(at) {
+		return 0, false
+	}
+	if !t.Before(q.Reset) {
+		return float64(q.Limit), true
+	}
+	return float64(q.Remaining) + float64(q.Limit-q.Remaining)*float64(t.Sub(at))/float64(q.Reset.Sub(at)), true
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// reading is what was seen, read at now; false when nothing was.
+func (s *Seen) reading(now time.Time) (store.Reading, bool) {
+	if s == nil {
+		return store.Reading{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := store.Reading{Requests: s.req.quota(now), Tokens: s.tok.quota(now)}
+	return r, r.Requests.Reported || r.Tokens.Reported
+}
+
+func (s seenQuota) quota(now time.Time) store.Quota {
+	if !s.q.Reported {
+		return store.Quota{}
+	}
+	q := store.Quota{Reported: true, Remaining: s.q.Remaining, Limit: s.q.Limit, ResetIn: -1, Age: max(now.Sub(s.at), 0)}
+	if !s.q.Reset.IsZero() {
+		q.ResetIn = max(s.q.Reset.Sub(s.at), 0)
+	}
+	return q
+}
+
+// Fits is the wait, from now, until one call fits again as the run's last
+// response said it: the wait its message stated (classify.Budget.RetryIn;
+// stated is set), else the refill of one request and the call's tokens
+// (tokens when its caller said, else share of the token limit, as
+// admission reserves) at the rate its limits refill; never the time until
+// the limits are whole. ok is false when the run saw no response that
+// tells, or when its reading says the call fits already (it does not
+// explain the refusal).
+func (s *Seen) Fits(now time.Time, tokens int64, share float64) (wait time.Duration, stated, ok bool) {
+	if s == nil {
+		return 0, false, false
+	}
+	s.mu.Lock()
+	b := s.last
+	s.mu.Unlock()
+	if b.At.IsZero() {
+		return 0, false, false
+	}
+	if tokens <= 0 {
+		tokens = int64(share * float64(b.Tokens.Limit))
+	}
+	at, ok := b.Fits(tokens)
+	switch {
+	case !ok:
+		return 0, false, false
+	case b.RetryIn > 0:
+		return max(at.Sub(now), time.Millisecond), true, true
+	case !at.After(b.At):
+		return 0, false, false
+	}
+	return max(at.Sub(now), time.Millisecond), false, true
+}
