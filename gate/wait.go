@@ -28,9 +28,9 @@ func (g *Gate) refused(ctx context.Context, err error) {
 	g.emit(ctx, e)
 }
 
-// unreachable reports an acquire that could not reach Redis: an
+// redisDown reports an acquire that could not reach Redis: an
 // ErrUnavailable, or FailOpen's ungated lease.
-func unreachable(l *Lease, err error) bool {
+func redisDown(l *Lease, err error) bool {
 	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
 
@@ -74,7 +74,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		// reads again itself.
 		l, err := g.acquireOnce(ctx, job, w)
 		left = time.Until(deadline)
-		down := unreachable(l, err) && ctx.Err() == nil
+		down := redisDown(l, err) && ctx.Err() == nil
 		if down && l != nil {
 			// FailOpen's ungated lease: the job was running elsewhere a
 			// moment ago, so do not run it blind; keep waiting.
