@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+func upstreamCommand() *command {
+	return &command{
+		name: "upstream", aliases: []string{"scope"}, args: "status|reset", redis: true, prefix: true, upstream: true,
+		summary: "show (status) or end (reset) the upstream's cooldown or pause; needs --upstream",
+		run:     runUpstream,
+	}
+}
+
+// upstreamResetJSON is reset's --json answer. Its "scope" key is the
+// upstream's former name, kept so scripts that read it keep working.
+type upstreamResetJSON struct {
+	Upstream string       `json:"scope"`
+	Reset    bool         `json:"reset"`
+	Was      upstreamJSON `json:"was"`
+}
+
+func runUpstream(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 1 || (args[0] != "status" && args[0] != "reset") {
+		return usageErrorf("expected 'upstream status' or 'upstream reset'")
+	}
+	if c.upstream == "" {
+		return usageErrorf("%s: --upstream is required (the gate's Options.Upstream)", args[0])
+	}
+	g, err := c.gate(true)
+	if err != nil {
+		return err
+	}
+	ups, err := g.Upstreams(ctx)
+	if err != nil {
+		return err
+	}
+	st := ups[0] // the gate has one upstream: --upstream
+	j := toUpstreamJSON(st)
+	if args[0] == "reset" {
+		if err := g.ResetUpstreams(ctx); err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(c.stdout, upstreamResetJSON{Upstream: c.upstream, Reset: true, Was: *j})
+		}
+		if st.State == gate.UpstreamOpen {
+			_, err = fmt.Fprintf(c.stdout, "upstream %s was open; failure window cleared\n", printable(c.upstream))
+			return err
+		}
+		_, err = fmt.Fprintf(c.stdout, "upstream %s reset: was %s (%s) with %s left; the upstream no longer refuses its jobs, "+
+			"but a job that failed keeps its own cooldown or failed mark (retrygate%s list --state cooling, --state failed; reset JOB)\n",
+			printable(c.upstream), st.State, printable(st.Reason), fmtDur(st.RetryAfter), c.globalHint())
+		return err
+	}
+	if c.json {
+		return writeJSON(c.stdout, j)
+	}
+	tw := table(c.stdout)
+	row(tw, "upstream", printable(st.Upstream))
+	row(tw, "state", st.State)
+	if st.Reason != "" {
+		row(tw, "reason", printable(st.Reason))
+	}
+	if st.RetryAfter > 0 {
+		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
+	}
+	switch st.State {
+	case gate.UpstreamOpen:
+		row(tw, "meaning", "calls of this upstream run (each job's own state still applies)")
+	case gate.UpstreamCoolingDown:
+		row(tw, "meaning", "a provider-wide failure (rate limit, overload, repeated 5xx): every job of the upstream is refused until the cooldown ends")
+	case gate.UpstreamPaused:
+		row(tw, "meaning", "a systemic failure (quota, credentials, model): every job of the upstream is refused until an operator resets it or the pause expires")
+	}
+	if st.State != gate.UpstreamOpen {
+		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
+	}
+	return tw.Flush()
+}
