@@ -179,3 +179,27 @@ func TestStatusScopeSearchJSONShape(t *testing.T) {
 		t.Fatalf("scope_search: %s", raw["scope_search"])
 	}
 }
+
+// TestStatusSkipsAnUpstreamKeyNoGateWrote: one upstream key under the
+// prefix whose name no gate could have (longer than gate.New takes,
+// written by hand) must not hide the paused upstream beside it, though
+// the upstreams are read through one gate.
+func TestStatusSkipsAnUpstreamKeyNoGateWrote(t *testing.T) {
+	_, client := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	ctx := context.Background()
+	g, err := gate.New(client, gate.Options{Prefix: prefix, Upstream: "openai:prod", Classify: testClassify,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = g.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
+	if err := client.Set(ctx, scopeKey(prefix, strings.Repeat("x", 300)), "by hand", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := statusOf(t, runCLI(t, nil, "--redis", "redis://"+client.Options().Addr, "--prefix", prefix, "--json", "status", "doc-0"))
+	s := st.UpstreamSearch
+	if s == nil || s.Upstreams != 2 || len(s.Refusing) != 1 || s.Refusing[0].Upstream != "openai:prod" || s.Refusing[0].State != "paused" {
+		t.Fatalf("--json scope_search: %+v", s)
+	}
+}
