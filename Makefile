@@ -81,7 +81,7 @@ release:
 ## + lived). Not part of test: about 40 minutes on 2 cores (gate 30). Each mutant runs its
 ## package's tests on MUTATE_TARGETS (RETRYGATE_TARGETS: miniredis and one
 ## real redis-server, no cluster), niced, one worker. Survivors no test can
-## kill are listed in docs/mutants.md.
+## kill are listed in docs/contributing/mutants.md.
 GREMLINS_VERSION ?= v0.6.0
 GREMLINS_TIMEOUT ?= 4
 MUTATE_PKGS      ?= classify classify/goopenai gate httpmw

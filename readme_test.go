@@ -260,8 +260,9 @@ func notInOrder(code, body string) string {
 }
 
 // TestReadmeIsAFrontDoor: the README stays a read of about eight minutes
-// (its prose, code blocks aside), and every relative link in it and in
-// docs/ reaches a file.
+// (its prose, code blocks aside), and every relative link in it, in
+// docs/ and in the contributor pages (CONTRIBUTING.md, docs/contributing/)
+// reaches a file.
 func TestReadmeIsAFrontDoor(t *testing.T) {
 	text, err := os.ReadFile("README.md")
 	if err != nil {
@@ -272,7 +273,8 @@ func TestReadmeIsAFrontDoor(t *testing.T) {
 		t.Errorf("README has %d words of prose, want at most 1,800: move detail into docs/", n)
 	}
 	docs, _ := filepath.Glob("docs/*.md")
-	for _, doc := range append(docs, "README.md") {
+	contributing, _ := filepath.Glob("docs/contributing/*.md")
+	for _, doc := range append(append(docs, contributing...), "README.md", "CONTRIBUTING.md") {
 		text, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

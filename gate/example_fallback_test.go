@@ -30,14 +30,14 @@ func ExampleOptions_fallbacks() {
 		},
 		"azure-openai": func(context.Context, string) error { return nil },
 	}
-	g, err := gate.New(rdb, gate.Options{Scope: "openai", Fallbacks: []string{"azure-openai"}})
+	g, err := gate.New(rdb, gate.Options{Upstream: "openai", Fallbacks: []string{"azure-openai"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
 	for range 2 {
 		err := g.Do(ctx, "doc-1", func(ctx context.Context, l *gate.Lease) error {
-			return models[l.Scope()](ctx, "doc-1") // call the upstream the lease names
+			return models[l.Upstream()](ctx, "doc-1") // call the upstream the lease names
 		})
 		var ce *gate.CallError
 		switch {
@@ -51,7 +51,7 @@ func ExampleOptions_fallbacks() {
 	}
 	st, _ := g.Status(ctx, "doc-2")
 	for _, u := range st.Upstreams {
-		fmt.Println(u.Scope, u.State)
+		fmt.Println(u.Upstream, u.State)
 	}
 	// Output:
 	// rate_limited: ready; the next call runs on the next upstream

@@ -80,6 +80,10 @@ func New(rdb Client, opts Options) (*Gate, error) {
 }
 
 // Options returns the gate's options with every default filled in.
+//
+// Deprecated: what a caller rebuilt from it travels with the outcome now:
+// a refusal's *BlockedError and a settle's *CallError carry the wait they
+// leave (RetryAfter) and whether the outcome was written (CallError.Written).
 func (g *Gate) Options() Options {
 	o := g.opts
 	o.Fallbacks = append([]string(nil), o.Fallbacks...)

@@ -539,10 +539,11 @@ func TestAcquireWaitFollowsATakeover(t *testing.T) {
 }
 
 // Tests of the bounded, pub/sub-woken wait (AcquireWait, Watch) written
-// for the mutants of notify.go, watch.go and wait.go (docs/mutants.md):
-// what a wait costs (pushed, not polled; polled with backoff where it
-// cannot subscribe), that its subscription and connection go away with
-// the last waiter, and what a watcher is told.
+// for the mutants of notify.go (now gate/internal/hub), watch.go and
+// wait.go (docs/contributing/mutants.md): what a wait costs (pushed, not
+// polled; polled with backoff where it cannot subscribe), that its
+// subscription and connection go away with the last waiter, and what a
+// watcher is told.
 
 // connCount counts the connections a client opened and has not closed.
 type connCount struct{ live, dials atomic.Int64 }

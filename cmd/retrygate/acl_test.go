@@ -49,8 +49,8 @@ func TestACLMinimalRules(t *testing.T) {
 			return testClassify(err)
 		}}
 		if scope {
-			o.Scope = "openai:prod"
-			o.ScopePolicy = gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}
+			o.Upstream = "openai:prod"
+			o.UpstreamPolicy = gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}
 		}
 		return o
 	}
@@ -130,7 +130,7 @@ func TestACLMinimalRules(t *testing.T) {
 		// not find out instead of "the next call runs".
 		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "status", "never-seen")
 		mustOK(t, r)
-		if !strings.Contains(r.stdout, "whether an upstream scope refuses it is unknown") || !strings.Contains(r.stdout, "NOPERM") ||
+		if !strings.Contains(r.stdout, "whether an upstream refuses it is unknown") || !strings.Contains(r.stdout, "NOPERM") ||
 			strings.Contains(r.stdout, "next call runs") || strings.Contains(r.stdout, "no key under prefix") {
 			t.Errorf("status without +scan:\n%s", r.stdout)
 		}
@@ -181,7 +181,7 @@ func TestACLMinimalRules(t *testing.T) {
 		}
 		_ = g.Do(ctx, "quota", func(context.Context, *gate.Lease) error { return errQuota })
 		url := "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
-		r := runCLI(t, nil, "--redis", url, "--prefix", prefix, "--scope", "openai:prod", "scope", "reset")
+		r := runCLI(t, nil, "--redis", url, "--prefix", prefix, "--upstream", "openai:prod", "upstream", "reset")
 		mustOK(t, r)
 	})
 	t.Run("eval after a restart", func(t *testing.T) {

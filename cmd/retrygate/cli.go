@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,11 @@ type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	conn    connFlags
-	prefix  string
-	scope   string
-	json    bool
-	timeout time.Duration
+	conn     connFlags
+	prefix   string
+	upstream string
+	json     bool
+	timeout  time.Duration
 
 	rdb  redis.UniversalClient
 	info connInfo // how rdb reaches Redis, for messages
@@ -41,14 +42,17 @@ type command struct {
 	// redis is set when the command talks to Redis: it reads the
 	// connection flags and --timeout.
 	redis bool
-	// prefix and scope are set when the command reads --prefix, --scope.
-	prefix, scope bool
-	run           func(ctx context.Context, c *cli, args []string) error
+	// prefix and upstream are set when the command reads --prefix,
+	// --upstream.
+	prefix, upstream bool
+	// aliases are former names the command still answers to, unlisted.
+	aliases []string
+	run     func(ctx context.Context, c *cli, args []string) error
 }
 
 func (c *cli) commands() []*command {
 	return []*command{
-		statusCommand(), resetCommand(), listCommand(), scopeCommand(), checkCommand(), calibrateCommand(), explainCommand(),
+		statusCommand(), resetCommand(), listCommand(), upstreamCommand(), checkCommand(), calibrateCommand(), explainCommand(),
 	}
 }
 
@@ -62,7 +66,9 @@ const (
 func (c *cli) globalFlags(fs *flag.FlagSet) {
 	c.conn.register(fs)
 	fs.StringVar(&c.prefix, "prefix", c.prefix, "the gate's Options.Prefix `P`")
-	fs.StringVar(&c.scope, "scope", c.scope, "the gate's Options.Scope `S`")
+	fs.StringVar(&c.upstream, "upstream", c.upstream, "the gate's Options.Upstream `U`")
+	// Deprecated: --upstream's former name, kept for scripts; not in the usage.
+	fs.StringVar(&c.upstream, "scope", c.upstream, "deprecated: use --upstream")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
 	durationVar(fs, &c.timeout, "timeout", c.timeout, "bound for the whole command, a duration `D`")
 }
@@ -96,7 +102,7 @@ func (c *cli) main(ctx context.Context, args []string) error {
 
 func (c *cli) find(name string) *command {
 	for _, cmd := range c.commands() {
-		if cmd.name == name {
+		if cmd.name == name || slices.Contains(cmd.aliases, name) {
 			return cmd
 		}
 	}
@@ -131,7 +137,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 	if c.prefix, err = parseName("--prefix", c.prefix); err != nil {
 		return err
 	}
-	if c.scope, err = parseName("--scope", c.scope); err != nil {
+	if c.upstream, err = parseName("--upstream", c.upstream); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -218,12 +224,12 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
-// gate returns a gate over the client with the flags' prefix; withScope
-// adds --scope. gate.New never connects.
-func (c *cli) gate(withScope bool) (*gate.Gate, error) {
+// gate returns a gate over the client with the flags' prefix; withUpstream
+// adds --upstream. gate.New never connects.
+func (c *cli) gate(withUpstream bool) (*gate.Gate, error) {
 	opts := gate.Options{Prefix: c.prefix}
-	if withScope {
-		opts.Scope = c.scope
+	if withUpstream {
+		opts.Upstream = c.upstream
 	}
 	g, err := gate.New(c.rdb, opts)
 	if err != nil {

@@ -123,20 +123,20 @@ func TestHelpOneFlagStyle(t *testing.T) {
 // TestHelpListsTheFlagsTheCommandReads: a command's help lists only the
 // global flags it reads. explain and calibrate never talk to Redis, so
 // their help shows none of the connection, TLS, Sentinel or key flags;
-// check reads no keys, so no --prefix or --scope.
+// check reads no keys, so no --prefix or --upstream.
 func TestHelpListsTheFlagsTheCommandReads(t *testing.T) {
 	conn := []string{"--redis URL", "--cluster ADDRS", "--sentinel ADDRS", "--master NAME", "--tls-ca FILE", "--tls-cert FILE", "--tls-key FILE", "--tls-insecure", "--timeout D"}
 	for _, tc := range []struct {
 		cmd       string
 		want, not []string
 	}{
-		{"explain", []string{"--json", "--status STATUS"}, append(conn, "--prefix P", "--scope S")},
-		{"calibrate", []string{"--json", "--p99 D"}, append(conn, "--prefix P", "--scope S")},
-		{"check", append(conn, "--json"), []string{"--prefix P", "--scope S"}},
-		{"list", append(conn, "--json", "--prefix P"), []string{"--scope S"}},
-		{"reset", append(conn, "--json", "--prefix P"), []string{"--scope S"}},
-		{"status", append(conn, "--json", "--prefix P", "--scope S"), nil},
-		{"scope", append(conn, "--json", "--prefix P", "--scope S"), nil},
+		{"explain", []string{"--json", "--status STATUS"}, append(conn, "--prefix P", "--upstream U")},
+		{"calibrate", []string{"--json", "--p99 D"}, append(conn, "--prefix P", "--upstream U")},
+		{"check", append(conn, "--json"), []string{"--prefix P", "--upstream U"}},
+		{"list", append(conn, "--json", "--prefix P"), []string{"--upstream U"}},
+		{"reset", append(conn, "--json", "--prefix P"), []string{"--upstream U"}},
+		{"status", append(conn, "--json", "--prefix P", "--upstream U"), nil},
+		{"upstream", append(conn, "--json", "--prefix P", "--upstream U"), nil},
 	} {
 		r := runCLI(t, nil, "help", tc.cmd)
 		mustOK(t, r)
@@ -153,7 +153,7 @@ func TestHelpListsTheFlagsTheCommandReads(t *testing.T) {
 	}
 	// The top-level usage still lists every global flag.
 	r := runCLI(t, nil, "help")
-	for _, f := range append(conn, "--json", "--prefix P", "--scope S") {
+	for _, f := range append(conn, "--json", "--prefix P", "--upstream U") {
 		if !strings.Contains(r.stdout, "  "+f) {
 			t.Errorf("help: want %s listed in\n%s", f, r.stdout)
 		}

@@ -14,8 +14,8 @@
 //	                  --route PATTERN as for status
 //	list              jobs that hold a key: --state cooling|failed|running|done, --limit N,
 //	                  --match TEXT
-//	scope status      the upstream scope's cooldown or pause (needs --scope)
-//	scope reset       end the upstream scope's cooldown or pause (needs --scope)
+//	upstream status   the upstream's cooldown or pause (needs --upstream)
+//	upstream reset    end the upstream's cooldown or pause (needs --upstream)
 //	check             warn when maxmemory-policy can evict cooldown keys, or Redis
 //	                  persists nothing (a restart would forget every mark)
 //	calibrate         lease TTL, renew interval and crash takeover bound from --p99
@@ -34,7 +34,7 @@
 //	--tls-cert FILE   PEM client certificate, with --tls-key FILE
 //	--tls-insecure    do not verify the server's certificate (tests only)
 //	--prefix P        the gate's Options.Prefix (default "retrygate")
-//	--scope S         the gate's Options.Scope, for scope commands and status
+//	--upstream U      the gate's Options.Upstream, for upstream commands and status
 //	--json            print JSON instead of tables; errors too
 //	--timeout D       bound for the whole command (default 10s)
 //
@@ -54,19 +54,23 @@
 // pattern ("/documents/{id}/evaluate 42"); reset takes the same arguments. When JOB holds no key, status lists
 // jobs whose key contains it; list --match TEXT does the same search.
 //
-// Without --scope, status cannot know which upstream scope the job's gate
-// uses (it is not in Redis), so it looks for every scope under the prefix
+// Without --upstream, status cannot know which upstream the job's gate
+// uses (it is not in Redis), so it looks for every upstream under the prefix
 // (SCAN on every master, at most a million keys per node and 1.5 s) and
 // reports each one cooling down or paused: it refuses every job of a gate
-// with that Options.Scope. A prefix with no key at all is reported as such
+// with that Options.Upstream. A prefix with no key at all is reported as such
 // (a wrong --prefix), by status and by a list that found nothing, and a
 // search that could not finish (no SCAN permission, the bound) says that
 // it does not know.
 //
-// Names are printed escaped: a job, scope or reason holding control
+// The command was called scope and the flag --scope, the upstream's former
+// name: both still work, unlisted. The --json keys "scope", "scope_search"
+// and "scopes" keep that name so scripts that read them keep working.
+//
+// Names are printed escaped: a job, upstream or reason holding control
 // characters, a double quote, a backslash or bytes that are not UTF-8 is
 // shown as a Go string literal ("doc\x00\r\n"), never raw. Every name
-// argument (JOB, --scope, --prefix, --match, --reason) reads that form
+// argument (JOB, --upstream, --prefix, --match, --reason) reads that form
 // back: an argument in double quotes is a Go string literal, anything else
 // is taken as is, so a printed name or command can be pasted. With --json,
 // names are JSON strings, and a job whose name differs from its printed

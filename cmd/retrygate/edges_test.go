@@ -181,29 +181,29 @@ func TestResetRunningJSON(t *testing.T) {
 	}
 }
 
-func TestScopeResetSaysJobsKeepCooldowns(t *testing.T) {
+func TestUpstreamResetSaysJobsKeepCooldowns(t *testing.T) {
 	_, client := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix,
-		Scope: "openai:prod", Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	g, err := gate.New(client, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix,
+		Upstream: "openai:prod", Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	_ = g.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
-	args := []string{"--redis", "redis://" + client.Options().Addr, "--prefix", prefix, "--scope", "openai:prod"}
-	r := runCLI(t, nil, append(args, "scope", "reset")...)
+	args := []string{"--redis", "redis://" + client.Options().Addr, "--prefix", prefix, "--upstream", "openai:prod"}
+	r := runCLI(t, nil, append(args, "upstream", "reset")...)
 	mustOK(t, r)
 	if !strings.Contains(r.stdout, "keeps its own cooldown") {
-		t.Fatalf("scope reset: %q", r.stdout)
+		t.Fatalf("upstream reset: %q", r.stdout)
 	}
-	// What it says holds: the scope runs other jobs, the job that hit the
+	// What it says holds: the upstream runs other jobs, the job that hit the
 	// quota still cools down.
 	if err := g.Do(ctx, "doc-0", func(context.Context, *gate.Lease) error { return nil }); err != nil {
-		t.Fatalf("another job after scope reset: %v", err)
+		t.Fatalf("another job after upstream reset: %v", err)
 	}
 	if err := g.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrCoolingDown) {
-		t.Fatalf("the job that hit the quota after scope reset: exp ErrCoolingDown, got %v", err)
+		t.Fatalf("the job that hit the quota after upstream reset: exp ErrCoolingDown, got %v", err)
 	}
 }
 

@@ -68,7 +68,7 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// printable makes a name (a job, a scope, a reason: any bytes, from URLs
+// printable makes a name (a job, an upstream, a reason: any bytes, from URLs
 // and from Redis) safe to show on a terminal: the name as is when Go would
 // quote it unchanged, else its Go string literal ("doc\x00\r\n"), which
 // parseName reads back. Every name the CLI prints goes through it.

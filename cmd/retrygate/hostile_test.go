@@ -63,8 +63,8 @@ func hostileFixture(t *testing.T, tg redistest.Target) *fixture {
 			t.Fatalf("%q: expected a failure", job)
 		}
 	}
-	scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Scope: hostileScope, Classify: testClassify,
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
+	scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: hostileScope, Classify: testClassify,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				{"status", printable(hostileJobs[0])},
 				{"status", "never-seen"}, // the paused scope found under the prefix
 				{"reset", "--state", "failed", "--dry-run"},
-				{"--scope", printable(hostileScope), "scope", "status"},
+				{"--upstream", printable(hostileScope), "upstream", "status"},
 			} {
 				if r := human(args...); r.code != exitOK {
 					t.Errorf("%q: exit %d, stderr %q", args, r.code, r.stderr)
@@ -153,7 +153,7 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				}
 			}
 			for _, args := range [][]string{{"list"}, {"status", "hostile"}, {"status", "never-seen"},
-				{"reset", "--state", "failed", "--dry-run"}, {"--scope", printable(hostileScope), "scope", "status"},
+				{"reset", "--state", "failed", "--dry-run"}, {"--upstream", printable(hostileScope), "upstream", "status"},
 				{"status", `"unterminated`}, {"reset", printable(running)}} {
 				r := f.run(t, append([]string{"--json"}, args...)...)
 				if !json.Valid([]byte(r.stdout)) || r.stderr != "" {
@@ -174,12 +174,12 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 			}
 			args := shellWords(t, hint)
 			mustOK(t, runCLI(t, nil, append(append([]string{}, f.args...), args[1:]...)...))
-			scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Scope: hostileScope})
+			scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: hostileScope})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if up, err := scoped.ScopeStatus(context.Background()); err != nil || up.State != gate.ScopeOpen {
-				t.Fatalf("after the pasted %q: scope %v, %v", hint, up.State, err)
+			if ups, err := scoped.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.UpstreamOpen {
+				t.Fatalf("after the pasted %q: upstream %+v, %v", hint, ups, err)
 			}
 
 			// reset takes what status printed: every cooling hostile job

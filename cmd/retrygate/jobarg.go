@@ -26,7 +26,7 @@ func jobArg(args []string, route string) (string, error) {
 	return job, nil
 }
 
-// parseName reads a name (a JOB, --scope, --prefix) the way printable
+// parseName reads a name (a JOB, --upstream, --prefix) the way printable
 // writes it, so an operator can paste what the CLI printed: an argument in
 // double quotes is a Go string literal ("doc\x00" is "doc" and a NUL
 // byte); anything else is the name as is. printable quotes every name that

@@ -261,47 +261,53 @@ func TestListAndReset(t *testing.T) {
 	}
 }
 
-func TestScope(t *testing.T) {
+func TestUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g, err := gate.New(tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Scope: "openai:prod",
+			g, err := gate.New(tg.Client, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Upstream: "openai:prod",
 				Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
 			if err != nil {
 				t.Fatal(err)
 			}
-			args := append(redisArgs(t, tg), "--prefix", prefix, "--scope", "openai:prod")
+			args := append(redisArgs(t, tg), "--prefix", prefix, "--upstream", "openai:prod")
 			ctx := context.Background()
 			_ = g.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
 
-			r := runCLI(t, nil, append(args, "scope", "status")...)
+			r := runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
-			golden(t, "scope_status_paused", prefix, r.stdout)
+			golden(t, "upstream_status_paused", prefix, r.stdout)
+			// The former names, --scope and the scope command, still work.
+			old := runCLI(t, nil, append(redisArgs(t, tg), "--prefix", prefix, "--scope", "openai:prod", "scope", "status")...)
+			mustOK(t, old)
+			if old.stdout != r.stdout {
+				t.Errorf("--scope S scope status:\n%s\nwant what --upstream S upstream status says:\n%s", old.stdout, r.stdout)
+			}
 
-			// A job of a paused scope says why it is refused and how to clear it.
+			// A job of a paused upstream says why it is refused and how to clear it.
 			r = runCLI(t, nil, append(args, "status", "doc-0")...)
 			mustOK(t, r)
 			golden(t, "status_upstream_paused", prefix, r.stdout)
 
-			r = runCLI(t, nil, append(args, "--json", "scope", "reset")...)
+			r = runCLI(t, nil, append(args, "--json", "upstream", "reset")...)
 			mustOK(t, r)
-			var sr scopeResetJSON
+			var sr upstreamResetJSON
 			if err := json.Unmarshal([]byte(r.stdout), &sr); err != nil {
 				t.Fatal(err)
 			}
 			if !sr.Reset || sr.Was.State != "paused" || sr.Was.Reason != "quota_exhausted" {
-				t.Fatalf("scope reset: %+v", sr)
+				t.Fatalf("upstream reset: %+v", sr)
 			}
 			if err := g.Do(ctx, "doc-0", func(context.Context, *gate.Lease) error { return nil }); err != nil {
-				t.Fatalf("after scope reset: %v", err)
+				t.Fatalf("after upstream reset: %v", err)
 			}
-			r = runCLI(t, nil, append(args, "scope", "status")...)
+			r = runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
-			golden(t, "scope_status_open", prefix, r.stdout)
+			golden(t, "upstream_status_open", prefix, r.stdout)
 
 			// A response's rate limits, in OpenAI's documented headers
 			// (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
-			// scope status shows the budget as admission estimates it.
+			// upstream status shows the budget as admission estimates it.
 			h := http.Header{}
 			h.Set("x-ratelimit-limit-requests", "60")
 			h.Set("x-ratelimit-remaining-requests", "12")
@@ -313,20 +319,20 @@ func TestScope(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			r = runCLI(t, nil, append(args, "scope", "status")...)
+			r = runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
 			if !strings.Contains(r.stdout, "budget requests") || !strings.Contains(r.stdout, " of 60 left, whole in ") ||
 				!strings.Contains(r.stdout, "0 calls admitted, not settled") {
-				t.Errorf("scope status with a budget:\n%s", r.stdout)
+				t.Errorf("upstream status with a budget:\n%s", r.stdout)
 			}
-			r = runCLI(t, nil, append(args, "--json", "scope", "status")...)
+			r = runCLI(t, nil, append(args, "--json", "upstream", "status")...)
 			mustOK(t, r)
 			var uj upstreamJSON
 			if err := json.Unmarshal([]byte(r.stdout), &uj); err != nil {
 				t.Fatal(err)
 			}
 			if b := uj.Budget; b == nil || b.Requests == nil || b.Requests.Limit != 60 || b.Requests.Left < 12 || b.Requests.ResetMs <= 0 || b.Tokens != nil {
-				t.Errorf("scope status --json budget: %+v", uj.Budget)
+				t.Errorf("upstream status --json budget: %+v", uj.Budget)
 			}
 		})
 	}
@@ -442,8 +448,8 @@ func TestBadInput(t *testing.T) {
 		{"bad url", []string{"--redis", "http://x", "status", "a"}, exitUsage, "bad Redis URL"},
 		{"redis and cluster", []string{"--redis", "redis://a:1", "--cluster", "b:1", "list"}, exitUsage, "exclusive"},
 		{"bad prefix", []string{"--redis", "redis://127.0.0.1:1", "--prefix", "a{b", "status", "a"}, exitUsage, "Prefix"},
-		{"scope without --scope", []string{"scope", "status"}, exitUsage, "--scope is required"},
-		{"scope bad verb", []string{"--scope", "s", "scope", "drop"}, exitUsage, "scope status"},
+		{"upstream without --upstream", []string{"upstream", "status"}, exitUsage, "--upstream is required"},
+		{"upstream bad verb", []string{"--upstream", "s", "upstream", "drop"}, exitUsage, "upstream status"},
 		{"unreachable", []string{"--redis", "redis://127.0.0.1:1", "status", "a"}, exitRuntime, "redis at 127.0.0.1:1"},
 		{"unreachable env", []string{"list"}, exitRuntime, "connection refused"},
 		{"unreachable cluster", []string{"--cluster", "127.0.0.1:1", "list"}, exitRuntime, "connection refused"},

@@ -15,7 +15,7 @@ import (
 func statusCommand() *command {
 	var route string
 	return &command{
-		name: "status", args: "JOB", redis: true, prefix: true, scope: true,
+		name: "status", args: "JOB", redis: true, prefix: true, upstream: true,
 		summary: "show a job's state, time left, attempts, reason, fence and raw keys",
 		flags:   func(fs *flagSet) { routeFlag(fs, &route) },
 		run: func(ctx context.Context, c *cli, args []string) error {
@@ -44,12 +44,15 @@ type similarJSON struct {
 	State     string `json:"state"`
 }
 
-// scopeSearchJSON is what status found under the prefix without --scope.
-type scopeSearchJSON struct {
-	// Scopes counts the scope keys found, open ones included.
-	Scopes int `json:"scopes"`
-	// Refusing are the scopes cooling down or paused: every job of a gate
-	// with that Options.Scope is refused.
+// upstreamSearchJSON is what status found under the prefix without
+// --upstream. Its JSON keys ("scopes" here, "scope_search" and "scope" in
+// the status) keep the upstream's former name, so scripts that read them
+// keep working.
+type upstreamSearchJSON struct {
+	// Upstreams counts the upstream keys found, open ones included.
+	Upstreams int `json:"scopes"`
+	// Refusing are the upstreams cooling down or paused: every job of a
+	// gate with that Options.Upstream is refused.
 	Refusing []upstreamJSON `json:"refusing"`
 	// Complete is false when the bounded search stopped early (Error says
 	// why, if it failed).
@@ -58,7 +61,7 @@ type scopeSearchJSON struct {
 }
 
 type upstreamJSON struct {
-	Scope        string      `json:"scope"`
+	Upstream     string      `json:"scope"`
 	State        string      `json:"state"`
 	Reason       string      `json:"reason,omitempty"`
 	RetryAfterMs int64       `json:"retry_after_ms"`
@@ -117,17 +120,18 @@ type statusJSON struct {
 	// name itself holds no key.
 	Similar  []similarJSON `json:"similar,omitempty"`
 	Upstream *upstreamJSON `json:"upstream,omitempty"`
-	// ScopeSearch is set without --scope: the scopes under the prefix.
-	ScopeSearch *scopeSearchJSON `json:"scope_search,omitempty"`
+	// UpstreamSearch is set without --upstream: the upstreams under the
+	// prefix.
+	UpstreamSearch *upstreamSearchJSON `json:"scope_search,omitempty"`
 	// NoKeysUnderPrefix: not one key lives under --prefix (a typo?).
 	NoKeysUnderPrefix bool `json:"no_keys_under_prefix,omitempty"`
 }
 
 func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
-	if u.Scope == "" {
+	if u.Upstream == "" {
 		return nil
 	}
-	j := &upstreamJSON{Scope: u.Scope, State: u.State.String(), Reason: u.Reason, RetryAfterMs: ms(u.RetryAfter),
+	j := &upstreamJSON{Upstream: u.Upstream, State: u.State.String(), Reason: u.Reason, RetryAfterMs: ms(u.RetryAfter),
 		Budget: toBudgetJSON(u.Budget)}
 	if u.RetryAfter > 0 {
 		j.RetryAt = at(u.RetryAfter)
@@ -150,7 +154,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 	if err != nil {
 		return err
 	}
-	g, err := c.gate(c.scope != "")
+	g, err := c.gate(c.upstream != "")
 	if err != nil {
 		return err
 	}
@@ -174,21 +178,21 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			j.Similar = append(j.Similar, similarJSON{Job: s.Job, JobQuoted: quoted(s.Job), State: s.State.String()})
 		}
 	}
-	var found *scopeSearch
-	if c.scope == "" {
-		// Which scope the job's gate uses is not in Redis: report every
-		// scope that refuses jobs now.
-		s := c.findScopes(ctx)
+	var found *upstreamSearch
+	if c.upstream == "" {
+		// Which upstream the job's gate uses is not in Redis: report
+		// every upstream that refuses jobs now.
+		s := c.findUpstreams(ctx)
 		found = &s
-		j.ScopeSearch = &scopeSearchJSON{Scopes: s.names, Refusing: []upstreamJSON{}, Complete: s.complete}
+		j.UpstreamSearch = &upstreamSearchJSON{Upstreams: s.names, Refusing: []upstreamJSON{}, Complete: s.complete}
 		for _, u := range s.refusing {
-			j.ScopeSearch.Refusing = append(j.ScopeSearch.Refusing, *toUpstreamJSON(u))
+			j.UpstreamSearch.Refusing = append(j.UpstreamSearch.Refusing, *toUpstreamJSON(u))
 		}
 		if s.err != nil {
-			j.ScopeSearch.Error = c.describe(s.err)
+			j.UpstreamSearch.Error = c.describe(s.err)
 		}
 	}
-	if noKeys && len(similar) == 0 && st.Upstream.State == gate.ScopeOpen && (found == nil || found.names == 0) {
+	if noKeys && len(similar) == 0 && st.Upstream.State == gate.UpstreamOpen && (found == nil || found.names == 0) {
 		has, sure := c.prefixKeys(ctx)
 		j.NoKeysUnderPrefix = sure && !has
 	}
@@ -213,11 +217,11 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 		ups = found.refusing
 	}
 	for _, u := range ups {
-		if u.Scope == "" {
+		if u.Upstream == "" {
 			continue
 		}
-		up := fmt.Sprintf("%s %s", printable(u.Scope), u.State)
-		if u.State != gate.ScopeOpen {
+		up := fmt.Sprintf("%s %s", printable(u.Upstream), u.State)
+		if u.State != gate.UpstreamOpen {
 			up += fmt.Sprintf(" (%s) for %s", printable(u.Reason), fmtDur(u.RetryAfter))
 		}
 		row(tw, "upstream", up)
@@ -248,23 +252,23 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 }
 
 // meaning says in words why a call of the job is or is not refused now.
-// found is the search for scopes made without --scope (nil with it);
+// found is the search for upstreams made without --upstream (nil with it);
 // noKeys says the prefix holds no key at all.
-func (c *cli) meaning(st gate.Status, found *scopeSearch, noKeys bool) string {
+func (c *cli) meaning(st gate.Status, found *upstreamSearch, noKeys bool) string {
 	if noKeys {
 		return fmt.Sprintf("no key under prefix %s: is --prefix right? (the gate's Options.Prefix; default %q)",
 			printable(c.prefix), keyspace.DefaultPrefix)
 	}
-	if u := st.Upstream; u.State == gate.ScopePaused {
-		return fmt.Sprintf("every job of upstream %s is refused: paused by a systemic failure (%s) until an operator resets the scope or the pause expires", printable(u.Scope), printable(u.Reason))
-	} else if u.State == gate.ScopeCooling {
-		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Scope), printable(u.Reason))
+	if u := st.Upstream; u.State == gate.UpstreamPaused {
+		return fmt.Sprintf("every job of upstream %s is refused: paused by a systemic failure (%s) until an operator resets the upstream or the pause expires", printable(u.Upstream), printable(u.Reason))
+	} else if u.State == gate.UpstreamCoolingDown {
+		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Upstream), printable(u.Reason))
 	}
 	own := jobMeaning(st)
 	if found == nil {
 		return own
 	}
-	const which = "which scope the job's gate uses is not in Redis: pass --scope S to check one"
+	const which = "which upstream the job's gate uses is not in Redis: pass --upstream U to check one"
 	switch {
 	case len(found.refusing) > 0 && st.State == gate.Ready:
 		return "no lock on the job, but " + joinRefusals(found.refusing) + " (" + which + ")"
@@ -275,8 +279,8 @@ func (c *cli) meaning(st gate.Status, found *scopeSearch, noKeys bool) string {
 		if found.err != nil {
 			why = c.describe(found.err)
 		}
-		return "no lock on the job; whether an upstream scope refuses it is unknown: the search for scopes under the prefix stopped (" +
-			why + "); pass --scope S to check the job's gate's"
+		return "no lock on the job; whether an upstream refuses it is unknown: the search for upstreams under the prefix stopped (" +
+			why + "); pass --upstream U to check the job's gate's"
 	}
 	return own
 }
@@ -317,17 +321,17 @@ func (c *cli) clearHint(st gate.Status) string {
 }
 
 // clearHints are the commands that clear what refuses the job: the
-// refusing scopes' resets, or the job's own.
+// refusing upstreams' resets, or the job's own.
 func (c *cli) clearHints(st gate.Status, ups []gate.UpstreamStatus) []string {
 	global := c.globalHint()
 	var out []string
 	for _, u := range ups {
-		if u.Scope != "" && u.State != gate.ScopeOpen {
-			out = append(out, fmt.Sprintf("retrygate%s --scope %s scope reset", global, argQuote(u.Scope)))
+		if u.Upstream != "" && u.State != gate.UpstreamOpen {
+			out = append(out, fmt.Sprintf("retrygate%s --upstream %s upstream reset", global, argQuote(u.Upstream)))
 		}
 	}
-	if len(out) > 0 && st.Upstream.State != gate.ScopeOpen {
-		return out // the gate's own scope refuses before the job is read
+	if len(out) > 0 && st.Upstream.State != gate.UpstreamOpen {
+		return out // the gate's own upstream refuses before the job is read
 	}
 	switch st.State {
 	case gate.CoolingDown, gate.Failed, gate.Done:

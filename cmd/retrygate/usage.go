@@ -16,7 +16,7 @@ Commands:
 
 const usageTail = globalFlagsText + `
 Names holding control characters, quotes or bytes that are not UTF-8 are printed
-as Go string literals ("doc\x00"); every name argument (JOB, --scope, --prefix,
+as Go string literals ("doc\x00"); every name argument (JOB, --upstream, --prefix,
 --match, --reason) takes that form back, so printed commands can be pasted.
 
 Passwords for --sentinel and --cluster ADDRS come from the environment only:
@@ -42,7 +42,7 @@ Global flags (before or after the command):
   --tls-key FILE
   --tls-insecure      do not verify the server's certificate ($RETRYGATE_TLS_INSECURE=1)
   --prefix P          the gate's Options.Prefix (default "retrygate")
-  --scope S           the gate's Options.Scope
+  --upstream U        the gate's Options.Upstream (--scope, its former name, still works)
   --json              print JSON instead of tables; errors too ({"error", "exit_code"} on stdout)
   --timeout D         bound for the whole command (default 10s)
 `
@@ -83,7 +83,7 @@ func (c *cli) commandUsage(w io.Writer, cmd *command) {
 
 // commandGlobals is globalFlagsText with only the global flags cmd reads:
 // --json always; the connection flags and --timeout when it talks to
-// Redis; --prefix and --scope when it names keys by them.
+// Redis; --prefix and --upstream when it names keys by them.
 func commandGlobals(cmd *command) string {
 	uses := func(name string) bool {
 		switch name {
@@ -91,8 +91,8 @@ func commandGlobals(cmd *command) string {
 			return true
 		case "prefix":
 			return cmd.prefix
-		case "scope":
-			return cmd.scope
+		case "upstream":
+			return cmd.upstream
 		}
 		return cmd.redis
 	}

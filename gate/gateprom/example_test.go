@@ -24,7 +24,7 @@ func ExampleNew() {
 	obs := gateprom.New(gateprom.Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
-	g, err := gate.New(rdb, gate.Options{Scope: "openai:prod", Observer: obs})
+	g, err := gate.New(rdb, gate.Options{Upstream: "openai:prod", Observer: obs})
 	if err != nil {
 		log.Fatal(err)
 	}

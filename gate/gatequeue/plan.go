@@ -70,34 +70,31 @@ const minWait = 10 * time.Millisecond
 func Run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context) error, release func(error) bool) (Plan, error) {
 	l, err := g.Acquire(ctx, job)
 	if err != nil {
-		return refused(g, err), err
+		return refused(err), err
 	}
 	attempt := l.Attempt()
 	ferr := call(ctx, l, fn)
-	switch {
-	case ferr == nil:
-		if err := l.Succeed(ctx); errors.Is(err, gate.ErrLeaseLost) || errors.Is(err, gate.ErrNotOwned) {
-			// fn's work may overlap a newer owner's: the queue decides.
-			return Plan{}, err
-		}
-		// A success whose release did not reach Redis stays a success (the
-		// lock expires with the lease), as in gate.Do.
-		return Plan{Action: Complete}, nil
-	case release != nil && release(ferr):
+	if release != nil && ferr != nil && release(ferr) {
 		_ = l.Release(ctx) // unwritten: the lease's TTL frees the job
 		return Plan{}, ferr
 	}
-	serr := l.Fail(ctx, ferr)
+	serr := l.Settle(ctx, ferr)
+	if ferr == nil {
+		if serr != nil {
+			// ErrLeaseLost, ErrNotOwned: fn's work may overlap a newer
+			// owner's: the queue decides.
+			return Plan{}, serr
+		}
+		return Plan{Action: Complete}, nil
+	}
 	if !l.Gated() {
 		return Plan{}, ferr // FailOpen ran it ungated: nothing was recorded
 	}
-	res := l.Result()
-	ce := &gate.CallError{Job: job, Verdict: res.Verdict, State: res.State, RetryAfter: res.RetryAfter,
-		Attempts: res.Attempts, Fence: l.Fence(), Err: ferr, SettleErr: serr}
-	if serr != nil {
-		ce.State = gate.Running
+	var ce *gate.CallError
+	if !errors.As(serr, &ce) {
+		return Plan{}, serr
 	}
-	return failed(g, ce, attempt), ce
+	return failed(ce, attempt), ce
 }
 
 // call runs fn on the lease's context; a panic settles the lease as a
@@ -117,7 +114,7 @@ func call(ctx context.Context, l *gate.Lease, fn func(context.Context) error) er
 // failed plans a call that failed: ce is what the settle recorded, attempt
 // the lease's attempt number (a counted failure leaves Attempts at it, an
 // uncounted one below it).
-func failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
+func failed(ce *gate.CallError, attempt int) Plan {
 	switch ce.State {
 	case gate.Failed:
 		return Plan{Action: Cancel, Reason: ce.Verdict.Reason}
@@ -125,8 +122,9 @@ func failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
 		return Plan{Action: Retry, Wait: max(ce.RetryAfter, minWait), Counted: ce.Attempts >= attempt, Reason: ce.Verdict.Reason}
 	case gate.Running:
 		// The settle was not written (or the lock was no longer ours):
-		// the lock's own TTL, at most a lease, is the cooldown.
-		return Plan{Action: Retry, Wait: g.Options().Lease, Counted: true, Reason: ce.Verdict.Reason}
+		// the lock's own TTL, at most a lease, is the cooldown, and
+		// RetryAfter says so.
+		return Plan{Action: Retry, Wait: max(ce.RetryAfter, minWait), Counted: true, Reason: ce.Verdict.Reason}
 	case gate.Ready:
 		if ce.Verdict.Class != classify.ClassCanceled {
 			// A provider-wide failure while another upstream is open
@@ -139,7 +137,7 @@ func failed(g *gate.Gate, ce *gate.CallError, attempt int) Plan {
 }
 
 // refused plans an acquire that returned err.
-func refused(g *gate.Gate, err error) Plan {
+func refused(err error) Plan {
 	var b *gate.BlockedError
 	switch {
 	case errors.As(err, &b):
@@ -149,7 +147,7 @@ func refused(g *gate.Gate, err error) Plan {
 		return Plan{}
 	}
 	if b.State == gate.UpstreamCooling {
-		return Plan{Action: Retry, Wait: max(scopeWait(g, b), minWait), Reason: b.Reason}
+		return Plan{Action: Retry, Wait: max(upstreamWait(b), minWait), Reason: b.Reason}
 	}
 	switch b.State {
 	case gate.Done:
@@ -163,20 +161,15 @@ func refused(g *gate.Gate, err error) Plan {
 	return Plan{Action: Retry, Wait: max(b.RetryAfter, minWait), Reason: b.Reason}
 }
 
-// scopeWait is how long a job refused by its upstreams waits: until the
-// soonest of them may run a call. A cooldown or pause says when its probe
-// may run, and that is the wait: at its end one job probes and the others
-// are refused again. While a probe runs, the gate's wait is its estimate
-// of the probe's call; the job comes back after at most
-// ScopePolicy.Cooldown in any case.
-func scopeWait(g *gate.Gate, b *gate.BlockedError) time.Duration {
-	step := g.Options().ScopePolicy.Cooldown
+// upstreamWait is how long a job refused by its upstreams waits: until
+// the soonest of them may run a call. A cooldown or pause says when its
+// probe may run, and that is the wait: at its end one job probes and the
+// others are refused again. While a probe runs, the refusal's wait is the
+// gate's estimate of the probe's call, never its lease.
+func upstreamWait(b *gate.BlockedError) time.Duration {
 	wait := time.Duration(-1)
 	for _, u := range b.Upstreams {
 		w := u.RetryAfter
-		if u.Probing {
-			w = min(w, step)
-		}
 		if wait < 0 || w < wait {
 			wait = w
 		}

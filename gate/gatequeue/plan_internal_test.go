@@ -6,18 +6,14 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/testkit/gatetest"
-	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // A settle that was not written leaves the job's lock to expire: the
-// queue retries after a lease and counts the attempt (the gate could not
-// say it was not the job's fault).
+// queue retries after the wait the gate's CallError carries (a lease) and
+// counts the attempt (the gate could not say it was not the job's fault).
 func TestFailedUnwrittenSettleWaitsALease(t *testing.T) {
-	_, c := redistest.Miniredis(t)
-	g := gatetest.New(t, c, gate.Options{Lease: time.Minute})
-	ce := &gate.CallError{State: gate.Running, Err: errors.New("timed out"), SettleErr: gate.ErrUnavailable}
-	if exp, got := (Plan{Action: Retry, Wait: time.Minute, Counted: true}), failed(g, ce, 1); exp != got {
+	ce := &gate.CallError{State: gate.Running, RetryAfter: time.Minute, Err: errors.New("timed out"), SettleErr: gate.ErrUnavailable}
+	if exp, got := (Plan{Action: Retry, Wait: time.Minute, Counted: true}), failed(ce, 1); exp != got {
 		t.Fatalf("exp %+v, got %+v", exp, got)
 	}
 }

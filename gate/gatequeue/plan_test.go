@@ -206,6 +206,25 @@ func TestRunRedisDownPasses(t *testing.T) {
 	}
 }
 
+// Redis lost while fn ran: the failure cannot be written, so the job's
+// lock, at most a lease (1 min), is its cooldown; the queue waits that
+// long and counts the attempt.
+func TestRunUnwrittenFailureWaitsALease(t *testing.T) {
+	m, c := redistest.Miniredis(t)
+	g := gatetest.New(t, c, opts)
+	plan, err := gatequeue.Run(context.Background(), g, "doc", func(context.Context) error {
+		m.Close()
+		return errTimeout
+	}, nil)
+	var ce *gate.CallError
+	if !errors.As(err, &ce) || ce.Written() {
+		t.Fatalf("exp an unwritten *gate.CallError, got %v", err)
+	}
+	if exp, got := (gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}), plan; exp != got {
+		t.Fatalf("plan: exp %+v, got %+v", exp, got)
+	}
+}
+
 // TestFailedWithFallbackRetriesAtOnce: with another upstream open, a
 // provider-wide failure is retried at once, on that upstream, and not
 // counted (it was not the job's fault); the retry runs on the backup.

@@ -52,7 +52,7 @@ func Example_withMetrics() {
 	logs := gateslog.New(logger, gateslog.Options{HashJobs: true})
 
 	g, err := gate.New(rdb, gate.Options{
-		Scope:    "openai:prod-key",
+		Upstream: "openai:prod-key",
 		Observer: observers{prom, logs},
 	})
 	if err != nil {

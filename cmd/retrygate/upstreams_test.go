@@ -26,7 +26,7 @@ func scopeClassify(err error) classify.Verdict {
 	return testClassify(err)
 }
 
-// TestStatusFindsRefusingScopes: without --scope, status of a job that no
+// TestStatusFindsRefusingScopes: without --upstream, status of a job that no
 // key refuses used to say "no lock: the next call runs" while its gate's
 // upstream was paused. It now finds the scopes under the prefix (on every
 // master of a cluster), says which refuse jobs and what to run, and says
@@ -37,8 +37,8 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			ctx := context.Background()
 			scoped := func(scope string) *gate.Gate {
-				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Scope: scope, Cooldown: time.Hour, MaxCooldown: time.Hour,
-					Jitter: -1, Classify: scopeClassify, ScopePolicy: gate.ScopePolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
+				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Upstream: scope, Cooldown: time.Hour, MaxCooldown: time.Hour,
+					Jitter: -1, Classify: scopeClassify, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,29 +64,29 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			r = runCLI(t, nil, append(args, "status", "doc-8")...)
 			mustOK(t, r)
 			for _, exp := range []string{"the last call failed (rate_limited)", "; also upstream anthropic:eu is cooling down",
-				"reset doc-8", "--scope openai:prod scope reset"} {
+				"reset doc-8", "--upstream openai:prod upstream reset"} {
 				if !strings.Contains(r.stdout, exp) {
 					t.Errorf("status doc-8: exp %q in\n%s", exp, r.stdout)
 				}
 			}
 
 			st := statusOf(t, runCLI(t, nil, append(args, "--json", "status", "doc-0")...))
-			s := st.ScopeSearch
-			if s == nil || !s.Complete || s.Error != "" || s.Scopes < 2 || len(s.Refusing) != 2 ||
-				s.Refusing[0].Scope != "anthropic:eu" || s.Refusing[0].State != "cooling" ||
-				s.Refusing[1].Scope != "openai:prod" || s.Refusing[1].State != "paused" || s.Refusing[1].Reason != "quota_exhausted" {
+			s := st.UpstreamSearch
+			if s == nil || !s.Complete || s.Error != "" || s.Upstreams < 2 || len(s.Refusing) != 2 ||
+				s.Refusing[0].Upstream != "anthropic:eu" || s.Refusing[0].State != "cooling" ||
+				s.Refusing[1].Upstream != "openai:prod" || s.Refusing[1].State != "paused" || s.Refusing[1].Reason != "quota_exhausted" {
 				t.Fatalf("--json scope_search: %+v", s)
 			}
 
-			// With --scope, the job's own gate's scope, and no search.
-			st = statusOf(t, runCLI(t, nil, append(args, "--json", "--scope", "groq:prod", "status", "doc-0")...))
-			if st.ScopeSearch != nil || st.Upstream == nil || st.Upstream.State != "open" {
-				t.Fatalf("--scope groq:prod: %+v", st)
+			// With --upstream, the job's own gate's upstream, and no search.
+			st = statusOf(t, runCLI(t, nil, append(args, "--json", "--upstream", "groq:prod", "status", "doc-0")...))
+			if st.UpstreamSearch != nil || st.Upstream == nil || st.Upstream.State != "open" {
+				t.Fatalf("--upstream groq:prod: %+v", st)
 			}
 
 			// Once the scopes reopen, the job runs again, and status says so.
 			for _, g := range []*gate.Gate{paused, cooling} {
-				if err := g.ResetScope(ctx); err != nil {
+				if err := g.ResetUpstreams(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -128,7 +128,7 @@ func TestStatusSaysPrefixHoldsNoKeys(t *testing.T) {
 				t.Errorf("status of an unknown job under a used prefix: %+v", st)
 			}
 			// A prefix holding only a scope key is not empty either.
-			g, err := gate.New(tg.Client, gate.Options{Prefix: typo, Scope: "s", Classify: testClassify})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: typo, Upstream: "s", Classify: testClassify})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,5 +177,29 @@ func TestStatusScopeSearchJSONShape(t *testing.T) {
 	}
 	if !strings.Contains(string(raw["scope_search"]), `"refusing": []`) {
 		t.Fatalf("scope_search: %s", raw["scope_search"])
+	}
+}
+
+// TestStatusSkipsAnUpstreamKeyNoGateWrote: one upstream key under the
+// prefix whose name no gate could have (longer than gate.New takes,
+// written by hand) must not hide the paused upstream beside it, though
+// the upstreams are read through one gate.
+func TestStatusSkipsAnUpstreamKeyNoGateWrote(t *testing.T) {
+	_, client := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	ctx := context.Background()
+	g, err := gate.New(client, gate.Options{Prefix: prefix, Upstream: "openai:prod", Classify: testClassify,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = g.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
+	if err := client.Set(ctx, scopeKey(prefix, strings.Repeat("x", 300)), "by hand", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := statusOf(t, runCLI(t, nil, "--redis", "redis://"+client.Options().Addr, "--prefix", prefix, "--json", "status", "doc-0"))
+	s := st.UpstreamSearch
+	if s == nil || s.Upstreams != 2 || len(s.Refusing) != 1 || s.Refusing[0].Upstream != "openai:prod" || s.Refusing[0].State != "paused" {
+		t.Fatalf("--json scope_search: %+v", s)
 	}
 }

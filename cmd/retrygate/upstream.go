@@ -8,57 +8,60 @@ import (
 	"github.com/retrygate/retrygate/gate"
 )
 
-func scopeCommand() *command {
+func upstreamCommand() *command {
 	return &command{
-		name: "scope", args: "status|reset", redis: true, prefix: true, scope: true,
-		summary: "show (status) or end (reset) the upstream scope's cooldown or pause; needs --scope",
-		run:     runScope,
+		name: "upstream", aliases: []string{"scope"}, args: "status|reset", redis: true, prefix: true, upstream: true,
+		summary: "show (status) or end (reset) the upstream's cooldown or pause; needs --upstream",
+		run:     runUpstream,
 	}
 }
 
-type scopeResetJSON struct {
-	Scope string       `json:"scope"`
-	Reset bool         `json:"reset"`
-	Was   upstreamJSON `json:"was"`
+// upstreamResetJSON is reset's --json answer. Its "scope" key is the
+// upstream's former name, kept so scripts that read it keep working.
+type upstreamResetJSON struct {
+	Upstream string       `json:"scope"`
+	Reset    bool         `json:"reset"`
+	Was      upstreamJSON `json:"was"`
 }
 
-func runScope(ctx context.Context, c *cli, args []string) error {
+func runUpstream(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 || (args[0] != "status" && args[0] != "reset") {
-		return usageErrorf("expected 'scope status' or 'scope reset'")
+		return usageErrorf("expected 'upstream status' or 'upstream reset'")
 	}
-	if c.scope == "" {
-		return usageErrorf("%s: --scope is required (the gate's Options.Scope)", args[0])
+	if c.upstream == "" {
+		return usageErrorf("%s: --upstream is required (the gate's Options.Upstream)", args[0])
 	}
 	g, err := c.gate(true)
 	if err != nil {
 		return err
 	}
-	st, err := g.ScopeStatus(ctx)
+	ups, err := g.Upstreams(ctx)
 	if err != nil {
 		return err
 	}
+	st := ups[0] // the gate has one upstream: --upstream
 	j := toUpstreamJSON(st)
 	if args[0] == "reset" {
-		if err := g.ResetScope(ctx); err != nil {
+		if err := g.ResetUpstreams(ctx); err != nil {
 			return err
 		}
 		if c.json {
-			return writeJSON(c.stdout, scopeResetJSON{Scope: c.scope, Reset: true, Was: *j})
+			return writeJSON(c.stdout, upstreamResetJSON{Upstream: c.upstream, Reset: true, Was: *j})
 		}
-		if st.State == gate.ScopeOpen {
-			_, err = fmt.Fprintf(c.stdout, "scope %s was open; failure window cleared\n", printable(c.scope))
+		if st.State == gate.UpstreamOpen {
+			_, err = fmt.Fprintf(c.stdout, "upstream %s was open; failure window cleared\n", printable(c.upstream))
 			return err
 		}
-		_, err = fmt.Fprintf(c.stdout, "scope %s reset: was %s (%s) with %s left; the scope no longer refuses its jobs, "+
+		_, err = fmt.Fprintf(c.stdout, "upstream %s reset: was %s (%s) with %s left; the upstream no longer refuses its jobs, "+
 			"but a job that failed keeps its own cooldown or failed mark (retrygate%s list --state cooling, --state failed; reset JOB)\n",
-			printable(c.scope), st.State, printable(st.Reason), fmtDur(st.RetryAfter), c.globalHint())
+			printable(c.upstream), st.State, printable(st.Reason), fmtDur(st.RetryAfter), c.globalHint())
 		return err
 	}
 	if c.json {
 		return writeJSON(c.stdout, j)
 	}
 	tw := table(c.stdout)
-	row(tw, "scope", printable(st.Scope))
+	row(tw, "upstream", printable(st.Upstream))
 	row(tw, "state", st.State)
 	if st.Reason != "" {
 		row(tw, "reason", printable(st.Reason))
@@ -67,14 +70,14 @@ func runScope(ctx context.Context, c *cli, args []string) error {
 		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
 	}
 	switch st.State {
-	case gate.ScopeOpen:
+	case gate.UpstreamOpen:
 		row(tw, "meaning", "calls of this upstream run (each job's own state still applies)")
-	case gate.ScopeCooling:
-		row(tw, "meaning", "a provider-wide failure (rate limit, overload, repeated 5xx): every job of the scope is refused until the cooldown ends")
-	case gate.ScopePaused:
-		row(tw, "meaning", "a systemic failure (quota, credentials, model): every job of the scope is refused until an operator resets it or the pause expires")
+	case gate.UpstreamCoolingDown:
+		row(tw, "meaning", "a provider-wide failure (rate limit, overload, repeated 5xx): every job of the upstream is refused until the cooldown ends")
+	case gate.UpstreamPaused:
+		row(tw, "meaning", "a systemic failure (quota, credentials, model): every job of the upstream is refused until an operator resets it or the pause expires")
 	}
-	if st.State != gate.ScopeOpen {
+	if st.State != gate.UpstreamOpen {
 		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
 	}
 	budgetRows(tw, st.Budget)

@@ -16,25 +16,25 @@ import (
 // Bounds of the searches status makes on its own: a few seconds at most
 // on any keyspace, and a report of what was not searched.
 const (
-	searchPages = 1000 // SCAN calls per node (COUNT searchCount): a million keys
-	searchCount = 1000
-	searchTime  = 1500 * time.Millisecond
-	maxScopes   = 100 // scopes read with ScopeStatus
+	searchPages  = 1000 // SCAN calls per node (COUNT searchCount): a million keys
+	searchCount  = 1000
+	searchTime   = 1500 * time.Millisecond
+	maxUpstreams = 100 // upstreams read, in one round trip
 )
 
-// scopeSearch is what a search for the upstream scopes under a prefix
-// found: without --scope, status cannot know which scope a job's gate
-// uses, so it reports every scope that refuses jobs now.
-type scopeSearch struct {
-	names    int                   // scope keys found, open ones included
+// upstreamSearch is what a search for the upstreams under a prefix found:
+// without --upstream, status cannot know which upstream a job's gate
+// uses, so it reports every upstream that refuses jobs now.
+type upstreamSearch struct {
+	names    int                   // upstream keys found, open ones included
 	refusing []gate.UpstreamStatus // cooling or paused, by name
-	complete bool                  // every node scanned to its end, every scope read
+	complete bool                  // every node scanned to its end, every upstream read
 	err      error                 // why the search stopped, if it did
 }
 
-// findScopes scans every master for the prefix's scope keys, bounded in
-// calls and time, and reads each scope's state.
-func (c *cli) findScopes(ctx context.Context) scopeSearch {
+// findUpstreams scans every master for the prefix's upstream keys, bounded
+// in calls and time, and reads every upstream's state in one round trip.
+func (c *cli) findUpstreams(ctx context.Context) upstreamSearch {
 	ctx, cancel := context.WithTimeout(ctx, searchTime)
 	defer cancel()
 	var (
@@ -51,33 +51,62 @@ func (c *cli) findScopes(ctx context.Context) scopeSearch {
 		}
 		return true
 	})
-	s := scopeSearch{names: len(names), complete: complete, err: err}
+	s := upstreamSearch{names: len(names), complete: complete, err: err}
 	sorted := make([]string, 0, len(names))
 	for n := range names {
 		sorted = append(sorted, n)
 	}
 	slices.Sort(sorted)
-	if len(sorted) > maxScopes {
-		sorted, s.complete = sorted[:maxScopes], false
+	if len(sorted) > maxUpstreams {
+		sorted, s.complete = sorted[:maxUpstreams], false
 	}
-	for _, name := range sorted {
-		g, err := gate.New(c.rdb, gate.Options{Prefix: c.prefix, Scope: name})
-		if err != nil { // a key no gate of this prefix could have written
-			continue
+	g := c.upstreamsGate(sorted)
+	if g == nil {
+		return s
+	}
+	ups, rerr := g.Upstreams(ctx)
+	if rerr != nil {
+		s.complete = false
+		if s.err == nil {
+			s.err = rerr
 		}
-		st, err := g.ScopeStatus(ctx)
-		if err != nil {
-			s.complete = false
-			if s.err == nil {
-				s.err = err
-			}
-			break
-		}
-		if st.State != gate.ScopeOpen {
-			s.refusing = append(s.refusing, st)
+		return s
+	}
+	for _, u := range ups {
+		if u.State != gate.UpstreamOpen {
+			s.refusing = append(s.refusing, u)
 		}
 	}
 	return s
+}
+
+// upstreamsGate is a gate whose upstreams are names, in order, so that
+// one Upstreams call reads them all; nil without names. A name no gate
+// could have (a key written by hand) is left out.
+func (c *cli) upstreamsGate(names []string) *gate.Gate {
+	opts := func(names []string) gate.Options {
+		return gate.Options{Prefix: c.prefix, Upstream: names[0], Fallbacks: names[1:]}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if g, err := gate.New(c.rdb, opts(names)); err == nil {
+		return g
+	}
+	var ok []string
+	for _, n := range names {
+		if _, err := gate.New(c.rdb, gate.Options{Prefix: c.prefix, Upstream: n}); err == nil {
+			ok = append(ok, n)
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	g, err := gate.New(c.rdb, opts(ok))
+	if err != nil {
+		return nil
+	}
+	return g
 }
 
 // prefixKeys reports whether any key lives under the prefix (sure is false
@@ -136,22 +165,22 @@ func scanAll(ctx context.Context, rdb redis.UniversalClient, pattern string, pag
 	return err == nil && !partial && !stopped, err
 }
 
-// scopeRefusal says in words what a refusing scope does to jobs, for a
-// status read without --scope.
-func scopeRefusal(u gate.UpstreamStatus) string {
+// upstreamRefusal says in words what a refusing upstream does to jobs,
+// for a status read without --upstream.
+func upstreamRefusal(u gate.UpstreamStatus) string {
 	how := "cooling down"
-	if u.State == gate.ScopePaused {
+	if u.State == gate.UpstreamPaused {
 		how = "paused"
 	}
-	return "upstream " + printable(u.Scope) + " is " + how + " (" + printable(u.Reason) + ") for " + fmtDur(u.RetryAfter) +
-		": every job of a gate with Scope " + printable(u.Scope) + " is refused"
+	return "upstream " + printable(u.Upstream) + " is " + how + " (" + printable(u.Reason) + ") for " + fmtDur(u.RetryAfter) +
+		": every job of a gate with Upstream " + printable(u.Upstream) + " is refused"
 }
 
-// joinRefusals joins scopeRefusal of every scope.
+// joinRefusals joins upstreamRefusal of every upstream.
 func joinRefusals(us []gate.UpstreamStatus) string {
 	parts := make([]string, len(us))
 	for i, u := range us {
-		parts[i] = scopeRefusal(u)
+		parts[i] = upstreamRefusal(u)
 	}
 	return strings.Join(parts, "; ")
 }
