@@ -25,18 +25,30 @@ type Policy struct {
 // (every master of a cluster, every shard of a ring). checked is false
 // when the client cannot be asked (no CONFIG GET). An error is a network
 // failure.
-func (s *Store) Policies(ctx context.Context) (ps []Policy, checked bool, err error) {
+func (s *Store) Policies(ctx context.Context) ([]Policy, bool, error) {
+	return eachServer(ctx, s.rdb, readPolicy)
+}
+
+// eachServer reads every server the client reaches with read: every master
+// of a cluster and every shard of a ring (in parallel, as go-redis runs
+// them), or the one node of another client that is a C. checked is false
+// when the client is none of these. An error is a network failure.
+func eachServer[T any, C any](ctx context.Context, rdb Client, read func(context.Context, C, string) (T, error)) (out []T, checked bool, err error) {
 	var mu sync.Mutex
 	each := func(ctx context.Context, c *redis.Client) error {
-		p, err := readPolicy(ctx, c, nodeAddr(ctx, c))
+		cc, ok := any(c).(C)
+		if !ok {
+			return nil
+		}
+		v, err := read(ctx, cc, nodeAddr(ctx, c))
 		if err == nil {
 			mu.Lock()
-			ps = append(ps, p)
+			out = append(out, v)
 			mu.Unlock()
 		}
 		return err
 	}
-	switch c := s.rdb.(type) {
+	switch c := rdb.(type) {
 	case interface {
 		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
 	}:
@@ -45,23 +57,21 @@ func (s *Store) Policies(ctx context.Context) (ps []Policy, checked bool, err er
 		ForEachShard(context.Context, func(context.Context, *redis.Client) error) error
 	}:
 		err = c.ForEachShard(ctx, each)
-	case interface {
-		nodeClient
-		configGetter
-	}:
-		var p Policy
-		if p, err = readPolicy(ctx, c, nodeAddr(ctx, c)); err == nil {
-			ps = append(ps, p)
-		}
-	case configGetter:
-		var p Policy
-		if p, err = readPolicy(ctx, c, ""); err == nil {
-			ps = append(ps, p)
-		}
 	default:
-		return nil, false, nil
+		cc, ok := any(rdb).(C)
+		if !ok {
+			return nil, false, nil
+		}
+		addr := ""
+		if n, ok := rdb.(nodeClient); ok {
+			addr = nodeAddr(ctx, n)
+		}
+		var v T
+		if v, err = read(ctx, cc, addr); err == nil {
+			out = append(out, v)
+		}
 	}
-	return ps, true, err
+	return out, true, err
 }
 
 // configGetter is what Policies needs from a single-node client.
