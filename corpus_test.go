@@ -114,6 +114,12 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					if ce.State != state || ce.Attempts != attempts || !near(ce.RetryAfter, jobWait) {
 						t.Fatalf("job: %v, %d attempts, retry in %v; want %v, %d, %v", ce.State, ce.Attempts, ce.RetryAfter, state, attempts, jobWait)
 					}
+					if state == gate.CoolingDown && jobWait < time.Second {
+						// A wait of a few milliseconds ("try again in
+						// 6ms") may be over before Redis can be asked
+						// again: the settle's answer above is its proof.
+						return
+					}
 					st, err := g.Status(ctx, "doc")
 					if err != nil {
 						t.Fatal(err)
@@ -144,9 +150,6 @@ func TestCorpusThroughTheGate(t *testing.T) {
 	}
 }
 
-// near reports whether a wait read back from Redis is within a second
-// below want (time passes between the write and the read; hints parsed
-// from HTTP dates lose their fraction).
 // statedWait is, for the rate limits of the corpus whose message states
 // when to try again, that wait, as each message says it: it wins over the
 // headers' hints (the time until a limit is whole, or a retry-after the
@@ -158,6 +161,9 @@ var statedWait = map[string]time.Duration{
 	"429 tokens per minute with the documented rate-limit headers": 6 * time.Millisecond,          // "Please try again in 6ms."
 }
 
+// near reports whether a wait read back from Redis is within a second
+// below want (time passes between the write and the read; hints parsed
+// from HTTP dates lose their fraction).
 func near(got, want time.Duration) bool {
 	return got <= want && got > want-time.Second-time.Millisecond
 }
