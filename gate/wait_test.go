@@ -1256,7 +1256,10 @@ func TestWaitReplicas(t *testing.T) {
 	waitReplicaOnline(t, rdb, replica)
 
 	t.Run("acknowledged", func(t *testing.T) {
-		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: time.Second})
+		// WAIT returns as soon as the replica acknowledges, so a long
+		// WaitTimeout costs nothing here; a short one (it was 1 s) failed
+		// the acquire whenever load kept the replica from answering in time.
+		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 30 * time.Second})
 		var lock string
 		err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 			lock = keyspace.Job(g.Options().Prefix, "job")
