@@ -59,12 +59,18 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cooldown = 200 * time.Millisecond
-			const runFor = 1100 * time.Millisecond
+			// The storm runs until the job has run this many times, not for
+			// a fixed time: 200 goroutines on a loaded machine may get
+			// through fewer windows in a second than an idle one (it saw one
+			// call in 1.1 s under load). What is asserted is the gap
+			// between calls, which load can only widen.
+			const want = 4
 			prefix := redistest.UniqueKey(t)
 			var (
 				mu      sync.Mutex
 				starts  []time.Time
 				running atomic.Int32
+				calls   atomic.Int32
 			)
 			fn := func(ctx context.Context, l *gate.Lease) error {
 				if running.Add(1) != 1 {
@@ -73,12 +79,14 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 				mu.Lock()
 				starts = append(starts, time.Now())
 				mu.Unlock()
+				calls.Add(1)
 				time.Sleep(5 * time.Millisecond) // the model call
 				running.Add(-1)
 				return classify.Transient(errors.New("503 overloaded"), 0)
 			}
 			var wg sync.WaitGroup
-			deadline := time.Now().Add(runFor)
+			// Only so a gate that stops running the job cannot hang the test.
+			deadline := time.Now().Add(time.Minute)
 			refused := atomic.Int64{}
 			for _, c := range separateClients(t, tg, 4) {
 				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, BackoffFactor: 1, Jitter: -1, Lease: time.Second})
@@ -89,7 +97,7 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						for time.Now().Before(deadline) {
+						for calls.Load() < want && time.Now().Before(deadline) {
 							err := g.Do(context.Background(), "doc-1", fn)
 							var b *gate.BlockedError
 							if errors.As(err, &b) {
@@ -102,18 +110,19 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 			}
 			wg.Wait()
 			sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-			if len(starts) < 2 {
-				t.Fatalf("only %d calls in %v", len(starts), runFor)
+			if len(starts) < want {
+				t.Fatalf("only %d calls in a minute, want %d", len(starts), want)
 			}
-			// Each start is at least one cooldown after the previous one
-			// (the previous call's 5 ms included; 10 ms for clock slop).
+			// Each start is at least one cooldown after the previous one:
+			// the cooldown starts when Redis records the previous call's
+			// failure, after that call started (10 ms for clock slop).
 			for i := 1; i < len(starts); i++ {
 				if gap := starts[i].Sub(starts[i-1]); gap < cooldown-10*time.Millisecond {
 					t.Fatalf("calls %d and %d only %v apart, cooldown %v", i-1, i, gap, cooldown)
 				}
 			}
-			if max := int(runFor/cooldown) + 1; len(starts) > max {
-				t.Fatalf("%d calls in %v, want at most %d", len(starts), runFor, max)
+			if refused.Load() == 0 {
+				t.Fatal("no retry was refused: the storm never met the gate")
 			}
 			t.Logf("%d upstream calls, %d retries refused", len(starts), refused.Load())
 		})

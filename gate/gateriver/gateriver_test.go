@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,20 +111,36 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 // A duplicate job inserted while the first runs never calls the model:
 // it is snoozed for the running lease and finds the job Done.
 func TestDuplicateJobNeverCallsTwice(t *testing.T) {
+	// The first call runs until the duplicate has been snoozed, not for a
+	// fixed time: on a loaded machine River may not pick the duplicate up
+	// within a fixed call, and it would then find the job Done unsnoozed.
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	p := &stormtest.Provider{Respond: func(ctx context.Context, _ int) error {
 		select {
-		case <-time.After(700 * time.Millisecond):
+		case <-release:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}}
 	f := serve(t, gate.Options{Lease: time.Second, DoneTTL: time.Hour}, calling(p))
+	t.Cleanup(free) // before serve's cleanup stops the client
 	first := f.insert(t, "doc-1")
 	waitFor(t, 5*time.Second, func() bool { return p.Calls() == 1 }, func() string { return "the first job never called" })
 	dup := f.insert(t, "doc-1")
+	var row *rivertype.JobRow
+	waitFor(t, 10*time.Second, func() bool {
+		var err error
+		if row, err = f.client.JobGet(context.Background(), dup); err != nil {
+			t.Fatal(err)
+		}
+		return snoozes(row) >= 1
+	}, func() string { return "the duplicate was not snoozed while the first ran: " + string(row.State) })
+	free()
 	f.waitState(t, first, rivertype.JobStateCompleted, 5*time.Second)
-	row := f.waitState(t, dup, rivertype.JobStateCompleted, 5*time.Second)
+	row = f.waitState(t, dup, rivertype.JobStateCompleted, 5*time.Second)
 	if exp, got := 1, p.Calls(); exp != got {
 		t.Fatalf("upstream calls: exp %d, got %d", exp, got)
 	}
