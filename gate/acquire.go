@@ -314,7 +314,7 @@ func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	switch b.State {
 	case Running:
 		left := leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		b.RetryAfter, b.token = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease), v.Estimate), v.Token
+		b.RetryAfter, b.token, b.lease = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease), v.Estimate), v.Token, left
 	case CoolingDown:
 		b.RetryAfter = v.Left(r.Now)
 	}

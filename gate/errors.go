@@ -77,8 +77,9 @@ type BlockedError struct {
 	// is UpstreamCooling.
 	Upstreams []UpstreamStatus
 
-	token string // Running: the running lease's token, which a waiter waits for
-	local bool   // decided in-process, without Redis (Event.Local)
+	token string        // Running: the running lease's token, which a waiter waits for
+	lease time.Duration // Running: the lease's time left, when a waiter reads again
+	local bool          // decided in-process, without Redis (Event.Local)
 }
 
 func (e *BlockedError) Error() string {

@@ -107,7 +107,7 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *call
 	switch {
 	case l != nil:
 		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
-			RetryAfter: calls.runningWait(l.remaining(), l.elapsed(), 0), token: l.token.Token, local: true}, false
+			RetryAfter: calls.runningWait(l.remaining(), l.elapsed(), 0), token: l.token.Token, lease: l.remaining(), local: true}, false
 	case fresh:
 		return nil, true
 	case errors.As(perr, &b):

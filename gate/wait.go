@@ -88,10 +88,14 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		if b != nil && b.token != "" {
 			w.token = b.token // the run waited for was lost and another took over
 		}
-		// A lease that expires publishes nothing: read again when it ends.
-		// Redis out of reach (a failover): poll until the budget ends.
-		ra, _ := RetryAfter(err)
-		step := min(left, ra+time.Millisecond)
+		// A lease that expires publishes nothing: read again when it ends
+		// (not at the estimate of its call, which the settle's message
+		// beats). Redis out of reach (a failover): poll until the budget
+		// ends.
+		step := left
+		if b != nil {
+			step = min(left, b.lease+time.Millisecond)
+		}
 		if down {
 			push = false
 		}
