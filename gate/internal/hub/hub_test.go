@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -165,5 +166,117 @@ func TestListenersShareASubscription(t *testing.T) {
 	rdb.Publish(ctx, "job", "x")
 	if !woken(c, 5*time.Second) {
 		t.Fatal("a listener of a channel subscribed again was not woken")
+	}
+}
+
+// connOf returns the hub's connection for addr ("" on one node), nil when
+// it has none open.
+func connOf(h *Hub, addr string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[addr]
+}
+
+// The connection of a channel nobody listens to any more stays open for
+// Linger, so a listener that comes back in time reuses it, and is closed
+// after Linger once idle.
+func TestIdleConnectionClosesAfterLinger(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	h, _ := newHub(t, rdb)
+	a := h.Listen("job")
+	if !a.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	sc := connOf(h, "")
+	if sc == nil {
+		t.Fatal("no connection after Ready")
+	}
+	a.Close()
+	// The UNSUBSCRIBE goes in the background: one landing after b's
+	// SUBSCRIBE would drop b's channel (b would read again, correctly).
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.PubSubNumSub(ctx, "job").Val()["job"] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("still subscribed after the last listener closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b := h.Listen("job")
+	if !b.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready within Linger: false")
+	}
+	if got := connOf(h, ""); got != sc {
+		t.Fatal("a listener back within Linger dialed a new connection, want the idle one reused")
+	}
+	b.Close()
+	select {
+	case <-sc.done:
+	case <-time.After(Linger + 5*time.Second):
+		t.Fatalf("the idle connection is still open %v after its last listener left, want closed after Linger (%v)", Linger+5*time.Second, Linger)
+	}
+	if got := connOf(h, ""); got != nil {
+		t.Fatal("the closed connection is still the hub's")
+	}
+	if n := rdb.PubSubNumSub(ctx, "job").Val()["job"]; n != 0 {
+		t.Fatalf("%d subscriptions after the idle close, want 0", n)
+	}
+}
+
+// A subscription silent for the ping interval is pinged; answered, it is
+// kept without a warning. On a path that drops packets the ping goes
+// unanswered: the connection is given up with a warning and its listeners
+// are woken, and their next Ready subscribes again on a new connection.
+func TestSilentSubscriptionIsPingedThenGivenUp(t *testing.T) {
+	m, _ := redistest.Miniredis(t)
+	p := faultproxy.New(t, m.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	h, warned := newHub(t, rdb)
+	const ping = 50 * time.Millisecond
+	h.SetTestPingEvery(ping)
+	ln := h.Listen("job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	sc := connOf(h, "")
+
+	// Idle but healthy for many ping intervals: kept, no warning.
+	time.Sleep(10 * ping)
+	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
+		t.Fatalf("an idle, healthy subscription: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
+	}
+	select {
+	case <-ln.Wake():
+		t.Fatal("woken while the subscription was healthy and nothing changed")
+	default:
+	}
+
+	p.Blackhole(true)
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken after the silent subscription was given up")
+	}
+	select {
+	case <-sc.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the silent connection was not closed")
+	}
+	// The warning follows the close.
+	deadline := time.Now().Add(5 * time.Second)
+	for warned.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := warned.Load(); n != 1 {
+		t.Fatalf("%d warnings after the connection was given up, want 1", n)
+	}
+	p.Blackhole(false)
+	p.ResetAll()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready after the connection was given up: false, want subscribed again")
+	}
+	if got := connOf(h, ""); got == nil || got == sc {
+		t.Fatal("subscribed again on the given-up connection, want a new one")
 	}
 }
