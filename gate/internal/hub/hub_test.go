@@ -280,3 +280,118 @@ func TestSilentSubscriptionIsPingedThenGivenUp(t *testing.T) {
 		t.Fatal("subscribed again on the given-up connection, want a new one")
 	}
 }
+
+// A subscription Redis refuses (an ACL without the channel: NOPERM) ends
+// the wait for confirmation at once with a warning naming the refusal;
+// for Retry after it, listeners poll without sending SUBSCRIBE again.
+func TestRefusedSubscriptionPollsWithoutRetrying(t *testing.T) {
+	prefix := redistest.UniqueKey(t)
+	srv := redistest.ACLServer(t, prefix, redistest.ACLPubSub) // no channel pattern
+	var warned atomic.Int32
+	var cause atomic.Value
+	h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+		Warn: func(_ context.Context, err error) { warned.Add(1); cause.Store(err) }})
+	var sent atomic.Int32
+	h.SetTestSubscribing(func(string) { sent.Add(1) })
+	ctx := context.Background()
+	ln := h.Listen(prefix + ":job")
+	start := time.Now()
+	if ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: true for a channel the ACL refuses")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Ready took %v, want the refusal to end the wait", took)
+	}
+	ln.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for warned.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err, _ := cause.Load().(error); warned.Load() != 1 || !store.Refused(err) {
+		t.Fatalf("%d warnings (%v), want one with the refusal", warned.Load(), err)
+	}
+	for range 3 {
+		ln := h.Listen(prefix + ":other")
+		if ln.Ready(ctx, 5*time.Second) {
+			t.Fatal("Ready: true while subscriptions are refused")
+		}
+		ln.Close()
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d SUBSCRIBEs sent, want only the refused one within Retry", n)
+	}
+}
+
+// A subscription that could not be made for a reason that passes (the
+// server for the channel could not be found) fails that wait with a
+// warning; the next listener subscribes again.
+func TestFailedSubscriptionIsTriedAgain(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	sub := store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions()
+	var calls atomic.Int32
+	node := sub.Node
+	sub.Node = func(ctx context.Context, channel string) (string, error) {
+		if calls.Add(1) == 1 {
+			return "", errors.New("dial tcp: connection refused")
+		}
+		return node(ctx, channel)
+	}
+	var warned atomic.Int32
+	h := New(Config{Subscriptions: sub, Timeout: time.Second, Warn: func(context.Context, error) { warned.Add(1) }})
+	ctx := context.Background()
+	ln := h.Listen("job")
+	if ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: true when the subscription failed")
+	}
+	ln.Close()
+	deadline := time.Now().Add(5 * time.Second) // the warning follows the wake
+	for warned.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := warned.Load(); n != 1 {
+		t.Fatalf("%d warnings, want 1", n)
+	}
+	ln = h.Listen("job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready after a failure that passes: false, want subscribed again")
+	}
+}
+
+// A connection that breaks (reset by the network) wakes its listeners,
+// which poll (Ready false) until go-redis has reconnected and Redis has
+// confirmed the channel again; then changes are pushed again.
+func TestBrokenConnectionWakesAndResubscribes(t *testing.T) {
+	m, _ := redistest.Miniredis(t)
+	p := faultproxy.New(t, m.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	h, warned := newHub(t, rdb)
+	ln := h.Listen("job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	p.ResetAll()
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken when the connection broke")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !ln.Ready(ctx, 100*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not confirmed again after the connection broke")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if warned.Load() == 0 {
+		t.Fatal("no warning when the connection broke")
+	}
+	for len(ln.Wake()) > 0 {
+		<-ln.Wake()
+	}
+	m.Publish("job", "x")
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken by a message after the resubscription")
+	}
+}
