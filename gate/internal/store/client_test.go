@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,28 @@ func TestReplicateCountsAcknowledgements(t *testing.T) {
 				t.Fatalf("Replicate with 5 wanted: %v, want a not-replicated error that counts as reached", err)
 			}
 		})
+	}
+}
+
+// Policies names each server as the client was given it (not as the
+// server sees the connection) with the policy it reports; a server whose
+// ACL refuses CONFIG GET is listed with the refusal, not a network error.
+func TestPoliciesNameServersAndTheirPolicy(t *testing.T) {
+	srv := redistest.FullServer(t) // maxmemory-policy noeviction
+	ctx := context.Background()
+	_, port, _ := strings.Cut(srv.Addr(), ":")
+	addr := "localhost:" + port
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ps, checked, err := New(rdb, Config{Lease: time.Minute}).Policies(ctx)
+	if err != nil || !checked || len(ps) != 1 || ps[0] != (Policy{Addr: addr, Value: "noeviction"}) {
+		t.Fatalf("Policies: %+v, %v, %v; want %s with noeviction", ps, checked, err, addr)
+	}
+
+	prefix := redistest.UniqueKey(t)
+	acl := redistest.ACLServer(t, prefix, nil) // no +config|get
+	ps, checked, err = New(acl.Client(t), Config{Lease: time.Minute}).Policies(ctx)
+	if err != nil || !checked || len(ps) != 1 || ps[0].Addr != acl.Addr() || ps[0].Refusal == nil || ps[0].Value != "" {
+		t.Fatalf("Policies without CONFIG GET: %+v, %v, %v; want %s listed with the refusal", ps, checked, err, acl.Addr())
 	}
 }
