@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,30 @@ func TestValueWithoutTTLAndGoneKey(t *testing.T) {
 	tr.Send(ctx)
 	if st, err := settled.Result(); err != nil || st.Owned || !st.Gone {
 		t.Fatalf("a success settled after its key expired: %+v, %v; want not owned, gone", st, err)
+	}
+}
+
+// A script reply of the wrong shape (a script from another version of the
+// gate, a proxy that mangles replies) is a bad-reply error from every
+// decoder, never a panic: an empty array, one member where more are due.
+func TestMalformedRepliesAreErrors(t *testing.T) {
+	decoders := map[string]func(redis.Cmder) error{
+		"acquire": func(c redis.Cmder) error { return decodeAcquire(c.(*redis.Cmd), &Acquired{}) },
+		"settle":  func(c redis.Cmder) error { _, err := decodeSettle(c); return err },
+		"reset":   func(c redis.Cmder) error { _, err := decodeReset(c); return err },
+		"read":    func(c redis.Cmder) error { _, err := decodeJobRead(c); return err },
+		"claim":   func(c redis.Cmder) error { _, err := decodeClaim(c); return err },
+		"stopped": func(c redis.Cmder) error { _, err := decodeStopped(c); return err },
+		"admit":   func(c redis.Cmder) error { _, err := decodeAdmitted(c, "m"); return err },
+		"budget":  func(c redis.Cmder) error { _, err := decodeBudgetRead(c); return err },
+	}
+	for _, reply := range [][]any{{}, {"x"}} {
+		for name, decode := range decoders {
+			cmd := redis.NewCmd(context.Background())
+			cmd.SetVal(reply)
+			if err := decode(cmd); err == nil || !strings.Contains(err.Error(), "unexpected") {
+				t.Errorf("%s of %v: %v, want a bad-reply error", name, reply, err)
+			}
+		}
 	}
 }
