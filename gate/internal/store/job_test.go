@@ -199,3 +199,20 @@ func TestMalformedRepliesAreErrors(t *testing.T) {
 		}
 	}
 }
+
+// An acquire that asks an upstream's budget answers each admission in the
+// same round trip: an upstream with no budget recorded does not judge it.
+func TestAcquireAnswersEachAdmission(t *testing.T) {
+	s, _, _ := newStore(t)
+	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
+		{Keys: BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}, Member: "m"},
+	}}
+	var r Acquired
+	if err := s.Acquire(context.Background(), a, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if !r.Taken || len(r.Admitted) != 1 || r.Admitted[0].Judged || r.AdmitErr != nil {
+		t.Fatalf("acquire with an admission: taken %v, admitted %+v (%v); want taken, one admission not judged", r.Taken, r.Admitted, r.AdmitErr)
+	}
+}
