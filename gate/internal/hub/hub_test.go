@@ -395,3 +395,43 @@ func TestBrokenConnectionWakesAndResubscribes(t *testing.T) {
 		t.Fatal("not woken by a message after the resubscription")
 	}
 }
+
+// An error reply that refuses no subscription (an ACL that allows the
+// channel but not PING) shows the connection alive: the live channel is
+// kept, nothing is warned, and later listeners still subscribe.
+func TestRefusedPingKeepsTheSubscription(t *testing.T) {
+	prefix := redistest.UniqueKey(t)
+	srv := redistest.ACLServer(t, prefix, append([]string{"&" + prefix + ":*"}, redistest.ACLPubSub...)) // no +ping
+	var warned atomic.Int32
+	rdb := srv.Client(t)
+	h := New(Config{Subscriptions: store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+		Warn: func(context.Context, error) { warned.Add(1) }})
+	const ping = 50 * time.Millisecond
+	h.SetTestPingEvery(ping)
+	ctx := context.Background()
+	ln := h.Listen(prefix + ":job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	sc := connOf(h, "")
+	time.Sleep(10 * ping) // several pings, each refused
+	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
+		t.Fatalf("after refused pings: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
+	}
+	// Later listeners subscribe: the hub does not poll for Retry. (Read in
+	// the hub, not by a second Ready: a refused PING that lands while a new
+	// SUBSCRIBE is pending is taken for its refusal, by design.)
+	h.mu.Lock()
+	off := h.offUntil
+	h.mu.Unlock()
+	if !off.IsZero() {
+		t.Fatalf("listeners poll until %v after refused pings, want them to subscribe", off)
+	}
+	if err := rdb.Publish(ctx, prefix+":job", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken by a message after refused pings")
+	}
+}
