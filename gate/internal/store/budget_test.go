@@ -61,3 +61,20 @@ func TestDecodeAdmitted(t *testing.T) {
 		}
 	}
 }
+
+// ReadBudget reads back what a response reported: the tokens left, the
+// limit and the time to its reset; a limit not reported reads as such.
+func TestReadBudget(t *testing.T) {
+	s, _, _ := newStore(t) // Redis's clock stands still: nothing refills
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
+	read := tr.ReadBudget(ctx, k)
+	tr.Send(ctx)
+	got, err := read.Result()
+	want := BudgetRead{Tokens: BudgetLeft{Reported: true, Left: 240, Limit: 1000, Reset: time.Minute}}
+	if err != nil || got != want {
+		t.Fatalf("ReadBudget: %+v, %v; want %+v", got, err, want)
+	}
+}
