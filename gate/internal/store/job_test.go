@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,80 @@ func TestAcquireAnswersEachAdmission(t *testing.T) {
 	r.Close()
 	if !r.Taken || len(r.Admitted) != 1 || r.Admitted[0].Judged || r.AdmitErr != nil {
 		t.Fatalf("acquire with an admission: taken %v, admitted %+v (%v); want taken, one admission not judged", r.Taken, r.Admitted, r.AdmitErr)
+	}
+}
+
+// An acquire whose first send failed is sent once more where the key may
+// live now: after a MOVED redirection on any topology, and after any
+// failure of a cluster master's client unless the connection was pinned;
+// never after the caller gave up, nor for a refusal on one node.
+func TestAcquireResendsWhereTheKeyMoved(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	node := New(rdb, Config{Lease: time.Minute})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}) // never dialed here
+	t.Cleanup(func() { _ = cc.Close() })
+	cluster := New(cc, Config{Lease: time.Minute})
+	ctx := context.Background()
+	gaveUp, cancel := context.WithCancel(ctx)
+	cancel()
+	moved := errors.New("MOVED 3999 127.0.0.1:6381")
+	oom := errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	for _, tc := range []struct {
+		name string
+		s    *Store
+		ctx  context.Context
+		rt   route
+		err  error
+		want bool
+	}{
+		{"moved, one node", node, ctx, route{}, moved, true},
+		{"refused, one node", node, ctx, route{}, oom, false},
+		{"moved, caller gave up", node, gaveUp, route{}, moved, false},
+		{"master failed, cluster", cluster, ctx, route{}, oom, true},
+		{"master failed, pinned connection", cluster, ctx, route{conn: &redis.Conn{}}, oom, false},
+		{"moved, pinned connection", cluster, ctx, route{conn: &redis.Conn{}}, moved, true},
+	} {
+		if got := tc.s.resend(tc.ctx, &tc.rt, tc.err); got != tc.want {
+			t.Errorf("%s: resend %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// movedTo reads the new address from a MOVED redirection only.
+func TestMovedTo(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{errors.New("MOVED 3999 127.0.0.1:6381"), "127.0.0.1:6381"},
+		{errors.New("ASK 3999 127.0.0.1:6381"), ""},
+		{errors.New("MOVED 3999"), ""},
+		{errors.New("OOM command not allowed"), ""},
+	} {
+		if got := movedTo(tc.err); got != tc.want {
+			t.Errorf("movedTo(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// An admission that fails (its budget key holds a value of another type)
+// does not fail the acquire: the job is taken and the admission's error
+// is kept, beside the answers of the others.
+func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	rdb.Set(ctx, "bad:budget", "not a budget", 0)
+	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
+		{Keys: BudgetKeys{Upstream: "ok", Budget: "ok:budget", Calls: "ok:calls"}},
+		{Keys: BudgetKeys{Upstream: "bad", Budget: "bad:budget", Calls: "bad:calls"}},
+	}}
+	var r Acquired
+	if err := s.Acquire(ctx, a, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if !r.Taken || len(r.Admitted) != 2 || r.Admitted[0].Judged || r.AdmitErr == nil || !strings.Contains(r.AdmitErr.Error(), "WRONGTYPE") {
+		t.Fatalf("acquire with a failing admission: taken %v, admitted %+v, error %v; want taken, the admission's WRONGTYPE kept", r.Taken, r.Admitted, r.AdmitErr)
 	}
 }
