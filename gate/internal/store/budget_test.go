@@ -78,3 +78,50 @@ func TestReadBudget(t *testing.T) {
 		t.Fatalf("ReadBudget: %+v, %v; want %+v", got, err, want)
 	}
 }
+
+// A reading's limit goes to budget_record.lua as {left, limit, reset ms,
+// age ms}: -1 for what was not reported or not said, a reset due now as 0.
+func TestQuotaArgs(t *testing.T) {
+	for _, tc := range []struct {
+		q    Quota
+		want []any
+	}{
+		{Quota{}, []any{-1, 0, -1, 0}},
+		{Quota{Reported: true, Remaining: 5, Limit: 10, ResetIn: -1}, []any{int64(5), int64(10), int64(-1), int64(0)}},
+		{Quota{Reported: true, Remaining: 5, ResetIn: 0, Age: 3 * time.Millisecond}, []any{int64(5), int64(0), int64(0), int64(3)}},
+	} {
+		got := tc.q.args()
+		if len(got) != len(tc.want) {
+			t.Fatalf("%+v: %v, want %v", tc.q, got, tc.want)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%+v: %v, want %v", tc.q, got, tc.want)
+				break
+			}
+		}
+	}
+}
+
+// decodeBudgetRead reads budget_read.lua's {left, limit, reset ms} per
+// limit and the calls in flight: a limit is reported unless its size reads
+// -1 (a size of 0 is reported, not said); a reset of -1 is not said, 0 is
+// due now.
+func TestDecodeBudgetRead(t *testing.T) {
+	cmd := redis.NewCmd(context.Background())
+	cmd.SetVal([]any{int64(5), int64(0), int64(-1), int64(7), int64(100), int64(0), int64(2)})
+	got, err := decodeBudgetRead(cmd)
+	want := BudgetRead{
+		Requests: BudgetLeft{Reported: true, Left: 5, Limit: 0, Reset: -1},
+		Tokens:   BudgetLeft{Reported: true, Left: 7, Limit: 100, Reset: 0},
+		Calls:    2,
+	}
+	if err != nil || got != want {
+		t.Fatalf("decodeBudgetRead: %+v, %v; want %+v", got, err, want)
+	}
+	cmd = redis.NewCmd(context.Background())
+	cmd.SetVal([]any{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0)})
+	if got, err := decodeBudgetRead(cmd); err != nil || got != (BudgetRead{}) {
+		t.Fatalf("decodeBudgetRead of nothing reported: %+v, %v; want none", got, err)
+	}
+}
