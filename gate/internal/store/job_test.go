@@ -178,7 +178,8 @@ func TestValueWithoutTTLAndGoneKey(t *testing.T) {
 
 // A script reply of the wrong shape (a script from another version of the
 // gate, a proxy that mangles replies) is a bad-reply error from every
-// decoder, never a panic: an empty array, one member where more are due.
+// decoder, never a panic: an empty array, one member where more are due,
+// one member too many.
 func TestMalformedRepliesAreErrors(t *testing.T) {
 	decoders := map[string]func(redis.Cmder) error{
 		"acquire": func(c redis.Cmder) error { return decodeAcquire(c.(*redis.Cmd), &Acquired{}) },
@@ -190,7 +191,7 @@ func TestMalformedRepliesAreErrors(t *testing.T) {
 		"admit":   func(c redis.Cmder) error { _, err := decodeAdmitted(c, "m"); return err },
 		"budget":  func(c redis.Cmder) error { _, err := decodeBudgetRead(c); return err },
 	}
-	for _, reply := range [][]any{{}, {"x"}} {
+	for _, reply := range [][]any{{}, {"x"}, {"x", int64(1), int64(2), int64(3)}} {
 		for name, decode := range decoders {
 			cmd := redis.NewCmd(context.Background())
 			cmd.SetVal(reply)
