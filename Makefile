@@ -98,9 +98,9 @@ mutate: $(GREMLINS)
 	  echo "== gremlins $$pkg"; \
 	  (cd $$pkg && GOFLAGS="$$GOFLAGS -count=1" RETRYGATE_TARGETS=$(MUTATE_TARGETS) nice -n 10 $(GREMLINS) unleash \
 	    --workers 1 --timeout-coefficient $(GREMLINS_TIMEOUT) \
-	    --exclude-files '/' --output-statuses lt) | tee "$$out/$$pkg"; \
+	    --exclude-files '/' --output-statuses lt) | tee "$$out/$$(echo $$pkg | tr / _)"; \
 	done; \
 	echo "== test efficacy"; \
 	for pkg in $(MUTATE_PKGS); do \
-	  printf '%-10s %s\n' "$$pkg" "$$(grep -o 'Test efficacy: [0-9.]*%' "$$out/$$pkg" || echo 'no result')"; \
+	  printf '%-10s %s\n' "$$pkg" "$$(grep -o 'Test efficacy: [0-9.]*%' "$$out/$$(echo $$pkg | tr / _)" || echo 'no result')"; \
 	done

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -165,5 +166,272 @@ func TestListenersShareASubscription(t *testing.T) {
 	rdb.Publish(ctx, "job", "x")
 	if !woken(c, 5*time.Second) {
 		t.Fatal("a listener of a channel subscribed again was not woken")
+	}
+}
+
+// connOf returns the hub's connection for addr ("" on one node), nil when
+// it has none open.
+func connOf(h *Hub, addr string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[addr]
+}
+
+// The connection of a channel nobody listens to any more stays open for
+// Linger, so a listener that comes back in time reuses it, and is closed
+// after Linger once idle.
+func TestIdleConnectionClosesAfterLinger(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	h, _ := newHub(t, rdb)
+	a := h.Listen("job")
+	if !a.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	sc := connOf(h, "")
+	if sc == nil {
+		t.Fatal("no connection after Ready")
+	}
+	a.Close()
+	// The UNSUBSCRIBE goes in the background: one landing after b's
+	// SUBSCRIBE would drop b's channel (b would read again, correctly).
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.PubSubNumSub(ctx, "job").Val()["job"] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("still subscribed after the last listener closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b := h.Listen("job")
+	if !b.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready within Linger: false")
+	}
+	if got := connOf(h, ""); got != sc {
+		t.Fatal("a listener back within Linger dialed a new connection, want the idle one reused")
+	}
+	b.Close()
+	select {
+	case <-sc.done:
+	case <-time.After(Linger + 5*time.Second):
+		t.Fatalf("the idle connection is still open %v after its last listener left, want closed after Linger (%v)", Linger+5*time.Second, Linger)
+	}
+	if got := connOf(h, ""); got != nil {
+		t.Fatal("the closed connection is still the hub's")
+	}
+	if n := rdb.PubSubNumSub(ctx, "job").Val()["job"]; n != 0 {
+		t.Fatalf("%d subscriptions after the idle close, want 0", n)
+	}
+}
+
+// A subscription silent for the ping interval is pinged; answered, it is
+// kept without a warning. On a path that drops packets the ping goes
+// unanswered: the connection is given up with a warning and its listeners
+// are woken, and their next Ready subscribes again on a new connection.
+func TestSilentSubscriptionIsPingedThenGivenUp(t *testing.T) {
+	m, _ := redistest.Miniredis(t)
+	p := faultproxy.New(t, m.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	h, warned := newHub(t, rdb)
+	const ping = 50 * time.Millisecond
+	h.SetTestPingEvery(ping)
+	ln := h.Listen("job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	sc := connOf(h, "")
+
+	// Idle but healthy for many ping intervals: kept, no warning.
+	time.Sleep(10 * ping)
+	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
+		t.Fatalf("an idle, healthy subscription: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
+	}
+	select {
+	case <-ln.Wake():
+		t.Fatal("woken while the subscription was healthy and nothing changed")
+	default:
+	}
+
+	p.Blackhole(true)
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken after the silent subscription was given up")
+	}
+	select {
+	case <-sc.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the silent connection was not closed")
+	}
+	// The warning follows the close.
+	deadline := time.Now().Add(5 * time.Second)
+	for warned.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := warned.Load(); n != 1 {
+		t.Fatalf("%d warnings after the connection was given up, want 1", n)
+	}
+	p.Blackhole(false)
+	p.ResetAll()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready after the connection was given up: false, want subscribed again")
+	}
+	if got := connOf(h, ""); got == nil || got == sc {
+		t.Fatal("subscribed again on the given-up connection, want a new one")
+	}
+}
+
+// A subscription Redis refuses (an ACL without the channel: NOPERM) ends
+// the wait for confirmation at once with a warning naming the refusal;
+// for Retry after it, listeners poll without sending SUBSCRIBE again.
+func TestRefusedSubscriptionPollsWithoutRetrying(t *testing.T) {
+	prefix := redistest.UniqueKey(t)
+	srv := redistest.ACLServer(t, prefix, redistest.ACLPubSub) // no channel pattern
+	var warned atomic.Int32
+	var cause atomic.Value
+	h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+		Warn: func(_ context.Context, err error) { warned.Add(1); cause.Store(err) }})
+	var sent atomic.Int32
+	h.SetTestSubscribing(func(string) { sent.Add(1) })
+	ctx := context.Background()
+	ln := h.Listen(prefix + ":job")
+	start := time.Now()
+	if ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: true for a channel the ACL refuses")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Ready took %v, want the refusal to end the wait", took)
+	}
+	ln.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for warned.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err, _ := cause.Load().(error); warned.Load() != 1 || !store.Refused(err) {
+		t.Fatalf("%d warnings (%v), want one with the refusal", warned.Load(), err)
+	}
+	for range 3 {
+		ln := h.Listen(prefix + ":other")
+		if ln.Ready(ctx, 5*time.Second) {
+			t.Fatal("Ready: true while subscriptions are refused")
+		}
+		ln.Close()
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d SUBSCRIBEs sent, want only the refused one within Retry", n)
+	}
+}
+
+// A subscription that could not be made for a reason that passes (the
+// server for the channel could not be found) fails that wait with a
+// warning; the next listener subscribes again.
+func TestFailedSubscriptionIsTriedAgain(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	sub := store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions()
+	var calls atomic.Int32
+	node := sub.Node
+	sub.Node = func(ctx context.Context, channel string) (string, error) {
+		if calls.Add(1) == 1 {
+			return "", errors.New("dial tcp: connection refused")
+		}
+		return node(ctx, channel)
+	}
+	var warned atomic.Int32
+	h := New(Config{Subscriptions: sub, Timeout: time.Second, Warn: func(context.Context, error) { warned.Add(1) }})
+	ctx := context.Background()
+	ln := h.Listen("job")
+	if ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: true when the subscription failed")
+	}
+	ln.Close()
+	deadline := time.Now().Add(5 * time.Second) // the warning follows the wake
+	for warned.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := warned.Load(); n != 1 {
+		t.Fatalf("%d warnings, want 1", n)
+	}
+	ln = h.Listen("job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready after a failure that passes: false, want subscribed again")
+	}
+}
+
+// A connection that breaks (reset by the network) wakes its listeners,
+// which poll (Ready false) until go-redis has reconnected and Redis has
+// confirmed the channel again; then changes are pushed again.
+func TestBrokenConnectionWakesAndResubscribes(t *testing.T) {
+	m, _ := redistest.Miniredis(t)
+	p := faultproxy.New(t, m.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	h, warned := newHub(t, rdb)
+	ln := h.Listen("job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	p.ResetAll()
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken when the connection broke")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !ln.Ready(ctx, 100*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not confirmed again after the connection broke")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if warned.Load() == 0 {
+		t.Fatal("no warning when the connection broke")
+	}
+	for len(ln.Wake()) > 0 {
+		<-ln.Wake()
+	}
+	m.Publish("job", "x")
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken by a message after the resubscription")
+	}
+}
+
+// An error reply that refuses no subscription (an ACL that allows the
+// channel but not PING) shows the connection alive: the live channel is
+// kept, nothing is warned, and later listeners still subscribe.
+func TestRefusedPingKeepsTheSubscription(t *testing.T) {
+	prefix := redistest.UniqueKey(t)
+	srv := redistest.ACLServer(t, prefix, append([]string{"&" + prefix + ":*"}, redistest.ACLPubSub...)) // no +ping
+	var warned atomic.Int32
+	rdb := srv.Client(t)
+	h := New(Config{Subscriptions: store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+		Warn: func(context.Context, error) { warned.Add(1) }})
+	const ping = 50 * time.Millisecond
+	h.SetTestPingEvery(ping)
+	ctx := context.Background()
+	ln := h.Listen(prefix + ":job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false")
+	}
+	sc := connOf(h, "")
+	time.Sleep(10 * ping) // several pings, each refused
+	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
+		t.Fatalf("after refused pings: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
+	}
+	// Later listeners subscribe: the hub does not poll for Retry. (Read in
+	// the hub, not by a second Ready: a refused PING that lands while a new
+	// SUBSCRIBE is pending is taken for its refusal, by design.)
+	h.mu.Lock()
+	off := h.offUntil
+	h.mu.Unlock()
+	if !off.IsZero() {
+		t.Fatalf("listeners poll until %v after refused pings, want them to subscribe", off)
+	}
+	if err := rdb.Publish(ctx, prefix+":job", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken by a message after refused pings")
 	}
 }

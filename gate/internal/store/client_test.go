@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +68,53 @@ func TestReplicateCountsAcknowledgements(t *testing.T) {
 				t.Fatalf("Replicate with 5 wanted: %v, want a not-replicated error that counts as reached", err)
 			}
 		})
+	}
+}
+
+// Policies names each server as the client was given it (not as the
+// server sees the connection) with the policy it reports; a server whose
+// ACL refuses CONFIG GET is listed with the refusal, not a network error.
+func TestPoliciesNameServersAndTheirPolicy(t *testing.T) {
+	srv := redistest.FullServer(t) // maxmemory-policy noeviction
+	ctx := context.Background()
+	_, port, _ := strings.Cut(srv.Addr(), ":")
+	addr := "localhost:" + port
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ps, checked, err := New(rdb, Config{Lease: time.Minute}).Policies(ctx)
+	if err != nil || !checked || len(ps) != 1 || ps[0] != (Policy{Addr: addr, Value: "noeviction"}) {
+		t.Fatalf("Policies: %+v, %v, %v; want %s with noeviction", ps, checked, err, addr)
+	}
+
+	prefix := redistest.UniqueKey(t)
+	acl := redistest.ACLServer(t, prefix, nil) // no +config|get
+	ps, checked, err = New(acl.Client(t), Config{Lease: time.Minute}).Policies(ctx)
+	if err != nil || !checked || len(ps) != 1 || ps[0].Addr != acl.Addr() || ps[0].Refusal == nil || ps[0].Value != "" {
+		t.Fatalf("Policies without CONFIG GET: %+v, %v, %v; want %s listed with the refusal", ps, checked, err, acl.Addr())
+	}
+}
+
+// With as many replicas as WaitReplicas acknowledging, Replicate reports
+// the acquire replicated.
+func TestReplicateWithEnoughReplicas(t *testing.T) {
+	master := redistest.Server(t)
+	replica := redistest.Server(t, redistest.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(master.Port())))
+	ctx := context.Background()
+	rc := replica.Client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not connect to its master")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := New(master.Client(t), Config{Lease: time.Minute, WaitReplicas: 1, WaitTimeout: 5 * time.Second, Timeout: time.Second})
+	var r Acquired
+	if err := s.Acquire(ctx, &Acquire{Key: redistest.UniqueKey(t), Token: NewToken()}, &r); err != nil || !r.Taken {
+		t.Fatalf("acquire: taken %v, %v", r.Taken, err)
+	}
+	defer r.Close()
+	if err := s.Replicate(ctx, &r); err != nil {
+		t.Fatalf("Replicate with its one replica connected: %v, want replicated", err)
 	}
 }

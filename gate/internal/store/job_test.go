@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +173,123 @@ func TestValueWithoutTTLAndGoneKey(t *testing.T) {
 	tr.Send(ctx)
 	if st, err := settled.Result(); err != nil || st.Owned || !st.Gone {
 		t.Fatalf("a success settled after its key expired: %+v, %v; want not owned, gone", st, err)
+	}
+}
+
+// A script reply of the wrong shape (a script from another version of the
+// gate, a proxy that mangles replies) is a bad-reply error from every
+// decoder, never a panic: an empty array, one member where more are due,
+// one member too many.
+func TestMalformedRepliesAreErrors(t *testing.T) {
+	decoders := map[string]func(redis.Cmder) error{
+		"acquire": func(c redis.Cmder) error { return decodeAcquire(c.(*redis.Cmd), &Acquired{}) },
+		"settle":  func(c redis.Cmder) error { _, err := decodeSettle(c); return err },
+		"reset":   func(c redis.Cmder) error { _, err := decodeReset(c); return err },
+		"read":    func(c redis.Cmder) error { _, err := decodeJobRead(c); return err },
+		"claim":   func(c redis.Cmder) error { _, err := decodeClaim(c); return err },
+		"stopped": func(c redis.Cmder) error { _, err := decodeStopped(c); return err },
+		"admit":   func(c redis.Cmder) error { _, err := decodeAdmitted(c, "m"); return err },
+		"budget":  func(c redis.Cmder) error { _, err := decodeBudgetRead(c); return err },
+	}
+	for _, reply := range [][]any{{}, {"x"}, {"x", int64(1), int64(2), int64(3)}} {
+		for name, decode := range decoders {
+			cmd := redis.NewCmd(context.Background())
+			cmd.SetVal(reply)
+			if err := decode(cmd); err == nil || !strings.Contains(err.Error(), "unexpected") {
+				t.Errorf("%s of %v: %v, want a bad-reply error", name, reply, err)
+			}
+		}
+	}
+}
+
+// An acquire that asks an upstream's budget answers each admission in the
+// same round trip: an upstream with no budget recorded does not judge it.
+func TestAcquireAnswersEachAdmission(t *testing.T) {
+	s, _, _ := newStore(t)
+	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
+		{Keys: BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}, Member: "m"},
+	}}
+	var r Acquired
+	if err := s.Acquire(context.Background(), a, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if !r.Taken || len(r.Admitted) != 1 || r.Admitted[0].Judged || r.AdmitErr != nil {
+		t.Fatalf("acquire with an admission: taken %v, admitted %+v (%v); want taken, one admission not judged", r.Taken, r.Admitted, r.AdmitErr)
+	}
+}
+
+// An acquire whose first send failed is sent once more where the key may
+// live now: after a MOVED redirection on any topology, and after any
+// failure of a cluster master's client unless the connection was pinned;
+// never after the caller gave up, nor for a refusal on one node.
+func TestAcquireResendsWhereTheKeyMoved(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	node := New(rdb, Config{Lease: time.Minute})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}) // never dialed here
+	t.Cleanup(func() { _ = cc.Close() })
+	cluster := New(cc, Config{Lease: time.Minute})
+	ctx := context.Background()
+	gaveUp, cancel := context.WithCancel(ctx)
+	cancel()
+	moved := errors.New("MOVED 3999 127.0.0.1:6381")
+	oom := errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	for _, tc := range []struct {
+		name string
+		s    *Store
+		ctx  context.Context
+		rt   route
+		err  error
+		want bool
+	}{
+		{"moved, one node", node, ctx, route{}, moved, true},
+		{"refused, one node", node, ctx, route{}, oom, false},
+		{"moved, caller gave up", node, gaveUp, route{}, moved, false},
+		{"master failed, cluster", cluster, ctx, route{}, oom, true},
+		{"master failed, pinned connection", cluster, ctx, route{conn: &redis.Conn{}}, oom, false},
+		{"moved, pinned connection", cluster, ctx, route{conn: &redis.Conn{}}, moved, true},
+	} {
+		if got := tc.s.resend(tc.ctx, &tc.rt, tc.err); got != tc.want {
+			t.Errorf("%s: resend %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// movedTo reads the new address from a MOVED redirection only.
+func TestMovedTo(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{errors.New("MOVED 3999 127.0.0.1:6381"), "127.0.0.1:6381"},
+		{errors.New("ASK 3999 127.0.0.1:6381"), ""},
+		{errors.New("MOVED 3999"), ""},
+		{errors.New("OOM command not allowed"), ""},
+	} {
+		if got := movedTo(tc.err); got != tc.want {
+			t.Errorf("movedTo(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// An admission that fails (its budget key holds a value of another type)
+// does not fail the acquire: the job is taken and the admission's error
+// is kept, beside the answers of the others.
+func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	rdb.Set(ctx, "bad:budget", "not a budget", 0)
+	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
+		{Keys: BudgetKeys{Upstream: "ok", Budget: "ok:budget", Calls: "ok:calls"}},
+		{Keys: BudgetKeys{Upstream: "bad", Budget: "bad:budget", Calls: "bad:calls"}},
+	}}
+	var r Acquired
+	if err := s.Acquire(ctx, a, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if !r.Taken || len(r.Admitted) != 2 || r.Admitted[0].Judged || r.AdmitErr == nil || !strings.Contains(r.AdmitErr.Error(), "WRONGTYPE") {
+		t.Fatalf("acquire with a failing admission: taken %v, admitted %+v, error %v; want taken, the admission's WRONGTYPE kept", r.Taken, r.Admitted, r.AdmitErr)
 	}
 }

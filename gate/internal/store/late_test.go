@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // A success written late (its first settle never reached Redis) is
@@ -94,5 +96,65 @@ func TestRecordCalls(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, "calls").Val(); ttl <= 0 || ttl > CallsTTL {
 		t.Fatalf("PTTL %v, want at most %v", ttl, CallsTTL)
+	}
+}
+
+// A call that took no time (or a negative duration, clamped to none) is a
+// duration of 0 ms, read back as such, not a bad reply.
+func TestRecordCallsOfNoTime(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	tr := s.Trip()
+	r := tr.RecordCalls(ctx, "calls", []time.Duration{0, -time.Second, time.Second}, 5)
+	tr.Send(ctx)
+	got, err := r.Result()
+	if exp := []time.Duration{0, 0, time.Second}; err != nil || len(got) != 3 || got[0] != exp[0] || got[1] != exp[1] || got[2] != exp[2] {
+		t.Fatalf("durations %v, %v; want %v", got, err, exp)
+	}
+}
+
+// A renewal with no estimate records none: an acquire refused by the
+// value reads no estimate, not a 1 ms one.
+func TestRenewWithoutEstimateRecordsNone(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	a, r := acquire(t, s, "k")
+	tr := s.Trip()
+	renew := tr.Renew(ctx, "k", a.Token, r.Fence, 0, 0)
+	tr.Send(ctx)
+	if ok, err := renew.Result(); err != nil || !ok {
+		t.Fatalf("renew: %v %v", ok, err)
+	}
+	_, r2 := acquire(t, s, "k")
+	if r2.Taken || r2.Job.Estimate != 0 || r2.Job.Fence != r.Fence {
+		t.Fatalf("refused acquire: %+v, want no estimate and the runner's fence", r2.Job)
+	}
+}
+
+// When Redis refuses writes (OOM) an acquire of a running job is still
+// answered, refused by the running value, without an error: that refusal
+// needs no write. An acquire of a free job gets the refusal.
+func TestAcquireOnAFullServer(t *testing.T) {
+	srv := redistest.FullServer(t)
+	rdb := srv.Client(t)
+	s := New(rdb, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
+	ctx := context.Background()
+	key := redistest.UniqueKey(t)
+	_, r := acquire(t, s, key+":running")
+	if !r.Taken {
+		t.Fatal("not taken before the server was full")
+	}
+	srv.Fill(t)
+	var r2 Acquired
+	err := s.Acquire(ctx, &Acquire{Key: key + ":running", Token: NewToken()}, &r2)
+	r2.Close()
+	if err != nil || r2.Taken || r2.Job.Kind != Running {
+		t.Fatalf("acquire of a running job on a full server: %+v, %v; want refused by the running value, no error", r2, err)
+	}
+	var r3 Acquired
+	err = s.Acquire(ctx, &Acquire{Key: key + ":free", Token: NewToken()}, &r3)
+	r3.Close()
+	if !redistest.IsOOM(err) {
+		t.Fatalf("acquire of a free job on a full server: %v, want the OOM refusal", err)
 	}
 }

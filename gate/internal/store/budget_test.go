@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A call that does not say its tokens is judged by its share of the token
+// limit, as given (0.25 of 1,000 is 250, not a share rounded to 0.2 or
+// 0.3): with 240 tokens left it waits; with that share at 0.24 it is
+// admitted.
+func TestAdmitKeepsTheTokenShareAsGiven(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	rec := tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
+	tr.Send(ctx)
+	if n, err := rec.Result(); err != nil || n != 1 {
+		t.Fatalf("record: %d, %v; want one limit written", n, err)
+	}
+	for _, tc := range []struct {
+		share    float64
+		admitted bool
+	}{{0.25, false}, {0.24, true}} {
+		tr := s.Trip()
+		a := tr.Admit(ctx, Admission{Keys: k, Reserve: BudgetReserve{TokenShare: tc.share}})
+		tr.Send(ctx)
+		got, err := a.Result()
+		if err != nil || !got.Judged || got.Admitted != tc.admitted || got.Tokens != 240 {
+			t.Fatalf("share %v of 1,000 with 240 left: %+v, %v; want judged, admitted %v, 240 tokens left", tc.share, got, err, tc.admitted)
+		}
+	}
+}
+
+// decodeAdmitted reads each reply budget_admit.lua documents and refuses
+// any other shape with a bad-reply error.
+func TestDecodeAdmitted(t *testing.T) {
+	for _, tc := range []struct {
+		reply []any
+		want  Admitted
+		bad   bool
+	}{
+		{reply: []any{int64(0)}, want: Admitted{}},
+		{reply: []any{int64(1), int64(1), int64(5), int64(-1)}, want: Admitted{Judged: true, Admitted: true, Reserved: "m", Requests: 5, Tokens: -1}},
+		{reply: []any{int64(1), int64(0), int64(5), int64(7)}, want: Admitted{Judged: true, Admitted: true, Requests: 5, Tokens: 7}},
+		{reply: []any{int64(2), int64(1500), int64(0), int64(-1)}, want: Admitted{Judged: true, Wait: 1500 * time.Millisecond, Tokens: -1}},
+		{reply: []any{int64(3), int64(0), int64(-1), int64(9)}, want: Admitted{Judged: true, Settles: true, Requests: -1, Tokens: 9}},
+		{reply: []any{int64(1), int64(0), int64(5)}, bad: true},
+		{reply: []any{int64(0), int64(0), int64(5), int64(7)}, bad: true},
+		{reply: []any{int64(4), int64(0), int64(5), int64(7)}, bad: true},
+	} {
+		cmd := redis.NewCmd(context.Background())
+		cmd.SetVal(tc.reply)
+		got, err := decodeAdmitted(cmd, "m")
+		if tc.bad != (err != nil) || got != tc.want {
+			t.Errorf("decodeAdmitted(%v): %+v, %v; want %+v (bad reply: %v)", tc.reply, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// ReadBudget reads back what a response reported: the tokens left, the
+// limit and the time to its reset; a limit not reported reads as such.
+func TestReadBudget(t *testing.T) {
+	s, _, _ := newStore(t) // Redis's clock stands still: nothing refills
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
+	read := tr.ReadBudget(ctx, k)
+	tr.Send(ctx)
+	got, err := read.Result()
+	want := BudgetRead{Tokens: BudgetLeft{Reported: true, Left: 240, Limit: 1000, Reset: time.Minute}}
+	if err != nil || got != want {
+		t.Fatalf("ReadBudget: %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// A reading's limit goes to budget_record.lua as {left, limit, reset ms,
+// age ms}: -1 for what was not reported or not said, a reset due now as 0.
+func TestQuotaArgs(t *testing.T) {
+	for _, tc := range []struct {
+		q    Quota
+		want []any
+	}{
+		{Quota{}, []any{-1, 0, -1, 0}},
+		{Quota{Reported: true, Remaining: 5, Limit: 10, ResetIn: -1}, []any{int64(5), int64(10), int64(-1), int64(0)}},
+		{Quota{Reported: true, Remaining: 5, ResetIn: 0, Age: 3 * time.Millisecond}, []any{int64(5), int64(0), int64(0), int64(3)}},
+	} {
+		got := tc.q.args()
+		if len(got) != len(tc.want) {
+			t.Fatalf("%+v: %v, want %v", tc.q, got, tc.want)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%+v: %v, want %v", tc.q, got, tc.want)
+				break
+			}
+		}
+	}
+}
+
+// decodeBudgetRead reads budget_read.lua's {left, limit, reset ms} per
+// limit and the calls in flight: a limit is reported unless its size reads
+// -1 (a size of 0 is reported, not said); a reset of -1 is not said, 0 is
+// due now.
+func TestDecodeBudgetRead(t *testing.T) {
+	cmd := redis.NewCmd(context.Background())
+	cmd.SetVal([]any{int64(5), int64(0), int64(-1), int64(7), int64(100), int64(0), int64(2)})
+	got, err := decodeBudgetRead(cmd)
+	want := BudgetRead{
+		Requests: BudgetLeft{Reported: true, Left: 5, Limit: 0, Reset: -1},
+		Tokens:   BudgetLeft{Reported: true, Left: 7, Limit: 100, Reset: 0},
+		Calls:    2,
+	}
+	if err != nil || got != want {
+		t.Fatalf("decodeBudgetRead: %+v, %v; want %+v", got, err, want)
+	}
+	cmd = redis.NewCmd(context.Background())
+	cmd.SetVal([]any{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0)})
+	if got, err := decodeBudgetRead(cmd); err != nil || got != (BudgetRead{}) {
+		t.Fatalf("decodeBudgetRead of nothing reported: %+v, %v; want none", got, err)
+	}
+}
