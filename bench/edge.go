@@ -263,7 +263,12 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(line, "used_memory_dataset:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			// Redis prints used_memory minus its overhead as an unsigned
+			// size_t, which wraps when a nearly empty server's overhead
+			// is larger (18446744073708659208 on a CI run): read it back
+			// as the negative difference it is.
+			u, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return int64(u), err
 		}
 	}
 	return 0, fmt.Errorf("INFO memory has no used_memory_dataset")
