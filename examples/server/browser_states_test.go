@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/retrygate/retrygate/gate"
 )
 
 // cardText returns the text of sel inside the card of document id.
@@ -205,4 +210,93 @@ func TestPageDoneViaBackup(t *testing.T) {
 		t.Errorf("upstream calls %d, want %d: one on each upstream", got, exp)
 	}
 	screenshot(t, ctx, "done-via-backup.png", 1000)
+}
+
+// observerFunc is a gate.Observer from a function.
+type observerFunc func(context.Context, gate.Event)
+
+func (f observerFunc) Observe(ctx context.Context, e gate.Event) { f(ctx, e) }
+
+// TestPageKeepsAFailureTheStreamReadFirst: the gate publishes a settle
+// before it reports it to its observers, so the page's stream can carry
+// the job's new state without the failure the demo has yet to record.
+// Here that order is forced: the report waits until a stream has carried
+// press-release's return to ready. The page must keep the failure its
+// click was answered with, not fall back to "Not evaluated yet".
+func TestPageKeepsAFailureTheStreamReadFirst(t *testing.T) {
+	ctx := browser(t)
+	cfg := testConfig()
+	cfg.Backup = true
+	cfg.ScopeHint = time.Minute
+	streamed := make(chan struct{})
+	cfg.observer = observerFunc(func(_ context.Context, e gate.Event) {
+		if e.Kind == gate.EventSettled && e.Job == docJob("press-release") {
+			select {
+			case <-streamed:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	})
+	s := startServer(t, cfg)
+
+	// A stream of our own: once it carries press-release's settle (its
+	// first update is the state at connect), the page's stream has had the
+	// same message to read.
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, s.base+"/api/events", nil)
+	resp, err := testClient.Transport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	go func() {
+		updates := 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var m struct {
+				ID     string `json:"id"`
+				Status struct {
+					State string `json:"job_state"`
+				} `json:"status"`
+			}
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || json.Unmarshal([]byte(data), &m) != nil || m.ID != "press-release" {
+				continue
+			}
+			if updates++; updates > 1 && m.Status.State == "ready" {
+				close(streamed)
+				return
+			}
+		}
+	}()
+
+	const card = `li[data-doc="press-release"]`
+	const firstClick = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again: it runs on the backup."
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base),
+		chromedp.WaitVisible(card+` .evaluate`),
+		chromedp.Click(card+` .evaluate`),
+		// Both of the page's updates applied: the state at connect and
+		// the settle (applied after the click's answer, or after it came).
+		pollJS(`document.querySelector('`+card+`').dataset.updates >= 2 && document.querySelector('`+card+` .msg').textContent === '`+firstClick+`'`, 20*time.Second),
+	); err != nil {
+		t.Fatalf("card %q after %s updates: %v", cardText(t, ctx, "press-release", ".msg"), attr(t, ctx, card, "data-updates"), err)
+	}
+	select {
+	case <-streamed:
+	default:
+		t.Fatal("the stream never carried press-release's settle: the order this test forces did not happen")
+	}
+}
+
+// attr reads an attribute of the element sel, for a failure's message.
+func attr(t *testing.T, ctx context.Context, sel, name string) string {
+	t.Helper()
+	var v string
+	var ok bool
+	if err := chromedp.Run(ctx, chromedp.AttributeValue(sel, name, &v, &ok, chromedp.AtLeast(0))); err != nil || !ok {
+		return "(none)"
+	}
+	return v
 }

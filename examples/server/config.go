@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrygate/retrygate/gate"
 )
 
 // config is everything the demo can be told, by flag or environment.
@@ -58,6 +60,10 @@ type config struct {
 	// ready, when set, is called with the base URL once the server listens
 	// (tests use it to find the port).
 	ready func(baseURL string)
+	// observer, when set, sees each of the gate's events before the
+	// demo's own observers (tests use it to order a settle's report
+	// against the page's stream).
+	observer gate.Observer
 }
 
 // defaultModel is used with the real API when OPENAI_MODEL is unset.

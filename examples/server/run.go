@@ -68,6 +68,10 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	clients[scope] = openai.NewClientWithConfig(oaCfg)
 	fails := newFailures()
+	obs := observers{st, fails}
+	if cfg.observer != nil {
+		obs = append(observers{cfg.observer}, obs...)
+	}
 
 	g, err := gate.New(rdb, gate.Options{
 		Prefix:      "retrygate-demo",
@@ -77,7 +81,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		MaxAttempts: cfg.MaxAttempts,
 		DoneTTL:     cfg.DoneTTL,
 		Classify:    demoClassify,
-		Observer:    observers{st, fails},
+		Observer:    obs,
 		Scope:       scope,
 		Fallbacks:   fallbacks,
 		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown, PauseTTL: cfg.ScopePause},
