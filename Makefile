@@ -45,9 +45,11 @@ demo:
 	cd examples/server && $(GO) run .
 
 ## bench: head-to-head with redislock, redsync and raw SET NX locks (with and
-## without a fence), and the middleware's HTTP refusals against a bare 429, one
-## GET and httprate, on one real redis-server, ratios within one run
-## → bench/RESULTS.md (~3.5 min).
+## without a fence), the middleware's HTTP refusals against a bare 429, one
+## GET and httprate, and the rate-limit storms (the budget's admission beside
+## the reactive gate), on one real redis-server, ratios within one run
+## → bench/RESULTS.md (~5.5 min on 2 idle cores: ~3.5 the head-to-head, ~2
+## the storms).
 bench:
 	cd bench && $(GO) run . -out RESULTS.md
 
