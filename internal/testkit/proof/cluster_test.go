@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
