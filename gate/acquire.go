@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
@@ -197,8 +198,11 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		return g.upstreamRefusal(l.job, ss), nil
 	}
 	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens)}
-	if w != nil {
+	switch {
+	case w != nil:
 		a.Done = w.done
+	case g.opts.DoneTTL >= store.SuccessMemory:
+		a.Done = keyspace.Done(g.opts.Prefix, l.job)
 	}
 	var (
 		r      store.Acquired
@@ -241,6 +245,14 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		if !r.Taken {
 			return g.jobRefusal(l.job, &r), nil
 		}
+	}
+	if r.DoneToken != "" && g.opts.DoneTTL >= store.SuccessMemory {
+		// A success left its token (Trip.MarkDone, sent before its
+		// settle) within SuccessMemory, yet the job was free: its Done
+		// mark did not reach Redis, the lease having ended first (a
+		// Redis paused past it), and the run that succeeded writes it
+		// again (unwritten.go). Not run twice meanwhile.
+		return &BlockedError{Job: l.job, State: Done}, nil
 	}
 	var refusal []upstream.Status
 	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {

@@ -20,8 +20,12 @@ const (
 // until Redis takes it, the hold ends or is dropped (a Reset). Its lease
 // may have expired meanwhile, so the mark is written on a key that is
 // gone too (store.Settlement.Late); the settle still compares the token,
-// so a newer owner's value is never overwritten: that value ends the hold
-// and rules here too.
+// so a newer owner's value is never overwritten. A newer run's outcome
+// (done, cooling, failed) ends the hold and rules here too; a running
+// value does not: it may be an acquire that Redis served after its
+// caller gave up (sent while Redis was paused, run when it resumed),
+// which is given back or expires with its lease and runs nothing, so the
+// mark is written once it is gone.
 func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, held time.Duration) {
 	g := l.g
 	ctx = context.WithoutCancel(ctx)
@@ -44,7 +48,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 		rep, err := settled.Result()
 		cancel()
 		switch {
-		case err != nil:
+		case err != nil, !rep.Gone && rep.Found.Kind == store.Running:
 			continue
 		case rep.Owned || (rep.Found.Kind == store.Done && rep.Found.Fence == l.fence):
 			// Written now, or by the first settle whose reply was lost.
