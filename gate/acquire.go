@@ -59,7 +59,9 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip of native commands on the job's node
-// (PTTL, SET NX GET, TIME), with a GET of each upstream's state and its
+// (PTTL, SET NX GET, TIME; with a DoneTTL of 10 s or more, a GET of the
+// job's done key, so that a free job whose success Redis did not record
+// yet is refused as done), with a GET of each upstream's state and its
 // budget's admission (UpstreamPolicy.IgnoreBudget; WithTokens) in the
 // same round trip when the gate has upstreams. A second trip is made only
 // when the job's key holds a finished state with history (a script takes

@@ -1,0 +1,142 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// A success whose lease ended in Redis before its settle came (a Redis
+// paused past the lease) is not paid for twice. Here the job's key holds,
+// when the settle comes, a running value of another token: what an
+// acquire leaves that Redis served after its caller gave up (sent into
+// the pause, run on resume). The run that succeeded holds the job done
+// in-process and does not give up its write to that value: once it is
+// gone (given back, or its lease ended) the done mark is written, and
+// another process is refused too.
+func TestSuccessAfterItsLeaseEndedIsHeldAndWritten(t *testing.T) {
+	for name, start := range pausedTargets {
+		t.Run(name, func(t *testing.T) {
+			addr := start(t)
+			ctx := context.Background()
+			direct := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { _ = direct.Close() })
+			var marks doneMarks
+			own := redis.NewClient(&redis.Options{Addr: addr})
+			own.AddHook(&marks)
+			t.Cleanup(func() { _ = own.Close() })
+			opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, own, opts)
+			other := newGate(t, direct, opts)
+			key := opts.Prefix + ":{job}:job"
+
+			err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				return direct.Set(ctx, key, "r:0123456789abcdef0123456789abcdef", time.Minute).Err()
+			})
+			if !errors.Is(err, gate.ErrNotOwned) {
+				t.Fatalf("Do: %v, want ErrNotOwned: the lease ended before the settle", err)
+			}
+			if b := blocked(t, ran, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("the same process, again: %v, want ErrDone", b)
+			}
+			// The write is tried again against the running value, and
+			// kept for when it is gone.
+			deadline := time.Now().Add(3 * time.Second)
+			for marks.n.Load() < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d writes of the done mark, want the settle's and two more", marks.n.Load())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := direct.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if b := blocked(t, ran, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("the same process, the running value gone: %v, want ErrDone", b)
+			}
+			waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
+			if b := blocked(t, other, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("another process: %v, want ErrDone", b)
+			}
+		})
+	}
+}
+
+// An acquire that finds a job free while its done key holds a success's
+// token (written beside the settle, which found the lease ended) refuses
+// it as done: the run that succeeded has not written its done mark yet.
+// A Reset forgets that success.
+func TestAcquireRefusesAFreeJobWhoseSuccessIsUnwritten(t *testing.T) {
+	for name, start := range pausedTargets {
+		t.Run(name, func(t *testing.T) {
+			addr := start(t)
+			ctx := context.Background()
+			direct := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { _ = direct.Close() })
+			f := &gatetest.Flaky{Client: direct}
+			opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, f, opts)
+			other := newGate(t, direct, opts)
+			key := opts.Prefix + ":{job}:job"
+
+			_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				return direct.Set(ctx, key, "r:0123456789abcdef0123456789abcdef", time.Minute).Err()
+			})
+			// The run that succeeded cannot write again, and the running
+			// value that refused its settle goes.
+			f.Down.Store(true)
+			if err := direct.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if b := blocked(t, other, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("another process: %v, want ErrDone", b)
+			}
+			if n, err := direct.Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Fatalf("the refused acquire left the job's key (%d, %v), want it given back", n, err)
+			}
+			if err := other.Reset(ctx, "job"); err != nil {
+				t.Fatalf("Reset: %v", err)
+			}
+			ran2 := false
+			if err := other.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran2 = true; return nil }); err != nil || !ran2 {
+				t.Fatalf("after a Reset: ran %v, %v; want the job run", ran2, err)
+			}
+		})
+	}
+}
+
+// pausedTargets start miniredis and a real redis-server (skipped where
+// missing), and return its address.
+var pausedTargets = map[string]func(t *testing.T) string{
+	"miniredis": func(t *testing.T) string { m, _ := redistest.Miniredis(t); return m.Addr() },
+	"redis":     func(t *testing.T) string { return redistest.Server(t).Addr() },
+}
+
+// doneMarks counts the writes of a done mark (Trip.MarkDone) sent.
+type doneMarks struct{ n atomic.Int64 }
+
+func (*doneMarks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d *doneMarks) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d *doneMarks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && c.Name() == "set" {
+				if k, ok := args[1].(string); ok && strings.HasSuffix(k, ":done") {
+					d.n.Add(1)
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
