@@ -20,11 +20,9 @@ import (
 
 // Timings of TestSoakPausedRedis. Every command of the gates is bounded by
 // pausedTimeout (the client's timeouts and Options.Timeout), and every
-// pause lasts at least the lease plus that plus a margin: past the lease,
-// so every lease running when it starts ends in Redis during it, and long
-// enough that a call whose client still waits when Redis resumes was sent
-// after every settle of a lease that ended during the pause (see
-// TestSoakPausedRedis).
+// pause lasts at least the lease plus that plus a margin: every lease
+// running when a pause starts ends in Redis during it, and every command
+// sent into it times out, the settles of the calls in flight too.
 const (
 	pausedLease   = 150 * time.Millisecond
 	pausedTimeout = 100 * time.Millisecond
@@ -147,8 +145,8 @@ func TestSoakPausedRedis(t *testing.T) {
 
 	st := h.check(t, o)
 	pt := runs.check(t, o.DoneTTL, &ev)
-	t.Logf("paused soak: %d pauses (%d ms in all), %d executions, %d overlaps; %d successes (%d whose settle was not answered, %d found the lease ended), %d calls refused as done; %d runs in another process acquired before the success's mark reached Redis",
-		pauses.Load(), paused.Load(), st.execs, st.overlaps, pt.successes, ev.unwritten.Load(), pt.notOwned, runs.refusedDone.Load(), pt.raced)
+	t.Logf("paused soak: %d pauses (%d ms in all), %d executions, %d overlaps; %d successes (%d whose settle was not answered, %d found the lease ended), %d completed after their lease was lost; %d calls refused as done; %d runs in another process acquired before the success's mark reached Redis",
+		pauses.Load(), paused.Load(), st.execs, st.overlaps, pt.successes, ev.unwritten.Load(), pt.notOwned, pt.leaseLost, runs.refusedDone.Load(), pt.raced)
 	runs.checkDone(t, gs[0])
 	if pauses.Load() < 3 || pt.successes < 20 || ev.unwritten.Load() == 0 {
 		t.Errorf("the soak exercised too little: %d pauses, %+v", pauses.Load(), pt)
@@ -282,10 +280,13 @@ func (rs *pausedRuns) run(h *history, store *proof.FenceStore, g *gate.Gate, wor
 
 // pausedStats is what pausedRuns.check covered.
 type pausedStats struct {
-	// successes: executions whose fn completed; notOwned: of them,
-	// those Do answered ErrNotOwned or ErrLeaseLost (the lease had ended
-	// in Redis before the settle).
-	successes, notOwned int
+	// successes: executions whose fn completed and whose lease the gate
+	// did not know lost when it did; notOwned: of them, those Do
+	// answered ErrNotOwned (the lease had ended in Redis before the
+	// settle). leaseLost: executions whose fn completed after the gate
+	// found the lease lost (Do: ErrLeaseLost, nothing settled: the caller
+	// is told the job may run again), not judged.
+	successes, notOwned, leaseLost int
 	// inProcess and crossProcess count executions that started after a
 	// success of their job, in the process that succeeded, and in another
 	// with an acquire sent after the success's Done mark reached Redis:
@@ -295,7 +296,8 @@ type pausedStats struct {
 }
 
 // check verifies that a success is paid for once: after an execution of a
-// job completed its work (fn returned nil, whatever Do answered), within
+// job completed its work (fn returned nil; Do answered nil or ErrNotOwned,
+// not ErrLeaseLost, which tells the caller it may run again), within
 // doneTTL, no execution of the job starts in the same process, nor in
 // another with an acquire sent after the success's Done mark reached
 // Redis (log.recordedAt). It fails t with the re-runs counted in-process
@@ -308,12 +310,16 @@ func (rs *pausedRuns) check(t reporter, doneTTL time.Duration, log *events) paus
 	byJob := map[string][]*pausedRun{}
 	for _, r := range rs.runs {
 		byJob[r.e.job] = append(byJob[r.e.job], r)
+		if errors.Is(r.err, gate.ErrLeaseLost) && r.completed {
+			r.completed = false
+			st.leaseLost++
+		}
 		if !r.completed {
 			continue
 		}
 		st.successes++
 		switch {
-		case errors.Is(r.err, gate.ErrNotOwned) || errors.Is(r.err, gate.ErrLeaseLost):
+		case errors.Is(r.err, gate.ErrNotOwned):
 			st.notOwned++
 		case r.err != nil:
 			t.Errorf("%s: a success answered %v", r.e.job, r.err)
@@ -386,5 +392,44 @@ func (rs *pausedRuns) checkDone(t *testing.T, g *gate.Gate) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestPausedChecksCatchReruns feeds pausedRuns.check histories with and
+// without a success paid for twice, so the paused soak can fail.
+func TestPausedChecksCatchReruns(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ex := func(proc int, called, start, end int, fence int64, completed bool, err error) *pausedRun {
+		e := &execution{job: "j", called: at(called), start: at(start), end: at(end), fence: fence, gated: true}
+		return &pausedRun{e: e, proc: proc, completed: completed, err: err}
+	}
+	recorded := func(ms int) *events {
+		return &events{recorded: map[string]time.Time{runKey("j", 1): at(ms)}}
+	}
+	for _, tc := range []struct {
+		name string
+		runs []*pausedRun
+		log  *events
+		bad  bool
+	}{
+		{"once", []*pausedRun{ex(0, 0, 1, 10, 1, true, nil)}, recorded(12), false},
+		{"again in the same process", []*pausedRun{ex(0, 0, 1, 10, 1, true, nil), ex(0, 20, 21, 30, 2, true, nil)}, recorded(12), true},
+		{"again in the same process, unrecorded", []*pausedRun{ex(0, 0, 1, 10, 1, true, nil), ex(0, 20, 21, 30, 2, true, nil)}, &events{}, true},
+		{"again elsewhere after the mark", []*pausedRun{ex(0, 0, 1, 10, 1, true, nil), ex(1, 20, 21, 30, 2, true, nil)}, recorded(12), true},
+		{"again elsewhere, acquired before the mark", []*pausedRun{ex(0, 0, 1, 10, 1, true, nil), ex(1, 11, 21, 30, 2, true, nil)}, recorded(12), false},
+		{"again after ErrNotOwned", []*pausedRun{ex(0, 0, 1, 10, 1, true, gate.ErrNotOwned), ex(0, 20, 21, 30, 2, true, nil)}, &events{}, true},
+		{"again after ErrLeaseLost", []*pausedRun{ex(0, 0, 1, 10, 1, true, gate.ErrLeaseLost), ex(0, 20, 21, 30, 2, true, nil)}, &events{}, false},
+		{"again after a cancelled run", []*pausedRun{ex(0, 0, 1, 10, 1, false, gate.ErrLeaseLost), ex(0, 20, 21, 30, 2, true, nil)}, &events{}, false},
+		{"overlapping", []*pausedRun{ex(0, 0, 1, 10, 1, true, nil), ex(1, 2, 5, 30, 2, true, nil)}, recorded(12), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recordingT{}
+			rs := &pausedRuns{runs: tc.runs}
+			rs.check(rec, time.Hour, tc.log)
+			if rec.failed != tc.bad {
+				t.Fatalf("check reported a violation: %v, want %v (%v)", rec.failed, tc.bad, rec.msgs)
+			}
+		})
 	}
 }
