@@ -140,3 +140,51 @@ func (d *doneMarks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// While Redis does not answer (paused, or the network swallows what is
+// sent), the done mark of an unwritten success is sent again as soon as a
+// write times out, not after a backoff grown meanwhile: a write is in
+// flight when Redis answers again, and reaches it before the acquires
+// other processes send after.
+func TestUnwrittenSuccessIsRewrittenWithoutAWaitWhileRedisHangs(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	f := &gatetest.Flaky{Client: rdb}
+	c := &pipelines{Client: f}
+	const timeout = 40 * time.Millisecond
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Timeout: timeout, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, c, opts)
+	other := newGate(t, rdb, opts)
+	err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+		f.Down.Store(true) // the settle fails at once
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v, want nil", err)
+	}
+	f.Hang.Store(true) // every write now waits for its timeout
+	f.Down.Store(false)
+	// 12 writes take 12 timeouts, about 0.5 s, sent one after another;
+	// with a backoff doubling from 100 ms to 1 s between them, 9 s.
+	from := c.n.Load()
+	deadline := time.Now().Add(4 * time.Second)
+	for c.n.Load()-from < 12 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes while Redis hung for 4 s, want 12: one after another", c.n.Load()-from)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.Hang.Store(false)
+	waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
+}
+
+// pipelines counts the round trips of more than one command sent.
+type pipelines struct {
+	gate.Client
+	n atomic.Int64
+}
+
+func (p *pipelines) Pipeline() redis.Pipeliner {
+	p.n.Add(1)
+	return p.Client.Pipeline()
+}
