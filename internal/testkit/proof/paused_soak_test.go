@@ -32,7 +32,9 @@ const (
 
 // TestSoakPausedRedis freezes the gate's redis-server past the lease again
 // and again (SIGSTOP, SIGCONT) while four gates (as four processes; two
-// share a client, two have their own) run calls of a moving set of jobs,
+// share a client, two have their own) and a fifth in a process of its own
+// (the test binary again, paused_worker_test.go) run calls of a moving
+// set of jobs,
 // each of which succeeds, with DoneTTL longer than the soak. Calls are in
 // flight when a pause starts, so settles are sent into the pause and time
 // out. It checks that a success is paid for once (pausedRuns.check):
@@ -94,6 +96,8 @@ func TestSoakPausedRedis(t *testing.T) {
 		pauses atomic.Int64
 		paused atomic.Int64 // total ms paused
 	)
+	// A fifth process, of its own: the test binary again.
+	stopWorker := startPausedWorker(t, pausedWorkerConfig{Addr: srv.Addr(), Prefix: o.Prefix, Window: window}, procs, &first, &h, &runs, &ev)
 	ctx, stop := context.WithTimeout(context.Background(), soakDuration(t))
 	defer stop()
 
@@ -142,16 +146,25 @@ func TestSoakPausedRedis(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	stopWorker()
 
 	st := h.check(t, o)
 	pt := runs.check(t, o.DoneTTL, &ev)
 	t.Logf("paused soak: %d pauses (%d ms in all), %d executions, %d overlaps; %d successes (%d whose settle was not answered, %d found the lease ended), %d completed after their lease was lost; %d calls refused as done; %d runs in another process acquired before the success's mark reached Redis",
 		pauses.Load(), paused.Load(), st.execs, st.overlaps, pt.successes, ev.unwritten.Load(), pt.notOwned, pt.leaseLost, runs.refusedDone.Load(), pt.raced)
 	runs.checkDone(t, gs[0])
-	if pauses.Load() < 3 || pt.successes < 20 || ev.unwritten.Load() == 0 {
-		t.Errorf("the soak exercised too little: %d pauses, %+v", pauses.Load(), pt)
+	apart := 0
+	for _, r := range runs.runs {
+		if r.proc == procs {
+			apart++
+		}
 	}
-	checkAllExpire(t, srv.Client(t), o.Prefix, 2*int(first.Load()+window))
+	t.Logf("paused soak: %d executions in the worker process", apart)
+	if pauses.Load() < 3 || pt.successes < 20 || ev.unwritten.Load() == 0 || apart == 0 {
+		t.Errorf("the soak exercised too little: %d pauses, %d executions in the worker process, %+v", pauses.Load(), apart, pt)
+	}
+	// A job and a done key per job called, and the gate's call durations.
+	checkAllExpire(t, srv.Client(t), o.Prefix, 2*int(first.Load()+window)+1)
 }
 
 // events logs what the gates saw, but refusals, and the pauses, to show
