@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -68,6 +69,37 @@ func TestSuccessAfterItsLeaseEndedIsHeldAndWritten(t *testing.T) {
 				t.Fatalf("another process: %v, want ErrDone", b)
 			}
 		})
+	}
+}
+
+// A run that renewed its lease is alive: a newer owner whose outcome
+// rules. The success that finds it is not held in-process nor written
+// over it once it is gone (a fencing store may have refused the older
+// run's result in favour of the newer one's); only its token in the done
+// key refuses the job, for a few seconds.
+func TestSuccessAfterItsLeaseEndedLeavesARenewedRun(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, rdb, opts)
+	key := opts.Prefix + ":{job}:job"
+	err := ran.Do(ctx, "job", func(_ context.Context, l *gate.Lease) error {
+		renewed := "r:0123456789abcdef0123456789abcdef:" + strconv.FormatInt(l.Fence()+1, 10) + ":0"
+		return rdb.Set(ctx, key, renewed, time.Minute).Err()
+	})
+	if !errors.Is(err, gate.ErrNotOwned) {
+		t.Fatalf("Do: %v, want ErrNotOwned", err)
+	}
+	if b := blocked(t, ran, "job"); b.State != gate.Running {
+		t.Fatalf("the same process, again: %v, want the newer run's refusal (ErrInFlight)", b)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	m.FastForward(10*time.Second + time.Millisecond) // store.SuccessMemory
+	again := false
+	if err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error { again = true; return nil }); err != nil || !again {
+		t.Fatalf("the newer run gone: ran %v, %v; want the job run (Redis rules)", again, err)
 	}
 }
 

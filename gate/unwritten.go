@@ -25,11 +25,8 @@ const (
 // Its lease may have expired meanwhile, so the mark is written on a key
 // that is gone too (store.Settlement.Late); the settle still compares the
 // token, so a newer owner's value is never overwritten. A newer run's
-// outcome (done, cooling, failed) ends the hold and rules here too; a
-// running value does not: it may be an acquire that Redis served after
-// its caller gave up (sent while Redis was paused, run when it resumed),
-// which is given back or expires with its lease and runs nothing, so the
-// mark is written once it is gone.
+// outcome (done, cooling, failed) or its renewal ends the hold and rules
+// here too; a running value no renewal wrote to does not (unrenewed).
 func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, held time.Duration) {
 	g := l.g
 	ctx = context.WithoutCancel(ctx)
@@ -59,7 +56,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 			// the acquires sent after.
 			sleep = 0
 			continue
-		case err != nil, !rep.Gone && rep.Found.Kind == store.Running:
+		case err != nil, !rep.Gone && unrenewed(rep.Found):
 			wait = min(2*wait, rewriteMax)
 			sleep = wait
 			continue
@@ -85,3 +82,11 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// unrenewed reports whether j is a running value no renewal wrote to: an
+// acquire's, which may be one Redis served after its caller gave up (sent
+// while Redis was paused, run when it resumed) and which runs nothing; it
+// is given back or expires with its lease. A run that renewed is alive,
+// and a newer owner: a success written late once it is gone could mark
+// done a job whose result a fencing store refused.
+func unrenewed(j store.Job) bool { return j.Kind == store.Running && j.Fence == 0 }
