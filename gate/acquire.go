@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
@@ -58,7 +59,9 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // ErrUnavailable (too late to fail open).
 //
 // Acquire is one Redis round trip of native commands on the job's node
-// (PTTL, SET NX GET, TIME), with a GET of each upstream's state and its
+// (PTTL, SET NX GET, TIME; with a DoneTTL of 10 s or more, a GET of the
+// job's done key, so that a free job whose success Redis did not record
+// yet is refused as done), with a GET of each upstream's state and its
 // budget's admission (UpstreamPolicy.IgnoreBudget; WithTokens) in the
 // same round trip when the gate has upstreams. A second trip is made only
 // when the job's key holds a finished state with history (a script takes
@@ -197,8 +200,11 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		return g.upstreamRefusal(l.job, ss), nil
 	}
 	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens)}
-	if w != nil {
+	switch {
+	case w != nil:
 		a.Done = w.done
+	case g.opts.DoneTTL >= store.SuccessMemory:
+		a.Done = keyspace.Done(g.opts.Prefix, l.job)
 	}
 	var (
 		r      store.Acquired
@@ -241,6 +247,14 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		if !r.Taken {
 			return g.jobRefusal(l.job, &r), nil
 		}
+	}
+	if r.DoneToken != "" && g.opts.DoneTTL >= store.SuccessMemory {
+		// A success left its token (Trip.MarkDone, sent before its
+		// settle) within SuccessMemory, yet the job was free: its Done
+		// mark did not reach Redis, the lease having ended first (a
+		// Redis paused past it), and the run that succeeded writes it
+		// again (unwritten.go). Not run twice meanwhile.
+		return &BlockedError{Job: l.job, State: Done}, nil
 	}
 	var refusal []upstream.Status
 	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {

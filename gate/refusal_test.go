@@ -12,7 +12,8 @@ import (
 )
 
 // A refusal is one round trip of native commands, the job's SET NX GET,
-// PTTL and TIME (no script), whether or not this process was refused by
+// PTTL and TIME (no script), and with a DoneTTL of SuccessMemory or more
+// the GET of its done key, whether or not this process was refused by
 // the job before: a cooldown, a failed mark and a done mark alike, and
 // each says the same as the first.
 func TestRefusalIsOneRoundTrip(t *testing.T) {
@@ -33,8 +34,8 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 				names.take()
 				first := blocked(t, g, tc.job)
 				for i := 0; i < 3; i++ {
-					if got := names.take(); !equalNames(got, []string{"[pttl set time]"}) {
-						t.Fatalf("%s: refusal %d sent %v, want the job's PTTL, SET NX GET and TIME", tc.job, i, got)
+					if got := names.take(); !equalNames(got, []string{"[pttl set time get]"}) {
+						t.Fatalf("%s: refusal %d sent %v, want the job's PTTL, SET NX GET and TIME, and its done key's GET", tc.job, i, got)
 					}
 					again := blocked(t, g, tc.job)
 					if again.State != tc.state || again.State != first.State || again.Attempts != first.Attempts ||

@@ -252,6 +252,14 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		}
 		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: st,
 			Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
+		if d.job.state == Done && !lost && (rep.Gone || unrenewed(rep.Found)) {
+			// The lease ended in Redis before the success reached it (a
+			// Redis paused past the lease): nothing recorded it, or an
+			// acquire took the job that may be one whose caller gave up.
+			// Held and written as an unwritten success is.
+			_, f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
+			go l.rewrite(ctx, f, d.job, held)
+		}
 		return res, ErrNotOwned
 	}
 	g.calls.add(held)

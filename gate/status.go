@@ -3,6 +3,8 @@ package gate
 import (
 	"context"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // Status is a job's state as Redis holds it now. A Status returned with an
@@ -87,6 +89,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	}
 	t := g.store.Trip()
 	reset := t.ResetJob(ctx, key)
+	t.ForgetDone(ctx, keyspace.Done(g.opts.Prefix, job))
 	t.Send(ctx)
 	r, err := reset.Result()
 	if err != nil {

@@ -2,6 +2,8 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
@@ -9,28 +11,30 @@ import (
 )
 
 // How often the Done mark of a success Redis did not take is written
-// again: soon after the failure, then backing off, at most this often.
+// again: soon after the failure, then backing off, at most this often
+// (a write that timed out is sent again at once).
 const (
 	rewriteFirst = 50 * time.Millisecond
 	rewriteMax   = time.Second
 )
 
 // rewrite writes again the Done mark w of a success whose settle Redis
-// did not take, while f holds the job Done in this process: backing off,
-// until Redis takes it, the hold ends or is dropped (a Reset). Its lease
-// may have expired meanwhile, so the mark is written on a key that is
-// gone too (store.Settlement.Late); the settle still compares the token,
-// so a newer owner's value is never overwritten: that value ends the hold
-// and rules here too.
+// did not take, while f holds the job Done in this process: backing off
+// from quick failures, at once after one that timed out (one write in
+// flight), until Redis takes it, the hold ends or is dropped (a Reset).
+// Its lease may have expired meanwhile, so the mark is written on a key
+// that is gone too (store.Settlement.Late); the settle still compares the
+// token, so a newer owner's value is never overwritten. A newer run's
+// outcome (done, cooling, failed) or its renewal ends the hold and rules
+// here too; a running value no renewal wrote to does not (unrenewed).
 func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, held time.Duration) {
 	g := l.g
 	ctx = context.WithoutCancel(ctx)
 	s := w.settlement()
 	s.Late = true
 	wait := rewriteFirst
-	for {
-		time.Sleep(wait)
-		wait = min(2*wait, rewriteMax)
+	for sleep := wait; ; {
+		time.Sleep(sleep)
 		left := time.Until(f.until)
 		if left < time.Millisecond || !g.unwritten.held(l.job, f, false) {
 			return
@@ -42,9 +46,19 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 		settled := t.Settle(rctx, l.key, l.token, l.fence, s)
 		t.Send(rctx)
 		rep, err := settled.Result()
+		timedOut := rctx.Err() != nil || isTimeout(err)
 		cancel()
 		switch {
-		case err != nil:
+		case err != nil && timedOut:
+			// Not answered in time: Redis is paused or out of reach, and
+			// the write was the wait. Sent again at once, so that one is
+			// in flight when Redis answers again and reaches it before
+			// the acquires sent after.
+			sleep = 0
+			continue
+		case err != nil, !rep.Gone && unrenewed(rep.Found):
+			wait = min(2*wait, rewriteMax)
+			sleep = wait
 			continue
 		case rep.Owned || (rep.Found.Kind == store.Done && rep.Found.Fence == l.fence):
 			// Written now, or by the first settle whose reply was lost.
@@ -61,3 +75,18 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 		return
 	}
 }
+
+// isTimeout reports whether err is a network timeout: the client's own
+// read or write deadline passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// unrenewed reports whether j is a running value no renewal wrote to: an
+// acquire's, which may be one Redis served after its caller gave up (sent
+// while Redis was paused, run when it resumed) and which runs nothing; it
+// is given back or expires with its lease. A run that renewed is alive,
+// and a newer owner: a success written late once it is gone could mark
+// done a job whose result a fencing store refused.
+func unrenewed(j store.Job) bool { return j.Kind == store.Running && j.Fence == 0 }

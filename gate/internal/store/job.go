@@ -517,6 +517,13 @@ func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token) {
 	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token, "px", ms(SuccessMemory)))
 }
 
+// ForgetDone queues the delete of a job's done key: a job an operator
+// reset is not refused by the success it forgets (an acquire reads the
+// key, gate/acquire.go).
+func (t *Trip) ForgetDone(ctx context.Context, doneKey string) {
+	t.add(redis.NewIntCmd(ctx, "del", doneKey))
+}
+
 // JobReset is job_reset.lua's answer.
 type JobReset struct {
 	// Running: a running lease was left alone, for TTL more.

@@ -78,6 +78,21 @@
 // random latency, slow periods that time renewals out, blackholes and
 // connection resets.
 //
+// # A success paid for once (paused_soak_test.go)
+//
+// TestSoakPausedRedis freezes redis-server (SIGSTOP, then SIGCONT: a
+// stalled host) past the lease every few hundred ms, while 4 gates and a
+// fifth in a process of its own call a moving set of jobs that all
+// succeed, some in flight when a pause starts (DoneTTL an hour; 5s, or
+// RETRYGATE_SOAK). After a run completed its work, no run of its job
+// starts in the same process, nor in another with an acquire sent after
+// the success reached Redis, and every job that succeeded ends Done;
+// runs in another process acquired before the success reached Redis are
+// counted, not failed: Redis served them after the lease ended by its
+// clock, and no client can order them after the holder's write (see the
+// test's doc, and docs/guarantees.md). TestPausedChecksCatchReruns feeds
+// that check bad histories.
+//
 // # Linearizability (linearizability/, a module of its own: porcupine is
 // no requirement of the root module)
 //

@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -17,7 +18,12 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	if code, ok := runPausedWorker(); ok {
+		os.Exit(code)
+	}
+	redistest.Main(m)
+}
 
 var (
 	errTransient = classify.Transient(errors.New("upstream 503"), 0)

@@ -1,0 +1,222 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// A success whose lease ended in Redis before its settle came (a Redis
+// paused past the lease) is not paid for twice. Here the job's key holds,
+// when the settle comes, a running value of another token: what an
+// acquire leaves that Redis served after its caller gave up (sent into
+// the pause, run on resume). The run that succeeded holds the job done
+// in-process and does not give up its write to that value: once it is
+// gone (given back, or its lease ended) the done mark is written, and
+// another process is refused too.
+func TestSuccessAfterItsLeaseEndedIsHeldAndWritten(t *testing.T) {
+	for name, start := range pausedTargets {
+		t.Run(name, func(t *testing.T) {
+			addr := start(t)
+			ctx := context.Background()
+			direct := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { _ = direct.Close() })
+			var marks doneMarks
+			own := redis.NewClient(&redis.Options{Addr: addr})
+			own.AddHook(&marks)
+			t.Cleanup(func() { _ = own.Close() })
+			opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, own, opts)
+			other := newGate(t, direct, opts)
+			key := opts.Prefix + ":{job}:job"
+
+			err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				return direct.Set(ctx, key, "r:0123456789abcdef0123456789abcdef", time.Minute).Err()
+			})
+			if !errors.Is(err, gate.ErrNotOwned) {
+				t.Fatalf("Do: %v, want ErrNotOwned: the lease ended before the settle", err)
+			}
+			if b := blocked(t, ran, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("the same process, again: %v, want ErrDone", b)
+			}
+			// The write is tried again against the running value, and
+			// kept for when it is gone.
+			deadline := time.Now().Add(3 * time.Second)
+			for marks.n.Load() < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d writes of the done mark, want the settle's and two more", marks.n.Load())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := direct.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if b := blocked(t, ran, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("the same process, the running value gone: %v, want ErrDone", b)
+			}
+			waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
+			if b := blocked(t, other, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("another process: %v, want ErrDone", b)
+			}
+		})
+	}
+}
+
+// A run that renewed its lease is alive: a newer owner whose outcome
+// rules. The success that finds it is not held in-process nor written
+// over it once it is gone (a fencing store may have refused the older
+// run's result in favour of the newer one's); only its token in the done
+// key refuses the job, for a few seconds.
+func TestSuccessAfterItsLeaseEndedLeavesARenewedRun(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, rdb, opts)
+	key := opts.Prefix + ":{job}:job"
+	err := ran.Do(ctx, "job", func(_ context.Context, l *gate.Lease) error {
+		renewed := "r:0123456789abcdef0123456789abcdef:" + strconv.FormatInt(l.Fence()+1, 10) + ":0"
+		return rdb.Set(ctx, key, renewed, time.Minute).Err()
+	})
+	if !errors.Is(err, gate.ErrNotOwned) {
+		t.Fatalf("Do: %v, want ErrNotOwned", err)
+	}
+	if b := blocked(t, ran, "job"); b.State != gate.Running {
+		t.Fatalf("the same process, again: %v, want the newer run's refusal (ErrInFlight)", b)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	m.FastForward(10*time.Second + time.Millisecond) // store.SuccessMemory
+	again := false
+	if err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error { again = true; return nil }); err != nil || !again {
+		t.Fatalf("the newer run gone: ran %v, %v; want the job run (Redis rules)", again, err)
+	}
+}
+
+// An acquire that finds a job free while its done key holds a success's
+// token (written beside the settle, which found the lease ended) refuses
+// it as done: the run that succeeded has not written its done mark yet.
+// A Reset forgets that success.
+func TestAcquireRefusesAFreeJobWhoseSuccessIsUnwritten(t *testing.T) {
+	for name, start := range pausedTargets {
+		t.Run(name, func(t *testing.T) {
+			addr := start(t)
+			ctx := context.Background()
+			direct := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { _ = direct.Close() })
+			f := &gatetest.Flaky{Client: direct}
+			opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, f, opts)
+			other := newGate(t, direct, opts)
+			key := opts.Prefix + ":{job}:job"
+
+			_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				return direct.Set(ctx, key, "r:0123456789abcdef0123456789abcdef", time.Minute).Err()
+			})
+			// The run that succeeded cannot write again, and the running
+			// value that refused its settle goes.
+			f.Down.Store(true)
+			if err := direct.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if b := blocked(t, other, "job"); !errors.Is(b, gate.ErrDone) {
+				t.Fatalf("another process: %v, want ErrDone", b)
+			}
+			if n, err := direct.Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Fatalf("the refused acquire left the job's key (%d, %v), want it given back", n, err)
+			}
+			if err := other.Reset(ctx, "job"); err != nil {
+				t.Fatalf("Reset: %v", err)
+			}
+			ran2 := false
+			if err := other.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran2 = true; return nil }); err != nil || !ran2 {
+				t.Fatalf("after a Reset: ran %v, %v; want the job run", ran2, err)
+			}
+		})
+	}
+}
+
+// pausedTargets start miniredis and a real redis-server (skipped where
+// missing), and return its address.
+var pausedTargets = map[string]func(t *testing.T) string{
+	"miniredis": func(t *testing.T) string { m, _ := redistest.Miniredis(t); return m.Addr() },
+	"redis":     func(t *testing.T) string { return redistest.Server(t).Addr() },
+}
+
+// doneMarks counts the writes of a done mark (Trip.MarkDone) sent.
+type doneMarks struct{ n atomic.Int64 }
+
+func (*doneMarks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d *doneMarks) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d *doneMarks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && c.Name() == "set" {
+				if k, ok := args[1].(string); ok && strings.HasSuffix(k, ":done") {
+					d.n.Add(1)
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// While Redis does not answer (paused, or the network swallows what is
+// sent), the done mark of an unwritten success is sent again as soon as a
+// write times out, not after a backoff grown meanwhile: a write is in
+// flight when Redis answers again, and reaches it before the acquires
+// other processes send after.
+func TestUnwrittenSuccessIsRewrittenWithoutAWaitWhileRedisHangs(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	f := &gatetest.Flaky{Client: rdb}
+	c := &pipelines{Client: f}
+	const timeout = 40 * time.Millisecond
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Timeout: timeout, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, c, opts)
+	other := newGate(t, rdb, opts)
+	err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+		f.Down.Store(true) // the settle fails at once
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v, want nil", err)
+	}
+	f.Hang.Store(true) // every write now waits for its timeout
+	f.Down.Store(false)
+	// 12 writes take 12 timeouts, about 0.5 s, sent one after another;
+	// with a backoff doubling from 100 ms to 1 s between them, 9 s.
+	from := c.n.Load()
+	deadline := time.Now().Add(4 * time.Second)
+	for c.n.Load()-from < 12 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes while Redis hung for 4 s, want 12: one after another", c.n.Load()-from)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.Hang.Store(false)
+	waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
+}
+
+// pipelines counts the round trips of more than one command sent.
+type pipelines struct {
+	gate.Client
+	n atomic.Int64
+}
+
+func (p *pipelines) Pipeline() redis.Pipeliner {
+	p.n.Add(1)
+	return p.Client.Pipeline()
+}
