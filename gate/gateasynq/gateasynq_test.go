@@ -34,7 +34,7 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 				}
 				return nil
 			}}
-			f := serve(t, b, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1},
+			f := serve(t, b, gate.Options{Upstream: "llm", Cooldown: 10 * time.Second, Jitter: -1},
 				func(ctx context.Context, _ *asynq.Task) error { return p.Call(ctx) })
 			id := f.enqueue(t, "doc-1")
 			info := f.waitState(t, id, asynq.TaskStateCompleted, 10*time.Second)

@@ -60,7 +60,7 @@ func TestObserverDrivesRealGate(t *testing.T) {
 			obs := gateprom.New(gateprom.Options{ConstLabels: prometheus.Labels{"service": "test"}})
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(obs)
-			g := newGate(t, tg.Client, gate.Options{Scope: "openai:test", Cooldown: time.Hour, Jitter: -1,
+			g := newGate(t, tg.Client, gate.Options{Upstream: "openai:test", Cooldown: time.Hour, Jitter: -1,
 				Classify: testClassify, Observer: obs})
 
 			if err := g.Do(ctx, "job-ok", ok); err != nil {
@@ -160,7 +160,7 @@ func TestObserverLeaseLoss(t *testing.T) {
 				ctx := context.Background()
 				obs := gateprom.New(gateprom.Options{})
 				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: obs})
-				lock := keyspace.Job(g.Options().Prefix, "job")
+				lock := keyspace.Job(gatetest.Prefix(g), "job")
 				err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 					if err := tg.Client.Del(ctx, lock).Err(); err != nil {
 						return err

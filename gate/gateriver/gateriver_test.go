@@ -32,7 +32,7 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 		}
 		return nil
 	}}
-	f := serve(t, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1}, calling(p))
+	f := serve(t, gate.Options{Upstream: "llm", Cooldown: 10 * time.Second, Jitter: -1}, calling(p))
 	id := f.insert(t, "doc-1")
 	row := f.waitState(t, id, rivertype.JobStateCompleted, 10*time.Second)
 	if exp, got := 2, p.Calls(); exp != got {

@@ -114,8 +114,8 @@ func TestACLMinimalRules(t *testing.T) {
 	}
 	t.Run("with scope rules", func(t *testing.T) {
 		s := redistest.ACLServer(t, prefix, redistest.ACLScope)
-		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", Cooldown: time.Minute,
-			Classify: upstream(100 * time.Millisecond), ScopePolicy: gate.ScopePolicy{PermanentWave: 2}})
+		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai", Cooldown: time.Minute,
+			Classify: upstream(100 * time.Millisecond), UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2}})
 		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return nil }); err != nil {
 			t.Fatalf("success: %v", err)
 		}
@@ -135,10 +135,10 @@ func TestACLMinimalRules(t *testing.T) {
 		for _, job := range []string{"p1", "p2", "p3"} {
 			_ = g.Do(ctx, job, func(context.Context, *gate.Lease) error { return errPermanent })
 		}
-		if up, err := g.ScopeStatus(ctx); err != nil || up.State != gate.ScopePaused {
-			t.Fatalf("after a wave: %+v %v, want paused", up, err)
+		if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamPaused {
+			t.Fatalf("after a wave: %+v %v, want paused", ups, err)
 		}
-		if err := g.ResetScope(ctx); err != nil {
+		if err := g.ResetUpstreams(ctx); err != nil {
 			t.Fatalf("scope reset: %v", err)
 		}
 	})
@@ -153,7 +153,7 @@ func TestACLMinimalRules(t *testing.T) {
 		// budget's admission in each acquire (HMGET), which then judges
 		// nothing: the breaker alone admits.
 		var refused atomic.Int64
-		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", FailOpen: true,
+		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai", FailOpen: true,
 			Observer: observerFunc(func(e gate.Event) {
 				if e.Kind == gate.EventRedisError && e.Op == "scope" && errors.Is(e.Err, gate.ErrRedisRefused) {
 					refused.Add(1)
