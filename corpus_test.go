@@ -62,8 +62,9 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 					client := openai.NewClientWithConfig(cfg)
 					g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "provider",
-						Cooldown: cooldown, MaxCooldown: maxCooldown, Jitter: -1,
-						UpstreamPolicy: gate.UpstreamPolicy{Cooldown: scopeCooldown, PauseTTL: pause}})
+						Cooldown:       cooldown,
+						UpstreamPolicy: gate.UpstreamPolicy{Cooldown: scopeCooldown, PauseTTL: pause},
+						Backoff:        gate.Backoff{Max: maxCooldown, Jitter: -1}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -179,7 +180,7 @@ func confirmSuspect(t *testing.T, tg redistest.Target, c corpus.Case, url string
 	cfg.BaseURL = url + "/v1"
 	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	client := openai.NewClientWithConfig(cfg)
-	g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Jitter: -1})
+	g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 			deadline := time.Now().Add(time.Minute)
 			refused := atomic.Int64{}
 			for _, c := range separateClients(t, tg, 4) {
-				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, BackoffFactor: 1, Jitter: -1, Lease: time.Second})
+				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, Lease: time.Second, Backoff: gate.Backoff{Factor: 1, Jitter: -1}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -196,7 +196,7 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := &fakeOpenAI{}
 			c := newOpenAI(t, f)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Jitter: -1})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +347,7 @@ func TestHTTPRetryEndpoint(t *testing.T) {
 			const secret = "Rate limit reached for org-SECRET in organization"
 			f.set(429, `{"error":{"message":"`+secret+`","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "retry-after-ms", "2500")
 			c := newOpenAI(t, f)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Jitter: -1, Upstream: "openai"})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Upstream: "openai", Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}

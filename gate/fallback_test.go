@@ -51,7 +51,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			}
 			// "x" fails on the primary; its next attempt, on the backup,
 			// counts on from it.
-			quick := fallbackGate(t, tg, prefix, gate.Options{Cooldown: 50 * time.Millisecond, Jitter: -1})
+			quick := fallbackGate(t, tg, prefix, gate.Options{Cooldown: 50 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}})
 			if err := failWith(t, quick, "x", classify.Transient(errBoom, 0)); !errors.Is(err, gate.ErrCoolingDown) {
 				t.Fatalf("x on the primary: %v", err)
 			}

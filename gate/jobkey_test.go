@@ -85,7 +85,8 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g := newGate(t, tg.Client, gate.Options{DoneTTL: time.Minute, MaxAttempts: 2, Upstream: "up",
-				Cooldown: time.Minute, Jitter: -1})
+				Cooldown: time.Minute,
+				Backoff:  gate.Backoff{Jitter: -1}})
 			ctx := context.Background()
 			_ = g.Do(ctx, "ok", func(context.Context, *gate.Lease) error { return nil })
 			_ = failWith(t, g, "transient", errBoom)

@@ -44,7 +44,7 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 	for _, cont := range []bool{false, true} {
 		_, rdb := redistest.Miniredis(t)
 		rec := newRecorder()
-		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: rec})
+		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, Observer: rec, Redis: gate.RedisPolicy{ContinueOnLeaseLost: cont}})
 		lock := keyspace.Job(g.Options().Prefix, "job")
 		_ = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 			rdb.Set(context.Background(), lock, "r:intruder", time.Minute) // another owner took over
@@ -85,7 +85,7 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 // writes may overlap the new owner's.
 func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: true})
+	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
 	lock := keyspace.Job(g.Options().Prefix, "job")
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		rdb.Set(context.Background(), lock, "r:intruder", time.Minute)

@@ -44,7 +44,8 @@ func TestAcquireWaitOneCall(t *testing.T) {
 			var gates [4]*gate.Gate
 			for i := range gates {
 				gates[i] = newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease,
-					DoneTTL: time.Minute, Cooldown: 30 * time.Second, Jitter: -1})
+					DoneTTL: time.Minute, Cooldown: 30 * time.Second,
+					Backoff: gate.Backoff{Jitter: -1}})
 			}
 			const perGate = 5
 			for _, outcome := range []string{"success", "failure"} {
@@ -446,7 +447,7 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 	prefix := redistest.UniqueKey(t)
 	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
 	down := &flaky{Client: rdb}
-	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, FailOpen: true})
+	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, Redis: gate.RedisPolicy{FailOpen: true}})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")
 	if err != nil {
@@ -895,11 +896,11 @@ func TestWatchSeesExpiries(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			const cooldown = 100 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 			// Another gate fails the job: the watcher has one wake-up, the
 			// settle's message (a settle in its own gate wakes it twice, and
 			// the second read could come after the cooldown's end).
-			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
+			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 			ch := watching(t, g, "job")
 			nextState(t, ch, gate.Ready, time.Second)
 			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
@@ -1094,7 +1095,7 @@ func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
 	// Advance below can exceed the cooldown's last 1.5 ms.
 	redistest.Advance(m, 0)
 	prefix := redistest.UniqueKey(t)
-	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
+	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
 	var rt answered
 	counted := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	counted.AddHook(&rt)
@@ -1221,7 +1222,7 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 		for _, scope := range []string{"", "up"} {
 			t.Run(tg.Name+"/scope="+scope, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				opts := gate.Options{Prefix: prefix, Upstream: scope, Cooldown: 100 * time.Millisecond, Jitter: -1}
+				opts := gate.Options{Prefix: prefix, Upstream: scope, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
 				var rt roundTrips
 				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 				other := newGate(t, tg.Client, opts)
@@ -1265,7 +1266,7 @@ func TestWaitReplicas(t *testing.T) {
 		// WAIT returns as soon as the replica acknowledges, so a long
 		// WaitTimeout costs nothing here; a short one (it was 1 s) failed
 		// the acquire whenever load kept the replica from answering in time.
-		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 30 * time.Second})
+		g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 30 * time.Second}})
 		var lock string
 		err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 			lock = keyspace.Job(g.Options().Prefix, "job")
@@ -1281,7 +1282,7 @@ func TestWaitReplicas(t *testing.T) {
 	})
 	t.Run("not enough replicas fails closed", func(t *testing.T) {
 		const wait = 50 * time.Millisecond
-		g := newGate(t, rdb, gate.Options{WaitReplicas: 2, WaitTimeout: wait})
+		g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 2, WaitTimeout: wait}})
 		ran := false
 		start := time.Now()
 		err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran = true; return nil })
@@ -1297,7 +1298,7 @@ func TestWaitReplicas(t *testing.T) {
 		}
 	})
 	t.Run("needs a client WAIT can pin", func(t *testing.T) {
-		_, err := gate.New(&flaky{Client: rdb}, gate.Options{WaitReplicas: 1})
+		_, err := gate.New(&flaky{Client: rdb}, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1}})
 		if !errors.Is(err, gate.ErrInvalidOptions) {
 			t.Fatalf("New with a wrapper: %v", err)
 		}
@@ -1331,7 +1332,7 @@ func BenchmarkWaitReplicas(b *testing.B) {
 	ok := func(context.Context, *gate.Lease) error { return nil }
 	for _, n := range []int{0, 1} {
 		b.Run("replicas="+strconv.Itoa(n), func(b *testing.B) {
-			g, _ := gate.New(rdb, gate.Options{Prefix: "bw" + strconv.Itoa(n), WaitReplicas: n, WaitTimeout: time.Second})
+			g, _ := gate.New(rdb, gate.Options{Prefix: "bw" + strconv.Itoa(n), Redis: gate.RedisPolicy{WaitReplicas: n, WaitTimeout: time.Second}})
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				if err := g.Do(ctx, "job", ok); err != nil {

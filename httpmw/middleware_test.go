@@ -264,7 +264,7 @@ func TestUnavailable(t *testing.T) {
 		{"failing scripter", down},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := newGate(t, c.rdb, gate.Options{Timeout: time.Second})
+			g := newGate(t, c.rdb, gate.Options{Redis: gate.RedisPolicy{Timeout: time.Second}})
 			var runs counter
 			var logged []error
 			var mu sync.Mutex
@@ -298,7 +298,7 @@ func TestUnavailable(t *testing.T) {
 func TestUnavailableAfterFail(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
 	f := flaky(mc)
-	g := newGate(t, f, gate.Options{Lease: 20 * time.Second, Timeout: time.Second})
+	g := newGate(t, f, gate.Options{Lease: 20 * time.Second, Redis: gate.RedisPolicy{Timeout: time.Second}})
 	h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
 		f.Down.Store(true)
 		httpmw.Fail(r, errBoom)
@@ -313,7 +313,7 @@ func TestUnavailableAfterFail(t *testing.T) {
 func TestSettleErrorReachesOnError(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
 	f := flaky(mc)
-	g := newGate(t, f, gate.Options{Timeout: time.Second})
+	g := newGate(t, f, gate.Options{Redis: gate.RedisPolicy{Timeout: time.Second}})
 	var mu sync.Mutex
 	var logged []error
 	h := router(g, httpmw.Options{

@@ -267,10 +267,10 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// TestFailOpen: with gate.Options.FailOpen and Redis down, the handler runs
+// TestFailOpen: with gate.Options.Redis.FailOpen and Redis down, the handler runs
 // ungated.
 func TestFailOpen(t *testing.T) {
-	g := newGate(t, closedPortClient(t), gate.Options{FailOpen: true, Timeout: time.Second})
+	g := newGate(t, closedPortClient(t), gate.Options{Redis: gate.RedisPolicy{FailOpen: true, Timeout: time.Second}})
 	var gated []bool
 	h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
 		gated = append(gated, httpmw.Lease(r.Context()).Gated())

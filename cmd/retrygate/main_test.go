@@ -81,8 +81,9 @@ func newFixture(t *testing.T, tg redistest.Target) *fixture {
 	f := &fixture{prefix: redistest.UniqueKey(t)}
 	f.args = append(redisArgs(t, tg), "--prefix", f.prefix)
 	var err error
-	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour, Jitter: -1,
-		Lease: time.Hour, Classify: testClassify})
+	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour,
+		Lease: time.Hour, Classify: testClassify,
+		Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,8 @@ func TestUpstream(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			g, err := gate.New(tg.Client, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Upstream: "openai:prod",
-				Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+				Cooldown: time.Hour, Classify: testClassify,
+				Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -77,7 +77,6 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		Prefix:         "retrygate-demo",
 		Lease:          cfg.Lease,
 		Cooldown:       cfg.Cooldown,
-		MaxCooldown:    cfg.MaxCooldown,
 		MaxAttempts:    cfg.MaxAttempts,
 		DoneTTL:        cfg.DoneTTL,
 		Classify:       demoClassify,
@@ -85,6 +84,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		Upstream:       upstream,
 		Fallbacks:      fallbacks,
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cfg.UpstreamCooldown, PauseTTL: cfg.UpstreamPause},
+		Backoff:        gate.Backoff{Max: cfg.MaxCooldown},
 	})
 	if err != nil {
 		return err

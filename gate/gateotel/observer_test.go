@@ -95,10 +95,11 @@ func wantAttr(t *testing.T, where string, kvs []attribute.KeyValue, key string, 
 
 var (
 	errTimeout = errors.New("upstream timed out: secret upstream text")
-	testOpts   = gate.Options{Cooldown: time.Minute, Jitter: -1, Upstream: "openai:prod",
+	testOpts   = gate.Options{Cooldown: time.Minute, Upstream: "openai:prod",
 		Classify: func(err error) classify.Verdict {
 			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
-		}}
+		},
+		Backoff: gate.Backoff{Jitter: -1}}
 )
 
 // A failed call under the caller's span: acquire and call are its

@@ -39,9 +39,10 @@ func testClassify(err error) classify.Verdict {
 }
 
 var opts = gate.Options{
-	Cooldown: time.Minute, Jitter: -1, Lease: time.Minute, DoneTTL: time.Hour,
+	Cooldown: time.Minute, Lease: time.Minute, DoneTTL: time.Hour,
 	Classify: testClassify, Upstream: "llm",
 	UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 5 * time.Second, PauseTTL: 10 * time.Minute},
+	Backoff:        gate.Backoff{Jitter: -1},
 }
 
 func fail(err error) func(context.Context) error { return func(context.Context) error { return err } }

@@ -69,8 +69,9 @@ func TestLogsOneLinePerEvent(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			log, buf := newLogger(slog.LevelDebug)
 			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai",
-				Cooldown: time.Hour, Jitter: -1, Classify: classifyTimeout,
-				Observer: gateslog.New(log, gateslog.Options{})})
+				Cooldown: time.Hour, Classify: classifyTimeout,
+				Observer: gateslog.New(log, gateslog.Options{}),
+				Backoff:  gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,8 +180,8 @@ func TestLogsLeaseLoss(t *testing.T) {
 	// a second, and its first renewal, the one that finds the lock gone,
 	// still comes within a second.
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(c, gate.Options{Prefix: prefix, Lease: 3 * time.Second,
-		ContinueOnLeaseLost: true, Observer: gateslog.New(log, gateslog.Options{})})
+	g, err := gate.New(c, gate.Options{Prefix: prefix, Lease: 3 * time.Second, Observer: gateslog.New(log, gateslog.Options{}),
+		Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

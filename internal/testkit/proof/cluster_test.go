@@ -53,9 +53,9 @@ func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 	}
 	prefix := redistest.UniqueKey(t)
 	plain := newGate(t, rdb, gate.Options{Prefix: prefix})
-	one := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Second})
+	one := newGate(t, rdb, gate.Options{Prefix: prefix, Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: time.Second}})
 	const waitTimeout = 100 * time.Millisecond
-	two := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 2, WaitTimeout: waitTimeout})
+	two := newGate(t, rdb, gate.Options{Prefix: prefix, Redis: gate.RedisPolicy{WaitReplicas: 2, WaitTimeout: waitTimeout}})
 
 	called := 0
 	if err := one.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { called++; return nil }); err != nil || called != 1 {
@@ -105,8 +105,9 @@ func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 	ctx := context.Background()
 	rdb := clusterClient(t, c)
-	o := gate.Options{Lease: 200 * time.Millisecond, Cooldown: 20 * time.Millisecond, MaxCooldown: 50 * time.Millisecond,
-		Timeout: time.Second}
+	o := gate.Options{Lease: 200 * time.Millisecond, Cooldown: 20 * time.Millisecond,
+		Backoff: gate.Backoff{Max: 50 * time.Millisecond},
+		Redis:   gate.RedisPolicy{Timeout: time.Second}}
 	g := newGate(t, rdb, o)
 	o = g.Options()
 	const jobs = 6

@@ -89,11 +89,11 @@ func TestLatencyAboveLeaseFences(t *testing.T) {
 	srv := redistest.Server(t)
 	p := faultproxy.New(t, srv.Addr())
 	const lease = 150 * time.Millisecond
-	o := gate.Options{Lease: lease, Timeout: time.Second}
+	o := gate.Options{Lease: lease, Redis: gate.RedisPolicy{Timeout: time.Second}}
 	g1 := newGate(t, faultClient(t, p.Addr(), time.Second, 0), o)
 	direct := srv.Client(t)
 	g2 := newOwnerGate(t, direct, g1)
-	renewTimeout := min(lease/3, o.Timeout)
+	renewTimeout := min(lease/3, o.Redis.Timeout)
 	bound := lease + renewTimeout
 
 	const job = "doc-latency"
@@ -217,7 +217,7 @@ func TestBlackholeAtAcquire(t *testing.T) {
 		// The caller's deadline reaches the socket (ContextTimeoutEnabled)
 		// and ends the wait first; Acquire then reports the caller's
 		// context error, not ErrUnavailable, and never runs fn.
-		g, _ := setup(t, gate.Options{FailOpen: true})
+		g, _ := setup(t, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 		const deadline = 60 * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
@@ -234,7 +234,7 @@ func TestBlackholeAtAcquire(t *testing.T) {
 	})
 
 	t.Run("fail open", func(t *testing.T) {
-		g, _ := setup(t, gate.Options{FailOpen: true})
+		g, _ := setup(t, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 		called := 0
 		start := time.Now()
 		err := g.Do(context.Background(), "doc", func(_ context.Context, l *gate.Lease) error {
@@ -261,7 +261,7 @@ func TestBlackholeAtAcquire(t *testing.T) {
 func TestRedisRestartMidCall(t *testing.T) {
 	srv := redistest.Server(t)
 	const lease = 300 * time.Millisecond
-	o := gate.Options{Lease: lease, Timeout: time.Second}
+	o := gate.Options{Lease: lease, Redis: gate.RedisPolicy{Timeout: time.Second}}
 	g1 := newGate(t, faultClient(t, srv.Addr(), time.Second, 1), o)
 	direct := faultClient(t, srv.Addr(), time.Second, 1)
 	g2 := newOwnerGate(t, direct, g1)
@@ -339,7 +339,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 			srv := redistest.Server(t)
 			p := faultproxy.New(t, srv.Addr())
 			const lease = 150 * time.Millisecond
-			o := gate.Options{Lease: lease, ContinueOnLeaseLost: tc.cont, Timeout: time.Second}
+			o := gate.Options{Lease: lease, Redis: gate.RedisPolicy{ContinueOnLeaseLost: tc.cont, Timeout: time.Second}}
 			gA := newGate(t, faultClient(t, p.Addr(), 50*time.Millisecond, 0), o)
 			direct := srv.Client(t)
 			gB := newOwnerGate(t, direct, gA)

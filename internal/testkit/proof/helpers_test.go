@@ -252,11 +252,11 @@ func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later [
 	switch ce.State {
 	case gate.CoolingDown:
 		hold = ce.RetryAfter
-		if floor := min(time.Duration(float64(o.Cooldown)*(1-o.Jitter)), o.MaxCooldown); ce.Verdict.Class == classify.ClassTransient && hold < floor-clockSlack {
+		if floor := min(time.Duration(float64(o.Cooldown)*(1-o.Backoff.Jitter)), o.Backoff.Max); ce.Verdict.Class == classify.ClassTransient && hold < floor-clockSlack {
 			t.Errorf("%s: transient failure cooled for %v, below Cooldown×(1−Jitter) = %v", a.job, hold, floor)
 		}
 	case gate.Failed:
-		hold = o.FailedTTL
+		hold = o.Retention.Failed
 	default:
 		t.Errorf("%s: failure settled as %v", a.job, ce.State)
 		return

@@ -47,11 +47,10 @@ func TestSoak(t *testing.T) {
 	o := gate.Options{
 		Lease:       120 * time.Millisecond,
 		Cooldown:    40 * time.Millisecond,
-		MaxCooldown: 150 * time.Millisecond,
 		MaxAttempts: 5,
-		FailedTTL:   150 * time.Millisecond,
-		AttemptsTTL: time.Second,
-		Timeout:     300 * time.Millisecond,
+		Backoff:     gate.Backoff{Max: 150 * time.Millisecond},
+		Retention:   gate.Retention{Failed: 150 * time.Millisecond, Attempts: time.Second},
+		Redis:       gate.RedisPolicy{Timeout: 300 * time.Millisecond},
 	}
 	const (
 		gates         = 4
