@@ -12,6 +12,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -71,8 +72,8 @@ func TestHostileJobKeysAreDistinct(t *testing.T) {
 				if st.State != want {
 					t.Errorf("job %q: state %v, want %v (keys collide)", job, st.State, want)
 				}
-				lock := keyspace.Job(g.Options().Prefix, job)
-				if got, ok := keyspace.JobFromKey(g.Options().Prefix, lock); !ok || got != job {
+				lock := keyspace.Job(gatetest.Prefix(g), job)
+				if got, ok := keyspace.JobFromKey(gatetest.Prefix(g), lock); !ok || got != job {
 					t.Errorf("JobFromLock(%q) = %q, %v", lock, got, ok)
 				}
 			}
@@ -100,7 +101,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 			_ = failWith(t, g, "systemic", errQuota) // pauses the scope: last
 			_ = g.Reset(ctx, "transient")
 
-			prefix := g.Options().Prefix
+			prefix := gatetest.Prefix(g)
 			n := 0
 			check := func(ctx context.Context, c redis.UniversalClient) error {
 				iter := c.Scan(ctx, 0, prefix+":*", 100).Iterator()

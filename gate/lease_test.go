@@ -313,7 +313,7 @@ func TestLeaseLostWhenTakenOver(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec})
-			lock := keyspace.Job(g.Options().Prefix, "job")
+			lock := keyspace.Job(gatetest.Prefix(g), "job")
 			var _ error
 			const intruder = "r:someone-else"
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
@@ -407,7 +407,7 @@ func TestContinueOnLeaseLostLetsFnFinish(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec, Cooldown: time.Minute, Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
-			lock := keyspace.Job(g.Options().Prefix, "job")
+			lock := keyspace.Job(gatetest.Prefix(g), "job")
 			var _ error
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 				tg.Client.Del(context.Background(), lock) // the lock vanished (eviction, failover)

@@ -11,6 +11,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -490,7 +491,7 @@ func TestFenceStrictlyIncreases(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				acquire()
 			}
-			key := keyspace.Job(g.Options().Prefix, "job")
+			key := keyspace.Job(gatetest.Prefix(g), "job")
 			// The job's memory expired: the fence still increases (Redis TIME).
 			if err := tg.Client.Del(context.Background(), key).Err(); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -141,7 +142,7 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 				t.Fatal("a scope refusal must not look like the job's own cooldown")
 			}
 			// No job attempt counted, no job key written.
-			if n := tg.Client.Exists(ctx, keyspace.Job(g.Options().Prefix, "doc-b")).Val(); n != 0 {
+			if n := tg.Client.Exists(ctx, keyspace.Job(gatetest.Prefix(g), "doc-b")).Val(); n != 0 {
 				t.Fatalf("refused job has %d keys", n)
 			}
 			st := mustStatus(t, g, "doc-b")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -166,7 +167,7 @@ func TestAcquireWaitNeverRunsASucceededJobTwice(t *testing.T) {
 			if !errors.Is(err, gate.ErrDone) || time.Since(start) > 5*time.Second {
 				t.Fatalf("waiter: %v after %v, want ErrDone", err, time.Since(start))
 			}
-			fresh := newGate(t, tg.Client, gate.Options{Prefix: g2.Options().Prefix})
+			fresh := newGate(t, tg.Client, gate.Options{Prefix: gatetest.Prefix(g2)})
 			if err := fresh.Do(ctx, "job", okFn); err != nil {
 				t.Fatalf("a new call after the success (DoneTTL 0): %v, want it to run", err)
 			}
@@ -265,7 +266,7 @@ func TestAcquireWaitContextCancelled(t *testing.T) {
 				t.Fatalf("%d listeners left", n)
 			}
 			if tg.Name != "miniredis" {
-				lock := keyspace.Job(g2.Options().Prefix, "job")
+				lock := keyspace.Job(gatetest.Prefix(g2), "job")
 				waitUntil(t, 5*time.Second, "unsubscribed", func() bool { return subscribers(t, tg, lock) == 0 })
 			}
 		})
@@ -1269,7 +1270,7 @@ func TestWaitReplicas(t *testing.T) {
 		g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 30 * time.Second}})
 		var lock string
 		err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
-			lock = keyspace.Job(g.Options().Prefix, "job")
+			lock = keyspace.Job(gatetest.Prefix(g), "job")
 			// The replica has the lock before fn starts.
 			if v := replica.Client(t).Get(ctx, lock).Val(); v == "" {
 				t.Error("lock not on the replica when fn started")

@@ -363,7 +363,7 @@ func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
 		s.End(trace.WithTimestamp(now))
 	case gate.EventSettled, gate.EventLeaseLost:
 		if e.Kind == gate.EventLeaseLost && e.Held == 0 {
-			// ContinueOnLeaseLost: the settle that follows has the call.
+			// Redis.ContinueOnLeaseLost: the settle that follows has the call.
 			span.AddEvent("retrygate.lease_lost", trace.WithTimestamp(now), trace.WithAttributes(o.jobAttrs(e)...))
 			return
 		}

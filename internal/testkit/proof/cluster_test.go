@@ -105,11 +105,13 @@ func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 	ctx := context.Background()
 	rdb := clusterClient(t, c)
+	// history.check reads Lease, Cooldown, Backoff and Retention.Failed:
+	// each is stated.
 	o := gate.Options{Lease: 200 * time.Millisecond, Cooldown: 20 * time.Millisecond,
-		Backoff: gate.Backoff{Max: 50 * time.Millisecond},
-		Redis:   gate.RedisPolicy{Timeout: time.Second}}
+		Backoff:   gate.Backoff{Max: 50 * time.Millisecond, Jitter: 0.1},
+		Retention: gate.Retention{Failed: 7 * 24 * time.Hour},
+		Redis:     gate.RedisPolicy{Timeout: time.Second}}
 	g := newGate(t, rdb, o)
-	o = g.Options()
 	const jobs = 6
 
 	var (
@@ -243,7 +245,7 @@ func clusterClient(t *testing.T, c *redistest.ClusterSrv) *redis.ClusterClient {
 // masterOf returns the address of the master serving job's keys.
 func masterOf(t *testing.T, rdb *redis.ClusterClient, g *gate.Gate, job string) string {
 	t.Helper()
-	lock := keyspace.Job(g.Options().Prefix, job)
+	lock := keyspace.Job(optionsOf(g).Prefix, job)
 	m, err := rdb.MasterForKey(context.Background(), lock)
 	if err != nil {
 		t.Fatalf("MasterForKey: %v", err)

@@ -21,7 +21,7 @@ import (
 // own renewals cannot time out while the test inspects its lock.
 func newOwnerGate(t *testing.T, rdb *redis.Client, stale *gate.Gate) *gate.Gate {
 	t.Helper()
-	o := stale.Options()
+	o := optionsOf(stale)
 	o.Lease = 5 * time.Second
 	return newGate(t, rdb, o)
 }
@@ -50,7 +50,7 @@ func newOwner(t *testing.T, g *gate.Gate, rdb *redis.Client, store *proof.FenceS
 	if e.wrote != nil {
 		t.Fatalf("the new owner's write was rejected: %v", e.wrote)
 	}
-	lock := keyspace.Job(g.Options().Prefix, job)
+	lock := keyspace.Job(optionsOf(g).Prefix, job)
 	v, err := rdb.Get(ctx, lock).Result()
 	if err != nil {
 		t.Fatalf("GET %s: %v", lock, err)
@@ -63,7 +63,7 @@ func newOwner(t *testing.T, g *gate.Gate, rdb *redis.Client, store *proof.FenceS
 func checkUntouched(t *testing.T, g *gate.Gate, rdb *redis.Client, job, lockValue string, fence int64, attempts string) {
 	t.Helper()
 	ctx := context.Background()
-	key := keyspace.Job(g.Options().Prefix, job)
+	key := keyspace.Job(optionsOf(g).Prefix, job)
 	if got, err := rdb.Get(ctx, key).Result(); err != nil || got != lockValue {
 		t.Errorf("new owner's lease: got %q (%v), want %q untouched", got, err, lockValue)
 	}

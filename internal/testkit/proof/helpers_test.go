@@ -54,7 +54,22 @@ func newGate(t *testing.T, rdb gate.Client, opts gate.Options) *gate.Gate {
 	if err != nil {
 		t.Fatalf("gate.New: %v", err)
 	}
+	built.Store(g, opts)
+	t.Cleanup(func() { built.Delete(g) })
 	return g
+}
+
+// built holds the options newGate gave each gate.
+var built sync.Map // *gate.Gate → gate.Options
+
+// optionsOf is the options newGate built g with (Prefix and Classify
+// filled in), for a second gate on the same keys or a key of g's.
+func optionsOf(g *gate.Gate) gate.Options {
+	o, ok := built.Load(g)
+	if !ok {
+		panic("optionsOf: the gate was not built by newGate")
+	}
+	return o.(gate.Options)
 }
 
 // faultClient is a client whose every command is bounded even when the

@@ -48,7 +48,7 @@ func TestSoak(t *testing.T) {
 		Lease:       120 * time.Millisecond,
 		Cooldown:    40 * time.Millisecond,
 		MaxAttempts: 5,
-		Backoff:     gate.Backoff{Max: 150 * time.Millisecond},
+		Backoff:     gate.Backoff{Max: 150 * time.Millisecond, Jitter: 0.1}, // history.check reads them
 		Retention:   gate.Retention{Failed: 150 * time.Millisecond, Attempts: time.Second},
 		Redis:       gate.RedisPolicy{Timeout: 300 * time.Millisecond},
 	}
@@ -57,12 +57,11 @@ func TestSoak(t *testing.T) {
 		workersPerGat = 2
 		jobs          = 4
 	)
+	o.Prefix = redistest.UniqueKey(t)
 	gs := make([]*gate.Gate, gates)
 	for i := range gs {
 		gs[i] = newGate(t, faultClient(t, p.Addr(), 150*time.Millisecond, 1), o)
-		o.Prefix = gs[i].Options().Prefix
 	}
-	o = gs[0].Options()
 
 	var (
 		h        history
@@ -240,7 +239,7 @@ func bytesPerCoolingJob(t *testing.T, srv *redistest.Srv) {
 	if st, _ := g.Status(ctx, job); st.State != gate.CoolingDown {
 		t.Fatalf("job not cooling: %+v", st)
 	}
-	key := keyspace.Job(g.Options().Prefix, job)
+	key := keyspace.Job(keyspace.DefaultPrefix, job)
 	total, err := rdb.MemoryUsage(ctx, key, 0).Result()
 	if err != nil {
 		t.Fatalf("MEMORY USAGE %s: %v", key, err)
