@@ -138,7 +138,7 @@ func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 			other := scopeGate(t, tg, prefix, gate.Options{})
 			_ = failWith(t, g, "a", errOverloaded)
 			for i, want := range []time.Duration{base, 2 * base, 4 * base} {
-				up, err := g.ScopeStatus(ctx)
+				up, err := upstreamStatus(ctx, g)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -152,7 +152,7 @@ func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 				}
 			}
 			// The next probe succeeds: every job of the scope runs again.
-			up, _ := g.ScopeStatus(ctx)
+			up, _ := upstreamStatus(ctx, g)
 			if !awaitProbe(t, tg, g, "ok", up.RetryAfter, okFn) {
 				t.Fatal("no probe ran")
 			}
@@ -247,7 +247,7 @@ func TestUpstreamOneProbeAtATime(t *testing.T) {
 				if err := gg.Do(ctx, "another", okFn); !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) {
 					t.Fatalf("during the probe: %v, want ErrUpstreamCooling", err)
 				}
-				if st, _ := gg.ScopeStatus(ctx); !st.Probing {
+				if st, _ := upstreamStatus(ctx, gg); !st.Probing {
 					t.Fatalf("scope status during the probe: %+v", st)
 				}
 			}
@@ -275,7 +275,7 @@ func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 			if err := failWith(t, g, "a", errRateLimited); !errors.As(err, &ce) || ce.RetryAfter != time.Hour {
 				t.Fatalf("job: %v, want a cooldown of MaxCooldown", err)
 			}
-			up, err := g.ScopeStatus(context.Background())
+			up, err := upstreamStatus(context.Background(), g)
 			if err != nil || up.RetryAfter > time.Hour || up.RetryAfter < time.Hour-time.Minute {
 				t.Fatalf("scope: %+v %v, want about MaxCooldown", up, err)
 			}
