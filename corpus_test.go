@@ -61,9 +61,10 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					cfg.BaseURL = upstream.URL + "/v1"
 					cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 					client := openai.NewClientWithConfig(cfg)
-					g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "provider",
-						Cooldown: cooldown, MaxCooldown: maxCooldown, Jitter: -1,
-						ScopePolicy: gate.ScopePolicy{Cooldown: scopeCooldown, PauseTTL: pause}})
+					g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "provider",
+						Cooldown:       cooldown,
+						UpstreamPolicy: gate.UpstreamPolicy{Cooldown: scopeCooldown, PauseTTL: pause},
+						Backoff:        gate.Backoff{Max: maxCooldown, Jitter: -1}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -86,7 +87,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 						state    = gate.CoolingDown
 						attempts = 0
 						jobWait  time.Duration
-						scope    = gate.ScopeOpen
+						scope    = gate.UpstreamOpen
 						scopeFor time.Duration
 					)
 					switch {
@@ -96,15 +97,15 @@ func TestCorpusThroughTheGate(t *testing.T) {
 						jobWait = min(max(hint, cooldown), maxCooldown)
 						if want.ProviderWide {
 							first := min(max(hint, scopeCooldown), maxCooldown)
-							jobWait, scope, scopeFor = first, gate.ScopePaused, first
+							jobWait, scope, scopeFor = first, gate.UpstreamPaused, first
 						}
 					case want.ProviderWide && statedWait[c.Name] > 0:
 						// The message says when one call fits: the job and
 						// the upstream wait that, the upstream's budget
 						// judging the retry (issue 31).
-						jobWait, scope, scopeFor = statedWait[c.Name], gate.ScopeCooling, statedWait[c.Name]
+						jobWait, scope, scopeFor = statedWait[c.Name], gate.UpstreamCoolingDown, statedWait[c.Name]
 					case want.ProviderWide:
-						jobWait, scope, scopeFor = scopeCooldown, gate.ScopeCooling, scopeCooldown
+						jobWait, scope, scopeFor = scopeCooldown, gate.UpstreamCoolingDown, scopeCooldown
 						if hint > 0 {
 							jobWait, scopeFor = max(hint, time.Second), hint
 						}
@@ -135,7 +136,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					}
 					// The next job of the scope: refused without calling
 					// the provider while the scope cools or is paused.
-					if scope != gate.ScopeOpen {
+					if scope != gate.UpstreamOpen {
 						err := g.Do(ctx, "another", func(context.Context, *gate.Lease) error {
 							t.Error("a job ran while the scope was not open")
 							return nil
@@ -179,7 +180,7 @@ func confirmSuspect(t *testing.T, tg redistest.Target, c corpus.Case, url string
 	cfg.BaseURL = url + "/v1"
 	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	client := openai.NewClientWithConfig(cfg)
-	g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Jitter: -1})
+	g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

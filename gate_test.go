@@ -89,7 +89,7 @@ func TestStormRunsOncePerWindow(t *testing.T) {
 			deadline := time.Now().Add(time.Minute)
 			refused := atomic.Int64{}
 			for _, c := range separateClients(t, tg, 4) {
-				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, BackoffFactor: 1, Jitter: -1, Lease: time.Second})
+				g, err := gate.New(c, gate.Options{Prefix: prefix, Cooldown: cooldown, Lease: time.Second, Backoff: gate.Backoff{Factor: 1, Jitter: -1}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -196,7 +196,7 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := &fakeOpenAI{}
 			c := newOpenAI(t, f)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Jitter: -1})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			var gates []*gate.Gate
 			for _, rc := range separateClients(t, tg, 4) {
-				g, err := gate.New(rc, gate.Options{Prefix: prefix, Scope: "openai:test-key", Cooldown: time.Minute})
+				g, err := gate.New(rc, gate.Options{Prefix: prefix, Upstream: "openai:test-key", Cooldown: time.Minute})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -306,9 +306,9 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 			if late, bound := lateStarts.Load(), inFlightAtRecord.Load(); late > bound {
 				t.Fatalf("%d calls started after the scope cooldown was recorded; only %d acquires were in flight", late, bound)
 			}
-			up, err := gates[0].ScopeStatus(context.Background())
-			if err != nil || up.State != gate.ScopeCooling || up.RetryAfter < 29*time.Second {
-				t.Fatalf("scope %+v %v, want cooling for the provider's 30 s", up, err)
+			ups, err := gates[0].Upstreams(context.Background())
+			if err != nil || ups[0].State != gate.UpstreamCoolingDown || ups[0].RetryAfter < 29*time.Second {
+				t.Fatalf("upstream %+v %v, want cooling for the provider's 30 s", ups, err)
 			}
 			t.Logf("first wave: %d upstream calls for 1000 jobs", first)
 
@@ -347,7 +347,7 @@ func TestHTTPRetryEndpoint(t *testing.T) {
 			const secret = "Rate limit reached for org-SECRET in organization"
 			f.set(429, `{"error":{"message":"`+secret+`","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, "retry-after-ms", "2500")
 			c := newOpenAI(t, f)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Jitter: -1, Scope: "openai"})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: 100 * time.Millisecond, Upstream: "openai", Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}

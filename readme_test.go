@@ -337,7 +337,7 @@ func TestOperatingRedisCLI(t *testing.T) {
 	timeout := func(error) classify.Verdict {
 		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
 	}
-	g, err := gate.New(s.Client(t), gate.Options{Cooldown: time.Hour, Jitter: -1, Classify: timeout})
+	g, err := gate.New(s.Client(t), gate.Options{Cooldown: time.Hour, Classify: timeout, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,9 @@ var limitGates = []struct {
 	// The breaker alone cools for a 429's hint: OpenAI's
 	// x-ratelimit-reset-requests, a minute at the limit, so it is capped
 	// here to keep the storm alive.
-	{name: "reactive, Lease and MaxCooldown 2s", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1,
-		UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true}}},
+	{name: "reactive, Lease and MaxCooldown 2s", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second,
+		UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true},
+		Backoff:        gate.Backoff{Max: 2 * time.Second, Jitter: -1}}},
 	{name: "reactive, defaults", opts: gate.Options{UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true}}},
 	// The upstream admits calls by the budget the provider reports on
 	// every response, with the defaults.

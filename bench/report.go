@@ -164,7 +164,7 @@ func (r *results) markdown(quick bool) string {
 	fmt.Fprintf(&b, "\n## Retry storm\n\n%d clients retry one failing job for %v, pausing %v between attempts; "+
 		"the upstream call takes %v and fails with a 503 (`classify.Transient`). "+
 		"Lock libraries are used the usual way: take the lock, call, release in a defer (redsync with one try per attempt, as TryLock). "+
-		"The gate has a fixed %v cooldown (BackoffFactor 1, no jitter), shared by the clients as one Gate (one process) or as one Gate each (one process per client). "+
+		"The gate has a fixed %v cooldown (Backoff.Factor 1, no jitter), shared by the clients as one Gate (one process) or as one Gate each (one process per client). "+
 		"Medians of %d rounds. Commands are charged to the attempt whose context sent them; "+
 		"an in-process refusal is one a Gate made without a Redis command because another acquire of the job was in flight in the same Gate.\n\n",
 		p.clients, p.dur, p.retryEvery, p.callTime, p.cooldown, r.set.stormRounds)

@@ -78,7 +78,7 @@ func newStormLibs(rdb *redis.Client, p stormParams) ([]stormLib, error) {
 	const ttl = 10 * time.Second
 	locker := redislock.New(rdb)
 	rs := redsync.New(redsyncgoredis.NewPool(rdb))
-	gopts := gate.Options{Prefix: "storm", Cooldown: p.cooldown, BackoffFactor: 1, Jitter: -1}
+	gopts := gate.Options{Prefix: "storm", Cooldown: p.cooldown, Backoff: gate.Backoff{Factor: 1, Jitter: -1}}
 	shared, err := gate.New(rdb, gopts)
 	if err != nil {
 		return nil, err

@@ -70,7 +70,7 @@ var (
 // rdb, and returns the op that retries it on a fresh Gate (one that never
 // saw the cooldown): refused with ErrCoolingDown.
 func refusals(ctx context.Context, rdb gate.Client, prefix string) (opFunc, error) {
-	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
+	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func refusals(ctx context.Context, rdb gate.Client, prefix string) (opFunc, erro
 			return nil, fmt.Errorf("cool down %s: %v", j, err)
 		}
 	}
-	if g, err = gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1}); err != nil {
+	if g, err = gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}}); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, w int) error {
@@ -204,7 +204,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 	}
 	{
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-s", Jitter: -1})
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-s", Backoff: gate.Backoff{Jitter: -1}})
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -223,7 +223,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 		{wSuccess4, []string{"backup-1", "backup-2", "backup-3"}},
 	} {
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-u" + strconv.Itoa(len(u.fallbacks)), Jitter: -1, Scope: "primary", Fallbacks: u.fallbacks})
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-u" + strconv.Itoa(len(u.fallbacks)), Upstream: "primary", Fallbacks: u.fallbacks, Backoff: gate.Backoff{Jitter: -1}})
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -257,7 +257,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 	}
 	{
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-c", Jitter: -1})
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-c", Backoff: gate.Backoff{Jitter: -1}})
 		if err != nil {
 			closeAll()
 			return nil, nil, err

@@ -51,7 +51,7 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // Acquire is the two-step form of Do, for middleware: it takes the job's
 // lease, and the caller reports the outcome with Succeed, Fail or Release.
 // Until then the lease is renewed every Lease/3. A refusal is a
-// *BlockedError; an unreachable Redis is ErrUnavailable, or with FailOpen an
+// *BlockedError; an unreachable Redis is ErrUnavailable, or with Redis.FailOpen an
 // ungated lease (Gated reports false).
 //
 // If the caller's context ends first, the error is the context's; a
@@ -101,7 +101,7 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // ctx ends first the error is the context's. wait ≤ 0 does not wait.
 // Once waiting, a Redis out of reach (a failover) does not end the wait:
 // the waiter polls until its budget ends, and then returns ErrUnavailable
-// (with FailOpen too: the job was running a moment ago).
+// (with Redis.FailOpen too: the job was running a moment ago).
 //
 // The wait is woken by Redis pub/sub: every settle, release, reset and
 // undo publishes on the job's channel (its lock key's name; SPUBLISH on a
@@ -292,7 +292,7 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired, j upst
 }
 
 // unreached handles an acquire that Redis did not answer: the caller's
-// context ended, Redis failed, or (FailOpen) fn runs ungated.
+// context ended, Redis failed, or (Redis.FailOpen) fn runs ungated.
 func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, error) {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -306,7 +306,7 @@ func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, err
 	}
 	werr := redisError("acquire", err)
 	g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
-	if !g.opts.FailOpen || store.Reached(err) {
+	if !g.opts.Redis.FailOpen || store.Reached(err) {
 		return nil, werr
 	}
 	// Still merged in-process: Redis being down must not turn every local

@@ -49,8 +49,9 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	names := &cmdNames{}
 	rdb.AddHook(names)
 	opts := gate.Options{Prefix: redistest.UniqueKey(t),
-		Upstream: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Classify: providerBusyClassifier}
+		Upstream: "openai:prod-key", Cooldown: time.Minute,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Classify: providerBusyClassifier,
+		Backoff: gate.Backoff{Jitter: -1}}
 	g := newGate(t, rdb, opts)
 	operator := newGate(t, rdb, opts)
 	ctx := context.Background()
@@ -259,7 +260,7 @@ func TestWaitReplicasReturnsItsConnection(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2, PoolTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}})
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
 		if _, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
@@ -313,7 +314,7 @@ func TestWaitReplicasMovedOnOneNode(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	moved := &movedOnce{}
 	rdb.AddHook(moved)
-	g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}})
 	ctx := context.Background()
 	_, _ = g.Acquire(ctx, "warm-up") // loads the script
 	moved.armed.Store(true)

@@ -49,7 +49,7 @@ func report(t *testing.T, g *gate.Gate, job string, h http.Header) {
 }
 
 func budgetOptions(t *testing.T) gate.Options {
-	return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai:prod-key", Cooldown: time.Minute, Jitter: -1}
+	return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai:prod-key", Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}}
 }
 
 // A response in one process that says the requests limit is spent refuses

@@ -80,7 +80,7 @@ func (o *Options) decide(in decideIn) decision {
 	keepHist := jobWrite{kind: store.Cooling, state: Ready, attempts: h.Attempts,
 		suspect: h.Suspect, reason: h.Reason, evidence: h.Evidence}
 	if h.Attempts > 0 || h.Reason != "" {
-		keepHist.keep = o.AttemptsTTL
+		keepHist.keep = o.Retention.Attempts
 	}
 	var d decision
 	if in.probe {
@@ -144,9 +144,9 @@ func (o *Options) decide(in decideIn) decision {
 		d.job = o.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {
 			// The next call runs on the next open upstream: no wait, or
-			// FallbackCooldown.
-			d.job = o.cooling(h.Attempts, o.FallbackCooldown, v.Reason, v.Evidence)
-			if o.FallbackCooldown <= 0 {
+			// UpstreamPolicy.FallbackCooldown.
+			d.job = o.cooling(h.Attempts, o.UpstreamPolicy.FallbackCooldown, v.Reason, v.Evidence)
+			if o.UpstreamPolicy.FallbackCooldown <= 0 {
 				d.job.ttl, d.job.state = 0, Ready
 			}
 		}
@@ -212,7 +212,7 @@ func unclaimIfProbe(in decideIn) upstream.Write {
 
 // cooling is a cooldown that counts no attempt.
 func (o *Options) cooling(attempts int, wait time.Duration, reason, evidence string) jobWrite {
-	return jobWrite{kind: store.Cooling, ttl: o.capWait(wait), keep: o.AttemptsTTL, state: CoolingDown,
+	return jobWrite{kind: store.Cooling, ttl: o.capWait(wait), keep: o.Retention.Attempts, state: CoolingDown,
 		attempts: attempts, reason: reason, evidence: evidence}
 }
 
@@ -223,56 +223,56 @@ func (o *Options) counted(attempts int, v classify.Verdict) jobWrite {
 	if m := o.MaxAttempts; m > 0 && attempts >= m {
 		return o.failed(attempts, v)
 	}
-	return jobWrite{kind: store.Cooling, ttl: o.capWait(max(v.RetryAfter, o.backoff(attempts))), keep: o.AttemptsTTL,
+	return jobWrite{kind: store.Cooling, ttl: o.capWait(max(v.RetryAfter, o.backoff(attempts))), keep: o.Retention.Attempts,
 		state: CoolingDown, attempts: attempts, reason: v.Reason, evidence: v.Evidence}
 }
 
 func (o *Options) failed(attempts int, v classify.Verdict) jobWrite {
-	return jobWrite{kind: store.Failed, ttl: o.FailedTTL, state: Failed, attempts: attempts,
+	return jobWrite{kind: store.Failed, ttl: o.Retention.Failed, state: Failed, attempts: attempts,
 		reason: v.Reason, evidence: v.Evidence}
 }
 
-// capWait bounds a cooldown: at most MaxCooldown, at least a millisecond.
+// capWait bounds a cooldown: at most Backoff.Max, at least a millisecond.
 func (o *Options) capWait(d time.Duration) time.Duration {
-	return max(min(d, o.MaxCooldown), time.Millisecond)
+	return max(min(d, o.Backoff.Max), time.Millisecond)
 }
 
 // upstreamCooldown is how long a provider-wide transient failure cools the
 // upstream: the provider's hint, else UpstreamPolicy.Cooldown, escalated by
-// BackoffFactor per failed probe in a row; at most MaxCooldown.
+// Backoff.Factor per failed probe in a row; at most Backoff.Max.
 func (o *Options) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
 	if hint > 0 {
 		return o.capWait(hint)
 	}
 	d := float64(o.UpstreamPolicy.Cooldown)
 	if in.probe {
-		d *= math.Pow(o.BackoffFactor, float64(in.level))
+		d *= math.Pow(o.Backoff.Factor, float64(in.level))
 	}
-	return o.capWait(time.Duration(min(d, float64(o.MaxCooldown))))
+	return o.capWait(time.Duration(min(d, float64(o.Backoff.Max))))
 }
 
 // upstreamPause is how long a provider-wide systemic failure pauses the
-// upstream: UpstreamPolicy.Cooldown, multiplied by BackoffFactor per
+// upstream: UpstreamPolicy.Cooldown, multiplied by Backoff.Factor per
 // failed probe in a row, at most PauseTTL; the provider's hint when
-// longer; at most MaxCooldown.
+// longer; at most Backoff.Max.
 func (o *Options) upstreamPause(hint time.Duration, in decideIn) time.Duration {
 	p := o.UpstreamPolicy
 	d := float64(p.Cooldown)
 	if in.probe {
-		d *= math.Pow(o.BackoffFactor, float64(in.level))
+		d *= math.Pow(o.Backoff.Factor, float64(in.level))
 	}
 	return o.capWait(max(time.Duration(min(d, float64(p.PauseTTL))), hint))
 }
 
 // backoff is the cooldown of the n-th counted failure in a row:
-// Cooldown × BackoffFactor^(n-1), spread by ± Jitter, at most MaxCooldown.
+// Cooldown × Backoff.Factor^(n-1), spread by ± Backoff.Jitter, at most Backoff.Max.
 func (o *Options) backoff(n int) time.Duration {
-	d := float64(o.Cooldown) * math.Pow(o.BackoffFactor, float64(n-1))
-	if o.Jitter > 0 {
-		d *= 1 + o.Jitter*(2*rand.Float64()-1)
+	d := float64(o.Cooldown) * math.Pow(o.Backoff.Factor, float64(n-1))
+	if o.Backoff.Jitter > 0 {
+		d *= 1 + o.Backoff.Jitter*(2*rand.Float64()-1)
 	}
-	if d >= float64(o.MaxCooldown) {
-		return o.MaxCooldown
+	if d >= float64(o.Backoff.Max) {
+		return o.Backoff.Max
 	}
 	return time.Duration(d)
 }

@@ -13,10 +13,11 @@ import (
 // writes to its job and to the upstream it used.
 func TestDecide(t *testing.T) {
 	o := &Options{
-		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxCooldown: time.Hour, BackoffFactor: 2, Jitter: -1,
-		AttemptsTTL: 24 * time.Hour, FailedTTL: 7 * 24 * time.Hour, MaxAttempts: 5,
-		CanceledCooldown: 3 * time.Second, FallbackCooldown: 2 * time.Second,
-		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute, UnreachableJobs: 3},
+		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxAttempts: 5,
+		CanceledCooldown: 3 * time.Second,
+		UpstreamPolicy:   UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute, UnreachableJobs: 3, FallbackCooldown: 2 * time.Second},
+		Backoff:          Backoff{Max: time.Hour, Factor: 2, Jitter: -1},
+		Retention:        Retention{Attempts: 24 * time.Hour, Failed: 7 * 24 * time.Hour},
 	}
 	const (
 		keep = 24 * time.Hour
@@ -191,7 +192,7 @@ func TestDecide(t *testing.T) {
 		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)
 	}
 	// FallbackCooldown 0 (the default): Ready at once, the failure kept.
-	o.FallbackCooldown = 0
+	o.UpstreamPolicy.FallbackCooldown = 0
 	if got := o.decide(decideIn{out: outFailure, v: rateLimited, upstream: true, fallback: true, hist: twoFailures}).job; got !=
 		(jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
 		t.Errorf("rate limit with Fallbacks, FallbackCooldown 0: %+v, want Ready with the failure kept", got)

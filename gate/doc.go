@@ -9,8 +9,8 @@
 // its table test:
 //
 //	Ready ──Acquire──▶ Running ──success──▶ Ready, or Done for DoneTTL
-//	                      ├─transient, the job's──────▶ CoolingDown, attempt counted (Cooldown·BackoffFactor^(n-1) ± Jitter, or the hint)
-//	                      ├─permanent, with proof─────▶ Failed until FailedTTL or Reset
+//	                      ├─transient, the job's──────▶ CoolingDown, attempt counted (Cooldown·Backoff.Factor^(n-1) ± Backoff.Jitter, or the hint)
+//	                      ├─permanent, with proof─────▶ Failed until Retention.Failed or Reset
 //	                      ├─permanent, suspect────────▶ CoolingDown the first time, Failed when it repeats
 //	                      ├─MaxAttempts (8) reached───▶ Failed: a job failing for its own reason ends
 //	                      ├─provider-wide─────────────▶ CoolingDown, no attempt counted; the upstream cools or pauses
@@ -28,7 +28,7 @@
 //	Open ──provider-wide systemic──▶ Paused (UpstreamPolicy.Cooldown first, or the hint when longer)
 //	Open ──a wave of one permanent reason──▶ Paused (UpstreamPolicy.PauseTTL)
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
-//	Probing ──the probe's call reached it──▶ Open; ──failed again──▶ one level up (× BackoffFactor,
+//	Probing ──the probe's call reached it──▶ Open; ──failed again──▶ one level up (× Backoff.Factor,
 //	        a pause at most PauseTTL); ──released──▶ the next call probes
 //
 // Options.Fallbacks adds upstreams tried in order; a job keeps one lock
@@ -67,12 +67,12 @@
 //     successful or failed Do is two. An upstream is read, and its budget
 //     asked, in the acquire's round trip; the budget is written in the
 //     settle's.
-//   - FailOpen applies only when Redis cannot be reached; a Redis that
+//   - Redis.FailOpen applies only when Redis cannot be reached; a Redis that
 //     answers with an error (ErrRedisRefused) always fails closed.
 //   - Every key has a TTL: Redis memory stays bounded.
 //
 // Limits: Redis replication is asynchronous, so a failover can lose a lock
-// or a cooldown written just before it (Lease.Fence and WaitReplicas exist
+// or a cooldown written just before it (Lease.Fence and Redis.WaitReplicas exist
 // for that); a maxmemory-policy that evicts keys with a TTL ends cooldowns
 // early, and so does a restart of a Redis that persists nothing
 // (Gate.Check warns about both); the acquire needs Redis 7.0 or later.

@@ -26,7 +26,7 @@ var (
 	// provider-wide failure; no job of the gate runs.
 	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
 	// ErrLeaseLost: the lease expired or was taken over while fn ran; fn's
-	// context is cancelled with this cause (unless ContinueOnLeaseLost).
+	// context is cancelled with this cause (unless Redis.ContinueOnLeaseLost).
 	ErrLeaseLost = errors.New("gate: lease lost")
 	// ErrNotOwned: a settle found the lock owned by someone else (or gone);
 	// nothing was written.
@@ -37,14 +37,14 @@ var (
 	// reached or did not answer in time, a cluster slot was moving or
 	// failing over (TRYAGAIN, CLUSTERDOWN, MOVED or ASK past the client's
 	// redirects, LOADING, MASTERDOWN), or fewer replicas than
-	// Options.WaitReplicas acknowledged an acquire. It passes by itself;
+	// Options.Redis.WaitReplicas acknowledged an acquire. It passes by itself;
 	// the error wraps the cause.
 	ErrUnavailable = errors.New("gate: redis unavailable")
 	// ErrRedisRefused: Redis answered with an error no wait fixes: a
 	// missing ACL permission (NOPERM), a full noeviction Redis (OOM), a
 	// replica (READONLY), a script it would not load or run (NOSCRIPT,
 	// ERR), a key of another type (WRONGTYPE). A configuration problem, not
-	// an outage: the gate fails closed, FailOpen or not. The error wraps
+	// an outage: the gate fails closed, Redis.FailOpen or not. The error wraps
 	// Redis's reply.
 	ErrRedisRefused = errors.New("gate: redis refused the command")
 	// ErrInvalidJob: the job key is empty or longer than MaxJobLen.

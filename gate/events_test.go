@@ -18,7 +18,7 @@ func TestEventsOfAJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := newRecorder()
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1, Observer: rec})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Observer: rec, Backoff: gate.Backoff{Jitter: -1}})
 			ctx := context.Background()
 			var fence int64
 			_ = g.Do(ctx, "job", func(_ context.Context, l *gate.Lease) error {

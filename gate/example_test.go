@@ -27,7 +27,7 @@ func Example() {
 	mr, _ := miniredis.Run() // or your Redis
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
+	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		panic(err)
 	}

@@ -51,7 +51,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			}
 			// "x" fails on the primary; its next attempt, on the backup,
 			// counts on from it.
-			quick := fallbackGate(t, tg, prefix, gate.Options{Cooldown: 50 * time.Millisecond, Jitter: -1})
+			quick := fallbackGate(t, tg, prefix, gate.Options{Cooldown: 50 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}})
 			if err := failWith(t, quick, "x", classify.Transient(errBoom, 0)); !errors.Is(err, gate.ErrCoolingDown) {
 				t.Fatalf("x on the primary: %v", err)
 			}
@@ -453,5 +453,30 @@ func TestDeprecatedScopeOptions(t *testing.T) {
 	}
 	if _, err := gate.New(rdb, gate.Options{Scope: "a", Upstream: "b"}); !errors.Is(err, gate.ErrInvalidOptions) {
 		t.Fatalf("Scope and Upstream differ: %v, want ErrInvalidOptions", err)
+	}
+}
+
+// The former names of Upstreams and ResetUpstreams still work: ScopeStatus
+// reads the first upstream, ResetScope ends every upstream's cooldown.
+func TestDeprecatedScopeStatusAndReset(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	g := newGate(t, rdb, gate.Options{Upstream: "a", Fallbacks: []string{"b"}, Cooldown: time.Minute, Classify: upstreamClassifier(time.Hour)})
+	for range 2 { // the first call cools a, the second b
+		_ = g.Do(ctx, "job", func(context.Context, *gate.Lease) error { return errRateLimited })
+	}
+	ups, err := g.Upstreams(ctx)
+	if err != nil || len(ups) != 2 || ups[0].State != gate.UpstreamCoolingDown || ups[1].State != gate.UpstreamCoolingDown {
+		t.Fatalf("both upstreams should cool: %+v %v", ups, err)
+	}
+	up, err := g.ScopeStatus(ctx)
+	if err != nil || up.Upstream != "a" || up.State != gate.UpstreamCoolingDown {
+		t.Fatalf("ScopeStatus: %+v %v, want upstream a cooling", up, err)
+	}
+	if err := g.ResetScope(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamOpen || ups[1].State != gate.UpstreamOpen {
+		t.Fatalf("after ResetScope: %+v %v, want both open", ups, err)
 	}
 }

@@ -51,7 +51,7 @@ func TestMergedCallsShareTheRefusalsRoundTrip(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	h := &holdFirst{entered: make(chan struct{}), release: make(chan struct{})}
 	rdb.AddHook(h)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	if err := failWith(t, g, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestMergedCallsShareTheRefusalsRoundTrip(t *testing.T) {
 func TestInFlightRefusalCountsPastAttempts(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
-	opts := gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Second, Jitter: -1}
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Second, Backoff: gate.Backoff{Jitter: -1}}
 	g := newGate(t, rdb, opts)
 	if err := failWith(t, g, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ type Gate struct {
 // New learns once, from the methods rdb has, how to send commands (so a
 // wrapper that embeds a client behaves as the client): with
 // Options() *redis.Options (a *redis.Client) changes are published with
-// PUBLISH, otherwise with SPUBLISH in the key's slot; WaitReplicas needs
+// PUBLISH, otherwise with SPUBLISH in the key's slot; Redis.WaitReplicas needs
 // Conn (one node) or MasterForKey (cluster); waits subscribe with
 // Subscribe or SSubscribe. Which logic runs never depends on it.
 func New(rdb Client, opts Options) (*Gate, error) {
@@ -57,17 +57,17 @@ func New(rdb Client, opts Options) (*Gate, error) {
 		return nil, err
 	}
 	g := &Gate{opts: o, obs: o.Observer}
-	g.store = store.New(rdb, store.Config{Lease: o.Lease, WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout, Timeout: o.Timeout})
-	hc := hub.Config{Subscriptions: g.store.Subscriptions(), Timeout: o.Timeout}
+	g.store = store.New(rdb, store.Config{Lease: o.Lease, WaitReplicas: o.Redis.WaitReplicas, WaitTimeout: o.Redis.WaitTimeout, Timeout: o.Redis.Timeout})
+	hc := hub.Config{Subscriptions: g.store.Subscriptions(), Timeout: o.Redis.Timeout}
 	if g.obs != nil {
 		hc.Warn = func(ctx context.Context, err error) {
 			g.emit(ctx, Event{Kind: EventWarning, Reason: WarnWaitPolling, Err: err})
 		}
 	}
 	g.hub = hub.New(hc)
-	if o.WaitReplicas > 0 && !g.store.CanPin() {
+	if o.Redis.WaitReplicas > 0 && !g.store.CanPin() {
 		return nil, &optionsError{problems: []string{fmt.Sprintf(
-			"WaitReplicas: needs a client that can pin a connection (a *redis.Client, a *redis.ClusterClient or a wrapper embedding one: WAIT must run on the connection that wrote the lock), got %T", rdb)}}
+			"Redis.WaitReplicas: needs a client that can pin a connection (a *redis.Client, a *redis.ClusterClient or a wrapper embedding one: WAIT must run on the connection that wrote the lock), got %T", rdb)}}
 	}
 	var names []string
 	if o.Upstream != "" {
@@ -92,7 +92,7 @@ func (g *Gate) Options() Options {
 
 // opCtx bounds a Redis operation the gate runs detached from its caller.
 func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.Timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.Redis.Timeout)
 }
 
 // Client is the part of a go-redis client a Gate uses: every command goes

@@ -12,6 +12,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -71,8 +72,8 @@ func TestHostileJobKeysAreDistinct(t *testing.T) {
 				if st.State != want {
 					t.Errorf("job %q: state %v, want %v (keys collide)", job, st.State, want)
 				}
-				lock := keyspace.Job(g.Options().Prefix, job)
-				if got, ok := keyspace.JobFromKey(g.Options().Prefix, lock); !ok || got != job {
+				lock := keyspace.Job(gatetest.Prefix(g), job)
+				if got, ok := keyspace.JobFromKey(gatetest.Prefix(g), lock); !ok || got != job {
 					t.Errorf("JobFromLock(%q) = %q, %v", lock, got, ok)
 				}
 			}
@@ -85,7 +86,8 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g := newGate(t, tg.Client, gate.Options{DoneTTL: time.Minute, MaxAttempts: 2, Upstream: "up",
-				Cooldown: time.Minute, Jitter: -1})
+				Cooldown: time.Minute,
+				Backoff:  gate.Backoff{Jitter: -1}})
 			ctx := context.Background()
 			_ = g.Do(ctx, "ok", func(context.Context, *gate.Lease) error { return nil })
 			_ = failWith(t, g, "transient", errBoom)
@@ -99,7 +101,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 			_ = failWith(t, g, "systemic", errQuota) // pauses the scope: last
 			_ = g.Reset(ctx, "transient")
 
-			prefix := g.Options().Prefix
+			prefix := gatetest.Prefix(g)
 			n := 0
 			check := func(ctx context.Context, c redis.UniversalClient) error {
 				iter := c.Scan(ctx, 0, prefix+":*", 100).Iterator()

@@ -90,11 +90,11 @@ func (l *Lease) Attempt() int { return l.attempt }
 
 // Context returns the context fn runs under: the acquiring context, also
 // cancelled when the lease is settled, and with cause ErrLeaseLost when the
-// lease is lost (unless ContinueOnLeaseLost).
+// lease is lost (unless Redis.ContinueOnLeaseLost).
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // Gated reports whether the lease holds a lock in Redis; false for the
-// ungated lease FailOpen hands out while Redis is unreachable.
+// ungated lease Redis.FailOpen hands out while Redis is unreachable.
 func (l *Lease) Gated() bool { return !l.ungated }
 
 // Lost reports whether the lease has been lost (expired or taken over).

@@ -89,7 +89,7 @@ func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 	f := &gatetest.Flaky{Client: rdb}
 	rec := newRecorder()
 	const cooldown = 10 * time.Minute
-	g := newGate(t, f, gate.Options{Cooldown: cooldown, Jitter: -1, Observer: rec})
+	g := newGate(t, f, gate.Options{Cooldown: cooldown, Observer: rec, Backoff: gate.Backoff{Jitter: -1}})
 	err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
 		f.Down.Store(true) // Redis goes away before the settle
 		return errTransient
@@ -180,9 +180,10 @@ func TestProviderWideJobCooldown(t *testing.T) {
 		}
 		return v
 	}
-	noScope := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1, Classify: classifier})
-	scoped := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1, Classify: classifier,
-		Upstream: "openai:prod-key", UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 20 * time.Second}})
+	noScope := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: classifier, Backoff: gate.Backoff{Jitter: -1}})
+	scoped := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: classifier,
+		Upstream: "openai:prod-key", UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 20 * time.Second},
+		Backoff: gate.Backoff{Jitter: -1}})
 	for i, tc := range []struct {
 		g    *gate.Gate
 		hint time.Duration
@@ -312,7 +313,7 @@ func TestLeaseLostWhenTakenOver(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
 			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec})
-			lock := keyspace.Job(g.Options().Prefix, "job")
+			lock := keyspace.Job(gatetest.Prefix(g), "job")
 			var _ error
 			const intruder = "r:someone-else"
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
@@ -405,8 +406,8 @@ func TestContinueOnLeaseLostLetsFnFinish(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const lease = 90 * time.Millisecond
 			rec := newRecorder()
-			g := newGate(t, tg.Client, gate.Options{Lease: lease, ContinueOnLeaseLost: true, Observer: rec, Cooldown: time.Minute})
-			lock := keyspace.Job(g.Options().Prefix, "job")
+			g := newGate(t, tg.Client, gate.Options{Lease: lease, Observer: rec, Cooldown: time.Minute, Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
+			lock := keyspace.Job(gatetest.Prefix(g), "job")
 			var _ error
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 				tg.Client.Del(context.Background(), lock) // the lock vanished (eviction, failover)
@@ -443,7 +444,7 @@ func TestStaleOwnerCannotSettle(t *testing.T) {
 			// A worker paused past its lease: its renewals cannot reach
 			// Redis, and ContinueOnLeaseLost with many allowed failures keeps it going.
 			slow := &flaky{Client: tg.Client}
-			g1 := newGate(t, slow, gate.Options{Prefix: prefix, Lease: lease, ContinueOnLeaseLost: true})
+			g1 := newGate(t, slow, gate.Options{Prefix: prefix, Lease: lease, Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
 			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Second})
 			l1, err := g1.Acquire(context.Background(), "job")
 			if err != nil {
@@ -483,7 +484,7 @@ func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
 			const lease = 120 * time.Millisecond
 			f := &flaky{Client: tg.Client}
 			prefix := redistest.UniqueKey(t)
-			g := newGate(t, f, gate.Options{Prefix: prefix, Lease: lease, Timeout: 100 * time.Millisecond})
+			g := newGate(t, f, gate.Options{Prefix: prefix, Lease: lease, Redis: gate.RedisPolicy{Timeout: 100 * time.Millisecond}})
 			watcher := newGate(t, tg.Client, gate.Options{Prefix: prefix})
 			err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 				f.Down.Store(true) // Redis unreachable when the failure is reported
@@ -515,7 +516,7 @@ func TestSettleReturnsWhatDoReturns(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 			l, err := g.Acquire(ctx, "ok")
 			if err != nil {
 				t.Fatal(err)
@@ -638,7 +639,7 @@ func TestRoundTripsPerPath(t *testing.T) {
 func TestCoalescedCallsShareTheRefusal(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 			_ = failWith(t, g, "job", errBoom)
 			var wg sync.WaitGroup
 			errs := make(chan error, 50)
@@ -690,7 +691,7 @@ func TestLeaseFromContext(t *testing.T) {
 	// An ungated lease (FailOpen, Redis down) is named too.
 	f := &flaky{Client: rdb}
 	f.Down.Store(true)
-	down := newGate(t, f, gate.Options{FailOpen: true})
+	down := newGate(t, f, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 	err = down.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 		if got := gate.LeaseFromContext(ctx); got != l || got.Gated() {
 			t.Errorf("LeaseFromContext of the ungated run: %v, want fn's ungated lease", got)

@@ -184,7 +184,7 @@ func TestUnwrittenSuccessIsRewrittenWithoutAWaitWhileRedisHangs(t *testing.T) {
 	f := &gatetest.Flaky{Client: rdb}
 	c := &pipelines{Client: f}
 	const timeout = 40 * time.Millisecond
-	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Timeout: timeout, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Redis: gate.RedisPolicy{Timeout: timeout}, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, c, opts)
 	other := newGate(t, rdb, opts)
 	err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {

@@ -31,7 +31,7 @@ func TestMaxAttemptsDefaultEndsAJobThatKeepsFailing(t *testing.T) {
 	const cooldown = 10 * time.Millisecond
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, BackoffFactor: 1, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Backoff: gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 1; i <= defaultMaxAttempts; i++ {
 				if i > 1 {
 					pass(tg, cooldown)
@@ -56,8 +56,8 @@ func TestMaxAttemptsDefaultEndsAJobThatKeepsFailing(t *testing.T) {
 			}
 
 			// A negative MaxAttempts is unlimited.
-			unlimited := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, BackoffFactor: 1,
-				Jitter: -1, MaxAttempts: -1})
+			unlimited := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, MaxAttempts: -1,
+				Backoff: gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 1; i <= defaultMaxAttempts+1; i++ {
 				if i > 1 {
 					pass(tg, cooldown)
@@ -80,8 +80,9 @@ func TestMaxAttemptsNeverCountsProviderWideFailures(t *testing.T) {
 	modelGone := classify.Systemic(errors.New("the model `gpt-x` does not exist"))
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: cooldown, BackoffFactor: 1, Jitter: -1,
-				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cooldown, PauseTTL: cooldown}})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: cooldown,
+				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cooldown, PauseTTL: cooldown},
+				Backoff:        gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 0; i < 3*defaultMaxAttempts; i++ {
 				if i > 0 {
 					pass(tg, cooldown)

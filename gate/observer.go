@@ -29,13 +29,13 @@ const (
 	// (Err set).
 	EventRenewed
 	// EventLeaseLost: the lease expired or was taken over while fn ran.
-	// Unless ContinueOnLeaseLost no settle follows, and Held is set here.
+	// Unless Redis.ContinueOnLeaseLost no settle follows, and Held is set here.
 	EventLeaseLost
 	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
 	// names it: "acquire", "settle", "renew", "undo" or "scope", an
 	// upstream's breaker).
 	EventRedisError
-	// EventFailOpen: Redis was unreachable and fn ran ungated (FailOpen).
+	// EventFailOpen: Redis was unreachable and fn ran ungated (Redis.FailOpen).
 	EventFailOpen
 	// EventUpstreamCooling: a provider-wide failure cooled the upstream
 	// for Cooldown.

@@ -10,11 +10,14 @@ import (
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
-// Options configures a Gate. The zero value of every field means the
-// documented default, a negative MaxAttempts means unlimited, and a
-// negative Jitter, UpstreamPolicy.AllowedFails, UpstreamPolicy.PermanentWave
-// or UpstreamPolicy.UnreachableJobs means none; New validates the options
-// once.
+// Options configures a Gate. What most callers set is a field of its own;
+// what few tune is grouped: Backoff (how a cooldown grows), Retention (how
+// long Redis remembers a job), Redis (timeouts, replicas, and what the
+// gate does when Redis fails) and UpstreamPolicy. The zero value of every
+// field means the documented default, a negative MaxAttempts means
+// unlimited, and a negative Backoff.Jitter, UpstreamPolicy.AllowedFails,
+// UpstreamPolicy.PermanentWave or UpstreamPolicy.UnreachableJobs means
+// none; New validates the options once.
 type Options struct {
 	// Prefix starts every key the gate writes. Must not contain '{' or '}'.
 	// Default: "retrygate".
@@ -28,36 +31,20 @@ type Options struct {
 	Lease time.Duration
 
 	// Cooldown is the wait after the first transient failure; attempt n
-	// waits Cooldown × BackoffFactor^(n-1) ± Jitter, or the server's retry
-	// hint when that is longer, capped at MaxCooldown. Default: 5m.
+	// waits Cooldown × Backoff.Factor^(n-1) ± Backoff.Jitter, or the
+	// server's retry hint when that is longer, capped at Backoff.Max.
+	// Default: 5m.
 	Cooldown time.Duration
-	// MaxCooldown caps every cooldown the gate writes, the server's hint and
-	// the upstreams' included. Must not be below Cooldown.
-	// Default: 1h, or Cooldown when that is longer.
-	MaxCooldown time.Duration
-	// BackoffFactor multiplies the cooldown per repeated failure; ≥ 1.
-	// Default: 2.
-	BackoffFactor float64
-	// Jitter spreads cooldowns by ± this fraction so retries of many jobs do
-	// not align; below 1. Negative = no jitter (deterministic cooldowns).
-	// Default: 0.1.
-	Jitter float64
 
 	// MaxAttempts marks the job Failed when its attempt count reaches it,
 	// so a job whose every attempt fails for its own reason (a model that
 	// never returns valid output) ends. The count is the job's transient
 	// and suspect failures since its last success; provider-wide failures
 	// (rate limits, overload, quota, keys) and systemic ones never count.
-	// With the default Cooldown, BackoffFactor and MaxCooldown, 8 attempts
-	// are about 4h15m of retries. Negative = unlimited. Default: 8.
+	// With the default Cooldown and Backoff, 8 attempts are about 4h15m of
+	// retries. Negative = unlimited. Default: 8.
 	MaxAttempts int
-	// AttemptsTTL is how long the attempt count is remembered after the
-	// job's last cooldown or mark ends; after that a failure starts again at
-	// attempt 1. Default: 24h.
-	AttemptsTTL time.Duration
-	// FailedTTL is how long a Failed mark is kept before the job may run
-	// again (keeps Redis memory bounded). Default: 7 days.
-	FailedTTL time.Duration
+
 	// DoneTTL holds a successful job as Done for this long, so duplicate
 	// retries get ErrDone. 0 = release at once (the default).
 	DoneTTL time.Duration
@@ -80,45 +67,8 @@ type Options struct {
 	// 0 = no wait: a running job is refused at once (the default).
 	Wait time.Duration
 
-	// ContinueOnLeaseLost lets fn run on when its lease is lost. The loss is
-	// reported to the Observer; the settle that follows finds the lock gone
-	// or taken, leaves it alone, and Do's error wraps ErrNotOwned. By
-	// default fn's context is cancelled with cause ErrLeaseLost and nothing
-	// is settled, so a newer owner's lock is never touched.
-	ContinueOnLeaseLost bool
-
 	// Classify decides what a failure deserves. Default: classify.Default.
 	Classify classify.Func
-
-	// FailOpen runs fn ungated (Lease.Gated reports false, Fence is 0) when
-	// Redis cannot be reached at acquire (ErrUnavailable), instead of
-	// failing closed. A Redis that answers with an error (ErrRedisRefused:
-	// a missing ACL permission, a full noeviction Redis, a replica) always
-	// fails closed: a configuration mistake must not switch the gate off.
-	// Default: false (fail closed).
-	FailOpen bool
-
-	// Timeout bounds the Redis operations the gate runs on its own, detached
-	// from the caller: settles (so a request that went away still records
-	// its cooldown), renewals and undos. Calls made for the caller
-	// (Acquire, Status, Reset) follow the caller's context. go-redis applies
-	// a context deadline to the socket only with
-	// redis.Options.ContextTimeoutEnabled; otherwise its ReadTimeout and
-	// MaxRetries bound the wait. Default: 5s.
-	Timeout time.Duration
-
-	// WaitReplicas makes every acquire wait until this many replicas have
-	// acknowledged the lock (Redis WAIT, on the connection that wrote it),
-	// so a failover right after the acquire cannot lose it. If fewer
-	// acknowledge within WaitTimeout the acquire is undone and fails
-	// closed with an ErrUnavailable. It costs one more round trip plus the
-	// replicas' lag, and needs a client that can pin a connection (a
-	// *redis.Client, a *redis.ClusterClient, or a wrapper that embeds one).
-	// 0 = off (the default). Cooldowns are not waited for: a failover may
-	// still lose one.
-	WaitReplicas int
-	// WaitTimeout bounds the wait for WaitReplicas. Default: 100ms.
-	WaitTimeout time.Duration
 
 	// Observer receives the gate's events (metrics, logs). Nil = none, at
 	// no cost.
@@ -136,14 +86,45 @@ type Options struct {
 	// one. The job keeps one lock whichever upstream runs it. Requires
 	// Upstream; names must differ.
 	Fallbacks []string
-	// FallbackCooldown is how long a job waits after a provider-wide
-	// failure when the gate has Fallbacks: its upstream cools, and the
-	// job's next call runs on the next open one. 0 (the default) lets that
-	// call run at once; a job never calls two upstreams in one Do.
-	FallbackCooldown time.Duration
 	// UpstreamPolicy tunes every upstream; unused without Upstream.
 	UpstreamPolicy UpstreamPolicy
 
+	// Backoff shapes how a job's cooldown grows over repeated failures.
+	Backoff Backoff
+	// Retention bounds how long Redis remembers a job's failures.
+	Retention Retention
+	// Redis tunes the gate's Redis calls and what the gate does when Redis
+	// fails.
+	Redis RedisPolicy
+
+	// Deprecated: use Backoff.Max. When both are set they must be equal.
+	MaxCooldown time.Duration
+	// Deprecated: use Backoff.Factor. When both are set they must be equal.
+	BackoffFactor float64
+	// Deprecated: use Backoff.Jitter. When both are set they must be equal.
+	Jitter float64
+	// Deprecated: use Retention.Attempts. When both are set they must be
+	// equal.
+	AttemptsTTL time.Duration
+	// Deprecated: use Retention.Failed. When both are set they must be
+	// equal.
+	FailedTTL time.Duration
+	// Deprecated: use Redis.Timeout. When both are set they must be equal.
+	Timeout time.Duration
+	// Deprecated: use Redis.WaitReplicas. When both are set they must be
+	// equal.
+	WaitReplicas int
+	// Deprecated: use Redis.WaitTimeout. When both are set they must be
+	// equal.
+	WaitTimeout time.Duration
+	// Deprecated: use Redis.FailOpen; either one set turns it on.
+	FailOpen bool
+	// Deprecated: use Redis.ContinueOnLeaseLost; either one set turns it
+	// on.
+	ContinueOnLeaseLost bool
+	// Deprecated: use UpstreamPolicy.FallbackCooldown. When both are set
+	// they must be equal.
+	FallbackCooldown time.Duration
 	// Deprecated: use Upstream. When both are set they must be equal.
 	Scope string
 	// Deprecated: use UpstreamPolicy. It applies when UpstreamPolicy is
@@ -151,8 +132,79 @@ type Options struct {
 	ScopePolicy ScopePolicy
 }
 
+// Backoff shapes how a job's cooldown grows: attempt n waits
+// Options.Cooldown × Factor^(n-1), spread by ± Jitter, capped at Max.
+type Backoff struct {
+	// Factor multiplies the cooldown per repeated failure; ≥ 1.
+	// Default: 2.
+	Factor float64
+	// Jitter spreads cooldowns by ± this fraction so retries of many jobs
+	// do not align; below 1. Negative = no jitter (deterministic
+	// cooldowns, for tests and examples). Default: 0.1.
+	Jitter float64
+	// Max caps every cooldown the gate writes, the server's hint and the
+	// upstreams' included. Must not be below Options.Cooldown.
+	// Default: 1h, or Options.Cooldown when that is longer.
+	Max time.Duration
+}
+
+// Retention bounds how long Redis remembers a job's failures (Done is
+// Options.DoneTTL).
+type Retention struct {
+	// Attempts is how long the attempt count is remembered after the
+	// job's last cooldown or mark ends; after that a failure starts again
+	// at attempt 1. Default: 24h.
+	Attempts time.Duration
+	// Failed is how long a Failed mark is kept before the job may run
+	// again (keeps Redis memory bounded). Default: 7 days.
+	Failed time.Duration
+}
+
+// RedisPolicy tunes the gate's Redis calls and what the gate does when
+// Redis fails.
+type RedisPolicy struct {
+	// Timeout bounds the Redis operations the gate runs on its own,
+	// detached from the caller: settles (so a request that went away still
+	// records its cooldown), renewals and undos. Calls made for the caller
+	// (Acquire, Status, Reset) follow the caller's context. go-redis
+	// applies a context deadline to the socket only with
+	// redis.Options.ContextTimeoutEnabled; otherwise its ReadTimeout and
+	// MaxRetries bound the wait. Default: 5s.
+	Timeout time.Duration
+
+	// WaitReplicas makes every acquire wait until this many replicas have
+	// acknowledged the lock (Redis WAIT, on the connection that wrote it),
+	// so a failover right after the acquire cannot lose it. If fewer
+	// acknowledge within WaitTimeout the acquire is undone and fails
+	// closed with an ErrUnavailable. It costs one more round trip plus the
+	// replicas' lag, and needs a client that can pin a connection (a
+	// *redis.Client, a *redis.ClusterClient, or a wrapper that embeds one).
+	// 0 = off (the default). Cooldowns are not waited for: a failover may
+	// still lose one.
+	WaitReplicas int
+	// WaitTimeout bounds the wait for WaitReplicas. Default: 100ms.
+	WaitTimeout time.Duration
+
+	// FailOpen runs fn ungated (Lease.Gated reports false, Fence is 0) when
+	// Redis cannot be reached at acquire (ErrUnavailable), instead of
+	// failing closed. A Redis that answers with an error (ErrRedisRefused:
+	// a missing ACL permission, a full noeviction Redis, a replica) always
+	// fails closed: a configuration mistake must not switch the gate off.
+	// Default: false (fail closed).
+	FailOpen bool
+
+	// ContinueOnLeaseLost lets fn run on when its lease is lost (renewals
+	// could not reach Redis in time, or the lock passed to someone else).
+	// The loss is reported to the Observer; the settle that follows finds
+	// the lock gone or taken, leaves it alone, and Do's error wraps
+	// ErrNotOwned. By default fn's context is cancelled with cause
+	// ErrLeaseLost and nothing is settled, so a newer owner's lock is
+	// never touched.
+	ContinueOnLeaseLost bool
+}
+
 // UpstreamPolicy tunes how provider-wide failures cool an upstream. Every
-// upstream cooldown is also capped by Options.MaxCooldown.
+// upstream cooldown is also capped by Options.Backoff.Max.
 type UpstreamPolicy struct {
 	// Cooldown is how long a provider-wide transient failure (429 rate
 	// limit, 503, 529) cools the upstream when the server gave no retry
@@ -168,7 +220,7 @@ type UpstreamPolicy struct {
 	// PauseTTL is the longest pause of a provider-wide systemic failure
 	// (quota exhausted, credit balance too low, bad key): the first pauses
 	// the upstream for Cooldown (or the server's hint when longer), and
-	// each probe that fails again pauses it BackoffFactor times longer, up
+	// each probe that fails again pauses it Backoff.Factor times longer, up
 	// to PauseTTL, so a per-minute limit worded as "quota" costs seconds
 	// and a billing lapse settles into PauseTTL with one probe each. A wave
 	// (PermanentWave) pauses the upstream for PauseTTL at once. An
@@ -181,7 +233,7 @@ type UpstreamPolicy struct {
 	PermanentWave int
 	// UnreachableJobs is how many distinct jobs whose calls cannot reach
 	// the upstream's address within FailWindow cool it for Cooldown (×
-	// BackoffFactor per probe that fails the same way), so the jobs after
+	// Backoff.Factor per probe that fails the same way), so the jobs after
 	// them are refused without a failing call each: its host does not
 	// resolve (classify evidence go:dns), refuses connections
 	// (go:refused), is unreachable (go:unreachable), fails TLS
@@ -201,6 +253,11 @@ type UpstreamPolicy struct {
 	// sending the call that earns a 429. Without such responses nothing
 	// changes. Default: false (admission on).
 	IgnoreBudget bool
+	// FallbackCooldown is how long a job waits after a provider-wide
+	// failure when the gate has Fallbacks: its upstream cools, and the
+	// job's next call runs on the next open one. 0 (the default) lets that
+	// call run at once; a job never calls two upstreams in one Do.
+	FallbackCooldown time.Duration
 }
 
 // ScopePolicy is the former name of UpstreamPolicy.
@@ -265,6 +322,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.UpstreamPolicy == (UpstreamPolicy{}) {
 		o.UpstreamPolicy = o.ScopePolicy
 	}
+	o.moveFormer(&bad)
 	if len(o.Upstream) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Upstream: longer than %d bytes", maxPrefixLen))
 	}
@@ -286,39 +344,41 @@ func (o Options) withDefaults() (Options, error) {
 		bad = append(bad, fmt.Sprintf("Lease: %v is too short to renew (minimum %v)", o.Lease, MinLease))
 	}
 	okCooldown := dur("Cooldown", &o.Cooldown, 5*time.Minute)
-	okMax := dur("MaxCooldown", &o.MaxCooldown, max(time.Hour, o.Cooldown))
-	if okCooldown && okMax && o.MaxCooldown < o.Cooldown {
-		bad = append(bad, fmt.Sprintf("MaxCooldown: %v is below Cooldown %v", o.MaxCooldown, o.Cooldown))
+	b := &o.Backoff
+	okMax := dur("Backoff.Max", &b.Max, max(time.Hour, o.Cooldown))
+	if okCooldown && okMax && b.Max < o.Cooldown {
+		bad = append(bad, fmt.Sprintf("Backoff.Max: %v is below Cooldown %v", b.Max, o.Cooldown))
 	}
-	if o.BackoffFactor == 0 {
-		o.BackoffFactor = 2
-	} else if !(o.BackoffFactor >= 1) || o.BackoffFactor > 1e6 { // also rejects NaN
-		bad = append(bad, fmt.Sprintf("BackoffFactor: %v is outside [1, 1e6]", o.BackoffFactor))
+	if b.Factor == 0 {
+		b.Factor = 2
+	} else if !(b.Factor >= 1) || b.Factor > 1e6 { // also rejects NaN
+		bad = append(bad, fmt.Sprintf("Backoff.Factor: %v is outside [1, 1e6]", b.Factor))
 	}
 	switch {
-	case o.Jitter == 0:
-		o.Jitter = 0.1
-	case !(o.Jitter < 1): // also rejects NaN
-		bad = append(bad, fmt.Sprintf("Jitter: %v is not below 1", o.Jitter))
+	case b.Jitter == 0:
+		b.Jitter = 0.1
+	case !(b.Jitter < 1): // also rejects NaN
+		bad = append(bad, fmt.Sprintf("Backoff.Jitter: %v is not below 1", b.Jitter))
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 8
 	}
-	dur("AttemptsTTL", &o.AttemptsTTL, 24*time.Hour)
-	dur("FailedTTL", &o.FailedTTL, 7*24*time.Hour)
+	dur("Retention.Attempts", &o.Retention.Attempts, 24*time.Hour)
+	dur("Retention.Failed", &o.Retention.Failed, 7*24*time.Hour)
 	dur("DoneTTL", &o.DoneTTL, 0)
 	dur("CanceledCooldown", &o.CanceledCooldown, 0)
-	dur("FallbackCooldown", &o.FallbackCooldown, 0)
 	dur("Wait", &o.Wait, 0)
 	if o.Classify == nil {
 		o.Classify = classify.Default
 	}
-	dur("Timeout", &o.Timeout, 5*time.Second)
-	if o.WaitReplicas < 0 {
-		bad = append(bad, fmt.Sprintf("WaitReplicas: %d is negative", o.WaitReplicas))
+	r := &o.Redis
+	dur("Redis.Timeout", &r.Timeout, 5*time.Second)
+	if r.WaitReplicas < 0 {
+		bad = append(bad, fmt.Sprintf("Redis.WaitReplicas: %d is negative", r.WaitReplicas))
 	}
-	dur("WaitTimeout", &o.WaitTimeout, 100*time.Millisecond)
+	dur("Redis.WaitTimeout", &r.WaitTimeout, 100*time.Millisecond)
 	p := &o.UpstreamPolicy
+	dur("UpstreamPolicy.FallbackCooldown", &p.FallbackCooldown, 0)
 	dur("UpstreamPolicy.Cooldown", &p.Cooldown, 10*time.Second)
 	if p.AllowedFails == 0 {
 		p.AllowedFails = 3
@@ -332,8 +392,50 @@ func (o Options) withDefaults() (Options, error) {
 		p.UnreachableJobs = 3
 	}
 	o.ScopePolicy = o.UpstreamPolicy
+	o.keepFormer()
 	if len(bad) > 0 {
 		return o, &optionsError{problems: bad}
 	}
 	return o, nil
+}
+
+// moveFormer moves each deprecated field into its place in a group: it
+// fills a group's field left zero, and names both when both are set and
+// differ.
+func (o *Options) moveFormer(bad *[]string) {
+	move(bad, "MaxCooldown", "Backoff.Max", o.MaxCooldown, &o.Backoff.Max)
+	move(bad, "BackoffFactor", "Backoff.Factor", o.BackoffFactor, &o.Backoff.Factor)
+	move(bad, "Jitter", "Backoff.Jitter", o.Jitter, &o.Backoff.Jitter)
+	move(bad, "AttemptsTTL", "Retention.Attempts", o.AttemptsTTL, &o.Retention.Attempts)
+	move(bad, "FailedTTL", "Retention.Failed", o.FailedTTL, &o.Retention.Failed)
+	move(bad, "Timeout", "Redis.Timeout", o.Timeout, &o.Redis.Timeout)
+	move(bad, "WaitReplicas", "Redis.WaitReplicas", o.WaitReplicas, &o.Redis.WaitReplicas)
+	move(bad, "WaitTimeout", "Redis.WaitTimeout", o.WaitTimeout, &o.Redis.WaitTimeout)
+	move(bad, "FailOpen", "Redis.FailOpen", o.FailOpen, &o.Redis.FailOpen)
+	move(bad, "ContinueOnLeaseLost", "Redis.ContinueOnLeaseLost", o.ContinueOnLeaseLost, &o.Redis.ContinueOnLeaseLost)
+	move(bad, "FallbackCooldown", "UpstreamPolicy.FallbackCooldown", o.FallbackCooldown, &o.UpstreamPolicy.FallbackCooldown)
+}
+
+// keepFormer copies the groups' values, defaults filled in, back into the
+// deprecated fields, so code that still reads them (Gate.Options) reads
+// what the gate uses.
+func (o *Options) keepFormer() {
+	o.MaxCooldown, o.BackoffFactor, o.Jitter = o.Backoff.Max, o.Backoff.Factor, o.Backoff.Jitter
+	o.AttemptsTTL, o.FailedTTL = o.Retention.Attempts, o.Retention.Failed
+	o.Timeout, o.WaitReplicas, o.WaitTimeout = o.Redis.Timeout, o.Redis.WaitReplicas, o.Redis.WaitTimeout
+	o.FailOpen, o.ContinueOnLeaseLost = o.Redis.FailOpen, o.Redis.ContinueOnLeaseLost
+	o.FallbackCooldown = o.UpstreamPolicy.FallbackCooldown
+}
+
+// move puts a deprecated field's value in its new place, unless that is
+// set: then the two must be equal.
+func move[T comparable](bad *[]string, former, place string, v T, to *T) {
+	var zero T
+	switch {
+	case v == zero || v == *to:
+	case *to == zero:
+		*to = v
+	default:
+		*bad = append(*bad, fmt.Sprintf("%s: %v differs from %s %v (%s is %s's former name: set one)", place, *to, former, v, former, place))
+	}
 }

@@ -20,12 +20,12 @@ func TestOptionsValidation(t *testing.T) {
 	}{
 		{"negative lease", gate.Options{Lease: -time.Second}, []string{"Lease"}},
 		{"lease too short", gate.Options{Lease: 5 * time.Millisecond}, []string{"Lease"}},
-		{"max below cooldown", gate.Options{Cooldown: time.Hour, MaxCooldown: time.Minute}, []string{"MaxCooldown"}},
-		{"factor below 1", gate.Options{BackoffFactor: 0.5}, []string{"BackoffFactor"}},
-		{"jitter 1", gate.Options{Jitter: 1}, []string{"Jitter"}},
+		{"max below cooldown", gate.Options{Cooldown: time.Hour, Backoff: gate.Backoff{Max: time.Minute}}, []string{"Backoff.Max"}},
+		{"factor below 1", gate.Options{Backoff: gate.Backoff{Factor: 0.5}}, []string{"Backoff.Factor"}},
+		{"jitter 1", gate.Options{Backoff: gate.Backoff{Jitter: 1}}, []string{"Backoff.Jitter"}},
 		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
-		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, FailedTTL: -1, DoneTTL: -1, Jitter: 2, BackoffFactor: -3, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}},
-			[]string{"Lease", "Cooldown", "FailedTTL", "DoneTTL", "Jitter", "BackoffFactor", "UpstreamPolicy.PauseTTL"}},
+		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, DoneTTL: -1, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}, Backoff: gate.Backoff{Jitter: 2, Factor: -3}, Retention: gate.Retention{Failed: -1}},
+			[]string{"Lease", "Cooldown", "Retention.Failed", "DoneTTL", "Backoff.Jitter", "Backoff.Factor", "UpstreamPolicy.PauseTTL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,18 +52,18 @@ func TestOptionsDefaultsAndShortValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := g.Options()
-	if o.Lease != time.Minute || o.Cooldown != 5*time.Minute || o.MaxCooldown != time.Hour || o.BackoffFactor != 2 ||
-		o.Jitter != 0.1 || o.UpstreamPolicy.AllowedFails != 3 || o.FailedTTL != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
+	if o.Lease != time.Minute || o.Cooldown != 5*time.Minute || o.Backoff.Max != time.Hour || o.Backoff.Factor != 2 ||
+		o.Backoff.Jitter != 0.1 || o.UpstreamPolicy.AllowedFails != 3 || o.Retention.Failed != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
 		t.Fatalf("defaults: %+v", o)
 	}
 	// Tests and demos use very short values.
 	if _, err := gate.New(rdb, gate.Options{Lease: 100 * time.Millisecond, Cooldown: 10 * time.Millisecond}); err != nil {
 		t.Fatalf("short values rejected: %v", err)
 	}
-	// MaxCooldown follows a Cooldown above the default cap.
+	// Backoff.Max follows a Cooldown above the default cap.
 	g, err = gate.New(rdb, gate.Options{Cooldown: 2 * time.Hour})
-	if err != nil || g.Options().MaxCooldown != 2*time.Hour {
-		t.Fatalf("Cooldown 2h: %v %v", err, g.Options().MaxCooldown)
+	if err != nil || g.Options().Backoff.Max != 2*time.Hour {
+		t.Fatalf("Cooldown 2h: %v %v", err, g.Options().Backoff.Max)
 	}
 }
 
@@ -74,8 +74,7 @@ func FuzzOptions(f *testing.F) {
 	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 77.0, -37.01, 3, "0") // negative Jitter: none
 	_, rdb := redistest.Miniredis(f)
 	f.Fuzz(func(t *testing.T, lease, cooldown, maxCooldown int64, factor, jitter float64, attempts int, prefix string) {
-		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown),
-			MaxCooldown: time.Duration(maxCooldown), BackoffFactor: factor, Jitter: jitter, MaxAttempts: attempts, Prefix: prefix})
+		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown), MaxAttempts: attempts, Prefix: prefix, Backoff: gate.Backoff{Max: time.Duration(maxCooldown), Factor: factor, Jitter: jitter}})
 		if err != nil {
 			if !errors.Is(err, gate.ErrInvalidOptions) {
 				t.Fatalf("error %v is not ErrInvalidOptions", err)
@@ -83,7 +82,7 @@ func FuzzOptions(f *testing.F) {
 			return
 		}
 		o := g.Options()
-		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.MaxCooldown < o.Cooldown || o.BackoffFactor < 1 || !(o.Jitter < 1) { // a negative Jitter means none
+		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.Backoff.Max < o.Cooldown || o.Backoff.Factor < 1 || !(o.Backoff.Jitter < 1) { // a negative Jitter means none
 			t.Fatalf("accepted invalid options: %+v", o)
 		}
 	})
@@ -108,27 +107,27 @@ func TestOptionsLimits(t *testing.T) {
 		{"lease MinLease", gate.Options{Lease: gate.MinLease}, ""},
 		{"lease below MinLease", gate.Options{Lease: gate.MinLease - time.Millisecond}, "Lease"},
 		{"negative lease, named once", gate.Options{Lease: -time.Second}, "Lease"},
-		{"max cooldown equal to cooldown", gate.Options{Cooldown: time.Minute, MaxCooldown: time.Minute}, ""},
-		{"max cooldown below cooldown", gate.Options{Cooldown: time.Minute, MaxCooldown: time.Minute - 1}, "MaxCooldown"},
-		{"negative max cooldown, named once", gate.Options{Cooldown: time.Minute, MaxCooldown: -time.Minute}, "MaxCooldown"},
+		{"max cooldown equal to cooldown", gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Max: time.Minute}}, ""},
+		{"max cooldown below cooldown", gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Max: time.Minute - 1}}, "Backoff.Max"},
+		{"negative max cooldown, named once", gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Max: -time.Minute}}, "Backoff.Max"},
 		{"negative cooldown, named once", gate.Options{Cooldown: -time.Minute}, "Cooldown"},
-		{"factor 1", gate.Options{BackoffFactor: 1}, ""},
-		{"factor 1.5", gate.Options{BackoffFactor: 1.5}, ""},
-		{"factor 1e6", gate.Options{BackoffFactor: 1e6}, ""},
-		{"factor above 1e6", gate.Options{BackoffFactor: 1e6 + 1}, "BackoffFactor"},
-		{"factor NaN", gate.Options{BackoffFactor: math.NaN()}, "BackoffFactor"},
-		{"jitter just below 1", gate.Options{Jitter: 0.999}, ""},
-		{"jitter negative (none)", gate.Options{Jitter: -1}, ""},
-		{"jitter NaN", gate.Options{Jitter: math.NaN()}, "Jitter"},
+		{"factor 1", gate.Options{Backoff: gate.Backoff{Factor: 1}}, ""},
+		{"factor 1.5", gate.Options{Backoff: gate.Backoff{Factor: 1.5}}, ""},
+		{"factor 1e6", gate.Options{Backoff: gate.Backoff{Factor: 1e6}}, ""},
+		{"factor above 1e6", gate.Options{Backoff: gate.Backoff{Factor: 1e6 + 1}}, "Backoff.Factor"},
+		{"factor NaN", gate.Options{Backoff: gate.Backoff{Factor: math.NaN()}}, "Backoff.Factor"},
+		{"jitter just below 1", gate.Options{Backoff: gate.Backoff{Jitter: 0.999}}, ""},
+		{"jitter negative (none)", gate.Options{Backoff: gate.Backoff{Jitter: -1}}, ""},
+		{"jitter NaN", gate.Options{Backoff: gate.Backoff{Jitter: math.NaN()}}, "Backoff.Jitter"},
 		{"max attempts 0", gate.Options{MaxAttempts: 0}, ""},
 		{"max attempts 1", gate.Options{MaxAttempts: 1}, ""},
 		{"max attempts -1 (unlimited)", gate.Options{MaxAttempts: -1}, ""},
-		{"wait replicas 1", gate.Options{WaitReplicas: 1}, ""},
-		{"wait replicas -1", gate.Options{WaitReplicas: -1}, "WaitReplicas"},
+		{"wait replicas 1", gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1}}, ""},
+		{"wait replicas -1", gate.Options{Redis: gate.RedisPolicy{WaitReplicas: -1}}, "Redis.WaitReplicas"},
 		{"negative wait", gate.Options{Wait: -time.Second}, "Wait"},
-		{"negative timeout", gate.Options{Timeout: -time.Second}, "Timeout"},
-		{"negative wait timeout", gate.Options{WaitTimeout: -time.Second}, "WaitTimeout"},
-		{"negative attempts ttl", gate.Options{AttemptsTTL: -time.Second}, "AttemptsTTL"},
+		{"negative timeout", gate.Options{Redis: gate.RedisPolicy{Timeout: -time.Second}}, "Redis.Timeout"},
+		{"negative wait timeout", gate.Options{Redis: gate.RedisPolicy{WaitTimeout: -time.Second}}, "Redis.WaitTimeout"},
+		{"negative attempts ttl", gate.Options{Retention: gate.Retention{Attempts: -time.Second}}, "Retention.Attempts"},
 		{"negative canceled cooldown", gate.Options{CanceledCooldown: -time.Second}, "CanceledCooldown"},
 		{"negative scope cooldown", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: -time.Second}}, "UpstreamPolicy.Cooldown"},
 		{"negative fail window", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{FailWindow: -time.Second}}, "UpstreamPolicy.FailWindow"},
@@ -164,13 +163,13 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		exp, got any
 	}{
 		{"MaxAttempts", 8, o.MaxAttempts},
-		{"AttemptsTTL", 24 * time.Hour, o.AttemptsTTL},
+		{"Retention.Attempts", 24 * time.Hour, o.Retention.Attempts},
 		{"DoneTTL", time.Duration(0), o.DoneTTL},
 		{"CanceledCooldown", time.Duration(0), o.CanceledCooldown},
 		{"Wait", time.Duration(0), o.Wait},
-		{"Timeout", 5 * time.Second, o.Timeout},
-		{"WaitTimeout", 100 * time.Millisecond, o.WaitTimeout},
-		{"ContinueOnLeaseLost", false, o.ContinueOnLeaseLost},
+		{"Redis.Timeout", 5 * time.Second, o.Redis.Timeout},
+		{"Redis.WaitTimeout", 100 * time.Millisecond, o.Redis.WaitTimeout},
+		{"Redis.ContinueOnLeaseLost", false, o.Redis.ContinueOnLeaseLost},
 		{"UpstreamPolicy.Cooldown", 10 * time.Second, o.UpstreamPolicy.Cooldown},
 		{"UpstreamPolicy.AllowedFails", 3, o.UpstreamPolicy.AllowedFails},
 		{"UpstreamPolicy.FailWindow", time.Minute, o.UpstreamPolicy.FailWindow},
@@ -183,18 +182,107 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		}
 	}
 
-	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, BackoffFactor: 3, Jitter: -1, MaxAttempts: -1,
-		AttemptsTTL: time.Second, FailedTTL: time.Second, DoneTTL: time.Second, Timeout: time.Second, WaitTimeout: time.Second,
+	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxAttempts: -1, DoneTTL: time.Second,
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1,
-			UnreachableJobs: -1}}
+			UnreachableJobs: -1}, Backoff: gate.Backoff{Max: 2 * time.Second, Factor: 3, Jitter: -1}, Retention: gate.Retention{Attempts: time.Second, Failed: time.Second}, Redis: gate.RedisPolicy{Timeout: time.Second, WaitTimeout: time.Second}}
 	g, err = gate.New(rdb, set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o = g.Options()
-	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.MaxCooldown != set.MaxCooldown || o.BackoffFactor != set.BackoffFactor ||
-		o.Jitter != set.Jitter || o.MaxAttempts != set.MaxAttempts || o.AttemptsTTL != set.AttemptsTTL || o.FailedTTL != set.FailedTTL || o.DoneTTL != set.DoneTTL ||
-		o.Timeout != set.Timeout || o.WaitTimeout != set.WaitTimeout || o.UpstreamPolicy != set.UpstreamPolicy {
+	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.Backoff != set.Backoff || o.MaxAttempts != set.MaxAttempts ||
+		o.Retention != set.Retention || o.DoneTTL != set.DoneTTL || o.Redis != set.Redis || o.UpstreamPolicy != set.UpstreamPolicy {
 		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
+	}
+}
+
+// Each field that moved into a group still works under its former name
+// until the next minor release: alone it sets the group's field, equal to
+// it is accepted, different from it is an error naming the new place, and
+// Gate.Options reads the value in both places.
+func TestOptionsFormerNames(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	for _, c := range []struct {
+		place        string
+		former, set  func(o *gate.Options) // set the former field, the new one
+		formerV, got func(o gate.Options) any
+	}{
+		{"Backoff.Max", func(o *gate.Options) { o.MaxCooldown = 3 * time.Hour }, func(o *gate.Options) { o.Backoff.Max = 2 * time.Hour },
+			func(o gate.Options) any { return o.MaxCooldown }, func(o gate.Options) any { return o.Backoff.Max }},
+		{"Backoff.Factor", func(o *gate.Options) { o.BackoffFactor = 3 }, func(o *gate.Options) { o.Backoff.Factor = 1.5 },
+			func(o gate.Options) any { return o.BackoffFactor }, func(o gate.Options) any { return o.Backoff.Factor }},
+		{"Backoff.Jitter", func(o *gate.Options) { o.Jitter = -1 }, func(o *gate.Options) { o.Backoff.Jitter = 0.5 },
+			func(o gate.Options) any { return o.Jitter }, func(o gate.Options) any { return o.Backoff.Jitter }},
+		{"Retention.Attempts", func(o *gate.Options) { o.AttemptsTTL = time.Hour }, func(o *gate.Options) { o.Retention.Attempts = time.Minute },
+			func(o gate.Options) any { return o.AttemptsTTL }, func(o gate.Options) any { return o.Retention.Attempts }},
+		{"Retention.Failed", func(o *gate.Options) { o.FailedTTL = time.Hour }, func(o *gate.Options) { o.Retention.Failed = time.Minute },
+			func(o gate.Options) any { return o.FailedTTL }, func(o gate.Options) any { return o.Retention.Failed }},
+		{"Redis.Timeout", func(o *gate.Options) { o.Timeout = time.Second }, func(o *gate.Options) { o.Redis.Timeout = 2 * time.Second },
+			func(o gate.Options) any { return o.Timeout }, func(o gate.Options) any { return o.Redis.Timeout }},
+		{"Redis.WaitReplicas", func(o *gate.Options) { o.WaitReplicas = 1 }, func(o *gate.Options) { o.Redis.WaitReplicas = 2 },
+			func(o gate.Options) any { return o.WaitReplicas }, func(o gate.Options) any { return o.Redis.WaitReplicas }},
+		{"Redis.WaitTimeout", func(o *gate.Options) { o.WaitTimeout = time.Second }, func(o *gate.Options) { o.Redis.WaitTimeout = 2 * time.Second },
+			func(o gate.Options) any { return o.WaitTimeout }, func(o gate.Options) any { return o.Redis.WaitTimeout }},
+		{"Redis.FailOpen", func(o *gate.Options) { o.FailOpen = true }, nil,
+			func(o gate.Options) any { return o.FailOpen }, func(o gate.Options) any { return o.Redis.FailOpen }},
+		{"Redis.ContinueOnLeaseLost", func(o *gate.Options) { o.ContinueOnLeaseLost = true }, nil,
+			func(o gate.Options) any { return o.ContinueOnLeaseLost }, func(o gate.Options) any { return o.Redis.ContinueOnLeaseLost }},
+		{"UpstreamPolicy.FallbackCooldown", func(o *gate.Options) { o.FallbackCooldown = time.Second }, func(o *gate.Options) { o.UpstreamPolicy.FallbackCooldown = time.Minute },
+			func(o gate.Options) any { return o.FallbackCooldown }, func(o gate.Options) any { return o.UpstreamPolicy.FallbackCooldown }},
+	} {
+		t.Run(c.place, func(t *testing.T) {
+			var alone gate.Options
+			c.former(&alone)
+			g, err := gate.New(rdb, alone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exp, got := c.formerV(alone), c.got(g.Options()); exp != got {
+				t.Errorf("the former name alone: %s exp %v, got %v", c.place, exp, got)
+			}
+			if exp, got := c.got(g.Options()), c.formerV(g.Options()); exp != got {
+				t.Errorf("the former field reads %v, the gate uses %v", got, exp)
+			}
+
+			both := alone
+			c.former(&both)
+			if c.set == nil { // a bool: either one set turns it on
+				if _, err := gate.New(rdb, both); err != nil {
+					t.Fatalf("both set: %v", err)
+				}
+				return
+			}
+			// Equal in both places: accepted.
+			same := both
+			switch c.place {
+			case "Backoff.Max":
+				same.Backoff.Max = same.MaxCooldown
+			case "Backoff.Factor":
+				same.Backoff.Factor = same.BackoffFactor
+			case "Backoff.Jitter":
+				same.Backoff.Jitter = same.Jitter
+			case "Retention.Attempts":
+				same.Retention.Attempts = same.AttemptsTTL
+			case "Retention.Failed":
+				same.Retention.Failed = same.FailedTTL
+			case "Redis.Timeout":
+				same.Redis.Timeout = same.Timeout
+			case "Redis.WaitReplicas":
+				same.Redis.WaitReplicas = same.WaitReplicas
+			case "Redis.WaitTimeout":
+				same.Redis.WaitTimeout = same.WaitTimeout
+			case "UpstreamPolicy.FallbackCooldown":
+				same.UpstreamPolicy.FallbackCooldown = same.FallbackCooldown
+			}
+			if _, err := gate.New(rdb, same); err != nil {
+				t.Fatalf("equal in both places: %v", err)
+			}
+			// Different: an error naming the new place.
+			c.set(&both)
+			_, err = gate.New(rdb, both)
+			if !errors.Is(err, gate.ErrInvalidOptions) || !strings.Contains(err.Error(), " "+c.place+":") {
+				t.Fatalf("both set and different: %v, want ErrInvalidOptions naming %s", err, c.place)
+			}
+		})
 	}
 }

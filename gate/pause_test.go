@@ -25,8 +25,9 @@ func TestPauseStartsShortAndGrows(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{BackoffFactor: 2, Jitter: -1,
-				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base, PauseTTL: pauseTTL}})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{
+				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base, PauseTTL: pauseTTL},
+				Backoff:        gate.Backoff{Factor: 2, Jitter: -1}})
 			var ce *gate.CallError
 			if err := failWith(t, g, "a", errQuota); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 ||
 				ce.RetryAfter != base {

@@ -132,12 +132,13 @@ func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
 			const base = 200 * time.Millisecond
-			g := scopeGate(t, tg, prefix, gate.Options{BackoffFactor: 2, Jitter: -1,
-				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base}})
+			g := scopeGate(t, tg, prefix, gate.Options{
+				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base},
+				Backoff:        gate.Backoff{Factor: 2, Jitter: -1}})
 			other := scopeGate(t, tg, prefix, gate.Options{})
 			_ = failWith(t, g, "a", errOverloaded)
 			for i, want := range []time.Duration{base, 2 * base, 4 * base} {
-				up, err := g.ScopeStatus(ctx)
+				up, err := upstreamStatus(ctx, g)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -151,7 +152,7 @@ func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 				}
 			}
 			// The next probe succeeds: every job of the scope runs again.
-			up, _ := g.ScopeStatus(ctx)
+			up, _ := upstreamStatus(ctx, g)
 			if !awaitProbe(t, tg, g, "ok", up.RetryAfter, okFn) {
 				t.Fatal("no probe ran")
 			}
@@ -246,7 +247,7 @@ func TestUpstreamOneProbeAtATime(t *testing.T) {
 				if err := gg.Do(ctx, "another", okFn); !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) {
 					t.Fatalf("during the probe: %v, want ErrUpstreamCooling", err)
 				}
-				if st, _ := gg.ScopeStatus(ctx); !st.Probing {
+				if st, _ := upstreamStatus(ctx, gg); !st.Probing {
 					t.Fatalf("scope status during the probe: %+v", st)
 				}
 			}
@@ -267,13 +268,14 @@ func TestUpstreamOneProbeAtATime(t *testing.T) {
 func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{MaxCooldown: time.Hour,
-				Classify: upstreamClassifier(24 * time.Hour)})
+			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{
+				Classify: upstreamClassifier(24 * time.Hour),
+				Backoff:  gate.Backoff{Max: time.Hour}})
 			var ce *gate.CallError
 			if err := failWith(t, g, "a", errRateLimited); !errors.As(err, &ce) || ce.RetryAfter != time.Hour {
 				t.Fatalf("job: %v, want a cooldown of MaxCooldown", err)
 			}
-			up, err := g.ScopeStatus(context.Background())
+			up, err := upstreamStatus(context.Background(), g)
 			if err != nil || up.RetryAfter > time.Hour || up.RetryAfter < time.Hour-time.Minute {
 				t.Fatalf("scope: %+v %v, want about MaxCooldown", up, err)
 			}
@@ -286,8 +288,9 @@ func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 // MaxAttempts never fails a job because the provider was busy.
 func TestProviderHintIsTheWait(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, MaxAttempts: 2, Jitter: -1,
-		Classify: upstreamClassifier(3 * time.Second)})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, MaxAttempts: 2,
+		Classify: upstreamClassifier(3 * time.Second),
+		Backoff:  gate.Backoff{Jitter: -1}})
 	for i := 0; i < 3; i++ {
 		var ce *gate.CallError
 		if err := failWith(t, g, "job-"+itoa(i), errRateLimited); !errors.As(err, &ce) ||
@@ -316,7 +319,7 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	prefix := redistest.UniqueKey(t)
 	o := gate.Options{Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(50 * time.Millisecond)}
 	plain := newGate(t, srv.Client(t), o)
-	o.WaitReplicas, o.WaitTimeout = 1, 20*time.Millisecond
+	o.Redis.WaitReplicas, o.Redis.WaitTimeout = 1, 20*time.Millisecond
 	rec := newRecorder()
 	o.Observer = rec
 	waiting := newGate(t, srv.Client(t), o)

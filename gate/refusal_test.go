@@ -21,7 +21,7 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			names := &cmdNames{}
 			hook(tg, names)
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1, DoneTTL: time.Minute})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, DoneTTL: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 			_ = failWith(t, g, "cooling", errTransient)
 			_ = failWith(t, g, "failed", classify.Permanent(errBoom))
 			if err := g.Do(context.Background(), "done", okFn); err != nil {
@@ -57,7 +57,7 @@ func TestRefusalSeesChanges(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			opts := gate.Options{Prefix: prefix, Cooldown: time.Minute, Jitter: -1}
+			opts := gate.Options{Prefix: prefix, Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}}
 			g := newGate(t, tg.Client, opts)
 			other := newGate(t, tg.Client, opts) // another process
 			ctx := context.Background()
@@ -89,7 +89,7 @@ func TestRefusalSeesChanges(t *testing.T) {
 			}
 
 			// The cooldown ends in Redis: the call runs.
-			short := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: 40 * time.Millisecond, Jitter: -1})
+			short := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: 40 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}})
 			_ = failWith(t, short, "short", errTransient)
 			blocked(t, short, "short")
 			pass(tg, 40*time.Millisecond)
@@ -113,7 +113,7 @@ func TestRefusalRedisDown(t *testing.T) {
 	for _, failOpen := range []bool{false, true} {
 		_, rdb := redistest.Miniredis(t)
 		f := &flaky{Client: rdb}
-		g := newGate(t, f, gate.Options{Cooldown: time.Minute, FailOpen: failOpen})
+		g := newGate(t, f, gate.Options{Cooldown: time.Minute, Redis: gate.RedisPolicy{FailOpen: failOpen}})
 		_ = failWith(t, g, "job", errTransient)
 		blocked(t, g, "job")
 		f.Down.Store(true)
@@ -157,8 +157,8 @@ func TestRewrittenCooldownIsSeen(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
-			a := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Minute, Jitter: -1})
-			b := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
+			a := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
+			b := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}})
 			systemic := classify.Systemic(errBoom)
 			_ = failWith(t, a, "job", systemic)
 			if got := blocked(t, a, "job").RetryAfter; got > time.Minute {

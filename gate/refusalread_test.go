@@ -32,7 +32,7 @@ func settleStates(t *testing.T, g *gate.Gate) {
 
 // refusalOpts cool for an hour and keep the done and failed marks as long.
 func refusalOpts(prefix string) gate.Options {
-	return gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, DoneTTL: time.Hour, Lease: time.Minute}
+	return gate.Options{Prefix: prefix, Cooldown: time.Hour, DoneTTL: time.Hour, Lease: time.Minute, Backoff: gate.Backoff{Jitter: -1}}
 }
 
 // checkReadRefusals asserts that g, over a Redis that refuses writes,

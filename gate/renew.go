@@ -27,7 +27,7 @@ func (l *Lease) renew() {
 	sent := time.Now()
 	est, unsent := l.shareCalls()
 	l.renewals++
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout))
 	t := g.store.Trip()
 	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1, est)
 	var shared store.Reply[[]time.Duration]
@@ -73,17 +73,17 @@ func (l *Lease) renew() {
 	}
 	// Cancel after reporting, so observers have seen the loss by the time
 	// Do returns.
-	if lost && !g.opts.ContinueOnLeaseLost {
+	if lost && !g.opts.Redis.ContinueOnLeaseLost {
 		l.cancel(ErrLeaseLost)
 	}
 }
 
 // loseLocked marks the lease lost; the caller then cancels fn's context
-// (unless ContinueOnLeaseLost). l.mu must be held.
+// (unless Redis.ContinueOnLeaseLost). l.mu must be held.
 func (l *Lease) loseLocked(cause error) Event {
 	l.lost = true
 	e := Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt, Err: cause}
-	if !l.g.opts.ContinueOnLeaseLost {
+	if !l.g.opts.Redis.ContinueOnLeaseLost {
 		e.Held = time.Since(l.start) // no settle follows to report it
 	}
 	return e
@@ -111,7 +111,7 @@ func (l *Lease) shareCalls() (time.Duration, []time.Duration) {
 	if est := g.calls.estimate(); est > 0 || l.renewals > 0 {
 		return est, unsent
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Timeout))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout))
 	defer cancel()
 	t := g.store.Trip()
 	rec := t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)

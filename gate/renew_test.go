@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -44,8 +45,8 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 	for _, cont := range []bool{false, true} {
 		_, rdb := redistest.Miniredis(t)
 		rec := newRecorder()
-		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: rec})
-		lock := keyspace.Job(g.Options().Prefix, "job")
+		g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, Observer: rec, Redis: gate.RedisPolicy{ContinueOnLeaseLost: cont}})
+		lock := keyspace.Job(gatetest.Prefix(g), "job")
 		_ = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 			rdb.Set(context.Background(), lock, "r:intruder", time.Minute) // another owner took over
 			deadline := time.Now().Add(5 * time.Second)
@@ -85,8 +86,8 @@ func TestLostLeaseHeldReportedOnce(t *testing.T) {
 // writes may overlap the new owner's.
 func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: true})
-	lock := keyspace.Job(g.Options().Prefix, "job")
+	g := newGate(t, rdb, gate.Options{Lease: 90 * time.Millisecond, Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
+	lock := keyspace.Job(gatetest.Prefix(g), "job")
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		rdb.Set(context.Background(), lock, "r:intruder", time.Minute)
 		deadline := time.Now().Add(5 * time.Second)
@@ -122,7 +123,7 @@ func TestRenewalKeepsTheLease(t *testing.T) {
 	const lease = 60 * time.Millisecond
 	c := &renewCounter{}
 	g := newGate(t, rdb, gate.Options{Lease: lease, Observer: c})
-	lock := keyspace.Job(g.Options().Prefix, "job")
+	lock := keyspace.Job(gatetest.Prefix(g), "job")
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		for i := 1; i <= 3; i++ {
 			// Redis time passes; two more renewals make sure one came after.

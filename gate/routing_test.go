@@ -65,10 +65,10 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 // one, a narrow wrapper does not and New says so.
 func TestWaitReplicasNeedsAPinnableClient(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	if _, err := gate.New(tracing{rdb}, gate.Options{WaitReplicas: 1}); err != nil {
+	if _, err := gate.New(tracing{rdb}, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1}}); err != nil {
 		t.Fatalf("embedding wrapper: %v", err)
 	}
-	if _, err := gate.New(&gatetest.Flaky{Client: rdb}, gate.Options{WaitReplicas: 1}); err == nil {
+	if _, err := gate.New(&gatetest.Flaky{Client: rdb}, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1}}); err == nil {
 		t.Fatal("narrow wrapper accepted with WaitReplicas")
 	}
 }
@@ -145,8 +145,10 @@ func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 			job = j
 		}
 	}
-	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "up", WaitReplicas: 1, WaitTimeout: 5 * time.Second,
-		Cooldown: time.Hour, Jitter: -1, Classify: upstreamClassifier(time.Hour)})
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "up",
+		Cooldown: time.Hour, Classify: upstreamClassifier(time.Hour),
+		Backoff: gate.Backoff{Jitter: -1},
+		Redis:   gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 5 * time.Second}})
 	var scope string
 	if err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error { scope = l.Upstream(); return nil }); err != nil {
 		t.Fatalf("Do with the upstream's key on another master: %v", err)

@@ -19,7 +19,7 @@ type Result struct {
 	// State is the job's state after the settle: Ready or Done after a
 	// success or a release, CoolingDown or Failed after a failure; Ready
 	// also after a provider-wide failure while another upstream is open
-	// (Options.Fallbacks, FallbackCooldown 0): its next call runs there.
+	// (Options.Fallbacks, UpstreamPolicy.FallbackCooldown 0): its next call runs there.
 	State State
 	// RetryAfter is the cooldown set (0 unless CoolingDown).
 	RetryAfter time.Duration
@@ -57,7 +57,7 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 
 // Succeed releases the lock (or holds the job as Done for DoneTTL) and
 // resets the attempt count. ctx only carries values: the write runs on a
-// detached context bounded by Options.Timeout.
+// detached context bounded by Options.Redis.Timeout.
 func (l *Lease) Succeed(ctx context.Context) error {
 	_, err := l.settle(ctx, outSuccess, classify.Verdict{})
 	return err
@@ -172,7 +172,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	if l.ungated {
 		return Result{State: Ready, Verdict: v}, nil
 	}
-	if lost && !g.opts.ContinueOnLeaseLost {
+	if lost && !g.opts.Redis.ContinueOnLeaseLost {
 		return Result{Verdict: v}, ErrLeaseLost
 	}
 	held := time.Since(l.start)
@@ -182,7 +182,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	rctx := context.WithoutCancel(ctx)
 	if g.store.Deadlines() {
 		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(rctx, g.opts.Timeout)
+		rctx, cancel = context.WithTimeout(rctx, g.opts.Redis.Timeout)
 		defer cancel()
 	}
 

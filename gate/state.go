@@ -22,7 +22,7 @@ const (
 	// when the cooldown ends.
 	CoolingDown
 	// Failed: the job failed permanently (or reached MaxAttempts) and is not
-	// retried until Reset or FailedTTL.
+	// retried until Reset or Retention.Failed.
 	Failed
 	// Done: the job succeeded and DoneTTL holds it.
 	Done

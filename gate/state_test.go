@@ -11,6 +11,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -122,7 +123,7 @@ func TestTransientCoolsDownAndEscalates(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 200 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Lease: time.Second, Cooldown: cd, MaxCooldown: 10 * time.Second, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Lease: time.Second, Cooldown: cd, Backoff: gate.Backoff{Max: 10 * time.Second, Jitter: -1}})
 			job := "doc"
 
 			err := failWith(t, g, job, classify.Transient(errBoom, 0))
@@ -182,7 +183,7 @@ func TestTransientCoolsDownAndEscalates(t *testing.T) {
 
 func TestJitterSpreadsCooldowns(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Second, Jitter: 0.2})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Second, Backoff: gate.Backoff{Jitter: 0.2}})
 	seen := map[time.Duration]bool{}
 	for i := 0; i < 20; i++ {
 		var ce *gate.CallError
@@ -201,7 +202,7 @@ func TestJitterSpreadsCooldowns(t *testing.T) {
 
 func TestBackoffCappedAtMaxCooldown(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Second, MaxCooldown: 3 * time.Second, BackoffFactor: 10, Jitter: -1})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Second, Backoff: gate.Backoff{Max: 3 * time.Second, Factor: 10, Jitter: -1}})
 	want := []time.Duration{time.Second, 3 * time.Second, 3 * time.Second}
 	for i, w := range want {
 		var ce *gate.CallError
@@ -215,7 +216,7 @@ func TestBackoffCappedAtMaxCooldown(t *testing.T) {
 func TestServerHintWins(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Cooldown: 10 * time.Millisecond, MaxCooldown: 5 * time.Second, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: 10 * time.Millisecond, Backoff: gate.Backoff{Max: 5 * time.Second, Jitter: -1}})
 			var ce *gate.CallError
 			if err := failWith(t, g, "hinted", classify.Transient(errBoom, 2500*time.Millisecond)); !errors.As(err, &ce) {
 				t.Fatal(err)
@@ -239,7 +240,7 @@ func TestMaxAttemptsMarksFailed(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 50 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, Jitter: -1, MaxAttempts: 3})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, MaxAttempts: 3, Backoff: gate.Backoff{Jitter: -1}})
 			bad := classify.WithReason(errBoom, classify.ClassTransient, classify.ReasonBadOutput, 0)
 			for i := 1; i <= 3; i++ {
 				var ce *gate.CallError
@@ -272,7 +273,7 @@ func TestMaxAttemptsMarksFailed(t *testing.T) {
 func TestPermanentMarksFailedAndResetClears(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{FailedTTL: time.Hour})
+			g := newGate(t, tg.Client, gate.Options{Retention: gate.Retention{Failed: time.Hour}})
 			err := failWith(t, g, "job", classify.WithReason(errors.New("prompt is 200k tokens: secret text"), classify.ClassPermanent, classify.ReasonContextLength, 0))
 			var ce *gate.CallError
 			if !errors.As(err, &ce) || ce.State != gate.Failed {
@@ -322,7 +323,7 @@ func TestSystemicNeverFailsTheJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 60 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, Jitter: -1, MaxAttempts: 1})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, MaxAttempts: 1, Backoff: gate.Backoff{Jitter: -1}})
 			for i := 0; i < 2; i++ {
 				var ce *gate.CallError
 				if err := failWith(t, g, "job", classify.Systemic(errBoom)); !errors.As(err, &ce) {
@@ -382,7 +383,7 @@ func TestCanceledCooldown(t *testing.T) {
 
 func TestOwnDeadlineIsTransient(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Millisecond)
 		defer cancel()
@@ -397,7 +398,7 @@ func TestOwnDeadlineIsTransient(t *testing.T) {
 
 func TestInternalCancelIsNotCallerCancel(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	// fn reports context.Canceled though the caller's context is alive:
 	// that is not the caller giving up, so the job cools down.
 	err := failWith(t, g, "job", context.Canceled)
@@ -410,7 +411,7 @@ func TestInternalCancelIsNotCallerCancel(t *testing.T) {
 func TestPanicSettlesTransientAndRepanics(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 			func() {
 				defer func() {
 					if r := recover(); r != "kaboom" {
@@ -490,7 +491,7 @@ func TestFenceStrictlyIncreases(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				acquire()
 			}
-			key := keyspace.Job(g.Options().Prefix, "job")
+			key := keyspace.Job(gatetest.Prefix(g), "job")
 			// The job's memory expired: the fence still increases (Redis TIME).
 			if err := tg.Client.Del(context.Background(), key).Err(); err != nil {
 				t.Fatal(err)

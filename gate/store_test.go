@@ -25,8 +25,9 @@ func TestUpstreamRefusalUndoesTheAcquire(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	cluster := &gatetest.Flaky{Client: rdb}
 	prefix := redistest.UniqueKey(t)
-	o := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Cooldown: time.Minute, Jitter: -1,
-		Classify: upstreamClassifier(time.Hour)}
+	o := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Cooldown: time.Minute,
+		Classify: upstreamClassifier(time.Hour),
+		Backoff:  gate.Backoff{Jitter: -1}}
 	g := newGate(t, cluster, o)
 
 	// "old" failed once; its cooldown is over, its attempt is remembered.

@@ -41,7 +41,7 @@ func TestAcquireWaitSilentSubscription(t *testing.T) {
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()
 	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
-	waiter := newGate(t, subscribeVia{Client: direct, sub: viaProxy}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec, Timeout: 500 * time.Millisecond})
+	waiter := newGate(t, subscribeVia{Client: direct, sub: viaProxy}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec, Redis: gate.RedisPolicy{Timeout: 500 * time.Millisecond}})
 	const ping = 100 * time.Millisecond
 	gate.SetPingEvery(waiter, ping)
 	ctx := context.Background()
@@ -68,7 +68,7 @@ func TestAcquireWaitSilentSubscription(t *testing.T) {
 	// The message is lost, and the lease has a minute left: only giving the
 	// silent subscription up (after 2 × ping) answers the waiter in time.
 	// Its new subscription goes the same silent way; the waiter reads
-	// after waiting Options.Timeout for its confirmation.
+	// after waiting Options.Redis.Timeout for its confirmation.
 	wantDone(t, done, 5*time.Second)
 	if !polled(rec) {
 		t.Fatal("no WarnWaitPolling after the subscription was given up")
@@ -105,7 +105,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 	}
 	cl := redistest.Cluster(t, 3, 0)
 	prefix := redistest.UniqueKey(t)
-	opts := gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute, Cooldown: time.Hour, Jitter: -1}
+	opts := gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}}
 	// Each gate on a client of its own, which learns the slot map before
 	// the migration and is left to find out about it.
 	owner := newGate(t, cl.Client(t), opts)

@@ -54,7 +54,7 @@ func TestRedisUnreachable(t *testing.T) {
 	})
 	t.Run("fail open", func(t *testing.T) {
 		rec := newRecorder()
-		g := newGate(t, rdb, gate.Options{FailOpen: true, Observer: rec})
+		g := newGate(t, rdb, gate.Options{Observer: rec, Redis: gate.RedisPolicy{FailOpen: true}})
 		calls := 0
 		err := g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 			calls++
@@ -91,7 +91,7 @@ func TestCallerDeadlineWhileRedisHangs(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	f := &flaky{Client: rdb}
 	f.Hang.Store(true)
-	g := newGate(t, f, gate.Options{FailOpen: true})
+	g := newGate(t, f, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	ran := false
@@ -131,7 +131,7 @@ func TestFailOpenOnlyWhenUnreachable(t *testing.T) {
 			f := &gatetest.Flaky{Client: rdb, Err: tc.err}
 			f.Down.Store(true)
 			rec := newRecorder()
-			g := newGate(t, f, gate.Options{FailOpen: true, Observer: rec})
+			g := newGate(t, f, gate.Options{Observer: rec, Redis: gate.RedisPolicy{FailOpen: true}})
 			ran := false
 			err := g.Do(context.Background(), "job", func(_ context.Context, l *gate.Lease) error {
 				ran = true
@@ -180,7 +180,7 @@ func TestACLWithoutScriptsFailsClosed(t *testing.T) {
 	}
 	user := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "gate", Password: "pw", MaxRetries: -1})
 	t.Cleanup(func() { _ = user.Close() })
-	g := newGate(t, user, gate.Options{FailOpen: true})
+	g := newGate(t, user, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 	err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error {
 		t.Error("fn ran through a Redis that refuses the gate's commands")
 		return nil
@@ -199,7 +199,7 @@ func TestUnwrittenSettleRefusesLocally(t *testing.T) {
 	ctx := context.Background()
 	rec := newRecorder()
 	const cooldown = 10 * time.Minute
-	g := newGate(t, srv.Client(t), gate.Options{Cooldown: cooldown, Jitter: -1, Observer: rec})
+	g := newGate(t, srv.Client(t), gate.Options{Cooldown: cooldown, Observer: rec, Backoff: gate.Backoff{Jitter: -1}})
 	err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error {
 		// Redis fills up while the model call runs.
 		if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {

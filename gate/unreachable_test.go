@@ -97,7 +97,8 @@ func TestUnreachableSameJobCountsOnce(t *testing.T) {
 			var calls atomic.Int64
 			model := refusedModel(t, &calls)
 			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default,
-				Cooldown: cooldown, BackoffFactor: 1, Jitter: -1})
+				Cooldown: cooldown,
+				Backoff:  gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 0; i < 3; i++ {
 				if i > 0 {
 					pass(tg, cooldown)

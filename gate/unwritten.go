@@ -40,7 +40,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 			return
 		}
 		s.TTL = left
-		rctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+		rctx, cancel := context.WithTimeout(ctx, g.opts.Redis.Timeout)
 		t := g.store.Trip()
 		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
 		settled := t.Settle(rctx, l.key, l.token, l.fence, s)

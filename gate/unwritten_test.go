@@ -72,7 +72,7 @@ func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
 	f := &gatetest.Flaky{Client: rdb}
-	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Cooldown: time.Hour, Jitter: -1, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Cooldown: time.Hour, Prefix: redistest.UniqueKey(t), Backoff: gate.Backoff{Jitter: -1}}
 	ran := newGate(t, f, opts)
 	other := newGate(t, rdb, opts)
 	_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
@@ -115,7 +115,7 @@ func TestUnwrittenSuccessThroughFaultProxy(t *testing.T) {
 	t.Cleanup(func() { _ = through.Close() })
 	ctx := context.Background()
 	const lease = 150 * time.Millisecond
-	opts := gate.Options{Lease: lease, DoneTTL: time.Hour, Timeout: 200 * time.Millisecond, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: lease, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t), Redis: gate.RedisPolicy{Timeout: 200 * time.Millisecond}}
 	ran := newGate(t, through, opts)
 	other := newGate(t, srv.Client(t), opts)
 

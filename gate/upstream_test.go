@@ -9,6 +9,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -88,7 +89,7 @@ func TestRefusedJobGivesTheProbeBack(t *testing.T) {
 		if err := other.Do(ctx, "cooling", okFn); !errors.Is(err, gate.ErrCoolingDown) {
 			t.Fatalf("job cooling on its own: exp ErrCoolingDown, got %v", err)
 		}
-		if up, err := other.ScopeStatus(ctx); err != nil || up.Probing {
+		if up, err := upstreamStatus(ctx, other); err != nil || up.Probing {
 			t.Fatalf("scope after the refused job: %+v %v, want no probe held", up, err)
 		}
 		if err := other.Do(ctx, "b", okFn); err != nil {
@@ -141,7 +142,7 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 				t.Fatal("a scope refusal must not look like the job's own cooldown")
 			}
 			// No job attempt counted, no job key written.
-			if n := tg.Client.Exists(ctx, keyspace.Job(g.Options().Prefix, "doc-b")).Val(); n != 0 {
+			if n := tg.Client.Exists(ctx, keyspace.Job(gatetest.Prefix(g), "doc-b")).Val(); n != 0 {
 				t.Fatalf("refused job has %d keys", n)
 			}
 			st := mustStatus(t, g, "doc-b")
@@ -173,7 +174,7 @@ func TestUpstreamCooldownWithoutHint(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 7 * time.Second}, Upstream: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", errOverloaded)
-	up, err := g.ScopeStatus(context.Background())
+	up, err := upstreamStatus(context.Background(), g)
 	if err != nil || up.State != gate.UpstreamCoolingDown || up.RetryAfter > 7*time.Second || up.RetryAfter < 7*time.Second-50*time.Millisecond || up.Reason != classify.ReasonOverloaded {
 		t.Fatalf("scope %+v %v, want cooling 7s", up, err)
 	}
@@ -185,12 +186,12 @@ func TestUpstreamAllowsSome5xx(t *testing.T) {
 			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
 			for i, job := range []string{"a", "b"} {
 				_ = failWith(t, g, job, err500)
-				if up, _ := g.ScopeStatus(context.Background()); up.State != gate.UpstreamOpen {
+				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamOpen {
 					t.Fatalf("after %d 5xx: scope %v, want open", i+1, up.State)
 				}
 			}
 			_ = failWith(t, g, "c", err500)
-			up, err := g.ScopeStatus(context.Background())
+			up, err := upstreamStatus(context.Background(), g)
 			if err != nil || up.State != gate.UpstreamCoolingDown || up.Reason != classify.ReasonUpstream5xx {
 				t.Fatalf("after 3 5xx: %+v %v, want cooling", up, err)
 			}
@@ -205,12 +206,12 @@ func TestUpstream5xxWindowSlides(t *testing.T) {
 	_ = failWith(t, g, "a", err500)
 	redistest.Advance(m, 2*time.Minute)
 	_ = failWith(t, g, "b", err500)
-	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.UpstreamOpen {
+	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamOpen {
 		t.Fatalf("two 5xx further apart than the window cooled the scope")
 	}
 	redistest.Advance(m, 30*time.Second)
 	_ = failWith(t, g, "c", err500)
-	if up, _ := g.ScopeStatus(context.Background()); up.State != gate.UpstreamCoolingDown {
+	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamCoolingDown {
 		t.Fatalf("two 5xx inside the window, one more than allowed: scope %v, want cooling", up.State)
 	}
 }
@@ -236,7 +237,7 @@ func TestUpstreamSystemicPausesUntilReset(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil }); err != nil {
-				t.Fatalf("after ResetScope: %v", err)
+				t.Fatalf("after ResetUpstreams: %v", err)
 			}
 		})
 	}
@@ -260,7 +261,7 @@ func TestUpstreamPauseOutranksCooldown(t *testing.T) {
 	if err := l.Fail(context.Background(), errRateLimited); err != nil {
 		t.Fatal(err)
 	}
-	up, _ := cooler.ScopeStatus(context.Background())
+	up, _ := upstreamStatus(context.Background(), cooler)
 	if up.State != gate.UpstreamPaused || up.RetryAfter < 59*time.Minute {
 		t.Fatalf("scope %+v, want the pause kept", up)
 	}

@@ -29,7 +29,7 @@ func (g *Gate) refused(ctx context.Context, err error) {
 }
 
 // redisDown reports an acquire that could not reach Redis: an
-// ErrUnavailable, or FailOpen's ungated lease.
+// ErrUnavailable, or Redis.FailOpen's ungated lease.
 func redisDown(l *Lease, err error) bool {
 	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
@@ -61,7 +61,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		left := time.Until(deadline)
 		// A subscription that was not confirmed last time is waited for
 		// no longer than a poll step: its owner is polling meanwhile.
-		within := min(left, g.opts.Timeout)
+		within := min(left, g.opts.Redis.Timeout)
 		if !push {
 			within = min(within, poll)
 		}
@@ -76,7 +76,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		left = time.Until(deadline)
 		down := redisDown(l, err) && ctx.Err() == nil
 		if down && l != nil {
-			// FailOpen's ungated lease: the job was running elsewhere a
+			// Redis.FailOpen's ungated lease: the job was running elsewhere a
 			// moment ago, so do not run it blind; keep waiting.
 			_ = l.Release(ctx)
 			l, err = nil, fmt.Errorf("%w: acquire: Redis unreachable while waiting for a running job", ErrUnavailable)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -44,7 +45,8 @@ func TestAcquireWaitOneCall(t *testing.T) {
 			var gates [4]*gate.Gate
 			for i := range gates {
 				gates[i] = newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease,
-					DoneTTL: time.Minute, Cooldown: 30 * time.Second, Jitter: -1})
+					DoneTTL: time.Minute, Cooldown: 30 * time.Second,
+					Backoff: gate.Backoff{Jitter: -1}})
 			}
 			const perGate = 5
 			for _, outcome := range []string{"success", "failure"} {
@@ -165,7 +167,7 @@ func TestAcquireWaitNeverRunsASucceededJobTwice(t *testing.T) {
 			if !errors.Is(err, gate.ErrDone) || time.Since(start) > 5*time.Second {
 				t.Fatalf("waiter: %v after %v, want ErrDone", err, time.Since(start))
 			}
-			fresh := newGate(t, tg.Client, gate.Options{Prefix: g2.Options().Prefix})
+			fresh := newGate(t, tg.Client, gate.Options{Prefix: gatetest.Prefix(g2)})
 			if err := fresh.Do(ctx, "job", okFn); err != nil {
 				t.Fatalf("a new call after the success (DoneTTL 0): %v, want it to run", err)
 			}
@@ -264,7 +266,7 @@ func TestAcquireWaitContextCancelled(t *testing.T) {
 				t.Fatalf("%d listeners left", n)
 			}
 			if tg.Name != "miniredis" {
-				lock := keyspace.Job(g2.Options().Prefix, "job")
+				lock := keyspace.Job(gatetest.Prefix(g2), "job")
 				waitUntil(t, 5*time.Second, "unsubscribed", func() bool { return subscribers(t, tg, lock) == 0 })
 			}
 		})
@@ -446,7 +448,7 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 	prefix := redistest.UniqueKey(t)
 	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
 	down := &flaky{Client: rdb}
-	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, FailOpen: true})
+	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, Redis: gate.RedisPolicy{FailOpen: true}})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")
 	if err != nil {
@@ -895,11 +897,11 @@ func TestWatchSeesExpiries(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			const cooldown = 100 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
+			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 			// Another gate fails the job: the watcher has one wake-up, the
 			// settle's message (a settle in its own gate wakes it twice, and
 			// the second read could come after the cooldown's end).
-			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Jitter: -1})
+			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 			ch := watching(t, g, "job")
 			nextState(t, ch, gate.Ready, time.Second)
 			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
@@ -1094,7 +1096,7 @@ func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
 	// Advance below can exceed the cooldown's last 1.5 ms.
 	redistest.Advance(m, 0)
 	prefix := redistest.UniqueKey(t)
-	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Jitter: -1}
+	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
 	var rt answered
 	counted := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	counted.AddHook(&rt)
@@ -1221,7 +1223,7 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 		for _, scope := range []string{"", "up"} {
 			t.Run(tg.Name+"/scope="+scope, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				opts := gate.Options{Prefix: prefix, Upstream: scope, Cooldown: 100 * time.Millisecond, Jitter: -1}
+				opts := gate.Options{Prefix: prefix, Upstream: scope, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
 				var rt roundTrips
 				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 				other := newGate(t, tg.Client, opts)
@@ -1265,10 +1267,10 @@ func TestWaitReplicas(t *testing.T) {
 		// WAIT returns as soon as the replica acknowledges, so a long
 		// WaitTimeout costs nothing here; a short one (it was 1 s) failed
 		// the acquire whenever load kept the replica from answering in time.
-		g := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 30 * time.Second})
+		g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 30 * time.Second}})
 		var lock string
 		err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
-			lock = keyspace.Job(g.Options().Prefix, "job")
+			lock = keyspace.Job(gatetest.Prefix(g), "job")
 			// The replica has the lock before fn starts.
 			if v := replica.Client(t).Get(ctx, lock).Val(); v == "" {
 				t.Error("lock not on the replica when fn started")
@@ -1281,7 +1283,7 @@ func TestWaitReplicas(t *testing.T) {
 	})
 	t.Run("not enough replicas fails closed", func(t *testing.T) {
 		const wait = 50 * time.Millisecond
-		g := newGate(t, rdb, gate.Options{WaitReplicas: 2, WaitTimeout: wait})
+		g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 2, WaitTimeout: wait}})
 		ran := false
 		start := time.Now()
 		err := g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran = true; return nil })
@@ -1297,7 +1299,7 @@ func TestWaitReplicas(t *testing.T) {
 		}
 	})
 	t.Run("needs a client WAIT can pin", func(t *testing.T) {
-		_, err := gate.New(&flaky{Client: rdb}, gate.Options{WaitReplicas: 1})
+		_, err := gate.New(&flaky{Client: rdb}, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1}})
 		if !errors.Is(err, gate.ErrInvalidOptions) {
 			t.Fatalf("New with a wrapper: %v", err)
 		}
@@ -1331,7 +1333,7 @@ func BenchmarkWaitReplicas(b *testing.B) {
 	ok := func(context.Context, *gate.Lease) error { return nil }
 	for _, n := range []int{0, 1} {
 		b.Run("replicas="+strconv.Itoa(n), func(b *testing.B) {
-			g, _ := gate.New(rdb, gate.Options{Prefix: "bw" + strconv.Itoa(n), WaitReplicas: n, WaitTimeout: time.Second})
+			g, _ := gate.New(rdb, gate.Options{Prefix: "bw" + strconv.Itoa(n), Redis: gate.RedisPolicy{WaitReplicas: n, WaitTimeout: time.Second}})
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				if err := g.Do(ctx, "job", ok); err != nil {

@@ -31,7 +31,7 @@ func (g *Gate) Watch(ctx context.Context, job string) (<-chan Status, error) {
 	}
 	names := append([]string{key}, g.ups.Keys()...)
 	ln := g.hub.Listen(names...)
-	push := ln.Ready(ctx, g.opts.Timeout)
+	push := ln.Ready(ctx, g.opts.Redis.Timeout)
 	st, err := g.Status(ctx, job)
 	if err != nil {
 		ln.Close()
@@ -71,7 +71,7 @@ func (g *Gate) watch(ctx context.Context, job string, ln *hub.Listener, last Sta
 		case <-ctx.Done():
 			return
 		}
-		within := g.opts.Timeout
+		within := g.opts.Redis.Timeout
 		if !push {
 			within = min(within, poll)
 		}

@@ -43,7 +43,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 		if err := failWith(t, g, "j3", errBilling); !errors.As(err, &ce) || ce.State != gate.CoolingDown || errors.Is(err, gate.ErrFailed) {
 			t.Fatalf("j3 makes the wave: %v, want it cooling, not Failed", err)
 		}
-		up, err := g.ScopeStatus(ctx)
+		up, err := upstreamStatus(ctx, g)
 		if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" ||
 			up.RetryAfter > 10*time.Minute || up.RetryAfter < 9*time.Minute {
 			t.Fatalf("scope after the wave: %+v %v, want paused for account_inactive for 10m", up, err)
@@ -94,7 +94,7 @@ func TestPermanentWaveOff(t *testing.T) {
 			t.Fatalf("job %d: %v, want Failed", i, err)
 		}
 	}
-	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.UpstreamOpen {
+	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamOpen {
 		t.Fatalf("scope: %+v %v, want open", up, err)
 	}
 }
@@ -154,7 +154,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 		UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
 	_ = failWith(t, g, "a", errR)
 	_ = failWith(t, g, "b", errR) // the wave: the upstream pauses for account_inactive
-	if up, err := g.ScopeStatus(context.Background()); err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
+	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
 		t.Fatalf("after the wave: %+v %v, want paused for account_inactive", up, err)
 	}
 	probe := func(job string, fail error) gate.State {
@@ -225,7 +225,7 @@ func TestPermanentWavePausesTheUpstream(t *testing.T) {
 			if counts[gate.Failed]+counts[gate.CoolingDown]+counts[gate.Ready] != jobs {
 				t.Fatalf("states %v", counts)
 			}
-			up, err := gs[1].ScopeStatus(context.Background())
+			up, err := upstreamStatus(context.Background(), gs[1])
 			if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
 				t.Fatalf("scope %+v %v, want paused for account_inactive", up, err)
 			}

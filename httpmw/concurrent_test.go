@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -20,7 +21,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			g1 := newGate(t, tg.Client, gate.Options{Lease: 5 * time.Second})
-			g2 := newGate(t, tg.Client, gate.Options{Prefix: g1.Options().Prefix, Lease: 5 * time.Second})
+			g2 := newGate(t, tg.Client, gate.Options{Prefix: gatetest.Prefix(g1), Lease: 5 * time.Second})
 			var others sync.WaitGroup
 			others.Add(n - 1)
 			var runs counter

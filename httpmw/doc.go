@@ -94,7 +94,7 @@
 //   - 2xx, 3xx, a hijacked connection, or nothing written: success;
 //   - 429 and 5xx: a transient failure; a Retry-After the handler set is the
 //     cooldown's hint, and 429, 503 and 529 are provider-wide under
-//     classify.Default (they cool the gate's upstream scope);
+//     classify.Default (they cool the gate's upstream);
 //   - other 4xx: released, no cooldown and no attempt counted (the request
 //     was wrong, not the job);
 //   - nothing written and the client gone: released, as gate.Do does for a

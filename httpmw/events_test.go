@@ -121,14 +121,14 @@ const pushWithin = 100 * time.Millisecond
 // TestStatusEvents: a page watching a job's retry status as server-sent
 // events sees, within 100 ms and from another process (another gate on the
 // same Redis), the job fail into a cooldown, come out of it, be
-// reset from the CLI after a permanent failure, and its upstream scope
+// reset from the CLI after a permanent failure, and its upstream
 // cool and reopen; with a heartbeat when idle and no upstream text.
 func TestStatusEvents(t *testing.T) {
 	t.Cleanup(httpmw.SetHeartbeat(30 * time.Millisecond))
 	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			opts := gate.Options{Prefix: prefix, Lease: time.Minute, Cooldown: 300 * time.Millisecond, Scope: "llm"}
+			opts := gate.Options{Prefix: prefix, Lease: time.Minute, Cooldown: 300 * time.Millisecond, Upstream: "llm"}
 			g := newGate(t, tg.Client, opts)
 			other := newGate(t, tg.Client, opts) // the other process, or the CLI
 			srv := httptest.NewServer(router(g, httpmw.Options{}, ok))
@@ -191,7 +191,7 @@ func TestStatusEvents(t *testing.T) {
 			}
 
 			// Another job's provider-wide failure cools the scope: this job
-			// shows upstream_cooling, and ready again after ResetScope.
+			// shows upstream_cooling, and ready again after ResetUpstreams.
 			l, err = other.Acquire(ctx, key("8"))
 			if err != nil {
 				t.Fatal(err)
@@ -203,7 +203,7 @@ func TestStatusEvents(t *testing.T) {
 			if st.RetryAfterSeconds < 25 {
 				t.Fatalf("upstream event %+v", st)
 			}
-			if err := other.ResetScope(ctx); err != nil {
+			if err := other.ResetUpstreams(ctx); err != nil {
 				t.Fatal(err)
 			}
 			expectState(t, events, "ready", pushWithin)

@@ -43,7 +43,7 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 
-	g, err := gate.New(rdb, gate.Options{Cooldown: 5 * time.Minute, Jitter: -1})
+	g, err := gate.New(rdb, gate.Options{Cooldown: 5 * time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		log.Fatal(err)
 	}

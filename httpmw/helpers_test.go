@@ -34,7 +34,7 @@ func newGate(t *testing.T, rdb gate.Client, opts gate.Options) *gate.Gate {
 	if opts.Cooldown == 0 {
 		opts.Cooldown = 5 * time.Minute
 	}
-	opts.Jitter = -1
+	opts.Backoff.Jitter = -1
 	return gatetest.New(t, rdb, opts)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -79,12 +80,12 @@ func TestHostileKeys(t *testing.T) {
 					if got == "" && rec.Code == 429 && status(t, g, c.job).State != gate.CoolingDown {
 						t.Errorf("refused, but job %q is not cooling down", c.job)
 					}
-					lock := keyspace.Job(g.Options().Prefix, c.job)
+					lock := keyspace.Job(gatetest.Prefix(g), c.job)
 					var err error
 					if err != nil {
 						t.Fatal(err)
 					}
-					if j, ok := keyspace.JobFromKey(g.Options().Prefix, lock); !ok || j != c.job {
+					if j, ok := keyspace.JobFromKey(gatetest.Prefix(g), lock); !ok || j != c.job {
 						t.Errorf("key %q does not round-trip to the job: %q, %v", lock, j, ok)
 					}
 					if strings.Count(lock, "{") != 1 || strings.Count(lock, "}") != 1 {

@@ -15,6 +15,7 @@ import (
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -160,7 +161,7 @@ func TestContract(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Lease: 2 * time.Second})
 				// Another process, configured with a longer lease (a deploy
 				// in progress): it reports the lease actually held.
-				other := newGate(t, tg.Client, gate.Options{Prefix: g.Options().Prefix, Lease: 30 * time.Second})
+				other := newGate(t, tg.Client, gate.Options{Prefix: gatetest.Prefix(g), Lease: 30 * time.Second})
 				started, release := make(chan struct{}), make(chan struct{})
 				var runs counter
 				blocking := runs.wrap(func(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +217,7 @@ func TestContract(t *testing.T) {
 						row{status: 503, jobState: "upstream_cooling", retryAfter: [2]int64{599, 600}, reason: "quota_exhausted", attempts: "<absent>", statusURL: true}, true},
 				} {
 					t.Run(u.name, func(t *testing.T) {
-						g := newGate(t, tg.Client, gate.Options{ScopePolicy: gate.ScopePolicy{Cooldown: 10 * time.Minute, PauseTTL: 10 * time.Minute}, Scope: "openai"})
+						g := newGate(t, tg.Client, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 10 * time.Minute, PauseTTL: 10 * time.Minute}, Upstream: "openai"})
 						var runs counter
 						h := router(g, httpmw.Options{StatusURL: httpmw.SiblingURL("retry-status")},
 							runs.wrap(func(w http.ResponseWriter, r *http.Request) {
@@ -233,11 +234,12 @@ func TestContract(t *testing.T) {
 						if exp, got := int64(1), runs.n.Load(); exp != got {
 							t.Errorf("handler runs: exp %d, got %d", exp, got)
 						}
-						up, err := g.ScopeStatus(context.Background())
+						ups, err := g.Upstreams(context.Background())
 						if err != nil {
 							t.Fatal(err)
 						}
-						if exp, got := u.paused, up.State == gate.ScopePaused; exp != got {
+						up := ups[0]
+						if exp, got := u.paused, up.State == gate.UpstreamPaused; exp != got {
 							t.Errorf("scope paused: exp %v, got %v (%+v)", exp, got, up)
 						}
 					})
@@ -262,7 +264,7 @@ func TestUnavailable(t *testing.T) {
 		{"failing scripter", down},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := newGate(t, c.rdb, gate.Options{Timeout: time.Second})
+			g := newGate(t, c.rdb, gate.Options{Redis: gate.RedisPolicy{Timeout: time.Second}})
 			var runs counter
 			var logged []error
 			var mu sync.Mutex
@@ -296,7 +298,7 @@ func TestUnavailable(t *testing.T) {
 func TestUnavailableAfterFail(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
 	f := flaky(mc)
-	g := newGate(t, f, gate.Options{Lease: 20 * time.Second, Timeout: time.Second})
+	g := newGate(t, f, gate.Options{Lease: 20 * time.Second, Redis: gate.RedisPolicy{Timeout: time.Second}})
 	h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
 		f.Down.Store(true)
 		httpmw.Fail(r, errBoom)
@@ -311,7 +313,7 @@ func TestUnavailableAfterFail(t *testing.T) {
 func TestSettleErrorReachesOnError(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
 	f := flaky(mc)
-	g := newGate(t, f, gate.Options{Timeout: time.Second})
+	g := newGate(t, f, gate.Options{Redis: gate.RedisPolicy{Timeout: time.Second}})
 	var mu sync.Mutex
 	var logged []error
 	h := router(g, httpmw.Options{
@@ -337,7 +339,7 @@ func TestSettleErrorReachesOnError(t *testing.T) {
 // TestForeignKeysWithoutTTL: keys the gate did not write and that never
 // expire (an operator's SET, a restore without TTLs) still get an honest
 // wait, never "Retry available now.": a foreign value at a job's lock is
-// held, for one lease as far as anyone knows; a pause of the upstream scope
+// held, for one lease as far as anyone knows; a pause of the upstream
 // without an end asks for UnavailableRetryAfter.
 func TestForeignKeysWithoutTTL(t *testing.T) {
 	ctx := context.Background()
@@ -345,7 +347,7 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			t.Run("lock", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Lease: 20 * time.Second})
-				lock := keyspace.Job(g.Options().Prefix, key("42"))
+				lock := keyspace.Job(gatetest.Prefix(g), key("42"))
 				t.Cleanup(func() { tg.Client.Del(ctx, lock) })
 				if err := tg.Client.Set(ctx, lock, "held-by-ops", 0).Err(); err != nil {
 					t.Fatal(err)
@@ -361,8 +363,8 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 				}
 			})
 			t.Run("scope pause", func(t *testing.T) {
-				g := newGate(t, tg.Client, gate.Options{Scope: "openai"})
-				scope, _ := keyspace.Upstream(g.Options().Prefix, g.Options().Scope)
+				g := newGate(t, tg.Client, gate.Options{Upstream: "openai"})
+				scope, _ := keyspace.Upstream(gatetest.Prefix(g), "openai")
 				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
 				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {
 					t.Fatal(err)

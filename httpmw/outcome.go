@@ -27,7 +27,7 @@ func stateOf(ctx context.Context) *state {
 
 // Lease returns the lease the handler runs under (its Fence token guards
 // writes against a stale owner), or nil outside the middleware. With
-// gate.Options.FailOpen and Redis down it is an ungated lease (Gated false,
+// gate.Options.Redis.FailOpen and Redis down it is an ungated lease (Gated false,
 // Fence 0).
 func Lease(ctx context.Context) *gate.Lease { return gate.LeaseFromContext(ctx) }
 

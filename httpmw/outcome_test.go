@@ -267,10 +267,10 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// TestFailOpen: with gate.Options.FailOpen and Redis down, the handler runs
+// TestFailOpen: with gate.Options.Redis.FailOpen and Redis down, the handler runs
 // ungated.
 func TestFailOpen(t *testing.T) {
-	g := newGate(t, closedPortClient(t), gate.Options{FailOpen: true, Timeout: time.Second})
+	g := newGate(t, closedPortClient(t), gate.Options{Redis: gate.RedisPolicy{FailOpen: true, Timeout: time.Second}})
 	var gated []bool
 	h := router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
 		gated = append(gated, httpmw.Lease(r.Context()).Gated())
@@ -304,7 +304,7 @@ func TestNoUpstreamText(t *testing.T) {
 }
 
 // TestHandlerStatusCoolsUpstream: a handler's 429 or 503 means the provider
-// behind it is rate-limited or overloaded, so the gate's upstream scope
+// behind it is rate-limited or overloaded, so the gate's upstream
 // cools for the handler's Retry-After; a single 500 does not.
 func TestHandlerStatusCoolsUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
@@ -313,13 +313,14 @@ func TestHandlerStatusCoolsUpstream(t *testing.T) {
 				code    int
 				cooling bool
 			}{{429, true}, {503, true}, {500, false}} {
-				g := newGate(t, tg.Client, gate.Options{Scope: "openai"})
+				g := newGate(t, tg.Client, gate.Options{Upstream: "openai"})
 				post(t, router(g, httpmw.Options{}, code(c.code, "20")), "/documents/1/evaluate")
-				up, err := g.ScopeStatus(context.Background())
+				ups, err := g.Upstreams(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if exp, got := c.cooling, up.State == gate.ScopeCooling; exp != got {
+				up := ups[0]
+				if exp, got := c.cooling, up.State == gate.UpstreamCoolingDown; exp != got {
 					t.Errorf("%d: scope cooling exp %v, got %+v", c.code, exp, up)
 				}
 				if c.cooling && (up.RetryAfter < 19*time.Second || up.RetryAfter > 20*time.Second) {

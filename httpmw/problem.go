@@ -259,7 +259,7 @@ func (c *config) blocked(r *http.Request, b *gate.BlockedError) Refusal {
 func (c *config) settled(r *http.Request, l *gate.Lease, ce *gate.CallError) (Refusal, RefusalHandler) {
 	switch {
 	case !l.Gated():
-		// FailOpen ran it ungated: nothing was recorded.
+		// Redis.FailOpen ran it ungated: nothing was recorded.
 	case !ce.Written():
 		// The lock's own TTL is the cooldown now.
 		return c.unavailable(ce.SettleErr, ce.RetryAfter), c.opts.Unavailable
@@ -278,7 +278,7 @@ func (c *config) settled(r *http.Request, l *gate.Lease, ce *gate.CallError) (Re
 		c.typeAndTitle(&ref)
 		return ref, c.opts.Blocked
 	}
-	// Released (the client went away) or ungated (FailOpen).
+	// Released (the client went away) or ungated (Redis.FailOpen).
 	return c.unavailable(nil, c.opts.UnavailableRetryAfter), c.opts.Unavailable
 }
 

@@ -78,9 +78,9 @@ func FuzzProblemMatchesEncodingJSON(f *testing.F) {
 		}
 		if ups {
 			ref.Upstreams = []gate.UpstreamStatus{
-				{Scope: text, State: gate.ScopeCooling, Reason: reason, RetryAfter: time.Duration(wait)},
-				{Scope: url, State: gate.ScopePaused, Probing: true},
-				{Scope: "b", State: gate.ScopeOpen, RetryAfter: time.Second},
+				{Upstream: text, State: gate.UpstreamCoolingDown, Reason: reason, RetryAfter: time.Duration(wait)},
+				{Upstream: url, State: gate.UpstreamPaused, Probing: true},
+				{Upstream: "b", State: gate.UpstreamOpen, RetryAfter: time.Second},
 			}
 		}
 		got, want := appendProblem(nil, ref), viaEncodingJSON(t, ref)

@@ -35,7 +35,7 @@ func TestStatusHandler(t *testing.T) {
 		{"failed", gate.Options{}, func(w http.ResponseWriter, r *http.Request) { httpmw.Fail(r, classify.Permanent(errBoom)) },
 			exp{"failed", [2]int64{}, 1, "permanent", "This job failed"}},
 		{"done", gate.Options{DoneTTL: time.Minute}, ok, exp{"done", [2]int64{}, 0, "", "This job is already done."}},
-		{"upstream cooling", gate.Options{Scope: "s", Cooldown: time.Second},
+		{"upstream cooling", gate.Options{Upstream: "s", Cooldown: time.Second},
 			func(w http.ResponseWriter, r *http.Request) {
 				httpmw.Fail(r, &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}})
 			},
@@ -45,8 +45,8 @@ func TestStatusHandler(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					if c.gopts.Scope != "" {
-						c.gopts.Scope = "openai"
+					if c.gopts.Upstream != "" {
+						c.gopts.Upstream = "openai"
 					}
 					g := newGate(t, tg.Client, c.gopts)
 					hd := c.handler

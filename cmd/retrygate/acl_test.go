@@ -42,12 +42,13 @@ func TestACLMinimalRules(t *testing.T) {
 		}
 	})
 	opts := func(prefix string, scope bool) gate.Options {
-		o := gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Observer: observe, Classify: func(err error) classify.Verdict {
+		o := gate.Options{Prefix: prefix, Cooldown: time.Hour, Observer: observe, Classify: func(err error) classify.Verdict {
 			if errors.Is(err, err5xx) {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
 			}
 			return testClassify(err)
-		}}
+		},
+			Backoff: gate.Backoff{Jitter: -1}}
 		if scope {
 			o.Upstream = "openai:prod"
 			o.UpstreamPolicy = gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}

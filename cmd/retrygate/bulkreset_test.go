@@ -35,7 +35,7 @@ func TestBulkResetByReason(t *testing.T) {
 				}
 			}
 			if tg.IsCluster {
-				assertSpread(t, tg.Client.(*redis.ClusterClient), f.g, jobs...)
+				assertSpread(t, tg.Client.(*redis.ClusterClient), f.prefix, jobs...)
 			}
 
 			r := f.run(t, "--json", "reset", "--state", "failed", "--reason", "account_inactive", "--dry-run")

@@ -16,7 +16,7 @@ import (
 func TestFullRedis(t *testing.T) {
 	s := redistest.FullServer(t, redistest.WithArgs("--save", "3600 1")) // persisting: check's only finding can be the policy's
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	g, err := gate.New(s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Hour, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	c := redistest.Cluster(t, 3, 0)
 	cc := c.Client(t)
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(cc, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	g, err := gate.New(cc, gate.Options{Prefix: prefix, Cooldown: time.Hour, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func statusOf(t *testing.T, r result) statusJSON {
 func TestTLS(t *testing.T) {
 	s := redistest.TLSServer(t)
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	g, err := gate.New(s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Hour, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestSentinel(t *testing.T) {
 	ctx := context.Background()
 	rdb := set.Client(t)
 	prefix := redistest.UniqueKey(t)
-	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	g, err := gate.New(rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

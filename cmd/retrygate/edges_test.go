@@ -24,7 +24,7 @@ func TestFindHTTPJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +185,8 @@ func TestUpstreamResetSaysJobsKeepCooldowns(t *testing.T) {
 	_, client := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	g, err := gate.New(client, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix,
-		Upstream: "openai:prod", Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+		Upstream: "openai:prod", Cooldown: time.Hour, Classify: testClassify,
+		Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

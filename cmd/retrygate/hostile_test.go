@@ -49,7 +49,7 @@ func hostileFixture(t *testing.T, tg redistest.Target) *fixture {
 	f := &fixture{prefix: redistest.UniqueKey(t)}
 	f.args = append(redisArgs(t, tg), "--prefix", f.prefix)
 	var err error
-	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,9 @@ func newFixture(t *testing.T, tg redistest.Target) *fixture {
 	f := &fixture{prefix: redistest.UniqueKey(t)}
 	f.args = append(redisArgs(t, tg), "--prefix", f.prefix)
 	var err error
-	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour, Jitter: -1,
-		Lease: time.Hour, Classify: testClassify})
+	f.g, err = gate.New(tg.Client, gate.Options{Prefix: f.prefix, Cooldown: time.Hour,
+		Lease: time.Hour, Classify: testClassify,
+		Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestStatusJSON(t *testing.T) {
 			if exp, got := st.Fence, got.Fence; exp != got || got == 0 {
 				t.Errorf("fence: exp %d, got %d", exp, got)
 			}
-			key := keyspace.Job(f.g.Options().Prefix, "doc-1")
+			key := keyspace.Job(f.prefix, "doc-1")
 			if len(got.Keys) != 1 || got.Keys[0].Key != key || !got.Keys[0].Exists || got.Keys[0].TTLMs <= got.RetryAfterMs {
 				t.Errorf("keys: exp the job's key outliving its cooldown (it keeps the attempt count), got %+v", got.Keys)
 			}
@@ -213,7 +214,7 @@ func TestListAndReset(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := newFixture(t, tg)
 			if tg.IsCluster {
-				assertSpread(t, tg.Client.(*redis.ClusterClient), f.g, "doc-1", "doc-2", "doc 3/ü", "doc-4")
+				assertSpread(t, tg.Client.(*redis.ClusterClient), f.prefix, "doc-1", "doc-2", "doc 3/ü", "doc-4")
 			}
 			r := f.run(t, "list")
 			mustOK(t, r)
@@ -266,7 +267,8 @@ func TestUpstream(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			g, err := gate.New(tg.Client, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Upstream: "openai:prod",
-				Cooldown: time.Hour, Jitter: -1, Classify: testClassify})
+				Cooldown: time.Hour, Classify: testClassify,
+				Backoff: gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -496,13 +498,13 @@ func TestHelp(t *testing.T) {
 
 // assertSpread checks the jobs' locks live on more than one master, so a
 // complete list proves the SCAN covered every master.
-func assertSpread(t *testing.T, cc *redis.ClusterClient, g *gate.Gate, jobs ...string) {
+func assertSpread(t *testing.T, cc *redis.ClusterClient, prefix string, jobs ...string) {
 	t.Helper()
 	var mu sync.Mutex
 	nodes := 0
 	err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
 		for _, job := range jobs {
-			lock := keyspace.Job(g.Options().Prefix, job)
+			lock := keyspace.Job(prefix, job)
 			// A master answers EXISTS only for its own slots' keys.
 			if n, err := c.Exists(ctx, lock).Result(); err == nil && n == 1 {
 				mu.Lock()

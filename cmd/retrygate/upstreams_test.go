@@ -37,8 +37,8 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			ctx := context.Background()
 			scoped := func(scope string) *gate.Gate {
-				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Upstream: scope, Cooldown: time.Hour, MaxCooldown: time.Hour,
-					Jitter: -1, Classify: scopeClassify, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
+				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Upstream: scope, Cooldown: time.Hour, Classify: scopeClassify, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour},
+					Backoff: gate.Backoff{Max: time.Hour, Jitter: -1}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -90,9 +90,9 @@ func setup(t *testing.T) (*gate.Gate, *openai.Client, *model, *summaries) {
 	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	rdb := redistest.Server(t).Client(t)
 	// A job refused while another probes the reopened scope comes back
-	// after ScopePolicy.Cooldown (10 s by default): 1 s keeps the test short.
-	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai", DoneTTL: time.Hour,
-		ScopePolicy: gate.ScopePolicy{Cooldown: time.Second}})
+	// after UpstreamPolicy.Cooldown (10 s by default): 1 s keeps the test short.
+	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai", DoneTTL: time.Hour,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

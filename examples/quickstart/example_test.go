@@ -43,7 +43,7 @@ func Example_cooldown() {
 	defer stop()
 	ctx := context.Background()
 
-	g, err := gate.New(rdb, gate.Options{Cooldown: 10 * time.Second, Jitter: -1})
+	g, err := gate.New(rdb, gate.Options{Cooldown: 10 * time.Second, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func Example_noChoices() {
 	defer stop()
 	ctx := context.Background()
 
-	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute, Jitter: -1})
+	g, err := gate.New(rdb, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		log.Fatal(err)
 	}

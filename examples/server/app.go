@@ -15,7 +15,7 @@ import (
 // app holds what the handlers share.
 type app struct {
 	gate *gate.Gate
-	// primary is the gate's first upstream (Options.Scope); a result from
+	// primary is the gate's first upstream (Options.Upstream); a result from
 	// another one is shown as done via it.
 	primary string
 	// backup is the gate's fallback upstream; empty without one.
@@ -130,7 +130,7 @@ type statsView struct {
 }
 
 type upstreamView struct {
-	Scope string `json:"scope"`
+	Name string `json:"name"`
 	// State is "open", "cooling" or "paused".
 	State             string    `json:"state"`
 	RetryAfterSeconds float64   `json:"retry_after_seconds"`
@@ -140,12 +140,13 @@ type upstreamView struct {
 
 func (a *app) getStats(w http.ResponseWriter, r *http.Request) {
 	v := statsView{countersView: a.stats.view(), Backup: a.backup}
-	up, err := a.gate.ScopeStatus(r.Context())
-	if err != nil {
+	ups, err := a.gate.Upstreams(r.Context())
+	if err != nil || len(ups) == 0 {
 		writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
 		return
 	}
-	v.Upstream = upstreamView{Scope: up.Scope, State: up.State.String(), Reason: up.Reason,
+	up := ups[0] // the primary; Backup names the other
+	v.Upstream = upstreamView{Name: up.Upstream, State: up.State.String(), Reason: up.Reason,
 		RetryAfterSeconds: up.RetryAfter.Seconds()}
 	if up.RetryAfter > 0 {
 		v.Upstream.RetryAt = time.Now().Add(up.RetryAfter).UTC()

@@ -50,7 +50,7 @@ func TestPageSaysOneThing(t *testing.T) {
 	cfg.DoneTTL = 6 * time.Second
 	// The first pause is the scope's cooldown: it outlasts the test,
 	// however slow the machine.
-	cfg.ScopeCooldown, cfg.ScopePause = 20*time.Second, 20*time.Second
+	cfg.UpstreamCooldown, cfg.UpstreamPause = 20*time.Second, 20*time.Second
 	s := startServer(t, cfg)
 	if err := chromedp.Run(ctx, chromedp.Navigate(s.base), chromedp.WaitVisible(`li[data-doc="board-minutes"] .evaluate`)); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestPageDoneViaBackup(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
 	cfg.Backup = true
-	cfg.ScopeHint = time.Minute // outlasts the test, however slow the machine
+	cfg.UpstreamHint = time.Minute // outlasts the test, however slow the machine
 	s := startServer(t, cfg)
 	const card = `li[data-doc="press-release"]`
 	enabled := pollJS(`!document.querySelector('`+card+` .evaluate').disabled`, 20*time.Second)
@@ -227,7 +227,7 @@ func TestPageKeepsAFailureTheStreamReadFirst(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
 	cfg.Backup = true
-	cfg.ScopeHint = time.Minute
+	cfg.UpstreamHint = time.Minute
 	streamed := make(chan struct{})
 	cfg.observer = observerFunc(func(_ context.Context, e gate.Event) {
 		if e.Kind == gate.EventSettled && e.Job == docJob("press-release") {

@@ -108,7 +108,7 @@ func TestPageCountdown(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
 	cfg.RateLimitHint = 4 * time.Second
-	cfg.ScopeHint = time.Minute // outlasts the test, however slow the machine
+	cfg.UpstreamHint = time.Minute // outlasts the test, however slow the machine
 	srv := startServer(t, cfg)
 
 	const card = `li[data-doc="supplier-contract"]`

@@ -35,13 +35,13 @@ type config struct {
 	// for the running call (Prefer: wait), or comes within DoneTTL, gets
 	// its result without a second model call.
 	DoneTTL time.Duration
-	// ScopeCooldown is the upstream pause after a provider-wide failure
+	// UpstreamCooldown is the upstream pause after a provider-wide failure
 	// that came without a retry hint.
-	ScopeCooldown time.Duration
-	// ScopePause is the longest pause of a systemic failure (the credit
-	// balance ran out): the first pauses the upstream for ScopeCooldown,
-	// each probe that fails again for twice as long, up to ScopePause.
-	ScopePause time.Duration
+	UpstreamCooldown time.Duration
+	// UpstreamPause is the longest pause of a systemic failure (the credit
+	// balance ran out): the first pauses the upstream for UpstreamCooldown,
+	// each probe that fails again for twice as long, up to UpstreamPause.
+	UpstreamPause time.Duration
 
 	// Backup adds a second fake upstream behind another key, the gate's
 	// Fallbacks: when the first key is rate-limited or out of credits, a
@@ -51,7 +51,7 @@ type config struct {
 
 	// Fake upstream behaviour.
 	RateLimitHint time.Duration // retry-after-ms of the per-document 429
-	ScopeHint     time.Duration // retry-after-ms of the provider-wide 429
+	UpstreamHint  time.Duration // retry-after-ms of the provider-wide 429
 	SlowCall      time.Duration // duration of the slow call
 
 	// ShutdownTimeout bounds the graceful shutdown.
@@ -73,20 +73,20 @@ const defaultModel = "gpt-4o-mini"
 // (getenv), then to the demo defaults. Flags win over the environment.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	cfg := config{
-		Addr:            "127.0.0.1:0",
-		Model:           defaultModel,
-		Cooldown:        5 * time.Second,
-		MaxCooldown:     time.Minute,
-		Lease:           2 * time.Second,
-		MaxAttempts:     3,
-		DoneTTL:         5 * time.Second,
-		ScopeCooldown:   10 * time.Second,
-		ScopePause:      30 * time.Second,
-		RateLimitHint:   8 * time.Second,
-		ScopeHint:       20 * time.Second,
-		SlowCall:        5 * time.Second,
-		ShutdownTimeout: 15 * time.Second,
-		Backup:          true,
+		Addr:             "127.0.0.1:0",
+		Model:            defaultModel,
+		Cooldown:         5 * time.Second,
+		MaxCooldown:      time.Minute,
+		Lease:            2 * time.Second,
+		MaxAttempts:      3,
+		DoneTTL:          5 * time.Second,
+		UpstreamCooldown: 10 * time.Second,
+		UpstreamPause:    30 * time.Second,
+		RateLimitHint:    8 * time.Second,
+		UpstreamHint:     20 * time.Second,
+		SlowCall:         5 * time.Second,
+		ShutdownTimeout:  15 * time.Second,
+		Backup:           true,
 	}
 	if p := getenv("PORT"); p != "" {
 		cfg.Addr = "127.0.0.1:" + p
@@ -112,11 +112,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("RETRYGATE_COOLDOWN", &cfg.Cooldown)
 	envDur("RETRYGATE_MAX_COOLDOWN", &cfg.MaxCooldown)
 	envDur("RETRYGATE_LEASE", &cfg.Lease)
-	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.ScopeCooldown)
+	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.UpstreamCooldown) // former name
+	envDur("RETRYGATE_UPSTREAM_COOLDOWN", &cfg.UpstreamCooldown)
 	envDur("RETRYGATE_DONE_TTL", &cfg.DoneTTL)
-	envDur("RETRYGATE_SCOPE_PAUSE", &cfg.ScopePause)
+	envDur("RETRYGATE_SCOPE_PAUSE", &cfg.UpstreamPause) // former name
+	envDur("RETRYGATE_UPSTREAM_PAUSE", &cfg.UpstreamPause)
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
-	envDur("DEMO_SCOPE_HINT", &cfg.ScopeHint)
+	envDur("DEMO_SCOPE_HINT", &cfg.UpstreamHint) // former name
+	envDur("DEMO_UPSTREAM_HINT", &cfg.UpstreamHint)
 	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
 	if v := getenv("DEMO_BACKUP"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -145,13 +148,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = the gate's default (8) (env RETRYGATE_MAX_ATTEMPTS)")
 	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
-	fs.DurationVar(&cfg.ScopeCooldown, "scope-cooldown", cfg.ScopeCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_SCOPE_COOLDOWN)")
-	fs.DurationVar(&cfg.ScopePause, "scope-pause", cfg.ScopePause, "longest upstream pause after a systemic failure such as an empty credit balance; the first lasts --scope-cooldown (env RETRYGATE_SCOPE_PAUSE)")
+	fs.DurationVar(&cfg.UpstreamCooldown, "upstream-cooldown", cfg.UpstreamCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_UPSTREAM_COOLDOWN)")
+	fs.DurationVar(&cfg.UpstreamPause, "upstream-pause", cfg.UpstreamPause, "longest upstream pause after a systemic failure such as an empty credit balance; the first lasts --upstream-cooldown (env RETRYGATE_UPSTREAM_PAUSE)")
 	fs.BoolVar(&cfg.Backup, "backup", cfg.Backup, "fake upstream: a second one behind another key, used while the first is rate-limited or out of credits (env DEMO_BACKUP)")
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
-	fs.DurationVar(&cfg.ScopeHint, "scope-hint", cfg.ScopeHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_SCOPE_HINT)")
+	fs.DurationVar(&cfg.UpstreamHint, "upstream-hint", cfg.UpstreamHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_UPSTREAM_HINT)")
 	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(formerFlags(args)); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
@@ -163,8 +166,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"done-ttl", cfg.DoneTTL}, {"scope-cooldown", cfg.ScopeCooldown}, {"scope-pause", cfg.ScopePause},
-		{"rate-limit-hint", cfg.RateLimitHint}, {"scope-hint", cfg.ScopeHint}, {"slow-call", cfg.SlowCall}} {
+	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"done-ttl", cfg.DoneTTL}, {"upstream-cooldown", cfg.UpstreamCooldown}, {"upstream-pause", cfg.UpstreamPause},
+		{"rate-limit-hint", cfg.RateLimitHint}, {"upstream-hint", cfg.UpstreamHint}, {"slow-call", cfg.SlowCall}} {
 		if d.v <= 0 {
 			bad = append(bad, fmt.Sprintf("-%s: want a positive duration", d.name))
 		}
@@ -176,4 +179,29 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return cfg, errors.New("invalid configuration: " + strings.Join(bad, "; "))
 	}
 	return cfg, nil
+}
+
+// formerFlags renames the flags the demo had before "upstream" was its one
+// word for the provider (-scope-cooldown, -scope-pause, -scope-hint), so
+// old command lines keep working without the names showing in -h.
+func formerFlags(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:]) // flags end here
+			break
+		}
+		dashes := "-"
+		if strings.HasPrefix(a, "--") {
+			dashes = "--"
+		}
+		if rest, ok := strings.CutPrefix(a[len(dashes):], "scope-"); ok {
+			switch name, _, _ := strings.Cut(rest, "="); name {
+			case "cooldown", "pause", "hint":
+				out[i] = dashes + "upstream-" + rest
+			}
+		}
+	}
+	return out
 }

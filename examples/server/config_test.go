@@ -23,7 +23,7 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"defaults: free port, embedded Redis, fake upstream, demo-sized gate", nil, env(), func(t *testing.T, c config) {
 			if c.Addr != "127.0.0.1:0" || c.RedisURL != "" || c.OpenAIKey != "" || c.Cooldown != 5*time.Second ||
-				c.Lease != 2*time.Second || c.MaxAttempts != 3 || c.RateLimitHint != 8*time.Second || c.ScopeHint != 20*time.Second ||
+				c.Lease != 2*time.Second || c.MaxAttempts != 3 || c.RateLimitHint != 8*time.Second || c.UpstreamHint != 20*time.Second ||
 				!c.Backup {
 				t.Fatalf("defaults %+v", c)
 			}
@@ -39,6 +39,24 @@ func TestParseConfig(t *testing.T) {
 			env("PORT", "8080", "RETRYGATE_COOLDOWN", "7s"), func(t *testing.T, c config) {
 				if c.Addr != ":9000" || c.Cooldown != 2*time.Second || c.Lease != time.Second {
 					t.Fatalf("flags %+v", c)
+				}
+			}},
+		{"the upstream's flags and environment", []string{"-upstream-cooldown", "3s", "--upstream-pause=4s"},
+			env("DEMO_UPSTREAM_HINT", "6s"), func(t *testing.T, c config) {
+				if c.UpstreamCooldown != 3*time.Second || c.UpstreamPause != 4*time.Second || c.UpstreamHint != 6*time.Second {
+					t.Fatalf("upstream settings %+v", c)
+				}
+			}},
+		{"the former scope names still work", []string{"--scope-cooldown", "3s", "-scope-pause=4s", "-scope-hint", "5s"},
+			env("RETRYGATE_SCOPE_COOLDOWN", "9s", "DEMO_SCOPE_HINT", "6s"), func(t *testing.T, c config) {
+				if c.UpstreamCooldown != 3*time.Second || c.UpstreamPause != 4*time.Second || c.UpstreamHint != 5*time.Second {
+					t.Fatalf("former names %+v", c)
+				}
+			}},
+		{"the former environment names", nil, env("RETRYGATE_SCOPE_COOLDOWN", "9s", "RETRYGATE_SCOPE_PAUSE", "8s", "DEMO_SCOPE_HINT", "7s"),
+			func(t *testing.T, c config) {
+				if c.UpstreamCooldown != 9*time.Second || c.UpstreamPause != 8*time.Second || c.UpstreamHint != 7*time.Second {
+					t.Fatalf("former environment %+v", c)
 				}
 			}},
 	}
@@ -65,5 +83,20 @@ func TestParseConfigNamesEveryBadValue(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
+	}
+}
+
+func TestHelpSaysUpstream(t *testing.T) {
+	var out strings.Builder
+	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out); err == nil {
+		t.Fatal("-h parsed as a configuration")
+	}
+	for _, flag := range []string{"-upstream-cooldown", "-upstream-pause", "-upstream-hint"} {
+		if !strings.Contains(out.String(), flag) {
+			t.Errorf("help lacks %s:\n%s", flag, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "scope") {
+		t.Errorf("help still says scope:\n%s", out.String())
 	}
 }

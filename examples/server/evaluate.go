@@ -26,14 +26,14 @@ const systemPrompt = `You review business documents. Answer with JSON only, exac
 var errBadOutput = errors.New("model answer is not the requested JSON")
 
 // evaluator asks the model about documents, through one client per
-// upstream (the gate's Scope, and its Fallbacks).
+// upstream (the gate's Upstream, and its Fallbacks).
 type evaluator struct {
 	clients map[string]*openai.Client
 	model   string
 }
 
 // evaluate makes one model call for doc on the upstream the gate chose for
-// this run (Lease.Scope). It is the function the gate guards.
+// this run (Lease.Upstream). It is the function the gate guards.
 func (e *evaluator) evaluate(ctx context.Context, upstream string, doc document) (evaluation, error) {
 	client, ok := e.clients[upstream]
 	if !ok {
@@ -82,7 +82,7 @@ func parseEvaluation(content string) (evaluation, error) {
 // demoClassify is classify.Default, except for the fake upstream's failures
 // tagged "document_*": a real provider's 429 or 503 concerns the API key or
 // the whole service, so Default marks it provider-wide and the gate pauses
-// every job of the upstream scope. The demo wants to show a single job's
+// every job of the upstream. The demo wants to show a single job's
 // cooldown too, so its fake upstream tags the failures that concern one
 // document and this classifier keeps them to the job. With the real API the
 // tag never appears and this is exactly classify.Default.

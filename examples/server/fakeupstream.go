@@ -31,7 +31,7 @@ type fakeUpstream struct {
 	backup bool
 
 	rateLimitHint time.Duration
-	scopeHint     time.Duration
+	upstreamHint  time.Duration
 	slowCall      time.Duration
 
 	mu    sync.Mutex
@@ -39,7 +39,7 @@ type fakeUpstream struct {
 }
 
 func newFakeUpstream(cfg config) *fakeUpstream {
-	return &fakeUpstream{rateLimitHint: cfg.RateLimitHint, scopeHint: cfg.ScopeHint,
+	return &fakeUpstream{rateLimitHint: cfg.RateLimitHint, upstreamHint: cfg.UpstreamHint,
 		slowCall: cfg.SlowCall, calls: make(map[string]int)}
 }
 
@@ -89,7 +89,7 @@ func (f *fakeUpstream) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"The engine is currently overloaded, please try again later.", 0)
 	case doc.Behaviour == behaveProviderLimit && odd && !f.backup:
 		apiError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
-			"Rate limit reached for requests per minute on this API key.", f.scopeHint)
+			"Rate limit reached for requests per minute on this API key.", f.upstreamHint)
 	case doc.Behaviour == behaveNoCredit && odd && !f.backup:
 		// Anthropic's body for an empty credit balance: only the message
 		// says what it is (classify/testdata/corpus/anthropic.json).

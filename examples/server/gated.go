@@ -47,14 +47,14 @@ func (a *app) mountGated(r chi.Router) {
 func (a *app) evaluate(w http.ResponseWriter, r *http.Request) {
 	doc := documentOf(r)
 	l := httpmw.Lease(r.Context())
-	out, err := a.eval.evaluate(r.Context(), l.Scope(), doc)
+	out, err := a.eval.evaluate(r.Context(), l.Upstream(), doc)
 	if err != nil {
 		httpmw.Fail(r, err)
 		return
 	}
 	res := result{evaluation: out, EvaluatedAt: time.Now().UTC(), Fence: l.Fence()}
-	if l.Scope() != a.primary {
-		res.Via = l.Scope()
+	if l.Upstream() != a.primary {
+		res.Via = l.Upstream()
 	}
 	a.results.put(doc.ID, res)
 	writeJSON(w, http.StatusOK, a.view(doc))

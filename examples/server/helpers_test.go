@@ -17,19 +17,19 @@ import (
 // makes them slower, never wrong.
 func testConfig() config {
 	return config{
-		Addr:            "127.0.0.1:0",
-		Model:           defaultModel,
-		Cooldown:        400 * time.Millisecond,
-		MaxCooldown:     time.Minute,
-		Lease:           900 * time.Millisecond, // renewed every 300ms: a loaded machine's stalls do not lose it
-		MaxAttempts:     3,
-		DoneTTL:         time.Second,
-		ScopeCooldown:   time.Second,
-		ScopePause:      time.Second,
-		RateLimitHint:   time.Second,
-		ScopeHint:       1500 * time.Millisecond,
-		SlowCall:        3 * time.Second, // long enough to be seen running on a loaded machine
-		ShutdownTimeout: 5 * time.Second,
+		Addr:             "127.0.0.1:0",
+		Model:            defaultModel,
+		Cooldown:         400 * time.Millisecond,
+		MaxCooldown:      time.Minute,
+		Lease:            900 * time.Millisecond, // renewed every 300ms: a loaded machine's stalls do not lose it
+		MaxAttempts:      3,
+		DoneTTL:          time.Second,
+		UpstreamCooldown: time.Second,
+		UpstreamPause:    time.Second,
+		RateLimitHint:    time.Second,
+		UpstreamHint:     1500 * time.Millisecond,
+		SlowCall:         3 * time.Second, // long enough to be seen running on a loaded machine
+		ShutdownTimeout:  5 * time.Second,
 	}
 }
 

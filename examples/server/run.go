@@ -15,8 +15,8 @@ import (
 	"github.com/retrygate/retrygate/gate"
 )
 
-// backupScope names the demo's second fake upstream.
-const backupScope = "fake-backup"
+// backupUpstream names the demo's second fake upstream.
+const backupUpstream = "fake-backup"
 
 // run serves the demo until ctx is cancelled, then shuts down gracefully:
 // requests in flight (a slow model call included) finish and settle.
@@ -29,11 +29,11 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 
 	st := &stats{}
 	oaCfg := openai.DefaultConfig(cfg.OpenAIKey)
-	scope, modelDesc := "openai", "OpenAI API, model "+cfg.Model
+	upstream, modelDesc := "openai", "OpenAI API, model "+cfg.Model
 	model := cfg.Model
 	if cfg.OpenAIBaseURL != "" {
 		oaCfg.BaseURL = cfg.OpenAIBaseURL
-		scope, modelDesc = "openai-compatible", "model "+cfg.Model+" at "+cfg.OpenAIBaseURL
+		upstream, modelDesc = "openai-compatible", "model "+cfg.Model+" at "+cfg.OpenAIBaseURL
 	}
 	// The Transport keeps the retry hint headers (retry-after-ms) of failed
 	// responses, which go-openai drops, so they reach the gate.
@@ -48,7 +48,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		}
 		defer func() { _ = stop(context.Background()) }()
 		oaCfg.BaseURL = base
-		scope, modelDesc, model = "fake-openai", "built-in fake OpenAI-compatible upstream (set OPENAI_API_KEY for the real API)", "demo-model"
+		upstream, modelDesc, model = "fake-openai", "built-in fake OpenAI-compatible upstream (set OPENAI_API_KEY for the real API)", "demo-model"
 		if cfg.Backup {
 			// A second fake behind another key: when the first key is
 			// rate-limited or out of credits, jobs run on it.
@@ -61,12 +61,12 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 			defer func() { _ = bstop(context.Background()) }()
 			bCfg := oaCfg
 			bCfg.BaseURL = bbase
-			clients[backupScope] = openai.NewClientWithConfig(bCfg)
-			fallbacks = []string{backupScope}
+			clients[backupUpstream] = openai.NewClientWithConfig(bCfg)
+			fallbacks = []string{backupUpstream}
 			modelDesc += ", and a backup one"
 		}
 	}
-	clients[scope] = openai.NewClientWithConfig(oaCfg)
+	clients[upstream] = openai.NewClientWithConfig(oaCfg)
 	fails := newFailures()
 	obs := observers{st, fails}
 	if cfg.observer != nil {
@@ -74,17 +74,17 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 
 	g, err := gate.New(rdb, gate.Options{
-		Prefix:      "retrygate-demo",
-		Lease:       cfg.Lease,
-		Cooldown:    cfg.Cooldown,
-		MaxCooldown: cfg.MaxCooldown,
-		MaxAttempts: cfg.MaxAttempts,
-		DoneTTL:     cfg.DoneTTL,
-		Classify:    demoClassify,
-		Observer:    obs,
-		Scope:       scope,
-		Fallbacks:   fallbacks,
-		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.ScopeCooldown, PauseTTL: cfg.ScopePause},
+		Prefix:         "retrygate-demo",
+		Lease:          cfg.Lease,
+		Cooldown:       cfg.Cooldown,
+		MaxAttempts:    cfg.MaxAttempts,
+		DoneTTL:        cfg.DoneTTL,
+		Classify:       demoClassify,
+		Observer:       obs,
+		Upstream:       upstream,
+		Fallbacks:      fallbacks,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cfg.UpstreamCooldown, PauseTTL: cfg.UpstreamPause},
+		Backoff:        gate.Backoff{Max: cfg.MaxCooldown},
 	})
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	if len(fallbacks) > 0 {
 		backup = fallbacks[0]
 	}
-	a := &app{gate: g, primary: scope, backup: backup, eval: &evaluator{clients: clients, model: model}, results: newResults(), failures: fails, stats: st,
+	a := &app{gate: g, primary: upstream, backup: backup, eval: &evaluator{clients: clients, model: model}, results: newResults(), failures: fails, stats: st,
 		logf:     func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) },
 		shutdown: make(chan struct{})}
 
@@ -107,7 +107,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	go func() { served <- srv.Serve(ln) }()
 
 	base := "http://" + ln.Addr().String()
-	printBanner(stdout, base, redisDesc, modelDesc, cfg, scope)
+	printBanner(stdout, base, redisDesc, modelDesc, cfg, upstream)
 	if cfg.ready != nil {
 		cfg.ready(base)
 	}
@@ -129,12 +129,12 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	return nil
 }
 
-func printBanner(w io.Writer, base, redisDesc, modelDesc string, cfg config, scope string) {
+func printBanner(w io.Writer, base, redisDesc, modelDesc string, cfg config, upstream string) {
 	fmt.Fprintf(w, `retrygate demo: open %s
 
   Redis:  %s
   Model:  %s
-  Gate:   cooldown %v (doubling, max %v), lease %v, max attempts %d, upstream scope %q
+  Gate:   cooldown %v (doubling, max %v), lease %v, max attempts %d, upstream %q
 
 Try:
   curl -i -X POST %[1]s/documents/supplier-contract/evaluate   # the model answers 429: cooling down
@@ -143,5 +143,5 @@ Try:
   curl -s %[1]s/api/stats
 
 Ctrl+C stops the server.
-`, base, redisDesc, modelDesc, cfg.Cooldown, cfg.MaxCooldown, cfg.Lease, cfg.MaxAttempts, scope)
+`, base, redisDesc, modelDesc, cfg.Cooldown, cfg.MaxCooldown, cfg.Lease, cfg.MaxAttempts, upstream)
 }

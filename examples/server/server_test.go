@@ -262,7 +262,7 @@ func TestBackupRunsTheJobWhileTheFirstCools(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.Backup = true
-	cfg.ScopeHint = time.Minute
+	cfg.UpstreamHint = time.Minute
 	s := startServer(t, cfg)
 
 	r := s.evaluate(t, "press-release")
@@ -284,15 +284,15 @@ func TestBackupRunsTheJobWhileTheFirstCools(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.raw), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v.Result == nil || v.Result.Via != backupScope {
-		t.Fatalf("result %+v, want one via %q", v.Result, backupScope)
+	if v.Result == nil || v.Result.Via != backupUpstream {
+		t.Fatalf("result %+v, want one via %q", v.Result, backupUpstream)
 	}
 	if exp, got := int64(2), s.stats(t).UpstreamCalls; exp != got {
 		t.Fatalf("upstream calls %d, want %d", got, exp)
 	}
 	// Another document runs on the backup too, while the first cools.
 	r = s.evaluate(t, "welcome-letter")
-	if err := json.Unmarshal([]byte(r.raw), &v); err != nil || r.code != http.StatusOK || v.Result == nil || v.Result.Via != backupScope {
+	if err := json.Unmarshal([]byte(r.raw), &v); err != nil || r.code != http.StatusOK || v.Result == nil || v.Result.Via != backupUpstream {
 		t.Fatalf("another document: %d %s, want it done via the backup", r.code, r.raw)
 	}
 }

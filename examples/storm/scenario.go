@@ -28,9 +28,9 @@ func (s scenario) retries() int {
 func defaultScenarios() []scenario {
 	return []scenario{
 		{Name: "1 failing job, retried every 3 s for 60 s", Jobs: 1, Instances: 1,
-			Every: 3 * time.Second, Duration: time.Minute, Gate: gate.Options{Jitter: -1}},
+			Every: 3 * time.Second, Duration: time.Minute, Gate: gate.Options{Backoff: gate.Backoff{Jitter: -1}}},
 		{Name: "1,000 failing jobs retried at once every 3 s for 60 s, 4 instances", Jobs: 1000, Instances: 4,
-			Every: 3 * time.Second, Duration: time.Minute, Gate: gate.Options{Jitter: -1}},
+			Every: 3 * time.Second, Duration: time.Minute, Gate: gate.Options{Backoff: gate.Backoff{Jitter: -1}}},
 	}
 }
 

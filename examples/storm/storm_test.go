@@ -25,13 +25,13 @@ func expectedGateCalls(s scenario, cooldown time.Duration, factor float64) int64
 }
 
 func TestStormTable(t *testing.T) {
-	short := gate.Options{Jitter: -1, Cooldown: 20 * time.Second, BackoffFactor: 1}
+	short := gate.Options{Cooldown: 20 * time.Second, Backoff: gate.Backoff{Jitter: -1, Factor: 1}}
 	scenarios := []scenario{
 		defaultScenarios()[0],
-		{Name: "100 jobs, 4 instances", Jobs: 100, Instances: 4, Every: 3 * time.Second, Duration: time.Minute, Gate: gate.Options{Jitter: -1}},
+		{Name: "100 jobs, 4 instances", Jobs: 100, Instances: 4, Every: 3 * time.Second, Duration: time.Minute, Gate: gate.Options{Backoff: gate.Backoff{Jitter: -1}}},
 		{Name: "1 job, 20 s cooldown", Jobs: 1, Instances: 1, Every: 3 * time.Second, Duration: time.Minute, Gate: short},
 		{Name: "10 jobs, 20 s doubling cooldown", Jobs: 10, Instances: 2, Every: 3 * time.Second, Duration: time.Minute,
-			Gate: gate.Options{Jitter: -1, Cooldown: 20 * time.Second}},
+			Gate: gate.Options{Cooldown: 20 * time.Second, Backoff: gate.Backoff{Jitter: -1}}},
 	}
 	var out strings.Builder
 	rs, err := run(&out, scenarios)

@@ -19,7 +19,7 @@
 //	the gate said                                 asynq does
 //	fn succeeded; the job is held Done            completes the task (a Done job is not run again)
 //	refused: cooling down, running elsewhere,     retries at the gate's wait (job cooldown, running
-//	  upstream scope cooling or paused              lease's time left, scope cooldown or pause); Retried unchanged
+//	  upstream cooling or paused                    lease's time left, upstream cooldown or pause); Retried unchanged
 //	fn failed provider-wide (429, 503) or         retries at the gate's cooldown; Retried unchanged
 //	  systemically (quota, credentials)
 //	fn failed transiently, the job's own fault    retries at the gate's cooldown; Retried + 1 (MaxRetry applies)

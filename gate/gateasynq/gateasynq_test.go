@@ -34,7 +34,7 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 				}
 				return nil
 			}}
-			f := serve(t, b, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1},
+			f := serve(t, b, gate.Options{Upstream: "llm", Cooldown: 10 * time.Second, Backoff: gate.Backoff{Jitter: -1}},
 				func(ctx context.Context, _ *asynq.Task) error { return p.Call(ctx) })
 			id := f.enqueue(t, "doc-1")
 			info := f.waitState(t, id, asynq.TaskStateCompleted, 10*time.Second)
@@ -91,7 +91,7 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 	errServer := &classify.HTTPError{StatusCode: http.StatusInternalServerError}
 	p := &stormtest.Provider{Respond: func(context.Context, int) error { return nil }}
 	failOnce := map[string]bool{}
-	f := serve(t, b, gate.Options{Cooldown: cooldown, Jitter: -1}, func(ctx context.Context, task *asynq.Task) error {
+	f := serve(t, b, gate.Options{Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}}, func(ctx context.Context, task *asynq.Task) error {
 		if job, _ := byDocument(ctx, task); job == "summarise:flaky" && !failOnce[job] {
 			failOnce[job] = true // one handler goroutine at a time runs this job
 			return errServer

@@ -51,8 +51,9 @@ func TestStormAtTheLimit(t *testing.T) {
 					// Today's breaker, capped at 2 s as in limitstorm's
 					// proof: OpenAI's 429 says the bucket is whole in a
 					// minute, and the gate would cool that long.
-					opts := gate.Options{Prefix: redistest.UniqueKey(t), Scope: "llm", Lease: 2 * time.Second,
-						Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}
+					opts := gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "llm", Lease: 2 * time.Second,
+						Cooldown: time.Second,
+						Backoff:  gate.Backoff{Max: 2 * time.Second, Jitter: -1}}
 					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
 						Dialect: d.dialect, RPM: 6000, Arrivals: 2 * time.Second, Seed: 1,
 						Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {

@@ -4,7 +4,7 @@
 // OpenTelemetry instruments.
 //
 //	obs, err := gateotel.New(gateotel.Options{})
-//	g, err := gate.New(rdb, gate.Options{Scope: "openai:prod", Observer: obs})
+//	g, err := gate.New(rdb, gate.Options{Upstream: "openai:prod", Observer: obs})
 //
 // # Spans
 //
@@ -24,7 +24,7 @@
 //
 // Everything else is a span event on the caller's span: a failed renewal,
 // a lease lost, a Redis error (operation and cause), fail-open, the
-// upstream scope cooling or paused (reason, wait, retry_at), a warning.
+// upstream cooling or paused (reason, wait, retry_at), a warning.
 // A wait for a running job (gate.Options.Wait, AcquireWait) shows as the
 // running refusal's retrygate.acquire span followed by the one that ran,
 // the gap between them being the wait: the gate reports no wait of its own.

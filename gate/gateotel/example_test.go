@@ -16,7 +16,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	g, err := gate.New(rdb, gate.Options{Scope: "openai:prod", Observer: obs})
+	g, err := gate.New(rdb, gate.Options{Upstream: "openai:prod", Observer: obs})
 	if err != nil {
 		log.Fatal(err)
 	}

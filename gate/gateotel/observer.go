@@ -145,7 +145,7 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 
 // measure records e's metrics, as gateprom does. It never uses e.Job.
 func (o *Observer) measure(ctx context.Context, e gate.Event) {
-	scope := e.Scope
+	scope := e.Upstream
 	switch e.Kind {
 	case gate.EventAcquired:
 		o.add(ctx, acquisitions, scope, "acquired", "")
@@ -187,10 +187,10 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, "lease_lost", "").rec...)
 	case gate.EventRedisError:
 		o.add(ctx, redisErrors, scope, e.Op, cause(e.Err))
-	case gate.EventScopeCooling:
+	case gate.EventUpstreamCooling:
 		o.add(ctx, scopeTransitions, scope, "cooling", o.reason(e.Reason))
 		o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, scope, "scope", "").rec...)
-	case gate.EventScopePaused:
+	case gate.EventUpstreamPaused:
 		o.add(ctx, scopeTransitions, scope, "paused", o.reason(e.Reason))
 	case gate.EventWarning:
 		o.add(ctx, warnings, scope, e.Reason, "") // the gate's own Warn* codes
@@ -363,7 +363,7 @@ func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
 		s.End(trace.WithTimestamp(now))
 	case gate.EventSettled, gate.EventLeaseLost:
 		if e.Kind == gate.EventLeaseLost && e.Held == 0 {
-			// ContinueOnLeaseLost: the settle that follows has the call.
+			// Redis.ContinueOnLeaseLost: the settle that follows has the call.
 			span.AddEvent("retrygate.lease_lost", trace.WithTimestamp(now), trace.WithAttributes(o.jobAttrs(e)...))
 			return
 		}
@@ -371,7 +371,7 @@ func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
 	default:
 		attrs := o.jobAttrs(e)
 		switch e.Kind {
-		case gate.EventScopeCooling, gate.EventScopePaused:
+		case gate.EventUpstreamCooling, gate.EventUpstreamPaused:
 			attrs = append(attrs, keyClass.String(e.Class.String()))
 			attrs = append(attrs, waitAttrs(e, now)...)
 		case gate.EventRedisError:
@@ -423,9 +423,9 @@ func (o *Observer) jobAttrs(e gate.Event) []attribute.KeyValue {
 	if e.Job != "" {
 		attrs = append(attrs, keyJob.String(e.Job))
 	}
-	if e.Scope != "" {
-		attrs = append(attrs, keyScope.String(e.Scope))
-		if p, ok := provider(e.Scope); ok {
+	if e.Upstream != "" {
+		attrs = append(attrs, keyScope.String(e.Upstream))
+		if p, ok := provider(e.Upstream); ok {
 			attrs = append(attrs, p)
 		}
 	}

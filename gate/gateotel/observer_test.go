@@ -95,10 +95,11 @@ func wantAttr(t *testing.T, where string, kvs []attribute.KeyValue, key string, 
 
 var (
 	errTimeout = errors.New("upstream timed out: secret upstream text")
-	testOpts   = gate.Options{Cooldown: time.Minute, Jitter: -1, Scope: "openai:prod",
+	testOpts   = gate.Options{Cooldown: time.Minute, Upstream: "openai:prod",
 		Classify: func(err error) classify.Verdict {
 			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonTimeout}
-		}}
+		},
+		Backoff: gate.Backoff{Jitter: -1}}
 )
 
 // A failed call under the caller's span: acquire and call are its
@@ -237,9 +238,9 @@ func TestEveryEventKind(t *testing.T) {
 			attrs: map[string]any{"retrygate.outcome": "failed"}},
 		{e: gate.Event{Kind: gate.EventRedisError, Job: "j", Op: "acquire", Err: errTimeout}, event: "retrygate.redis_error",
 			attrs: map[string]any{"retrygate.op": "acquire", "retrygate.cause": "unavailable"}},
-		{e: gate.Event{Kind: gate.EventScopeCooling, Scope: "anthropic:k", Reason: "overloaded", Class: classify.ClassTransient, Cooldown: 30 * time.Second}, event: "retrygate.scope_cooling",
+		{e: gate.Event{Kind: gate.EventUpstreamCooling, Upstream: "anthropic:k", Reason: "overloaded", Class: classify.ClassTransient, Cooldown: 30 * time.Second}, event: "retrygate.scope_cooling",
 			attrs: map[string]any{"retrygate.reason": "overloaded", "retrygate.wait": 30.0, "gen_ai.provider.name": "anthropic"}},
-		{e: gate.Event{Kind: gate.EventScopePaused, Scope: "gemini", Reason: "quota_exhausted", Class: classify.ClassSystemic, Cooldown: time.Minute}, event: "retrygate.scope_paused",
+		{e: gate.Event{Kind: gate.EventUpstreamPaused, Upstream: "gemini", Reason: "quota_exhausted", Class: classify.ClassSystemic, Cooldown: time.Minute}, event: "retrygate.scope_paused",
 			attrs: map[string]any{"retrygate.reason": "quota_exhausted", "gen_ai.provider.name": "gcp.gemini"}},
 		{e: gate.Event{Kind: gate.EventWarning, Reason: gate.WarnPermanentWave, Err: errTimeout}, event: "retrygate.warning",
 			attrs: map[string]any{"retrygate.reason": gate.WarnPermanentWave}},
@@ -304,9 +305,9 @@ func TestNoAllocationWithoutTracer(t *testing.T) {
 		}
 		ctx := context.Background()
 		for _, e := range []gate.Event{
-			{Kind: gate.EventAcquired, Job: "doc-1", Scope: "openai", Fence: 1, Attempt: 1},
-			{Kind: gate.EventRefused, Job: "doc-1", Scope: "openai", State: gate.CoolingDown, Reason: "rate_limited", Cooldown: time.Second},
-			{Kind: gate.EventSettled, Job: "doc-1", Scope: "openai", State: gate.CoolingDown, Reason: "timeout", Held: time.Second, Cooldown: time.Minute},
+			{Kind: gate.EventAcquired, Job: "doc-1", Upstream: "openai", Fence: 1, Attempt: 1},
+			{Kind: gate.EventRefused, Job: "doc-1", Upstream: "openai", State: gate.CoolingDown, Reason: "rate_limited", Cooldown: time.Second},
+			{Kind: gate.EventSettled, Job: "doc-1", Upstream: "openai", State: gate.CoolingDown, Reason: "timeout", Held: time.Second, Cooldown: time.Minute},
 		} {
 			obs.Observe(ctx, e) // fill the attribute-set cache
 			if n := testing.AllocsPerRun(100, func() { obs.Observe(ctx, e) }); n != 0 {

@@ -48,7 +48,7 @@ func BenchmarkDo(b *testing.B) {
 func BenchmarkObserve(b *testing.B) {
 	obs := gateprom.New(gateprom.Options{})
 	ctx := context.Background()
-	e := gate.Event{Kind: gate.EventSettled, State: gate.CoolingDown, Scope: "openai", Reason: "timeout", Held: 1e9, Cooldown: 3e11}
+	e := gate.Event{Kind: gate.EventSettled, State: gate.CoolingDown, Upstream: "openai", Reason: "timeout", Held: 1e9, Cooldown: 3e11}
 	b.ReportAllocs()
 	for range b.N {
 		obs.Observe(ctx, e)

@@ -36,7 +36,7 @@
 // Label values are bounded: the job key is never a label, reason codes
 // outside classify.Reasons (and Options.Reasons) count as "other", and
 // operations and warnings are the gate's own fixed sets. The scope label is
-// the gate's configured Options.Scope, which the operator chooses.
+// the gate's configured Options.Upstream, which the operator chooses.
 //
 // An Observer is safe for concurrent use and may be shared by several
 // gates; create it with New. Without an Observer the gate builds no events

@@ -120,7 +120,7 @@ func (o *Observer) reason(r string) string {
 
 // Observe records e. It never blocks and never uses e.Job.
 func (o *Observer) Observe(_ context.Context, e gate.Event) {
-	scope := e.Scope
+	scope := e.Upstream
 	switch e.Kind {
 	case gate.EventAcquired:
 		o.acquisitions.WithLabelValues(scope, "acquired", "").Inc()
@@ -162,10 +162,10 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 		o.held.WithLabelValues(scope, "lease_lost").Observe(e.Held.Seconds())
 	case gate.EventRedisError:
 		o.redisErrors.WithLabelValues(scope, e.Op, cause(e.Err)).Inc()
-	case gate.EventScopeCooling:
+	case gate.EventUpstreamCooling:
 		o.scope.WithLabelValues(scope, "cooling", o.reason(e.Reason)).Inc()
 		o.cooldown.WithLabelValues(scope, "scope").Observe(e.Cooldown.Seconds())
-	case gate.EventScopePaused:
+	case gate.EventUpstreamPaused:
 		o.scope.WithLabelValues(scope, "paused", o.reason(e.Reason)).Inc()
 	case gate.EventWarning:
 		o.warnings.WithLabelValues(scope, e.Reason).Inc() // the gate's own Warn* codes

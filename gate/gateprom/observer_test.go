@@ -60,8 +60,9 @@ func TestObserverDrivesRealGate(t *testing.T) {
 			obs := gateprom.New(gateprom.Options{ConstLabels: prometheus.Labels{"service": "test"}})
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(obs)
-			g := newGate(t, tg.Client, gate.Options{Scope: "openai:test", Cooldown: time.Hour, Jitter: -1,
-				Classify: testClassify, Observer: obs})
+			g := newGate(t, tg.Client, gate.Options{Upstream: "openai:test", Cooldown: time.Hour,
+				Classify: testClassify, Observer: obs,
+				Backoff: gate.Backoff{Jitter: -1}})
 
 			if err := g.Do(ctx, "job-ok", ok); err != nil {
 				t.Fatalf("success: %v", err)
@@ -159,8 +160,8 @@ func TestObserverLeaseLoss(t *testing.T) {
 			for _, cont := range []bool{false, true} {
 				ctx := context.Background()
 				obs := gateprom.New(gateprom.Options{})
-				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, ContinueOnLeaseLost: cont, Observer: obs})
-				lock := keyspace.Job(g.Options().Prefix, "job")
+				g := newGate(t, tg.Client, gate.Options{Lease: 90 * time.Millisecond, Observer: obs, Redis: gate.RedisPolicy{ContinueOnLeaseLost: cont}})
+				lock := keyspace.Job(gatetest.Prefix(g), "job")
 				err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 					if err := tg.Client.Del(ctx, lock).Err(); err != nil {
 						return err
@@ -204,7 +205,7 @@ func TestObserverRedisDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = c.Close() })
 	obs := gateprom.New(gateprom.Options{Namespace: "llm"})
-	g := newGate(t, c, gate.Options{FailOpen: true, Observer: obs})
+	g := newGate(t, c, gate.Options{Observer: obs, Redis: gate.RedisPolicy{FailOpen: true}})
 	if err := g.Do(context.Background(), "job", ok); err != nil {
 		t.Fatalf("fail-open Do: %v", err)
 	}

@@ -22,7 +22,7 @@ func Example() {
 		panic(err)
 	}
 	defer mr.Close()
-	g, err := gate.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), gate.Options{Cooldown: time.Minute, Jitter: -1})
+	g, err := gate.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
 	if err != nil {
 		panic(err)
 	}

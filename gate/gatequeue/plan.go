@@ -88,7 +88,7 @@ func Run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context)
 		return Plan{Action: Complete}, nil
 	}
 	if !l.Gated() {
-		return Plan{}, ferr // FailOpen ran it ungated: nothing was recorded
+		return Plan{}, ferr // Redis.FailOpen ran it ungated: nothing was recorded
 	}
 	var ce *gate.CallError
 	if !errors.As(serr, &ce) {

@@ -39,9 +39,10 @@ func testClassify(err error) classify.Verdict {
 }
 
 var opts = gate.Options{
-	Cooldown: time.Minute, Jitter: -1, Lease: time.Minute, DoneTTL: time.Hour,
-	Classify: testClassify, Scope: "llm",
-	ScopePolicy: gate.ScopePolicy{Cooldown: 5 * time.Second, PauseTTL: 10 * time.Minute},
+	Cooldown: time.Minute, Lease: time.Minute, DoneTTL: time.Hour,
+	Classify: testClassify, Upstream: "llm",
+	UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 5 * time.Second, PauseTTL: 10 * time.Minute},
+	Backoff:        gate.Backoff{Jitter: -1},
 }
 
 func fail(err error) func(context.Context) error { return func(context.Context) error { return err } }
@@ -153,9 +154,9 @@ func probing(t *testing.T, g *gate.Gate, advance func(time.Duration)) {
 	runJob("first", fail(errRateLimit))(t, g, advance)
 	advance(31 * time.Second)
 	holdJob("probe")(t, g, advance)
-	st, err := g.ScopeStatus(context.Background())
-	if err != nil || !st.Probing {
-		t.Fatalf("scope: exp probing, got %+v, %v", st, err)
+	ups, err := g.Upstreams(context.Background())
+	if err != nil || !ups[0].Probing {
+		t.Fatalf("upstream: exp probing, got %+v, %v", ups, err)
 	}
 }
 
@@ -236,7 +237,7 @@ func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {
 	var ran []string
 	fn := func(err error) func(context.Context) error {
 		return func(ctx context.Context) error {
-			ran = append(ran, gate.LeaseFromContext(ctx).Scope())
+			ran = append(ran, gate.LeaseFromContext(ctx).Upstream())
 			return err
 		}
 	}

@@ -20,7 +20,7 @@
 //	the gate said                                 River does
 //	fn succeeded; the job is held Done            completes the job (a Done job is not run again)
 //	refused: cooling down, running elsewhere,     JobSnooze for the gate's wait (job cooldown, running
-//	  upstream scope cooling or paused              lease's time left, scope cooldown or pause); no attempt
+//	  upstream cooling or paused                    lease's time left, upstream cooldown or pause); no attempt
 //	fn failed provider-wide (429, 503) or         JobSnooze for the gate's cooldown; no attempt
 //	  systemically (quota, credentials)
 //	fn failed transiently, the job's own fault    the error: River counts the attempt (MaxAttempts

@@ -32,7 +32,7 @@ func TestRetryAtTheProvidersHint(t *testing.T) {
 		}
 		return nil
 	}}
-	f := serve(t, gate.Options{Scope: "llm", Cooldown: 10 * time.Second, Jitter: -1}, calling(p))
+	f := serve(t, gate.Options{Upstream: "llm", Cooldown: 10 * time.Second, Backoff: gate.Backoff{Jitter: -1}}, calling(p))
 	id := f.insert(t, "doc-1")
 	row := f.waitState(t, id, rivertype.JobStateCompleted, 10*time.Second)
 	if exp, got := 2, p.Calls(); exp != got {
@@ -78,7 +78,7 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 	errServer := &classify.HTTPError{StatusCode: http.StatusInternalServerError}
 	p := &stormtest.Provider{Respond: func(context.Context, int) error { return nil }}
 	flakyFailed := false
-	f := serve(t, gate.Options{Cooldown: cooldown, Jitter: -1}, func(ctx context.Context, doc string) error {
+	f := serve(t, gate.Options{Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}}, func(ctx context.Context, doc string) error {
 		if doc == "flaky" && !flakyFailed {
 			flakyFailed = true // one worker at a time runs this job
 			return errServer

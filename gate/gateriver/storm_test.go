@@ -52,8 +52,9 @@ func workerMain(raw string) int {
 	defer pool.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
 	defer rdb.Close()
-	g, err := gate.New(rdb, gate.Options{Prefix: cfg.Prefix, Scope: "llm", Lease: 2 * time.Second, Jitter: -1,
-		ScopePolicy: gate.ScopePolicy{Cooldown: cfg.Window}})
+	g, err := gate.New(rdb, gate.Options{Prefix: cfg.Prefix, Upstream: "llm", Lease: 2 * time.Second,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cfg.Window},
+		Backoff:        gate.Backoff{Jitter: -1}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

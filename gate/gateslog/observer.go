@@ -58,9 +58,9 @@ func Level(e gate.Event) slog.Level {
 			return slog.LevelInfo
 		}
 		return slog.LevelDebug
-	case gate.EventLeaseLost, gate.EventRedisError, gate.EventFailOpen, gate.EventScopeCooling, gate.EventWarning:
+	case gate.EventLeaseLost, gate.EventRedisError, gate.EventFailOpen, gate.EventUpstreamCooling, gate.EventWarning:
 		return slog.LevelWarn
-	case gate.EventScopePaused:
+	case gate.EventUpstreamPaused:
 		return slog.LevelError
 	}
 	return slog.LevelInfo
@@ -81,8 +81,8 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 			attrs = append(attrs, slog.String("job", e.Job))
 		}
 	}
-	if e.Scope != "" {
-		attrs = append(attrs, slog.String("scope", e.Scope))
+	if e.Upstream != "" {
+		attrs = append(attrs, slog.String("scope", e.Upstream))
 	}
 	if e.Kind != gate.EventRedisError && e.Kind != gate.EventWarning && e.Kind != gate.EventFailOpen {
 		attrs = append(attrs, slog.String("state", e.State.String()))
@@ -94,7 +94,7 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 		attrs = append(attrs, slog.Int64("fence", e.Fence))
 	}
 	switch e.Kind {
-	case gate.EventScopeCooling, gate.EventScopePaused:
+	case gate.EventUpstreamCooling, gate.EventUpstreamPaused:
 		attrs = append(attrs, slog.String("class", e.Class.String()))
 	case gate.EventSettled:
 		if e.Reason != "" && e.Err == nil {

@@ -68,9 +68,10 @@ func TestLogsOneLinePerEvent(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			log, buf := newLogger(slog.LevelDebug)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Scope: "openai",
-				Cooldown: time.Hour, Jitter: -1, Classify: classifyTimeout,
-				Observer: gateslog.New(log, gateslog.Options{})})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai",
+				Cooldown: time.Hour, Classify: classifyTimeout,
+				Observer: gateslog.New(log, gateslog.Options{}),
+				Backoff:  gate.Backoff{Jitter: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,8 +152,8 @@ func TestLevels(t *testing.T) {
 		{"redis error", gate.Event{Kind: gate.EventRedisError}, slog.LevelWarn},
 		{"fail open", gate.Event{Kind: gate.EventFailOpen}, slog.LevelWarn},
 		{"warning", gate.Event{Kind: gate.EventWarning}, slog.LevelWarn},
-		{"scope cooling", gate.Event{Kind: gate.EventScopeCooling}, slog.LevelWarn},
-		{"scope paused", gate.Event{Kind: gate.EventScopePaused}, slog.LevelError},
+		{"scope cooling", gate.Event{Kind: gate.EventUpstreamCooling}, slog.LevelWarn},
+		{"scope paused", gate.Event{Kind: gate.EventUpstreamPaused}, slog.LevelError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if exp, got := tc.exp, gateslog.Level(tc.ev); exp != got {
@@ -178,12 +179,13 @@ func TestLogsLeaseLoss(t *testing.T) {
 	// the lease by timeout instead of by "not owned"). A 3 s lease gives it
 	// a second, and its first renewal, the one that finds the lock gone,
 	// still comes within a second.
-	g, err := gate.New(c, gate.Options{Prefix: redistest.UniqueKey(t), Lease: 3 * time.Second,
-		ContinueOnLeaseLost: true, Observer: gateslog.New(log, gateslog.Options{})})
+	prefix := redistest.UniqueKey(t)
+	g, err := gate.New(c, gate.Options{Prefix: prefix, Lease: 3 * time.Second, Observer: gateslog.New(log, gateslog.Options{}),
+		Redis: gate.RedisPolicy{ContinueOnLeaseLost: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock := keyspace.Job(g.Options().Prefix, "job")
+	lock := keyspace.Job(prefix, "job")
 	var _ error
 	err = g.Do(context.Background(), "job", func(ctx context.Context, l *gate.Lease) error {
 		c.Del(ctx, lock)

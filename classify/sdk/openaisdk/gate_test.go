@@ -24,7 +24,7 @@ func TestMidStreamRateLimitThroughTheGate(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	g, err := gate.New(rdb, gate.Options{Classify: classify.Chain(openaisdk.Rule), Scope: "openai:test", MaxAttempts: 1})
+	g, err := gate.New(rdb, gate.Options{Classify: classify.Chain(openaisdk.Rule), Upstream: "openai:test", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestMidStreamRateLimitThroughTheGate(t *testing.T) {
 	if st.State == gate.Failed || st.Attempts != 0 {
 		t.Fatalf("job %v with %d attempts, want not Failed and no attempt counted", st.State, st.Attempts)
 	}
-	if st.Upstream.State == gate.ScopeOpen {
+	if st.Upstream.State == gate.UpstreamOpen {
 		t.Fatal("the upstream is open, want it cooling")
 	}
 	calls := upstream.Load()

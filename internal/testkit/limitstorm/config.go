@@ -144,8 +144,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Latency == 0 {
 		c.Latency = defaultLatency
 	}
-	if c.Gate.Scope == "" {
-		c.Gate.Scope = defaultScope
+	if c.Gate.Upstream == "" {
+		c.Gate.Upstream = defaultScope
 	}
 	if c.Arrivals <= c.lead() {
 		bad = append(bad, fmt.Errorf("Arrivals %v is not longer than 3/2 Latency, %v", c.Arrivals, c.lead()))

@@ -1,6 +1,6 @@
 // Package limitstorm is the harness that measures how close gates sharing
 // one upstream keep to a provider's rate limit: Gates (in this process, or
-// spread over worker processes) share one upstream (gate.Options.Scope) and
+// spread over worker processes) share one upstream (gate.Options.Upstream) and
 // one Redis, each job calls go-openai through classify/goopenai's Transport
 // against an internal/testkit/llmfake provider that enforces a requests-per-minute limit (and,
 // with Config.TPM, a tokens-per-minute limit that binds first) as token

@@ -46,8 +46,9 @@ func TestScheduleIsSeeded(t *testing.T) {
 // A worker gets every data field of the gate's options, so an option
 // added later (the admission's switch) reaches it too.
 func TestGateOptionsCrossToWorkers(t *testing.T) {
-	o := gate.Options{Prefix: "p", Lease: 2 * time.Second, MaxCooldown: 3 * time.Second, Jitter: -1, Scope: "llm",
-		Fallbacks: []string{"b"}, ScopePolicy: gate.ScopePolicy{Cooldown: time.Second, AllowedFails: -1}}
+	o := gate.Options{Prefix: "p", Lease: 2 * time.Second, Upstream: "llm",
+		Fallbacks: []string{"b"}, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1},
+		Backoff: gate.Backoff{Max: 3 * time.Second, Jitter: -1}}
 	raw, err := dataFields(o)
 	if err != nil {
 		t.Fatal(err)

@@ -41,12 +41,13 @@ var gates = []struct {
 	// retry-after. Capped at 2 s, and with a 2 s lease (a job refused
 	// while the upstream probes waits the probe's lease): with the
 	// defaults a storm of a few seconds loses its jobs (issue 31).
-	{name: "reactive", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1,
-		UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true}}},
+	{name: "reactive", opts: gate.Options{Lease: 2 * time.Second, Cooldown: time.Second,
+		UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true},
+		Backoff:        gate.Backoff{Max: 2 * time.Second, Jitter: -1}}},
 	// The upstream admits calls by the budget the provider reports on
 	// every response, shared in Redis, with the default lease: a 429's
 	// wait is one call's refill, a probe's the running estimate of a call.
-	{name: "admission", opts: gate.Options{Cooldown: time.Second, MaxCooldown: 2 * time.Second, Jitter: -1}, admits: true},
+	{name: "admission", opts: gate.Options{Cooldown: time.Second, Backoff: gate.Backoff{Max: 2 * time.Second, Jitter: -1}}, admits: true},
 }
 
 // The storms' size: 2.5 × 6000 a minute for 2 s, so that 1 % of the

@@ -54,10 +54,10 @@ func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 	}
 	prefix := redistest.UniqueKey(t)
 	plain := newGate(t, rdb, gate.Options{Prefix: prefix})
-	one := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Second})
+	one := newGate(t, rdb, gate.Options{Prefix: prefix, Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: time.Second}})
 	// Not the default (100ms): the lower bound below tells them apart.
 	const waitTimeout = 300 * time.Millisecond
-	two := newGate(t, rdb, gate.Options{Prefix: prefix, WaitReplicas: 2, WaitTimeout: waitTimeout})
+	two := newGate(t, rdb, gate.Options{Prefix: prefix, Redis: gate.RedisPolicy{WaitReplicas: 2, WaitTimeout: waitTimeout}})
 
 	called := 0
 	if err := one.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { called++; return nil }); err != nil || called != 1 {
@@ -112,10 +112,13 @@ func testWaitReplicas(t *testing.T, c *redistest.ClusterSrv) {
 func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 	ctx := context.Background()
 	rdb := clusterClient(t, c)
-	o := gate.Options{Lease: 200 * time.Millisecond, Cooldown: 20 * time.Millisecond, MaxCooldown: 50 * time.Millisecond,
-		Timeout: time.Second}
+	// history.check reads Lease, Cooldown, Backoff and Retention.Failed:
+	// each is stated.
+	o := gate.Options{Lease: 200 * time.Millisecond, Cooldown: 20 * time.Millisecond,
+		Backoff:   gate.Backoff{Max: 50 * time.Millisecond, Jitter: 0.1},
+		Retention: gate.Retention{Failed: 7 * 24 * time.Hour},
+		Redis:     gate.RedisPolicy{Timeout: time.Second}}
 	g := newGate(t, rdb, o)
-	o = g.Options()
 	const jobs = 6
 
 	var (
@@ -249,7 +252,7 @@ func clusterClient(t *testing.T, c *redistest.ClusterSrv) *redis.ClusterClient {
 // masterOf returns the address of the master serving job's keys.
 func masterOf(t *testing.T, rdb *redis.ClusterClient, g *gate.Gate, job string) string {
 	t.Helper()
-	lock := keyspace.Job(g.Options().Prefix, job)
+	lock := keyspace.Job(optionsOf(g).Prefix, job)
 	m, err := rdb.MasterForKey(context.Background(), lock)
 	if err != nil {
 		t.Fatalf("MasterForKey: %v", err)

@@ -114,8 +114,8 @@ func TestACLMinimalRules(t *testing.T) {
 	}
 	t.Run("with scope rules", func(t *testing.T) {
 		s := redistest.ACLServer(t, prefix, redistest.ACLScope)
-		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", Cooldown: time.Minute,
-			Classify: upstream(100 * time.Millisecond), ScopePolicy: gate.ScopePolicy{PermanentWave: 2}})
+		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai", Cooldown: time.Minute,
+			Classify: upstream(100 * time.Millisecond), UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2}})
 		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return nil }); err != nil {
 			t.Fatalf("success: %v", err)
 		}
@@ -135,10 +135,10 @@ func TestACLMinimalRules(t *testing.T) {
 		for _, job := range []string{"p1", "p2", "p3"} {
 			_ = g.Do(ctx, job, func(context.Context, *gate.Lease) error { return errPermanent })
 		}
-		if up, err := g.ScopeStatus(ctx); err != nil || up.State != gate.ScopePaused {
-			t.Fatalf("after a wave: %+v %v, want paused", up, err)
+		if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamPaused {
+			t.Fatalf("after a wave: %+v %v, want paused", ups, err)
 		}
-		if err := g.ResetScope(ctx); err != nil {
+		if err := g.ResetUpstreams(ctx); err != nil {
 			t.Fatalf("scope reset: %v", err)
 		}
 	})
@@ -153,7 +153,7 @@ func TestACLMinimalRules(t *testing.T) {
 		// budget's admission in each acquire (HMGET), which then judges
 		// nothing: the breaker alone admits.
 		var refused atomic.Int64
-		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Scope: "openai", FailOpen: true,
+		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai",
 			Observer: observerFunc(func(e gate.Event) {
 				if e.Kind == gate.EventRedisError && e.Op == "scope" && errors.Is(e.Err, gate.ErrRedisRefused) {
 					refused.Add(1)
@@ -161,7 +161,8 @@ func TestACLMinimalRules(t *testing.T) {
 			}),
 			Classify: func(error) classify.Verdict {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
-			}})
+			},
+			Redis: gate.RedisPolicy{FailOpen: true}})
 		err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return errTransient })
 		var ce *gate.CallError
 		if !errors.As(err, &ce) || ce.SettleErr != nil || ce.State != gate.CoolingDown {
@@ -213,7 +214,7 @@ func TestTLSClientCertificates(t *testing.T) {
 func TestFullRedisFailsClosed(t *testing.T) {
 	s := redistest.FullServer(t)
 	rdb := s.Client(t)
-	g := newGate(t, rdb, gate.Options{FailOpen: true})
+	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 	ctx := context.Background()
 	if _, err := g.Status(ctx, "a"); err != nil {
 		t.Fatalf("status before: %v", err)
@@ -239,11 +240,11 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 	cl := redistest.Cluster(t, 3, 1)
 	rdb := cl.Client(t)
 	prefix := redistest.UniqueKey(t)
-	g := newGate(t, rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Jitter: -1, Lease: time.Second})
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, Lease: time.Second, Backoff: gate.Backoff{Jitter: -1}})
 	// WaitReplicas pins a connection to the slot's master: on a client of
 	// its own, which learns its slot map before the migration and sees no
 	// traffic during it.
-	waiting := newGate(t, cl.Client(t), gate.Options{Prefix: prefix, WaitReplicas: 1, WaitTimeout: time.Second})
+	waiting := newGate(t, cl.Client(t), gate.Options{Prefix: prefix, Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: time.Second}})
 	ctx := context.Background()
 	const job = "moving"
 	lock := prefix + ":{" + job + "}:lock"
@@ -328,7 +329,7 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 func TestWaitReplicasAcrossSentinelFailover(t *testing.T) {
 	set := redistest.Sentinel(t)
 	rdb := set.Client(t)
-	waiting := newGate(t, rdb, gate.Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	waiting := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond}})
 	plain := newGate(t, rdb, gate.Options{})
 	ctx := context.Background()
 	ok := func(context.Context, *gate.Lease) error { return nil }

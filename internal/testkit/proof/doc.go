@@ -13,7 +13,7 @@
 //
 //   - Latency above the lease while fn runs: the lease is fenced within
 //     Lease (renewals keep failing until the lock must have expired) plus one renewal timeout
-//     (min(Lease/3, Options.Timeout)) of the fault's onset: fn's context is
+//     (min(Lease/3, Options.Redis.Timeout)) of the fault's onset: fn's context is
 //     cancelled with cause gate.ErrLeaseLost, and after a second owner
 //     acquired the expired job, the first one's settle leaves the new
 //     lock and fence untouched. With Lease 150ms the bound is 200ms;
@@ -40,7 +40,7 @@
 //     owner; the attempt count is not touched).
 //   - Redis Cluster (3 masters, 1 replica each): a coordinated CLUSTER
 //     FAILOVER and a CLUSTER FAILOVER TAKEOVER under load; every job's
-//     fences keep increasing. Options.WaitReplicas 1 acquires; 2 on a
+//     fences keep increasing. Options.Redis.WaitReplicas 1 acquires; 2 on a
 //     1-replica master fails closed (ErrUnavailable)
 //     after about WaitTimeout and leaves the job Ready. On one machine the
 //     WAIT adds about 0.2ms to a successful Do's p50 (0.2ms → 0.4ms).
@@ -135,7 +135,7 @@
 // it forward, unless that clock is behind the old master's by more than
 // the time between the two acquires. A store that keeps the highest fence
 // per job and rejects lower ones (as FenceStore does) keeps the stale
-// writer's result out. Options.WaitReplicas narrows the window: the
+// writer's result out. Options.Redis.WaitReplicas narrows the window: the
 // acquire waits (Redis WAIT) until that many replicas acknowledged the
 // lock and fails closed otherwise. It does not make Redis consistent: WAIT
 // does not stop a failover from electing a replica that missed the write,

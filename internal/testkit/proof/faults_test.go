@@ -21,7 +21,7 @@ import (
 // own renewals cannot time out while the test inspects its lock.
 func newOwnerGate(t *testing.T, rdb *redis.Client, stale *gate.Gate) *gate.Gate {
 	t.Helper()
-	o := stale.Options()
+	o := optionsOf(stale)
 	o.Lease = 5 * time.Second
 	return newGate(t, rdb, o)
 }
@@ -50,7 +50,7 @@ func newOwner(t *testing.T, g *gate.Gate, rdb *redis.Client, store *proof.FenceS
 	if e.wrote != nil {
 		t.Fatalf("the new owner's write was rejected: %v", e.wrote)
 	}
-	lock := keyspace.Job(g.Options().Prefix, job)
+	lock := keyspace.Job(optionsOf(g).Prefix, job)
 	v, err := rdb.Get(ctx, lock).Result()
 	if err != nil {
 		t.Fatalf("GET %s: %v", lock, err)
@@ -63,7 +63,7 @@ func newOwner(t *testing.T, g *gate.Gate, rdb *redis.Client, store *proof.FenceS
 func checkUntouched(t *testing.T, g *gate.Gate, rdb *redis.Client, job, lockValue string, fence int64, attempts string) {
 	t.Helper()
 	ctx := context.Background()
-	key := keyspace.Job(g.Options().Prefix, job)
+	key := keyspace.Job(optionsOf(g).Prefix, job)
 	if got, err := rdb.Get(ctx, key).Result(); err != nil || got != lockValue {
 		t.Errorf("new owner's lease: got %q (%v), want %q untouched", got, err, lockValue)
 	}
@@ -89,11 +89,11 @@ func TestLatencyAboveLeaseFences(t *testing.T) {
 	srv := redistest.Server(t)
 	p := faultproxy.New(t, srv.Addr())
 	const lease = 150 * time.Millisecond
-	o := gate.Options{Lease: lease, Timeout: time.Second}
+	o := gate.Options{Lease: lease, Redis: gate.RedisPolicy{Timeout: time.Second}}
 	g1 := newGate(t, faultClient(t, p.Addr(), time.Second, 0), o)
 	direct := srv.Client(t)
 	g2 := newOwnerGate(t, direct, g1)
-	renewTimeout := min(lease/3, o.Timeout)
+	renewTimeout := min(lease/3, o.Redis.Timeout)
 	bound := lease + renewTimeout
 
 	const job = "doc-latency"
@@ -217,7 +217,7 @@ func TestBlackholeAtAcquire(t *testing.T) {
 		// The caller's deadline reaches the socket (ContextTimeoutEnabled)
 		// and ends the wait first; Acquire then reports the caller's
 		// context error, not ErrUnavailable, and never runs fn.
-		g, _ := setup(t, gate.Options{FailOpen: true})
+		g, _ := setup(t, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 		const deadline = 60 * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
@@ -234,7 +234,7 @@ func TestBlackholeAtAcquire(t *testing.T) {
 	})
 
 	t.Run("fail open", func(t *testing.T) {
-		g, _ := setup(t, gate.Options{FailOpen: true})
+		g, _ := setup(t, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
 		called := 0
 		start := time.Now()
 		err := g.Do(context.Background(), "doc", func(_ context.Context, l *gate.Lease) error {
@@ -261,7 +261,7 @@ func TestBlackholeAtAcquire(t *testing.T) {
 func TestRedisRestartMidCall(t *testing.T) {
 	srv := redistest.Server(t)
 	const lease = 300 * time.Millisecond
-	o := gate.Options{Lease: lease, Timeout: time.Second}
+	o := gate.Options{Lease: lease, Redis: gate.RedisPolicy{Timeout: time.Second}}
 	g1 := newGate(t, faultClient(t, srv.Addr(), time.Second, 1), o)
 	direct := faultClient(t, srv.Addr(), time.Second, 1)
 	g2 := newOwnerGate(t, direct, g1)
@@ -339,7 +339,7 @@ func TestPausedWorkerIsFenced(t *testing.T) {
 			srv := redistest.Server(t)
 			p := faultproxy.New(t, srv.Addr())
 			const lease = 150 * time.Millisecond
-			o := gate.Options{Lease: lease, ContinueOnLeaseLost: tc.cont, Timeout: time.Second}
+			o := gate.Options{Lease: lease, Redis: gate.RedisPolicy{ContinueOnLeaseLost: tc.cont, Timeout: time.Second}}
 			gA := newGate(t, faultClient(t, p.Addr(), 50*time.Millisecond, 0), o)
 			direct := srv.Client(t)
 			gB := newOwnerGate(t, direct, gA)

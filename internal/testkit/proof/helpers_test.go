@@ -60,7 +60,22 @@ func newGate(t *testing.T, rdb gate.Client, opts gate.Options) *gate.Gate {
 	if err != nil {
 		t.Fatalf("gate.New: %v", err)
 	}
+	built.Store(g, opts)
+	t.Cleanup(func() { built.Delete(g) })
 	return g
+}
+
+// built holds the options newGate gave each gate.
+var built sync.Map // *gate.Gate → gate.Options
+
+// optionsOf is the options newGate built g with (Prefix and Classify
+// filled in), for a second gate on the same keys or a key of g's.
+func optionsOf(g *gate.Gate) gate.Options {
+	o, ok := built.Load(g)
+	if !ok {
+		panic("optionsOf: the gate was not built by newGate")
+	}
+	return o.(gate.Options)
 }
 
 // faultClient is a client whose every command is bounded even when the
@@ -258,11 +273,11 @@ func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later [
 	switch ce.State {
 	case gate.CoolingDown:
 		hold = ce.RetryAfter
-		if floor := min(time.Duration(float64(o.Cooldown)*(1-o.Jitter)), o.MaxCooldown); ce.Verdict.Class == classify.ClassTransient && hold < floor-clockSlack {
+		if floor := min(time.Duration(float64(o.Cooldown)*(1-o.Backoff.Jitter)), o.Backoff.Max); ce.Verdict.Class == classify.ClassTransient && hold < floor-clockSlack {
 			t.Errorf("%s: transient failure cooled for %v, below Cooldown×(1−Jitter) = %v", a.job, hold, floor)
 		}
 	case gate.Failed:
-		hold = o.FailedTTL
+		hold = o.Retention.Failed
 	default:
 		t.Errorf("%s: failure settled as %v", a.job, ce.State)
 		return

@@ -12,8 +12,9 @@ import (
 // TestInvariantChecksCatchViolations feeds history.check histories that
 // break each invariant, so the scenario and soak checks can fail.
 func TestInvariantChecksCatchViolations(t *testing.T) {
-	o := gate.Options{Lease: 100 * time.Millisecond, Cooldown: 50 * time.Millisecond, MaxCooldown: time.Second,
-		Jitter: 0.1, FailedTTL: 200 * time.Millisecond}
+	o := gate.Options{Lease: 100 * time.Millisecond, Cooldown: 50 * time.Millisecond,
+		Backoff:   gate.Backoff{Max: time.Second, Jitter: 0.1},
+		Retention: gate.Retention{Failed: 200 * time.Millisecond}}
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ex := func(called, start, end int, fence int64) *execution {

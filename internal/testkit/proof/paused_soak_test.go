@@ -67,7 +67,7 @@ func TestSoakPausedRedis(t *testing.T) {
 	o := gate.Options{
 		Lease:   pausedLease,
 		DoneTTL: time.Hour,
-		Timeout: pausedTimeout,
+		Redis:   gate.RedisPolicy{Timeout: pausedTimeout},
 	}
 	const (
 		procs          = 4
@@ -83,9 +83,8 @@ func TestSoakPausedRedis(t *testing.T) {
 		}
 		o.Observer = &procEvents{proc: i, log: &ev}
 		gs[i] = newGate(t, c, o)
-		o.Prefix = gs[i].Options().Prefix
+		o.Prefix = optionsOf(gs[i]).Prefix
 	}
-	o = gs[0].Options()
 
 	var (
 		h      history

@@ -47,23 +47,21 @@ func TestSoak(t *testing.T) {
 	o := gate.Options{
 		Lease:       120 * time.Millisecond,
 		Cooldown:    40 * time.Millisecond,
-		MaxCooldown: 150 * time.Millisecond,
 		MaxAttempts: 5,
-		FailedTTL:   150 * time.Millisecond,
-		AttemptsTTL: time.Second,
-		Timeout:     300 * time.Millisecond,
+		Backoff:     gate.Backoff{Max: 150 * time.Millisecond, Jitter: 0.1}, // history.check reads them
+		Retention:   gate.Retention{Failed: 150 * time.Millisecond, Attempts: time.Second},
+		Redis:       gate.RedisPolicy{Timeout: 300 * time.Millisecond},
 	}
 	const (
 		gates         = 4
 		workersPerGat = 2
 		jobs          = 4
 	)
+	o.Prefix = redistest.UniqueKey(t)
 	gs := make([]*gate.Gate, gates)
 	for i := range gs {
 		gs[i] = newGate(t, faultClient(t, p.Addr(), 150*time.Millisecond, 1), o)
-		o.Prefix = gs[i].Options().Prefix
 	}
-	o = gs[0].Options()
 
 	var (
 		h        history
@@ -172,7 +170,9 @@ func TestSoak(t *testing.T) {
 
 	// Invariant 4: every key the gate wrote expires.
 	direct := srv.Client(t)
-	checkAllExpire(t, direct, o.Prefix, 2*jobs)
+	// A job's key and its done key per job, and the gate's calls key (the
+	// shared call durations, written by renewals).
+	checkAllExpire(t, direct, o.Prefix, 2*jobs+1)
 	bytesPerCoolingJob(t, srv)
 }
 
@@ -241,7 +241,7 @@ func bytesPerCoolingJob(t *testing.T, srv *redistest.Srv) {
 	if st, _ := g.Status(ctx, job); st.State != gate.CoolingDown {
 		t.Fatalf("job not cooling: %+v", st)
 	}
-	key := keyspace.Job(g.Options().Prefix, job)
+	key := keyspace.Job(keyspace.DefaultPrefix, job)
 	total, err := rdb.MemoryUsage(ctx, key, 0).Result()
 	if err != nil {
 		t.Fatalf("MEMORY USAGE %s: %v", key, err)

@@ -19,7 +19,7 @@ var (
 	// ACLScope: Options.Scope's sliding windows (5xx failures, waves)
 	// and its budget (the provider's rate limits, the calls admitted).
 	ACLScope = []string{"+zadd", "+zremrangebyscore", "+zcard", "+hmget", "+hset", "+zrangebyscore", "+zrem"}
-	// ACLWait: Options.WaitReplicas.
+	// ACLWait: Options.Redis.WaitReplicas.
 	ACLWait = []string{"+wait"}
 	// ACLList: retrygate list.
 	ACLList = []string{"+scan"}

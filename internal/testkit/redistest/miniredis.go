@@ -22,7 +22,7 @@ func Miniredis(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 
 // Advance moves a miniredis's clock forward by d: its TTLs (FastForward)
 // and the time its TIME command reports, which the gate's scripts use for
-// deadlines kept in values (an upstream scope's cooldown). TIME then stays
+// deadlines kept in values (an upstream's cooldown). TIME then stays
 // at the new time until the next Advance.
 func Advance(m *miniredis.Miniredis, d time.Duration) {
 	m.FastForward(d)
