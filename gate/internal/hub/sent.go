@@ -34,10 +34,12 @@ type sentCmd struct {
 // every channel again, before anything else on the new connection. Their
 // confirmations match no command sent (and are skipped), and the
 // commands sent on the old connection are forgotten when the receive
-// loop sees it break. A command sent between go-redis's reconnection and
-// that moment is forgotten with them: a refusal that finds no command
-// sent is taken for a subscription's (the cautious reading: listeners
-// poll).
+// loop sees it break. A refusal that finds no command sent (go-redis's
+// resubscription refused) is taken for a subscription's: every channel
+// not live fails, and its listeners poll. The record is exact but for
+// one window: a command sent on the new connection before the receive
+// loop has seen the old one break is forgotten with the old ones, and
+// a refusal of it is matched to the command sent after it, if any.
 type sentCmds struct {
 	// writing is held while a command is recorded and written, so the
 	// order recorded is the wire's; mu guards the record, so the receive
