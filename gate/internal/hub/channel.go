@@ -365,14 +365,15 @@ func (h *Hub) refusedOn(sc *conn, err error) {
 			drop = append(drop, name)
 		}
 	}
-	if refused && (sent || len(drop) > 0) {
+	if !sent && len(drop) == 0 {
+		// Nothing was pending: not a subscription's refusal.
+		h.mu.Unlock()
+		return
+	}
+	if refused {
 		h.offUntil = time.Now().Add(Retry)
 	}
 	h.mu.Unlock()
-	if !sent && len(drop) == 0 {
-		// Nothing was pending: not a subscription's refusal.
-		return
-	}
 	for _, name := range drop {
 		h.unsubscribe(sc, name)
 	}

@@ -24,7 +24,6 @@ type sentCmd struct {
 	kind cmdKind
 	name string   // its channel ("" for a PING)
 	c    *channel // a SUBSCRIBE's channel
-	seq  uint64
 }
 
 // sentCmds are a connection's commands awaiting their replies, oldest
@@ -47,27 +46,21 @@ type sentCmds struct {
 	writing sync.Mutex
 	mu      sync.Mutex
 	cmds    []sentCmd
-	seq     uint64 // numbers the commands, to find one whose write failed
 }
 
 // send records cmd and writes it with write: the order recorded is the
-// order on the wire. A command whose write failed is forgotten (go-redis
-// reconnects; nothing will answer it).
+// order on the wire. A write that fails makes go-redis close the
+// connection and open another: no command sent on the old one will be
+// answered, so the record is emptied.
 func (s *sentCmds) send(ctx context.Context, cmd sentCmd, write func(ctx context.Context) error) error {
 	s.writing.Lock()
 	defer s.writing.Unlock()
 	s.mu.Lock()
-	s.seq++
-	cmd.seq = s.seq
 	s.cmds = append(s.cmds, cmd)
 	s.mu.Unlock()
 	err := write(ctx)
 	if err != nil {
-		s.mu.Lock()
-		if n := len(s.cmds); n > 0 && s.cmds[n-1].seq == cmd.seq {
-			s.cmds = s.cmds[:n-1]
-		}
-		s.mu.Unlock()
+		s.forget()
 	}
 	return err
 }
@@ -96,8 +89,8 @@ func (s *sentCmds) refused() (sentCmd, bool) {
 	return cmd, true
 }
 
-// forget drops every command sent: the connection broke, their replies
-// will not come.
+// forget drops every command sent: their connection broke, their
+// replies will not come.
 func (s *sentCmds) forget() {
 	s.mu.Lock()
 	s.cmds = nil
