@@ -219,6 +219,24 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	}
 }
 
+// The first reading of an upstream's budget is written at once, off the
+// caller's path (TestBudgetRidesTheSettle); that write, when it succeeds,
+// reports nothing to the Observer.
+func TestBudgetFirstReadingWrittenQuietly(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	rec := newRecorder()
+	opts := budgetOptions(t)
+	opts.Observer = rec
+	g := newGate(t, rdb, opts)
+	report(t, g, "job", openAIHeader(59, 60, "1s"))
+	if n := countKind(rec.drain(), gate.EventRedisError); n != 0 {
+		t.Fatalf("%d redis_error events for a reading written, want none", n)
+	}
+	if ups, err := g.Upstreams(context.Background()); err != nil || len(ups) != 1 || !ups[0].Budget.Requests.Reported {
+		t.Fatalf("Upstreams: %+v, %v; want the reading written", ups, err)
+	}
+}
+
 // On every target a success that reports a budget costs the round trips
 // of one that does not: on one node the settle is one pipeline; on a
 // cluster the budget's keys are on the upstream's node, which the

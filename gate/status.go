@@ -69,7 +69,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	case Failed, Done:
 		st.TTL = v.Left(r.Now)
 	}
-	ups, err := peeks.Judge(r.Now)
+	ups, err := peeks.Judge()
 	if err != nil {
 		return Status{}, redisError("status", err)
 	}

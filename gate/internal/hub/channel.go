@@ -60,6 +60,7 @@ type conn struct {
 	idle   *time.Timer
 	closed bool
 	done   chan struct{} // closed with closed
+	sent   sentCmds      // commands awaiting replies, to match a refusal to its command
 }
 
 // joinLocked returns the channel's state, made and registered when new
@@ -111,11 +112,12 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 	if h.testSubscribing != nil {
 		h.testSubscribing(c.name)
 	}
-	if sub.Sharded {
-		err = sc.ps.SSubscribe(ctx, c.name)
-	} else {
-		err = sc.ps.Subscribe(ctx, c.name)
-	}
+	err = sc.sent.send(ctx, sentCmd{kind: subscribeCmd, name: c.name, c: c}, func(ctx context.Context) error {
+		if sub.Sharded {
+			return sc.ps.SSubscribe(ctx, c.name)
+		}
+		return sc.ps.Subscribe(ctx, c.name)
+	})
 	if err != nil {
 		h.fail(ctx, c, err)
 		h.unsubscribe(sc, c.name)
@@ -139,11 +141,12 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 func (h *Hub) unsubscribe(sc *conn, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Timeout)
 	defer cancel()
-	if h.cfg.Subscriptions.Sharded {
-		_ = sc.ps.SUnsubscribe(ctx, name)
-	} else {
-		_ = sc.ps.Unsubscribe(ctx, name)
-	}
+	_ = sc.sent.send(ctx, sentCmd{kind: unsubscribeCmd, name: name}, func(ctx context.Context) error {
+		if h.cfg.Subscriptions.Sharded {
+			return sc.ps.SUnsubscribe(ctx, name)
+		}
+		return sc.ps.Unsubscribe(ctx, name)
+	})
 }
 
 // dropLocked forgets c; its PubSub is closed Linger after its last channel
@@ -234,7 +237,7 @@ func (h *Hub) receive(sc *conn) {
 			switch {
 			case errors.As(err, &ne) && ne.Timeout() && !pinged:
 				pinged = true
-				_ = sc.ps.Ping(ctx)
+				_ = sc.sent.send(ctx, sentCmd{kind: pingCmd}, func(ctx context.Context) error { return sc.ps.Ping(ctx) })
 				continue
 			case errors.As(err, &ne) && ne.Timeout():
 				h.reset(sc, err)
@@ -247,6 +250,7 @@ func (h *Hub) receive(sc *conn) {
 			// go-redis closed the connection and tried to reconnect and
 			// resubscribe; until a confirmation, listeners poll.
 			pinged = false
+			sc.sent.forget()
 			h.broke(sc, err)
 			select {
 			case <-time.After(backoff):
@@ -260,11 +264,15 @@ func (h *Hub) receive(sc *conn) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			h.wakeChannel(m.Channel)
+		case *redis.Pong:
+			sc.sent.answered(pingCmd, "")
 		case *redis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
+				sc.sent.answered(subscribeCmd, m.Channel)
 				h.confirmed(sc, m.Channel)
 			case "unsubscribe", "sunsubscribe":
+				sc.sent.answered(unsubscribeCmd, m.Channel)
 				h.dropped(sc, m.Channel)
 			}
 		}
@@ -323,12 +331,16 @@ func (h *Hub) broke(sc *conn, err error) {
 	h.warn(context.Background(), err)
 }
 
-// refusedOn handles an error reply on sc (a SUBSCRIBE refused or
-// redirected): the channels not live yet fail and their listeners poll,
-// then subscribe again. A refusal no wait fixes (NOPERM, an unknown
-// command) keeps listeners polling for Retry; a redirection (MOVED: the
-// slot moved to another master) is retried at the next step, once the
-// client's slot map is reloaded.
+// refusedOn handles an error reply on sc, matched to the command it
+// answers by the order of replies (sentCmds). A refused UNSUBSCRIBE or
+// PING (an ACL without +unsubscribe or +ping) changes nothing: the
+// connection answered, so it is alive. A SUBSCRIBE refused or redirected
+// fails its channel, whose listeners poll, then subscribe again; a reply
+// that matches no command sent (go-redis's resubscription after a
+// reconnection refused) fails every channel not live yet. A refusal no
+// wait fixes (NOPERM, an unknown command) keeps listeners polling for
+// Retry; a redirection (MOVED: the slot moved to another master) is
+// retried at the next step, once the client's slot map is reloaded.
 //
 // The listeners are not woken: leaving pending ends a wait in Ready, and
 // a listener past it polls already (its channel was not confirmed), so it
@@ -337,6 +349,10 @@ func (h *Hub) broke(sc *conn, err error) {
 // behind a moved slot by 200 ms or more), subscribe, MOVED, wake would
 // spin, each turn reading the job again.
 func (h *Hub) refusedOn(sc *conn, err error) {
+	cmd, sent := sc.sent.refused()
+	if sent && cmd.kind != subscribeCmd {
+		return
+	}
 	var drop []string
 	refused := store.Refused(err)
 	if r := h.cfg.Subscriptions.Reload; !refused && r != nil {
@@ -344,20 +360,20 @@ func (h *Hub) refusedOn(sc *conn, err error) {
 	}
 	h.mu.Lock()
 	for name, c := range sc.chans {
-		if c.phase != live {
+		if c.phase != live && (!sent || c == cmd.c) {
 			h.dropLocked(c)
 			drop = append(drop, name)
 		}
 	}
-	if len(drop) > 0 && refused {
+	if !sent && len(drop) == 0 {
+		// Nothing was pending: not a subscription's refusal.
+		h.mu.Unlock()
+		return
+	}
+	if refused {
 		h.offUntil = time.Now().Add(Retry)
 	}
 	h.mu.Unlock()
-	if len(drop) == 0 {
-		// Not a subscription's refusal: an UNSUBSCRIBE or PING the user
-		// may not run. The connection answered, so it is alive.
-		return
-	}
 	for _, name := range drop {
 		h.unsubscribe(sc, name)
 	}

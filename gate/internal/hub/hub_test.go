@@ -419,9 +419,8 @@ func TestRefusedPingKeepsTheSubscription(t *testing.T) {
 	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
 		t.Fatalf("after refused pings: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
 	}
-	// Later listeners subscribe: the hub does not poll for Retry. (Read in
-	// the hub, not by a second Ready: a refused PING that lands while a new
-	// SUBSCRIBE is pending is taken for its refusal, by design.)
+	// Later listeners subscribe: the hub does not poll for Retry (a refused
+	// PING beside a pending SUBSCRIBE: TestRefusalOfAnotherCommandKeepsAPendingSubscription).
 	h.mu.Lock()
 	off := h.offUntil
 	h.mu.Unlock()
@@ -433,5 +432,156 @@ func TestRefusedPingKeepsTheSubscription(t *testing.T) {
 	}
 	if !woken(ln, 5*time.Second) {
 		t.Fatal("not woken by a message after refused pings")
+	}
+}
+
+// refusalsOf counts the commands Redis refused the ACL user, by name, from
+// ACL LOG (one entry per command and user, its count growing).
+func refusalsOf(admin *redis.Client, command string) (int64, error) {
+	entries, err := admin.Do(context.Background(), "acl", "log").Slice()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range entries {
+		fields := map[string]any{}
+		switch e := e.(type) {
+		case map[any]any: // RESP3
+			for k, v := range e {
+				fields[k.(string)] = v
+			}
+		case []any: // RESP2: key, value, ...
+			for i := 0; i+1 < len(e); i += 2 {
+				fields[e[i].(string)] = e[i+1]
+			}
+		}
+		if fields["reason"] == "command" && fields["object"] == command {
+			c, _ := fields["count"].(int64)
+			n += c
+		}
+	}
+	return n, nil
+}
+
+// A refusal is matched to the command it answers, by the order of
+// replies: with the documented pub/sub rules (ACLPubSub: no +unsubscribe,
+// no +ping), a refused UNSUBSCRIBE or PING answered while another
+// channel's SUBSCRIBE is pending does not fail that subscription, warns
+// nothing, and does not make later listeners poll.
+func TestRefusalOfAnotherCommandKeepsAPendingSubscription(t *testing.T) {
+	for _, command := range []string{"unsubscribe", "ping"} {
+		t.Run(command, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			srv := redistest.ACLServer(t, prefix, append([]string{"&" + prefix + ":*"}, redistest.ACLPubSub...))
+			admin := srv.AdminClient(t)
+			var warned atomic.Int32
+			h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+				Warn: func(context.Context, error) { warned.Add(1) }})
+			if command == "ping" {
+				h.SetTestPingEvery(20 * time.Millisecond)
+			}
+			ctx := context.Background()
+			first, second := prefix+":first", prefix+":second"
+			a := h.Listen(first)
+			// Just before the second channel's SUBSCRIBE is sent (the
+			// channel pending on the connection), make Redis refuse the
+			// other command, and send the SUBSCRIBE only once it has: the
+			// refusal's reply comes while the channel is pending.
+			h.SetTestSubscribing(func(channel string) {
+				if channel != second {
+					return
+				}
+				before, err := refusalsOf(admin, command)
+				if command == "unsubscribe" {
+					a.Close() // the first channel's last listener: UNSUBSCRIBE
+				}
+				for deadline := time.Now().Add(5 * time.Second); err == nil; time.Sleep(5 * time.Millisecond) {
+					var n int64
+					if n, err = refusalsOf(admin, command); n > before {
+						return
+					}
+					if time.Now().After(deadline) {
+						err = errors.New("none within 5s")
+					}
+				}
+				if !errors.Is(err, redis.ErrClosed) { // closed: the test has ended
+					t.Errorf("waiting for Redis to refuse a %s: %v", command, err)
+				}
+			})
+			if !a.Ready(ctx, 5*time.Second) {
+				t.Fatal("Ready: false for an allowed channel")
+			}
+			b := h.Listen(second)
+			defer b.Close()
+			if !b.Ready(ctx, 5*time.Second) {
+				t.Fatalf("Ready: false, want the pending SUBSCRIBE confirmed (the refused %s was taken for its refusal)", command)
+			}
+			h.mu.Lock()
+			off := h.offUntil
+			h.mu.Unlock()
+			if !off.IsZero() || warned.Load() != 0 {
+				t.Fatalf("after a refused %s: listeners poll until %v, %d warnings; want them to subscribe, no warning", command, off, warned.Load())
+			}
+			if err := srv.Client(t).Publish(ctx, second, "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !woken(b, 5*time.Second) {
+				t.Fatal("not woken by a message on the confirmed channel")
+			}
+		})
+	}
+}
+
+// An operator revokes the channel permission: Redis closes the user's
+// subscribed connection, go-redis reconnects and subscribes again on its
+// own, and Redis refuses that. The refusal, of a command the hub did not
+// send, fails the channel with a warning: its listeners poll, and for
+// Retry no listener sends a SUBSCRIBE Redis would refuse.
+func TestRevokedChannelPermissionPolls(t *testing.T) {
+	prefix := redistest.UniqueKey(t)
+	srv := redistest.ACLServer(t, prefix, append([]string{"&" + prefix + ":*"}, redistest.ACLPubSub...))
+	var warned atomic.Int32
+	h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
+		Warn: func(context.Context, error) { warned.Add(1) }})
+	var sent atomic.Int32
+	h.SetTestSubscribing(func(string) { sent.Add(1) })
+	ctx := context.Background()
+	ln := h.Listen(prefix + ":job")
+	defer ln.Close()
+	if !ln.Ready(ctx, 5*time.Second) {
+		t.Fatal("Ready: false for an allowed channel")
+	}
+	if err := srv.AdminClient(t).Do(ctx, "acl", "setuser", srv.User, "resetchannels").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(ln, 5*time.Second) {
+		t.Fatal("not woken when Redis closed the subscription")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		off := h.offUntil
+		h.mu.Unlock()
+		if !off.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("listeners do not poll after the resubscription was refused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ln.Ready(ctx, time.Second) {
+		t.Fatal("Ready: true for a channel the ACL no longer allows")
+	}
+	other := h.Listen(prefix + ":other")
+	defer other.Close()
+	if other.Ready(ctx, time.Second) {
+		t.Fatal("Ready: true while subscriptions are refused")
+	}
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d SUBSCRIBEs sent, want only the first: none within Retry of the refusal", n)
+	}
+	if warned.Load() == 0 {
+		t.Fatal("no warning")
 	}
 }

@@ -176,21 +176,22 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 // Peeks are the upstreams' values queued on a status's trip.
 type Peeks struct {
 	s     *Set
-	peeks []store.Reply[store.Upstream]
+	peeks []store.Reply[store.UpstreamRead]
 }
 
-// Peek queues a read of every upstream's value on t, to be judged with the
-// clock of another command of the trip (a job's read).
+// Peek queues a read of every upstream's value on t, beside a job's read:
+// each with the clock of the server that holds it, the clock its wait was
+// written with (the job's server may be another, its clock apart).
 func (s *Set) Peek(ctx context.Context, t *store.Trip) Peeks {
-	p := Peeks{s: s, peeks: make([]store.Reply[store.Upstream], len(s.keys))}
+	p := Peeks{s: s, peeks: make([]store.Reply[store.UpstreamRead], len(s.keys))}
 	for i, k := range s.keys {
-		p.peeks[i] = t.PeekUpstream(ctx, k)
+		p.peeks[i] = t.ReadUpstream(ctx, k)
 	}
 	return p
 }
 
-// Judge judges what Peek read at Redis time now (ms); nil for Free.
-func (p Peeks) Judge(now int64) ([]Status, error) {
+// Judge judges what Peek read, each at its server's time; nil for Free.
+func (p Peeks) Judge() ([]Status, error) {
 	if len(p.peeks) == 0 {
 		return nil, nil
 	}
@@ -200,7 +201,7 @@ func (p Peeks) Judge(now int64) ([]Status, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, out[i] = p.s.all[i].judge(v, now)
+		_, out[i] = p.s.all[i].judge(v.Upstream, v.Now)
 	}
 	return out, nil
 }

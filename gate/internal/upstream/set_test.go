@@ -197,7 +197,8 @@ func (f *fixture) read() []Status {
 }
 
 // Status reads: each upstream in order, judged with Redis's clock, both
-// read alone (Read) and beside a job's read (Peek); none for Free.
+// read alone (Read) and as Status reads them beside a job (Peek); none
+// for Free.
 func TestReadAndPeek(t *testing.T) {
 	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute})
 	run := store.NewToken()
@@ -209,14 +210,9 @@ func TestReadAndPeek(t *testing.T) {
 	}
 	ctx := context.Background()
 	tr := f.st.Trip()
-	job := tr.ReadJob(ctx, "job") // the clock Peek is judged by
 	peeks := f.set.Peek(ctx, &tr)
 	tr.Send(ctx)
-	r, err := job.Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ps, err := peeks.Judge(r.Now); err != nil || len(ps) != 2 || ps[0] != ss[0] || ps[1] != ss[1] {
+	if ps, err := peeks.Judge(); err != nil || len(ps) != 2 || ps[0] != ss[0] || ps[1] != ss[1] {
 		t.Fatalf("Peek: %+v, %v; want what Read read", ps, err)
 	}
 	free := NewSet("p", nil, Policy{})
@@ -224,7 +220,7 @@ func TestReadAndPeek(t *testing.T) {
 	if ss, err := free.Read(ctx, &tr).Result(); err != nil || ss != nil {
 		t.Fatalf("Free's Read: %+v, %v; want none", ss, err)
 	}
-	if ss, err := free.Peek(ctx, &tr).Judge(r.Now); err != nil || ss != nil {
+	if ss, err := free.Peek(ctx, &tr).Judge(); err != nil || ss != nil {
 		t.Fatalf("Free's Peek: %+v, %v; want none", ss, err)
 	}
 }

@@ -1,0 +1,68 @@
+package gate_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// byTag is a redis.Ring's hash that sends the keys of one hash tag to the
+// shard "upstream" and every other key to "job".
+type byTag string
+
+func (b byTag) Get(tag string) string {
+	if tag == string(b) {
+		return "upstream"
+	}
+	return "job"
+}
+
+// Status judges each upstream with the clock of the server that holds it,
+// the clock its wait was written with, not with the job's: on two
+// servers a second apart (a ring or a cluster over two machines), a
+// 90 s Retry-After reads as 90 s, not 91.
+func TestStatusJudgesUpstreamsWithTheirServersClock(t *testing.T) {
+	const hint = 90 * time.Second
+	for _, tc := range []struct {
+		name string
+		// upstream starts the server of the upstream's keys: its clock is
+		// now, the job's server's a second behind it.
+		upstream func(t *testing.T, now time.Time) string
+		// within: how far below the hint the wait may read (a real
+		// server's clock runs on).
+		within time.Duration
+	}{
+		{"miniredis", func(t *testing.T, now time.Time) string {
+			m := miniredis.RunT(t)
+			m.SetTime(now)
+			return m.Addr()
+		}, 0},
+		{"redis-server", func(t *testing.T, _ time.Time) string {
+			return redistest.Server(t).Addr()
+		}, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			job := miniredis.RunT(t)
+			job.SetTime(now.Add(-time.Second))
+			const name = "provider"
+			rdb := redis.NewRing(&redis.RingOptions{
+				Addrs:             map[string]string{"job": job.Addr(), "upstream": tc.upstream(t, now)},
+				NewConsistentHash: func([]string) redis.ConsistentHash { return byTag(keyspace.Encode(name)) },
+			})
+			t.Cleanup(func() { _ = rdb.Close() })
+			g := newGate(t, rdb, gate.Options{Upstream: name, Classify: upstreamClassifier(hint)})
+			_ = failWith(t, g, "a", errRateLimited)
+			st := mustStatus(t, g, "b")
+			if up := st.Upstream; up.State != gate.UpstreamCoolingDown || up.RetryAfter > hint || up.RetryAfter < hint-tc.within {
+				t.Fatalf("Status(...).Upstream = %+v, want cooling for the hint, %v (less at most %v)", up, hint, tc.within)
+			}
+		})
+	}
+}
