@@ -14,6 +14,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -154,12 +155,16 @@ func TestBudgetReservationLapses(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			opts.Lease = 100 * time.Millisecond
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			// a's process dies with its call in flight: its Redis goes out
+			// of reach, so no renewal keeps the lease or the reservation.
+			down := &gatetest.Flaky{Client: tg.Client}
+			a, b := newGate(t, down, opts), newGate(t, tg.Client, opts)
 			report(t, a, "first", openAIHeader(2, 60, "58s"))
 			crashed, err := a.Acquire(ctx, "crashed")
 			if err != nil {
 				t.Fatal(err)
 			}
+			down.Down.Store(true)
 			defer func() { _ = crashed.Release(ctx) }()
 			if bl := blocked(t, b, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("with the crashed call in flight: %+v, want ErrUpstreamCooling", bl)
@@ -175,6 +180,55 @@ func TestBudgetReservationLapses(t *testing.T) {
 					t.Fatalf("a lease after the crashed call was admitted: %v, want its reservation lapsed", err)
 				}
 				pass(tg, 10*time.Millisecond)
+			}
+		})
+	}
+}
+
+// A call that runs longer than several leases stays counted while it
+// holds its lease: each renewal keeps its reservation, so every other
+// process keeps seeing the budget spent until the call settles, and then
+// no longer. (A reservation that lapsed after one lease would let a second
+// call through while the first still runs.)
+func TestBudgetReservationLivesWithTheLease(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Lease = 300 * time.Millisecond // renewed every 100 ms
+			rec := newRecorder()
+			ao := opts
+			ao.Observer = rec
+			a, b := newGate(t, tg.Client, ao), newGate(t, tg.Client, opts)
+			// 2 left, refilling one request a minute: one call in flight
+			// and the reserve leave no room for another.
+			report(t, a, "first", openAIHeader(2, 60, "58m0s"))
+			long, err := a.Acquire(ctx, "long")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 6 { // three leases of Redis time
+				// Two renewals: the second was sent after the last pass.
+				rec.drain()
+				renewed := 0
+				waitUntil(t, 5*time.Second, "two renewals", func() bool {
+					for _, e := range rec.drain() {
+						if e.Kind == gate.EventRenewed && e.Err == nil {
+							renewed++
+						}
+					}
+					return renewed >= 2
+				})
+				pass(tg, opts.Lease/2)
+				if bl := blocked(t, b, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.Reason != classify.ReasonRateLimited {
+					t.Fatalf("%v into a call that still runs: %+v, want the budget spent by it", time.Duration(i+1)*opts.Lease/2, bl)
+				}
+			}
+			if err := long.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Do(ctx, "next", okFn); err != nil {
+				t.Fatalf("once the long call settled: %v, want the next call to run", err)
 			}
 		})
 	}

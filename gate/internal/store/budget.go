@@ -22,10 +22,13 @@ var (
 	budgetRecordLua string
 	//go:embed lua/budget_read.lua
 	budgetReadLua string
+	//go:embed lua/budget_renew.lua
+	budgetRenewLua string
 
 	budgetAdmitScript  = newScript(budgetLeftLua + budgetAdmitLua)
 	budgetRecordScript = newScript(budgetLeftLua + budgetRecordLua)
 	budgetReadScript   = newScript(budgetLeftLua + budgetReadLua)
+	budgetRenewScript  = newScript(budgetLeftLua + budgetRenewLua)
 )
 
 // BudgetKeys are an upstream's keys the budget scripts read: its state
@@ -159,6 +162,13 @@ func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r 
 	args := append([]any{member, ms(margin)}, r.Requests.args()...)
 	args = append(args, r.Tokens.args()...)
 	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
+}
+
+// RenewReservation queues budget_renew.lua: keep member's reservation
+// for one more lease, unless it lapsed or was released. The reply
+// reports whether it was kept.
+func (t *Trip) RenewReservation(ctx context.Context, k BudgetKeys, member string) Reply[bool] {
+	return Reply[bool]{t.eval(ctx, budgetRenewScript, k.keys(), member, t.s.lease), decodeFlag}
 }
 
 // BudgetLeft is one limit of a budget as the admission estimates it now;

@@ -113,6 +113,16 @@ func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 	return t.RecordBudget(ctx, c.b.(*guarded).bk, c.member, store.Reading{}, c.margin)
 }
 
+// Renew queues on t the renewal of the run's reservation for one more
+// lease, beside its lease's renewal: a call that runs longer than a lease
+// stays counted while it holds its lease. Nothing when it reserved none.
+func (c Choice) Renew(ctx context.Context, t *store.Trip) store.Reply[bool] {
+	if c.member == "" {
+		return store.Reply[bool]{}
+	}
+	return t.RenewReservation(ctx, c.b.(*guarded).bk, c.member)
+}
+
 // Budget queues on t the settle of the run's call in its upstream's
 // budget: the release of its reservation, and what its responses said
 // (seen, read at now). Nothing for Free, with budgets off, or when there
