@@ -226,9 +226,14 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The breaker still judges; the budget did not, loudly.
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", r.AdmitErr)})
 	}
-	judged = g.ups.Judge(r.Upstreams, r.Admitted, r.Now)
-	if ss, refusing := judged.Refusal(); refusing {
+	judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
+	switch ss, refusing := judged.Refusal(); {
+	case refusing:
 		return g.upstreamRefusal(l.job, ss), nil
+	case r.Untried:
+		// The store's script and package upstream read an upstream's value
+		// differently: fail closed, the job untouched.
+		return nil, errors.New("gate: acquire: the upstreams refused the call in Redis but not as read here")
 	}
 	if !r.Taken {
 		if !r.Job.Over(r.Now) {

@@ -16,8 +16,12 @@ import (
 var (
 	//go:embed lua/budget_left.lua
 	budgetLeftLua string
+	//go:embed lua/budget_judge.lua
+	budgetJudgeLua string
 	//go:embed lua/budget_admit.lua
 	budgetAdmitLua string
+	//go:embed lua/acquire_budget.lua
+	acquireBudgetLua string
 	//go:embed lua/budget_record.lua
 	budgetRecordLua string
 	//go:embed lua/budget_read.lua
@@ -25,10 +29,13 @@ var (
 	//go:embed lua/budget_renew.lua
 	budgetRenewLua string
 
-	budgetAdmitScript  = newScript(budgetLeftLua + budgetAdmitLua)
-	budgetRecordScript = newScript(budgetLeftLua + budgetRecordLua)
-	budgetReadScript   = newScript(budgetLeftLua + budgetReadLua)
-	budgetRenewScript  = newScript(budgetLeftLua + budgetRenewLua)
+	budgetAdmitScript = newScript(budgetLeftLua + budgetJudgeLua + budgetAdmitLua)
+	// The acquire of a job and its upstreams' budgets in one script, on
+	// one node (Store.Acquire).
+	acquireBudgetScript = newScript(budgetLeftLua + budgetJudgeLua + jobTakeLua + acquireBudgetLua)
+	budgetRecordScript  = newScript(budgetLeftLua + budgetRecordLua)
+	budgetReadScript    = newScript(budgetLeftLua + budgetReadLua)
+	budgetRenewScript   = newScript(budgetLeftLua + budgetRenewLua)
 )
 
 // BudgetKeys are an upstream's keys the budget scripts read: its state
@@ -100,6 +107,10 @@ func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
 	if err != nil {
 		return Admitted{}, err
 	}
+	return admittedOf(v, member)
+}
+
+func admittedOf(v []any, member string) (Admitted, error) {
 	kind, ok := replyInt(v, 0)
 	if ok && kind == 0 && len(v) == 1 {
 		return Admitted{}, nil
