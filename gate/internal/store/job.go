@@ -95,7 +95,11 @@ func (a *Acquired) Close() {
 }
 
 // Acquire sends the acquire's round trip: the job's PTTL, SET NX GET and
-// TIME (take), a waiter's read of the done key, and each upstream's GET.
+// TIME (take), a waiter's read of the done key, and each upstream's GET
+// and its budget's admission. On one node with admissions it is one
+// script instead (takeAdmitted), which judges the upstreams before it
+// takes the job; a script Redis refuses (OOM, READONLY, an ACL) falls
+// back to the commands side by side, which say which.
 // The job's commands go to the job's own node: on one node with the
 // upstreams' GETs in one pipeline; on a cluster through that master's
 // client (TIME has no key to route it by), beside a pipeline of the GETs
