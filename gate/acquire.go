@@ -63,10 +63,14 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // job's done key, so that a free job whose success Redis did not record
 // yet is refused as done), with a GET of each upstream's state and its
 // budget's admission (UpstreamPolicy.IgnoreBudget; WithTokens) in the
-// same round trip when the gate has upstreams. A second trip is made only
-// when the job's key holds a finished state with history (a script takes
-// it over), when an upstream's wait has just ended (this call claims its
-// probe) or when every upstream refuses, by its budget or by its breaker
+// same round trip when the gate has upstreams; on one node, with budgets,
+// that trip is one script that judges the upstreams before it takes the
+// job (a refusal by them writes nothing) and takes over a finished state.
+// A second trip is made only when the job's key holds a finished state
+// with history (a script takes it over), when an upstream's wait has just
+// ended (this call claims its probe), on a cluster when the call goes to
+// another upstream than the one asked to reserve it (that one reserves
+// it) or when every upstream refuses, by its budget or by its breaker
 // when this process did not know it yet (the job is given back); while
 // this process knows every breaker refuses, Acquire only reads them (one
 // trip, nothing written). When Redis refuses the write (full with
@@ -184,10 +188,13 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 }
 
 // take is the one acquire path. One round trip (Store.Acquire): the job's
-// SET NX GET, its PTTL and Redis's TIME, with each upstream's GET. Then,
-// only where needed: the job's takeover script when its key holds a
-// finished state (its history: the attempt count, the last failure), the
-// probe's claim when an upstream's wait just ended. Whatever take returns
+// SET NX GET, its PTTL and Redis's TIME, with each upstream's GET and its
+// budget's admission (on one node with budgets, one script judges them
+// before it takes the job). Then, only where needed: the job's takeover
+// script when its key holds a finished state (its history: the attempt
+// count, the last failure), the probe's claim when an upstream's wait
+// just ended, the call's reservation in the upstream that takes it when
+// a cluster's acquire asked another. Whatever take returns
 // other than nil, it leaves Redis as it found it (giveBack, one round
 // trip): a job taken by a call every upstream refuses, or by a waiter
 // whose run succeeded meanwhile, or whose replicas did not acknowledge it.
@@ -232,9 +239,14 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The breaker still judges; the budget did not, loudly.
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", r.AdmitErr)})
 	}
-	judged = g.ups.Judge(r.Upstreams, r.Admitted, r.Now)
-	if ss, refusing := judged.Refusal(); refusing {
+	judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
+	switch ss, refusing := judged.Refusal(); {
+	case refusing:
 		return g.upstreamRefusal(l.job, ss), nil
+	case r.Untried:
+		// The store's script and package upstream read an upstream's value
+		// differently: fail closed, the job untouched.
+		return nil, errors.New("gate: acquire: the upstreams refused the call in Redis but not as read here")
 	}
 	if !r.Taken {
 		if !r.Job.Over(r.Now) {

@@ -41,9 +41,9 @@ func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 // A process that saw its upstream refuse only reads it (one script, no
 // write) until that refusal ends by its clock; what it reads decides. An
 // operator who reset the upstream elsewhere is seen at the next call: the
-// read finds it open, and the call takes the job's own path again (the
-// upstream's GET and the job's acquire in one pipeline), here refused by
-// the job's own cooldown.
+// read finds it open, and the call takes the job's own path again (on
+// one node, one script judges the upstream and takes the job), here
+// refused by the job's own cooldown.
 func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
@@ -74,11 +74,11 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
 		t.Fatalf("after the upstream was reset elsewhere: %+v, want the job's own cooldown", b)
 	}
-	if got := names.take(); !equalNames(got, []string{"evalsha", "[pttl set time get evalsha]"}) {
+	if got := names.take(); !equalNames(got, []string{"evalsha", "evalsha"}) {
 		t.Fatalf("first call after the reset sent %v, want the read that finds it open, then the acquire", got)
 	}
 	_ = blocked(t, g, "job")
-	if got := names.take(); !equalNames(got, []string{"[pttl set time get evalsha]"}) {
+	if got := names.take(); !equalNames(got, []string{"evalsha"}) {
 		t.Fatalf("next call sent %v, want the acquire alone", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redisop"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -154,12 +157,16 @@ func TestBudgetReservationLapses(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			opts.Lease = 100 * time.Millisecond
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			// a's process dies with its call in flight: its Redis goes out
+			// of reach, so no renewal keeps the lease or the reservation.
+			down := &gatetest.Flaky{Client: tg.Client}
+			a, b := newGate(t, down, opts), newGate(t, tg.Client, opts)
 			report(t, a, "first", openAIHeader(2, 60, "58s"))
 			crashed, err := a.Acquire(ctx, "crashed")
 			if err != nil {
 				t.Fatal(err)
 			}
+			down.Down.Store(true)
 			defer func() { _ = crashed.Release(ctx) }()
 			if bl := blocked(t, b, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("with the crashed call in flight: %+v, want ErrUpstreamCooling", bl)
@@ -175,6 +182,55 @@ func TestBudgetReservationLapses(t *testing.T) {
 					t.Fatalf("a lease after the crashed call was admitted: %v, want its reservation lapsed", err)
 				}
 				pass(tg, 10*time.Millisecond)
+			}
+		})
+	}
+}
+
+// A call that runs longer than several leases stays counted while it
+// holds its lease: each renewal keeps its reservation, so every other
+// process keeps seeing the budget spent until the call settles, and then
+// no longer. (A reservation that lapsed after one lease would let a second
+// call through while the first still runs.)
+func TestBudgetReservationLivesWithTheLease(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Lease = 600 * time.Millisecond // renewed every 200 ms
+			rec := newRecorder()
+			ao := opts
+			ao.Observer = rec
+			a, b := newGate(t, tg.Client, ao), newGate(t, tg.Client, opts)
+			// 2 left, refilling one request a minute: one call in flight
+			// and the reserve leave no room for another.
+			report(t, a, "first", openAIHeader(2, 60, "58m0s"))
+			long, err := a.Acquire(ctx, "long")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 { // two leases and a half of Redis time
+				// Two renewals: the second was sent after the last pass.
+				rec.drain()
+				renewed := 0
+				waitUntil(t, 5*time.Second, "two renewals", func() bool {
+					for _, e := range rec.drain() {
+						if e.Kind == gate.EventRenewed && e.Err == nil {
+							renewed++
+						}
+					}
+					return renewed >= 2
+				})
+				pass(tg, opts.Lease/2)
+				if bl := blocked(t, b, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.Reason != classify.ReasonRateLimited {
+					t.Fatalf("%v into a call that still runs: %+v, want the budget spent by it", time.Duration(i+1)*opts.Lease/2, bl)
+				}
+			}
+			if err := long.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Do(ctx, "next", okFn); err != nil {
+				t.Fatalf("once the long call settled: %v, want the next call to run", err)
 			}
 		})
 	}
@@ -200,21 +256,21 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "[set evalsha]"}, names.take(); !equalNames(got, exp) {
 		t.Fatalf("a success without a budget sent %v, want %v", got, exp)
 	}
 	report(t, g, "job", h)
-	if exp, got := []string{"[pttl set time get evalsha]", "evalsha", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
 		t.Fatalf("the first reading of an upstream without a budget sent %v, want %v: written at once, then with the settle", got, exp)
 	}
 	report(t, g, "job", h)
-	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
 		t.Fatalf("a success with a budget sent %v, want %v: the budget's write in the settle's trip", got, exp)
 	}
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"[pttl set time get evalsha]", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
 		t.Fatalf("a success admitted by the budget sent %v, want %v: its release in the settle's trip", got, exp)
 	}
 }
@@ -551,5 +607,160 @@ func TestBudgetAfterTheSettle(t *testing.T) {
 				t.Fatalf("budget %+v, %v; want none", ups, err)
 			}
 		})
+	}
+}
+
+// With Fallbacks, the fallback that takes a call reserves it in its own
+// budget, as the first upstream does: with the first upstream's budget
+// spent and 3 requests left in the fallback's (a reserve of one), calls
+// acquired at once by two processes cannot all see enough left there;
+// exactly two run, and the fallback's settle releases their calls. (A
+// fallback that judged without reserving admitted all eight.)
+func TestBudgetFallbackReserves(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Fallbacks = []string{"azure:backup"}
+			backup := opts
+			backup.Upstream, backup.Fallbacks = "azure:backup", nil
+			// Both limits refill a request a minute: nothing refills here.
+			report(t, newGate(t, tg.Client, backup), "seed", openAIHeader(3, 60, "57m0s"))
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAIHeader(0, 60, "59m0s"))
+
+			const calls = 8
+			var (
+				mu     sync.Mutex
+				leases []*gate.Lease
+				wg     sync.WaitGroup
+			)
+			start := make(chan struct{})
+			for i := range calls {
+				g := a
+				if i%2 == 1 {
+					g = b
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					l, err := g.Acquire(ctx, "job-"+itoa(i))
+					var bl *gate.BlockedError
+					switch {
+					case err == nil:
+						mu.Lock()
+						leases = append(leases, l)
+						mu.Unlock()
+					case !errors.As(err, &bl) || !errors.Is(bl, gate.ErrUpstreamCooling):
+						t.Errorf("acquire %d: %v, want a lease or ErrUpstreamCooling", i, err)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			defer func() {
+				for _, l := range leases {
+					_ = l.Release(ctx)
+				}
+			}()
+			if len(leases) != 2 {
+				t.Fatalf("%d of %d concurrent calls ran with 3 requests left in the fallback and a reserve of one, want 2", len(leases), calls)
+			}
+			for _, l := range leases {
+				if l.Upstream() != "azure:backup" {
+					t.Fatalf("a call ran on %q, want the fallback", l.Upstream())
+				}
+			}
+			if bl := blocked(t, b, "more"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("with two calls in flight on the fallback: %+v, want ErrUpstreamCooling", bl)
+			}
+			if err := leases[0].Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			leases = leases[1:]
+			if err := b.Do(ctx, "more", okFn); err != nil {
+				t.Fatalf("once one settled: %v, want the call to run on the fallback", err)
+			}
+		})
+	}
+}
+
+// A call refused by its upstream's budget costs one round trip on one
+// node and writes nothing to its job: the budget is judged before the job
+// is taken, in the acquire's one script. A job refused by its own state
+// reserves nothing either, so it costs one trip too. (A cluster keeps the
+// job's key and the upstream's in different slots: there the job taken
+// beside the refusal is given back, two trips.)
+func TestBudgetRefusalIsOneTrip(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		if tg.Name == "cluster" {
+			continue
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rt := &roundTrips{}
+			hook(tg, rt)
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAIHeader(3, 60, "58m0s"))
+			l, err := a.Acquire(ctx, "running")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l.Release(ctx) }()
+			_ = blocked(t, b, "running") // loads the scripts
+			before := rt.n.Load()
+			bl := blocked(t, b, "running")
+			if got := rt.n.Load() - before; !errors.Is(bl, gate.ErrInFlight) || got != 1 {
+				t.Fatalf("a job running elsewhere: %+v in %d round trips, want ErrInFlight in 1", bl, got)
+			}
+			l2, err := a.Acquire(ctx, "second") // 3 left: two calls and the reserve
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l2.Release(ctx) }()
+			before = rt.n.Load()
+			bl = blocked(t, b, "spent")
+			if got := rt.n.Load() - before; !errors.Is(bl, gate.ErrUpstreamCooling) || got != 1 {
+				t.Fatalf("a refusal by the budget: %+v in %d round trips, want ErrUpstreamCooling in 1", bl, got)
+			}
+			if n, err := tg.Client.Exists(ctx, keyspace.Job(opts.Prefix, "spent")).Result(); err != nil || n != 0 {
+				t.Fatalf("the refused job's key: %d, %v; want none written", n, err)
+			}
+		})
+	}
+}
+
+// A user whose ACL does not permit the budget's commands (GateACL without
+// ACLScope's) still gets the breaker: the admission is refused loudly, and
+// once the acquire's one-node script was refused so, acquires send the
+// job's commands beside the upstream's read again, one round trip, rather
+// than a refused script and a second trip each time.
+func TestBudgetWithoutPermission(t *testing.T) {
+	prefix := "aclbudget"
+	s := redistest.ACLServer(t, prefix, nil)
+	rdb := s.Client(t)
+	rt := &roundTrips{}
+	rdb.AddHook(rt)
+	rec := newRecorder()
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Observer: rec})
+	ctx := context.Background()
+	if err := g.Do(ctx, "first", okFn); err != nil {
+		t.Fatalf("without the budget's permissions: %v, want the call to run", err)
+	}
+	loud := false
+	for _, e := range rec.drain() {
+		loud = loud || e.Kind == gate.EventRedisError && e.Op == redisop.Upstream
+	}
+	if !loud {
+		t.Fatal("the budget's refused admission sent no EventRedisError")
+	}
+	before := rt.n.Load()
+	if err := g.Do(ctx, "second", okFn); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load() - before; got != 2 {
+		t.Fatalf("a call after the script was refused: %d round trips, want 2 (acquire, settle)", got)
 	}
 }

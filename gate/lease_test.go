@@ -133,8 +133,8 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"[pttl set time get evalsha]", "[evalsha evalsha]"}) {
-		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the upstream's GET and its budget's admission with the acquire, then the job's settle with the upstream's trip", got)
+	if got := names.take(); !equalNames(got, []string{"evalsha", "[evalsha evalsha]"}) {
+		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the acquire's script (the upstream and its budget judged, the job taken), then the job's settle with the upstream's trip", got)
 	}
 	if up := l.Result().Upstream; up.State != gate.UpstreamCoolingDown {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)

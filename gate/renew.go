@@ -11,7 +11,9 @@ import (
 
 // renew is the heartbeat Acquire arms with time.AfterFunc, which starts no
 // goroutine until it fires: a call shorter than Lease/3 costs none. It
-// extends the lease with a compare-token PEXPIRE and re-arms itself.
+// extends the lease with a compare-token PEXPIRE and re-arms itself. The
+// call's reservation in its upstream's budget is kept in the same round
+// trip, so a call longer than a lease stays counted while it runs.
 // The lease is lost at once on a "not owned" reply, or when a renewal fails
 // after the lock must have expired by the local clock (with renewals every
 // Lease/3, the third failure in a row).
@@ -30,6 +32,7 @@ func (l *Lease) renew() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout))
 	t := g.store.Trip()
 	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1, est)
+	reserved := l.up.Renew(ctx, &t)
 	var shared store.Reply[[]time.Duration]
 	if len(unsent) > 0 {
 		shared = t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
@@ -38,6 +41,9 @@ func (l *Lease) renew() {
 	owned, err := renewed.Result()
 	g.sharedCalls(shared)
 	cancel()
+	if rerr := reserved.Err(); rerr != nil {
+		g.emit(l.parent, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", rerr)})
+	}
 
 	var (
 		events []Event

@@ -16,16 +16,26 @@ import (
 var (
 	//go:embed lua/budget_left.lua
 	budgetLeftLua string
+	//go:embed lua/budget_judge.lua
+	budgetJudgeLua string
 	//go:embed lua/budget_admit.lua
 	budgetAdmitLua string
+	//go:embed lua/acquire_budget.lua
+	acquireBudgetLua string
 	//go:embed lua/budget_record.lua
 	budgetRecordLua string
 	//go:embed lua/budget_read.lua
 	budgetReadLua string
+	//go:embed lua/budget_renew.lua
+	budgetRenewLua string
 
-	budgetAdmitScript  = newScript(budgetLeftLua + budgetAdmitLua)
-	budgetRecordScript = newScript(budgetLeftLua + budgetRecordLua)
-	budgetReadScript   = newScript(budgetLeftLua + budgetReadLua)
+	budgetAdmitScript = newScript(budgetLeftLua + budgetJudgeLua + budgetAdmitLua)
+	// The acquire of a job and its upstreams' budgets in one script, on
+	// one node (Store.Acquire).
+	acquireBudgetScript = newScript(budgetLeftLua + budgetJudgeLua + jobTakeLua + acquireBudgetLua)
+	budgetRecordScript  = newScript(budgetLeftLua + budgetRecordLua)
+	budgetReadScript    = newScript(budgetLeftLua + budgetReadLua)
+	budgetRenewScript   = newScript(budgetLeftLua + budgetRenewLua)
 )
 
 // BudgetKeys are an upstream's keys the budget scripts read: its state
@@ -97,6 +107,10 @@ func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
 	if err != nil {
 		return Admitted{}, err
 	}
+	return admittedOf(v, member)
+}
+
+func admittedOf(v []any, member string) (Admitted, error) {
 	kind, ok := replyInt(v, 0)
 	if ok && kind == 0 && len(v) == 1 {
 		return Admitted{}, nil
@@ -159,6 +173,13 @@ func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r 
 	args := append([]any{member, ms(margin)}, r.Requests.args()...)
 	args = append(args, r.Tokens.args()...)
 	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
+}
+
+// RenewReservation queues budget_renew.lua: keep member's reservation
+// for one more lease, unless it lapsed or was released. The reply
+// reports whether it was kept.
+func (t *Trip) RenewReservation(ctx context.Context, k BudgetKeys, member string) Reply[bool] {
+	return Reply[bool]{t.eval(ctx, budgetRenewScript, k.keys(), member, t.s.lease), decodeFlag}
 }
 
 // BudgetLeft is one limit of a budget as the admission estimates it now;

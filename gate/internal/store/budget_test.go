@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // A call that does not say its tokens is judged by its share of the token
@@ -123,5 +125,71 @@ func TestDecodeBudgetRead(t *testing.T) {
 	cmd.SetVal([]any{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0)})
 	if got, err := decodeBudgetRead(cmd); err != nil || got != (BudgetRead{}) {
 		t.Fatalf("decodeBudgetRead of nothing reported: %+v, %v; want none", got, err)
+	}
+}
+
+// A renewal keeps a reservation for one more lease from now; one that
+// lapsed (its lease ended without a renewal) or was released is not
+// brought back: its call is no longer counted.
+func TestRenewReservation(t *testing.T) {
+	s, m, _ := newStore(t) // lease: a minute
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Hour}}, time.Minute)
+	tr.Send(ctx)
+	member, other := ReserveMember(NewToken(), 0), ReserveMember(NewToken(), 0)
+	admit := func(member string) {
+		t.Helper()
+		tr := s.Trip()
+		a := tr.Admit(ctx, Admission{Keys: k, Member: member})
+		tr.Send(ctx)
+		got, err := a.Result()
+		if err != nil || got.Reserved != member {
+			t.Fatalf("admit: %+v, %v; want reserved", got, err)
+		}
+	}
+	renew := func() bool {
+		t.Helper()
+		tr := s.Trip()
+		r := tr.RenewReservation(ctx, k, member)
+		tr.Send(ctx)
+		kept, err := r.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kept
+	}
+	inFlight := func() int64 {
+		t.Helper()
+		tr := s.Trip()
+		r := tr.ReadBudget(ctx, k)
+		tr.Send(ctx)
+		got, err := r.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Calls
+	}
+	admit(member)
+	redistest.Advance(m, 50*time.Second)
+	if !renew() {
+		t.Fatal("a reservation renewed within its lease: not kept")
+	}
+	redistest.Advance(m, 50*time.Second) // 100 s after the admission
+	if n := inFlight(); n != 1 {
+		t.Fatalf("a lease after its renewal's lease began: %d calls in flight, want the renewed one", n)
+	}
+	admit(other)                         // keeps the calls' key alive
+	redistest.Advance(m, 11*time.Second) // a lease after the renewal
+	if renew() || inFlight() != 1 {
+		t.Fatalf("a lapsed reservation: kept or counted (%d in flight), want it lapsed for good beside the other", inFlight())
+	}
+	admit(member)
+	tr = s.Trip()
+	tr.RecordBudget(ctx, k, member, Reading{}, time.Minute)
+	tr.Send(ctx)
+	if renew() || inFlight() != 1 {
+		t.Fatal("a released reservation: brought back by a renewal")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,10 @@ type Store struct {
 	// lease is Config.Lease in ms, boxed once: an int64 above 255 put in an
 	// interface allocates on every call otherwise.
 	lease any
+	// unscripted: the one-node acquire script was refused a command's
+	// permission (an ACL without the budget's commands); acquires send
+	// the job's commands beside the upstreams' as on a cluster.
+	unscripted atomic.Bool
 	routing
 }
 
@@ -127,6 +132,10 @@ type routing struct {
 	master func(ctx context.Context, key string) (Client, error)
 	// cluster is the client as a cluster client, to follow a moved slot.
 	cluster clusterClient
+	// oneNode: every key lives on one server, so one script may read a
+	// job's key and its upstreams' (a *redis.Client, or a wrapper that
+	// embeds one).
+	oneNode bool
 	// scripts are the state-changing scripts, publishing with PUBLISH on
 	// one node and SPUBLISH otherwise.
 	scripts *writeScripts
@@ -158,7 +167,7 @@ func routingOf(rdb Client) routing {
 	t := routing{ctxDeadlines: true, scripts: clusterScripts}
 	switch c := rdb.(type) {
 	case nodeClient:
-		t.scripts = nodeScripts
+		t.scripts, t.oneNode = nodeScripts, true
 		t.ctxDeadlines = c.Options().ContextTimeoutEnabled
 		t.pin = func(context.Context, string) (*redis.Conn, error) { return c.Conn(), nil }
 		if s, ok := rdb.(subscriber); ok {

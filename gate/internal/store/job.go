@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,9 +56,12 @@ type Acquire struct {
 // Acquired is the acquire's answer.
 type Acquired struct {
 	// Taken: the job is the caller's, with Fence. Otherwise Job is the
-	// value that refused it (Takeover may still take a settled one).
-	Taken bool
-	Fence int64
+	// value that refused it (Takeover may still take a settled one), or
+	// Untried: no upstream could take the call, and the job was not read
+	// (one node: the upstreams are judged before the job is taken).
+	Taken   bool
+	Untried bool
+	Fence   int64
 	// Job is the value that refused the acquire or, taken, the value it
 	// replaced (the job's history; Held with no value).
 	Job Job
@@ -91,7 +95,11 @@ func (a *Acquired) Close() {
 }
 
 // Acquire sends the acquire's round trip: the job's PTTL, SET NX GET and
-// TIME (take), a waiter's read of the done key, and each upstream's GET.
+// TIME (take), a waiter's read of the done key, and each upstream's GET
+// and its budget's admission. On one node with admissions it is one
+// script instead (takeAdmitted), which judges the upstreams before it
+// takes the job; a script Redis refuses (OOM, READONLY, an ACL) falls
+// back to the commands side by side, which say which.
 // The job's commands go to the job's own node: on one node with the
 // upstreams' GETs in one pipeline; on a cluster through that master's
 // client (TIME has no key to route it by), beside a pipeline of the GETs
@@ -114,6 +122,19 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	r.conn = rt.conn
 	if err != nil {
 		return err
+	}
+	if s.oneNode && len(a.Admissions) > 0 && !s.unscripted.Load() {
+		err = s.takeAdmitted(ctx, rt.via, a, r)
+		if err == nil || !Replied(err) {
+			return err
+		}
+		// Refused (a Redis that refuses writes, a user without a
+		// command's permission): the commands side by side say which.
+		if msg := err.Error(); strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
+			// The budget's commands are not permitted (ACL): the budget
+			// judges nothing, and this is not worth a second trip each time.
+			s.unscripted.Store(true)
+		}
 	}
 	peeks, admits, err := s.take(ctx, &rt, a, r)
 	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
@@ -147,6 +168,75 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 		var aerr error
 		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil && r.AdmitErr == nil {
 			r.AdmitErr = aerr
+		}
+	}
+	return nil
+}
+
+// takeAdmitted is the acquire on one node when the upstreams have
+// budgets: acquire_budget.lua judges every upstream (its value and its
+// budget) first and takes the job only when one of them may take the
+// call, which reserves it there. A refusal by the upstreams is one round
+// trip that writes nothing to the job, and a job refused by its value
+// reserves nothing. A cluster cannot: the job's key and the upstreams'
+// live in different slots, so there they are sent side by side (take),
+// and a job taken for a call its upstreams refuse is given back.
+func (s *Store) takeAdmitted(ctx context.Context, via Client, a *Acquire, r *Acquired) error {
+	keys := make([]string, 0, 1+3*len(a.Admissions))
+	keys = append(keys, a.Key)
+	member := ""
+	for _, ad := range a.Admissions {
+		keys = append(keys, ad.Keys.keys()...)
+		if ad.Member != "" {
+			member = ad.Member
+		}
+	}
+	ad := a.Admissions[0]
+	t := s.Trip()
+	cmd := t.eval(ctx, acquireBudgetScript, keys, a.Token.Token, s.lease, member, max(ad.Tokens, 0),
+		ad.Reserve.Requests, strconv.FormatFloat(ad.Reserve.TokenShare, 'f', -1, 64))
+	var done *redis.StringCmd
+	if a.Done != "" {
+		done = t.get(ctx, a.Done)
+	}
+	t.sendVia(ctx, via)
+	if err := decodeTakeAdmitted(cmd, member, len(a.Admissions), r); err != nil {
+		return err
+	}
+	return readDone(done, r)
+}
+
+// decodeTakeAdmitted reads acquire_budget.lua's {job, values,
+// admissions} for n upstreams.
+func decodeTakeAdmitted(cmd *redis.Cmd, member string, n int, r *Acquired) error {
+	v, err := cmd.Slice()
+	if err != nil {
+		return err
+	}
+	var job, values, admissions []any
+	if len(v) == 3 {
+		job, _ = v[0].([]any)
+		values, _ = v[1].([]any)
+		admissions, _ = v[2].([]any)
+	}
+	if len(values) != n || len(admissions) != n {
+		return badReply("acquire", v)
+	}
+	kind, _ := replyInt(job, 0)
+	if now, ok := replyInt(job, 1); kind == 2 && ok && len(job) == 2 {
+		r.Taken, r.Untried, r.Fence, r.Now = false, true, 0, now
+		r.setValue("", -2)
+	} else if err := takenOf(job, r); err != nil {
+		return err
+	}
+	r.Upstreams = make([]Upstream, n)
+	r.Admitted = make([]Admitted, n)
+	for i := range n {
+		u, _ := replyString(values, i) // nil: open
+		r.Upstreams[i] = parseUpstream(u)
+		av, _ := admissions[i].([]any)
+		if r.Admitted[i], err = admittedOf(av, member); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -381,15 +471,20 @@ func (s *Store) takeover(ctx context.Context, via Client, a *Acquire, r *Acquire
 	return readDone(done, r)
 }
 
-// decodeAcquire reads job_acquire.lua's reply:
-//
-//	{0, now ms, value, pttl}                              refused by the value
-//	{1, now ms, fence, previous value or false, its pttl} taken
+// decodeAcquire reads job_acquire.lua's reply (job_take.lua).
 func decodeAcquire(cmd *redis.Cmd, r *Acquired) error {
 	v, err := cmd.Slice()
 	if err != nil {
 		return err
 	}
+	return takenOf(v, r)
+}
+
+// takenOf reads take's reply:
+//
+//	{0, now ms, value, pttl}                              refused by the value
+//	{1, now ms, fence, previous value or false, its pttl} taken
+func takenOf(v []any, r *Acquired) error {
 	kind, ok0 := replyInt(v, 0)
 	now, ok1 := replyInt(v, 1)
 	switch {

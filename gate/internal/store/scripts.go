@@ -14,6 +14,8 @@ var (
 	notifyLua string
 	//go:embed lua/read.lua
 	readLua string
+	//go:embed lua/job_take.lua
+	jobTakeLua string
 	//go:embed lua/job_acquire.lua
 	jobAcquireLua string
 	//go:embed lua/job_renew.lua
@@ -41,7 +43,7 @@ var (
 
 	// Scripts that change no state the waiters watch.
 	readScript          = newScript(readLua)
-	jobAcquireScript    = newScript(jobAcquireLua)
+	jobAcquireScript    = newScript(jobTakeLua + jobAcquireLua)
 	jobRenewScript      = newScript(jobRenewLua)
 	upstreamClaimScript = newScript(upstreamClaimLua)
 	windowCountScript   = newScript(windowCountLua)

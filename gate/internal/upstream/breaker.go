@@ -84,6 +84,10 @@ type guarded struct {
 	// and writes nothing (Set.PeekKnown): it picks the path, never the
 	// answer, which always comes from what Redis holds now.
 	refusingUntil atomic.Int64
+	// spentUntil (unix ns, local clock) is when the budget's refusal this
+	// process last read ends: with refusingUntil, where a cluster's
+	// acquire asks to reserve its call (Set.Admissions).
+	spentUntil atomic.Int64
 }
 
 func newGuarded(prefix, name string, p Policy) *guarded {

@@ -37,22 +37,41 @@ func budgetKeys(prefix, name, key string) store.BudgetKeys {
 
 // Admissions are what an acquire of the run holding token asks the
 // upstreams' budgets, as Keys; nil when budgets are off or the gate has no
-// upstream. Only the first upstream reserves the call: a fallback's budget
-// is judged, its calls are not reserved (an acquire cannot know which
-// upstream it takes before the replies).
+// upstream. Every budget judges the call and the upstream that takes it
+// reserves it. On one node the store judges them all with the job and
+// reserves in the one that takes the call, whichever asks (store.Acquire);
+// on a cluster they answer side by side, so the member asks the first
+// upstream this process does not know to refuse (by its breaker, or by
+// its budget within the wait it gave), and Choose reserves the call in
+// another that takes it, in one more round trip.
 func (s *Set) Admissions(token store.Token, tokens int64) []store.Admission {
 	if s.budget.Off || len(s.keys) == 0 {
 		return nil
 	}
 	out := make([]store.Admission, len(s.all))
-	for i, b := range s.all {
-		g := b.(*guarded)
-		out[i] = store.Admission{Keys: g.bk, Reserve: s.budget.Reserve, Tokens: tokens}
-		if i == 0 {
-			out[i].Member = store.ReserveMember(token, tokens)
+	ask := 0
+	for i := len(s.all) - 1; i >= 0; i-- {
+		if !s.all[i].(*guarded).passing() {
+			ask = i
 		}
 	}
+	for i, b := range s.all {
+		out[i] = store.Admission{Keys: b.(*guarded).bk, Reserve: s.budget.Reserve, Tokens: tokens}
+	}
+	out[ask].Member = store.ReserveMember(token, tokens)
 	return out
+}
+
+// passing reports whether this process last saw the upstream refuse, by
+// its breaker or by its budget, and that refusal has not ended by the
+// local clock: a call is not expected to go there.
+func (b *guarded) passing() bool {
+	return b.knownRefusing() || time.Now().UnixNano() < b.spentUntil.Load()
+}
+
+// spent notes that the upstream's budget refused a call for wait.
+func (b *guarded) spent(wait time.Duration) {
+	b.spentUntil.Store(time.Now().Add(wait).UnixNano())
 }
 
 // judgeBudget judges a budget's answer for an upstream its breaker
@@ -85,23 +104,82 @@ func (c Choice) Left() store.BudgetRead {
 	return leftOf(c.admitted)
 }
 
-// reservation is the call a judgement reserved in the first upstream's
-// budget, "" for none.
-func (j Judgement) reservation() string {
-	if len(j.admitted) == 0 {
-		return ""
+// reservation is the upstream whose budget holds the call a judgement
+// reserved (-1 for none), and its member.
+func (j Judgement) reservation() (int, string) {
+	for i, a := range j.admitted {
+		if a.Reserved != "" {
+			return i, a.Reserved
+		}
 	}
-	return j.admitted[0].Reserved
+	return -1, ""
+}
+
+// asked is the member the acquire asked to reserve its call with, "" for
+// none.
+func (j Judgement) asked() string {
+	for _, a := range j.asks {
+		if a.Member != "" {
+			return a.Member
+		}
+	}
+	return ""
+}
+
+// unreserved reports whether upstream i's budget judged the call without
+// reserving it, when the acquire asked to reserve it (another upstream
+// was asked: a cluster's acquire asks one).
+func (j Judgement) unreserved(i int) bool {
+	return i < len(j.admitted) && j.admitted[i].Judged && j.admitted[i].Reserved == "" && j.asked() != ""
 }
 
 // Release queues on t the release of the call the acquire reserved, for
 // an acquire that gives its job up; nothing when it reserved none.
 func (j Judgement) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
-	m := j.reservation()
-	if m == "" {
+	i, m := j.reservation()
+	if i < 0 {
 		return store.Reply[int64]{}
 	}
-	return t.RecordBudget(ctx, j.set.all[0].(*guarded).bk, m, store.Reading{}, j.set.budget.Margin)
+	return t.RecordBudget(ctx, j.set.all[i].(*guarded).bk, m, store.Reading{}, j.set.budget.Margin)
+}
+
+// reserve reserves the call in upstream i's budget, which judged it
+// without reserving it, in one round trip that also releases the
+// reservation the acquire made elsewhere; j's answers follow.
+func (s *Set) reserve(ctx context.Context, st *store.Store, j Judgement, i int) (store.Admitted, error) {
+	a := j.asks[i]
+	a.Member = j.asked()
+	t := st.Trip()
+	r := t.Admit(ctx, a)
+	held := j.Release(ctx, &t)
+	t.Send(ctx)
+	if held.Err() == nil {
+		// Else it lapses with its lease, which no renewal keeps.
+		if h, _ := j.reservation(); h >= 0 {
+			j.admitted[h].Reserved = ""
+		}
+	}
+	got, err := r.Result()
+	if err == nil {
+		j.admitted[i] = got
+	}
+	return got, err
+}
+
+// drop releases the reservation the acquire made in another upstream
+// than the one the call uses, in a round trip of its own (a cluster's
+// acquire that expected another upstream to take the call).
+func (s *Set) drop(ctx context.Context, st *store.Store, j Judgement, used int) {
+	h, _ := j.reservation()
+	if h < 0 || h == used {
+		return
+	}
+	t := st.Trip()
+	r := j.Release(ctx, &t)
+	t.Send(ctx)
+	if r.Err() == nil { // else it lapses with its lease
+		j.admitted[h].Reserved = ""
+	}
 }
 
 // Release queues on t the release of the call the run reserved; nothing
@@ -111,6 +189,16 @@ func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 		return store.Reply[int64]{}
 	}
 	return t.RecordBudget(ctx, c.b.(*guarded).bk, c.member, store.Reading{}, c.margin)
+}
+
+// Renew queues on t the renewal of the run's reservation for one more
+// lease, beside its lease's renewal: a call that runs longer than a lease
+// stays counted while it holds its lease. Nothing when it reserved none.
+func (c Choice) Renew(ctx context.Context, t *store.Trip) store.Reply[bool] {
+	if c.member == "" {
+		return store.Reply[bool]{}
+	}
+	return t.RenewReservation(ctx, c.b.(*guarded).bk, c.member)
 }
 
 // Budget queues on t the settle of the run's call in its upstream's

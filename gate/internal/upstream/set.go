@@ -45,8 +45,10 @@ type Judgement struct {
 	permits  []Permit
 	statuses []Status
 	refusing bool // every upstream refuses
-	// admitted are the budgets' answers.
+	// asks and admitted are what the acquire asked the budgets and their
+	// answers; Choose keeps admitted current.
 	set      *Set
+	asks     []store.Admission
 	admitted []store.Admitted
 }
 
@@ -54,17 +56,18 @@ type Judgement struct {
 func (j Judgement) Refusal() ([]Status, bool) { return j.statuses, j.refusing }
 
 // Judge reads the values an acquire read (one per key, as Keys) at Redis
-// time now, with their budgets' answers to admissions (as Admissions; nil
-// when none were asked). When every upstream refuses by its breaker, this
-// process remembers it: its next acquires only read them (PeekKnown); a
-// budget's refusal is not remembered, its wait is a call's refill.
-func (s *Set) Judge(values []store.Upstream, admitted []store.Admitted, now int64) Judgement {
+// time now, with their budgets' answers to asks (as Admissions; nil when
+// none were asked). An upstream whose breaker refuses is remembered:
+// while this process knows every upstream refuses so, its next acquires
+// only read them (PeekKnown). A budget's refusal is remembered only to
+// choose which upstream a cluster's acquire asks to reserve its call
+// (Admissions): its wait is a call's refill.
+func (s *Set) Judge(values []store.Upstream, asks []store.Admission, admitted []store.Admitted, now int64) Judgement {
 	if s.free.permits != nil {
 		return s.free
 	}
 	j := Judgement{permits: make([]Permit, len(s.all)), statuses: make([]Status, len(s.all)), refusing: true,
-		set: s, admitted: admitted}
-	budgeted := false
+		set: s, asks: asks, admitted: admitted}
 	i := 0
 	for n, b := range s.all {
 		var v store.Upstream
@@ -72,18 +75,18 @@ func (s *Set) Judge(values []store.Upstream, admitted []store.Admitted, now int6
 			v, i = values[i], i+1
 		}
 		j.permits[n], j.statuses[n] = b.judge(v, now)
-		if j.permits[n] != Refused && n < len(admitted) {
+		switch {
+		case j.permits[n] == Refused:
+			b.remember(j.statuses[n])
+		case n < len(admitted):
 			// Open, or its wait over: the probe must fit the budget too.
 			var refused bool
 			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), j.permits[n], admitted[n])
-			budgeted = budgeted || refused
+			if refused {
+				b.(*guarded).spent(j.statuses[n].RetryAfter)
+			}
 		}
 		j.refusing = j.refusing && j.permits[n] == Refused
-	}
-	if j.refusing && !budgeted {
-		for n, b := range s.all {
-			b.remember(j.statuses[n])
-		}
 	}
 	return j
 }
@@ -140,19 +143,35 @@ type Choice struct {
 
 // Choose picks the upstream the run holding token uses: the first, in
 // order, that is open or whose probe this call claims (one more round
-// trip). It returns the upstreams' refusal when none is.
+// trip). The call's reservation goes with it: an open upstream whose
+// budget judged the call without reserving it (a cluster's acquire asked
+// another) reserves it now, in one more round trip that gives back the
+// other's, and refuses the call if it no longer fits. It returns the
+// upstreams' refusal when none takes the call.
 func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j Judgement) (Choice, []Status, error) {
 	for i, b := range s.all {
 		switch j.permits[i] {
 		case Permitted:
-			b.forget()
 			c := Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}
-			if i == 0 {
-				c.member = j.reservation()
+			if j.unreserved(i) {
+				a, err := s.reserve(ctx, st, j, i)
+				if err != nil {
+					return Choice{}, nil, err
+				}
+				if !a.Admitted {
+					j.permits[i], j.statuses[i], _ = judgeBudget(b.Name(), Permitted, a)
+					b.(*guarded).spent(j.statuses[i].RetryAfter)
+					continue
+				}
+			}
+			if h, m := j.reservation(); h == i {
+				c.member = m
 			}
 			if i < len(j.admitted) {
 				c.judged, c.admitted = j.admitted[i].Judged, j.admitted[i]
 			}
+			s.drop(ctx, st, j, i)
+			b.forget()
 			return c, nil, nil
 		case MayProbe:
 			c, err := b.claim(ctx, st, token)
@@ -161,9 +180,11 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 				return Choice{}, nil, err
 			case c.Open:
 				b.forget()
+				s.drop(ctx, st, j, i)
 				return Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
 			case c.Claimed:
 				b.forget()
+				s.drop(ctx, st, j, i)
 				return Choice{b: b, probe: true, level: c.Level, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
 			}
 			j.statuses[i] = refusal(b.Name(), c.Value, c.Wait)

@@ -46,7 +46,7 @@ func (f *fixture) judge() Judgement {
 		}
 		values[i], now = v.Upstream, v.Now
 	}
-	return f.set.Judge(values, nil, now)
+	return f.set.Judge(values, nil, nil, now)
 }
 
 // record settles a run that used c with w.

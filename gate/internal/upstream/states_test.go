@@ -40,7 +40,7 @@ func TestFreeAlwaysPermits(t *testing.T) {
 	if n := len(s.Keys()); n != 0 {
 		t.Fatalf("Free reads %d keys, want none", n)
 	}
-	j := s.Judge(nil, nil, 0)
+	j := s.Judge(nil, nil, nil, 0)
 	if _, refusing := j.Refusal(); refusing {
 		t.Fatal("Free refused")
 	}

@@ -10,9 +10,10 @@ local T = redis.call('TIME')
 local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 local KINDS = {'r', 't'}
 
--- budget reads the hash: {r = quota or nil, t = quota or nil}.
-local function budget()
-  local v = redis.call('HMGET', KEYS[2], 'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt')
+-- budget reads the hash (k, else KEYS[2]): {r = quota or nil, t = quota
+-- or nil}.
+local function budget(k)
+  local v = redis.call('HMGET', k or KEYS[2], 'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt')
   local b = {}
   for i, p in ipairs(KINDS) do
     local o = (i - 1) * 4
@@ -51,10 +52,11 @@ local function left(q)
   return q.rem
 end
 
--- calls counts the calls admitted and not lapsed, and their tokens.
-local function calls()
+-- calls counts the calls admitted and not lapsed (in k, else KEYS[3]),
+-- and their tokens.
+local function calls(k)
   local n, tokens = 0, 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. NOW, '+inf')) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', k or KEYS[3], '(' .. NOW, '+inf')) do
     n = n + 1
     tokens = tokens + (tonumber(string.match(m, ':(%d+)$')) or 0)
   end

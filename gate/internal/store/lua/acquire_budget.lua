@@ -1,0 +1,46 @@
+-- An acquire on one node whose upstreams have budgets, in one script: the
+-- upstreams are judged first, and the job is taken only when one of them
+-- may take the call, which then reserves it (Store.Acquire).
+-- KEYS[1] the job's key; then three keys per upstream, in the order calls
+-- try them: its key, its budget and its calls in flight (budget_left.lua).
+-- ARGV[1] token, ARGV[2] lease ms, ARGV[3] the member that reserves the
+-- call ("" for none), ARGV[4] the tokens the call will spend, ARGV[5] the
+-- requests kept in reserve, ARGV[6] the share of the token limit kept in
+-- reserve for a call that does not say its tokens.
+-- An upstream may take the call when its budget does not refuse it and
+-- its key is empty (open) or holds a cooldown or pause that is over (the
+-- first call claims its probe); as package upstream judges. The first that
+-- may take the call reserves it if it is open and has a budget, and only
+-- once the job is taken: a probe's call is not reserved, as
+-- budget_admit.lua does not reserve it.
+-- Reply: {job, values, admissions}: job is take's reply (job_take.lua),
+-- or {2, now ms} when no upstream may take the call (the job is not
+-- read); values the upstreams' values (false: none); admissions
+-- budget_admit.lua's reply for each.
+local lease, member = tonumber(ARGV[2]), ARGV[3]
+local tokens, keep, share = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local values, admissions, needs = {}, {}, {}
+local first
+for i = 1, (#KEYS - 1) / 3 do
+  local o = 3 * i - 1
+  local v = redis.call('GET', KEYS[o])
+  local a, need = admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share)
+  values[i], admissions[i], needs[i] = v, a, need
+  local open = not v
+  if v then
+    local untl = string.match(v, '^[cp]:[^:]*:%d+:(%d+)$')
+    open = untl ~= nil and tonumber(untl) <= NOW
+  end
+  if not first and open and a[1] <= 1 then
+    first = i
+  end
+end
+if not first then
+  return {{2, NOW}, values, admissions}
+end
+local job = take(KEYS[1], ARGV[1], ARGV[2])
+local a = admissions[first]
+if job[1] == 1 and member ~= '' and not values[first] and a[1] == 1 then
+  reserve(a, needs[first], KEYS[3 * first + 1], member, lease)
+end
+return {job, values, admissions}

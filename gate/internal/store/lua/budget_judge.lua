@@ -1,0 +1,74 @@
+-- (Prepended to the scripts that admit calls, after budget_left.lua.)
+-- admit judges one more call by the budget at bk whose calls in flight
+-- are ck: tokens the call will spend (0: not said), reserve the requests
+-- kept in reserve, share the share of the token limit kept in reserve for
+-- a call that does not say its tokens. A call is admitted while, with the
+-- calls in flight and itself taken, at least the reserve would be left of
+-- each limit. It returns the reply the admission scripts give (their
+-- header) and what the call needs, for reserve.
+local function admit(bk, ck, tokens, reserve, share)
+  local b = budget(bk)
+  if not b.r and not b.t then
+    return {0}
+  end
+  redis.call('ZREMRANGEBYSCORE', ck, '-inf', NOW)
+  local n, spent = calls(ck)
+  local need = {r = 1, t = tokens}
+  local held = {r = n, t = spent}
+  local out = {r = -1, t = -1}
+  local wait, settles = 0, false
+  for _, p in ipairs(KINDS) do
+    local q = b[p]
+    if q then
+      local l = left(q)
+      local keep = reserve
+      if p == 't' then
+        -- A call that says its tokens reserves them; one that does not is
+        -- judged by a share of the limit standing in for them.
+        keep = 0
+        if need.t == 0 then
+          keep = math.floor(q.lim * share)
+        end
+      end
+      if l then
+        out[p] = math.max(l - held[p], 0)
+      end
+      if not l or l - held[p] - need[p] < keep then
+        local want = held[p] + need[p] + keep
+        if l and refills(q) and want <= q.lim then
+          -- The refill of what is missing, rounded up, never past the reset.
+          local w = math.ceil((want - level(q)) * (q.rst - q.at) / (q.lim - q.rem))
+          wait = math.max(wait, math.min(w, q.rst - NOW), 1)
+        elseif l and q.rst > NOW then
+          wait = math.max(wait, q.rst - NOW)
+        elseif n > 0 then
+          settles = true
+        end
+        -- Else nothing is in flight and no refill is known: one call finds
+        -- out, as a probe does.
+      end
+    end
+  end
+  if settles then
+    return {3, 0, out.r, out.t}
+  end
+  if wait > 0 then
+    return {2, wait, out.r, out.t}
+  end
+  return {1, 0, out.r, out.t}, need
+end
+
+-- reserve reserves an admitted call (a, need: admit's answer) for member
+-- in ck for one lease (ms), and makes a's counts what is left after it.
+local function reserve(a, need, ck, member, lease)
+  redis.call('ZADD', ck, NOW + lease, member)
+  if redis.call('PTTL', ck) < lease then
+    redis.call('PEXPIRE', ck, lease)
+  end
+  a[2] = 1
+  for i, p in ipairs(KINDS) do
+    if a[2 + i] >= 0 then
+      a[2 + i] = math.max(a[2 + i] - need[p], 0)
+    end
+  end
+end

@@ -1,0 +1,34 @@
+-- (Prepended to the scripts that take a job.) take takes the job at key
+-- for token, for a lease of lease ms, if it is free. A settled value
+-- whose <until> has passed is free, and the attempt count it holds goes
+-- on into the new run; a running value is held while its key lives (its
+-- TTL is the lease). A value of any other shape is held.
+-- It returns {0, now ms, value, pttl} refused by the value, or
+-- {1, now ms, fence, previous value or false, its pttl} taken.
+local function take(key, token, lease)
+  local v = redis.call('GET', key)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last, attempts, pttl = 0, '0', -2
+  if v then
+    pttl = redis.call('PTTL', key)
+    local st, untl, fence, n = string.match(v, '^([cfd]):(%d+):(%d+):(%d+)')
+    if not st or tonumber(untl) > now then
+      return {0, now, v, pttl}
+    end
+    last, attempts = tonumber(fence), n
+    if st == 'd' then attempts = '0' end
+  end
+  -- Fencing token: Redis's clock in microseconds, and never below the
+  -- last one issued, so it keeps increasing when the key expired or a
+  -- failover lost it (the clock carries it forward).
+  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local fs
+  if fence > last then
+    fs = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+  else
+    fs = string.format('%.0f', last + 1)
+  end
+  redis.call('SET', key, 'r:' .. token .. ':' .. fs .. ':' .. attempts, 'PX', lease)
+  return {1, now, fs, v or false, pttl}
+end

@@ -1,0 +1,152 @@
+package upstream
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// asked sends an acquire's admissions as a cluster does, each on its own
+// beside the others (one trip here), and judges them with the
+// upstreams' values.
+func (f *fixture) asked(token store.Token) (Judgement, int) {
+	f.t.Helper()
+	ctx := context.Background()
+	asks := f.set.Admissions(token, 0)
+	ask := -1
+	t := f.st.Trip()
+	replies := make([]store.Reply[store.Admitted], len(asks))
+	reads := make([]store.Reply[store.UpstreamRead], len(asks))
+	for i, a := range asks {
+		if a.Member != "" {
+			ask = i
+		}
+		replies[i] = t.Admit(ctx, a)
+		reads[i] = t.ReadUpstream(ctx, a.Keys.Upstream)
+	}
+	t.Send(ctx)
+	admitted := make([]store.Admitted, len(asks))
+	values := make([]store.Upstream, len(asks))
+	var now int64
+	for i := range asks {
+		var err error
+		if admitted[i], err = replies[i].Result(); err != nil {
+			f.t.Fatal(err)
+		}
+		r, err := reads[i].Result()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		values[i], now = r.Upstream, r.Now
+	}
+	return f.set.Judge(values, asks, admitted, now), ask
+}
+
+// setBudget writes a budget of left requests of 60, whole in an hour.
+func (f *fixture) setBudget(i int, left int64) {
+	f.t.Helper()
+	ctx := context.Background()
+	t := f.st.Trip()
+	t.RecordBudget(ctx, f.set.all[i].(*guarded).bk, "", store.Reading{Requests: store.Quota{Reported: true, Remaining: left,
+		Limit: 60, ResetIn: time.Hour}}, time.Minute)
+	t.Send(ctx)
+}
+
+// inFlight is the calls admitted and not settled in each upstream's
+// budget.
+func (f *fixture) inFlight() []int64 {
+	f.t.Helper()
+	ctx := context.Background()
+	t := f.st.Trip()
+	var rs []store.Reply[store.BudgetRead]
+	for _, b := range f.set.all {
+		rs = append(rs, t.ReadBudget(ctx, b.(*guarded).bk))
+	}
+	t.Send(ctx)
+	var out []int64
+	for _, r := range rs {
+		v, err := r.Result()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, v.Calls)
+	}
+	return out
+}
+
+// On a cluster the upstreams' budgets answer side by side, so the acquire
+// asks one to reserve its call: the first this process does not know to
+// refuse. When the call goes elsewhere, the upstream that takes it
+// reserves it then and the one asked gives its reservation back: every
+// call is counted once, where it runs.
+func TestTheUpstreamThatTakesTheCallReservesIt(t *testing.T) {
+	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{
+		Reserve: store.BudgetReserve{Requests: 1}, Margin: time.Minute}})
+	f.setBudget(0, 0) // a spent
+	f.setBudget(1, 4) // b: three calls and the reserve
+
+	// Nothing known yet: a is asked, refuses; b takes the call and reserves it.
+	j, ask := f.asked(store.NewToken())
+	c, refusal := f.choose(j, store.NewToken())
+	if ask != 0 || refusal != nil || c.Name() != "b" || c.member == "" {
+		t.Fatalf("first call: asked %d, chose %q (reserved %q), refused %v; want a asked, b chosen and reserved", ask, c.Name(), c.member, refusal)
+	}
+	if exp, got := []int64{0, 1}, f.inFlight(); got[0] != exp[0] || got[1] != exp[1] {
+		t.Fatalf("in flight: %v, want %v", got, exp)
+	}
+
+	// a's refusal is known now: b is asked and reserves in the first trip.
+	j, ask = f.asked(store.NewToken())
+	if h, _ := j.reservation(); ask != 1 || h != 1 {
+		t.Fatalf("second call: asked %d, reserved in %d; want b for both", ask, h)
+	}
+	if c, _ := f.choose(j, store.NewToken()); c.Name() != "b" || c.member == "" {
+		t.Fatalf("second call ran on %q reserved %q, want b, reserved", c.Name(), c.member)
+	}
+
+	// a has room again while this process still expects it to refuse: b
+	// reserved, a takes the call, reserves it, and b's is given back.
+	f.m.Del(f.set.all[0].(*guarded).bk.Budget) // its budget lapsed
+	f.setBudget(0, 50)
+	j, ask = f.asked(store.NewToken())
+	c, _ = f.choose(j, store.NewToken())
+	if ask != 1 || c.Name() != "a" || c.member == "" {
+		t.Fatalf("after a refilled: asked %d, chose %q reserved %q; want b asked, a chosen and reserved", ask, c.Name(), c.member)
+	}
+	if exp, got := []int64{1, 2}, f.inFlight(); got[0] != exp[0] || got[1] != exp[1] {
+		t.Fatalf("in flight: %v, want %v (b's third reservation given back)", got, exp)
+	}
+
+	// a with no budget (it lapsed) while this process still expects it to
+	// refuse: b reserved, a takes the call unjudged, b's is given back.
+	f.m.Del(f.set.all[0].(*guarded).bk.Budget)
+	j, ask = f.asked(store.NewToken())
+	c, _ = f.choose(j, store.NewToken())
+	if h, _ := j.reservation(); ask != 1 || c.Name() != "a" || c.member != "" || h != -1 {
+		t.Fatalf("a unjudged: asked %d, chose %q reserved %q, still reserved in %d; want b asked, a chosen, nothing reserved", ask, c.Name(), c.member, h)
+	}
+	if exp, got := []int64{1, 2}, f.inFlight(); got[0] != exp[0] || got[1] != exp[1] {
+		t.Fatalf("in flight: %v, want %v (b's reservation given back)", got, exp)
+	}
+
+	// a spent and expected to take the call again: b judges the call
+	// without reserving it, then fills (another process's call) before
+	// it reserves: the reservation refuses it, and so does every upstream.
+	f.m.Del(f.set.all[0].(*guarded).bk.Budget)
+	f.setBudget(0, 0)
+	f.set.all[0].(*guarded).spentUntil.Store(0)
+	j, ask = f.asked(store.NewToken())
+	if h, _ := j.reservation(); ask != 0 || h != -1 || !j.admitted[1].Admitted {
+		t.Fatalf("asked %d, reserved in %d, b admitted %v; want a asked, nothing reserved, b admitting", ask, h, j.admitted[1].Admitted)
+	}
+	f.m.Del(f.set.all[1].(*guarded).bk.Budget)
+	f.setBudget(1, 3) // two in flight and the reserve
+	if c, refusal := f.choose(j, store.NewToken()); refusal == nil || !refusal[1].Budget {
+		t.Fatalf("b full: chose %q, refused %+v; want b's budget to refuse when it reserves", c.Name(), refusal)
+	}
+	if exp, got := []int64{1, 2}, f.inFlight(); got[0] != exp[0] || got[1] != exp[1] {
+		t.Fatalf("in flight: %v, want %v", got, exp)
+	}
+}
