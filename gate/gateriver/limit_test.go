@@ -23,9 +23,14 @@ import (
 // one Redis and one database; jobs are inserted at 2.5 × the provider's
 // requests limit and the middleware snoozes each refused one for the
 // gate's wait. No job is lost or discarded, and each completes by one call
-// served (a second only after a stall past its lease); the 429 share and
-// goodput are logged; the upstream admits calls from the provider's
-// budget (issue 31), so at most 1 % of calls earn a 429.
+// served (a second only after a stall past its lease). The upstream admits
+// calls from the provider's budget (issue 31): at most 1 % of calls earn a
+// 429, and goodput is at least 0.9 × the limit. River snoozes to the
+// microsecond (a snooze within its scheduler's interval makes the job
+// available at once, due at its time), and a producer whose workers were
+// full fetches again as one frees (at most every FetchCooldown), so a
+// refusal's wait of a few milliseconds costs about that, where asynq's
+// whole-second retries needed the worker to wait it out (gateasynq).
 func TestStormAtTheLimit(t *testing.T) {
 	rdb := redistest.Server(t).Client(t)
 	for _, d := range []struct {
@@ -60,11 +65,11 @@ func TestStormAtTheLimit(t *testing.T) {
 			} else if extra := r.Served - int64(r.Completed); extra > 0 {
 				t.Logf("%d calls more than jobs: their jobs ran again", extra)
 			}
-			// Goodput is logged, not held to 0.9 here: on a loaded test
-			// machine PostgreSQL and four River clients, not the gate,
-			// bound it (0.94 to 0.95 measured on one).
 			if got := r.RefusedShare(); got > 0.01 {
 				t.Errorf("%.2f %% of calls earned a 429, want at most 1 %%", 100*got)
+			}
+			if got := r.Goodput(); got < 0.9 {
+				t.Errorf("goodput %.2f × the limit, want at least 0.9", got)
 			}
 		})
 	}
