@@ -35,6 +35,16 @@
 // Config also sets DelayedTaskCheckInterval to 1 s when unset (asynq's
 // default, 5 s, would add up to 5 s to every wait).
 //
+// A refusal shorter than a second (an upstream at its budget says "in
+// 10 ms"; a probe's outcome is a call away) is waited out in the task's
+// worker instead, and the gate asked again: handed back to asynq it would
+// cost up to a second more. A run waits so for at most 5 s, then the task
+// goes back to asynq as above, so a worker held by an upstream at its
+// limit turns over to other tasks; and never within a second of the
+// task's deadline (asynq counts a task whose deadline passed as failed).
+// A job running elsewhere is not waited for (gate.Options.Wait does that),
+// and a failed call is not tried again in the same run.
+//
 // asynq archives a task whose Retried has reached MaxRetry before it asks
 // IsFailure, so a task enqueued with MaxRetry(0) is archived by its first
 // refusal: give gated tasks a retry budget.

@@ -39,9 +39,9 @@ func Middleware(g *gate.Gate, opts Options) asynq.MiddlewareFunc {
 			if err != nil {
 				return fmt.Errorf("gateasynq: job key: %w: %w", err, asynq.SkipRetry)
 			}
-			plan, err := gatequeue.Run(ctx, g, job, func(ctx context.Context) error {
+			plan, err := run(ctx, g, job, func(ctx context.Context) error {
 				return h.ProcessTask(ctx, t)
-			}, isRevoke)
+			})
 			switch plan.Action {
 			case gatequeue.Complete:
 				return nil

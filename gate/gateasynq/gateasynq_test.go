@@ -85,8 +85,11 @@ func TestPermanentFailureIsArchivedWithItsReason(t *testing.T) {
 }
 
 // A refusal never counts toward MaxRetry; a failure of the job's own does.
+// The cooldown is long enough that the refusal goes back to asynq (a
+// worker waits out only one shorter than a second) however late a worker
+// picks the task up.
 func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
-	const cooldown = 1500 * time.Millisecond
+	const cooldown = 2500 * time.Millisecond
 	b := backends(t)[0]
 	errServer := &classify.HTTPError{StatusCode: http.StatusInternalServerError}
 	p := &stormtest.Provider{Respond: func(context.Context, int) error { return nil }}
@@ -110,11 +113,11 @@ func TestOnlyTheJobsOwnFailuresCount(t *testing.T) {
 	if !strings.Contains(info.LastErr, "cooling down") || info.Retried != 0 {
 		t.Fatalf("refused task: exp retry state, Retried 0, a cooling-down error; got Retried %d, %q", info.Retried, info.LastErr)
 	}
-	info = f.waitState(t, refused, asynq.TaskStateCompleted, 5*time.Second)
+	info = f.waitState(t, refused, asynq.TaskStateCompleted, 10*time.Second)
 	if exp, got := 0, info.Retried; exp != got {
 		t.Fatalf("refused task's retry count: exp %d, got %d", exp, got)
 	}
-	info = f.waitState(t, flaky, asynq.TaskStateCompleted, 5*time.Second)
+	info = f.waitState(t, flaky, asynq.TaskStateCompleted, 10*time.Second)
 	if exp, got := 1, info.Retried; exp != got {
 		t.Fatalf("flaky task's retry count: exp %d (its own 500 counts), got %d", exp, got)
 	}

@@ -32,14 +32,26 @@ func limitJob(_ context.Context, t *asynq.Task) (string, error) {
 	return fmt.Sprint("job-", p.Job), nil
 }
 
+// The storm: half limitstorm's rate for twice as long, the same 500 jobs
+// at 2.5 × the limit (1 % of the calls is 5). The queue's own work for
+// each job (asynq's scripts and pollers) under -race, beside the gate's, is what a busy
+// machine starves: at 6000 a minute, with both cores busy at the test's
+// priority goodput fell to 0.91, and to 0.44 at a higher one; at 3000 it
+// held 0.99.
+const (
+	stormRPM      = 3000
+	stormArrivals = 4 * time.Second
+)
+
 // Four asynq servers, each with a Gate of its own, share one upstream and
 // one Redis; tasks are enqueued at 2.5 × the provider's requests limit
 // and the middleware retries each refused one when the gate says (asynq
 // keeps a retry's time in whole seconds). No task is lost or archived,
 // and each completes by one call served (a second only after a stall past
-// its lease); the 429 share and goodput are logged; the upstream admits calls
-// from the provider's budget (issue 31), so at most 1 % of calls earn a
-// 429.
+// its lease). The upstream admits calls from the provider's budget (issue
+// 31): at most 1 % of calls earn a 429, and goodput is at least 0.9 × the
+// limit, because a worker waits out a refusal of a few milliseconds
+// instead of handing the task back to asynq for a whole second.
 func TestStormAtTheLimit(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
@@ -55,7 +67,7 @@ func TestStormAtTheLimit(t *testing.T) {
 						Cooldown: time.Second,
 						Backoff:  gate.Backoff{Max: 2 * time.Second, Jitter: -1}}
 					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-						Dialect: d.dialect, RPM: 6000, Arrivals: 2 * time.Second, Seed: 1,
+						Dialect: d.dialect, RPM: stormRPM, Arrivals: stormArrivals, Seed: 1,
 						Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {
 							return throughAsynq(ctx, t, b, opts, s)
 						},
@@ -75,11 +87,11 @@ func TestStormAtTheLimit(t *testing.T) {
 					} else if extra := r.Served - int64(r.Completed); extra > 0 {
 						t.Logf("%d calls more than tasks: their tasks ran again", extra)
 					}
-					// Goodput is logged, not held to 0.9 here: asynq
-					// schedules a retry in whole seconds, so a refusal's
-					// wait of a few milliseconds costs a second.
 					if got := r.RefusedShare(); got > 0.01 {
 						t.Errorf("%.2f %% of calls earned a 429, want at most 1 %%", 100*got)
+					}
+					if got := r.Goodput(); got < 0.9 {
+						t.Errorf("goodput %.2f × the limit, want at least 0.9", got)
 					}
 				})
 			}

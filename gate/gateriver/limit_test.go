@@ -19,13 +19,29 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
+// The storm: half limitstorm's rate for twice as long, the same 500 jobs
+// at 2.5 × the limit (1 % of the calls is 5). The queue's own work for
+// each job (River's PostgreSQL) under -race, beside the gate's, is what a busy
+// machine starves: at 6000 a minute, with both cores busy at the test's
+// priority goodput held 0.97, but fell to 0.45 with them busy at a higher
+// one; at 3000 it held 0.99.
+const (
+	stormRPM      = 3000
+	stormArrivals = 4 * time.Second
+)
+
 // Four River clients, each with a Gate of its own, share one upstream,
 // one Redis and one database; jobs are inserted at 2.5 × the provider's
 // requests limit and the middleware snoozes each refused one for the
 // gate's wait. No job is lost or discarded, and each completes by one call
-// served (a second only after a stall past its lease); the 429 share and
-// goodput are logged; the upstream admits calls from the provider's
-// budget (issue 31), so at most 1 % of calls earn a 429.
+// served (a second only after a stall past its lease). The upstream admits
+// calls from the provider's budget (issue 31): at most 1 % of calls earn a
+// 429, and goodput is at least 0.9 × the limit. River snoozes to the
+// microsecond (a snooze within its scheduler's interval makes the job
+// available at once, due at its time), and a producer whose workers were
+// full fetches again as one frees (at most every FetchCooldown), so a
+// refusal's wait of a few milliseconds costs about that, where asynq's
+// whole-second retries needed the worker to wait it out (gateasynq).
 func TestStormAtTheLimit(t *testing.T) {
 	rdb := redistest.Server(t).Client(t)
 	for _, d := range []struct {
@@ -41,7 +57,7 @@ func TestStormAtTheLimit(t *testing.T) {
 				Backoff:  gate.Backoff{Max: 2 * time.Second, Jitter: -1}}
 			pool := database(t, pgtest.Shared(t).Database(t))
 			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-				Dialect: d.dialect, RPM: 6000, Arrivals: 2 * time.Second, Seed: 1,
+				Dialect: d.dialect, RPM: stormRPM, Arrivals: stormArrivals, Seed: 1,
 				Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {
 					return throughRiver(ctx, t, pool, rdb, opts, s)
 				},
@@ -61,11 +77,11 @@ func TestStormAtTheLimit(t *testing.T) {
 			} else if extra := r.Served - int64(r.Completed); extra > 0 {
 				t.Logf("%d calls more than jobs: their jobs ran again", extra)
 			}
-			// Goodput is logged, not held to 0.9 here: on a loaded test
-			// machine PostgreSQL and four River clients, not the gate,
-			// bound it (0.94 to 0.95 measured on one).
 			if got := r.RefusedShare(); got > 0.01 {
 				t.Errorf("%.2f %% of calls earned a 429, want at most 1 %%", 100*got)
+			}
+			if got := r.Goodput(); got < 0.9 {
+				t.Errorf("goodput %.2f × the limit, want at least 0.9", got)
 			}
 		})
 	}
