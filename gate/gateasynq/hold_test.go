@@ -53,7 +53,7 @@ func TestShortRefusalIsWaitedInTheWorker(t *testing.T) {
 				called time.Time
 			)
 			obs := &refusals{}
-			f := serve(t, b, gate.Options{Cooldown: cooldown, Jitter: -1, Observer: obs},
+			f := serve(t, b, gate.Options{Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}, Observer: obs},
 				func(context.Context, *asynq.Task) error {
 					mu.Lock()
 					called = time.Now()
@@ -85,7 +85,7 @@ func TestRefusalNearTheDeadlineGoesBackToAsynq(t *testing.T) {
 	const cooldown = 900 * time.Millisecond
 	b := backends(t)[0]
 	obs := &refusals{}
-	f := serve(t, b, gate.Options{Cooldown: cooldown, Jitter: -1, Observer: obs},
+	f := serve(t, b, gate.Options{Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}, Observer: obs},
 		func(context.Context, *asynq.Task) error { return nil })
 	coolFor(t, f, "doc-1", cooldown)
 	body, _ := json.Marshal(payload{Doc: "doc-1"})
@@ -112,7 +112,7 @@ func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 	const holdRun = 5 * time.Second // the documented bound
 	b := backends(t)[0]
 	obs := &firstRefusal{}
-	f := serve(t, b, gate.Options{Scope: "llm", Jitter: -1, Observer: obs},
+	f := serve(t, b, gate.Options{Upstream: "llm", Backoff: gate.Backoff{Jitter: -1}, Observer: obs},
 		func(context.Context, *asynq.Task) error { return nil })
 	ctx := context.Background()
 	// A 429 with a 50 ms hint cools the upstream; the first acquire after
