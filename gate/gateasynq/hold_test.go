@@ -28,16 +28,18 @@ func (r *refusals) Observe(_ context.Context, e gate.Event) {
 }
 
 // coolFor makes doc's job cool for the gate's Cooldown (a 500 of its own)
-// and returns when the cooldown ends at the latest.
+// and returns when the cooldown ends at the earliest: it starts at the
+// settle, after this call began.
 func coolFor(t *testing.T, f *fixture, doc string, cooldown time.Duration) time.Time {
 	t.Helper()
+	began := time.Now()
 	err := f.g.Do(context.Background(), "summarise:"+doc, func(context.Context, *gate.Lease) error {
 		return &classify.HTTPError{StatusCode: http.StatusInternalServerError}
 	})
 	if !errors.Is(err, gate.ErrCoolingDown) {
 		t.Fatalf("setting up the cooldown: %v", err)
 	}
-	return time.Now().Add(cooldown)
+	return began.Add(cooldown)
 }
 
 // A refusal shorter than a second is waited out in the worker: the task
