@@ -113,7 +113,7 @@ func TestRefusalNearTheDeadlineGoesBackToAsynq(t *testing.T) {
 func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 	const holdRun = 5 * time.Second // the documented bound
 	b := backends(t)[0]
-	obs := &firstRefusal{}
+	obs := &firstRefusal{job: "summarise:doc-1"}
 	f := serve(t, b, gate.Options{Scope: "llm", Jitter: -1, Observer: obs},
 		func(context.Context, *asynq.Task) error { return nil })
 	ctx := context.Background()
@@ -134,6 +134,9 @@ func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 
 	id := f.enqueue(t, "doc-1")
 	info := f.waitState(t, id, asynq.TaskStateRetry, holdRun+5*time.Second)
+	if obs.at().IsZero() {
+		t.Fatal("the task was never refused")
+	}
 	if held := time.Since(obs.at()); held < holdRun-100*time.Millisecond {
 		t.Fatalf("the task went back to asynq %v after its first refusal, want after about %v", held, holdRun)
 	}
@@ -148,8 +151,9 @@ func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 	}
 }
 
-// firstRefusal records when the gate first refused a call.
+// firstRefusal records when the gate first refused a call of job.
 type firstRefusal struct {
+	job   string
 	mu    sync.Mutex
 	first time.Time
 }
@@ -157,7 +161,7 @@ type firstRefusal struct {
 func (r *firstRefusal) Observe(_ context.Context, e gate.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Kind == gate.EventRefused && r.first.IsZero() {
+	if e.Kind == gate.EventRefused && e.Job == r.job && r.first.IsZero() {
 		r.first = time.Now()
 	}
 }
