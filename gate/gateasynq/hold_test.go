@@ -28,16 +28,18 @@ func (r *refusals) Observe(_ context.Context, e gate.Event) {
 }
 
 // coolFor makes doc's job cool for the gate's Cooldown (a 500 of its own)
-// and returns when the cooldown ends at the latest.
+// and returns when the cooldown ends at the earliest: it starts at the
+// settle, after this call began.
 func coolFor(t *testing.T, f *fixture, doc string, cooldown time.Duration) time.Time {
 	t.Helper()
+	began := time.Now()
 	err := f.g.Do(context.Background(), "summarise:"+doc, func(context.Context, *gate.Lease) error {
 		return &classify.HTTPError{StatusCode: http.StatusInternalServerError}
 	})
 	if !errors.Is(err, gate.ErrCoolingDown) {
 		t.Fatalf("setting up the cooldown: %v", err)
 	}
-	return time.Now().Add(cooldown)
+	return began.Add(cooldown)
 }
 
 // A refusal shorter than a second is waited out in the worker: the task
@@ -111,7 +113,7 @@ func TestRefusalNearTheDeadlineGoesBackToAsynq(t *testing.T) {
 func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 	const holdRun = 5 * time.Second // the documented bound
 	b := backends(t)[0]
-	obs := &firstRefusal{}
+	obs := &firstRefusal{job: "summarise:doc-1"}
 	f := serve(t, b, gate.Options{Upstream: "llm", Backoff: gate.Backoff{Jitter: -1}, Observer: obs},
 		func(context.Context, *asynq.Task) error { return nil })
 	ctx := context.Background()
@@ -132,6 +134,9 @@ func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 
 	id := f.enqueue(t, "doc-1")
 	info := f.waitState(t, id, asynq.TaskStateRetry, holdRun+5*time.Second)
+	if obs.at().IsZero() {
+		t.Fatal("the task was never refused")
+	}
 	if held := time.Since(obs.at()); held < holdRun-100*time.Millisecond {
 		t.Fatalf("the task went back to asynq %v after its first refusal, want after about %v", held, holdRun)
 	}
@@ -146,8 +151,9 @@ func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 	}
 }
 
-// firstRefusal records when the gate first refused a call.
+// firstRefusal records when the gate first refused a call of job.
 type firstRefusal struct {
+	job   string
 	mu    sync.Mutex
 	first time.Time
 }
@@ -155,7 +161,7 @@ type firstRefusal struct {
 func (r *firstRefusal) Observe(_ context.Context, e gate.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Kind == gate.EventRefused && r.first.IsZero() {
+	if e.Kind == gate.EventRefused && e.Job == r.job && r.first.IsZero() {
 		r.first = time.Now()
 	}
 }
