@@ -61,6 +61,9 @@ type conn struct {
 	closed bool
 	done   chan struct{} // closed with closed
 	sent   sentCmds      // commands awaiting replies, to match a refusal to its command
+	// turn holds, by channel, the end of the last SUBSCRIBE or
+	// UNSUBSCRIBE decided for it (see queueLocked).
+	turn map[string]chan struct{}
 }
 
 // joinLocked returns the channel's state, made and registered when new
@@ -98,7 +101,8 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 	}
 	sc := h.conns[addr]
 	if sc == nil {
-		sc = &conn{addr: addr, ps: sub.Open(ctx), chans: make(map[string]*channel), done: make(chan struct{})}
+		sc = &conn{addr: addr, ps: sub.Open(ctx), chans: make(map[string]*channel), done: make(chan struct{}),
+			turn: make(map[string]chan struct{})}
 		h.conns[addr] = sc
 	}
 	if sc.idle != nil {
@@ -107,7 +111,10 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 	}
 	sc.chans[c.name] = c
 	c.sc = sc
+	wait, end := h.queueLocked(sc, c.name)
 	h.mu.Unlock()
+	defer end()
+	wait()
 
 	if h.testSubscribing != nil {
 		h.testSubscribing(c.name)
@@ -125,9 +132,9 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 	}
 	sc.start.Do(func() { go h.receive(sc) })
 	// Subscribing runs in the background (Ready), so every listener may
-	// have left while the SUBSCRIBE was on its way, and Close's UNSUBSCRIBE
-	// may have gone first: undo it here, or the connection would carry a
-	// channel nobody listens to.
+	// have left while the SUBSCRIBE was on its way: undo it here (Close
+	// may have unsubscribed already; a second UNSUBSCRIBE, in turn, does
+	// no harm), or the connection would carry a channel nobody listens to.
 	h.mu.Lock()
 	left := c.phase == gone
 	h.mu.Unlock()
@@ -136,9 +143,53 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 	}
 }
 
+// queueLocked puts an operation on channel name of sc in line behind the
+// ones decided before it; h.mu must be held. The operation calls wait
+// before it sends anything and end when it is done. So the SUBSCRIBEs and
+// UNSUBSCRIBEs of one channel reach Redis in the order the hub decided
+// them: a listener's SUBSCRIBE never goes before the UNSUBSCRIBE of the
+// last listener before it, which would drop the new listener's channel
+// (it would read again and resubscribe: a wasted trip on every
+// back-to-back wait of one job). Each operation is bounded by the
+// client's timeouts, so a wait is too.
+func (h *Hub) queueLocked(sc *conn, name string) (wait, end func()) {
+	prev := sc.turn[name]
+	done := make(chan struct{})
+	sc.turn[name] = done
+	wait = func() {
+		if prev != nil {
+			<-prev
+		}
+	}
+	end = func() {
+		h.mu.Lock()
+		if sc.turn[name] == done {
+			delete(sc.turn, name)
+		}
+		h.mu.Unlock()
+		close(done)
+	}
+	return wait, end
+}
+
+// leaveLocked returns the function that unsubscribes name on sc in its
+// turn (queueLocked); h.mu must be held.
+func (h *Hub) leaveLocked(sc *conn, name string) func() {
+	wait, end := h.queueLocked(sc, name)
+	return func() {
+		defer end()
+		wait()
+		h.unsubscribe(sc, name)
+	}
+}
+
 // unsubscribe drops a channel from sc, best effort: on a broken connection
-// it only leaves go-redis's list of channels to resubscribe.
+// it only leaves go-redis's list of channels to resubscribe. Callers send
+// it in the channel's turn (queueLocked).
 func (h *Hub) unsubscribe(sc *conn, name string) {
+	if h.testUnsubscribing != nil {
+		h.testUnsubscribing(name)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Timeout)
 	defer cancel()
 	_ = sc.sent.send(ctx, sentCmd{kind: unsubscribeCmd, name: name}, func(ctx context.Context) error {
@@ -263,7 +314,10 @@ func (h *Hub) receive(sc *conn) {
 		pinged, backoff = false, PollMin
 		switch m := msg.(type) {
 		case *redis.Message:
-			h.wakeChannel(m.Channel)
+			h.wakeChannel(sc, m.Channel)
+			if h.testMessage != nil {
+				h.testMessage(m.Channel)
+			}
 		case *redis.Pong:
 			sc.sent.answered(pingCmd, "")
 		case *redis.Subscription:
@@ -307,8 +361,9 @@ func (h *Hub) dropped(sc *conn, name string) {
 	}
 	h.dropLocked(c)
 	c.wakeLocked()
+	leave := h.leaveLocked(sc, name)
 	h.mu.Unlock()
-	h.unsubscribe(sc, name)
+	leave()
 }
 
 // broke marks every live channel of sc broken after a connection error
@@ -353,7 +408,7 @@ func (h *Hub) refusedOn(sc *conn, err error) {
 	if sent && cmd.kind != subscribeCmd {
 		return
 	}
-	var drop []string
+	var drop []func()
 	refused := store.Refused(err)
 	if r := h.cfg.Subscriptions.Reload; !refused && r != nil {
 		r(context.Background())
@@ -362,7 +417,7 @@ func (h *Hub) refusedOn(sc *conn, err error) {
 	for name, c := range sc.chans {
 		if c.phase != live && (!sent || c == cmd.c) {
 			h.dropLocked(c)
-			drop = append(drop, name)
+			drop = append(drop, h.leaveLocked(sc, name))
 		}
 	}
 	if !sent && len(drop) == 0 {
@@ -374,8 +429,8 @@ func (h *Hub) refusedOn(sc *conn, err error) {
 		h.offUntil = time.Now().Add(Retry)
 	}
 	h.mu.Unlock()
-	for _, name := range drop {
-		h.unsubscribe(sc, name)
+	for _, leave := range drop {
+		leave()
 	}
 	h.warn(context.Background(), err)
 }

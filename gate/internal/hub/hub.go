@@ -55,8 +55,10 @@ type Hub struct {
 	// For tests only, set before the first Listen: how long a
 	// subscription stays silent before a ping (0: pingEvery), and a hook
 	// run just before each SUBSCRIBE is sent.
-	testPingEvery   time.Duration
-	testSubscribing func(channel string)
+	testPingEvery     time.Duration
+	testSubscribing   func(channel string)
+	testUnsubscribing func(channel string) // just before each UNSUBSCRIBE is sent
+	testMessage       func(channel string) // after each message is handled
 }
 
 // New returns a hub; it connects nothing until the first Listen.
@@ -165,11 +167,7 @@ func (ln *Listener) Ready(ctx context.Context, within time.Duration) bool {
 // unsubscribed.
 func (ln *Listener) Close() {
 	h := ln.h
-	type unsub struct {
-		sc   *conn
-		name string
-	}
-	var drop []unsub
+	var drop []func()
 	h.mu.Lock()
 	for _, c := range ln.chans {
 		if c == nil {
@@ -179,7 +177,7 @@ func (ln *Listener) Close() {
 		if len(c.lns) == 0 && c.phase != gone {
 			h.dropLocked(c)
 			if c.sc != nil {
-				drop = append(drop, unsub{c.sc, c.name})
+				drop = append(drop, h.leaveLocked(c.sc, c.name))
 			}
 		}
 	}
@@ -187,11 +185,10 @@ func (ln *Listener) Close() {
 	h.listeners.Add(-1)
 	// In the background, like the subscribe: the caller has its answer, and
 	// a connection on a silent path would hold it for the client's
-	// timeouts. An UNSUBSCRIBE that lands after a new listener subscribed
-	// the channel again is seen as Redis dropping it (dropped): that
-	// listener reads again and resubscribes.
-	for _, u := range drop {
-		go h.unsubscribe(u.sc, u.name)
+	// timeouts. A listener that subscribes the channel again meanwhile
+	// waits for this UNSUBSCRIBE to be sent first (leaveLocked).
+	for _, leave := range drop {
+		go leave()
 	}
 }
 
@@ -202,13 +199,21 @@ func (h *Hub) Local(key string) {
 	if h.listeners.Load() == 0 {
 		return
 	}
-	h.wakeChannel(key)
+	h.mu.Lock()
+	if c := h.chans[key]; c != nil {
+		c.wakeLocked()
+	}
+	h.mu.Unlock()
 }
 
-// wakeChannel wakes the listeners of a channel.
-func (h *Hub) wakeChannel(name string) {
+// wakeChannel wakes the listeners of a channel a message came for on sc.
+func (h *Hub) wakeChannel(sc *conn, name string) {
 	h.mu.Lock()
-	if c := h.chans[name]; c != nil {
+	// Only a confirmed subscription on this connection: a message read
+	// before the confirmation of a new listener's SUBSCRIBE (Redis sends
+	// them in order) was published before it, under the last listener's
+	// subscription, and the new listener's first read sees it anyway.
+	if c := h.chans[name]; c != nil && c.sc == sc && c.phase == live {
 		c.wakeLocked()
 	}
 	h.mu.Unlock()

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -583,5 +584,144 @@ func TestRevokedChannelPermissionPolls(t *testing.T) {
 	}
 	if warned.Load() == 0 {
 		t.Fatal("no warning")
+	}
+}
+
+// A listener that subscribes a channel again while the UNSUBSCRIBE of its
+// last listener is still on its way keeps its subscription: its
+// SUBSCRIBE waits for that UNSUBSCRIBE, so Redis never gets them in the
+// other order (which would drop the new listener's channel, and make it
+// read again and resubscribe: a wasted trip on every back-to-back wait of
+// one job). Here the UNSUBSCRIBE is held until the new listener is
+// confirmed, or a second.
+func TestResubscribeWaitsForTheUnsubscribe(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			h, _ := newHub(t, tg.Client)
+			ch := redistest.UniqueKey(t) + ":{a}"
+			a := h.Listen(ch)
+			if !a.Ready(ctx, 5*time.Second) {
+				t.Fatal("first listener: Ready false")
+			}
+			bReady := make(chan struct{})
+			h.testUnsubscribing = func(string) {
+				select {
+				case <-bReady:
+				case <-time.After(time.Second):
+				}
+			}
+			a.Close()
+			b := h.Listen(ch)
+			defer b.Close()
+			if !b.Ready(ctx, 5*time.Second) {
+				t.Fatal("second listener: Ready false")
+			}
+			close(bReady)
+			leaving := func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				for _, sc := range h.conns {
+					if len(sc.turn) > 0 {
+						return true
+					}
+				}
+				return false
+			}
+			for deadline := time.Now().Add(5 * time.Second); leaving(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the UNSUBSCRIBE was never sent")
+				}
+			}
+			publish := "publish"
+			if h.cfg.Subscriptions.Sharded {
+				publish = "spublish"
+			}
+			if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, publish, ch, "x")); err != nil {
+				t.Fatal(err)
+			}
+			if !woken(b, 5*time.Second) {
+				t.Fatal("second listener never woken")
+			}
+			h.mu.Lock()
+			c := h.chans[ch]
+			live := c != nil && c.phase == live
+			h.mu.Unlock()
+			if !live {
+				t.Fatal("the second listener's channel was dropped: the first listener's UNSUBSCRIBE reached Redis after its SUBSCRIBE")
+			}
+			if !b.Ready(ctx, 5*time.Second) {
+				t.Fatal("second listener: Ready false after the message")
+			}
+		})
+	}
+}
+
+// A message read before a new listener's subscription is confirmed was
+// published under the last listener's subscription, before the new one:
+// it does not wake the new listener, whose first read (after the
+// confirmation) sees what it announced. Woken, a waiter would read twice
+// for nothing.
+func TestMessageBeforeConfirmationWakesNobody(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			h, _ := newHub(t, tg.Client)
+			ch := redistest.UniqueKey(t) + ":{a}"
+			release, got := make(chan struct{}), make(chan struct{})
+			h.testUnsubscribing = func(string) { <-release }
+			var once sync.Once
+			h.testMessage = func(name string) {
+				if name == ch {
+					once.Do(func() { close(got) })
+				}
+			}
+			a := h.Listen(ch)
+			if !a.Ready(ctx, 5*time.Second) {
+				t.Fatal("first listener: Ready false")
+			}
+			a.Close() // its UNSUBSCRIBE is held: the channel stays subscribed
+			b := h.Listen(ch)
+			defer b.Close()
+			ready := make(chan bool, 1)
+			go func() { ready <- b.Ready(ctx, 10*time.Second) }()
+			waitFor(t, "the second listener's channel", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				c := h.chans[ch]
+				return c != nil && c.phase == pending
+			})
+			publish := "publish"
+			if h.cfg.Subscriptions.Sharded {
+				publish = "spublish"
+			}
+			if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, publish, ch, "x")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the message never came on the first listener's subscription")
+			}
+			close(release)
+			if !<-ready {
+				t.Fatal("second listener: Ready false")
+			}
+			select {
+			case <-b.Wake():
+				t.Fatal("woken by a message published before its subscription")
+			default:
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing after five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
 	}
 }
