@@ -380,14 +380,14 @@ func TestAcquireFollowsASKDuringMigration(t *testing.T) {
 	}
 }
 
-// TestAcquireWaitUnsubscribeOvertakesSubscribe: subscribing runs in the
-// background, so a waiter can give up while its SUBSCRIBE is still on its
-// way, and the UNSUBSCRIBE its leaving sends can reach Redis first. The
-// SUBSCRIBE then lands on a channel nobody listens to any more; the gate
-// must undo it, or the subscription connection carries it (and every
-// settle's message for that job) for as long as the connection lives. The
-// hook holds the SUBSCRIBE until Redis has seen the UNSUBSCRIBE.
-func TestAcquireWaitUnsubscribeOvertakesSubscribe(t *testing.T) {
+// TestAcquireWaitLeavesWhileItsSubscribeIsOnItsWay: subscribing runs in
+// the background, so a waiter can give up while its SUBSCRIBE is still on
+// its way. Its UNSUBSCRIBE must not overtake that SUBSCRIBE (which would
+// then land on a channel nobody listens to, and the subscription
+// connection would carry it, and every settle's message for that job, for
+// as long as it lives): it waits its turn, and the channel ends
+// unsubscribed. The hook holds the SUBSCRIBE after the waiter gave up.
+func TestAcquireWaitLeavesWhileItsSubscribeIsOnItsWay(t *testing.T) {
 	srv := redistest.Server(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -433,13 +433,14 @@ func TestAcquireWaitUnsubscribeOvertakesSubscribe(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("AcquireWait after its caller gave up: %v, want context.Canceled", err)
 	}
-	waitUntil(t, 5*time.Second, "the leaving waiter's UNSUBSCRIBE reaches Redis", func() bool {
-		return calls(t, rdb, "unsubscribe") > before
-	})
-	subscribed := calls(t, rdb, "subscribe")
+	// Nothing overtakes the held SUBSCRIBE.
+	unsubscribed, subscribed := calls(t, rdb, "unsubscribe"), calls(t, rdb, "subscribe")
+	if unsubscribed != before {
+		t.Fatalf("an UNSUBSCRIBE reached Redis while the waiter's SUBSCRIBE was held")
+	}
 	close(release)
-	waitUntil(t, 5*time.Second, "the late SUBSCRIBE reaches Redis", func() bool {
-		return calls(t, rdb, "subscribe") > subscribed
+	waitUntil(t, 5*time.Second, "the SUBSCRIBE, then the UNSUBSCRIBE, reach Redis", func() bool {
+		return calls(t, rdb, "subscribe") > subscribed && calls(t, rdb, "unsubscribe") > unsubscribed
 	})
 	// Undone well inside the idle connection's linger (5 s), which would
 	// otherwise drop it with the connection.

@@ -130,17 +130,11 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 		h.unsubscribe(sc, c.name)
 		return
 	}
+	// Every listener may leave while the SUBSCRIBE is on its way (it runs
+	// in the background, Ready): their UNSUBSCRIBE waits for this turn to
+	// end, so it lands after the SUBSCRIBE and leaves no channel nobody
+	// listens to on the connection.
 	sc.start.Do(func() { go h.receive(sc) })
-	// Subscribing runs in the background (Ready), so every listener may
-	// have left while the SUBSCRIBE was on its way: undo it here (Close
-	// may have unsubscribed already; a second UNSUBSCRIBE, in turn, does
-	// no harm), or the connection would carry a channel nobody listens to.
-	h.mu.Lock()
-	left := c.phase == gone
-	h.mu.Unlock()
-	if left {
-		h.unsubscribe(sc, c.name)
-	}
 }
 
 // queueLocked puts an operation on channel name of sc in line behind the
