@@ -633,13 +633,7 @@ func TestResubscribeWaitsForTheUnsubscribe(t *testing.T) {
 					t.Fatal("the UNSUBSCRIBE was never sent")
 				}
 			}
-			publish := "publish"
-			if h.cfg.Subscriptions.Sharded {
-				publish = "spublish"
-			}
-			if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, publish, ch, "x")); err != nil {
-				t.Fatal(err)
-			}
+			publish(t, h, tg.Client, ch)
 			if !woken(b, 5*time.Second) {
 				t.Fatal("second listener never woken")
 			}
@@ -691,13 +685,7 @@ func TestMessageBeforeConfirmationWakesNobody(t *testing.T) {
 				c := h.chans[ch]
 				return c != nil && c.phase == pending
 			})
-			publish := "publish"
-			if h.cfg.Subscriptions.Sharded {
-				publish = "spublish"
-			}
-			if err := tg.Client.Process(ctx, redis.NewIntCmd(ctx, publish, ch, "x")); err != nil {
-				t.Fatal(err)
-			}
+			publish(t, h, tg.Client, ch)
 			select {
 			case <-got:
 			case <-time.After(5 * time.Second):
@@ -723,5 +711,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within 5s", what)
 		}
+	}
+}
+
+// publish sends a message on channel, as a settle's script does
+// (SPUBLISH on a cluster).
+func publish(t *testing.T, h *Hub, rdb store.Client, channel string) {
+	t.Helper()
+	cmd := "publish"
+	if h.cfg.Subscriptions.Sharded {
+		cmd = "spublish"
+	}
+	ctx := context.Background()
+	if err := rdb.Process(ctx, redis.NewIntCmd(ctx, cmd, channel, "x")); err != nil {
+		t.Fatal(err)
 	}
 }
