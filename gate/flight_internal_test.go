@@ -40,6 +40,11 @@ func TestUnwrittenIsBounded(t *testing.T) {
 	}
 	for i := maxUnwritten; i < maxUnwritten+1000; i++ {
 		addWrite(&u, strconv.Itoa(i), jobWrite{kind: store.Cooling, ttl: time.Hour, state: CoolingDown})
+		// Full of live failures: a quarter goes, then the new one is
+		// kept, so the next adds do not each scan the whole map.
+		if exp, got := maxUnwritten*3/4+1, len(u.m); i == maxUnwritten && exp != got {
+			t.Fatalf("%d unwritten failures kept after the first overflow, want %d", got, exp)
+		}
 		if n := len(u.m); n > maxUnwritten {
 			t.Fatalf("%d unwritten failures kept after %d, want at most %d", n, i+1, maxUnwritten)
 		}

@@ -22,9 +22,39 @@ func TestActionString(t *testing.T) {
 	for _, tc := range []struct {
 		a   Action
 		exp string
-	}{{Pass, "pass"}, {Complete, "complete"}, {Retry, "retry"}, {Cancel, "cancel"}, {Action(9), "action(9)"}} {
+	}{{Pass, "pass"}, {Complete, "complete"}, {Retry, "retry"}, {Cancel, "cancel"}, {Action(4), "action(4)"}, {Action(9), "action(9)"}} {
 		if got := tc.a.String(); tc.exp != got {
 			t.Errorf("Action(%d): exp %q, got %q", tc.a, tc.exp, got)
+		}
+	}
+}
+
+// A job refused by its upstreams waits until the soonest of them may run
+// a call (a fallback's shorter cooldown; a budget that only a call in
+// flight settling can tell, wait 0), at least minWait; the refusal's own
+// wait when it names no upstream.
+func TestRefusedByUpstreamsWaitsForTheSoonest(t *testing.T) {
+	up := func(waits ...time.Duration) []gate.UpstreamStatus {
+		var us []gate.UpstreamStatus
+		for _, w := range waits {
+			us = append(us, gate.UpstreamStatus{State: gate.UpstreamCoolingDown, RetryAfter: w})
+		}
+		return us
+	}
+	for _, tc := range []struct {
+		name string
+		ups  []gate.UpstreamStatus
+		exp  time.Duration
+	}{
+		{"the fallback reopens sooner", up(30*time.Second, 5*time.Second), 5 * time.Second},
+		{"the first reopens sooner", up(5*time.Second, 30*time.Second), 5 * time.Second},
+		{"a budget without a wait first", up(0, 5*time.Second), minWait},
+		{"a budget without a wait last", up(5*time.Second, 0), minWait},
+		{"no upstream named", nil, time.Minute},
+	} {
+		b := &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: time.Minute, Upstreams: tc.ups}
+		if exp, got := (Plan{Action: Retry, Wait: tc.exp}), refused(b); exp != got {
+			t.Errorf("%s: exp %+v, got %+v", tc.name, exp, got)
 		}
 	}
 }
