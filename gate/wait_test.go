@@ -1191,7 +1191,9 @@ func TestAcquireWaitReadsOnceWhenTheLeaseEnds(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			const lease = 100 * time.Millisecond
+			// Long enough that a loaded machine cannot let it pass before
+			// the waiter's first read (a job found free is no wait).
+			const lease = time.Second
 			dead := &flaky{Client: tg.Client}
 			g1 := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
 			g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
