@@ -148,6 +148,12 @@ func TestSoak(t *testing.T) {
 					s := span{job: job, call: time.Now()}
 					err := g.Reset(bg, job)
 					s.ret = time.Now()
+					if err != nil {
+						// Given up on, it may still land: the proxy forwards
+						// a chunk it held until it sees the client close the
+						// connection, which a loaded machine delays.
+						s.ret = s.ret.Add(slack)
+					}
 					h.reset(s)
 					if err != nil && !errors.Is(err, gate.ErrInFlight) && !errors.Is(err, gate.ErrUnavailable) {
 						t.Errorf("Reset: %v", err)
