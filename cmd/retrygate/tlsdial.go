@@ -47,7 +47,9 @@ func (c *cli) tlsDialer(cfg *tls.Config) func(ctx context.Context, network, addr
 			conf.ServerName = host
 		}
 		conn := tls.Client(raw, conf)
-		hctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		// A handshake is a round trip and the server's crypto: the I/O
+		// timeout, not the dial's (a loaded server took over a second).
+		hctx, cancel := context.WithTimeout(ctx, ioTimeout)
 		defer cancel()
 		if err := conn.HandshakeContext(hctx); err != nil {
 			_ = raw.Close()
@@ -94,6 +96,6 @@ func (h *handshakeFailure) describe() string {
 		return "TLS handshake with " + h.addr + " failed: the server answers plain-text Redis there, not TLS " +
 			"(use a redis:// URL, or the server's tls-port)"
 	}
-	return "TLS handshake with " + h.addr + " failed: no TLS answer within " + dialTimeout.String() +
+	return "TLS handshake with " + h.addr + " failed: no TLS answer within " + ioTimeout.String() +
 		"; the server may not speak TLS there (use a redis:// URL, or the server's tls-port)"
 }
