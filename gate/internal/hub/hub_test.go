@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -723,5 +724,40 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within 5s", what)
 		}
+	}
+}
+
+// A connection kept busy by one channel serves many others, one job's
+// each, that come and go: once each is unsubscribed the hub keeps nothing
+// of it (no channel, no turn record), or a long-lived process would grow
+// with every job it ever waited for.
+func TestGoneChannelsLeaveNothingBehind(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			h, _ := newHub(t, tg.Client)
+			base := redistest.UniqueKey(t)
+			keep := h.Listen(base + ":{a}")
+			defer keep.Close()
+			if !keep.Ready(ctx, 5*time.Second) {
+				t.Fatal("keeper: Ready false")
+			}
+			for i := range 5 {
+				ln := h.Listen(fmt.Sprintf("%s:%d:{a}", base, i))
+				if !ln.Ready(ctx, 5*time.Second) {
+					t.Fatalf("listener %d: Ready false", i)
+				}
+				ln.Close()
+			}
+			waitFor(t, "every gone channel forgotten", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				turns := 0
+				for _, sc := range h.conns {
+					turns += len(sc.turn)
+				}
+				return len(h.chans) == 1 && turns == 0
+			})
+		})
 	}
 }
