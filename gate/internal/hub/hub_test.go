@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -725,5 +726,40 @@ func publish(t *testing.T, h *Hub, rdb store.Client, channel string) {
 	ctx := context.Background()
 	if err := rdb.Process(ctx, redis.NewIntCmd(ctx, cmd, channel, "x")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A connection kept busy by one channel serves many others, one job's
+// each, that come and go: once each is unsubscribed the hub keeps nothing
+// of it (no channel, no turn record), or a long-lived process would grow
+// with every job it ever waited for.
+func TestGoneChannelsLeaveNothingBehind(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			h, _ := newHub(t, tg.Client)
+			base := redistest.UniqueKey(t)
+			keep := h.Listen(base + ":{a}")
+			defer keep.Close()
+			if !keep.Ready(ctx, 5*time.Second) {
+				t.Fatal("keeper: Ready false")
+			}
+			for i := range 5 {
+				ln := h.Listen(fmt.Sprintf("%s:%d:{a}", base, i))
+				if !ln.Ready(ctx, 5*time.Second) {
+					t.Fatalf("listener %d: Ready false", i)
+				}
+				ln.Close()
+			}
+			waitFor(t, "every gone channel forgotten", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				turns := 0
+				for _, sc := range h.conns {
+					turns += len(sc.turn)
+				}
+				return len(h.chans) == 1 && turns == 0
+			})
+		})
 	}
 }

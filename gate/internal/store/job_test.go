@@ -293,3 +293,48 @@ func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
 		t.Fatalf("acquire with a failing admission: taken %v, admitted %+v, error %v; want taken, the admission's WRONGTYPE kept", r.Taken, r.Admitted, r.AdmitErr)
 	}
 }
+
+// On one node an acquire whose upstreams have budgets judges them before
+// the job: a call that no upstream's budget admits leaves the job
+// untouched and untried, with Redis's clock; one admitted takes the job,
+// reserves the call under the member asked, and reads the waiter's done
+// key in the same trip. The token share is sent as given (0.25 of 1,000
+// tokens is 250: more than the 240 left; 0.24 is 240).
+func TestAcquireOnOneNodeJudgesTheBudgetsFirst(t *testing.T) {
+	s, m, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
+	// A fallback, cooled, whose budget has room: read and judged beside.
+	k2 := BudgetKeys{Upstream: "up2", Budget: "up2:budget", Calls: "up2:calls"}
+	tr.RecordBudget(ctx, k2, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+	tr.StopUpstream(ctx, "up2", NewToken(), Stop{Reason: "overloaded", TTL: time.Hour})
+	tr.Send(ctx)
+	m.Set("done", "last-success")
+
+	a := &Acquire{Key: "k", Token: NewToken(), Done: "done", Admissions: []Admission{
+		{Keys: k, Member: "m", Reserve: BudgetReserve{TokenShare: 0.25}}, {Keys: k2, Reserve: BudgetReserve{TokenShare: 0.25}}}}
+	var r Acquired
+	if err := s.Acquire(ctx, a, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Taken || !r.Untried || r.Now <= 0 || len(r.Admitted) != 2 || !r.Admitted[0].Judged || r.Admitted[0].Admitted || m.Exists("k") {
+		t.Fatalf("share 0.25 with 240 of 1,000 left: %+v; want untried, the job untouched, refused by the budget", r)
+	}
+	if len(r.Upstreams) != 2 || r.Upstreams[1].Mode != ModeCooling || !r.Admitted[1].Judged || !r.Admitted[1].Admitted {
+		t.Fatalf("the fallback: %+v, %+v; want cooling, its budget admitting", r.Upstreams, r.Admitted)
+	}
+
+	a.Admissions[0].Reserve.TokenShare = 0.24
+	r = Acquired{}
+	if err := s.Acquire(ctx, a, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Taken || r.Untried || len(r.Admitted) != 2 || !r.Admitted[0].Admitted || r.Admitted[0].Reserved != "m" || r.DoneToken != "last-success" {
+		t.Fatalf("share 0.24: %+v; want taken, reserved as m, the done key read", r)
+	}
+	if members, err := m.ZMembers("up:calls"); err != nil || len(members) != 1 || members[0] != "m" {
+		t.Fatalf("calls in flight: %v, %v; want the one reserved as m", members, err)
+	}
+}

@@ -40,6 +40,19 @@ func TestSeenKeepsTheNewest(t *testing.T) {
 		{"no reset: the later reading", []classify.Budget{
 			{At: t0.Add(time.Second), Requests: q(9, 0)},
 			{At: t0, Requests: q(2, 0)}}, 9},
+		{"the spent one wins though read earlier: the later leaves more, refilled as both say", []classify.Budget{
+			{At: t0, Requests: q(0, time.Minute)},
+			{At: t0.Add(time.Second), Requests: q(30, 59*time.Second)}}, 0},
+		// 6 left refilling a request a second: 16 ten seconds later.
+		{"equal levels once refilled: the later reading", []classify.Budget{
+			{At: t0, Requests: q(6, 54*time.Second)},
+			{At: t0.Add(10 * time.Second), Requests: q(16, 54*time.Second)}}, 16},
+		{"a later reading with more than the earlier refilled to: the earlier", []classify.Budget{
+			{At: t0, Requests: q(6, 54*time.Second)},
+			{At: t0.Add(10 * time.Second), Requests: q(17, 54*time.Second)}}, 6},
+		{"a whole limit does not say how it refills: the later reading", []classify.Budget{
+			{At: t0, Requests: q(0, time.Minute)},
+			{At: t0.Add(time.Second), Requests: q(60, 61*time.Second)}}, 60},
 		{"a response without the limit leaves it", []classify.Budget{
 			{At: t0, Requests: q(4, time.Minute)},
 			{At: t0.Add(time.Second), Tokens: q(100, time.Minute)}}, 4},
@@ -67,6 +80,11 @@ func TestSeenReading(t *testing.T) {
 	exp := store.Quota{Reported: true, Remaining: 7, Limit: 60, ResetIn: 53 * time.Second, Age: 40 * time.Millisecond}
 	if !ok || r.Requests != exp || r.Tokens.Reported {
 		t.Fatalf("reading %+v, want requests %+v and no tokens", r, exp)
+	}
+	s.Observe(classify.Budget{At: t0, Tokens: classify.Quota{Reported: true, Remaining: 900, Limit: 1000}})
+	r, _ = s.reading(t0)
+	if exp := (store.Quota{Reported: true, Remaining: 900, Limit: 1000, ResetIn: -1}); r.Tokens != exp {
+		t.Fatalf("a limit with no reset: %+v, want %+v (reset not said)", r.Tokens, exp)
 	}
 	if _, ok := (&Seen{}).reading(t0); ok {
 		t.Fatal("nothing seen, yet a reading")
@@ -106,5 +124,10 @@ func TestSeenFits(t *testing.T) {
 	tokens.Observe(classify.Budget{At: t0, Tokens: classify.Quota{Reported: true, Remaining: 100, Limit: 150000, Reset: t0.Add(6 * time.Minute)}})
 	if w, _, ok := tokens.Fits(t0, 4000, 0.01); !ok || w < 9360*time.Millisecond || w > 9370*time.Millisecond {
 		t.Fatalf("Fits = %v %v, want the refill of 3900 tokens (~9.37s)", w, ok)
+	}
+	// A call that did not say its tokens waits for its share of the
+	// limit (1% of 150000: 1500, 1400 short, 3.36 s).
+	if w, _, ok := tokens.Fits(t0, 0, 0.01); !ok || w < 3360*time.Millisecond || w > 3370*time.Millisecond {
+		t.Fatalf("Fits = %v %v, want the refill of 1400 tokens (~3.36s)", w, ok)
 	}
 }

@@ -13,6 +13,14 @@ import (
 // upstreams' values.
 func (f *fixture) asked(token store.Token) (Judgement, int) {
 	f.t.Helper()
+	return f.askedAround(token, nil)
+}
+
+// askedAround is asked with between run after the budgets answered and
+// before the upstreams' values are read (nil: one trip for both): another
+// process's write that lands between the commands of a cluster's acquire.
+func (f *fixture) askedAround(token store.Token, between func()) (Judgement, int) {
+	f.t.Helper()
 	ctx := context.Background()
 	asks := f.set.Admissions(token, 0)
 	ask := -1
@@ -24,6 +32,13 @@ func (f *fixture) asked(token store.Token) (Judgement, int) {
 			ask = i
 		}
 		replies[i] = t.Admit(ctx, a)
+	}
+	if between != nil {
+		t.Send(ctx)
+		between()
+		t = f.st.Trip()
+	}
+	for i, a := range asks {
 		reads[i] = t.ReadUpstream(ctx, a.Keys.Upstream)
 	}
 	t.Send(ctx)
@@ -148,5 +163,104 @@ func TestTheUpstreamThatTakesTheCallReservesIt(t *testing.T) {
 	}
 	if exp, got := []int64{1, 2}, f.inFlight(); got[0] != exp[0] || got[1] != exp[1] {
 		t.Fatalf("in flight: %v, want %v", got, exp)
+	}
+}
+
+// An acquire that gives its job up releases the call its upstream
+// reserved, the first upstream's included.
+func TestReleaseGivesTheReservationBack(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Margin: time.Minute}})
+	f.setBudget(0, 50)
+	j, ask := f.asked(store.NewToken())
+	if h, _ := j.reservation(); ask != 0 || h != 0 {
+		t.Fatalf("asked %d, reserved in %d; want a for both", ask, h)
+	}
+	if exp, got := int64(1), f.inFlight()[0]; got != exp {
+		t.Fatalf("in flight after the acquire: %d, want %d", got, exp)
+	}
+	ctx := context.Background()
+	tr := f.st.Trip()
+	r := j.Release(ctx, &tr)
+	tr.Send(ctx)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := int64(0), f.inFlight()[0]; got != exp {
+		t.Fatalf("in flight after the job was given up: %d, want %d", got, exp)
+	}
+}
+
+// Another process cools the first upstream between its budget's
+// admission (which reserved the call: it was open) and the read of its
+// value (a cluster's acquire sends them as separate commands): the call
+// goes to the next upstream, which holds the call's only reservation,
+// given back when the run settles; none is left behind in the first.
+func TestACallCooledAwayIsCountedWhereItRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bBudget  bool // b has a budget that judges the call (else it runs unjudged)
+		expAfter []int64
+	}{
+		{"b judges the call and reserves it", true, []int64{0, 1}},
+		{"b has no budget", false, []int64{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Margin: time.Minute}})
+			f.setBudget(0, 50)
+			if tc.bBudget {
+				f.setBudget(1, 50)
+			}
+			ctx := context.Background()
+			coolA := func() {
+				tr := f.st.Trip()
+				r := tr.StopUpstream(ctx, f.set.Keys()[0], store.NewToken(), store.Stop{Reason: "overloaded", TTL: time.Hour})
+				tr.Send(ctx)
+				if err := r.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j, ask := f.askedAround(store.NewToken(), coolA)
+			if h, _ := j.reservation(); ask != 0 || h != 0 {
+				t.Fatalf("asked %d, reserved in %d; want a for both (open when its budget answered)", ask, h)
+			}
+			c, refusal := f.choose(j, store.NewToken())
+			if refusal != nil || c.Name() != "b" {
+				t.Fatalf("chose %q, refused %+v; want b", c.Name(), refusal)
+			}
+			if got := f.inFlight(); got[0] != 0 || got[1] != tc.expAfter[1] {
+				t.Fatalf("in flight after the choice: %v, want %v (a's reservation given back)", got, tc.expAfter)
+			}
+			tr := f.st.Trip()
+			r := c.Release(ctx, &tr)
+			tr.Send(ctx)
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.inFlight(); got[0] != 0 || got[1] != 0 {
+				t.Fatalf("in flight after the run settled: %v, want none", got)
+			}
+		})
+	}
+}
+
+// A budget's refusal says what its admission left, 0 included, with no
+// reset known; a limit not reported is not.
+func TestBudgetRefusalSaysWhatIsLeft(t *testing.T) {
+	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Margin: time.Minute}})
+	f.setBudget(0, 0)
+	j, _ := f.asked(store.NewToken())
+	ss, refusing := j.Refusal()
+	exp := store.BudgetRead{Requests: store.BudgetLeft{Reported: true, Left: 0, Reset: -1}}
+	if !refusing || !ss[0].Budget || ss[0].Limits != exp {
+		t.Fatalf("refusal %+v (%v), want the budget's, with limits %+v", ss, refusing, exp)
+	}
+	f.m.Del(f.set.all[0].(*guarded).bk.Budget)
+	f.setBudget(0, 50)
+	f.set.all[0].(*guarded).spentUntil.Store(0)
+	j, _ = f.asked(store.NewToken())
+	c, refusal := f.choose(j, store.NewToken())
+	exp = store.BudgetRead{Requests: store.BudgetLeft{Reported: true, Left: 49, Reset: -1}}
+	if refusal != nil || c.Left() != exp {
+		t.Fatalf("admitted: left %+v, refused %+v; want %+v", c.Left(), refusal, exp)
 	}
 }

@@ -268,3 +268,25 @@ func TestPeekKnownHoldsAForeignValue(t *testing.T) {
 		t.Fatalf("PeekKnown: %+v, %v; want refused for the key's 5s", ss, err)
 	}
 }
+
+// An operator's read gives each upstream's budget beside its state; with
+// budgets off it reads none.
+func TestReadGivesTheBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  bool
+		exp  store.BudgetLeft
+	}{
+		{"on", false, store.BudgetLeft{Reported: true, Left: 50, Limit: 60, Reset: time.Hour}},
+		{"off", true, store.BudgetLeft{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Off: tc.off, Margin: time.Minute}})
+			f.setBudget(0, 50)
+			ss := f.read()
+			if len(ss) != 1 || ss[0].State != Open || ss[0].Limits.Requests != tc.exp || ss[0].Limits.Tokens.Reported {
+				t.Fatalf("Read: %+v, want a open with requests %+v", ss, tc.exp)
+			}
+		})
+	}
+}

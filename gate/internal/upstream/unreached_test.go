@@ -36,4 +36,7 @@ func TestUnreachedCountsDistinctJobs(t *testing.T) {
 			t.Fatalf("UnreachableJobs 0: %s cooled the upstream", job)
 		}
 	}
+	if k := off.set.all[0].(*guarded).unreachable; off.m.Exists(k) {
+		t.Fatalf("UnreachableJobs 0: the jobs were counted in Redis (%s), want nothing written", k)
+	}
 }
