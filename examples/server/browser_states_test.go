@@ -276,6 +276,10 @@ func TestPageKeepsAFailureTheStreamReadFirst(t *testing.T) {
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.base),
 		chromedp.WaitVisible(card+` .evaluate`),
+		// The page's stream has connected (its first update is the state
+		// at connect) before the click: connected later, it would never
+		// see the settle as a second update.
+		pollJS(`document.querySelector('`+card+`').dataset.updates >= 1`, 20*time.Second),
 		chromedp.Click(card+` .evaluate`),
 		// Both of the page's updates applied: the state at connect and
 		// the settle (applied after the click's answer, or after it came).
