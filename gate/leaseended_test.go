@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
@@ -219,4 +220,69 @@ type pipelines struct {
 func (p *pipelines) Pipeline() redis.Pipeliner {
 	p.n.Add(1)
 	return p.Client.Pipeline()
+}
+
+// A failure whose lease ended in Redis before it settled, its key gone
+// (the process stalled past the lease), is still recorded: dropping it
+// would make the next call a free retry. But not when a newer run took
+// the job and succeeded meanwhile: that success stands, and the job stays
+// free for the next call. A success before the failed run does not stop
+// its failure being recorded.
+func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Lease: time.Minute, Cooldown: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, tg.Client, opts)
+			other := newGate(t, tg.Client, opts)
+			expire := func(job string) {
+				t.Helper()
+				if err := tg.Client.Del(ctx, opts.Prefix+":{"+job+"}:job").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			// A success first, then a run whose lease ends before it fails.
+			var ce *gate.CallError
+			for job, failure := range map[string]struct {
+				err  error
+				want gate.State
+			}{
+				"transient": {errOverloaded, gate.CoolingDown},
+				"permanent": {classify.Permanent(errBoom), gate.Failed},
+			} {
+				if err := ran.Do(ctx, job, okFn); err != nil {
+					t.Fatal(err)
+				}
+				err := ran.Do(ctx, job, func(context.Context, *gate.Lease) error {
+					expire(job)
+					return failure.err
+				})
+				if !errors.As(err, &ce) || !ce.Written() || ce.State != failure.want {
+					t.Fatalf("a %s failure whose key was gone: %v, want %v written", job, err, failure.want)
+				}
+				if st := mustStatus(t, other, job); st.State != failure.want {
+					t.Fatalf("another process reads %v, want %v", st.State, failure.want)
+				}
+			}
+
+			err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				expire("job")
+				if err := other.Do(ctx, "job", okFn); err != nil {
+					t.Errorf("the newer run: %v, want it to run: the lease ended", err)
+				}
+				return errOverloaded
+			})
+			if !errors.As(err, &ce) || ce.Written() || !errors.Is(ce.SettleErr, gate.ErrNotOwned) {
+				t.Fatalf("a failure after a newer run's success: %v, want not written (ErrNotOwned)", err)
+			}
+			if st := mustStatus(t, other, "job"); st.State != gate.Ready {
+				t.Fatalf("after the newer success the job is %v, want ready", st.State)
+			}
+			again := false
+			if err := other.Do(ctx, "job", func(context.Context, *gate.Lease) error { again = true; return nil }); err != nil || !again {
+				t.Fatalf("the next call: ran %v, %v; want it run", again, err)
+			}
+		})
+	}
 }

@@ -206,7 +206,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	t := g.store.Trip()
 	if out == outSuccess {
 		// For a waiter for this run, whatever DoneTTL is.
-		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
+		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence)
 	}
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
 	d.upstream.Job = l.job
@@ -227,6 +227,14 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 	}
 
 	rep, err := settled.Result()
+	if err == nil && rep.Gone && (d.job.state == CoolingDown || d.job.state == Failed) {
+		// The lease ended in Redis before the failure reached it: written
+		// unless a newer run's success is remembered (store.Trip.SettleGone).
+		t := g.store.Trip()
+		settled = t.SettleGone(rctx, l.key, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence, d.job.settlement())
+		t.Send(rctx)
+		rep, err = settled.Result()
+	}
 	if err != nil {
 		werr := redisError("settle", err)
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})

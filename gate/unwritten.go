@@ -42,7 +42,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 		s.TTL = left
 		rctx, cancel := context.WithTimeout(ctx, g.opts.Redis.Timeout)
 		t := g.store.Trip()
-		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token)
+		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence)
 		settled := t.Settle(rctx, l.key, l.token, l.fence, s)
 		t.Send(rctx)
 		rep, err := settled.Result()

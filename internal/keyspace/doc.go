@@ -6,7 +6,7 @@
 // slot.
 //
 //	<prefix>:{<job>}:job                     the job's state, attempts, fence (gate/internal/store)
-//	<prefix>:{<job>}:done                    its last success's fence, for seconds after it
+//	<prefix>:{<job>}:done                    its last success's token and fence, for seconds after it
 //	<prefix>:scope:{<upstream>}                 an upstream's cooldown, pause or probe
 //	<prefix>:scope:{<upstream>}:fails           sliding window of its 5xx failures
 //	<prefix>:scope:{<upstream>}:wave:<reason>   distinct jobs failing permanently with reason

@@ -84,10 +84,12 @@ func Job(prefix, job string) string {
 	return tagged(prefix, job, "}:job")
 }
 
-// Done returns a job's done key, <prefix>:{<job>}:done: the token of its
-// last success, for a few seconds after it, so a waiter for that run is
-// told it is done, and an acquire that finds the job free while its done
-// mark did not reach Redis refuses it. It shares the job's slot.
+// Done returns a job's done key, <prefix>:{<job>}:done: the token and
+// fence of its last success, for a few seconds after it, so a waiter for
+// that run is told it is done, an acquire that finds the job free while
+// its done mark did not reach Redis refuses it, and an older run's failure
+// that comes after its lease ended does not undo it. It shares the job's
+// slot.
 func Done(prefix, job string) string {
 	return tagged(prefix, job, "}:done")
 }

@@ -437,10 +437,11 @@ func readDone(done *redis.StringCmd, r *Acquired) error {
 	if done == nil {
 		return nil
 	}
-	var err error
-	if r.DoneToken, err = done.Result(); isNil(err) {
-		err = nil
+	v, err := done.Result()
+	if isNil(err) {
+		return nil
 	}
+	r.DoneToken, _, _ = strings.Cut(v, ":") // "<token>:<fence>" (MarkDone)
 	return err
 }
 
@@ -573,7 +574,8 @@ type Settled struct {
 }
 
 // Settle queues job_settle.lua: write w if token still holds the job (or
-// its key is gone, for a failure or a late success).
+// its key is gone, for a late success). A failure that finds its key gone
+// is written by SettleGone, if no newer run decided otherwise.
 func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64, w Settlement) Reply[Settled] {
 	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
 	late := "0"
@@ -581,6 +583,22 @@ func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64,
 		late = "1"
 	}
 	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail, late)
+	return Reply[Settled]{cmd, decodeSettle}
+}
+
+// SettleGone queues job_settle_gone.lua, the second trip of a failure w
+// whose settle found its key gone (Settled.Gone): the run's lease ended in
+// Redis before the failure reached it. w is written unless the key holds a
+// value again or a newer run's success left its fence in doneKey
+// (MarkDone): dropping the failure would make the next call a free retry,
+// and writing it over a newer run's success would undo that success. The
+// done key is a second key of the script only here, on this rare path: on
+// a cluster a slot being migrated refuses such a script with TRYAGAIN
+// while one key has moved and the other not, which go-redis retries.
+func (t *Trip) SettleGone(ctx context.Context, key, doneKey string, token Token, fence int64, w Settlement) Reply[Settled] {
+	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
+	cmd := t.eval(ctx, t.s.scripts.jobSettleGone, []string{key, doneKey}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail,
+		strconv.FormatInt(fence, 10))
 	return Reply[Settled]{cmd, decodeSettle}
 }
 
@@ -601,15 +619,15 @@ func decodeSettle(c redis.Cmder) (Settled, error) {
 	return Settled{}, badReply("settle", v)
 }
 
-// MarkDone queues the write of a success's token to its job's done key
-// for SuccessMemory (a command of its own, not a second key of the settle
+// MarkDone queues the write of a success's token and fence to its job's
+// done key ("<token>:<fence>") for SuccessMemory (a command of its own, not a second key of the settle
 // script: a script's keys split by a migrating slot would be refused with
 // TRYAGAIN). Queue it before the settle, which frees the job and wakes the
 // waiters: sent after it, a waiter's acquire could run between the two (a
 // pipeline is not atomic), find the job free and no done key, and run the
 // job again.
-func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token) {
-	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token, "px", ms(SuccessMemory)))
+func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token, fence int64) {
+	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token+":"+strconv.FormatInt(fence, 10), "px", ms(SuccessMemory)))
 }
 
 // ForgetDone queues the delete of a job's done key: a job an operator

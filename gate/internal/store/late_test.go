@@ -158,3 +158,64 @@ func TestAcquireOnAFullServer(t *testing.T) {
 		t.Fatalf("acquire of a free job on a full server: %v, want the OOM refusal", err)
 	}
 }
+
+// A failure whose key is gone is not written by its settle: it goes on
+// to SettleGone, which writes it unless the key holds a value again or
+// the done key holds a newer run's success (MarkDone: "<token>:<fence>").
+// An older success there does not stop it.
+func TestSettleGone(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	cooling := Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 1}
+	send := func(f func(tr *Trip) Reply[Settled]) Settled {
+		t.Helper()
+		tr := s.Trip()
+		r := f(&tr)
+		tr.Send(ctx)
+		st, err := r.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	markDone := func(done string, fence int64) {
+		t.Helper()
+		tr := s.Trip()
+		tr.MarkDone(ctx, done, NewToken(), fence)
+		tr.Send(ctx)
+	}
+	for _, tc := range []struct {
+		name    string
+		done    int64 // a success's fence in the done key, relative to the run's; 0: none
+		taken   bool  // another run took the job since
+		written bool
+	}{
+		{"nothing since", 0, false, true},
+		{"an older success", -1, false, true},
+		{"a newer success", +1, false, false},
+		{"taken again", 0, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, done := tc.name+":job", tc.name+":done"
+			a, r := acquire(t, s, key)
+			rdb.Del(ctx, key) // the lease ended
+			if tc.done != 0 {
+				markDone(done, r.Fence+tc.done)
+			}
+			if tc.taken {
+				acquire(t, s, key)
+			}
+			if st := send(func(tr *Trip) Reply[Settled] { return tr.Settle(ctx, key, a.Token, r.Fence, cooling) }); st.Owned || st.Gone == tc.taken {
+				t.Fatalf("settle: %+v, want not written, gone %v", st, !tc.taken)
+			}
+			st := send(func(tr *Trip) Reply[Settled] { return tr.SettleGone(ctx, key, done, a.Token, r.Fence, cooling) })
+			v := rdb.Get(ctx, key).Val()
+			if st.Owned != tc.written || strings.HasPrefix(v, "c:") != tc.written {
+				t.Fatalf("SettleGone: %+v, key %q; want written %v", st, v, tc.written)
+			}
+			if tc.taken && st.Found.Kind != Running {
+				t.Fatalf("SettleGone over a newer run: found %+v, want it", st.Found)
+			}
+		})
+	}
+}

@@ -20,8 +20,12 @@ var (
 	jobAcquireLua string
 	//go:embed lua/job_renew.lua
 	jobRenewLua string
+	//go:embed lua/job_write.lua
+	jobWriteLua string
 	//go:embed lua/job_settle.lua
 	jobSettleLua string
+	//go:embed lua/job_settle_gone.lua
+	jobSettleGoneLua string
 	//go:embed lua/job_undo.lua
 	jobUndoLua string
 	//go:embed lua/job_reset.lua
@@ -57,14 +61,15 @@ var (
 
 // writeScripts are the state-changing scripts in one topology's form.
 type writeScripts struct {
-	jobSettle, jobUndo, jobReset                              *script
+	jobSettle, jobSettleGone, jobUndo, jobReset               *script
 	upstreamCancel, upstreamOpen, upstreamTrip, upstreamReset *script
 }
 
 func newWriteScripts(publish string) *writeScripts {
 	pre := "local PUBLISH = '" + publish + "'\n" + notifyLua
 	return &writeScripts{
-		jobSettle:      newScript(pre + jobSettleLua),
+		jobSettle:      newScript(pre + jobWriteLua + jobSettleLua),
+		jobSettleGone:  newScript(pre + jobWriteLua + jobSettleGoneLua),
 		jobUndo:        newScript(pre + jobUndoLua),
 		jobReset:       newScript(pre + jobResetLua),
 		upstreamCancel: newScript(pre + upstreamCancelLua),

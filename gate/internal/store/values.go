@@ -30,8 +30,8 @@ import (
 // keeps the attempt count for a while (the gate's AttemptsTTL), so the
 // next failure escalates; a done mark for SuccessMemory more, so a waiter
 // for that run is told it is done. A success that frees the job deletes
-// its key and leaves its token in the job's done key (internal/keyspace.Done)
-// for SuccessMemory instead. A run released without a cooldown writes c
+// its key and leaves "<token>:<fence>" in the job's done key
+// (internal/keyspace.Done) for SuccessMemory instead. A run released without a cooldown writes c
 // with <until> = now. flags is "s" when the failure was a suspect
 // rejection; reason and evidence are codes (classify), never upstream
 // text, and evidence comes last since it may hold ':'. A value of any

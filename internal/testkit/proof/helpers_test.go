@@ -3,9 +3,11 @@ package proof_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,17 +132,22 @@ func (o outcome) err() error {
 
 // execution is one run of fn, as the invariant checks see it.
 type execution struct {
-	worker  int
-	job     string
-	called  time.Time // Do called: its acquire reached Redis no earlier
-	start   time.Time // fn entered
-	end     time.Time // fn returned
-	fence   int64
-	gated   bool
-	wroteAt time.Time // zero if fn did not write
-	wrote   error     // the store's answer
-	outcome outcome
-	err     error // what Do returned
+	worker int
+	job    string
+	called time.Time // Do called: its acquire reached Redis no earlier
+	// taken is when Redis gave the run the job: its fence, Redis's clock
+	// in µs (job_take.lua), on loopback the machine's clock; zero where
+	// unknown.
+	taken    time.Time
+	start    time.Time // fn entered
+	end      time.Time // fn returned
+	returned time.Time // Do returned: its settle had reached Redis, or never will
+	fence    int64
+	gated    bool
+	wroteAt  time.Time // zero if fn did not write
+	wrote    error     // the store's answer
+	outcome  outcome
+	err      error // what Do returned
 }
 
 // reporter is the part of testing.TB the invariant checks use, so a test
@@ -185,9 +192,10 @@ type stats struct {
 	// whose settle did not reach Redis or found the lease lost.
 	cooldowns, failedMarks, unrecorded int
 	// excused counts early starts explained by a Reset (or a failover
-	// registered as one) between the settle and the start.
-	excused        int
-	minCooldownGap time.Duration
+	// registered as one) between the settle and the start; settledLate
+	// runs that took the job before a failure's settle was answered.
+	excused, settledLate int
+	minCooldownGap       time.Duration
 }
 
 // check verifies the invariants over every recorded execution:
@@ -200,7 +208,10 @@ type stats struct {
 //  2. fn never starts while the job cools down or is marked failed: after
 //     a settle that recorded a cooldown of r (or a failed mark), the next
 //     execution starts at least r (or FailedTTL) after the failed fn
-//     returned, unless an operator Reset ran in between.
+//     returned, unless an operator Reset ran in between. A run that took
+//     the job before the failure's settle was answered is not held to
+//     it: the failed run's lease may have ended before its settle
+//     reached Redis; the runs after it are.
 //  3. A transient failure's recorded cooldown is at least
 //     Cooldown×(1−Jitter) (capped by MaxCooldown), so with (2) the next
 //     call starts no earlier than that (and never before min(cooldown,
@@ -286,6 +297,16 @@ func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later [
 		if b.start.Before(a.end) {
 			continue // overlapping: checked by invariant 1
 		}
+		if !b.taken.IsZero() && b.taken.Before(a.returned) {
+			// b took the job before a's settle was answered: a's lease
+			// may have ended in Redis before its failure reached it (a
+			// process stalled past the lease), so the failure may have
+			// been written after b took the job. When b's own outcome
+			// then lets a's write through (gate.Lease's settle), the
+			// cooldown starts there; the next run is checked against it.
+			st.settledLate++
+			continue
+		}
 		gap := b.start.Sub(a.end)
 		if h.resetBetween(a.job, a.end, b.start) {
 			if gap < hold-clockSlack {
@@ -294,7 +315,7 @@ func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later [
 			return
 		}
 		if gap < hold-clockSlack {
-			t.Errorf("%s: fn (fence %d) started %v after a %v settle that blocked the job for %v", a.job, b.fence, gap, ce.State, hold)
+			t.Errorf("%s: fn (fence %d) started %v after a %v settle that blocked the job for %v\n%s", a.job, b.fence, gap, ce.State, hold, h.timeline(a.job, a.called.Add(-time.Second), b.end.Add(time.Second), a.end))
 		}
 		if ce.State == gate.Failed {
 			st.failedMarks++
@@ -317,6 +338,37 @@ func (h *history) resetBetween(job string, from, to time.Time) bool {
 	return false
 }
 
+// timeline lists job's executions and resets between from and to, times
+// relative to zero, for a failed check's message. A fence is Redis's
+// clock when the run took the job (microseconds): on loopback, the same
+// clock as the others.
+func (h *history) timeline(job string, from, to, zero time.Time) string {
+	rel := func(at time.Time) string {
+		if at.IsZero() {
+			return "-"
+		}
+		return at.Sub(zero).Round(10 * time.Microsecond).String()
+	}
+	var b strings.Builder
+	for _, e := range h.execs {
+		if e.job != job || e.start.Before(from) || e.start.After(to) {
+			continue
+		}
+		fmt.Fprintf(&b, "  run w%d fence %d: called %s taken %s start %s end %s returned %s outcome %d err %v\n", e.worker, e.fence,
+			rel(e.called), rel(e.taken), rel(e.start), rel(e.end), rel(e.returned), e.outcome, e.err)
+		var ce *gate.CallError
+		if errors.As(e.err, &ce) {
+			fmt.Fprintf(&b, "    settled %v retry after %v settle error %v\n", ce.State, ce.RetryAfter, ce.SettleErr)
+		}
+	}
+	for _, r := range h.resets {
+		if r.job == job && !r.ret.Before(from) && !r.call.After(to) {
+			fmt.Fprintf(&b, "  reset: call %s ret %s\n", rel(r.call), rel(r.ret))
+		}
+	}
+	return b.String()
+}
+
 // run calls g.Do for job as worker, records the execution in h and writes
 // the fence to store at the end of fn (ignoring fn's context, like a
 // paused process that wakes up), then returns fn's outcome. inside, if
@@ -327,6 +379,7 @@ func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate,
 	err := g.Do(ctx, job, func(fctx context.Context, l *gate.Lease) error {
 		ran = true
 		e.start, e.fence, e.gated = time.Now(), l.Fence(), l.Gated()
+		e.taken = time.UnixMicro(l.Fence())
 		if inside != nil {
 			inside(l)
 		}
@@ -340,7 +393,7 @@ func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate,
 		e.end = time.Now()
 		return out.err()
 	})
-	e.err = err
+	e.err, e.returned = err, time.Now()
 	if ran {
 		h.add(e)
 	}

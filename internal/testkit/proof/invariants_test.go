@@ -18,8 +18,9 @@ func TestInvariantChecksCatchViolations(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ex := func(called, start, end int, fence int64) *execution {
-		return &execution{job: "j", called: at(called), start: at(start), end: at(end), fence: fence, gated: true}
+		return &execution{job: "j", called: at(called), taken: at(start), start: at(start), end: at(end), returned: at(end + 1), fence: fence, gated: true}
 	}
+	returned := func(e *execution, ms int) *execution { e.returned = at(ms); return e }
 	cooled := func(e *execution, d time.Duration) *execution {
 		e.err = &gate.CallError{Job: "j", State: gate.CoolingDown, RetryAfter: d, Verdict: classify.Verdict{Class: classify.ClassTransient}, Err: errTransient}
 		return e
@@ -46,6 +47,8 @@ func TestInvariantChecksCatchViolations(t *testing.T) {
 		{"run while cooling", []*execution{cooled(ex(0, 1, 10, 1), 50*time.Millisecond), ex(30, 31, 40, 2)}, nil, true},
 		{"cooldown too short", []*execution{cooled(ex(0, 1, 10, 1), 10*time.Millisecond), ex(30, 31, 40, 2)}, nil, true},
 		{"run while failed", []*execution{failed(ex(0, 1, 10, 1)), ex(100, 101, 110, 2)}, nil, true},
+		{"taken before the failure's settle was answered", []*execution{returned(failed(ex(0, 1, 10, 1)), 150), ex(100, 101, 110, 2)}, nil, false},
+		{"run while failed, after a run taken before the settle was answered", []*execution{returned(failed(ex(0, 1, 10, 1)), 150), ex(100, 101, 110, 2), ex(160, 161, 170, 3)}, nil, true},
 		{"run after a reset", []*execution{failed(ex(0, 1, 10, 1)), ex(100, 101, 110, 2)}, []span{{job: "j", call: at(50), ret: at(52)}}, false},
 		{"ungated", []*execution{{job: "j", start: t0, end: t0}}, nil, true},
 	} {

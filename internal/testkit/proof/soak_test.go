@@ -3,7 +3,6 @@ package proof_test
 import (
 	"context"
 	"errors"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
 	"github.com/retrygate/retrygate/internal/testkit/proof"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
@@ -168,8 +168,8 @@ func TestSoak(t *testing.T) {
 
 	st := h.check(t, o)
 	t.Logf("soak: ops %v", opCounts)
-	t.Logf("soak: %d executions, %d overlaps (%d stale writes rejected, store rejected %d in all), %d cooldowns, %d failed marks, %d settles not recorded; shortest wait after a cooldown %v",
-		st.execs, st.overlaps, st.staleRejected, store.Rejected(), st.cooldowns, st.failedMarks, st.unrecorded, st.minCooldownGap)
+	t.Logf("soak: %d executions, %d overlaps (%d stale writes rejected, store rejected %d in all), %d cooldowns, %d failed marks, %d settles not recorded, %d runs that took the job before a failure's settle was answered; shortest wait after a cooldown %v",
+		st.execs, st.overlaps, st.staleRejected, store.Rejected(), st.cooldowns, st.failedMarks, st.unrecorded, st.settledLate, st.minCooldownGap)
 	if st.execs < 50 || st.cooldowns == 0 || st.failedMarks == 0 || opCounts["refused:cooling_down"] == 0 {
 		t.Errorf("the soak exercised too little: %+v, ops %v", st, opCounts)
 	}
