@@ -100,3 +100,14 @@ func TestResultRatios(t *testing.T) {
 		t.Fatalf("goodput %v, want the tokens' 0.8", r.Goodput())
 	}
 }
+
+// bursts groups 429s no more than burstGap apart and says when the
+// largest group began, from the drain.
+func TestBursts(t *testing.T) {
+	t0 := time.Now()
+	ms := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Millisecond) }
+	u := &upstream{drained: t0, refusal: []time.Time{ms(900), ms(10), ms(40), ms(1000), ms(930), ms(960), ms(20)}}
+	if n, largest, at := u.bursts(); n != 2 || largest != 4 || at != 900*time.Millisecond {
+		t.Fatalf("bursts: %d, largest %d at %v; want 2, largest 4 at 900ms", n, largest, at)
+	}
+}

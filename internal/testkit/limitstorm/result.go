@@ -24,8 +24,10 @@ type Result struct {
 	// answered during the storm: 200s and 429s.
 	Served, Refused int64
 	// Bursts counts the storm's runs of 429s no more than 50 ms apart,
-	// and LargestBurst is the longest.
+	// and LargestBurst is the longest; LargestAt is when it began, from
+	// the start of the storm.
 	Bursts, LargestBurst int
+	LargestAt            time.Duration
 	// Tokens is what the jobs served counted against the provider's token
 	// limit, each job once.
 	Tokens int64
@@ -62,7 +64,7 @@ func (r Result) Goodput() float64 {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d stale, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d); goodput %.2f (%d jobs of %.0f calls, %d of %.0f tokens allowed in %v)",
+	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d stale, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d at %v); goodput %.2f (%d jobs of %.0f calls, %d of %.0f tokens allowed in %v)",
 		r.Jobs, r.Completed, r.Failed, r.Lost, r.Stale, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
-		r.Bursts, r.LargestBurst, r.Goodput(), r.Completed, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
+		r.Bursts, r.LargestBurst, r.LargestAt.Round(time.Millisecond), r.Goodput(), r.Completed, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
 }

@@ -64,7 +64,7 @@ func result(c Config, up *upstream, out Outcome) Result {
 		Stale: out.Stale, Errors: out.Errors, FirstError: out.FirstError,
 		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens,
 	}
-	r.Bursts, r.LargestBurst = up.bursts()
+	r.Bursts, r.LargestBurst, r.LargestAt = up.bursts()
 	// A lost job waited to the end: the storm lasted the whole run.
 	switch {
 	case out.Lost > 0:

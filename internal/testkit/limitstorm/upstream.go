@@ -97,20 +97,23 @@ func (u *upstream) stats() llmfake.Stats {
 // sent while the first 429 of a burst travelled back.
 const burstGap = 50 * time.Millisecond
 
-// bursts counts the storm's bursts of 429s and the largest.
-func (u *upstream) bursts() (n, largest int) {
+// bursts counts the storm's bursts of 429s and the largest, and when it
+// began, from the drain.
+func (u *upstream) bursts() (n, largest int, largestAt time.Duration) {
 	u.mu.Lock()
 	at := slices.SortedFunc(slices.Values(u.refusal), time.Time.Compare)
 	u.mu.Unlock()
-	size := 0
+	size, began := 0, time.Time{}
 	for i := range at {
 		if i == 0 || at[i].Sub(at[i-1]) > burstGap {
-			n, size = n+1, 0
+			n, size, began = n+1, 0, at[i]
 		}
 		size++
-		largest = max(largest, size)
+		if size > largest {
+			largest, largestAt = size, began.Sub(u.drained)
+		}
 	}
-	return n, largest
+	return n, largest, largestAt
 }
 
 // statusWriter notes the status written.
