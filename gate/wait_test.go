@@ -1154,7 +1154,10 @@ func TestAcquireWaitSubscribeWhileRedisIsBusy(t *testing.T) {
 	var once sync.Once
 	t.Cleanup(setWaitHooks(func(string) {
 		once.Do(func() {
-			go func() { busy <- admin.Eval(ctx, spinScript, nil, 300000).Err() }()
+			// Busy for 1.5 s: a loaded machine may not schedule the probe
+			// below within a shorter window (a CI run at a load of 17
+			// missed a 300 ms one).
+			go func() { busy <- admin.Eval(ctx, spinScript, nil, 1500000).Err() }()
 			waitUntil(t, 5*time.Second, "Redis busy", func() bool {
 				err := probe.Ping(ctx).Err()
 				return err != nil && strings.HasPrefix(err.Error(), "BUSY")
