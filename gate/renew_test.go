@@ -184,7 +184,8 @@ func TestRenewalKeepsTheAttemptCount(t *testing.T) {
 // A renewal is one round trip. Only a lease's first renewal, on a gate
 // that knows no call durations yet, first reads the gate's in a trip of
 // its own (renew.go, shareCalls); later ones do not, though none is known
-// still.
+// still. With no durations of its own to share, a renewal sends its
+// renewal script alone, not the read of the gate's durations beside it.
 func TestRenewalIsOneRoundTrip(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
@@ -198,8 +199,14 @@ func TestRenewalIsOneRoundTrip(t *testing.T) {
 		from := c.renewed.Load()
 		waitUntil(t, 5*time.Second, "six more renewals", func() bool { return c.renewed.Load() >= from+6 })
 		// One renewal may be on its way.
-		if trips, renewed := names.take(), c.renewed.Load()-from; int64(len(trips)) > renewed+1 {
+		trips, renewed := names.take(), c.renewed.Load()-from
+		if int64(len(trips)) > renewed+1 {
 			t.Errorf("%d round trips for %d renewals, want one each: %v", len(trips), renewed, trips)
+		}
+		for _, trip := range trips {
+			if trip != "evalsha" {
+				t.Fatalf("a renewal with nothing to share sent %v, want its script alone", trips)
+			}
 		}
 		return nil
 	})
