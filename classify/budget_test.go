@@ -300,6 +300,7 @@ func TestBudgetFits(t *testing.T) {
 		{"no limit known: the reset", classify.Budget{Requests: quota(0, 0, 3*time.Second)}, 0, 3 * time.Second, true},
 		{"more than the limit holds: the reset", classify.Budget{Tokens: quota(10, 100, 4*time.Second)}, 500, 4 * time.Second, true},
 		{"short and no reset: cannot tell", classify.Budget{Tokens: quota(10, 100, 0)}, 50, 0, false},
+		{"exactly what is left fits now, reset or not", classify.Budget{Requests: quota(1, 60, 0), Tokens: quota(50, 100, 0)}, 50, 0, true},
 		{"the provider's word wins", classify.Budget{Requests: quota(0, 60, time.Minute), RetryIn: 85 * time.Millisecond}, 0, 85 * time.Millisecond, true},
 		{"negative tokens count as none", classify.Budget{Tokens: quota(0, 100, time.Second)}, -5, 0, true},
 	} {
