@@ -104,8 +104,8 @@ func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	}
 }
 
-// renewCounter counts successful renewals and lease losses.
-type renewCounter struct{ renewed, lost atomic.Int64 }
+// renewCounter counts successful renewals, lease losses and Redis errors.
+type renewCounter struct{ renewed, lost, redisErrors atomic.Int64 }
 
 func (c *renewCounter) Observe(_ context.Context, e gate.Event) {
 	switch {
@@ -113,11 +113,14 @@ func (c *renewCounter) Observe(_ context.Context, e gate.Event) {
 		c.renewed.Add(1)
 	case e.Kind == gate.EventLeaseLost:
 		c.lost.Add(1)
+	case e.Kind == gate.EventRedisError:
+		c.redisErrors.Add(1)
 	}
 }
 
 // A renewal that succeeds keeps the lease: fn runs on, its context alive,
-// and the lock's TTL is back to a full Lease after each renewal.
+// and the lock's TTL is back to a full Lease after each renewal. Nothing
+// is reported as a Redis error.
 func TestRenewalKeepsTheLease(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	const lease = 60 * time.Millisecond
@@ -144,6 +147,9 @@ func TestRenewalKeepsTheLease(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("Do: %v", err)
+	}
+	if n := c.redisErrors.Load(); n != 0 {
+		t.Fatalf("%d Redis errors reported by renewals Redis answered", n)
 	}
 }
 
