@@ -234,6 +234,8 @@ func TestParseBudgetResetForms(t *testing.T) {
 		{"fractional seconds", "0.25", "", 250 * time.Millisecond},
 		{"Unix seconds against Date", "1776782347", date, 60 * time.Second},
 		{"Unix milliseconds against Date", "1776782287500", date, 500 * time.Millisecond},
+		{"fractional Unix seconds against Date", "1776782287.5", date, 500 * time.Millisecond},
+		{"Unix milliseconds beyond any clock are MaxHint", "99999999999999999999", date, classify.MaxHint},
 		{"RFC 3339 against the local clock without Date", "2026-04-21T14:38:10Z", "", 3 * time.Second},
 		{"RFC 3339 with an offset", "2026-04-21T16:38:10+02:00", date, 3 * time.Second},
 		{"an instant in the past is now", "2026-04-21T14:00:00Z", date, 0},
@@ -273,8 +275,13 @@ func TestParseBudgetGarbageCounts(t *testing.T) {
 			t.Errorf("remaining %q: want no budget, got %+v", v, b)
 		}
 	}
+	// The longest count read: 18 digits.
+	b, ok := classify.ParseBudget(header("x-ratelimit-remaining-requests", "999999999999999999"), budgetNow)
+	if !ok || !sameQuota(b.Requests, quota(999999999999999999, 0, 0)) {
+		t.Fatalf("18 digits: got %+v, want them read", b)
+	}
 	// A garbage limit leaves the remaining count standing.
-	b, ok := classify.ParseBudget(header("x-ratelimit-remaining-requests", "5", "x-ratelimit-limit-requests", "lots"), budgetNow)
+	b, ok = classify.ParseBudget(header("x-ratelimit-remaining-requests", "5", "x-ratelimit-limit-requests", "lots"), budgetNow)
 	if !ok || !sameQuota(b.Requests, quota(5, 0, 0)) {
 		t.Fatalf("got %+v", b)
 	}
