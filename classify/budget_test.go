@@ -242,6 +242,7 @@ func TestParseBudgetResetForms(t *testing.T) {
 		{"beyond MaxHint is MaxHint", "100h", "", classify.MaxHint},
 		{"a duration that overflows is no reset", "9000000h", "", -1},
 		{"seconds beyond MaxHint", "999999999", "", classify.MaxHint},
+		{"a zero duration is now", "0s", "", 0},
 		{"a negative duration is no reset", "-1s", "", -1},
 		{"words are no reset", "soon", "", -1},
 		{"a garbage Date falls back to the local clock", "2026-04-21T14:38:10Z", "yesterday", 3 * time.Second},
