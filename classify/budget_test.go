@@ -197,6 +197,13 @@ var budgetCases = []struct {
 		header: header("RateLimit-Policy", `"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:`, "RateLimit", `"peruser";r=300;t=10`),
 	},
 	{
+		name:     "IETF: parameters it does not define are ignored, a boolean one too",
+		source:   "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (4: unknown parameters MUST be ignored); RFC 8941 3.1.2: a key is lcalpha or *, then lcalpha, digits, _ - . *; a parameter without a value is Boolean true",
+		header:   header("RateLimit", `"default";r=50;t=30;za.b-1_*=1;x`),
+		requests: quota(50, 0, 30*time.Second),
+		ok:       true,
+	},
+	{
 		name:   "IETF: a malformed field is ignored",
 		source: "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (7: \"Malformed RateLimit header fields MUST be ignored\"); the dictionary form of draft 07",
 		header: header("RateLimit", `limit=100, remaining=50, reset=5`),
