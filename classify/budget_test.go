@@ -199,9 +199,19 @@ var budgetCases = []struct {
 	{
 		name:     "IETF: parameters it does not define are ignored, a boolean one too",
 		source:   "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (4: unknown parameters MUST be ignored); RFC 8941 3.1.2: a key is lcalpha or *, then lcalpha, digits, _ - . *; a parameter without a value is Boolean true",
-		header:   header("RateLimit", `"default";r=50;t=30;za.b-1_*=1;x`),
+		header:   header("RateLimit", `"default";r=50;t=30;za.b-09_*=1;x`),
 		requests: quota(50, 0, 30*time.Second),
 		ok:       true,
+	},
+	{
+		name:   "IETF: a parameter without a key makes the field malformed",
+		source: "RFC 8941 4.2.3.2: parsing a key fails unless it starts with lcalpha or *",
+		header: header("RateLimit", `"default";r=50;t=30;`),
+	},
+	{
+		name:   "IETF: a string without its closing quote makes the field malformed",
+		source: "RFC 8941 4.2.5: parsing a string fails at the end of input",
+		header: header("RateLimit", `"default`),
 	},
 	{
 		name:   "IETF: a malformed field is ignored",
