@@ -209,6 +209,18 @@ var budgetCases = []struct {
 		header: header("RateLimit", `"default";r=50;t=30;`),
 	},
 	{
+		name:     "IETF: a policy name with escapes",
+		source:   "RFC 8941 3.3.3: a string escapes \" and \\ with a backslash",
+		header:   header("RateLimit", `"de\"fa\\ult";r=50;t=30`),
+		requests: quota(50, 0, 30*time.Second),
+		ok:       true,
+	},
+	{
+		name:   "IETF: a string ending in a backslash makes the field malformed",
+		source: "RFC 8941 4.2.5: parsing fails when a backslash is the last character",
+		header: header("RateLimit", `"default\`),
+	},
+	{
 		name:   "IETF: a string without its closing quote makes the field malformed",
 		source: "RFC 8941 4.2.5: parsing a string fails at the end of input",
 		header: header("RateLimit", `"default`),
