@@ -415,3 +415,48 @@ func ExampleParseBudget() {
 	// true 0 1m0s 149984
 	// next call in 1s
 }
+
+// TestParseBudgetStructuredFields covers the RateLimit field's syntax at
+// its edges (RFC 8941, which draft-ietf-httpapi-ratelimit-headers uses):
+// what is read, and what makes the whole field malformed, so ignored.
+func TestParseBudgetStructuredFields(t *testing.T) {
+	for _, tc := range []struct {
+		name, field string
+		remaining   int64 // -1: ignored
+	}{
+		{"a token name (3.3.4: ALPHA or * first)", `a;r=5`, 5},
+		{"a token name ending the alphabet", `z;r=5`, 5},
+		{"an upper-case token name", `A;r=5`, 5},
+		{"an upper-case token name ending the alphabet", `Z;r=5`, 5},
+		{"a token name of *", `*;r=5`, 5},
+		{"a remaining count of 0 (3.3.1: DIGIT first)", `"x";r=0`, 0},
+		{"a remaining count of 9", `"x";r=9`, 9},
+		{"Boolean parameters (3.3.6: ?1, ?0)", `"x";b=?1;r=5;c=?0`, 5},
+		{"an empty byte sequence (3.3.5)", `"x";r=5;pk=::`, 5},
+		{"a space and a ~ in a string (3.3.3: %x20-7E)", `"a b~";r=5`, 5},
+		{"members without a space after the comma", `"a";r=5,"b";r=10`, 5},
+		{"a tab after the comma", "\"a\";r=5,\t\"b\";r=10", 5},
+		{"spaces around the field", `  "a";r=5  `, 5},
+		{"a Boolean other than ?0 and ?1", `"x";r=5;b=?2`, -1},
+		{"a ? alone", `"x";r=5;b=?`, -1},
+		{"a byte sequence not closed", `"x";r=5;pk=:abc`, -1},
+		{"a control character in a string", "\"x\x01\";r=5", -1},
+		{"DEL in a string", "\"x\x7f\";r=5", -1},
+		{"DEL in a token", "x\x7f;r=5", -1},
+		{"an inner list (not read)", `("a" "b");r=5`, -1},
+		{"a trailing comma", `"a";r=5,`, -1},
+		{"members without a comma", `"a";r=5 "b";r=10`, -1},
+		{"an item that starts with none of its types' characters", `@a;r=5`, -1},
+		{"an empty field", `   `, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, ok := classify.ParseBudget(header("RateLimit", tc.field), budgetNow)
+			switch {
+			case tc.remaining < 0 && (ok || b.Requests.Reported):
+				t.Fatalf("%q: read %+v, want the field ignored", tc.field, b.Requests)
+			case tc.remaining >= 0 && (!ok || b.Requests.Remaining != tc.remaining):
+				t.Fatalf("%q: read %+v (%v), want %d remaining", tc.field, b.Requests, ok, tc.remaining)
+			}
+		})
+	}
+}
