@@ -141,6 +141,11 @@ func TestDefaultBodyOrder(t *testing.T) {
 		{"float64 code 99", &openai.APIError{Code: 99.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
 		{"float64 code 100", &openai.APIError{Code: 100.0, Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
 		{"float64 code 599", &openai.APIError{Code: 599.0, Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		// Azure's innererror as go-openai reads it (APIError.InnerError), as
+		// "Azure innererror code wins over a generic code" in
+		// TestDefaultBodyShapes reads it from the body.
+		{"go-openai's InnerError wins over a generic code", &openai.APIError{HTTPStatusCode: 400, Code: "400", Message: "x",
+			InnerError: &openai.InnerError{Code: "ResponsibleAIPolicyViolation"}}, permanent(classify.ReasonContentFiltered)},
 		{"numeric code in a body without a status", &classify.HTTPError{Body: []byte(`{"error":{"code":503,"message":"x"}}`)},
 			transient(classify.ReasonOverloaded, true, 0)},
 		{"status 599 is a server error", &classify.HTTPError{StatusCode: 599}, transient(classify.ReasonUpstream5xx, false, 0)},
