@@ -34,6 +34,10 @@ const (
 	htmlBadGateway = `<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>cloudflare</center></body></html>`
 	htmlTooLarge   = `<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center></body></html>`
 	fastAPI422     = `{"detail":[{"type":"missing","loc":["body","model"],"msg":"Field required","input":{}}]}`
+	// Gemini's OpenAI-compatible endpoint answers with a list, which
+	// go-openai cannot read: a RequestError with the body
+	// (continuedev/continue#8516, in testdata/corpus/gemini.json).
+	geminiKeyList = `[{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}},{"@type":"type.googleapis.com/google.rpc.LocalizedMessage","locale":"en-US","message":"API key not valid. Please pass a valid API key."}]}}]`
 )
 
 func quotaBody(code string) string {

@@ -30,6 +30,20 @@ func TestDefaultBodyShapes(t *testing.T) {
 			transient(classify.ReasonRateLimited, true, 0)},
 		{"OpenRouter raw that says nothing", 400, `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"<html>oops</html>","provider_name":"X"}}}`,
 			suspect(classify.ReasonInvalidRequest)},
+		// Google's own body (continuedev/continue#10530, in
+		// testdata/corpus/gemini.json) in raw: a message, a numeric code
+		// and no type; it decides as when Google answers directly.
+		{"OpenRouter raw holding Google's body", 400, `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"error\":{\"code\":400,\"message\":\"API key not valid. Please pass a valid API key.\",\"status\":\"INVALID_ARGUMENT\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\"API_KEY_INVALID\",\"domain\":\"googleapis.com\"}]}}","provider_name":"Google AI Studio"}}}`,
+			systemic(classify.ReasonAuth, true)},
+		// A raw body with a type alone, a code alone or a message alone
+		// still decides over the outer code (mid-stream, the outer code is
+		// the status).
+		{"OpenRouter raw with a type alone", 0, `{"error":{"message":"Provider returned error","code":500,"metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}","provider_name":"Anthropic"}}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"OpenRouter raw with a code alone", 0, `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":{\"code\":\"insufficient_quota\"}}","provider_name":"OpenAI"}}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"OpenRouter raw with a message alone", 429, `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":{\"message\":\"Note: Your credit balance is too low to access the API\"}}","provider_name":"X"}}}`,
+			classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonQuotaExhausted, ProviderWide: true, Evidence: "message:credit"}},
 		// FastAPI's validation list, as the message (Mistral) or at the top.
 		{"FastAPI detail as the message", 422, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted","input":1}]},"type":"invalid_request_error","code":null}`,
 			permanent(classify.ReasonInvalidRequest)},
@@ -127,6 +141,11 @@ func TestDefaultBodyOrder(t *testing.T) {
 		{"float64 code 99", &openai.APIError{Code: 99.0, Message: "x"}, transient(classify.ReasonUnknown, false, 0)},
 		{"float64 code 100", &openai.APIError{Code: 100.0, Message: "x"}, transient(classify.ReasonUpstreamStatus, false, 0)},
 		{"float64 code 599", &openai.APIError{Code: 599.0, Message: "x"}, transient(classify.ReasonUpstream5xx, false, 0)},
+		// Azure's innererror as go-openai reads it (APIError.InnerError), as
+		// "Azure innererror code wins over a generic code" in
+		// TestDefaultBodyShapes reads it from the body.
+		{"go-openai's InnerError wins over a generic code", &openai.APIError{HTTPStatusCode: 400, Code: "400", Message: "x",
+			InnerError: &openai.InnerError{Code: "ResponsibleAIPolicyViolation"}}, permanent(classify.ReasonContentFiltered)},
 		{"numeric code in a body without a status", &classify.HTTPError{Body: []byte(`{"error":{"code":503,"message":"x"}}`)},
 			transient(classify.ReasonOverloaded, true, 0)},
 		{"status 599 is a server error", &classify.HTTPError{StatusCode: 599}, transient(classify.ReasonUpstream5xx, false, 0)},

@@ -197,6 +197,35 @@ var budgetCases = []struct {
 		header: header("RateLimit-Policy", `"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:`, "RateLimit", `"peruser";r=300;t=10`),
 	},
 	{
+		name:     "IETF: parameters it does not define are ignored, a boolean one too",
+		source:   "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (4: unknown parameters MUST be ignored); RFC 8941 3.1.2: a key is lcalpha or *, then lcalpha, digits, _ - . *; a parameter without a value is Boolean true",
+		header:   header("RateLimit", `"default";r=50;t=30;za.b-09_*=1;x`),
+		requests: quota(50, 0, 30*time.Second),
+		ok:       true,
+	},
+	{
+		name:   "IETF: a parameter without a key makes the field malformed",
+		source: "RFC 8941 4.2.3.2: parsing a key fails unless it starts with lcalpha or *",
+		header: header("RateLimit", `"default";r=50;t=30;`),
+	},
+	{
+		name:     "IETF: a policy name with escapes",
+		source:   "RFC 8941 3.3.3: a string escapes \" and \\ with a backslash",
+		header:   header("RateLimit", `"de\"fa\\ult";r=50;t=30`),
+		requests: quota(50, 0, 30*time.Second),
+		ok:       true,
+	},
+	{
+		name:   "IETF: a string ending in a backslash makes the field malformed",
+		source: "RFC 8941 4.2.5: parsing fails when a backslash is the last character",
+		header: header("RateLimit", `"default\`),
+	},
+	{
+		name:   "IETF: a string without its closing quote makes the field malformed",
+		source: "RFC 8941 4.2.5: parsing a string fails at the end of input",
+		header: header("RateLimit", `"default`),
+	},
+	{
 		name:   "IETF: a malformed field is ignored",
 		source: "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (7: \"Malformed RateLimit header fields MUST be ignored\"); the dictionary form of draft 07",
 		header: header("RateLimit", `limit=100, remaining=50, reset=5`),
@@ -234,12 +263,15 @@ func TestParseBudgetResetForms(t *testing.T) {
 		{"fractional seconds", "0.25", "", 250 * time.Millisecond},
 		{"Unix seconds against Date", "1776782347", date, 60 * time.Second},
 		{"Unix milliseconds against Date", "1776782287500", date, 500 * time.Millisecond},
+		{"fractional Unix seconds against Date", "1776782287.5", date, 500 * time.Millisecond},
+		{"Unix milliseconds beyond any clock are MaxHint", "99999999999999999999", date, classify.MaxHint},
 		{"RFC 3339 against the local clock without Date", "2026-04-21T14:38:10Z", "", 3 * time.Second},
 		{"RFC 3339 with an offset", "2026-04-21T16:38:10+02:00", date, 3 * time.Second},
 		{"an instant in the past is now", "2026-04-21T14:00:00Z", date, 0},
 		{"beyond MaxHint is MaxHint", "100h", "", classify.MaxHint},
 		{"a duration that overflows is no reset", "9000000h", "", -1},
 		{"seconds beyond MaxHint", "999999999", "", classify.MaxHint},
+		{"a zero duration is now", "0s", "", 0},
 		{"a negative duration is no reset", "-1s", "", -1},
 		{"words are no reset", "soon", "", -1},
 		{"a garbage Date falls back to the local clock", "2026-04-21T14:38:10Z", "yesterday", 3 * time.Second},
@@ -273,8 +305,13 @@ func TestParseBudgetGarbageCounts(t *testing.T) {
 			t.Errorf("remaining %q: want no budget, got %+v", v, b)
 		}
 	}
+	// The longest count read: 18 digits.
+	b, ok := classify.ParseBudget(header("x-ratelimit-remaining-requests", "999999999999999999"), budgetNow)
+	if !ok || !sameQuota(b.Requests, quota(999999999999999999, 0, 0)) {
+		t.Fatalf("18 digits: got %+v, want them read", b)
+	}
 	// A garbage limit leaves the remaining count standing.
-	b, ok := classify.ParseBudget(header("x-ratelimit-remaining-requests", "5", "x-ratelimit-limit-requests", "lots"), budgetNow)
+	b, ok = classify.ParseBudget(header("x-ratelimit-remaining-requests", "5", "x-ratelimit-limit-requests", "lots"), budgetNow)
 	if !ok || !sameQuota(b.Requests, quota(5, 0, 0)) {
 		t.Fatalf("got %+v", b)
 	}
@@ -300,6 +337,7 @@ func TestBudgetFits(t *testing.T) {
 		{"no limit known: the reset", classify.Budget{Requests: quota(0, 0, 3*time.Second)}, 0, 3 * time.Second, true},
 		{"more than the limit holds: the reset", classify.Budget{Tokens: quota(10, 100, 4*time.Second)}, 500, 4 * time.Second, true},
 		{"short and no reset: cannot tell", classify.Budget{Tokens: quota(10, 100, 0)}, 50, 0, false},
+		{"exactly what is left fits now, reset or not", classify.Budget{Requests: quota(1, 60, 0), Tokens: quota(50, 100, 0)}, 50, 0, true},
 		{"the provider's word wins", classify.Budget{Requests: quota(0, 60, time.Minute), RetryIn: 85 * time.Millisecond}, 0, 85 * time.Millisecond, true},
 		{"negative tokens count as none", classify.Budget{Tokens: quota(0, 100, time.Second)}, -5, 0, true},
 	} {
@@ -376,4 +414,49 @@ func ExampleParseBudget() {
 	// Output:
 	// true 0 1m0s 149984
 	// next call in 1s
+}
+
+// TestParseBudgetStructuredFields covers the RateLimit field's syntax at
+// its edges (RFC 8941, which draft-ietf-httpapi-ratelimit-headers uses):
+// what is read, and what makes the whole field malformed, so ignored.
+func TestParseBudgetStructuredFields(t *testing.T) {
+	for _, tc := range []struct {
+		name, field string
+		remaining   int64 // -1: ignored
+	}{
+		{"a token name (3.3.4: ALPHA or * first)", `a;r=5`, 5},
+		{"a token name ending the alphabet", `z;r=5`, 5},
+		{"an upper-case token name", `A;r=5`, 5},
+		{"an upper-case token name ending the alphabet", `Z;r=5`, 5},
+		{"a token name of *", `*;r=5`, 5},
+		{"a remaining count of 0 (3.3.1: DIGIT first)", `"x";r=0`, 0},
+		{"a remaining count of 9", `"x";r=9`, 9},
+		{"Boolean parameters (3.3.6: ?1, ?0)", `"x";b=?1;r=5;c=?0`, 5},
+		{"an empty byte sequence (3.3.5)", `"x";r=5;pk=::`, 5},
+		{"a space and a ~ in a string (3.3.3: %x20-7E)", `"a b~";r=5`, 5},
+		{"members without a space after the comma", `"a";r=5,"b";r=10`, 5},
+		{"a tab after the comma", "\"a\";r=5,\t\"b\";r=10", 5},
+		{"spaces around the field", `  "a";r=5  `, 5},
+		{"a Boolean other than ?0 and ?1", `"x";r=5;b=?2`, -1},
+		{"a ? alone", `"x";r=5;b=?`, -1},
+		{"a byte sequence not closed", `"x";r=5;pk=:abc`, -1},
+		{"a control character in a string", "\"x\x01\";r=5", -1},
+		{"DEL in a string", "\"x\x7f\";r=5", -1},
+		{"DEL in a token", "x\x7f;r=5", -1},
+		{"an inner list (not read)", `("a" "b");r=5`, -1},
+		{"a trailing comma", `"a";r=5,`, -1},
+		{"members without a comma", `"a";r=5 "b";r=10`, -1},
+		{"an item that starts with none of its types' characters", `@a;r=5`, -1},
+		{"an empty field", `   `, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, ok := classify.ParseBudget(header("RateLimit", tc.field), budgetNow)
+			switch {
+			case tc.remaining < 0 && (ok || b.Requests.Reported):
+				t.Fatalf("%q: read %+v, want the field ignored", tc.field, b.Requests)
+			case tc.remaining >= 0 && (!ok || b.Requests.Remaining != tc.remaining):
+				t.Fatalf("%q: read %+v (%v), want %d remaining", tc.field, b.Requests, ok, tc.remaining)
+			}
+		})
+	}
 }

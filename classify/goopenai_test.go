@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,24 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 )
+
+// TestGoOpenAIRequestErrorBody: a body go-openai cannot read (Gemini's
+// error list) comes back from a client without a Transport as a
+// *RequestError holding it; Default reads that body, in both call modes.
+func TestGoOpenAIRequestErrorBody(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request) { reply{400, nil, geminiKeyList}.write(w) })
+	c := newClient(t, srv.URL+"/v1", srv.Client(), true)
+	for mode, call := range map[string]func(*testing.T, *openai.Client) error{"chat": callChat, "stream": callStream} {
+		t.Run(mode, func(t *testing.T) {
+			err := call(t, c)
+			var re *openai.RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("%T %v, want go-openai's RequestError", err, err)
+			}
+			assertVerdict(t, systemic(classify.ReasonAuth, true), classify.Default(err), err)
+		})
+	}
+}
 
 // TestGoOpenAISentinels: every error go-openai returns for a request it
 // refuses to send is a client error, read without importing go-openai,

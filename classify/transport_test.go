@@ -317,3 +317,18 @@ func TestTransportReadsTheStatedWait(t *testing.T) {
 		})
 	}
 }
+
+// 400 is the lowest failure: its message is read for a wait like any
+// other failure's (Azure's message of "Azure, try again in N seconds"
+// above, at 400).
+func TestTransportReadsTheWaitOfA400(t *testing.T) {
+	var got budgets
+	send := func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{},
+			Body: io.NopCloser(strings.NewReader(`{"error":{"code":"429","message":"Rate limit is exceeded. Try again in 2 seconds."}}`))}, nil
+	}
+	_, _ = (&classify.Transport{Base: roundTripFunc(send)}).RoundTrip(got.listen(t, "http://fake.test/"))
+	if b := got.one(t); b.RetryIn != 2*time.Second {
+		t.Fatalf("RetryIn %v, want 2s", b.RetryIn)
+	}
+}

@@ -66,6 +66,8 @@ func TestVocabularyEdges(t *testing.T) {
 		{"500 guardrail verdict", 500, msg("Violated guardrail policy"), permanent(classify.ReasonContentFiltered)},
 		// Links are addresses, not words.
 		{"a link to json-schema.org", 400, msg("tools.0.input_schema: JSON schema is invalid. See https://json-schema.org/draft/2020-12"), permanent(classify.ReasonInvalidRequest)},
+		// Only the link is skipped: the words after it count.
+		{"words after a link", 400, msg("See https://example.com/docs/errors: Unauthorized"), systemic(classify.ReasonAuth, true)},
 		// An empty Cloudflare errors list says nothing; the status decides.
 		{"empty errors list", 429, `{"success":false,"errors":[],"messages":[]}`, transient(classify.ReasonRateLimited, true, 0)},
 	}

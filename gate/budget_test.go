@@ -193,9 +193,9 @@ func TestBudgetReservationLapses(t *testing.T) {
 }
 
 // A call that runs longer than several leases stays counted while it
-// holds its lease: each renewal keeps its reservation, so every other
-// process keeps seeing the budget spent until the call settles, and then
-// no longer. (A reservation that lapsed after one lease would let a second
+// holds its lease: each renewal keeps its reservation (and reports no
+// Redis error when Redis answers), so every other process keeps seeing
+// the budget spent until the call settles, and then no longer. (A reservation that lapsed after one lease would let a second
 // call through while the first still runs.)
 func TestBudgetReservationLivesWithTheLease(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
@@ -227,8 +227,11 @@ func TestBudgetReservationLivesWithTheLease(t *testing.T) {
 				renewed := 0
 				waitUntil(t, 10*time.Second, "two renewals", func() bool {
 					for _, e := range rec.drain() {
-						if e.Kind == gate.EventRenewed && e.Err == nil {
+						switch {
+						case e.Kind == gate.EventRenewed && e.Err == nil:
 							renewed++
+						case e.Kind == gate.EventRedisError:
+							t.Fatalf("a renewal Redis answered reported %v", e.Err)
 						}
 					}
 					return renewed >= 2

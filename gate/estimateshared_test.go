@@ -116,6 +116,38 @@ func TestRunningWaitSharedThroughRedis(t *testing.T) {
 	}
 }
 
+// A renewal that sends its process's calls reads back the gate's: a
+// process whose own calls were short, running a call while the gate's
+// other calls run about 8 s, tells a duplicate of it in-process to retry
+// in about 8 s once its first renewal came back, not in the second its own
+// calls suggest.
+func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute} // first renewed within a second
+			slow := newGate(t, tg.Client, opts)
+			gate.SeedCallTimes(slow, 8*time.Second, 8)
+			if err := slow.Do(ctx, "slow", func(context.Context, *gate.Lease) error {
+				callsKey(t, tg.Client, opts.Prefix, 8) // its first renewal sent the 8
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			fast := newGate(t, tg.Client, opts)
+			gate.SeedCallTimes(fast, 100*time.Millisecond, 8)
+			l, err := fast.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			waitUntil(t, 5*time.Second, "the first renewal read the gate's calls", func() bool {
+				return inFlightWait(t, fast, "job") > 4*time.Second
+			})
+		})
+	}
+}
+
 // The shared durations are bounded: the last 64 calls, newest first.
 func TestRunningWaitSharedIsBounded(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)

@@ -347,3 +347,39 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 		}
 	}
 }
+
+// While a probe runs, a call its upstream refuses waits for the probe's
+// outcome: the running estimate of a call less the probe's time so far,
+// not the probe's lease (a minute) nor nothing.
+func TestProbeRefusalWaitsTheRunningEstimate(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	o := gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai:prod-key", Lease: time.Minute,
+		Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
+	o.UpstreamPolicy.Cooldown = 100 * time.Millisecond
+	g := newGate(t, rdb, o)
+	gate.SeedCallTimes(g, 8*time.Second, 8)
+	_ = failWith(t, g, "a", errOverloaded)
+	redistest.Advance(m, 100*time.Millisecond+time.Millisecond) // the upstream's cooldown ends: a probe may go
+	probing, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- g.Do(ctx, "probe", func(context.Context, *gate.Lease) error {
+			close(probing)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-probing:
+	case err := <-done:
+		t.Fatalf("the probe did not run: %v", err)
+	}
+	err := g.Do(ctx, "another", okFn)
+	close(release)
+	if d, ok := gate.RetryAfter(err); !errors.Is(err, gate.ErrUpstreamCooling) || !ok || d < 5*time.Second || d > 8*time.Second {
+		t.Fatalf("during the probe: %v (retry in %v), want ErrUpstreamCooling in about the 8 s a call runs", err, d)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -104,8 +104,8 @@ func TestContinueSuccessAfterTakeoverIsNotOwned(t *testing.T) {
 	}
 }
 
-// renewCounter counts successful renewals and lease losses.
-type renewCounter struct{ renewed, lost atomic.Int64 }
+// renewCounter counts successful renewals, lease losses and Redis errors.
+type renewCounter struct{ renewed, lost, redisErrors atomic.Int64 }
 
 func (c *renewCounter) Observe(_ context.Context, e gate.Event) {
 	switch {
@@ -113,11 +113,14 @@ func (c *renewCounter) Observe(_ context.Context, e gate.Event) {
 		c.renewed.Add(1)
 	case e.Kind == gate.EventLeaseLost:
 		c.lost.Add(1)
+	case e.Kind == gate.EventRedisError:
+		c.redisErrors.Add(1)
 	}
 }
 
 // A renewal that succeeds keeps the lease: fn runs on, its context alive,
-// and the lock's TTL is back to a full Lease after each renewal.
+// and the lock's TTL is back to a full Lease after each renewal. Nothing
+// is reported as a Redis error.
 func TestRenewalKeepsTheLease(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	const lease = 60 * time.Millisecond
@@ -138,6 +141,77 @@ func TestRenewalKeepsTheLease(t *testing.T) {
 			}
 			if ttl := m.TTL(lock); ttl <= lease/2 {
 				t.Fatalf("step %d: lock TTL %v, want it extended to about %v", i, ttl, lease)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if n := c.redisErrors.Load(); n != 0 {
+		t.Fatalf("%d Redis errors reported by renewals Redis answered", n)
+	}
+}
+
+// A renewal rewrites the running job's value (its fence, attempts and
+// estimate): the attempt count it writes is the job's failures so far, so
+// Status and another process's refusal read the same count before and
+// after the run's renewals.
+func TestRenewalKeepsTheAttemptCount(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	c := &renewCounter{}
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 90 * time.Millisecond, Observer: c}
+	g := newGate(t, rdb, opts)
+	other := newGate(t, rdb, gate.Options{Prefix: opts.Prefix, Lease: opts.Lease})
+	ctx := context.Background()
+	for failures := 0; failures <= 1; failures++ {
+		if failures > 0 {
+			_ = failWith(t, g, "job", errTransient)
+			redistest.Advance(m, mustStatus(t, g, "job").TTL+time.Millisecond) // the cooldown ends
+		}
+		l, err := g.Acquire(ctx, "job")
+		if err != nil {
+			t.Fatalf("after %d failures: %v", failures, err)
+		}
+		want := c.renewed.Load() + 2
+		waitUntil(t, 5*time.Second, "two renewals", func() bool { return c.renewed.Load() >= want })
+		if st := mustStatus(t, g, "job"); st.State != gate.Running || st.Attempts != failures {
+			t.Errorf("after %d failures, renewed: Status %v with %d attempts, want running with %d", failures, st.State, st.Attempts, failures)
+		}
+		if b := blocked(t, other, "job"); b.State != gate.Running || b.Attempts != failures {
+			t.Errorf("after %d failures, renewed: another process's refusal %v with %d attempts, want running with %d", failures, b.State, b.Attempts, failures)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A renewal is one round trip. Only a lease's first renewal, on a gate
+// that knows no call durations yet, first reads the gate's in a trip of
+// its own (renew.go, shareCalls); later ones do not, though none is known
+// still. With no durations of its own to share, a renewal sends its
+// renewal script alone, not the read of the gate's durations beside it.
+func TestRenewalIsOneRoundTrip(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	names := &cmdNames{}
+	rdb.AddHook(names)
+	c := &renewCounter{}
+	g := newGate(t, rdb, gate.Options{Lease: 60 * time.Millisecond, Observer: c})
+	err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
+		// The first renewals load the scripts (EVALSHA, then EVAL).
+		waitUntil(t, 5*time.Second, "two renewals", func() bool { return c.renewed.Load() >= 2 })
+		names.take()
+		from := c.renewed.Load()
+		waitUntil(t, 5*time.Second, "six more renewals", func() bool { return c.renewed.Load() >= from+6 })
+		// One renewal may be on its way.
+		trips, renewed := names.take(), c.renewed.Load()-from
+		if int64(len(trips)) > renewed+1 {
+			t.Errorf("%d round trips for %d renewals, want one each: %v", len(trips), renewed, trips)
+		}
+		for _, trip := range trips {
+			if trip != "evalsha" {
+				t.Fatalf("a renewal with nothing to share sent %v, want its script alone", trips)
 			}
 		}
 		return nil

@@ -136,3 +136,31 @@ func TestUnwrittenSuccessThroughFaultProxy(t *testing.T) {
 		t.Fatalf("the same process, healed: %v, want ErrDone", b)
 	}
 }
+
+// While Redis refuses the write at once (not a timeout), the done mark of
+// an unwritten success is sent again after a backoff that doubles, not at
+// once: a few writes a second, not a loop against a server that refuses.
+// (A write that times out is sent again at once: leaseended_test.go.)
+func TestUnwrittenSuccessBacksOffWhileRedisRefuses(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	f := &gatetest.Flaky{Client: rdb}
+	c := &pipelines{Client: f}
+	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+	ran := newGate(t, c, opts)
+	other := newGate(t, rdb, opts)
+	if err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+		f.Down.Store(true) // the settle, and each write after it, fails at once
+		return nil
+	}); err != nil {
+		t.Fatalf("Do: %v, want nil", err)
+	}
+	start, from := time.Now(), c.n.Load()
+	waitUntil(t, 5*time.Second, "three writes", func() bool { return c.n.Load()-from >= 3 })
+	// Sent after 50 ms, then 100 more, then 200 more.
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("three writes within %v while Redis refused them, want a backoff between them (350 ms)", d)
+	}
+	f.Down.Store(false)
+	waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
+}
