@@ -225,23 +225,7 @@ func TestUpstreamOneProbeAtATime(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			probing := make(chan struct{})
-			release := make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				done <- g.Do(ctx, "probe", func(context.Context, *gate.Lease) error {
-					close(probing)
-					<-release
-					return nil
-				})
-			}()
-			select {
-			case <-probing:
-			case err := <-done:
-				t.Fatalf("the probe did not run: %v", err)
-			case <-time.After(3 * time.Second):
-				t.Fatal("the probe did not run")
-			}
+			release, done := holdProbe(t, g, "probe")
 			for _, gg := range []*gate.Gate{g, other} {
 				var b *gate.BlockedError
 				if err := gg.Do(ctx, "another", okFn); !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) {
@@ -361,9 +345,26 @@ func TestProbeRefusalWaitsTheRunningEstimate(t *testing.T) {
 	gate.SeedCallTimes(g, 8*time.Second, 8)
 	_ = failWith(t, g, "a", errOverloaded)
 	redistest.Advance(m, 100*time.Millisecond+time.Millisecond) // the upstream's cooldown ends: a probe may go
-	probing, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	release, done := holdProbe(t, g, "probe")
+	err := g.Do(ctx, "another", okFn)
+	close(release)
+	if d, ok := gate.RetryAfter(err); !errors.Is(err, gate.ErrUpstreamCooling) || !ok || d < 5*time.Second || d > 8*time.Second {
+		t.Fatalf("during the probe: %v (retry in %v), want ErrUpstreamCooling in about the 8 s a call runs", err, d)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdProbe runs job on g in the background, the probe of its upstream,
+// and returns once its fn runs; fn returns nil once release is closed,
+// and Do's error arrives on done.
+func holdProbe(t *testing.T, g *gate.Gate, job string) (release chan struct{}, done chan error) {
+	t.Helper()
+	probing := make(chan struct{})
+	release, done = make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- g.Do(ctx, "probe", func(context.Context, *gate.Lease) error {
+		done <- g.Do(context.Background(), job, func(context.Context, *gate.Lease) error {
 			close(probing)
 			<-release
 			return nil
@@ -373,13 +374,8 @@ func TestProbeRefusalWaitsTheRunningEstimate(t *testing.T) {
 	case <-probing:
 	case err := <-done:
 		t.Fatalf("the probe did not run: %v", err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the probe did not run")
 	}
-	err := g.Do(ctx, "another", okFn)
-	close(release)
-	if d, ok := gate.RetryAfter(err); !errors.Is(err, gate.ErrUpstreamCooling) || !ok || d < 5*time.Second || d > 8*time.Second {
-		t.Fatalf("during the probe: %v (retry in %v), want ErrUpstreamCooling in about the 8 s a call runs", err, d)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	return release, done
 }
