@@ -42,7 +42,9 @@ func TestAcquireWaitSilentSubscription(t *testing.T) {
 	rec := newRecorder()
 	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
 	waiter := newGate(t, subscribeVia{Client: direct, sub: viaProxy}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec, Redis: gate.RedisPolicy{Timeout: 500 * time.Millisecond}})
-	const ping = 100 * time.Millisecond
+	// A ping answered later than this is given up: long enough that a
+	// loaded machine's scheduling delay is not taken for a silent path.
+	const ping = 500 * time.Millisecond
 	gate.SetPingEvery(waiter, ping)
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")
@@ -69,7 +71,7 @@ func TestAcquireWaitSilentSubscription(t *testing.T) {
 	// silent subscription up (after 2 × ping) answers the waiter in time.
 	// Its new subscription goes the same silent way; the waiter reads
 	// after waiting Options.Redis.Timeout for its confirmation.
-	wantDone(t, done, 5*time.Second)
+	wantDone(t, done, 10*time.Second)
 	if !polled(rec) {
 		t.Fatal("no WarnWaitPolling after the subscription was given up")
 	}

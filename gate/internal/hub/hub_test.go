@@ -236,7 +236,9 @@ func TestSilentSubscriptionIsPingedThenGivenUp(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	h, warned := newHub(t, rdb)
-	const ping = 50 * time.Millisecond
+	// A ping answered later than this is given up: long enough that a
+	// loaded machine's scheduling delay is not taken for a silent path.
+	const ping = 500 * time.Millisecond
 	h.SetTestPingEvery(ping)
 	ln := h.Listen("job")
 	defer ln.Close()
@@ -245,8 +247,8 @@ func TestSilentSubscriptionIsPingedThenGivenUp(t *testing.T) {
 	}
 	sc := connOf(h, "")
 
-	// Idle but healthy for many ping intervals: kept, no warning.
-	time.Sleep(10 * ping)
+	// Idle but healthy for several ping intervals: kept, no warning.
+	time.Sleep(5 * ping)
 	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
 		t.Fatalf("an idle, healthy subscription: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
 	}
@@ -408,7 +410,7 @@ func TestRefusedPingKeepsTheSubscription(t *testing.T) {
 	rdb := srv.Client(t)
 	h := New(Config{Subscriptions: store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
 		Warn: func(context.Context, error) { warned.Add(1) }})
-	const ping = 50 * time.Millisecond
+	const ping = 500 * time.Millisecond // see TestSilentSubscriptionIsPingedThenGivenUp
 	h.SetTestPingEvery(ping)
 	ctx := context.Background()
 	ln := h.Listen(prefix + ":job")
@@ -417,7 +419,7 @@ func TestRefusedPingKeepsTheSubscription(t *testing.T) {
 		t.Fatal("Ready: false")
 	}
 	sc := connOf(h, "")
-	time.Sleep(10 * ping) // several pings, each refused
+	time.Sleep(5 * ping) // several pings, each refused
 	if n := warned.Load(); n != 0 || connOf(h, "") != sc {
 		t.Fatalf("after refused pings: %d warnings, connection kept %v; want kept, no warning", n, connOf(h, "") == sc)
 	}
@@ -480,7 +482,7 @@ func TestRefusalOfAnotherCommandKeepsAPendingSubscription(t *testing.T) {
 			h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
 				Warn: func(context.Context, error) { warned.Add(1) }})
 			if command == "ping" {
-				h.SetTestPingEvery(20 * time.Millisecond)
+				h.SetTestPingEvery(300 * time.Millisecond) // unanswered for as long again: given up
 			}
 			ctx := context.Background()
 			first, second := prefix+":first", prefix+":second"
