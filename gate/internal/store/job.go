@@ -577,13 +577,20 @@ type Settled struct {
 // its key is gone, for a late success). A failure that finds its key gone
 // is written by SettleGone, if no newer run decided otherwise.
 func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64, w Settlement) Reply[Settled] {
-	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
 	late := "0"
 	if w.Late {
 		late = "1"
 	}
-	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail, late)
+	cmd := t.eval(ctx, t.s.scripts.jobSettle, []string{key}, w.args(token, fence, late)...)
 	return Reply[Settled]{cmd, decodeSettle}
+}
+
+// args are a settle script's arguments for w, written by the run of
+// token and fence: the token, w's kind, TTL, keep and value tail, then
+// more.
+func (w Settlement) args(token Token, fence int64, more string) []any {
+	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
+	return []any{token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail, more}
 }
 
 // SettleGone queues job_settle_gone.lua, the second trip of a failure w
@@ -596,9 +603,7 @@ func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64,
 // a cluster a slot being migrated refuses such a script with TRYAGAIN
 // while one key has moved and the other not, which go-redis retries.
 func (t *Trip) SettleGone(ctx context.Context, key, doneKey string, token Token, fence int64, w Settlement) Reply[Settled] {
-	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
-	cmd := t.eval(ctx, t.s.scripts.jobSettleGone, []string{key, doneKey}, token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail,
-		strconv.FormatInt(fence, 10))
+	cmd := t.eval(ctx, t.s.scripts.jobSettleGone, []string{key, doneKey}, w.args(token, fence, strconv.FormatInt(fence, 10))...)
 	return Reply[Settled]{cmd, decodeSettle}
 }
 
@@ -620,12 +625,12 @@ func decodeSettle(c redis.Cmder) (Settled, error) {
 }
 
 // MarkDone queues the write of a success's token and fence to its job's
-// done key ("<token>:<fence>") for SuccessMemory (a command of its own, not a second key of the settle
-// script: a script's keys split by a migrating slot would be refused with
-// TRYAGAIN). Queue it before the settle, which frees the job and wakes the
-// waiters: sent after it, a waiter's acquire could run between the two (a
-// pipeline is not atomic), find the job free and no done key, and run the
-// job again.
+// done key ("<token>:<fence>") for SuccessMemory (a command of its own,
+// not a second key of the settle script: a script's keys split by a
+// migrating slot would be refused with TRYAGAIN). Queue it before the
+// settle, which frees the job and wakes the waiters: sent after it, a
+// waiter's acquire could run between the two (a pipeline is not atomic),
+// find the job free and no done key, and run the job again.
 func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token, fence int64) {
 	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token+":"+strconv.FormatInt(fence, 10), "px", ms(SuccessMemory)))
 }
