@@ -15,7 +15,7 @@ FUZZTIME ?= 100000x
 # every published module from a module proxy, as a user would get it.
 MODULES  ?= $(sort $(patsubst ./%,%,$(patsubst %/go.mod,%,$(shell { git ls-files --cached --others --exclude-standard '*/go.mod' 2>/dev/null || find . -mindepth 2 -name go.mod; } | grep -v /testdata/))))
 
-.PHONY: all test vet race fuzz demo bench bench-gate tidy mutate api release
+.PHONY: all test vet race fuzz loaded demo bench bench-gate tidy mutate api release
 
 all: test
 
@@ -39,6 +39,13 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg; \
 	  done; \
 	done
+
+## loaded: RUNS (default 5) make test runs in a row while a busy loop per
+## core keeps every core busy; stops at the first failure
+## (docs/contributing/testing.md).
+RUNS ?= 5
+loaded:
+	.ci/loaded $(RUNS)
 
 ## demo: the example server with embedded Redis and a fake LLM upstream.
 demo:
