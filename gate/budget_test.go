@@ -195,8 +195,9 @@ func TestBudgetReservationLapses(t *testing.T) {
 // A call that runs longer than several leases stays counted while it
 // holds its lease: each renewal keeps its reservation (and reports no
 // Redis error when Redis answers), so every other process keeps seeing
-// the budget spent until the call settles, and then no longer. (A reservation that lapsed after one lease would let a second
-// call through while the first still runs.)
+// the budget spent until the call settles, and then no longer. (A
+// reservation that lapsed after one lease would let a second call
+// through while the first still runs.)
 func TestBudgetReservationLivesWithTheLease(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
