@@ -6,15 +6,6 @@ import (
 	"net/http"
 )
 
-// HTTPDoer sends HTTP requests, as *http.Client does.
-//
-// Deprecated: it was the Doer of Transport's go-openai form, which moved to
-// package classify/goopenai so that classify does not import go-openai;
-// goopenai.Transport's Doer is go-openai's own openai.HTTPDoer.
-type HTTPDoer interface {
-	Do(req *http.Request) (*http.Response, error)
-}
-
 var _ http.RoundTripper = (*Transport)(nil)
 
 // Transport is an http.RoundTripper that reports every response's

@@ -125,7 +125,7 @@ func TestClusterFormUpstream(t *testing.T) {
 	if err := lx.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if up := lx.Result().Upstream; up.State != gate.UpstreamCoolingDown || up.Upstream != opts.Upstream || up.RetryAfter <= 0 {
+	if up := firstUpstream(t, a); up.State != gate.UpstreamCoolingDown || up.Upstream != opts.Upstream || up.RetryAfter <= 0 {
 		t.Fatalf("provider-wide failure: upstream %+v, want the scope cooling", up)
 	}
 	// b never saw the scope cooling: its acquire runs beside the scope read.
@@ -168,7 +168,7 @@ func TestClusterFormUpstream(t *testing.T) {
 	if err := probe.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if up := probe.Result().Upstream; up.State != gate.UpstreamOpen {
+	if up := firstUpstream(t, c); up.State != gate.UpstreamOpen {
 		t.Fatalf("probe's success: upstream %+v, want open", up)
 	}
 	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {

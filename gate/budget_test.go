@@ -397,7 +397,7 @@ func TestBudgetWaitAfterA429(t *testing.T) {
 			if err := l.Fail(ctx, herr); err != nil {
 				t.Fatal(err)
 			}
-			up := l.Result().Upstream
+			up := firstUpstream(t, g)
 			if up.State != gate.UpstreamCoolingDown || up.RetryAfter <= 0 || up.RetryAfter > 6*time.Millisecond {
 				t.Fatalf("upstream after the 429: %+v, want cooling for the 6 ms the message said", up)
 			}
@@ -428,7 +428,7 @@ func TestProbeRefusalWaitsForACall(t *testing.T) {
 				t.Fatalf("while the probe runs: %+v, want a refusal naming the probe", bl)
 			}
 			if bl.RetryAfter > 100*time.Millisecond {
-				t.Fatalf("refused for %v while the probe runs, want at most 100ms, not the probe's lease (%v)", bl.RetryAfter, g.Options().Lease)
+				t.Fatalf("refused for %v while the probe runs, want at most 100ms, not the probe's lease (%v)", bl.RetryAfter, gate.OptionsOf(g).Lease)
 			}
 		})
 	}

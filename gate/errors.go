@@ -89,11 +89,11 @@ func (e *BlockedError) Error() string {
 		for _, u := range e.Upstreams {
 			switch {
 			case u.Probing:
-				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.name(), u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.Upstream, u.Reason, u.RetryAfter))
 			case u.State == UpstreamPaused:
-				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.name(), u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.Upstream, u.Reason, u.RetryAfter))
 			default:
-				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.name(), u.Reason, u.RetryAfter))
+				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.Upstream, u.Reason, u.RetryAfter))
 			}
 		}
 		return "gate: upstream " + strings.Join(parts, "; upstream ")

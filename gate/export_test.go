@@ -33,3 +33,6 @@ func SeedCallTimes(g *Gate, d time.Duration, n int) {
 		g.calls.add(d)
 	}
 }
+
+// OptionsOf returns g's options with every default filled in.
+func OptionsOf(g *Gate) Options { return g.opts }

@@ -79,17 +79,6 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	return g, nil
 }
 
-// Options returns the gate's options with every default filled in.
-//
-// Deprecated: what a caller rebuilt from it travels with the outcome now:
-// a refusal's *BlockedError and a settle's *CallError carry the wait they
-// leave (RetryAfter) and whether the outcome was written (CallError.Written).
-func (g *Gate) Options() Options {
-	o := g.opts
-	o.Fallbacks = append([]string(nil), o.Fallbacks...)
-	return o
-}
-
 // opCtx bounds a Redis operation the gate runs detached from its caller.
 func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.Redis.Timeout)
@@ -124,7 +113,6 @@ func (g *Gate) emit(ctx context.Context, e Event) {
 		if e.Upstream == "" {
 			e.Upstream = g.opts.Upstream
 		}
-		e.Scope = e.Upstream
 		g.obs.Observe(ctx, e)
 	}
 }

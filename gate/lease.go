@@ -37,7 +37,6 @@ type Lease struct {
 	lost    bool
 	settled bool
 	early   bool // the first reading is written before the settle (budget.go)
-	result  Result
 }
 
 // grant is what an acquire sends and what it was granted: a Lease is made
@@ -72,11 +71,6 @@ func LeaseFromContext(ctx context.Context) *Lease {
 // the first of Options.Fallbacks that was open when the lease was taken;
 // "" without upstreams. Its outcome cools or opens that upstream only.
 func (l *Lease) Upstream() string { return l.up.Name() }
-
-// Scope names the upstream this run must call.
-//
-// Deprecated: use Upstream.
-func (l *Lease) Scope() string { return l.up.Name() }
 
 // Fence returns the fencing token: it strictly increases across the
 // acquisitions of a job (0 for an ungated lease). A store that keeps the

@@ -50,14 +50,6 @@ const (
 	EventWarning
 )
 
-// Deprecated names of EventUpstreamCooling and EventUpstreamPaused.
-const (
-	// Deprecated: use EventUpstreamCooling.
-	EventScopeCooling = EventUpstreamCooling
-	// Deprecated: use EventUpstreamPaused.
-	EventScopePaused = EventUpstreamPaused
-)
-
 // eventNames are the kinds' metric labels; the upstream's two keep their
 // first names, which dashboards know.
 var eventNames = [...]string{"", "acquired", "refused", "settled", "renewed", "lease_lost",
@@ -103,9 +95,6 @@ type Event struct {
 	// has no budget. Limits and resets are not known here (Upstreams
 	// reads them).
 	Budget UpstreamBudget
-
-	// Deprecated: use Upstream, which holds the same name.
-	Scope string
 }
 
 // Observer receives events. Observe is called synchronously on the calling

@@ -96,40 +96,6 @@ type Options struct {
 	// Redis tunes the gate's Redis calls and what the gate does when Redis
 	// fails.
 	Redis RedisPolicy
-
-	// Deprecated: use Backoff.Max. When both are set they must be equal.
-	MaxCooldown time.Duration
-	// Deprecated: use Backoff.Factor. When both are set they must be equal.
-	BackoffFactor float64
-	// Deprecated: use Backoff.Jitter. When both are set they must be equal.
-	Jitter float64
-	// Deprecated: use Retention.Attempts. When both are set they must be
-	// equal.
-	AttemptsTTL time.Duration
-	// Deprecated: use Retention.Failed. When both are set they must be
-	// equal.
-	FailedTTL time.Duration
-	// Deprecated: use Redis.Timeout. When both are set they must be equal.
-	Timeout time.Duration
-	// Deprecated: use Redis.WaitReplicas. When both are set they must be
-	// equal.
-	WaitReplicas int
-	// Deprecated: use Redis.WaitTimeout. When both are set they must be
-	// equal.
-	WaitTimeout time.Duration
-	// Deprecated: use Redis.FailOpen; either one set turns it on.
-	FailOpen bool
-	// Deprecated: use Redis.ContinueOnLeaseLost; either one set turns it
-	// on.
-	ContinueOnLeaseLost bool
-	// Deprecated: use UpstreamPolicy.FallbackCooldown. When both are set
-	// they must be equal.
-	FallbackCooldown time.Duration
-	// Deprecated: use Upstream. When both are set they must be equal.
-	Scope string
-	// Deprecated: use UpstreamPolicy. It applies when UpstreamPolicy is
-	// the zero value.
-	ScopePolicy ScopePolicy
 }
 
 // Backoff shapes how a job's cooldown grows: attempt n waits
@@ -260,11 +226,6 @@ type UpstreamPolicy struct {
 	FallbackCooldown time.Duration
 }
 
-// ScopePolicy is the former name of UpstreamPolicy.
-//
-// Deprecated: use UpstreamPolicy.
-type ScopePolicy = UpstreamPolicy
-
 // Limits.
 const (
 	// MinLease is the shortest valid Lease: renewal runs every Lease/3.
@@ -312,17 +273,6 @@ func (o Options) withDefaults() (Options, error) {
 	if strings.ContainsAny(o.Prefix, "{}") || len(o.Prefix) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Prefix: must not contain '{' or '}' and be at most %d bytes", maxPrefixLen))
 	}
-	switch {
-	case o.Upstream == "":
-		o.Upstream = o.Scope
-	case o.Scope != "" && o.Scope != o.Upstream:
-		bad = append(bad, fmt.Sprintf("Scope: %q differs from Upstream %q (Scope is Upstream's former name: set one)", o.Scope, o.Upstream))
-	}
-	o.Scope = o.Upstream
-	if o.UpstreamPolicy == (UpstreamPolicy{}) {
-		o.UpstreamPolicy = o.ScopePolicy
-	}
-	o.moveFormer(&bad)
 	if len(o.Upstream) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Upstream: longer than %d bytes", maxPrefixLen))
 	}
@@ -391,51 +341,8 @@ func (o Options) withDefaults() (Options, error) {
 	if p.UnreachableJobs == 0 {
 		p.UnreachableJobs = 3
 	}
-	o.ScopePolicy = o.UpstreamPolicy
-	o.keepFormer()
 	if len(bad) > 0 {
 		return o, &optionsError{problems: bad}
 	}
 	return o, nil
-}
-
-// moveFormer moves each deprecated field into its place in a group: it
-// fills a group's field left zero, and names both when both are set and
-// differ.
-func (o *Options) moveFormer(bad *[]string) {
-	move(bad, "MaxCooldown", "Backoff.Max", o.MaxCooldown, &o.Backoff.Max)
-	move(bad, "BackoffFactor", "Backoff.Factor", o.BackoffFactor, &o.Backoff.Factor)
-	move(bad, "Jitter", "Backoff.Jitter", o.Jitter, &o.Backoff.Jitter)
-	move(bad, "AttemptsTTL", "Retention.Attempts", o.AttemptsTTL, &o.Retention.Attempts)
-	move(bad, "FailedTTL", "Retention.Failed", o.FailedTTL, &o.Retention.Failed)
-	move(bad, "Timeout", "Redis.Timeout", o.Timeout, &o.Redis.Timeout)
-	move(bad, "WaitReplicas", "Redis.WaitReplicas", o.WaitReplicas, &o.Redis.WaitReplicas)
-	move(bad, "WaitTimeout", "Redis.WaitTimeout", o.WaitTimeout, &o.Redis.WaitTimeout)
-	move(bad, "FailOpen", "Redis.FailOpen", o.FailOpen, &o.Redis.FailOpen)
-	move(bad, "ContinueOnLeaseLost", "Redis.ContinueOnLeaseLost", o.ContinueOnLeaseLost, &o.Redis.ContinueOnLeaseLost)
-	move(bad, "FallbackCooldown", "UpstreamPolicy.FallbackCooldown", o.FallbackCooldown, &o.UpstreamPolicy.FallbackCooldown)
-}
-
-// keepFormer copies the groups' values, defaults filled in, back into the
-// deprecated fields, so code that still reads them (Gate.Options) reads
-// what the gate uses.
-func (o *Options) keepFormer() {
-	o.MaxCooldown, o.BackoffFactor, o.Jitter = o.Backoff.Max, o.Backoff.Factor, o.Backoff.Jitter
-	o.AttemptsTTL, o.FailedTTL = o.Retention.Attempts, o.Retention.Failed
-	o.Timeout, o.WaitReplicas, o.WaitTimeout = o.Redis.Timeout, o.Redis.WaitReplicas, o.Redis.WaitTimeout
-	o.FailOpen, o.ContinueOnLeaseLost = o.Redis.FailOpen, o.Redis.ContinueOnLeaseLost
-	o.FallbackCooldown = o.UpstreamPolicy.FallbackCooldown
-}
-
-// move puts a deprecated field's value in its new place, unless that is
-// set: then the two must be equal.
-func move[T comparable](bad *[]string, former, place string, v T, to *T) {
-	var zero T
-	switch {
-	case v == zero || v == *to:
-	case *to == zero:
-		*to = v
-	default:
-		*bad = append(*bad, fmt.Sprintf("%s: %v differs from %s %v (%s is %s's former name: set one)", place, *to, former, v, former, place))
-	}
 }

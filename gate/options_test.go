@@ -51,7 +51,7 @@ func TestOptionsDefaultsAndShortValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := g.Options()
+	o := gate.OptionsOf(g)
 	if o.Lease != time.Minute || o.Cooldown != 5*time.Minute || o.Backoff.Max != time.Hour || o.Backoff.Factor != 2 ||
 		o.Backoff.Jitter != 0.1 || o.UpstreamPolicy.AllowedFails != 3 || o.Retention.Failed != 7*24*time.Hour || o.Prefix != "retrygate" || o.Classify == nil {
 		t.Fatalf("defaults: %+v", o)
@@ -62,8 +62,8 @@ func TestOptionsDefaultsAndShortValues(t *testing.T) {
 	}
 	// Backoff.Max follows a Cooldown above the default cap.
 	g, err = gate.New(rdb, gate.Options{Cooldown: 2 * time.Hour})
-	if err != nil || g.Options().Backoff.Max != 2*time.Hour {
-		t.Fatalf("Cooldown 2h: %v %v", err, g.Options().Backoff.Max)
+	if err != nil || gate.OptionsOf(g).Backoff.Max != 2*time.Hour {
+		t.Fatalf("Cooldown 2h: %v %v", err, gate.OptionsOf(g).Backoff.Max)
 	}
 }
 
@@ -81,7 +81,7 @@ func FuzzOptions(f *testing.F) {
 			}
 			return
 		}
-		o := g.Options()
+		o := gate.OptionsOf(g)
 		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.Backoff.Max < o.Cooldown || o.Backoff.Factor < 1 || !(o.Backoff.Jitter < 1) { // a negative Jitter means none
 			t.Fatalf("accepted invalid options: %+v", o)
 		}
@@ -157,7 +157,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := g.Options()
+	o := gate.OptionsOf(g)
 	for _, c := range []struct {
 		name     string
 		exp, got any
@@ -189,7 +189,7 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = g.Options()
+	o = gate.OptionsOf(g)
 	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.Backoff != set.Backoff || o.MaxAttempts != set.MaxAttempts ||
 		o.Retention != set.Retention || o.DoneTTL != set.DoneTTL || o.Redis != set.Redis || o.UpstreamPolicy != set.UpstreamPolicy {
 		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
@@ -200,89 +200,3 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 // until the next minor release: alone it sets the group's field, equal to
 // it is accepted, different from it is an error naming the new place, and
 // Gate.Options reads the value in both places.
-func TestOptionsFormerNames(t *testing.T) {
-	_, rdb := redistest.Miniredis(t)
-	for _, c := range []struct {
-		place        string
-		former, set  func(o *gate.Options) // set the former field, the new one
-		formerV, got func(o gate.Options) any
-	}{
-		{"Backoff.Max", func(o *gate.Options) { o.MaxCooldown = 3 * time.Hour }, func(o *gate.Options) { o.Backoff.Max = 2 * time.Hour },
-			func(o gate.Options) any { return o.MaxCooldown }, func(o gate.Options) any { return o.Backoff.Max }},
-		{"Backoff.Factor", func(o *gate.Options) { o.BackoffFactor = 3 }, func(o *gate.Options) { o.Backoff.Factor = 1.5 },
-			func(o gate.Options) any { return o.BackoffFactor }, func(o gate.Options) any { return o.Backoff.Factor }},
-		{"Backoff.Jitter", func(o *gate.Options) { o.Jitter = -1 }, func(o *gate.Options) { o.Backoff.Jitter = 0.5 },
-			func(o gate.Options) any { return o.Jitter }, func(o gate.Options) any { return o.Backoff.Jitter }},
-		{"Retention.Attempts", func(o *gate.Options) { o.AttemptsTTL = time.Hour }, func(o *gate.Options) { o.Retention.Attempts = time.Minute },
-			func(o gate.Options) any { return o.AttemptsTTL }, func(o gate.Options) any { return o.Retention.Attempts }},
-		{"Retention.Failed", func(o *gate.Options) { o.FailedTTL = time.Hour }, func(o *gate.Options) { o.Retention.Failed = time.Minute },
-			func(o gate.Options) any { return o.FailedTTL }, func(o gate.Options) any { return o.Retention.Failed }},
-		{"Redis.Timeout", func(o *gate.Options) { o.Timeout = time.Second }, func(o *gate.Options) { o.Redis.Timeout = 2 * time.Second },
-			func(o gate.Options) any { return o.Timeout }, func(o gate.Options) any { return o.Redis.Timeout }},
-		{"Redis.WaitReplicas", func(o *gate.Options) { o.WaitReplicas = 1 }, func(o *gate.Options) { o.Redis.WaitReplicas = 2 },
-			func(o gate.Options) any { return o.WaitReplicas }, func(o gate.Options) any { return o.Redis.WaitReplicas }},
-		{"Redis.WaitTimeout", func(o *gate.Options) { o.WaitTimeout = time.Second }, func(o *gate.Options) { o.Redis.WaitTimeout = 2 * time.Second },
-			func(o gate.Options) any { return o.WaitTimeout }, func(o gate.Options) any { return o.Redis.WaitTimeout }},
-		{"Redis.FailOpen", func(o *gate.Options) { o.FailOpen = true }, nil,
-			func(o gate.Options) any { return o.FailOpen }, func(o gate.Options) any { return o.Redis.FailOpen }},
-		{"Redis.ContinueOnLeaseLost", func(o *gate.Options) { o.ContinueOnLeaseLost = true }, nil,
-			func(o gate.Options) any { return o.ContinueOnLeaseLost }, func(o gate.Options) any { return o.Redis.ContinueOnLeaseLost }},
-		{"UpstreamPolicy.FallbackCooldown", func(o *gate.Options) { o.FallbackCooldown = time.Second }, func(o *gate.Options) { o.UpstreamPolicy.FallbackCooldown = time.Minute },
-			func(o gate.Options) any { return o.FallbackCooldown }, func(o gate.Options) any { return o.UpstreamPolicy.FallbackCooldown }},
-	} {
-		t.Run(c.place, func(t *testing.T) {
-			var alone gate.Options
-			c.former(&alone)
-			g, err := gate.New(rdb, alone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if exp, got := c.formerV(alone), c.got(g.Options()); exp != got {
-				t.Errorf("the former name alone: %s exp %v, got %v", c.place, exp, got)
-			}
-			if exp, got := c.got(g.Options()), c.formerV(g.Options()); exp != got {
-				t.Errorf("the former field reads %v, the gate uses %v", got, exp)
-			}
-
-			both := alone
-			c.former(&both)
-			if c.set == nil { // a bool: either one set turns it on
-				if _, err := gate.New(rdb, both); err != nil {
-					t.Fatalf("both set: %v", err)
-				}
-				return
-			}
-			// Equal in both places: accepted.
-			same := both
-			switch c.place {
-			case "Backoff.Max":
-				same.Backoff.Max = same.MaxCooldown
-			case "Backoff.Factor":
-				same.Backoff.Factor = same.BackoffFactor
-			case "Backoff.Jitter":
-				same.Backoff.Jitter = same.Jitter
-			case "Retention.Attempts":
-				same.Retention.Attempts = same.AttemptsTTL
-			case "Retention.Failed":
-				same.Retention.Failed = same.FailedTTL
-			case "Redis.Timeout":
-				same.Redis.Timeout = same.Timeout
-			case "Redis.WaitReplicas":
-				same.Redis.WaitReplicas = same.WaitReplicas
-			case "Redis.WaitTimeout":
-				same.Redis.WaitTimeout = same.WaitTimeout
-			case "UpstreamPolicy.FallbackCooldown":
-				same.UpstreamPolicy.FallbackCooldown = same.FallbackCooldown
-			}
-			if _, err := gate.New(rdb, same); err != nil {
-				t.Fatalf("equal in both places: %v", err)
-			}
-			// Different: an error naming the new place.
-			c.set(&both)
-			_, err = gate.New(rdb, both)
-			if !errors.Is(err, gate.ErrInvalidOptions) || !strings.Contains(err.Error(), " "+c.place+":") {
-				t.Fatalf("both set and different: %v, want ErrInvalidOptions naming %s", err, c.place)
-			}
-		})
-	}
-}

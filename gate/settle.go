@@ -12,14 +12,11 @@ import (
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
-// Result is what a settle recorded.
-//
-// Deprecated: Lease.Settle returns it as a *CallError.
-type Result struct {
+// recorded is what a settle recorded.
+type recorded struct {
 	// State is the job's state after the settle: Ready or Done after a
 	// success or a release, CoolingDown or Failed after a failure; Ready
-	// also after a provider-wide failure while another upstream is open
-	// (Options.Fallbacks, UpstreamPolicy.FallbackCooldown 0): its next call runs there.
+	// also after a provider-wide failure while another upstream is open.
 	State State
 	// RetryAfter is the cooldown set (0 unless CoolingDown).
 	RetryAfter time.Duration
@@ -27,19 +24,8 @@ type Result struct {
 	Attempts int
 	// Verdict is the classification of the failure (zero on success).
 	Verdict classify.Verdict
-	// Upstream is the state of the upstream the run used after the settle,
-	// when the settle changed it.
+	// Upstream is the state of the run's upstream after the settle.
 	Upstream UpstreamStatus
-}
-
-// Result returns what the settle recorded; zero before it.
-//
-// Deprecated: use Settle, whose *CallError says what was recorded, or
-// that it was not.
-func (l *Lease) Result() Result {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.result
 }
 
 // run calls fn and settles the lease with its outcome.
@@ -152,12 +138,12 @@ func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classi
 // settle records a run's end, once: decide what it means (decide.go), then
 // write the job and its upstream in one round trip. A permanent failure
 // asks its upstream first whether it is part of a wave (one more trip).
-func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Result, error) {
+func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (recorded, error) {
 	g := l.g
 	l.mu.Lock()
 	if l.settled {
 		l.mu.Unlock()
-		return Result{}, ErrAlreadySettled
+		return recorded{}, ErrAlreadySettled
 	}
 	l.settled = true
 	lost := l.lost
@@ -170,10 +156,10 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		defer l.cancel(context.Canceled)
 	}
 	if l.ungated {
-		return Result{State: Ready, Verdict: v}, nil
+		return recorded{State: Ready, Verdict: v}, nil
 	}
 	if lost && !g.opts.Redis.ContinueOnLeaseLost {
-		return Result{Verdict: v}, ErrLeaseLost
+		return recorded{Verdict: v}, ErrLeaseLost
 	}
 	held := time.Since(l.start)
 
@@ -217,11 +203,11 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
 	}
 
-	res := Result{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
+	res := recorded{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
 	if d.job.state == CoolingDown {
 		res.RetryAfter = d.job.ttl
 	}
-	res.Upstream = UpstreamStatus{Upstream: l.up.Name(), Scope: l.up.Name()}
+	res.Upstream = UpstreamStatus{Upstream: l.up.Name()}
 	if d.upstream.Op != upstream.Keep {
 		res.Upstream = l.recordUpstream(ctx, rctx, rec, v, waveStarted)
 	}
@@ -271,9 +257,6 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (Re
 		return res, ErrNotOwned
 	}
 	g.calls.add(held)
-	l.mu.Lock()
-	l.result = res
-	l.mu.Unlock()
 	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: res.State, Fence: l.fence, Attempt: l.attempt,
 		Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
 	return res, nil

@@ -102,23 +102,6 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	return nil
 }
 
-// ScopeStatus reads the state of the gate's first upstream; UpstreamOpen
-// without one.
-//
-// Deprecated: use Upstreams, which reads every upstream.
-func (g *Gate) ScopeStatus(ctx context.Context) (UpstreamStatus, error) {
-	ups, err := g.Upstreams(ctx)
-	if err != nil || len(ups) == 0 {
-		return UpstreamStatus{}, err
-	}
-	return ups[0], nil
-}
-
-// ResetScope ends the cooldown or pause of every upstream of the gate.
-//
-// Deprecated: use ResetUpstreams.
-func (g *Gate) ResetScope(ctx context.Context) error { return g.ResetUpstreams(ctx) }
-
 // Upstreams reads the state of each of the gate's upstreams, in order
 // (Options.Upstream, then Fallbacks), in one round trip; nil without
 // upstreams. It never changes anything.

@@ -54,9 +54,6 @@ type UpstreamStatus struct {
 	// set by Upstreams, zero when no response reported one or in a
 	// refusal.
 	Budget UpstreamBudget
-
-	// Deprecated: use Upstream, which holds the same name.
-	Scope string
 }
 
 // UpstreamBudget is an upstream's budget: what its provider last reported
@@ -97,21 +94,12 @@ func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
 	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls, Spent: spent}
 }
 
-// name is the upstream's name, from the deprecated Scope when only it is
-// set (an UpstreamStatus built by hand).
-func (u UpstreamStatus) name() string {
-	if u.Upstream == "" {
-		return u.Scope
-	}
-	return u.Upstream
-}
-
 // refusing reports whether the upstream refuses calls.
 func (u UpstreamStatus) refusing() bool { return u.State != UpstreamOpen || u.Probing }
 
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
-	return UpstreamStatus{Upstream: s.Name, Scope: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
+	return UpstreamStatus{Upstream: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
 		Reason: s.Reason, Probing: s.Probing, Budget: budgetOf(s.Limits, s.Budget)}
 }
 
@@ -193,18 +181,3 @@ func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
 	}
 	return soonest
 }
-
-// Former names of UpstreamState and its values.
-type (
-	// Deprecated: use UpstreamState.
-	ScopeState = UpstreamState
-)
-
-const (
-	// Deprecated: use UpstreamOpen.
-	ScopeOpen = UpstreamOpen
-	// Deprecated: use UpstreamCoolingDown.
-	ScopeCooling = UpstreamCoolingDown
-	// Deprecated: use UpstreamPaused.
-	ScopePaused = UpstreamPaused
-)

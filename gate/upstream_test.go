@@ -46,9 +46,9 @@ func TestSettleReportsTheUpstream(t *testing.T) {
 			if err := l.Fail(ctx, tc.err); err != nil {
 				t.Fatalf("%s: Fail: %v", job, err)
 			}
-			up := l.Result().Upstream
+			up := firstUpstream(t, g)
 			if up.State != tc.state || up.Reason != tc.reason || up.RetryAfter > tc.wait || up.RetryAfter < tc.wait-time.Second {
-				t.Errorf("%v: Result().Upstream = %+v, want %v (%s) for %v", tc.err, up, tc.state, tc.reason, tc.wait)
+				t.Errorf("%v: Upstreams()[0] = %+v, want %v (%s) for %v", tc.err, up, tc.state, tc.reason, tc.wait)
 			}
 			if exp, got := "openai:prod-key", up.Upstream; exp != got {
 				t.Errorf("%v: Upstream.Upstream: exp %q, got %q", tc.err, exp, got)

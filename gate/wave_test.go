@@ -62,10 +62,10 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 			t.Fatalf("no scope_paused event for the wave")
 		}
 
-		if err := late.Fail(ctx, errBilling); err != nil {
-			t.Fatal(err)
+		if err := late.Settle(ctx, errBilling); !errors.As(err, &ce) || !ce.Written() {
+			t.Fatalf("late, in the wave: %v, want a written *CallError", err)
 		}
-		if st := late.Result().State; st != gate.CoolingDown {
+		if st := ce.State; st != gate.CoolingDown {
 			t.Fatalf("late, in the wave: %v, want CoolingDown", st)
 		}
 		for _, e := range rec.drain() {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,9 +44,7 @@ type command struct {
 	// prefix and upstream are set when the command reads --prefix,
 	// --upstream.
 	prefix, upstream bool
-	// aliases are former names the command still answers to, unlisted.
-	aliases []string
-	run     func(ctx context.Context, c *cli, args []string) error
+	run              func(ctx context.Context, c *cli, args []string) error
 }
 
 func (c *cli) commands() []*command {
@@ -67,8 +64,6 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 	c.conn.register(fs)
 	fs.StringVar(&c.prefix, "prefix", c.prefix, "the gate's Options.Prefix `P`")
 	fs.StringVar(&c.upstream, "upstream", c.upstream, "the gate's Options.Upstream `U`")
-	// Deprecated: --upstream's former name, kept for scripts; not in the usage.
-	fs.StringVar(&c.upstream, "scope", c.upstream, "deprecated: use --upstream")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
 	durationVar(fs, &c.timeout, "timeout", c.timeout, "bound for the whole command, a duration `D`")
 }
@@ -102,7 +97,7 @@ func (c *cli) main(ctx context.Context, args []string) error {
 
 func (c *cli) find(name string) *command {
 	for _, cmd := range c.commands() {
-		if cmd.name == name || slices.Contains(cmd.aliases, name) {
+		if cmd.name == name {
 			return cmd
 		}
 	}

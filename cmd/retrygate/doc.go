@@ -63,10 +63,6 @@
 // search that could not finish (no SCAN permission, the bound) says that
 // it does not know.
 //
-// The command was called scope and the flag --scope, the upstream's former
-// name: both still work, unlisted. The --json keys "scope", "scope_search"
-// and "scopes" keep that name so scripts that read them keep working.
-//
 // Names are printed escaped: a job, upstream or reason holding control
 // characters, a double quote, a backslash or bytes that are not UTF-8 is
 // shown as a Go string literal ("doc\x00\r\n"), never raw. Every name

@@ -254,7 +254,7 @@ func TestExplainHelp(t *testing.T) {
 			t.Errorf("help explain lacks %s:\n%s", want, r.stdout)
 		}
 	}
-	for _, unused := range []string{"--redis", "--cluster", "--sentinel", "--tls-ca", "--prefix", "--upstream", "--scope", "--timeout"} {
+	for _, unused := range []string{"--redis", "--cluster", "--sentinel", "--tls-ca", "--prefix", "--upstream", "--timeout"} {
 		if strings.Contains(r.stdout, unused) {
 			t.Errorf("help explain lists %s, which explain does not use:\n%s", unused, r.stdout)
 		}

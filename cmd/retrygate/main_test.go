@@ -279,15 +279,6 @@ func TestUpstream(t *testing.T) {
 			r := runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
 			golden(t, "upstream_status_paused", prefix, r.stdout)
-			// The former names, --scope and the scope command, still work.
-			old := runCLI(t, nil, append(redisArgs(t, tg), "--prefix", prefix, "--scope", "openai:prod", "scope", "status")...)
-			mustOK(t, old)
-			// Read a moment apart: the wait may have ticked between them.
-			withoutWait := regexp.MustCompile(`(?m)^retry in .*$`)
-			if withoutWait.ReplaceAllString(old.stdout, "") != withoutWait.ReplaceAllString(r.stdout, "") {
-				t.Errorf("--scope S scope status:\n%s\nwant what --upstream S upstream status says:\n%s", old.stdout, r.stdout)
-			}
-
 			// A job of a paused upstream says why it is refused and how to clear it.
 			r = runCLI(t, nil, append(args, "status", "doc-0")...)
 			mustOK(t, r)

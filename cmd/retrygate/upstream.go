@@ -10,7 +10,7 @@ import (
 
 func upstreamCommand() *command {
 	return &command{
-		name: "upstream", aliases: []string{"scope"}, args: "status|reset", redis: true, prefix: true, upstream: true,
+		name: "upstream", args: "status|reset", redis: true, prefix: true, upstream: true,
 		summary: "show (status) or end (reset) the upstream's cooldown or pause; needs --upstream",
 		run:     runUpstream,
 	}

@@ -112,13 +112,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("RETRYGATE_COOLDOWN", &cfg.Cooldown)
 	envDur("RETRYGATE_MAX_COOLDOWN", &cfg.MaxCooldown)
 	envDur("RETRYGATE_LEASE", &cfg.Lease)
-	envDur("RETRYGATE_SCOPE_COOLDOWN", &cfg.UpstreamCooldown) // former name
 	envDur("RETRYGATE_UPSTREAM_COOLDOWN", &cfg.UpstreamCooldown)
 	envDur("RETRYGATE_DONE_TTL", &cfg.DoneTTL)
-	envDur("RETRYGATE_SCOPE_PAUSE", &cfg.UpstreamPause) // former name
 	envDur("RETRYGATE_UPSTREAM_PAUSE", &cfg.UpstreamPause)
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
-	envDur("DEMO_SCOPE_HINT", &cfg.UpstreamHint) // former name
 	envDur("DEMO_UPSTREAM_HINT", &cfg.UpstreamHint)
 	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
 	if v := getenv("DEMO_BACKUP"); v != "" {
@@ -154,7 +151,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
 	fs.DurationVar(&cfg.UpstreamHint, "upstream-hint", cfg.UpstreamHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_UPSTREAM_HINT)")
 	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")
-	if err := fs.Parse(formerFlags(args)); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
@@ -179,29 +176,4 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return cfg, errors.New("invalid configuration: " + strings.Join(bad, "; "))
 	}
 	return cfg, nil
-}
-
-// formerFlags renames the flags the demo had before "upstream" was its one
-// word for the provider (-scope-cooldown, -scope-pause, -scope-hint), so
-// old command lines keep working without the names showing in -h.
-func formerFlags(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = a
-		if a == "--" {
-			copy(out[i:], args[i:]) // flags end here
-			break
-		}
-		dashes := "-"
-		if strings.HasPrefix(a, "--") {
-			dashes = "--"
-		}
-		if rest, ok := strings.CutPrefix(a[len(dashes):], "scope-"); ok {
-			switch name, _, _ := strings.Cut(rest, "="); name {
-			case "cooldown", "pause", "hint":
-				out[i] = dashes + "upstream-" + rest
-			}
-		}
-	}
-	return out
 }

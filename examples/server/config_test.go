@@ -47,18 +47,6 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("upstream settings %+v", c)
 				}
 			}},
-		{"the former scope names still work", []string{"--scope-cooldown", "3s", "-scope-pause=4s", "-scope-hint", "5s"},
-			env("RETRYGATE_SCOPE_COOLDOWN", "9s", "DEMO_SCOPE_HINT", "6s"), func(t *testing.T, c config) {
-				if c.UpstreamCooldown != 3*time.Second || c.UpstreamPause != 4*time.Second || c.UpstreamHint != 5*time.Second {
-					t.Fatalf("former names %+v", c)
-				}
-			}},
-		{"the former environment names", nil, env("RETRYGATE_SCOPE_COOLDOWN", "9s", "RETRYGATE_SCOPE_PAUSE", "8s", "DEMO_SCOPE_HINT", "7s"),
-			func(t *testing.T, c config) {
-				if c.UpstreamCooldown != 9*time.Second || c.UpstreamPause != 8*time.Second || c.UpstreamHint != 7*time.Second {
-					t.Fatalf("former environment %+v", c)
-				}
-			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

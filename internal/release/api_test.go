@@ -13,8 +13,7 @@ var update = flag.Bool("update", false, "rewrite api/*.txt from the code (make a
 // TestAPI fails when a published module's exported API differs from its
 // committed listing in api/: an exported name or signature changed. If
 // the change is meant, run make api, commit the listing with the change,
-// and say what changed in CHANGELOG.md (a removed or renamed name keeps a
-// deprecated alias until the next minor release).
+// and say what changed in CHANGELOG.md.
 func TestAPI(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -60,7 +59,7 @@ func TestAPI(t *testing.T) {
 			for _, l := range added {
 				b.WriteString("\n+ " + l)
 			}
-			t.Errorf("the exported API of %s differs from %s/%s:%s\n\nIf this is meant: make api, and a CHANGELOG.md entry (a removed or renamed name keeps a // Deprecated: alias).",
+			t.Errorf("the exported API of %s differs from %s/%s:%s\n\nIf this is meant: make api, and a CHANGELOG.md entry.",
 				m.Path, APIDir, APIFile(m), b.String())
 		})
 	}

@@ -2,21 +2,25 @@ package release
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 )
 
-// pretend is the version the proxy test lays every module at: no tag is
-// made, and no version of the repository is ever published as it.
-const pretend = "v0.999.0"
+// pretend is the version the proxy test releases a copy of the working
+// tree at, as make release VERSION=v0.1.0 would: the first version.
+const pretend = "v0.1.0"
 
 // requireRelease reports whether a test that cannot run here must fail
 // instead of skipping (CI sets RETRYGATE_REQUIRE_RELEASE=1).
@@ -29,8 +33,9 @@ func requireRelease(t *testing.T, why string, args ...any) {
 }
 
 // TestModulesInstallAlone is what a user outside the repository sees
-// after make release: every published module, laid in a module proxy at
-// one version with the requirements Release writes, is fetched alone into
+// after make release VERSION=v0.1.0, run in a fresh repository holding
+// the working tree: every published module, laid from it in a module
+// proxy at that version, is fetched alone into
 // a fresh program whose go.mod requires only it; its packages and
 // commands build, its tests and Examples type-check, and its Examples
 // with output run. The root's command installs as the README says
@@ -50,6 +55,7 @@ func TestModulesInstallAlone(t *testing.T) {
 		requireRelease(t, "the module zips are made of the files git lists: %v", err)
 	}
 	tmp := t.TempDir()
+	root = released(t, root, filepath.Join(tmp, "repo"))
 	proxy := filepath.Join(tmp, "proxy")
 	mods, err := WriteProxy(proxy, root, pretend)
 	if err != nil {
@@ -115,6 +121,74 @@ func TestModulesInstallAlone(t *testing.T) {
 			t.Fatalf("go install left no binary: %v\n%s", err, out)
 		}
 	})
+}
+
+// released copies the files git lists in root (the working tree, changes
+// included) into a fresh repository at dir, commits them and runs Release
+// there at pretend, as make release does in a clean clone; it checks
+// what the release wrote and returns dir.
+func released(t *testing.T, root, dir string) string {
+	t.Helper()
+	files, err := Files(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the working tree, not yet in the index
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, filepath.FromSlash(f)), string(data))
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"config", "user.email", "release-test@example.com"},
+		{"config", "user.name", "release test"},
+		{"add", "."},
+		{"commit", "-q", "-m", "the working tree"},
+	} {
+		if _, err := git(dir, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tags, err := Release(dir, pretend, time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatalf("make release VERSION=%s: %v", pretend, err)
+	}
+	mods, err := Modules(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := modulePaths(mods)
+	for _, m := range mods {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(m.Dir), "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gomod, err := modfile.Parse("go.mod", data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range gomod.Require {
+			if paths[r.Mod.Path] && r.Mod.Version != pretend {
+				t.Errorf("after the release %s/go.mod requires %s, want %s", m.Dir, r.Mod, pretend)
+			}
+		}
+		if m.Published() && !slices.Contains(tags, m.TagPrefix()+pretend) {
+			t.Errorf("the release made no tag for %s: %v", m.Path, tags)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(dir, Changelog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "\n## "+pretend+" (2026-11-29)\n") {
+		t.Errorf("%s has no dated %s section", Changelog, pretend)
+	}
+	return dir
 }
 
 // goEnv is the go command's environment for a user outside the

@@ -325,23 +325,33 @@ func linClient(rec *linRecorder, g *gate.Gate, c int, jobs []string, n int, rng 
 		delete(held, job)
 		in := linInput{op: op, job: job, fence: l.Fence()}
 		call := time.Now()
-		var err error
+		var (
+			err error
+			out linOutput
+		)
 		switch op {
 		case linSucceed:
-			err = l.Succeed(ctx)
+			// A written success holds the job Done (the options set
+			// DoneTTL); Succeed says only whether it was written.
+			err, out.state = l.Succeed(ctx), gate.Done
 		case linRelease:
-			err = l.Release(ctx)
-		case linFailTransient:
-			err = l.Fail(ctx, errTransient)
-		case linFailPermanent:
-			err = l.Fail(ctx, errPermanent)
+			err, out.state = l.Release(ctx), gate.Ready
+		case linFailTransient, linFailPermanent:
+			ferr := errTransient
+			if op == linFailPermanent {
+				ferr = errPermanent
+			}
+			// Settle's *CallError says what the failure recorded.
+			var ce *gate.CallError
+			if !errors.As(l.Settle(ctx, ferr), &ce) {
+				return fmt.Errorf("%s: no *CallError", linOpNames[op])
+			}
+			err, out.state, out.attempts = ce.SettleErr, ce.State, ce.Attempts
 		}
-		out := linOutput{ok: err == nil}
+		out.ok = err == nil
 		if err != nil && !errors.Is(err, gate.ErrNotOwned) {
 			return fmt.Errorf("%s: %w", linOpNames[op], err)
 		}
-		res := l.Result()
-		out.state, out.attempts = res.State, res.Attempts
 		rec.record(c, in, call, out)
 		return nil
 	}
