@@ -9,19 +9,19 @@ import (
 // the subscription; subscribed after it is confirmed, before each read.
 // Call it before g's first wait.
 func SetWaitHooks(g *Gate, refused, subscribed func(job string)) (restore func()) {
-	r, s := g.testRefused, g.testSubscribed
-	g.testRefused, g.testSubscribed = refused, subscribed
-	return func() { g.testRefused, g.testSubscribed = r, s }
+	old := g.test
+	g.test = testHooks{refused: refused, subscribed: subscribed}
+	return func() { g.test = old }
 }
 
 // SetSubscribeHook installs a hook that runs in g's background subscribe
 // just before its SUBSCRIBE is sent. Call it before g's first wait.
-func SetSubscribeHook(g *Gate, f func(channel string)) { g.hub.SetTestSubscribing(f) }
+func SetSubscribeHook(g *Gate, f func(channel string)) { g.hub.Test.Subscribing = f }
 
 // SetPingEvery sets how long g's subscriptions stay silent before a ping
 // (and as long again before they are given up). Call it before g's first
 // wait or watch.
-func SetPingEvery(g *Gate, d time.Duration) { g.hub.SetTestPingEvery(d) }
+func SetPingEvery(g *Gate, d time.Duration) { g.hub.Test.PingEvery = d }
 
 // Listeners counts g's live waits and watches.
 func Listeners(g *Gate) int { return g.hub.Listeners() }

@@ -29,11 +29,14 @@ type Gate struct {
 	calls     callTimes // recent call durations (estimate.go)
 	hub       *hub.Hub  // subscriptions of waits and watches
 
-	// Test hooks, nil outside tests (export_test.go): AcquireWait calls
-	// testRefused after the first refusal (before subscribing) and
-	// testSubscribed after the subscription is confirmed (before each
-	// read).
-	testRefused, testSubscribed func(job string)
+	test testHooks // nil outside tests (export_test.go)
+}
+
+// testHooks are a gate's test signals: AcquireWait calls refused after
+// the first refusal (before subscribing) and subscribed after the
+// subscription is confirmed (before each read).
+type testHooks struct {
+	refused, subscribed func(job string)
 }
 
 // New returns a gate over rdb. It does not connect: the caller owns the

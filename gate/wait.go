@@ -47,8 +47,8 @@ func runningRefusal(err error) *BlockedError {
 // deadline. Each read also reads the job's done key, so the success of
 // that run refuses it (ErrDone) even when DoneTTL is 0.
 func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
-	if g.testRefused != nil {
-		g.testRefused(job)
+	if g.test.refused != nil {
+		g.test.refused(job)
 	}
 	key := keyspace.Job(g.opts.Prefix, job) // checked by the first attempt
 	w := &waiting{token: token, done: keyspace.Done(g.opts.Prefix, job)}
@@ -66,8 +66,8 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 			within = min(within, poll)
 		}
 		push = ln.Ready(ctx, max(within, time.Millisecond))
-		if g.testSubscribed != nil {
-			g.testSubscribed(job)
+		if g.test.subscribed != nil {
+			g.test.subscribed(job)
 		}
 		// A waiter never follows an acquire of the job already in flight
 		// in this process (its refusal may predate the wake): acquireOnce

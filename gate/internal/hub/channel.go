@@ -116,8 +116,8 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 	defer end()
 	wait()
 
-	if h.testSubscribing != nil {
-		h.testSubscribing(c.name)
+	if h.Test.Subscribing != nil {
+		h.Test.Subscribing(c.name)
 	}
 	err = sc.sent.send(ctx, sentCmd{kind: subscribeCmd, name: c.name, c: c}, func(ctx context.Context) error {
 		if sub.Sharded {
@@ -181,8 +181,8 @@ func (h *Hub) leaveLocked(sc *conn, name string) func() {
 // it only leaves go-redis's list of channels to resubscribe. Callers send
 // it in the channel's turn (queueLocked).
 func (h *Hub) unsubscribe(sc *conn, name string) {
-	if h.testUnsubscribing != nil {
-		h.testUnsubscribing(name)
+	if h.Test.Unsubscribing != nil {
+		h.Test.Unsubscribing(name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Timeout)
 	defer cancel()
@@ -266,8 +266,8 @@ func (h *Hub) receive(sc *conn) {
 	backoff := PollMin
 	pinged := false
 	every := pingEvery
-	if h.testPingEvery > 0 {
-		every = h.testPingEvery
+	if h.Test.PingEvery > 0 {
+		every = h.Test.PingEvery
 	}
 	for {
 		msg, err := sc.ps.ReceiveTimeout(ctx, every)
@@ -309,8 +309,8 @@ func (h *Hub) receive(sc *conn) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			h.wakeChannel(sc, m.Channel)
-			if h.testMessage != nil {
-				h.testMessage(m.Channel)
+			if h.Test.Message != nil {
+				h.Test.Message(m.Channel)
 			}
 		case *redis.Pong:
 			sc.sent.answered(pingCmd, "")

@@ -52,25 +52,21 @@ type Hub struct {
 	offUntil time.Time           // Redis refused a subscription: poll until then
 	warnedAt time.Time           // the last warning
 
-	// For tests only, set before the first Listen: how long a
-	// subscription stays silent before a ping (0: pingEvery), and a hook
-	// run just before each SUBSCRIBE is sent.
-	testPingEvery     time.Duration
-	testSubscribing   func(channel string)
-	testUnsubscribing func(channel string) // just before each UNSUBSCRIBE is sent
-	testMessage       func(channel string) // after each message is handled
+	// Test is for tests only, set before the first Listen.
+	Test TestHooks
+}
+
+// TestHooks are a hub's test signals, grouped so production code never
+// sets one by accident.
+type TestHooks struct {
+	PingEvery     time.Duration        // silence before a ping (0: pingEvery)
+	Subscribing   func(channel string) // just before each SUBSCRIBE is sent
+	Unsubscribing func(channel string) // just before each UNSUBSCRIBE is sent
+	Message       func(channel string) // after each message is handled
 }
 
 // New returns a hub; it connects nothing until the first Listen.
 func New(cfg Config) *Hub { return &Hub{cfg: cfg} }
-
-// SetTestPingEvery shortens the silence before a ping, for tests; call
-// it before the first Listen.
-func (h *Hub) SetTestPingEvery(d time.Duration) { h.testPingEvery = d }
-
-// SetTestSubscribing sets a hook run just before each SUBSCRIBE is sent,
-// for tests; call it before the first Listen.
-func (h *Hub) SetTestSubscribing(f func(channel string)) { h.testSubscribing = f }
 
 // Listeners counts the live listeners.
 func (h *Hub) Listeners() int { return int(h.listeners.Load()) }

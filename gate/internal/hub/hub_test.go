@@ -239,7 +239,7 @@ func TestSilentSubscriptionIsPingedThenGivenUp(t *testing.T) {
 	// A ping answered later than this is given up: long enough that a
 	// loaded machine's scheduling delay is not taken for a silent path.
 	const ping = 500 * time.Millisecond
-	h.SetTestPingEvery(ping)
+	h.Test.PingEvery = ping
 	ln := h.Listen("job")
 	defer ln.Close()
 	if !ln.Ready(ctx, 5*time.Second) {
@@ -296,7 +296,7 @@ func TestRefusedSubscriptionPollsWithoutRetrying(t *testing.T) {
 	h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
 		Warn: func(_ context.Context, err error) { warned.Add(1); cause.Store(err) }})
 	var sent atomic.Int32
-	h.SetTestSubscribing(func(string) { sent.Add(1) })
+	h.Test.Subscribing = func(string) { sent.Add(1) }
 	ctx := context.Background()
 	ln := h.Listen(prefix + ":job")
 	start := time.Now()
@@ -411,7 +411,7 @@ func TestRefusedPingKeepsTheSubscription(t *testing.T) {
 	h := New(Config{Subscriptions: store.New(rdb, store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
 		Warn: func(context.Context, error) { warned.Add(1) }})
 	const ping = 500 * time.Millisecond // see TestSilentSubscriptionIsPingedThenGivenUp
-	h.SetTestPingEvery(ping)
+	h.Test.PingEvery = ping
 	ctx := context.Background()
 	ln := h.Listen(prefix + ":job")
 	defer ln.Close()
@@ -482,7 +482,7 @@ func TestRefusalOfAnotherCommandKeepsAPendingSubscription(t *testing.T) {
 			h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
 				Warn: func(context.Context, error) { warned.Add(1) }})
 			if command == "ping" {
-				h.SetTestPingEvery(300 * time.Millisecond) // unanswered for as long again: given up
+				h.Test.PingEvery = 300 * time.Millisecond // unanswered for as long again: given up
 			}
 			ctx := context.Background()
 			first, second := prefix+":first", prefix+":second"
@@ -491,7 +491,7 @@ func TestRefusalOfAnotherCommandKeepsAPendingSubscription(t *testing.T) {
 			// channel pending on the connection), make Redis refuse the
 			// other command, and send the SUBSCRIBE only once it has: the
 			// refusal's reply comes while the channel is pending.
-			h.SetTestSubscribing(func(channel string) {
+			h.Test.Subscribing = func(channel string) {
 				if channel != second {
 					return
 				}
@@ -511,7 +511,7 @@ func TestRefusalOfAnotherCommandKeepsAPendingSubscription(t *testing.T) {
 				if !errors.Is(err, redis.ErrClosed) { // closed: the test has ended
 					t.Errorf("waiting for Redis to refuse a %s: %v", command, err)
 				}
-			})
+			}
 			if !a.Ready(ctx, 5*time.Second) {
 				t.Fatal("Ready: false for an allowed channel")
 			}
@@ -548,7 +548,7 @@ func TestRevokedChannelPermissionPolls(t *testing.T) {
 	h := New(Config{Subscriptions: store.New(srv.Client(t), store.Config{Lease: time.Minute}).Subscriptions(), Timeout: time.Second,
 		Warn: func(context.Context, error) { warned.Add(1) }})
 	var sent atomic.Int32
-	h.SetTestSubscribing(func(string) { sent.Add(1) })
+	h.Test.Subscribing = func(string) { sent.Add(1) }
 	ctx := context.Background()
 	ln := h.Listen(prefix + ":job")
 	defer ln.Close()
@@ -608,7 +608,7 @@ func TestResubscribeWaitsForTheUnsubscribe(t *testing.T) {
 				t.Fatal("first listener: Ready false")
 			}
 			bReady := make(chan struct{})
-			h.testUnsubscribing = func(string) {
+			h.Test.Unsubscribing = func(string) {
 				select {
 				case <-bReady:
 				case <-time.After(time.Second):
@@ -666,9 +666,9 @@ func TestMessageBeforeConfirmationWakesNobody(t *testing.T) {
 			h, _ := newHub(t, tg.Client)
 			ch := redistest.UniqueKey(t) + ":{a}"
 			release, got := make(chan struct{}), make(chan struct{})
-			h.testUnsubscribing = func(string) { <-release }
+			h.Test.Unsubscribing = func(string) { <-release }
 			var once sync.Once
-			h.testMessage = func(name string) {
+			h.Test.Message = func(name string) {
 				if name == ch {
 					once.Do(func() { close(got) })
 				}
