@@ -12,21 +12,19 @@ import (
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
-// Do runs fn under the job's lock. If the job is cooling down, failed, done,
-// running elsewhere or every upstream of the gate is cooling, Do returns a
-// *BlockedError at once and fn is not called. Otherwise fn runs with a
-// context that is cancelled (cause ErrLeaseLost) if the lease is lost, and
-// the outcome is settled in Redis:
+// Do runs fn under the job's lock and records its outcome. Most callers
+// should use Do, or Call when fn returns a value; Acquire is for code
+// that settles later (middleware, queue adapters).
 //
-//   - nil: the lock is released (or held as Done for DoneTTL).
-//   - an error: it is classified; see the package doc's state diagram.
-//     The returned *CallError wraps fn's error.
-//   - a panic: settled as transient, then re-panicked.
-//   - the caller's ctx cancelled: the lock is released with no cooldown.
-//
-// If fn succeeded but its lease had been lost, Do returns an error matching
-// ErrLeaseLost or ErrNotOwned: fn's writes may overlap a newer owner's, which
-// a store that checks Lease.Fence rejects.
+// A job that is cooling down, failed, done or running elsewhere, or whose
+// upstreams refuse, gets a *BlockedError at once and fn does not run.
+// Otherwise fn's outcome is settled: nil releases the job (or holds it
+// Done for DoneTTL); an error is classified and returned as a *CallError
+// (the package doc's state diagram says what each verdict does); a panic
+// is settled as transient and re-panicked; the caller's ctx cancelled
+// releases the job with no cooldown. fn's context is cancelled (cause
+// ErrLeaseLost) if the lease is lost; a success after that returns
+// ErrLeaseLost or ErrNotOwned.
 func (g *Gate) Do(ctx context.Context, job string, fn func(ctx context.Context, l *Lease) error) error {
 	l, err := g.Acquire(ctx, job)
 	if err != nil {
@@ -35,7 +33,8 @@ func (g *Gate) Do(ctx context.Context, job string, fn func(ctx context.Context, 
 	return l.run(ctx, fn)
 }
 
-// Call is Do for a function that returns a value.
+// Call is Do for a function that returns a value: the value fn returned
+// on success, the zero value with Do's error otherwise.
 func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.Context, l *Lease) (T, error)) (T, error) {
 	var out T
 	err := g.Do(ctx, job, func(ctx context.Context, l *Lease) error {
@@ -48,50 +47,14 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 	return out, err
 }
 
-// Acquire is the two-step form of Do, for middleware: it takes the job's
-// lease, and the caller reports the outcome with Succeed, Fail or Release.
-// Until then the lease is renewed every Lease/3. A refusal is a
-// *BlockedError; an unreachable Redis is ErrUnavailable, or with Redis.FailOpen an
-// ungated lease (Gated reports false).
-//
-// If the caller's context ends first, the error is the context's; a
-// deadline that passes while Redis does not answer also matches
-// ErrUnavailable (too late to fail open).
-//
-// Acquire is one Redis round trip of native commands on the job's node
-// (PTTL, SET NX GET, TIME; with a DoneTTL of 10 s or more, a GET of the
-// job's done key, so that a free job whose success Redis did not record
-// yet is refused as done), with a GET of each upstream's state and its
-// budget's admission (UpstreamPolicy.IgnoreBudget; WithTokens) in the
-// same round trip when the gate has upstreams; on one node, with budgets,
-// that trip is one script that judges the upstreams before it takes the
-// job (a refusal by them writes nothing) and takes over a finished state.
-// A second trip is made only when the job's key holds a finished state
-// with history (a script takes it over), when an upstream's wait has just
-// ended (this call claims its probe), on a cluster when the call goes to
-// another upstream than the one asked to reserve it (that one reserves
-// it) or when every upstream refuses, by its budget or by its breaker
-// when this process did not know it yet (the job is given back); while
-// this process knows every breaker refuses, Acquire only reads them (one
-// trip, nothing written). When Redis refuses the write (full with
-// noeviction: OOM; a replica: READONLY), a second trip reads the job's
-// value with commands that write nothing: a job cooling, failed, done or
-// running is still refused with its state and wait, and only a free one
-// fails closed (ErrRedisRefused). Concurrent
-// Acquires of one job in one process make one round trip: the others wait
-// for its reply and get the same refusal, or ErrInFlight once it holds the
-// lease.
-//
-// A running job's refusal (ErrInFlight) says when its call should end:
-// the 90th percentile of the gate's last 64 call durations (shared by
-// every process through Redis, by the renewals; the runner records its
-// estimate in the job's value at its first renewal, within a second),
-// less the time the
-// run has taken, at least a second and at most its lease's time left
-// (which alone is the estimate until 8 calls were seen).
-//
-// With Options.Wait set, a job running elsewhere is waited for: see
-// AcquireWait.
+// Acquire is the two-step form of Do, for code that settles later: it
+// takes the job's lease, renews it every Lease/3, and the caller ends it
+// with Lease.Settle (or Succeed, Fail, Release). A refusal is a
+// *BlockedError whose RetryAfter says when to come back; a running job's
+// refusal matches ErrInFlight. An unreachable Redis is ErrUnavailable, or
+// with Redis.FailOpen an ungated lease (Gated reports false). A context
+// that ends first returns the context's error. With Options.Wait set, a
+// job running elsewhere is waited for (AcquireWait).
 func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	return g.AcquireWait(ctx, job, g.opts.Wait)
 }
@@ -141,6 +104,26 @@ type waiting struct {
 // acquireOnce is one attempt to take job, merged with the other calls of
 // the job in this process (flight.go). w is set for a waiter. It sends no
 // refusal event: the caller sends one per call (refused).
+//
+// Its cost in Redis round trips:
+//   - One, usually: the job's commands on its node (PTTL, SET NX GET, TIME;
+//     a GET of the done key with a DoneTTL of 10 s or more, so a success
+//     Redis did not record yet is refused as done), with each upstream's
+//     state and budget admission in the same trip. On one node with
+//     budgets that trip is one script, which judges the upstreams before
+//     it takes the job, so their refusal writes nothing.
+//   - Two, when the key holds a finished state with history (a script
+//     takes it over), when an upstream's wait has just ended (this call
+//     claims its probe), on a cluster when another upstream than the one
+//     asked must reserve the call, or when every upstream refuses and
+//     this process did not know it (the job is given back).
+//   - While this process knows every upstream refuses: one read, nothing
+//     written.
+//   - When Redis refuses the write (OOM, READONLY): a second trip reads
+//     the job with commands that write nothing, so a known job keeps its
+//     refusal and only a free one fails closed (ErrRedisRefused).
+//
+// Concurrent calls of one job in one process share one round trip.
 func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease, error) {
 	key, err := g.jobKey(job)
 	if err != nil {
