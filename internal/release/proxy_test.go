@@ -115,6 +115,30 @@ func TestModulesInstallAlone(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the README's Quickstart lines", func(t *testing.T) {
+		dir := filepath.Join(tmp, "quickstart")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		lines := quickstartLines(t, root)
+		for _, line := range lines {
+			if strings.HasPrefix(line, "# save the program below as main.go") {
+				src, err := os.ReadFile(filepath.Join(root, "examples", "quickstart", "main.go"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				write(t, filepath.Join(dir, "main.go"), string(src))
+				continue
+			}
+			if cmd, _, _ := strings.Cut(line, "#"); strings.TrimSpace(cmd) != "" {
+				f := strings.Fields(cmd)
+				run(t, dir, env, f[0], f[1:]...)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "quickstart")); err != nil {
+			t.Fatalf("the Quickstart's lines %q built no program: %v", lines, err)
+		}
+	})
 	t.Run("go install cmd/retrygate@latest", func(t *testing.T) {
 		out := run(t, tmp, append(env, "GOBIN="+filepath.Join(tmp, "gobin")), "go", "install", "github.com/retrygate/retrygate/cmd/retrygate@latest")
 		if _, err := os.Stat(filepath.Join(tmp, "gobin", "retrygate")); err != nil {
@@ -189,6 +213,33 @@ func released(t *testing.T, root, dir string) string {
 		t.Errorf("%s has no dated %s section", Changelog, pretend)
 	}
 	return dir
+}
+
+// quickstartLines are the lines of the README's first block under
+// "## Quickstart": the commands a newcomer runs to build the program.
+func quickstartLines(t *testing.T, root string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(data), "\n## Quickstart\n")
+	if !ok {
+		t.Fatal("README.md has no Quickstart section")
+	}
+	_, block, ok := strings.Cut(after, "\n```\n")
+	if !ok {
+		t.Fatal("the Quickstart has no command block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		if !strings.HasPrefix(l, "go ") && !strings.HasPrefix(l, "# save the program below as main.go") {
+			t.Fatalf("the Quickstart's block holds %q, which this test cannot run", l)
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 // goEnv is the go command's environment for a user outside the
