@@ -158,7 +158,7 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 	case err != nil:
 		return g.unreached(ctx, &gr, err)
 	}
-	l := &Lease{grant: gr, g: g, parent: ctx, start: sent}
+	l := &Lease{grant: gr, g: g, parent: ctx, start: sent, acquired: time.Now()}
 	l.ctx, l.cancel = context.WithCancelCause(g.budgetContext(context.WithValue(ctx, leaseKey{}, l), l))
 	// expires is read by merged callers (remaining) under l.mu.
 	l.mu.Lock()

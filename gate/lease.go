@@ -17,11 +17,13 @@ type Lease struct {
 	g      *Gate
 	parent context.Context // the acquiring context: cancellation and values
 
-	// Set once by the acquire, before the lease is handed out.
-	start   time.Time
-	ungated bool
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	// Set once by the acquire, before the lease is handed out: when it
+	// was sent (start) and when its reply came (acquired).
+	start    time.Time
+	acquired time.Time
+	ungated  bool
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
 
 	// renewals counts the renewals sent (renew.go; only renewals, one at a
 	// time, touch it).

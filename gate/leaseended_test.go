@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/classify"
@@ -290,6 +291,71 @@ func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
 			again := false
 			if err := other.Do(ctx, "job", func(context.Context, *gate.Lease) error { again = true; return nil }); err != nil || !again {
 				t.Fatalf("the next call: ran %v, %v; want it run", again, err)
+			}
+		})
+	}
+}
+
+// A run frozen past its lease (no renewal reaches Redis) whose failure
+// comes long after a newer success, or after an operator's reset, writes
+// nothing: the fence turns the stale outcome away however late it comes,
+// not only while the done key remembers the success (SuccessMemory). A
+// late failure with nothing newer since is still written while the done
+// key would have told.
+func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
+	ctx := context.Background()
+	const lease = 2 * time.Second
+	for _, tc := range []struct {
+		name    string
+		since   func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string)
+		written bool
+	}{
+		{"a newer success, a minute before", func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string) {
+			if err := other.Do(ctx, job, okFn); err != nil {
+				t.Fatalf("the newer run: %v, want it run: the lease ended", err)
+			}
+			redistest.Advance(m, time.Minute)
+		}, false},
+		{"a reset", func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string) {
+			if err := other.Reset(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a reset, a minute before", func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string) {
+			if err := other.Reset(ctx, job); err != nil {
+				t.Fatal(err)
+			}
+			redistest.Advance(m, time.Minute)
+		}, false},
+		{"nothing, a minute later", func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string) {
+			redistest.Advance(m, time.Minute)
+		}, false},
+		{"nothing, at once", func(*testing.T, *miniredis.Miniredis, *gate.Gate, string) {}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rdb := redistest.Miniredis(t)
+			redistest.Advance(m, 0)
+			frozen := &gatetest.Flaky{Client: rdb}
+			opts := gate.Options{Lease: lease, Cooldown: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, frozen, opts)
+			other := newGate(t, rdb, opts)
+			err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+				frozen.Down.Store(true) // frozen: no renewal reaches Redis
+				redistest.Advance(m, lease+time.Millisecond)
+				tc.since(t, m, other, "job")
+				frozen.Down.Store(false) // woken: its failure goes out
+				return errOverloaded
+			})
+			var ce *gate.CallError
+			if !errors.As(err, &ce) || ce.Written() != tc.written {
+				t.Fatalf("the frozen run's failure: %v, want written %v", err, tc.written)
+			}
+			exp := gate.Ready
+			if tc.written {
+				exp = gate.CoolingDown
+			}
+			if st := mustStatus(t, other, "job"); st.State != exp {
+				t.Fatalf("after the frozen run's failure the job is %v, want %v", st.State, exp)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/code"
 	"github.com/retrygate/retrygate/internal/keyspace"
@@ -215,9 +216,13 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	rep, err := settled.Result()
 	if err == nil && rep.Gone && (d.job.state == CoolingDown || d.job.state == Failed) {
 		// The lease ended in Redis before the failure reached it: written
-		// unless a newer run's success is remembered (store.Trip.SettleGone).
+		// unless a newer run's success or a reset is remembered, or it
+		// is too late for that memory to tell (store.Trip.SettleGone).
+		l.mu.Lock()
+		stale := store.StaleAfter(l.fence, l.acquired, l.expires)
+		l.mu.Unlock()
 		t := g.store.Trip()
-		settled = t.SettleGone(rctx, l.key, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence, d.job.settlement())
+		settled = t.SettleGone(rctx, l.key, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence, stale, d.job.settlement())
 		t.Send(rctx)
 		rep, err = settled.Result()
 	}

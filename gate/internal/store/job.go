@@ -602,9 +602,27 @@ func (w Settlement) args(token Token, fence int64, more string) []any {
 // done key is a second key of the script only here, on this rare path: on
 // a cluster a slot being migrated refuses such a script with TRYAGAIN
 // while one key has moved and the other not, which go-redis retries.
-func (t *Trip) SettleGone(ctx context.Context, key, doneKey string, token Token, fence int64, w Settlement) Reply[Settled] {
-	cmd := t.eval(ctx, t.s.scripts.jobSettleGone, []string{key, doneKey}, w.args(token, fence, strconv.FormatInt(fence, 10))...)
+//
+// stale is the instant, by Redis's clock, after which w is not written:
+// the done key remembers a newer success or a reset for SuccessMemory
+// only, so a failure later than that after its lease ended could undo
+// one (StaleAfter).
+func (t *Trip) SettleGone(ctx context.Context, key, doneKey string, token Token, fence int64, stale time.Time, w Settlement) Reply[Settled] {
+	args := append(w.args(token, fence, strconv.FormatInt(fence, 10)), strconv.FormatInt(stale.UnixMicro(), 10))
+	cmd := t.eval(ctx, t.s.scripts.jobSettleGone, []string{key, doneKey}, args...)
 	return Reply[Settled]{cmd, decodeSettle}
+}
+
+// StaleAfter is when, by Redis's clock, a failure that finds its key gone
+// stops being written (SettleGone): SuccessMemory after the lease ended.
+// fence is Redis's TIME at the acquire, acquired the local time its reply
+// came and expires the local end of the lease (the last renewal sent plus
+// the lease): the lease ended in Redis no earlier than fence + (expires -
+// acquired), since Redis ran the acquire before its reply came and each
+// renewal after it was sent. So the instant is never later than the done
+// key's memory covers.
+func StaleAfter(fence int64, acquired, expires time.Time) time.Time {
+	return time.UnixMicro(fence).Add(expires.Sub(acquired) + SuccessMemory)
 }
 
 // decodeSettle reads {1} written, {0, the value found or false} not owned.
@@ -635,11 +653,13 @@ func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token, fence 
 	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token+":"+strconv.FormatInt(fence, 10), "px", ms(SuccessMemory)))
 }
 
-// ForgetDone queues the delete of a job's done key: a job an operator
-// reset is not refused by the success it forgets (an acquire reads the
-// key, gate/acquire.go).
+// ForgetDone queues job_forget_done.lua: the job's done key holds the
+// reset's time instead of a success's token, so a job an operator reset
+// is not refused by the success it forgets (an acquire reads the key,
+// gate/acquire.go), and a failure of a run older than the reset that
+// finds its key gone is not written (SettleGone).
 func (t *Trip) ForgetDone(ctx context.Context, doneKey string) {
-	t.add(redis.NewIntCmd(ctx, "del", doneKey))
+	t.eval(ctx, jobForgetDoneScript, []string{doneKey}, ms(SuccessMemory))
 }
 
 // JobReset is job_reset.lua's answer.

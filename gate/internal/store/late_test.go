@@ -160,11 +160,13 @@ func TestAcquireOnAFullServer(t *testing.T) {
 }
 
 // A failure whose key is gone is not written by its settle: it goes on
-// to SettleGone, which writes it unless the key holds a value again or
-// the done key holds a newer run's success (MarkDone: "<token>:<fence>").
-// An older success there does not stop it.
+// to SettleGone, which writes it unless the key holds a value again, the
+// done key holds a newer run's success (MarkDone: "<token>:<fence>") or
+// a reset since (ForgetDone), or it comes after its stale instant, past
+// which the done key no longer remembers. An older success there does
+// not stop it.
 func TestSettleGone(t *testing.T) {
-	s, _, rdb := newStore(t)
+	s, m, rdb := newStore(t)
 	ctx := context.Background()
 	cooling := Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 1}
 	send := func(f func(tr *Trip) Reply[Settled]) Settled {
@@ -188,12 +190,17 @@ func TestSettleGone(t *testing.T) {
 		name    string
 		done    int64 // a success's fence in the done key, relative to the run's; 0: none
 		taken   bool  // another run took the job since
+		reset   bool  // an operator reset the job since
+		stale   time.Duration
 		written bool
 	}{
-		{"nothing since", 0, false, true},
-		{"an older success", -1, false, true},
-		{"a newer success", +1, false, false},
-		{"taken again", 0, true, false},
+		{"nothing since", 0, false, false, time.Hour, true},
+		{"an older success", -1, false, false, time.Hour, true},
+		{"a newer success", +1, false, false, time.Hour, false},
+		{"taken again", 0, true, false, time.Hour, false},
+		{"a reset since", 0, false, true, time.Hour, false},
+		{"an older success, and stale", -1, false, false, -time.Millisecond, false},
+		{"nothing since, but stale", 0, false, false, -time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key, done := tc.name+":job", tc.name+":done"
@@ -205,10 +212,18 @@ func TestSettleGone(t *testing.T) {
 			if tc.taken {
 				acquire(t, s, key)
 			}
+			if tc.reset {
+				redistest.Advance(m, time.Millisecond) // the reset comes after the run's acquire
+				tr := s.Trip()
+				tr.ForgetDone(ctx, done)
+				tr.Send(ctx)
+			}
+			// Relative to the run's fence, Redis's TIME at its acquire.
+			stale := time.UnixMicro(r.Fence).Add(tc.stale)
 			if st := send(func(tr *Trip) Reply[Settled] { return tr.Settle(ctx, key, a.Token, r.Fence, cooling) }); st.Owned || st.Gone == tc.taken {
 				t.Fatalf("settle: %+v, want not written, gone %v", st, !tc.taken)
 			}
-			st := send(func(tr *Trip) Reply[Settled] { return tr.SettleGone(ctx, key, done, a.Token, r.Fence, cooling) })
+			st := send(func(tr *Trip) Reply[Settled] { return tr.SettleGone(ctx, key, done, a.Token, r.Fence, stale, cooling) })
 			v := rdb.Get(ctx, key).Val()
 			if st.Owned != tc.written || strings.HasPrefix(v, "c:") != tc.written {
 				t.Fatalf("SettleGone: %+v, key %q; want written %v", st, v, tc.written)

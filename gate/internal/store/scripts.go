@@ -30,6 +30,8 @@ var (
 	jobUndoLua string
 	//go:embed lua/job_reset.lua
 	jobResetLua string
+	//go:embed lua/job_forget_done.lua
+	jobForgetDoneLua string
 	//go:embed lua/upstream_claim.lua
 	upstreamClaimLua string
 	//go:embed lua/upstream_cancel.lua
@@ -52,6 +54,7 @@ var (
 	upstreamClaimScript = newScript(upstreamClaimLua)
 	windowCountScript   = newScript(windowCountLua)
 	callsRecordScript   = newScript(callsRecordLua)
+	jobForgetDoneScript = newScript(jobForgetDoneLua)
 
 	// The scripts that change state publish the change (lua/notify.lua):
 	// PUBLISH on one node, SPUBLISH on a cluster.
