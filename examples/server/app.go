@@ -57,6 +57,7 @@ func (a *app) routes() http.Handler {
 	r.Get("/api/documents", a.listDocuments)
 	r.Get("/api/stats", a.getStats)
 	r.With(a.streaming).Get("/api/events", a.events)
+	r.Get("/api/status", a.snapshot) // the stream's updates, in one JSON body
 	r.Route("/documents/{id}", func(r chi.Router) {
 		r.Use(requireDocument)
 		r.Get("/", a.getDocument)

@@ -80,7 +80,7 @@ func TestPageSaysOneThing(t *testing.T) {
 	}
 
 	// After the cooldown the card remembers the failure.
-	const lastFailure = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again."
+	const lastFailure = "Last attempt failed: the model provider rate-limited the request. Evaluate again. rate_limited"
 	if err := chromedp.Run(ctx, pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 20*time.Second)); err != nil {
 		t.Fatalf("after the cooldown: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
 	}
@@ -168,7 +168,7 @@ func TestPageDoneViaBackup(t *testing.T) {
 	s := startServer(t, cfg)
 	const card = `li[data-doc="press-release"]`
 	enabled := pollJS(`!document.querySelector('`+card+` .evaluate').disabled`, 20*time.Second)
-	const firstClick = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again: it runs on the backup."
+	const firstClick = "Last attempt failed: the model provider rate-limited the request. Evaluate again: it runs on the backup. rate_limited"
 	if err := chromedp.Run(ctx,
 		chromedp.EmulateViewport(375, 900), // a phone
 		chromedp.Navigate(s.base),
@@ -272,7 +272,7 @@ func TestPageKeepsAFailureTheStreamReadFirst(t *testing.T) {
 	}()
 
 	const card = `li[data-doc="press-release"]`
-	const firstClick = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again: it runs on the backup."
+	const firstClick = "Last attempt failed: the model provider rate-limited the request. Evaluate again: it runs on the backup. rate_limited"
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.base),
 		chromedp.WaitVisible(card+` .evaluate`),
