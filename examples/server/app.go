@@ -57,6 +57,7 @@ func (a *app) routes() http.Handler {
 	r.Get("/api/documents", a.listDocuments)
 	r.Get("/api/stats", a.getStats)
 	r.With(a.streaming).Get("/api/events", a.events)
+	r.Get("/api/status", a.snapshot) // the stream's updates, in one JSON body
 	r.Route("/documents/{id}", func(r chi.Router) {
 		r.Use(requireDocument)
 		r.Get("/", a.getDocument)
@@ -127,6 +128,9 @@ type statsView struct {
 	// Backup names the upstream jobs run on while the first one cools or
 	// pauses; empty without one.
 	Backup string `json:"backup,omitempty"`
+	// BackupUpstream is the backup's state (a key-wide story can land on
+	// it too); omitted without one.
+	BackupUpstream *upstreamView `json:"backup_upstream,omitempty"`
 }
 
 type upstreamView struct {
@@ -145,13 +149,21 @@ func (a *app) getStats(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
 		return
 	}
-	up := ups[0] // the primary; Backup names the other
-	v.Upstream = upstreamView{Name: up.Upstream, State: up.State.String(), Reason: up.Reason,
-		RetryAfterSeconds: up.RetryAfter.Seconds()}
-	if up.RetryAfter > 0 {
-		v.Upstream.RetryAt = time.Now().Add(up.RetryAfter).UTC()
+	v.Upstream = upstreamViewOf(ups[0]) // the primary
+	if len(ups) > 1 {
+		b := upstreamViewOf(ups[1])
+		v.BackupUpstream = &b
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+func upstreamViewOf(up gate.UpstreamStatus) upstreamView {
+	v := upstreamView{Name: up.Upstream, State: up.State.String(), Reason: up.Reason,
+		RetryAfterSeconds: up.RetryAfter.Seconds()}
+	if up.RetryAfter > 0 {
+		v.RetryAt = time.Now().Add(up.RetryAfter).UTC()
+	}
+	return v
 }
 
 // resetDocument clears a failed mark or cooldown: the operator's action.

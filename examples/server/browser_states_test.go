@@ -80,7 +80,7 @@ func TestPageSaysOneThing(t *testing.T) {
 	}
 
 	// After the cooldown the card remembers the failure.
-	const lastFailure = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again."
+	const lastFailure = "Last attempt failed: the model provider rate-limited the request. Evaluate again. rate_limited"
 	if err := chromedp.Run(ctx, pollJS(`document.querySelector('li[data-doc="supplier-contract"] .msg').textContent === '`+lastFailure+`'`, 20*time.Second)); err != nil {
 		t.Fatalf("after the cooldown: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
 	}
@@ -164,11 +164,12 @@ func TestPageDoneViaBackup(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
 	cfg.Backup = true
-	cfg.UpstreamHint = time.Minute // outlasts the test, however slow the machine
+	// Every key-wide wait outlasts the test, however slow the machine.
+	cfg.UpstreamHint, cfg.UpstreamCooldown, cfg.UpstreamPause = time.Minute, time.Minute, time.Minute
 	s := startServer(t, cfg)
 	const card = `li[data-doc="press-release"]`
 	enabled := pollJS(`!document.querySelector('`+card+` .evaluate').disabled`, 20*time.Second)
-	const firstClick = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again: it runs on the backup."
+	const firstClick = "Last attempt failed: the model provider rate-limited the request. Evaluate again: it runs on the backup. rate_limited"
 	if err := chromedp.Run(ctx,
 		chromedp.EmulateViewport(375, 900), // a phone
 		chromedp.Navigate(s.base),
@@ -210,6 +211,26 @@ func TestPageDoneViaBackup(t *testing.T) {
 		t.Errorf("upstream calls %d, want %d: one on each upstream", got, exp)
 	}
 	screenshot(t, ctx, "done-via-backup.png", 1000)
+
+	// The next story, clicked in page order: the credit balance of the
+	// key it runs on, the backup, runs out. Its card shows it (it was done
+	// via the backup, the story hidden), and the banner no longer says
+	// jobs run on the backup.
+	const credit = `li[data-doc="board-minutes"]`
+	if err := chromedp.Run(ctx,
+		chromedp.Click(credit+` .evaluate`),
+		pollJS(`document.querySelector('#banner-title').textContent === 'Provider rate-limited, backup key unavailable — every job waits' &&
+			document.querySelector('`+credit+` .msg').textContent.startsWith('Last attempt failed: the API quota is exhausted. quota_exhausted Every job waits')`, 20*time.Second),
+	); err != nil {
+		t.Fatalf("credit story after the rate limit: banner %s, card %s: %v", pageText(t, ctx, "#banner-title"), pageText(t, ctx, credit+` .msg`), err)
+	}
+	if got := cardText(t, ctx, "board-minutes", ".result"); got != "" {
+		t.Errorf("board-minutes has a result %q: its story did not show", got)
+	}
+	if got := pageText(t, ctx, "#banner-text"); !strings.Contains(got, "The backup key: the API quota is exhausted. quota_exhausted") {
+		t.Errorf("banner %s: want the backup key's reason", got)
+	}
+	screenshot(t, ctx, "both-keys-down.png", 1000)
 }
 
 // observerFunc is a gate.Observer from a function.
@@ -272,7 +293,7 @@ func TestPageKeepsAFailureTheStreamReadFirst(t *testing.T) {
 	}()
 
 	const card = `li[data-doc="press-release"]`
-	const firstClick = "Last attempt failed: the model provider rate-limited the request rate_limited. Evaluate again: it runs on the backup."
+	const firstClick = "Last attempt failed: the model provider rate-limited the request. Evaluate again: it runs on the backup. rate_limited"
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.base),
 		chromedp.WaitVisible(card+` .evaluate`),

@@ -5,7 +5,11 @@
 // it may run again, failed jobs that won't be retried, a success held as
 // done for a few seconds (the button says until when), the upstream-wide
 // cooldown or pause with the time of its next probe, and how many model
-// calls were made versus refused, updated as each refusal happens.
+// calls were made versus refused, updated as each refusal happens. The
+// page learns of changes from one event stream (GET /api/events); where
+// the stream is cut or silent (a proxy that buffers it, a blocked
+// request), it reads GET /api/status instead, on a schedule that backs off
+// to every 8 s.
 //
 // With nothing configured it runs on an embedded Redis and a built-in fake
 // OpenAI-compatible model whose behaviour per document shows every path

@@ -21,13 +21,15 @@ const (
 	behaveBadOutput behaviour = "bad_output"
 	// behaveSlow: the call outlives one lease, so the lease is renewed.
 	behaveSlow behaviour = "slow"
-	// behaveProviderLimit: odd calls get a provider-wide 429: the whole
-	// upstream cools down and every job waits.
+	// behaveProviderLimit: odd calls get a provider-wide 429: the key the
+	// call ran on cools down; jobs move to the other key, or every job
+	// waits when none is left.
 	behaveProviderLimit behaviour = "provider_rate_limited"
 	// behaveNoCredit: odd calls get Anthropic's "credit balance is too
-	// low" 400: a billing problem of the whole key, not of the document.
-	// The upstream pauses until the credits are back (the next call, here)
-	// or an operator resets it; the job is never marked failed.
+	// low" 400: a billing problem of the whole key the call ran on, not of
+	// the document. That upstream pauses until the credits are back (the
+	// next call, here) or an operator resets it; the job is never marked
+	// failed.
 	behaveNoCredit behaviour = "credit_balance_too_low"
 )
 
@@ -82,13 +84,13 @@ var catalog = []document{
 	},
 	{
 		ID: "press-release", Title: "Press release", Behaviour: behaveProviderLimit,
-		Scenario: "The provider rate-limits the whole API key: jobs move to the backup key (without one, every job pauses).",
+		Scenario: "The provider rate-limits the whole API key it runs on: jobs move to the backup key, or wait when no key is left.",
 		Text:     "Acme launches its new assistant today in 12 countries, with a free tier for students.",
 		Summary:  "Acme's assistant launches in 12 countries with a free student tier.", Risk: "low",
 	},
 	{
 		ID: "board-minutes", Title: "Board minutes", Behaviour: behaveNoCredit,
-		Scenario: "The API key's credit balance ran out: the upstream pauses, the job does not fail and moves to the backup key.",
+		Scenario: "The credit balance of the API key it runs on ran out: that key pauses, the job does not fail; jobs move to the backup key, or wait when no key is left.",
 		Text:     "The board approved the 2027 budget and a new data-retention policy; the audit committee meets in May.",
 		Summary:  "2027 budget and data-retention policy approved; audit committee meets in May.", Risk: "low",
 	},

@@ -91,12 +91,7 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 		case u := <-ups:
 			id++
 			doc, _ := findDocument(u.id)
-			dv := a.view(doc)
-			v := eventView{ID: u.id, Status: httpmw.RetryStatusOf(u.st, nil), Result: dv.Result, LastFailure: dv.LastFailure}
-			if u.st.State == gate.Done {
-				v.DoneSeconds = u.st.TTL.Seconds()
-			}
-			data, _ := json.Marshal(v)
+			data, _ := json.Marshal(a.update(doc, u.st))
 			msg = append([]byte("id: "+strconv.Itoa(id)+"\nevent: status\ndata: "), data...)
 			msg = append(msg, "\n\n"...)
 		case <-changed:
@@ -120,4 +115,33 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// update is document d's update with its job's status st: what the stream
+// sends on each change and the snapshot sends for every document.
+func (a *app) update(d document, st gate.Status) eventView {
+	dv := a.view(d)
+	v := eventView{ID: d.ID, Status: httpmw.RetryStatusOf(st, nil), Result: dv.Result, LastFailure: dv.LastFailure}
+	if st.State == gate.Done {
+		v.DoneSeconds = st.TTL.Seconds()
+	}
+	return v
+}
+
+// snapshot answers GET /api/status with every document's update, as the
+// stream would send it, in page order: what the page renders its cards
+// from at load, and what it polls while its stream is cut or has not
+// delivered (a proxy that buffers or blocks server-sent events, a page
+// refused a stream beyond maxPageStreams).
+func (a *app) snapshot(w http.ResponseWriter, r *http.Request) {
+	out := make([]eventView, 0, len(catalog))
+	for _, d := range catalog {
+		st, err := a.gate.Status(r.Context(), docJob(d.ID))
+		if err != nil {
+			writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
+			return
+		}
+		out = append(out, a.update(d, st))
+	}
+	writeJSON(w, http.StatusOK, out)
 }

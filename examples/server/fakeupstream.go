@@ -22,14 +22,14 @@ const docIDPrefix = "Document ID: "
 const jobLevelCodePrefix = "document_"
 
 // fakeUpstream is an OpenAI-compatible chat completions endpoint whose
-// answer depends on the document in the prompt. It is safe for concurrent
-// use.
+// answer depends on the document in the prompt. Each start serves it
+// behind one more API key (the demo's backup is a second start): a
+// document's calls are counted across the keys, so a failing behaviour
+// fails the document's odd calls on whichever key they land. A key-wide
+// story then shows on the key it runs on, also when an earlier story has
+// already cooled the first key (clicking the page top to bottom). It is
+// safe for concurrent use.
 type fakeUpstream struct {
-	// backup marks the second upstream of the demo: the same model behind
-	// another API key, so the problems of the first key (its rate limit,
-	// its credit balance) are not its own.
-	backup bool
-
 	rateLimitHint time.Duration
 	upstreamHint  time.Duration
 	slowCall      time.Duration
@@ -50,8 +50,8 @@ func (f *fakeUpstream) Calls(id string) int {
 	return f.calls[id]
 }
 
-// start serves the fake on a loopback port and returns its base URL (what
-// go-openai's BaseURL wants) and a function that stops it.
+// start serves the fake on a loopback port, one API key, and returns its
+// base URL (what go-openai's BaseURL wants) and a function that stops it.
 func (f *fakeUpstream) start() (baseURL string, stop func(context.Context) error, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -87,10 +87,10 @@ func (f *fakeUpstream) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	case doc.Behaviour == behaveOverloaded && odd:
 		apiError(w, http.StatusServiceUnavailable, "server_error", jobLevelCodePrefix+"overloaded",
 			"The engine is currently overloaded, please try again later.", 0)
-	case doc.Behaviour == behaveProviderLimit && odd && !f.backup:
+	case doc.Behaviour == behaveProviderLimit && odd:
 		apiError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
 			"Rate limit reached for requests per minute on this API key.", f.upstreamHint)
-	case doc.Behaviour == behaveNoCredit && odd && !f.backup:
+	case doc.Behaviour == behaveNoCredit && odd:
 		// Anthropic's body for an empty credit balance: only the message
 		// says what it is (classify/testdata/corpus/anthropic.json).
 		w.Header().Set("Content-Type", "application/json")

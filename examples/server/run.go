@@ -50,11 +50,9 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		oaCfg.BaseURL = base
 		upstream, modelDesc, model = "fake-openai", "built-in fake OpenAI-compatible upstream (set OPENAI_API_KEY for the real API)", "demo-model"
 		if cfg.Backup {
-			// A second fake behind another key: when the first key is
+			// The same fake behind another key: when the first key is
 			// rate-limited or out of credits, jobs run on it.
-			backup := newFakeUpstream(cfg)
-			backup.backup = true
-			bbase, bstop, err := backup.start()
+			bbase, bstop, err := fake.start()
 			if err != nil {
 				return fmt.Errorf("fake backup upstream: %w", err)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,59 @@ func TestStreamPushesCountersFailuresAndDone(t *testing.T) {
 	}
 	if v.DoneSeconds < 3 || v.DoneSeconds > 6 || v.LastFailure != nil {
 		t.Errorf("done: done_seconds %v (want at most the 6 s DoneTTL), last_failure %+v", v.DoneSeconds, v.LastFailure)
+	}
+}
+
+// TestStatusIsTheStreamInOneBody: GET /api/status, what the page reads
+// without its stream, holds every document's update in page order, the
+// same as the stream's update at connect: a failed job is failed, a
+// cooling one counts down, a done one says how long it is held.
+func TestStatusIsTheStreamInOneBody(t *testing.T) {
+	cfg := testConfig()
+	cfg.RateLimitHint, cfg.DoneTTL = time.Minute, time.Minute // outlast the test
+	s := startServer(t, cfg)
+	for id, code := range map[string]int{"patient-history": 422, "supplier-contract": 429, "welcome-letter": 200} {
+		if r := s.evaluate(t, id); r.code != code {
+			t.Fatalf("%s: %d %s, want %d", id, r.code, r.raw, code)
+		}
+	}
+	r := s.do(t, http.MethodGet, "/api/status")
+	var got []eventView
+	if err := json.Unmarshal([]byte(r.raw), &got); err != nil || r.code != http.StatusOK {
+		t.Fatalf("/api/status: %d %s: %v", r.code, r.raw, err)
+	}
+	if exp := len(catalog); len(got) != exp {
+		t.Fatalf("/api/status: %d documents, want %d", len(got), exp)
+	}
+	events := openStream(t, s)
+	streamed := map[string]eventView{}
+	for len(streamed) < len(catalog) {
+		ev := waitEvent(t, events, 10*time.Second, "every document's state at connect", func(ev streamEvent) bool { return ev.name == "status" })
+		var v eventView
+		if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
+			t.Fatal(err)
+		}
+		streamed[v.ID] = v
+	}
+	for i, v := range got {
+		if v.ID != catalog[i].ID {
+			t.Errorf("/api/status[%d] is %s, want %s (page order)", i, v.ID, catalog[i].ID)
+		}
+		w := streamed[v.ID]
+		if v.Status.JobState != w.Status.JobState || v.Status.Reason != w.Status.Reason || (v.Result == nil) != (w.Result == nil) ||
+			(v.LastFailure == nil) != (w.LastFailure == nil) || (v.DoneSeconds == 0) != (w.DoneSeconds == 0) {
+			t.Errorf("%s: /api/status %+v, the stream %+v", v.ID, v, w)
+		}
+	}
+	for id, exp := range map[string]string{"patient-history": "failed", "supplier-contract": "cooling_down", "welcome-letter": "done"} {
+		if v := streamed[id]; v.Status.JobState != exp {
+			t.Errorf("%s: %q, want %q", id, v.Status.JobState, exp)
+		}
+	}
+	if v := got[slices.IndexFunc(got, func(v eventView) bool { return v.ID == "supplier-contract" })]; v.Status.RetryAfterSeconds < 30 {
+		t.Errorf("cooling: retry_after_seconds %d, want the minute's hint", v.Status.RetryAfterSeconds)
+	}
+	if v := got[0]; v.ID != "welcome-letter" || v.DoneSeconds < 30 {
+		t.Errorf("done: %+v, want done_seconds from the minute's DoneTTL", v)
 	}
 }
