@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,10 +25,11 @@ type Gate struct {
 	// one that always permits without an Upstream.
 	ups *upstream.Set
 
-	flight    flight    // in-process merging (flight.go)
-	unwritten unwritten // outcomes Redis did not take (flight.go, unwritten.go)
-	calls     callTimes // recent call durations (estimate.go)
-	hub       *hub.Hub  // subscriptions of waits and watches
+	flight    flight         // in-process merging (flight.go)
+	unwritten unwritten      // outcomes Redis did not take (flight.go, unwritten.go)
+	calls     callTimes      // recent call durations (estimate.go)
+	hub       *hub.Hub       // subscriptions of waits and watches
+	rewriting sync.WaitGroup // successes being written again (unwritten.go), for Close
 
 	test testHooks // nil outside tests (export_test.go)
 }

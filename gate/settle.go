@@ -239,6 +239,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
 			if d.job.state == Done {
+				g.rewriting.Add(1)
 				go l.rewrite(ctx, f, d.job, held)
 			}
 		}
@@ -257,6 +258,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 			// acquire took the job that may be one whose caller gave up.
 			// Held and written as an unwritten success is.
 			_, f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
+			g.rewriting.Add(1)
 			go l.rewrite(ctx, f, d.job, held)
 		}
 		return res, ErrNotOwned

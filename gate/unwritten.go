@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
@@ -29,6 +30,7 @@ const (
 // here too; a running value no renewal wrote to does not (unrenewed).
 func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, held time.Duration) {
 	g := l.g
+	defer g.rewriting.Done()
 	ctx = context.WithoutCancel(ctx)
 	s := w.settlement()
 	s.Late = true
@@ -73,6 +75,27 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 				Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
 		}
 		return
+	}
+}
+
+// Close writes what the gate still holds for Redis before its process
+// exits: the done marks of successes Redis did not take when they settled
+// (DoneTTL), which this process alone remembers. It returns nil once each
+// is written or no longer needed (a newer run, a Reset, the DoneTTL
+// over), or ctx's error when ctx ends first: those successes may then run
+// again. Call it in the shutdown path after the last call has ended; it
+// does not close the client.
+func (g *Gate) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		g.rewriting.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("gate: close: successes not yet written to Redis: %w", context.Cause(ctx))
 	}
 }
 

@@ -166,3 +166,60 @@ func TestUnwrittenSuccessBacksOffWhileRedisRefuses(t *testing.T) {
 	f.Down.Store(false)
 	waitState(t, redistest.Target{}, other, "job", gate.Done, 3*time.Second)
 }
+
+// Close is a process's last chance to write the successes Redis refused:
+// called while Redis refuses writes, it returns ctx's error when ctx ends
+// first (those successes would run again), and once Redis is back it
+// returns when they are written, so no other process pays for them twice.
+func TestCloseWritesWhatTheGateHolds(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			f := &gatetest.Flaky{Client: tg.Client}
+			opts := gate.Options{Lease: time.Second, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			ran := newGate(t, f, opts)
+			other := newGate(t, tg.Client, opts)
+			if err := ran.Close(ctx); err != nil {
+				t.Fatalf("Close with nothing held: %v", err)
+			}
+			for _, job := range []string{"a", "b"} {
+				f.Down.Store(false)
+				if err := ran.Do(ctx, job, func(context.Context, *gate.Lease) error {
+					f.Down.Store(true) // Redis refuses the settle
+					return nil
+				}); err != nil {
+					t.Fatalf("Do %s: %v, want nil: the call succeeded", job, err)
+				}
+			}
+
+			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			if err := ran.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Close while Redis refuses writes: %v, want the context's error", err)
+			}
+
+			closed := make(chan error, 1)
+			go func() { closed <- ran.Close(ctx) }()
+			select {
+			case err := <-closed:
+				t.Fatalf("Close returned %v while the successes were unwritten", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			f.Down.Store(false) // Redis is back
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatalf("Close once Redis is back: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close did not return once Redis was back")
+			}
+			// The process is gone; another one is refused each job as done.
+			for _, job := range []string{"a", "b"} {
+				if b := blocked(t, other, job); !errors.Is(b, gate.ErrDone) {
+					t.Fatalf("another process, job %s after Close: %v, want ErrDone", job, b)
+				}
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ func main() {
 
 // run enqueues docs and works the queue until ctx ends, saying on out
 // what became of each document.
-func run(ctx context.Context, queue string, getenv func(string) string, docs []string, out io.Writer) error {
+func run(ctx context.Context, queue string, getenv func(string) string, docs []string, out io.Writer) (err error) {
 	redisURL := getenv("REDIS_URL")
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -48,6 +48,15 @@ func run(ctx context.Context, queue string, getenv func(string) string, docs []s
 	if err != nil {
 		return err
 	}
+	defer func() {
+		// After the workers stop: the successes Redis refused, which only
+		// this process remembers, are written before it exits.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if cerr := g.Close(cctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	cfg := openai.DefaultConfig(getenv("OPENAI_API_KEY"))
 	if base := getenv("OPENAI_BASE_URL"); base != "" {
 		cfg.BaseURL = base

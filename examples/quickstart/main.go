@@ -34,6 +34,15 @@ func main() {
 		log.Fatal(err) // invalid options: a programming error
 	}
 	defer rdb.Close()
+	defer func() {
+		// A success Redis refused is remembered by this process alone:
+		// written before it exits, it is not paid for twice.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := g.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	cfg := openai.DefaultConfig(os.Getenv("OPENAI_API_KEY"))
 	if base := os.Getenv("OPENAI_BASE_URL"); base != "" {

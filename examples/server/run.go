@@ -124,6 +124,11 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	// The successes Redis refused, which only this process remembers, are
+	// written before it exits, so they do not run again.
+	if err := g.Close(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
 	return nil
 }
 
