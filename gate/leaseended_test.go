@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -40,7 +41,7 @@ func TestSuccessAfterItsLeaseEndedIsHeldAndWritten(t *testing.T) {
 			opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
 			ran := newGate(t, own, opts)
 			other := newGate(t, direct, opts)
-			key := opts.Prefix + ":{job}:job"
+			key := keyspace.Job(opts.Prefix, "job")
 
 			err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
 				return direct.Set(ctx, key, "r:0123456789abcdef0123456789abcdef", time.Minute).Err()
@@ -84,7 +85,7 @@ func TestSuccessAfterItsLeaseEndedLeavesARenewedRun(t *testing.T) {
 	ctx := context.Background()
 	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, rdb, opts)
-	key := opts.Prefix + ":{job}:job"
+	key := keyspace.Job(opts.Prefix, "job")
 	err := ran.Do(ctx, "job", func(_ context.Context, l *gate.Lease) error {
 		renewed := "r:0123456789abcdef0123456789abcdef:" + strconv.FormatInt(l.Fence()+1, 10) + ":0"
 		return rdb.Set(ctx, key, renewed, time.Minute).Err()
@@ -130,7 +131,7 @@ func acquireRefusesAFreeJobWhoseSuccessIsUnwritten(t *testing.T, addr string, do
 	opts := gate.Options{Lease: time.Minute, DoneTTL: doneTTL, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, f, opts)
 	other := newGate(t, direct, opts)
-	key := opts.Prefix + ":{job}:job"
+	key := keyspace.Job(opts.Prefix, "job")
 
 	_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
 		return direct.Set(ctx, key, "r:0123456789abcdef0123456789abcdef", time.Minute).Err()
@@ -246,7 +247,7 @@ func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
 			other := newGate(t, tg.Client, opts)
 			expire := func(job string) {
 				t.Helper()
-				if err := tg.Client.Del(ctx, opts.Prefix+":{"+job+"}:job").Err(); err != nil {
+				if err := tg.Client.Del(ctx, keyspace.Job(opts.Prefix, job)).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}

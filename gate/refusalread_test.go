@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -87,7 +88,7 @@ func TestRefusalOnReadOnlyReplica(t *testing.T) {
 	rc := replica.Client(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if n, err := rc.Exists(context.Background(), opts.Prefix+":{running}:job").Result(); err == nil && n == 1 {
+		if n, err := rc.Exists(context.Background(), keyspace.Job(opts.Prefix, "running")).Result(); err == nil && n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

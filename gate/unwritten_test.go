@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
@@ -81,7 +82,7 @@ func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 		f.Down.Store(true)
 		return nil
 	})
-	if err := rdb.Del(ctx, opts.Prefix+":{job}:job").Err(); err != nil {
+	if err := rdb.Del(ctx, keyspace.Job(opts.Prefix, "job")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Another process runs the job and fails: its cooldown is the newer value.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/faultproxy"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -93,8 +94,8 @@ func TestAcquireResentPastAFailedMaster(t *testing.T) {
 	ctx := context.Background()
 	s := New(c, Config{Lease: time.Minute, Timeout: time.Second})
 	p := redistest.UniqueKey(t)
-	for _, done := range []string{"", p + ":{job}:done"} {
-		key := p + ":{job}"
+	for _, done := range []string{"", keyspace.Done(p, "job")} {
+		key := keyspace.Job(p, "job")
 		if done != "" {
 			if err := c.job.Set(ctx, done, "waited-for", 0).Err(); err != nil {
 				t.Fatal(err)
