@@ -6,19 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/engine"
 	"github.com/retrygate/retrygate/internal/persistence"
 )
 
-// Warning is one problem Check found. It is advice: the gate works, but a
-// guarantee in the package doc may not hold.
+// Warning is one problem Check found. It is advice: the gate runs, but a
+// guarantee in the package doc may not hold, or every call may fail.
 type Warning struct {
-	// Reason is WarnEvictionPolicy, WarnUnchecked or WarnNoPersistence.
+	// Reason is one of the Warn* constants Check reports.
 	Reason string
 	// Addr is the server it concerns ("" when not known).
 	Addr string
+	// Engine and Version name the server's software as it reports itself
+	// ("Redis" "7.0.15", "Valkey", "KeyDB", "Dragonfly", "Garnet"), for
+	// the warnings about the server itself and its memory; "" otherwise.
+	Engine, Version string
 	// Policy is the maxmemory-policy read, if any.
 	Policy string
 	// Message explains the problem and the fix, in one line.
@@ -27,18 +33,22 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Message }
 
-// Check reads the maxmemory-policy and the persistence of the gate's Redis
-// (every master of a cluster, every shard of a ring) and returns a Warning
-// for each server whose policy can evict keys with a TTL, which would
-// silently end cooldowns early (WarnEvictionPolicy), and for each that
-// persists nothing, whose restart would forget every mark
-// (WarnNoPersistence). Each warning is also sent to the Observer as an
+// Check reads what the gate's Redis (every master of a cluster, every
+// shard of a ring) is and how it is set up, and returns a Warning for each
+// server where a guarantee fails: a maxmemory-policy that evicts keys with
+// a TTL (WarnEvictionPolicy); no persistence (WarnNoPersistence); an
+// engine that breaks the lock: a Redis before 7.0 (WarnServerVersion),
+// KeyDB's multi-master (WarnMultiMaster), non-atomic scripts
+// (WarnScriptsNotAtomic, WarnScriptsUnchecked); no maxmemory or little
+// room left (WarnNoMaxmemory, WarnMemoryNearlyFull). Each message names
+// the server and the fix; each warning is also sent to the Observer as an
 // EventWarning. Call it once at start-up and log the warnings.
 //
-// A server that refuses CONFIG GET (disabled or renamed on managed Redis,
-// or an ACL without the permission) yields a WarnUnchecked warning, not an
-// error. Check returns an error matching ErrUnavailable only when Redis
-// cannot be reached. It never changes the server's configuration.
+// A server that refuses CONFIG GET or INFO (disabled or renamed on managed
+// Redis, or an ACL without +config|get +info) yields a WarnUnchecked
+// warning, not an error. Check returns an error matching ErrUnavailable
+// only when Redis cannot be reached. It writes nothing and never changes
+// the server's configuration.
 func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	ctx, cancel := g.opCtx(ctx)
 	defer cancel()
@@ -61,6 +71,13 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 			if f.None {
 				warns = append(warns, Warning{Reason: WarnNoPersistence, Addr: f.Addr, Message: "gate: " + f.Warning()})
 			}
+		}
+	}
+	if err == nil {
+		var ss []engine.Server
+		ss, _, err = g.store.Servers(ctx)
+		for _, sv := range ss {
+			warns = append(warns, serverWarnings(sv)...)
 		}
 	}
 	if err != nil {
@@ -102,6 +119,84 @@ func policyWarning(p store.Policy) *Warning {
 func evictsTTLKeys(policy string) bool {
 	p := strings.ToLower(policy)
 	return strings.HasPrefix(p, "volatile-") || strings.HasPrefix(p, "allkeys-")
+}
+
+// memoryNearlyFull is the share of maxmemory in use past which Check
+// warns (WarnMemoryNearlyFull).
+const memoryNearlyFull = 0.9
+
+// serverWarnings are the warnings what one server says about itself
+// deserves: its engine's and its memory's.
+func serverWarnings(s engine.Server) []Warning {
+	name, version := s.Engine()
+	warn := func(reason, format string, a ...any) Warning {
+		return Warning{Reason: reason, Addr: s.Addr, Engine: name, Version: version,
+			Message: "gate: " + fmt.Sprintf(format, a...)}
+	}
+	if s.InfoRefusal != nil {
+		return []Warning{warn(WarnUnchecked, "cannot read INFO%s (%s), so cannot tell which server it is or how much memory it has; allow +info, or make sure it is Redis 7.0 or later with maxmemory set",
+			onAddr(s.Addr), oneLine(s.InfoRefusal.Error()))}
+	}
+	var ws []Warning
+	switch name {
+	case engine.Redis, engine.KeyDB:
+		if major, ok := majorVersion(s.Info["redis_version"]); ok && major < 7 {
+			ws = append(ws, warn(WarnServerVersion, "%s is a Redis before 7.0 (redis_version %s), which refuses the acquire's SET NX GET: every call fails closed; use Redis 7.0 or later, or Valkey",
+				s.Name(), s.Info["redis_version"]))
+		}
+	}
+	switch {
+	case name == engine.KeyDB && (strings.EqualFold(s.ActiveReplica, "yes") || s.Info["role"] == "active-replica"):
+		ws = append(ws, warn(WarnMultiMaster, "%s runs with active-replica (or multi-master): replicas take writes and the last write wins, so two processes can take the same job on two nodes; set active-replica no and multi-master no, and point every gate at one master",
+			s.Name()))
+	case name == engine.Dragonfly && s.Probe == engine.ProbeRan:
+		ws = append(ws, warn(WarnScriptsNotAtomic, "%s lets scripts touch keys they do not declare: it was started with --default_lua_flags=disable-atomicity, which runs scripts non-atomically so two processes can take the same job, or allow-undeclared-keys, which locks the whole store for each script; start it without disable-atomicity",
+			s.Name()))
+	case name == engine.Garnet && s.Probe == engine.ProbeRefused && strings.Contains(s.ProbeReply, "scripting support disabled"):
+		ws = append(ws, warn(WarnScriptsNotAtomic, "%s runs no Lua scripts (%s): every call fails; start it with --lua --lua-transaction-mode",
+			s.Name(), oneLine(s.ProbeReply)))
+	case name == engine.Garnet:
+		ws = append(ws, warn(WarnScriptsUnchecked, "%s does not say whether it runs Lua scripts as transactions: without --lua-transaction-mode two processes can take the same job; make sure it was started with --lua --lua-transaction-mode",
+			s.Name()))
+	case s.Probe == engine.ProbeRefused:
+		ws = append(ws, warn(WarnScriptsUnchecked, "cannot tell whether %s runs scripts atomically (%s); make sure its scripts are atomic",
+			s.Name(), oneLine(s.ProbeReply)))
+	}
+	limit, okLimit := infoInt(s.Info, "maxmemory")
+	used, okUsed := infoInt(s.Info, "used_memory")
+	switch {
+	case okLimit && limit == 0:
+		ws = append(ws, warn(WarnNoMaxmemory, "%s has no maxmemory: a flood of distinct job ids, each kept for Retention.Attempts, can take the machine's memory; set maxmemory (with maxmemory-policy noeviction) and bound the ids a client can create",
+			s.Name()))
+	case okLimit && okUsed && float64(used) >= memoryNearlyFull*float64(limit):
+		ws = append(ws, warn(WarnMemoryNearlyFull, "%s uses %d of its maxmemory %d bytes (%.0f %%): once full it refuses every new job with OOM; raise maxmemory, or find what fills it",
+			s.Name(), used, limit, 100*float64(used)/float64(limit)))
+	}
+	return ws
+}
+
+// majorVersion is the major number of a version such as "6.2.14".
+func majorVersion(v string) (int, bool) {
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return n, err == nil
+}
+
+// infoInt reads an integer field of INFO.
+func infoInt(info map[string]string, field string) (int64, bool) {
+	v, ok := info[field]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, err == nil
+}
+
+func onAddr(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return " on " + addr
 }
 
 func sortWarnings(ws []Warning) {

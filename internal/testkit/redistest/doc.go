@@ -22,8 +22,9 @@
 //
 // Real servers listen on free 127.0.0.1 ports (never fixed ones; a port
 // clash at startup is retried on a new port), keep their files in a temp
-// dir, persist nothing, and are stopped in t.Cleanup. Startup waits by
-// polling under a deadline, never by sleeping a fixed time.
+// dir, persist nothing, have maxmemory 1gb (policy noeviction), and are
+// stopped in t.Cleanup. Startup waits by polling under a deadline, never
+// by sleeping a fixed time.
 //
 // Where redis-server (or, for clusters, redis-cli) is not on PATH, tests
 // that need it are skipped, unless RETRYGATE_REQUIRE_REDIS=1, where they
