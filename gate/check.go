@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/engine"
@@ -82,6 +84,12 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	}
 	if err != nil {
 		return warns, redisError("check", err)
+	}
+	// What a server says (its version, its error replies) reaches logs
+	// and terminals: no control characters.
+	for i := range warns {
+		w := &warns[i]
+		w.Message, w.Engine, w.Version, w.Policy = printableLine(w.Message), printableLine(w.Engine), printableLine(w.Version), printableLine(w.Policy)
 	}
 	// ForEachMaster runs in parallel: report in a stable order.
 	sortWarnings(warns)
@@ -204,3 +212,18 @@ func sortWarnings(ws []Warning) {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// printableLine is s on one line with every character that is not
+// printable, and every byte that is not UTF-8, escaped as in a Go string.
+func printableLine(s string) string {
+	var b strings.Builder
+	for _, r := range oneLine(s) {
+		if unicode.IsPrint(r) && r != utf8.RuneError {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}

@@ -17,6 +17,10 @@
 //   - [ClusterSrv.StartMigration] and [ClusterSrv.MigrateSlot]: a hash slot
 //     moving between masters step by step (IMPORTING/MIGRATING, MIGRATE,
 //     SETSLOT NODE), so a test can act mid-migration.
+//   - [FakeServer]: a RESP server on loopback answering as a test says,
+//     and [EngineFake]s that answer INFO, HELLO, CONFIG GET and scripts as
+//     engines this machine does not run do (KeyDB, Valkey, Dragonfly,
+//     Garnet, an old Redis), from their sources, cited at each.
 //
 // It is test-only infrastructure: import it from _test.go files only.
 //
