@@ -55,9 +55,25 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	ctx, cancel := g.opCtx(ctx)
 	defer cancel()
 
-	ps, checked, err := g.store.Policies(ctx)
+	ss, _, err := g.store.Servers(ctx)
+	if err != nil {
+		return nil, redisError("check", err)
+	}
 	var warns []Warning
+	infoPolicy := map[string]string{}
+	for _, sv := range ss {
+		warns = append(warns, serverWarnings(sv)...)
+		if v, ok := sv.Info["maxmemory_policy"]; ok {
+			infoPolicy[sv.Addr] = v
+		}
+	}
+	ps, checked, err := g.store.Policies(ctx)
 	for _, p := range ps {
+		// CONFIG GET refused or silent (an ACL with +info only, Dragonfly):
+		// INFO's memory section says the policy too.
+		if v, ok := infoPolicy[p.Addr]; ok && (p.Missing || p.Refusal != nil) {
+			p = store.Policy{Addr: p.Addr, Value: v}
+		}
 		if w := policyWarning(p); w != nil {
 			warns = append(warns, *w)
 		}
@@ -73,13 +89,6 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 			if f.None {
 				warns = append(warns, Warning{Reason: WarnNoPersistence, Addr: f.Addr, Message: "gate: " + f.Warning()})
 			}
-		}
-	}
-	if err == nil {
-		var ss []engine.Server
-		ss, _, err = g.store.Servers(ctx)
-		for _, sv := range ss {
-			warns = append(warns, serverWarnings(sv)...)
 		}
 	}
 	if err != nil {
@@ -115,18 +124,23 @@ func policyWarning(p store.Policy) *Warning {
 		return &Warning{Reason: WarnUnchecked, Addr: p.Addr,
 			Message: fmt.Sprintf("gate: the server%s does not report maxmemory-policy; make sure it is noeviction", on)}
 	case evictsTTLKeys(p.Value):
+		fix := "use noeviction"
+		if strings.EqualFold(p.Value, "eviction") {
+			fix = "use noeviction (Dragonfly: start it without --cache_mode)"
+		}
 		return &Warning{Reason: WarnEvictionPolicy, Addr: p.Addr, Policy: p.Value,
-			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; use noeviction", p.Value, on)}
+			Message: fmt.Sprintf("gate: maxmemory-policy is %s%s: under memory pressure Redis may evict cooldown and failed marks, so jobs retry early; %s", p.Value, on, fix)}
 	}
 	return nil
 }
 
 // evictsTTLKeys reports whether a maxmemory-policy may evict keys that
 // have a TTL: every gate key has one, so volatile-* policies evict them
-// first and allkeys-* ones as readily as any other key.
+// first and allkeys-* ones as readily as any other key. Dragonfly's INFO
+// says "eviction" when it runs with --cache_mode (src/server/server_family.cc).
 func evictsTTLKeys(policy string) bool {
 	p := strings.ToLower(policy)
-	return strings.HasPrefix(p, "volatile-") || strings.HasPrefix(p, "allkeys-")
+	return strings.HasPrefix(p, "volatile-") || strings.HasPrefix(p, "allkeys-") || p == "eviction"
 }
 
 // memoryNearlyFull is the share of maxmemory in use past which Check

@@ -247,3 +247,57 @@ func TestCheckWarningsArePrintable(t *testing.T) {
 		t.Fatalf("exp %s and %s warnings, got %v", gate.WarnNoMaxmemory, gate.WarnEvictionPolicy, warns)
 	}
 }
+
+// Where CONFIG GET does not say the maxmemory-policy (refused by an ACL
+// with +info only; Dragonfly, which answers an empty map), INFO's memory
+// section does, and Check judges it.
+func TestCheckPolicyFromInfo(t *testing.T) {
+	cacheMode := redistest.FakeDragonfly("")
+	cacheMode.Info = strings.Replace(strings.Replace(cacheMode.Info, "cache_mode:store", "cache_mode:cache", 1),
+		"maxmemory_policy:noeviction", "maxmemory_policy:eviction", 1)
+	refused := redistest.FakeValkey8
+	refused.Info = strings.Replace(refused.Info, "maxmemory_policy:noeviction", "maxmemory_policy:allkeys-lru", 1)
+	noConfig := func(e redistest.EngineFake) func([]string) any {
+		return func(cmd []string) any {
+			if cmd[0] == "CONFIG" {
+				return errors.New("NOPERM User retrygate has no permissions to run the 'config|get' command")
+			}
+			return e.Answer(cmd)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func([]string) any
+		policy string // the WarnEvictionPolicy's, "" for none
+		fix    string
+	}{
+		{"Dragonfly", redistest.FakeDragonfly("").Answer, "", ""},
+		{"Dragonfly --cache_mode", cacheMode.Answer, "eviction", "without --cache_mode"},
+		{"CONFIG refused", noConfig(refused), "allkeys-lru", "use noeviction"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.FakeServer(t, tc.answer)
+			g, _ := checkGate(t, srv.Client(t))
+			warns, err := g.Check(context.Background())
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			var policy []gate.Warning
+			for _, w := range warns {
+				if w.Reason == gate.WarnEvictionPolicy || (w.Reason == gate.WarnUnchecked && strings.Contains(w.Message, "maxmemory-policy")) {
+					policy = append(policy, w)
+				}
+			}
+			if tc.policy == "" {
+				if len(policy) != 0 {
+					t.Fatalf("exp no policy warning, got %v", policy)
+				}
+				return
+			}
+			if len(policy) != 1 || policy[0].Reason != gate.WarnEvictionPolicy || policy[0].Policy != tc.policy ||
+				!strings.Contains(policy[0].Message, tc.fix) || policy[0].Addr != srv.Addr() {
+				t.Fatalf("exp one %s warning for %q saying %q, got %v", gate.WarnEvictionPolicy, tc.policy, tc.fix, policy)
+			}
+		})
+	}
+}
