@@ -301,3 +301,25 @@ func TestCheckPolicyFromInfo(t *testing.T) {
 		})
 	}
 }
+
+// A KeyDB that refuses CONFIG GET still says it is an active replica in
+// INFO's role (Snapchat/KeyDB v6.3.4 src/server.cpp: "role:active-replica").
+func TestCheckKeyDBActiveReplicaFromInfo(t *testing.T) {
+	srv := redistest.FakeServer(t, func(cmd []string) any {
+		if cmd[0] == "CONFIG" {
+			return errors.New("NOPERM User retrygate has no permissions to run the 'config|get' command")
+		}
+		return redistest.FakeKeyDBActiveReplica.Answer(cmd)
+	})
+	g, _ := checkGate(t, srv.Client(t))
+	warns, err := g.Check(context.Background())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	for _, w := range warns {
+		if w.Reason == gate.WarnMultiMaster && w.Engine == "KeyDB" {
+			return
+		}
+	}
+	t.Fatalf("exp a %s warning, got %v", gate.WarnMultiMaster, warns)
+}
