@@ -23,9 +23,9 @@ type Warning struct {
 	Reason string
 	// Addr is the server it concerns ("" when not known).
 	Addr string
-	// Engine and Version name the server's software as it reports itself
-	// ("Redis" "7.0.15", "Valkey", "KeyDB", "Dragonfly", "Garnet"), for
-	// the warnings about the server itself and its memory; "" otherwise.
+	// Engine and Version name the server's software as its INFO reports
+	// it ("Redis" "7.0.15", "Valkey", "KeyDB", "Dragonfly", "Garnet"); ""
+	// when INFO could not be read.
 	Engine, Version string
 	// Policy is the maxmemory-policy read, if any.
 	Policy string
@@ -61,11 +61,13 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	}
 	var warns []Warning
 	infoPolicy := map[string]string{}
+	byAddr := map[string]engine.Server{}
 	for _, sv := range ss {
 		warns = append(warns, serverWarnings(sv)...)
 		if v, ok := sv.Info["maxmemory_policy"]; ok {
 			infoPolicy[sv.Addr] = v
 		}
+		byAddr[sv.Addr] = sv
 	}
 	ps, checked, err := g.store.Policies(ctx)
 	for _, p := range ps {
@@ -98,6 +100,9 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	// and terminals: no control characters.
 	for i := range warns {
 		w := &warns[i]
+		if sv, ok := byAddr[w.Addr]; ok && w.Engine == "" {
+			w.Engine, w.Version = sv.Engine()
+		}
 		w.Message, w.Engine, w.Version, w.Policy = printableLine(w.Message), printableLine(w.Engine), printableLine(w.Version), printableLine(w.Policy)
 	}
 	// ForEachMaster runs in parallel: report in a stable order.

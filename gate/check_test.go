@@ -264,6 +264,9 @@ func TestCheckEvictionPolicy(t *testing.T) {
 				if exp, got := s.Addr(), w.Addr; exp != got {
 					t.Errorf("Addr: exp %q, got %q", exp, got)
 				}
+				if w.Engine != "Redis" || !strings.HasPrefix(w.Version, "7.") {
+					t.Errorf("Engine, Version: exp Redis 7.x, got %q %q", w.Engine, w.Version)
+				}
 				if !strings.Contains(w.Message, tc.policy) || !strings.Contains(w.Message, "noeviction") {
 					t.Errorf("message %q should name the policy and the fix", w.Message)
 				}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strings"
@@ -106,11 +107,11 @@ type Reader interface {
 
 var _ Reader = (*redis.Client)(nil)
 
-// probeScript reads a key it does not declare. Redis runs it; Dragonfly
-// refuses it unless its scripts may touch undeclared keys, which they may
-// only when each script locks the whole store or runs non-atomically
-// (--default_lua_flags).
-var probeScript = redis.NewScript("return redis.call('EXISTS', ARGV[1])")
+//go:embed probe.lua
+var probeLua string
+
+// probeScript reads a key it does not declare (probe.lua).
+var probeScript = redis.NewScript(probeLua)
 
 // probeKey is the key the probe reads: nothing writes it.
 const probeKey = "retrygate-check-probe"
