@@ -213,6 +213,10 @@ role:master
 // (appendonly, save ""; no maxmemory-policy, nor --lua-transaction-mode).
 // Without --lua, EVAL and EVALSHA answer RESP_ERR_LUA_DISABLED
 // (libs/server/Lua/LuaCommands.cs CheckLuaEnabled, libs/server/Resp/CmdStrings.cs).
+// --lua-transaction-mode ("Run Lua scripts as a transaction (lock keys -
+// run script - unlock keys)", off by default: libs/host/defaults.conf):
+// https://microsoft.github.io/garnet/docs/getting-started/configuration;
+// nothing a client can read says whether it is on.
 func FakeGarnet(lua bool) EngineFake {
 	e := EngineFake{
 		Hello: Map{{"server", "redis"}, {"version", "7.4.3"}, {"garnet_version", "1.0.84"}, {"proto", 3}, {"id", 3}, {"mode", "standalone"}, {"role", "master"}, {"modules", []any{}}},
