@@ -264,6 +264,9 @@ func TestCheckEvictionPolicy(t *testing.T) {
 				if exp, got := s.Addr(), w.Addr; exp != got {
 					t.Errorf("Addr: exp %q, got %q", exp, got)
 				}
+				if w.Engine != "Redis" || !strings.HasPrefix(w.Version, "7.") {
+					t.Errorf("Engine, Version: exp Redis 7.x, got %q %q", w.Engine, w.Version)
+				}
 				if !strings.Contains(w.Message, tc.policy) || !strings.Contains(w.Message, "noeviction") {
 					t.Errorf("message %q should name the policy and the fix", w.Message)
 				}
@@ -358,6 +361,7 @@ func TestCheckToleratesConfigDisabled(t *testing.T) {
 			t.Fatalf("config_warning events: exp %d, got %d", exp, got)
 		}
 	})
+	// CONFIG renamed: INFO still says the policy (noeviction here).
 	t.Run("renamed", func(t *testing.T) {
 		s := redistest.Server(t, redistest.WithArgs("--rename-command", "CONFIG", ""))
 		g, _ := checkGate(t, s.Client(t))
@@ -365,8 +369,32 @@ func TestCheckToleratesConfigDisabled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Check: %v", err)
 		}
-		if len(warns) != 1 || warns[0].Reason != gate.WarnUnchecked {
-			t.Fatalf("exp one %s warning, got %v", gate.WarnUnchecked, warns)
+		if len(warns) != 0 {
+			t.Fatalf("exp no warning (INFO says noeviction), got %v", warns)
+		}
+	})
+	// (redistest polls a real server's INFO as it starts: a fake refuses it.)
+	t.Run("refused, INFO too", func(t *testing.T) {
+		s := redistest.FakeServer(t, func(cmd []string) any {
+			if cmd[0] == "CONFIG" || cmd[0] == "INFO" {
+				return redistest.UnknownCommand(cmd)
+			}
+			return redistest.FakeValkey8.Answer(cmd)
+		})
+		g, _ := checkGate(t, s.Client(t))
+		warns, err := g.Check(context.Background())
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		var msgs []string
+		for _, w := range warns {
+			if w.Reason != gate.WarnUnchecked {
+				t.Errorf("exp only %s warnings, got %v", gate.WarnUnchecked, w)
+			}
+			msgs = append(msgs, w.Message)
+		}
+		if all := strings.Join(msgs, "\n"); len(warns) != 2 || !strings.Contains(all, "maxmemory-policy") || !strings.Contains(all, "cannot read INFO") {
+			t.Fatalf("exp a policy and an INFO %s warning, got %v", gate.WarnUnchecked, warns)
 		}
 	})
 }

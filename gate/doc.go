@@ -75,7 +75,9 @@
 // or a cooldown written just before it (Lease.Fence and Redis.WaitReplicas exist
 // for that); a maxmemory-policy that evicts keys with a TTL ends cooldowns
 // early, and so does a restart of a Redis that persists nothing
-// (Gate.Check warns about both); the acquire needs Redis 7.0 or later.
+// (Gate.Check warns about both); the acquire needs Redis 7.0 or later, and
+// the lock a single master that runs scripts atomically (Check warns about
+// KeyDB's active replicas, Dragonfly's and Garnet's non-atomic scripts).
 //
 // # Layout
 //

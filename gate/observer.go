@@ -123,6 +123,34 @@ const (
 	// reads INFO persistence; a server that refuses both is not warned
 	// about.
 	WarnNoPersistence = "no_persistence"
+	// WarnServerVersion: the server implements a Redis older than 7.0
+	// (Redis, KeyDB 6), which refuses the acquire's SET NX GET: every call
+	// fails closed with ErrRedisRefused. Use Redis 7.0 or later, or Valkey.
+	WarnServerVersion = "server_version"
+	// WarnMultiMaster: the server takes writes beside another master
+	// (KeyDB's active-replica or multi-master), and the last write wins, so
+	// two processes can take the same job on two nodes. Turn it off and
+	// point every gate at one master.
+	WarnMultiMaster = "multi_master"
+	// WarnScriptsNotAtomic: the server runs the gate's scripts
+	// non-atomically, or not at all: a Dragonfly whose scripts may touch
+	// undeclared keys (--default_lua_flags=disable-atomicity, or
+	// allow-undeclared-keys, which cannot be told apart), a Garnet started
+	// without --lua. Start it with atomic scripts.
+	WarnScriptsNotAtomic = "scripts_not_atomic"
+	// WarnScriptsUnchecked: whether the server runs scripts atomically
+	// could not be read: Garnet does not say whether it was started with
+	// --lua-transaction-mode, without which two processes can take the
+	// same job. Make sure it was.
+	WarnScriptsUnchecked = "scripts_unchecked"
+	// WarnNoMaxmemory: the server has no maxmemory, so a flood of
+	// distinct job ids (each kept for Retention.Attempts) can take the
+	// machine's memory. Set maxmemory, with maxmemory-policy noeviction.
+	WarnNoMaxmemory = "no_maxmemory"
+	// WarnMemoryNearlyFull: the server uses 90 % or more of its maxmemory;
+	// once full it refuses every new job with OOM (jobs already known keep
+	// their answers). Raise maxmemory, or find what fills it.
+	WarnMemoryNearlyFull = "memory_nearly_full"
 	// WarnSettleUnwritten: a failure's cooldown or failed mark, or a
 	// success's done mark (DoneTTL), could not be written (Redis
 	// unreachable, or refusing writes when full); State says which. The

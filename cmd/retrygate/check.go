@@ -2,14 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/engine"
 )
 
 func checkCommand() *command {
 	return &command{
 		name: "check", redis: true,
-		summary: "warn when Redis can lose the gate's keys: a maxmemory-policy that evicts them, " +
-			"or no persistence across a restart (exit 3 on a warning)",
+		summary: "name the gate's Redis and warn where it can break the lock or lose its keys: an engine " +
+			"or version that breaks the lock, a maxmemory-policy that evicts, no persistence, no maxmemory " +
+			"or little room left (exit 3 on a warning)",
 		run: runCheck,
 	}
 }
@@ -17,6 +25,8 @@ func checkCommand() *command {
 type warningJSON struct {
 	Reason  string `json:"reason"`
 	Addr    string `json:"addr,omitempty"`
+	Engine  string `json:"engine,omitempty"`
+	Version string `json:"version,omitempty"`
 	Policy  string `json:"policy,omitempty"`
 	Message string `json:"message"`
 }
@@ -35,7 +45,11 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	}
 	warns := make([]warningJSON, 0, len(gw))
 	for _, w := range gw {
-		warns = append(warns, warningJSON{w.Reason, w.Addr, w.Policy, w.Message})
+		warns = append(warns, warningJSON{w.Reason, w.Addr, w.Engine, w.Version, w.Policy, w.Message})
+	}
+	servers, err := serverNames(ctx, c.rdb)
+	if err != nil && !errors.Is(err, errNoNodes) {
+		return err
 	}
 	notes, err := persistenceNotes(ctx, c.rdb)
 	if err != nil {
@@ -44,18 +58,22 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 	if c.json {
 		out := struct {
 			OK       bool          `json:"ok"`
+			Servers  []string      `json:"servers"`
 			Warnings []warningJSON `json:"warnings"`
 			Notes    []string      `json:"notes"`
-		}{OK: len(warns) == 0, Warnings: warns, Notes: notes}
+		}{OK: len(warns) == 0, Servers: servers, Warnings: warns, Notes: notes}
 		if err := writeJSON(c.stdout, out); err != nil {
 			return err
 		}
 	} else {
+		for _, n := range servers {
+			fmt.Fprintf(c.stdout, "server: %s\n", n)
+		}
 		switch {
 		case len(warns) == 0 && len(notes) == 0:
-			fmt.Fprintln(c.stdout, "ok: maxmemory-policy cannot evict the gate's keys, and Redis keeps them across a restart")
+			fmt.Fprintln(c.stdout, "ok: the lock holds on this server, maxmemory-policy cannot evict the gate's keys, maxmemory leaves room, and Redis keeps the keys across a restart")
 		case len(warns) == 0:
-			fmt.Fprintln(c.stdout, "ok: maxmemory-policy cannot evict the gate's keys")
+			fmt.Fprintln(c.stdout, "ok: the lock holds on this server, maxmemory-policy cannot evict the gate's keys, and maxmemory leaves room")
 		}
 		for _, w := range warns {
 			fmt.Fprintf(c.stdout, "warning: %s: %s\n", printable(w.Reason), safeLine(w.Message))
@@ -68,4 +86,32 @@ func runCheck(ctx context.Context, c *cli, args []string) error {
 		return &exitError{code: exitNotMet}
 	}
 	return nil
+}
+
+// serverNames names each server check reads (every master of a cluster):
+// its engine and version as INFO tells them (internal/engine, as
+// Gate.Check reads them), printable. A server that refuses INFO is named
+// by its address; Gate.Check warns about it.
+func serverNames(ctx context.Context, rdb redis.UniversalClient) ([]string, error) {
+	var (
+		mu    sync.Mutex
+		names []string
+	)
+	err := eachNode(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		s := engine.Server{Addr: serverAddr(ctx, c)}
+		info, err := c.Info(ctx).Result()
+		var rerr redis.Error
+		switch {
+		case err == nil:
+			s.Info, s.Sections = engine.Parse(info)
+		case !errors.As(err, &rerr):
+			return err
+		}
+		mu.Lock()
+		names = append(names, safeLine(s.Name()))
+		mu.Unlock()
+		return nil
+	})
+	slices.Sort(names)
+	return names, err
 }

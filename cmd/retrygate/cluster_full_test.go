@@ -36,8 +36,13 @@ func TestFullRedis(t *testing.T) {
 	if !redistest.IsOOM(unwrapRedis(err)) {
 		t.Fatalf("a new job on a full Redis: exp an OOM refusal, got %v", err)
 	}
+	// noeviction: the policy is right; what check warns about is the
+	// memory, full.
 	r := runCLI(t, nil, append(args, "check")...)
-	mustOK(t, r) // noeviction: nothing to warn about
+	if r.code != exitNotMet || !strings.Contains(r.stdout, "warning: "+gate.WarnMemoryNearlyFull+": gate: Redis ") ||
+		strings.Count(r.stdout, "warning:") != 1 {
+		t.Fatalf("check on a full Redis: exp exit 3 and one %s warning, got %d %q", gate.WarnMemoryNearlyFull, r.code, r.stdout)
+	}
 }
 
 // unwrapRedis returns the last error of err's tree, where the gate keeps

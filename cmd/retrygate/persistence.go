@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -33,13 +34,8 @@ func persistenceNotes(ctx context.Context, rdb redis.UniversalClient) ([]string,
 		mu.Unlock()
 		return nil
 	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, one)
-	case *redis.Client:
-		err = one(ctx, c)
-	default:
+	err := eachNode(ctx, rdb, one)
+	if errors.Is(err, errNoNodes) {
 		return []string{fmt.Sprintf("cannot read the persistence settings through a %T; make sure Redis persists (appendonly yes)", rdb)}, nil
 	}
 	// ForEachMaster runs in parallel: report in a stable order.
@@ -51,6 +47,21 @@ func persistenceNotes(ctx context.Context, rdb redis.UniversalClient) ([]string,
 		}
 	}
 	return notes, err
+}
+
+// errNoNodes: eachNode cannot reach the servers through this client.
+var errNoNodes = errors.New("no per-server client")
+
+// eachNode runs fn on every master of a cluster, or the one server of a
+// single-node client; errNoNodes for another client.
+func eachNode(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return errNoNodes
 }
 
 // serverAddr names the server a one-node client reached: a Sentinel

@@ -23,8 +23,10 @@
 //	                                             cause: unavailable | refused (gate.ErrRedisRefused)
 //	retrygate_scope_transitions_total{state,reason}  state: cooling | paused
 //	retrygate_warnings_total{reason}             gate.EventWarning: maxmemory_policy_evicts | config_unchecked
-//	                                             | no_persistence (Gate.Check), settle_unwritten, permanent_wave,
-//	                                             wait_polling
+//	                                             | no_persistence | server_version | multi_master
+//	                                             | scripts_not_atomic | scripts_unchecked | no_maxmemory
+//	                                             | memory_nearly_full (Gate.Check), settle_unwritten,
+//	                                             permanent_wave, wait_polling
 //	retrygate_lock_held_seconds{outcome}         histogram: how long calls held the lock, observed at
 //	                                             every settle, lease loss and not-owned rejection
 //	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | scope

@@ -62,7 +62,9 @@ func TestDocsListEveryMetric(t *testing.T) {
 	}
 	values := map[string][]string{
 		"retrygate_redis_errors_total": redisop.All[:],
-		"retrygate_warnings_total": {gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnNoPersistence, gate.WarnSettleUnwritten,
+		"retrygate_warnings_total": {gate.WarnEvictionPolicy, gate.WarnUnchecked, gate.WarnNoPersistence,
+			gate.WarnServerVersion, gate.WarnMultiMaster, gate.WarnScriptsNotAtomic, gate.WarnScriptsUnchecked,
+			gate.WarnNoMaxmemory, gate.WarnMemoryNearlyFull, gate.WarnSettleUnwritten,
 			gate.WarnPermanentWave, gate.WarnWaitPolling},
 	}
 	for name, vs := range values {

@@ -81,7 +81,7 @@ func New(opts Options) *Observer {
 			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.",
 			"state", "reason"),
 		warnings: counter("warnings_total",
-			"Warnings an operator must look at, by reason: configuration problems found by the start-up check (maxmemory_policy_evicts, config_unchecked, no_persistence), outcomes that could not be written: a failure's cooldown, a success's done mark (settle_unwritten), waves of one permanent reason (permanent_wave), waits that poll because they cannot subscribe (wait_polling).",
+			"Warnings an operator must look at, by reason: problems found by the start-up check (maxmemory_policy_evicts, config_unchecked, no_persistence, server_version, multi_master, scripts_not_atomic, scripts_unchecked, no_maxmemory, memory_nearly_full), outcomes that could not be written: a failure's cooldown, a success's done mark (settle_unwritten), waves of one permanent reason (permanent_wave), waits that poll because they cannot subscribe (wait_polling).",
 			"reason"),
 		held: histogram("lock_held_seconds",
 			"How long calls held the job's lock, from acquire to settle or lease loss, by outcome.",

@@ -23,8 +23,9 @@ var (
 	ACLWait = []string{"+wait"}
 	// ACLList: retrygate list.
 	ACLList = []string{"+scan"}
-	// ACLCheck: Gate.Check and retrygate check.
-	ACLCheck = []string{"+config|get"}
+	// ACLCheck: Gate.Check and retrygate check (CONFIG GET for the
+	// policy and persistence, INFO for the server and its memory).
+	ACLCheck = []string{"+config|get", "+info"}
 	// ACLPubSub: waking waiters through pub/sub. Channels need their own
 	// pattern: pass "&<prefix>:*" (or the channels used) along with it.
 	ACLPubSub = []string{"+publish", "+spublish", "+subscribe", "+ssubscribe"}

@@ -17,13 +17,18 @@
 //   - [ClusterSrv.StartMigration] and [ClusterSrv.MigrateSlot]: a hash slot
 //     moving between masters step by step (IMPORTING/MIGRATING, MIGRATE,
 //     SETSLOT NODE), so a test can act mid-migration.
+//   - [FakeServer]: a RESP server on loopback answering as a test says,
+//     and [EngineFake]s that answer INFO, HELLO, CONFIG GET and scripts as
+//     engines this machine does not run do (KeyDB, Valkey, Dragonfly,
+//     Garnet, an old Redis), from their sources, cited at each.
 //
 // It is test-only infrastructure: import it from _test.go files only.
 //
 // Real servers listen on free 127.0.0.1 ports (never fixed ones; a port
 // clash at startup is retried on a new port), keep their files in a temp
-// dir, persist nothing, and are stopped in t.Cleanup. Startup waits by
-// polling under a deadline, never by sleeping a fixed time.
+// dir, persist nothing, have maxmemory 1gb (policy noeviction), and are
+// stopped in t.Cleanup. Startup waits by polling under a deadline, never
+// by sleeping a fixed time.
 //
 // Where redis-server (or, for clusters, redis-cli) is not on PATH, tests
 // that need it are skipped, unless RETRYGATE_REQUIRE_REDIS=1, where they

@@ -174,6 +174,9 @@ func serverArgs(dir string, port int, cluster bool, extra []string) []string {
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
+		// A bound, as in production: Gate.Check warns about a server
+		// without one (WarnNoMaxmemory). FullServer lowers it.
+		"--maxmemory", "1gb",
 		"--dir", dir,
 		"--daemonize", "no",
 		"--logfile", filepath.Join(dir, logName),
