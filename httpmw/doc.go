@@ -124,7 +124,7 @@
 // URLParam keys a job by the chi route pattern and a URL parameter, decoded
 // once, so every spelling of an id is one job and two routes never share
 // one; URLParamAs does the same with a pattern given once, for a retry
-// route and its status route; Scoped adds a tenant or user. Keys are joined so that distinct inputs
+// route and its status route; PerTenant adds a tenant or user. Keys are joined so that distinct inputs
 // never collide, and the gate stores any byte safely. A request naming no
 // job, an empty parameter or a key over gate.MaxJobLen bytes gets 400. The
 // middleware never resets, releases or shortens a cooldown: only a handler

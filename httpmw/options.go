@@ -25,7 +25,7 @@ type RefusalHandler func(w http.ResponseWriter, r *http.Request, ref Refusal)
 // zero value means the documented default.
 type Options struct {
 	// Job returns the request's job key. Required. See URLParam, URLParamAs
-	// and Scoped.
+	// and PerTenant.
 	Job JobFunc
 
 	// StatusURL returns the URL of the job's retry-status endpoint, written
