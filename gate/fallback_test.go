@@ -39,12 +39,12 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			g := fallbackGate(t, tg, prefix, gate.Options{})
 			used := func(job string, fail error) (string, error) {
-				var scope string
+				var upstream string
 				err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error {
-					scope = l.Upstream()
+					upstream = l.Upstream()
 					return fail
 				})
-				return scope, err
+				return upstream, err
 			}
 			if s, err := used("a", nil); err != nil || s != "primary" {
 				t.Fatalf("both open: ran on %q (%v), want primary", s, err)
@@ -71,13 +71,13 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			}
 			pass(tg, 50*time.Millisecond)
 			waitState(t, tg, quick, "x", gate.Ready, time.Second)
-			var scope string
+			var upstream string
 			err = quick.Do(ctx, "x", func(_ context.Context, l *gate.Lease) error {
-				scope = l.Upstream()
+				upstream = l.Upstream()
 				return classify.Transient(errBoom, 0)
 			})
-			if !errors.As(err, &ce) || scope != "backup" || ce.Attempts != 2 {
-				t.Fatalf("x on the backup: %q %v, want its attempt 2", scope, err)
+			if !errors.As(err, &ce) || upstream != "backup" || ce.Attempts != 2 {
+				t.Fatalf("x on the backup: %q %v, want its attempt 2", upstream, err)
 			}
 			// A permanent verdict fails the job whatever upstream ran it.
 			if s, err := used("f", classify.Permanent(errBoom)); s != "backup" || !errors.Is(err, gate.ErrFailed) {
@@ -121,7 +121,7 @@ func TestFallbackRefusalWaitsForTheSoonest(t *testing.T) {
 }
 
 // Upstreams that reopen at the same moment: the refusal names the first
-// in order (Scope before Fallbacks), with its reason.
+// in order (Upstream before Fallbacks), with its reason.
 func TestFallbackRefusalTieGoesToTheFirst(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // both cooldowns start at the same Redis time
@@ -193,8 +193,8 @@ func TestFallbackUnderOneLock(t *testing.T) {
 				return most.Load()
 			}
 			t.Run("two gates by hand", func(t *testing.T) {
-				o := func(scope string) gate.Options {
-					return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: scope, Cooldown: time.Minute,
+				o := func(upstream string) gate.Options {
+					return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: upstream, Cooldown: time.Minute,
 						Classify: upstreamClassifier(window)}
 				}
 				primary, backup := newGate(t, tg.Client, o("primary")), newGate(t, tg.Client, o("backup"))
@@ -353,7 +353,7 @@ func TestFallbackStorm(t *testing.T) {
 }
 
 // Events name the upstream they concern: a backup's lease, its settle and
-// the cooling its failure caused carry the backup's scope, not the gate's
+// the cooling its failure caused carry the backup's upstream, not the gate's
 // primary (metrics per upstream would otherwise charge the primary).
 func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 	tg := redistest.Targets(t)[0]
@@ -367,8 +367,8 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		t.Fatal("a: want the backup's rate limit")
 	}
 	want := []struct {
-		kind  gate.EventKind
-		scope string
+		kind     gate.EventKind
+		upstream string
 	}{
 		{gate.EventAcquired, "primary"}, {gate.EventUpstreamCooling, "primary"}, {gate.EventSettled, "primary"},
 		{gate.EventAcquired, "backup"}, {gate.EventUpstreamCooling, "backup"}, {gate.EventSettled, "backup"},
@@ -383,14 +383,14 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		t.Fatalf("events: %+v, want %d", got, len(want))
 	}
 	for i, w := range want {
-		if got[i].Kind != w.kind || got[i].Upstream != w.scope {
-			t.Errorf("event %d: %v on %q, want %v on %q", i, got[i].Kind, got[i].Upstream, w.kind, w.scope)
+		if got[i].Kind != w.kind || got[i].Upstream != w.upstream {
+			t.Errorf("event %d: %v on %q, want %v on %q", i, got[i].Kind, got[i].Upstream, w.kind, w.upstream)
 		}
 	}
 }
 
 // A call every upstream refuses sends one EventRefused that names the
-// upstream reopening soonest (its metric's scope label).
+// upstream reopening soonest (its metric's upstream label).
 func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 	tg := redistest.Targets(t)[0]
 	prefix := redistest.UniqueKey(t)
@@ -414,7 +414,7 @@ func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 
 // Upstreams reads every upstream of the gate, in order, and
 // ResetUpstreams reopens every one; a gate without an upstream reads
-// none. (ScopeStatus, which it replaces, read the first only.)
+// none.
 func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()

@@ -383,10 +383,10 @@ func blocked(t *testing.T, g *gate.Gate, job string) *gate.BlockedError {
 	return b
 }
 
-// scopeForms runs f on one miniredis through the one-node client and
+// upstreamForms runs f on one miniredis through the one-node client and
 // through a scripting-only wrapper, which makes the gate take the cluster
-// form (the scope read and written on its own slot).
-func scopeForms(t *testing.T, f func(t *testing.T, rdb gate.Client, advance func(time.Duration))) {
+// form (the upstream read and written on its own slot).
+func upstreamForms(t *testing.T, f func(t *testing.T, rdb gate.Client, advance func(time.Duration))) {
 	for _, form := range []string{"one node", "cluster form"} {
 		t.Run(form, func(t *testing.T) {
 			m, c := redistest.Miniredis(t)
@@ -416,7 +416,7 @@ func upstreamClassifier(hint time.Duration) classify.Func {
 	}
 }
 
-func scopeGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
+func upstreamGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
 	t.Helper()
 	o.Prefix = prefix
 	if o.Upstream == "" {

@@ -53,7 +53,7 @@ func TestUnreachableAddressCoolsTheUpstream(t *testing.T) {
 			ctx := context.Background()
 			var calls atomic.Int64
 			model := refusedModel(t, &calls)
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default})
 			for _, job := range []string{"doc-1", "doc-2", "doc-3"} {
 				var ce *gate.CallError
 				if err := g.Do(ctx, job, model); !errors.As(err, &ce) || ce.Verdict.Evidence != "go:refused" {
@@ -96,7 +96,7 @@ func TestUnreachableSameJobCountsOnce(t *testing.T) {
 			ctx := context.Background()
 			var calls atomic.Int64
 			model := refusedModel(t, &calls)
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default,
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default,
 				Cooldown: cooldown,
 				Backoff:  gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 0; i < 3; i++ {

@@ -76,7 +76,7 @@
 // order (UpstreamState: its name, "cooling" or "paused", probing, reason,
 // retry_after_seconds); StatusHandler's body names the upstream the next
 // call would use (upstream) and lists the same (upstreams). The names are
-// the gate's scope names: name scopes for what a user may see. A call
+// the gate's upstream names: name upstreams for what a user may see. A call
 // whose upstream failed provider-wide while another is open is answered
 // 503 with job_state "ready" and no Retry-After: the job is not cooling,
 // and a retry now runs on the next upstream. The middleware never makes
@@ -111,7 +111,7 @@
 // StatusHandler answers a request with Accept: text/event-stream with
 // server-sent events instead of one JSON body: the job's RetryStatus at
 // once and after every change made by any process (a settle, a reset from
-// the CLI, the scope cooling or reopening, a cooldown's end), pushed
+// the CLI, the upstream cooling or reopening, a cooldown's end), pushed
 // through Redis pub/sub within a round trip (gate.Watch); a comment line
 // every 15 s; ids that continue from Last-Event-ID; at most
 // Options.MaxStreams streams per handler (503 beyond). A page's countdown

@@ -240,7 +240,7 @@ func TestContract(t *testing.T) {
 						}
 						up := ups[0]
 						if exp, got := u.paused, up.State == gate.UpstreamPaused; exp != got {
-							t.Errorf("scope paused: exp %v, got %v (%+v)", exp, got, up)
+							t.Errorf("upstream paused: exp %v, got %v (%+v)", exp, got, up)
 						}
 					})
 				}
@@ -362,11 +362,11 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 					t.Errorf("handler runs: exp %d, got %d", exp, got)
 				}
 			})
-			t.Run("scope pause", func(t *testing.T) {
+			t.Run("upstream pause", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Upstream: "openai"})
-				scope, _ := keyspace.Upstream(gatetest.Prefix(g), "openai")
-				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
-				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {
+				upstream, _ := keyspace.Upstream(gatetest.Prefix(g), "openai")
+				t.Cleanup(func() { tg.Client.Del(ctx, upstream) })
+				if err := tg.Client.Set(ctx, upstream, "p:manual", 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				var runs counter

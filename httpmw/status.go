@@ -33,13 +33,13 @@ type RetryStatus struct {
 	// reopens soonest); omitted without an upstream.
 	Upstream string `json:"upstream,omitempty"`
 	// Upstreams holds each of the gate's upstreams in order; omitted
-	// without a Scope.
+	// without an Upstream.
 	Upstreams []UpstreamState `json:"upstreams,omitempty"`
 }
 
 // UpstreamState is one upstream's state, in a RetryStatus and in the
-// problem of a call every upstream refused. Upstream is the scope's name
-// as the gate's Options give it: name scopes for what a user may see.
+// problem of a call every upstream refused. Upstream is the upstream's name
+// as the gate's Options give it: name upstreams for what a user may see.
 type UpstreamState struct {
 	Upstream string `json:"upstream"`
 	// State is "open", "cooling" or "paused" (gate.UpstreamState).
@@ -81,7 +81,7 @@ func upstreamStates(ups []gate.UpstreamStatus) []UpstreamState {
 // A request with Accept: text/event-stream gets a stream of server-sent
 // events instead (a page's countdown without polling): an event "status"
 // whose data is the RetryStatus JSON, sent at once and after each change
-// of the job from any process (a settle, a reset from the CLI, a scope
+// of the job from any process (a settle, a reset from the CLI, an upstream
 // change, a cooldown's end; see gate.Watch), a comment line every 15 s
 // when idle, event ids that count up and continue from Last-Event-ID on a
 // reconnection (which gets the current state at once), and at most

@@ -105,9 +105,9 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 	}
 }
 
-// TestUpstreamsAbsentWithoutScope: a gate without upstreams adds nothing
+// TestUpstreamsAbsentWithoutUpstream: a gate without upstreams adds nothing
 // to its bodies.
-func TestUpstreamsAbsentWithoutScope(t *testing.T) {
+func TestUpstreamsAbsentWithoutUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{})
 	rec := get(t, router(g, httpmw.Options{}, nil), "/documents/d/retry-status")
@@ -116,10 +116,10 @@ func TestUpstreamsAbsentWithoutScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok := raw["upstreams"]; ok {
-		t.Fatalf("body %s: upstreams without a Scope", rec.Body)
+		t.Fatalf("body %s: upstreams without an Upstream", rec.Body)
 	}
 	if _, ok := raw["upstream"]; ok {
-		t.Fatalf("body %s: upstream without a Scope", rec.Body)
+		t.Fatalf("body %s: upstream without an Upstream", rec.Body)
 	}
 }
 

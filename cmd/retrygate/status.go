@@ -45,12 +45,12 @@ type similarJSON struct {
 }
 
 // upstreamSearchJSON is what status found under the prefix without
-// --upstream. Its JSON keys ("scopes" here, "scope_search" and "scope" in
+// --upstream. Its JSON keys ("upstreams" here, "upstream_search" and "upstream" in
 // the status) keep the upstream's former name, so scripts that read them
 // keep working.
 type upstreamSearchJSON struct {
 	// Upstreams counts the upstream keys found, open ones included.
-	Upstreams int `json:"scopes"`
+	Upstreams int `json:"upstreams"`
 	// Refusing are the upstreams cooling down or paused: every job of a
 	// gate with that Options.Upstream is refused.
 	Refusing []upstreamJSON `json:"refusing"`
@@ -61,7 +61,7 @@ type upstreamSearchJSON struct {
 }
 
 type upstreamJSON struct {
-	Upstream     string      `json:"scope"`
+	Upstream     string      `json:"upstream"`
 	State        string      `json:"state"`
 	Reason       string      `json:"reason,omitempty"`
 	RetryAfterMs int64       `json:"retry_after_ms"`
@@ -122,7 +122,7 @@ type statusJSON struct {
 	Upstream *upstreamJSON `json:"upstream,omitempty"`
 	// UpstreamSearch is set without --upstream: the upstreams under the
 	// prefix.
-	UpstreamSearch *upstreamSearchJSON `json:"scope_search,omitempty"`
+	UpstreamSearch *upstreamSearchJSON `json:"upstream_search,omitempty"`
 	// NoKeysUnderPrefix: not one key lives under --prefix (a typo?).
 	NoKeysUnderPrefix bool `json:"no_keys_under_prefix,omitempty"`
 }

@@ -16,10 +16,10 @@ func upstreamCommand() *command {
 	}
 }
 
-// upstreamResetJSON is reset's --json answer. Its "scope" key is the
+// upstreamResetJSON is reset's --json answer. Its "upstream" key is the
 // upstream's former name, kept so scripts that read it keep working.
 type upstreamResetJSON struct {
-	Upstream string       `json:"scope"`
+	Upstream string       `json:"upstream"`
 	Reset    bool         `json:"reset"`
 	Was      upstreamJSON `json:"was"`
 }

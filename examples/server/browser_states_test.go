@@ -48,7 +48,7 @@ func TestPageSaysOneThing(t *testing.T) {
 	cfg := testConfig()
 	cfg.RateLimitHint = 6 * time.Second
 	cfg.DoneTTL = 6 * time.Second
-	// The first pause is the scope's cooldown: it outlasts the test,
+	// The first pause is the upstream's cooldown: it outlasts the test,
 	// however slow the machine.
 	cfg.UpstreamCooldown, cfg.UpstreamPause = 20*time.Second, 20*time.Second
 	s := startServer(t, cfg)

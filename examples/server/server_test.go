@@ -226,7 +226,7 @@ func TestSlowCallRenewsTheLease(t *testing.T) {
 // hint, without calling the model, and the pause ends by itself.
 func TestProviderRateLimitPausesEveryJob(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, testConfig()) // scope hint 1.5s
+	s := startServer(t, testConfig()) // upstream hint 1.5s
 
 	expect(t, "provider 429", s.evaluate(t, "press-release"), http.StatusTooManyRequests, "cooling_down", "rate_limited")
 	up := s.stats(t).Upstream
@@ -303,7 +303,7 @@ func TestBackupRunsTheJobWhileTheFirstCools(t *testing.T) {
 // next call probes the upstream and, the credits back, runs.
 func TestCreditBalancePausesTheUpstream(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, testConfig()) // scope pause 1s
+	s := startServer(t, testConfig()) // upstream pause 1s
 
 	r := s.evaluate(t, "board-minutes")
 	if r.code == http.StatusOK || r.code == http.StatusUnprocessableEntity {

@@ -8,7 +8,7 @@
 //	mux.Use(gateasynq.Middleware(g, gateasynq.Options{Job: byDocument}))
 //
 // The handler's context carries the lease (gate.LeaseFromContext): its
-// Scope names the upstream to call when the gate has Fallbacks, its Fence
+// Upstream names the upstream to call when the gate has Fallbacks, its Fence
 // the token to write results with. A provider-wide failure while another
 // upstream is open leaves the job ready: the adapter retries it at once
 // (asynq's next whole second), Retried unchanged, and

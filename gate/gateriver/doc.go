@@ -10,7 +10,7 @@
 //	Middleware: []rivertype.Middleware{gateriver.New(g, gateriver.Options{Job: byDocument})},
 //
 // The handler's context carries the lease (gate.LeaseFromContext): its
-// Scope names the upstream to call when the gate has Fallbacks, its Fence
+// Upstream names the upstream to call when the gate has Fallbacks, its Fence
 // the token to write results with. A provider-wide failure while another
 // upstream is open leaves the job ready: the adapter snoozes it for 10 ms; no attempt, and
 // the next run goes to that upstream.
