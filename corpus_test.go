@@ -87,7 +87,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 						state       = gate.CoolingDown
 						attempts    = 0
 						jobWait     time.Duration
-						upState     = gate.UpstreamOpen
+						upState     = gate.UpstreamReady
 						upstreamFor time.Duration
 					)
 					switch {
@@ -136,7 +136,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					}
 					// The next job of the upstream: refused without calling
 					// the provider while the upstream cools or is paused.
-					if upState != gate.UpstreamOpen {
+					if upState != gate.UpstreamReady {
 						err := g.Do(ctx, "another", func(context.Context, *gate.Lease) error {
 							t.Error("a job ran while the upstream was not open")
 							return nil

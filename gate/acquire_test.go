@@ -41,7 +41,7 @@ func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 // A process that saw its upstream refuse only reads it (one script, no
 // write) until that refusal ends by its clock; what it reads decides. An
 // operator who reset the upstream elsewhere is seen at the next call: the
-// read finds it open, and the call takes the job's own path again (on
+// read finds it ready, and the call takes the job's own path again (on
 // one node, one script judges the upstream and takes the job), here
 // refused by the job's own cooldown.
 func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
@@ -75,7 +75,7 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 		t.Fatalf("after the upstream was reset elsewhere: %+v, want the job's own cooldown", b)
 	}
 	if got := names.take(); !equalNames(got, []string{"evalsha", "evalsha"}) {
-		t.Fatalf("first call after the reset sent %v, want the read that finds it open, then the acquire", got)
+		t.Fatalf("first call after the reset sent %v, want the read that finds it ready, then the acquire", got)
 	}
 	_ = blocked(t, g, "job")
 	if got := names.take(); !equalNames(got, []string{"evalsha"}) {
@@ -86,8 +86,8 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 // The cluster-safe form (a client that only scripts, here over one
 // miniredis) reads the upstream beside the acquire: an upstream another process
 // cooled refuses the job and leaves it no key; once seen, the upstream is read
-// first; an open upstream leaves the job locked; after the cooldown one call
-// probes while the others stay refused, and its success opens the upstream.
+// first; a ready upstream leaves the job locked; after the cooldown one call
+// probes while the others stay refused, and its success makes the upstream ready.
 func TestClusterFormUpstream(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
@@ -168,8 +168,8 @@ func TestClusterFormUpstream(t *testing.T) {
 	if err := probe.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if up := firstUpstream(t, c); up.State != gate.UpstreamOpen {
-		t.Fatalf("probe's success: upstream %+v, want open", up)
+	if up := firstUpstream(t, c); up.State != gate.UpstreamReady {
+		t.Fatalf("probe's success: upstream %+v, want ready", up)
 	}
 	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {
 		t.Fatalf("probe's events %+v: a Redis error, though every write succeeded", evs)
@@ -228,7 +228,7 @@ func (k *keyDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 // On a cluster an upstream lives on its own node. When that node cannot
 // be reached, an acquire fails closed (ErrUnavailable) and does not leave
-// the job locked, and Status says it cannot tell rather than "open".
+// the job locked, and Status says it cannot tell rather than "ready".
 func TestUpstreamUnreachable(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)

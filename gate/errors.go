@@ -61,7 +61,7 @@ type BlockedError struct {
 	State State
 	// RetryAfter is how long until a retry may run: the cooldown's time
 	// left; for a running job, an estimate of when its call ends (see
-	// Acquire); for UpstreamCooling, the soonest any upstream reopens.
+	// Acquire); for UpstreamCooling, the soonest any upstream recovers.
 	// 0 for Failed and Done.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success.
@@ -135,7 +135,7 @@ type CallError struct {
 	Verdict classify.Verdict
 	// State is the job's state after the settle: CoolingDown, Failed, or
 	// Ready (released after a caller cancellation, or a provider-wide
-	// failure while another upstream is open). When the outcome was not
+	// failure while another upstream is ready). When the outcome was not
 	// written (Written reports false) it is Running: the lock's TTL is the
 	// cooldown.
 	State State

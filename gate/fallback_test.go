@@ -27,11 +27,11 @@ func fallbackGate(t *testing.T, tg redistest.Target, prefix string, o gate.Optio
 	return newGate(t, tg.Client, o)
 }
 
-// A gate with upstreams in order runs each job on the first open one and
+// A gate with upstreams in order runs each job on the first ready one and
 // says which (Lease.Upstream); a provider-wide failure cools the upstream it
 // came from, not the others, and lets the job's next call run at once on
 // the next; a job refused by every upstream learns each one's state and
-// the soonest reopening; Status names every upstream.
+// the soonest recovery; Status names every upstream.
 func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -47,7 +47,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 				return upstream, err
 			}
 			if s, err := used("a", nil); err != nil || s != "primary" {
-				t.Fatalf("both open: ran on %q (%v), want primary", s, err)
+				t.Fatalf("both ready: ran on %q (%v), want primary", s, err)
 			}
 			// "x" fails on the primary; its next attempt, on the backup,
 			// counts on from it.
@@ -65,9 +65,9 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 				t.Fatalf("the retry: ran on %q (%v), want backup at once", s, err)
 			}
 			st := mustStatus(t, g, "c")
-			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.UpstreamCoolingDown || st.Upstreams[1].State != gate.UpstreamOpen ||
+			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.UpstreamCoolingDown || st.Upstreams[1].State != gate.UpstreamReady ||
 				st.Upstream.Upstream != "backup" {
-				t.Fatalf("status: %+v, want primary cooling, backup open and next", st)
+				t.Fatalf("status: %+v, want primary cooling, backup ready and next", st)
 			}
 			pass(tg, 50*time.Millisecond)
 			waitState(t, tg, quick, "x", gate.Ready, time.Second)
@@ -100,7 +100,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 	}
 }
 
-// The soonest reopening upstream decides the wait of a refusal by all.
+// The upstream recovering soonest decides the wait of a refusal by all.
 func TestFallbackRefusalWaitsForTheSoonest(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestFallbackRefusalWaitsForTheSoonest(t *testing.T) {
 	}
 }
 
-// Upstreams that reopen at the same moment: the refusal names the first
+// Upstreams that recover at the same moment: the refusal names the first
 // in order (Upstream before Fallbacks), with its reason.
 func TestFallbackRefusalTieGoesToTheFirst(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
@@ -390,7 +390,7 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 }
 
 // A call every upstream refuses sends one EventRefused that names the
-// upstream reopening soonest (its metric's upstream label).
+// upstream recovering soonest (its metric's upstream label).
 func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 	tg := redistest.Targets(t)[0]
 	prefix := redistest.UniqueKey(t)
@@ -413,7 +413,7 @@ func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 }
 
 // Upstreams reads every upstream of the gate, in order, and
-// ResetUpstreams reopens every one; a gate without an upstream reads
+// ResetUpstreams recovers every one; a gate without an upstream reads
 // none.
 func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
@@ -434,8 +434,8 @@ func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	if err := g.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamOpen || ups[1].State != gate.UpstreamOpen {
-		t.Fatalf("after ResetUpstreams: %+v, %v; want both open", ups, err)
+	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamReady || ups[1].State != gate.UpstreamReady {
+		t.Fatalf("after ResetUpstreams: %+v, %v; want both ready", ups, err)
 	}
 	if ups, err := newGate(t, rdb, gate.Options{}).Upstreams(ctx); err != nil || ups != nil {
 		t.Fatalf("a gate without an upstream: %+v, %v; want none", ups, err)

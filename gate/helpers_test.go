@@ -513,7 +513,7 @@ func nextState(t *testing.T, ch <-chan gate.Status, want gate.State, d time.Dura
 
 // upstreamStatus reads the state of g's first upstream (Options.Upstream),
 // returning the error (firstUpstream fails the test on one); the zero
-// UpstreamStatus (open) for a gate without one.
+// UpstreamStatus (ready) for a gate without one.
 func upstreamStatus(ctx context.Context, g *gate.Gate) (gate.UpstreamStatus, error) {
 	ups, err := g.Upstreams(ctx)
 	if err != nil || len(ups) == 0 {

@@ -21,7 +21,7 @@ const (
 	// Ready or Done after a success (Reason empty) or a release (Reason set,
 	// e.g. "canceled"), CoolingDown (Cooldown set) or Failed after a failure
 	// (Class, Reason), or Ready after a provider-wide failure while another
-	// upstream is open (Class and Reason set). Err is ErrNotOwned when the lock had passed to
+	// upstream is ready (Class and Reason set). Err is ErrNotOwned when the lock had passed to
 	// someone else and nothing was written; State is then what the lock
 	// held. Held is how long the lock was held.
 	EventSettled

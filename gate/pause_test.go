@@ -15,7 +15,7 @@ import (
 // providers also say for a per-minute limit) pauses the upstream for the
 // upstream's Cooldown first; each probe that finds the same answer pauses
 // it BackoffFactor times longer, up to PauseTTL; a probe that gets through
-// opens it. An ambiguous quota costs one short pause, a billing lapse
+// makes it ready. An ambiguous quota costs one short pause, a billing lapse
 // settles into PauseTTL with one probe each.
 func TestPauseStartsShortAndGrows(t *testing.T) {
 	const (
@@ -48,7 +48,7 @@ func TestPauseStartsShortAndGrows(t *testing.T) {
 					t.Fatalf("pause %d: no probe ran", i+1)
 				}
 			}
-			// The quota came back: the next probe opens the upstream.
+			// The quota came back: the next probe makes the upstream ready.
 			up := firstUpstream(t, g)
 			if !awaitProbe(t, tg, g, "ok", up.RetryAfter, okFn) {
 				t.Fatal("no probe ran")

@@ -104,7 +104,7 @@ func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 				t.Fatalf("%d upstream calls in %v after the first 429, want at most %d (one per window)", len(after), time.Since(first).Round(time.Millisecond), maxCalls)
 			}
 			if len(after) < 2 {
-				t.Fatalf("%d probes in %d windows: the upstream never reopened", len(after), windows)
+				t.Fatalf("%d probes in %d windows: the upstream never recovered", len(after), windows)
 			}
 			t.Logf("%s: %d calls in flight at the first 429, then %d probes in %v", tg.Name, inFlight, len(after), time.Since(first).Round(time.Millisecond))
 		})
@@ -125,7 +125,7 @@ func itoa(i int) string {
 }
 
 // A probe that fails again without a hint escalates the upstream's cooldown
-// by BackoffFactor; a probe that gets through opens the upstream for all.
+// by BackoffFactor; a probe that gets through makes the upstream ready for all.
 func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {

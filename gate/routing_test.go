@@ -127,7 +127,7 @@ func TestWrapperPipelinesNotReused(t *testing.T) {
 // TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster: with
 // WaitReplicas on a cluster the job's commands go to a connection pinned to
 // its master, and the upstream's GET, whose key lives on another master,
-// through the cluster client: the call runs on the open upstream and is
+// through the cluster client: the call runs on the ready upstream and is
 // refused once the upstream cools.
 func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 	if testing.Short() {

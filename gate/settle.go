@@ -17,7 +17,7 @@ import (
 type recorded struct {
 	// State is the job's state after the settle: Ready or Done after a
 	// success or a release, CoolingDown or Failed after a failure; Ready
-	// also after a provider-wide failure while another upstream is open.
+	// also after a provider-wide failure while another upstream is ready.
 	State State
 	// RetryAfter is the cooldown set (0 unless CoolingDown).
 	RetryAfter time.Duration

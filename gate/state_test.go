@@ -44,7 +44,7 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 // it; a value past the last one is named by its number, never a panic.
 func TestUpstreamStateNames(t *testing.T) {
 	for s, exp := range map[gate.UpstreamState]string{
-		gate.UpstreamOpen: "open", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
+		gate.UpstreamReady: "ready", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
 	} {
 		if got := s.String(); got != exp {
 			t.Errorf("UpstreamState(%d): %q, want %q", uint8(s), got, exp)

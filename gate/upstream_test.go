@@ -16,7 +16,7 @@ import (
 // A failure's settle reports what it did to the upstream in the lease's
 // Result and to the Observer: a rate limit cools it for the provider's
 // hint, a quota failure pauses it, another 5xx within the allowance
-// leaves it open.
+// leaves it ready.
 func TestSettleReportsTheUpstream(t *testing.T) {
 	upstreamForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
@@ -32,7 +32,7 @@ func TestSettleReportsTheUpstream(t *testing.T) {
 		}{
 			{errRateLimited, gate.UpstreamCoolingDown, classify.ReasonRateLimited, time.Minute, gate.EventUpstreamCooling},
 			{errQuota, gate.UpstreamPaused, classify.ReasonQuotaExhausted, time.Hour, gate.EventUpstreamPaused},
-			{err500, gate.UpstreamOpen, "", 0, 0},
+			{err500, gate.UpstreamReady, "", 0, 0},
 		} {
 			if err := g.ResetUpstreams(ctx); err != nil {
 				t.Fatal(err)
@@ -153,7 +153,7 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 			if err := other.Do(ctx, "doc-b", func(context.Context, *gate.Lease) error { return nil }); err != nil {
 				t.Fatalf("other upstream: %v", err)
 			}
-			// The upstream reopens when the provider's hint has passed.
+			// The upstream recovers when the provider's hint has passed.
 			pass(tg, 300*time.Millisecond)
 			deadline := time.Now().Add(3 * time.Second)
 			for {
@@ -186,8 +186,8 @@ func TestUpstreamAllowsSome5xx(t *testing.T) {
 			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
 			for i, job := range []string{"a", "b"} {
 				_ = failWith(t, g, job, err500)
-				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamOpen {
-					t.Fatalf("after %d 5xx: upstream %v, want open", i+1, up.State)
+				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamReady {
+					t.Fatalf("after %d 5xx: upstream %v, want ready", i+1, up.State)
 				}
 			}
 			_ = failWith(t, g, "c", err500)
@@ -206,7 +206,7 @@ func TestUpstream5xxWindowSlides(t *testing.T) {
 	_ = failWith(t, g, "a", err500)
 	redistest.Advance(m, 2*time.Minute)
 	_ = failWith(t, g, "b", err500)
-	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamOpen {
+	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamReady {
 		t.Fatalf("two 5xx further apart than the window cooled the upstream")
 	}
 	redistest.Advance(m, 30*time.Second)

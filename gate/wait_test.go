@@ -936,8 +936,8 @@ func TestWatchSeesTheUpstream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.UpstreamOpen {
-				t.Fatalf("first status %+v, want Done, upstream open", st)
+			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.UpstreamReady {
+				t.Fatalf("first status %+v, want Done, upstream ready", st)
 			}
 			_ = failWith(t, other, "other", errRateLimited)
 			var st gate.Status
@@ -1221,7 +1221,7 @@ func TestAcquireWaitReadsOnceWhenTheLeaseEnds(t *testing.T) {
 // TestWatchReadsOnceWhenTheCooldownEnds: a watcher reads again when the
 // cooldown it read has ended, not before: one read between the cooldown
 // and the ready status. With an upstream too: the status then holds the
-// upstream's wait, 0 while it is open, which must not hide the job's.
+// upstream's wait, 0 while it is ready, which must not hide the job's.
 // Real servers only (miniredis's clock stands still).
 func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {

@@ -83,7 +83,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 }
 
 // A negative PermanentWave turns waves off: every permanent failure is
-// the job's own, and the upstream stays open.
+// the job's own, and the upstream stays ready.
 func TestPermanentWaveOff(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
@@ -94,8 +94,8 @@ func TestPermanentWaveOff(t *testing.T) {
 			t.Fatalf("job %d: %v, want Failed", i, err)
 		}
 	}
-	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamOpen {
-		t.Fatalf("upstream: %+v %v, want open", up, err)
+	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamReady {
+		t.Fatalf("upstream: %+v %v, want ready", up, err)
 	}
 }
 
@@ -169,7 +169,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 	if st := probe("c", classify.Permanent(errBoom)); st != gate.Failed {
 		t.Fatalf("a probe failing for another reason: %v, want its job Failed", st)
 	}
-	// The upstream answered: open again, and a new wave of the reason
+	// The upstream answered: ready again, and a new wave of the reason
 	// pauses it again; its probe failing for that reason cools.
 	_ = failWith(t, g, "d", errR)
 	_ = failWith(t, g, "e", errR)

@@ -124,7 +124,7 @@ const pushWithin = 2 * time.Second
 // events sees, pushed from another process (another gate on the
 // same Redis), the job fail into a cooldown, come out of it, be
 // reset from the CLI after a permanent failure, and its upstream
-// cool and reopen; with a heartbeat when idle and no upstream text.
+// cool and recover; with a heartbeat when idle and no upstream text.
 func TestStatusEvents(t *testing.T) {
 	t.Cleanup(httpmw.SetHeartbeat(30 * time.Millisecond))
 	for _, tg := range redistest.RealTargets(t) {

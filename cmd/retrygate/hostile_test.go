@@ -178,7 +178,7 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ups, err := upstreamd.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.UpstreamOpen {
+			if ups, err := upstreamd.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.UpstreamReady {
 				t.Fatalf("after the pasted %q: upstream %+v, %v", hint, ups, err)
 			}
 

@@ -49,7 +49,7 @@ type similarJSON struct {
 // the status) keep the upstream's former name, so scripts that read them
 // keep working.
 type upstreamSearchJSON struct {
-	// Upstreams counts the upstream keys found, open ones included.
+	// Upstreams counts the upstream keys found, ready ones included.
 	Upstreams int `json:"upstreams"`
 	// Refusing are the upstreams cooling down or paused: every job of a
 	// gate with that Options.Upstream is refused.
@@ -192,7 +192,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			j.UpstreamSearch.Error = c.describe(s.err)
 		}
 	}
-	if noKeys && len(similar) == 0 && st.Upstream.State == gate.UpstreamOpen && (found == nil || found.names == 0) {
+	if noKeys && len(similar) == 0 && st.Upstream.State == gate.UpstreamReady && (found == nil || found.names == 0) {
 		has, sure := c.prefixKeys(ctx)
 		j.NoKeysUnderPrefix = sure && !has
 	}
@@ -221,7 +221,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			continue
 		}
 		up := fmt.Sprintf("%s %s", printable(u.Upstream), u.State)
-		if u.State != gate.UpstreamOpen {
+		if u.State != gate.UpstreamReady {
 			up += fmt.Sprintf(" (%s) for %s", printable(u.Reason), fmtDur(u.RetryAfter))
 		}
 		row(tw, "upstream", up)
@@ -326,11 +326,11 @@ func (c *cli) clearHints(st gate.Status, ups []gate.UpstreamStatus) []string {
 	global := c.globalHint()
 	var out []string
 	for _, u := range ups {
-		if u.Upstream != "" && u.State != gate.UpstreamOpen {
+		if u.Upstream != "" && u.State != gate.UpstreamReady {
 			out = append(out, fmt.Sprintf("retrygate%s --upstream %s upstream reset", global, argQuote(u.Upstream)))
 		}
 	}
-	if len(out) > 0 && st.Upstream.State != gate.UpstreamOpen {
+	if len(out) > 0 && st.Upstream.State != gate.UpstreamReady {
 		return out // the gate's own upstream refuses before the job is read
 	}
 	switch st.State {

@@ -80,11 +80,11 @@ func TestStatusFindsRefusingUpstreams(t *testing.T) {
 
 			// With --upstream, the job's own gate's upstream, and no search.
 			st = statusOf(t, runCLI(t, nil, append(args, "--json", "--upstream", "groq:prod", "status", "doc-0")...))
-			if st.UpstreamSearch != nil || st.Upstream == nil || st.Upstream.State != "open" {
+			if st.UpstreamSearch != nil || st.Upstream == nil || st.Upstream.State != "ready" {
 				t.Fatalf("--upstream groq:prod: %+v", st)
 			}
 
-			// Once the upstreams reopen, the job runs again, and status says so.
+			// Once the upstreams recover, the job runs again, and status says so.
 			for _, g := range []*gate.Gate{paused, cooling} {
 				if err := g.ResetUpstreams(ctx); err != nil {
 					t.Fatal(err)
@@ -93,7 +93,7 @@ func TestStatusFindsRefusingUpstreams(t *testing.T) {
 			r = runCLI(t, nil, append(args, "status", "doc-0")...)
 			mustOK(t, r)
 			if !strings.Contains(r.stdout, "meaning   no lock: the next call runs") || strings.Contains(r.stdout, "upstream") {
-				t.Errorf("status after the upstreams reopened:\n%s", r.stdout)
+				t.Errorf("status after the upstreams recovered:\n%s", r.stdout)
 			}
 		})
 	}

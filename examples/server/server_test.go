@@ -102,7 +102,7 @@ func TestRateLimitedCoolsDownForTheServersHint(t *testing.T) {
 	if exp, got := int64(3), st.Refused; exp != got {
 		t.Fatalf("refused %d, want %d", got, exp)
 	}
-	if exp, got := "open", st.Upstream.State; exp != got {
+	if exp, got := "ready", st.Upstream.State; exp != got {
 		t.Fatalf("upstream %q, want %q: a per-document limit must not pause every job", got, exp)
 	}
 	status := s.status(t, "supplier-contract")
@@ -129,7 +129,7 @@ func TestOverloadedBacksOff(t *testing.T) {
 	if got := r.retryAfter(t); got < 3 || got > 4 {
 		t.Fatalf("Retry-After %d, want 3..4 (the gate's cooldown)", got)
 	}
-	if exp, got := "open", s.stats(t).Upstream.State; exp != got {
+	if exp, got := "ready", s.stats(t).Upstream.State; exp != got {
 		t.Fatalf("upstream %q, want %q", got, exp)
 	}
 }

@@ -10,7 +10,7 @@
 // The handler's context carries the lease (gate.LeaseFromContext): its
 // Upstream names the upstream to call when the gate has Fallbacks, its Fence
 // the token to write results with. A provider-wide failure while another
-// upstream is open leaves the job ready: the adapter retries it at once
+// upstream is ready leaves the job ready: the adapter retries it at once
 // (asynq's next whole second), Retried unchanged, and
 // the next run goes to that upstream.
 //

@@ -226,7 +226,7 @@ func TestRunUnwrittenFailureWaitsALease(t *testing.T) {
 	}
 }
 
-// TestFailedWithFallbackRetriesAtOnce: with another upstream open, a
+// TestFailedWithFallbackRetriesAtOnce: with another upstream ready, a
 // provider-wide failure is retried at once, on that upstream, and not
 // counted (it was not the job's fault); the retry runs on the backup.
 func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {

@@ -12,7 +12,7 @@
 // The handler's context carries the lease (gate.LeaseFromContext): its
 // Upstream names the upstream to call when the gate has Fallbacks, its Fence
 // the token to write results with. A provider-wide failure while another
-// upstream is open leaves the job ready: the adapter snoozes it for 10 ms; no attempt, and
+// upstream is ready leaves the job ready: the adapter snoozes it for 10 ms; no attempt, and
 // the next run goes to that upstream.
 //
 // What a job's run ends in:

@@ -232,7 +232,7 @@ func decodeTakeAdmitted(cmd *redis.Cmd, member string, n int, r *Acquired) error
 	r.Upstreams = make([]Upstream, n)
 	r.Admitted = make([]Admitted, n)
 	for i := range n {
-		u, _ := replyString(values, i) // nil: open
+		u, _ := replyString(values, i) // nil: ready
 		r.Upstreams[i] = parseUpstream(u)
 		av, _ := admissions[i].([]any)
 		if r.Admitted[i], err = admittedOf(av, member); err != nil {

@@ -152,8 +152,8 @@ func TestAcquireReadsDoneAndUpstreams(t *testing.T) {
 	if err := s.Acquire(ctx, a, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.DoneToken != "tok" || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModePaused || r.Upstreams[1].Mode != ModeOpen {
-		t.Fatalf("acquire: done %q, upstreams %+v; want tok, paused then open", r.DoneToken, r.Upstreams)
+	if r.DoneToken != "tok" || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModePaused || r.Upstreams[1].Mode != ModeReady {
+		t.Fatalf("acquire: done %q, upstreams %+v; want tok, paused then ready", r.DoneToken, r.Upstreams)
 	}
 }
 

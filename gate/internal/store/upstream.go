@@ -47,7 +47,7 @@ func decodeUpstreamRead(c redis.Cmder) (UpstreamRead, error) {
 
 // Claim is upstream_claim.lua's answer.
 type Claim struct {
-	Open    bool // no key: nothing to claim, the call runs as usual
+	Ready   bool // no key: nothing to claim, the call runs as usual
 	Claimed bool // this call probes; Level is the trips in a row so far
 	Level   int
 	// Refused: the value that refused, and its wait.
@@ -60,7 +60,7 @@ func (t *Trip) Claim(ctx context.Context, key string, token Token) Reply[Claim] 
 	return Reply[Claim]{t.eval(ctx, upstreamClaimScript, []string{key}, token.Token, t.s.lease), decodeClaim}
 }
 
-// decodeClaim reads {1} open, {2, level} claimed, {0, value, wait ms}
+// decodeClaim reads {1} ready, {2, level} claimed, {0, value, wait ms}
 // refused.
 func decodeClaim(c redis.Cmder) (Claim, error) {
 	v, err := slice(c)
@@ -70,7 +70,7 @@ func decodeClaim(c redis.Cmder) (Claim, error) {
 	kind, ok := replyInt(v, 0)
 	switch {
 	case ok && kind == 1 && len(v) == 1:
-		return Claim{Open: true}, nil
+		return Claim{Ready: true}, nil
 	case ok && kind == 2 && len(v) == 2:
 		n, ok := replyInt(v, 1)
 		if ok {
@@ -93,11 +93,11 @@ func (t *Trip) CancelProbe(ctx context.Context, key string, token Token) Reply[b
 	return Reply[bool]{t.eval(ctx, t.s.scripts.upstreamCancel, []string{key}, token.Token, t.s.lease), decodeFlag}
 }
 
-// OpenUpstream queues upstream_open.lua: the probe's call reached the
-// upstream; open it for every call. It reports whether token was the
+// RecoverUpstream queues upstream_recover.lua: the probe's call reached the
+// upstream; make it ready for every call. It reports whether token was the
 // probe.
-func (t *Trip) OpenUpstream(ctx context.Context, key string, token Token) Reply[bool] {
-	return Reply[bool]{t.eval(ctx, t.s.scripts.upstreamOpen, []string{key}, token.Token), decodeFlag}
+func (t *Trip) RecoverUpstream(ctx context.Context, key string, token Token) Reply[bool] {
+	return Reply[bool]{t.eval(ctx, t.s.scripts.upstreamRecover, []string{key}, token.Token), decodeFlag}
 }
 
 // Stop is what a provider-wide failure writes to an upstream.

@@ -45,7 +45,7 @@ import (
 //
 // where level counts the trips in a row (a failed probe escalates). The key
 // outlives <until> by a lease, so the first call after the wait claims the
-// probe; with no traffic it expires and the upstream is open.
+// probe; with no traffic it expires and the upstream is ready.
 
 // Kind is what a job's value holds.
 type Kind byte
@@ -188,7 +188,7 @@ type Mode byte
 
 // Upstream modes.
 const (
-	ModeOpen    Mode = 0 // no key: calls run
+	ModeReady   Mode = 0 // no key: calls run
 	ModeCooling Mode = 'c'
 	ModePaused  Mode = 'p'
 	ModeProbing Mode = 'h'

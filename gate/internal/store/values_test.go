@@ -116,19 +116,19 @@ func TestDecodeWellFormedReplies(t *testing.T) {
 		!r.Taken || r.Fence != 1700000000000000 || r.value != value || r.pttl != -2 || r.Job.Attempts != 1 {
 		t.Errorf("acquire taken: %+v, %v", r, err)
 	}
-	if c, err := decodeClaim(reply(int64(1))); err != nil || !c.Open || c.Claimed {
-		t.Errorf("claim open: %+v, %v", c, err)
+	if c, err := decodeClaim(reply(int64(1))); err != nil || !c.Ready || c.Claimed {
+		t.Errorf("claim ready: %+v, %v", c, err)
 	}
-	if c, err := decodeClaim(reply(int64(2), int64(3))); err != nil || !c.Claimed || c.Level != 3 || c.Open {
+	if c, err := decodeClaim(reply(int64(2), int64(3))); err != nil || !c.Claimed || c.Level != 3 || c.Ready {
 		t.Errorf("claim claimed: %+v, %v", c, err)
 	}
-	if c, err := decodeClaim(reply(int64(0), "c:rate_limited:1:9000", int64(5000))); err != nil || c.Open || c.Claimed ||
+	if c, err := decodeClaim(reply(int64(0), "c:rate_limited:1:9000", int64(5000))); err != nil || c.Ready || c.Claimed ||
 		c.Value.Mode != ModeCooling || c.Value.Reason != "rate_limited" || c.Wait != 5*time.Second {
 		t.Errorf("claim refused: %+v, %v", c, err)
 	}
 	for name, cmd := range map[string]*redis.Cmd{
 		"acquire refused, one long":  reply(int64(0), int64(1000), value, int64(4000), "x"),
-		"claim open, one long":       reply(int64(1), "x"),
+		"claim ready, one long":      reply(int64(1), "x"),
 		"claim claimed, one long":    reply(int64(2), int64(3), "x"),
 		"claim refused, one long":    reply(int64(0), value, int64(5000), "x"),
 		"acquire refused, one short": reply(int64(0), int64(1000), value),
