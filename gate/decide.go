@@ -34,7 +34,7 @@ type decideIn struct {
 	// upstream: the run used an upstream (Options.Upstream or Fallbacks).
 	upstream bool
 	// probe: the run probes its upstream after a cooldown or pause; level
-	// is the trips in a row before it.
+	// is the stops in a row before it.
 	probe bool
 	level int
 	// wave: a permanent failure is part of a wave of its reason in the

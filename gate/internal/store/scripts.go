@@ -38,8 +38,8 @@ var (
 	upstreamCancelLua string
 	//go:embed lua/upstream_recover.lua
 	upstreamRecoverLua string
-	//go:embed lua/upstream_trip.lua
-	upstreamTripLua string
+	//go:embed lua/upstream_stop.lua
+	upstreamStopLua string
 	//go:embed lua/window_count.lua
 	windowCountLua string
 	//go:embed lua/upstream_reset.lua
@@ -65,7 +65,7 @@ var (
 // writeScripts are the state-changing scripts in one topology's form.
 type writeScripts struct {
 	jobSettle, jobSettleGone, jobUndo, jobReset                  *script
-	upstreamCancel, upstreamRecover, upstreamTrip, upstreamReset *script
+	upstreamCancel, upstreamRecover, upstreamStop, upstreamReset *script
 }
 
 func newWriteScripts(publish string) *writeScripts {
@@ -77,7 +77,7 @@ func newWriteScripts(publish string) *writeScripts {
 		jobReset:        newScript(pre + jobResetLua),
 		upstreamCancel:  newScript(pre + upstreamCancelLua),
 		upstreamRecover: newScript(pre + upstreamRecoverLua),
-		upstreamTrip:    newScript(pre + upstreamTripLua),
+		upstreamStop:    newScript(pre + upstreamStopLua),
 		upstreamReset:   newScript(pre + upstreamResetLua),
 	}
 }

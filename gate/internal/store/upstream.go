@@ -48,7 +48,7 @@ func decodeUpstreamRead(c redis.Cmder) (UpstreamRead, error) {
 // Claim is upstream_claim.lua's answer.
 type Claim struct {
 	Ready   bool // no key: nothing to claim, the call runs as usual
-	Claimed bool // this call probes; Level is the trips in a row so far
+	Claimed bool // this call probes; Level is the stops in a row so far
 	Level   int
 	// Refused: the value that refused, and its wait.
 	Value Upstream
@@ -110,7 +110,7 @@ type Stop struct {
 	Clear string
 }
 
-// Stopped is upstream_trip.lua's answer: the upstream's value after it
+// Stopped is upstream_stop.lua's answer: the upstream's value after it
 // and its wait, and whether this call wrote it (a stop never shortens a
 // longer wait, a cooldown never replaces a pause, and a call that is not
 // the probe never ends another's probe).
@@ -121,7 +121,7 @@ type Stopped struct {
 	Present bool // the upstream has a value (it refuses calls)
 }
 
-// StopUpstream queues upstream_trip.lua for the run holding token.
+// StopUpstream queues upstream_stop.lua for the run holding token.
 func (t *Trip) StopUpstream(ctx context.Context, key string, token Token, s Stop) Reply[Stopped] {
 	keys := []string{key}
 	if s.Clear != "" {
@@ -131,7 +131,7 @@ func (t *Trip) StopUpstream(ctx context.Context, key string, token Token, s Stop
 	if s.Pause {
 		mode = "p"
 	}
-	cmd := t.eval(ctx, t.s.scripts.upstreamTrip, keys, mode, token.Token, s.Reason, max(ms(s.TTL), 1), t.s.lease)
+	cmd := t.eval(ctx, t.s.scripts.upstreamStop, keys, mode, token.Token, s.Reason, max(ms(s.TTL), 1), t.s.lease)
 	return Reply[Stopped]{cmd, decodeStopped}
 }
 
@@ -144,7 +144,7 @@ func decodeStopped(c redis.Cmder) (Stopped, error) {
 	w, ok1 := replyInt(v, 1)
 	n, ok2 := replyInt(v, 2)
 	if !ok1 || !ok2 || len(v) != 3 {
-		return Stopped{}, badReply("trip", v)
+		return Stopped{}, badReply("stop", v)
 	}
 	val, _ := replyString(v, 0)
 	return Stopped{Value: parseUpstream(val), Wait: pttl(w), Wrote: n == 1, Present: val != ""}, nil

@@ -43,7 +43,7 @@ import (
 //	p:<reason>:<level>:<until>           paused until <until>
 //	h:<reason>:<level>:<until>:<token>   one call (token) probes it until <until>
 //
-// where level counts the trips in a row (a failed probe escalates). The key
+// where level counts the stops in a row (a failed probe escalates). The key
 // outlives <until> by a lease, so the first call after the wait claims the
 // probe; with no traffic it expires and the upstream is ready.
 
@@ -199,7 +199,7 @@ const (
 type Upstream struct {
 	Mode   Mode
 	Reason string
-	Level  int    // the trips in a row
+	Level  int    // the stops in a row
 	Until  int64  // when the wait (or the probe's lease) ends, Redis ms
 	Token  string // Probe: the probe's token
 	// Paused: a Foreign value that reads as a pause (its letter is 'p').

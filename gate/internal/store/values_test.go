@@ -68,7 +68,7 @@ func TestParseUpstream(t *testing.T) {
 		{"p:quota_exhausted:1:2000", Upstream{Mode: ModePaused, Reason: "quota_exhausted", Level: 1, Until: 2000}},
 		{"h:rate_limited:3:3000:tok", Upstream{Mode: ModeProbing, Reason: "rate_limited", Level: 3, Until: 3000, Token: "tok"}},
 		{"c::1:5", Upstream{Mode: ModeCooling, Level: 1, Until: 5}},
-		{"c:x:0:5", Upstream{Mode: ModeCooling, Reason: "x", Until: 5}}, // level 0: written before a first trip
+		{"c:x:0:5", Upstream{Mode: ModeCooling, Reason: "x", Until: 5}}, // level 0: written before a first stop
 		{"", Upstream{}},
 		// Values no gate wrote are held, read as their letter says.
 		{"c:x:1", Upstream{Mode: ModeForeign, Reason: "x"}},

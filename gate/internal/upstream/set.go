@@ -131,7 +131,7 @@ func (s *Set) PeekKnown(ctx context.Context, st *store.Store) ([]Status, error) 
 type Choice struct {
 	b     Breaker
 	probe bool
-	level int // the upstream's trips in a row before the probe
+	level int // the upstream's stops in a row before the probe
 	// member is the call's reservation in the upstream's budget, "" for
 	// none; off: budgets are off.
 	member   string
@@ -294,7 +294,7 @@ func (c Choice) Name() string {
 func (c Choice) Guarded() bool { return c.Name() != "" }
 
 // Probe reports whether the run probes its upstream after a cooldown or
-// pause, and the upstream's trips in a row before it.
+// pause, and the upstream's stops in a row before it.
 func (c Choice) Probe() (bool, int) { return c.probe, c.level }
 
 // Unclaim queues the give-back of the probe the run claimed; nothing when
