@@ -186,7 +186,7 @@ func TestDecide(t *testing.T) {
 	if got := o.decide(decideIn{out: outFailure, v: refused, upstream: true}).upstream; got != (upstream.Write{}) {
 		t.Errorf("refused with UnreachableJobs off: upstream %+v, want untouched", got)
 	}
-	// DoneTTL holds a success as Done.
+	// DoneTTL keeps a success Done.
 	o.DoneTTL = time.Hour
 	if got := o.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
 		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)

@@ -47,7 +47,7 @@
 //     process refuses the job for the intended cooldown and elsewhere the
 //     lease's TTL is the cooldown.
 //   - A success is not paid for twice because Redis was briefly away: a
-//     done mark (DoneTTL) Redis cannot take is held in this process and
+//     done mark (DoneTTL) Redis cannot take is kept in this process and
 //     written again until Redis takes it, never over a newer owner.
 //   - A refusal needs no write: a Redis that refuses writes (OOM when
 //     full, READONLY) still refuses a cooling, failed, done or running job

@@ -45,7 +45,7 @@ type Options struct {
 	// retries. Negative = unlimited. Default: 8.
 	MaxAttempts int
 
-	// DoneTTL holds a successful job as Done for this long, so duplicate
+	// DoneTTL keeps a successful job Done for this long, so duplicate
 	// retries get ErrDone. 0 = release at once (the default).
 	DoneTTL time.Duration
 

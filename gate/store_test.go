@@ -211,7 +211,7 @@ func TestForeignLockValueIsHeld(t *testing.T) {
 
 // The cooldown, failed and done marks decode to their state, attempts,
 // reason and evidence, for Status and for the refusal; a value of the
-// previous layout, which never holds a <until>, is held as running until
+// previous layout, which never holds a <until>, reads as running until
 // its TTL ends.
 func TestJobValuesDecode(t *testing.T) {
 	ctx := context.Background()

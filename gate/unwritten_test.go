@@ -69,7 +69,7 @@ func TestUnwrittenSuccessIsHeldAndWrittenLater(t *testing.T) {
 }
 
 // The late write never overwrites a newer owner: a run that took the job
-// after the lease expired keeps it, and the process that held it Done
+// after the lease expired keeps it, and the process that kept it Done
 // follows Redis again.
 func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
@@ -97,7 +97,7 @@ func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the process that held the job Done: %v, want the newer owner's cooldown", b)
+			t.Fatalf("the process that kept the job Done: %v, want the newer owner's cooldown", b)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -90,7 +90,7 @@ func TestRefusedJobGivesTheProbeBack(t *testing.T) {
 			t.Fatalf("job cooling on its own: exp ErrCoolingDown, got %v", err)
 		}
 		if up, err := upstreamStatus(ctx, other); err != nil || up.Probing {
-			t.Fatalf("upstream after the refused job: %+v %v, want no probe held", up, err)
+			t.Fatalf("upstream after the refused job: %+v %v, want no probe claimed", up, err)
 		}
 		if err := other.Do(ctx, "b", okFn); err != nil {
 			t.Fatalf("the next job probes: %v", err)

@@ -338,8 +338,8 @@ func TestSettleErrorReachesOnError(t *testing.T) {
 
 // TestForeignKeysWithoutTTL: keys the gate did not write and that never
 // expire (an operator's SET, a restore without TTLs) still get an honest
-// wait, never "Retry available now.": a foreign value at a job's lock is
-// held, for one lease as far as anyone knows; a pause of the upstream
+// wait, never "Retry available now.": a foreign value at a job's lock
+// runs for one lease as far as anyone knows; a pause of the upstream
 // without an end asks for UnavailableRetryAfter.
 func TestForeignKeysWithoutTTL(t *testing.T) {
 	ctx := context.Background()

@@ -62,7 +62,7 @@ func TestEvaluateSucceedsAndStoresTheResult(t *testing.T) {
 	if exp, got := int64(1), s.stats(t).UpstreamCalls; exp != got {
 		t.Fatalf("upstream calls %d, want %d", got, exp)
 	}
-	// Held done for DoneTTL: a duplicate gets the stored result (Replay)
+	// Kept Done for DoneTTL: a duplicate gets the stored result (Replay)
 	// without a model call, then the document can run again.
 	if exp, got := "done", s.status(t, "welcome-letter").body["job_state"]; exp != got {
 		t.Fatalf("job_state after success %v, want %q", got, exp)

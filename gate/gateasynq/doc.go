@@ -17,7 +17,7 @@
 // What a task's run ends in:
 //
 //	the gate said                                 asynq does
-//	fn succeeded; the job is held Done            completes the task (a Done job is not run again)
+//	fn succeeded; the job is kept Done            completes the task (a Done job is not run again)
 //	refused: cooling down, running elsewhere,     retries at the gate's wait (job cooldown, running
 //	  upstream cooling or paused                    lease's time left, upstream cooldown or pause); Retried unchanged
 //	fn failed provider-wide (429, 503) or         retries at the gate's cooldown; Retried unchanged

@@ -18,7 +18,7 @@
 // What a job's run ends in:
 //
 //	the gate said                                 River does
-//	fn succeeded; the job is held Done            completes the job (a Done job is not run again)
+//	fn succeeded; the job is kept Done            completes the job (a Done job is not run again)
 //	refused: cooling down, running elsewhere,     JobSnooze for the gate's wait (job cooldown, running
 //	  upstream cooling or paused                    lease's time left, upstream cooldown or pause); no attempt
 //	fn failed provider-wide (429, 503) or         JobSnooze for the gate's cooldown; no attempt

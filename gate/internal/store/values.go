@@ -35,7 +35,7 @@ import (
 // with <until> = now. flags is "s" when the failure was a suspect
 // rejection; reason and evidence are codes (classify), never upstream
 // text, and evidence comes last since it may hold ':'. A value of any
-// other shape is held: never overwritten, never taken for a cooldown.
+// other shape is foreign: never overwritten, never taken for a cooldown.
 //
 // An upstream has one key (internal/keyspace.Upstream) holding
 //
@@ -52,7 +52,7 @@ type Kind byte
 
 // Job value kinds.
 const (
-	Held    Kind = 0 // a value of another shape (or none): never taken, never overwritten
+	Foreign Kind = 0 // a value of another shape (or none): never taken, never overwritten
 	Running Kind = 'r'
 	Cooling Kind = 'c'
 	Failed  Kind = 'f'
@@ -91,7 +91,7 @@ func (j Job) Left(now int64) time.Duration {
 	return max(time.Duration(j.Until-now)*time.Millisecond, 0)
 }
 
-// parseJob decodes a job value; a value of another shape is Held. It
+// parseJob decodes a job value; a value of another shape is Foreign. It
 // reads the fields in place (a refusal's hot path allocates nothing here).
 func parseJob(v string) Job {
 	if len(v) < 2 || v[1] != ':' {
@@ -192,7 +192,7 @@ const (
 	ModeCooling Mode = 'c'
 	ModePaused  Mode = 'p'
 	ModeProbing Mode = 'h'
-	ModeForeign Mode = 'x' // not a value the gate wrote (an operator's SET): held, its end unknown
+	ModeForeign Mode = 'x' // not a value the gate wrote (an operator's SET): its end unknown
 )
 
 // Upstream is an upstream's value, decoded.

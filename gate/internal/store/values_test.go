@@ -22,7 +22,7 @@ func TestParseJob(t *testing.T) {
 			Attempts: 1, Reason: "context_length_exceeded", Evidence: "code:context_length_exceeded"}},
 		{"c:5:9:2", Job{Kind: Cooling, Until: 5, Fence: 9, Attempts: 2}},
 		{"d:3000:9:0", Job{Kind: Done, Until: 3000, Fence: 9}},
-		// Values of another shape are held (kind 0): never taken for free.
+		// Values of another shape are foreign (kind 0): never taken for free.
 		{"", Job{}},
 		{"garbage", Job{}},
 		{"r:abc", Job{Kind: Running, Token: "abc"}}, // taken on a free key, not renewed yet
@@ -70,7 +70,7 @@ func TestParseUpstream(t *testing.T) {
 		{"c::1:5", Upstream{Mode: ModeCooling, Level: 1, Until: 5}},
 		{"c:x:0:5", Upstream{Mode: ModeCooling, Reason: "x", Until: 5}}, // level 0: written before a first stop
 		{"", Upstream{}},
-		// Values no gate wrote are held, read as their letter says.
+		// Values no gate wrote are foreign, read as their letter says.
 		{"c:x:1", Upstream{Mode: ModeForeign, Reason: "x"}},
 		{"c:x:1:5:tok", Upstream{Mode: ModeForeign, Reason: "x"}},
 		{"h:x:1:5", Upstream{Mode: ModeForeign, Reason: "x"}},

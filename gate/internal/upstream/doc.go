@@ -7,7 +7,7 @@
 // count a 5xx), and read or reset it for operators.
 //
 // Each state is a type (states.go): ready, cooling, paused, probing, and
-// held (a value no gate wrote). A gate without an upstream has one
+// foreign (a value no gate wrote). A gate without an upstream has one
 // breaker that always permits (Free): it reads nothing and writes
 // nothing, so the gate composes upstreams the same way with or without
 // one.

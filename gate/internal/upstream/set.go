@@ -120,7 +120,7 @@ func (s *Set) PeekKnown(ctx context.Context, st *store.Store) ([]Status, error) 
 			return nil, nil
 		}
 		if r.Upstream.Mode == store.ModeForeign {
-			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // held: its key's TTL
+			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // foreign: its key's TTL
 		}
 		b.remember(ups[i])
 	}

@@ -255,7 +255,7 @@ func TestWaveOfAPausedReason(t *testing.T) {
 }
 
 // A value no gate wrote, found where this process knew a cooldown, is
-// held for its key's time left.
+// foreign: it refuses for its key's time left.
 func TestPeekKnownHoldsAForeignValue(t *testing.T) {
 	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
 	run := store.NewToken()

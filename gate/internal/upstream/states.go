@@ -42,7 +42,7 @@ type Permit uint8
 const (
 	Permitted Permit = iota // ready: the call runs
 	MayProbe                // the wait is over: the first call may claim the probe
-	Refused                 // cooling, paused, probing, or held
+	Refused                 // cooling, paused, probing, or foreign
 )
 
 // state is one of an upstream's states, decoded from its value; judge
@@ -56,7 +56,7 @@ type (
 	cooling struct{ v store.Upstream }
 	paused  struct{ v store.Upstream }
 	probing struct{ v store.Upstream }
-	held    struct{ v store.Upstream } // not a value the gate wrote: an operator's SET
+	foreign struct{ v store.Upstream } // not a value the gate wrote: an operator's SET
 )
 
 // stateOf is the state an upstream's value holds.
@@ -69,7 +69,7 @@ func stateOf(v store.Upstream) state {
 	case store.ModeProbing:
 		return probing{v}
 	case store.ModeForeign:
-		return held{v}
+		return foreign{v}
 	}
 	return ready{}
 }
@@ -101,9 +101,9 @@ func (s probing) judge(name string, now int64) (Permit, Status) {
 		RetryAfter: max(s.v.Wait(now), time.Millisecond)}
 }
 
-// judge of a held value: never taken for ready, its end unknown; read as
+// judge of a foreign value: never taken for ready, its end unknown; read as
 // its letter says.
-func (s held) judge(name string, _ int64) (Permit, Status) {
+func (s foreign) judge(name string, _ int64) (Permit, Status) {
 	st := Status{Name: name, State: Cooling, Reason: s.v.Reason}
 	if s.v.Paused {
 		st.State = Paused
