@@ -45,9 +45,7 @@ type similarJSON struct {
 }
 
 // upstreamSearchJSON is what status found under the prefix without
-// --upstream. Its JSON keys ("upstreams" here, "upstream_search" and "upstream" in
-// the status) keep the upstream's former name, so scripts that read them
-// keep working.
+// --upstream (the status's "upstream_search").
 type upstreamSearchJSON struct {
 	// Upstreams counts the upstream keys found, ready ones included.
 	Upstreams int `json:"upstreams"`

@@ -16,8 +16,7 @@ func upstreamCommand() *command {
 	}
 }
 
-// upstreamResetJSON is reset's --json answer. Its "upstream" key is the
-// upstream's former name, kept so scripts that read it keep working.
+// upstreamResetJSON is reset's --json answer.
 type upstreamResetJSON struct {
 	Upstream string       `json:"upstream"`
 	Reset    bool         `json:"reset"`
