@@ -78,7 +78,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, he
 	}
 }
 
-// Close writes what the gate still holds for Redis before its process
+// Close writes what the gate still keeps for Redis before its process
 // exits: the done marks of successes Redis did not take when they settled
 // (DoneTTL), which this process alone remembers. It returns nil once each
 // is written or no longer needed (a newer run, a Reset, the DoneTTL
