@@ -18,27 +18,27 @@ import (
 
 // Every real provider response of classify/testdata/corpus, replayed by an
 // httptest upstream to the real go-openai client with classify.Transport,
-// under a gate with a Scope, on miniredis, a real redis-server and the real
+// under a gate with an Upstream, on miniredis, a real redis-server and the real
 // cluster. The verdict each case expects comes from its source (provider
 // docs, SDK tests, issue reports); what the gate does with a verdict is its
 // documented state diagram (gate/doc.go, README "How it works"):
 //
-//   - permanent on proof: the job is Failed (one attempt), the scope
+//   - permanent on proof: the job is Failed (one attempt), the upstream
 //     untouched;
 //   - permanent, suspect (a rejection whose meaning the response does not
 //     prove): the job cools like its own transient failure, one attempt;
 //     the same rejection (reason and evidence) on its next attempt fails
 //     it, with two;
 //   - transient, the job's: the job cools for max(hint, Cooldown), one
-//     attempt, the scope untouched;
+//     attempt, the upstream untouched;
 //   - transient, provider-wide: the job cools for the provider's hint (at
-//     least 1 s; none: the scope's Cooldown), no attempt counted, and the
-//     scope cools for the hint (else its Cooldown), at most MaxCooldown;
+//     least 1 s; none: the upstream's Cooldown), no attempt counted, and the
+//     upstream cools for the hint (else its Cooldown), at most MaxCooldown;
 //   - systemic: the job cools with no attempt counted, never Failed; when
-//     provider-wide (the key, the quota) the scope pauses for its Cooldown
+//     provider-wide (the key, the quota) the upstream pauses for its Cooldown
 //     first (the hint when longer; each failed probe pauses it longer, up
 //     to PauseTTL) and the job cools as long, else (one job's model or
-//     permission) the job cools for max(hint, Cooldown) and the scope is
+//     permission) the job cools for max(hint, Cooldown) and the upstream is
 //     untouched.
 func TestCorpusThroughTheGate(t *testing.T) {
 	cases, err := corpus.Load("classify/testdata/corpus")
@@ -46,10 +46,10 @@ func TestCorpusThroughTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	const (
-		cooldown      = 5 * time.Minute
-		maxCooldown   = time.Hour
-		scopeCooldown = 10 * time.Second
-		pause         = 10 * time.Minute
+		cooldown         = 5 * time.Minute
+		maxCooldown      = time.Hour
+		upstreamCooldown = 10 * time.Second
+		pause            = 10 * time.Minute
 	)
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -63,7 +63,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					client := openai.NewClientWithConfig(cfg)
 					g, err := gate.New(tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "provider",
 						Cooldown:       cooldown,
-						UpstreamPolicy: gate.UpstreamPolicy{Cooldown: scopeCooldown, PauseTTL: pause},
+						UpstreamPolicy: gate.UpstreamPolicy{Cooldown: upstreamCooldown, PauseTTL: pause},
 						Backoff:        gate.Backoff{Max: maxCooldown, Jitter: -1}})
 					if err != nil {
 						t.Fatal(err)
@@ -84,11 +84,11 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					}
 					hint := min(want.RetryAfter, maxCooldown)
 					var (
-						state    = gate.CoolingDown
-						attempts = 0
-						jobWait  time.Duration
-						scope    = gate.UpstreamOpen
-						scopeFor time.Duration
+						state       = gate.CoolingDown
+						attempts    = 0
+						jobWait     time.Duration
+						upState     = gate.UpstreamReady
+						upstreamFor time.Duration
 					)
 					switch {
 					case want.Class == classify.ClassPermanent && !want.Suspect:
@@ -96,18 +96,18 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					case want.Class == classify.ClassSystemic:
 						jobWait = min(max(hint, cooldown), maxCooldown)
 						if want.ProviderWide {
-							first := min(max(hint, scopeCooldown), maxCooldown)
-							jobWait, scope, scopeFor = first, gate.UpstreamPaused, first
+							first := min(max(hint, upstreamCooldown), maxCooldown)
+							jobWait, upState, upstreamFor = first, gate.UpstreamPaused, first
 						}
 					case want.ProviderWide && statedWait[c.Name] > 0:
 						// The message says when one call fits: the job and
 						// the upstream wait that, the upstream's budget
 						// judging the retry (issue 31).
-						jobWait, scope, scopeFor = statedWait[c.Name], gate.UpstreamCoolingDown, statedWait[c.Name]
+						jobWait, upState, upstreamFor = statedWait[c.Name], gate.UpstreamCoolingDown, statedWait[c.Name]
 					case want.ProviderWide:
-						jobWait, scope, scopeFor = scopeCooldown, gate.UpstreamCoolingDown, scopeCooldown
+						jobWait, upState, upstreamFor = upstreamCooldown, gate.UpstreamCoolingDown, upstreamCooldown
 						if hint > 0 {
-							jobWait, scopeFor = max(hint, time.Second), hint
+							jobWait, upstreamFor = max(hint, time.Second), hint
 						}
 					default:
 						jobWait, attempts = min(max(hint, cooldown), maxCooldown), 1
@@ -128,17 +128,17 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					if st.State != state || !near(st.RetryAfter, jobWait) {
 						t.Fatalf("status: %v, retry in %v; want %v, %v", st.State, st.RetryAfter, state, jobWait)
 					}
-					if up := st.Upstream; up.State != scope || !near(up.RetryAfter, scopeFor) {
-						t.Fatalf("scope: %v for %v, want %v for %v", up.State, up.RetryAfter, scope, scopeFor)
+					if up := st.Upstream; up.State != upState || !near(up.RetryAfter, upstreamFor) {
+						t.Fatalf("upstream: %v for %v, want %v for %v", up.State, up.RetryAfter, upState, upstreamFor)
 					}
 					if want.Suspect {
 						confirmSuspect(t, tg, c, upstream.URL)
 					}
-					// The next job of the scope: refused without calling
-					// the provider while the scope cools or is paused.
-					if scope != gate.UpstreamOpen {
+					// The next job of the upstream: refused without calling
+					// the provider while the upstream cools or is paused.
+					if upState != gate.UpstreamReady {
 						err := g.Do(ctx, "another", func(context.Context, *gate.Lease) error {
-							t.Error("a job ran while the scope was not open")
+							t.Error("a job ran while the upstream was not open")
 							return nil
 						})
 						if !errors.Is(err, gate.ErrUpstreamCooling) {

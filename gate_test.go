@@ -248,8 +248,8 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 // Issue 7: 1,000 jobs retried concurrently from 4 gates against an upstream
 // answering 429 retry-after: 30. Once the first 429 is recorded, only
 // acquires already in flight may still call; a second wave makes no call at
-// all until the 30 s pass (compressed here by shortening the scope's TTL).
-func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
+// all until the 30 s pass (compressed here by shortening the upstream's TTL).
+func TestUpstreamLeaksNoUpstreamCalls(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			f := &fakeOpenAI{latency: 20 * time.Millisecond}
@@ -304,7 +304,7 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 			wave(1000)
 			first := f.calls.Load()
 			if late, bound := lateStarts.Load(), inFlightAtRecord.Load(); late > bound {
-				t.Fatalf("%d calls started after the scope cooldown was recorded; only %d acquires were in flight", late, bound)
+				t.Fatalf("%d calls started after the upstream cooldown was recorded; only %d acquires were in flight", late, bound)
 			}
 			ups, err := gates[0].Upstreams(context.Background())
 			if err != nil || ups[0].State != gate.UpstreamCoolingDown || ups[0].RetryAfter < 29*time.Second {
@@ -314,12 +314,12 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 
 			wave(1000)
 			if n := f.calls.Load() - first; n != 0 {
-				t.Fatalf("second wave during the scope cooldown made %d upstream calls", n)
+				t.Fatalf("second wave during the upstream cooldown made %d upstream calls", n)
 			}
 
-			// Compress the 30 s: the scope key expires now.
-			scopeKey := prefix + ":scope:{openai:test-key}"
-			if err := tg.Client.PExpire(context.Background(), scopeKey, time.Millisecond).Err(); err != nil {
+			// Compress the 30 s: the upstream key expires now.
+			upstreamKey := prefix + ":upstream:{openai:test-key}"
+			if err := tg.Client.PExpire(context.Background(), upstreamKey, time.Millisecond).Err(); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(2 * time.Second)
@@ -332,7 +332,7 @@ func TestScopeLeaksNoUpstreamCalls(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if f.calls.Load() == first {
-				t.Fatal("calls did not resume after the scope cooldown ended")
+				t.Fatal("calls did not resume after the upstream cooldown ended")
 			}
 		})
 	}

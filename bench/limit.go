@@ -116,7 +116,7 @@ func (r *results) limitTargets() []target {
 func (r *results) limitMarkdown(b *strings.Builder) {
 	p := r.set.limit
 	fmt.Fprintf(b, "\n## At the provider's rate limit (issue 31)\n\n"+
-		"Four Gates in one process share one upstream (`Scope`) and this Redis; each job calls go-openai through `classify/goopenai.Transport` "+
+		"Four Gates in one process share one upstream (`Upstream`) and this Redis; each job calls go-openai through `classify/goopenai.Transport` "+
 		"against `internal/testkit/llmfake`, a provider enforcing %d requests a minute as a token bucket, emptied when the storm starts "+
 		"(and, where tokens bind, %d tokens a minute: a call counts its prompt at 4 characters a token and its max_tokens), "+
 		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429. "+

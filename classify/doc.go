@@ -242,7 +242,7 @@
 //
 // Hints are reported as the provider sent them, validated and capped at
 // MaxHint (24 h): a Retry-After of 86400 is reported as 24 h. Bounding what
-// a hint may do to a job or a scope is the gate's decision.
+// a hint may do to a job or an upstream is the gate's decision.
 //
 // # Custom rules
 //

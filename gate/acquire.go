@@ -18,7 +18,7 @@ import (
 //
 // A job that is cooling down, failed, done or running elsewhere, or whose
 // upstreams refuse, gets a *BlockedError at once and fn does not run.
-// Otherwise fn's outcome is settled: nil releases the job (or holds it
+// Otherwise fn's outcome is settled: nil releases the job (or keeps it
 // Done for DoneTTL); an error is classified and returned as a *CallError
 // (the package doc's state diagram says what each verdict does); a panic
 // is settled as transient and re-panicked; the caller's ctx cancelled

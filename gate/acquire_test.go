@@ -17,7 +17,7 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// Without a Scope there is no upstream to read: an acquire is the
+// Without an Upstream there is no upstream to read: an acquire is the
 // acquire script alone.
 func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
@@ -41,7 +41,7 @@ func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 // A process that saw its upstream refuse only reads it (one script, no
 // write) until that refusal ends by its clock; what it reads decides. An
 // operator who reset the upstream elsewhere is seen at the next call: the
-// read finds it open, and the call takes the job's own path again (on
+// read finds it ready, and the call takes the job's own path again (on
 // one node, one script judges the upstream and takes the job), here
 // refused by the job's own cooldown.
 func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
@@ -61,7 +61,7 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	names.take()
 	for i := 0; i < 3; i++ {
 		if b := blocked(t, g, "another"); !errors.Is(b, gate.ErrUpstreamCooling) {
-			t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
+			t.Fatalf("with the upstream cooling: %+v, want ErrUpstreamCooling", b)
 		}
 		if got := names.take(); !equalNames(got, []string{"evalsha"}) {
 			t.Fatalf("refusal by an upstream known to refuse sent %v, want its read alone", got)
@@ -75,7 +75,7 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 		t.Fatalf("after the upstream was reset elsewhere: %+v, want the job's own cooldown", b)
 	}
 	if got := names.take(); !equalNames(got, []string{"evalsha", "evalsha"}) {
-		t.Fatalf("first call after the reset sent %v, want the read that finds it open, then the acquire", got)
+		t.Fatalf("first call after the reset sent %v, want the read that finds it ready, then the acquire", got)
 	}
 	_ = blocked(t, g, "job")
 	if got := names.take(); !equalNames(got, []string{"evalsha"}) {
@@ -84,10 +84,10 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 }
 
 // The cluster-safe form (a client that only scripts, here over one
-// miniredis) reads the scope beside the acquire: a scope another process
-// cooled refuses the job and leaves it no key; once seen, the scope is read
-// first; an open scope leaves the job locked; after the cooldown one call
-// probes while the others stay refused, and its success opens the scope.
+// miniredis) reads the upstream beside the acquire: an upstream another process
+// cooled refuses the job and leaves it no key; once seen, the upstream is read
+// first; a ready upstream leaves the job locked; after the cooldown one call
+// probes while the others stay refused, and its success makes the upstream ready.
 func TestClusterFormUpstream(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
@@ -117,7 +117,7 @@ func TestClusterFormUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// a's provider-wide failure cools the scope, written on its own slot.
+	// a's provider-wide failure cools the upstream, written on its own slot.
 	lx, err := a.Acquire(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +126,11 @@ func TestClusterFormUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	if up := firstUpstream(t, a); up.State != gate.UpstreamCoolingDown || up.Upstream != opts.Upstream || up.RetryAfter <= 0 {
-		t.Fatalf("provider-wide failure: upstream %+v, want the scope cooling", up)
+		t.Fatalf("provider-wide failure: upstream %+v, want the upstream cooling", up)
 	}
-	// b never saw the scope cooling: its acquire runs beside the scope read.
+	// b never saw the upstream cooling: its acquire runs beside the upstream read.
 	if bl := blocked(t, b, "job"); !errors.Is(bl, gate.ErrUpstreamCooling) {
-		t.Fatalf("b, scope cooled by a: %+v, want ErrUpstreamCooling", bl)
+		t.Fatalf("b, upstream cooled by a: %+v, want ErrUpstreamCooling", bl)
 	}
 	st, err := b.Status(ctx, "job")
 	if err != nil {
@@ -143,15 +143,15 @@ func TestClusterFormUpstream(t *testing.T) {
 		t.Fatalf("b's events %+v: a Redis error, though the undo of its acquire succeeded", evs)
 	}
 	if st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.Upstream != opts.Upstream || st.Upstream.RetryAfter <= 0 {
-		t.Fatalf("Status upstream: %+v, want the scope cooling", st.Upstream)
+		t.Fatalf("Status upstream: %+v, want the upstream cooling", st.Upstream)
 	}
-	// b has seen it now: the scope is read first, alone.
+	// b has seen it now: the upstream is read first, alone.
 	names.take()
 	if bl := blocked(t, b, "job"); !errors.Is(bl, gate.ErrUpstreamCooling) {
-		t.Fatalf("b, scope seen cooling: %+v, want ErrUpstreamCooling", bl)
+		t.Fatalf("b, upstream seen cooling: %+v, want ErrUpstreamCooling", bl)
 	}
 	if got := names.take(); len(got) != 1 {
-		t.Fatalf("refusal by a scope seen cooling sent %v, want one script", got)
+		t.Fatalf("refusal by an upstream seen cooling sent %v, want one script", got)
 	}
 
 	// The cooldown ends: c (parallel read) probes, a and b stay refused.
@@ -168,8 +168,8 @@ func TestClusterFormUpstream(t *testing.T) {
 	if err := probe.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if up := firstUpstream(t, c); up.State != gate.UpstreamOpen {
-		t.Fatalf("probe's success: upstream %+v, want open", up)
+	if up := firstUpstream(t, c); up.State != gate.UpstreamReady {
+		t.Fatalf("probe's success: upstream %+v, want ready", up)
 	}
 	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {
 		t.Fatalf("probe's events %+v: a Redis error, though every write succeeded", evs)
@@ -228,12 +228,12 @@ func (k *keyDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 // On a cluster an upstream lives on its own node. When that node cannot
 // be reached, an acquire fails closed (ErrUnavailable) and does not leave
-// the job locked, and Status says it cannot tell rather than "open".
+// the job locked, and Status says it cannot tell rather than "ready".
 func TestUpstreamUnreachable(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
-	scopeKey, _ := keyspace.Upstream(prefix, "openai:prod-key")
-	sd := &keyDown{key: scopeKey}
+	upstreamKey, _ := keyspace.Upstream(prefix, "openai:prod-key")
+	sd := &keyDown{key: upstreamKey}
 	rdb.AddHook(sd)
 	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai:prod-key"})
 	ctx := context.Background()
@@ -242,10 +242,10 @@ func TestUpstreamUnreachable(t *testing.T) {
 	}
 	sd.Down.Store(true)
 	if l, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
-		t.Fatalf("Acquire with the scope unreachable: lease %v, err %v; want ErrUnavailable", l, err)
+		t.Fatalf("Acquire with the upstream unreachable: lease %v, err %v; want ErrUnavailable", l, err)
 	}
 	if _, err := g.Status(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
-		t.Fatalf("Status with the scope unreachable: %v, want ErrUnavailable", err)
+		t.Fatalf("Status with the upstream unreachable: %v, want ErrUnavailable", err)
 	}
 	sd.Down.Store(false)
 	if st := mustStatus(t, g, "job"); st.State != gate.Ready || st.Fence != 0 {

@@ -758,7 +758,7 @@ func TestBudgetRefusalIsOneTrip(t *testing.T) {
 }
 
 // A user whose ACL does not permit the budget's commands (GateACL without
-// ACLScope's) still gets the breaker: the admission is refused loudly, and
+// ACLUpstream's) still gets the breaker: the admission is refused loudly, and
 // once the acquire's one-node script was refused so, acquires send the
 // job's commands beside the upstream's read again, one round trip, rather
 // than a refused script and a second trip each time.

@@ -34,7 +34,7 @@ type decideIn struct {
 	// upstream: the run used an upstream (Options.Upstream or Fallbacks).
 	upstream bool
 	// probe: the run probes its upstream after a cooldown or pause; level
-	// is the trips in a row before it.
+	// is the stops in a row before it.
 	probe bool
 	level int
 	// wave: a permanent failure is part of a wave of its reason in the
@@ -84,7 +84,7 @@ func (o *Options) decide(in decideIn) decision {
 	}
 	var d decision
 	if in.probe {
-		d.upstream.Op = upstream.Reopen // the upstream answered, unless a row says otherwise
+		d.upstream.Op = upstream.Recover // the upstream answered, unless a row says otherwise
 	}
 	switch in.out {
 	case outSuccess:
@@ -143,7 +143,7 @@ func (o *Options) decide(in decideIn) decision {
 		}
 		d.job = o.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {
-			// The next call runs on the next open upstream: no wait, or
+			// The next call runs on the next ready upstream: no wait, or
 			// UpstreamPolicy.FallbackCooldown.
 			d.job = o.cooling(h.Attempts, o.UpstreamPolicy.FallbackCooldown, v.Reason, v.Evidence)
 			if o.UpstreamPolicy.FallbackCooldown <= 0 {

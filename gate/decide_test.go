@@ -54,8 +54,8 @@ func TestDecide(t *testing.T) {
 		// Running ──success──▶
 		{"success: Ready (DoneTTL 0), the history gone", decideIn{out: outSuccess, hist: twoFailures},
 			jobWrite{kind: store.Done, state: Ready}, upstream.Write{}},
-		{"success of the probe: the upstream opens", decideIn{out: outSuccess, upstream: true, probe: true},
-			jobWrite{kind: store.Done, state: Ready}, upstream.Write{Op: upstream.Reopen}},
+		{"success of the probe: the upstream is ready", decideIn{out: outSuccess, upstream: true, probe: true},
+			jobWrite{kind: store.Done, state: Ready}, upstream.Write{Op: upstream.Recover}},
 		// ─transient, the job's─▶ CoolingDown, attempt counted
 		{"transient, attempt 3: Cooldown·2²", decideIn{out: outFailure, v: transient, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 20 * time.Minute, keep: keep, state: CoolingDown, attempts: 3, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
@@ -66,8 +66,8 @@ func TestDecide(t *testing.T) {
 		{"a 5xx counts in the upstream's window", decideIn{out: outFailure, v: upstream5xx, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason},
 			upstream.Write{Op: upstream.Count, Reason: upstream5xx.Reason, TTL: 10 * time.Second}},
-		{"a 5xx of the probe opens the upstream (it answered)", decideIn{out: outFailure, v: upstream5xx, upstream: true, probe: true},
-			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, upstream.Write{Op: upstream.Reopen}},
+		{"a 5xx of the probe makes the upstream ready (it answered)", decideIn{out: outFailure, v: upstream5xx, upstream: true, probe: true},
+			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: upstream5xx.Reason}, upstream.Write{Op: upstream.Recover}},
 		// ─MaxAttempts reached─▶ Failed
 		{"transient, MaxAttempts reached: Failed", decideIn{out: outFailure, v: transient, hist: store.Job{Attempts: 4}},
 			jobWrite{kind: store.Failed, ttl: week, state: Failed, attempts: 5, reason: "timeout", evidence: "go:timeout"}, upstream.Write{}},
@@ -140,7 +140,7 @@ func TestDecide(t *testing.T) {
 		// ─systemic, the job's─▶
 		{"model not found: cools Cooldown, not counted, upstream untouched", decideIn{out: outFailure, v: model, upstream: true, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 2, reason: "model_not_found"}, upstream.Write{}},
-		// Open ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling
+		// Ready ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling
 		{"refused connection: the job's attempt, one more job in the upstream's window", decideIn{out: outFailure, v: refused, upstream: true},
 			jobWrite{kind: store.Cooling, ttl: 5 * time.Minute, keep: keep, state: CoolingDown, attempts: 1, reason: "network", evidence: "go:refused"},
 			upstream.Write{Op: upstream.Unreached, Reason: "network", TTL: 10 * time.Second}},
@@ -186,7 +186,7 @@ func TestDecide(t *testing.T) {
 	if got := o.decide(decideIn{out: outFailure, v: refused, upstream: true}).upstream; got != (upstream.Write{}) {
 		t.Errorf("refused with UnreachableJobs off: upstream %+v, want untouched", got)
 	}
-	// DoneTTL holds a success as Done.
+	// DoneTTL keeps a success Done.
 	o.DoneTTL = time.Hour
 	if got := o.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
 		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)

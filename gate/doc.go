@@ -21,14 +21,14 @@
 // With Options.Upstream set, the provider the job calls has a circuit
 // breaker of its own, shared by every process through Redis:
 //
-//	Open ──provider-wide transient, or too many 5xx──▶ Cooling (the hint, else UpstreamPolicy.Cooldown;
-//	                                                   after a 429, until one call fits as the responses said)
-//	Open ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling (UpstreamPolicy.Cooldown)
-//	Open ──its budget would keep less than a reserve──▶ the call refused until one fits (the upstream unchanged)
-//	Open ──provider-wide systemic──▶ Paused (UpstreamPolicy.Cooldown first, or the hint when longer)
-//	Open ──a wave of one permanent reason──▶ Paused (UpstreamPolicy.PauseTTL)
+//	Ready ──provider-wide transient, or too many 5xx──▶ Cooling (the hint, else UpstreamPolicy.Cooldown;
+//	                                                    after a 429, until one call fits as the responses said)
+//	Ready ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling (UpstreamPolicy.Cooldown)
+//	Ready ──its budget would keep less than a reserve──▶ the call refused until one fits (the upstream unchanged)
+//	Ready ──provider-wide systemic──▶ Paused (UpstreamPolicy.Cooldown first, or the hint when longer)
+//	Ready ──a wave of one permanent reason──▶ Paused (UpstreamPolicy.PauseTTL)
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
-//	Probing ──the probe's call reached it──▶ Open; ──failed again──▶ one level up (× Backoff.Factor,
+//	Probing ──the probe's call reached it──▶ Ready; ──failed again──▶ one level up (× Backoff.Factor,
 //	        a pause at most PauseTTL); ──released──▶ the next call probes
 //
 // Options.Fallbacks adds upstreams tried in order; a job keeps one lock
@@ -47,7 +47,7 @@
 //     process refuses the job for the intended cooldown and elsewhere the
 //     lease's TTL is the cooldown.
 //   - A success is not paid for twice because Redis was briefly away: a
-//     done mark (DoneTTL) Redis cannot take is held in this process and
+//     done mark (DoneTTL) Redis cannot take is kept in this process and
 //     written again until Redis takes it, never over a newer owner.
 //   - A refusal needs no write: a Redis that refuses writes (OOM when
 //     full, READONLY) still refuses a cooling, failed, done or running job

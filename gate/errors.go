@@ -19,7 +19,7 @@ var (
 	ErrInFlight = errors.New("gate: job is already running")
 	// ErrFailed: the job failed permanently; Reset clears the mark.
 	ErrFailed = errors.New("gate: job failed permanently")
-	// ErrDone: the job succeeded and is held as done (Options.DoneTTL).
+	// ErrDone: the job succeeded and is kept Done (Options.DoneTTL).
 	ErrDone = errors.New("gate: job is done")
 	// ErrUpstreamCooling: every upstream of the gate (Options.Upstream and
 	// Fallbacks) is cooling down, paused or being probed after a
@@ -61,7 +61,7 @@ type BlockedError struct {
 	State State
 	// RetryAfter is how long until a retry may run: the cooldown's time
 	// left; for a running job, an estimate of when its call ends (see
-	// Acquire); for UpstreamCooling, the soonest any upstream reopens.
+	// Acquire); for UpstreamCooling, the soonest any upstream recovers.
 	// 0 for Failed and Done.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success.
@@ -135,7 +135,7 @@ type CallError struct {
 	Verdict classify.Verdict
 	// State is the job's state after the settle: CoolingDown, Failed, or
 	// Ready (released after a caller cancellation, or a provider-wide
-	// failure while another upstream is open). When the outcome was not
+	// failure while another upstream is ready). When the outcome was not
 	// written (Written reports false) it is Running: the lock's TTL is the
 	// cooldown.
 	State State

@@ -26,9 +26,9 @@ func TestRetryAfterOfEachError(t *testing.T) {
 		{"running", &gate.BlockedError{Job: "j", State: gate.Running, RetryAfter: 2 * time.Second}, 2 * time.Second, true},
 		{"failed", &gate.BlockedError{Job: "j", State: gate.Failed}, 0, false},
 		{"done", &gate.BlockedError{Job: "j", State: gate.Done}, 0, false},
-		{"scope cooling", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: 3 * time.Second,
+		{"upstream cooling", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: 3 * time.Second,
 			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamCoolingDown, RetryAfter: 3 * time.Second}}}, 3 * time.Second, true},
-		{"scope paused", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: 10 * time.Minute,
+		{"upstream paused", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling, RetryAfter: 10 * time.Minute,
 			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamPaused, RetryAfter: 10 * time.Minute}}}, 10 * time.Minute, true},
 		{"no wait known", &gate.BlockedError{Job: "j", State: gate.UpstreamCooling,
 			Upstreams: []gate.UpstreamStatus{{Upstream: "s", State: gate.UpstreamCoolingDown}}}, 0, false},
@@ -46,12 +46,12 @@ func TestRetryAfterOfEachError(t *testing.T) {
 	}
 }
 
-// A scope paused by a quota failure is refused with the pause's time left,
+// An upstream paused by a quota failure is refused with the pause's time left,
 // which RetryAfter reports.
 func TestRetryAfterOfPausedUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 			_ = failWith(t, g, "a", errQuota)
 			err := g.Do(context.Background(), "b", okFn)
 			if !errors.Is(err, gate.ErrUpstreamCooling) {
@@ -62,7 +62,7 @@ func TestRetryAfterOfPausedUpstream(t *testing.T) {
 				t.Fatalf("RetryAfter: exp about 1h, got %v %v", d, ok)
 			}
 			if !strings.Contains(err.Error(), "paused") {
-				t.Errorf("message %q should say the scope is paused", err)
+				t.Errorf("message %q should say the upstream is paused", err)
 			}
 		})
 	}

@@ -115,8 +115,8 @@ func (c *callTimes) runningWait(leaseLeft, elapsed, runner time.Duration) time.D
 	return min(max(q-elapsed, minRunningWait), leaseLeft)
 }
 
-// leaseLeft is a running value's time left from its TTL; a value held
-// without a TTL (not written by a gate) is held for a lease, as far as
+// leaseLeft is a running value's time left from its TTL; a value
+// without a TTL (not written by a gate) runs for a lease, as far as
 // anyone knows.
 func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration {
 	if noTTL {

@@ -57,5 +57,5 @@ func ExampleOptions_fallbacks() {
 	// rate_limited: ready; the next call runs on the next upstream
 	// done
 	// openai cooling
-	// azure-openai open
+	// azure-openai ready
 }

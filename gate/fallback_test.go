@@ -27,11 +27,11 @@ func fallbackGate(t *testing.T, tg redistest.Target, prefix string, o gate.Optio
 	return newGate(t, tg.Client, o)
 }
 
-// A gate with upstreams in order runs each job on the first open one and
+// A gate with upstreams in order runs each job on the first ready one and
 // says which (Lease.Upstream); a provider-wide failure cools the upstream it
 // came from, not the others, and lets the job's next call run at once on
 // the next; a job refused by every upstream learns each one's state and
-// the soonest reopening; Status names every upstream.
+// the soonest recovery; Status names every upstream.
 func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -39,15 +39,15 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			g := fallbackGate(t, tg, prefix, gate.Options{})
 			used := func(job string, fail error) (string, error) {
-				var scope string
+				var upstream string
 				err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error {
-					scope = l.Upstream()
+					upstream = l.Upstream()
 					return fail
 				})
-				return scope, err
+				return upstream, err
 			}
 			if s, err := used("a", nil); err != nil || s != "primary" {
-				t.Fatalf("both open: ran on %q (%v), want primary", s, err)
+				t.Fatalf("both ready: ran on %q (%v), want primary", s, err)
 			}
 			// "x" fails on the primary; its next attempt, on the backup,
 			// counts on from it.
@@ -65,19 +65,19 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 				t.Fatalf("the retry: ran on %q (%v), want backup at once", s, err)
 			}
 			st := mustStatus(t, g, "c")
-			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.UpstreamCoolingDown || st.Upstreams[1].State != gate.UpstreamOpen ||
+			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.UpstreamCoolingDown || st.Upstreams[1].State != gate.UpstreamReady ||
 				st.Upstream.Upstream != "backup" {
-				t.Fatalf("status: %+v, want primary cooling, backup open and next", st)
+				t.Fatalf("status: %+v, want primary cooling, backup ready and next", st)
 			}
 			pass(tg, 50*time.Millisecond)
 			waitState(t, tg, quick, "x", gate.Ready, time.Second)
-			var scope string
+			var upstream string
 			err = quick.Do(ctx, "x", func(_ context.Context, l *gate.Lease) error {
-				scope = l.Upstream()
+				upstream = l.Upstream()
 				return classify.Transient(errBoom, 0)
 			})
-			if !errors.As(err, &ce) || scope != "backup" || ce.Attempts != 2 {
-				t.Fatalf("x on the backup: %q %v, want its attempt 2", scope, err)
+			if !errors.As(err, &ce) || upstream != "backup" || ce.Attempts != 2 {
+				t.Fatalf("x on the backup: %q %v, want its attempt 2", upstream, err)
 			}
 			// A permanent verdict fails the job whatever upstream ran it.
 			if s, err := used("f", classify.Permanent(errBoom)); s != "backup" || !errors.Is(err, gate.ErrFailed) {
@@ -100,7 +100,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 	}
 }
 
-// The soonest reopening upstream decides the wait of a refusal by all.
+// The upstream recovering soonest decides the wait of a refusal by all.
 func TestFallbackRefusalWaitsForTheSoonest(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -120,8 +120,8 @@ func TestFallbackRefusalWaitsForTheSoonest(t *testing.T) {
 	}
 }
 
-// Upstreams that reopen at the same moment: the refusal names the first
-// in order (Scope before Fallbacks), with its reason.
+// Upstreams that recover at the same moment: the refusal names the first
+// in order (Upstream before Fallbacks), with its reason.
 func TestFallbackRefusalTieGoesToTheFirst(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // both cooldowns start at the same Redis time
@@ -193,8 +193,8 @@ func TestFallbackUnderOneLock(t *testing.T) {
 				return most.Load()
 			}
 			t.Run("two gates by hand", func(t *testing.T) {
-				o := func(scope string) gate.Options {
-					return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: scope, Cooldown: time.Minute,
+				o := func(upstream string) gate.Options {
+					return gate.Options{Prefix: redistest.UniqueKey(t), Upstream: upstream, Cooldown: time.Minute,
 						Classify: upstreamClassifier(window)}
 				}
 				primary, backup := newGate(t, tg.Client, o("primary")), newGate(t, tg.Client, o("backup"))
@@ -353,7 +353,7 @@ func TestFallbackStorm(t *testing.T) {
 }
 
 // Events name the upstream they concern: a backup's lease, its settle and
-// the cooling its failure caused carry the backup's scope, not the gate's
+// the cooling its failure caused carry the backup's upstream, not the gate's
 // primary (metrics per upstream would otherwise charge the primary).
 func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 	tg := redistest.Targets(t)[0]
@@ -367,8 +367,8 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		t.Fatal("a: want the backup's rate limit")
 	}
 	want := []struct {
-		kind  gate.EventKind
-		scope string
+		kind     gate.EventKind
+		upstream string
 	}{
 		{gate.EventAcquired, "primary"}, {gate.EventUpstreamCooling, "primary"}, {gate.EventSettled, "primary"},
 		{gate.EventAcquired, "backup"}, {gate.EventUpstreamCooling, "backup"}, {gate.EventSettled, "backup"},
@@ -383,14 +383,14 @@ func TestFallbackEventsNameTheirUpstream(t *testing.T) {
 		t.Fatalf("events: %+v, want %d", got, len(want))
 	}
 	for i, w := range want {
-		if got[i].Kind != w.kind || got[i].Upstream != w.scope {
-			t.Errorf("event %d: %v on %q, want %v on %q", i, got[i].Kind, got[i].Upstream, w.kind, w.scope)
+		if got[i].Kind != w.kind || got[i].Upstream != w.upstream {
+			t.Errorf("event %d: %v on %q, want %v on %q", i, got[i].Kind, got[i].Upstream, w.kind, w.upstream)
 		}
 	}
 }
 
 // A call every upstream refuses sends one EventRefused that names the
-// upstream reopening soonest (its metric's scope label).
+// upstream recovering soonest (its metric's upstream label).
 func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 	tg := redistest.Targets(t)[0]
 	prefix := redistest.UniqueKey(t)
@@ -413,8 +413,8 @@ func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 }
 
 // Upstreams reads every upstream of the gate, in order, and
-// ResetUpstreams reopens every one; a gate without an upstream reads
-// none. (ScopeStatus, which it replaces, read the first only.)
+// ResetUpstreams recovers every one; a gate without an upstream reads
+// none.
 func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
@@ -434,8 +434,8 @@ func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	if err := g.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamOpen || ups[1].State != gate.UpstreamOpen {
-		t.Fatalf("after ResetUpstreams: %+v, %v; want both open", ups, err)
+	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamReady || ups[1].State != gate.UpstreamReady {
+		t.Fatalf("after ResetUpstreams: %+v, %v; want both ready", ups, err)
 	}
 	if ups, err := newGate(t, rdb, gate.Options{}).Upstreams(ctx); err != nil || ups != nil {
 		t.Fatalf("a gate without an upstream: %+v, %v; want none", ups, err)

@@ -9,7 +9,7 @@ import (
 )
 
 // What this process knows of its jobs beyond Redis: the calls in flight
-// (flight), and the failures Redis did not take (unwritten). Both answer a
+// (flight), and the outcomes Redis did not take (unwritten). Both answer a
 // call before it reaches Redis.
 
 // flight merges the calls of one job in one process, as singleflight does:
@@ -119,17 +119,17 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *call
 }
 
 // unwritten holds the outcomes this process could not write to Redis
-// (WarnSettleUnwritten): Redis never held them, so the process that ran
+// (WarnSettleUnwritten): Redis never stored them, so the process that ran
 // the job refuses it in-process until the intended cooldown, failed or
 // done mark ends, and no retry through it runs early. Other processes see
 // the lease's TTL; a success is written again meanwhile (unwritten.go).
 // Bounded: at most maxUnwritten jobs.
 type unwritten struct {
 	mu sync.Mutex
-	m  map[string]*unwrittenFailure
+	m  map[string]*unwrittenOutcome
 }
 
-type unwrittenFailure struct {
+type unwrittenOutcome struct {
 	until time.Time
 	b     BlockedError
 }
@@ -137,15 +137,15 @@ type unwrittenFailure struct {
 const maxUnwritten = 4096
 
 // add remembers b, the refusal an outcome Redis did not take stands for,
-// for ttl, and returns it and its entry (held tells whether it is still
-// held).
-func (u *unwritten) add(b BlockedError, ttl time.Duration) (*BlockedError, *unwrittenFailure) {
+// for ttl, and returns it and its entry (current tells whether it is
+// still job's entry).
+func (u *unwritten) add(b BlockedError, ttl time.Duration) (*BlockedError, *unwrittenOutcome) {
 	job := b.Job
-	f := &unwrittenFailure{until: time.Now().Add(ttl), b: b}
+	f := &unwrittenOutcome{until: time.Now().Add(ttl), b: b}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
-		u.m = make(map[string]*unwrittenFailure)
+		u.m = make(map[string]*unwrittenOutcome)
 	}
 	if len(u.m) >= maxUnwritten {
 		now := time.Now()
@@ -166,9 +166,9 @@ func (u *unwritten) add(b BlockedError, ttl time.Duration) (*BlockedError, *unwr
 	return &b, f
 }
 
-// held reports whether f is still job's entry, and drops it (the job's
+// current reports whether f is still job's entry, and drops it (the job's
 // value in Redis rules again) when drop is set.
-func (u *unwritten) held(job string, f *unwrittenFailure, drop bool) bool {
+func (u *unwritten) current(job string, f *unwrittenOutcome, drop bool) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m[job] != f {
@@ -180,7 +180,7 @@ func (u *unwritten) held(job string, f *unwrittenFailure, drop bool) bool {
 	return true
 }
 
-// refusal returns the refusal of a job whose failure Redis did not take,
+// refusal returns the refusal of a job whose outcome Redis did not take,
 // while it lasts.
 func (u *unwritten) refusal(job string) *BlockedError {
 	u.mu.Lock()
@@ -201,7 +201,7 @@ func (u *unwritten) refusal(job string) *BlockedError {
 	return &b
 }
 
-// drop forgets job's unwritten failure (an operator reset the job).
+// drop forgets job's unwritten outcome (an operator reset the job).
 func (u *unwritten) drop(job string) {
 	u.mu.Lock()
 	delete(u.m, job)

@@ -383,10 +383,10 @@ func blocked(t *testing.T, g *gate.Gate, job string) *gate.BlockedError {
 	return b
 }
 
-// scopeForms runs f on one miniredis through the one-node client and
+// upstreamForms runs f on one miniredis through the one-node client and
 // through a scripting-only wrapper, which makes the gate take the cluster
-// form (the scope read and written on its own slot).
-func scopeForms(t *testing.T, f func(t *testing.T, rdb gate.Client, advance func(time.Duration))) {
+// form (the upstream read and written on its own slot).
+func upstreamForms(t *testing.T, f func(t *testing.T, rdb gate.Client, advance func(time.Duration))) {
 	for _, form := range []string{"one node", "cluster form"} {
 		t.Run(form, func(t *testing.T) {
 			m, c := redistest.Miniredis(t)
@@ -416,7 +416,7 @@ func upstreamClassifier(hint time.Duration) classify.Func {
 	}
 }
 
-func scopeGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
+func upstreamGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
 	t.Helper()
 	o.Prefix = prefix
 	if o.Upstream == "" {
@@ -513,7 +513,7 @@ func nextState(t *testing.T, ch <-chan gate.Status, want gate.State, d time.Dura
 
 // upstreamStatus reads the state of g's first upstream (Options.Upstream),
 // returning the error (firstUpstream fails the test on one); the zero
-// UpstreamStatus (open) for a gate without one.
+// UpstreamStatus (ready) for a gate without one.
 func upstreamStatus(ctx context.Context, g *gate.Gate) (gate.UpstreamStatus, error) {
 	ups, err := g.Upstreams(ctx)
 	if err != nil || len(ups) == 0 {

@@ -98,7 +98,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Succeed(ctx)
-			_ = failWith(t, g, "systemic", errQuota) // pauses the scope: last
+			_ = failWith(t, g, "systemic", errQuota) // pauses the upstream: last
 			_ = g.Reset(ctx, "transient")
 
 			prefix := gatetest.Prefix(g)

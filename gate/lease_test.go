@@ -141,8 +141,8 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	}
 }
 
-// An observer hears of the scope only when it cools: a 5xx the scope
-// tolerates (below AllowedFails) is counted without a scope event; a rate
+// An observer hears of the upstream only when it cools: a 5xx the upstream
+// tolerates (below AllowedFails) is counted without an upstream event; a rate
 // limit cools it with one.
 func TestUpstreamEventOnlyWhenItCools(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
@@ -158,17 +158,17 @@ func TestUpstreamEventOnlyWhenItCools(t *testing.T) {
 	_ = failWith(t, g, "a", err5xx)
 	evs := rec.drain()
 	if n := countKind(evs, gate.EventUpstreamCooling) + countKind(evs, gate.EventUpstreamPaused); n != 0 {
-		t.Fatalf("one tolerated 5xx: events %+v, want no scope event", evs)
+		t.Fatalf("one tolerated 5xx: events %+v, want no upstream event", evs)
 	}
 	_ = failWith(t, g, "b", errProviderBusy)
 	evs = rec.drain()
 	if n := countKind(evs, gate.EventUpstreamCooling); n != 1 {
-		t.Fatalf("rate limit: events %+v, want one scope_cooling", evs)
+		t.Fatalf("rate limit: events %+v, want one upstream_cooling", evs)
 	}
 }
 
 // A provider-wide failure cools its job for the provider's hint (at least
-// a second), else for the scope's cooldown with a Scope, else Cooldown; it
+// a second), else for the upstream's cooldown with an Upstream, else Cooldown; it
 // never counts an attempt.
 func TestProviderWideJobCooldown(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
@@ -180,8 +180,8 @@ func TestProviderWideJobCooldown(t *testing.T) {
 		}
 		return v
 	}
-	noScope := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: classifier, Backoff: gate.Backoff{Jitter: -1}})
-	scoped := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: classifier,
+	noUpstream := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: classifier, Backoff: gate.Backoff{Jitter: -1}})
+	upstreamd := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Classify: classifier,
 		Upstream: "openai:prod-key", UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 20 * time.Second},
 		Backoff: gate.Backoff{Jitter: -1}})
 	for i, tc := range []struct {
@@ -189,10 +189,10 @@ func TestProviderWideJobCooldown(t *testing.T) {
 		hint time.Duration
 		want time.Duration
 	}{
-		{noScope, 0, time.Minute},
-		{scoped, 0, 20 * time.Second},
-		{noScope, 7 * time.Second, 7 * time.Second},
-		{noScope, 200 * time.Millisecond, time.Second},
+		{noUpstream, 0, time.Minute},
+		{upstreamd, 0, 20 * time.Second},
+		{noUpstream, 7 * time.Second, 7 * time.Second},
+		{noUpstream, 200 * time.Millisecond, time.Second},
 	} {
 		var ce *gate.CallError
 		if err := failWith(t, tc.g, "job-"+strings.Repeat("p", i+1), busyFor(tc.hint)); !errors.As(err, &ce) {

@@ -80,7 +80,7 @@ func TestMaxAttemptsNeverCountsProviderWideFailures(t *testing.T) {
 	modelGone := classify.Systemic(errors.New("the model `gpt-x` does not exist"))
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: cooldown,
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: cooldown,
 				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cooldown, PauseTTL: cooldown},
 				Backoff:        gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 0; i < 3*defaultMaxAttempts; i++ {

@@ -21,7 +21,7 @@ const (
 	// Ready or Done after a success (Reason empty) or a release (Reason set,
 	// e.g. "canceled"), CoolingDown (Cooldown set) or Failed after a failure
 	// (Class, Reason), or Ready after a provider-wide failure while another
-	// upstream is open (Class and Reason set). Err is ErrNotOwned when the lock had passed to
+	// upstream is ready (Class and Reason set). Err is ErrNotOwned when the lock had passed to
 	// someone else and nothing was written; State is then what the lock
 	// held. Held is how long the lock was held.
 	EventSettled
@@ -32,8 +32,8 @@ const (
 	// Unless Redis.ContinueOnLeaseLost no settle follows, and Held is set here.
 	EventLeaseLost
 	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
-	// names it: "acquire", "settle", "renew", "undo" or "scope", an
-	// upstream's breaker).
+	// names it: "acquire", "settle", "renew", "undo" or "upstream",
+	// an upstream's breaker).
 	EventRedisError
 	// EventFailOpen: Redis was unreachable and fn ran ungated (Redis.FailOpen).
 	EventFailOpen
@@ -50,10 +50,9 @@ const (
 	EventWarning
 )
 
-// eventNames are the kinds' metric labels; the upstream's two keep their
-// first names, which dashboards know.
+// eventNames are the kinds' metric labels.
 var eventNames = [...]string{"", "acquired", "refused", "settled", "renewed", "lease_lost",
-	"redis_error", "fail_open", "scope_cooling", "scope_paused", "warning"}
+	"redis_error", "fail_open", "upstream_cooling", "upstream_paused", "warning"}
 
 // String returns the snake_case name, suitable as a metric label.
 func (k EventKind) String() string {

@@ -45,7 +45,7 @@ type Options struct {
 	// retries. Negative = unlimited. Default: 8.
 	MaxAttempts int
 
-	// DoneTTL holds a successful job as Done for this long, so duplicate
+	// DoneTTL keeps a successful job Done for this long, so duplicate
 	// retries get ErrDone. 0 = release at once (the default).
 	DoneTTL time.Duration
 
@@ -81,7 +81,7 @@ type Options struct {
 	// upstream cooldown.
 	Upstream string
 	// Fallbacks names more upstreams, tried in order after Upstream: each
-	// acquire runs the job on the first upstream that is open (or whose
+	// acquire runs the job on the first upstream that is ready (or whose
 	// probe it may claim), and Lease.Upstream names it, so fn calls that
 	// one. The job keeps one lock whichever upstream runs it. Requires
 	// Upstream; names must differ.
@@ -221,7 +221,7 @@ type UpstreamPolicy struct {
 	IgnoreBudget bool
 	// FallbackCooldown is how long a job waits after a provider-wide
 	// failure when the gate has Fallbacks: its upstream cools, and the
-	// job's next call runs on the next open one. 0 (the default) lets that
+	// job's next call runs on the next ready one. 0 (the default) lets that
 	// call run at once; a job never calls two upstreams in one Do.
 	FallbackCooldown time.Duration
 }

@@ -100,7 +100,7 @@ func TestOptionsLimits(t *testing.T) {
 	}{
 		{"prefix of 256 bytes", gate.Options{Prefix: long(256)}, ""},
 		{"prefix of 257 bytes", gate.Options{Prefix: long(257)}, "Prefix"},
-		{"scope of 256 bytes", gate.Options{Upstream: long(256)}, ""},
+		{"upstream of 256 bytes", gate.Options{Upstream: long(256)}, ""},
 		{"upstream of 257 bytes", gate.Options{Upstream: long(257)}, "Upstream"},
 		{"fallback of 256 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(256)}}, ""},
 		{"fallback of 257 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(257)}}, "Fallbacks[0]"},
@@ -129,7 +129,7 @@ func TestOptionsLimits(t *testing.T) {
 		{"negative wait timeout", gate.Options{Redis: gate.RedisPolicy{WaitTimeout: -time.Second}}, "Redis.WaitTimeout"},
 		{"negative attempts ttl", gate.Options{Retention: gate.Retention{Attempts: -time.Second}}, "Retention.Attempts"},
 		{"negative canceled cooldown", gate.Options{CanceledCooldown: -time.Second}, "CanceledCooldown"},
-		{"negative scope cooldown", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: -time.Second}}, "UpstreamPolicy.Cooldown"},
+		{"negative upstream cooldown", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: -time.Second}}, "UpstreamPolicy.Cooldown"},
 		{"negative fail window", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{FailWindow: -time.Second}}, "UpstreamPolicy.FailWindow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // providers also say for a per-minute limit) pauses the upstream for the
 // upstream's Cooldown first; each probe that finds the same answer pauses
 // it BackoffFactor times longer, up to PauseTTL; a probe that gets through
-// opens it. An ambiguous quota costs one short pause, a billing lapse
+// makes it ready. An ambiguous quota costs one short pause, a billing lapse
 // settles into PauseTTL with one probe each.
 func TestPauseStartsShortAndGrows(t *testing.T) {
 	const (
@@ -25,7 +25,7 @@ func TestPauseStartsShortAndGrows(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{
 				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base, PauseTTL: pauseTTL},
 				Backoff:        gate.Backoff{Factor: 2, Jitter: -1}})
 			var ce *gate.CallError
@@ -48,7 +48,7 @@ func TestPauseStartsShortAndGrows(t *testing.T) {
 					t.Fatalf("pause %d: no probe ran", i+1)
 				}
 			}
-			// The quota came back: the next probe opens the upstream.
+			// The quota came back: the next probe makes the upstream ready.
 			up := firstUpstream(t, g)
 			if !awaitProbe(t, tg, g, "ok", up.RetryAfter, okFn) {
 				t.Fatal("no probe ran")

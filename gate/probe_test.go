@@ -14,9 +14,9 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// No herd at the scope boundary (issue 12): 1,000 jobs from 4 gates are
+// No herd at the upstream boundary (issue 12): 1,000 jobs from 4 gates are
 // retried every 100 ms while the provider keeps answering 429 with a
-// 300 ms hint. When a scope window ends, one call, across all gates,
+// 300 ms hint. When an upstream window ends, one call, across all gates,
 // probes the upstream and the others stay refused until it settles, so
 // after the first failure there is at most one upstream call per window.
 func TestUpstreamProbeStopsTheHerd(t *testing.T) {
@@ -32,7 +32,7 @@ func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			gs := make([]*gate.Gate, gates)
 			for i := range gs {
-				gs[i] = scopeGate(t, tg, prefix, gate.Options{Classify: upstreamClassifier(hint)})
+				gs[i] = upstreamGate(t, tg, prefix, gate.Options{Classify: upstreamClassifier(hint)})
 			}
 			var (
 				calls     atomic.Int64
@@ -41,7 +41,7 @@ func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 				after     []time.Time // calls whose Do began after it
 			)
 			// upstream is the model; entered is when its Do began, so calls
-			// already past the scope check when it was written count as
+			// already past the upstream check when it was written count as
 			// in flight.
 			upstream := func(entered time.Time) func(context.Context, *gate.Lease) error {
 				return func(context.Context, *gate.Lease) error {
@@ -88,7 +88,7 @@ func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 			first := time.Unix(0, firstFail.Load())
 			inFlight := calls.Load() - int64(len(after))
 			if inFlight > gates*workers {
-				t.Fatalf("%d calls before the scope was first written, want at most the %d in flight", inFlight, gates*workers)
+				t.Fatalf("%d calls before the upstream was first written, want at most the %d in flight", inFlight, gates*workers)
 			}
 			// One probe per window: calls after the first failure are at
 			// least a window apart (minus scheduling slack).
@@ -104,7 +104,7 @@ func TestUpstreamProbeStopsTheHerd(t *testing.T) {
 				t.Fatalf("%d upstream calls in %v after the first 429, want at most %d (one per window)", len(after), time.Since(first).Round(time.Millisecond), maxCalls)
 			}
 			if len(after) < 2 {
-				t.Fatalf("%d probes in %d windows: the scope never reopened", len(after), windows)
+				t.Fatalf("%d probes in %d windows: the upstream never recovered", len(after), windows)
 			}
 			t.Logf("%s: %d calls in flight at the first 429, then %d probes in %v", tg.Name, inFlight, len(after), time.Since(first).Round(time.Millisecond))
 		})
@@ -124,18 +124,18 @@ func itoa(i int) string {
 	}
 }
 
-// A probe that fails again without a hint escalates the scope's cooldown
-// by BackoffFactor; a probe that gets through opens the scope for all.
+// A probe that fails again without a hint escalates the upstream's cooldown
+// by BackoffFactor; a probe that gets through makes the upstream ready for all.
 func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.UniqueKey(t)
 			const base = 200 * time.Millisecond
-			g := scopeGate(t, tg, prefix, gate.Options{
+			g := upstreamGate(t, tg, prefix, gate.Options{
 				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: base},
 				Backoff:        gate.Backoff{Factor: 2, Jitter: -1}})
-			other := scopeGate(t, tg, prefix, gate.Options{})
+			other := upstreamGate(t, tg, prefix, gate.Options{})
 			_ = failWith(t, g, "a", errOverloaded)
 			for i, want := range []time.Duration{base, 2 * base, 4 * base} {
 				up, err := upstreamStatus(ctx, g)
@@ -151,7 +151,7 @@ func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 					t.Fatalf("window %d: no probe ran", i+1)
 				}
 			}
-			// The next probe succeeds: every job of the scope runs again.
+			// The next probe succeeds: every job of the upstream runs again.
 			up, _ := upstreamStatus(ctx, g)
 			if !awaitProbe(t, tg, g, "ok", up.RetryAfter, okFn) {
 				t.Fatal("no probe ran")
@@ -186,9 +186,9 @@ func awaitProbe(t *testing.T, tg redistest.Target, g *gate.Gate, job string, wai
 	return false
 }
 
-// While one call probes, every other call of the scope, from any gate, is
+// While one call probes, every other call of the upstream, from any gate, is
 // refused as upstream cooling, and a refused job does not keep the probe.
-// "miniredis, cluster form" runs the cluster's code path (the scope read
+// "miniredis, cluster form" runs the cluster's code path (the upstream read
 // and claimed on its own, in parallel with the acquire) on one node,
 // through a client that exposes only the scripting commands.
 func TestUpstreamOneProbeAtATime(t *testing.T) {
@@ -232,7 +232,7 @@ func TestUpstreamOneProbeAtATime(t *testing.T) {
 					t.Fatalf("during the probe: %v, want ErrUpstreamCooling", err)
 				}
 				if st, _ := upstreamStatus(ctx, gg); !st.Probing {
-					t.Fatalf("scope status during the probe: %+v", st)
+					t.Fatalf("upstream status during the probe: %+v", st)
 				}
 			}
 			close(release)
@@ -246,13 +246,13 @@ func TestUpstreamOneProbeAtATime(t *testing.T) {
 	}
 }
 
-// Every cooldown the gate writes is bounded by MaxCooldown, the scope's
+// Every cooldown the gate writes is bounded by MaxCooldown, the upstream's
 // included: Azure OpenAI's "Retry-After: 86400" must not stop every job
 // of the key for a day.
 func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{
 				Classify: upstreamClassifier(24 * time.Hour),
 				Backoff:  gate.Backoff{Max: time.Hour}})
 			var ce *gate.CallError
@@ -261,7 +261,7 @@ func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 			}
 			up, err := upstreamStatus(context.Background(), g)
 			if err != nil || up.RetryAfter > time.Hour || up.RetryAfter < time.Hour-time.Minute {
-				t.Fatalf("scope: %+v %v, want about MaxCooldown", up, err)
+				t.Fatalf("upstream: %+v %v, want about MaxCooldown", up, err)
 			}
 		})
 	}
@@ -295,8 +295,8 @@ func TestProviderHintIsTheWait(t *testing.T) {
 }
 
 // An acquire undone because no replica acknowledged it (WaitReplicas)
-// gives back the scope probe it had claimed: the next call probes at once
-// instead of the scope staying "probing" for a lease.
+// gives back the upstream probe it had claimed: the next call probes at once
+// instead of the upstream staying "probing" for a lease.
 func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	srv := redistest.Server(t) // no replica: WAIT never reaches 1
 	ctx := context.Background()
@@ -308,7 +308,7 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 	o.Observer = rec
 	waiting := newGate(t, srv.Client(t), o)
 	_ = failWith(t, plain, "a", errRateLimited)
-	// Once the scope's 50 ms are over, the waiting gate claims the probe
+	// Once the upstream's 50 ms are over, the waiting gate claims the probe
 	// and fails for want of a replica.
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -317,7 +317,7 @@ func TestUndoneAcquireGivesBackTheProbe(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, gate.ErrUpstreamCooling) || time.Now().After(deadline) {
-			t.Fatalf("WaitReplicas without a replica: %v, want ErrUnavailable once the scope's wait is over", err)
+			t.Fatalf("WaitReplicas without a replica: %v, want ErrUnavailable once the upstream's wait is over", err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -136,14 +136,14 @@ func TestRefusalRedisDown(t *testing.T) {
 func TestUpstreamRefusalComesFirst(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Cooldown: time.Minute, Classify: upstreamClassifier(time.Hour)})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Cooldown: time.Minute, Classify: upstreamClassifier(time.Hour)})
 			_ = failWith(t, g, "job", errTransient)
 			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
 				t.Fatalf("job cooling: %+v", b)
 			}
 			_ = failWith(t, g, "other", errRateLimited)
 			if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrUpstreamCooling) {
-				t.Fatalf("with the scope cooling: %+v, want ErrUpstreamCooling", b)
+				t.Fatalf("with the upstream cooling: %+v, want ErrUpstreamCooling", b)
 			}
 		})
 	}

@@ -127,7 +127,7 @@ func TestWrapperPipelinesNotReused(t *testing.T) {
 // TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster: with
 // WaitReplicas on a cluster the job's commands go to a connection pinned to
 // its master, and the upstream's GET, whose key lives on another master,
-// through the cluster client: the call runs on the open upstream and is
+// through the cluster client: the call runs on the ready upstream and is
 // refused once the upstream cools.
 func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 	if testing.Short() {
@@ -137,8 +137,8 @@ func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	prefix := redistest.UniqueKey(t)
-	scopeKey, _ := keyspace.Upstream(prefix, "up")
-	sm, err := rdb.MasterForKey(ctx, scopeKey)
+	upstreamKey, _ := keyspace.Upstream(prefix, "up")
+	sm, err := rdb.MasterForKey(ctx, upstreamKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +153,12 @@ func TestWaitReplicasOnClusterReadsUpstreamsThroughTheCluster(t *testing.T) {
 		Cooldown: time.Hour, Classify: upstreamClassifier(time.Hour),
 		Backoff: gate.Backoff{Jitter: -1},
 		Redis:   gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 5 * time.Second}})
-	var scope string
-	if err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error { scope = l.Upstream(); return nil }); err != nil {
+	var upstream string
+	if err := g.Do(ctx, job, func(_ context.Context, l *gate.Lease) error { upstream = l.Upstream(); return nil }); err != nil {
 		t.Fatalf("Do with the upstream's key on another master: %v", err)
 	}
-	if scope != "up" {
-		t.Fatalf("lease scope %q, want up", scope)
+	if upstream != "up" {
+		t.Fatalf("lease upstream %q, want up", upstream)
 	}
 	if err := failWith(t, g, job, errRateLimited); err == nil {
 		t.Fatal("a provider-wide rate limit returned nil")

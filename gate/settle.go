@@ -17,7 +17,7 @@ import (
 type recorded struct {
 	// State is the job's state after the settle: Ready or Done after a
 	// success or a release, CoolingDown or Failed after a failure; Ready
-	// also after a provider-wide failure while another upstream is open.
+	// also after a provider-wide failure while another upstream is ready.
 	State State
 	// RetryAfter is the cooldown set (0 unless CoolingDown).
 	RetryAfter time.Duration
@@ -42,7 +42,7 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 	return l.Settle(ctx, ferr)
 }
 
-// Succeed releases the lock (or holds the job as Done for DoneTTL) and
+// Succeed releases the lock (or keeps the job Done for DoneTTL) and
 // resets the attempt count. ctx only carries values: the write runs on a
 // detached context bounded by Options.Redis.Timeout.
 func (l *Lease) Succeed(ctx context.Context) error {
@@ -72,7 +72,7 @@ func (l *Lease) Settle(ctx context.Context, err error) error {
 	if errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrNotOwned) {
 		return serr
 	}
-	// A success whose settle could not reach Redis stays a success: held
+	// A success whose settle could not reach Redis stays a success: kept
 	// Done here and written again (DoneTTL, unwritten.go), else the lock
 	// expires with the lease; the observer saw the error.
 	return nil
@@ -248,7 +248,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	if !rep.Owned {
 		st := Ready
 		if !rep.Gone {
-			st = heldState(rep.Found)
+			st = kindState(rep.Found)
 		}
 		g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: st,
 			Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
@@ -256,7 +256,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 			// The lease ended in Redis before the success reached it (a
 			// Redis paused past the lease): nothing recorded it, or an
 			// acquire took the job that may be one whose caller gave up.
-			// Held and written as an unwritten success is.
+			// Kept and written as an unwritten success is.
 			_, f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.rewriting.Add(1)
 			go l.rewrite(ctx, f, d.job, held)

@@ -24,7 +24,7 @@ const (
 	// Failed: the job failed permanently (or reached MaxAttempts) and is not
 	// retried until Reset or Retention.Failed.
 	Failed
-	// Done: the job succeeded and DoneTTL holds it.
+	// Done: the job succeeded and DoneTTL keeps it Done.
 	Done
 	// UpstreamCooling: every upstream of the gate is cooling down or paused;
 	// the job's own state was not consulted.
@@ -42,20 +42,20 @@ func (s State) String() string {
 }
 
 // stateAt is the state a job's value holds at Redis time now (ms). A
-// value of another shape is held, as a running one.
+// foreign value (of another shape) reads as running.
 func stateAt(j store.Job, now int64) State {
 	switch {
-	case j.Kind == store.Held || j.Kind == store.Running:
+	case j.Kind == store.Foreign || j.Kind == store.Running:
 		return Running
 	case j.Over(now):
 		return Ready
 	}
-	return heldState(j)
+	return kindState(j)
 }
 
-// heldState is the state a value holds by its kind alone (for reports
+// kindState is the state a value holds by its kind alone (for reports
 // made without Redis's clock).
-func heldState(j store.Job) State {
+func kindState(j store.Job) State {
 	switch j.Kind {
 	case store.Cooling:
 		return CoolingDown
@@ -64,5 +64,5 @@ func heldState(j store.Job) State {
 	case store.Done:
 		return Done
 	}
-	return Running // running, or held: a value of another shape
+	return Running // running, or foreign: a value of another shape
 }

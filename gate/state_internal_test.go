@@ -13,7 +13,7 @@ func TestJobState(t *testing.T) {
 		want State
 	}{
 		{store.Job{Kind: store.Running}, 5, Running},
-		{store.Job{}, 5, Running}, // held
+		{store.Job{}, 5, Running}, // foreign
 		{store.Job{Kind: store.Cooling, Until: 10}, 9, CoolingDown},
 		{store.Job{Kind: store.Cooling, Until: 10}, 10, Ready},
 		{store.Job{Kind: store.Failed, Until: 10}, 9, Failed},

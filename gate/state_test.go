@@ -31,7 +31,7 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 		0: "unknown", gate.EventAcquired: "acquired", gate.EventRefused: "refused",
 		gate.EventSettled: "settled", gate.EventRenewed: "renewed", gate.EventLeaseLost: "lease_lost",
 		gate.EventRedisError: "redis_error", gate.EventFailOpen: "fail_open",
-		gate.EventUpstreamCooling: "scope_cooling", gate.EventUpstreamPaused: "scope_paused",
+		gate.EventUpstreamCooling: "upstream_cooling", gate.EventUpstreamPaused: "upstream_paused",
 		gate.EventWarning: "warning", gate.EventWarning + 1: "unknown", 255: "unknown",
 	} {
 		if got := k.String(); got != want {
@@ -44,10 +44,10 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 // it; a value past the last one is named by its number, never a panic.
 func TestUpstreamStateNames(t *testing.T) {
 	for s, exp := range map[gate.UpstreamState]string{
-		gate.UpstreamOpen: "open", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
+		gate.UpstreamReady: "ready", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
 	} {
 		if got := s.String(); got != exp {
-			t.Errorf("ScopeState(%d): %q, want %q", uint8(s), got, exp)
+			t.Errorf("UpstreamState(%d): %q, want %q", uint8(s), got, exp)
 		}
 	}
 }

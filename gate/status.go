@@ -31,8 +31,8 @@ type Status struct {
 	// done mark's time left; 0 when Ready.
 	TTL time.Duration
 	// Upstream is the upstream the job's next call would use: the first of
-	// Upstreams that is open, else the one that reopens soonest. Its State
-	// is UpstreamOpen without an upstream.
+	// Upstreams that is ready, else the one that recovers soonest. Its State
+	// is UpstreamReady without an upstream.
 	Upstream UpstreamStatus
 	// Upstreams holds each of the gate's upstreams, in order
 	// (Options.Upstream, then Fallbacks); nil without an upstream.

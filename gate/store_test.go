@@ -34,12 +34,12 @@ func TestUpstreamRefusalUndoesTheAcquire(t *testing.T) {
 	_ = failWith(t, g, "old", classify.Transient(errBoom, 0))
 	redistest.Advance(m, 2*time.Minute)
 	if st := mustStatus(t, g, "old"); st.State != gate.Ready || st.Attempts != 1 {
-		t.Fatalf("old before the scope cools: %+v, want Ready with 1 attempt", st)
+		t.Fatalf("old before the upstream cools: %+v, want Ready with 1 attempt", st)
 	}
-	// The upstream rate-limits: the scope cools for an hour.
+	// The upstream rate-limits: the upstream cools for an hour.
 	_ = failWith(t, g, "a", errRateLimited)
 
-	// Gates that have not seen the scope cool acquire and read it at once.
+	// Gates that have not seen the upstream cool acquire and read it at once.
 	for _, job := range []string{"old", "new"} {
 		other := newGate(t, cluster, o)
 		if err := other.Do(ctx, job, okFn); !errors.Is(err, gate.ErrUpstreamCooling) {
@@ -211,7 +211,7 @@ func TestForeignLockValueIsHeld(t *testing.T) {
 
 // The cooldown, failed and done marks decode to their state, attempts,
 // reason and evidence, for Status and for the refusal; a value of the
-// previous layout, which never holds a <until>, is held as running until
+// previous layout, which never holds a <until>, reads as running until
 // its TTL ends.
 func TestJobValuesDecode(t *testing.T) {
 	ctx := context.Background()

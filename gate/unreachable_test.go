@@ -53,7 +53,7 @@ func TestUnreachableAddressCoolsTheUpstream(t *testing.T) {
 			ctx := context.Background()
 			var calls atomic.Int64
 			model := refusedModel(t, &calls)
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default})
 			for _, job := range []string{"doc-1", "doc-2", "doc-3"} {
 				var ce *gate.CallError
 				if err := g.Do(ctx, job, model); !errors.As(err, &ce) || ce.Verdict.Evidence != "go:refused" {
@@ -88,7 +88,7 @@ func TestUnreachableAddressCoolsTheUpstream(t *testing.T) {
 }
 
 // One job retrying its own refused connection counts once: three failures
-// of the same job leave the upstream open for the others.
+// of the same job leave the upstream ready for the others.
 func TestUnreachableSameJobCountsOnce(t *testing.T) {
 	const cooldown = 20 * time.Millisecond
 	for _, tg := range redistest.Targets(t) {
@@ -96,7 +96,7 @@ func TestUnreachableSameJobCountsOnce(t *testing.T) {
 			ctx := context.Background()
 			var calls atomic.Int64
 			model := refusedModel(t, &calls)
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default,
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Classify: classify.Default,
 				Cooldown: cooldown,
 				Backoff:  gate.Backoff{Factor: 1, Jitter: -1}})
 			for i := 0; i < 3; i++ {
@@ -109,8 +109,8 @@ func TestUnreachableSameJobCountsOnce(t *testing.T) {
 					t.Fatalf("failure %d: %v, want go:refused", i+1, err)
 				}
 			}
-			if up := firstUpstream(t, g); up.State != gate.UpstreamOpen {
-				t.Fatalf("after one job failed three times: upstream %+v, want open", up)
+			if up := firstUpstream(t, g); up.State != gate.UpstreamReady {
+				t.Fatalf("after one job failed three times: upstream %+v, want ready", up)
 			}
 			if err := g.Do(ctx, "other", okFn); err != nil {
 				t.Fatalf("another job: %v, want it to run", err)
@@ -171,8 +171,8 @@ func TestUnreachableCountRidesTheSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = g.Do(ctx, "doc-2", model)
-	if up := firstUpstream(t, g); up.State != gate.UpstreamOpen {
-		t.Fatalf("a third job after a reset: upstream %+v, want open (the count cleared)", up)
+	if up := firstUpstream(t, g); up.State != gate.UpstreamReady {
+		t.Fatalf("a third job after a reset: upstream %+v, want ready (the count cleared)", up)
 	}
 	before := rt.n.Load()
 	_ = g.Do(ctx, "doc-3", model)

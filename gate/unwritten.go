@@ -20,15 +20,15 @@ const (
 )
 
 // rewrite writes again the Done mark w of a success whose settle Redis
-// did not take, while f holds the job Done in this process: backing off
+// did not take, while f keeps the job Done in this process: backing off
 // from quick failures, at once after one that timed out (one write in
-// flight), until Redis takes it, the hold ends or is dropped (a Reset).
+// flight), until Redis takes it, f ends or is dropped (a Reset).
 // Its lease may have expired meanwhile, so the mark is written on a key
 // that is gone too (store.Settlement.Late); the settle still compares the
 // token, so a newer owner's value is never overwritten. A newer run's
-// outcome (done, cooling, failed) or its renewal ends the hold and rules
+// outcome (done, cooling, failed) or its renewal ends f and rules
 // here too; a running value no renewal wrote to does not (unrenewed).
-func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, held time.Duration) {
+func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, held time.Duration) {
 	g := l.g
 	defer g.rewriting.Done()
 	ctx = context.WithoutCancel(ctx)
@@ -38,7 +38,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 	for sleep := wait; ; {
 		time.Sleep(sleep)
 		left := time.Until(f.until)
-		if left < time.Millisecond || !g.unwritten.held(l.job, f, false) {
+		if left < time.Millisecond || !g.unwritten.current(l.job, f, false) {
 			return
 		}
 		s.TTL = left
@@ -66,10 +66,10 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 			// Written now, or by the first settle whose reply was lost.
 			g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: Done, Fence: l.fence, Attempt: l.attempt, Held: held})
 		default:
-			g.unwritten.held(l.job, f, true)
+			g.unwritten.current(l.job, f, true)
 			st := Ready
 			if !rep.Gone {
-				st = heldState(rep.Found)
+				st = kindState(rep.Found)
 			}
 			g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: st,
 				Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
@@ -78,7 +78,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenFailure, w jobWrite, he
 	}
 }
 
-// Close writes what the gate still holds for Redis before its process
+// Close writes what the gate still keeps for Redis before its process
 // exits: the done marks of successes Redis did not take when they settled
 // (DoneTTL), which this process alone remembers. It returns nil once each
 // is written or no longer needed (a newer run, a Reset, the DoneTTL

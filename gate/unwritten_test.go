@@ -69,7 +69,7 @@ func TestUnwrittenSuccessIsHeldAndWrittenLater(t *testing.T) {
 }
 
 // The late write never overwrites a newer owner: a run that took the job
-// after the lease expired keeps it, and the process that held it Done
+// after the lease expired keeps it, and the process that kept it Done
 // follows Redis again.
 func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
@@ -97,7 +97,7 @@ func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the process that held the job Done: %v, want the newer owner's cooldown", b)
+			t.Fatalf("the process that kept the job Done: %v, want the newer owner's cooldown", b)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -172,7 +172,7 @@ func TestUnwrittenSuccessBacksOffWhileRedisRefuses(t *testing.T) {
 // called while Redis refuses writes, it returns ctx's error when ctx ends
 // first (those successes would run again), and once Redis is back it
 // returns when they are written, so no other process pays for them twice.
-func TestCloseWritesWhatTheGateHolds(t *testing.T) {
+func TestCloseWritesWhatTheGateKeeps(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
@@ -181,7 +181,7 @@ func TestCloseWritesWhatTheGateHolds(t *testing.T) {
 			ran := newGate(t, f, opts)
 			other := newGate(t, tg.Client, opts)
 			if err := ran.Close(ctx); err != nil {
-				t.Fatalf("Close with nothing held: %v", err)
+				t.Fatalf("Close with nothing kept: %v", err)
 			}
 			for _, job := range []string{"a", "b"} {
 				f.Down.Store(false)

@@ -13,10 +13,10 @@ import (
 type UpstreamState uint8
 
 const (
-	// UpstreamOpen: calls of the upstream may run.
-	UpstreamOpen UpstreamState = iota
+	// UpstreamReady: calls of the upstream may run.
+	UpstreamReady UpstreamState = iota
 	// UpstreamCoolingDown: a provider-wide transient failure (rate limit,
-	// overload, repeated 5xx) cooled the upstream; it reopens by itself.
+	// overload, repeated 5xx) cooled the upstream; it recovers by itself.
 	UpstreamCoolingDown
 	// UpstreamPaused: a provider-wide systemic failure (quota, credentials)
 	// or a wave of one permanent reason paused the upstream until
@@ -24,7 +24,7 @@ const (
 	UpstreamPaused
 )
 
-var upstreamStateNames = [...]string{"open", "cooling", "paused"}
+var upstreamStateNames = [...]string{"ready", "cooling", "paused"}
 
 // String returns the snake_case name used in HTTP bodies and the CLI.
 func (s UpstreamState) String() string {
@@ -95,7 +95,7 @@ func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
 }
 
 // refusing reports whether the upstream refuses calls.
-func (u UpstreamStatus) refusing() bool { return u.State != UpstreamOpen || u.Probing }
+func (u UpstreamStatus) refusing() bool { return u.State != UpstreamReady || u.Probing }
 
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
@@ -115,7 +115,7 @@ func statusesOf(ss []upstream.Status) []UpstreamStatus {
 }
 
 // upstreamRefusal refuses a call every upstream refused: the wait is the
-// soonest any of them reopens or admits a call.
+// soonest any of them recovers or admits a call.
 func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 	for i := range ss {
 		ss[i].RetryAfter = g.refusalWait(ss[i])
@@ -167,8 +167,8 @@ func (g *Gate) callWait(left, ran time.Duration) time.Duration {
 	return min(max(q-ran, minCallWait), left)
 }
 
-// nextUpstream is the upstream a call would use: the first open one, else
-// the one that reopens soonest.
+// nextUpstream is the upstream a call would use: the first ready one, else
+// the one that recovers soonest.
 func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
 	var soonest UpstreamStatus
 	for i, u := range ups {

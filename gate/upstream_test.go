@@ -13,12 +13,12 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// A failure's settle reports what it did to the scope in the lease's
+// A failure's settle reports what it did to the upstream in the lease's
 // Result and to the Observer: a rate limit cools it for the provider's
 // hint, a quota failure pauses it, another 5xx within the allowance
-// leaves it open.
+// leaves it ready.
 func TestSettleReportsTheUpstream(t *testing.T) {
-	scopeForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
+	upstreamForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Observer: rec,
@@ -32,7 +32,7 @@ func TestSettleReportsTheUpstream(t *testing.T) {
 		}{
 			{errRateLimited, gate.UpstreamCoolingDown, classify.ReasonRateLimited, time.Minute, gate.EventUpstreamCooling},
 			{errQuota, gate.UpstreamPaused, classify.ReasonQuotaExhausted, time.Hour, gate.EventUpstreamPaused},
-			{err500, gate.UpstreamOpen, "", 0, 0},
+			{err500, gate.UpstreamReady, "", 0, 0},
 		} {
 			if err := g.ResetUpstreams(ctx); err != nil {
 				t.Fatal(err)
@@ -70,11 +70,11 @@ func TestSettleReportsTheUpstream(t *testing.T) {
 	})
 }
 
-// When a scope's cooldown ends, a job that is cooling on its own does not
+// When an upstream's cooldown ends, a job that is cooling on its own does not
 // keep the probe it claimed (cluster form: the claim is given back), and
 // nothing about that is reported as a Redis error.
 func TestRefusedJobGivesTheProbeBack(t *testing.T) {
-	scopeForms(t, func(t *testing.T, rdb gate.Client, advance func(time.Duration)) {
+	upstreamForms(t, func(t *testing.T, rdb gate.Client, advance func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
 		o := gate.Options{Upstream: "openai:prod-key", Cooldown: time.Hour, Observer: rec, Prefix: redistest.UniqueKey(t),
@@ -84,13 +84,13 @@ func TestRefusedJobGivesTheProbeBack(t *testing.T) {
 		_ = failWith(t, g, "a", errRateLimited)
 		advance(2 * time.Second)
 		o.Observer = rec
-		other := newGate(t, rdb, o) // has not seen the scope cool
+		other := newGate(t, rdb, o) // has not seen the upstream cool
 		rec.drain()
 		if err := other.Do(ctx, "cooling", okFn); !errors.Is(err, gate.ErrCoolingDown) {
 			t.Fatalf("job cooling on its own: exp ErrCoolingDown, got %v", err)
 		}
 		if up, err := upstreamStatus(ctx, other); err != nil || up.Probing {
-			t.Fatalf("scope after the refused job: %+v %v, want no probe held", up, err)
+			t.Fatalf("upstream after the refused job: %+v %v, want no probe claimed", up, err)
 		}
 		if err := other.Do(ctx, "b", okFn); err != nil {
 			t.Fatalf("the next job probes: %v", err)
@@ -112,8 +112,8 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g := scopeGate(t, tg, prefix, gate.Options{})
-			other := scopeGate(t, tg, prefix, gate.Options{Upstream: "anthropic:key"})
+			g := upstreamGate(t, tg, prefix, gate.Options{})
+			other := upstreamGate(t, tg, prefix, gate.Options{Upstream: "anthropic:key"})
 			ctx := context.Background()
 
 			var ce *gate.CallError
@@ -126,7 +126,7 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 			if ce.Attempts != 0 || ce.RetryAfter != time.Second {
 				t.Fatalf("the failing job: attempts %d, retry in %v; want 0 and the hint (1s floor)", ce.Attempts, ce.RetryAfter)
 			}
-			// Every other job of the scope is refused without running.
+			// Every other job of the upstream is refused without running.
 			err := g.Do(ctx, "doc-b", func(context.Context, *gate.Lease) error {
 				t.Fatal("fn ran while the upstream cools down")
 				return nil
@@ -136,10 +136,10 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 				t.Fatalf("doc-b: %v, want ErrUpstreamCooling", err)
 			}
 			if d, ok := gate.RetryAfter(err); !ok || d <= 0 || d > 300*time.Millisecond {
-				t.Fatalf("RetryAfter = %v %v, want the scope's time left", d, ok)
+				t.Fatalf("RetryAfter = %v %v, want the upstream's time left", d, ok)
 			}
 			if errors.Is(err, gate.ErrCoolingDown) {
-				t.Fatal("a scope refusal must not look like the job's own cooldown")
+				t.Fatal("an upstream refusal must not look like the job's own cooldown")
 			}
 			// No job attempt counted, no job key written.
 			if n := tg.Client.Exists(ctx, keyspace.Job(gatetest.Prefix(g), "doc-b")).Val(); n != 0 {
@@ -151,9 +151,9 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 			}
 			// Another upstream on the same client is not affected.
 			if err := other.Do(ctx, "doc-b", func(context.Context, *gate.Lease) error { return nil }); err != nil {
-				t.Fatalf("other scope: %v", err)
+				t.Fatalf("other upstream: %v", err)
 			}
-			// The scope reopens when the provider's hint has passed.
+			// The upstream recovers when the provider's hint has passed.
 			pass(tg, 300*time.Millisecond)
 			deadline := time.Now().Add(3 * time.Second)
 			for {
@@ -176,18 +176,18 @@ func TestUpstreamCooldownWithoutHint(t *testing.T) {
 	_ = failWith(t, g, "a", errOverloaded)
 	up, err := upstreamStatus(context.Background(), g)
 	if err != nil || up.State != gate.UpstreamCoolingDown || up.RetryAfter > 7*time.Second || up.RetryAfter < 7*time.Second-50*time.Millisecond || up.Reason != classify.ReasonOverloaded {
-		t.Fatalf("scope %+v %v, want cooling 7s", up, err)
+		t.Fatalf("upstream %+v %v, want cooling 7s", up, err)
 	}
 }
 
 func TestUpstreamAllowsSome5xx(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
 			for i, job := range []string{"a", "b"} {
 				_ = failWith(t, g, job, err500)
-				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamOpen {
-					t.Fatalf("after %d 5xx: scope %v, want open", i+1, up.State)
+				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamReady {
+					t.Fatalf("after %d 5xx: upstream %v, want ready", i+1, up.State)
 				}
 			}
 			_ = failWith(t, g, "c", err500)
@@ -206,13 +206,13 @@ func TestUpstream5xxWindowSlides(t *testing.T) {
 	_ = failWith(t, g, "a", err500)
 	redistest.Advance(m, 2*time.Minute)
 	_ = failWith(t, g, "b", err500)
-	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamOpen {
-		t.Fatalf("two 5xx further apart than the window cooled the scope")
+	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamReady {
+		t.Fatalf("two 5xx further apart than the window cooled the upstream")
 	}
 	redistest.Advance(m, 30*time.Second)
 	_ = failWith(t, g, "c", err500)
 	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamCoolingDown {
-		t.Fatalf("two 5xx inside the window, one more than allowed: scope %v, want cooling", up.State)
+		t.Fatalf("two 5xx inside the window, one more than allowed: upstream %v, want cooling", up.State)
 	}
 }
 
@@ -220,7 +220,7 @@ func TestUpstreamSystemicPausesUntilReset(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := newRecorder()
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
 			var ce *gate.CallError
 			if err := failWith(t, g, "a", errQuota); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 {
 				t.Fatalf("quota failure: %v (%+v), want the job cooling with no attempt counted", err, ce)
@@ -231,7 +231,7 @@ func TestUpstreamSystemicPausesUntilReset(t *testing.T) {
 				t.Fatalf("while paused: %v", err)
 			}
 			if countKind(rec.drain(), gate.EventUpstreamPaused) != 1 {
-				t.Fatal("no scope_paused event")
+				t.Fatal("no upstream_paused event")
 			}
 			if err := g.ResetUpstreams(context.Background()); err != nil {
 				t.Fatal(err)
@@ -263,7 +263,7 @@ func TestUpstreamPauseOutranksCooldown(t *testing.T) {
 	}
 	up, _ := upstreamStatus(context.Background(), cooler)
 	if up.State != gate.UpstreamPaused || up.RetryAfter < 59*time.Minute {
-		t.Fatalf("scope %+v, want the pause kept", up)
+		t.Fatalf("upstream %+v, want the pause kept", up)
 	}
 }
 
@@ -272,7 +272,7 @@ func TestUpstreamCheckRoundTrips(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rt := &roundTrips{}
 			hook(tg, rt)
-			g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}, Classify: upstreamClassifier(time.Minute)})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}, Classify: upstreamClassifier(time.Minute)})
 			okFn := func(context.Context, *gate.Lease) error { return nil }
 			measure := func(job string) int64 {
 				// Once unmeasured first: on a cluster, scripts are cached per node.

@@ -916,17 +916,17 @@ func TestWatchSeesExpiries(t *testing.T) {
 	}
 }
 
-// TestWatchSeesTheUpstream: a watcher of a job in a scope is told when
-// another process's failure cools the scope (pushed on the scope's
-// channel), and again when the scope's cooldown ends (nothing is
+// TestWatchSeesTheUpstream: a watcher of a job in an upstream is told when
+// another process's failure cools the upstream (pushed on the upstream's
+// channel), and again when the upstream's cooldown ends (nothing is
 // published: it reads when the nearest TTL it read ends, here the
-// scope's, not the job's long done mark).
+// upstream's, not the job's long done mark).
 func TestWatchSeesTheUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g := scopeGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
-			other := scopeGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
+			g := upstreamGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
+			other := upstreamGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if err := g.Do(ctx, "watched", func(context.Context, *gate.Lease) error { return nil }); err != nil {
@@ -936,27 +936,27 @@ func TestWatchSeesTheUpstream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.UpstreamOpen {
-				t.Fatalf("first status %+v, want Done, scope open", st)
+			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.UpstreamReady {
+				t.Fatalf("first status %+v, want Done, upstream ready", st)
 			}
 			_ = failWith(t, other, "other", errRateLimited)
 			var st gate.Status
 			select {
 			case st = <-ch:
 			case <-time.After(2 * time.Second):
-				t.Fatal("the scope's cooldown was not reported")
+				t.Fatal("the upstream's cooldown was not reported")
 			}
 			if st.State != gate.Done || st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.RetryAfter <= 0 {
-				t.Fatalf("status %+v, want Done with the scope cooling", st)
+				t.Fatalf("status %+v, want Done with the upstream cooling", st)
 			}
 			pass(tg, st.Upstream.RetryAfter)
 			select {
 			case st = <-ch:
 				if st.State != gate.Done || st.Upstream.State == gate.UpstreamCoolingDown {
-					t.Fatalf("status %+v, want Done with the scope's cooldown over", st)
+					t.Fatalf("status %+v, want Done with the upstream's cooldown over", st)
 				}
 			case <-time.After(3 * time.Second):
-				t.Fatal("the end of the scope's cooldown was not reported")
+				t.Fatal("the end of the upstream's cooldown was not reported")
 			}
 		})
 	}
@@ -1085,7 +1085,7 @@ func TestAcquireWaitPushedWithoutUnsubscribe(t *testing.T) {
 
 // TestWatchStateReadInItsLastMillisecond: a watcher may read a cooldown
 // in its last millisecond (here woken then by a bare message on the job's
-// channel; in use by a scope change, a local settle or a resubscription).
+// channel; in use by an upstream change, a local settle or a resubscription).
 // It must still report the cooldown's end, which publishes nothing.
 // (miniredis: its clock stands still between Advances, so the read lands
 // in the last millisecond for sure.)
@@ -1221,14 +1221,14 @@ func TestAcquireWaitReadsOnceWhenTheLeaseEnds(t *testing.T) {
 // TestWatchReadsOnceWhenTheCooldownEnds: a watcher reads again when the
 // cooldown it read has ended, not before: one read between the cooldown
 // and the ready status. With an upstream too: the status then holds the
-// upstream's wait, 0 while it is open, which must not hide the job's.
+// upstream's wait, 0 while it is ready, which must not hide the job's.
 // Real servers only (miniredis's clock stands still).
 func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 	for _, tg := range redistest.RealTargets(t) {
-		for _, scope := range []string{"", "up"} {
-			t.Run(tg.Name+"/scope="+scope, func(t *testing.T) {
+		for _, upstream := range []string{"", "up"} {
+			t.Run(tg.Name+"/upstream="+upstream, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				opts := gate.Options{Prefix: prefix, Upstream: scope, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
+				opts := gate.Options{Prefix: prefix, Upstream: upstream, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
 				var rt roundTrips
 				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 				other := newGate(t, tg.Client, opts)

@@ -15,12 +15,12 @@ import (
 
 // A wave, one failure at a time: the first PermanentWave-1 jobs failing
 // for one permanent reason are marked Failed; the one that makes the wave
-// cools instead, pauses the scope for the reason and warns once; a job
+// cools instead, pauses the upstream for the reason and warns once; a job
 // already running when the wave started, failing for the same reason,
 // cools too without a second warning; another reason is the job's own.
 func TestPermanentWaveStepByStep(t *testing.T) {
 	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
-	scopeForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
+	upstreamForms(t, func(t *testing.T, rdb gate.Client, _ func(time.Duration)) {
 		ctx := context.Background()
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Observer: rec, Cooldown: time.Hour,
@@ -46,7 +46,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 		up, err := upstreamStatus(ctx, g)
 		if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" ||
 			up.RetryAfter > 10*time.Minute || up.RetryAfter < 9*time.Minute {
-			t.Fatalf("scope after the wave: %+v %v, want paused for account_inactive for 10m", up, err)
+			t.Fatalf("upstream after the wave: %+v %v, want paused for account_inactive for 10m", up, err)
 		}
 		evs := rec.drain()
 		var warns []gate.Event
@@ -59,7 +59,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 			t.Fatalf("warnings: %+v, want one %s for j3 with the pause", warns, gate.WarnPermanentWave)
 		}
 		if n := countKind(evs, gate.EventUpstreamPaused); n < 1 {
-			t.Fatalf("no scope_paused event for the wave")
+			t.Fatalf("no upstream_paused event for the wave")
 		}
 
 		if err := late.Settle(ctx, errBilling); !errors.As(err, &ce) || !ce.Written() {
@@ -83,7 +83,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 }
 
 // A negative PermanentWave turns waves off: every permanent failure is
-// the job's own, and the scope stays open.
+// the job's own, and the upstream stays ready.
 func TestPermanentWaveOff(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
@@ -94,13 +94,13 @@ func TestPermanentWaveOff(t *testing.T) {
 			t.Fatalf("job %d: %v, want Failed", i, err)
 		}
 	}
-	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamOpen {
-		t.Fatalf("scope: %+v %v, want open", up, err)
+	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamReady {
+		t.Fatalf("upstream: %+v %v, want ready", up, err)
 	}
 }
 
-// Once this process has made a wave, it knows the scope is paused: the
-// next job is refused by one read of the scope (no acquire to undo), and
+// Once this process has made a wave, it knows the upstream is paused: the
+// next job is refused by one read of the upstream (no acquire to undo), and
 // a lone permanent failure, no wave, teaches it nothing (a retry of a job
 // seen cooling stays the upstream's GET with the job's acquire).
 func TestPermanentWaveRefusalCost(t *testing.T) {
@@ -116,11 +116,11 @@ func TestPermanentWaveRefusalCost(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			names.take()
 			if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || upstream(b).State != gate.UpstreamPaused {
-				t.Fatalf("next: %v, want the paused scope's refusal", b)
+				t.Fatalf("next: %v, want the paused upstream's refusal", b)
 			}
 		}
 		if got := names.take(); !equalNames(got, []string{"evalsha"}) {
-			t.Fatalf("refusal after the wave sent %v, want one read of the scope", got)
+			t.Fatalf("refusal after the wave sent %v, want one read of the upstream", got)
 		}
 	})
 	t.Run("after a lone permanent failure", func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 	tg := redistest.Target{Name: "miniredis", Client: rdb}
 	errR := classify.WithReason(errors.New("400 account inactive"), classify.ClassPermanent, "account_inactive", 0)
 	rec := newRecorder()
-	g := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Hour, Observer: rec,
+	g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Cooldown: time.Hour, Observer: rec,
 		UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
 	_ = failWith(t, g, "a", errR)
 	_ = failWith(t, g, "b", errR) // the wave: the upstream pauses for account_inactive
@@ -169,7 +169,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 	if st := probe("c", classify.Permanent(errBoom)); st != gate.Failed {
 		t.Fatalf("a probe failing for another reason: %v, want its job Failed", st)
 	}
-	// The upstream answered: open again, and a new wave of the reason
+	// The upstream answered: ready again, and a new wave of the reason
 	// pauses it again; its probe failing for that reason cools.
 	_ = failWith(t, g, "d", errR)
 	_ = failWith(t, g, "e", errR)
@@ -188,7 +188,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 // from 4 gates all fail with the same permanent reason (here an
 // unclassified billing error that arrives as a 400). Once
 // UpstreamPolicy.PermanentWave distinct jobs have failed for it, no more
-// Failed marks are written: the other jobs cool, the scope pauses for the
+// Failed marks are written: the other jobs cool, the upstream pauses for the
 // reason, and one loud warning names it.
 func TestPermanentWavePausesTheUpstream(t *testing.T) {
 	const (
@@ -203,7 +203,7 @@ func TestPermanentWavePausesTheUpstream(t *testing.T) {
 			rec := newRecorder()
 			gs := make([]*gate.Gate, gates)
 			for i := range gs {
-				gs[i] = scopeGate(t, tg, prefix, gate.Options{Observer: rec, Cooldown: time.Hour,
+				gs[i] = upstreamGate(t, tg, prefix, gate.Options{Observer: rec, Cooldown: time.Hour,
 					UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: wave, FailWindow: time.Minute}})
 			}
 			var wg sync.WaitGroup
@@ -227,7 +227,7 @@ func TestPermanentWavePausesTheUpstream(t *testing.T) {
 			}
 			up, err := upstreamStatus(context.Background(), gs[1])
 			if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
-				t.Fatalf("scope %+v %v, want paused for account_inactive", up, err)
+				t.Fatalf("upstream %+v %v, want paused for account_inactive", up, err)
 			}
 			warnings := 0
 			for _, e := range rec.drain() {
@@ -239,7 +239,7 @@ func TestPermanentWavePausesTheUpstream(t *testing.T) {
 				t.Fatalf("%d permanent_wave warnings, want 1", warnings)
 			}
 			// A permanent failure of another reason is still the job's own.
-			other := scopeGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: wave}})
+			other := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: wave}})
 			var ce *gate.CallError
 			if err := failWith(t, other, "x", classify.Permanent(errBoom)); !errors.As(err, &ce) || ce.State != gate.Failed {
 				t.Fatalf("a lone permanent failure: %v, want failed", err)

@@ -34,8 +34,8 @@
 //	running                   409     ceil(call estimate), ≥ 1  job_state "running", retry_after_seconds, retry_at, status_url
 //	failed permanently        422     none                      job_state "failed", reason, attempts
 //	done (gate DoneTTL)       409     none                      job_state "done"; or Options.Replay answers
-//	every upstream refusing   503     ceil(soonest reopening)   job_state "upstream_cooling", retry_after_seconds, retry_at, reason, upstreams
-//	failed, a fallback open   503     none                      job_state "ready", reason (the next call runs on the next upstream)
+//	every upstream refusing   503     ceil(soonest recovery)    job_state "upstream_cooling", retry_after_seconds, retry_at, reason, upstreams
+//	failed, a fallback ready  503     none                      job_state "ready", reason (the next call runs on the next upstream)
 //	gate unavailable          503     UnavailableRetryAfter     job_state "unknown", retry_after_seconds, retry_at
 //	no valid job key          400     none                      (no job_state)
 //	ErrNotRouted (mounting)   500     none                      (no job_state)
@@ -71,13 +71,13 @@
 //
 // A gate with upstreams (gate.Options.Upstream, then Fallbacks) runs a job on
 // the first that takes calls, so a cooling primary costs the user nothing
-// while a backup is open. Only when every upstream refuses is the request
+// while a backup is ready. Only when every upstream refuses is the request
 // refused with upstream_cooling, whose upstreams member lists each in
 // order (UpstreamState: its name, "cooling" or "paused", probing, reason,
 // retry_after_seconds); StatusHandler's body names the upstream the next
 // call would use (upstream) and lists the same (upstreams). The names are
-// the gate's scope names: name scopes for what a user may see. A call
-// whose upstream failed provider-wide while another is open is answered
+// the gate's upstream names: name upstreams for what a user may see. A call
+// whose upstream failed provider-wide while another is ready is answered
 // 503 with job_state "ready" and no Retry-After: the job is not cooling,
 // and a retry now runs on the next upstream. The middleware never makes
 // that second call itself (a request body is read once); a client that
@@ -111,7 +111,7 @@
 // StatusHandler answers a request with Accept: text/event-stream with
 // server-sent events instead of one JSON body: the job's RetryStatus at
 // once and after every change made by any process (a settle, a reset from
-// the CLI, the scope cooling or reopening, a cooldown's end), pushed
+// the CLI, the upstream cooling or recovering, a cooldown's end), pushed
 // through Redis pub/sub within a round trip (gate.Watch); a comment line
 // every 15 s; ids that continue from Last-Event-ID; at most
 // Options.MaxStreams streams per handler (503 beyond). A page's countdown
@@ -124,7 +124,7 @@
 // URLParam keys a job by the chi route pattern and a URL parameter, decoded
 // once, so every spelling of an id is one job and two routes never share
 // one; URLParamAs does the same with a pattern given once, for a retry
-// route and its status route; Scoped adds a tenant or user. Keys are joined so that distinct inputs
+// route and its status route; PerTenant adds a tenant or user. Keys are joined so that distinct inputs
 // never collide, and the gate stores any byte safely. A request naming no
 // job, an empty parameter or a key over gate.MaxJobLen bytes gets 400. The
 // middleware never resets, releases or shortens a cooldown: only a handler

@@ -124,7 +124,7 @@ const pushWithin = 2 * time.Second
 // events sees, pushed from another process (another gate on the
 // same Redis), the job fail into a cooldown, come out of it, be
 // reset from the CLI after a permanent failure, and its upstream
-// cool and reopen; with a heartbeat when idle and no upstream text.
+// cool and recover; with a heartbeat when idle and no upstream text.
 func TestStatusEvents(t *testing.T) {
 	t.Cleanup(httpmw.SetHeartbeat(30 * time.Millisecond))
 	for _, tg := range redistest.RealTargets(t) {
@@ -192,7 +192,7 @@ func TestStatusEvents(t *testing.T) {
 				t.Fatalf("after reset: %+v", st)
 			}
 
-			// Another job's provider-wide failure cools the scope: this job
+			// Another job's provider-wide failure cools the upstream: this job
 			// shows upstream_cooling, and ready again after ResetUpstreams.
 			l, err = other.Acquire(ctx, key("8"))
 			if err != nil {
@@ -278,7 +278,7 @@ func TestStatusEventsLimit(t *testing.T) {
 }
 
 // rateLimited is a provider's 429 (classify.StatusError): provider-wide
-// under classify.Default, so it cools the gate's scope.
+// under classify.Default, so it cools the gate's upstream.
 type rateLimited struct{}
 
 func (rateLimited) Error() string       { return "429 Too Many Requests" }

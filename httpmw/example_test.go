@@ -114,11 +114,11 @@ func ExampleJobOf() {
 	// GET /documents/42/wrong-status: "" true
 }
 
-// Scoped keeps tenants apart: the same document id of two tenants is two
+// PerTenant keeps tenants apart: the same document id of two tenants is two
 // jobs.
-func ExampleScoped() {
+func ExamplePerTenant() {
 	type tenantKey struct{}
-	job := httpmw.Scoped(httpmw.URLParam("id"), func(r *http.Request) (string, error) {
+	job := httpmw.PerTenant(httpmw.URLParam("id"), func(r *http.Request) (string, error) {
 		t, _ := r.Context().Value(tenantKey{}).(string) // set by your auth middleware
 		return t, nil
 	})
@@ -135,7 +135,7 @@ func ExampleScoped() {
 	// Output:
 	// "acme /documents/{id}/evaluate 42" <nil>
 	// "globex /documents/{id}/evaluate 42" <nil>
-	// "" gate: invalid job key: empty scope
+	// "" gate: invalid job key: empty tenant
 }
 
 func ExampleFormatWait() {

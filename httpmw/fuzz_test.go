@@ -27,7 +27,7 @@ func FuzzJobKey(f *testing.F) {
 		f.Add(s, "acme", s, "acme ")
 	}
 	f.Add("1", "acme "+evaluatePattern+" x", "x%20%2Fdocuments%2F%7Bid%7D%2Fevaluate%201", "acme") // separator forgery
-	job := httpmw.Scoped(httpmw.URLParam("id"), tenant)
+	job := httpmw.PerTenant(httpmw.URLParam("id"), tenant)
 	var key string
 	var keyErr error
 	r := chi.NewRouter()

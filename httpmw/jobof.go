@@ -8,7 +8,7 @@ import (
 
 // ErrStatusOwnRoute is the error of a StatusHandler whose JobFunc builds
 // the key from the route the handler runs on (URLParam, also inside
-// Scoped): that key names a job no request to the retry route has, so the
+// PerTenant): that key names a job no request to the retry route has, so the
 // handler would answer "ready" forever. It is answered 500 and passed to
 // Options.OnError. Give StatusHandler the Options given to New, with Job
 // URLParamAs(<the retry route's pattern>, name).

@@ -19,7 +19,7 @@ import (
 // (the retry route's wiring, copied to the status route) used to name the
 // status route's own job and answer "ready" forever, whatever the retry
 // route's job did. It now answers 500, plain or streaming, and OnError
-// gets ErrStatusOwnRoute; wrapped in Scoped too.
+// gets ErrStatusOwnRoute; wrapped in PerTenant too.
 func TestStatusHandlerRefusesItsOwnRouteKey(t *testing.T) {
 	_, mc := redistest.Miniredis(t)
 	g := newGate(t, mc, gate.Options{})
@@ -27,8 +27,8 @@ func TestStatusHandlerRefusesItsOwnRouteKey(t *testing.T) {
 		return r.WithContext(context.WithValue(r.Context(), tenantKey{}, "acme"))
 	}
 	for name, job := range map[string]httpmw.JobFunc{
-		"URLParam":         httpmw.URLParam("id"),
-		"Scoped(URLParam)": httpmw.Scoped(httpmw.URLParam("id"), tenant),
+		"URLParam":            httpmw.URLParam("id"),
+		"PerTenant(URLParam)": httpmw.PerTenant(httpmw.URLParam("id"), tenant),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var logged atomic.Value

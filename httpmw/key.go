@@ -101,21 +101,21 @@ func lastParam(rctx *chi.Context, name string) (string, bool) {
 	return "", false
 }
 
-// Scoped returns a JobFunc whose key is scope's value (a tenant, a user)
-// followed by job's key, so two tenants never share a job. An empty scope
-// is an error: a request without a tenant must not share one job with every
-// other such request.
-func Scoped(job JobFunc, scope func(r *http.Request) (string, error)) JobFunc {
-	if job == nil || scope == nil {
-		panic("httpmw: Scoped: nil job or scope function")
+// PerTenant returns a JobFunc whose key is tenant's value (a tenant, a
+// user) followed by job's key, so two tenants never share a job. An empty
+// tenant is an error: a request without a tenant must not share one job
+// with every other such request.
+func PerTenant(job JobFunc, tenant func(r *http.Request) (string, error)) JobFunc {
+	if job == nil || tenant == nil {
+		panic("httpmw: PerTenant: nil job or tenant function")
 	}
 	return func(r *http.Request) (string, error) {
-		s, err := scope(r)
+		s, err := tenant(r)
 		if err != nil {
 			return "", err
 		}
 		if s == "" {
-			return "", invalidJob("empty scope")
+			return "", invalidJob("empty tenant")
 		}
 		k, err := job(r)
 		if err != nil {

@@ -172,10 +172,10 @@ func tenant(r *http.Request) (string, error) {
 	return s, nil
 }
 
-// TestScoped: tenants never share a job, a missing tenant is a 400, and
+// TestPerTenant: tenants never share a job, a missing tenant is a 400, and
 // separators in tenant names cannot forge another tenant's key.
-func TestScoped(t *testing.T) {
-	job := httpmw.Scoped(httpmw.URLParam("id"), tenant)
+func TestPerTenant(t *testing.T) {
+	job := httpmw.PerTenant(httpmw.URLParam("id"), tenant)
 	keyFor := func(ten, id string) (string, error) {
 		var k string
 		var err error

@@ -240,7 +240,7 @@ func TestContract(t *testing.T) {
 						}
 						up := ups[0]
 						if exp, got := u.paused, up.State == gate.UpstreamPaused; exp != got {
-							t.Errorf("scope paused: exp %v, got %v (%+v)", exp, got, up)
+							t.Errorf("upstream paused: exp %v, got %v (%+v)", exp, got, up)
 						}
 					})
 				}
@@ -338,8 +338,8 @@ func TestSettleErrorReachesOnError(t *testing.T) {
 
 // TestForeignKeysWithoutTTL: keys the gate did not write and that never
 // expire (an operator's SET, a restore without TTLs) still get an honest
-// wait, never "Retry available now.": a foreign value at a job's lock is
-// held, for one lease as far as anyone knows; a pause of the upstream
+// wait, never "Retry available now.": a foreign value at a job's lock
+// runs for one lease as far as anyone knows; a pause of the upstream
 // without an end asks for UnavailableRetryAfter.
 func TestForeignKeysWithoutTTL(t *testing.T) {
 	ctx := context.Background()
@@ -362,11 +362,11 @@ func TestForeignKeysWithoutTTL(t *testing.T) {
 					t.Errorf("handler runs: exp %d, got %d", exp, got)
 				}
 			})
-			t.Run("scope pause", func(t *testing.T) {
+			t.Run("upstream pause", func(t *testing.T) {
 				g := newGate(t, tg.Client, gate.Options{Upstream: "openai"})
-				scope, _ := keyspace.Upstream(gatetest.Prefix(g), "openai")
-				t.Cleanup(func() { tg.Client.Del(ctx, scope) })
-				if err := tg.Client.Set(ctx, scope, "p:manual", 0).Err(); err != nil {
+				upstream, _ := keyspace.Upstream(gatetest.Prefix(g), "openai")
+				t.Cleanup(func() { tg.Client.Del(ctx, upstream) })
+				if err := tg.Client.Set(ctx, upstream, "p:manual", 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				var runs counter

@@ -25,7 +25,7 @@ type RefusalHandler func(w http.ResponseWriter, r *http.Request, ref Refusal)
 // zero value means the documented default.
 type Options struct {
 	// Job returns the request's job key. Required. See URLParam, URLParamAs
-	// and Scoped.
+	// and PerTenant.
 	Job JobFunc
 
 	// StatusURL returns the URL of the job's retry-status endpoint, written
@@ -33,7 +33,7 @@ type Options struct {
 	// SiblingURL.
 	StatusURL func(r *http.Request) string
 
-	// Replay answers requests for a job held Done (gate.Options.DoneTTL)
+	// Replay answers requests for a job kept Done (gate.Options.DoneTTL)
 	// instead of the 409 problem, e.g. with the stored result. It runs
 	// without a lease. Nil = the 409 problem.
 	Replay http.Handler

@@ -67,7 +67,7 @@ func TestNewPanicsNamingTheOption(t *testing.T) {
 	for name, fn := range map[string]func(){
 		"URLParam":   func() { httpmw.URLParam("") },
 		"URLParamAs": func() { httpmw.URLParamAs("", "id") },
-		"Scoped":     func() { httpmw.Scoped(nil, nil) },
+		"PerTenant":  func() { httpmw.PerTenant(nil, nil) },
 		"SiblingURL": func() { httpmw.SiblingURL("a/b") },
 		"next":       func() { httpmw.New(g, httpmw.Options{Job: job})(nil) },
 	} {

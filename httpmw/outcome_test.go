@@ -321,10 +321,10 @@ func TestHandlerStatusCoolsUpstream(t *testing.T) {
 				}
 				up := ups[0]
 				if exp, got := c.cooling, up.State == gate.UpstreamCoolingDown; exp != got {
-					t.Errorf("%d: scope cooling exp %v, got %+v", c.code, exp, up)
+					t.Errorf("%d: upstream cooling exp %v, got %+v", c.code, exp, up)
 				}
 				if c.cooling && (up.RetryAfter < 19*time.Second || up.RetryAfter > 20*time.Second) {
-					t.Errorf("%d: scope cooldown %v, want the handler's 20s", c.code, up.RetryAfter)
+					t.Errorf("%d: upstream cooldown %v, want the handler's 20s", c.code, up.RetryAfter)
 				}
 			}
 		})

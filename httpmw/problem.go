@@ -268,7 +268,7 @@ func (c *config) settled(r *http.Request, l *gate.Lease, ce *gate.CallError) (Re
 			Attempts: ce.Attempts, Reason: ce.Verdict.Reason}
 		return c.blocked(r, b), c.opts.Blocked
 	case ce.State == gate.Ready && ce.Verdict.Reason != "" && ce.Verdict.Class != classify.ClassCanceled:
-		// A provider-wide failure with another upstream open (the gate's
+		// A provider-wide failure with another upstream ready (the gate's
 		// Fallbacks): the job may run again at once, on that upstream.
 		ref := Refusal{Status: http.StatusServiceUnavailable, State: gate.Ready.String(), Attempts: ce.Attempts,
 			Reason: ce.Verdict.Reason, Detail: "The upstream service failed. " + c.opts.RetryIn(0)}

@@ -80,7 +80,7 @@ func FuzzProblemMatchesEncodingJSON(f *testing.F) {
 			ref.Upstreams = []gate.UpstreamStatus{
 				{Upstream: text, State: gate.UpstreamCoolingDown, Reason: reason, RetryAfter: time.Duration(wait)},
 				{Upstream: url, State: gate.UpstreamPaused, Probing: true},
-				{Upstream: "b", State: gate.UpstreamOpen, RetryAfter: time.Second},
+				{Upstream: "b", State: gate.UpstreamReady, RetryAfter: time.Second},
 			}
 		}
 		got, want := appendProblem(nil, ref), viaEncodingJSON(t, ref)

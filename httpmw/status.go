@@ -29,20 +29,20 @@ type RetryStatus struct {
 	// Message is the human sentence, e.g. "Retry available in 45 s.".
 	Message string `json:"message"`
 	// Upstream names the upstream the job's next call would use (the
-	// gate's Upstream or a Fallback: the first open one, else the one that
-	// reopens soonest); omitted without an upstream.
+	// gate's Upstream or a Fallback: the first ready one, else the one that
+	// recovers soonest); omitted without an upstream.
 	Upstream string `json:"upstream,omitempty"`
 	// Upstreams holds each of the gate's upstreams in order; omitted
-	// without a Scope.
+	// without an Upstream.
 	Upstreams []UpstreamState `json:"upstreams,omitempty"`
 }
 
 // UpstreamState is one upstream's state, in a RetryStatus and in the
-// problem of a call every upstream refused. Upstream is the scope's name
-// as the gate's Options give it: name scopes for what a user may see.
+// problem of a call every upstream refused. Upstream is the upstream's name
+// as the gate's Options give it: name upstreams for what a user may see.
 type UpstreamState struct {
 	Upstream string `json:"upstream"`
-	// State is "open", "cooling" or "paused" (gate.UpstreamState).
+	// State is "ready", "cooling" or "paused" (gate.UpstreamState).
 	State string `json:"state"`
 	// Probing is set while one call tests the upstream after its wait:
 	// the others are refused until it answers.
@@ -63,7 +63,7 @@ func upstreamStates(ups []gate.UpstreamStatus) []UpstreamState {
 	out := make([]UpstreamState, len(ups))
 	for i, u := range ups {
 		out[i] = UpstreamState{Upstream: u.Upstream, State: u.State.String(), Probing: u.Probing, Reason: safeReason(u.Reason)}
-		if (u.State != gate.UpstreamOpen || u.Probing) && u.RetryAfter > 0 {
+		if (u.State != gate.UpstreamReady || u.Probing) && u.RetryAfter > 0 {
 			out[i].RetryAfterSeconds = retrySeconds(u.RetryAfter)
 		}
 	}
@@ -81,7 +81,7 @@ func upstreamStates(ups []gate.UpstreamStatus) []UpstreamState {
 // A request with Accept: text/event-stream gets a stream of server-sent
 // events instead (a page's countdown without polling): an event "status"
 // whose data is the RetryStatus JSON, sent at once and after each change
-// of the job from any process (a settle, a reset from the CLI, a scope
+// of the job from any process (a settle, a reset from the CLI, an upstream
 // change, a cooldown's end; see gate.Watch), a comment line every 15 s
 // when idle, event ids that count up and continue from Last-Event-ID on a
 // reconnection (which gets the current state at once), and at most
@@ -150,7 +150,7 @@ func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStat
 	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason,
 		Upstream: st.Upstream.Upstream, Upstreams: upstreamStates(st.Upstreams)}
 	wait := st.RetryAfter
-	if up := st.Upstream; up.State != gate.UpstreamOpen && st.State != gate.Failed && st.State != gate.Done {
+	if up := st.Upstream; up.State != gate.UpstreamReady && st.State != gate.Failed && st.State != gate.Done {
 		out.JobState, out.Reason = gate.UpstreamCooling.String(), up.Reason
 		wait = max(wait, up.RetryAfter)
 	}

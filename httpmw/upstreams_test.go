@@ -38,12 +38,12 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 			t.Cleanup(srv.Close)
 			_, events := openStream(t, srv.URL, "d", nil)
 			if _, st := nextStatus(t, events, 5*time.Second); st.Upstream != "primary" || len(st.Upstreams) != 2 ||
-				st.Upstreams[0] != (httpmw.UpstreamState{Upstream: "primary", State: "open"}) {
-				t.Fatalf("first event: %+v, want primary next, both open", st)
+				st.Upstreams[0] != (httpmw.UpstreamState{Upstream: "primary", State: "ready"}) {
+				t.Fatalf("first event: %+v, want primary next, both ready", st)
 			}
 
 			// The primary rate-limits the first call: the job is not cooling
-			// (the backup is open), so the answer says retry now.
+			// (the backup is ready), so the answer says retry now.
 			sent := time.Now()
 			rec := post(t, srv.Config.Handler, "/documents/d/evaluate")
 			if p := decodeProblem(t, rec); rec.Code != http.StatusServiceUnavailable || str(p.JobState) != "ready" ||
@@ -62,11 +62,11 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 				u.RetryAfterSeconds < 90-slop || u.RetryAfterSeconds > 90+slop {
 				t.Fatalf("primary after its rate limit: %+v, want cooling 90±%d s for rate_limited", u, slop)
 			}
-			if u := st.Upstreams[1]; u != (httpmw.UpstreamState{Upstream: "backup", State: "open"}) {
-				t.Fatalf("backup: %+v, want open", u)
+			if u := st.Upstreams[1]; u != (httpmw.UpstreamState{Upstream: "backup", State: "ready"}) {
+				t.Fatalf("backup: %+v, want ready", u)
 			}
 			if st.JobState == gate.UpstreamCooling.String() {
-				t.Fatalf("job state %q while the backup is open", st.JobState)
+				t.Fatalf("job state %q while the backup is ready", st.JobState)
 			}
 			var rs httpmw.RetryStatus
 			if rec := get(t, srv.Config.Handler, "/documents/d/retry-status"); json.Unmarshal(rec.Body.Bytes(), &rs) != nil || rs.Upstream != "backup" {
@@ -105,9 +105,9 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 	}
 }
 
-// TestUpstreamsAbsentWithoutScope: a gate without upstreams adds nothing
+// TestUpstreamsAbsentWithoutUpstream: a gate without upstreams adds nothing
 // to its bodies.
-func TestUpstreamsAbsentWithoutScope(t *testing.T) {
+func TestUpstreamsAbsentWithoutUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	g := newGate(t, rdb, gate.Options{})
 	rec := get(t, router(g, httpmw.Options{}, nil), "/documents/d/retry-status")
@@ -116,10 +116,10 @@ func TestUpstreamsAbsentWithoutScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok := raw["upstreams"]; ok {
-		t.Fatalf("body %s: upstreams without a Scope", rec.Body)
+		t.Fatalf("body %s: upstreams without an Upstream", rec.Body)
 	}
 	if _, ok := raw["upstream"]; ok {
-		t.Fatalf("body %s: upstream without a Scope", rec.Body)
+		t.Fatalf("body %s: upstream without an Upstream", rec.Body)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestACLMinimalRules(t *testing.T) {
 			redisErr = e.Err
 		}
 	})
-	opts := func(prefix string, scope bool) gate.Options {
+	opts := func(prefix string, upstream bool) gate.Options {
 		o := gate.Options{Prefix: prefix, Cooldown: time.Hour, Observer: observe, Classify: func(err error) classify.Verdict {
 			if errors.Is(err, err5xx) {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
@@ -49,7 +49,7 @@ func TestACLMinimalRules(t *testing.T) {
 			return testClassify(err)
 		},
 			Backoff: gate.Backoff{Jitter: -1}}
-		if scope {
+		if upstream {
 			o.Upstream = "openai:prod"
 			o.UpstreamPolicy = gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}
 		}
@@ -126,7 +126,7 @@ func TestACLMinimalRules(t *testing.T) {
 		if r.code != exitRuntime || !strings.Contains(r.stderr, "NOPERM") || !strings.Contains(r.stderr, "ACL users") {
 			t.Fatalf("list without +scan: exp exit 1 with NOPERM and a hint, got %d %q", r.code, r.stderr)
 		}
-		// status's searches for similar jobs and for scopes need SCAN too,
+		// status's searches for similar jobs and for upstreams need SCAN too,
 		// but are advice: status works without it, and says what it could
 		// not find out instead of "the next call runs".
 		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "status", "never-seen")
@@ -159,7 +159,7 @@ func TestACLMinimalRules(t *testing.T) {
 			t.Fatalf("check with +info only, AOF on: exp no persistence note, got %q", r.stdout)
 		}
 	})
-	t.Run("scope", func(t *testing.T) {
+	t.Run("upstream", func(t *testing.T) {
 		prefix := aclPrefix(t)
 		bare := redistest.ACLServer(t, prefix, nil)
 		g, err := gate.New(bare.Client(t), opts(prefix, true))
@@ -170,15 +170,15 @@ func TestACLMinimalRules(t *testing.T) {
 		// reply; the gate still tells it from an outage. The job's own
 		// write stands; the upstream's 5xx count is refused, in an event.
 		if err := cycle(t, g); !errors.Is(err, gate.ErrRedisRefused) || !strings.Contains(err.Error(), "can't run this command") {
-			t.Fatalf("a scoped gate without ACLScope: exp ErrRedisRefused (the script can't run ZADD), got %v", err)
+			t.Fatalf("a upstreamd gate without ACLUpstream: exp ErrRedisRefused (the script can't run ZADD), got %v", err)
 		}
-		s := redistest.ACLServer(t, prefix, redistest.ACLScope)
+		s := redistest.ACLServer(t, prefix, redistest.ACLUpstream)
 		g, err = gate.New(s.Client(t), opts(prefix, true))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := cycle(t, g); err != nil {
-			t.Fatalf("a scoped gate with ACLScope: %v", err)
+			t.Fatalf("a upstreamd gate with ACLUpstream: %v", err)
 		}
 		_ = g.Do(ctx, "quota", func(context.Context, *gate.Lease) error { return errQuota })
 		url := "redis://" + s.User + ":" + s.Password + "@" + s.Addr()

@@ -12,7 +12,7 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// Job ids come from URLs; reasons and scopes from code and Redis. These
+// Job ids come from URLs; reasons and upstreams from code and Redis. These
 // hold every byte that could rewrite an operator's terminal or a log line.
 var (
 	hostileJobs = []string{
@@ -22,7 +22,7 @@ var (
 		"hostile-" + strings.Repeat("A", 900) + "\x1b]0;title\x07",
 		"hostile\xff\xfenot-utf8",
 	}
-	hostileScope = "\x1b[31mscope\x00"
+	hostileUpstream = "\x1b[31mupstream\x00"
 )
 
 // assertTerminalSafe fails when out holds a control character other than
@@ -41,7 +41,7 @@ func assertTerminalSafe(t *testing.T, what, out string) {
 }
 
 // hostileFixture cools the hostile jobs (the first one fails) and pauses
-// a hostile scope, under a fresh prefix. (Reasons are not hostile here:
+// a hostile upstream, under a fresh prefix. (Reasons are not hostile here:
 // the gate writes only classification codes, and printable covers them
 // like every name.)
 func hostileFixture(t *testing.T, tg redistest.Target) *fixture {
@@ -63,21 +63,21 @@ func hostileFixture(t *testing.T, tg redistest.Target) *fixture {
 			t.Fatalf("%q: expected a failure", job)
 		}
 	}
-	scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: hostileScope, Classify: testClassify,
+	upstreamd, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: hostileUpstream, Classify: testClassify,
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = scoped.Do(ctx, "quota", func(context.Context, *gate.Lease) error { return errQuota })
+	_ = upstreamd.Do(ctx, "quota", func(context.Context, *gate.Lease) error { return errQuota })
 	return f
 }
 
-// TestHostileNamesAreEscaped runs every command that prints a job, a scope
+// TestHostileNamesAreEscaped runs every command that prints a job, an upstream
 // or a reason on names holding NUL, CR/LF, escape sequences, a very long
 // name and bytes that are not UTF-8: the human output never holds a
 // control character, --json stays valid JSON and names every job so it
 // can be passed back, and every command the CLI prints can be pasted back
-// to reach the same job or scope.
+// to reach the same job or upstream.
 func TestHostileNamesAreEscaped(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -94,9 +94,9 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				{"list", "--match", "hostile"},
 				{"status", "hostile"}, // the "did you mean" suggestions
 				{"status", printable(hostileJobs[0])},
-				{"status", "never-seen"}, // the paused scope found under the prefix
+				{"status", "never-seen"}, // the paused upstream found under the prefix
 				{"reset", "--state", "failed", "--dry-run"},
-				{"--upstream", printable(hostileScope), "upstream", "status"},
+				{"--upstream", printable(hostileUpstream), "upstream", "status"},
 			} {
 				if r := human(args...); r.code != exitOK {
 					t.Errorf("%q: exit %d, stderr %q", args, r.code, r.stderr)
@@ -153,7 +153,7 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				}
 			}
 			for _, args := range [][]string{{"list"}, {"status", "hostile"}, {"status", "never-seen"},
-				{"reset", "--state", "failed", "--dry-run"}, {"--upstream", printable(hostileScope), "upstream", "status"},
+				{"reset", "--state", "failed", "--dry-run"}, {"--upstream", printable(hostileUpstream), "upstream", "status"},
 				{"status", `"unterminated`}, {"reset", printable(running)}} {
 				r := f.run(t, append([]string{"--json"}, args...)...)
 				if !json.Valid([]byte(r.stdout)) || r.stderr != "" {
@@ -161,7 +161,7 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				}
 			}
 
-			// The clear hint of the paused scope, pasted, resets it.
+			// The clear hint of the paused upstream, pasted, resets it.
 			r = human("status", "never-seen")
 			var hint string
 			for _, line := range strings.Split(r.stdout, "\n") {
@@ -170,15 +170,15 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				}
 			}
 			if hint == "" {
-				t.Fatalf("status never-seen: no clear hint for the paused scope:\n%s", r.stdout)
+				t.Fatalf("status never-seen: no clear hint for the paused upstream:\n%s", r.stdout)
 			}
 			args := shellWords(t, hint)
 			mustOK(t, runCLI(t, nil, append(append([]string{}, f.args...), args[1:]...)...))
-			scoped, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: hostileScope})
+			upstreamd, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: hostileUpstream})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ups, err := scoped.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.UpstreamOpen {
+			if ups, err := upstreamd.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.UpstreamReady {
 				t.Fatalf("after the pasted %q: upstream %+v, %v", hint, ups, err)
 			}
 

@@ -298,7 +298,7 @@ func TestUpstream(t *testing.T) {
 			}
 			r = runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
-			golden(t, "upstream_status_open", prefix, r.stdout)
+			golden(t, "upstream_status_ready", prefix, r.stdout)
 
 			// A response's rate limits, in OpenAI's documented headers
 			// (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):

@@ -45,12 +45,10 @@ type similarJSON struct {
 }
 
 // upstreamSearchJSON is what status found under the prefix without
-// --upstream. Its JSON keys ("scopes" here, "scope_search" and "scope" in
-// the status) keep the upstream's former name, so scripts that read them
-// keep working.
+// --upstream (the status's "upstream_search").
 type upstreamSearchJSON struct {
-	// Upstreams counts the upstream keys found, open ones included.
-	Upstreams int `json:"scopes"`
+	// Upstreams counts the upstream keys found, ready ones included.
+	Upstreams int `json:"upstreams"`
 	// Refusing are the upstreams cooling down or paused: every job of a
 	// gate with that Options.Upstream is refused.
 	Refusing []upstreamJSON `json:"refusing"`
@@ -61,7 +59,7 @@ type upstreamSearchJSON struct {
 }
 
 type upstreamJSON struct {
-	Upstream     string      `json:"scope"`
+	Upstream     string      `json:"upstream"`
 	State        string      `json:"state"`
 	Reason       string      `json:"reason,omitempty"`
 	RetryAfterMs int64       `json:"retry_after_ms"`
@@ -122,7 +120,7 @@ type statusJSON struct {
 	Upstream *upstreamJSON `json:"upstream,omitempty"`
 	// UpstreamSearch is set without --upstream: the upstreams under the
 	// prefix.
-	UpstreamSearch *upstreamSearchJSON `json:"scope_search,omitempty"`
+	UpstreamSearch *upstreamSearchJSON `json:"upstream_search,omitempty"`
 	// NoKeysUnderPrefix: not one key lives under --prefix (a typo?).
 	NoKeysUnderPrefix bool `json:"no_keys_under_prefix,omitempty"`
 }
@@ -192,7 +190,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			j.UpstreamSearch.Error = c.describe(s.err)
 		}
 	}
-	if noKeys && len(similar) == 0 && st.Upstream.State == gate.UpstreamOpen && (found == nil || found.names == 0) {
+	if noKeys && len(similar) == 0 && st.Upstream.State == gate.UpstreamReady && (found == nil || found.names == 0) {
 		has, sure := c.prefixKeys(ctx)
 		j.NoKeysUnderPrefix = sure && !has
 	}
@@ -221,7 +219,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			continue
 		}
 		up := fmt.Sprintf("%s %s", printable(u.Upstream), u.State)
-		if u.State != gate.UpstreamOpen {
+		if u.State != gate.UpstreamReady {
 			up += fmt.Sprintf(" (%s) for %s", printable(u.Reason), fmtDur(u.RetryAfter))
 		}
 		row(tw, "upstream", up)
@@ -326,11 +324,11 @@ func (c *cli) clearHints(st gate.Status, ups []gate.UpstreamStatus) []string {
 	global := c.globalHint()
 	var out []string
 	for _, u := range ups {
-		if u.Upstream != "" && u.State != gate.UpstreamOpen {
+		if u.Upstream != "" && u.State != gate.UpstreamReady {
 			out = append(out, fmt.Sprintf("retrygate%s --upstream %s upstream reset", global, argQuote(u.Upstream)))
 		}
 	}
-	if len(out) > 0 && st.Upstream.State != gate.UpstreamOpen {
+	if len(out) > 0 && st.Upstream.State != gate.UpstreamReady {
 		return out // the gate's own upstream refuses before the job is read
 	}
 	switch st.State {

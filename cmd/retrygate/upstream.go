@@ -16,10 +16,9 @@ func upstreamCommand() *command {
 	}
 }
 
-// upstreamResetJSON is reset's --json answer. Its "scope" key is the
-// upstream's former name, kept so scripts that read it keep working.
+// upstreamResetJSON is reset's --json answer.
 type upstreamResetJSON struct {
-	Upstream string       `json:"scope"`
+	Upstream string       `json:"upstream"`
 	Reset    bool         `json:"reset"`
 	Was      upstreamJSON `json:"was"`
 }
@@ -48,8 +47,8 @@ func runUpstream(ctx context.Context, c *cli, args []string) error {
 		if c.json {
 			return writeJSON(c.stdout, upstreamResetJSON{Upstream: c.upstream, Reset: true, Was: *j})
 		}
-		if st.State == gate.UpstreamOpen {
-			_, err = fmt.Fprintf(c.stdout, "upstream %s was open; failure window cleared\n", printable(c.upstream))
+		if st.State == gate.UpstreamReady {
+			_, err = fmt.Fprintf(c.stdout, "upstream %s was ready; failure window cleared\n", printable(c.upstream))
 			return err
 		}
 		_, err = fmt.Fprintf(c.stdout, "upstream %s reset: was %s (%s) with %s left; the upstream no longer refuses its jobs, "+
@@ -70,14 +69,14 @@ func runUpstream(ctx context.Context, c *cli, args []string) error {
 		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
 	}
 	switch st.State {
-	case gate.UpstreamOpen:
+	case gate.UpstreamReady:
 		row(tw, "meaning", "calls of this upstream run (each job's own state still applies)")
 	case gate.UpstreamCoolingDown:
 		row(tw, "meaning", "a provider-wide failure (rate limit, overload, repeated 5xx): every job of the upstream is refused until the cooldown ends")
 	case gate.UpstreamPaused:
 		row(tw, "meaning", "a systemic failure (quota, credentials, model): every job of the upstream is refused until an operator resets it or the pause expires")
 	}
-	if st.State != gate.UpstreamOpen {
+	if st.State != gate.UpstreamReady {
 		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
 	}
 	budgetRows(tw, st.Budget)

@@ -26,7 +26,7 @@ const (
 // without --upstream, status cannot know which upstream a job's gate
 // uses, so it reports every upstream that refuses jobs now.
 type upstreamSearch struct {
-	names    int                   // upstream keys found, open ones included
+	names    int                   // upstream keys found, ready ones included
 	refusing []gate.UpstreamStatus // cooling or paused, by name
 	complete bool                  // every node scanned to its end, every upstream read
 	err      error                 // why the search stopped, if it did
@@ -73,7 +73,7 @@ func (c *cli) findUpstreams(ctx context.Context) upstreamSearch {
 		return s
 	}
 	for _, u := range ups {
-		if u.State != gate.UpstreamOpen {
+		if u.State != gate.UpstreamReady {
 			s.refusing = append(s.refusing, u)
 		}
 	}

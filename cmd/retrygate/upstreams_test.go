@@ -17,39 +17,39 @@ import (
 
 var errRateLimit = errors.New("429 rate limit")
 
-// scopeClassify adds a provider-wide rate limit with an hour's hint to
+// upstreamClassify adds a provider-wide rate limit with an hour's hint to
 // testClassify.
-func scopeClassify(err error) classify.Verdict {
+func upstreamClassify(err error) classify.Verdict {
 	if errors.Is(err, errRateLimit) {
 		return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true, RetryAfter: time.Hour}
 	}
 	return testClassify(err)
 }
 
-// TestStatusFindsRefusingScopes: without --upstream, status of a job that no
+// TestStatusFindsRefusingUpstreams: without --upstream, status of a job that no
 // key refuses used to say "no lock: the next call runs" while its gate's
-// upstream was paused. It now finds the scopes under the prefix (on every
+// upstream was paused. It now finds the upstreams under the prefix (on every
 // master of a cluster), says which refuse jobs and what to run, and says
-// plainly that it cannot know which scope the job's gate uses.
-func TestStatusFindsRefusingScopes(t *testing.T) {
+// plainly that it cannot know which upstream the job's gate uses.
+func TestStatusFindsRefusingUpstreams(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			ctx := context.Background()
-			scoped := func(scope string) *gate.Gate {
-				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Upstream: scope, Cooldown: time.Hour, Classify: scopeClassify, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour},
+			upstreamd := func(upstream string) *gate.Gate {
+				g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Upstream: upstream, Cooldown: time.Hour, Classify: upstreamClassify, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour},
 					Backoff: gate.Backoff{Max: time.Hour, Jitter: -1}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return g
 			}
-			paused, cooling, open := scoped("openai:prod"), scoped("anthropic:eu"), scoped("groq:prod")
+			paused, cooling, open := upstreamd("openai:prod"), upstreamd("anthropic:eu"), upstreamd("groq:prod")
 			_ = paused.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
 			_ = cooling.Do(ctx, "doc-8", func(context.Context, *gate.Lease) error { return errRateLimit })
 			_ = open.Do(ctx, "doc-7", func(context.Context, *gate.Lease) error { return err5xx }) // a failure window, no cooldown
 			if tg.IsCluster {
-				assertKeysSpread(t, tg.Client.(*redis.ClusterClient), scopeKey(prefix, "openai:prod"), scopeKey(prefix, "anthropic:eu"))
+				assertKeysSpread(t, tg.Client.(*redis.ClusterClient), upstreamKey(prefix, "openai:prod"), upstreamKey(prefix, "anthropic:eu"))
 			}
 			args := append(redisArgs(t, tg), "--prefix", prefix)
 
@@ -57,7 +57,7 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			mustOK(t, r)
 			golden(t, "status_upstream_found", prefix, r.stdout)
 			if strings.Contains(r.stdout, "the next call runs") {
-				t.Errorf("status says the next call runs while two scopes refuse jobs:\n%s", r.stdout)
+				t.Errorf("status says the next call runs while two upstreams refuse jobs:\n%s", r.stdout)
 			}
 
 			// A job cooling on its own says both.
@@ -75,16 +75,16 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			if s == nil || !s.Complete || s.Error != "" || s.Upstreams < 2 || len(s.Refusing) != 2 ||
 				s.Refusing[0].Upstream != "anthropic:eu" || s.Refusing[0].State != "cooling" ||
 				s.Refusing[1].Upstream != "openai:prod" || s.Refusing[1].State != "paused" || s.Refusing[1].Reason != "quota_exhausted" {
-				t.Fatalf("--json scope_search: %+v", s)
+				t.Fatalf("--json upstream_search: %+v", s)
 			}
 
 			// With --upstream, the job's own gate's upstream, and no search.
 			st = statusOf(t, runCLI(t, nil, append(args, "--json", "--upstream", "groq:prod", "status", "doc-0")...))
-			if st.UpstreamSearch != nil || st.Upstream == nil || st.Upstream.State != "open" {
+			if st.UpstreamSearch != nil || st.Upstream == nil || st.Upstream.State != "ready" {
 				t.Fatalf("--upstream groq:prod: %+v", st)
 			}
 
-			// Once the scopes reopen, the job runs again, and status says so.
+			// Once the upstreams recover, the job runs again, and status says so.
 			for _, g := range []*gate.Gate{paused, cooling} {
 				if err := g.ResetUpstreams(ctx); err != nil {
 					t.Fatal(err)
@@ -93,7 +93,7 @@ func TestStatusFindsRefusingScopes(t *testing.T) {
 			r = runCLI(t, nil, append(args, "status", "doc-0")...)
 			mustOK(t, r)
 			if !strings.Contains(r.stdout, "meaning   no lock: the next call runs") || strings.Contains(r.stdout, "upstream") {
-				t.Errorf("status after the scopes reopened:\n%s", r.stdout)
+				t.Errorf("status after the upstreams recovered:\n%s", r.stdout)
 			}
 		})
 	}
@@ -127,7 +127,7 @@ func TestStatusSaysPrefixHoldsNoKeys(t *testing.T) {
 			if st.NoKeysUnderPrefix || st.State != "ready" {
 				t.Errorf("status of an unknown job under a used prefix: %+v", st)
 			}
-			// A prefix holding only a scope key is not empty either.
+			// A prefix holding only an upstream key is not empty either.
 			g, err := gate.New(tg.Client, gate.Options{Prefix: typo, Upstream: "s", Classify: testClassify})
 			if err != nil {
 				t.Fatal(err)
@@ -139,14 +139,14 @@ func TestStatusSaysPrefixHoldsNoKeys(t *testing.T) {
 			r = runCLI(t, nil, append(args, "status", "doc-2")...)
 			mustOK(t, r)
 			if strings.Contains(r.stdout, "no key under prefix") || !strings.Contains(r.stdout, "upstream s is paused") {
-				t.Errorf("a prefix with a paused scope:\n%s", r.stdout)
+				t.Errorf("a prefix with a paused upstream:\n%s", r.stdout)
 			}
 		})
 	}
 }
 
-func scopeKey(prefix, scope string) string {
-	k, _ := keyspace.Upstream(prefix, scope)
+func upstreamKey(prefix, upstream string) string {
+	k, _ := keyspace.Upstream(prefix, upstream)
 	return k
 }
 
@@ -167,16 +167,16 @@ func assertKeysSpread(t *testing.T, cc *redis.ClusterClient, keys ...string) {
 	}
 }
 
-func TestStatusScopeSearchJSONShape(t *testing.T) {
-	// scope_search.refusing is [] (not null) when nothing refuses.
+func TestStatusUpstreamSearchJSONShape(t *testing.T) {
+	// upstream_search.refusing is [] (not null) when nothing refuses.
 	_, client := redistest.Miniredis(t)
 	r := runCLI(t, nil, "--redis", "redis://"+client.Options().Addr, "--json", "status", "x")
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(raw["scope_search"]), `"refusing": []`) {
-		t.Fatalf("scope_search: %s", raw["scope_search"])
+	if !strings.Contains(string(raw["upstream_search"]), `"refusing": []`) {
+		t.Fatalf("upstream_search: %s", raw["upstream_search"])
 	}
 }
 
@@ -194,12 +194,12 @@ func TestStatusSkipsAnUpstreamKeyNoGateWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = g.Do(ctx, "doc-9", func(context.Context, *gate.Lease) error { return errQuota })
-	if err := client.Set(ctx, scopeKey(prefix, strings.Repeat("x", 300)), "by hand", 0).Err(); err != nil {
+	if err := client.Set(ctx, upstreamKey(prefix, strings.Repeat("x", 300)), "by hand", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	st := statusOf(t, runCLI(t, nil, "--redis", "redis://"+client.Options().Addr, "--prefix", prefix, "--json", "status", "doc-0"))
 	s := st.UpstreamSearch
 	if s == nil || s.Upstreams != 2 || len(s.Refusing) != 1 || s.Refusing[0].Upstream != "openai:prod" || s.Refusing[0].State != "paused" {
-		t.Fatalf("--json scope_search: %+v", s)
+		t.Fatalf("--json upstream_search: %+v", s)
 	}
 }

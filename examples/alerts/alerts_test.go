@@ -64,14 +64,14 @@ func TestRulesFireAndClear(t *testing.T) {
 func TestBrokenRulesFail(t *testing.T) {
 	for _, tc := range []struct{ alert, expr string }{
 		// Different label sets on the two sides of "+": always empty.
-		{"RetrygateNotOwnedRatio", `sum by (scope) (rate(retrygate_not_owned_total[10m])) / sum by (scope) (rate(retrygate_settles_total[10m]) + rate(retrygate_not_owned_total[10m])) > 0.01`},
-		// Without the "or": a scope whose every settle was rejected.
-		{"RetrygateNotOwnedRatio", `sum by (scope) (rate(retrygate_not_owned_total[10m])) / (sum by (scope) (rate(retrygate_settles_total[10m])) + sum by (scope) (rate(retrygate_not_owned_total[10m]))) > 0.01`},
+		{"RetrygateNotOwnedRatio", `sum by (upstream) (rate(retrygate_not_owned_total[10m])) / sum by (upstream) (rate(retrygate_settles_total[10m]) + rate(retrygate_not_owned_total[10m])) > 0.01`},
+		// Without the "or": an upstream whose every settle was rejected.
+		{"RetrygateNotOwnedRatio", `sum by (upstream) (rate(retrygate_not_owned_total[10m])) / (sum by (upstream) (rate(retrygate_settles_total[10m])) + sum by (upstream) (rate(retrygate_not_owned_total[10m]))) > 0.01`},
 		// increase() alone misses a series' first sample at 1.
-		{"RetrygateScopePaused", `sum by (scope, reason) (increase(retrygate_scope_transitions_total{state="paused"}[15m])) > 0`},
+		{"RetrygateUpstreamPaused", `sum by (upstream, reason) (increase(retrygate_upstream_transitions_total{state="paused"}[15m])) > 0`},
 		{"RetrygateRedisEvictionPolicy", `sum by (reason) (increase(retrygate_warnings_total{reason="maxmemory_policy_evicts"}[1h])) > 0`},
-		{"RetrygateRedisRefused", `sum by (scope, op) (increase(retrygate_redis_errors_total{cause="refused"}[5m])) > 0`},
-		{"RetrygateSettleUnwritten", `sum by (scope) (increase(retrygate_warnings_total{reason="settle_unwritten"}[15m])) > 0`},
+		{"RetrygateRedisRefused", `sum by (upstream, op) (increase(retrygate_redis_errors_total{cause="refused"}[5m])) > 0`},
+		{"RetrygateSettleUnwritten", `sum by (upstream) (increase(retrygate_warnings_total{reason="settle_unwritten"}[15m])) > 0`},
 	} {
 		t.Run(tc.alert, func(t *testing.T) {
 			dir := t.TempDir()

@@ -89,7 +89,7 @@ func setup(t *testing.T) (*gate.Gate, *openai.Client, *model, *summaries) {
 	cfg.BaseURL = srv.URL + "/v1"
 	cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
 	rdb := redistest.Server(t).Client(t)
-	// A job refused while another probes the reopened scope comes back
+	// A job refused while another probes the recovered upstream comes back
 	// after UpstreamPolicy.Cooldown (10 s by default): 1 s keeps the test short.
 	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai", DoneTTL: time.Hour,
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second}})

@@ -38,7 +38,7 @@ const disabledSayWhy = `[...document.querySelectorAll('.evaluate')].filter(b => 
 //     (it moved only when the page itself fetched the stats).
 //   - A card that cooled down remembers its last failure after the
 //     cooldown, across a reload (it said "Not evaluated yet").
-//   - A disabled button says why, also for the seconds a success is held
+//   - A disabled button says why, also for the seconds a success is kept
 //     as done (it was greyed with no reason).
 //   - A paused upstream's banner shows when the next probe is due, the
 //     same countdown as the cards (it said "an operator must act" beside
@@ -48,7 +48,7 @@ func TestPageSaysOneThing(t *testing.T) {
 	cfg := testConfig()
 	cfg.RateLimitHint = 6 * time.Second
 	cfg.DoneTTL = 6 * time.Second
-	// The first pause is the scope's cooldown: it outlasts the test,
+	// The first pause is the upstream's cooldown: it outlasts the test,
 	// however slow the machine.
 	cfg.UpstreamCooldown, cfg.UpstreamPause = 20*time.Second, 20*time.Second
 	s := startServer(t, cfg)
@@ -93,14 +93,14 @@ func TestPageSaysOneThing(t *testing.T) {
 		t.Fatalf("after a reload the failure is forgotten: %q: %v", cardText(t, ctx, "supplier-contract", ".msg"), err)
 	}
 
-	// A success is held as done: the button says until when, and why.
+	// A success is kept Done: the button says until when, and why.
 	const welcome = `li[data-doc="welcome-letter"]`
 	if err := chromedp.Run(ctx, chromedp.Click(welcome+` .evaluate`), chromedp.WaitVisible(welcome+` .result`),
 		pollJS(`/^Again in 0:0[1-6]$/.test(document.querySelector('`+welcome+` .evaluate').textContent)`, 10*time.Second)); err != nil {
-		t.Fatalf("held as done: button %q: %v", cardText(t, ctx, "welcome-letter", ".evaluate"), err)
+		t.Fatalf("kept Done: button %q: %v", cardText(t, ctx, "welcome-letter", ".evaluate"), err)
 	}
-	if got := cardText(t, ctx, "welcome-letter", ".msg"); !strings.HasPrefix(got, "Evaluated just now. The result is held for a few seconds") {
-		t.Errorf("held as done: line %q", got)
+	if got := cardText(t, ctx, "welcome-letter", ".msg"); !strings.HasPrefix(got, "Evaluated just now. The result is kept for a few seconds") {
+		t.Errorf("kept Done: line %q", got)
 	}
 	if err := chromedp.Run(ctx, pollJS(disabledSayWhy, 10*time.Second)); err != nil {
 		t.Errorf("the done button does not say why it is disabled: %v", err)

@@ -31,7 +31,7 @@ type config struct {
 	MaxCooldown time.Duration
 	Lease       time.Duration
 	MaxAttempts int
-	// DoneTTL holds a successful evaluation as done: a click that waited
+	// DoneTTL keeps a successful evaluation Done: a click that waited
 	// for the running call (Prefer: wait), or comes within DoneTTL, gets
 	// its result without a second model call.
 	DoneTTL time.Duration
@@ -144,7 +144,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.MaxCooldown, "max-cooldown", cfg.MaxCooldown, "longest cooldown (env RETRYGATE_MAX_COOLDOWN)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "lock lease while the model runs, renewed every lease/3 (env RETRYGATE_LEASE)")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "failures before a job is marked failed, 0 = the gate's default (8) (env RETRYGATE_MAX_ATTEMPTS)")
-	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is held as done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
+	fs.DurationVar(&cfg.DoneTTL, "done-ttl", cfg.DoneTTL, "how long a success is kept done and replayed to duplicates (env RETRYGATE_DONE_TTL)")
 	fs.DurationVar(&cfg.UpstreamCooldown, "upstream-cooldown", cfg.UpstreamCooldown, "upstream pause after a provider-wide failure without a hint (env RETRYGATE_UPSTREAM_COOLDOWN)")
 	fs.DurationVar(&cfg.UpstreamPause, "upstream-pause", cfg.UpstreamPause, "longest upstream pause after a systemic failure such as an empty credit balance; the first lasts --upstream-cooldown (env RETRYGATE_UPSTREAM_PAUSE)")
 	fs.BoolVar(&cfg.Backup, "backup", cfg.Backup, "fake upstream: a second one behind another key, used while the first is rate-limited or out of credits (env DEMO_BACKUP)")

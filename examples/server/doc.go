@@ -2,7 +2,7 @@
 // POST /documents/{id}/evaluate calls an LLM through the gate (httpmw), with
 // a page that shows each job's state: a button that turns into a live
 // "Retry in 0:08" countdown while the job cools down, the last failure once
-// it may run again, failed jobs that won't be retried, a success held as
+// it may run again, failed jobs that won't be retried, a success kept
 // done for a few seconds (the button says until when), the upstream-wide
 // cooldown or pause with the time of its next probe, and how many model
 // calls were made versus refused, updated as each refusal happens. The

@@ -28,7 +28,7 @@ type eventView struct {
 	Result *result            `json:"result,omitempty"`
 	// LastFailure is the document's last failed evaluation (documentView).
 	LastFailure *failure `json:"last_failure,omitempty"`
-	// DoneSeconds is how long a success is held as done: until then a
+	// DoneSeconds is how long a success is kept Done: until then a
 	// click would get that result, not a new evaluation, so the page
 	// says when Evaluate comes back.
 	DoneSeconds float64 `json:"done_seconds,omitempty"`

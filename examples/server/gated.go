@@ -60,7 +60,7 @@ func (a *app) evaluate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.view(doc))
 }
 
-// replay answers a duplicate of an evaluation held Done with its stored
+// replay answers a duplicate of an evaluation kept Done with its stored
 // result.
 func (a *app) replay(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.view(documentOf(r)))

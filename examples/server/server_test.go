@@ -62,7 +62,7 @@ func TestEvaluateSucceedsAndStoresTheResult(t *testing.T) {
 	if exp, got := int64(1), s.stats(t).UpstreamCalls; exp != got {
 		t.Fatalf("upstream calls %d, want %d", got, exp)
 	}
-	// Held done for DoneTTL: a duplicate gets the stored result (Replay)
+	// Kept Done for DoneTTL: a duplicate gets the stored result (Replay)
 	// without a model call, then the document can run again.
 	if exp, got := "done", s.status(t, "welcome-letter").body["job_state"]; exp != got {
 		t.Fatalf("job_state after success %v, want %q", got, exp)
@@ -102,7 +102,7 @@ func TestRateLimitedCoolsDownForTheServersHint(t *testing.T) {
 	if exp, got := int64(3), st.Refused; exp != got {
 		t.Fatalf("refused %d, want %d", got, exp)
 	}
-	if exp, got := "open", st.Upstream.State; exp != got {
+	if exp, got := "ready", st.Upstream.State; exp != got {
 		t.Fatalf("upstream %q, want %q: a per-document limit must not pause every job", got, exp)
 	}
 	status := s.status(t, "supplier-contract")
@@ -129,7 +129,7 @@ func TestOverloadedBacksOff(t *testing.T) {
 	if got := r.retryAfter(t); got < 3 || got > 4 {
 		t.Fatalf("Retry-After %d, want 3..4 (the gate's cooldown)", got)
 	}
-	if exp, got := "open", s.stats(t).Upstream.State; exp != got {
+	if exp, got := "ready", s.stats(t).Upstream.State; exp != got {
 		t.Fatalf("upstream %q, want %q", got, exp)
 	}
 }
@@ -226,7 +226,7 @@ func TestSlowCallRenewsTheLease(t *testing.T) {
 // hint, without calling the model, and the pause ends by itself.
 func TestProviderRateLimitPausesEveryJob(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, testConfig()) // scope hint 1.5s
+	s := startServer(t, testConfig()) // upstream hint 1.5s
 
 	expect(t, "provider 429", s.evaluate(t, "press-release"), http.StatusTooManyRequests, "cooling_down", "rate_limited")
 	up := s.stats(t).Upstream
@@ -303,7 +303,7 @@ func TestBackupRunsTheJobWhileTheFirstCools(t *testing.T) {
 // next call probes the upstream and, the credits back, runs.
 func TestCreditBalancePausesTheUpstream(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, testConfig()) // scope pause 1s
+	s := startServer(t, testConfig()) // upstream pause 1s
 
 	r := s.evaluate(t, "board-minutes")
 	if r.code == http.StatusOK || r.code == http.StatusUnprocessableEntity {

@@ -72,7 +72,7 @@ func waitEvent(t *testing.T, events <-chan streamEvent, within time.Duration, wh
 // TestStreamPushesCountersFailuresAndDone: the page's stream carries the
 // counters as they change (a refusal by another client moved nothing on
 // the page), a document's last failure after its cooldown ended, and how
-// long a success is held as done.
+// long a success is kept Done.
 func TestStreamPushesCountersFailuresAndDone(t *testing.T) {
 	cfg := testConfig()
 	cfg.DoneTTL = 6 * time.Second
@@ -108,7 +108,7 @@ func TestStreamPushesCountersFailuresAndDone(t *testing.T) {
 		}
 	}
 
-	// A success is held as done: the stream says for how long.
+	// A success is kept Done: the stream says for how long.
 	if r := s.evaluate(t, "welcome-letter"); r.code != http.StatusOK {
 		t.Fatalf("welcome-letter: %d", r.code)
 	}

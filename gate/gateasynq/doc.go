@@ -8,16 +8,16 @@
 //	mux.Use(gateasynq.Middleware(g, gateasynq.Options{Job: byDocument}))
 //
 // The handler's context carries the lease (gate.LeaseFromContext): its
-// Scope names the upstream to call when the gate has Fallbacks, its Fence
+// Upstream names the upstream to call when the gate has Fallbacks, its Fence
 // the token to write results with. A provider-wide failure while another
-// upstream is open leaves the job ready: the adapter retries it at once
+// upstream is ready leaves the job ready: the adapter retries it at once
 // (asynq's next whole second), Retried unchanged, and
 // the next run goes to that upstream.
 //
 // What a task's run ends in:
 //
 //	the gate said                                 asynq does
-//	fn succeeded; the job is held Done            completes the task (a Done job is not run again)
+//	fn succeeded; the job is kept Done            completes the task (a Done job is not run again)
 //	refused: cooling down, running elsewhere,     retries at the gate's wait (job cooldown, running
 //	  upstream cooling or paused                    lease's time left, upstream cooldown or pause); Retried unchanged
 //	fn failed provider-wide (429, 503) or         retries at the gate's cooldown; Retried unchanged

@@ -72,7 +72,7 @@ func workerMain(raw string) int {
 }
 
 // 200 queued tasks, 2 worker processes, a provider that answers 429
-// every time: at most one upstream call per scope window after the calls
+// every time: at most one upstream call per upstream cooldown after the calls
 // in flight at the first 429, and no task's retry count moves.
 func TestStormOneCallPerWindow(t *testing.T) {
 	const (

@@ -34,7 +34,7 @@
 // own, so a retry storm outside any trace costs no spans, and a call with
 // no tracer configured allocates nothing (TestNoAllocationWithoutTracer).
 //
-// Attributes are retrygate.job, retrygate.scope, retrygate.state,
+// Attributes are retrygate.job, retrygate.upstream, retrygate.state,
 // retrygate.outcome, retrygate.reason, retrygate.class, retrygate.fence,
 // retrygate.attempt, retrygate.wait and retrygate.held (seconds),
 // retrygate.retry_at (RFC 3339), retrygate.local, retrygate.op,
@@ -42,7 +42,7 @@
 // left (retrygate.budget.requests_left, retrygate.budget.tokens_left) and
 // whether it refused the call (retrygate.budget.spent), where they apply; error.type (the reason code, else the
 // refusing state) on refusals and failures; gen_ai.provider.name when the
-// scope's first segment names a provider the GenAI semantic conventions
+// upstream's first segment names a provider the GenAI semantic conventions
 // list ("openai:prod-key" gives openai; gemini, vertex, azure, bedrock,
 // mistral and xai are read as gcp.gemini, gcp.vertex_ai, azure.ai.openai,
 // aws.bedrock, mistral_ai and x_ai). Error text, which may be upstream
@@ -54,7 +54,7 @@
 // OpenTelemetry Prometheus exporter turns into gateprom's own
 // (retrygate.acquisitions → retrygate_acquisitions_total,
 // retrygate.lock_held in seconds → retrygate_lock_held_seconds), with the
-// same attribute names (scope, outcome, state, reason, op, cause, kind,
+// same attribute names (upstream, outcome, state, reason, op, cause, kind,
 // limit),
 // so dashboards and the sample alerts work on either; see gateprom's doc
 // for each one. TestSameSeriesAsGateprom feeds both the same events. The

@@ -62,7 +62,7 @@ const (
 	leaseLost
 	notOwned
 	redisErrors
-	scopeTransitions
+	upstreamTransitions
 	warnings
 	budgetRefusals
 	nCounters
@@ -72,24 +72,24 @@ const (
 )
 
 // instruments are the series' names, descriptions and attributes (after
-// scope), matching gateprom's.
+// upstream), matching gateprom's.
 var instruments = [...]struct {
 	name, desc string
 	labels     []string
 }{
-	acquisitions:     {"retrygate.acquisitions", "Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.", []string{"outcome", "state"}},
-	coalesced:        {"retrygate.coalesced", "Refusals decided in-process: the job was already running in this process (no Redis round trip).", nil},
-	settles:          {"retrygate.settles", "Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.", []string{"outcome", "reason"}},
-	renewals:         {"retrygate.renewals", "Lease renewals, by outcome (ok, failed: Redis unreachable).", []string{"outcome"}},
-	leaseLost:        {"retrygate.lease_lost", "Leases lost while the call ran (expired, taken over, or renewals failing).", nil},
-	notOwned:         {"retrygate.not_owned", `Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.`, nil},
-	redisErrors:      {"retrygate.redis_errors", "Redis operations that failed, by operation and cause (unavailable, refused).", []string{"op", "cause"}},
-	scopeTransitions: {"retrygate.scope_transitions", "Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.", []string{"state", "reason"}},
-	warnings:         {"retrygate.warnings", "Warnings an operator must look at, by reason.", []string{"reason"}},
-	held:             {"retrygate.lock_held", "How long calls held the job's lock, from acquire to settle or lease loss, by outcome.", []string{"outcome"}},
-	cooldown:         {"retrygate.cooldown", "Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).", []string{"kind"}},
-	budgetRefusals:   {"retrygate.budget_refusals", "Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling).", nil},
-	budgetLeft:       {"retrygate.budget_left", "What the upstream's budget (the provider's reported rate limits, shared in Redis) had left at the last call admitted or refused by it, less the calls in flight, by limit (requests, tokens).", []string{"limit"}},
+	acquisitions:        {"retrygate.acquisitions", "Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.", []string{"outcome", "state"}},
+	coalesced:           {"retrygate.coalesced", "Refusals decided in-process: the job was already running in this process (no Redis round trip).", nil},
+	settles:             {"retrygate.settles", "Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.", []string{"outcome", "reason"}},
+	renewals:            {"retrygate.renewals", "Lease renewals, by outcome (ok, failed: Redis unreachable).", []string{"outcome"}},
+	leaseLost:           {"retrygate.lease_lost", "Leases lost while the call ran (expired, taken over, or renewals failing).", nil},
+	notOwned:            {"retrygate.not_owned", `Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.`, nil},
+	redisErrors:         {"retrygate.redis_errors", "Redis operations that failed, by operation and cause (unavailable, refused).", []string{"op", "cause"}},
+	upstreamTransitions: {"retrygate.upstream_transitions", "Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.", []string{"state", "reason"}},
+	warnings:            {"retrygate.warnings", "Warnings an operator must look at, by reason.", []string{"reason"}},
+	held:                {"retrygate.lock_held", "How long calls held the job's lock, from acquire to settle or lease loss, by outcome.", []string{"outcome"}},
+	cooldown:            {"retrygate.cooldown", "Cooldowns set, for a job (kind=job) or the upstream (kind=upstream).", []string{"kind"}},
+	budgetRefusals:      {"retrygate.budget_refusals", "Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling).", nil},
+	budgetLeft:          {"retrygate.budget_left", "What the upstream's budget (the provider's reported rate limits, shared in Redis) had left at the last call admitted or refused by it, less the calls in flight, by limit (requests, tokens).", []string{"limit"}},
 }
 
 // New returns an Observer with its instruments created.
@@ -145,70 +145,70 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 
 // measure records e's metrics, as gateprom does. It never uses e.Job.
 func (o *Observer) measure(ctx context.Context, e gate.Event) {
-	scope := e.Upstream
+	upstream := e.Upstream
 	switch e.Kind {
 	case gate.EventAcquired:
-		o.add(ctx, acquisitions, scope, "acquired", "")
-		o.budget(ctx, scope, e.Budget)
+		o.add(ctx, acquisitions, upstream, "acquired", "")
+		o.budget(ctx, upstream, e.Budget)
 	case gate.EventRefused:
-		o.add(ctx, acquisitions, scope, "refused", e.State.String())
+		o.add(ctx, acquisitions, upstream, "refused", e.State.String())
 		if e.Local {
-			o.add(ctx, coalesced, scope, "", "")
+			o.add(ctx, coalesced, upstream, "", "")
 		}
-		o.budget(ctx, scope, e.Budget)
+		o.budget(ctx, upstream, e.Budget)
 		if e.Budget.Spent {
-			o.add(ctx, budgetRefusals, scope, "", "")
+			o.add(ctx, budgetRefusals, upstream, "", "")
 		}
 	case gate.EventFailOpen:
-		o.add(ctx, acquisitions, scope, "fail_open", "")
+		o.add(ctx, acquisitions, upstream, "fail_open", "")
 	case gate.EventSettled:
 		outcome := settleOutcome(e)
-		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, outcome, "").rec...)
+		o.held.Record(ctx, e.Held.Seconds(), o.set(held, upstream, outcome, "").rec...)
 		if outcome == "not_owned" {
-			o.add(ctx, notOwned, scope, "", "")
+			o.add(ctx, notOwned, upstream, "", "")
 			break
 		}
 		reason := ""
 		if outcome != "succeeded" {
 			reason = o.reason(e.Reason)
 		}
-		o.add(ctx, settles, scope, outcome, reason)
+		o.add(ctx, settles, upstream, outcome, reason)
 		if outcome == "cooled_down" {
-			o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, scope, "job", "").rec...)
+			o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, upstream, "job", "").rec...)
 		}
 	case gate.EventRenewed:
 		if e.Err != nil {
-			o.add(ctx, renewals, scope, "failed", "")
+			o.add(ctx, renewals, upstream, "failed", "")
 		} else {
-			o.add(ctx, renewals, scope, "ok", "")
+			o.add(ctx, renewals, upstream, "ok", "")
 		}
 	case gate.EventLeaseLost:
-		o.add(ctx, leaseLost, scope, "", "")
-		o.held.Record(ctx, e.Held.Seconds(), o.set(held, scope, "lease_lost", "").rec...)
+		o.add(ctx, leaseLost, upstream, "", "")
+		o.held.Record(ctx, e.Held.Seconds(), o.set(held, upstream, "lease_lost", "").rec...)
 	case gate.EventRedisError:
-		o.add(ctx, redisErrors, scope, e.Op, cause(e.Err))
+		o.add(ctx, redisErrors, upstream, e.Op, cause(e.Err))
 	case gate.EventUpstreamCooling:
-		o.add(ctx, scopeTransitions, scope, "cooling", o.reason(e.Reason))
-		o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, scope, "scope", "").rec...)
+		o.add(ctx, upstreamTransitions, upstream, "cooling", o.reason(e.Reason))
+		o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, upstream, "upstream", "").rec...)
 	case gate.EventUpstreamPaused:
-		o.add(ctx, scopeTransitions, scope, "paused", o.reason(e.Reason))
+		o.add(ctx, upstreamTransitions, upstream, "paused", o.reason(e.Reason))
 	case gate.EventWarning:
-		o.add(ctx, warnings, scope, e.Reason, "") // the gate's own Warn* codes
+		o.add(ctx, warnings, upstream, e.Reason, "") // the gate's own Warn* codes
 	}
 }
 
 // budget records what an event says the upstream's budget had left.
-func (o *Observer) budget(ctx context.Context, scope string, b gate.UpstreamBudget) {
+func (o *Observer) budget(ctx context.Context, upstream string, b gate.UpstreamBudget) {
 	if b.Requests.Reported && b.Requests.Left >= 0 {
-		o.budgetLeft.Record(ctx, b.Requests.Left, o.set(budgetLeft, scope, "requests", "").rec...)
+		o.budgetLeft.Record(ctx, b.Requests.Left, o.set(budgetLeft, upstream, "requests", "").rec...)
 	}
 	if b.Tokens.Reported && b.Tokens.Left >= 0 {
-		o.budgetLeft.Record(ctx, b.Tokens.Left, o.set(budgetLeft, scope, "tokens", "").rec...)
+		o.budgetLeft.Record(ctx, b.Tokens.Left, o.set(budgetLeft, upstream, "tokens", "").rec...)
 	}
 }
 
-func (o *Observer) add(ctx context.Context, s series, scope, a, b string) {
-	o.counters[s].Add(ctx, 1, o.set(s, scope, a, b).add...)
+func (o *Observer) add(ctx context.Context, s series, upstream, a, b string) {
+	o.counters[s].Add(ctx, 1, o.set(s, upstream, a, b).add...)
 }
 
 // other replaces a reason code outside the known set, as gateprom's
@@ -261,8 +261,8 @@ func cause(err error) string {
 
 // setKey names one attribute set: a series and its label values.
 type setKey struct {
-	s           series
-	scope, a, b string
+	s              series
+	upstream, a, b string
 }
 
 // measure holds an attribute set as the options both instrument kinds
@@ -273,17 +273,17 @@ type measure struct {
 }
 
 // set returns the options of k's attribute set. Its label values are
-// bounded (states, outcomes, known reasons, the operator's scopes), so
+// bounded (states, outcomes, known reasons, the operator's upstreams), so
 // the cache is too.
-func (o *Observer) set(s series, scope, a, b string) measure {
-	k := setKey{s, scope, a, b}
+func (o *Observer) set(s series, upstream, a, b string) measure {
+	k := setKey{s, upstream, a, b}
 	o.mu.RLock()
 	m, ok := o.sets[k]
 	o.mu.RUnlock()
 	if ok {
 		return m
 	}
-	kvs := []attribute.KeyValue{attribute.String("scope", scope)}
+	kvs := []attribute.KeyValue{attribute.String("upstream", upstream)}
 	for i, l := range instruments[s].labels {
 		kvs = append(kvs, attribute.String(l, [...]string{a, b}[i]))
 	}
@@ -297,20 +297,20 @@ func (o *Observer) set(s series, scope, a, b string) measure {
 
 // Attribute keys.
 const (
-	keyJob     = attribute.Key("retrygate.job")
-	keyScope   = attribute.Key("retrygate.scope")
-	keyState   = attribute.Key("retrygate.state")
-	keyOutcome = attribute.Key("retrygate.outcome")
-	keyReason  = attribute.Key("retrygate.reason")
-	keyClass   = attribute.Key("retrygate.class")
-	keyFence   = attribute.Key("retrygate.fence")
-	keyAttempt = attribute.Key("retrygate.attempt")
-	keyWait    = attribute.Key("retrygate.wait")
-	keyRetryAt = attribute.Key("retrygate.retry_at")
-	keyHeld    = attribute.Key("retrygate.held")
-	keyLocal   = attribute.Key("retrygate.local")
-	keyOp      = attribute.Key("retrygate.op")
-	keyCause   = attribute.Key("retrygate.cause")
+	keyJob      = attribute.Key("retrygate.job")
+	keyUpstream = attribute.Key("retrygate.upstream")
+	keyState    = attribute.Key("retrygate.state")
+	keyOutcome  = attribute.Key("retrygate.outcome")
+	keyReason   = attribute.Key("retrygate.reason")
+	keyClass    = attribute.Key("retrygate.class")
+	keyFence    = attribute.Key("retrygate.fence")
+	keyAttempt  = attribute.Key("retrygate.attempt")
+	keyWait     = attribute.Key("retrygate.wait")
+	keyRetryAt  = attribute.Key("retrygate.retry_at")
+	keyHeld     = attribute.Key("retrygate.held")
+	keyLocal    = attribute.Key("retrygate.local")
+	keyOp       = attribute.Key("retrygate.op")
+	keyCause    = attribute.Key("retrygate.cause")
 
 	keyBudgetRequests = attribute.Key("retrygate.budget.requests_left")
 	keyBudgetTokens   = attribute.Key("retrygate.budget.tokens_left")
@@ -424,7 +424,7 @@ func (o *Observer) jobAttrs(e gate.Event) []attribute.KeyValue {
 		attrs = append(attrs, keyJob.String(e.Job))
 	}
 	if e.Upstream != "" {
-		attrs = append(attrs, keyScope.String(e.Upstream))
+		attrs = append(attrs, keyUpstream.String(e.Upstream))
 		if p, ok := provider(e.Upstream); ok {
 			attrs = append(attrs, p)
 		}
@@ -461,7 +461,7 @@ func errorType(e gate.Event) string {
 	return e.State.String()
 }
 
-// providers maps a scope's first segment to gen_ai.provider.name.
+// providers maps an upstream's first segment to gen_ai.provider.name.
 var providers = func() map[string]attribute.KeyValue {
 	m := map[string]attribute.KeyValue{}
 	for _, kv := range []attribute.KeyValue{
@@ -483,8 +483,8 @@ var providers = func() map[string]attribute.KeyValue {
 	return m
 }()
 
-func provider(scope string) (attribute.KeyValue, bool) {
-	first, _, _ := strings.Cut(scope, ":")
+func provider(upstream string) (attribute.KeyValue, bool) {
+	first, _, _ := strings.Cut(upstream, ":")
 	kv, ok := providers[strings.ToLower(first)]
 	return kv, ok
 }

@@ -21,26 +21,26 @@ import (
 
 // everyEvent drives every series gateprom exports at least once.
 func everyEvent() []gate.Event {
-	const scope = "openai:prod"
+	const upstream = "openai:prod"
 	return []gate.Event{
-		{Kind: gate.EventAcquired, Upstream: scope, Job: "a", Fence: 1, Attempt: 1},
-		{Kind: gate.EventRefused, Upstream: scope, Job: "a", State: gate.CoolingDown, Reason: classify.ReasonTimeout, Cooldown: time.Minute},
-		{Kind: gate.EventRefused, Upstream: scope, Job: "a", State: gate.Running, Cooldown: time.Second, Local: true},
-		{Kind: gate.EventFailOpen, Upstream: scope, Job: "a"},
-		{Kind: gate.EventSettled, Upstream: scope, Job: "a", State: gate.Ready, Held: 2 * time.Second},
-		{Kind: gate.EventSettled, Upstream: scope, Job: "a", State: gate.CoolingDown, Reason: classify.ReasonRateLimited, Held: time.Second, Cooldown: 30 * time.Second},
-		{Kind: gate.EventSettled, Upstream: scope, Job: "a", State: gate.Failed, Reason: "my_own_code", Held: time.Second},
-		{Kind: gate.EventSettled, Upstream: scope, Job: "a", State: gate.Ready, Reason: classify.ReasonCanceled, Held: time.Second},
-		{Kind: gate.EventSettled, Upstream: scope, Job: "a", State: gate.Running, Held: time.Second, Err: gate.ErrNotOwned},
-		{Kind: gate.EventRenewed, Upstream: scope, Job: "a"},
-		{Kind: gate.EventRenewed, Upstream: scope, Job: "a", Err: fmt.Errorf("down")},
-		{Kind: gate.EventLeaseLost, Upstream: scope, Job: "a", Held: 70 * time.Second},
-		{Kind: gate.EventRedisError, Upstream: scope, Job: "a", Op: "acquire", Err: gate.ErrUnavailable},
-		{Kind: gate.EventRedisError, Upstream: scope, Op: "weird", Err: gate.ErrRedisRefused},
-		{Kind: gate.EventUpstreamCooling, Upstream: scope, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Second},
-		{Kind: gate.EventUpstreamPaused, Upstream: scope, Reason: classify.ReasonQuotaExhausted, Cooldown: 10 * time.Minute},
-		{Kind: gate.EventWarning, Upstream: scope, Reason: gate.WarnPermanentWave},
-		{Kind: gate.EventRefused, Upstream: scope, Job: "b", State: gate.UpstreamCooling, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Millisecond,
+		{Kind: gate.EventAcquired, Upstream: upstream, Job: "a", Fence: 1, Attempt: 1},
+		{Kind: gate.EventRefused, Upstream: upstream, Job: "a", State: gate.CoolingDown, Reason: classify.ReasonTimeout, Cooldown: time.Minute},
+		{Kind: gate.EventRefused, Upstream: upstream, Job: "a", State: gate.Running, Cooldown: time.Second, Local: true},
+		{Kind: gate.EventFailOpen, Upstream: upstream, Job: "a"},
+		{Kind: gate.EventSettled, Upstream: upstream, Job: "a", State: gate.Ready, Held: 2 * time.Second},
+		{Kind: gate.EventSettled, Upstream: upstream, Job: "a", State: gate.CoolingDown, Reason: classify.ReasonRateLimited, Held: time.Second, Cooldown: 30 * time.Second},
+		{Kind: gate.EventSettled, Upstream: upstream, Job: "a", State: gate.Failed, Reason: "my_own_code", Held: time.Second},
+		{Kind: gate.EventSettled, Upstream: upstream, Job: "a", State: gate.Ready, Reason: classify.ReasonCanceled, Held: time.Second},
+		{Kind: gate.EventSettled, Upstream: upstream, Job: "a", State: gate.Running, Held: time.Second, Err: gate.ErrNotOwned},
+		{Kind: gate.EventRenewed, Upstream: upstream, Job: "a"},
+		{Kind: gate.EventRenewed, Upstream: upstream, Job: "a", Err: fmt.Errorf("down")},
+		{Kind: gate.EventLeaseLost, Upstream: upstream, Job: "a", Held: 70 * time.Second},
+		{Kind: gate.EventRedisError, Upstream: upstream, Job: "a", Op: "acquire", Err: gate.ErrUnavailable},
+		{Kind: gate.EventRedisError, Upstream: upstream, Op: "weird", Err: gate.ErrRedisRefused},
+		{Kind: gate.EventUpstreamCooling, Upstream: upstream, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Second},
+		{Kind: gate.EventUpstreamPaused, Upstream: upstream, Reason: classify.ReasonQuotaExhausted, Cooldown: 10 * time.Minute},
+		{Kind: gate.EventWarning, Upstream: upstream, Reason: gate.WarnPermanentWave},
+		{Kind: gate.EventRefused, Upstream: upstream, Job: "b", State: gate.UpstreamCooling, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Millisecond,
 			Budget: gate.UpstreamBudget{Spent: true, Requests: gate.BudgetLimit{Reported: true, Left: 1}, Tokens: gate.BudgetLimit{Reported: true, Left: 900}}},
 	}
 }

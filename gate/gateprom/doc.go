@@ -7,7 +7,7 @@
 //	g, _ := gate.New(rdb, gate.Options{Observer: obs})
 //
 // Metrics (namespace "retrygate" by default; every series also carries the
-// gate's upstream scope as the "scope" label, "" without one):
+// gate's upstream as the "upstream" label, "" without one):
 //
 //	retrygate_acquisitions_total{outcome,state}  outcome: acquired | refused | fail_open;
 //	                                             state: the refusing state (running, cooling_down,
@@ -19,9 +19,9 @@
 //	retrygate_renewals_total{outcome}            outcome: ok | failed
 //	retrygate_lease_lost_total                   leases lost while fn ran
 //	retrygate_not_owned_total                    settles rejected: the lock was someone else's
-//	retrygate_redis_errors_total{op,cause}       op: acquire | settle | renew | undo | scope (gate.Event.Op);
+//	retrygate_redis_errors_total{op,cause}       op: acquire | settle | renew | undo | upstream (gate.Event.Op);
 //	                                             cause: unavailable | refused (gate.ErrRedisRefused)
-//	retrygate_scope_transitions_total{state,reason}  state: cooling | paused
+//	retrygate_upstream_transitions_total{state,reason}  state: cooling | paused
 //	retrygate_warnings_total{reason}             gate.EventWarning: maxmemory_policy_evicts | config_unchecked
 //	                                             | no_persistence | server_version | multi_master
 //	                                             | scripts_not_atomic | scripts_unchecked | no_maxmemory
@@ -29,7 +29,7 @@
 //	                                             permanent_wave, wait_polling
 //	retrygate_lock_held_seconds{outcome}         histogram: how long calls held the lock, observed at
 //	                                             every settle, lease loss and not-owned rejection
-//	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | scope
+//	retrygate_cooldown_seconds{kind}             histogram: cooldowns set; kind: job | upstream
 //	retrygate_budget_left{limit}                 gauge: what the upstream's budget had left at the last
 //	                                             call it admitted or refused; limit: requests | tokens
 //	retrygate_budget_refusals_total              calls refused before they were sent: the budget would
@@ -37,7 +37,7 @@
 //
 // Label values are bounded: the job key is never a label, reason codes
 // outside classify.Reasons (and Options.Reasons) count as "other", and
-// operations and warnings are the gate's own fixed sets. The scope label is
+// operations and warnings are the gate's own fixed sets. The upstream label is
 // the gate's configured Options.Upstream, which the operator chooses.
 //
 // An Observer is safe for concurrent use and may be shared by several

@@ -44,7 +44,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 		name := mf.GetName()
 		var labels []string
 		for _, lp := range mf.GetMetric()[0].GetLabel() {
-			if lp.GetName() != "scope" && lp.GetName() != "le" {
+			if lp.GetName() != "upstream" && lp.GetName() != "le" {
 				labels = append(labels, lp.GetName())
 			}
 		}

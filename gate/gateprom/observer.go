@@ -20,7 +20,7 @@ type Observer struct {
 	leaseLost    *prometheus.CounterVec
 	notOwned     *prometheus.CounterVec
 	redisErrors  *prometheus.CounterVec
-	scope        *prometheus.CounterVec
+	transitions  *prometheus.CounterVec
 	warnings     *prometheus.CounterVec
 	held         *prometheus.HistogramVec
 	cooldown     *prometheus.HistogramVec
@@ -50,13 +50,13 @@ func New(opts Options) *Observer {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: name, Help: help,
 			ConstLabels: opts.ConstLabels,
-		}, append([]string{"scope"}, labels...))
+		}, append([]string{"upstream"}, labels...))
 	}
 	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: name, Help: help,
 			ConstLabels: opts.ConstLabels, Buckets: buckets,
-		}, append([]string{"scope"}, labels...))
+		}, append([]string{"upstream"}, labels...))
 	}
 	o := &Observer{
 		acquisitions: counter("acquisitions_total",
@@ -77,8 +77,8 @@ func New(opts Options) *Observer {
 		redisErrors: counter("redis_errors_total",
 			"Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).",
 			"op", "cause"),
-		scope: counter("scope_transitions_total",
-			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.",
+		transitions: counter("upstream_transitions_total",
+			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.",
 			"state", "reason"),
 		warnings: counter("warnings_total",
 			"Warnings an operator must look at, by reason: problems found by the start-up check (maxmemory_policy_evicts, config_unchecked, no_persistence, server_version, multi_master, scripts_not_atomic, scripts_unchecked, no_maxmemory, memory_nearly_full), outcomes that could not be written: a failure's cooldown, a success's done mark (settle_unwritten), waves of one permanent reason (permanent_wave), waits that poll because they cannot subscribe (wait_polling).",
@@ -87,13 +87,13 @@ func New(opts Options) *Observer {
 			"How long calls held the job's lock, from acquire to settle or lease loss, by outcome.",
 			opts.HeldBuckets, "outcome"),
 		cooldown: histogram("cooldown_seconds",
-			"Cooldowns set, for a job (kind=job) or the upstream scope (kind=scope).",
+			"Cooldowns set, for a job (kind=job) or the upstream (kind=upstream).",
 			opts.CooldownBuckets, "kind"),
 		budgetLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: opts.Namespace, Subsystem: opts.Subsystem, Name: "budget_left",
 			Help:        "What the upstream's budget (the provider's reported rate limits, shared in Redis) had left at the last call admitted or refused by it, less the calls in flight, by limit (requests, tokens).",
 			ConstLabels: opts.ConstLabels,
-		}, []string{"scope", "limit"}),
+		}, []string{"upstream", "limit"}),
 		budgetSpent: counter("budget_refusals_total",
 			"Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling)."),
 		reasons: make(map[string]bool),
@@ -120,65 +120,65 @@ func (o *Observer) reason(r string) string {
 
 // Observe records e. It never blocks and never uses e.Job.
 func (o *Observer) Observe(_ context.Context, e gate.Event) {
-	scope := e.Upstream
+	upstream := e.Upstream
 	switch e.Kind {
 	case gate.EventAcquired:
-		o.acquisitions.WithLabelValues(scope, "acquired", "").Inc()
-		o.budget(scope, e.Budget)
+		o.acquisitions.WithLabelValues(upstream, "acquired", "").Inc()
+		o.budget(upstream, e.Budget)
 	case gate.EventRefused:
-		o.acquisitions.WithLabelValues(scope, "refused", e.State.String()).Inc()
-		o.budget(scope, e.Budget)
+		o.acquisitions.WithLabelValues(upstream, "refused", e.State.String()).Inc()
+		o.budget(upstream, e.Budget)
 		if e.Budget.Spent {
-			o.budgetSpent.WithLabelValues(scope).Inc()
+			o.budgetSpent.WithLabelValues(upstream).Inc()
 		}
 		if e.Local {
-			o.coalesced.WithLabelValues(scope).Inc()
+			o.coalesced.WithLabelValues(upstream).Inc()
 		}
 	case gate.EventFailOpen:
-		o.acquisitions.WithLabelValues(scope, "fail_open", "").Inc()
+		o.acquisitions.WithLabelValues(upstream, "fail_open", "").Inc()
 	case gate.EventSettled:
 		outcome := settleOutcome(e)
-		o.held.WithLabelValues(scope, outcome).Observe(e.Held.Seconds())
+		o.held.WithLabelValues(upstream, outcome).Observe(e.Held.Seconds())
 		if outcome == "not_owned" {
-			o.notOwned.WithLabelValues(scope).Inc()
+			o.notOwned.WithLabelValues(upstream).Inc()
 			break
 		}
 		reason := ""
 		if outcome != "succeeded" {
 			reason = o.reason(e.Reason)
 		}
-		o.settles.WithLabelValues(scope, outcome, reason).Inc()
+		o.settles.WithLabelValues(upstream, outcome, reason).Inc()
 		if outcome == "cooled_down" {
-			o.cooldown.WithLabelValues(scope, "job").Observe(e.Cooldown.Seconds())
+			o.cooldown.WithLabelValues(upstream, "job").Observe(e.Cooldown.Seconds())
 		}
 	case gate.EventRenewed:
 		if e.Err != nil {
-			o.renewals.WithLabelValues(scope, "failed").Inc()
+			o.renewals.WithLabelValues(upstream, "failed").Inc()
 		} else {
-			o.renewals.WithLabelValues(scope, "ok").Inc()
+			o.renewals.WithLabelValues(upstream, "ok").Inc()
 		}
 	case gate.EventLeaseLost:
-		o.leaseLost.WithLabelValues(scope).Inc()
-		o.held.WithLabelValues(scope, "lease_lost").Observe(e.Held.Seconds())
+		o.leaseLost.WithLabelValues(upstream).Inc()
+		o.held.WithLabelValues(upstream, "lease_lost").Observe(e.Held.Seconds())
 	case gate.EventRedisError:
-		o.redisErrors.WithLabelValues(scope, e.Op, cause(e.Err)).Inc()
+		o.redisErrors.WithLabelValues(upstream, e.Op, cause(e.Err)).Inc()
 	case gate.EventUpstreamCooling:
-		o.scope.WithLabelValues(scope, "cooling", o.reason(e.Reason)).Inc()
-		o.cooldown.WithLabelValues(scope, "scope").Observe(e.Cooldown.Seconds())
+		o.transitions.WithLabelValues(upstream, "cooling", o.reason(e.Reason)).Inc()
+		o.cooldown.WithLabelValues(upstream, "upstream").Observe(e.Cooldown.Seconds())
 	case gate.EventUpstreamPaused:
-		o.scope.WithLabelValues(scope, "paused", o.reason(e.Reason)).Inc()
+		o.transitions.WithLabelValues(upstream, "paused", o.reason(e.Reason)).Inc()
 	case gate.EventWarning:
-		o.warnings.WithLabelValues(scope, e.Reason).Inc() // the gate's own Warn* codes
+		o.warnings.WithLabelValues(upstream, e.Reason).Inc() // the gate's own Warn* codes
 	}
 }
 
 // budget sets the budget's gauges from what an event says is left.
-func (o *Observer) budget(scope string, b gate.UpstreamBudget) {
+func (o *Observer) budget(upstream string, b gate.UpstreamBudget) {
 	if b.Requests.Reported && b.Requests.Left >= 0 {
-		o.budgetLeft.WithLabelValues(scope, "requests").Set(float64(b.Requests.Left))
+		o.budgetLeft.WithLabelValues(upstream, "requests").Set(float64(b.Requests.Left))
 	}
 	if b.Tokens.Reported && b.Tokens.Left >= 0 {
-		o.budgetLeft.WithLabelValues(scope, "tokens").Set(float64(b.Tokens.Left))
+		o.budgetLeft.WithLabelValues(upstream, "tokens").Set(float64(b.Tokens.Left))
 	}
 }
 
@@ -210,7 +210,7 @@ func cause(err error) string {
 
 func (o *Observer) collectors() []prometheus.Collector {
 	return []prometheus.Collector{o.acquisitions, o.coalesced, o.settles, o.renewals, o.leaseLost,
-		o.notOwned, o.redisErrors, o.scope, o.warnings, o.held, o.cooldown, o.budgetLeft, o.budgetSpent}
+		o.notOwned, o.redisErrors, o.transitions, o.warnings, o.held, o.cooldown, o.budgetLeft, o.budgetSpent}
 }
 
 // Describe implements prometheus.Collector.

@@ -96,7 +96,7 @@ func TestObserverDrivesRealGate(t *testing.T) {
 			close(release)
 			wg.Wait()
 
-			// A provider-wide rate limit cools the scope; the next job is refused.
+			// A provider-wide rate limit cools the upstream; the next job is refused.
 			_ = g.Do(ctx, "job-429", failWith(errRateLimit))
 			if err := g.Do(ctx, "job-after-429", ok); !errors.Is(err, gate.ErrUpstreamCooling) {
 				t.Fatalf("exp ErrUpstreamCooling, got %v", err)
@@ -105,28 +105,28 @@ func TestObserverDrivesRealGate(t *testing.T) {
 			exp := `
 # HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
 # TYPE retrygate_acquisitions_total counter
-retrygate_acquisitions_total{outcome="acquired",scope="openai:test",service="test",state=""} 6
-retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="cooling_down"} 1
-retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="failed"} 1
-retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="running"} 1
-retrygate_acquisitions_total{outcome="refused",scope="openai:test",service="test",state="upstream_cooling"} 1
+retrygate_acquisitions_total{outcome="acquired",service="test",state="",upstream="openai:test"} 6
+retrygate_acquisitions_total{outcome="refused",service="test",state="cooling_down",upstream="openai:test"} 1
+retrygate_acquisitions_total{outcome="refused",service="test",state="failed",upstream="openai:test"} 1
+retrygate_acquisitions_total{outcome="refused",service="test",state="running",upstream="openai:test"} 1
+retrygate_acquisitions_total{outcome="refused",service="test",state="upstream_cooling",upstream="openai:test"} 1
 # HELP retrygate_coalesced_total Refusals decided in-process: the job was already running in this process (no Redis round trip).
 # TYPE retrygate_coalesced_total counter
-retrygate_coalesced_total{scope="openai:test",service="test"} 1
+retrygate_coalesced_total{service="test",upstream="openai:test"} 1
 # HELP retrygate_settles_total Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.
 # TYPE retrygate_settles_total counter
-retrygate_settles_total{outcome="cooled_down",reason="other",scope="openai:test",service="test"} 1
-retrygate_settles_total{outcome="cooled_down",reason="rate_limited",scope="openai:test",service="test"} 1
-retrygate_settles_total{outcome="cooled_down",reason="timeout",scope="openai:test",service="test"} 1
-retrygate_settles_total{outcome="marked_failed",reason="invalid_request",scope="openai:test",service="test"} 1
-retrygate_settles_total{outcome="succeeded",reason="",scope="openai:test",service="test"} 2
-# HELP retrygate_scope_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.
-# TYPE retrygate_scope_transitions_total counter
-retrygate_scope_transitions_total{reason="rate_limited",scope="openai:test",service="test",state="cooling"} 1
+retrygate_settles_total{outcome="cooled_down",reason="other",service="test",upstream="openai:test"} 1
+retrygate_settles_total{outcome="cooled_down",reason="rate_limited",service="test",upstream="openai:test"} 1
+retrygate_settles_total{outcome="cooled_down",reason="timeout",service="test",upstream="openai:test"} 1
+retrygate_settles_total{outcome="marked_failed",reason="invalid_request",service="test",upstream="openai:test"} 1
+retrygate_settles_total{outcome="succeeded",reason="",service="test",upstream="openai:test"} 2
+# HELP retrygate_upstream_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.
+# TYPE retrygate_upstream_transitions_total counter
+retrygate_upstream_transitions_total{reason="rate_limited",service="test",state="cooling",upstream="openai:test"} 1
 `
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(exp),
 				"retrygate_acquisitions_total", "retrygate_coalesced_total", "retrygate_settles_total",
-				"retrygate_scope_transitions_total"); err != nil {
+				"retrygate_upstream_transitions_total"); err != nil {
 				t.Fatal(err)
 			}
 
@@ -142,8 +142,8 @@ retrygate_scope_transitions_total{reason="rate_limited",scope="openai:test",serv
 			if exp, got := uint64(3), cool["job"].GetSampleCount(); exp != got {
 				t.Errorf("cooldown{job} count: exp %d, got %d", exp, got)
 			}
-			if got := cool["scope"].GetSampleSum(); got < 29 || got > 30.001 {
-				t.Errorf("cooldown{scope} sum: exp ~30s, got %v", got)
+			if got := cool["upstream"].GetSampleSum(); got < 29 || got > 30.001 {
+				t.Errorf("cooldown{upstream} sum: exp ~30s, got %v", got)
 			}
 			assertNoJobLabel(t, reg, "job-")
 		})
@@ -178,7 +178,7 @@ func TestObserverLeaseLoss(t *testing.T) {
 				exp := `
 # HELP retrygate_lease_lost_total Leases lost while the call ran (expired, taken over, or renewals failing); the call's writes may overlap a newer owner's.
 # TYPE retrygate_lease_lost_total counter
-retrygate_lease_lost_total{scope=""} 1
+retrygate_lease_lost_total{upstream=""} 1
 `
 				if cont {
 					if !errors.Is(err, gate.ErrNotOwned) {
@@ -186,7 +186,7 @@ retrygate_lease_lost_total{scope=""} 1
 					}
 					exp += `# HELP retrygate_not_owned_total Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.
 # TYPE retrygate_not_owned_total counter
-retrygate_not_owned_total{scope=""} 1
+retrygate_not_owned_total{upstream=""} 1
 `
 				} else if !errors.Is(err, gate.ErrLeaseLost) {
 					t.Fatalf("Fence: exp ErrLeaseLost, got %v", err)
@@ -223,7 +223,7 @@ func TestObserverRedisDown(t *testing.T) {
 	exp := `
 # HELP llm_redis_errors_total Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).
 # TYPE llm_redis_errors_total counter
-llm_redis_errors_total{cause="unavailable",op="acquire",scope=""} 1
+llm_redis_errors_total{cause="unavailable",op="acquire",upstream=""} 1
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_redis_errors_total"); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ llm_redis_errors_total{cause="unavailable",op="acquire",scope=""} 1
 	exp = `
 # HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
 # TYPE llm_acquisitions_total counter
-llm_acquisitions_total{outcome="fail_open",scope="",state=""} 1
+llm_acquisitions_total{outcome="fail_open",state="",upstream=""} 1
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_acquisitions_total"); err != nil {
 		t.Fatal(err)
@@ -252,9 +252,9 @@ func TestObserverBoundsLabels(t *testing.T) {
 	exp := `
 # HELP retrygate_settles_total Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.
 # TYPE retrygate_settles_total counter
-retrygate_settles_total{outcome="cooled_down",reason="other",scope=""} 100
-retrygate_settles_total{outcome="marked_failed",reason="bad_stream",scope=""} 1
-retrygate_settles_total{outcome="marked_failed",reason="mine",scope=""} 1
+retrygate_settles_total{outcome="cooled_down",reason="other",upstream=""} 100
+retrygate_settles_total{outcome="marked_failed",reason="bad_stream",upstream=""} 1
+retrygate_settles_total{outcome="marked_failed",reason="mine",upstream=""} 1
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "retrygate_settles_total"); err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestObserverLint(t *testing.T) {
 	// acquisitions 5 (acquired, fail_open, refused with no state,
 	// running and upstream_cooling), coalesced, settles 4, held 6 (4
 	// settles, lease_lost, not_owned), cooldown 2, renewals 2, lease_lost,
-	// not_owned, redis_errors, scope_transitions 2, warnings, budget_left 2
+	// not_owned, redis_errors, upstream_transitions 2, warnings, budget_left 2
 	// (requests, tokens), budget_refusals: every kind lands in its series.
 	if exp, got := 29, testutil.CollectAndCount(obs); exp != got {
 		t.Errorf("series: exp %d, got %d", exp, got)

@@ -6,7 +6,7 @@
 // returns a Plan:
 //
 //	the gate said                          Plan
-//	fn succeeded; job held Done            Complete
+//	fn succeeded; job kept Done            Complete
 //	refused: cooling, running, upstream    Retry after the gate's wait, not Counted
 //	fn failed: job cooled, attempt counted Retry after the cooldown, Counted (the queue's retry budget)
 //	fn failed: provider-wide or systemic   Retry after the cooldown, not Counted

@@ -127,7 +127,7 @@ func failed(ce *gate.CallError, attempt int) Plan {
 		return Plan{Action: Retry, Wait: max(ce.RetryAfter, minWait), Counted: true, Reason: ce.Verdict.Reason}
 	case gate.Ready:
 		if ce.Verdict.Class != classify.ClassCanceled {
-			// A provider-wide failure while another upstream is open
+			// A provider-wide failure while another upstream is ready
 			// (gate.Options.Fallbacks): the next run goes there, now.
 			return Plan{Action: Retry, Wait: minWait, Reason: ce.Verdict.Reason}
 		}

@@ -46,8 +46,8 @@ func TestRefusedByUpstreamsWaitsForTheSoonest(t *testing.T) {
 		ups  []gate.UpstreamStatus
 		exp  time.Duration
 	}{
-		{"the fallback reopens sooner", up(30*time.Second, 5*time.Second), 5 * time.Second},
-		{"the first reopens sooner", up(5*time.Second, 30*time.Second), 5 * time.Second},
+		{"the fallback recovers sooner", up(30*time.Second, 5*time.Second), 5 * time.Second},
+		{"the first recovers sooner", up(5*time.Second, 30*time.Second), 5 * time.Second},
 		{"a budget without a wait first", up(0, 5*time.Second), minWait},
 		{"a budget without a wait last", up(5*time.Second, 0), minWait},
 		{"no upstream named", nil, time.Minute},

@@ -55,7 +55,7 @@ func TestRun(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// before runs on the same gate first: failures of the job (or
-		// another job of the scope) that set up the refusal.
+		// another job of the upstream) that set up the refusal.
 		before func(t *testing.T, g *gate.Gate, advance func(time.Duration))
 		job    string
 		fn     func(context.Context) error
@@ -69,7 +69,7 @@ func TestRun(t *testing.T) {
 			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}},
 		{name: "provider-wide 429 does not count", fn: fail(errRateLimit), wantRan: true,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 30 * time.Second, Reason: classify.ReasonRateLimited}},
-		// The scope's first pause is its Cooldown (5 s); the job waits as long.
+		// The upstream's first pause is its Cooldown (5 s); the job waits as long.
 		{name: "systemic does not count", fn: fail(errQuota), wantRan: true,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 5 * time.Second, Reason: classify.ReasonQuotaExhausted}},
 		{name: "permanent cancels", fn: fail(errInvalid), wantRan: true,
@@ -83,14 +83,14 @@ func TestRun(t *testing.T) {
 			want: gatequeue.Plan{Action: gatequeue.Complete}},
 		{name: "refused: running", before: holdJob("doc"), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry}, wantWait: 59 * time.Second},
-		{name: "refused: scope cooling", before: runJob("other", fail(errRateLimit)), job: "doc", fn: succeed,
+		{name: "refused: upstream cooling", before: runJob("other", fail(errRateLimit)), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonRateLimited}, wantWait: 29 * time.Second},
-		{name: "refused: scope paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
+		{name: "refused: upstream paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 4 * time.Second},
-		// The probe holds the scope for a lease (1 min); the others come
+		// The probe holds the upstream for a lease (1 min); the others come
 		// back when the gate expects the probe's call to end (at most
 		// 100 ms before it has timed 8 calls), not after a minute.
-		{name: "refused: scope probing", before: probing, job: "doc", fn: succeed,
+		{name: "refused: upstream probing", before: probing, job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 100 * time.Millisecond, Reason: classify.ReasonRateLimited}},
 		{name: "invalid job key", job: "", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: gatequeue.ReasonInvalidJob}},
@@ -147,7 +147,7 @@ func holdJob(job string) func(*testing.T, *gate.Gate, func(time.Duration)) {
 	}
 }
 
-// probing cools the scope, lets the cooldown pass and leaves another job
+// probing cools the upstream, lets the cooldown pass and leaves another job
 // holding the probe.
 func probing(t *testing.T, g *gate.Gate, advance func(time.Duration)) {
 	t.Helper()
@@ -226,7 +226,7 @@ func TestRunUnwrittenFailureWaitsALease(t *testing.T) {
 	}
 }
 
-// TestFailedWithFallbackRetriesAtOnce: with another upstream open, a
+// TestFailedWithFallbackRetriesAtOnce: with another upstream ready, a
 // provider-wide failure is retried at once, on that upstream, and not
 // counted (it was not the job's fault); the retry runs on the backup.
 func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {

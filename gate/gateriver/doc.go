@@ -10,15 +10,15 @@
 //	Middleware: []rivertype.Middleware{gateriver.New(g, gateriver.Options{Job: byDocument})},
 //
 // The handler's context carries the lease (gate.LeaseFromContext): its
-// Scope names the upstream to call when the gate has Fallbacks, its Fence
+// Upstream names the upstream to call when the gate has Fallbacks, its Fence
 // the token to write results with. A provider-wide failure while another
-// upstream is open leaves the job ready: the adapter snoozes it for 10 ms; no attempt, and
+// upstream is ready leaves the job ready: the adapter snoozes it for 10 ms; no attempt, and
 // the next run goes to that upstream.
 //
 // What a job's run ends in:
 //
 //	the gate said                                 River does
-//	fn succeeded; the job is held Done            completes the job (a Done job is not run again)
+//	fn succeeded; the job is kept Done            completes the job (a Done job is not run again)
 //	refused: cooling down, running elsewhere,     JobSnooze for the gate's wait (job cooldown, running
 //	  upstream cooling or paused                    lease's time left, upstream cooldown or pause); no attempt
 //	fn failed provider-wide (429, 503) or         JobSnooze for the gate's cooldown; no attempt

@@ -83,7 +83,7 @@ func workerMain(raw string) int {
 }
 
 // 200 queued jobs, 2 worker processes, a provider that answers 429 every
-// time: at most one upstream call per scope window after the calls in
+// time: at most one upstream call per upstream cooldown after the calls in
 // flight at the first 429, and no job is charged an attempt.
 func TestStormOneCallPerWindow(t *testing.T) {
 	const (

@@ -46,7 +46,7 @@ func HashJob(job string) string {
 // Level returns the level an event is logged at, before Options.Level:
 // debug for refusals and renewals, warn for what an operator should look
 // at (a lost lease, a settle not owned, a failed renewal, Redis errors,
-// fail-open, a scope cooling, warnings), error for a paused scope, info
+// fail-open, an upstream cooling, warnings), error for a paused upstream, info
 // for the rest.
 func Level(e gate.Event) slog.Level {
 	switch e.Kind {
@@ -82,7 +82,7 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 		}
 	}
 	if e.Upstream != "" {
-		attrs = append(attrs, slog.String("scope", e.Upstream))
+		attrs = append(attrs, slog.String("upstream", e.Upstream))
 	}
 	if e.Kind != gate.EventRedisError && e.Kind != gate.EventWarning && e.Kind != gate.EventFailOpen {
 		attrs = append(attrs, slog.String("state", e.State.String()))

@@ -88,7 +88,7 @@ func TestLogsOneLinePerEvent(t *testing.T) {
 				t.Fatalf("lines: exp %s, got %s", exp, strings.Join(got, ","))
 			}
 			cooled := lines[1]
-			for k, exp := range map[string]any{"event": "settled", "job": "doc-1", "scope": "openai",
+			for k, exp := range map[string]any{"event": "settled", "job": "doc-1", "upstream": "openai",
 				"state": "cooling_down", "class": "transient", "reason": "timeout", "attempt": 1.0,
 				"cooldown": float64(time.Hour)} {
 				if got := cooled[k]; got != exp {
@@ -152,8 +152,8 @@ func TestLevels(t *testing.T) {
 		{"redis error", gate.Event{Kind: gate.EventRedisError}, slog.LevelWarn},
 		{"fail open", gate.Event{Kind: gate.EventFailOpen}, slog.LevelWarn},
 		{"warning", gate.Event{Kind: gate.EventWarning}, slog.LevelWarn},
-		{"scope cooling", gate.Event{Kind: gate.EventUpstreamCooling}, slog.LevelWarn},
-		{"scope paused", gate.Event{Kind: gate.EventUpstreamPaused}, slog.LevelError},
+		{"upstream cooling", gate.Event{Kind: gate.EventUpstreamCooling}, slog.LevelWarn},
+		{"upstream paused", gate.Event{Kind: gate.EventUpstreamPaused}, slog.LevelError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if exp, got := tc.exp, gateslog.Level(tc.ev); exp != got {

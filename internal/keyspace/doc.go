@@ -5,17 +5,14 @@
 // hash tag, so jobs spread over a cluster and an upstream's keys share its
 // slot.
 //
-//	<prefix>:{<job>}:job                     the job's state, attempts, fence (gate/internal/store)
-//	<prefix>:{<job>}:done                    its last success's token and fence, for seconds after it
-//	<prefix>:scope:{<upstream>}                 an upstream's cooldown, pause or probe
-//	<prefix>:scope:{<upstream>}:fails           sliding window of its 5xx failures
-//	<prefix>:scope:{<upstream>}:wave:<reason>   distinct jobs failing permanently with reason
-//	<prefix>:scope:{<upstream>}:unreachable     distinct jobs whose calls could not reach its address
-//	<prefix>:scope:{<upstream>}:budget          the provider's last reported rate limits
-//	<prefix>:scope:{<upstream>}:calls           calls admitted by that budget, not yet settled
-//
-// (An upstream's keys keep "scope", the upstream's first name, so that
-// gates of every version share them.)
+//	<prefix>:{<job>}:job                          the job's state, attempts, fence (gate/internal/store)
+//	<prefix>:{<job>}:done                         its last success's token and fence, for seconds after it
+//	<prefix>:upstream:{<upstream>}                an upstream's cooldown, pause or probe
+//	<prefix>:upstream:{<upstream>}:fails          sliding window of its 5xx failures
+//	<prefix>:upstream:{<upstream>}:wave:<reason>  distinct jobs failing permanently with reason
+//	<prefix>:upstream:{<upstream>}:unreachable    distinct jobs whose calls could not reach its address
+//	<prefix>:upstream:{<upstream>}:budget         the provider's last reported rate limits
+//	<prefix>:upstream:{<upstream>}:calls          calls admitted by that budget, not yet settled
 //
 // Changes of a job's or an upstream's key are published (package gate's
 // scripts) on the pub/sub channel of the same name.

@@ -121,10 +121,8 @@ func JobPattern(prefix string) string {
 }
 
 // Upstream returns an upstream's key and its 5xx failure window's key.
-// The keys keep the word "scope", the upstream's first name, so that
-// gates of every version share them.
 func Upstream(prefix, name string) (key, fails string) {
-	key = prefix + ":scope:{" + Encode(name) + "}"
+	key = prefix + ":upstream:{" + Encode(name) + "}"
 	return key, key + ":fails"
 }
 
@@ -132,14 +130,14 @@ func Upstream(prefix, name string) (key, fails string) {
 // of an upstream whose calls could not reach its address; it lives in the
 // upstream's slot.
 func Unreachable(prefix, upstream string) string {
-	return prefix + ":scope:{" + Encode(upstream) + "}:unreachable"
+	return prefix + ":upstream:{" + Encode(upstream) + "}:unreachable"
 }
 
 // Budget returns the keys of an upstream's budget: the rate limits its
 // provider last reported (a hash), and the calls admitted against them and
 // not yet settled (a sorted set). Both live in the upstream's slot.
 func Budget(prefix, name string) (budget, calls string) {
-	key := prefix + ":scope:{" + Encode(name) + "}"
+	key := prefix + ":upstream:{" + Encode(name) + "}"
 	return key + ":budget", key + ":calls"
 }
 
@@ -147,5 +145,5 @@ func Budget(prefix, name string) (budget, calls string) {
 // upstream failing permanently with reason; it lives in the upstream's
 // slot.
 func Wave(prefix, upstream, reason string) string {
-	return prefix + ":scope:{" + Encode(upstream) + "}:wave:" + reason
+	return prefix + ":upstream:{" + Encode(upstream) + "}:wave:" + reason
 }

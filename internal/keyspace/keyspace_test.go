@@ -25,7 +25,7 @@ func TestPatternsEscapeGlob(t *testing.T) {
 	if exp, got := `a\*b\?\[c\]:{*}:job`, JobPattern("a*b?[c]"); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
 	}
-	if exp, got := `a\*b\?\[c\]:scope:{*}`, UpstreamPattern("a*b?[c]"); exp != got {
+	if exp, got := `a\*b\?\[c\]:upstream:{*}`, UpstreamPattern("a*b?[c]"); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
 	}
 }

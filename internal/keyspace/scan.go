@@ -8,12 +8,12 @@ import "strings"
 // UpstreamPattern is the SCAN MATCH pattern of every upstream key under
 // prefix. It may also match a wave key whose reason ends in '}':
 // UpstreamFromKey tells them apart.
-func UpstreamPattern(prefix string) string { return escapeGlob(prefix) + ":scope:{*}" }
+func UpstreamPattern(prefix string) string { return escapeGlob(prefix) + ":upstream:{*}" }
 
 // UpstreamFromKey returns the upstream whose key is key under prefix, and false
 // for any other key (a failure window, a wave counter, a job key).
 func UpstreamFromKey(prefix, key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, prefix+":scope:{")
+	rest, ok := strings.CutPrefix(key, prefix+":upstream:{")
 	if !ok {
 		return "", false
 	}

@@ -3,7 +3,7 @@ package keyspace
 import "testing"
 
 func TestUpstreamPatternEscapesGlob(t *testing.T) {
-	if exp, got := `a\*b\?\[c\]\\:scope:{*}`, UpstreamPattern(`a*b?[c]\`); exp != got {
+	if exp, got := `a\*b\?\[c\]\\:upstream:{*}`, UpstreamPattern(`a*b?[c]\`); exp != got {
 		t.Fatalf("exp %q, got %q", exp, got)
 	}
 	if exp, got := `a\*:*`, PrefixPattern("a*"); exp != got {
@@ -11,7 +11,7 @@ func TestUpstreamPatternEscapesGlob(t *testing.T) {
 	}
 }
 
-// TestUpstreamFromKey: only a scope's own key names a scope; its siblings
+// TestUpstreamFromKey: only an upstream's own key names an upstream; its siblings
 // (the failure window, wave counters, even one whose reason ends in '}')
 // and job keys do not.
 func TestUpstreamFromKey(t *testing.T) {
@@ -28,8 +28,8 @@ func TestUpstreamFromKey(t *testing.T) {
 		{key + ":wave:invalid_request", "", false},
 		{key + ":wave:odd}", "", false},
 		{lock, "", false},
-		{"q:scope:{openai:prod}", "", false},
-		{"p:scope:{~!!}", "", false}, // not base64
+		{"q:upstream:{openai:prod}", "", false},
+		{"p:upstream:{~!!}", "", false}, // not base64
 	} {
 		got, ok := UpstreamFromKey("p", tc.key)
 		if got != tc.exp || ok != tc.ok {

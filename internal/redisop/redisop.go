@@ -5,10 +5,10 @@ const (
 	Acquire = "acquire" // the acquire's round trip, and its takeover script
 	Settle  = "settle"  // recording an outcome: release, cooldown, failed mark
 	Renew   = "renew"   // extending a running lease
-	Undo    = "undo"    // undoing an acquire the scope or WaitReplicas refused
+	Undo    = "undo"    // undoing an acquire an upstream or WaitReplicas refused
 	// Upstream: an upstream's breaker (its probe claimed, given back or
-	// tripped); the label keeps its first name, which dashboards know.
-	Upstream = "scope"
+	// cooled).
+	Upstream = "upstream"
 )
 
 // All lists every operation.

@@ -63,8 +63,8 @@ func TestMidStreamRateLimitThroughTheGate(t *testing.T) {
 	if st.State == gate.Failed || st.Attempts != 0 {
 		t.Fatalf("job %v with %d attempts, want not Failed and no attempt counted", st.State, st.Attempts)
 	}
-	if st.Upstream.State == gate.UpstreamOpen {
-		t.Fatal("the upstream is open, want it cooling")
+	if st.Upstream.State == gate.UpstreamReady {
+		t.Fatal("the upstream is ready, want it cooling")
 	}
 	calls := upstream.Load()
 	if err := call(); !errors.Is(err, gate.ErrUpstreamCooling) && !errors.Is(err, gate.ErrCoolingDown) {

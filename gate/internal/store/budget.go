@@ -75,7 +75,7 @@ func ReserveMember(token Token, tokens int64) string {
 
 // Admitted is budget_admit.lua's answer.
 type Admitted struct {
-	// Judged: the upstream is open and has a budget, which judged the call.
+	// Judged: the upstream is ready and has a budget, which judged the call.
 	Judged   bool
 	Admitted bool
 	// Reserved is the member that reserved the call, "" for none.

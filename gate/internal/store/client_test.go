@@ -32,8 +32,8 @@ func TestAcquireOnEveryTopology(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.Close()
-				if r.Taken != want || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModeCooling || r.Upstreams[1].Mode != ModeOpen {
-					t.Fatalf("acquire %d: taken %v, upstreams %+v; want taken %v, cooling then open", i+1, r.Taken, r.Upstreams, want)
+				if r.Taken != want || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModeCooling || r.Upstreams[1].Mode != ModeReady {
+					t.Fatalf("acquire %d: taken %v, upstreams %+v; want taken %v, cooling then ready", i+1, r.Taken, r.Upstreams, want)
 				}
 			}
 			sub := s.Subscriptions()

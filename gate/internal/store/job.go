@@ -63,7 +63,7 @@ type Acquired struct {
 	Untried bool
 	Fence   int64
 	// Job is the value that refused the acquire or, taken, the value it
-	// replaced (the job's history; Held with no value).
+	// replaced (the job's history; Foreign with no value).
 	Job Job
 	// TTL is the refusing value's time left; NoTTL: it has no TTL (a value
 	// no gate wrote).
@@ -232,7 +232,7 @@ func decodeTakeAdmitted(cmd *redis.Cmd, member string, n int, r *Acquired) error
 	r.Upstreams = make([]Upstream, n)
 	r.Admitted = make([]Admitted, n)
 	for i := range n {
-		u, _ := replyString(values, i) // nil: open
+		u, _ := replyString(values, i) // nil: ready
 		r.Upstreams[i] = parseUpstream(u)
 		av, _ := admissions[i].([]any)
 		if r.Admitted[i], err = admittedOf(av, member); err != nil {
@@ -324,7 +324,7 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 // (full with noeviction: OOM; a replica: READONLY): the job's value, its
 // PTTL and Redis's TIME, commands that write nothing, through via. It
 // reports whether that value refuses the call (running, settled and not
-// over, or held), and then r holds it; false leaves the refusal of the
+// over, or foreign), and then r holds it; false leaves the refusal of the
 // write to fail closed.
 func (s *Store) readRefusal(ctx context.Context, via Client, key string, r *Acquired) bool {
 	t := s.Trip()
@@ -692,7 +692,7 @@ func decodeReset(c redis.Cmder) (JobReset, error) {
 // JobRead is a job's value read with Redis's clock.
 type JobRead struct {
 	Job    Job
-	Exists bool // the key exists (Job is Held for a value of another shape)
+	Exists bool // the key exists (Job is Foreign for a value of another shape)
 	TTL    time.Duration
 	NoTTL  bool  // the key has no TTL (a value no gate wrote)
 	Now    int64 // Redis ms

@@ -37,7 +37,7 @@ func acquire(t *testing.T, s *Store, key string) (*Acquire, *Acquired) {
 func TestAcquireTakesAFreeJob(t *testing.T) {
 	s, _, _ := newStore(t)
 	_, r := acquire(t, s, "k")
-	if !r.Taken || r.Fence <= 0 || r.Job.Kind != Held {
+	if !r.Taken || r.Fence <= 0 || r.Job.Kind != Foreign {
 		t.Fatalf("first acquire: %+v, want taken with a fence and no history", r)
 	}
 	_, r2 := acquire(t, s, "k")
@@ -152,8 +152,8 @@ func TestAcquireReadsDoneAndUpstreams(t *testing.T) {
 	if err := s.Acquire(ctx, a, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.DoneToken != "tok" || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModePaused || r.Upstreams[1].Mode != ModeOpen {
-		t.Fatalf("acquire: done %q, upstreams %+v; want tok, paused then open", r.DoneToken, r.Upstreams)
+	if r.DoneToken != "tok" || len(r.Upstreams) != 2 || r.Upstreams[0].Mode != ModePaused || r.Upstreams[1].Mode != ModeReady {
+		t.Fatalf("acquire: done %q, upstreams %+v; want tok, paused then ready", r.DoneToken, r.Upstreams)
 	}
 }
 
@@ -162,9 +162,9 @@ func TestAcquireReadsDoneAndUpstreams(t *testing.T) {
 func TestValueWithoutTTLAndGoneKey(t *testing.T) {
 	s, _, rdb := newStore(t)
 	ctx := context.Background()
-	rdb.Set(ctx, "held", "an operator's value", 0)
-	if _, r := acquire(t, s, "held"); r.Taken || !r.NoTTL || r.Job.Kind != Held {
-		t.Fatalf("acquire of a value without TTL: %+v, want refused, held, no TTL", r)
+	rdb.Set(ctx, "foreign", "an operator's value", 0)
+	if _, r := acquire(t, s, "foreign"); r.Taken || !r.NoTTL || r.Job.Kind != Foreign {
+		t.Fatalf("acquire of a value without TTL: %+v, want refused, foreign, no TTL", r)
 	}
 	a, r := acquire(t, s, "k")
 	rdb.Del(ctx, "k") // the lease expired

@@ -62,7 +62,7 @@ func (c *twoMasters) MasterForKey(_ context.Context, key string) (*redis.Client,
 
 // On a cluster the job's commands go to its master and the upstreams'
 // reads to theirs, beside them: an upstream that another master holds is
-// read there (through the job's master it would read as open).
+// read there (through the job's master it would read as ready).
 func TestAcquireReadsUpstreamsOnTheirMaster(t *testing.T) {
 	c := newTwoMasters(t, "up")
 	ctx := context.Background()

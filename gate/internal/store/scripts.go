@@ -36,10 +36,10 @@ var (
 	upstreamClaimLua string
 	//go:embed lua/upstream_cancel.lua
 	upstreamCancelLua string
-	//go:embed lua/upstream_open.lua
-	upstreamOpenLua string
-	//go:embed lua/upstream_trip.lua
-	upstreamTripLua string
+	//go:embed lua/upstream_recover.lua
+	upstreamRecoverLua string
+	//go:embed lua/upstream_stop.lua
+	upstreamStopLua string
 	//go:embed lua/window_count.lua
 	windowCountLua string
 	//go:embed lua/upstream_reset.lua
@@ -64,21 +64,21 @@ var (
 
 // writeScripts are the state-changing scripts in one topology's form.
 type writeScripts struct {
-	jobSettle, jobSettleGone, jobUndo, jobReset               *script
-	upstreamCancel, upstreamOpen, upstreamTrip, upstreamReset *script
+	jobSettle, jobSettleGone, jobUndo, jobReset                  *script
+	upstreamCancel, upstreamRecover, upstreamStop, upstreamReset *script
 }
 
 func newWriteScripts(publish string) *writeScripts {
 	pre := "local PUBLISH = '" + publish + "'\n" + notifyLua
 	return &writeScripts{
-		jobSettle:      newScript(pre + jobWriteLua + jobSettleLua),
-		jobSettleGone:  newScript(pre + jobWriteLua + jobSettleGoneLua),
-		jobUndo:        newScript(pre + jobUndoLua),
-		jobReset:       newScript(pre + jobResetLua),
-		upstreamCancel: newScript(pre + upstreamCancelLua),
-		upstreamOpen:   newScript(pre + upstreamOpenLua),
-		upstreamTrip:   newScript(pre + upstreamTripLua),
-		upstreamReset:  newScript(pre + upstreamResetLua),
+		jobSettle:       newScript(pre + jobWriteLua + jobSettleLua),
+		jobSettleGone:   newScript(pre + jobWriteLua + jobSettleGoneLua),
+		jobUndo:         newScript(pre + jobUndoLua),
+		jobReset:        newScript(pre + jobResetLua),
+		upstreamCancel:  newScript(pre + upstreamCancelLua),
+		upstreamRecover: newScript(pre + upstreamRecoverLua),
+		upstreamStop:    newScript(pre + upstreamStopLua),
+		upstreamReset:   newScript(pre + upstreamResetLua),
 	}
 }
 

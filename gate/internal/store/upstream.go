@@ -47,8 +47,8 @@ func decodeUpstreamRead(c redis.Cmder) (UpstreamRead, error) {
 
 // Claim is upstream_claim.lua's answer.
 type Claim struct {
-	Open    bool // no key: nothing to claim, the call runs as usual
-	Claimed bool // this call probes; Level is the trips in a row so far
+	Ready   bool // no key: nothing to claim, the call runs as usual
+	Claimed bool // this call probes; Level is the stops in a row so far
 	Level   int
 	// Refused: the value that refused, and its wait.
 	Value Upstream
@@ -60,7 +60,7 @@ func (t *Trip) Claim(ctx context.Context, key string, token Token) Reply[Claim] 
 	return Reply[Claim]{t.eval(ctx, upstreamClaimScript, []string{key}, token.Token, t.s.lease), decodeClaim}
 }
 
-// decodeClaim reads {1} open, {2, level} claimed, {0, value, wait ms}
+// decodeClaim reads {1} ready, {2, level} claimed, {0, value, wait ms}
 // refused.
 func decodeClaim(c redis.Cmder) (Claim, error) {
 	v, err := slice(c)
@@ -70,7 +70,7 @@ func decodeClaim(c redis.Cmder) (Claim, error) {
 	kind, ok := replyInt(v, 0)
 	switch {
 	case ok && kind == 1 && len(v) == 1:
-		return Claim{Open: true}, nil
+		return Claim{Ready: true}, nil
 	case ok && kind == 2 && len(v) == 2:
 		n, ok := replyInt(v, 1)
 		if ok {
@@ -93,11 +93,11 @@ func (t *Trip) CancelProbe(ctx context.Context, key string, token Token) Reply[b
 	return Reply[bool]{t.eval(ctx, t.s.scripts.upstreamCancel, []string{key}, token.Token, t.s.lease), decodeFlag}
 }
 
-// OpenUpstream queues upstream_open.lua: the probe's call reached the
-// upstream; open it for every call. It reports whether token was the
+// RecoverUpstream queues upstream_recover.lua: the probe's call reached the
+// upstream; make it ready for every call. It reports whether token was the
 // probe.
-func (t *Trip) OpenUpstream(ctx context.Context, key string, token Token) Reply[bool] {
-	return Reply[bool]{t.eval(ctx, t.s.scripts.upstreamOpen, []string{key}, token.Token), decodeFlag}
+func (t *Trip) RecoverUpstream(ctx context.Context, key string, token Token) Reply[bool] {
+	return Reply[bool]{t.eval(ctx, t.s.scripts.upstreamRecover, []string{key}, token.Token), decodeFlag}
 }
 
 // Stop is what a provider-wide failure writes to an upstream.
@@ -110,7 +110,7 @@ type Stop struct {
 	Clear string
 }
 
-// Stopped is upstream_trip.lua's answer: the upstream's value after it
+// Stopped is upstream_stop.lua's answer: the upstream's value after it
 // and its wait, and whether this call wrote it (a stop never shortens a
 // longer wait, a cooldown never replaces a pause, and a call that is not
 // the probe never ends another's probe).
@@ -121,7 +121,7 @@ type Stopped struct {
 	Present bool // the upstream has a value (it refuses calls)
 }
 
-// StopUpstream queues upstream_trip.lua for the run holding token.
+// StopUpstream queues upstream_stop.lua for the run holding token.
 func (t *Trip) StopUpstream(ctx context.Context, key string, token Token, s Stop) Reply[Stopped] {
 	keys := []string{key}
 	if s.Clear != "" {
@@ -131,7 +131,7 @@ func (t *Trip) StopUpstream(ctx context.Context, key string, token Token, s Stop
 	if s.Pause {
 		mode = "p"
 	}
-	cmd := t.eval(ctx, t.s.scripts.upstreamTrip, keys, mode, token.Token, s.Reason, max(ms(s.TTL), 1), t.s.lease)
+	cmd := t.eval(ctx, t.s.scripts.upstreamStop, keys, mode, token.Token, s.Reason, max(ms(s.TTL), 1), t.s.lease)
 	return Reply[Stopped]{cmd, decodeStopped}
 }
 
@@ -144,7 +144,7 @@ func decodeStopped(c redis.Cmder) (Stopped, error) {
 	w, ok1 := replyInt(v, 1)
 	n, ok2 := replyInt(v, 2)
 	if !ok1 || !ok2 || len(v) != 3 {
-		return Stopped{}, badReply("trip", v)
+		return Stopped{}, badReply("stop", v)
 	}
 	val, _ := replyString(v, 0)
 	return Stopped{Value: parseUpstream(val), Wait: pttl(w), Wrote: n == 1, Present: val != ""}, nil

@@ -35,7 +35,7 @@ import (
 // with <until> = now. flags is "s" when the failure was a suspect
 // rejection; reason and evidence are codes (classify), never upstream
 // text, and evidence comes last since it may hold ':'. A value of any
-// other shape is held: never overwritten, never taken for a cooldown.
+// other shape is foreign: never overwritten, never taken for a cooldown.
 //
 // An upstream has one key (internal/keyspace.Upstream) holding
 //
@@ -43,16 +43,16 @@ import (
 //	p:<reason>:<level>:<until>           paused until <until>
 //	h:<reason>:<level>:<until>:<token>   one call (token) probes it until <until>
 //
-// where level counts the trips in a row (a failed probe escalates). The key
+// where level counts the stops in a row (a failed probe escalates). The key
 // outlives <until> by a lease, so the first call after the wait claims the
-// probe; with no traffic it expires and the upstream is open.
+// probe; with no traffic it expires and the upstream is ready.
 
 // Kind is what a job's value holds.
 type Kind byte
 
 // Job value kinds.
 const (
-	Held    Kind = 0 // a value of another shape (or none): never taken, never overwritten
+	Foreign Kind = 0 // a value of another shape (or none): never taken, never overwritten
 	Running Kind = 'r'
 	Cooling Kind = 'c'
 	Failed  Kind = 'f'
@@ -91,7 +91,7 @@ func (j Job) Left(now int64) time.Duration {
 	return max(time.Duration(j.Until-now)*time.Millisecond, 0)
 }
 
-// parseJob decodes a job value; a value of another shape is Held. It
+// parseJob decodes a job value; a value of another shape is Foreign. It
 // reads the fields in place (a refusal's hot path allocates nothing here).
 func parseJob(v string) Job {
 	if len(v) < 2 || v[1] != ':' {
@@ -188,18 +188,18 @@ type Mode byte
 
 // Upstream modes.
 const (
-	ModeOpen    Mode = 0 // no key: calls run
+	ModeReady   Mode = 0 // no key: calls run
 	ModeCooling Mode = 'c'
 	ModePaused  Mode = 'p'
 	ModeProbing Mode = 'h'
-	ModeForeign Mode = 'x' // not a value the gate wrote (an operator's SET): held, its end unknown
+	ModeForeign Mode = 'x' // not a value the gate wrote (an operator's SET): its end unknown
 )
 
 // Upstream is an upstream's value, decoded.
 type Upstream struct {
 	Mode   Mode
 	Reason string
-	Level  int    // the trips in a row
+	Level  int    // the stops in a row
 	Until  int64  // when the wait (or the probe's lease) ends, Redis ms
 	Token  string // Probe: the probe's token
 	// Paused: a Foreign value that reads as a pause (its letter is 'p').

@@ -22,7 +22,7 @@ func TestParseJob(t *testing.T) {
 			Attempts: 1, Reason: "context_length_exceeded", Evidence: "code:context_length_exceeded"}},
 		{"c:5:9:2", Job{Kind: Cooling, Until: 5, Fence: 9, Attempts: 2}},
 		{"d:3000:9:0", Job{Kind: Done, Until: 3000, Fence: 9}},
-		// Values of another shape are held (kind 0): never taken for free.
+		// Values of another shape are foreign (kind 0): never taken for free.
 		{"", Job{}},
 		{"garbage", Job{}},
 		{"r:abc", Job{Kind: Running, Token: "abc"}}, // taken on a free key, not renewed yet
@@ -68,9 +68,9 @@ func TestParseUpstream(t *testing.T) {
 		{"p:quota_exhausted:1:2000", Upstream{Mode: ModePaused, Reason: "quota_exhausted", Level: 1, Until: 2000}},
 		{"h:rate_limited:3:3000:tok", Upstream{Mode: ModeProbing, Reason: "rate_limited", Level: 3, Until: 3000, Token: "tok"}},
 		{"c::1:5", Upstream{Mode: ModeCooling, Level: 1, Until: 5}},
-		{"c:x:0:5", Upstream{Mode: ModeCooling, Reason: "x", Until: 5}}, // level 0: written before a first trip
+		{"c:x:0:5", Upstream{Mode: ModeCooling, Reason: "x", Until: 5}}, // level 0: written before a first stop
 		{"", Upstream{}},
-		// Values no gate wrote are held, read as their letter says.
+		// Values no gate wrote are foreign, read as their letter says.
 		{"c:x:1", Upstream{Mode: ModeForeign, Reason: "x"}},
 		{"c:x:1:5:tok", Upstream{Mode: ModeForeign, Reason: "x"}},
 		{"h:x:1:5", Upstream{Mode: ModeForeign, Reason: "x"}},
@@ -116,19 +116,19 @@ func TestDecodeWellFormedReplies(t *testing.T) {
 		!r.Taken || r.Fence != 1700000000000000 || r.value != value || r.pttl != -2 || r.Job.Attempts != 1 {
 		t.Errorf("acquire taken: %+v, %v", r, err)
 	}
-	if c, err := decodeClaim(reply(int64(1))); err != nil || !c.Open || c.Claimed {
-		t.Errorf("claim open: %+v, %v", c, err)
+	if c, err := decodeClaim(reply(int64(1))); err != nil || !c.Ready || c.Claimed {
+		t.Errorf("claim ready: %+v, %v", c, err)
 	}
-	if c, err := decodeClaim(reply(int64(2), int64(3))); err != nil || !c.Claimed || c.Level != 3 || c.Open {
+	if c, err := decodeClaim(reply(int64(2), int64(3))); err != nil || !c.Claimed || c.Level != 3 || c.Ready {
 		t.Errorf("claim claimed: %+v, %v", c, err)
 	}
-	if c, err := decodeClaim(reply(int64(0), "c:rate_limited:1:9000", int64(5000))); err != nil || c.Open || c.Claimed ||
+	if c, err := decodeClaim(reply(int64(0), "c:rate_limited:1:9000", int64(5000))); err != nil || c.Ready || c.Claimed ||
 		c.Value.Mode != ModeCooling || c.Value.Reason != "rate_limited" || c.Wait != 5*time.Second {
 		t.Errorf("claim refused: %+v, %v", c, err)
 	}
 	for name, cmd := range map[string]*redis.Cmd{
 		"acquire refused, one long":  reply(int64(0), int64(1000), value, int64(4000), "x"),
-		"claim open, one long":       reply(int64(1), "x"),
+		"claim ready, one long":      reply(int64(1), "x"),
 		"claim claimed, one long":    reply(int64(2), int64(3), "x"),
 		"claim refused, one long":    reply(int64(0), value, int64(5000), "x"),
 		"acquire refused, one short": reply(int64(0), int64(1000), value),

@@ -58,7 +58,7 @@ func (Free) wave(context.Context, *store.Store, string, string) (bool, bool, err
 }
 func (Free) reset(context.Context, *store.Store) error { return nil }
 func (Free) claim(context.Context, *store.Store, store.Token) (store.Claim, error) {
-	return store.Claim{Open: true}, nil
+	return store.Claim{Ready: true}, nil
 }
 func (Free) unclaim(context.Context, *store.Trip, store.Token) store.Reply[bool] {
 	return store.Reply[bool]{}
@@ -121,7 +121,7 @@ func (b *guarded) knownRefusing() bool {
 	return time.Now().UnixNano() < b.refusingUntil.Load()
 }
 
-// claim asks for the probe. An open reply (the key expired meanwhile)
+// claim asks for the probe. A ready reply (the key expired meanwhile)
 // lets the call run as usual.
 func (b *guarded) claim(ctx context.Context, s *store.Store, token store.Token) (store.Claim, error) {
 	t := s.Trip()
@@ -140,7 +140,7 @@ type Op uint8
 
 const (
 	Keep      Op = iota // nothing
-	Reopen              // the probe's call reached the upstream: open it
+	Recover             // the probe's call reached the upstream: make it ready
 	Unclaim             // the probe's call did not reach it: the next call probes
 	Throttle            // a provider-wide transient failure cools it
 	Suspend             // a provider-wide systemic failure, or a wave, pauses it
@@ -163,14 +163,14 @@ type Record struct {
 	w       Write
 	stopped store.Reply[store.Stopped] // Throttle, Suspend
 	count   store.Reply[int64]         // Count, Unreached
-	done    store.Reply[bool]          // Reopen, Unclaim
+	done    store.Reply[bool]          // Recover, Unclaim
 }
 
 func (b *guarded) record(ctx context.Context, t *store.Trip, w Write, token store.Token) Record {
 	r := Record{w: w}
 	switch w.Op {
-	case Reopen:
-		r.done = t.OpenUpstream(ctx, b.k, token)
+	case Recover:
+		r.done = t.RecoverUpstream(ctx, b.k, token)
 	case Unclaim:
 		r.done = t.CancelProbe(ctx, b.k, token)
 	case Throttle:

@@ -151,9 +151,9 @@ func (s *Set) reserve(ctx context.Context, st *store.Store, j Judgement, i int) 
 	a.Member = j.asked()
 	t := st.Trip()
 	r := t.Admit(ctx, a)
-	held := j.Release(ctx, &t)
+	released := j.Release(ctx, &t)
 	t.Send(ctx)
-	if held.Err() == nil {
+	if released.Err() == nil {
 		// Else it lapses with its lease, which no renewal keeps.
 		if h, _ := j.reservation(); h >= 0 {
 			j.admitted[h].Reserved = ""

@@ -3,14 +3,17 @@
 // Fallbacks), kept in Redis so that every process shares it. Its verbs,
 // as failsafe-go's CircuitBreaker has them: judge a state read in the
 // acquire's round trip (may a call run?), claim the probe once a wait is
-// over, record a run's end (reopen, give the probe back, cool, pause, or
+// over, record a run's end (recover, give the probe back, cool, pause, or
 // count a 5xx), and read or reset it for operators.
 //
-// Each state is a type (states.go): open, cooling, paused, probing, and
-// held (a value no gate wrote). A gate without an upstream has one
-// breaker that always permits (Free): it reads nothing and writes
-// nothing, so the gate composes upstreams the same way with or without
-// one.
+// Each state is a type (states.go): ready, cooling, paused, probing, and
+// foreign (a value no gate wrote). In failsafe-go's words, ready is
+// closed, cooling and paused are open, and probing is half-open; the
+// gate avoids "open", which to an operator would mean calls run.
+//
+// A gate without an upstream has one breaker that always permits (Free):
+// it reads nothing and writes nothing, so the gate composes upstreams the
+// same way with or without one.
 //
 // A breaker never touches a job's key; its keys and scripts are behind
 // package store. A Set is safe for concurrent use.

@@ -191,7 +191,7 @@ func TestReleaseGivesTheReservationBack(t *testing.T) {
 }
 
 // Another process cools the first upstream between its budget's
-// admission (which reserved the call: it was open) and the read of its
+// admission (which reserved the call: it was ready) and the read of its
 // value (a cluster's acquire sends them as separate commands): the call
 // goes to the next upstream, which holds the call's only reservation,
 // given back when the run settles; none is left behind in the first.
@@ -221,7 +221,7 @@ func TestACallCooledAwayIsCountedWhereItRuns(t *testing.T) {
 			}
 			j, ask := f.askedAround(store.NewToken(), coolA)
 			if h, _ := j.reservation(); ask != 0 || h != 0 {
-				t.Fatalf("asked %d, reserved in %d; want a for both (open when its budget answered)", ask, h)
+				t.Fatalf("asked %d, reserved in %d; want a for both (ready when its budget answered)", ask, h)
 			}
 			c, refusal := f.choose(j, store.NewToken())
 			if refusal != nil || c.Name() != "b" {

@@ -79,7 +79,7 @@ func (s *Set) Judge(values []store.Upstream, asks []store.Admission, admitted []
 		case j.permits[n] == Refused:
 			b.remember(j.statuses[n])
 		case n < len(admitted):
-			// Open, or its wait over: the probe must fit the budget too.
+			// Ready, or its wait over: the probe must fit the budget too.
 			var refused bool
 			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), j.permits[n], admitted[n])
 			if refused {
@@ -120,7 +120,7 @@ func (s *Set) PeekKnown(ctx context.Context, st *store.Store) ([]Status, error) 
 			return nil, nil
 		}
 		if r.Upstream.Mode == store.ModeForeign {
-			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // held: its key's TTL
+			ups[i].RetryAfter = max(r.TTL, time.Millisecond) // foreign: its key's TTL
 		}
 		b.remember(ups[i])
 	}
@@ -131,7 +131,7 @@ func (s *Set) PeekKnown(ctx context.Context, st *store.Store) ([]Status, error) 
 type Choice struct {
 	b     Breaker
 	probe bool
-	level int // the upstream's trips in a row before the probe
+	level int // the upstream's stops in a row before the probe
 	// member is the call's reservation in the upstream's budget, "" for
 	// none; off: budgets are off.
 	member   string
@@ -142,8 +142,8 @@ type Choice struct {
 }
 
 // Choose picks the upstream the run holding token uses: the first, in
-// order, that is open or whose probe this call claims (one more round
-// trip). The call's reservation goes with it: an open upstream whose
+// order, that is ready or whose probe this call claims (one more round
+// trip). The call's reservation goes with it: a ready upstream whose
 // budget judged the call without reserving it (a cluster's acquire asked
 // another) reserves it now, in one more round trip that gives back the
 // other's, and refuses the call if it no longer fits. It returns the
@@ -178,7 +178,7 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 			switch {
 			case err != nil:
 				return Choice{}, nil, err
-			case c.Open:
+			case c.Ready:
 				b.forget()
 				s.drop(ctx, st, j, i)
 				return Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
@@ -294,7 +294,7 @@ func (c Choice) Name() string {
 func (c Choice) Guarded() bool { return c.Name() != "" }
 
 // Probe reports whether the run probes its upstream after a cooldown or
-// pause, and the upstream's trips in a row before it.
+// pause, and the upstream's stops in a row before it.
 func (c Choice) Probe() (bool, int) { return c.probe, c.level }
 
 // Unclaim queues the give-back of the probe the run claimed; nothing when

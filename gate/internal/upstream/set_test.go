@@ -74,13 +74,13 @@ func (f *fixture) choose(j Judgement, token store.Token) (Choice, []Status) {
 
 // An upstream cooled by a run refuses every call until its wait ends;
 // then one call claims the probe while the others stay refused, and the
-// probe's answer reopens it for everyone.
+// probe's answer recovers it for everyone.
 func TestCoolProbeReopen(t *testing.T) {
 	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
 	run := store.NewToken()
 	c, refusal := f.choose(f.judge(), run)
 	if refusal != nil || c.Name() != "a" || !c.Guarded() {
-		t.Fatalf("open upstream: %+v, %v; want a chosen", c, refusal)
+		t.Fatalf("ready upstream: %+v, %v; want a chosen", c, refusal)
 	}
 	st, wrote := f.record(c, Write{Op: Throttle, Reason: "rate_limited", TTL: time.Second}, run)
 	if !wrote || st.State != Cooling || st.Reason != "rate_limited" || st.RetryAfter != time.Second {
@@ -103,9 +103,9 @@ func TestCoolProbeReopen(t *testing.T) {
 	if _, refusal := f.choose(f.judge(), store.NewToken()); len(refusal) != 1 || !refusal[0].Probing {
 		t.Fatalf("a second call during the probe: %+v; want refused, probing", refusal)
 	}
-	f.record(c, Write{Op: Reopen}, probe)
+	f.record(c, Write{Op: Recover}, probe)
 	if _, refusing := f.judge().Refusal(); refusing {
-		t.Fatal("after the probe reopened it: still refused")
+		t.Fatal("after the probe recovered it: still refused")
 	}
 }
 
@@ -156,7 +156,7 @@ func TestWave(t *testing.T) {
 	}
 }
 
-// Reset reopens every upstream and forgets the refusal this process saw.
+// Reset recovers every upstream and forgets the refusal this process saw.
 func TestResetReopensEvery(t *testing.T) {
 	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute})
 	for range 2 {
@@ -171,8 +171,8 @@ func TestResetReopensEvery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, st := range f.read() {
-		if st.State != Open || st.Refusing() {
-			t.Fatalf("upstream %d after Reset: %+v, want open", i, st)
+		if st.State != Ready || st.Refusing() {
+			t.Fatalf("upstream %d after Reset: %+v, want ready", i, st)
 		}
 	}
 	for _, b := range f.set.all {
@@ -205,8 +205,8 @@ func TestReadAndPeek(t *testing.T) {
 	c, _ := f.choose(f.judge(), run)
 	f.record(c, Write{Op: Suspend, Reason: "quota_exhausted", TTL: time.Minute}, run)
 	ss := f.read()
-	if len(ss) != 2 || ss[0].Name != "a" || ss[0].State != Paused || ss[0].RetryAfter != time.Minute || ss[1].Name != "b" || ss[1].State != Open {
-		t.Fatalf("Read: %+v, want a paused a minute, b open", ss)
+	if len(ss) != 2 || ss[0].Name != "a" || ss[0].State != Paused || ss[0].RetryAfter != time.Minute || ss[1].Name != "b" || ss[1].State != Ready {
+		t.Fatalf("Read: %+v, want a paused a minute, b ready", ss)
 	}
 	ctx := context.Background()
 	tr := f.st.Trip()
@@ -255,7 +255,7 @@ func TestWaveOfAPausedReason(t *testing.T) {
 }
 
 // A value no gate wrote, found where this process knew a cooldown, is
-// held for its key's time left.
+// foreign: it refuses for its key's time left.
 func TestPeekKnownHoldsAForeignValue(t *testing.T) {
 	f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute})
 	run := store.NewToken()
@@ -284,8 +284,8 @@ func TestReadGivesTheBudget(t *testing.T) {
 			f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Off: tc.off, Margin: time.Minute}})
 			f.setBudget(0, 50)
 			ss := f.read()
-			if len(ss) != 1 || ss[0].State != Open || ss[0].Limits.Requests != tc.exp || ss[0].Limits.Tokens.Reported {
-				t.Fatalf("Read: %+v, want a open with requests %+v", ss, tc.exp)
+			if len(ss) != 1 || ss[0].State != Ready || ss[0].Limits.Requests != tc.exp || ss[0].Limits.Tokens.Reported {
+				t.Fatalf("Read: %+v, want a ready with requests %+v", ss, tc.exp)
 			}
 		})
 	}

@@ -10,8 +10,8 @@ import (
 type State uint8
 
 const (
-	Open    State = iota // calls run
-	Cooling              // a provider-wide transient failure cooled it; it reopens by itself
+	Ready   State = iota // calls run
+	Cooling              // a provider-wide transient failure cooled it; it recovers by itself
 	Paused               // a provider-wide systemic failure (or a wave) paused it
 )
 
@@ -24,7 +24,7 @@ type Status struct {
 	RetryAfter time.Duration
 	Reason     string
 	Probing    bool
-	// Budget: the upstream is open but its budget refused the call;
+	// Budget: the upstream is ready but its budget refused the call;
 	// RetryAfter is when the estimate fits it, 0 when only a call in
 	// flight settling can tell.
 	Budget bool
@@ -34,15 +34,15 @@ type Status struct {
 }
 
 // Refusing reports whether the upstream refuses calls.
-func (s Status) Refusing() bool { return s.State != Open || s.Probing || s.Budget }
+func (s Status) Refusing() bool { return s.State != Ready || s.Probing || s.Budget }
 
 // Permit is what a call may do with an upstream.
 type Permit uint8
 
 const (
-	Permitted Permit = iota // open: the call runs
+	Permitted Permit = iota // ready: the call runs
 	MayProbe                // the wait is over: the first call may claim the probe
-	Refused                 // cooling, paused, probing, or held
+	Refused                 // cooling, paused, probing, or foreign
 )
 
 // state is one of an upstream's states, decoded from its value; judge
@@ -52,11 +52,11 @@ type state interface {
 }
 
 type (
-	open    struct{}
+	ready   struct{}
 	cooling struct{ v store.Upstream }
 	paused  struct{ v store.Upstream }
 	probing struct{ v store.Upstream }
-	held    struct{ v store.Upstream } // not a value the gate wrote: an operator's SET
+	foreign struct{ v store.Upstream } // not a value the gate wrote: an operator's SET
 )
 
 // stateOf is the state an upstream's value holds.
@@ -69,12 +69,12 @@ func stateOf(v store.Upstream) state {
 	case store.ModeProbing:
 		return probing{v}
 	case store.ModeForeign:
-		return held{v}
+		return foreign{v}
 	}
-	return open{}
+	return ready{}
 }
 
-func (open) judge(name string, _ int64) (Permit, Status) {
+func (ready) judge(name string, _ int64) (Permit, Status) {
 	return Permitted, Status{Name: name}
 }
 
@@ -101,9 +101,9 @@ func (s probing) judge(name string, now int64) (Permit, Status) {
 		RetryAfter: max(s.v.Wait(now), time.Millisecond)}
 }
 
-// judge of a held value: never taken for open, its end unknown; read as
+// judge of a foreign value: never taken for ready, its end unknown; read as
 // its letter says.
-func (s held) judge(name string, _ int64) (Permit, Status) {
+func (s foreign) judge(name string, _ int64) (Permit, Status) {
 	st := Status{Name: name, State: Cooling, Reason: s.v.Reason}
 	if s.v.Paused {
 		st.State = Paused

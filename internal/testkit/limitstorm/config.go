@@ -48,7 +48,7 @@ type Config struct {
 
 	// Redis is the server or cluster the Gates share.
 	Redis Redis
-	// Gate is every Gate's options. Scope is set to the shared upstream
+	// Gate is every Gate's options. Upstream is set to the shared upstream
 	// when empty; Prefix must be unique to the storm. With Procs ≥ 2 the
 	// options cross to the workers as data: Classify and Observer must be
 	// nil.
@@ -75,7 +75,7 @@ const (
 	defaultOffer    = 2.5
 	defaultArrivals = 2 * time.Second
 	defaultLatency  = 40 * time.Millisecond
-	defaultScope    = "llm"
+	defaultUpstream = "llm"
 	// drainArrivals is Drain's default in Arrivals, at least minDrain.
 	drainArrivals = 4
 	minDrain      = 10 * time.Second
@@ -145,7 +145,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Latency = defaultLatency
 	}
 	if c.Gate.Upstream == "" {
-		c.Gate.Upstream = defaultScope
+		c.Gate.Upstream = defaultUpstream
 	}
 	if c.Arrivals <= c.lead() {
 		bad = append(bad, fmt.Errorf("Arrivals %v is not longer than 3/2 Latency, %v", c.Arrivals, c.lead()))

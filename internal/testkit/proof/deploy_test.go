@@ -98,9 +98,9 @@ func TestSentinelFailover(t *testing.T) {
 
 // An ACL user with exactly the documented rules can do everything the
 // gate does: acquire, succeed, fail into a cooldown, be refused (script
-// and GET), read status, reset, and with the scope rules cool, probe and
-// reset a scope and count a permanent wave. Without the scope rules, a
-// gate with a Scope fails closed with ErrRedisRefused.
+// and GET), read status, reset, and with the upstream rules cool, probe and
+// reset an upstream and count a permanent wave. Without the upstream rules, a
+// gate with an Upstream fails closed with ErrRedisRefused.
 func TestACLMinimalRules(t *testing.T) {
 	const prefix = "aclgate"
 	ctx := context.Background()
@@ -112,8 +112,8 @@ func TestACLMinimalRules(t *testing.T) {
 			return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true, RetryAfter: hint}
 		}
 	}
-	t.Run("with scope rules", func(t *testing.T) {
-		s := redistest.ACLServer(t, prefix, redistest.ACLScope)
+	t.Run("with upstream rules", func(t *testing.T) {
+		s := redistest.ACLServer(t, prefix, redistest.ACLUpstream)
 		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai", Cooldown: time.Minute,
 			Classify: upstream(100 * time.Millisecond), UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2}})
 		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return nil }); err != nil {
@@ -123,12 +123,12 @@ func TestACLMinimalRules(t *testing.T) {
 			t.Fatalf("rate limit: %v", err)
 		}
 		if err := g.Do(ctx, "b", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrUpstreamCooling) {
-			t.Fatalf("scope: %v", err)
+			t.Fatalf("upstream: %v", err)
 		}
 		if _, err := g.Status(ctx, "a"); err != nil {
 			t.Fatalf("status: %v", err)
 		}
-		eventuallyRuns(t, g, "b") // the probe after the scope's 100 ms
+		eventuallyRuns(t, g, "b") // the probe after the upstream's 100 ms
 		if err := g.Reset(ctx, "a"); err != nil {
 			t.Fatalf("reset: %v", err)
 		}
@@ -139,23 +139,23 @@ func TestACLMinimalRules(t *testing.T) {
 			t.Fatalf("after a wave: %+v %v, want paused", ups, err)
 		}
 		if err := g.ResetUpstreams(ctx); err != nil {
-			t.Fatalf("scope reset: %v", err)
+			t.Fatalf("upstream reset: %v", err)
 		}
 	})
-	t.Run("without scope rules", func(t *testing.T) {
+	t.Run("without upstream rules", func(t *testing.T) {
 		s := redistest.ACLServer(t, prefix, nil)
 		g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Cooldown: time.Minute})
 		if err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error { return errTransient }); !errors.Is(err, gate.ErrCoolingDown) {
-			t.Fatalf("no scope, no scope rules needed: %v", err)
+			t.Fatalf("no upstream, no upstream rules needed: %v", err)
 		}
 		// A 5xx counts in the upstream's failure window (ZADD): the job's
 		// own cooldown is written, the count is refused, loudly; so is the
 		// budget's admission in each acquire (HMGET), which then judges
 		// nothing: the breaker alone admits.
 		var refused atomic.Int64
-		scoped := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai",
+		upstreamd := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Upstream: "openai",
 			Observer: observerFunc(func(e gate.Event) {
-				if e.Kind == gate.EventRedisError && e.Op == "scope" && errors.Is(e.Err, gate.ErrRedisRefused) {
+				if e.Kind == gate.EventRedisError && e.Op == "upstream" && errors.Is(e.Err, gate.ErrRedisRefused) {
 					refused.Add(1)
 				}
 			}),
@@ -163,15 +163,15 @@ func TestACLMinimalRules(t *testing.T) {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
 			},
 			Redis: gate.RedisPolicy{FailOpen: true}})
-		err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return errTransient })
+		err := upstreamd.Do(ctx, "c", func(context.Context, *gate.Lease) error { return errTransient })
 		var ce *gate.CallError
 		if !errors.As(err, &ce) || ce.SettleErr != nil || ce.State != gate.CoolingDown {
-			t.Fatalf("a 5xx with a Scope but without its ACL rules: %v, want the job cooling", err)
+			t.Fatalf("a 5xx with an Upstream but without its ACL rules: %v, want the job cooling", err)
 		}
 		if refused.Load() != 2 {
 			t.Fatalf("%d refused upstream commands reported, want 2 (the acquire's admission, the 5xx's count: redis_error events with cause refused)", refused.Load())
 		}
-		if err := scoped.Do(ctx, "c", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrCoolingDown) {
+		if err := upstreamd.Do(ctx, "c", func(context.Context, *gate.Lease) error { return nil }); !errors.Is(err, gate.ErrCoolingDown) {
 			t.Fatalf("retry: %v, want ErrCoolingDown", err)
 		}
 	})

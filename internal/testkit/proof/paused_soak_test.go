@@ -172,8 +172,8 @@ func TestSoakPausedRedis(t *testing.T) {
 
 // events logs what the gates saw, but refusals, and the pauses, to show
 // how a job came to run twice; unwritten counts the successes whose settle
-// Redis did not take in time (WarnSettleUnwritten with State Done): held
-// done in-process.
+// Redis did not take in time (WarnSettleUnwritten with State Done): kept
+// Done in-process.
 type events struct {
 	mu        sync.Mutex
 	lines     []eventLine
@@ -385,7 +385,7 @@ func (rs *pausedRuns) check(t reporter, doneTTL time.Duration, log *events) paus
 // checkDone polls until every job that succeeded is Done in Redis, as g
 // reads it: a success whose settle Redis did not take is written again
 // (backing off to a second between tries). Except in the process that has
-// ended (exited, the worker process): its hold of an unwritten success
+// ended (exited, the worker process): its copy of an unwritten success
 // lived in its memory and ended with it, so a success there whose Done
 // mark had not reached Redis is logged, not checked.
 func (rs *pausedRuns) checkDone(t *testing.T, g *gate.Gate, ev *events, exited int) {
@@ -405,7 +405,7 @@ func (rs *pausedRuns) checkDone(t *testing.T, g *gate.Gate, ev *events, exited i
 	}
 	rs.mu.Unlock()
 	if dropped > 0 {
-		t.Logf("%d successes of the ended worker process were unwritten when it exited (held in its memory only)", dropped)
+		t.Logf("%d successes of the ended worker process were unwritten when it exited (kept in its memory only)", dropped)
 	}
 	deadline := time.Now().Add(5*time.Second + slack)
 	for job := range jobs {

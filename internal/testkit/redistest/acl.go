@@ -16,9 +16,9 @@ var GateACL = []string{"-@all", "+evalsha", "+eval", "+time", "+get", "+set", "+
 
 // Extra rule sets for the features that need more than GateACL.
 var (
-	// ACLScope: Options.Scope's sliding windows (5xx failures, waves)
+	// ACLUpstream: Options.Upstream's sliding windows (5xx failures, waves)
 	// and its budget (the provider's rate limits, the calls admitted).
-	ACLScope = []string{"+zadd", "+zremrangebyscore", "+zcard", "+hmget", "+hset", "+zrangebyscore", "+zrem"}
+	ACLUpstream = []string{"+zadd", "+zremrangebyscore", "+zcard", "+hmget", "+hset", "+zrangebyscore", "+zrem"}
 	// ACLWait: Options.Redis.WaitReplicas.
 	ACLWait = []string{"+wait"}
 	// ACLList: retrygate list.
@@ -44,7 +44,7 @@ type ACLSrv struct {
 
 // ACLServer starts a redis-server (see Server) with a user "gate" whose
 // rules are exactly ~<prefix>:*, GateACL and extra, in that order: extra
-// may add rule sets above (ACLScope, ...) or any ACL rule.
+// may add rule sets above (ACLUpstream, ...) or any ACL rule.
 func ACLServer(t testing.TB, prefix string, extra []string, opts ...Option) *ACLSrv {
 	t.Helper()
 	s := Server(t, opts...)

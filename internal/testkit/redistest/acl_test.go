@@ -17,7 +17,7 @@ func isNoPerm(err error) bool {
 
 func TestACLServer(t *testing.T) {
 	prefix := "acl" + strings.ReplaceAll(UniqueKey(t), ":", "-")
-	s := ACLServer(t, prefix, ACLScope)
+	s := ACLServer(t, prefix, ACLUpstream)
 	ctx := context.Background()
 	c := s.Client(t)
 
@@ -31,7 +31,7 @@ func TestACLServer(t *testing.T) {
 		t.Fatalf("ACL GETUSER: unexpected reply %T", reply)
 	}
 	// Redis keeps the rules as a set: compare them sorted.
-	exp := slices.Sorted(slices.Values(slices.Concat(GateACL, ACLScope)))
+	exp := slices.Sorted(slices.Values(slices.Concat(GateACL, ACLUpstream)))
 	cmds, _ := user["commands"].(string)
 	if got := slices.Sorted(slices.Values(strings.Fields(cmds))); !slices.Equal(exp, got) {
 		t.Fatalf("commands: exp %q, got %q", exp, got)
@@ -44,8 +44,8 @@ func TestACLServer(t *testing.T) {
 	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
 		t.Fatalf("SET under the prefix: %v", err)
 	}
-	if err := c.ZAdd(ctx, prefix+":scope:{s}:fails", redis.Z{Score: 1, Member: "m"}).Err(); err != nil {
-		t.Fatalf("ZADD with ACLScope: %v", err)
+	if err := c.ZAdd(ctx, prefix+":upstream:{s}:fails", redis.Z{Score: 1, Member: "m"}).Err(); err != nil {
+		t.Fatalf("ZADD with ACLUpstream: %v", err)
 	}
 	// A script may call only the commands the rules allow.
 	if err := c.Eval(ctx, "return redis.call('PTTL', KEYS[1])", []string{key}).Err(); err != nil {

@@ -8,9 +8,9 @@
 -- requests kept in reserve, ARGV[6] the share of the token limit kept in
 -- reserve for a call that does not say its tokens.
 -- An upstream may take the call when its budget does not refuse it and
--- its key is empty (open) or holds a cooldown or pause that is over (the
+-- its key is empty (ready) or holds a cooldown or pause that is over (the
 -- first call claims its probe); as package upstream judges. The first that
--- may take the call reserves it if it is open and has a budget, and only
+-- may take the call reserves it if it is ready and has a budget, and only
 -- once the job is taken: a probe's call is not reserved, as
 -- budget_admit.lua does not reserve it.
 -- Reply: {job, values, admissions}: job is take's reply (job_take.lua),
@@ -26,12 +26,12 @@ for i = 1, (#KEYS - 1) / 3 do
   local v = redis.call('GET', KEYS[o])
   local a, need = admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share)
   values[i], admissions[i], needs[i] = v, a, need
-  local open = not v
+  local ready = not v
   if v then
     local untl = string.match(v, '^[cp]:[^:]*:%d+:(%d+)$')
-    open = untl ~= nil and tonumber(untl) <= NOW
+    ready = untl ~= nil and tonumber(untl) <= NOW
   end
-  if not first and open and a[1] <= 1 then
+  if not first and ready and a[1] <= 1 then
     first = i
   end
 end

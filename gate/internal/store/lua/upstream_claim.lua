@@ -3,8 +3,8 @@
 -- "<st>:<reason>:<level>:<until>[:<token>]": st c (cooling) or p (paused)
 -- until <until>, or h (one call, token, probes until <until>).
 -- ARGV[1] token, ARGV[2] lease ms: the probe holds the upstream for one
--- lease; if it dies, the key expires and the upstream opens.
--- Reply: {1} open (no key: nothing to claim); {2, level} claimed;
+-- lease; if it dies, the key expires and the upstream is ready.
+-- Reply: {1} ready (no key: nothing to claim); {2, level} claimed;
 --        {0, value, wait ms} refused.
 local v = redis.call('GET', KEYS[1])
 if not v then

@@ -84,7 +84,7 @@ type linState struct {
 }
 
 // linModel is the specification for a gate with MaxAttempts maxAttempts
-// and a DoneTTL (success holds the job Done).
+// and a DoneTTL (success keeps the job Done).
 func linModel(maxAttempts int) porcupine.Model {
 	return porcupine.Model{
 		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
@@ -331,7 +331,7 @@ func linClient(rec *linRecorder, g *gate.Gate, c int, jobs []string, n int, rng 
 		)
 		switch op {
 		case linSucceed:
-			// A written success holds the job Done (the options set
+			// A written success keeps the job Done (the options set
 			// DoneTTL); Succeed says only whether it was written.
 			err, out.state = l.Succeed(ctx), gate.Done
 		case linRelease:

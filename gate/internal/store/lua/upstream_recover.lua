@@ -1,6 +1,6 @@
--- The probe's call reached the upstream: open it for every call.
+-- The probe's call reached the upstream: make it ready for every call.
 -- KEYS[1] the upstream's key; ARGV[1] the probe's token.
--- Reply: 1 opened, 0 not the probe.
+-- Reply: 1 recovered, 0 not the probe.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return 0

@@ -1,13 +1,13 @@
--- Cool or pause an upstream for a provider-wide failure. A trip never
+-- Cool or pause an upstream for a provider-wide failure. A stop never
 -- shortens a longer wait, a cooldown never replaces a pause, and a call
 -- that is not the probe never ends another's probe; the probe's own
--- failure trips again one level up (Go escalates its ttl by that level).
+-- failure stops it again one level up (Go escalates its ttl by that level).
 -- KEYS[1] the upstream's key; KEYS[2] (optional) a failure window that the
--- trip clears.
+-- stop clears.
 -- ARGV[1] c (cool) or p (pause), ARGV[2] the settling run's token,
 -- ARGV[3] reason, ARGV[4] ttl ms, ARGV[5] grace ms: the key outlives
 -- <until> by it, so the first call after the wait claims the probe.
--- Reply: {value, wait ms, 1} tripped; {value or false, wait ms, 0} kept.
+-- Reply: {value, wait ms, 1} stopped; {value or false, wait ms, 0} kept.
 local cur = redis.call('GET', KEYS[1])
 local st, n, untl, token
 if cur then
