@@ -196,7 +196,3 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 	}
 }
 
-// Each field that moved into a group still works under its former name
-// until the next minor release: alone it sets the group's field, equal to
-// it is accepted, different from it is an error naming the new place, and
-// Gate.Options reads the value in both places.
