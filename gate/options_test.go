@@ -195,4 +195,3 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
 	}
 }
-
