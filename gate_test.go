@@ -26,6 +26,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/httpmw"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -318,7 +319,7 @@ func TestUpstreamLeaksNoUpstreamCalls(t *testing.T) {
 			}
 
 			// Compress the 30 s: the upstream key expires now.
-			upstreamKey := prefix + ":upstream:{openai:test-key}"
+			upstreamKey, _ := keyspace.Upstream(prefix, "openai:test-key")
 			if err := tg.Client.PExpire(context.Background(), upstreamKey, time.Millisecond).Err(); err != nil {
 				t.Fatal(err)
 			}
