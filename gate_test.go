@@ -26,8 +26,8 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
-	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
