@@ -63,6 +63,12 @@ var byCode = map[string]Verdict{
 	"DeploymentNotFound":                   vModelNotFound,
 	"request_too_large":                    vTooLarge,
 
+	// Gateways' own verdicts on the request: Portkey's type for a
+	// guardrail's deny (with its status 446), One API and new-api's word
+	// filter on the prompt (under 400, and 500 in some versions).
+	"hooks_failed":             vContentFilter,
+	"sensitive_words_detected": vContentFilter,
+
 	// Codes that name the request, of OpenAI-compatible servers.
 	"exceed_context_size_error":  vContextLength, // llama.cpp server
 	"DataInspectionFailed":       vContentFilter, // Alibaba Model Studio (DashScope)
@@ -134,8 +140,9 @@ var byStatus = map[int]Verdict{
 	http.StatusTooManyRequests:              vRateLimited,
 	http.StatusNotImplemented:               vNotImplemented,
 	http.StatusServiceUnavailable:           vOverloaded,
-	498:                                     vOverloaded, // Groq flex tier: capacity_exceeded
-	529:                                     vOverloaded, // Anthropic, Together: overloaded
+	446:                                     vContentFilter, // Portkey, WSO2 AI Gateway: a guardrail denied the request
+	498:                                     vOverloaded,    // Groq flex tier: capacity_exceeded
+	529:                                     vOverloaded,    // Anthropic, Together: overloaded
 }
 
 // byType decides last, for generic error types: mid-stream errors have no
@@ -167,6 +174,7 @@ var byType = map[string]Verdict{
 //  6. the status, then a generic type. A bare rejection (400, 422,
 //     invalid_request_error, 501) is a suspect: permanent, unproven.
 func apiVerdict(status int, p problem) Verdict {
+	p.message = plainText(p.message)
 	if v, ok := messageVerdict(p.message); ok {
 		return v
 	}
@@ -192,8 +200,11 @@ func apiVerdict(status int, p problem) Verdict {
 		}
 	}
 	account := accountGroups
-	if !proven && (status >= 500 || status == http.StatusRequestTimeout) {
+	switch {
+	case !proven && (status >= 500 || status == http.StatusRequestTimeout):
 		account = serverAccountGroups
+	case p.paced():
+		account = pacedAccountGroups
 	}
 	if g, ev := vocabMatch(fields, account...); g != 0 {
 		return groupVerdict[g].with(ev)
@@ -235,11 +246,28 @@ var (
 // request's, in precedence order; serverAccountGroups those read under a
 // server's own status: the money, the account and the key fail every call
 // whatever the server says, while rate and overload words add nothing to
-// a 5xx.
+// a 5xx. A rate limit only named ("RateLimitError", gRPC's "resource
+// exhausted") yields to money words beside it ("You exceeded your current
+// quota, please check your plan and billing details" through LiteLLM) unless
+// the response paces the retry (pacedAccountGroups): a stated wait or
+// google.rpc.RetryInfo says the limit refills, as Gemini's per-minute quota
+// 429s say with the same billing words.
 var (
-	accountGroups       = []group{gRate, gOverload, gMoney, gAccount, gNoModel, gModel, gAccess, gKey}
-	serverAccountGroups = []group{gMoney, gAccount, gKey}
+	accountGroups       = []group{gRate, gOverload, gMoney, gRateName, gQuota, gAccount, gNoModel, gModel, gAccess, gKey}
+	pacedAccountGroups  = []group{gRate, gRateName, gOverload, gMoney, gQuota, gAccount, gNoModel, gModel, gAccess, gKey}
+	serverAccountGroups = []group{gMoney, gQuota, gAccount, gKey}
 )
+
+// paced reports whether the response says when to try again: a
+// google.rpc.RetryInfo or a wait its message states ("Please retry in
+// 53.0s").
+func (p problem) paced() bool {
+	if p.hasDelay {
+		return true
+	}
+	_, ok := retryIn(p.message)
+	return ok
+}
 
 // statusVerdict decides from the status, then from a generic type.
 func statusVerdict(status int, p problem) Verdict {
@@ -290,6 +318,9 @@ func (p problem) fields() []field {
 	}
 	if p.message != "" {
 		fs = append(fs, field{"message", p.message})
+	}
+	if p.quotaID != "" {
+		fs = append(fs, field{"quotaid", p.quotaID})
 	}
 	return fs
 }

@@ -39,6 +39,10 @@ type problem struct {
 	gstatus string
 	// reason is google.rpc.ErrorInfo.reason, e.g. "API_KEY_INVALID".
 	reason string
+	// quotaID is google.rpc.QuotaFailure's first violation's quotaId,
+	// "GenerateRequestsPerMinutePerProjectPerModel-FreeTier": the period
+	// of the quota a 429 ran out of.
+	quotaID string
 	// delay is google.rpc.RetryInfo.retryDelay; hasDelay when it parsed.
 	delay    time.Duration
 	hasDelay bool
@@ -70,6 +74,9 @@ type rpcDetail struct {
 	Type       json.RawMessage `json:"@type"`
 	Reason     json.RawMessage `json:"reason"`
 	RetryDelay json.RawMessage `json:"retryDelay"`
+	Violations []struct {
+		QuotaID json.RawMessage `json:"quotaId"`
+	} `json:"violations"`
 }
 
 // parseBody reads a provider error body; a body in none of the shapes above
@@ -121,6 +128,9 @@ func parseBody(b []byte) (p problem) {
 	}
 	p.gstatus, _ = jsonString(e.Status)
 	p.message, _ = jsonString(e.Message)
+	if p.message == "" {
+		p.message = objectMessage(e.Message) // LiteLLM: {"message":{"error":"Violated guardrail policy",...}}
+	}
 	if s, ok := jsonString(top.Error); ok {
 		p.message = s // Ollama, TGI, xAI: {"error":"model 'x' not found"}
 	} else if s, ok := jsonString(top.Detail); ok && p.message == "" {
@@ -179,6 +189,8 @@ func (p *problem) readDetails(raw json.RawMessage) {
 		case strings.HasSuffix(typ, "google.rpc.RetryInfo") && !p.hasDelay:
 			delay, _ := jsonString(d.RetryDelay)
 			p.delay, p.hasDelay = parseProtoDuration(delay)
+		case strings.HasSuffix(typ, "google.rpc.QuotaFailure") && p.quotaID == "" && len(d.Violations) > 0:
+			p.quotaID, _ = jsonString(d.Violations[0].QuotaID)
 		}
 	}
 }
@@ -252,4 +264,24 @@ func validationDetail(raw json.RawMessage) (msg, typ string) {
 	msg, _ = jsonString(list[0].Msg)
 	typ, _ = jsonString(list[0].Type)
 	return msg, typ
+}
+
+// objectMessage reads a message that is itself an object, as LiteLLM sends
+// a Bedrock guardrail's verdict: its "error" or "message" string.
+func objectMessage(raw json.RawMessage) string {
+	if len(raw) == 0 || raw[0] != '{' {
+		return ""
+	}
+	var m struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	if s, ok := jsonString(m.Error); ok {
+		return s
+	}
+	s, _ := jsonString(m.Message)
+	return s
 }

@@ -29,14 +29,23 @@
 //   - a parameter or schema feature the model rejects: "Invalid schema for
 //     response_format", "Unknown parameter", "Unknown name ... Cannot find
 //     field", "Extra inputs are not permitted", "functions is not
-//     supported", "roles must alternate";
+//     supported", "does not support tools", "`temperature` and `top_p`
+//     cannot both be specified", "Developer instruction is not enabled for
+//     models/gemma-3-27b-it";
+//   - the order of the messages: "roles must alternate", "Expected last
+//     role User or Tool", "A conversation must start with a user message";
 //   - a content or guardrail verdict on this input: "rejected as a result of
 //     our safety system", "Content Exists Risk", "Violated guardrail
 //     policy", "requires moderation and your input was flagged",
-//     "inappropriate content".
+//     "inappropriate content", "Request contains prohibited content",
+//     "Blocked by Akamai Firewall for AI"; a gateway's own status or code
+//     for it (Portkey's and WSO2's 446, hooks_failed,
+//     sensitive_words_detected).
 //
-// A content or guardrail verdict is proof under any status or type, a 403
-// or a 500 included; words about the request's size or parameters under
+// A message percent-encoded as an undecoded gRPC status message carries it
+// ("Developer%20instruction%20is%20not%20enabled...") or form-encoded is
+// read decoded. A content or guardrail verdict is proof under any status
+// or type, a 403 or a 500 included; words about the request's size or parameters under
 // any status that rejects a request (400, 413, 422, 429, mid-stream...),
 // not under 403 and 404, where they more likely describe the deployment
 // ("endpoint not supported"), nor under a server's own 5xx. Words about money, keys, accounts, budgets and models win over
@@ -60,6 +69,8 @@
 //	                                               permanent  request_too_large        no             message:request_too_large
 //	  "... required for long context requests" (Anthropic 429)
 //	                                               systemic   quota_exhausted          no             message:long_context
+//	  "Content violates usage guidelines" (xAI 403, code and ids of access)
+//	                                               permanent  content_filtered         no             message:usage_guidelines
 //	codes that are not the request's (error code, Azure innererror.code,
 //	Anthropic details.error_code, google.rpc ErrorInfo.reason and status, type):
 //	  insufficient_quota, credit_balance_exhausted, *_spend_limit_exceeded,
@@ -87,7 +98,8 @@
 //	  context_length_exceeded, exceed_context_size_error
 //	                                               permanent  context_length_exceeded  no             code:<code>
 //	  content_filter, content_policy_violation, invalid_prompt, DataInspectionFailed,
-//	  ResponsibleAIPolicyViolation, any Azure innererror
+//	  ResponsibleAIPolicyViolation, any Azure innererror, hooks_failed (Portkey),
+//	  sensitive_words_detected (One API, new-api)
 //	                                               permanent  content_filtered         no
 //	  request_too_large; 413                       permanent  request_too_large        no
 //	  unsupported_parameter, invalid_type, missing_required_parameter,
@@ -103,6 +115,8 @@
 //	                                               suspect    invalid_request          no             status:400, type:invalid_request_error
 //	  ... whose words name the request beside the account
 //	                                               suspect    context_length_exceeded, content_filtered or invalid_request
+//	446 (Portkey, WSO2 AI Gateway: a guardrail denied the request)
+//	                                               permanent  content_filtered         no             status:446
 //	403                                            systemic   auth                     no             status:403
 //	404                                            systemic   model_not_found          no             status:404
 //	429                                            transient  rate_limited             yes            status:429
@@ -147,7 +161,8 @@
 // # The account vocabulary
 //
 // Words are matched on word boundaries, case-insensitively, in the error
-// code, the inner codes, the google.rpc reason and status, the message and,
+// code, the inner codes, the google.rpc reason and status, the message,
+// google.rpc.QuotaFailure's quotaId ("...PerMinutePerProjectPerModel") and,
 // last, the error type (providers file money problems under their rate-limit
 // type). Codes are split like text: "insufficient_balance",
 // "InsufficientBalance" and "insufficient balance" are the same words. A
@@ -155,18 +170,22 @@
 // a few words. When several groups match, the first in this table wins:
 //
 //	group        words                                                       verdict
-//	rate         rate limit, ratelimit, too many requests, throttl*,         transient rate_limited, provider-wide
-//	             concurrency, per minute/min/second/hour/day, rpm, tpm,
-//	             rpd, tpd, resource near exhaust*
+//	rate         throttl*, concurrency, per minute/min/second/hour/day,      transient rate_limited, provider-wide
+//	             rpm, tpm, rpd, tpd, minute/second/hour near calls/requests/
+//	             tokens ("40 API calls / minute")
 //	overload     overload*, capacity near over/out of/at/exceeded,           transient overloaded, provider-wide
 //	             busy near server/engine, temporarily unavailable
 //	money        billing, payment*, invoice*, arrear*, overdue, unpaid,      systemic quota_exhausted, provider-wide
 //	             recharge*, top up, credit(s), balance, funds, usage limit*,
 //	             budget near exceed/limit/over (not "budget tokens"),
-//	             spend* near limit/cap, quota near exceed/exhaust/limit,
+//	             spend* near limit/cap,
 //	             plan, subscription or tier near upgrade/paid/purchase/expired,
-//	             monthly/weekly/yearly near limit/quota/usage/cap;
+//	             monthly/weekly/yearly near limit/quota/usage/cap,
+//	             month/week/year near calls/requests/tokens/limit;
 //	             欠费, 余额, 充值
+//	rate named   rate limit, ratelimit, too many requests,                   transient rate_limited, provider-wide
+//	             resource near exhaust*
+//	quota        quota near exceed/exhaust/limit                             systemic quota_exhausted, provider-wide
 //	account      suspend*, deactivat*, banned; account, organization, team,   systemic account, provider-wide
 //	             workspace or tenant near disabled/inactive/locked/blocked/
 //	             terminated/closed/deleted/frozen/restricted/not enabled;
@@ -181,20 +200,33 @@
 //	             access/bearer/auth/security/session/expired token,
 //	             credential*, authenticat*, unauthorized, signature near invalid
 //
+// A rate limit only named ("RateLimitError", "higher rate limits", gRPC's
+// "resource exhausted") says less than money words beside it: LiteLLM
+// names OpenAI's insufficient_quota a RateLimitError, xAI sends spent
+// credits as "Some resource has been exhausted", Cohere its monthly trial
+// limit with "higher rate limits". Where the response paces the retry (a
+// google.rpc.RetryInfo, a wait its message states: Gemini's per-minute
+// quota 429s come with billing words) the named rate comes first, before
+// overload and money.
+//
 // Three more groups are proof, read after the groups above and only where
 // no word about the account appears: context length words (context
 // length, context window, token limit, too many tokens, prompt is too
 // long, input is too long, input token count, maximum number of tokens,
-// input/prompt tokens near exceed/must be/maximum/limit) give
+// input/prompt tokens near exceed/must be/maximum/limit, prompt/input/
+// sequence length near maximum/exceeds/contains) give
 // context_length_exceeded; content words (content policy, safety system,
 // flagged, inappropriate, unsafe, data inspection, content near risk,
-// moderation or guardrail near a verdict word such as violated, blocked,
-// flagged or requires: a guardrail service that failed is no verdict)
-// content_filtered; parameter words (invalid schema,
-// schema is invalid, unknown parameter, unknown name, extra inputs, not
-// supported, not permitted near key/input/field/parameter, must
-// alternate, max tokens near exceed/must be/maximum/limit)
-// invalid_request. Links (http:// and https://) are not
+// prohibited content, sensitive words, 敏感词, prompt injection, jailbreak,
+// allow/deny patterns, usage guidelines near a verdict word, blocked by a
+// firewall/guard/filter/policy, moderation or guardrail near a verdict
+// word such as violated, blocked, flagged or requires: a guardrail service
+// that failed is no verdict) content_filtered; parameter words (invalid
+// schema, schema is invalid, unknown parameter, unknown name, extra
+// inputs, not supported, does not support, cannot both be, not enabled for
+// models, not permitted near key/input/field/parameter, must alternate,
+// alternate between, unexpected or last role, must start with a user
+// message, max tokens near exceed/must be/maximum/limit) invalid_request. Links (http:// and https://) are not
 // read: "json-schema.org" is no organisation.
 //
 // Every provider row has cases in testdata/corpus: real responses from the

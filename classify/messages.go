@@ -29,6 +29,12 @@ var byMessage = [...]struct {
 	// usage (credits) enabled. No wait helps, yet the key's other requests
 	// still work: systemic for this job, not provider-wide.
 	{"long_context", "", "required for long context requests", Verdict{Class: ClassSystemic, Reason: ReasonQuotaExhausted}},
+	// xAI, 403 with gRPC's permission-denied text as its code: a content
+	// safety check refused this input ("Content violates usage guidelines.
+	// Team: ..., API key ID: ..., Model: ..., Failed check:
+	// SAFETY_CHECK_TYPE_BIO"). The status, the code and the ids it names
+	// all speak of access; the verdict is on the content.
+	{"usage_guidelines", "Content violates usage guidelines", "", vContentFilter},
 }
 
 // messageVerdict looks msg up in byMessage.

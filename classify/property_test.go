@@ -18,6 +18,8 @@ var accountPhrases = []string{
 	"api key", "invalid API-Key", "expired access token", "credentials", "unauthenticated",
 	"account suspended", "account has been deactivated", "organization must be verified",
 	"no models loaded", "model does not exist", "permission denied",
+	"You exceeded your current quota, please check your plan and billing details", "limited to 1000 API calls / month",
+	"used all available credits or reached its monthly spending limit",
 }
 
 // accountBody puts phrase into one of a provider's body shapes, in the
@@ -97,6 +99,12 @@ var requestPhrases = []struct {
 	{"Unknown parameter: 'response_format.schema'", classify.ReasonInvalidRequest},
 	{"Your request was rejected as a result of our safety system", classify.ReasonContentFiltered},
 	{"Bedrock guardrail failed: I cannot respond to requests containing personally identifiable information", classify.ReasonContentFiltered},
+	{"Request contains prohibited content", classify.ReasonContentFiltered},
+	{"Blocked by Akamai Firewall for AI", classify.ReasonContentFiltered},
+	{"This model's maximum prompt length is 131072 but the request contains 136973 tokens.", classify.ReasonContextLength},
+	{"Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant", classify.ReasonInvalidRequest},
+	{"`temperature` and `top_p` cannot both be specified for this model. Please use only one.", classify.ReasonInvalidRequest},
+	{"Invalid request content: The model does not support tool use or function calling but tools or tool_choice have been specified on the request.", classify.ReasonInvalidRequest},
 }
 
 // TestRequestProofFailsAtOnce is the mirror of TestAccountNeverFailed: a

@@ -22,9 +22,11 @@ import (
 type group uint8
 
 const (
-	gRate     group = iota + 1 // a rate limit: a 429 stays transient
+	gRate     group = iota + 1 // a rate: how fast, per what period; a 429 stays transient
 	gOverload                  // the provider is out of capacity
 	gMoney                     // billing, balance, credits, budgets, quota
+	gRateName                  // "rate limit" named, with no period: weaker than money words
+	gQuota                     // a quota exceeded: money, or a rate's quota that refills
 	gAccount                   // the account is suspended, locked, inactive
 	gNoModel                   // the deployment has no model loaded at all
 	gModel                     // the model the request names is missing
@@ -39,6 +41,8 @@ const (
 // groupVerdict is each group's verdict.
 var groupVerdict = [...]Verdict{
 	gRate:     vRateLimited,
+	gRateName: vRateLimited,
+	gQuota:    vQuota,
 	gOverload: vOverloaded,
 	gMoney:    vQuota,
 	gKey:      vAuthKey,
@@ -81,10 +85,14 @@ const (
 // vocabulary lists every term, in no particular order: groups decide
 // precedence.
 var vocabulary = [...]term{
-	{g: gRate, name: "rate_limit", phrase: "rate limit*"},
-	{g: gRate, name: "rate_limit", phrase: "ratelimit*"},
-	{g: gRate, name: "rate_limit", phrase: "rate limited"},
-	{g: gRate, name: "too_many_requests", phrase: "too many requests"},
+	// A rate limit named ("RateLimitError", "higher rate limits", "Too
+	// Many Requests", gRPC's "resource exhausted") says less than money
+	// words beside it: gateways name every 429 so, whatever it was.
+	{g: gRateName, name: "rate_limit", phrase: "rate limit*"},
+	{g: gRateName, name: "rate_limit", phrase: "ratelimit*"},
+	{g: gRateName, name: "rate_limit", phrase: "rate limited"},
+	{g: gRateName, name: "too_many_requests", phrase: "too many requests"},
+	{g: gRateName, name: "resource_exhausted", phrase: "resource*", near: "exhaust*", window: 3},
 	{g: gRate, name: "throttled", phrase: "throttl*"},
 	{g: gRate, name: "concurrency", phrase: "concurrency"},
 	{g: gRate, name: "per_minute", phrase: "per minute"},
@@ -96,7 +104,7 @@ var vocabulary = [...]term{
 	{g: gRate, name: "tpm", phrase: "tpm"},
 	{g: gRate, name: "rpd", phrase: "rpd"},
 	{g: gRate, name: "tpd", phrase: "tpd"},
-	{g: gRate, name: "resource_exhausted", phrase: "resource*", near: "exhaust*", window: 3},
+	{g: gRate, name: "per_minute", phrase: "minute|minutes|second|seconds|hour", near: "calls|call|requests|request|tokens", window: 2},
 
 	{g: gOverload, name: "overloaded", phrase: "overload*"},
 	{g: gOverload, name: "capacity", phrase: "capacity", near: "over|out of|at|exceed*|insufficient|no|reached", window: 2},
@@ -119,11 +127,15 @@ var vocabulary = [...]term{
 	{g: gMoney, name: "usage_limit", phrase: "usage limit*"},
 	{g: gMoney, name: "budget", phrase: "budget*", near: limitWords, window: 4, not: "token|tokens|thinking|reasoning"},
 	{g: gMoney, name: "spend_limit", phrase: "spend*", near: limitWords + "|cap", window: 3},
-	{g: gMoney, name: "quota", phrase: "quota*", near: limitWords, window: 4},
+	// A quota is money (OpenAI's insufficient_quota) or a rate that
+	// refills (Vertex's "Resource has been exhausted (e.g. check
+	// quota)"): a rate named beside it wins.
+	{g: gQuota, name: "quota", phrase: "quota*", near: limitWords, window: 4},
 	{g: gMoney, name: "plan", phrase: "plan", near: planWords, window: 4},
 	{g: gMoney, name: "subscription", phrase: "subscription*", near: planWords + "|inactive|not active", window: 4},
 	{g: gMoney, name: "tier", phrase: "tier", near: planWords, window: 4},
 	{g: gMoney, name: "period_limit", phrase: "monthly|weekly|yearly|annual", near: "limit|limits|quota|usage|cap|budget|spend*", window: 3},
+	{g: gMoney, name: "period_limit", phrase: "month|months|week|year", near: "calls|call|requests|request|tokens|limit|limits|limited|quota|usage", window: 2},
 
 	{g: gKey, name: "api_key", phrase: "api key*"},
 	{g: gKey, name: "api_key", phrase: "apikey*"},
@@ -162,6 +174,9 @@ var vocabulary = [...]term{
 	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|flagged|inappropriate|unsafe|sensitive content|high risk"},
 	{g: gContent, name: "content_policy", phrase: "content", near: "risk|risky", window: 2},
 	{g: gContent, name: "content_policy", phrase: "data inspection|safety filter*|safety polic*|usage polic*"},
+	{g: gContent, name: "content_policy", phrase: "prohibited content|sensitive word|sensitive words|prompt injection|jailbreak|allow patterns|deny patterns"},
+	{g: gContent, name: "content_policy", phrase: "usage guidelines|content guidelines|community guidelines", near: verdictWords, window: 4},
+	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by", after: "firewall|guard|guardrail*|filter*|shield|moderation|polic*", window: 4},
 	// A moderation or guardrail service is named by an outage too
 	// ("Bedrock guardrail request failed"): only a verdict is proof.
 	{g: gContent, name: "moderation", phrase: "moderation", near: verdictWords, window: 6},
@@ -171,12 +186,24 @@ var vocabulary = [...]term{
 	{g: gContext, name: "context_length", phrase: "token limit|tokens limit|too many tokens|prompt too long|prompt is too long|input too long|input is too long"},
 	{g: gContext, name: "context_length", phrase: "input token count|maximum number of tokens|input must have less than|inputs must have less than|prompt must have less than"},
 	{g: gContext, name: "context_length", phrase: "input tokens|inputs tokens|prompt tokens", near: "exceed*|must be|maximum|limit|too many", window: 6},
+	{g: gContext, name: "context_length", phrase: "prompt length|input length|sequence length|prompt size|input size", near: "maximum|max|exceed*|contains|greater|larger|longer|too long|more than", window: 6},
 
 	{g: gParam, name: "schema", phrase: "invalid schema|schema is invalid|invalid json schema|schema invalid"},
 	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|extra inputs|extra forbidden|additional properties are not allowed"},
 	{g: gParam, name: "not_supported", phrase: "not supported|unsupported"},
 	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
-	{g: gParam, name: "roles_alternate", phrase: "must alternate"},
+	{g: gParam, name: "roles_alternate", phrase: "must alternate|alternate between"},
+	// The order of the messages: "Expected last role User or Tool",
+	// "Unexpected role 'user' after role 'tool'", "A conversation must
+	// start with a user message", "first message must use the user role".
+	{g: gParam, name: "message_order", phrase: "unexpected role|expected last role|last role|first message", near: "role|roles|user|assistant|tool|system|after|got|must", window: 6},
+	{g: gParam, name: "message_order", phrase: "must start with|must begin with|should start with|must end with", near: "user|assistant|message|role", window: 4},
+	// A setting the model cannot take or turn off: "does not support
+	// tools", "cannot both be specified", "Developer instruction is not
+	// enabled for models/gemma-3-27b-it".
+	{g: gParam, name: "not_supported", phrase: "does not support|do not support|doesn t support|don t support"},
+	{g: gParam, name: "not_supported", phrase: "cannot both be|can not both be|mutually exclusive|cannot be used together|cannot be combined|may only be set|can only be set"},
+	{g: gParam, name: "not_supported", phrase: "not enabled for model|not enabled for models|not enabled for this model|not available for this model"},
 	{g: gParam, name: "max_tokens", phrase: "max tokens|max new tokens|max completion tokens|max output tokens|maximum tokens|max tokens to sample", near: "exceed*|must be|maximum|limit|too large|greater|larger|at most|above", window: 6},
 
 	// Words about the account that name no verdict of their own: where
@@ -197,6 +224,8 @@ var cjkTerms = [...]struct {
 	{"限流", gRate, "throttled"},
 	{"账户已", gAccount, "account_state"},
 	{"封禁", gAccount, "banned"},
+	{"敏感词", gContent, "content_policy"},
+	{"敏感内容", gContent, "content_policy"},
 }
 
 // compiled is a term split into words; alternatives are expanded.

@@ -1,7 +1,9 @@
 package classify_test
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/retrygate/retrygate/classify"
 )
@@ -70,10 +72,86 @@ func TestVocabularyEdges(t *testing.T) {
 		{"words after a link", 400, msg("See https://example.com/docs/errors: Unauthorized"), systemic(classify.ReasonAuth, true)},
 		// An empty Cloudflare errors list says nothing; the status decides.
 		{"empty errors list", 429, `{"success":false,"errors":[],"messages":[]}`, transient(classify.ReasonRateLimited, true, 0)},
+
+		// Issue 39, third pass: the kinds its held-out set found missing.
+		// A size over a stated limit in other words (xAI's "maximum
+		// prompt length"), but not under a 403.
+		{"prompt length over a maximum", 400, msg("This model's maximum prompt length is 131072 but the request contains 136973 tokens."), permanent(classify.ReasonContextLength)},
+		{"prompt length named alone", 400, msg("Set the prompt length in the settings"), suspect(classify.ReasonInvalidRequest)},
+		{"403 prompt length over a maximum", 403, msg("This model's maximum prompt length is 131072 but the request contains 136973 tokens."), systemic(classify.ReasonAuth, false)},
+		// The order of the messages, a setting the model cannot take.
+		{"expected last role", 400, msg("Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant"), permanent(classify.ReasonInvalidRequest)},
+		{"unexpected role after role", 400, msg("Unexpected role 'user' after role 'tool'"), permanent(classify.ReasonInvalidRequest)},
+		{"must start with a user message", 400, msg("A conversation must start with a user message."), permanent(classify.ReasonInvalidRequest)},
+		{"alternate between roles", 400, msg("Please ensure that multiturn requests alternate between user and model."), permanent(classify.ReasonInvalidRequest)},
+		{"does not support tools", 400, msg("registry.ollama.ai/library/gemma3:4b does not support tools"), permanent(classify.ReasonInvalidRequest)},
+		{"cannot both be specified", 400, msg("`temperature` and `top_p` cannot both be specified for this model. Please use only one."), permanent(classify.ReasonInvalidRequest)},
+		{"not enabled for models", 400, msg("Developer instruction is not enabled for models/gemma-3-27b-it"), permanent(classify.ReasonInvalidRequest)},
+		{"not enabled for the organization", 400, msg("Developer instruction is not enabled for your organization"), systemic(classify.ReasonAccount, true)},
+		// A gateway's verdict on the prompt, under its own status.
+		{"446 guardrail deny", 446, `{"error":{"message":"The guardrail checks defined in the config failed.","type":"error","code":null}}`, permanent(classify.ReasonContentFiltered)},
+		{"hooks_failed type", 400, `{"error":{"message":"Request refused.","type":"hooks_failed","code":null}}`, permanent(classify.ReasonContentFiltered)},
+		{"500 sensitive_words_detected", 500, `{"error":{"message":"request refused (request id: 1)","type":"new_api_error","code":"sensitive_words_detected"}}`, permanent(classify.ReasonContentFiltered)},
+		{"prohibited content", 400, `{"message":"Request contains prohibited content"}`, permanent(classify.ReasonContentFiltered)},
+		{"blocked by a firewall", 400, msg("Blocked by Akamai Firewall for AI"), permanent(classify.ReasonContentFiltered)},
+		{"blocked by an administrator", 400, msg("Blocked by the administrator of this account"), systemic(classify.ReasonAccount, true)},
+		{"sensitive words in chinese", 400, msg("输入包含敏感词"), permanent(classify.ReasonContentFiltered)},
+		{"guardrail verdict in a message object", 400, `{"error":{"message":{"error":"Violated guardrail policy","bedrock_guardrail_response":"Sorry."},"code":"400"}}`, permanent(classify.ReasonContentFiltered)},
+		{"message object with a message", 400, `{"error":{"message":{"message":"Violated guardrail policy"},"code":"400"}}`, permanent(classify.ReasonContentFiltered)},
+		{"usage guidelines violated", 400, msg("This request may violate our usage guidelines"), permanent(classify.ReasonContentFiltered)},
+		// xAI's content verdict under 403, whose code and ids speak of access.
+		{"403 content violates usage guidelines", 403, `{"code":"The caller does not have permission to execute the specified operation","error":"Content violates usage guidelines. Team: t, API key ID: k, Model: grok-4, Failed check: SAFETY_CHECK_TYPE_BIO"}`, permanent(classify.ReasonContentFiltered)},
+		// A message percent-encoded, as an undecoded grpc-message carries
+		// it, or form-encoded; a plain message with a percent sign stays.
+		{"percent-encoded", 400, msg("Developer%20instruction%20is%20not%20enabled%20for%20models%2Fgemma"), permanent(classify.ReasonInvalidRequest)},
+		{"form-encoded", 403, `{"code":"permission-denied","error":"You+have+run+out+of+credits."}`, systemic(classify.ReasonQuotaExhausted, true)},
+		{"percent-encoded key words", 400, msg("Incorrect%20API%20key%20provided"), systemic(classify.ReasonAuth, true)},
+		{"a bad escape stays as it is", 400, msg("Incorrect%2API%zzkey"), suspect(classify.ReasonInvalidRequest)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := &classify.HTTPError{StatusCode: tc.status, Body: []byte(tc.body)}
+			assertVerdict(t, tc.exp, classify.Default(err), err)
+		})
+	}
+}
+
+// TestRateNamedYieldsToMoney: under a 429, money words beat a rate limit
+// that is only named (LiteLLM's "RateLimitError", gRPC's "resource
+// exhausted", "higher rate limits"), unless the response gives the rate's
+// period or paces the retry (a stated wait, google.rpc.RetryInfo, a
+// QuotaFailure per minute): a quota that refills is a rate limit whatever
+// billing words come with it.
+func TestRateNamedYieldsToMoney(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		exp  classify.Verdict
+	}{
+		{"named rate limit, billing words", `{"error":{"message":"litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your current quota, please check your plan and billing details.","type":"throttling_error","code":"429"}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"resource exhausted, credits", `{"code":"Some resource has been exhausted","error":"Your team has either used all available credits or reached its monthly spending limit."}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"named rate limit, calls per month", `{"message":"You are using a Trial key, which is limited to 1000 API calls / month. You can upgrade to a Production key with higher rate limits."}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"named rate limit, calls per minute", `{"message":"You are using a Trial key, which is limited to 40 API calls / minute. You can upgrade to a Production key with higher rate limits."}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"named rate limit, only a quota", `{"error":{"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","code":429}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"billing words, a stated wait", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details. Please retry in 26s.","status":"RESOURCE_EXHAUSTED"}}`,
+			transient(classify.ReasonRateLimited, true, 0)}, // the stated wait is the Budget's (WithBudgetFunc), not a hint
+		{"billing words, RetryInfo", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}`,
+			transient(classify.ReasonRateLimited, true, 26*time.Second)},
+		{"billing words, a quota per minute", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"m","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]}]}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"billing words, a quota per day", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"billing words, no rate at all", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED"}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := &classify.HTTPError{StatusCode: http.StatusTooManyRequests, Body: []byte(tc.body)}
 			assertVerdict(t, tc.exp, classify.Default(err), err)
 		})
 	}
