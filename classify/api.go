@@ -182,13 +182,24 @@ func apiVerdict(status int, p problem) Verdict {
 		status = p.status
 	}
 	codes := p.codes()
+	fields := p.fields()
 	if v, ok := codeVerdict(codes, false); ok {
+		if v.Reason == ReasonRateLimited && strings.HasPrefix(v.Evidence, "type:") {
+			// A rate-limit type is the class a provider files its 429s
+			// under, money problems included (Anthropic's "This request
+			// would exceed your account's monthly spend limit" is a
+			// rate_limit_error): money words beside it win, unless
+			// words give the rate's period (OpenRouter's
+			// "free-models-per-day-high-balance").
+			if g, ev := vocabMatch(fields, gRate, gMoney); g == gMoney {
+				return groupVerdict[g].with(ev)
+			}
+		}
 		return v
 	}
 	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
 		return byStatus[status].with(statusEvidence(status))
 	}
-	fields := p.fields()
 	proof, proven := codeVerdict(codes, true)
 	if p.azureFilter && !proven { // innererror is only sent by Azure's content filter
 		proof, proven = vContentFilter.with("innercode:innererror"), true

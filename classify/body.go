@@ -135,6 +135,8 @@ func parseBody(b []byte) (p problem) {
 		p.message = s // Ollama, TGI, xAI: {"error":"model 'x' not found"}
 	} else if s, ok := jsonString(top.Detail); ok && p.message == "" {
 		p.message = s
+	} else if p.message == "" {
+		p.message = objectMessage(top.Detail) // LiteLLM: {"detail":{"error":"Violated content safety policy"}}
 	}
 	if p.message == "" {
 		// FastAPI's validation errors: a list under "detail", at the top
@@ -267,7 +269,8 @@ func validationDetail(raw json.RawMessage) (msg, typ string) {
 }
 
 // objectMessage reads a message that is itself an object, as LiteLLM sends
-// a Bedrock guardrail's verdict: its "error" or "message" string.
+// a Bedrock guardrail's verdict or an HTTPException's detail: its "error"
+// or "message" string.
 func objectMessage(raw json.RawMessage) string {
 	if len(raw) == 0 || raw[0] != '{' {
 		return ""

@@ -32,8 +32,11 @@
 //     supported", "does not support tools", "`temperature` and `top_p`
 //     cannot both be specified", "Developer instruction is not enabled for
 //     models/gemma-3-27b-it";
-//   - the order of the messages: "roles must alternate", "Expected last
-//     role User or Tool", "A conversation must start with a user message";
+//   - the order and shape of the messages: "roles must alternate",
+//     "Expected last role User or Tool", "A conversation must start with a
+//     user message", "final assistant content cannot end with trailing
+//     whitespace", "function call turn comes immediately after a user
+//     turn";
 //   - a content or guardrail verdict on this input: "rejected as a result of
 //     our safety system", "Content Exists Risk", "Violated guardrail
 //     policy", "requires moderation and your input was flagged",
@@ -207,7 +210,10 @@
 // limit with "higher rate limits". Where the response paces the retry (a
 // google.rpc.RetryInfo, a wait its message states: Gemini's per-minute
 // quota 429s come with billing words) the named rate comes first, before
-// overload and money.
+// overload and money. A rate-limit error type (Anthropic's
+// rate_limit_error) is such a name too: money words beside it win unless
+// words give the rate's period (Anthropic files "This request would exceed
+// your account's monthly spend limit" under it).
 //
 // Three more groups are proof, read after the groups above and only where
 // no word about the account appears: context length words (context
@@ -217,7 +223,8 @@
 // sequence length near maximum/exceeds/contains) give
 // context_length_exceeded; content words (content policy, safety system,
 // flagged, inappropriate, unsafe, data inspection, content near risk,
-// prohibited content, sensitive words, 敏感词, prompt injection, jailbreak,
+// prohibited content, content blocked, sensitive words, 敏感词, prompt
+// injection, jailbreak,
 // allow/deny patterns, usage guidelines near a verdict word, blocked by a
 // firewall/guard/filter/policy, moderation or guardrail near a verdict
 // word such as violated, blocked, flagged or requires: a guardrail service
@@ -226,7 +233,10 @@
 // inputs, not supported, does not support, cannot both be, not enabled for
 // models, not permitted near key/input/field/parameter, must alternate,
 // alternate between, unexpected or last role, must start with a user
-// message, max tokens near exceed/must be/maximum/limit) invalid_request. Links (http:// and https://) are not
+// message, the final or assistant message/block/content near cannot/must,
+// user/model/function call turns, tool calls or results near must
+// be/without/preceding, max tokens near exceed/must be/maximum/limit)
+// invalid_request. Links (http:// and https://) are not
 // read: "json-schema.org" is no organisation.
 //
 // Every provider row has cases in testdata/corpus: real responses from the

@@ -175,6 +175,7 @@ var vocabulary = [...]term{
 	{g: gContent, name: "content_policy", phrase: "content", near: "risk|risky", window: 2},
 	{g: gContent, name: "content_policy", phrase: "data inspection|safety filter*|safety polic*|usage polic*"},
 	{g: gContent, name: "content_policy", phrase: "prohibited content|sensitive word|sensitive words|prompt injection|jailbreak|allow patterns|deny patterns"},
+	{g: gContent, name: "content_policy", phrase: "content blocked|prompt blocked|input blocked|message blocked|blocked content|blocked prompt"},
 	{g: gContent, name: "content_policy", phrase: "usage guidelines|content guidelines|community guidelines", near: verdictWords, window: 4},
 	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by", after: "firewall|guard|guardrail*|filter*|shield|moderation|polic*", window: 4},
 	// A moderation or guardrail service is named by an outage too
@@ -198,6 +199,15 @@ var vocabulary = [...]term{
 	// start with a user message", "first message must use the user role".
 	{g: gParam, name: "message_order", phrase: "unexpected role|expected last role|last role|first message", near: "role|roles|user|assistant|tool|system|after|got|must", window: 6},
 	{g: gParam, name: "message_order", phrase: "must start with|must begin with|should start with|must end with", near: "user|assistant|message|role", window: 4},
+	// The shape of a message: "final assistant content cannot end with
+	// trailing whitespace", "The final block in an assistant message
+	// cannot be `thinking`".
+	{g: gParam, name: "message_order", phrase: "final assistant|last assistant|final block|last block|final message|last message|assistant message|assistant content", near: "cannot|must|should", window: 6},
+	// Turns of a conversation with tools: "function call turn comes
+	// immediately after a user turn", "the number of function response
+	// parts is equal to the number of function call parts".
+	{g: gParam, name: "message_order", phrase: "user turn|model turn|function call turn|function response turn|function call parts|function response parts"},
+	{g: gParam, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|immediately after", window: 6},
 	// A setting the model cannot take or turn off: "does not support
 	// tools", "cannot both be specified", "Developer instruction is not
 	// enabled for models/gemma-3-27b-it".

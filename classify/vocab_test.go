@@ -107,6 +107,16 @@ func TestVocabularyEdges(t *testing.T) {
 		{"form-encoded", 403, `{"code":"permission-denied","error":"You+have+run+out+of+credits."}`, systemic(classify.ReasonQuotaExhausted, true)},
 		{"percent-encoded key words", 400, msg("Incorrect%20API%20key%20provided"), systemic(classify.ReasonAuth, true)},
 		{"a bad escape stays as it is", 400, msg("Incorrect%2API%zzkey"), suspect(classify.ReasonInvalidRequest)},
+		// The fifth held-out set's misses, generalised: the shape of a
+		// message, the turns around tool calls, a filter's "Content
+		// blocked" (under 403 too), FastAPI's detail as an object.
+		{"final assistant content", 400, msg("messages: final assistant content cannot end with trailing whitespace"), permanent(classify.ReasonInvalidRequest)},
+		{"final block cannot be", 400, msg("messages.1: The final block in an assistant message cannot be `thinking`."), permanent(classify.ReasonInvalidRequest)},
+		{"function call turn", 400, msg("Please ensure that function call turn comes immediately after a user turn or after a function response turn."), permanent(classify.ReasonInvalidRequest)},
+		{"tool calls must be preceded", 400, msg("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."), permanent(classify.ReasonInvalidRequest)},
+		{"tool calls named alone", 400, msg("Too many tool calls in this conversation"), suspect(classify.ReasonInvalidRequest)},
+		{"403 content blocked", 403, msg("Content blocked: keyword 'kumquat' detected"), permanent(classify.ReasonContentFiltered)},
+		{"detail as an object", 400, `{"detail":{"error":"Violated content safety policy"}}`, permanent(classify.ReasonContentFiltered)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +158,15 @@ func TestRateNamedYieldsToMoney(t *testing.T) {
 			transient(classify.ReasonRateLimited, true, 0)},
 		{"billing words, no rate at all", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED"}}`,
 			systemic(classify.ReasonQuotaExhausted, true)},
+		// A rate-limit type names the class, like "rate limit" in words.
+		{"rate_limit_error type, a monthly spend limit", `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your account's monthly spend limit."}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"rate_limit_error type, a limit per day beside a balance", `{"error":{"message":"Rate limit exceeded: free-models-per-day-high-balance.","type":"rate_limit_error","code":"429"}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"rate_limit_error type, no money words", `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your account's rate limit."}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
+		{"rate_limit_exceeded code wins over money words", `{"error":{"message":"You have exhausted your credits for this minute.","type":"requests","code":"rate_limit_exceeded"}}`,
+			transient(classify.ReasonRateLimited, true, 0)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
