@@ -233,3 +233,64 @@ func confirmSuspect(t *testing.T, tg redistest.Target, c corpus.Case, url string
 		t.Fatalf("status after the confirmation: %+v, want failed for %s by %s", st, c.Expect.Reason, ce.Verdict.Evidence)
 	}
 }
+
+// TestHoldoutThroughTheGate runs every held-out response
+// (classify/testdata/holdout: collected from providers, gateways and
+// servers the rules were not written on, some after the rules) as a job
+// through the gate twice, the second time after its cooldown, and counts
+// the jobs Failed: no job is ever Failed for an account, key, budget or
+// model-availability problem (a suspect verdict on one would be confirmed
+// on the second attempt and show here).
+func TestHoldoutThroughTheGate(t *testing.T) {
+	cases, err := corpus.Load("classify/testdata/holdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, rc := redistest.Miniredis(t)
+	failed, systemic := 0, 0
+	for _, c := range cases {
+		upstream := httptest.NewServer(c)
+		cfg := openai.DefaultConfig("sk-test")
+		cfg.BaseURL = upstream.URL + "/v1"
+		cfg.HTTPClient = &goopenai.Transport{Doer: cfg.HTTPClient}
+		client := openai.NewClientWithConfig(cfg)
+		g, err := gate.New(rc, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Second, Backoff: gate.Backoff{Max: time.Minute, Jitter: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last *gate.CallError
+		for attempt := 0; attempt < 2; attempt++ {
+			err := g.Do(context.Background(), "job", func(ctx context.Context, _ *gate.Lease) error {
+				_, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "m",
+					Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}}})
+				return err
+			})
+			if !errors.As(err, &last) {
+				if errors.Is(err, gate.ErrFailed) {
+					break // the job was Failed by the first attempt: last holds it
+				}
+				t.Fatalf("%s: Do: %v, want a *gate.CallError or ErrFailed", c.Name, err)
+			}
+			redistest.Advance(m, pastCooldown)
+		}
+		upstream.Close()
+		if c.Expect.Class == classify.ClassSystemic {
+			systemic++
+			if last.State == gate.Failed {
+				t.Errorf("%s: an account, key, budget or model problem Failed the job: %+v (source %s)", c.Name, last.Verdict, c.Source)
+			}
+		}
+		if last.State == gate.Failed {
+			failed++
+		}
+	}
+	if systemic < 30 {
+		t.Fatalf("%d held-out account, key, budget or model cases, want at least 30", systemic)
+	}
+	t.Logf("%d held-out responses through the gate: %d jobs Failed, none of the %d account, key, budget or model cases", len(cases), failed, systemic)
+}
+
+// pastCooldown is past any cooldown of TestHoldoutThroughTheGate's gate
+// (Backoff.Max, one minute), within the time it remembers a job's last
+// rejection.
+const pastCooldown = 2 * time.Minute
