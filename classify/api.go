@@ -155,16 +155,19 @@ var byType = map[string]Verdict{
 }
 
 // apiVerdict classifies a provider's error response from its status (0 when
-// unknown, as mid-stream) and what its body says, in this order:
+// unknown, as mid-stream) and what its body says, its message decoded
+// first if it came percent-encoded (plaintext.go), in this order:
 //
 //  1. the message table (messages.go);
 //  2. codes that say the failure is not the request's (a rate limit, a
-//     quota, a key), most specific first;
+//     quota, a key), most specific first; a rate-limit error type yields
+//     to money words beside it unless words give the rate's period;
 //  3. 401 and 402, which already say the same;
 //  4. the account vocabulary (vocab.go): money, accounts, keys and models
 //     win over any proof. Under a server's own status (5xx, 408) without
 //     proof only money, account and key words are read: rate and
-//     overload words do not make a 500 provider-wide;
+//     overload words do not make a 500 provider-wide. A rate only named
+//     yields to money words unless the response paces the retry;
 //  5. proof that names the request: a code (context_length_exceeded,
 //     content_filter...), else words that name its size over a limit or a
 //     parameter or schema feature the model rejects (under a status that

@@ -107,6 +107,7 @@ func TestVocabularyEdges(t *testing.T) {
 		{"form-encoded", 403, `{"code":"permission-denied","error":"You+have+run+out+of+credits."}`, systemic(classify.ReasonQuotaExhausted, true)},
 		{"percent-encoded key words", 400, msg("Incorrect%20API%20key%20provided"), systemic(classify.ReasonAuth, true)},
 		{"a bad escape stays as it is", 400, msg("Incorrect%2API%zzkey"), suspect(classify.ReasonInvalidRequest)},
+		{"a message with a space is text, even the first character", 400, msg(" Incorrect%20API%20key"), suspect(classify.ReasonInvalidRequest)},
 		// The fifth held-out set's misses, generalised: the shape of a
 		// message, the turns around tool calls, a filter's "Content
 		// blocked" (under 403 too), FastAPI's detail as an object.
