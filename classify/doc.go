@@ -225,8 +225,10 @@
 // flagged, inappropriate, unsafe, data inspection, content near risk,
 // prohibited content, content blocked, sensitive words, 敏感词, prompt
 // injection, jailbreak,
-// allow/deny patterns, usage guidelines near a verdict word, blocked by a
-// firewall/guard/filter/policy, moderation or guardrail near a verdict
+// allow/deny patterns, usage guidelines near a verdict word, blocked by an
+// AI firewall, a guard(rail), a content or safety filter or a prompt
+// shield (not by a firewall or a policy, which may block an address),
+// moderation or guardrail near a verdict
 // word such as violated, blocked, flagged or requires: a guardrail service
 // that failed is no verdict) content_filtered; parameter words (invalid
 // schema, schema is invalid, unknown parameter, unknown name, extra

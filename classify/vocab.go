@@ -177,7 +177,9 @@ var vocabulary = [...]term{
 	{g: gContent, name: "content_policy", phrase: "prohibited content|sensitive word|sensitive words|prompt injection|jailbreak|allow patterns|deny patterns"},
 	{g: gContent, name: "content_policy", phrase: "content blocked|prompt blocked|input blocked|message blocked|blocked content|blocked prompt"},
 	{g: gContent, name: "content_policy", phrase: "usage guidelines|content guidelines|community guidelines", near: verdictWords, window: 4},
-	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by", after: "firewall|guard|guardrail*|filter*|shield|moderation|polic*", window: 4},
+	// What blocked the request must judge content: a firewall or a policy
+	// may block an address ("blocked by IP allowlist policy").
+	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by", after: "firewall for ai|ai firewall|guard|guardrail*|content filter*|safety filter*|prompt shield*|moderation", window: 4},
 	// A moderation or guardrail service is named by an outage too
 	// ("Bedrock guardrail request failed"): only a verdict is proof.
 	{g: gContent, name: "moderation", phrase: "moderation", near: verdictWords, window: 6},
