@@ -87,11 +87,30 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // call that runs or is refused for another reason costs what Acquire does.
 func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
 	l, err := g.acquireOnce(ctx, job, nil)
-	if b := runningRefusal(err); wait > 0 && b != nil {
+	if b := runningRefusal(err); wait > 0 && b != nil && !g.opts.Shadow {
 		l, err = g.waitFor(ctx, job, b.token, time.Now().Add(wait))
 	}
 	g.refused(ctx, err)
+	if g.opts.Shadow && err != nil {
+		return g.shadowed(ctx, job, err)
+	}
 	return l, err
+}
+
+// shadowed lets a call through that the gate refused, or could not judge
+// for want of Redis (Options.Shadow): the refusal was reported, and the
+// call runs on a lease that writes nothing. Bad input and the caller's
+// own context still end the call.
+func (g *Gate) shadowed(ctx context.Context, job string, err error) (*Lease, error) {
+	var b *BlockedError
+	if ctx.Err() != nil || !(errors.As(err, &b) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRedisRefused)) {
+		return nil, err
+	}
+	key, kerr := g.jobKey(job)
+	if kerr != nil {
+		return nil, err
+	}
+	return g.ungated(ctx, grant{job: job, key: key, attempt: 1}), nil
 }
 
 // waiting is what a waiter's acquire reads beside the job (wait.go): the
@@ -306,11 +325,17 @@ func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, err
 	}
 	// Still merged in-process: Redis being down must not turn every local
 	// duplicate into a model call.
-	l := &Lease{grant: grant{job: gr.job, key: gr.key, token: gr.token, attempt: 1},
-		g: g, parent: ctx, ungated: true, start: time.Now()}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	l := g.ungated(ctx, grant{job: gr.job, key: gr.key, token: gr.token, attempt: 1})
 	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
 	return l, nil
+}
+
+// ungated is a lease that holds nothing in Redis: its settle writes
+// nothing (Lease.Gated reports false).
+func (g *Gate) ungated(ctx context.Context, gr grant) *Lease {
+	l := &Lease{grant: gr, g: g, parent: ctx, ungated: true, start: time.Now()}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	return l
 }
 
 // jobRefusal refuses a call by the job's value.

@@ -61,6 +61,9 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Shadow {
+		o.Prefix = keyspace.Shadow(o.Prefix)
+	}
 	g := &Gate{opts: o, obs: o.Observer}
 	g.store = store.New(rdb, store.Config{Lease: o.Lease, WaitReplicas: o.Redis.WaitReplicas, WaitTimeout: o.Redis.WaitTimeout, Timeout: o.Redis.Timeout})
 	hc := hub.Config{Subscriptions: g.store.Subscriptions(), Timeout: o.Redis.Timeout}
@@ -118,6 +121,7 @@ func (g *Gate) emit(ctx context.Context, e Event) {
 		if e.Upstream == "" {
 			e.Upstream = g.opts.Upstream
 		}
+		e.Shadow = g.opts.Shadow
 		g.obs.Observe(ctx, e)
 	}
 }

@@ -85,6 +85,9 @@ type Event struct {
 	Cooldown time.Duration
 	// Local marks refusals decided in-process, without a Redis round trip.
 	Local bool
+	// Shadow marks every event of a shadow gate (Options.Shadow): an
+	// EventRefused of it is a call that would have been refused, and ran.
+	Shadow bool
 	// Op names the Redis operation of EventRedisError.
 	Op  string
 	Err error

@@ -89,6 +89,15 @@ type Options struct {
 	// UpstreamPolicy tunes every upstream; unused without Upstream.
 	UpstreamPolicy UpstreamPolicy
 
+	// Shadow runs the gate beside production without enforcing it: every
+	// call is decided as usual (refusals, cooldowns, pauses, budget
+	// refusals, failed marks, events, metrics) but runs, a refused one on
+	// a lease that writes nothing (Lease.Gated reports false), and nothing
+	// waits. Its keys are its own (Prefix + "-shadow"), so no enforcing
+	// gate obeys what it writes; every Event it sends has Shadow set.
+	// Turned off, the gate enforces what it reported. Default: false.
+	Shadow bool
+
 	// Backoff shapes how a job's cooldown grows over repeated failures.
 	Backoff Backoff
 	// Retention bounds how long Redis remembers a job's failures.

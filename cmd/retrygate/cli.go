@@ -22,6 +22,7 @@ type cli struct {
 
 	conn     connFlags
 	prefix   string
+	shadow   bool
 	upstream string
 	json     bool
 	timeout  time.Duration
@@ -63,6 +64,7 @@ const (
 func (c *cli) globalFlags(fs *flag.FlagSet) {
 	c.conn.register(fs)
 	fs.StringVar(&c.prefix, "prefix", c.prefix, "the gate's Options.Prefix `P`")
+	fs.BoolVar(&c.shadow, "shadow", c.shadow, "read what a shadow gate (Options.Shadow) decided")
 	fs.StringVar(&c.upstream, "upstream", c.upstream, "the gate's Options.Upstream `U`")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
 	durationVar(fs, &c.timeout, "timeout", c.timeout, "bound for the whole command, a duration `D`")
@@ -131,6 +133,9 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 	}
 	if c.prefix, err = parseName("--prefix", c.prefix); err != nil {
 		return err
+	}
+	if c.shadow {
+		c.prefix = keyspace.Shadow(c.prefix)
 	}
 	if c.upstream, err = parseName("--upstream", c.upstream); err != nil {
 		return err

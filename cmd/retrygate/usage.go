@@ -42,6 +42,7 @@ Global flags (before or after the command):
   --tls-key FILE
   --tls-insecure      do not verify the server's certificate ($RETRYGATE_TLS_INSECURE=1)
   --prefix P          the gate's Options.Prefix (default "retrygate")
+  --shadow            read what a shadow gate (Options.Shadow) decided
   --upstream U        the gate's Options.Upstream
   --json              print JSON instead of tables; errors too ({"error", "exit_code"} on stdout)
   --timeout D         bound for the whole command (default 10s)

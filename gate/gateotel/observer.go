@@ -77,7 +77,7 @@ var instruments = [...]struct {
 	name, desc string
 	labels     []string
 }{
-	acquisitions:        {"retrygate.acquisitions", "Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.", []string{"outcome", "state"}},
+	acquisitions:        {"retrygate.acquisitions", "Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.", []string{"outcome", "state"}},
 	coalesced:           {"retrygate.coalesced", "Refusals decided in-process: the job was already running in this process (no Redis round trip).", nil},
 	settles:             {"retrygate.settles", "Outcomes recorded in Redis after a call, by outcome (succeeded, cooled_down, marked_failed, released) and reason code.", []string{"outcome", "reason"}},
 	renewals:            {"retrygate.renewals", "Lease renewals, by outcome (ok, failed: Redis unreachable).", []string{"outcome"}},

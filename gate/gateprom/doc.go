@@ -9,7 +9,8 @@
 // Metrics (namespace "retrygate" by default; every series also carries the
 // gate's upstream as the "upstream" label, "" without one):
 //
-//	retrygate_acquisitions_total{outcome,state}  outcome: acquired | refused | fail_open;
+//	retrygate_acquisitions_total{outcome,state}  outcome: acquired | refused | fail_open |
+//	                                             shadow_refused (a shadow gate's refusal: the call ran);
 //	                                             state: the refusing state (running, cooling_down,
 //	                                             failed, done, upstream_cooling), "" otherwise
 //	retrygate_coalesced_total                    refusals decided in-process (a duplicate call of a

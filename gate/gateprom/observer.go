@@ -60,7 +60,7 @@ func New(opts Options) *Observer {
 	}
 	o := &Observer{
 		acquisitions: counter("acquisitions_total",
-			"Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.",
+			"Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.",
 			"outcome", "state"),
 		coalesced: counter("coalesced_total",
 			"Refusals decided in-process: the job was already running in this process (no Redis round trip)."),
@@ -126,7 +126,11 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 		o.acquisitions.WithLabelValues(upstream, "acquired", "").Inc()
 		o.budget(upstream, e.Budget)
 	case gate.EventRefused:
-		o.acquisitions.WithLabelValues(upstream, "refused", e.State.String()).Inc()
+		outcome := "refused"
+		if e.Shadow {
+			outcome = "shadow_refused" // decided, not enforced: the call ran
+		}
+		o.acquisitions.WithLabelValues(upstream, outcome, e.State.String()).Inc()
 		o.budget(upstream, e.Budget)
 		if e.Budget.Spent {
 			o.budgetSpent.WithLabelValues(upstream).Inc()

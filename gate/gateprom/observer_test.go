@@ -103,7 +103,7 @@ func TestObserverDrivesRealGate(t *testing.T) {
 			}
 
 			exp := `
-# HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
+# HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
 # TYPE retrygate_acquisitions_total counter
 retrygate_acquisitions_total{outcome="acquired",service="test",state="",upstream="openai:test"} 6
 retrygate_acquisitions_total{outcome="refused",service="test",state="cooling_down",upstream="openai:test"} 1
@@ -229,7 +229,7 @@ llm_redis_errors_total{cause="unavailable",op="acquire",upstream=""} 1
 		t.Fatal(err)
 	}
 	exp = `
-# HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
+# HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
 # TYPE llm_acquisitions_total counter
 llm_acquisitions_total{outcome="fail_open",state="",upstream=""} 1
 `
@@ -365,5 +365,30 @@ func (f filtered) Collect(ch chan<- prometheus.Metric) {
 		if strings.Contains(m.Desc().String(), `"`+f.name+`"`) {
 			ch <- m
 		}
+	}
+}
+
+// A shadow gate's refusals are counted as shadow_refused, never refused:
+// the calls ran, and a dashboard of refusals counts enforcement alone.
+func TestObserverShadowRefusals(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	obs := gateprom.New(gateprom.Options{Namespace: "llm"})
+	g := newGate(t, rdb, gate.Options{Observer: obs, Shadow: true, Cooldown: time.Hour})
+	ctx := context.Background()
+	ran := 0
+	for range 3 {
+		_ = g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran++; return classify.Transient(errors.New("invalid output"), 0) })
+	}
+	if ran != 3 {
+		t.Fatalf("the shadow gate ran %d of 3 calls", ran)
+	}
+	exp := `
+# HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
+# TYPE llm_acquisitions_total counter
+llm_acquisitions_total{outcome="acquired",state="",upstream=""} 1
+llm_acquisitions_total{outcome="shadow_refused",state="cooling_down",upstream=""} 2
+`
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_acquisitions_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -84,6 +84,9 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 	if e.Upstream != "" {
 		attrs = append(attrs, slog.String("upstream", e.Upstream))
 	}
+	if e.Shadow {
+		attrs = append(attrs, slog.Bool("shadow", true))
+	}
 	if e.Kind != gate.EventRedisError && e.Kind != gate.EventWarning && e.Kind != gate.EventFailOpen {
 		attrs = append(attrs, slog.String("state", e.State.String()))
 	}

@@ -283,3 +283,28 @@ func TestLogsTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// Every record of a shadow gate says so; an enforcing gate's say nothing.
+func TestLogsShadow(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	for _, shadow := range []bool{false, true} {
+		log, buf := newLogger(slog.LevelDebug)
+		g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Hour, Classify: classifyTimeout,
+			Shadow: shadow, Observer: gateslog.New(log, gateslog.Options{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return errTimeout })
+		_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return nil })
+		lines := buf.lines(t)
+		if len(lines) < 3 {
+			t.Fatalf("shadow %v: %d lines, want acquired, settled, refused", shadow, len(lines))
+		}
+		for _, l := range lines {
+			if got, _ := l["shadow"].(bool); got != shadow {
+				t.Errorf("shadow %v: the line %v", shadow, l)
+			}
+		}
+	}
+}

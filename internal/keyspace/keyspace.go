@@ -78,6 +78,10 @@ func Decode(s string) (string, bool) {
 	return string(b), true
 }
 
+// Shadow is the prefix of a shadow gate whose own prefix is prefix
+// (gate.Options.Shadow): a gate that enforces never reads its keys.
+func Shadow(prefix string) string { return prefix + "-shadow" }
+
 // Job returns a job's key: <prefix>:{<job>}:job, the job's name encoded
 // when it holds a byte outside the safe set.
 func Job(prefix, job string) string {
