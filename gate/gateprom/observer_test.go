@@ -377,7 +377,10 @@ func TestObserverShadowRefusals(t *testing.T) {
 	ctx := context.Background()
 	ran := 0
 	for range 3 {
-		_ = g.Do(ctx, "job", func(context.Context, *gate.Lease) error { ran++; return classify.Transient(errors.New("invalid output"), 0) })
+		_ = g.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+			ran++
+			return classify.Transient(errors.New("invalid output"), 0)
+		})
 	}
 	if ran != 3 {
 		t.Fatalf("the shadow gate ran %d of 3 calls", ran)
