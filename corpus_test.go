@@ -21,7 +21,7 @@ import (
 // under a gate with an Upstream, on miniredis, a real redis-server and the real
 // cluster. The verdict each case expects comes from its source (provider
 // docs, SDK tests, issue reports); what the gate does with a verdict is its
-// documented state diagram (gate/doc.go, README "How it works"):
+// documented state diagram (gate/doc.go):
 //
 //   - permanent on proof: the job is Failed (one attempt), the upstream
 //     untouched;

@@ -5,31 +5,47 @@
 // per-job lock and, unlike a lock released in a finally, releases it only
 // on success: a failure leaves the job cooling down, or failed, and every
 // retry meanwhile is refused without calling the model. What a run's end
-// does is one decision (decide.go), this diagram; each arrow is a row of
-// its table test:
+// does is one decision (decide.go), this diagram, drawn here alone; each
+// arrow is a row of its table test (TestDecide):
 //
-//	Ready ──Acquire──▶ Running ──success──▶ Ready, or Done for DoneTTL
-//	                      ├─transient, the job's──────▶ CoolingDown, attempt counted (Cooldown·Backoff.Factor^(n-1) ± Backoff.Jitter, or the hint)
-//	                      ├─permanent, with proof─────▶ Failed until Retention.Failed or Reset
-//	                      ├─permanent, suspect────────▶ CoolingDown the first time, Failed when it repeats
-//	                      ├─MaxAttempts (8) reached───▶ Failed: a job failing for its own reason ends
-//	                      ├─provider-wide─────────────▶ CoolingDown, no attempt counted; the upstream cools or pauses
+//	Ready ──Acquire──▶ Running ──success──▶ Ready, or Done for DoneTTL (a waiter for that run: ErrDone)
+//	                      ├─transient, the job's──────▶ CoolingDown, attempt counted: attempt n waits
+//	                      │                             Cooldown·Backoff.Factor^(n-1) ± Jitter, or the hint when longer
+//	                      ├─permanent, with proof─────▶ Failed ──Retention.Failed or Reset──▶ Ready
+//	                      ├─permanent, suspect, first─▶ CoolingDown, attempt counted, as a transient one
+//	                      ├─permanent, suspect, again─▶ Failed (the same rejection on the next attempt)
+//	                      ├─MaxAttempts reached───────▶ Failed (default 8; negative: unlimited)
+//	                      ├─permanent, a wave─────────▶ CoolingDown for max(hint, Cooldown), no attempt counted
+//	                      ├─provider-wide, transient──▶ CoolingDown for the hint (≥ 1 s; none: UpstreamPolicy.Cooldown,
+//	                      │                             or Cooldown without an Upstream), no attempt counted
+//	                      ├─provider-wide, systemic───▶ CoolingDown for the upstream's pause (without an Upstream:
+//	                      │                             max(hint, Cooldown)), no attempt counted
+//	                      │   with Fallbacks, either: CoolingDown for UpstreamPolicy.FallbackCooldown (0: Ready);
+//	                      │   its next call runs on the next ready upstream
 //	                      ├─systemic, the job's───────▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      ├─released (Release)────────▶ Ready, attempts kept
-//	                      └─caller cancelled──────────▶ Ready, or CoolingDown for CanceledCooldown
+//	                      └─caller cancelled──────────▶ Ready, or CoolingDown for CanceledCooldown; no attempt counted
+//
+// Every cooldown is at most Backoff.Max; no failure is an immediate free
+// retry. Provider-wide and systemic failures never count an attempt.
 //
 // With Options.Upstream set, the provider the job calls has a circuit
 // breaker of its own, shared by every process through Redis:
 //
-//	Ready ──provider-wide transient, or too many 5xx──▶ Cooling (the hint, else UpstreamPolicy.Cooldown;
-//	                                                    after a 429, until one call fits as the responses said)
-//	Ready ──UnreachableJobs distinct jobs that cannot reach its address──▶ Cooling (UpstreamPolicy.Cooldown)
-//	Ready ──its budget would keep less than a reserve──▶ the call refused until one fits (the upstream unchanged)
-//	Ready ──provider-wide systemic──▶ Paused (UpstreamPolicy.Cooldown first, or the hint when longer)
-//	Ready ──a wave of one permanent reason──▶ Paused (UpstreamPolicy.PauseTTL)
+//	Ready ──provider-wide transient──▶ Cooling for the hint, else UpstreamPolicy.Cooldown
+//	                                   (after a 429, until one call fits as the responses said)
+//	Ready ──provider-wide systemic───▶ Paused for UpstreamPolicy.Cooldown (the hint when longer)
+//	Ready ──a wave of one permanent reason (PermanentWave jobs)──▶ Paused for PauseTTL
+//	Ready ──more than AllowedFails other 5xx in FailWindow──▶ Cooling
+//	Ready ──UnreachableJobs distinct jobs that cannot reach its address (DNS, refused,
+//	        unreachable, TLS, URL) in FailWindow──▶ Cooling for UpstreamPolicy.Cooldown
+//	Ready ──its budget would keep less than a reserve──▶ the call refused until one fits
+//	        (the upstream unchanged)
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
-//	Probing ──the probe's call reached it──▶ Ready; ──failed again──▶ one level up (× Backoff.Factor,
-//	        a pause at most PauseTTL); ──released──▶ the next call probes
+//	Probing ──the probe's call reached it──▶ Ready
+//	Probing ──provider-wide again, or its address failed──▶ Cooling or Paused, one level up
+//	        (× Backoff.Factor without a hint; a pause at most PauseTTL)
+//	Probing ──released or cancelled──▶ the next call probes
 //
 // Options.Fallbacks adds upstreams tried in order; a job keeps one lock
 // whichever runs it, and Lease.Upstream names the one to call. A failure

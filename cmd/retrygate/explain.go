@@ -136,7 +136,7 @@ func yesNo(b bool) string {
 }
 
 // gateDoes says in one sentence what the gate does with v, as the state
-// diagram in the README's "How it works" has it. Only a provider-wide
+// diagram in the package doc (gate/doc.go) has it. Only a provider-wide
 // verdict speaks of the upstream: the others touch the job alone.
 func gateDoes(v classify.Verdict) string {
 	switch {
