@@ -55,8 +55,10 @@
 //	still running             409 running, Retry-After = when its call should end (gate.Acquire)
 //
 // Without the header, or with an invalid one (negative, not digits, not
-// the first wait preference), nothing waits unless the gate's Options.Wait
-// says so; MaxWait < 0 ignores the header.
+// the first wait preference, Prefer fields over 1 KB together), nothing
+// waits unless the gate's Options.Wait says so; MaxWait < 0 ignores the
+// header. The scan stops at the first wait and allocates nothing, so a
+// giant header costs no more than none.
 //
 // With Options.StatusURL set, status_url is written in the first six rows
 // (the gate's answers). Members that do not apply are left out: attempts

@@ -1,10 +1,19 @@
 package httpmw
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // SetHeartbeat shortens the event streams' heartbeat until the returned
 // function restores it.
 func SetHeartbeat(d time.Duration) (restore func()) {
 	old := heartbeat.Swap(int64(d))
 	return func() { heartbeat.Store(old) }
+}
+
+// PreferredWait is the wait a middleware with MaxWait maxWait reads
+// from r's Prefer header.
+func PreferredWait(maxWait time.Duration, r *http.Request) time.Duration {
+	return (&config{maxWait: maxWait}).preferredWait(r)
 }

@@ -44,8 +44,8 @@ type Options struct {
 	// gets its result through Replay (the job is Done), or the refusal
 	// with its true Retry-After. A response that waited carries
 	// Preference-Applied: wait=N. Without the header nothing waits unless
-	// the gate's Options.Wait says so. Negative = the header is ignored.
-	// Default: 10s.
+	// the gate's Options.Wait says so. Prefer fields over 1 KB together
+	// are ignored. Negative = the header is ignored. Default: 10s.
 	MaxWait time.Duration
 
 	// MaxStreams bounds the live status streams a StatusHandler serves at

@@ -30,17 +30,35 @@ func (c *config) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 // longer value is capped by MaxWait anyway.
 const maxPreferSeconds = 1 << 31
 
+// maxPreferBytes bounds the Prefer fields read, all together: a longer
+// header is ignored, so a client cannot make the middleware scan a
+// megabyte of commas (the wait preference is a few bytes; RFC 7240's
+// other preferences are short too).
+const maxPreferBytes = 1 << 10
+
 // preferredWait returns the request's wait preference capped by MaxWait;
-// 0 when there is none, it is not valid, or MaxWait is negative. RFC 7240:
-// preferences are comma-separated, possibly over several Prefer fields,
-// names are case-insensitive, and only a preference's first occurrence
-// counts. wait's value is delta-seconds; anything else is ignored.
+// 0 when there is none, it is not valid, MaxWait is negative, or the
+// Prefer fields together exceed maxPreferBytes. RFC 7240: preferences are
+// comma-separated, possibly over several Prefer fields, names are
+// case-insensitive, and only a preference's first occurrence counts, so
+// the scan stops at the first wait. wait's value is delta-seconds;
+// anything else is ignored. It allocates nothing.
 func (c *config) preferredWait(r *http.Request) time.Duration {
 	if c.maxWait <= 0 {
 		return 0
 	}
-	for _, field := range r.Header.Values("Prefer") {
-		for _, pref := range splitOutsideQuotes(field, ',') {
+	fields := r.Header.Values("Prefer")
+	size := 0
+	for _, f := range fields {
+		size += len(f)
+	}
+	if size > maxPreferBytes {
+		return 0
+	}
+	for _, field := range fields {
+		for rest, more := field, true; more; {
+			var pref string
+			pref, rest, more = cutOutsideQuotes(rest, ',')
 			pref, _, _ = strings.Cut(pref, ";") // parameters do not apply to wait
 			name, value, _ := strings.Cut(pref, "=")
 			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
@@ -63,11 +81,11 @@ func (c *config) preferredWait(r *http.Request) time.Duration {
 	return 0
 }
 
-// splitOutsideQuotes splits s at sep where sep is not inside a
-// quoted-string (a quoted value may hold a comma).
-func splitOutsideQuotes(s string, sep byte) []string {
-	var out []string
-	quoted, escaped, from := false, false, 0
+// cutOutsideQuotes cuts s at the first sep that is not inside a
+// quoted-string (a quoted value may hold a comma): before, after, and
+// whether sep was found.
+func cutOutsideQuotes(s string, sep byte) (before, after string, found bool) {
+	quoted, escaped := false, false
 	for i := 0; i < len(s); i++ {
 		switch ch := s[i]; {
 		case escaped:
@@ -77,9 +95,8 @@ func splitOutsideQuotes(s string, sep byte) []string {
 		case ch == '"':
 			quoted = !quoted
 		case ch == sep && !quoted:
-			out = append(out, s[from:i])
-			from = i + 1
+			return s[:i], s[i+1:], true
 		}
 	}
-	return append(out, s[from:])
+	return s, "", false
 }
