@@ -126,8 +126,15 @@
 // URLParam keys a job by the chi route pattern and a URL parameter, decoded
 // once, so every spelling of an id is one job and two routes never share
 // one; URLParamAs does the same with a pattern given once, for a retry
-// route and its status route; PerTenant adds a tenant or user. Keys are joined so that distinct inputs
-// never collide, and the gate stores any byte safely. A request naming no
+// route and its status route; PerTenant adds a tenant or user, read from
+// the URL with URLParamValue, which decodes it the same way. Two spellings
+// are one job exactly when they percent-decode, once, to the same bytes:
+// /documents/%61bc and /documents/abc are one, and so are a%2Fb and
+// a%2fb; %2561 is "%61", not "a". Nothing else is folded: case, "+"
+// (a plus, not a space), and Unicode forms ("café" in NFC and in NFD are
+// two jobs; normalize in your JobFunc if your ids need it). Keys are
+// joined so that distinct inputs never collide, and the gate stores any
+// byte safely. A request naming no
 // job, an empty parameter or a key over gate.MaxJobLen bytes gets 400. The
 // middleware never resets, releases or shortens a cooldown: only a handler
 // run it let through settles the job.

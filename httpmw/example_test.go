@@ -155,3 +155,20 @@ func ExampleFormatWait() {
 	// 13 min
 	// 2 h 5 min
 }
+
+// URLParamValue reads a tenant from the URL decoded as the job's id is,
+// so two spellings of one tenant's job are one job.
+func ExampleURLParamValue() {
+	job := httpmw.PerTenant(httpmw.URLParamAs("/t/{tenant}/documents/{id}/evaluate", "id"), httpmw.URLParamValue("tenant"))
+	r := chi.NewRouter()
+	r.Post("/t/{tenant}/documents/{id}/evaluate", func(w http.ResponseWriter, r *http.Request) {
+		k, err := job(r)
+		fmt.Printf("%q %v\n", k, err)
+	})
+	for _, path := range []string{"/t/acme/documents/42/evaluate", "/t/%61cme/documents/4%32/evaluate"} {
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, path, nil))
+	}
+	// Output:
+	// "acme /t/{tenant}/documents/{id}/evaluate 42" <nil>
+	// "acme /t/{tenant}/documents/{id}/evaluate 42" <nil>
+}

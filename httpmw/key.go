@@ -67,11 +67,41 @@ func URLParamAs(namespace, name string) JobFunc {
 	}
 }
 
+// URLParamValue returns the tenant function for PerTenant when the tenant
+// (or user) is in the URL: the chi URL parameter name, percent-decoded
+// exactly as URLParam decodes a job's id, so /t/acme/... and /t/%61cme/...
+// are one tenant. chi.URLParam would hand out the parameter as the client spelled
+// it whenever the path holds an escape, and one tenant would be two.
+// Unicode forms are not normalized: "café" in NFC and in NFD are two
+// tenants. A request without the parameter fails with ErrNotRouted.
+func URLParamValue(name string) func(r *http.Request) (string, error) {
+	if name == "" {
+		panic("httpmw: URLParamValue: empty parameter name")
+	}
+	return func(r *http.Request) (string, error) {
+		rctx := chi.RouteContext(r.Context())
+		if rctx == nil {
+			return "", fmt.Errorf("%w: no chi route context for {%s}", ErrNotRouted, name)
+		}
+		return paramValue(r, rctx, name)
+	}
+}
+
 // paramKey builds namespace + " " + the decoded parameter.
 func paramKey(r *http.Request, rctx *chi.Context, namespace, name string) (string, error) {
+	v, err := paramValue(r, rctx, name)
+	if err != nil {
+		return "", err
+	}
+	return join(namespace, v)
+}
+
+// paramValue is the URL parameter name, decoded once: the one spelling of
+// an id or a tenant in a job key.
+func paramValue(r *http.Request, rctx *chi.Context, name string) (string, error) {
 	v, ok := lastParam(rctx, name)
 	if !ok {
-		return "", fmt.Errorf("%w: route %q has no {%s}", ErrNotRouted, namespace, name)
+		return "", fmt.Errorf("%w: route %q has no {%s}", ErrNotRouted, rctx.RoutePattern(), name)
 	}
 	// chi routes on RawPath when the URL has one, and then hands out the
 	// parameter still percent-encoded; decode it so every spelling of one
@@ -87,7 +117,7 @@ func paramKey(r *http.Request, rctx *chi.Context, namespace, name string) (strin
 	if v == "" {
 		return "", invalidJob("empty URL parameter")
 	}
-	return join(namespace, v)
+	return v, nil
 }
 
 // lastParam is chi.URLParam that also tells a missing parameter from an
@@ -104,7 +134,10 @@ func lastParam(rctx *chi.Context, name string) (string, bool) {
 // PerTenant returns a JobFunc whose key is tenant's value (a tenant, a
 // user) followed by job's key, so two tenants never share a job. An empty
 // tenant is an error: a request without a tenant must not share one job
-// with every other such request.
+// with every other such request. Tenant's value is used as it is: a
+// tenant from the URL needs URLParamValue, which decodes it as the job's
+// id is decoded. A tenant from your authentication is already one
+// spelling.
 func PerTenant(job JobFunc, tenant func(r *http.Request) (string, error)) JobFunc {
 	if job == nil || tenant == nil {
 		panic("httpmw: PerTenant: nil job or tenant function")

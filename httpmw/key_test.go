@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -224,5 +225,57 @@ func TestStatusURL(t *testing.T) {
 		if got := httpmw.SiblingURL("retry-status")(httptest.NewRequest(http.MethodPost, path, nil)); exp != got {
 			t.Errorf("%s: exp %q, got %q", path, exp, got)
 		}
+	}
+}
+
+// TestPerTenantSpellings: a tenant and a job read from the URL, spelled
+// two ways by a client over HTTP, are one job and make one upstream call
+// when the tenant comes from URLParamValue; chi.URLParam's tenant is the
+// client's spelling, two jobs (the row that shows the difference). Unicode
+// forms are not normalized: NFC and NFD are two tenants, as doc.go says.
+func TestPerTenantSpellings(t *testing.T) {
+	const pattern = "/tenants/{tenant}/documents/{id}/evaluate"
+	rawTenant := func(r *http.Request) (string, error) { return chi.URLParam(r, "tenant"), nil }
+	for _, tc := range []struct {
+		name   string
+		tenant func(r *http.Request) (string, error)
+		paths  []string
+		calls  int64
+	}{
+		{"URLParamValue", httpmw.URLParamValue("tenant"),
+			[]string{"/tenants/acme/documents/42/evaluate", "/tenants/%61cme/documents/4%32/evaluate", "/tenants/ac%6De/documents/42/evaluate"}, 1},
+		{"URLParamValue-slash", httpmw.URLParamValue("tenant"),
+			[]string{"/tenants/a%2Fb/documents/42/evaluate", "/tenants/a%2fb/documents/4%32/evaluate"}, 1},
+		{"chi.URLParam", rawTenant,
+			[]string{"/tenants/acme/documents/42/evaluate", "/tenants/%61cme/documents/4%32/evaluate"}, 2},
+		{"unicode-forms", httpmw.URLParamValue("tenant"),
+			[]string{"/tenants/caf%C3%A9/documents/42/evaluate", "/tenants/cafe%CC%81/documents/42/evaluate"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rdb := redistest.Miniredis(t)
+			g := newGate(t, rdb, gate.Options{})
+			var calls atomic.Int64
+			r := chi.NewRouter()
+			mw := httpmw.New(g, httpmw.Options{Job: httpmw.PerTenant(httpmw.URLParamAs(pattern, "id"), tc.tenant)})
+			r.With(mw).Post(pattern, func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				httpmw.Fail(r, errBoom) // the job cools: another spelling of it is refused
+			})
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			for _, p := range tc.paths {
+				res, err := srv.Client().Post(srv.URL+p, "text/plain", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = res.Body.Close()
+				if res.StatusCode != http.StatusTooManyRequests {
+					t.Fatalf("%s: %d, want 429", p, res.StatusCode)
+				}
+			}
+			if exp, got := tc.calls, calls.Load(); exp != got {
+				t.Errorf("upstream calls: exp %d, got %d", exp, got)
+			}
+		})
 	}
 }
