@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -277,5 +278,45 @@ func TestPerTenantSpellings(t *testing.T) {
 				t.Errorf("upstream calls: exp %d, got %d", exp, got)
 			}
 		})
+	}
+}
+
+// TestOnErrorCarriesNoRequestBytes: the errors OnError gets for hostile
+// ids (a key rejected, Redis unreachable, the status stream's Redis error)
+// carry none of the request's bytes, so an app that logs them writes no
+// control byte a client chose; the request itself (r.URL.Path) is the
+// app's to escape (the demo's logTo, examples/server).
+func TestOnErrorCarriesNoRequestBytes(t *testing.T) {
+	g := newGate(t, closedPortClient(t), gate.Options{})
+	var mu sync.Mutex
+	var errs []string
+	h := router(g, httpmw.Options{OnError: func(_ *http.Request, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err.Error())
+	}}, ok)
+	const hostile = "%0D%0Aforged%1B%5B31m%00%7F%C2%85"
+	for _, path := range []string{
+		"/documents/" + hostile + "/evaluate",                             // Redis unreachable
+		"/documents/" + hostile + strings.Repeat("a", 2048) + "/evaluate", // over the limit
+		"/documents/" + hostile + "/retry-status",
+	} {
+		method := http.MethodPost
+		if strings.HasSuffix(path, "status") {
+			method = http.MethodGet
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+		if rec.Code != 503 && rec.Code != 400 {
+			t.Fatalf("%s %s: %d, want 503 or 400", method, path, rec.Code)
+		}
+	}
+	if len(errs) != 3 {
+		t.Fatalf("OnError got %d errors, want 3: %q", len(errs), errs)
+	}
+	for _, e := range errs {
+		if strings.Contains(e, "forged") || strings.ContainsFunc(e, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0x85 }) {
+			t.Errorf("OnError's error carries the request's bytes: %q", e)
+		}
 	}
 }

@@ -86,7 +86,10 @@ type Options struct {
 
 	// OnError receives the errors the client never sees: why a job key was
 	// rejected, Redis errors, and settles that could not be recorded. Use
-	// it for logs. Nil = dropped. It must be safe for concurrent use.
+	// it for logs: the errors carry none of the request's bytes, but a
+	// path or header you log with them is the client's, so escape its
+	// control bytes (%q, or the demo's logTo in examples/server). Nil =
+	// dropped. It must be safe for concurrent use.
 	OnError func(r *http.Request, err error)
 }
 

@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		backup = fallbacks[0]
 	}
 	a := &app{gate: g, primary: upstream, backup: backup, eval: &evaluator{clients: clients, model: model}, results: newResults(), failures: fails, stats: st,
-		logf:     func(format string, args ...any) { fmt.Fprintf(stdout, "error: "+format+"\n", args...) },
+		logf:     logTo(stdout),
 		shutdown: make(chan struct{})}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
