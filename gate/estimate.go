@@ -103,6 +103,12 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 // less elapsed, at least a second, at most the lease's time left (after
 // which a crashed run is taken over). With no estimate and fewer than 8
 // calls seen it is the lease's time left.
+//
+// A run past its estimate has no estimate left: its wait is how long it
+// has overrun, at least a second, so a client that asks again on each
+// Retry-After waits 1 s, 1 s, 2 s, 4 s, … up to the lease's time left
+// instead of polling every second for a stuck call. Derived from the
+// run's age, it needs no state per client.
 func (c *callTimes) runningWait(leaseLeft, elapsed, runner time.Duration) time.Duration {
 	leaseLeft = max(leaseLeft, time.Millisecond)
 	q := runner
@@ -112,7 +118,10 @@ func (c *callTimes) runningWait(leaseLeft, elapsed, runner time.Duration) time.D
 	if q <= 0 {
 		return leaseLeft
 	}
-	return min(max(q-elapsed, minRunningWait), leaseLeft)
+	if left := q - elapsed; left >= minRunningWait {
+		return min(left, leaseLeft)
+	}
+	return min(max(elapsed-q, minRunningWait), leaseLeft)
 }
 
 // leaseLeft is a running value's time left from its TTL; a value

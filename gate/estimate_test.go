@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,5 +147,45 @@ func TestRunningWaitIsTheNinetiethPercentile(t *testing.T) {
 	_, err = g.Acquire(ctx, "running")
 	if d, ok := gate.RetryAfter(err); !errors.Is(err, gate.ErrInFlight) || !ok || d != 10*time.Second {
 		t.Fatalf("calls of 1 s to 10 s seen, a run just begun: %v (%v), want 10 s", d, err)
+	}
+}
+
+// A run past its estimate (calls of 2 s seen; a stuck call) is not
+// refused with a second's wait until its lease ends: a client that asks
+// again on each Retry-After waits 1 s, 1 s, 2 s, 4 s, … (the run's
+// overrun), up to the lease's time left, and Status says the same.
+func TestRunningWaitGrowsPastTheEstimate(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // Redis's clock moves only when told
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute}
+	g := newGate(t, rdb, opts)
+	other := newGate(t, rdb, opts)
+	gate.SeedCallTimes(g, 2*time.Second, 8)
+	l, err := other.Acquire(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	redistest.Advance(m, 2*time.Second) // the estimate is spent
+	var got []time.Duration
+	for range 8 {
+		_, err := g.Acquire(ctx, "stuck")
+		d, ok := gate.RetryAfter(err)
+		if !errors.Is(err, gate.ErrInFlight) || !ok {
+			t.Fatalf("after %v: %v, want ErrInFlight with a wait", got, err)
+		}
+		if st := mustStatus(t, g, "stuck"); st.RetryAfter != d {
+			t.Errorf("Status.RetryAfter %v, refusal %v: want the same", st.RetryAfter, d)
+		}
+		got = append(got, d)
+		redistest.Advance(m, d) // the client comes back when told
+	}
+	exp := []time.Duration{1, 1, 2, 4, 8, 16, 32, 54} // 54: the lease's time left
+	for i := range exp {
+		exp[i] *= time.Second
+	}
+	if !slices.Equal(exp, got) {
+		t.Fatalf("waits of a client that keeps asking: %v, want %v", got, exp)
 	}
 }

@@ -32,6 +32,7 @@
 //	state                     status  Retry-After               extension members
 //	cooling down              429     ceil(cooldown left), ≥ 1  job_state "cooling_down", retry_after_seconds, retry_at, attempts, reason
 //	running                   409     ceil(call estimate), ≥ 1  job_state "running", retry_after_seconds, retry_at, status_url
+//	                                  (past the estimate: its overrun, so polls back off 1, 2, 4 s… to the lease)
 //	failed permanently        422     none                      job_state "failed", reason, attempts
 //	done (gate DoneTTL)       409     none                      job_state "done"; or Options.Replay answers
 //	every upstream refusing   503     ceil(soonest recovery)    job_state "upstream_cooling", retry_after_seconds, retry_at, reason, upstreams
