@@ -39,6 +39,7 @@
 //	failed, a fallback ready  503     none                      job_state "ready", reason (the next call runs on the next upstream)
 //	gate unavailable          503     UnavailableRetryAfter     job_state "unknown", retry_after_seconds, retry_at
 //	no valid job key          400     none                      (no job_state)
+//	unknown to Options.Exists 404     none                      (no job_state; Redis not touched)
 //	ErrNotRouted (mounting)   500     none                      (no job_state)
 //
 // A duplicate request that sends Prefer: wait=N (RFC 7240) while its job
@@ -116,9 +117,15 @@
 // once and after every change made by any process (a settle, a reset from
 // the CLI, the upstream cooling or recovering, a cooldown's end), pushed
 // through Redis pub/sub within a round trip (gate.Watch); a comment line
-// every 15 s; ids that continue from Last-Event-ID; at most
-// Options.MaxStreams streams per handler (503 beyond). A page's countdown
-// needs no polling, and its button comes back the moment the job may run.
+// every 15 s; ids that continue from Last-Event-ID. Streams are shared
+// fairly: at most Options.MaxStreams per handler and MaxStreamsPerClient
+// per client (its remote IP, or StreamClient behind a proxy; 503 beyond);
+// each event or heartbeat has 10 s to reach the client's socket, and a
+// stream ends after 5 min, when the client's EventSource reconnects by
+// itself (retry: 1000, Last-Event-ID), so a client that stops reading
+// holds its place at most 5 min 10 s. Streams of your own (many jobs on
+// one page) share with a Streams. A page's countdown needs no polling,
+// and its button comes back the moment the job may run.
 // http.Server.Shutdown waits for open streams: end them with the request
 // context (the demo in examples/server cancels streams on shutdown).
 //

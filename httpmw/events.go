@@ -15,8 +15,23 @@ var heartbeat atomic.Int64
 
 func init() { heartbeat.Store(int64(15 * time.Second)) }
 
+// streamLifetime (ns) is how long an event stream lasts before the server
+// ends it and the client's EventSource reconnects (after reconnectMillis,
+// with Last-Event-ID): a slot is never held for good (tests shorten it).
+var streamLifetime atomic.Int64
+
+// streamWriteTimeout (ns) is the time one event or heartbeat has to reach
+// the client's socket: a client that stops reading loses its stream once
+// the socket's buffers are full (tests shorten it).
+var streamWriteTimeout atomic.Int64
+
+func init() {
+	streamLifetime.Store(int64(5 * time.Minute))
+	streamWriteTimeout.Store(int64(10 * time.Second))
+}
+
 // reconnectMillis is the retry field of the first event: how soon an
-// EventSource reconnects after the stream drops.
+// EventSource reconnects after the stream drops or its lifetime ends.
 const reconnectMillis = 1000
 
 // wantsEvents reports whether the request asks for server-sent events.
@@ -36,14 +51,14 @@ func wantsEvents(r *http.Request) bool {
 // data is the same JSON as the plain answer: codes and our own sentences,
 // never upstream text.
 func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string) {
-	if n := c.streams.Add(1); n > int64(c.maxStreams) {
-		c.streams.Add(-1)
+	done, ok := c.streams.Open(r)
+	if !ok {
 		ref := c.unavailable(nil, c.opts.UnavailableRetryAfter)
 		ref.Detail = "Too many live status streams are open. " + c.opts.RetryIn(c.opts.UnavailableRetryAfter)
 		c.respond(w, r, ref, c.opts.Unavailable)
 		return
 	}
-	defer c.streams.Add(-1)
+	defer done()
 	ctx := r.Context()
 	ch, err := c.g.Watch(ctx, job)
 	if err != nil {
@@ -54,8 +69,11 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 	if err != nil {
 		id = 0
 	}
+	// Each write gets its own deadline: a server WriteTimeout would cut a
+	// live stream, and none would let a client that stops reading hold it.
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a server WriteTimeout would cut the stream
+	writeTimeout := time.Duration(streamWriteTimeout.Load())
+	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -63,6 +81,8 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(time.Duration(heartbeat.Load()))
 	defer tick.Stop()
+	end := time.NewTimer(time.Duration(streamLifetime.Load()))
+	defer end.Stop()
 	var buf []byte
 	first := true
 	for {
@@ -85,9 +105,12 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 			buf = append(buf, "\n\n"...)
 		case <-tick.C:
 			buf = append(buf[:0], ": heartbeat\n\n"...)
+		case <-end.C:
+			return // the client reconnects, after reconnectMillis
 		case <-ctx.Done():
 			return
 		}
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := w.Write(buf); err != nil {
 			return
 		}

@@ -17,3 +17,11 @@ func SetHeartbeat(d time.Duration) (restore func()) {
 func PreferredWait(maxWait time.Duration, r *http.Request) time.Duration {
 	return (&config{maxWait: maxWait}).preferredWait(r)
 }
+
+// SetStreamLimits shortens the event streams' lifetime and the time each
+// write has until the returned function restores them.
+func SetStreamLimits(lifetime, writeTimeout time.Duration) (restore func()) {
+	oldLife := streamLifetime.Swap(int64(lifetime))
+	oldWrite := streamWriteTimeout.Swap(int64(writeTimeout))
+	return func() { streamLifetime.Store(oldLife); streamWriteTimeout.Store(oldWrite) }
+}

@@ -52,8 +52,23 @@ func (c *config) job(w http.ResponseWriter, r *http.Request) (string, bool) {
 		c.respond(w, r, ref, h)
 		return "", false
 	}
+	if c.opts.Exists != nil {
+		switch ok, err := c.opts.Exists(r); {
+		case err != nil:
+			c.onError(r, err)
+			c.respond(w, r, c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable)
+			return "", false
+		case !ok:
+			ref := c.invalid(http.StatusNotFound, errNoSuchJob)
+			c.respond(w, r, ref, c.opts.InvalidJob)
+			return "", false
+		}
+	}
 	return job, true
 }
+
+// errNoSuchJob is the Refusal.Err of a job Options.Exists does not know.
+var errNoSuchJob = errors.New("httpmw: Options.Exists: no such job")
 
 func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	job, ok := c.job(w, r)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
@@ -27,6 +26,18 @@ type Options struct {
 	// Job returns the request's job key. Required. See URLParam, URLParamAs
 	// and PerTenant.
 	Job JobFunc
+
+	// Exists reports whether the request names something the app has
+	// (the document of POST /documents/{id}/evaluate). It runs after Job,
+	// before the gate reads or writes anything: a request for an id that
+	// does not exist gets the 404 problem and costs Redis nothing, so a
+	// flood of made-up ids leaves no key behind (a job whose call failed
+	// keeps its key for the gate's Retention.Attempts, a day by default).
+	// An error gets the 503 problem and goes to OnError. Nil = every id
+	// exists: check ids in a middleware before this one, or each id a
+	// client makes up may cost Redis a key (docs/operating.md, "Under
+	// abuse").
+	Exists func(r *http.Request) (bool, error)
 
 	// StatusURL returns the URL of the job's retry-status endpoint, written
 	// as status_url in refusals that name a job. Nil = not written. See
@@ -53,6 +64,14 @@ type Options struct {
 	// with the 503 problem. Negative = no streams: such requests get the
 	// plain JSON answer. Default: 256.
 	MaxStreams int
+	// MaxStreamsPerClient bounds the live status streams one client
+	// (StreamClient) has open at once; one more gets the 503 problem.
+	// Default: MaxStreams/8, at least 1.
+	MaxStreamsPerClient int
+	// StreamClient names a stream's client for MaxStreamsPerClient.
+	// Default: ClientAddr (the remote IP address). Behind a proxy, return
+	// the address it vouches for, or put chi's middleware.RealIP in front.
+	StreamClient func(r *http.Request) string
 
 	// RetryIn turns a wait into the human sentence of a refusal's detail
 	// and a status's message; it is called with 0 when a retry may run now.
@@ -81,7 +100,8 @@ type Options struct {
 	// Default: WriteProblem.
 	Unavailable RefusalHandler
 	// InvalidJob writes the 400 sent when the request names no valid job,
-	// and the 500 of ErrNotRouted. Default: WriteProblem.
+	// the 404 of a job Exists does not know, and the 500 of ErrNotRouted.
+	// Default: WriteProblem.
 	InvalidJob RefusalHandler
 
 	// OnError receives the errors the client never sees: why a job key was
@@ -115,9 +135,8 @@ type config struct {
 	retryAfter, rateLimit string
 	// maxWait caps Prefer: wait; ≤ 0 = the header is ignored.
 	maxWait time.Duration
-	// maxStreams bounds live event streams (StatusHandler); ≤ 0 = none.
-	maxStreams int
-	streams    atomic.Int64
+	// streams shares live event streams (StatusHandler); nil = none.
+	streams *Streams
 	// status: this is a StatusHandler's (it refuses keys built from its
 	// own route).
 	status bool
@@ -161,11 +180,8 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 	if c.opts.RetryIn == nil {
 		c.opts.RetryIn = defaultRetryIn
 	}
-	switch {
-	case opts.MaxStreams == 0:
-		c.maxStreams = 256
-	case opts.MaxStreams > 0:
-		c.maxStreams = opts.MaxStreams
+	if opts.MaxStreams >= 0 {
+		c.streams = &Streams{Max: opts.MaxStreams, PerClient: opts.MaxStreamsPerClient, Client: opts.StreamClient}
 	}
 	switch {
 	case opts.MaxWait == 0:

@@ -20,7 +20,7 @@ const stateUnknown = "unknown"
 // Refusal describes a response the middleware writes itself instead of
 // running the handler. It holds no upstream or Redis text except in Err.
 type Refusal struct {
-	// Status is the HTTP status: 429, 409, 422, 503, 400 or 500.
+	// Status is the HTTP status: 429, 409, 422, 503, 400, 404 or 500.
 	Status int
 	// State is the job_state member: a gate.State name or "unknown";
 	// "" when the request names no valid job.
@@ -294,8 +294,11 @@ func (c *config) unavailable(err error, wait time.Duration) Refusal {
 // for a mounting mistake.
 func (c *config) invalid(status int, err error) Refusal {
 	ref := Refusal{Status: status, Err: err, Detail: "The request does not name a valid job."}
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		ref.Detail = "The server could not tell which job this request is for."
+	case http.StatusNotFound:
+		ref.Detail = "The request names nothing that exists."
 	}
 	c.typeAndTitle(&ref)
 	return ref

@@ -85,14 +85,15 @@ func upstreamStates(ups []gate.UpstreamStatus) []UpstreamState {
 // change, a cooldown's end; see gate.Watch), a comment line every 15 s
 // when idle, event ids that count up and continue from Last-Event-ID on a
 // reconnection (which gets the current state at once), and at most
-// Options.MaxStreams streams at once (503 beyond).
+// Options.MaxStreams streams at once and MaxStreamsPerClient per client
+// (503 beyond); a stream ends after 5 min and the client reconnects.
 //
 // opts.Job must compute the key the middleware computes: pass it the
 // Options given to New, whose Job is URLParamAs with the retry route's
 // pattern. A key built from the status route's own pattern (URLParam) is
 // answered 500 and passed to OnError as ErrStatusOwnRoute, never "ready";
 // JobOf checks the two routes agree in a test. Of the other options it
-// uses MaxStreams, RetryIn, ProblemTypeBase, Headers,
+// uses Exists, MaxStreams, MaxStreamsPerClient, StreamClient, RetryIn, ProblemTypeBase, Headers,
 // UnavailableRetryAfter, Unavailable, InvalidJob and OnError.
 // StatusHandler panics when g or opts.Job is nil.
 func StatusHandler(g *gate.Gate, opts Options) http.HandlerFunc {
@@ -106,7 +107,7 @@ func (c *config) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if c.maxStreams > 0 && wantsEvents(r) {
+	if c.streams != nil && wantsEvents(r) {
 		c.serveEvents(w, r, job)
 		return
 	}

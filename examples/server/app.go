@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
 )
 
 // app holds what the handlers share.
@@ -30,6 +31,9 @@ type app struct {
 	// shutdown is closed when the server shuts down: it ends the event
 	// streams, which http.Server.Shutdown would otherwise wait for.
 	shutdown chan struct{}
+	// pageStreams shares the page streams (GET /api/events) among
+	// clients.
+	pageStreams *httpmw.Streams
 }
 
 // streaming gives a long-lived response a context that also ends on

@@ -4,18 +4,24 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 )
 
-// maxPageStreams bounds the pages streaming at once (one stream each).
+// maxPageStreams bounds the pages streaming at once (one stream each);
+// one client (address) has at most an eighth (httpmw.Streams).
 const maxPageStreams = 64
 
-// pageStreams counts the open page streams.
-var pageStreams atomic.Int64
+// Each event has pageWriteTimeout to reach the page's socket, and a
+// stream ends after pageStreamLifetime (the page's EventSource reconnects
+// by itself, retry: 1000): a client that stops reading holds its place at
+// most the sum, as httpmw's status streams.
+const (
+	pageWriteTimeout   = 10 * time.Second
+	pageStreamLifetime = 5 * time.Minute
+)
 
 // statsEvery is the shortest time between two counter updates on a
 // stream: a storm refuses thousands of calls a second.
@@ -43,13 +49,13 @@ type eventView struct {
 // httpmw.StatusHandler stream per document would starve the page's other
 // requests.
 func (a *app) events(w http.ResponseWriter, r *http.Request) {
-	if pageStreams.Add(1) > maxPageStreams {
-		pageStreams.Add(-1)
+	done, ok := a.pageStreams.Open(r)
+	if !ok {
 		w.Header().Set("Retry-After", "5")
 		writeProblem(w, http.StatusServiceUnavailable, "Too many pages are open; reload in a moment.")
 		return
 	}
-	defer pageStreams.Add(-1)
+	defer done()
 	ctx := r.Context()
 	type update struct {
 		id string
@@ -74,7 +80,7 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(pageWriteTimeout))
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -82,6 +88,8 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 	_ = rc.Flush()
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
+	end := time.NewTimer(pageStreamLifetime)
+	defer end.Stop()
 	changed := a.stats.changes()
 	var sendStats <-chan time.Time // armed by a change, at most every statsEvery
 	id := 0
@@ -108,9 +116,12 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 			msg = append(msg, "\n\n"...)
 		case <-tick.C:
 			msg = []byte(": heartbeat\n\n")
+		case <-end.C:
+			return // the page reconnects
 		case <-ctx.Done():
 			return
 		}
+		_ = rc.SetWriteDeadline(time.Now().Add(pageWriteTimeout))
 		if _, err := w.Write(msg); err != nil || rc.Flush() != nil {
 			return
 		}

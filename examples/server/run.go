@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify/goopenai"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
 )
 
 // backupUpstream names the demo's second fake upstream.
@@ -93,7 +94,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	a := &app{gate: g, primary: upstream, backup: backup, eval: &evaluator{clients: clients, model: model}, results: newResults(), failures: fails, stats: st,
 		logf:     logTo(stdout),
-		shutdown: make(chan struct{})}
+		shutdown: make(chan struct{}), pageStreams: &httpmw.Streams{Max: maxPageStreams}}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

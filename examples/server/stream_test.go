@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +179,51 @@ func TestStatusIsTheStreamInOneBody(t *testing.T) {
 	}
 	if v := got[0]; v.ID != "welcome-letter" || v.DoneSeconds < 30 {
 		t.Errorf("done: %+v, want done_seconds from the minute's DoneTTL", v)
+	}
+}
+
+// TestPageStreamsSharedAmongClients: 300 page streams opened from one
+// address get an eighth of maxPageStreams and 503 beyond; a page from
+// another address still gets its stream and its first event.
+func TestPageStreamsSharedAmongClients(t *testing.T) {
+	s := startServer(t, testConfig())
+	addr := strings.TrimPrefix(s.base, "http://")
+	open := func(local net.Addr) (*bufio.Reader, int) {
+		t.Helper()
+		c, err := (&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_, _ = io.WriteString(c, "GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("status line: %v", err)
+		}
+		code, _ := strconv.Atoi(strings.Fields(line + " 0 0")[1])
+		return br, code
+	}
+	codes := map[int]int{}
+	for range 300 {
+		_, code := open(nil)
+		codes[code]++
+	}
+	if exp := map[int]int{200: maxPageStreams / 8, 503: 300 - maxPageStreams/8}; fmt.Sprint(codes) != fmt.Sprint(exp) {
+		t.Fatalf("300 page streams from one address: %v, want %v", codes, exp)
+	}
+	br, code := open(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)})
+	if code != http.StatusOK {
+		t.Fatalf("a page from another address: %d, want its stream", code)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("a page from another address: no event (%v)", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			return
+		}
 	}
 }

@@ -1,0 +1,162 @@
+package httpmw_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// rawStream opens a status stream over a raw connection from local (nil:
+// any) and returns the connection, its reader past the status line and
+// the response's status code.
+func rawStream(t *testing.T, addr string, local net.Addr, id string) (net.Conn, *bufio.Reader, int) {
+	t.Helper()
+	c, err := (&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	fmt.Fprintf(c, "GET /documents/%s/retry-status HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n", id)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatalf("status line: %v", err)
+	}
+	var code int
+	if _, err := fmt.Sscanf(line, "HTTP/1.1 %d", &code); err != nil {
+		t.Fatalf("status line %q: %v", line, err)
+	}
+	return c, br, code
+}
+
+// TestStreamsSharedAmongClients: with the default options, 300 status
+// streams opened from one address get MaxStreams/8 (32) streams and the
+// 503 problem beyond, and a page from another address still gets its
+// stream and its first event.
+func TestStreamsSharedAmongClients(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{})
+	srv := httptest.NewServer(router(g, httpmw.Options{}, ok))
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	codes := map[int]int{}
+	for range 300 {
+		_, _, code := rawStream(t, addr, nil, "7")
+		codes[code]++
+	}
+	if exp := map[int]int{200: 32, 503: 268}; fmt.Sprint(codes) != fmt.Sprint(exp) {
+		t.Fatalf("300 streams from one address: %v, want %v", codes, exp)
+	}
+	other := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	_, br, code := rawStream(t, addr, other, "7")
+	if code != http.StatusOK {
+		t.Fatalf("a page from another address: %d, want its stream", code)
+	}
+	sc := bufio.NewScanner(br)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			return // its first status event
+		}
+	}
+	t.Fatalf("a page from another address: no event (%v)", sc.Err())
+}
+
+// TestStreamsKeyFunction: StreamClient names the client (a proxy's
+// forwarded address); MaxStreamsPerClient caps each.
+func TestStreamsKeyFunction(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{})
+	client := func(r *http.Request) string { return r.Header.Get("X-Client") }
+	srv := httptest.NewServer(router(g, httpmw.Options{MaxStreamsPerClient: 2, StreamClient: client}, ok))
+	t.Cleanup(srv.Close)
+	for i, tc := range []struct {
+		client string
+		exp    int
+	}{{"a", 200}, {"a", 200}, {"a", 503}, {"b", 200}} {
+		resp, _ := openStream(t, srv.URL, "7", http.Header{"X-Client": {tc.client}})
+		if resp.StatusCode != tc.exp {
+			t.Fatalf("stream %d of client %q: %d, want %d", i, tc.client, resp.StatusCode, tc.exp)
+		}
+	}
+}
+
+// TestStreamsNotReadDropped: a client that stops reading loses its stream
+// once the socket's buffers are full and one write has waited its
+// timeout, long before the stream's lifetime ends: its place is free for
+// another client.
+func TestStreamsNotReadDropped(t *testing.T) {
+	t.Cleanup(httpmw.SetHeartbeat(time.Millisecond)) // fills the buffers fast
+	t.Cleanup(httpmw.SetStreamLimits(time.Hour, 100*time.Millisecond))
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{})
+	srv := httptest.NewUnstartedServer(router(g, httpmw.Options{MaxStreams: 1}, ok))
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		_ = c.(*net.TCPConn).SetWriteBuffer(4096)
+		return ctx
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, _, code := rawStream(t, srv.Listener.Addr().String(), nil, "7")
+	if code != http.StatusOK {
+		t.Fatalf("the stream: %d", code)
+	}
+	_ = c.(*net.TCPConn).SetReadBuffer(4096) // and reads nothing more
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, _ := openStream(t, srv.URL, "7", nil)
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a client that reads nothing still holds its stream after 30 s (write timeout 100 ms)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStreamsLifetime: a stream ends after its lifetime, having told the
+// client when to reconnect (retry:), and the reconnection with
+// Last-Event-ID continues the ids.
+func TestStreamsLifetime(t *testing.T) {
+	t.Cleanup(httpmw.SetStreamLimits(200*time.Millisecond, 10*time.Second))
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, gate.Options{})
+	srv := httptest.NewServer(router(g, httpmw.Options{}, ok))
+	t.Cleanup(srv.Close)
+	_, events := openStream(t, srv.URL, "7", nil)
+	var last sseEvent
+	timeout := time.After(20 * time.Second)
+	for open := true; open; {
+		select {
+		case ev, ok := <-events:
+			if ok {
+				last, open = ev, true
+				if ev.id == "1" && ev.retry != "1000" {
+					t.Errorf("first event: retry %q, want 1000", ev.retry)
+				}
+			} else {
+				open = false
+			}
+		case <-timeout:
+			t.Fatal("the stream outlived its 200 ms lifetime by 20 s")
+		}
+	}
+	if last.id != "1" {
+		t.Fatalf("last event id %q, want 1", last.id)
+	}
+	_, events = openStream(t, srv.URL, "7", http.Header{"Last-Event-ID": {last.id}})
+	if ev := <-events; ev.id != "2" {
+		t.Fatalf("reconnection: first id %q, want 2", ev.id)
+	}
+}
