@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -134,5 +135,55 @@ func TestFloodOfMadeUpIds(t *testing.T) {
 				t.Errorf("the flood left %d keys and %d bytes in Redis, want at most the legitimate jobs' and 256 KiB", keys, mem)
 			}
 		})
+	}
+}
+
+// TestExists: Options.Exists runs before the gate, on the retry route and
+// the status route: an unknown id gets the 404 problem without job_state
+// and Redis is not asked (it is down here: asking would be a 503); an
+// error of the check gets the 503 problem and goes to OnError; a known id
+// reaches the gate.
+func TestExists(t *testing.T) {
+	_, mc := redistest.Miniredis(t)
+	fl := flaky(mc)
+	g := newGate(t, fl, gate.Options{})
+	var errs []error
+	opts := httpmw.Options{
+		Exists: func(r *http.Request) (bool, error) {
+			switch chi.URLParam(r, "id") {
+			case "known":
+				return true, nil
+			case "broken":
+				return false, errBoom
+			}
+			return false, nil
+		},
+		OnError: func(_ *http.Request, err error) { errs = append(errs, err) },
+	}
+	h := router(g, opts, ok)
+	fl.Down.Store(true)
+	for _, target := range []string{"/documents/unknown/evaluate", "/documents/unknown/retry-status"} {
+		var rec *httptest.ResponseRecorder
+		if strings.HasSuffix(target, "evaluate") {
+			rec = post(t, h, target)
+		} else {
+			rec = get(t, h, target)
+		}
+		if rec.Code != http.StatusNotFound {
+			t.Fatalf("%s: %d, want 404 without asking Redis", target, rec.Code)
+		}
+		if p := decodeProblem(t, rec); p.JobState != nil {
+			t.Errorf("%s: job_state %q on a 404", target, *p.JobState)
+		}
+	}
+	if len(errs) != 0 {
+		t.Errorf("OnError for unknown ids: %v", errs)
+	}
+	if rec := post(t, h, "/documents/broken/evaluate"); rec.Code != http.StatusServiceUnavailable || len(errs) != 1 || !errors.Is(errs[0], errBoom) {
+		t.Fatalf("the check failing: %d, OnError %v; want 503 and the error", rec.Code, errs)
+	}
+	fl.Down.Store(false)
+	if rec := post(t, h, "/documents/known/evaluate"); rec.Code != http.StatusOK {
+		t.Fatalf("a known id: %d, want 200", rec.Code)
 	}
 }
