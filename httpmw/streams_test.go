@@ -160,3 +160,52 @@ func TestStreamsLifetime(t *testing.T) {
 		t.Fatalf("reconnection: first id %q, want 2", ev.id)
 	}
 }
+
+// TestClientAddr: a stream's default client is its remote IP, one /64 for
+// IPv6 (a host's usual allocation: its other addresses are one client),
+// an IPv4-mapped address as IPv4, and RemoteAddr as is when it is not
+// host:port.
+func TestClientAddr(t *testing.T) {
+	for addr, exp := range map[string]string{
+		"203.0.113.7:40000":          "203.0.113.7",
+		"203.0.113.7:40001":          "203.0.113.7",
+		"[2001:db8:1:2::1]:443":      "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::9]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:443":      "2001:db8:1:3::/64",
+		"[::ffff:203.0.113.7]:1":     "203.0.113.7",
+		"@":                          "@",
+		"host:1":                     "host",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = addr
+		if got := httpmw.ClientAddr(r); exp != got {
+			t.Errorf("%s: exp %q, got %q", addr, exp, got)
+		}
+	}
+}
+
+// TestStreamsOpen: Max in all, PerClient each, and a stream's done frees
+// its place (twice is once).
+func TestStreamsOpen(t *testing.T) {
+	s := &httpmw.Streams{Max: 3, PerClient: 2}
+	req := func(addr string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = addr + ":1"
+		return r
+	}
+	a1, ok1 := s.Open(req("10.0.0.1"))
+	_, ok2 := s.Open(req("10.0.0.1"))
+	_, ok3 := s.Open(req("10.0.0.1"))
+	_, ok4 := s.Open(req("10.0.0.2"))
+	_, ok5 := s.Open(req("10.0.0.3"))
+	if exp, got := "true true false true false", fmt.Sprint(ok1, ok2, ok3, ok4, ok5); exp != got {
+		t.Fatalf("opens: exp %s, got %s", exp, got)
+	}
+	a1()
+	a1()
+	_, ok6 := s.Open(req("10.0.0.3"))
+	_, ok7 := s.Open(req("10.0.0.1"))
+	if !ok6 || ok7 {
+		t.Fatalf("after one done: another client %v (want true), then the full handler %v (want false)", ok6, ok7)
+	}
+}
