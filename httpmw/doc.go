@@ -142,12 +142,11 @@
 // (a plus, not a space), and Unicode forms ("café" in NFC and in NFD are
 // two jobs; normalize in your JobFunc if your ids need it). Keys are
 // joined so that distinct inputs never collide, and the gate stores any
-// byte safely. A request naming no
-// job, an empty parameter or a key over gate.MaxJobLen bytes gets 400; an
-// id Options.Exists does not know gets 404 before Redis is asked, so ids
-// a client makes up cost Redis nothing (give every public route one). The
-// middleware never resets, releases or shortens a cooldown: only a handler
-// run it let through settles the job.
+// byte safely. A request naming no job, an empty parameter or a key over
+// gate.MaxJobLen bytes gets 400; an id Options.Exists does not know gets
+// 404 before Redis is asked, so ids a client makes up cost Redis nothing
+// (give every public route one). The middleware never resets, releases or
+// shortens a cooldown: only a handler run it let through settles the job.
 //
 // The middleware and StatusHandler are safe for concurrent use.
 package httpmw
