@@ -25,3 +25,10 @@ func SetStreamLimits(lifetime, writeTimeout time.Duration) (restore func()) {
 	oldWrite := streamWriteTimeout.Swap(int64(writeTimeout))
 	return func() { streamLifetime.Store(oldLife); streamWriteTimeout.Store(oldWrite) }
 }
+
+// StreamsClients is how many clients s holds an entry for.
+func StreamsClients(s *Streams) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.by)
+}

@@ -211,4 +211,22 @@ func TestStreamsOpen(t *testing.T) {
 	if !ok6 || ok7 {
 		t.Fatalf("after one done: another client %v (want true), then the full handler %v (want false)", ok6, ok7)
 	}
+
+	// A client that closes one of two streams still has one: it may open
+	// one more, not two; and a client with none holds no entry, so the
+	// entries stay at most Max.
+	s = &httpmw.Streams{Max: 10, PerClient: 2}
+	b1, _ := s.Open(req("10.0.0.1"))
+	b2, _ := s.Open(req("10.0.0.1"))
+	b1()
+	b3, ok8 := s.Open(req("10.0.0.1"))
+	_, ok9 := s.Open(req("10.0.0.1"))
+	if !ok8 || ok9 {
+		t.Fatalf("one of two closed: one more %v (want true), a third %v (want false)", ok8, ok9)
+	}
+	b2()
+	b3()
+	if n := httpmw.StreamsClients(s); n != 0 {
+		t.Errorf("every stream closed: %d clients held, want 0", n)
+	}
 }
