@@ -13,6 +13,10 @@
 //	<prefix>:upstream:{<upstream>}:unreachable    distinct jobs whose calls could not reach its address
 //	<prefix>:upstream:{<upstream>}:budget         the provider's last reported rate limits
 //	<prefix>:upstream:{<upstream>}:calls          calls admitted by that budget, not yet settled
+//	<prefix>:upstream:{<upstream>}:line           callers waiting for a turn, in order (gate/internal/line)
+//	<prefix>:upstream:{<upstream>}:line:exp       when each waiting caller's lease ends
+//	<prefix>:upstream:{<upstream>}:line:meta      the line's sequence, epoch and fair-share tags
+//	<prefix>:upstream:{<upstream>}:line:grant:<owner>  turns given to one process's callers, not yet collected
 //
 // Changes of a job's or an upstream's key are published (package gate's
 // scripts) on the pub/sub channel of the same name.

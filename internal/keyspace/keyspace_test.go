@@ -89,3 +89,15 @@ func TestJobKeyOneAllocation(t *testing.T) {
 		}
 	}
 }
+
+// An upstream's line keys share the upstream's hash tag, so its scripts
+// run on one cluster node.
+func TestLineKeysShareTheUpstreamSlot(t *testing.T) {
+	up, _ := Upstream("p", "a b")
+	line, exp, meta, grants := Line("p", "a b")
+	for _, k := range []string{line, exp, meta, grants + "owner"} {
+		if !strings.HasPrefix(k, up+":") {
+			t.Errorf("line key %q is not under the upstream's key %q", k, up)
+		}
+	}
+}

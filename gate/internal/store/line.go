@@ -1,0 +1,276 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// An upstream's line (lua/line_*.lua; gate/internal/line): the callers
+// waiting for a turn when its budget is short, one script per step. Every
+// script reads the line's three keys, which share the upstream's slot; a
+// turn is handed to its owner's list of grants, a key in the same slot,
+// and published on it.
+
+var (
+	//go:embed lua/line_common.lua
+	lineCommonLua string
+	//go:embed lua/line_join.lua
+	lineJoinLua string
+	//go:embed lua/line_turn.lua
+	lineTurnLua string
+	//go:embed lua/line_leave.lua
+	lineLeaveLua string
+	//go:embed lua/line_place.lua
+	linePlaceLua string
+	//go:embed lua/line_renew.lua
+	lineRenewLua string
+	//go:embed lua/line_collect.lua
+	lineCollectLua string
+
+	lineJoinScript    = newScript(lineCommonLua + lineJoinLua)
+	lineLeaveScript   = newScript(lineCommonLua + lineLeaveLua)
+	linePlaceScript   = newScript(lineCommonLua + linePlaceLua)
+	lineRenewScript   = newScript(lineCommonLua + lineRenewLua)
+	lineCollectScript = newScript(lineCollectLua)
+	// The turn publishes: PUBLISH on one node, SPUBLISH on a cluster.
+	lineTurnNode    = newScript("local PUBLISH = 'PUBLISH'\n" + lineCommonLua + lineTurnLua)
+	lineTurnCluster = newScript("local PUBLISH = 'SPUBLISH'\n" + lineCommonLua + lineTurnLua)
+)
+
+// LineKeys are an upstream's line keys (internal/keyspace.Line).
+type LineKeys struct {
+	Line, Expiry, Meta string
+	// Grants is the prefix of each owner's list of grants.
+	Grants string
+}
+
+func (k LineKeys) keys() []string { return []string{k.Line, k.Expiry, k.Meta} }
+
+// GrantsOf is owner's list of grants, and the channel its turns are
+// published on.
+func (k LineKeys) GrantsOf(owner string) string { return k.Grants + owner }
+
+// Classes: a line orders its entries by class, 0 to MaxClass, higher
+// first.
+const MaxClass = 255
+
+// Quanta: a tenant's turn advances its finish tag by Quantum / weight,
+// at least 1 and at most MaxQuantum.
+const (
+	Quantum    = 1000
+	MaxQuantum = 1_000_000
+)
+
+// LineJoin is a caller asking for a place.
+type LineJoin struct {
+	Class   int
+	Quantum int64
+	// Owner names the process that waits (no ':'); Tenant the caller's
+	// tenant.
+	Owner, Tenant string
+	// Lease is how long the place is kept without renewal; Left the time
+	// until the caller's deadline; Keep the keys' TTL.
+	Lease, Left, Keep time.Duration
+	// Rate is the turns per second expected, 0 for unknown: the join is
+	// refused when the turns ahead cannot come within Left.
+	Rate float64
+}
+
+// LineJoined is line_join.lua's answer.
+type LineJoined struct {
+	Joined bool
+	// Ahead counts the turns before the caller's.
+	Ahead int64
+	// Member is the caller's place; Epoch the line's (Joined).
+	Member, Epoch string
+	// Wait is the expected wait of a refused caller.
+	Wait time.Duration
+}
+
+// JoinLine queues line_join.lua.
+func (t *Trip) JoinLine(ctx context.Context, k LineKeys, j LineJoin) Reply[LineJoined] {
+	cmd := t.eval(ctx, lineJoinScript, k.keys(), j.Class, j.Quantum, j.Owner, j.Tenant,
+		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64))
+	return Reply[LineJoined]{cmd, decodeLineJoined}
+}
+
+// decodeLineJoined reads {1, ahead, member, epoch} or {0, ahead, wait ms}.
+func decodeLineJoined(c redis.Cmder) (LineJoined, error) {
+	v, err := slice(c)
+	if err != nil {
+		return LineJoined{}, err
+	}
+	kind, ok1 := replyInt(v, 0)
+	ahead, ok2 := replyInt(v, 1)
+	switch {
+	case ok1 && ok2 && kind == 1 && len(v) == 4:
+		m, ok3 := replyString(v, 2)
+		e, ok4 := replyString(v, 3)
+		if ok3 && ok4 {
+			return LineJoined{Joined: true, Ahead: ahead, Member: m, Epoch: e}, nil
+		}
+	case ok1 && ok2 && kind == 0 && len(v) == 3:
+		if w, ok := replyInt(v, 2); ok {
+			return LineJoined{Ahead: ahead, Wait: time.Duration(w) * time.Millisecond}, nil
+		}
+	}
+	return LineJoined{}, badReply("line join", v)
+}
+
+// LineEntry is a member of a line, decoded.
+type LineEntry struct {
+	Member        string
+	Class         int
+	Owner, Tenant string
+}
+
+// ParseLineEntry decodes a member line_join.lua made.
+func ParseLineEntry(m string) (LineEntry, bool) {
+	const head = 3 + 15 + 12
+	if len(m) < head+1 || m[head] != ':' {
+		return LineEntry{}, false
+	}
+	desc, err := strconv.Atoi(m[:3])
+	if err != nil || desc < 0 || desc > MaxClass {
+		return LineEntry{}, false
+	}
+	_, rest, ok := strings.Cut(m[head+1:], ":") // the quantum
+	if !ok {
+		return LineEntry{}, false
+	}
+	owner, tenant, ok := strings.Cut(rest, ":")
+	if !ok {
+		return LineEntry{}, false
+	}
+	return LineEntry{Member: m, Class: MaxClass - desc, Owner: owner, Tenant: tenant}, true
+}
+
+// TurnLine queues line_turn.lua: give up to n turns. The reply is the
+// entries given one, in order.
+func (t *Trip) TurnLine(ctx context.Context, k LineKeys, n int, lease, keep time.Duration) Reply[[]LineEntry] {
+	s := lineTurnCluster
+	if t.s.scripts == nodeScripts {
+		s = lineTurnNode
+	}
+	cmd := t.eval(ctx, s, k.keys(), n, k.Grants, max(ms(lease), 1), max(ms(keep), 1))
+	return Reply[[]LineEntry]{cmd, decodeTurned}
+}
+
+func decodeTurned(c redis.Cmder) ([]LineEntry, error) {
+	v, err := slice(c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LineEntry, 0, len(v))
+	for i := range v {
+		m, _ := replyString(v, i)
+		e, ok := ParseLineEntry(m)
+		if !ok {
+			return nil, badReply("line turn", v)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// LeaveLine queues line_leave.lua: the reply reports whether member was
+// still waiting.
+func (t *Trip) LeaveLine(ctx context.Context, k LineKeys, member string) Reply[bool] {
+	return Reply[bool]{t.eval(ctx, lineLeaveScript, k.keys(), member), decodeFlag}
+}
+
+// LinePlace is line_place.lua's answer.
+type LinePlace struct {
+	// Ahead counts the turns before member's; -1 when it does not wait.
+	Ahead   int64
+	Waiting int64
+}
+
+// PlaceInLine queues line_place.lua.
+func (t *Trip) PlaceInLine(ctx context.Context, k LineKeys, member string) Reply[LinePlace] {
+	return Reply[LinePlace]{t.eval(ctx, linePlaceScript, k.keys(), member), func(c redis.Cmder) (LinePlace, error) {
+		v, err := slice(c)
+		if err != nil {
+			return LinePlace{}, err
+		}
+		a, ok1 := replyInt(v, 0)
+		n, ok2 := replyInt(v, 1)
+		if !ok1 || !ok2 || len(v) != 2 {
+			return LinePlace{}, badReply("line place", v)
+		}
+		return LinePlace{Ahead: a, Waiting: n}, nil
+	}}
+}
+
+// LineRenewal is one waiting member whose lease is renewed, and the time
+// until its caller's deadline.
+type LineRenewal struct {
+	Member string
+	Left   time.Duration
+}
+
+// LineRenewed is line_renew.lua's answer.
+type LineRenewed struct {
+	Epoch   string // "" when the line is gone
+	Renewed int64
+}
+
+// RenewLine queues line_renew.lua.
+func (t *Trip) RenewLine(ctx context.Context, k LineKeys, lease, keep time.Duration, rs []LineRenewal) Reply[LineRenewed] {
+	args := make([]any, 0, 2+2*len(rs))
+	args = append(args, max(ms(lease), 1), max(ms(keep), 1))
+	for _, r := range rs {
+		args = append(args, r.Member, max(ms(r.Left), 0))
+	}
+	return Reply[LineRenewed]{t.eval(ctx, lineRenewScript, k.keys(), args...), func(c redis.Cmder) (LineRenewed, error) {
+		v, err := slice(c)
+		if err != nil {
+			return LineRenewed{}, err
+		}
+		e, ok1 := replyString(v, 0)
+		n, ok2 := replyInt(v, 1)
+		if !ok1 || !ok2 || len(v) != 2 {
+			return LineRenewed{}, badReply("line renew", v)
+		}
+		return LineRenewed{Epoch: e, Renewed: n}, nil
+	}}
+}
+
+// LineCollected is line_collect.lua's answer.
+type LineCollected struct {
+	Epoch   string // "" when the line is gone
+	Granted []string
+}
+
+// CollectLine queues line_collect.lua: take the turns given to owner's
+// callers.
+func (t *Trip) CollectLine(ctx context.Context, k LineKeys, owner string) Reply[LineCollected] {
+	cmd := t.eval(ctx, lineCollectScript, []string{k.GrantsOf(owner), k.Meta})
+	return Reply[LineCollected]{cmd, func(c redis.Cmder) (LineCollected, error) {
+		v, err := slice(c)
+		if err != nil {
+			return LineCollected{}, err
+		}
+		out := LineCollected{Granted: make([]string, 0, max(len(v)-1, 0))}
+		for i := range v {
+			s, ok := replyString(v, i)
+			if !ok {
+				return LineCollected{}, badReply("line collect", v)
+			}
+			if i == 0 {
+				out.Epoch = s
+			} else {
+				out.Granted = append(out.Granted, s)
+			}
+		}
+		if len(v) == 0 {
+			return LineCollected{}, badReply("line collect", v)
+		}
+		return out, nil
+	}}
+}

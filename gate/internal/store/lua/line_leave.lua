@@ -1,0 +1,18 @@
+-- Leave: drop ARGV[1] from the line; if it was its tenant's last entry,
+-- the tenant's finish tag goes back to the entry's start.
+-- Reply: 1 dropped, 0 not in the line (given a turn, reaped, or lost).
+local m = ARGV[1]
+redis.call('ZREM', KEYS[2], m)
+if redis.call('ZREM', KEYS[1], m) == 0 then
+  return 0
+end
+local c, s, q, _, tenant = parse(m)
+local ff = 'f' .. c .. ':' .. tenant
+if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
+  if s <= tonumber(redis.call('HGET', KEYS[3], 'v' .. c) or '0') then
+    redis.call('HDEL', KEYS[3], ff)
+  else
+    redis.call('HSET', KEYS[3], ff, int(s))
+  end
+end
+return 1

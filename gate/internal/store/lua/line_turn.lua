@@ -1,0 +1,42 @@
+-- Turn: give up to ARGV[1] turns, in the line's order, skipping callers
+-- whose lease ended. Each turn goes on its owner's list of grants
+-- (ARGV[2] .. owner, a key in the line's slot), which is published so the
+-- owner's process collects it at once.
+-- ARGV[3] lease ms (a list not collected within it belongs to a dead
+-- process), ARGV[4] keep ms.
+-- Reply: the members given a turn, in order.
+local now = now_ms()
+reap(now, 64)
+local n = tonumber(ARGV[1])
+local out, lists = {}, {}
+while #out < n do
+  local p = redis.call('ZPOPMIN', KEYS[1])
+  if #p == 0 then
+    break
+  end
+  local m = p[1]
+  local exp = redis.call('ZSCORE', KEYS[2], m)
+  redis.call('ZREM', KEYS[2], m)
+  if exp and tonumber(exp) > now then
+    local c, s, q, owner, tenant = parse(m)
+    redis.call('HSET', KEYS[3], 'v' .. c, int(s))
+    -- The tenant's last entry leaves the line: its finish tag goes, so
+    -- the hash holds only tenants that wait.
+    local ff = 'f' .. c .. ':' .. tenant
+    if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
+      redis.call('HDEL', KEYS[3], ff)
+    end
+    local g = ARGV[2] .. owner
+    redis.call('RPUSH', g, m)
+    lists[g] = true
+    out[#out + 1] = m
+  end
+end
+for g in pairs(lists) do
+  redis.call('PEXPIRE', g, ARGV[3])
+  redis.pcall(PUBLISH, g, '1')
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  keep(ARGV[4])
+end
+return out
