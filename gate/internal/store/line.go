@@ -178,10 +178,29 @@ func decodeTurned(c redis.Cmder) ([]LineEntry, error) {
 	return out, nil
 }
 
-// LeaveLine queues line_leave.lua: the reply reports whether member was
-// still waiting.
-func (t *Trip) LeaveLine(ctx context.Context, k LineKeys, member string) Reply[bool] {
-	return Reply[bool]{t.eval(ctx, lineLeaveScript, k.keys(), member), decodeFlag}
+// LineLeft is what line_leave.lua found.
+type LineLeft int
+
+const (
+	// NotInLine: the member was reaped, or the line lost.
+	NotInLine LineLeft = iota
+	// LeftLine: the member waited and no longer does.
+	LeftLine
+	// TurnTaken: the member had been given a turn, not yet collected,
+	// and it is taken back; its owner passes it on.
+	TurnTaken
+)
+
+// LeaveLine queues line_leave.lua for owner's member.
+func (t *Trip) LeaveLine(ctx context.Context, k LineKeys, owner, member string) Reply[LineLeft] {
+	cmd := t.eval(ctx, lineLeaveScript, append(k.keys(), k.GrantsOf(owner)), member)
+	return Reply[LineLeft]{cmd, func(c redis.Cmder) (LineLeft, error) {
+		n, err := c.(*redis.Cmd).Int64()
+		if err == nil && (n < 0 || n > 2) {
+			return 0, badReply("line leave", []any{n})
+		}
+		return LineLeft(n), err
+	}}
 }
 
 // LinePlace is line_place.lua's answer.
@@ -216,8 +235,10 @@ type LineRenewal struct {
 
 // LineRenewed is line_renew.lua's answer.
 type LineRenewed struct {
-	Epoch   string // "" when the line is gone
-	Renewed int64
+	Epoch string // "" when the line is gone
+	// Missing are the members not in the line: given a turn, reaped or
+	// lost.
+	Missing []string
 }
 
 // RenewLine queues line_renew.lua.
@@ -228,17 +249,31 @@ func (t *Trip) RenewLine(ctx context.Context, k LineKeys, lease, keep time.Durat
 		args = append(args, r.Member, max(ms(r.Left), 0))
 	}
 	return Reply[LineRenewed]{t.eval(ctx, lineRenewScript, k.keys(), args...), func(c redis.Cmder) (LineRenewed, error) {
-		v, err := slice(c)
-		if err != nil {
-			return LineRenewed{}, err
-		}
-		e, ok1 := replyString(v, 0)
-		n, ok2 := replyInt(v, 1)
-		if !ok1 || !ok2 || len(v) != 2 {
-			return LineRenewed{}, badReply("line renew", v)
-		}
-		return LineRenewed{Epoch: e, Renewed: n}, nil
+		e, rest, err := decodeEpochAnd(c, "line renew")
+		return LineRenewed{Epoch: e, Missing: rest}, err
 	}}
+}
+
+// decodeEpochAnd reads {epoch, member...}.
+func decodeEpochAnd(c redis.Cmder, script string) (string, []string, error) {
+	v, err := slice(c)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(v) == 0 {
+		return "", nil, badReply(script, v)
+	}
+	e, ok := replyString(v, 0)
+	rest := make([]string, 0, len(v)-1)
+	for i := 1; i < len(v) && ok; i++ {
+		var m string
+		m, ok = replyString(v, i)
+		rest = append(rest, m)
+	}
+	if !ok {
+		return "", nil, badReply(script, v)
+	}
+	return e, rest, nil
 }
 
 // LineCollected is line_collect.lua's answer.
@@ -252,25 +287,7 @@ type LineCollected struct {
 func (t *Trip) CollectLine(ctx context.Context, k LineKeys, owner string) Reply[LineCollected] {
 	cmd := t.eval(ctx, lineCollectScript, []string{k.GrantsOf(owner), k.Meta})
 	return Reply[LineCollected]{cmd, func(c redis.Cmder) (LineCollected, error) {
-		v, err := slice(c)
-		if err != nil {
-			return LineCollected{}, err
-		}
-		out := LineCollected{Granted: make([]string, 0, max(len(v)-1, 0))}
-		for i := range v {
-			s, ok := replyString(v, i)
-			if !ok {
-				return LineCollected{}, badReply("line collect", v)
-			}
-			if i == 0 {
-				out.Epoch = s
-			} else {
-				out.Granted = append(out.Granted, s)
-			}
-		}
-		if len(v) == 0 {
-			return LineCollected{}, badReply("line collect", v)
-		}
-		return out, nil
+		e, granted, err := decodeEpochAnd(c, "line collect")
+		return LineCollected{Epoch: e, Granted: granted}, err
 	}}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 func lineKeys(name string) LineKeys {
@@ -136,9 +137,7 @@ func TestLineSkipsAnExpiredPlace(t *testing.T) {
 	k := lineKeys("expired")
 	join(t, s, k, LineJoin{Tenant: "dead", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
 	join(t, s, k, LineJoin{Tenant: "live", Lease: time.Minute, Left: time.Hour, Keep: time.Minute})
-	m.FastForward(1500 * time.Millisecond)
-	// miniredis's TIME follows SetTime, not FastForward
-	m.SetTime(time.Now().Add(1500 * time.Millisecond))
+	redistest.Advance(m, 1500*time.Millisecond)
 	if exp, got := "live", tenants(turn(t, s, k, 2)); exp != got {
 		t.Fatalf("turns went to %q, want %q", got, exp)
 	}
@@ -156,9 +155,9 @@ func TestLineLeaveRollsBackTheFinishTag(t *testing.T) {
 	ctx := context.Background()
 	for _, mb := range []string{b2.Member, b.Member} {
 		tr := s.Trip()
-		r := tr.LeaveLine(ctx, k, mb)
+		r := tr.LeaveLine(ctx, k, "o1", mb)
 		tr.Send(ctx)
-		if ok, err := r.Result(); err != nil || !ok {
+		if ok, err := r.Result(); err != nil || ok != LeftLine {
 			t.Fatalf("leave: %v, %v", ok, err)
 		}
 	}
@@ -231,5 +230,46 @@ func TestParseLineEntry(t *testing.T) {
 		if ok != tc.ok || (ok && got != tc.e) {
 			t.Errorf("ParseLineEntry(%q) = %+v, %v; want %+v, %v", tc.m, got, ok, tc.e, tc.ok)
 		}
+	}
+}
+
+// A member given a turn and leaving before its process collected it gets
+// the turn taken back (its owner passes it on); a member reaped is just
+// not in the line.
+func TestLineLeaveTakesBackAnUncollectedTurn(t *testing.T) {
+	s, _, _ := newStore(t)
+	k := lineKeys("takeback")
+	a := join(t, s, k, LineJoin{Tenant: "a"})
+	turn(t, s, k, 1)
+	ctx := context.Background()
+	for _, exp := range []LineLeft{TurnTaken, NotInLine} {
+		tr := s.Trip()
+		r := tr.LeaveLine(ctx, k, "o1", a.Member)
+		tr.Send(ctx)
+		if got, err := r.Result(); err != nil || got != exp {
+			t.Fatalf("leave: %v, %v; want %v", got, err, exp)
+		}
+	}
+}
+
+// Renew extends the leases it is given and names the members that no
+// longer wait.
+func TestLineRenew(t *testing.T) {
+	s, m, _ := newStore(t)
+	k := lineKeys("renew")
+	a := join(t, s, k, LineJoin{Tenant: "a", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
+	b := join(t, s, k, LineJoin{Tenant: "b", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
+	turn(t, s, k, 1) // a
+	ctx := context.Background()
+	tr := s.Trip()
+	r := tr.RenewLine(ctx, k, time.Minute, time.Minute, []LineRenewal{{a.Member, time.Hour}, {b.Member, time.Hour}})
+	tr.Send(ctx)
+	got, err := r.Result()
+	if err != nil || got.Epoch != a.Epoch || fmt.Sprint(got.Missing) != fmt.Sprint([]string{a.Member}) {
+		t.Fatalf("renew: %+v, %v; want epoch %s, a missing", got, err, a.Epoch)
+	}
+	redistest.Advance(m, 2*time.Second) // past the first lease, within the renewed one
+	if exp, got := "b", tenants(turn(t, s, k, 1)); exp != got {
+		t.Fatalf("after the renewal, the turn went to %q, want %q", got, exp)
 	}
 }

@@ -1,0 +1,167 @@
+package line
+
+import (
+	"context"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/hub"
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// The collector: one goroutine per line and process while any of its
+// callers wait. A turn given to one of them lands on the process's list
+// of grants and is published there; the hub wakes the collector, which
+// takes the list in one round trip and wakes each caller whose turn came.
+// Where the hub cannot subscribe it polls, as the hub asks its listeners
+// to. Every Lease/3 it renews its callers' places in the same round trip.
+// A line lost (a Redis restart, a failover without the keys) shows as a
+// new epoch, or none: its callers join again, in their classes and
+// tenants, before their deadlines.
+
+func (l *Line) collector(ctx context.Context) {
+	ln := l.h.Listen(l.keys.GrantsOf(l.owner))
+	defer ln.Close()
+	renew := time.NewTicker(l.cfg.Lease / 3)
+	defer renew.Stop()
+	poll := hub.PollMin
+	collect, renewing := true, false
+	for {
+		// After Ready, a turn given is either pushed or in what is read.
+		push := ln.Ready(ctx, l.cfg.Timeout)
+		if collect || renewing {
+			l.collect(ctx, renewing)
+		}
+		if l.idle() {
+			return
+		}
+		var tick <-chan time.Time
+		var t *time.Timer
+		if push {
+			poll = hub.PollMin
+		} else {
+			t = time.NewTimer(poll)
+			tick = t.C
+			poll = min(2*poll, hub.PollMax)
+		}
+		collect, renewing = false, false
+		select {
+		case <-ln.Wake():
+			collect = true
+		case <-tick:
+			collect = true
+		case <-renew.C:
+			renewing = true
+		case <-l.kick:
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// idle stops the collector when nobody waits.
+func (l *Line) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.waiting) > 0 {
+		return false
+	}
+	l.running = false
+	return true
+}
+
+// collect takes the turns given to this process's callers and wakes
+// them; with renew, it first renews their places. Callers whose places
+// were lost join again.
+func (l *Line) collect(ctx context.Context, renew bool) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	now := time.Now()
+	var rs []store.LineRenewal
+	if renew {
+		l.mu.Lock()
+		rs = make([]store.LineRenewal, 0, len(l.waiting))
+		for m, w := range l.waiting {
+			rs = append(rs, store.LineRenewal{Member: m, Left: w.deadline.Sub(now)})
+		}
+		l.mu.Unlock()
+	}
+	tr := l.st.Trip()
+	var rr store.Reply[store.LineRenewed]
+	if len(rs) > 0 {
+		rr = tr.RenewLine(ctx, l.keys, l.cfg.Lease, l.cfg.keep(), rs)
+	}
+	cr := tr.CollectLine(ctx, l.keys, l.owner)
+	tr.Send(ctx)
+	c, err := cr.Result()
+	if err != nil {
+		return // the next wake, poll or renewal tries again
+	}
+	renewed, err := rr.Result()
+	if err != nil {
+		renewed = store.LineRenewed{}
+	}
+	missing := make(map[string]bool, len(renewed.Missing))
+	for _, m := range renewed.Missing {
+		missing[m] = true
+	}
+	var lost []*waiter
+	l.mu.Lock()
+	for _, m := range c.Granted {
+		if w := l.waiting[m]; w != nil {
+			delete(l.waiting, m)
+			close(w.granted)
+		} else {
+			l.early[m] = now
+		}
+	}
+	for m, t := range l.early {
+		if now.Sub(t) > l.cfg.Lease {
+			delete(l.early, m)
+		}
+	}
+	for m, w := range l.waiting {
+		if w.epoch != c.Epoch || missing[m] {
+			lost = append(lost, w)
+		}
+	}
+	l.mu.Unlock()
+	if len(lost) > 0 {
+		l.rejoin(ctx, lost)
+	}
+}
+
+// rejoin puts callers whose places were lost back in line, in one round
+// trip; a caller past its deadline is left to its Wait.
+func (l *Line) rejoin(ctx context.Context, ws []*waiter) {
+	now := time.Now()
+	tr := l.st.Trip()
+	rs := make([]store.Reply[store.LineJoined], len(ws))
+	for i, w := range ws {
+		rs[i] = tr.JoinLine(ctx, l.keys, l.join(w, max(w.deadline.Sub(now), 0), 0))
+	}
+	tr.Send(ctx)
+	var orphans []string
+	l.mu.Lock()
+	for i, w := range ws {
+		j, err := rs[i].Result()
+		if err != nil || !j.Joined {
+			continue
+		}
+		if w.done { // it left meanwhile: so does its new place
+			orphans = append(orphans, j.Member)
+			continue
+		}
+		delete(l.waiting, w.member)
+		w.member, w.epoch = j.Member, j.Epoch
+		l.registerLocked(ctx, w)
+	}
+	l.mu.Unlock()
+	if len(orphans) > 0 {
+		tr := l.st.Trip()
+		for _, m := range orphans {
+			tr.LeaveLine(ctx, l.keys, l.owner, m)
+		}
+		tr.Send(ctx)
+	}
+}

@@ -1,0 +1,310 @@
+package line
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/hub"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/keyspace"
+)
+
+// Config is a line's settings; zero values mean the defaults.
+type Config struct {
+	// Lease is how long a place is kept without renewal: a process that
+	// dies loses its callers' places within it (default: 10s). A live
+	// process renews every Lease/3.
+	Lease time.Duration
+	// Timeout bounds the line's own commands (renewals, collections, a
+	// leave after the caller's context ended) and the wait for a
+	// subscription (default: 1s).
+	Timeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	return c
+}
+
+// keep is the keys' TTL: renewals come every Lease/3, so a line outlives
+// its last live waiter by at most this.
+func (c Config) keep() time.Duration { return 2 * c.Lease }
+
+// Caller is who asks for a turn.
+type Caller struct {
+	// Class orders callers first, 0 to 255, higher first (default: 0).
+	Class int
+	// Tenant shares its class's turns with the others asking, max-min
+	// fairly; "" is a tenant too.
+	Tenant string
+	// Weight is the tenant's share against a weight of 1 (default: 1),
+	// from 0.001 to 1000.
+	Weight float64
+}
+
+// quantum is how far one turn advances the caller's tenant.
+func (c Caller) quantum() (int64, error) {
+	w := c.Weight
+	if w == 0 {
+		w = 1
+	}
+	if math.IsNaN(w) || w < 0.001 || w > 1000 {
+		return 0, fmt.Errorf("line: weight %v is outside 0.001 to 1000", c.Weight)
+	}
+	if c.Class < 0 || c.Class > store.MaxClass {
+		return 0, fmt.Errorf("line: class %d is outside 0 to %d", c.Class, store.MaxClass)
+	}
+	return min(max(int64(math.Round(store.Quantum/w)), 1), store.MaxQuantum), nil
+}
+
+// Line is one upstream's line, as one process sees it. Make it with New.
+type Line struct {
+	st    *store.Store
+	h     *hub.Hub
+	keys  store.LineKeys
+	owner string
+	cfg   Config
+
+	mu      sync.Mutex
+	waiting map[string]*waiter   // by member
+	early   map[string]time.Time // turns collected before their Join returned
+	running bool                 // the collector runs
+	kick    chan struct{}        // tells the collector a waiter left
+}
+
+// waiter is one caller in line from this process.
+type waiter struct {
+	caller   Caller
+	quantum  int64
+	deadline time.Time
+	granted  chan struct{} // closed when the turn is collected
+	gone     chan struct{} // closed when the caller leaves
+	// Guarded by Line.mu.
+	member, epoch string
+	done          bool // answered: its turn used, or left
+}
+
+// New returns upstream's line under the gate's key prefix, over the
+// gate's store and hub.
+func New(st *store.Store, h *hub.Hub, prefix, upstream string, cfg Config) *Line {
+	l, e, m, g := keyspace.Line(prefix, upstream)
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	return &Line{
+		st: st, h: h, cfg: cfg.withDefaults(),
+		keys:    store.LineKeys{Line: l, Expiry: e, Meta: m, Grants: g},
+		owner:   hex.EncodeToString(id[:]),
+		waiting: make(map[string]*waiter),
+		early:   make(map[string]time.Time),
+		kick:    make(chan struct{}, 1),
+	}
+}
+
+// Ticket is a caller's place in line: Wait for the turn, or Leave.
+type Ticket struct {
+	l     *Line
+	w     *waiter
+	ahead int
+}
+
+// Ahead counts the turns that came before the ticket's when it joined.
+func (t *Ticket) Ahead() int { return t.ahead }
+
+// Join takes a place in line for c until deadline. rate is the turns per
+// second the upstream's budget is expected to give (0: unknown); when the
+// turns ahead cannot come before the deadline at that rate, Join takes no
+// place and returns a *TooLongError with the expected wait.
+func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate float64) (*Ticket, error) {
+	q, err := c.quantum()
+	if err != nil {
+		return nil, err
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return nil, ErrDeadline
+	}
+	w := &waiter{caller: c, quantum: q, deadline: deadline, granted: make(chan struct{}), gone: make(chan struct{})}
+	tr := l.st.Trip()
+	r := tr.JoinLine(ctx, l.keys, l.join(w, left, rate))
+	tr.Send(ctx)
+	j, err := r.Result()
+	if err != nil {
+		return nil, err
+	}
+	if !j.Joined {
+		return nil, &TooLongError{Ahead: int(j.Ahead), Wait: j.Wait}
+	}
+	l.mu.Lock()
+	w.member, w.epoch = j.Member, j.Epoch
+	l.registerLocked(ctx, w)
+	l.mu.Unlock()
+	return &Ticket{l: l, w: w, ahead: int(j.Ahead)}, nil
+}
+
+func (l *Line) join(w *waiter, left time.Duration, rate float64) store.LineJoin {
+	return store.LineJoin{Class: w.caller.Class, Quantum: w.quantum, Owner: l.owner, Tenant: w.caller.Tenant,
+		Lease: l.cfg.Lease, Left: left, Keep: l.cfg.keep(), Rate: rate}
+}
+
+// registerLocked puts w among the waiters (its turn may have been
+// collected already) and starts the collector; l.mu must be held.
+func (l *Line) registerLocked(ctx context.Context, w *waiter) {
+	if _, ok := l.early[w.member]; ok {
+		delete(l.early, w.member)
+		close(w.granted)
+		return
+	}
+	l.waiting[w.member] = w
+	if !l.running {
+		l.running = true
+		go l.collector(context.WithoutCancel(ctx))
+	}
+}
+
+// Wait blocks until the ticket's turn comes (nil), its deadline passes
+// (ErrDeadline) or ctx ends (ctx.Err()). Either way but the first, the
+// caller leaves the line; a turn given meanwhile is passed on.
+func (t *Ticket) Wait(ctx context.Context) error {
+	w := t.w
+	timer := time.NewTimer(time.Until(w.deadline))
+	defer timer.Stop()
+	var err error
+	select {
+	case <-w.granted:
+		t.l.mu.Lock()
+		used := !w.done
+		w.done = true
+		t.l.mu.Unlock()
+		if used {
+			return nil
+		}
+		return ErrLeft
+	case <-w.gone:
+		return ErrLeft
+	case <-timer.C:
+		err = ErrDeadline
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.l.cfg.Timeout)
+	defer cancel()
+	return errors.Join(err, t.Leave(lctx))
+}
+
+// Leave gives up the ticket's place. A turn it was given and did not use
+// goes to the next caller in line. Leaving twice, or after Wait, does
+// nothing.
+func (t *Ticket) Leave(ctx context.Context) error {
+	l, w := t.l, t.w
+	l.mu.Lock()
+	if w.done {
+		l.mu.Unlock()
+		return nil
+	}
+	w.done = true
+	close(w.gone)
+	member := w.member
+	granted := isClosed(w.granted)
+	delete(l.waiting, member)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	if !granted {
+		tr := l.st.Trip()
+		r := tr.LeaveLine(ctx, l.keys, l.owner, member)
+		tr.Send(ctx)
+		left, err := r.Result()
+		if err != nil || left != store.TurnTaken {
+			return err
+		}
+	}
+	_, err := l.Turn(ctx, 1)
+	return err
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Place is where a ticket stands.
+type Place struct {
+	// Waiting: the ticket still waits for its turn; Ahead counts the
+	// turns before it, Of the callers waiting in all.
+	Waiting   bool
+	Ahead, Of int
+	// Wait is the expected wait at the rate given (0: unknown).
+	Wait time.Duration
+}
+
+// Place reads where the ticket stands now; rate is the turns per second
+// expected (0: unknown). Turns to callers who join later in a less served
+// tenant may still come first: that is the fair share.
+func (t *Ticket) Place(ctx context.Context, rate float64) (Place, error) {
+	l := t.l
+	l.mu.Lock()
+	member := t.w.member
+	l.mu.Unlock()
+	tr := l.st.Trip()
+	r := tr.PlaceInLine(ctx, l.keys, member)
+	tr.Send(ctx)
+	p, err := r.Result()
+	if err != nil || p.Ahead < 0 {
+		return Place{Of: int(p.Waiting)}, err
+	}
+	return Place{Waiting: true, Ahead: int(p.Ahead), Of: int(p.Waiting), Wait: expected(p.Ahead, rate)}, nil
+}
+
+// expected is the wait for the turn after ahead others at rate per
+// second.
+func expected(ahead int64, rate float64) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(float64(ahead+1) * float64(time.Second) / rate))
+}
+
+// Turned is a turn given.
+type Turned struct {
+	Class  int
+	Tenant string
+}
+
+// Turn gives up to n turns to the callers in line, in its order (class,
+// then each tenant's fair share, then arrival), and wakes them wherever
+// they wait. Call it when the upstream's budget can serve n more calls;
+// it returns the turns given, fewer than n when fewer wait.
+func (l *Line) Turn(ctx context.Context, n int) ([]Turned, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	tr := l.st.Trip()
+	r := tr.TurnLine(ctx, l.keys, n, l.cfg.Lease, l.cfg.keep())
+	tr.Send(ctx)
+	es, err := r.Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Turned, len(es))
+	for i, e := range es {
+		out[i] = Turned{Class: e.Class, Tenant: e.Tenant}
+	}
+	return out, nil
+}

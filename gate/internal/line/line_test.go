@@ -1,0 +1,349 @@
+package line
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/gate/internal/hub"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// process is one gate process's view of an upstream's line: its own
+// store, hub and owner.
+func process(t *testing.T, rdb store.Client, prefix string, cfg Config) *Line {
+	t.Helper()
+	st := store.New(rdb, store.Config{Lease: time.Minute, WaitTimeout: time.Second, Timeout: time.Second})
+	h := hub.New(hub.Config{Subscriptions: st.Subscriptions(), Timeout: time.Second})
+	return New(st, h, prefix, "up", cfg)
+}
+
+func mustJoin(t *testing.T, l *Line, c Caller) *Ticket {
+	t.Helper()
+	tk, err := l.Join(context.Background(), c, time.Now().Add(time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// waitAll waits for every ticket's turn (each must come), bounded.
+func waitAll(t *testing.T, tks ...*Ticket) {
+	t.Helper()
+	for i, tk := range tks {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := tk.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("ticket %d: %v, want its turn", i, err)
+		}
+	}
+}
+
+func turn(t *testing.T, l *Line, n int) []Turned {
+	t.Helper()
+	got, err := l.Turn(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func count(ts []Turned) map[string]int {
+	m := map[string]int{}
+	for _, x := range ts {
+		m[fmt.Sprint(x.Class, "/", x.Tenant)]++
+	}
+	return m
+}
+
+// A turn given by one process wakes the caller waiting in another, on
+// one node and on a cluster.
+func TestTurnWakesTheWaiterInAnotherProcess(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			a, b := process(t, tg.Client, prefix, Config{}), process(t, tg.Client, prefix, Config{})
+			tk := mustJoin(t, a, Caller{Tenant: "t"})
+			if got := turn(t, b, 5); len(got) != 1 || got[0].Tenant != "t" {
+				t.Fatalf("turns: %+v, want one to t", got)
+			}
+			waitAll(t, tk)
+		})
+	}
+}
+
+// Two tenants in one class, one offering ten times the other, the budget
+// serving 4 calls per window: each tenant with demand gets at least 0.9
+// of its max-min fair share of every window's turns (the light tenant
+// all it asks, the heavy one the rest), and no turn goes unused while
+// anyone waits.
+func TestFairShareBetweenTenants(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			l := process(t, tg.Client, redistest.Prefix(t), Config{})
+			const capacity = 4
+			var tks []*Ticket
+			waiting := map[string]int{}
+			for w := range 20 {
+				for range 10 {
+					tks = append(tks, mustJoin(t, l, Caller{Tenant: "heavy"}))
+				}
+				waiting["0/heavy"] += 10
+				tks = append(tks, mustJoin(t, l, Caller{Tenant: "light"}))
+				waiting["0/light"]++
+				got := count(turn(t, l, capacity))
+				share := fairShares(capacity, waiting)
+				for tn, fair := range share {
+					if float64(got[tn]) < 0.9*fair {
+						t.Fatalf("window %d: %s got %d turns, fair share %.1f (waiting %v, turns %v)", w, tn, got[tn], fair, waiting, got)
+					}
+				}
+				for tn, n := range got {
+					waiting[tn] -= n
+				}
+			}
+			turn(t, l, len(tks))
+			waitAll(t, tks...)
+		})
+	}
+}
+
+// fairShares is the max-min fair share of capacity among demands.
+func fairShares(capacity int, demand map[string]int) map[string]float64 {
+	share := map[string]float64{}
+	left, open := float64(capacity), map[string]bool{}
+	for k, d := range demand {
+		if d > 0 {
+			open[k] = true
+		}
+	}
+	for len(open) > 0 && left > 1e-9 {
+		each := left / float64(len(open))
+		for k := range open {
+			give := min(each, float64(demand[k])-share[k])
+			share[k] += give
+			left -= give
+			if share[k] >= float64(demand[k]) {
+				delete(open, k)
+			}
+		}
+	}
+	return share
+}
+
+// A higher class is served first however much a lower one floods; what it
+// leaves goes to the lower class (work-conserving).
+func TestClassesAndWorkConservation(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			l := process(t, tg.Client, redistest.Prefix(t), Config{})
+			var tks []*Ticket
+			for range 50 {
+				tks = append(tks, mustJoin(t, l, Caller{Class: 0, Tenant: "batch"}))
+			}
+			for range 3 {
+				tks = append(tks, mustJoin(t, l, Caller{Class: 9, Tenant: "user"}))
+			}
+			got := turn(t, l, 5)
+			if c := count(got); c["9/user"] != 3 || c["0/batch"] != 2 {
+				t.Fatalf("5 turns with 3 interactive waiting: %v; want 3 interactive, then 2 batch", c)
+			}
+			if got[0].Class != 9 || got[3].Class != 0 {
+				t.Fatalf("turns in order %+v; interactive first", got)
+			}
+			turn(t, l, 100)
+			waitAll(t, tks...)
+		})
+	}
+}
+
+// A tenant of weight 3 gets three turns for each of a weight-1 tenant's.
+func TestWeights(t *testing.T) {
+	l := process(t, miniClient(t), "w", Config{})
+	for range 30 {
+		mustJoin(t, l, Caller{Tenant: "gold", Weight: 3})
+		mustJoin(t, l, Caller{Tenant: "free"})
+	}
+	c := count(turn(t, l, 20))
+	if c["0/gold"] != 15 || c["0/free"] != 5 {
+		t.Fatalf("20 turns: %v, want 15 gold, 5 free", c)
+	}
+}
+
+func miniClient(t *testing.T) *redis.Client {
+	_, c := redistest.Miniredis(t)
+	return c
+}
+
+// A process that dies holding a place loses it within its lease: the turn
+// goes to the live caller behind it.
+func TestDeadPlaceExpiresWithinItsLease(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0)
+	live := process(t, rdb, "d", Config{Lease: time.Minute})
+	dead := process(t, rdb, "d", Config{Lease: time.Second})
+	// The dead process joined, then stopped: its place is never renewed.
+	tr := dead.st.Trip()
+	tr.JoinLine(context.Background(), dead.keys, dead.join(&waiter{caller: Caller{Tenant: "a"}, quantum: store.Quantum}, time.Hour, 0))
+	tr.Send(context.Background())
+	tk := mustJoin(t, live, Caller{Tenant: "b"})
+	redistest.Advance(m, 1100*time.Millisecond)
+	if got := turn(t, live, 1); len(got) != 1 || got[0].Tenant != "b" {
+		t.Fatalf("after the dead place's lease: turns %+v, want b's", got)
+	}
+	waitAll(t, tk)
+}
+
+// A caller whose turn cannot come before its deadline is told at once,
+// with the expected wait, and takes no place.
+func TestJoinRefusesAnUnmeetableDeadline(t *testing.T) {
+	l := process(t, miniClient(t), "r", Config{})
+	for range 9 {
+		mustJoin(t, l, Caller{Tenant: "a"})
+	}
+	_, err := l.Join(context.Background(), Caller{Tenant: "a"}, time.Now().Add(time.Second), 5)
+	var tl *TooLongError
+	if !errors.As(err, &tl) || !errors.Is(err, ErrTooLong) || tl.Ahead != 9 || tl.Wait != 2*time.Second {
+		t.Fatalf("10th in line at 5 turns/s with 1 s left: %v; want TooLongError, 9 ahead, 2 s", err)
+	}
+	if n := len(turn(t, l, 20)); n != 9 {
+		t.Fatalf("%d turns given, want 9", n)
+	}
+}
+
+// A caller whose deadline passes is answered then, leaves the line, and
+// takes no turn.
+func TestWaitEndsAtTheDeadline(t *testing.T) {
+	l := process(t, miniClient(t), "dl", Config{})
+	tk, err := l.Join(context.Background(), Caller{}, time.Now().Add(50*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Wait(context.Background()); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("Wait: %v, want ErrDeadline", err)
+	}
+	if got := turn(t, l, 1); len(got) != 0 {
+		t.Fatalf("turns after the deadline: %+v, want none", got)
+	}
+}
+
+// A caller that leaves after its turn was given passes the turn on to the
+// next in line.
+func TestLeavePassesAnUnusedTurnOn(t *testing.T) {
+	rdb := miniClient(t)
+	a, b := process(t, rdb, "p", Config{}), process(t, rdb, "p", Config{})
+	first := mustJoin(t, a, Caller{Tenant: "x"})
+	second := mustJoin(t, b, Caller{Tenant: "x"})
+	turn(t, b, 1)
+	if err := first.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, second)
+}
+
+// Place counts the turns ahead and the wait they take at a rate.
+func TestPlace(t *testing.T) {
+	l := process(t, miniClient(t), "pl", Config{})
+	for range 4 {
+		mustJoin(t, l, Caller{Tenant: "a"})
+	}
+	tk := mustJoin(t, l, Caller{Tenant: "a"})
+	p, err := tk.Place(context.Background(), 2)
+	if exp := (Place{Waiting: true, Ahead: 4, Of: 5, Wait: 2500 * time.Millisecond}); err != nil || p != exp {
+		t.Fatalf("Place: %+v, %v; want %+v", p, err, exp)
+	}
+}
+
+// Joins from several processes at once, each its own client: every
+// caller gets exactly one turn, and no turn is given twice.
+func TestConcurrentJoinsFromSeveralProcesses(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			const procs, callers = 4, 25
+			ls := make([]*Line, procs)
+			for i := range ls {
+				ls[i] = process(t, tg.Client, prefix, Config{})
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, procs*callers)
+			for _, l := range ls {
+				for c := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						defer cancel()
+						tk, err := l.Join(ctx, Caller{Tenant: fmt.Sprint(c % 3)}, time.Now().Add(30*time.Second), 0)
+						if err == nil {
+							err = tk.Wait(ctx)
+						}
+						errs <- err
+					}()
+				}
+			}
+			given := 0
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+				default:
+					given += len(turn(t, ls[i%procs], 3))
+					continue
+				}
+				break
+			}
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if given != procs*callers {
+				t.Fatalf("%d turns given for %d callers", given, procs*callers)
+			}
+		})
+	}
+}
+
+// A Redis restart loses the line; its callers join again and are woken
+// when their turns come: no wake-up is lost.
+func TestNoLostWakeUpAcrossARedisRestart(t *testing.T) {
+	srv := redistest.Server(t)
+	a, b := process(t, srv.Client(t), "rs", Config{}), process(t, srv.Client(t), "rs", Config{})
+	tks := []*Ticket{mustJoin(t, a, Caller{Tenant: "x"}), mustJoin(t, a, Caller{Tenant: "y"})}
+	srv.Restart(t)
+	got := make(chan error, len(tks))
+	for _, tk := range tks {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			got <- tk.Wait(ctx)
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; n < len(tks); {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("after the restart: %v, want the turn", err)
+			}
+			n++
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no turn came after the restart")
+			}
+			_, _ = b.Turn(context.Background(), 1) // the budget gives a turn as it refills
+		}
+	}
+}
