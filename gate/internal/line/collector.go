@@ -106,18 +106,24 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		missing[m] = true
 	}
 	var lost []*waiter
+	unused := 0
 	l.mu.Lock()
 	for _, m := range c.Granted {
 		if w := l.waiting[m]; w != nil {
 			delete(l.waiting, m)
 			close(w.granted)
+		} else if _, ok := l.leaving[m]; ok {
+			delete(l.leaving, m)
+			unused++
 		} else {
 			l.early[m] = now
 		}
 	}
-	for m, t := range l.early {
-		if now.Sub(t) > l.cfg.Lease {
-			delete(l.early, m)
+	for _, seen := range []map[string]time.Time{l.early, l.leaving} {
+		for m, t := range seen {
+			if now.Sub(t) > l.cfg.Lease {
+				delete(seen, m)
+			}
 		}
 	}
 	for m, w := range l.waiting {
@@ -126,6 +132,9 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		}
 	}
 	l.mu.Unlock()
+	if unused > 0 { // turns of callers that left: to the next in line
+		_, _ = l.Turn(ctx, unused)
+	}
 	if len(lost) > 0 {
 		l.rejoin(ctx, lost)
 	}

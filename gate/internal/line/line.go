@@ -79,8 +79,11 @@ type Line struct {
 	mu      sync.Mutex
 	waiting map[string]*waiter   // by member
 	early   map[string]time.Time // turns collected before their Join returned
-	running bool                 // the collector runs
-	kick    chan struct{}        // tells the collector a waiter left
+	// leaving are callers that left, by member, until their leave's
+	// answer: a turn collected for one meanwhile is passed on.
+	leaving map[string]time.Time
+	running bool          // the collector runs
+	kick    chan struct{} // tells the collector a waiter left
 }
 
 // waiter is one caller in line from this process.
@@ -107,6 +110,7 @@ func New(st *store.Store, h *hub.Hub, prefix, upstream string, cfg Config) *Line
 		owner:   hex.EncodeToString(id[:]),
 		waiting: make(map[string]*waiter),
 		early:   make(map[string]time.Time),
+		leaving: make(map[string]time.Time),
 		kick:    make(chan struct{}, 1),
 	}
 }
@@ -217,6 +221,9 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	member := w.member
 	granted := isClosed(w.granted)
 	delete(l.waiting, member)
+	if !granted {
+		l.leaving[member] = time.Now()
+	}
 	l.mu.Unlock()
 	select {
 	case l.kick <- struct{}{}:
@@ -227,6 +234,13 @@ func (t *Ticket) Leave(ctx context.Context) error {
 		r := tr.LeaveLine(ctx, l.keys, l.owner, member)
 		tr.Send(ctx)
 		left, err := r.Result()
+		if err == nil && left != store.NotInLine {
+			// Not in the list of grants: no collect can find it. (Not in
+			// line: a collect in flight may, and passes it on.)
+			l.mu.Lock()
+			delete(l.leaving, member)
+			l.mu.Unlock()
+		}
 		if err != nil || left != store.TurnTaken {
 			return err
 		}
