@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 // process is one gate process's view of an upstream's line: its own
 // store, hub and owner.
-func process(t *testing.T, rdb store.Client, prefix string, cfg Config) *Line {
+func process(t testing.TB, rdb store.Client, prefix string, cfg Config) *Line {
 	t.Helper()
 	st := store.New(rdb, store.Config{Lease: time.Minute, WaitTimeout: time.Second, Timeout: time.Second})
 	h := hub.New(hub.Config{Subscriptions: st.Subscriptions(), Timeout: time.Second})

@@ -1,0 +1,120 @@
+package line
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// trips counts a client's round trips: each command sent alone and each
+// pipeline.
+type trips struct{ n atomic.Int64 }
+
+func (c *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkHundredThousandWaiting: 100,000 callers from 4 processes wait
+// in one upstream's line (3 classes, 100 tenants), then the budget gives
+// turns 100 at a time until every caller has had its own. It reports the
+// Redis memory per waiting caller (INFO memory's used_memory, and MEMORY
+// USAGE of the line's keys) and the round trips per admitted call (every
+// join, turn, collection and renewal of every process).
+func BenchmarkHundredThousandWaiting(b *testing.B) {
+	const callers, procs, batch = 100_000, 4, 100
+	srv := redistest.Server(b)
+	for range b.N {
+		admin := srv.Client(b)
+		ctx := context.Background()
+		if err := admin.FlushAll(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		before := usedMemory(b, admin)
+		count := &trips{}
+		ls := make([]*Line, procs)
+		for i := range ls {
+			c := srv.Client(b)
+			c.AddHook(count)
+			ls[i] = process(b, c, "bench", Config{Lease: time.Minute})
+		}
+		tks := make([]*Ticket, 0, callers)
+		b.StartTimer()
+		for i := range callers {
+			c := Caller{Class: i % 3, Tenant: "tenant-" + strconv.Itoa(i%100)}
+			tk, err := ls[i%procs].Join(ctx, c, time.Now().Add(10*time.Minute), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tks = append(tks, tk)
+		}
+		b.StopTimer()
+		after := usedMemory(b, admin)
+		var usage int64
+		for _, k := range []string{ls[0].keys.Line, ls[0].keys.Expiry, ls[0].keys.Meta} {
+			n, err := admin.MemoryUsage(ctx, k, 0).Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			usage += n
+		}
+		b.StartTimer()
+		given := 0
+		for given < callers {
+			got, err := ls[given/batch%procs].Turn(ctx, batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			given += len(got)
+			if len(got) == 0 {
+				b.Fatalf("%d turns given of %d", given, callers)
+			}
+		}
+		for i, tk := range tks {
+			select {
+			case <-tk.w.granted:
+			case <-time.After(time.Minute):
+				b.Fatalf("caller %d: no turn", i)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(after-before)/callers, "B/waiting(used_memory)")
+		b.ReportMetric(float64(usage)/callers, "B/waiting(MEMORY_USAGE)")
+		b.ReportMetric(float64(count.n.Load())/callers, "roundtrips/admitted")
+	}
+}
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ln := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(ln, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO memory")
+	return 0
+}
