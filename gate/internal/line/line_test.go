@@ -81,26 +81,30 @@ func TestTurnWakesTheWaiterInAnotherProcess(t *testing.T) {
 	}
 }
 
-// Two tenants in one class, one offering ten times the other, the budget
-// serving 4 calls per window: each tenant with demand gets at least 0.9
+// Two tenants in one class, one offering ten times the other from 4
+// processes, the budget serving 4 calls per window: each tenant with demand gets at least 0.9
 // of its max-min fair share of every window's turns (the light tenant
 // all it asks, the heavy one the rest), and no turn goes unused while
 // anyone waits.
 func TestFairShareBetweenTenants(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			l := process(t, tg.Client, redistest.Prefix(t), Config{})
+			prefix := redistest.Prefix(t)
+			var ls [4]*Line
+			for i := range ls {
+				ls[i] = process(t, tg.Client, prefix, Config{})
+			}
 			const capacity = 4
 			var tks []*Ticket
 			waiting := map[string]int{}
 			for w := range 20 {
-				for range 10 {
-					tks = append(tks, mustJoin(t, l, Caller{Tenant: "heavy"}))
+				for i := range 10 {
+					tks = append(tks, mustJoin(t, ls[i%len(ls)], Caller{Tenant: "heavy"}))
 				}
 				waiting["0/heavy"] += 10
-				tks = append(tks, mustJoin(t, l, Caller{Tenant: "light"}))
+				tks = append(tks, mustJoin(t, ls[w%len(ls)], Caller{Tenant: "light"}))
 				waiting["0/light"]++
-				got := count(turn(t, l, capacity))
+				got := count(turn(t, ls[(w+1)%len(ls)], capacity))
 				share := fairShares(capacity, waiting)
 				for tn, fair := range share {
 					if float64(got[tn]) < 0.9*fair {
@@ -111,7 +115,7 @@ func TestFairShareBetweenTenants(t *testing.T) {
 					waiting[tn] -= n
 				}
 			}
-			turn(t, l, len(tks))
+			turn(t, ls[0], len(tks))
 			waitAll(t, tks...)
 		})
 	}
@@ -197,6 +201,9 @@ func TestDeadPlaceExpiresWithinItsLease(t *testing.T) {
 	tr.Send(context.Background())
 	tk := mustJoin(t, live, Caller{Tenant: "b"})
 	redistest.Advance(m, 1100*time.Millisecond)
+	if p, err := tk.Place(context.Background(), 0); err != nil || p.Ahead != 0 || p.Of != 1 {
+		t.Fatalf("after the dead place's lease: %+v, %v; want nobody ahead", p, err)
+	}
 	if got := turn(t, live, 1); len(got) != 1 || got[0].Tenant != "b" {
 		t.Fatalf("after the dead place's lease: turns %+v, want b's", got)
 	}
@@ -344,6 +351,54 @@ func TestNoLostWakeUpAcrossARedisRestart(t *testing.T) {
 				t.Fatal("no turn came after the restart")
 			}
 			_, _ = b.Turn(context.Background(), 1) // the budget gives a turn as it refills
+		}
+	}
+}
+
+// A live process renews its callers' places: they outlive many leases.
+func TestLivePlacesAreRenewed(t *testing.T) {
+	srv := redistest.Server(t)
+	const lease = 300 * time.Millisecond
+	l := process(t, srv.Client(t), "renew", Config{Lease: lease})
+	tk := mustJoin(t, l, Caller{Tenant: "a"})
+	for end := time.Now().Add(5 * lease); time.Now().Before(end); {
+		p, err := tk.Place(context.Background(), 0)
+		if err != nil || !p.Waiting {
+			t.Fatalf("place: %+v, %v; a live caller's place must be renewed", p, err)
+		}
+		time.Sleep(lease / 10)
+	}
+	turn(t, l, 1)
+	waitAll(t, tk)
+}
+
+// A place lost while its process lives (dropped from Redis: a process
+// paused past its lease, a failover to a replica without it) is found at
+// the next renewal, and its caller joins again and gets its turn.
+func TestALostPlaceJoinsAgain(t *testing.T) {
+	rdb := miniClient(t)
+	l := process(t, rdb, "lost", Config{Lease: 300 * time.Millisecond})
+	tk := mustJoin(t, l, Caller{Tenant: "a"})
+	l.mu.Lock()
+	member := tk.w.member
+	l.mu.Unlock()
+	tr := l.st.Trip()
+	tr.LeaveLine(context.Background(), l.keys, "someone", member) // as a reap would
+	tr.Send(context.Background())
+	got := make(chan error, 1)
+	go func() { got <- tk.Wait(context.Background()) }()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the caller whose place was lost never got a turn")
+			}
+			turn(t, l, 1)
 		}
 	}
 }
