@@ -127,7 +127,8 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		}
 	}
 	for m, w := range l.waiting {
-		if w.epoch != c.Epoch || missing[m] {
+		// One past its deadline is left to its Wait, which returns now.
+		if (w.epoch != c.Epoch || missing[m]) && now.Before(w.deadline) {
 			lost = append(lost, w)
 		}
 	}
@@ -141,7 +142,7 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 }
 
 // rejoin puts callers whose places were lost back in line, in one round
-// trip; a caller past its deadline is left to its Wait.
+// trip.
 func (l *Line) rejoin(ctx context.Context, ws []*waiter) {
 	now := time.Now()
 	tr := l.st.Trip()

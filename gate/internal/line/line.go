@@ -186,6 +186,12 @@ func (t *Ticket) Wait(ctx context.Context) error {
 	var err error
 	select {
 	case <-w.granted:
+		if !time.Now().Before(w.deadline) {
+			// Collected as the deadline passed: not answered late, the
+			// turn goes on (Leave).
+			err = ErrDeadline
+			break
+		}
 		t.l.mu.Lock()
 		used := !w.done
 		w.done = true

@@ -330,29 +330,7 @@ func TestNoLostWakeUpAcrossARedisRestart(t *testing.T) {
 	a, b := process(t, srv.Client(t), "rs", Config{}), process(t, srv.Client(t), "rs", Config{})
 	tks := []*Ticket{mustJoin(t, a, Caller{Tenant: "x"}), mustJoin(t, a, Caller{Tenant: "y"})}
 	srv.Restart(t)
-	got := make(chan error, len(tks))
-	for _, tk := range tks {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			got <- tk.Wait(ctx)
-		}()
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for n := 0; n < len(tks); {
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatalf("after the restart: %v, want the turn", err)
-			}
-			n++
-		case <-time.After(20 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("no turn came after the restart")
-			}
-			_, _ = b.Turn(context.Background(), 1) // the budget gives a turn as it refills
-		}
-	}
+	turnUntilServed(t, b, tks...)
 }
 
 // A live process renews its callers' places: they outlive many leases.
@@ -401,4 +379,83 @@ func TestALostPlaceJoinsAgain(t *testing.T) {
 			turn(t, l, 1)
 		}
 	}
+}
+
+// A Redis paused past the places' leases (a long fork, a stalled VM)
+// drops them when it resumes; their live callers join again and get
+// their turns.
+func TestPlacesSurviveARedisPausedPastTheirLease(t *testing.T) {
+	srv := redistest.Server(t)
+	const lease = 300 * time.Millisecond
+	a, b := process(t, srv.Client(t), "pause", Config{Lease: lease}), process(t, srv.Client(t), "pause", Config{Lease: lease})
+	tks := []*Ticket{mustJoin(t, a, Caller{Tenant: "x"}), mustJoin(t, a, Caller{Tenant: "y"})}
+	srv.Pause(4 * lease)
+	turnUntilServed(t, b, tks...)
+}
+
+// turnUntilServed gives a turn every few milliseconds, as a budget
+// refilling would, until every ticket's Wait returned its turn.
+func turnUntilServed(t *testing.T, by *Line, tks ...*Ticket) {
+	t.Helper()
+	got := make(chan error, len(tks))
+	for _, tk := range tks {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			got <- tk.Wait(ctx)
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; n < len(tks); {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("%v, want the turn", err)
+			}
+			n++
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d callers had no turn", len(tks)-n, len(tks))
+			}
+			_, _ = by.Turn(context.Background(), 1)
+		}
+	}
+}
+
+// The collector runs only while this process has callers in line: once
+// they have had their turns it ends, and its subscription with it.
+func TestCollectorEndsWhenNobodyWaits(t *testing.T) {
+	l := process(t, miniClient(t), "idle", Config{})
+	tk := mustJoin(t, l, Caller{})
+	turn(t, l, 1)
+	waitAll(t, tk)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l.mu.Lock()
+		running := l.running
+		l.mu.Unlock()
+		if !running && l.h.Listeners() == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collector running %v, %d hub listeners, after every turn", running, l.h.Listeners())
+		}
+	}
+}
+
+// A turn collected as the caller's deadline passes is not answered late:
+// Wait says the deadline passed, and the turn goes to the next caller.
+func TestATurnPastTheDeadlineGoesOn(t *testing.T) {
+	l := process(t, miniClient(t), "late", Config{})
+	late, err := l.Join(context.Background(), Caller{Tenant: "a"}, time.Now().Add(100*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := mustJoin(t, l, Caller{Tenant: "a"})
+	turn(t, l, 1)
+	<-late.w.granted // collected before the deadline
+	time.Sleep(time.Until(late.w.deadline))
+	if err := late.Wait(context.Background()); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("Wait past the deadline: %v, want ErrDeadline", err)
+	}
+	waitAll(t, next)
 }
