@@ -273,3 +273,23 @@ func TestLineRenew(t *testing.T) {
 		t.Fatalf("after the renewal, the turn went to %q, want %q", got, exp)
 	}
 }
+
+// A tenant whose places were reaped (its process died) is not pushed
+// behind the turns those places never took: joining again, it takes the
+// turn after b's first (which came earlier with the same tag), not after
+// all of b's.
+func TestLineReapGivesTheTenantItsTagBack(t *testing.T) {
+	s, m, _ := newStore(t)
+	k := lineKeys("reaptags")
+	for range 3 {
+		join(t, s, k, LineJoin{Tenant: "a", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
+	}
+	for range 3 {
+		join(t, s, k, LineJoin{Tenant: "b"})
+	}
+	redistest.Advance(m, 1100*time.Millisecond)
+	join(t, s, k, LineJoin{Tenant: "a"})
+	if exp, got := "bab", tenants(turn(t, s, k, 3)); exp != got {
+		t.Fatalf("turns went %q, want %q", got, exp)
+	}
+}

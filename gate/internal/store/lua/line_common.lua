@@ -34,12 +34,31 @@ local function parse(m)
   return 255 - tonumber(string.sub(m, 1, 3)), tonumber(string.sub(m, 4, 18)), tonumber(q), owner, tenant
 end
 
+-- forget gives a tenant back the finish tag of its member m, which left
+-- the line without a turn, when m was its last: a tenant is not pushed
+-- behind turns it never took, and its tag goes once it does not wait.
+local function forget(m)
+  local c, s, q, _, tenant = parse(m)
+  local ff = 'f' .. c .. ':' .. tenant
+  if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
+    if s <= tonumber(redis.call('HGET', KEYS[3], 'v' .. c) or '0') then
+      redis.call('HDEL', KEYS[3], ff)
+    else
+      redis.call('HSET', KEYS[3], ff, int(s))
+    end
+  end
+end
+
 -- reap drops up to limit members whose lease ended: nobody waits behind
 -- a caller that stopped renewing its place.
 local function reap(now, limit)
   local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
-  for _, m in ipairs(dead) do
-    redis.call('ZREM', KEYS[1], m)
+  -- Latest first, so a tenant's tags roll back entry by entry.
+  for i = #dead, 1, -1 do
+    local m = dead[i]
+    if redis.call('ZREM', KEYS[1], m) == 1 then
+      forget(m)
+    end
     redis.call('ZREM', KEYS[2], m)
   end
 end

@@ -12,13 +12,5 @@ if redis.call('ZREM', KEYS[1], m) == 0 then
   end
   return 0
 end
-local c, s, q, _, tenant = parse(m)
-local ff = 'f' .. c .. ':' .. tenant
-if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
-  if s <= tonumber(redis.call('HGET', KEYS[3], 'v' .. c) or '0') then
-    redis.call('HDEL', KEYS[3], ff)
-  else
-    redis.call('HSET', KEYS[3], ff, int(s))
-  end
-end
+forget(m)
 return 1

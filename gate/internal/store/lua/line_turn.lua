@@ -9,7 +9,10 @@ local now = now_ms()
 reap(now, 64)
 local n = tonumber(ARGV[1])
 local out, lists = {}, {}
-while #out < n do
+-- At most 1000 places past their lease are skipped in one step, so that
+-- a crashed process's many places never hold Redis long.
+local skipped = 0
+while #out < n and skipped < 1000 do
   local p = redis.call('ZPOPMIN', KEYS[1])
   if #p == 0 then
     break
@@ -17,7 +20,10 @@ while #out < n do
   local m = p[1]
   local exp = redis.call('ZSCORE', KEYS[2], m)
   redis.call('ZREM', KEYS[2], m)
-  if exp and tonumber(exp) > now then
+  if not exp or tonumber(exp) <= now then
+    forget(m)
+    skipped = skipped + 1
+  else
     local c, s, q, owner, tenant = parse(m)
     redis.call('HSET', KEYS[3], 'v' .. c, int(s))
     -- The tenant's last entry leaves the line: its finish tag goes, so
