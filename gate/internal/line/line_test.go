@@ -459,3 +459,19 @@ func TestATurnPastTheDeadlineGoesOn(t *testing.T) {
 	}
 	waitAll(t, next)
 }
+
+// On a cluster, the master that holds the line restarts (empty, as one
+// that persists nothing does): the callers join again through their
+// sharded subscriptions' resubscription and get their turns.
+func TestNoLostWakeUpAcrossAClusterMasterRestart(t *testing.T) {
+	c := redistest.Cluster(t, 3, 0)
+	a, b := process(t, c.Client(t), "crs", Config{}), process(t, c.Client(t), "crs", Config{})
+	tks := []*Ticket{mustJoin(t, a, Caller{Tenant: "x"}), mustJoin(t, a, Caller{Tenant: "y"})}
+	m, err := c.Client(t).MasterForKey(context.Background(), a.keys.Line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Server(m.Options().Addr).Restart(t)
+	c.WaitOK(t)
+	turnUntilServed(t, b, tks...)
+}
