@@ -14,8 +14,9 @@
 //	<prefix>:upstream:{<upstream>}:budget         the provider's last reported rate limits
 //	<prefix>:upstream:{<upstream>}:calls          calls admitted by that budget, not yet settled
 //	<prefix>:upstream:{<upstream>}:line           callers waiting for a turn, in order (gate/internal/line)
-//	<prefix>:upstream:{<upstream>}:line:exp       when each waiting caller's lease ends
-//	<prefix>:upstream:{<upstream>}:line:meta      the line's sequence, epoch and fair-share tags
+//	<prefix>:upstream:{<upstream>}:line:owners    the processes that wait, by the end of their lease
+//	<prefix>:upstream:{<upstream>}:line:owners:<owner>  one process's places
+//	<prefix>:upstream:{<upstream>}:line:meta      the line's sequence, process tokens and fair-share tags
 //	<prefix>:upstream:{<upstream>}:line:grant:<owner>  turns given to one process's callers, not yet collected
 //
 // Changes of a job's or an upstream's key are published (package gate's

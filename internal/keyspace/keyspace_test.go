@@ -94,8 +94,8 @@ func TestJobKeyOneAllocation(t *testing.T) {
 // run on one cluster node.
 func TestLineKeysShareTheUpstreamSlot(t *testing.T) {
 	up, _ := Upstream("p", "a b")
-	line, exp, meta, grants := Line("p", "a b")
-	for _, k := range []string{line, exp, meta, grants + "owner"} {
+	line, owners, meta, grants := Line("p", "a b")
+	for _, k := range []string{line, owners, owners + ":owner", meta, grants + "owner"} {
 		if !strings.HasPrefix(k, up+":") {
 			t.Errorf("line key %q is not under the upstream's key %q", k, up)
 		}

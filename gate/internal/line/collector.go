@@ -13,10 +13,11 @@ import (
 // of grants and is published there; the hub wakes the collector, which
 // takes the list in one round trip and wakes each caller whose turn came.
 // Where the hub cannot subscribe it polls, as the hub asks its listeners
-// to. Every Lease/3 it renews its callers' places in the same round trip.
-// A line lost (a Redis restart, a failover without the keys) shows as a
-// new epoch, or none: its callers join again, in their classes and
-// tenants, before their deadlines.
+// to. Every Lease/3 it renews the process's lease, which keeps all its
+// places, in the same round trip. Places dropped (the lease ended in a
+// pause, the line was lost to a Redis restart or a failover) show as a
+// new token for the process, or none: its callers join again, in their
+// classes and tenants, before their deadlines.
 
 func (l *Line) collector(ctx context.Context) {
 	ln := l.h.Listen(l.keys.GrantsOf(l.owner))
@@ -51,6 +52,8 @@ func (l *Line) collector(ctx context.Context) {
 			collect = true
 		case <-renew.C:
 			renewing = true
+		case <-l.check:
+			collect = true
 		case <-l.kick:
 		}
 		if t != nil {
@@ -71,25 +74,14 @@ func (l *Line) idle() bool {
 }
 
 // collect takes the turns given to this process's callers and wakes
-// them; with renew, it first renews their places. Callers whose places
-// were lost join again.
+// them; with renew, it first renews the process's lease. Callers whose
+// places were dropped join again.
 func (l *Line) collect(ctx context.Context, renew bool) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	now := time.Now()
-	var rs []store.LineRenewal
-	if renew {
-		l.mu.Lock()
-		rs = make([]store.LineRenewal, 0, len(l.waiting))
-		for m, w := range l.waiting {
-			rs = append(rs, store.LineRenewal{Member: m, Left: w.deadline.Sub(now)})
-		}
-		l.mu.Unlock()
-	}
 	tr := l.st.Trip()
-	var rr store.Reply[store.LineRenewed]
-	if len(rs) > 0 {
-		rr = tr.RenewLine(ctx, l.keys, l.cfg.Lease, l.cfg.keep(), rs)
+	if renew {
+		tr.RenewLine(ctx, l.keys, l.owner, l.cfg.Lease, l.cfg.keep())
 	}
 	cr := tr.CollectLine(ctx, l.keys, l.owner)
 	tr.Send(ctx)
@@ -97,17 +89,11 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 	if err != nil {
 		return // the next wake, poll or renewal tries again
 	}
-	renewed, err := rr.Result()
-	if err != nil {
-		renewed = store.LineRenewed{}
-	}
-	missing := make(map[string]bool, len(renewed.Missing))
-	for _, m := range renewed.Missing {
-		missing[m] = true
-	}
+	now := time.Now()
 	var lost []*waiter
 	unused := 0
 	l.mu.Lock()
+	l.token = c.Token
 	for _, m := range c.Granted {
 		if w := l.waiting[m]; w != nil {
 			delete(l.waiting, m)
@@ -126,9 +112,9 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 			}
 		}
 	}
-	for m, w := range l.waiting {
+	for _, w := range l.waiting {
 		// One past its deadline is left to its Wait, which returns now.
-		if (w.epoch != c.Epoch || missing[m]) && now.Before(w.deadline) {
+		if w.token != c.Token && now.Before(w.deadline) {
 			lost = append(lost, w)
 		}
 	}
@@ -163,7 +149,8 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) {
 			continue
 		}
 		delete(l.waiting, w.member)
-		w.member, w.epoch = j.Member, j.Epoch
+		w.member, w.token = j.Member, j.Token
+		l.token = j.Token
 		l.registerLocked(ctx, w)
 	}
 	l.mu.Unlock()

@@ -11,20 +11,24 @@
 // tag by 1/weight, and a tenant that was idle starts at the class's
 // current tag: max-min fair, work-conserving, no credit for idle time),
 // then arrival. Every step is one script on the upstream's slot, so two
-// processes never give one turn twice, and a turn given to a caller whose
-// process is gone is skipped: each place has a lease, renewed by its live
-// process every Lease/3 and never past its caller's deadline.
+// processes never give one turn twice. A process holds its callers'
+// places under one lease, renewed every Lease/3 in one small round trip
+// whatever their number; a turn skips a place whose process's lease ended
+// or whose caller's deadline passed, and the places of a dead process are
+// dropped, a few hundred per step, by whoever touches the line next.
 //
 // A turn wakes its caller through the gate's hub: it lands on the
 // caller's process's list of grants, published on that list's channel;
 // one goroutine per line and process (while any of its callers wait)
-// collects the list and wakes the callers. A line lost to a Redis restart
-// is seen as a new epoch, and its callers join again.
+// collects the list and wakes the callers. A process whose places were
+// dropped while it lived (a pause past its lease) or lost (a Redis
+// restart) gets a new token at its next step, and its callers join again.
 //
-// Cost: each waiting caller is two sorted-set members of about 50 bytes
-// plus its tenant's name (see the benchmark); joining is one round trip,
-// a turn one round trip for up to n callers, and a process collects all
-// its turns in one round trip per wake.
+// Cost, measured by BenchmarkHundredThousandWaiting: about 310 bytes of
+// Redis memory per waiting caller (a sorted-set member and a set member);
+// a join is one round trip, a turn one for up to n callers, and a process
+// collects all its turns in one round trip per wake: 1.04 round trips per
+// admitted call.
 //
 // A Line is safe for concurrent use. Its keys and scripts are behind
 // package store.

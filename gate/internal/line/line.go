@@ -84,6 +84,8 @@ type Line struct {
 	leaving map[string]time.Time
 	running bool          // the collector runs
 	kick    chan struct{} // tells the collector a waiter left
+	check   chan struct{} // asks the collector to collect: a new token
+	token   string        // the owner's token, as last read
 }
 
 // waiter is one caller in line from this process.
@@ -93,25 +95,26 @@ type waiter struct {
 	deadline time.Time
 	granted  chan struct{} // closed when the turn is collected
 	gone     chan struct{} // closed when the caller leaves
-	// Guarded by Line.mu.
-	member, epoch string
+	// Guarded by Line.mu. token is the owner's when the place was taken.
+	member, token string
 	done          bool // answered: its turn used, or left
 }
 
 // New returns upstream's line under the gate's key prefix, over the
 // gate's store and hub.
 func New(st *store.Store, h *hub.Hub, prefix, upstream string, cfg Config) *Line {
-	l, e, m, g := keyspace.Line(prefix, upstream)
+	l, o, m, g := keyspace.Line(prefix, upstream)
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	return &Line{
 		st: st, h: h, cfg: cfg.withDefaults(),
-		keys:    store.LineKeys{Line: l, Expiry: e, Meta: m, Grants: g},
+		keys:    store.LineKeys{Line: l, Owners: o, Meta: m, Grants: g},
 		owner:   hex.EncodeToString(id[:]),
 		waiting: make(map[string]*waiter),
 		early:   make(map[string]time.Time),
 		leaving: make(map[string]time.Time),
 		kick:    make(chan struct{}, 1),
+		check:   make(chan struct{}, 1),
 	}
 }
 
@@ -150,7 +153,13 @@ func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate floa
 		return nil, &TooLongError{Ahead: int(j.Ahead), Wait: j.Wait}
 	}
 	l.mu.Lock()
-	w.member, w.epoch = j.Member, j.Epoch
+	w.member, w.token = j.Member, j.Token
+	if j.Token != l.token {
+		// The process's places were dropped (its lease ended, the line
+		// was lost): its other callers join again.
+		l.token = j.Token
+		signal(l.check)
+	}
 	l.registerLocked(ctx, w)
 	l.mu.Unlock()
 	return &Ticket{l: l, w: w, ahead: int(j.Ahead)}, nil
@@ -231,10 +240,7 @@ func (t *Ticket) Leave(ctx context.Context) error {
 		l.leaving[member] = time.Now()
 	}
 	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
+	signal(l.kick)
 	if !granted {
 		tr := l.st.Trip()
 		r := tr.LeaveLine(ctx, l.keys, l.owner, member)
@@ -253,6 +259,13 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	}
 	_, err := l.Turn(ctx, 1)
 	return err
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 func isClosed(c chan struct{}) bool {

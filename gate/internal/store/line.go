@@ -13,8 +13,8 @@ import (
 // An upstream's line (lua/line_*.lua; gate/internal/line): the callers
 // waiting for a turn when its budget is short, one script per step. Every
 // script reads the line's three keys, which share the upstream's slot; a
-// turn is handed to its owner's list of grants, a key in the same slot,
-// and published on it.
+// process's set of places and its list of grants are keys in the same
+// slot, named after it; a turn is published on the list.
 
 var (
 	//go:embed lua/line_common.lua
@@ -44,12 +44,12 @@ var (
 
 // LineKeys are an upstream's line keys (internal/keyspace.Line).
 type LineKeys struct {
-	Line, Expiry, Meta string
+	Line, Owners, Meta string
 	// Grants is the prefix of each owner's list of grants.
 	Grants string
 }
 
-func (k LineKeys) keys() []string { return []string{k.Line, k.Expiry, k.Meta} }
+func (k LineKeys) keys() []string { return []string{k.Line, k.Owners, k.Meta} }
 
 // GrantsOf is owner's list of grants, and the channel its turns are
 // published on.
@@ -73,8 +73,9 @@ type LineJoin struct {
 	// Owner names the process that waits (no ':'); Tenant the caller's
 	// tenant.
 	Owner, Tenant string
-	// Lease is how long the place is kept without renewal; Left the time
-	// until the caller's deadline; Keep the keys' TTL.
+	// Lease is how long the owner's places are kept without its renewal;
+	// Left the time until the caller's deadline, past which its place is
+	// skipped; Keep the keys' TTL.
 	Lease, Left, Keep time.Duration
 	// Rate is the turns per second expected, 0 for unknown: the join is
 	// refused when the turns ahead cannot come within Left.
@@ -86,8 +87,9 @@ type LineJoined struct {
 	Joined bool
 	// Ahead counts the turns before the caller's.
 	Ahead int64
-	// Member is the caller's place; Epoch the line's (Joined).
-	Member, Epoch string
+	// Member is the caller's place; Token its owner's (Joined): a new
+	// token means the owner's earlier places were dropped.
+	Member, Token string
 	// Wait is the expected wait of a refused caller.
 	Wait time.Duration
 }
@@ -112,7 +114,7 @@ func decodeLineJoined(c redis.Cmder) (LineJoined, error) {
 		m, ok3 := replyString(v, 2)
 		e, ok4 := replyString(v, 3)
 		if ok3 && ok4 {
-			return LineJoined{Joined: true, Ahead: ahead, Member: m, Epoch: e}, nil
+			return LineJoined{Joined: true, Ahead: ahead, Member: m, Token: e}, nil
 		}
 	case ok1 && ok2 && kind == 0 && len(v) == 3:
 		if w, ok := replyInt(v, 2); ok {
@@ -139,9 +141,12 @@ func ParseLineEntry(m string) (LineEntry, bool) {
 	if err != nil || desc < 0 || desc > MaxClass {
 		return LineEntry{}, false
 	}
-	_, rest, ok := strings.Cut(m[head+1:], ":") // the quantum
-	if !ok {
-		return LineEntry{}, false
+	rest := m[head+1:]
+	for range 2 { // the quantum and the deadline
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, ":"); !ok {
+			return LineEntry{}, false
+		}
 	}
 	owner, tenant, ok := strings.Cut(rest, ":")
 	if !ok {
@@ -182,7 +187,8 @@ func decodeTurned(c redis.Cmder) ([]LineEntry, error) {
 type LineLeft int
 
 const (
-	// NotInLine: the member was reaped, or the line lost.
+	// NotInLine: the member was dropped with its owner's lease, or the
+	// line lost.
 	NotInLine LineLeft = iota
 	// LeftLine: the member waited and no longer does.
 	LeftLine
@@ -226,36 +232,16 @@ func (t *Trip) PlaceInLine(ctx context.Context, k LineKeys, member string) Reply
 	}}
 }
 
-// LineRenewal is one waiting member whose lease is renewed, and the time
-// until its caller's deadline.
-type LineRenewal struct {
-	Member string
-	Left   time.Duration
+// RenewLine queues line_renew.lua: extend owner's lease, which keeps all
+// its places. The reply is the owner's token, a new one when its places
+// were dropped (its lease had ended, or the line was lost).
+func (t *Trip) RenewLine(ctx context.Context, k LineKeys, owner string, lease, keep time.Duration) Reply[string] {
+	cmd := t.eval(ctx, lineRenewScript, k.keys(), owner, max(ms(lease), 1), max(ms(keep), 1))
+	return Reply[string]{cmd, func(c redis.Cmder) (string, error) { return c.(*redis.Cmd).Text() }}
 }
 
-// LineRenewed is line_renew.lua's answer.
-type LineRenewed struct {
-	Epoch string // "" when the line is gone
-	// Missing are the members not in the line: given a turn, reaped or
-	// lost.
-	Missing []string
-}
-
-// RenewLine queues line_renew.lua.
-func (t *Trip) RenewLine(ctx context.Context, k LineKeys, lease, keep time.Duration, rs []LineRenewal) Reply[LineRenewed] {
-	args := make([]any, 0, 2+2*len(rs))
-	args = append(args, max(ms(lease), 1), max(ms(keep), 1))
-	for _, r := range rs {
-		args = append(args, r.Member, max(ms(r.Left), 0))
-	}
-	return Reply[LineRenewed]{t.eval(ctx, lineRenewScript, k.keys(), args...), func(c redis.Cmder) (LineRenewed, error) {
-		e, rest, err := decodeEpochAnd(c, "line renew")
-		return LineRenewed{Epoch: e, Missing: rest}, err
-	}}
-}
-
-// decodeEpochAnd reads {epoch, member...}.
-func decodeEpochAnd(c redis.Cmder, script string) (string, []string, error) {
+// decodeTokenAnd reads {token, member...}.
+func decodeTokenAnd(c redis.Cmder, script string) (string, []string, error) {
 	v, err := slice(c)
 	if err != nil {
 		return "", nil, err
@@ -278,16 +264,16 @@ func decodeEpochAnd(c redis.Cmder, script string) (string, []string, error) {
 
 // LineCollected is line_collect.lua's answer.
 type LineCollected struct {
-	Epoch   string // "" when the line is gone
+	Token   string // the owner's; "" when it has none (the line lost)
 	Granted []string
 }
 
 // CollectLine queues line_collect.lua: take the turns given to owner's
 // callers.
 func (t *Trip) CollectLine(ctx context.Context, k LineKeys, owner string) Reply[LineCollected] {
-	cmd := t.eval(ctx, lineCollectScript, []string{k.GrantsOf(owner), k.Meta})
+	cmd := t.eval(ctx, lineCollectScript, []string{k.GrantsOf(owner), k.Meta}, owner)
 	return Reply[LineCollected]{cmd, func(c redis.Cmder) (LineCollected, error) {
-		e, granted, err := decodeEpochAnd(c, "line collect")
-		return LineCollected{Epoch: e, Granted: granted}, err
+		e, granted, err := decodeTokenAnd(c, "line collect")
+		return LineCollected{Token: e, Granted: granted}, err
 	}}
 }

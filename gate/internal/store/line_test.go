@@ -11,8 +11,8 @@ import (
 )
 
 func lineKeys(name string) LineKeys {
-	l, e, m, g := keyspace.Line("t", name)
-	return LineKeys{Line: l, Expiry: e, Meta: m, Grants: g}
+	l, o, m, g := keyspace.Line("t", name)
+	return LineKeys{Line: l, Owners: o, Meta: m, Grants: g}
 }
 
 func join(t *testing.T, s *Store, k LineKeys, j LineJoin) LineJoined {
@@ -130,15 +130,17 @@ func TestLineJoinRefusesAnUnmeetableDeadline(t *testing.T) {
 	}
 }
 
-// A place whose lease ends without renewal is dropped: the turn goes to
-// the caller behind it.
-func TestLineSkipsAnExpiredPlace(t *testing.T) {
+// The places of a process whose lease ends without renewal are dropped:
+// the turn goes to the caller behind them. So is a place whose caller's
+// deadline passed.
+func TestLineSkipsDeadPlaces(t *testing.T) {
 	s, m, _ := newStore(t)
 	k := lineKeys("expired")
-	join(t, s, k, LineJoin{Tenant: "dead", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
-	join(t, s, k, LineJoin{Tenant: "live", Lease: time.Minute, Left: time.Hour, Keep: time.Minute})
+	join(t, s, k, LineJoin{Tenant: "dead", Owner: "dead", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
+	join(t, s, k, LineJoin{Tenant: "late", Owner: "live", Lease: time.Minute, Left: time.Second, Keep: time.Minute})
+	join(t, s, k, LineJoin{Tenant: "live", Owner: "live", Lease: time.Minute, Left: time.Hour, Keep: time.Minute})
 	redistest.Advance(m, 1500*time.Millisecond)
-	if exp, got := "live", tenants(turn(t, s, k, 2)); exp != got {
+	if exp, got := "live", tenants(turn(t, s, k, 3)); exp != got {
 		t.Fatalf("turns went to %q, want %q", got, exp)
 	}
 }
@@ -208,8 +210,8 @@ func TestLineCollect(t *testing.T) {
 		r := tr.CollectLine(ctx, k, "p1")
 		tr.Send(ctx)
 		got, err := r.Result()
-		if err != nil || got.Epoch != a.Epoch || fmt.Sprint(got.Granted) != exp {
-			t.Fatalf("collect %d: %+v, %v; want epoch %q, granted %s", i, got, err, a.Epoch, exp)
+		if err != nil || got.Token != a.Token || fmt.Sprint(got.Granted) != exp {
+			t.Fatalf("collect %d: %+v, %v; want token %q, granted %s", i, got, err, a.Token, exp)
 		}
 	}
 }
@@ -220,76 +222,16 @@ func TestParseLineEntry(t *testing.T) {
 		ok bool
 		e  LineEntry
 	}{
-		{"254000000000001000000000001:1000:own:ten:ant", false, LineEntry{}},
-		{"254000000000000001000000000001:1000:own:ten:ant", true, LineEntry{Class: 1, Owner: "own", Tenant: "ten:ant"}},
+		{"254000000000001000000000001:1000:99:own:ten:ant", false, LineEntry{}},
+		{"254000000000000001000000000001:1000:99:own:ten:ant", true, LineEntry{Class: 1, Owner: "own", Tenant: "ten:ant"}},
+		{"254000000000000001000000000001:1000:99:own", false, LineEntry{}},
 		{"254000000000000001000000000001:1000:own", false, LineEntry{}},
-		{"x54000000000000001000000000001:1000:own:t", false, LineEntry{}},
+		{"x54000000000000001000000000001:1000:99:own:t", false, LineEntry{}},
 	} {
 		got, ok := ParseLineEntry(tc.m)
 		tc.e.Member = tc.m
 		if ok != tc.ok || (ok && got != tc.e) {
 			t.Errorf("ParseLineEntry(%q) = %+v, %v; want %+v, %v", tc.m, got, ok, tc.e, tc.ok)
 		}
-	}
-}
-
-// A member given a turn and leaving before its process collected it gets
-// the turn taken back (its owner passes it on); a member reaped is just
-// not in the line.
-func TestLineLeaveTakesBackAnUncollectedTurn(t *testing.T) {
-	s, _, _ := newStore(t)
-	k := lineKeys("takeback")
-	a := join(t, s, k, LineJoin{Tenant: "a"})
-	turn(t, s, k, 1)
-	ctx := context.Background()
-	for _, exp := range []LineLeft{TurnTaken, NotInLine} {
-		tr := s.Trip()
-		r := tr.LeaveLine(ctx, k, "o1", a.Member)
-		tr.Send(ctx)
-		if got, err := r.Result(); err != nil || got != exp {
-			t.Fatalf("leave: %v, %v; want %v", got, err, exp)
-		}
-	}
-}
-
-// Renew extends the leases it is given and names the members that no
-// longer wait.
-func TestLineRenew(t *testing.T) {
-	s, m, _ := newStore(t)
-	k := lineKeys("renew")
-	a := join(t, s, k, LineJoin{Tenant: "a", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
-	b := join(t, s, k, LineJoin{Tenant: "b", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
-	turn(t, s, k, 1) // a
-	ctx := context.Background()
-	tr := s.Trip()
-	r := tr.RenewLine(ctx, k, time.Minute, time.Minute, []LineRenewal{{a.Member, time.Hour}, {b.Member, time.Hour}})
-	tr.Send(ctx)
-	got, err := r.Result()
-	if err != nil || got.Epoch != a.Epoch || fmt.Sprint(got.Missing) != fmt.Sprint([]string{a.Member}) {
-		t.Fatalf("renew: %+v, %v; want epoch %s, a missing", got, err, a.Epoch)
-	}
-	redistest.Advance(m, 2*time.Second) // past the first lease, within the renewed one
-	if exp, got := "b", tenants(turn(t, s, k, 1)); exp != got {
-		t.Fatalf("after the renewal, the turn went to %q, want %q", got, exp)
-	}
-}
-
-// A tenant whose places were reaped (its process died) is not pushed
-// behind the turns those places never took: joining again, it takes the
-// turn after b's first (which came earlier with the same tag), not after
-// all of b's.
-func TestLineReapGivesTheTenantItsTagBack(t *testing.T) {
-	s, m, _ := newStore(t)
-	k := lineKeys("reaptags")
-	for range 3 {
-		join(t, s, k, LineJoin{Tenant: "a", Lease: time.Second, Left: time.Hour, Keep: time.Minute})
-	}
-	for range 3 {
-		join(t, s, k, LineJoin{Tenant: "b"})
-	}
-	redistest.Advance(m, 1100*time.Millisecond)
-	join(t, s, k, LineJoin{Tenant: "a"})
-	if exp, got := "bab", tenants(turn(t, s, k, 3)); exp != got {
-		t.Fatalf("turns went %q, want %q", got, exp)
 	}
 }

@@ -1,16 +1,20 @@
--- (Prepended to every line script, after "local PUBLISH = ...".) An
--- upstream's line: KEYS[1] the waiting callers, a sorted set whose scores
--- are all 0 so that its members order it; KEYS[2] each member's lease end
--- (ms); KEYS[3] the line's hash: 'n' the last sequence number, 'e' the
--- epoch (new whenever the line is created, so a process tells a line lost
--- to a restart), 'v<class>' the class's virtual time (the start tag of its
--- last turn) and 'f<class>:<tenant>' the tenant's finish tag.
+-- (Prepended to every line script but collect.) An upstream's line:
+-- KEYS[1] the waiting callers, a sorted set whose scores are all 0 so
+-- that its members order it; KEYS[2] the processes that wait, by the end
+-- of their lease (ms); KEYS[3] the line's hash: 'n' the last sequence
+-- number, 'o<owner>' a process's token (new whenever its lease is taken
+-- afresh: a process whose token changed lost its places), 'v<class>' the
+-- class's virtual time (the start tag of its last turn) and
+-- 'f<class>:<tenant>' the tenant's finish tag. KEYS[2] .. ':' .. owner
+-- (a set in the same slot) holds each process's members, so that a dead
+-- process's places are dropped.
 --
 -- A member is <255-class, 3 digits><start tag, 15 digits><sequence, 12
--- digits>:<quantum>:<owner>:<tenant>: the line's order is class (higher
--- first), then start-time fair queuing among tenants (a tenant's next
--- start tag is its last finish tag, or the class's virtual time when that
--- is later; its finish tag adds its quantum, 1000 / weight), then arrival.
+-- digits>:<quantum>:<deadline ms>:<owner>:<tenant>: the line's order is
+-- class (higher first), then start-time fair queuing among tenants (a
+-- tenant's next start tag is its last finish tag, or the class's virtual
+-- time when that is later; its finish tag adds its quantum, 1000 /
+-- weight), then arrival.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -28,17 +32,18 @@ local function pad(n, width)
   return string.rep('0', width - #s) .. s
 end
 
--- parse returns a member's class, start tag, quantum, owner and tenant.
+-- parse returns a member's class, start tag, quantum, deadline, owner and
+-- tenant.
 local function parse(m)
-  local q, owner, tenant = string.match(string.sub(m, 31), '^:(%d+):([^:]*):(.*)$')
-  return 255 - tonumber(string.sub(m, 1, 3)), tonumber(string.sub(m, 4, 18)), tonumber(q), owner, tenant
+  local q, deadline, owner, tenant = string.match(string.sub(m, 31), '^:(%d+):(%d+):([^:]*):(.*)$')
+  return 255 - tonumber(string.sub(m, 1, 3)), tonumber(string.sub(m, 4, 18)), tonumber(q), tonumber(deadline), owner, tenant
 end
 
 -- forget gives a tenant back the finish tag of its member m, which left
 -- the line without a turn, when m was its last: a tenant is not pushed
 -- behind turns it never took, and its tag goes once it does not wait.
 local function forget(m)
-  local c, s, q, _, tenant = parse(m)
+  local c, s, q, _, _, tenant = parse(m)
   local ff = 'f' .. c .. ':' .. tenant
   if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
     if s <= tonumber(redis.call('HGET', KEYS[3], 'v' .. c) or '0') then
@@ -49,18 +54,48 @@ local function forget(m)
   end
 end
 
--- reap drops up to limit members whose lease ended: nobody waits behind
--- a caller that stopped renewing its place.
-local function reap(now, limit)
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
-  -- Latest first, so a tenant's tags roll back entry by entry.
-  for i = #dead, 1, -1 do
-    local m = dead[i]
+-- drop removes members (of one owner) from the line without a turn,
+-- latest first so a tenant's tags roll back entry by entry.
+local function drop(ms)
+  table.sort(ms, function(a, b) return a > b end)
+  for _, m in ipairs(ms) do
     if redis.call('ZREM', KEYS[1], m) == 1 then
       forget(m)
     end
-    redis.call('ZREM', KEYS[2], m)
   end
+end
+
+-- reap drops up to limit places of processes whose lease ended: nobody
+-- waits behind a process that stopped renewing.
+local function reap(now, limit)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1)
+  if #dead == 0 then
+    return
+  end
+  local set = KEYS[2] .. ':' .. dead[1]
+  drop(redis.call('SPOP', set, limit))
+  if redis.call('SCARD', set) == 0 then
+    redis.call('ZREM', KEYS[2], dead[1])
+    redis.call('HDEL', KEYS[3], 'o' .. dead[1])
+  end
+end
+
+-- claim renews owner's lease and returns its token. A process whose lease
+-- had ended (a pause, a partition) or is not known (a line lost) gets a
+-- new token, its places left dropped at once: it joins its callers again.
+local function claim(owner, now, lease)
+  local until_ = redis.call('ZSCORE', KEYS[2], owner)
+  local token = redis.call('HGET', KEYS[3], 'o' .. owner)
+  if not until_ or tonumber(until_) <= now or not token then
+    local set = KEYS[2] .. ':' .. owner
+    drop(redis.call('SMEMBERS', set))
+    redis.call('DEL', set)
+    local t = redis.call('TIME')
+    token = t[1] .. '.' .. t[2]
+    redis.call('HSET', KEYS[3], 'o' .. owner, token)
+  end
+  redis.call('ZADD', KEYS[2], now + lease, owner)
+  return token
 end
 
 local function keep(ms)

@@ -3,30 +3,28 @@
 -- ARGV[1] class (0-255), ARGV[2] quantum, ARGV[3] owner, ARGV[4] tenant,
 -- ARGV[5] lease ms, ARGV[6] ms left until the deadline, ARGV[7] keep ms
 -- (the keys' TTL), ARGV[8] turns per second ('0': unknown, no refusal).
--- Reply: {1, ahead, member, epoch} joined; {0, ahead, wait ms} refused.
+-- Reply: {1, ahead, member, the owner's token} joined; {0, ahead, wait
+-- ms} refused.
 local now = now_ms()
-reap(now, 64)
-local c, q = tonumber(ARGV[1]), tonumber(ARGV[2])
+reap(now, 256)
+local c, q, left = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6])
 local ff = 'f' .. ARGV[1] .. ':' .. ARGV[4]
-local h = redis.call('HMGET', KEYS[3], 'v' .. ARGV[1], ff, 'n', 'e')
+local h = redis.call('HMGET', KEYS[3], 'v' .. ARGV[1], ff, 'n')
 local s = math.max(tonumber(h[1] or '0'), tonumber(h[2] or '0'))
 local seq = tonumber(h[3] or '0') + 1
-local m = pad(255 - c, 3) .. pad(s, 15) .. pad(seq, 12) .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[4]
+local m = pad(255 - c, 3) .. pad(s, 15) .. pad(seq, 12) .. ':' .. ARGV[2] .. ':' .. int(now + left) .. ':' .. ARGV[3] .. ':' .. ARGV[4]
 local ahead = redis.call('ZLEXCOUNT', KEYS[1], '-', '(' .. m)
-local rate, left = tonumber(ARGV[8]), tonumber(ARGV[6])
+local rate = tonumber(ARGV[8])
 if rate > 0 then
   local wait = math.ceil((ahead + 1) * 1000 / rate)
   if wait > left then
     return {0, ahead, wait}
   end
 end
-local epoch = h[4]
-if not epoch then
-  local t = redis.call('TIME')
-  epoch = t[1] .. '.' .. t[2]
-end
-redis.call('HSET', KEYS[3], 'n', int(seq), ff, int(s + q), 'e', epoch)
+local token = claim(ARGV[3], now, tonumber(ARGV[5]))
+redis.call('HSET', KEYS[3], 'n', int(seq), ff, int(s + q))
 redis.call('ZADD', KEYS[1], 0, m)
-redis.call('ZADD', KEYS[2], now + math.min(tonumber(ARGV[5]), left), m)
+redis.call('SADD', KEYS[2] .. ':' .. ARGV[3], m)
+redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[3], ARGV[7])
 keep(ARGV[7])
-return {1, ahead, m, epoch}
+return {1, ahead, m, token}
