@@ -101,15 +101,21 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		} else if _, ok := l.leaving[m]; ok {
 			delete(l.leaving, m)
 			unused++
-		} else {
+		} else if l.joining > 0 {
 			l.early[m] = now
+		} else {
+			unused++
 		}
 	}
-	for _, seen := range []map[string]time.Time{l.early, l.leaving} {
-		for m, t := range seen {
-			if now.Sub(t) > l.cfg.Lease {
-				delete(seen, m)
-			}
+	for m, t := range l.early {
+		if now.Sub(t) > l.cfg.Lease {
+			delete(l.early, m)
+			unused++
+		}
+	}
+	for m, t := range l.leaving {
+		if now.Sub(t) > l.cfg.Lease {
+			delete(l.leaving, m)
 		}
 	}
 	for _, w := range l.waiting {
@@ -119,7 +125,7 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		}
 	}
 	l.mu.Unlock()
-	if unused > 0 { // turns of callers that left: to the next in line
+	if unused > 0 { // turns nobody here can use: to the next in line
 		_, _ = l.Turn(ctx, unused)
 	}
 	if len(lost) > 0 {

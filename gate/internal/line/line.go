@@ -77,8 +77,11 @@ type Line struct {
 	cfg   Config
 
 	mu      sync.Mutex
-	waiting map[string]*waiter   // by member
-	early   map[string]time.Time // turns collected before their Join returned
+	waiting map[string]*waiter // by member
+	// early are turns collected for no caller known here while a join was
+	// on its way (its caller's, before its Join registered it); a turn
+	// for nobody (a join whose answer was lost) is passed on.
+	early map[string]time.Time
 	// leaving are callers that left, by member, until their leave's
 	// answer: a turn collected for one meanwhile is passed on.
 	leaving map[string]time.Time
@@ -86,6 +89,7 @@ type Line struct {
 	kick    chan struct{} // tells the collector a waiter left
 	check   chan struct{} // asks the collector to collect: a new token
 	token   string        // the owner's token, as last read
+	joining int           // joins sent and not yet registered
 }
 
 // waiter is one caller in line from this process.
@@ -142,26 +146,32 @@ func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate floa
 		return nil, ErrDeadline
 	}
 	w := &waiter{caller: c, quantum: q, deadline: deadline, granted: make(chan struct{}), gone: make(chan struct{})}
+	l.mu.Lock()
+	l.joining++
+	l.mu.Unlock()
 	tr := l.st.Trip()
 	r := tr.JoinLine(ctx, l.keys, l.join(w, left, rate))
 	tr.Send(ctx)
 	j, err := r.Result()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.joining--
 	if err != nil {
 		return nil, err
 	}
 	if !j.Joined {
 		return nil, &TooLongError{Ahead: int(j.Ahead), Wait: j.Wait}
 	}
-	l.mu.Lock()
 	w.member, w.token = j.Member, j.Token
 	if j.Token != l.token {
 		// The process's places were dropped (its lease ended, the line
 		// was lost): its other callers join again.
 		l.token = j.Token
-		signal(l.check)
+		if len(l.waiting) > 0 {
+			signal(l.check)
+		}
 	}
 	l.registerLocked(ctx, w)
-	l.mu.Unlock()
 	return &Ticket{l: l, w: w, ahead: int(j.Ahead)}, nil
 }
 

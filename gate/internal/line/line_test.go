@@ -457,3 +457,17 @@ func TestNoLostWakeUpAcrossAClusterMasterRestart(t *testing.T) {
 	c.WaitOK(t)
 	turnUntilServed(t, b, tks...)
 }
+
+// A turn given to a place this process took but does not know (a join
+// whose answer was lost on the way back) is passed on to the next caller.
+func TestATurnForNobodyGoesOn(t *testing.T) {
+	l := process(t, miniClient(t), "nobody", Config{Lease: time.Hour}) // not when its memory of the turn ends
+	tr := l.st.Trip()
+	tr.JoinLine(context.Background(), l.keys, l.join(&waiter{caller: Caller{Tenant: "a"}, quantum: store.Quantum}, time.Hour, 0))
+	tr.Send(context.Background())
+	next := mustJoin(t, l, Caller{Tenant: "a"})
+	if got := turn(t, l, 1); len(got) != 1 {
+		t.Fatalf("turns %+v, want one (to the unknown place)", got)
+	}
+	waitAll(t, next)
+}
