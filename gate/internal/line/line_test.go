@@ -471,3 +471,15 @@ func TestATurnForNobodyGoesOn(t *testing.T) {
 	}
 	waitAll(t, next)
 }
+
+// Where the client cannot subscribe, the hub says so and the collector
+// polls: the turn still comes.
+func TestTurnComesWithoutPubSub(t *testing.T) {
+	rdb := miniClient(t)
+	st := store.New(rdb, store.Config{Lease: time.Minute, WaitTimeout: time.Second, Timeout: time.Second})
+	polling := New(st, hub.New(hub.Config{Timeout: time.Second}), "nosub", "up", Config{Lease: time.Hour}) // no renewal meanwhile
+	tk := mustJoin(t, polling, Caller{})
+	time.Sleep(100 * time.Millisecond) // the collector has collected nothing and waits: only a poll finds the turn
+	turn(t, process(t, rdb, "nosub", Config{}), 1)
+	waitAll(t, tk)
+}
