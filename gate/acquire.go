@@ -148,7 +148,8 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 	if err != nil {
 		return nil, err
 	}
-	if b := g.unwritten.refusal(job); b != nil {
+	if b, left := g.unwritten.refusal(job); b != nil {
+		b.RetryAfter = g.retryIn(refuser{state: b.State, left: left})
 		return nil, b
 	}
 	for {
@@ -161,7 +162,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 			g.flight.resolve(job, p, l, err)
 			return l, err
 		}
-		if err, again := g.flight.follow(ctx, p, w != nil, &g.calls); !again {
+		if err, again := g.flight.follow(ctx, p, w != nil, g.retryIn); !again {
 			return nil, err
 		}
 	}
@@ -348,9 +349,10 @@ func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	switch b.State {
 	case Running:
 		left := leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		b.RetryAfter, b.token, b.lease = g.calls.runningWait(left, ranFor(v, r.Now, left, g.opts.Lease), v.Estimate), v.Token, left
+		b.RetryAfter = g.retryIn(refuser{state: Running, left: left, ran: ranFor(v, r.Now, left, g.opts.Lease), runner: v.Estimate, foreign: v.Kind == store.Foreign})
+		b.token, b.lease = v.Token, left
 	case CoolingDown:
-		b.RetryAfter = v.Left(r.Now)
+		b.RetryAfter = g.retryIn(refuser{state: CoolingDown, left: v.Left(r.Now)})
 	}
 	return b
 }

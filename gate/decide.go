@@ -286,9 +286,5 @@ func (w jobWrite) settlement() store.Settlement {
 // refusal is the refusal w stands for while it lasts: for the process
 // that ran the job, when Redis did not take w (unwritten).
 func (w jobWrite) refusal(job string) BlockedError {
-	b := BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}
-	if w.state == CoolingDown {
-		b.RetryAfter = w.ttl
-	}
-	return b
+	return BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}
 }

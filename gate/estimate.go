@@ -11,12 +11,12 @@ import (
 // How long a running job will take, for the refusal of a duplicate: the
 // lease's time left says when a crashed run is taken over, not when a live
 // one ends (a 60 s lease for a 5 s call). The durations of the gate's last
-// calls are shared in Redis (keyspace.Calls): a renewal sends the ones
-// this Gate settled since its last and reads the gate's back, in its own
-// round trip, and records the estimate in the job's value (renew.go), so a
-// process refused by the running value, even one that never ran a call,
-// reads it in its acquire's reply. A settle, the success path, sends
-// nothing more.
+// calls are shared in Redis (keyspace.Calls): a settle sends the ones this
+// Gate settled since its last, its own included, and reads the gate's back
+// in its own round trip (settle.go), so every process that settled a call
+// knows them; a renewal does the same, and records the estimate in the
+// job's value (renew.go), so a process refused by the running value, even
+// one that never ran a call, reads it in its acquire's reply.
 const (
 	// callSamples is how many recent call durations a Gate keeps.
 	callSamples = 64
@@ -24,7 +24,7 @@ const (
 	minCallSamples = 8
 	// callQuantile is the share of calls that end within the estimate.
 	callQuantile = 0.9
-	// minRunningWait is the shortest wait a running job's refusal gives.
+	// minRunningWait is the shortest wait a running call's refusal gives.
 	minRunningWait = time.Second
 )
 
@@ -61,13 +61,14 @@ func (c *callTimes) takeUnsent() []time.Duration {
 }
 
 // set replaces the samples with ds, the gate's last calls read from
-// Redis (newest first), unless it has none.
+// Redis (newest first), unless ds holds fewer than the Gate has: replies
+// of concurrent settles come back in any order, and an older one must not
+// undo what a newer one taught.
 func (c *callTimes) set(ds []time.Duration) {
-	if len(ds) == 0 {
-		return
-	}
 	c.mu.Lock()
-	c.n = copy(c.ring[:], ds)
+	if len(ds) >= min(c.n, callSamples) {
+		c.n = copy(c.ring[:], ds)
+	}
 	c.mu.Unlock()
 }
 
@@ -97,31 +98,29 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 	return s[min(int(q*float64(n)), n-1)], true
 }
 
-// runningWait estimates when a run that has taken elapsed, with leaseLeft
-// on its lease, ends: its runner's estimate (recorded in the job's value;
-// 0 for none) or else the 90th percentile of the recent call durations,
-// less elapsed, at least a second, at most the lease's time left (after
-// which a crashed run is taken over). With no estimate and fewer than 8
-// calls seen it is the lease's time left.
+// ends is the one estimate of when a running call (a job's run, an
+// upstream's probe) that has taken ran, with left on its lease, ends: its
+// own estimate (a runner records it in the job's value; 0 for none) or the
+// 90th percentile of the gate's recent calls, less ran; at least a second
+// (Retry-After's resolution) and at most left, after which a crashed run
+// is taken over.
 //
-// A run past its estimate has no estimate left: its wait is how long it
-// has overrun, at least a second, so a client that asks again on each
-// Retry-After waits 1 s, 1 s, 2 s, 4 s, … up to the lease's time left
-// instead of polling every second for a stuck call. Derived from the
-// run's age, it needs no state per client.
-func (c *callTimes) runningWait(leaseLeft, elapsed, runner time.Duration) time.Duration {
-	leaseLeft = max(leaseLeft, time.Millisecond)
+// A call past its estimate, or one with no estimate at all, has none
+// left: its wait is its age past the estimate, at least a second, so a
+// client that comes back on each Retry-After waits 1 s, 1 s, 2 s, 4 s, …
+// up to the lease's time left instead of polling every second for a
+// stuck call, or being sent away for a whole lease for a short one.
+// Derived from the call's age, it needs no state per client.
+func (c *callTimes) ends(left, ran, runner time.Duration) time.Duration {
+	left = max(left, time.Millisecond)
 	q := runner
 	if q <= 0 {
 		q = c.estimate()
 	}
-	if q <= 0 {
-		return leaseLeft
+	if r := q - ran; q > 0 && r >= minRunningWait {
+		return min(r, left)
 	}
-	if left := q - elapsed; left >= minRunningWait {
-		return min(left, leaseLeft)
-	}
-	return min(max(elapsed-q, minRunningWait), leaseLeft)
+	return min(max(ran-q, minRunningWait), left)
 }
 
 // leaseLeft is a running value's time left from its TTL; a value

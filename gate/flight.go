@@ -94,9 +94,9 @@ func (f *flight) forget(l *Lease) {
 // while p's lease runs. again is set when the caller must ask Redis itself:
 // p's acquire failed for its own reasons (its caller gave up, Redis
 // erred), or fresh is set and p's refusal may predate what the caller
-// waits for (a waiter woken by a settle must read after it). calls
-// estimates when a running lease's call ends.
-func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *callTimes) (err error, again bool) {
+// waits for (a waiter woken by a settle must read after it). retryIn is
+// the gate's: the wait a refusal carries.
+func (f *flight) follow(ctx context.Context, p *pending, fresh bool, retryIn func(refuser) time.Duration) (err error, again bool) {
 	if !f.wait(ctx, p) {
 		return fmt.Errorf("gate: acquire: %w", context.Cause(ctx)), false
 	}
@@ -107,7 +107,7 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, calls *call
 	switch {
 	case l != nil:
 		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
-			RetryAfter: calls.runningWait(l.remaining(), l.elapsed(), 0), token: l.token.Token, lease: l.remaining(), local: true}, false
+			RetryAfter: retryIn(refuser{state: Running, left: l.remaining(), ran: l.elapsed()}), token: l.token.Token, lease: l.remaining(), local: true}, false
 	case fresh:
 		return nil, true
 	case errors.As(perr, &b):
@@ -139,7 +139,7 @@ const maxUnwritten = 4096
 // add remembers b, the refusal an outcome Redis did not take stands for,
 // for ttl, and returns it and its entry (current tells whether it is
 // still job's entry).
-func (u *unwritten) add(b BlockedError, ttl time.Duration) (*BlockedError, *unwrittenOutcome) {
+func (u *unwritten) add(b BlockedError, ttl time.Duration) *unwrittenOutcome {
 	job := b.Job
 	f := &unwrittenOutcome{until: time.Now().Add(ttl), b: b}
 	u.mu.Lock()
@@ -162,8 +162,7 @@ func (u *unwritten) add(b BlockedError, ttl time.Duration) (*BlockedError, *unwr
 		}
 	}
 	u.m[job] = f
-	b = f.b
-	return &b, f
+	return f
 }
 
 // current reports whether f is still job's entry, and drops it (the job's
@@ -181,24 +180,21 @@ func (u *unwritten) current(job string, f *unwrittenOutcome, drop bool) bool {
 }
 
 // refusal returns the refusal of a job whose outcome Redis did not take,
-// while it lasts.
-func (u *unwritten) refusal(job string) *BlockedError {
+// and how long it lasts, while it does.
+func (u *unwritten) refusal(job string) (*BlockedError, time.Duration) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	f, ok := u.m[job]
 	if !ok {
-		return nil
+		return nil, 0
 	}
 	left := time.Until(f.until)
 	if left < time.Millisecond {
 		delete(u.m, job)
-		return nil
+		return nil, 0
 	}
 	b := f.b
-	if b.State == CoolingDown {
-		b.RetryAfter = left
-	}
-	return &b
+	return &b, left
 }
 
 // drop forgets job's unwritten outcome (an operator reset the job).

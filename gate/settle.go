@@ -190,6 +190,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	d := g.opts.decide(in)
 
 	l.writing.Wait() // an early budget write lands before the settle's
+	g.calls.add(held)
 	t := g.store.Trip()
 	if out == outSuccess {
 		// For a waiter for this run, whatever DoneTTL is.
@@ -199,7 +200,12 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	d.upstream.Job = l.job
 	rec := l.up.Record(rctx, &t, d.upstream, l.token)
 	budget := l.up.Budget(rctx, &t, &l.seen, time.Now())
+	// The call durations go out with the settle, and come back as every
+	// process's, so any process can tell a duplicate when a running call
+	// ends (estimate.go) without a round trip of their own.
+	calls := t.RecordCalls(rctx, keyspace.Calls(g.opts.Prefix), g.calls.takeUnsent(), callSamples)
 	t.Send(rctx)
+	g.sharedCalls(calls)
 	if err := budget.Err(); err != nil {
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
 	}
@@ -235,9 +241,9 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 			// retry through this process runs early (nor a success
 			// twice); other processes see the lease's TTL, and a success
 			// is written again meanwhile.
-			b, f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
+			f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
-				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: b.RetryAfter, Err: werr})
+				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: g.retryIn(refuser{state: d.job.state, left: d.job.ttl}), Err: werr})
 			if d.job.state == Done {
 				g.rewriting.Add(1)
 				go l.rewrite(ctx, f, d.job, held)
@@ -257,13 +263,12 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 			// Redis paused past the lease): nothing recorded it, or an
 			// acquire took the job that may be one whose caller gave up.
 			// Kept and written as an unwritten success is.
-			_, f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
+			f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.rewriting.Add(1)
 			go l.rewrite(ctx, f, d.job, held)
 		}
 		return res, ErrNotOwned
 	}
-	g.calls.add(held)
 	g.emit(ctx, Event{Kind: EventSettled, Job: l.job, Upstream: l.Upstream(), State: res.State, Fence: l.fence, Attempt: l.attempt,
 		Class: v.Class, Reason: v.Reason, Held: held, Cooldown: res.RetryAfter})
 	return res, nil

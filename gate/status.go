@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
@@ -62,10 +63,10 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	switch st.State {
 	case Running:
 		st.TTL = leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		st.RetryAfter = g.calls.runningWait(st.TTL, ranFor(v, r.Now, st.TTL, g.opts.Lease), v.Estimate)
+		st.RetryAfter = g.retryIn(refuser{state: Running, left: st.TTL, ran: ranFor(v, r.Now, st.TTL, g.opts.Lease), runner: v.Estimate, foreign: v.Kind == store.Foreign})
 	case CoolingDown:
 		st.TTL = v.Left(r.Now)
-		st.RetryAfter = st.TTL
+		st.RetryAfter = g.retryIn(refuser{state: CoolingDown, left: st.TTL})
 	case Failed, Done:
 		st.TTL = v.Left(r.Now)
 	}
@@ -96,7 +97,9 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 		return redisError("reset", err)
 	}
 	if r.Running {
-		return &BlockedError{Job: job, State: Running, RetryAfter: r.TTL}
+		left := leaseLeft(r.TTL, r.TTL <= 0, g.opts.Lease)
+		return &BlockedError{Job: job, State: Running, Attempts: r.Job.Attempts,
+			RetryAfter: g.retryIn(refuser{state: Running, left: left, ran: ranFor(r.Job, r.Now, left, g.opts.Lease), runner: r.Job.Estimate, foreign: r.Job.Kind == store.Foreign})}
 	}
 	g.unwritten.drop(job)
 	return nil

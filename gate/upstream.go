@@ -118,7 +118,8 @@ func statusesOf(ss []upstream.Status) []UpstreamStatus {
 // soonest any of them recovers or admits a call.
 func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 	for i := range ss {
-		ss[i].RetryAfter = g.refusalWait(ss[i])
+		u := ss[i]
+		ss[i].RetryAfter = g.retryIn(refuser{state: UpstreamCooling, left: u.RetryAfter, probing: u.Probing, budget: u.Budget})
 	}
 	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
 	for i, u := range b.Upstreams {
@@ -127,44 +128,6 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 		}
 	}
 	return b
-}
-
-// The waits for a call in flight to settle: at least minCallWait, and at
-// most unknownCallWait until the gate has timed enough calls to estimate.
-const (
-	minCallWait     = 10 * time.Millisecond
-	unknownCallWait = 100 * time.Millisecond
-)
-
-// refusalWait is how long a call refused by u waits. While one call
-// probes u, the probe's outcome is what the others wait for: the running
-// estimate of a call less the probe's time so far (its lease's time left
-// bounds it, after which a crashed probe is taken over), never that lease
-// itself, a minute by default for a call of a few hundred milliseconds.
-// A budget that only a call in flight can tell more of waits the running
-// estimate of a call. Until this Gate has seen enough calls to estimate,
-// the wait is at most a tenth of a second.
-func (g *Gate) refusalWait(u upstream.Status) time.Duration {
-	switch {
-	case u.Probing:
-		return g.callWait(u.RetryAfter, g.opts.Lease-u.RetryAfter)
-	case u.Budget && u.RetryAfter <= 0:
-		return g.callWait(g.opts.Lease, 0)
-	}
-	return u.RetryAfter
-}
-
-// callWait estimates when a call that has run for ran, with left on its
-// lease, settles: the 90th percentile of this Gate's recent calls less
-// ran, at least minCallWait and at most left; at most unknownCallWait
-// (and left) while too few calls were seen.
-func (g *Gate) callWait(left, ran time.Duration) time.Duration {
-	left = max(left, time.Millisecond)
-	q, ok := g.calls.quantile(callQuantile)
-	if !ok {
-		return min(left, unknownCallWait)
-	}
-	return min(max(q-ran, minCallWait), left)
 }
 
 // nextUpstream is the upstream a call would use: the first ready one, else

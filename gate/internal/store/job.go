@@ -664,9 +664,12 @@ func (t *Trip) ForgetDone(ctx context.Context, doneKey string) {
 
 // JobReset is job_reset.lua's answer.
 type JobReset struct {
-	// Running: a running lease was left alone, for TTL more.
+	// Running: a running lease was left alone, for TTL more; Job is its
+	// value, read at Redis's Now (ms).
 	Running bool
 	TTL     time.Duration
+	Job     Job
+	Now     int64
 }
 
 // ResetJob queues job_reset.lua: clear a job's cooldown, failed or done
@@ -675,18 +678,25 @@ func (t *Trip) ResetJob(ctx context.Context, key string) Reply[JobReset] {
 	return Reply[JobReset]{t.eval(ctx, t.s.scripts.jobReset, []string{key}), decodeReset}
 }
 
-// decodeReset reads {previous value or false, pttl of a running one}.
+// decodeReset reads {previous value or false, pttl of a running one, and
+// for a running one Redis's ms}.
 func decodeReset(c redis.Cmder) (JobReset, error) {
 	v, err := slice(c)
 	if err != nil {
 		return JobReset{}, err
 	}
 	p, ok := replyInt(v, 1)
-	if !ok || len(v) != 2 {
+	if !ok || len(v) < 2 || len(v) > 3 {
 		return JobReset{}, badReply("reset", v)
 	}
 	prev, _ := replyString(v, 0)
-	return JobReset{Running: parseJob(prev).Kind == Running, TTL: pttl(p)}, nil
+	r := JobReset{Job: parseJob(prev), TTL: pttl(p)}
+	if r.Running = r.Job.Kind == Running; r.Running {
+		if r.Now, ok = replyInt(v, 2); !ok {
+			return JobReset{}, badReply("reset", v)
+		}
+	}
+	return r, nil
 }
 
 // JobRead is a job's value read with Redis's clock.
