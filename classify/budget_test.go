@@ -45,7 +45,7 @@ var budgetCases = []struct {
 			"x-ratelimit-limit-requests", "60", "x-ratelimit-limit-tokens", "150000",
 			"x-ratelimit-remaining-requests", "59", "x-ratelimit-remaining-tokens", "149984",
 			"x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"),
-		requests: quota(59, 60, time.Second+time.Second),      // stated to the second: one more
+		requests: quota(59, 60, time.Second+time.Second), // stated to the second: one more
 		tokens:   quota(149984, 150000, 6*time.Minute+time.Second),
 		ok:       true,
 	},
