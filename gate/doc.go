@@ -29,8 +29,9 @@
 // Every cooldown is at most Backoff.Max; no failure is an immediate free
 // retry. Provider-wide and systemic failures never count an attempt.
 //
-// With Options.Upstream set, the provider the job calls has a circuit
-// breaker of its own, shared by every process through Redis:
+// The provider the job calls (Options.Upstream; DefaultUpstream when not
+// set, unless UpstreamPolicy.Off) has a circuit breaker of its own,
+// shared by every process through Redis:
 //
 //	Ready ──provider-wide transient──▶ Cooling for the hint, else UpstreamPolicy.Cooldown
 //	                                   (after a 429, until one call fits as the responses said)
