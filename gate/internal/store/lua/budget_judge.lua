@@ -6,6 +6,11 @@
 -- calls in flight and itself taken, at least the reserve would be left of
 -- each limit. It returns the reply the admission scripts give (their
 -- header) and what the call needs, for reserve.
+-- A refused call is told its own turn, not the moment one call fits: the
+-- refusals queue one call's refill apart (the budget's field qn, the
+-- last turn given, in Redis ms, as GCRA keeps a theoretical arrival
+-- time), so callers that obey their waits come back one at a time
+-- instead of all at once when the first call fits.
 local function admit(bk, ck, tokens, reserve, share)
   local b = budget(bk)
   if not b.r and not b.t then
@@ -16,7 +21,7 @@ local function admit(bk, ck, tokens, reserve, share)
   local need = {r = 1, t = tokens}
   local held = {r = n, t = spent}
   local out = {r = -1, t = -1}
-  local wait, settles = 0, false
+  local wait, settles, gap = 0, false, 0
   for _, p in ipairs(KINDS) do
     local q = b[p]
     if q then
@@ -39,6 +44,13 @@ local function admit(bk, ck, tokens, reserve, share)
           -- The refill of what is missing, rounded up, never past the reset.
           local w = math.ceil((want - level(q)) * (q.rst - q.at) / (q.lim - q.rem))
           wait = math.max(wait, math.min(w, q.rst - NOW), 1)
+          -- One call's refill of this limit: its need, or for tokens not
+          -- said the share that stands in for them.
+          local unit = need[p]
+          if p == 't' and need.t == 0 then
+            unit = keep
+          end
+          gap = math.max(gap, math.ceil(unit * (q.rst - q.at) / (q.lim - q.rem)))
         elseif l and q.rst > NOW then
           wait = math.max(wait, q.rst - NOW)
         elseif n > 0 then
@@ -53,6 +65,11 @@ local function admit(bk, ck, tokens, reserve, share)
     return {3, 0, out.r, out.t}
   end
   if wait > 0 then
+    if gap > 0 then
+      local turn = math.max(NOW + wait, (tonumber(redis.call('HGET', bk, 'qn')) or 0) + gap)
+      redis.call('HSET', bk, 'qn', turn)
+      wait = turn - NOW
+    end
     return {2, wait, out.r, out.t}
   end
   return {1, 0, out.r, out.t}, need
