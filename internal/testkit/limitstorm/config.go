@@ -24,6 +24,9 @@ type Config struct {
 	// refuses; the headers report it either way, as a real provider's
 	// do. Anthropic's output-tokens limit is always far above.
 	TPM int64
+	// DeclareTokens: each call says its tokens (gate.WithTokens), the
+	// precise form; false is the default wiring, which says nothing.
+	DeclareTokens bool
 	// Gates is how many Gates share the upstream (default: 4).
 	Gates int
 	// Procs is how many worker processes the Gates are spread over, Gate
