@@ -7,7 +7,8 @@
 -- each limit. It returns the reply the admission scripts give (their
 -- header) and what the call needs, for reserve.
 -- A refused call is told its own turn, not the moment one call fits: the
--- refusals queue one call's refill apart (the budget's field qn, the
+-- refusals queue one call's refill apart (a request's, or the tokens it
+-- said, whichever refills slower) (the budget's field qn, the
 -- last turn given, in Redis ms, as GCRA keeps a theoretical arrival
 -- time), so callers that obey their waits come back one at a time
 -- instead of all at once when the first call fits.
@@ -24,6 +25,10 @@ local function admit(bk, ck, tokens, reserve, share)
   local wait, settles, gap = 0, false, 0
   for _, p in ipairs(KINDS) do
     local q = b[p]
+    if q and p == 'r' and refills(q) then
+      -- One request's refill: the turns' gap whichever limit refuses.
+      gap = math.max(gap, math.ceil((q.rst - q.at) / (q.lim - q.rem)))
+    end
     if q then
       local l = left(q)
       local keep = reserve
@@ -44,13 +49,12 @@ local function admit(bk, ck, tokens, reserve, share)
           -- The refill of what is missing, rounded up, never past the reset.
           local w = math.ceil((want - level(q)) * (q.rst - q.at) / (q.lim - q.rem))
           wait = math.max(wait, math.min(w, q.rst - NOW), 1)
-          -- One call's refill of this limit: its need, or for tokens not
-          -- said the share that stands in for them.
-          local unit = need[p]
-          if p == 't' and need.t == 0 then
-            unit = keep
+          if p == 't' then
+            -- The call's tokens refill in this much (not said: the
+            -- requests' gap above stands in; the share kept for them is
+            -- no call's).
+            gap = math.max(gap, math.ceil(need.t * (q.rst - q.at) / (q.lim - q.rem)))
           end
-          gap = math.max(gap, math.ceil(unit * (q.rst - q.at) / (q.lim - q.rem)))
         elseif l and q.rst > NOW then
           wait = math.max(wait, q.rst - NOW)
         elseif n > 0 then
