@@ -823,3 +823,18 @@ func TestBudgetRefusalsAreGivenTurns(t *testing.T) {
 		})
 	}
 }
+
+// A reset far away, or garbage past classify.MaxHint, never makes a
+// caller wait past MaxHint, however many were refused before it: the
+// turns stop at the moment the limit is whole again.
+func TestBudgetTurnsNeverPassMaxHint(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, budgetOptions(t))
+	report(t, g, "first", openAIHeader(0, 2, "100h")) // a reset past MaxHint: read as MaxHint
+	for i := range 4 {
+		bl := blocked(t, g, "waiting-"+itoa(i))
+		if !bl.Upstreams[0].Budget.Spent || bl.RetryAfter <= 0 || bl.RetryAfter > classify.MaxHint {
+			t.Fatalf("caller %d: %+v (retry after %v), want a budget refusal within MaxHint (%v)", i, bl, bl.RetryAfter, classify.MaxHint)
+		}
+	}
+}

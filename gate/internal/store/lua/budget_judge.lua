@@ -22,7 +22,7 @@ local function admit(bk, ck, tokens, reserve, share)
   local need = {r = 1, t = tokens}
   local held = {r = n, t = spent}
   local out = {r = -1, t = -1}
-  local wait, settles, gap = 0, false, 0
+  local wait, settles, gap, whole = 0, false, 0, 0
   for _, p in ipairs(KINDS) do
     local q = b[p]
     if q and p == 'r' and refills(q) then
@@ -49,6 +49,7 @@ local function admit(bk, ck, tokens, reserve, share)
           -- The refill of what is missing, rounded up, never past the reset.
           local w = math.ceil((want - level(q)) * (q.rst - q.at) / (q.lim - q.rem))
           wait = math.max(wait, math.min(w, q.rst - NOW), 1)
+          whole = math.max(whole, q.rst)
           if p == 't' then
             -- The call's tokens refill in this much (not said: the
             -- requests' gap above stands in; the share kept for them is
@@ -71,6 +72,10 @@ local function admit(bk, ck, tokens, reserve, share)
   if wait > 0 then
     if gap > 0 then
       local turn = math.max(NOW + wait, (tonumber(redis.call('HGET', bk, 'qn')) or 0) + gap)
+      -- Never past the moment the limits are whole again (at most
+      -- classify.MaxHint away): then each limit holds as many calls as
+      -- it has room for, and the turns start over.
+      turn = math.min(turn, math.max(NOW + wait, whole))
       redis.call('HSET', bk, 'qn', turn)
       wait = turn - NOW
     end
