@@ -388,8 +388,8 @@ func TestObserverShadowRefusals(t *testing.T) {
 	exp := `
 # HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
 # TYPE llm_acquisitions_total counter
-llm_acquisitions_total{outcome="acquired",state="",upstream=""} 1
-llm_acquisitions_total{outcome="shadow_refused",state="cooling_down",upstream=""} 2
+llm_acquisitions_total{outcome="acquired",state="",upstream="default"} 1
+llm_acquisitions_total{outcome="shadow_refused",state="cooling_down",upstream="default"} 2
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_acquisitions_total"); err != nil {
 		t.Fatal(err)
