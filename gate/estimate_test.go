@@ -159,7 +159,9 @@ func TestRunningWaitGrowsPastTheEstimate(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // Redis's clock moves only when told
 	ctx := context.Background()
-	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute}
+	// Upstreams off: the job's own clock, to the microsecond (the
+	// upstream's script reads Redis's clock to the millisecond).
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}
 	g := newGate(t, rdb, opts)
 	other := newGate(t, rdb, opts)
 	gate.SeedCallTimes(g, 2*time.Second, 8)
