@@ -218,8 +218,12 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 				t.Fatalf("status %+v", st)
 			}
 			calls := f.calls.Load()
-			if _, err := evaluate(ctx, g, c, "doc-429"); !errors.Is(err, gate.ErrCoolingDown) || f.calls.Load() != calls {
+			// The gate's upstream (the default) cools with it: every job waits.
+			if _, err := evaluate(ctx, g, c, "doc-429"); !errors.Is(err, gate.ErrUpstreamCooling) || f.calls.Load() != calls {
 				t.Fatalf("retry during cooldown: %v, upstream calls %d → %d", err, calls, f.calls.Load())
+			}
+			if err := g.ResetUpstreams(ctx); err != nil { // the next rows are each job's own
+				t.Fatal(err)
 			}
 
 			// 400 context_length_exceeded: failed at once, reason safe to show.
@@ -235,6 +239,14 @@ func TestOpenAIFailuresThroughTheGate(t *testing.T) {
 			f.set(401, `{"error":{"message":"Incorrect API key provided: sk-test.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
 			if _, err := evaluate(ctx, g, c, "doc-auth"); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 {
 				t.Fatalf("401: %v (%+v), want cooling with no attempt", err, ce)
+			}
+			// A bad key pauses the upstream: the next job makes no call.
+			calls = f.calls.Load()
+			if _, err := evaluate(ctx, g, c, "doc-ok"); !errors.Is(err, gate.ErrUpstreamCooling) || f.calls.Load() != calls {
+				t.Fatalf("after a 401: %v, upstream calls %d → %d, want the upstream paused", err, calls, f.calls.Load())
+			}
+			if err := g.ResetUpstreams(ctx); err != nil { // the operator fixed the key
+				t.Fatal(err)
 			}
 
 			// Success releases.

@@ -71,8 +71,9 @@ var apiCases = []struct {
 		transient(classify.ReasonRateLimited, true, time.Second)},
 	{"429 requests limit x-ratelimit-reset-requests", reply{429, h("x-ratelimit-reset-requests", "20ms", "x-ratelimit-reset-tokens", "6m0s"), openAIRateLimitReqs},
 		transient(classify.ReasonRateLimited, true, 20*time.Millisecond)},
+	// Garbage headers give no hint: the message's "Please try again in 3.89s" does.
 	{"429 garbage hints", reply{429, h("retry-after-ms", "NaN", "Retry-After", "-5", "x-ratelimit-reset-requests", "soon"), openAIRateLimitTokens},
-		transient(classify.ReasonRateLimited, true, 0)},
+		transient(classify.ReasonRateLimited, true, 3890*time.Millisecond)},
 	{"429 slow_down", reply{429, nil, openAISlowDown},
 		transient(classify.ReasonRateLimited, true, 0)},
 	{"429 numeric code", reply{429, nil, openAINumericCode},
@@ -163,7 +164,7 @@ func TestWithHeader(t *testing.T) {
 		t.Fatal("call succeeded, want a 429")
 	}
 
-	exp := transient(classify.ReasonRateLimited, true, 0)
+	exp := transient(classify.ReasonRateLimited, true, 3890*time.Millisecond) // the message's "try again in 3.89s"
 	assertVerdict(t, exp, classify.Default(err), err)
 
 	err = classify.WithHeader(err, resp.Header())

@@ -236,31 +236,80 @@ const (
 
 // parseResetAt reads a reset in any of the forms ParseBudget lists and returns
 // the instant on the local clock, at most MaxHint after now and never before
-// it.
+// it. The instant is rounded up by the resolution the value is stated in
+// (resolution): a reset said to the second, as Anthropic's RFC 3339 instants
+// and OpenAI's "1s" or "6m0s" are, may come up to a second after what it
+// says, and a reset is never early.
 func parseResetAt(v string, now, serverNow time.Time) (time.Time, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return time.Time{}, false
 	}
+	res := resolution(v)
 	if n, ok := parseDecimal(v); ok {
 		switch {
 		case n >= unixMillis:
-			return fromServer(time.UnixMilli(int64(min(n, math.MaxInt64/2))), now, serverNow), true
+			return fromServer(time.UnixMilli(int64(min(n, math.MaxInt64/2))).Add(res), now, serverNow), true
 		case n >= unixSeconds:
-			return fromServer(time.Unix(int64(n), int64((n-math.Floor(n))*1e9)), now, serverNow), true
+			return fromServer(time.Unix(int64(n), int64((n-math.Floor(n))*1e9)).Add(res), now, serverNow), true
 		}
-		return now.Add(secondsToHint(n)), true
+		return now.Add(clampHint(secondsToHint(n) + res)), true
 	}
 	if d, err := time.ParseDuration(v); err == nil {
 		if d < 0 {
 			return time.Time{}, false
 		}
-		return now.Add(clampHint(d)), true
+		return now.Add(clampHint(clampHint(d) + res)), true
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return fromServer(t, now, serverNow), true
+		return fromServer(t.Add(res), now, serverNow), true
 	}
 	return time.Time{}, false
+}
+
+// resolution is the unit of the last digit a reset is stated in: a second
+// for "7", "1s", "6m0s", a whole Unix second or an RFC 3339 instant without
+// a fraction; a millisecond for "85ms" or Unix milliseconds; 10 ms for
+// "2m59.56s" or "11.38". 0 for a value it cannot read.
+func resolution(v string) time.Duration {
+	unit := time.Second
+	switch {
+	case strings.ContainsAny(v, "TZ"): // RFC 3339: the fraction of its seconds
+		if i := strings.IndexByte(v, '.'); i >= 0 {
+			return fraction(unit, v[i+1:])
+		}
+		return unit
+	case len(v) > 0 && v[len(v)-1] >= 'a' && v[len(v)-1] <= 'z': // a Go duration: its last number and unit
+		end := len(v)
+		for end > 0 && (v[end-1] < '0' || v[end-1] > '9') {
+			end--
+		}
+		var ok bool
+		if unit, ok = durationUnits[strings.ReplaceAll(v[end:], "µ", "u")]; !ok {
+			return 0
+		}
+		v = v[:end]
+	}
+	if n, ok := parseDecimal(v[max(strings.LastIndexAny(v, "hmsuµn")+1, 0):]); ok && n >= unixMillis && !strings.Contains(v, ".") {
+		return time.Millisecond
+	}
+	if i := strings.LastIndexByte(v, '.'); i >= 0 && strings.IndexAny(v[i:], "hmsun") < 0 {
+		return fraction(unit, v[i+1:])
+	}
+	return unit
+}
+
+// durationUnits are time.ParseDuration's units.
+var durationUnits = map[string]time.Duration{"ns": time.Nanosecond, "us": time.Microsecond, "ms": time.Millisecond,
+	"s": time.Second, "m": time.Minute, "h": time.Hour}
+
+// fraction is unit divided by ten per digit of the fraction digits, at
+// least a nanosecond.
+func fraction(unit time.Duration, digits string) time.Duration {
+	for i := 0; i < len(digits) && digits[i] >= '0' && digits[i] <= '9'; i++ {
+		unit /= 10
+	}
+	return max(unit, time.Nanosecond)
 }
 
 // fromServer moves an instant on the server's clock to the local one: it is
@@ -298,7 +347,7 @@ func ietfQuotas(h http.Header, now time.Time) []Quota {
 		q := Quota{Reported: true, Remaining: remaining}
 		q.Limit, _ = parseCount(quota)
 		if t, ok := parseCount(l.params["t"]); ok {
-			q.Reset = now.Add(secondsToHint(float64(t)))
+			q.Reset = now.Add(clampHint(secondsToHint(float64(t)) + time.Second)) // whole seconds: rounded up by one
 		}
 		out = append(out, q)
 	}

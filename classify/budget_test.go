@@ -45,8 +45,8 @@ var budgetCases = []struct {
 			"x-ratelimit-limit-requests", "60", "x-ratelimit-limit-tokens", "150000",
 			"x-ratelimit-remaining-requests", "59", "x-ratelimit-remaining-tokens", "149984",
 			"x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"),
-		requests: quota(59, 60, time.Second),
-		tokens:   quota(149984, 150000, 6*time.Minute),
+		requests: quota(59, 60, time.Second+time.Second), // stated to the second: one more
+		tokens:   quota(149984, 150000, 6*time.Minute+time.Second),
 		ok:       true,
 	},
 	{
@@ -59,8 +59,8 @@ var budgetCases = []struct {
 			"x-ratelimit-remaining-tokens_usage_based", "159976",
 			"x-ratelimit-reset-requests", "12ms", "x-ratelimit-reset-tokens", "9ms",
 			"x-ratelimit-reset-tokens_usage_based", "9ms"),
-		requests: quota(4999, 5000, 12*time.Millisecond),
-		tokens:   quota(159976, 160000, 9*time.Millisecond),
+		requests: quota(4999, 5000, 13*time.Millisecond), // stated to the millisecond: one more
+		tokens:   quota(159976, 160000, 10*time.Millisecond),
 		ok:       true,
 	},
 	{
@@ -71,8 +71,8 @@ var budgetCases = []struct {
 			"x-ratelimit-limit-requests", "14400", "x-ratelimit-limit-tokens", "18000",
 			"x-ratelimit-remaining-requests", "14370", "x-ratelimit-remaining-tokens", "17997",
 			"x-ratelimit-reset-requests", "2m59.56s", "x-ratelimit-reset-tokens", "7.66s"),
-		requests: quota(14370, 14400, 2*time.Minute+59560*time.Millisecond),
-		tokens:   quota(17997, 18000, 7660*time.Millisecond),
+		requests: quota(14370, 14400, 2*time.Minute+59570*time.Millisecond), // stated to 10 ms: 10 ms more
+		tokens:   quota(17997, 18000, 7670*time.Millisecond),
 		ok:       true,
 	},
 	{
@@ -98,8 +98,8 @@ var budgetCases = []struct {
 			"x-ratelimit-limit-requests-day", "1000000000", "x-ratelimit-limit-tokens-minute", "1000000000",
 			"x-ratelimit-remaining-requests-day", "999997455", "x-ratelimit-remaining-tokens-minute", "999998298",
 			"x-ratelimit-reset-requests-day", "33011.382867097855", "x-ratelimit-reset-tokens-minute", "11.382867097854614"),
-		requests: quota(999997455, 1000000000, 33011*time.Second+382867097*time.Nanosecond),
-		tokens:   quota(999998298, 1000000000, 11*time.Second+382867097*time.Nanosecond),
+		requests: quota(999997455, 1000000000, 33011*time.Second+382867098*time.Nanosecond),
+		tokens:   quota(999998298, 1000000000, 11*time.Second+382867098*time.Nanosecond),
 		ok:       true,
 	},
 	{
@@ -120,7 +120,7 @@ var budgetCases = []struct {
 		header: header(
 			"x-ratelimit-limit", "10", "x-ratelimit-remaining", "9", "x-ratelimit-reset", "1",
 			"x-tokenlimit-limit", "20000", "x-tokenlimit-remaining", "19000"),
-		requests: quota(9, 10, time.Second),
+		requests: quota(9, 10, 2*time.Second), // "1", to the second
 		tokens:   quota(19000, 20000, 0),
 		ok:       true,
 	},
@@ -131,14 +131,14 @@ var budgetCases = []struct {
 			"Date", "Tue, 21 Apr 2026 14:38:07 GMT",
 			"X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0",
 			"X-RateLimit-Reset", "1776782297000"), // 14:38:17 UTC
-		requests: quota(0, 20, 10*time.Second),
+		requests: quota(0, 20, 10*time.Second+time.Millisecond),
 		ok:       true,
 	},
 	{
 		name:   "Mistral: tokens by size, reset in seconds",
 		source: "https://github.com/prism-php/prism (tests: Mistral rate limits ratelimitbysize-limit 500000, -remaining 499900, -reset 28); https://github.com/tidyverse/ellmer (ProviderMistral retries after ratelimitbysize-reset seconds)",
 		header: header("ratelimitbysize-limit", "500000", "ratelimitbysize-remaining", "499900", "ratelimitbysize-reset", "28"),
-		tokens: quota(499900, 500000, 28*time.Second),
+		tokens: quota(499900, 500000, 29*time.Second),
 		ok:     true,
 	},
 	{
@@ -148,7 +148,7 @@ var budgetCases = []struct {
 			"date", "Tue, 21 Apr 2026 14:38:02 GMT", "retry-after", "25",
 			"anthropic-ratelimit-requests-limit", "600", "anthropic-ratelimit-requests-remaining", "0",
 			"anthropic-ratelimit-requests-reset", "2026-04-21T14:38:25Z"),
-		requests: quota(0, 600, 23*time.Second),
+		requests: quota(0, 600, 24*time.Second), // to the second: one more
 		ok:       true,
 	},
 	{
@@ -164,15 +164,15 @@ var budgetCases = []struct {
 			"anthropic-ratelimit-input-tokens-reset", "2026-04-21T14:38:09Z",
 			"anthropic-ratelimit-output-tokens-limit", "8000", "anthropic-ratelimit-output-tokens-remaining", "7000",
 			"anthropic-ratelimit-output-tokens-reset", "2026-04-21T14:38:15Z"),
-		requests: quota(49, 50, time.Second),
-		tokens:   quota(7000, 48000, 13*time.Second), // a tie at 7000: the later reset wins
+		requests: quota(49, 50, 2*time.Second),
+		tokens:   quota(7000, 48000, 14*time.Second), // a tie at 7000: the later reset wins
 		ok:       true,
 	},
 	{
 		name:     "IETF RateLimit with the policy's quota",
 		source:   "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (3.2: RateLimit-Policy: \"default\";q=100;w=10; 4.2: RateLimit: \"default\";r=50;t=30)",
 		header:   header("RateLimit-Policy", `"default";q=100;w=10`, "RateLimit", `"default";r=50;t=30`),
-		requests: quota(50, 100, 30*time.Second),
+		requests: quota(50, 100, 31*time.Second), // t is delta-seconds: one more
 		ok:       true,
 	},
 	{
@@ -188,7 +188,7 @@ var budgetCases = []struct {
 		header: header(
 			"RateLimit-Policy", `"permin";q=50;w=60`, "RateLimit-Policy", `"perhr";q=1000;w=3600`,
 			"RateLimit", `"permin";r=20;t=40, "perhr";r=12;t=1800`),
-		requests: quota(12, 1000, 30*time.Minute),
+		requests: quota(12, 1000, 30*time.Minute+time.Second),
 		ok:       true,
 	},
 	{
@@ -200,7 +200,7 @@ var budgetCases = []struct {
 		name:     "IETF: parameters it does not define are ignored, a boolean one too",
 		source:   "https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/ (4: unknown parameters MUST be ignored); RFC 8941 3.1.2: a key is lcalpha or *, then lcalpha, digits, _ - . *; a parameter without a value is Boolean true",
 		header:   header("RateLimit", `"default";r=50;t=30;za.b-09_*=1;x`),
-		requests: quota(50, 0, 30*time.Second),
+		requests: quota(50, 0, 31*time.Second),
 		ok:       true,
 	},
 	{
@@ -212,7 +212,7 @@ var budgetCases = []struct {
 		name:     "IETF: a policy name with escapes",
 		source:   "RFC 8941 3.3.3: a string escapes \" and \\ with a backslash",
 		header:   header("RateLimit", `"de\"fa\\ult";r=50;t=30`),
-		requests: quota(50, 0, 30*time.Second),
+		requests: quota(50, 0, 31*time.Second),
 		ok:       true,
 	},
 	{
@@ -258,23 +258,34 @@ func TestParseBudgetResetForms(t *testing.T) {
 		name, reset, date string
 		exp               time.Duration // after budgetNow; -1 for none
 	}{
-		{"Go duration", "1m30s", "", 90 * time.Second},
-		{"seconds", "7", "", 7 * time.Second},
-		{"fractional seconds", "0.25", "", 250 * time.Millisecond},
-		{"Unix seconds against Date", "1776782347", date, 60 * time.Second},
-		{"Unix milliseconds against Date", "1776782287500", date, 500 * time.Millisecond},
-		{"fractional Unix seconds against Date", "1776782287.5", date, 500 * time.Millisecond},
+		// Each is rounded up by the resolution it is stated in: the last
+		// digit's unit (a second for whole seconds, as Anthropic's RFC 3339
+		// resets are, https://docs.anthropic.com/en/api/rate-limits#response-headers,
+		// and OpenAI's "1s" and "6m0s",
+		// https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers).
+		{"Go duration", "1m30s", "", 91 * time.Second},
+		{"Go duration in milliseconds", "85ms", "", 86 * time.Millisecond},
+		{"Go duration with a fraction", "2m59.56s", "", 2*time.Minute + 59570*time.Millisecond},
+		{"Go duration with a fraction of its largest unit", "1.5m", "", 96 * time.Second},
+		{"Go duration in microseconds", "850µs", "", 851 * time.Microsecond},
+		{"seconds", "7", "", 8 * time.Second},
+		{"fractional seconds", "0.25", "", 260 * time.Millisecond},
+		{"Unix seconds against Date", "1776782347", date, 61 * time.Second},
+		{"Unix milliseconds against Date", "1776782287500", date, 501 * time.Millisecond},
+		{"fractional Unix seconds against Date", "1776782287.5", date, 600 * time.Millisecond},
 		{"Unix milliseconds beyond any clock are MaxHint", "99999999999999999999", date, classify.MaxHint},
-		{"RFC 3339 against the local clock without Date", "2026-04-21T14:38:10Z", "", 3 * time.Second},
-		{"RFC 3339 with an offset", "2026-04-21T16:38:10+02:00", date, 3 * time.Second},
+		{"RFC 3339 against the local clock without Date", "2026-04-21T14:38:10Z", "", 4 * time.Second},
+		{"RFC 3339 with an offset", "2026-04-21T16:38:10+02:00", date, 4 * time.Second},
+		{"RFC 3339 with milliseconds", "2026-04-21T14:38:10.250Z", date, 3251 * time.Millisecond},
 		{"an instant in the past is now", "2026-04-21T14:00:00Z", date, 0},
+		{"the second of the Date is now, to the second", "2026-04-21T14:38:07Z", date, time.Second},
 		{"beyond MaxHint is MaxHint", "100h", "", classify.MaxHint},
 		{"a duration that overflows is no reset", "9000000h", "", -1},
 		{"seconds beyond MaxHint", "999999999", "", classify.MaxHint},
-		{"a zero duration is now", "0s", "", 0},
+		{"a zero duration is within a second", "0s", "", time.Second},
 		{"a negative duration is no reset", "-1s", "", -1},
 		{"words are no reset", "soon", "", -1},
-		{"a garbage Date falls back to the local clock", "2026-04-21T14:38:10Z", "yesterday", 3 * time.Second},
+		{"a garbage Date falls back to the local clock", "2026-04-21T14:38:10Z", "yesterday", 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := header("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", tc.reset)
@@ -410,10 +421,12 @@ func ExampleParseBudget() {
 	b, ok := classify.ParseBudget(h, now)
 	fmt.Println(ok, b.Requests.Remaining, b.Requests.Reset.Sub(now), b.Tokens.Remaining)
 	at, _ := b.Fits(1000)
-	fmt.Println("next call in", at.Sub(now))
+	fmt.Println("next call in", at.Sub(now).Round(time.Millisecond))
+	// A reset said to the second may come up to a second later: it is
+	// read as 1m1s, and the requests refill one every 61/60 s.
 	// Output:
-	// true 0 1m0s 149984
-	// next call in 1s
+	// true 0 1m1s 149984
+	// next call in 1.017s
 }
 
 // TestParseBudgetStructuredFields covers the RateLimit field's syntax at

@@ -204,9 +204,13 @@ func (s *signals) verdict(now time.Time) Verdict {
 		// OpenAI sends x-ratelimit-reset-* on every response; they say
 		// when a limit refills, which answers only a rate-limit failure.
 		// Its 429 error type ("requests" or "tokens") names the limit hit.
+		// Without them, the wait the message states ("Please try again in
+		// 20s"), as an error that reached fn without its headers has it.
 		var ok bool
 		if v.RetryAfter, ok = parseRateLimitReset(s.header, s.p.typ); !ok {
-			v.RetryAfter, _ = parseAnthropicReset(s.header, now)
+			if v.RetryAfter, ok = parseAnthropicReset(s.header, now); !ok {
+				v.RetryAfter, _ = retryIn(s.p.message)
+			}
 		}
 	}
 	return v

@@ -153,7 +153,7 @@ func TestRateNamedYieldsToMoney(t *testing.T) {
 		{"named rate limit, only a quota", `{"error":{"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","code":429}}`,
 			transient(classify.ReasonRateLimited, true, 0)},
 		{"billing words, a stated wait", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details. Please retry in 26s.","status":"RESOURCE_EXHAUSTED"}}`,
-			transient(classify.ReasonRateLimited, true, 0)}, // the stated wait is the Budget's (WithBudgetFunc), not a hint
+			transient(classify.ReasonRateLimited, true, 26*time.Second)}, // no header states a wait: the message's is the hint (issue 37)
 		{"billing words, RetryInfo", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}`,
 			transient(classify.ReasonRateLimited, true, 26*time.Second)},
 		{"billing words, a quota per minute", `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"m","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]}]}}`,

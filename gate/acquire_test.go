@@ -17,13 +17,13 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// Without an Upstream there is no upstream to read: an acquire is the
-// acquire script alone.
+// With upstreams off there is no upstream to read: an acquire is the
+// job's commands alone.
 func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
-	g := newGate(t, &flaky{Client: rdb}, gate.Options{})
+	g := newGate(t, &flaky{Client: rdb}, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	if err := g.Do(context.Background(), "warm-up", okFn); err != nil { // loads the scripts
 		t.Fatal(err)
 	}
@@ -260,7 +260,9 @@ func TestWaitReplicasReturnsItsConnection(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2, PoolTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}})
+	// Upstreams off: the pinned acquire is the job's pipeline.
+	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond},
+		UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
 		if _, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
@@ -314,7 +316,9 @@ func TestWaitReplicasMovedOnOneNode(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	moved := &movedOnce{}
 	rdb.AddHook(moved)
-	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}})
+	// Upstreams off: the pinned acquire is the job's pipeline.
+	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond},
+		UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	ctx := context.Background()
 	_, _ = g.Acquire(ctx, "warm-up") // loads the script
 	moved.armed.Store(true)

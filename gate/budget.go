@@ -114,7 +114,7 @@ func (l *Lease) writeEarly() {
 // The settle writes the newest reading of each limit to the upstream in
 // Redis, where every process's next acquire judges by it (the first
 // reading of an upstream with no budget is written at once). It is safe for
-// concurrent use, does nothing without an upstream or with
+// concurrent use, does nothing with UpstreamPolicy.Off or
 // UpstreamPolicy.IgnoreBudget, and nothing once the lease is settled.
 func (l *Lease) ObserveBudget(b classify.Budget) {
 	if l.up.Guarded() && !l.g.opts.UpstreamPolicy.IgnoreBudget {

@@ -69,8 +69,10 @@ func TestBudgetRefusesBeforeTheLimit(t *testing.T) {
 			if !errors.Is(bl, gate.ErrUpstreamCooling) || bl.Reason != classify.ReasonRateLimited {
 				t.Fatalf("after a spent limit was reported: %+v, want ErrUpstreamCooling (rate_limited)", bl)
 			}
-			if bl.RetryAfter <= 0 || bl.RetryAfter > 201*time.Millisecond {
-				t.Fatalf("refused for %v, want two requests' refill at 600 a minute (200 ms), not the minute until the limit is whole", bl.RetryAfter)
+			// "1m0s" is said to the second: read as 61 s, two requests
+			// refill in 203 ms.
+			if bl.RetryAfter <= 0 || bl.RetryAfter > 204*time.Millisecond {
+				t.Fatalf("refused for %v, want two requests' refill at 600 a minute read as 61 s (203 ms), not the minute until the limit is whole", bl.RetryAfter)
 			}
 			pass(tg, bl.RetryAfter+5*time.Millisecond)
 			if err := b.Do(context.Background(), "second", okFn); err != nil {
@@ -559,8 +561,8 @@ func TestUpstreamsShowTheBudget(t *testing.T) {
 			}
 			b := ups[0].Budget
 			r := b.Requests
-			if !r.Reported || r.Left != 11 || r.Limit != 60 || r.Reset <= 47*time.Second || r.Reset > 48*time.Second || b.InFlight != 1 {
-				t.Fatalf("budget %+v, want 11 requests left of 60 (12 less the call in flight), whole in 48 s, one call in flight", b)
+			if !r.Reported || r.Left != 11 || r.Limit != 60 || r.Reset <= 48*time.Second || r.Reset > 49*time.Second || b.InFlight != 1 {
+				t.Fatalf("budget %+v, want 11 requests left of 60 (12 less the call in flight), whole in 49 s (\"48s\", said to the second), one call in flight", b)
 			}
 			if b.Tokens.Reported {
 				t.Fatalf("tokens %+v, want none reported", b.Tokens)
@@ -787,5 +789,52 @@ func TestBudgetWithoutPermission(t *testing.T) {
 	}
 	if got := rt.n.Load() - before; got != 2 {
 		t.Fatalf("a call after the script was refused: %d round trips, want 2 (acquire, settle)", got)
+	}
+}
+
+// Calls the budget refuses are told their own turns, one call's refill
+// apart, not all the moment one call fits: callers that obey their waits
+// come back one at a time, with no herd when the first wait ends (issue
+// 37.3). At 600 a minute ("1m0s", read as 61 s) a request refills in
+// about 102 ms.
+func TestBudgetRefusalsAreGivenTurns(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			report(t, a, "first", openAIHeader(0, 600, "1m0s"))
+			var turns []time.Time
+			for i := range 4 {
+				g := a
+				if i%2 == 1 {
+					g = b // another process: the turns are shared
+				}
+				bl := blocked(t, g, "waiting-"+itoa(i))
+				if !errors.Is(bl, gate.ErrUpstreamCooling) || !bl.Upstreams[0].Budget.Spent {
+					t.Fatalf("caller %d: %+v, want a refusal by the budget", i, bl)
+				}
+				turns = append(turns, time.Now().Add(bl.RetryAfter))
+			}
+			for i := 1; i < len(turns); i++ {
+				if gap := turns[i].Sub(turns[i-1]); gap < 50*time.Millisecond || gap > 200*time.Millisecond {
+					t.Fatalf("turn %d is %v after turn %d, want about one request's refill (102 ms): %v", i, gap, i-1, turns)
+				}
+			}
+		})
+	}
+}
+
+// A reset far away, or garbage past classify.MaxHint, never makes a
+// caller wait past MaxHint, however many were refused before it: the
+// turns stop at the moment the limit is whole again.
+func TestBudgetTurnsNeverPassMaxHint(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	g := newGate(t, rdb, budgetOptions(t))
+	report(t, g, "first", openAIHeader(0, 2, "100h")) // a reset past MaxHint: read as MaxHint
+	for i := range 4 {
+		bl := blocked(t, g, "waiting-"+itoa(i))
+		if !bl.Upstreams[0].Budget.Spent || bl.RetryAfter <= 0 || bl.RetryAfter > classify.MaxHint {
+			t.Fatalf("caller %d: %+v (retry after %v), want a budget refusal within MaxHint (%v)", i, bl, bl.RetryAfter, classify.MaxHint)
+		}
 	}
 }

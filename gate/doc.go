@@ -17,8 +17,8 @@
 //	                      ├─MaxAttempts reached───────▶ Failed (default 8; negative: unlimited)
 //	                      ├─permanent, a wave─────────▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      ├─provider-wide, transient──▶ CoolingDown for the hint (≥ 1 s; none: UpstreamPolicy.Cooldown,
-//	                      │                             or Cooldown without an Upstream), no attempt counted
-//	                      ├─provider-wide, systemic───▶ CoolingDown for the upstream's pause (without an Upstream:
+//	                      │                             or Cooldown with upstreams off), no attempt counted
+//	                      ├─provider-wide, systemic───▶ CoolingDown for the upstream's pause (with upstreams off:
 //	                      │                             max(hint, Cooldown)), no attempt counted
 //	                      │   with Fallbacks, either: CoolingDown for UpstreamPolicy.FallbackCooldown (0: Ready);
 //	                      │   its next call runs on the next ready upstream
@@ -29,8 +29,9 @@
 // Every cooldown is at most Backoff.Max; no failure is an immediate free
 // retry. Provider-wide and systemic failures never count an attempt.
 //
-// With Options.Upstream set, the provider the job calls has a circuit
-// breaker of its own, shared by every process through Redis:
+// The provider the job calls (Options.Upstream; DefaultUpstream when not
+// set, unless UpstreamPolicy.Off) has a circuit breaker of its own,
+// shared by every process through Redis:
 //
 //	Ready ──provider-wide transient──▶ Cooling for the hint, else UpstreamPolicy.Cooldown
 //	                                   (after a 429, until one call fits as the responses said)
@@ -39,7 +40,7 @@
 //	Ready ──more than AllowedFails other 5xx in FailWindow──▶ Cooling
 //	Ready ──UnreachableJobs distinct jobs that cannot reach its address (DNS, refused,
 //	        unreachable, TLS, URL) in FailWindow──▶ Cooling for UpstreamPolicy.Cooldown
-//	Ready ──its budget would keep less than a reserve──▶ the call refused until one fits
+//	Ready ──its budget would keep less than a reserve──▶ the call refused until its turn
 //	        (the upstream unchanged)
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
 //	Probing ──the probe's call reached it──▶ Ready

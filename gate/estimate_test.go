@@ -93,9 +93,10 @@ func TestRunningWaitOnRedisClock(t *testing.T) {
 	if d := inFlight("running"); d < 5*time.Second || d > 6*time.Second {
 		t.Fatalf("5 s into a 1 min lease, no calls seen: %v, want the 5 s the run has taken", d)
 	}
-	// Calls of 20 s seen: 20 s less the 5 s the run has taken.
+	// Calls of 20 s seen: 20 s less the 5 s the run has taken (the
+	// upstream's script reads Redis's clock to the millisecond).
 	gate.SeedCallTimes(g, 20*time.Second, 8)
-	if d := inFlight("running"); d < 14*time.Second || d > 15*time.Second {
+	if d := inFlight("running"); d < 14*time.Second || d > 15*time.Second+time.Millisecond {
 		t.Fatalf("5 s into a run, calls of 20 s seen: %v, want about 15 s", d)
 	}
 	if err := rdb.Set(ctx, keyspace.Job(prefix, "foreign"), "r:0123456789abcdef0123456789abcdef", 0).Err(); err != nil {
@@ -161,7 +162,9 @@ func TestRunningWaitGrowsPastTheEstimate(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // Redis's clock moves only when told
 	ctx := context.Background()
-	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute}
+	// Upstreams off: the job's own clock, to the microsecond (the
+	// upstream's script reads Redis's clock to the millisecond).
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}
 	g := newGate(t, rdb, opts)
 	other := newGate(t, rdb, opts)
 	gate.SeedCallTimes(g, 2*time.Second, 8)

@@ -437,7 +437,10 @@ func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamReady || ups[1].State != gate.UpstreamReady {
 		t.Fatalf("after ResetUpstreams: %+v, %v; want both ready", ups, err)
 	}
-	if ups, err := newGate(t, rdb, gate.Options{}).Upstreams(ctx); err != nil || ups != nil {
-		t.Fatalf("a gate without an upstream: %+v, %v; want none", ups, err)
+	if ups, err := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Off: true}}).Upstreams(ctx); err != nil || ups != nil {
+		t.Fatalf("a gate with upstreams off: %+v, %v; want none", ups, err)
+	}
+	if ups, err := newGate(t, rdb, gate.Options{}).Upstreams(ctx); err != nil || len(ups) != 1 || ups[0].Upstream != gate.DefaultUpstream {
+		t.Fatalf("a gate without Upstream: %+v, %v; want DefaultUpstream", ups, err)
 	}
 }

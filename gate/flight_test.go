@@ -25,16 +25,28 @@ type holdFirst struct {
 	trips   atomic.Int64
 }
 
-func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// A round trip is one command or one pipeline (an acquire is one script
+// with its upstream, a pipeline without).
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trip()
+		return next(ctx, cmd)
+	}
+}
 func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.trips.Add(1)
-		if h.armed.CompareAndSwap(true, false) {
-			close(h.entered)
-			<-h.release
-		}
+		h.trip()
 		return next(ctx, cmds)
+	}
+}
+
+func (h *holdFirst) trip() {
+	h.trips.Add(1)
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.entered)
+		<-h.release
 	}
 }
 

@@ -22,7 +22,7 @@ type Gate struct {
 	obs   Observer
 
 	// ups are the upstreams' breakers, Options.Upstream then Fallbacks;
-	// one that always permits without an Upstream.
+	// one that always permits with UpstreamPolicy.Off.
 	ups *upstream.Set
 
 	flight    flight         // in-process merging (flight.go)

@@ -71,7 +71,7 @@ func LeaseFromContext(ctx context.Context) *Lease {
 
 // Upstream names the upstream this run must call: Options.Upstream, or
 // the first of Options.Fallbacks that was ready when the lease was taken;
-// "" without upstreams. Its outcome cools or readies that upstream only.
+// "" with UpstreamPolicy.Off. Its outcome cools or readies that upstream only.
 func (l *Lease) Upstream() string { return l.up.Name() }
 
 // Fence returns the fencing token: it strictly increases across the

@@ -74,19 +74,21 @@ type Options struct {
 	// no cost.
 	Observer Observer
 
-	// Upstream names the upstream this gate calls (e.g. "openai:prod-key").
-	// When set, provider-wide failures cool the whole upstream, not just
-	// the job: every job of it is refused with ErrUpstreamCooling until the
-	// provider's wait ends, and then one call probes it. Empty = no
-	// upstream cooldown.
+	// Upstream names the upstream this gate calls (e.g. "openai:prod-key"):
+	// provider-wide failures cool the whole upstream, not just the job,
+	// so every job of it is refused with ErrUpstreamCooling until the
+	// provider's wait ends, and then one call probes it; its budget admits
+	// calls (UpstreamPolicy.IgnoreBudget). Gates that call one provider
+	// account share a name. UpstreamPolicy.Off turns upstreams off.
+	// Default: DefaultUpstream.
 	Upstream string
 	// Fallbacks names more upstreams, tried in order after Upstream: each
 	// acquire runs the job on the first upstream that is ready (or whose
 	// probe it may claim), and Lease.Upstream names it, so fn calls that
 	// one. The job keeps one lock whichever upstream runs it. Requires
-	// Upstream; names must differ.
+	// Upstream set by name; names must differ.
 	Fallbacks []string
-	// UpstreamPolicy tunes every upstream; unused without Upstream.
+	// UpstreamPolicy tunes every upstream, or turns them off (Off).
 	UpstreamPolicy UpstreamPolicy
 
 	// Shadow runs the gate beside production without enforcing it: every
@@ -228,6 +230,13 @@ type UpstreamPolicy struct {
 	// sending the call that earns a 429. Without such responses nothing
 	// changes. Default: false (admission on).
 	IgnoreBudget bool
+	// Off runs the gate without an upstream: a provider-wide failure
+	// cools only the job that met it, every other job still makes its
+	// call, and no budget admits calls. For a gate whose jobs call no
+	// provider, or whose caller limits calls on its own. Not with
+	// Upstream. Default: false (the gate calls Upstream, DefaultUpstream
+	// when not set).
+	Off bool
 	// FallbackCooldown is how long a job waits after a provider-wide
 	// failure when the gate has Fallbacks: its upstream cools, and the
 	// job's next call runs on the next ready one. 0 (the default) lets that
@@ -244,6 +253,11 @@ const (
 	// maxPrefixLen bounds Prefix and the upstreams' names.
 	maxPrefixLen = 256
 )
+
+// DefaultUpstream is the upstream of a gate without Options.Upstream
+// (unless UpstreamPolicy.Off): its keys live under the gate's Prefix, so
+// gates with one Prefix share it, as gates that name one upstream do.
+const DefaultUpstream = "default"
 
 // ErrInvalidOptions is matched by the error New returns for invalid
 // options; its text names every invalid field.
@@ -287,6 +301,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.Fallbacks) > 0 && o.Upstream == "" {
 		bad = append(bad, "Fallbacks: needs Upstream (the first upstream)")
+	}
+	switch {
+	case o.UpstreamPolicy.Off && o.Upstream != "":
+		bad = append(bad, fmt.Sprintf("UpstreamPolicy.Off: set with Upstream %q (turn upstreams off, or name one)", o.Upstream))
+	case o.Upstream == "" && !o.UpstreamPolicy.Off:
+		o.Upstream = DefaultUpstream
 	}
 	seen := map[string]bool{o.Upstream: true}
 	for i, f := range o.Fallbacks {

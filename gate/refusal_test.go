@@ -21,7 +21,9 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			names := &cmdNames{}
 			hook(tg, names)
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, DoneTTL: time.Minute, Backoff: gate.Backoff{Jitter: -1}})
+			// Upstreams off: the job's commands alone (with its upstream the
+			// acquire is one script, as TestRoundTripsPerPath counts).
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, DoneTTL: time.Minute, Backoff: gate.Backoff{Jitter: -1}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 			_ = failWith(t, g, "cooling", errTransient)
 			_ = failWith(t, g, "failed", classify.Permanent(errBoom))
 			if err := g.Do(context.Background(), "done", okFn); err != nil {

@@ -33,10 +33,10 @@ type Status struct {
 	TTL time.Duration
 	// Upstream is the upstream the job's next call would use: the first of
 	// Upstreams that is ready, else the one that recovers soonest. Its State
-	// is UpstreamReady without an upstream.
+	// is UpstreamReady with UpstreamPolicy.Off.
 	Upstream UpstreamStatus
 	// Upstreams holds each of the gate's upstreams, in order
-	// (Options.Upstream, then Fallbacks); nil without an upstream.
+	// (Options.Upstream, then Fallbacks); nil with UpstreamPolicy.Off.
 	Upstreams []UpstreamStatus
 }
 

@@ -72,9 +72,9 @@ func TestUnreachableAddressCoolsTheUpstream(t *testing.T) {
 				t.Errorf("upstream: %+v, want cooling (network) for its Cooldown", up)
 			}
 
-			// Without an upstream: the Free breaker, every job calls.
+			// With upstreams off: the Free breaker, every job calls.
 			calls.Store(0)
-			free := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Minute})
+			free := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Minute, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 			for _, job := range []string{"doc-1", "doc-2", "doc-3", "doc-4"} {
 				if err := free.Do(ctx, job, model); !errors.Is(err, gate.ErrCoolingDown) {
 					t.Fatalf("%s without an upstream: %v, want its own cooldown", job, err)

@@ -784,8 +784,8 @@ func TestAcquireWaitWithoutBudgetCostsAnAcquire(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
 			ctx := context.Background()
 			var rt roundTrips
-			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
-			g := newGate(t, ownClient(t, tg, &rt, nil), gate.Options{Prefix: prefix, Lease: longLease})
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
+			g := newGate(t, ownClient(t, tg, &rt, nil), gate.Options{Prefix: prefix, Lease: longLease, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 			job := tg.Name + "-nowait"
 			lock := keyspace.Job(prefix, job)
 			l, err := owner.Acquire(ctx, job)
@@ -1096,7 +1096,7 @@ func TestWatchStateReadInItsLastMillisecond(t *testing.T) {
 	// Advance below can exceed the cooldown's last 1.5 ms.
 	redistest.Advance(m, 0)
 	prefix := redistest.UniqueKey(t)
-	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
+	opts := gate.Options{Prefix: prefix, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}
 	var rt answered
 	counted := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	counted.AddHook(&rt)
@@ -1228,7 +1228,8 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 		for _, upstream := range []string{"", "up"} {
 			t.Run(tg.Name+"/upstream="+upstream, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				opts := gate.Options{Prefix: prefix, Upstream: upstream, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1}}
+				opts := gate.Options{Prefix: prefix, Upstream: upstream, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1},
+					UpstreamPolicy: gate.UpstreamPolicy{Off: upstream == ""}}
 				var rt roundTrips
 				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 				other := newGate(t, tg.Client, opts)

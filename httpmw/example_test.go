@@ -36,8 +36,9 @@ func evaluate(w http.ResponseWriter, r *http.Request) {
 }
 
 // Mount the middleware on a chi route. The first click calls the model and
-// fails; the job cools down, and the retry is answered at once, without
-// calling the model, with the wait in seconds and in words.
+// fails provider-wide (overloaded): the job and the gate's upstream cool
+// down, and the retry is answered at once, without calling the model (503:
+// every job of the upstream waits), with the wait in seconds and in words.
 func Example() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
@@ -78,9 +79,9 @@ func Example() {
 	_ = json.Unmarshal(rec.Body.Bytes(), &st)
 	fmt.Println(rec.Code, st.JobState, st.RetryAfterSeconds, st.Attempts, st.Reason, st.Message)
 	// Output:
-	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
-	// 429 300 cooling_down Retry available in 5 min. /documents/42/retry-status
-	// 200 cooling_down 300 0 overloaded Retry available in 5 min.
+	// 429 10 cooling_down Retry available in 10 s. /documents/42/retry-status
+	// 503 10 upstream_cooling The upstream service is temporarily unavailable. Retry available in 10 s. /documents/42/retry-status
+	// 200 upstream_cooling 10 0 overloaded Retry available in 10 s.
 }
 
 // JobOf, in a test, checks that a retry route and its status route name

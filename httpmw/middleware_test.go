@@ -139,6 +139,8 @@ func TestContract(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					// The job's contract: a row with an upstream names one.
+					c.gopts.UpstreamPolicy.Off = c.gopts.Upstream == ""
 					g := newGate(t, tg.Client, c.gopts)
 					var runs counter
 					h := router(g, httpmw.Options{StatusURL: httpmw.SiblingURL("retry-status")}, runs.wrap(c.first))

@@ -30,7 +30,7 @@ type RetryStatus struct {
 	Message string `json:"message"`
 	// Upstream names the upstream the job's next call would use (the
 	// gate's Upstream or a Fallback: the first ready one, else the one that
-	// recovers soonest); omitted without an upstream.
+	// recovers soonest); omitted with gate.UpstreamPolicy.Off.
 	Upstream string `json:"upstream,omitempty"`
 	// Upstreams holds each of the gate's upstreams in order; omitted
 	// without an Upstream.

@@ -109,7 +109,7 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 // to its bodies.
 func TestUpstreamsAbsentWithoutUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{})
+	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	rec := get(t, router(g, httpmw.Options{}, nil), "/documents/d/retry-status")
 	var raw map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {

@@ -49,6 +49,7 @@ func TestACLMinimalRules(t *testing.T) {
 			return testClassify(err)
 		},
 			Backoff: gate.Backoff{Jitter: -1}}
+		o.UpstreamPolicy.Off = !upstream // the minimal rules: no upstream
 		if upstream {
 			o.Upstream = "openai:prod"
 			o.UpstreamPolicy = gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}

@@ -225,11 +225,13 @@ func newFlagSet(name string) *flag.FlagSet {
 }
 
 // gate returns a gate over the client with the flags' prefix; withUpstream
-// adds --upstream. gate.New never connects.
+// adds --upstream (without it, or with none named, the gate reads no
+// upstream: name gate.DefaultUpstream to read a default gate's). gate.New
+// never connects.
 func (c *cli) gate(withUpstream bool) (*gate.Gate, error) {
-	opts := gate.Options{Prefix: c.prefix}
-	if withUpstream {
-		opts.Upstream = c.upstream
+	opts := gate.Options{Prefix: c.prefix, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}
+	if withUpstream && c.upstream != "" {
+		opts.Upstream, opts.UpstreamPolicy.Off = c.upstream, false
 	}
 	g, err := gate.New(c.rdb, opts)
 	if err != nil {

@@ -24,7 +24,8 @@ func TestFindHTTPJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}})
+			g, err := gate.New(tg.Client, gate.Options{Prefix: prefix, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1},
+				UpstreamPolicy: gate.UpstreamPolicy{Off: true}}) // two jobs each cooled by its own 503
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -88,7 +88,9 @@ func TestProgram(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, calls := model(t, tc.ans)
 			out, errOut, code := run(t, env...)
-			if code != 0 || out != "Not now: retry in 1m0s.\n" || calls() != 1 {
+			// The gate's upstream (the default) pauses: UpstreamPolicy.Cooldown
+			// first, longer with each probe that finds it again.
+			if code != 0 || out != "Not now: retry in 10s.\n" || calls() != 1 {
 				t.Fatalf("exit %d, output %q, %d calls", code, out, calls())
 			}
 			if want := "summarise document-42: " + tc.reason; !strings.Contains(errOut, want) {

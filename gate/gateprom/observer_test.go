@@ -178,7 +178,7 @@ func TestObserverLeaseLoss(t *testing.T) {
 				exp := `
 # HELP retrygate_lease_lost_total Leases lost while the call ran (expired, taken over, or renewals failing); the call's writes may overlap a newer owner's.
 # TYPE retrygate_lease_lost_total counter
-retrygate_lease_lost_total{upstream=""} 1
+retrygate_lease_lost_total{upstream="default"} 1
 `
 				if cont {
 					if !errors.Is(err, gate.ErrNotOwned) {
@@ -186,7 +186,7 @@ retrygate_lease_lost_total{upstream=""} 1
 					}
 					exp += `# HELP retrygate_not_owned_total Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.
 # TYPE retrygate_not_owned_total counter
-retrygate_not_owned_total{upstream=""} 1
+retrygate_not_owned_total{upstream="default"} 1
 `
 				} else if !errors.Is(err, gate.ErrLeaseLost) {
 					t.Fatalf("Fence: exp ErrLeaseLost, got %v", err)
@@ -223,7 +223,7 @@ func TestObserverRedisDown(t *testing.T) {
 	exp := `
 # HELP llm_redis_errors_total Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).
 # TYPE llm_redis_errors_total counter
-llm_redis_errors_total{cause="unavailable",op="acquire",upstream=""} 1
+llm_redis_errors_total{cause="unavailable",op="acquire",upstream="default"} 1
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_redis_errors_total"); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ llm_redis_errors_total{cause="unavailable",op="acquire",upstream=""} 1
 	exp = `
 # HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
 # TYPE llm_acquisitions_total counter
-llm_acquisitions_total{outcome="fail_open",state="",upstream=""} 1
+llm_acquisitions_total{outcome="fail_open",state="",upstream="default"} 1
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_acquisitions_total"); err != nil {
 		t.Fatal(err)
@@ -388,8 +388,8 @@ func TestObserverShadowRefusals(t *testing.T) {
 	exp := `
 # HELP llm_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
 # TYPE llm_acquisitions_total counter
-llm_acquisitions_total{outcome="acquired",state="",upstream=""} 1
-llm_acquisitions_total{outcome="shadow_refused",state="cooling_down",upstream=""} 2
+llm_acquisitions_total{outcome="acquired",state="",upstream="default"} 1
+llm_acquisitions_total{outcome="shadow_refused",state="cooling_down",upstream="default"} 2
 `
 	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "llm_acquisitions_total"); err != nil {
 		t.Fatal(err)

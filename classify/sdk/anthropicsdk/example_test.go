@@ -67,7 +67,7 @@ func Example() {
 		case errors.Is(err, gate.ErrFailed):
 			fmt.Println("job failed")
 		case err != nil:
-			fmt.Println("refused without calling the provider:", errors.Is(err, gate.ErrCoolingDown))
+			fmt.Println("refused without calling the provider:", errors.Is(err, gate.ErrUpstreamCooling) || errors.Is(err, gate.ErrCoolingDown))
 		default:
 			fmt.Println(msg.Content[0].Text)
 		}

@@ -65,7 +65,7 @@ func Example() {
 		case errors.As(err, &ce):
 			v := ce.Verdict
 			fmt.Println("called:", v.Class, v.Reason, "provider-wide:", v.ProviderWide, "hint:", v.RetryAfter)
-		case errors.Is(err, gate.ErrCoolingDown):
+		case errors.Is(err, gate.ErrUpstreamCooling), errors.Is(err, gate.ErrCoolingDown): // the key, or the job
 			fmt.Println("refused without calling the provider")
 		case err != nil:
 			fmt.Println("error:", err)

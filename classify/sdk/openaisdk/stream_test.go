@@ -38,8 +38,9 @@ func TestRuleReadsStreamErrors(t *testing.T) {
 		event string
 		exp   classify.Verdict
 	}{
+		// The wait its message states ("Please try again in 1s") is the hint.
 		{"rate limit", `{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in 1s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
-			classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, ProviderWide: true, Evidence: "code:rate_limit_exceeded"}},
+			classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonRateLimited, RetryAfter: time.Second, ProviderWide: true, Evidence: "code:rate_limit_exceeded"}},
 		{"context length", `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
 			classify.Verdict{Class: classify.ClassPermanent, Reason: classify.ReasonContextLength, Evidence: "code:context_length_exceeded"}},
 		{"server error", `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`,

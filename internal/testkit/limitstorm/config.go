@@ -24,6 +24,9 @@ type Config struct {
 	// refuses; the headers report it either way, as a real provider's
 	// do. Anthropic's output-tokens limit is always far above.
 	TPM int64
+	// DeclareTokens: each call says its tokens (gate.WithTokens), the
+	// precise form; false is the default wiring, which says nothing.
+	DeclareTokens bool
 	// Gates is how many Gates share the upstream (default: 4).
 	Gates int
 	// Procs is how many worker processes the Gates are spread over, Gate
@@ -48,8 +51,9 @@ type Config struct {
 
 	// Redis is the server or cluster the Gates share.
 	Redis Redis
-	// Gate is every Gate's options. Upstream is set to the shared upstream
-	// when empty; Prefix must be unique to the storm. With Procs ≥ 2 the
+	// Gate is every Gate's options: without Upstream the Gates share
+	// gate.DefaultUpstream under their Prefix, as the Quickstart's wiring
+	// does; Prefix must be unique to the storm. With Procs ≥ 2 the
 	// options cross to the workers as data: Classify and Observer must be
 	// nil.
 	Gate gate.Options `json:"-"`
@@ -75,7 +79,6 @@ const (
 	defaultOffer    = 2.5
 	defaultArrivals = 2 * time.Second
 	defaultLatency  = 40 * time.Millisecond
-	defaultUpstream = "llm"
 	// drainArrivals is Drain's default in Arrivals, at least minDrain.
 	drainArrivals = 4
 	minDrain      = 10 * time.Second
@@ -143,9 +146,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Latency == 0 {
 		c.Latency = defaultLatency
-	}
-	if c.Gate.Upstream == "" {
-		c.Gate.Upstream = defaultUpstream
 	}
 	if c.Arrivals <= c.lead() {
 		bad = append(bad, fmt.Errorf("Arrivals %v is not longer than 3/2 Latency, %v", c.Arrivals, c.lead()))

@@ -38,6 +38,16 @@ type Result struct {
 	Elapsed       time.Duration
 	Allowed       float64
 	AllowedTokens float64
+	// Trips counts the Gates' Redis round trips (0 for Config.Through).
+	Trips int64
+}
+
+// TripsPerJob is the Gates' Redis round trips per completed job.
+func (r Result) TripsPerJob() float64 {
+	if r.Completed == 0 {
+		return 0
+	}
+	return float64(r.Trips) / float64(r.Completed)
 }
 
 // RefusedShare is the share of upstream calls that earned a 429.
@@ -64,7 +74,7 @@ func (r Result) Goodput() float64 {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d stale, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d at %v); goodput %.2f (%d jobs of %.0f calls, %d of %.0f tokens allowed in %v)",
+	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d stale, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d at %v); goodput %.2f (%d jobs of %.0f calls, %d of %.0f tokens allowed in %v); %.1f Redis round trips a job",
 		r.Jobs, r.Completed, r.Failed, r.Lost, r.Stale, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
-		r.Bursts, r.LargestBurst, r.LargestAt.Round(time.Millisecond), r.Goodput(), r.Completed, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond))
+		r.Bursts, r.LargestBurst, r.LargestAt.Round(time.Millisecond), r.Goodput(), r.Completed, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond), r.TripsPerJob())
 }

@@ -62,7 +62,7 @@ func result(c Config, up *upstream, out Outcome) Result {
 		Jobs:      len(schedule(c)),
 		Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
 		Stale: out.Stale, Errors: out.Errors, FirstError: out.FirstError,
-		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens,
+		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens, Trips: out.Trips,
 	}
 	r.Bursts, r.LargestBurst, r.LargestAt = up.bursts()
 	// A lost job waited to the end: the storm lasted the whole run.

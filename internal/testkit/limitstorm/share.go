@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,9 @@ type Outcome struct {
 	// Tokens is what the jobs served counted against the token limit, each
 	// job once; Run fills it from Storm.Call.
 	Tokens int64
+	// Trips counts the Gates' Redis round trips: one per command, one per
+	// pipeline, one per node a cluster's pipeline reaches.
+	Trips int64
 }
 
 func (o *Outcome) add(p Outcome) {
@@ -43,6 +47,7 @@ func (o *Outcome) add(p Outcome) {
 	o.Stale += p.Stale
 	o.Errors += p.Errors
 	o.Tokens += p.Tokens
+	o.Trips += p.Trips
 	if o.FirstError == "" {
 		o.FirstError = p.FirstError
 	}
@@ -59,8 +64,9 @@ type share struct {
 	gates   map[int]*gate.Gate
 	closers []func() error
 
-	mu  sync.Mutex
-	out Outcome
+	mu    sync.Mutex
+	out   Outcome
+	trips tripCounter
 }
 
 // newShare builds the Gates process proc runs, calling the provider at url.
@@ -71,7 +77,7 @@ func newShare(c Config, url string, proc int) (*share, error) {
 		if k%c.procs() != proc {
 			continue
 		}
-		rdb := newRedis(c.Redis)
+		rdb := newRedis(c.Redis, &s.trips)
 		s.closers = append(s.closers, rdb.Close)
 		g, err := gate.New(rdb, c.Gate)
 		if err != nil {
@@ -83,11 +89,38 @@ func newShare(c Config, url string, proc int) (*share, error) {
 	return s, nil
 }
 
-func newRedis(r Redis) redis.UniversalClient {
+func newRedis(r Redis, trips *tripCounter) redis.UniversalClient {
 	if r.Cluster {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Addrs})
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Addrs,
+			NewClient: func(o *redis.Options) *redis.Client {
+				n := redis.NewClient(o)
+				n.AddHook(trips) // per node: a pipeline over two nodes is two trips
+				return n
+			}})
 	}
-	return redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
+	c := redis.NewClient(&redis.Options{Addr: r.Addrs[0]})
+	c.AddHook(trips)
+	return c
+}
+
+// tripCounter is a go-redis hook that counts round trips: one per
+// command, one per pipeline (as bench's).
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
 }
 
 func (s *share) close() {
@@ -115,6 +148,7 @@ func (s *share) run(ctx context.Context, start time.Time) Outcome {
 	}
 	wg.Wait()
 	s.out.Tokens = s.storm.tokens.Load()
+	s.out.Trips = s.trips.n.Load()
 	return s.out
 }
 
@@ -127,9 +161,14 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		return
 	}
 	for {
-		// The call's tokens as the provider counts them, so the upstream
-		// reserves them with the call (gate.WithTokens).
-		err := g.Do(gate.WithTokens(ctx, j.tokens(s.storm.dialect)), j.Key(), func(ctx context.Context, _ *gate.Lease) error {
+		// With DeclareTokens, the call's tokens as the provider counts
+		// them, so the upstream reserves them with the call
+		// (gate.WithTokens); else the default wiring, which says nothing.
+		cctx := ctx
+		if s.c.DeclareTokens {
+			cctx = gate.WithTokens(ctx, j.tokens(s.storm.dialect))
+		}
+		err := g.Do(cctx, j.Key(), func(ctx context.Context, _ *gate.Lease) error {
 			return s.storm.Call(ctx, j.ID)
 		})
 		wait, ok := gate.RetryAfter(err)

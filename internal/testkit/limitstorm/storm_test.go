@@ -105,7 +105,7 @@ func TestStormAtTheLimit(t *testing.T) {
 						opts.Prefix = redistest.UniqueKey(t)
 						r, err := limitstorm.Run(context.Background(), limitstorm.Config{
 							Dialect: sc.dialect, RPM: size.rpm, TPM: sc.tokensPerRequest * size.rpm, Arrivals: size.arrivals,
-							Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts,
+							Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts, DeclareTokens: true,
 						})
 						if err != nil {
 							t.Fatal(err)
@@ -222,3 +222,60 @@ func realTime(t *testing.T, tg redistest.Target) limitstorm.Redis {
 	t.Cleanup(func() { close(stop); <-done })
 	return limitstorm.Redis{Addrs: []string{m.Addr()}}
 }
+
+// TestStormDefaultWiring measures issue 37's storms in the form a user
+// copies: gate.New with Lease and Cooldown only, no Upstream, no
+// WithTokens; four Gates, each in a process of its own, at 2.5 × the
+// limit. It logs the 429 share, the goodput and the Redis round trips a
+// finished job costs, and holds issue 37's targets for each: requests
+// bind, Anthropic's whole-second resets, and OpenAI's tokens binding with
+// costs undeclared (the refusals' turns, one request's refill apart, pace
+// the calls; no cost is learned yet, issue 37.2).
+func TestStormDefaultWiring(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			addr := realTime(t, tg)
+			size := scaleOf(tg)
+			for _, sc := range []struct {
+				name             string
+				dialect          llmfake.Dialect
+				tokensPerRequest int64
+				targets          bool
+			}{
+				{"OpenAI/requests", llmfake.OpenAI, 0, true},
+				{"Anthropic", llmfake.Anthropic, 0, true},
+				// 110 tokens a request where a call counts 127: the token
+				// limit binds, the calls do not say their tokens.
+				{"OpenAI/tokens-undeclared", llmfake.OpenAI, 110, true},
+			} {
+				t.Run(sc.name, func(t *testing.T) {
+					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+						Dialect: sc.dialect, RPM: size.rpm, TPM: sc.tokensPerRequest * size.rpm, Arrivals: size.arrivals,
+						Gates: 4, Procs: 4, Seed: 1, Redis: addr,
+						Gate: gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second},
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Log(r)
+					if !sc.targets {
+						return
+					}
+					if got := r.RefusedShare(); got > maxRefusedShare {
+						t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
+					}
+					if got := r.Goodput(); got < minGoodput {
+						t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
+					}
+					if got := r.TripsPerJob(); got > maxTripsPerJob {
+						t.Errorf("%.1f Redis round trips a finished job, want at most %d", got, maxTripsPerJob)
+					}
+				})
+			}
+		})
+	}
+}
+
+// maxTripsPerJob is issue 37.7's bound on a finished job's Redis round
+// trips.
+const maxTripsPerJob = 20

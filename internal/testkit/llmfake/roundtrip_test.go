@@ -123,8 +123,8 @@ func TestRetryInIsTheWaitForOneCall(t *testing.T) {
 	mu.Unlock()
 	// 1000 left, 1500 more at 100/s: 15 s. The bucket is whole only when
 	// all 5000 taken refill: 50 s.
-	if b.RetryIn != 15*time.Second || b.Tokens.Remaining != 1000 || b.Tokens.Reset.Sub(b.At) != 50*time.Second {
-		t.Fatalf("got %+v: want retry in 15s, 1000 tokens left, whole in 50s", b)
+	if b.RetryIn != 15*time.Second || b.Tokens.Remaining != 1000 || b.Tokens.Reset.Sub(b.At) != 51*time.Second { // "50s" said to the second: read as 51 s
+		t.Fatalf("got %+v: want retry in 15s, 1000 tokens left, whole in 51s (50s and its resolution)", b)
 	}
 	if fits, ok := b.Fits(2500); !ok || fits.Sub(b.At) != 15*time.Second {
 		t.Fatalf("Fits = %v, %v: the provider's stated wait wins", fits.Sub(b.At), ok)

@@ -6,6 +6,12 @@
 -- calls in flight and itself taken, at least the reserve would be left of
 -- each limit. It returns the reply the admission scripts give (their
 -- header) and what the call needs, for reserve.
+-- A refused call is told its own turn, not the moment one call fits: the
+-- refusals queue one call's refill apart (a request's, or the tokens it
+-- said, whichever refills slower) (the budget's field qn, the
+-- last turn given, in Redis ms, as GCRA keeps a theoretical arrival
+-- time), so callers that obey their waits come back one at a time
+-- instead of all at once when the first call fits.
 local function admit(bk, ck, tokens, reserve, share)
   local b = budget(bk)
   if not b.r and not b.t then
@@ -16,9 +22,13 @@ local function admit(bk, ck, tokens, reserve, share)
   local need = {r = 1, t = tokens}
   local held = {r = n, t = spent}
   local out = {r = -1, t = -1}
-  local wait, settles = 0, false
+  local wait, settles, gap, whole = 0, false, 0, 0
   for _, p in ipairs(KINDS) do
     local q = b[p]
+    if q and p == 'r' and refills(q) then
+      -- One request's refill: the turns' gap whichever limit refuses.
+      gap = math.max(gap, math.ceil((q.rst - q.at) / (q.lim - q.rem)))
+    end
     if q then
       local l = left(q)
       local keep = reserve
@@ -39,6 +49,13 @@ local function admit(bk, ck, tokens, reserve, share)
           -- The refill of what is missing, rounded up, never past the reset.
           local w = math.ceil((want - level(q)) * (q.rst - q.at) / (q.lim - q.rem))
           wait = math.max(wait, math.min(w, q.rst - NOW), 1)
+          whole = math.max(whole, q.rst)
+          if p == 't' then
+            -- The call's tokens refill in this much (not said: the
+            -- requests' gap above stands in; the share kept for them is
+            -- no call's).
+            gap = math.max(gap, math.ceil(need.t * (q.rst - q.at) / (q.lim - q.rem)))
+          end
         elseif l and q.rst > NOW then
           wait = math.max(wait, q.rst - NOW)
         elseif n > 0 then
@@ -53,6 +70,15 @@ local function admit(bk, ck, tokens, reserve, share)
     return {3, 0, out.r, out.t}
   end
   if wait > 0 then
+    if gap > 0 then
+      local turn = math.max(NOW + wait, (tonumber(redis.call('HGET', bk, 'qn')) or 0) + gap)
+      -- Never past the moment the limits are whole again (at most
+      -- classify.MaxHint away): then each limit holds as many calls as
+      -- it has room for, and the turns start over.
+      turn = math.min(turn, math.max(NOW + wait, whole))
+      redis.call('HSET', bk, 'qn', turn)
+      wait = turn - NOW
+    end
     return {2, wait, out.r, out.t}
   end
   return {1, 0, out.r, out.t}, need
