@@ -68,7 +68,7 @@ func TestRunningWaitSharedByTheRunner(t *testing.T) {
 func callsKey(t *testing.T, rdb redis.UniversalClient, prefix string, n int) time.Duration {
 	t.Helper()
 	ctx := context.Background()
-	key := keyspace.Calls(prefix)
+	key := keyspace.Calls(prefix, gate.DefaultUpstream)
 	var v string
 	waitUntil(t, 5*time.Second, key+" holds the durations", func() bool {
 		v, _ = rdb.Get(ctx, key).Result()
@@ -174,7 +174,7 @@ func TestRunningWaitSharedIsBounded(t *testing.T) {
 	}
 	defer l2.Release(ctx)
 	waitUntil(t, 5*time.Second, "the second run's renewal sent its calls", func() bool {
-		v := rdb.Get(ctx, keyspace.Calls(opts.Prefix)).Val()
+		v := rdb.Get(ctx, keyspace.Calls(opts.Prefix, gate.DefaultUpstream)).Val()
 		return strings.HasPrefix(v, strings.Repeat("2000,", 10)) && strings.Count(v, ",") == 63
 	})
 }
@@ -186,7 +186,7 @@ func TestRunningWaitSharedSubMillisecondCalls(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
 	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
-	if err := rdb.Set(ctx, keyspace.Calls(opts.Prefix), "0,0,0,0,0,0,0,0", time.Hour).Err(); err != nil {
+	if err := rdb.Set(ctx, keyspace.Calls(opts.Prefix, gate.DefaultUpstream), "0,0,0,0,0,0,0,0", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := newGate(t, rdb, opts).Acquire(ctx, "job")

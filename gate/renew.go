@@ -35,7 +35,7 @@ func (l *Lease) renew() {
 	reserved := l.up.Renew(ctx, &t)
 	var shared store.Reply[[]time.Duration]
 	if len(unsent) > 0 {
-		shared = t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
+		shared = t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix, g.opts.Upstream), unsent, callSamples)
 	}
 	t.Send(ctx)
 	owned, err := renewed.Result()
@@ -120,7 +120,7 @@ func (l *Lease) shareCalls() (time.Duration, []time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout))
 	defer cancel()
 	t := g.store.Trip()
-	rec := t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix), unsent, callSamples)
+	rec := t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix, g.opts.Upstream), unsent, callSamples)
 	t.Send(ctx)
 	if ds, err := rec.Result(); err == nil {
 		g.calls.set(ds)

@@ -203,7 +203,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	// The call durations go out with the settle, and come back as every
 	// process's, so any process can tell a duplicate when a running call
 	// ends (estimate.go) without a round trip of their own.
-	calls := t.RecordCalls(rctx, keyspace.Calls(g.opts.Prefix), g.calls.takeUnsent(), callSamples)
+	calls := t.RecordCalls(rctx, keyspace.Calls(g.opts.Prefix, g.opts.Upstream), g.calls.takeUnsent(), callSamples)
 	t.Send(rctx)
 	g.sharedCalls(calls)
 	if err := budget.Err(); err != nil {

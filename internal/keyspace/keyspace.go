@@ -98,11 +98,17 @@ func Done(prefix, job string) string {
 	return tagged(prefix, job, "}:done")
 }
 
-// Calls returns the key of a gate's last call durations,
-// <prefix>:calls: every process of the gate records its calls there, so
-// that any of them can tell a duplicate when a running call should end.
-func Calls(prefix string) string {
-	return prefix + ":calls"
+// Calls returns the key of a gate's last call durations: every process
+// of the gate records its calls there, so that any of them can tell a
+// duplicate when a running call should end. A gate's settles send them,
+// so the key shares its first upstream's slot,
+// <prefix>:upstream:{<upstream>}:durations, whose node the settle visits
+// anyway on a cluster; <prefix>:calls for a gate without upstreams.
+func Calls(prefix, upstream string) string {
+	if upstream == "" {
+		return prefix + ":calls"
+	}
+	return prefix + ":upstream:{" + Encode(upstream) + "}:durations"
 }
 
 // JobFromKey returns the job whose key is key under prefix, and false when
