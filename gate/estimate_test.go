@@ -159,39 +159,58 @@ func TestRunningWaitIsTheNinetiethPercentile(t *testing.T) {
 // again on each Retry-After waits 1 s, 1 s, 2 s, 4 s, … (the run's
 // overrun), up to the lease's time left, and Status says the same.
 func TestRunningWaitGrowsPastTheEstimate(t *testing.T) {
-	m, rdb := redistest.Miniredis(t)
-	redistest.Advance(m, 0) // Redis's clock moves only when told
-	ctx := context.Background()
-	// Upstreams off: the job's own clock, to the microsecond (the
-	// upstream's script reads Redis's clock to the millisecond).
-	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}
-	g := newGate(t, rdb, opts)
-	other := newGate(t, rdb, opts)
-	gate.SeedCallTimes(g, 2*time.Second, 8)
-	l, err := other.Acquire(ctx, "stuck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	redistest.Advance(m, 2*time.Second) // the estimate is spent
-	var got []time.Duration
-	for range 8 {
-		_, err := g.Acquire(ctx, "stuck")
-		d, ok := gate.RetryAfter(err)
-		if !errors.Is(err, gate.ErrInFlight) || !ok {
-			t.Fatalf("after %v: %v, want ErrInFlight with a wait", got, err)
-		}
-		if st := mustStatus(t, g, "stuck"); st.RetryAfter != d {
-			t.Errorf("Status.RetryAfter %v, refusal %v: want the same", st.RetryAfter, d)
-		}
-		got = append(got, d)
-		redistest.Advance(m, d) // the client comes back when told
-	}
-	exp := []time.Duration{1, 1, 2, 4, 8, 16, 32, 54} // 54: the lease's time left
-	for i := range exp {
-		exp[i] *= time.Second
-	}
-	if !slices.Equal(exp, got) {
-		t.Fatalf("waits of a client that keeps asking: %v, want %v", got, exp)
+	for _, tc := range []struct {
+		name string
+		seed bool // 8 calls of 2 s seen; else none
+		exp  []time.Duration
+	}{
+		// Past a 2 s estimate, 2 s into the run: 54 is the lease's time left.
+		{"past the estimate", true, []time.Duration{1, 1, 2, 4, 8, 16, 32, 54}},
+		// No call seen at all, from the run's start: its age, never the
+		// whole lease at once, never a second at a time (56: the lease's
+		// time left).
+		{"no history", false, []time.Duration{1, 1, 2, 4, 8, 16, 32, 56}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rdb := redistest.Miniredis(t)
+			redistest.Advance(m, 0) // Redis's clock moves only when told
+			ctx := context.Background()
+			// Upstreams off: the job's own clock, to the microsecond (the
+			// upstream's script reads Redis's clock to the millisecond).
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 2 * time.Minute, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}
+			g := newGate(t, rdb, opts)
+			other := newGate(t, rdb, opts)
+			if tc.seed {
+				gate.SeedCallTimes(g, 2*time.Second, 8)
+			}
+			l, err := other.Acquire(ctx, "stuck")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			if tc.seed {
+				redistest.Advance(m, 2*time.Second) // the estimate is spent
+			}
+			var got []time.Duration
+			for range 8 {
+				_, err := g.Acquire(ctx, "stuck")
+				d, ok := gate.RetryAfter(err)
+				if !errors.Is(err, gate.ErrInFlight) || !ok {
+					t.Fatalf("after %v: %v, want ErrInFlight with a wait", got, err)
+				}
+				if st := mustStatus(t, g, "stuck"); st.RetryAfter != d {
+					t.Errorf("Status.RetryAfter %v, refusal %v: want the same", st.RetryAfter, d)
+				}
+				got = append(got, d)
+				redistest.Advance(m, d) // the client comes back when told
+			}
+			exp := slices.Clone(tc.exp)
+			for i := range exp {
+				exp[i] *= time.Second
+			}
+			if !slices.Equal(exp, got) {
+				t.Fatalf("waits of a client that keeps asking: %v, want %v", got, exp)
+			}
+		})
 	}
 }
