@@ -81,17 +81,19 @@ func TestRun(t *testing.T) {
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonTimeout}, wantWait: 59 * time.Second},
 		{name: "refused: done", before: runJob("doc", succeed), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Complete}},
+		// A young run's wait is a second, growing with its age (the
+		// gate has timed no call): not its lease's minute.
 		{name: "refused: running", before: holdJob("doc"), job: "doc", fn: succeed,
-			want: gatequeue.Plan{Action: gatequeue.Retry}, wantWait: 59 * time.Second},
+			want: gatequeue.Plan{Action: gatequeue.Retry}, wantWait: time.Second},
 		{name: "refused: upstream cooling", before: runJob("other", fail(errRateLimit)), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonRateLimited}, wantWait: 29 * time.Second},
 		{name: "refused: upstream paused", before: runJob("other", fail(errQuota)), job: "doc", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Retry, Reason: classify.ReasonQuotaExhausted}, wantWait: 4 * time.Second},
 		// The probe holds the upstream for a lease (1 min); the others come
-		// back when the gate expects the probe's call to end (at most
-		// 100 ms before it has timed 8 calls), not after a minute.
+		// back when the gate expects the probe's call to end, as for any
+		// running call (a second while it is young), not after a minute.
 		{name: "refused: upstream probing", before: probing, job: "doc", fn: succeed,
-			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: 100 * time.Millisecond, Reason: classify.ReasonRateLimited}},
+			want: gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Second, Reason: classify.ReasonRateLimited}},
 		{name: "invalid job key", job: "", fn: succeed,
 			want: gatequeue.Plan{Action: gatequeue.Cancel, Reason: gatequeue.ReasonInvalidJob}},
 	} {
