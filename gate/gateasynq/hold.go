@@ -10,7 +10,8 @@ import (
 )
 
 // A task the gate refuses waits in its worker, and asks the gate again,
-// when the refusal's wait is shorter than holdWait: asynq keeps a retry's
+// when the refusal's wait is at most holdWait (the shortest wait the gate
+// gives a running call, a probe's included): asynq keeps a retry's
 // time in whole seconds, so a refusal handed back costs up to a second
 // (and DelayedTaskCheckInterval) more than the gate's wait, where an
 // upstream at its budget says "in 10 ms". A run waits so for at most
@@ -24,7 +25,7 @@ const (
 )
 
 // run runs job under g as gatequeue.Run does, and waits out in this
-// worker each refusal shorter than holdWait that ends within holdRun of
+// worker each refusal of at most holdWait that ends within holdRun of
 // the run's start and holdWait before ctx's deadline. A job running
 // elsewhere is not waited for here (gate.Options.Wait does that, woken by
 // its settle), nor is a failure of fn: fn runs at most once a run.
@@ -36,7 +37,7 @@ func run(ctx context.Context, g *gate.Gate, job string, fn func(context.Context)
 	var t *time.Timer
 	for {
 		plan, err := gatequeue.Run(ctx, g, job, fn, isRevoke)
-		if !holdable(plan, err) || plan.Wait >= holdWait || time.Until(end) <= plan.Wait {
+		if !holdable(plan, err) || plan.Wait > holdWait || time.Until(end) <= plan.Wait {
 			return plan, err
 		}
 		// go 1.23 timers: Reset drops a stale tick, no drain needed.

@@ -106,11 +106,13 @@ func TestRefusalNearTheDeadlineGoesBackToAsynq(t *testing.T) {
 	}
 }
 
-// While an upstream keeps refusing with short waits (a probe in flight),
-// a refused task waits in its worker for at most 5 s of a run, then goes
-// back to asynq: the worker turns over to other tasks. The retry is not
-// counted, and the task completes once the probe settles.
-func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
+// While an upstream refuses with waits of a second or less (a young probe
+// in flight), a refused task waits in its worker; once the wait grows past
+// a second (the probe runs on: gate/retry.go), and never later than 5 s
+// into the run, it goes back to asynq: the worker turns over to other
+// tasks. The retry is not counted, and the task completes once the probe
+// settles.
+func TestHeldTaskGoesBack(t *testing.T) {
 	const holdRun = 5 * time.Second // the documented bound
 	b := backends(t)[0]
 	obs := &firstRefusal{job: "summarise:doc-1"}
@@ -137,8 +139,8 @@ func TestHeldTaskGoesBackAfterFiveSeconds(t *testing.T) {
 	if obs.at().IsZero() {
 		t.Fatal("the task was never refused")
 	}
-	if held := time.Since(obs.at()); held < holdRun-100*time.Millisecond {
-		t.Fatalf("the task went back to asynq %v after its first refusal, want after about %v", held, holdRun)
+	if held := time.Since(obs.at()); held < 900*time.Millisecond || held > holdRun+time.Second {
+		t.Fatalf("the task went back to asynq %v after its first refusal, want once the wait passed a second, within %v", held, holdRun)
 	}
 	if info.Retried != 0 || !strings.Contains(info.LastErr, "retry in") {
 		t.Fatalf("exp the refusal handed back, not counted: Retried %d, last error %q", info.Retried, info.LastErr)
