@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
@@ -154,7 +153,7 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 	}
 	for {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
+			return nil, ctxError(ctx, "acquire")
 		}
 		p, leader := g.flight.join(job)
 		if leader {
@@ -240,7 +239,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	}
 	if r.AdmitErr != nil {
 		// The breaker still judges; the budget did not, loudly.
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", r.AdmitErr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError(ctx, "budget", r.AdmitErr)})
 	}
 	judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
 	switch ss, refusing := judged.Refusal(); {
@@ -296,30 +295,25 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired, j upst
 	release := j.Release(rctx, &t)
 	t.Send(rctx)
 	if uerr := release.Err(); uerr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", uerr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError(rctx, "budget", uerr)})
 	}
 	if uerr := undo.Err(); uerr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError("undo", uerr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Undo, Err: redisError(rctx, "undo", uerr)})
 	}
 	if uerr := unclaim.Err(); uerr != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", uerr)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError(rctx, "upstream", uerr)})
 	}
 }
 
 // unreached handles an acquire that Redis did not answer: the caller's
 // context ended, Redis failed, or (Redis.FailOpen) fn runs ungated.
 func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, error) {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// Redis did not answer within the caller's deadline: that is
-		// unavailability too, but too late to fail open.
-		werr := fmt.Errorf("%w: acquire: %w", ErrUnavailable, context.Cause(ctx))
-		g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
+	werr := redisError(ctx, "acquire", err)
+	if ctx.Err() != nil {
+		// The caller gave up (or its deadline passed) before Redis
+		// answered: its error, not an outage, and too late to fail open.
 		return nil, werr
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
 	}
-	werr := redisError("acquire", err)
 	g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
 	if !g.opts.Redis.FailOpen || store.Reached(err) {
 		return nil, werr

@@ -98,7 +98,7 @@ func (l *Lease) writeEarly() {
 	r := l.up.Early(ctx, &t, &l.seen, time.Now())
 	t.Send(ctx)
 	if err := r.Err(); err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError(ctx, "budget", err)})
 	}
 }
 
@@ -132,7 +132,7 @@ func (g *Gate) release(ctx context.Context, l *grant, j upstream.Judgement) {
 	r := j.Release(rctx, &t)
 	t.Send(rctx)
 	if err := r.Err(); err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError("budget", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError(rctx, "budget", err)})
 	}
 }
 

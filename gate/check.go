@@ -52,12 +52,12 @@ func (w Warning) String() string { return w.Message }
 // only when Redis cannot be reached. It writes nothing and never changes
 // the server's configuration.
 func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
-	ctx, cancel := g.opCtx(ctx)
+	ctx, cancel := context.WithTimeoutCause(ctx, g.opts.Redis.Timeout, errRedisTimeout)
 	defer cancel()
 
 	ss, _, err := g.store.Servers(ctx)
 	if err != nil {
-		return nil, redisError("check", err)
+		return nil, redisError(ctx, "check", err)
 	}
 	var warns []Warning
 	infoPolicy := map[string]string{}
@@ -94,7 +94,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 		}
 	}
 	if err != nil {
-		return warns, redisError("check", err)
+		return warns, redisError(ctx, "check", err)
 	}
 	// What a server says (its version, its error replies) reaches logs
 	// and terminals: no control characters.

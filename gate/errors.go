@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -90,6 +91,8 @@ func (e *BlockedError) Error() string {
 			switch {
 			case u.Probing:
 				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.Upstream, u.Reason, u.RetryAfter))
+			case u.State == UpstreamPaused && u.Reason == ReasonOperator:
+				parts = append(parts, fmt.Sprintf("%q is paused by an operator (%q) for %v or until resumed", u.Upstream, u.Note, u.RetryAfter))
 			case u.State == UpstreamPaused:
 				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.Upstream, u.Reason, u.RetryAfter))
 			default:
@@ -189,12 +192,34 @@ func (e *CallError) Unwrap() []error {
 }
 
 // redisError wraps a Redis error so it matches ErrRedisRefused or
-// ErrUnavailable, and the cause.
-func redisError(op string, err error) error {
+// ErrUnavailable, and the cause. ctx is the context the command was sent
+// with: when the caller ended it (cancelled, or its deadline passed) the
+// error is the caller's, not an outage, and matches neither sentinel
+// (ctxError); only the gate's own bound on a command (opCtx, cause
+// errRedisTimeout) is Redis not answering.
+func redisError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil && context.Cause(ctx) != errRedisTimeout {
+		return ctxError(ctx, op)
+	}
 	if store.Refused(err) {
 		return fmt.Errorf("%w: %s: %w", ErrRedisRefused, op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+// errRedisTimeout is the cause of the gate's own bound on a Redis command
+// (Redis.Timeout): Redis did not answer in time, which is unavailability.
+var errRedisTimeout = errors.New("redis did not answer within Redis.Timeout")
+
+// ctxError is the error of a call whose caller ended ctx: it matches
+// ctx.Err() (context.Canceled or context.DeadlineExceeded) and a cause
+// given with context.WithCancelCause.
+func ctxError(ctx context.Context, op string) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return fmt.Errorf("gate: %s: %w", op, err)
+	}
+	return fmt.Errorf("gate: %s: %w: %w", op, err, cause)
 }
 
 // RetryAfter returns how long to wait before retrying, from any error Do,

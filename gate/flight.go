@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -98,7 +97,7 @@ func (f *flight) forget(l *Lease) {
 // the gate's: the wait a refusal carries.
 func (f *flight) follow(ctx context.Context, p *pending, fresh bool, retryIn func(refuser) time.Duration) (err error, again bool) {
 	if !f.wait(ctx, p) {
-		return fmt.Errorf("gate: acquire: %w", context.Cause(ctx)), false
+		return ctxError(ctx, "acquire"), false
 	}
 	f.mu.Lock()
 	l, perr := p.lease, p.err

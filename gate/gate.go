@@ -89,7 +89,7 @@ func New(rdb Client, opts Options) (*Gate, error) {
 
 // opCtx bounds a Redis operation the gate runs detached from its caller.
 func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), g.opts.Redis.Timeout)
+	return context.WithTimeoutCause(context.WithoutCancel(ctx), g.opts.Redis.Timeout, errRedisTimeout)
 }
 
 // Client is the part of a go-redis client a Gate uses: every command goes

@@ -29,7 +29,7 @@ func (l *Lease) renew() {
 	sent := time.Now()
 	est, unsent := l.shareCalls()
 	l.renewals++
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout))
+	ctx, cancel := context.WithTimeoutCause(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout), errRedisTimeout)
 	t := g.store.Trip()
 	renewed := t.Renew(ctx, l.key, l.token, l.fence, l.attempt-1, est)
 	reserved := l.up.Renew(ctx, &t)
@@ -39,11 +39,15 @@ func (l *Lease) renew() {
 	}
 	t.Send(ctx)
 	owned, err := renewed.Result()
-	g.sharedCalls(shared)
-	cancel()
-	if rerr := reserved.Err(); rerr != nil {
-		g.emit(l.parent, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", rerr)})
+	var werr error
+	if err != nil {
+		werr = redisError(ctx, "renew", err) // before cancel ends ctx
 	}
+	g.sharedCalls(shared)
+	if rerr := reserved.Err(); rerr != nil {
+		g.emit(l.parent, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError(ctx, "budget", rerr)})
+	}
+	cancel()
 
 	var (
 		events []Event
@@ -65,7 +69,7 @@ func (l *Lease) renew() {
 	default:
 		events = append(events,
 			Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt, Err: err},
-			Event{Kind: EventRedisError, Job: l.job, Op: redisop.Renew, Err: redisError("renew", err)})
+			Event{Kind: EventRedisError, Job: l.job, Op: redisop.Renew, Err: werr})
 		if !time.Now().Before(l.expires) {
 			events = append(events, l.loseLocked(err))
 			lost = true
@@ -117,7 +121,7 @@ func (l *Lease) shareCalls() (time.Duration, []time.Duration) {
 	if est := g.calls.estimate(); est > 0 || l.renewals > 0 {
 		return est, unsent
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout))
+	ctx, cancel := context.WithTimeoutCause(context.WithoutCancel(l.parent), min(g.renewEvery(), g.opts.Redis.Timeout), errRedisTimeout)
 	defer cancel()
 	t := g.store.Trip()
 	rec := t.RecordCalls(ctx, keyspace.Calls(g.opts.Prefix, g.opts.Upstream), unsent, callSamples)

@@ -169,7 +169,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	rctx := context.WithoutCancel(ctx)
 	if g.store.Deadlines() {
 		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(rctx, g.opts.Redis.Timeout)
+		rctx, cancel = context.WithTimeoutCause(rctx, g.opts.Redis.Timeout, errRedisTimeout)
 		defer cancel()
 	}
 
@@ -184,7 +184,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		in.wave, waveStarted, err = l.up.Wave(rctx, g.store, v.Reason, l.job)
 		if err != nil {
 			// No wave known: the failure is judged on its own.
-			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("upstream", err)})
+			g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError(rctx, "upstream", err)})
 		}
 	}
 	d := g.opts.decide(in)
@@ -207,7 +207,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	t.Send(rctx)
 	g.sharedCalls(calls)
 	if err := budget.Err(); err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError("budget", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.up.Name(), Op: redisop.Upstream, Err: redisError(rctx, "budget", err)})
 	}
 
 	res := recorded{State: d.job.state, Attempts: d.job.attempts, Verdict: v}
@@ -233,7 +233,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		rep, err = settled.Result()
 	}
 	if err != nil {
-		werr := redisError("settle", err)
+		werr := redisError(rctx, "settle", err)
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})
 		if d.job.state == CoolingDown || d.job.state == Failed || d.job.state == Done {
 			// The outcome is not in Redis: refuse the job here for the
@@ -281,7 +281,7 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v
 	u, wrote, err := l.up.Recorded(rctx, g.store, rec, l.token)
 	st := statusOf(u)
 	if err != nil {
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError("upstream", err)})
+		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: name, Op: redisop.Upstream, Err: redisError(rctx, "upstream", err)})
 		return st
 	}
 	if wrote && g.obs != nil {

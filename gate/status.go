@@ -53,7 +53,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	t.Send(ctx)
 	r, err := read.Result()
 	if err != nil {
-		return Status{}, redisError("status", err)
+		return Status{}, redisError(ctx, "status", err)
 	}
 	v := r.Job
 	st := Status{Job: job, State: Ready, Attempts: v.Attempts, Reason: v.Reason, Evidence: v.Evidence, Fence: v.Fence}
@@ -72,7 +72,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	}
 	ups, err := peeks.Judge()
 	if err != nil {
-		return Status{}, redisError("status", err)
+		return Status{}, redisError(ctx, "status", err)
 	}
 	st.Upstreams = statusesOf(ups)
 	st.Upstream = nextUpstream(st.Upstreams)
@@ -94,7 +94,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	t.Send(ctx)
 	r, err := reset.Result()
 	if err != nil {
-		return redisError("reset", err)
+		return redisError(ctx, "reset", err)
 	}
 	if r.Running {
 		left := leaseLeft(r.TTL, r.TTL <= 0, g.opts.Lease)
@@ -114,7 +114,7 @@ func (g *Gate) Upstreams(ctx context.Context) ([]UpstreamStatus, error) {
 	t.Send(ctx)
 	ss, err := reads.Result()
 	if err != nil {
-		return nil, redisError("upstream status", err)
+		return nil, redisError(ctx, "upstream status", err)
 	}
 	return statusesOf(ss), nil
 }
@@ -124,7 +124,7 @@ func (g *Gate) Upstreams(ctx context.Context) ([]UpstreamStatus, error) {
 // up the quota).
 func (g *Gate) ResetUpstreams(ctx context.Context) error {
 	if err := g.ups.Reset(ctx, g.store); err != nil {
-		return redisError("upstream reset", err)
+		return redisError(ctx, "upstream reset", err)
 	}
 	return nil
 }

@@ -20,7 +20,8 @@ const (
 	UpstreamCoolingDown
 	// UpstreamPaused: a provider-wide systemic failure (quota, credentials)
 	// or a wave of one permanent reason paused the upstream until
-	// ResetUpstreams or the pause ends (UpstreamPolicy.PauseTTL).
+	// ResetUpstreams or the pause ends (UpstreamPolicy.PauseTTL); or an
+	// operator did (PauseUpstream, Reason ReasonOperator).
 	UpstreamPaused
 )
 
@@ -43,8 +44,12 @@ type UpstreamStatus struct {
 	// RetryAfter is the time left in the cooldown or pause; while one call
 	// probes the upstream after it (Probing), the probe's lease left.
 	RetryAfter time.Duration
-	// Reason is the classification code that cooled or paused it.
+	// Reason is the classification code that cooled or paused it, or
+	// ReasonOperator for a pause PauseUpstream set.
 	Reason string
+	// Note is the operator's reason for a pause PauseUpstream set ("key
+	// rotation"), without control characters; "" otherwise.
+	Note string
 	// Probing is set while one call probes the upstream after a cooldown
 	// or pause ended; the others stay refused until it settles.
 	Probing bool
@@ -100,7 +105,7 @@ func (u UpstreamStatus) refusing() bool { return u.State != UpstreamReady || u.P
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
 	return UpstreamStatus{Upstream: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
-		Reason: s.Reason, Probing: s.Probing, Budget: budgetOf(s.Limits, s.Budget)}
+		Reason: s.Reason, Note: s.Note, Probing: s.Probing, Budget: budgetOf(s.Limits, s.Budget)}
 }
 
 func statusesOf(ss []upstream.Status) []UpstreamStatus {

@@ -116,7 +116,7 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		case <-ln.Wake():
 		case <-t.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("gate: acquire: %w", context.Cause(ctx))
+			return nil, ctxError(ctx, "acquire")
 		}
 	}
 }

@@ -1,5 +1,11 @@
 package code
 
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
 // MaxLen bounds a reason and an evidence, in bytes (classify.MaxEvidence).
 const MaxLen = 64
 
@@ -29,4 +35,32 @@ func valid(s string, evidence bool) bool {
 		}
 	}
 	return true
+}
+
+// MaxNote bounds an operator's note (a pause's reason), in bytes.
+const MaxNote = 200
+
+// Note makes an operator's free text safe to store, log and print: every
+// control or format character (newlines, escapes, bidirectional
+// overrides) and byte that is not UTF-8 becomes a space, runs of spaces
+// become one, and the result is cut to MaxNote bytes on a character
+// boundary.
+func Note(s string) string {
+	var b strings.Builder
+	space := true // drops leading spaces
+	for _, r := range strings.ToValidUTF8(s, " ") {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+			if !space {
+				b.WriteByte(' ')
+			}
+			space = true
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > MaxNote {
+			break
+		}
+		b.WriteRune(r)
+		space = false
+	}
+	return strings.TrimRight(b.String(), " ")
 }

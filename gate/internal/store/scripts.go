@@ -44,6 +44,10 @@ var (
 	windowCountLua string
 	//go:embed lua/upstream_reset.lua
 	upstreamResetLua string
+	//go:embed lua/upstream_pause.lua
+	upstreamPauseLua string
+	//go:embed lua/upstream_resume.lua
+	upstreamResumeLua string
 	//go:embed lua/calls_record.lua
 	callsRecordLua string
 
@@ -66,6 +70,7 @@ var (
 type writeScripts struct {
 	jobSettle, jobSettleGone, jobUndo, jobReset                  *script
 	upstreamCancel, upstreamRecover, upstreamStop, upstreamReset *script
+	upstreamPause, upstreamResume                                *script
 }
 
 func newWriteScripts(publish string) *writeScripts {
@@ -79,6 +84,8 @@ func newWriteScripts(publish string) *writeScripts {
 		upstreamRecover: newScript(pre + upstreamRecoverLua),
 		upstreamStop:    newScript(pre + upstreamStopLua),
 		upstreamReset:   newScript(pre + upstreamResetLua),
+		upstreamPause:   newScript(pre + upstreamPauseLua),
+		upstreamResume:  newScript(pre + upstreamResumeLua),
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/code"
 )
 
 // An upstream's operations (lua/upstream_*.lua, lua/window_count.lua).
@@ -162,6 +164,34 @@ func decodeCount(c redis.Cmder) (int64, error) { return c.(*redis.Cmd).Int64() }
 // pause and clear its failure windows.
 func (t *Trip) ResetUpstream(ctx context.Context, key string, windows ...string) Reply[bool] {
 	cmd := t.eval(ctx, t.s.scripts.upstreamReset, append([]string{key}, windows...))
+	return Reply[bool]{cmd, func(c redis.Cmder) (bool, error) {
+		n, err := c.(*redis.Cmd).Int64()
+		return n > 0, err
+	}}
+}
+
+// Pause is an operator's pause of an upstream.
+type Pause struct {
+	Reason string // a code: the public Reason of the refusals
+	Note   string // the operator's words, made safe (code.Note)
+	TTL    time.Duration
+}
+
+// PauseUpstream queues upstream_pause.lua: refuse every call of the
+// upstream for p.TTL, whatever it held; its key expires with the pause.
+func (t *Trip) PauseUpstream(ctx context.Context, key string, p Pause) Reply[Upstream] {
+	cmd := t.eval(ctx, t.s.scripts.upstreamPause, []string{key}, p.Reason, code.Note(p.Note), max(ms(p.TTL), 1))
+	return Reply[Upstream]{cmd, func(c redis.Cmder) (Upstream, error) {
+		v, err := c.(*redis.Cmd).Text()
+		return parseUpstream(v), err
+	}}
+}
+
+// ResumeUpstream queues upstream_resume.lua: end the upstream's pause by
+// an operator (its reason reason), and nothing else. It reports whether
+// one was ended.
+func (t *Trip) ResumeUpstream(ctx context.Context, key, reason string) Reply[bool] {
+	cmd := t.eval(ctx, t.s.scripts.upstreamResume, []string{key}, reason)
 	return Reply[bool]{cmd, func(c redis.Cmder) (bool, error) {
 		n, err := c.(*redis.Cmd).Int64()
 		return n > 0, err

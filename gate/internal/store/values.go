@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/code"
 )
 
 // The values the gate keeps in Redis, each encoded and decoded here once;
@@ -42,10 +44,13 @@ import (
 //	c:<reason>:<level>:<until>           cooling until <until>
 //	p:<reason>:<level>:<until>           paused until <until>
 //	h:<reason>:<level>:<until>:<token>   one call (token) probes it until <until>
+//	p:<reason>:<level>:<until>:<note>    paused by an operator until <until>
 //
 // where level counts the stops in a row (a failed probe escalates). The key
 // outlives <until> by a lease, so the first call after the wait claims the
-// probe; with no traffic it expires and the upstream is ready.
+// probe; with no traffic it expires and the upstream is ready. An
+// operator's pause (the note last, as it may hold ':') expires at
+// <until>: no probe follows it.
 
 // Kind is what a job's value holds.
 type Kind byte
@@ -202,6 +207,8 @@ type Upstream struct {
 	Level  int    // the stops in a row
 	Until  int64  // when the wait (or the probe's lease) ends, Redis ms
 	Token  string // Probe: the probe's token
+	// Note is an operator's words for a pause they set (PauseUpstream).
+	Note string
 	// Paused: a Foreign value that reads as a pause (its letter is 'p').
 	Paused bool
 }
@@ -238,6 +245,8 @@ func parseGateUpstream(v string) (Upstream, bool) {
 	s := Upstream{Mode: Mode(v[0]), Reason: f[0], Level: level, Until: until}
 	switch {
 	case (s.Mode == ModeCooling || s.Mode == ModePaused) && len(f) == 3:
+	case s.Mode == ModePaused && len(f) == 4:
+		s.Note = code.Note(f[3])
 	case s.Mode == ModeProbing && len(f) == 4:
 		s.Token = f[3]
 	default:

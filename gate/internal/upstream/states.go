@@ -23,7 +23,9 @@ type Status struct {
 	// probes (Probing), the probe's lease left.
 	RetryAfter time.Duration
 	Reason     string
-	Probing    bool
+	// Note is an operator's words for a pause they set (Set.Pause).
+	Note    string
+	Probing bool
 	// Budget: the upstream is ready but its budget refused the call;
 	// RetryAfter is when the estimate fits it, 0 when only a call in
 	// flight settling can tell.
@@ -93,7 +95,7 @@ func waiting(name string, st State, v store.Upstream, now int64) (Permit, Status
 	if wait <= 0 {
 		return MayProbe, Status{Name: name}
 	}
-	return Refused, Status{Name: name, State: st, Reason: v.Reason, RetryAfter: wait}
+	return Refused, Status{Name: name, State: st, Reason: v.Reason, Note: v.Note, RetryAfter: wait}
 }
 
 func (s probing) judge(name string, now int64) (Permit, Status) {
@@ -114,7 +116,7 @@ func (s foreign) judge(name string, _ int64) (Permit, Status) {
 // refusal is an upstream's refusal read with its wait (a claim refused, a
 // trip's reply).
 func refusal(name string, v store.Upstream, wait time.Duration) Status {
-	st := Status{Name: name, State: Cooling, Reason: v.Reason, RetryAfter: max(wait, time.Millisecond)}
+	st := Status{Name: name, State: Cooling, Reason: v.Reason, Note: v.Note, RetryAfter: max(wait, time.Millisecond)}
 	switch {
 	case v.Mode == store.ModePaused || v.Paused:
 		st.State = Paused

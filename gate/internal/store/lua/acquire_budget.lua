@@ -28,7 +28,7 @@ for i = 1, (#KEYS - 1) / 3 do
   values[i], admissions[i], needs[i] = v, a, need
   local ready = not v
   if v then
-    local untl = string.match(v, '^[cp]:[^:]*:%d+:(%d+)$')
+    local untl = string.match(v, '^[cp]:[^:]*:%d+:(%d+)')
     ready = untl ~= nil and tonumber(untl) <= NOW
   end
   if not first and ready and a[1] <= 1 then

@@ -1,0 +1,57 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+)
+
+// ReasonOperator is the Reason of an upstream paused by PauseUpstream, and
+// of every refusal and event that pause causes; the operator's words are
+// in UpstreamStatus.Note.
+const ReasonOperator = "operator"
+
+// PauseUpstream pauses the gate's upstream name for d, with the operator's
+// reason (a key rotation, an incident): every process refuses its calls
+// from its next acquire, with ErrUpstreamCooling naming the reason and the
+// time left, until the pause ends by itself after d or ResumeUpstream
+// ends it. It replaces a cooldown or pause the upstream had. The reason is
+// kept as UpstreamStatus.Note, without control characters and cut to 200
+// bytes. An error matching ErrInvalidOptions means name is not one of the
+// gate's upstreams (Options.Upstream, Fallbacks) or d is not positive.
+func (g *Gate) PauseUpstream(ctx context.Context, name string, d time.Duration, reason string) error {
+	if d <= 0 {
+		return fmt.Errorf("%w: PauseUpstream: the pause must be positive, not %v", ErrInvalidOptions, d)
+	}
+	st, ok, err := g.ups.Pause(ctx, g.store, name, store.Pause{Reason: ReasonOperator, Note: reason, TTL: d})
+	switch {
+	case !ok:
+		return notAnUpstream("PauseUpstream", name)
+	case err != nil:
+		return redisError(ctx, "upstream pause", err)
+	}
+	g.emit(ctx, Event{Kind: EventUpstreamPaused, Upstream: name, State: UpstreamCooling, Reason: ReasonOperator, Cooldown: st.RetryAfter})
+	return nil
+}
+
+// ResumeUpstream ends the pause PauseUpstream set on the gate's upstream
+// name before its time; a cooldown or pause the provider caused is left
+// as it is (ResetUpstreams ends those). Without such a pause it does
+// nothing. An error matching ErrInvalidOptions means name is not one of
+// the gate's upstreams.
+func (g *Gate) ResumeUpstream(ctx context.Context, name string) error {
+	_, ok, err := g.ups.Resume(ctx, g.store, name, ReasonOperator)
+	switch {
+	case !ok:
+		return notAnUpstream("ResumeUpstream", name)
+	case err != nil:
+		return redisError(ctx, "upstream resume", err)
+	}
+	return nil
+}
+
+func notAnUpstream(op, name string) error {
+	return fmt.Errorf("%w: %s: %q is not an upstream of this gate (Options.Upstream or Fallbacks)", ErrInvalidOptions, op, name)
+}
