@@ -60,9 +60,10 @@ func TestRunningWaitFollowsCallDurations(t *testing.T) {
 	}
 }
 
-// The estimate is judged on Redis's clock: the run's time so far is the
-// lease's TTL spent (a run taken on a free key records no fence until its
-// first renewal), and its lease's time left is the key's PTTL; a running
+// The estimate is judged on Redis's clock: the run's time so far is from
+// its fence (Redis's TIME in µs at its acquire; the reading, in ms, may
+// trail it by under a millisecond), and its lease's time left is the
+// key's PTTL; a running
 // value held without a TTL (written by hand, not by a gate) counts as a
 // whole lease left.
 func TestRunningWaitOnRedisClock(t *testing.T) {

@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -62,6 +63,43 @@ func TestStatusJudgesUpstreamsWithTheirServersClock(t *testing.T) {
 			st := mustStatus(t, g, "b")
 			if up := st.Upstream; up.State != gate.UpstreamCoolingDown || up.RetryAfter > hint || up.RetryAfter < hint-tc.within {
 				t.Fatalf("Status(...).Upstream = %+v, want cooling for the hint, %v (less at most %v)", up, hint, tc.within)
+			}
+		})
+	}
+}
+
+// Status tells a running job's fence from its acquire on, in any process
+// (a second client here), not only after the first renewal: the fence an
+// operator compares with what a store wrote. Lease: an hour, so no renewal
+// runs during the test.
+func TestStatusTellsARunningJobsFence(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Hour}
+			g := newGate(t, tg.Client, opts)
+			other := newGate(t, otherClient(t, tg), opts)
+			for _, job := range []string{"free", "cooled"} {
+				if job == "cooled" {
+					// A job taken over from a finished state (a script's take).
+					_ = failWith(t, g, job, errBoom)
+					if err := g.Reset(ctx, job); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l, err := g.Acquire(ctx, job)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, gg := range []*gate.Gate{g, other} {
+					st := mustStatus(t, gg, job)
+					if exp, got := l.Fence(), st.Fence; st.State != gate.Running || exp != got {
+						t.Fatalf("%s: Status %v, fence %d; want running, fence %d", job, st.State, got, exp)
+					}
+				}
+				if err := l.Succeed(ctx); err != nil {
+					t.Fatal(err)
+				}
 			}
 		})
 	}

@@ -126,7 +126,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 			c.commandUsage(c.stdout, cmd)
 			return nil
 		}
-		return usageErrorf("%s: %s (see retrygate help %s)", cmd.name, flagError(err), cmd.name)
+		return usageErrorf("%s: %s%s (see retrygate help %s)", cmd.name, flagError(err), jobFlagHint(cmd, err), cmd.name)
 	}
 	if c.timeout <= 0 {
 		return usageErrorf("%s: --timeout must be positive", cmd.name)
@@ -195,6 +195,22 @@ func (c *cli) describe(err error) string {
 		msg += " (" + h + ")"
 	}
 	return msg
+}
+
+// jobFlagHint is, for a command that takes a JOB, how to pass the
+// argument the flag package took for a flag ("status -1"): after "--".
+func jobFlagHint(cmd *command, err error) string {
+	if !strings.Contains(cmd.args, "JOB") {
+		return ""
+	}
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined: ", "flag needs an argument: "} {
+		if i := strings.Index(msg, p); i >= 0 {
+			arg := msg[i+len(p):]
+			return fmt.Sprintf("; a JOB that starts with '-' goes after --: retrygate %s -- %s", cmd.name, argQuote(arg))
+		}
+	}
+	return ""
 }
 
 // parseInterspersed parses flags anywhere among the positional arguments

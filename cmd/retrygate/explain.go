@@ -30,7 +30,8 @@ func explainCommand() *command {
 	var status int
 	return &command{
 		name: "explain", args: "[FILE]",
-		summary: "say what the gate would do with a failed response (raw HTTP, or a Go client's error text; FILE or stdin)",
+		summary: "say what the gate would do with a failed response (raw HTTP, or a Go client's error text, " +
+			"including Go's HTTP client's for no response: a timeout, a refused connection, a DNS failure; FILE or stdin)",
 		flags: func(fs *flagSet) {
 			fs.IntVar(&status, "status", 0, "the response's `STATUS` when the input has none (a bare body, or headers without a status line)")
 		},
@@ -42,7 +43,10 @@ func explainCommand() *command {
 
 // explainJSON is explain's --json output; its fields are stable.
 type explainJSON struct {
-	Status          int    `json:"status"`
+	Status int `json:"status"`
+	// NoResponse names the failure of a call that got no response (status
+	// 0): what Go's HTTP client logged, e.g. "connection refused".
+	NoResponse      string `json:"no_response,omitempty"`
 	Class           string `json:"class"`
 	Reason          string `json:"reason"`
 	ProviderWide    bool   `json:"provider_wide"`
@@ -71,6 +75,11 @@ func runExplain(c *cli, args []string, status int) error {
 	raw, err := io.ReadAll(io.LimitReader(in, maxExplainInput))
 	if err != nil {
 		return usageErrorf("reading %s: %v", name, err)
+	}
+	if status == 0 {
+		if terr, cause := transportError(string(raw)); terr != nil {
+			return explainTransport(c, terr, cause)
+		}
 	}
 	resp, err := parseResponse(raw, status)
 	if err != nil {
@@ -120,6 +129,28 @@ func explainSuccess(c *cli, status int) error {
 		return err
 	}
 	_, err := fmt.Fprintln(c.stdout, notAFailure)
+	return err
+}
+
+// explainTransport answers for a call that got no response: what Go's
+// HTTP client logged names the cause (transportError).
+func explainTransport(c *cli, err error, cause string) error {
+	v := classify.Default(err)
+	does := gateDoes(v)
+	if c.json {
+		return writeJSON(c.stdout, explainJSON{Class: v.Class.String(), Reason: v.Reason, NoResponse: cause,
+			ProviderWide: v.ProviderWide, Suspect: v.Suspect, RetryAfterMS: ms(v.RetryAfter), Evidence: v.Evidence, WhatTheGateDoes: does})
+	}
+	tw := table(c.stdout)
+	row(tw, "status", "none: no response ("+cause+")")
+	row(tw, "verdict", v.Class)
+	row(tw, "reason", printable(v.Reason))
+	row(tw, "provider-wide", yesNo(v.ProviderWide))
+	row(tw, "decided by", printable(v.Evidence))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(c.stdout, does)
 	return err
 }
 

@@ -84,6 +84,15 @@ func printable(s string) string {
 // then quoted for the shell, so the command can be pasted as is.
 func argQuote(s string) string { return shellQuote(printable(s)) }
 
+// jobQuote is a JOB as the last argument of a printed command: argQuote,
+// after "--" when it starts with '-' (a job "-1" or "-h" is not a flag).
+func jobQuote(job string) string {
+	if strings.HasPrefix(printable(job), "-") {
+		return "-- " + argQuote(job)
+	}
+	return argQuote(job)
+}
+
 // quoted is printable(s) when it differs from s, for --json: a JSON string
 // cannot carry bytes that are not UTF-8.
 func quoted(s string) string {

@@ -59,9 +59,11 @@ type upstreamSearchJSON struct {
 }
 
 type upstreamJSON struct {
-	Upstream     string      `json:"upstream"`
-	State        string      `json:"state"`
-	Reason       string      `json:"reason,omitempty"`
+	Upstream string `json:"upstream"`
+	State    string `json:"state"`
+	Reason   string `json:"reason,omitempty"`
+	// Note is the operator's reason for a pause they set (upstream pause).
+	Note         string      `json:"note,omitempty"`
 	RetryAfterMs int64       `json:"retry_after_ms"`
 	RetryAt      string      `json:"retry_at,omitempty"`
 	Budget       *budgetJSON `json:"budget,omitempty"`
@@ -129,7 +131,7 @@ func toUpstreamJSON(u gate.UpstreamStatus) *upstreamJSON {
 	if u.Upstream == "" {
 		return nil
 	}
-	j := &upstreamJSON{Upstream: u.Upstream, State: u.State.String(), Reason: u.Reason, RetryAfterMs: ms(u.RetryAfter),
+	j := &upstreamJSON{Upstream: u.Upstream, State: u.State.String(), Reason: u.Reason, Note: u.Note, RetryAfterMs: ms(u.RetryAfter),
 		Budget: toBudgetJSON(u.Budget)}
 	if u.RetryAfter > 0 {
 		j.RetryAt = at(u.RetryAfter)
@@ -220,12 +222,12 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 		}
 		up := fmt.Sprintf("%s %s", printable(u.Upstream), u.State)
 		if u.State != gate.UpstreamReady {
-			up += fmt.Sprintf(" (%s) for %s", printable(u.Reason), fmtDur(u.RetryAfter))
+			up += fmt.Sprintf(" (%s) for %s", upstreamWhy(u), fmtDur(u.RetryAfter))
 		}
 		row(tw, "upstream", up)
 	}
 	row(tw, "meaning", c.meaning(st, found, j.NoKeysUnderPrefix))
-	for _, fix := range c.clearHints(st, ups) {
+	for _, fix := range c.clearHints(st) {
 		row(tw, "clear", fix)
 	}
 	if len(similar) > 0 {
@@ -235,7 +237,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 		return err
 	}
 	for _, s := range similar {
-		fmt.Fprintf(c.stdout, "  %s  %s  → retrygate%s status %s\n", printable(s.Job), s.State, c.globalHint(), argQuote(s.Job))
+		fmt.Fprintf(c.stdout, "  %s  %s  → retrygate%s status %s\n", printable(s.Job), s.State, c.globalHint(), jobQuote(s.Job))
 	}
 	// Keys go below, unaligned with the fields: their length varies.
 	fmt.Fprintln(c.stdout, "keys:")
@@ -257,7 +259,9 @@ func (c *cli) meaning(st gate.Status, found *upstreamSearch, noKeys bool) string
 		return fmt.Sprintf("no key under prefix %s: is --prefix right? (the gate's Options.Prefix; default %q)",
 			printable(c.prefix), keyspace.DefaultPrefix)
 	}
-	if u := st.Upstream; u.State == gate.UpstreamPaused {
+	if u := st.Upstream; u.State == gate.UpstreamPaused && u.Reason == gate.ReasonOperator {
+		return fmt.Sprintf("every job of upstream %s is refused: an operator paused it (%s) until the pause ends or an operator resumes it", printable(u.Upstream), printable(u.Note))
+	} else if u.State == gate.UpstreamPaused {
 		return fmt.Sprintf("every job of upstream %s is refused: paused by a systemic failure (%s) until an operator resets the upstream or the pause expires", printable(u.Upstream), printable(u.Reason))
 	} else if u.State == gate.UpstreamCoolingDown {
 		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Upstream), printable(u.Reason))
@@ -281,6 +285,15 @@ func (c *cli) meaning(st gate.Status, found *upstreamSearch, noKeys bool) string
 			why + "); pass --upstream U to check the job's gate's"
 	}
 	return own
+}
+
+// upstreamWhy is why u refuses calls, for a row: its reason code, and an
+// operator's words after an operator's pause.
+func upstreamWhy(u gate.UpstreamStatus) string {
+	if u.Reason == gate.ReasonOperator && u.Note != "" {
+		return printable(u.Reason) + ": " + printable(u.Note)
+	}
+	return printable(u.Reason)
 }
 
 // jobMeaning says what the job's own state does to its next call.
@@ -311,7 +324,7 @@ func (c *cli) globalHint() string {
 
 // clearHint is the command that clears what refuses the job, if any.
 func (c *cli) clearHint(st gate.Status) string {
-	hints := c.clearHints(st, []gate.UpstreamStatus{st.Upstream})
+	hints := c.clearHints(st)
 	if len(hints) == 0 {
 		return ""
 	}
@@ -319,23 +332,28 @@ func (c *cli) clearHint(st gate.Status) string {
 }
 
 // clearHints are the commands that clear what refuses the job: the
-// refusing upstreams' resets, or the job's own.
-func (c *cli) clearHints(st gate.Status, ups []gate.UpstreamStatus) []string {
-	global := c.globalHint()
-	var out []string
-	for _, u := range ups {
-		if u.Upstream != "" && u.State != gate.UpstreamReady {
-			out = append(out, fmt.Sprintf("retrygate%s --upstream %s upstream reset", global, argQuote(u.Upstream)))
-		}
-	}
-	if len(out) > 0 && st.Upstream.State != gate.UpstreamReady {
-		return out // the gate's own upstream refuses before the job is read
+// refusing upstream's reset (or resume, after an operator's pause), or the
+// job's own. Only the gate's own upstream (--upstream) gets a command: an
+// upstream found by searching the prefix may not be the job's at all.
+func (c *cli) clearHints(st gate.Status) []string {
+	if u := st.Upstream; u.Upstream != "" && u.State != gate.UpstreamReady {
+		return []string{c.upstreamHint(u)}
 	}
 	switch st.State {
 	case gate.CoolingDown, gate.Failed, gate.Done:
-		out = append(out, fmt.Sprintf("retrygate%s reset %s", global, argQuote(st.Job)))
+		return []string{fmt.Sprintf("retrygate%s reset %s", c.globalHint(), jobQuote(st.Job))}
 	}
-	return out
+	return nil
+}
+
+// upstreamHint is the command that ends what refuses calls of u: resume
+// after an operator's pause, reset otherwise.
+func (c *cli) upstreamHint(u gate.UpstreamStatus) string {
+	verb := "reset"
+	if u.State == gate.UpstreamPaused && u.Reason == gate.ReasonOperator {
+		verb = "resume"
+	}
+	return fmt.Sprintf("retrygate%s --upstream %s upstream %s", c.globalHint(), argQuote(u.Upstream), verb)
 }
 
 // rawKeys reads the TTLs of a job's keys (one pipeline: both share a slot).

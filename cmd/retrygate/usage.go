@@ -117,6 +117,10 @@ func (c *cli) help(args []string) error {
 		c.usage(c.stdout)
 		return nil
 	}
+	if args[0] == "help" {
+		_, err := fmt.Fprint(c.stdout, "Usage: retrygate help [COMMAND]\n\nThe commands and global flags, or a command's flags.\n")
+		return err
+	}
 	cmd := c.find(args[0])
 	if cmd == nil {
 		return usageErrorf("help: unknown command %q (commands: %s)", echo(args[0]), c.names())

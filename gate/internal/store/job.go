@@ -378,9 +378,11 @@ func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) e
 
 // take queues the native part of an acquire, on the job's node: the
 // key's PTTL, then SET the running value if the key is free (NX),
-// returning what it holds otherwise (GET; Redis 7.0+), then Redis's TIME,
-// which is the fence of a job taken so (read after the SET: above every
-// fence taken before it) and the clock every value is judged by.
+// returning what it holds otherwise (GET; Redis 7.0+), then Redis's TIME
+// (job_fence.lua), which is the fence of a job taken so (read after the
+// SET: above every fence taken before it) and the clock every value is
+// judged by; the script writes that fence beside the token when the SET
+// took the key, so that a Status in any process reads it.
 //
 // PTTL comes first because go-redis judges a pipeline's retry by its first
 // reply: a SET NX GET that takes a free key replies nil, and classifying
@@ -388,29 +390,28 @@ func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) e
 // SET refused with READONLY (a demoted master) is not retried by go-redis;
 // the acquire fails closed and the caller retries.
 //
-// The three commands' arguments share one array, and the key is boxed
+// The native commands' arguments share one array, and the key is boxed
 // once: an acquire is the gate's hottest path.
-func (t *Trip) take(ctx context.Context, key, running string, lease any) (set *redis.StringCmd, pttl *redis.IntCmd, now *redis.TimeCmd) {
+func (t *Trip) take(ctx context.Context, key, running string, lease any) (set *redis.StringCmd, pttl *redis.IntCmd, now *redis.Cmd) {
 	k := any(key)
-	args := []any{"pttl", k, "set", k, running, "nx", "get", "px", lease, "time"}
+	args := []any{"pttl", k, "set", k, running, "nx", "get", "px", lease}
 	pttl = redis.NewIntCmd(ctx, args[0:2:2]...)
 	set = redis.NewStringCmd(ctx, args[2:9:9]...)
-	now = redis.NewTimeCmd(ctx, args[9:10:10]...)
 	t.add(pttl)
 	t.add(set)
-	t.add(now)
+	now = t.eval(ctx, jobFenceScript, []string{key}, running)
 	return set, pttl, now
 }
 
 // decodeTake reads what take sent: taken with the fence TIME gave when the
 // key was free, refused by its value otherwise.
-func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.TimeCmd, r *Acquired) error {
+func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.Cmd, r *Acquired) error {
 	v, err := set.Result()
 	taken := isNil(err)
 	if err != nil && !taken {
 		return err
 	}
-	tm, err := now.Result()
+	tm, err := decodeTime(now)
 	if err != nil {
 		return err
 	}
@@ -425,6 +426,20 @@ func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.TimeCmd, r *Ac
 	}
 	r.setValue(v, pt)
 	return nil
+}
+
+// decodeTime reads job_fence.lua's {seconds, microseconds}, as TIME's.
+func decodeTime(c *redis.Cmd) (time.Time, error) {
+	v, err := slice(c)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sec, ok1 := replyInt(v, 0)
+	usec, ok2 := replyInt(v, 1)
+	if !ok1 || !ok2 || len(v) != 2 {
+		return time.Time{}, badReply("fence", v)
+	}
+	return time.Unix(sec, usec*1000), nil
 }
 
 // setValue records the job's value and its PTTL.

@@ -18,6 +18,8 @@ var (
 	jobTakeLua string
 	//go:embed lua/job_acquire.lua
 	jobAcquireLua string
+	//go:embed lua/job_fence.lua
+	jobFenceLua string
 	//go:embed lua/job_renew.lua
 	jobRenewLua string
 	//go:embed lua/job_write.lua
@@ -54,6 +56,7 @@ var (
 	// Scripts that change no state the waiters watch.
 	readScript          = newScript(readLua)
 	jobAcquireScript    = newScript(jobTakeLua + jobAcquireLua)
+	jobFenceScript      = newScript(jobFenceLua)
 	jobRenewScript      = newScript(jobRenewLua)
 	upstreamClaimScript = newScript(upstreamClaimLua)
 	windowCountScript   = newScript(windowCountLua)
