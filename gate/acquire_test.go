@@ -33,8 +33,8 @@ func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	if got := names.take(); !equalNames(got, []string{"[pttl set evalsha]"}) {
-		t.Fatalf("acquire sent %v, want the job's PTTL, SET NX GET and TIME (the fence script) in one pipeline", got)
+	if got := names.take(); !equalNames(got, []string{"[pttl set time evalsha]"}) {
+		t.Fatalf("acquire sent %v, want the job's PTTL, SET NX GET, TIME and the fence script in one pipeline", got)
 	}
 }
 

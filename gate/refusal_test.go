@@ -36,8 +36,8 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 				names.take()
 				first := blocked(t, g, tc.job)
 				for i := 0; i < 3; i++ {
-					if got := names.take(); !equalNames(got, []string{"[pttl set evalsha get]"}) {
-						t.Fatalf("%s: refusal %d sent %v, want the job's PTTL, SET NX GET and TIME (the fence script), and its done key's GET", tc.job, i, got)
+					if got := names.take(); !equalNames(got, []string{"[pttl set time evalsha get]"}) {
+						t.Fatalf("%s: refusal %d sent %v, want the job's PTTL, SET NX GET, TIME and the fence script, and its done key's GET", tc.job, i, got)
 					}
 					again := blocked(t, g, tc.job)
 					if again.State != tc.state || again.State != first.State || again.Attempts != first.Attempts ||

@@ -36,7 +36,7 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 		acquire string
 	}{
 		{"embedding wrapper", func(c *redis.Client) gate.Client { return tracing{c} }, "evalsha"},
-		{"narrow wrapper", func(c *redis.Client) gate.Client { return &gatetest.Flaky{Client: c} }, "[pttl set evalsha get evalsha]"},
+		{"narrow wrapper", func(c *redis.Client) gate.Client { return &gatetest.Flaky{Client: c} }, "[pttl set time evalsha get evalsha]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := srv.Client(t)

@@ -161,8 +161,13 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 				}
 			}
 
-			// The clear hint of the paused upstream, pasted, resets it.
-			r = human("status", "never-seen")
+			// Without --upstream the paused upstream is named, but no command
+			// resets it: the job's gate may not use it.
+			if r := human("status", "never-seen"); strings.Contains(r.stdout, "upstream reset") {
+				t.Errorf("status without --upstream suggests an upstream reset:\n%s", r.stdout)
+			}
+			// The clear hint of the job's gate's paused upstream, pasted, resets it.
+			r = human("--upstream", printable(hostileUpstream), "status", "never-seen")
 			var hint string
 			for _, line := range strings.Split(r.stdout, "\n") {
 				if h, ok := strings.CutPrefix(line, "clear     "); ok {

@@ -65,6 +65,9 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 	for _, d := range catalog {
 		ch, err := a.gate.Watch(ctx, docJob(d.ID))
 		if err != nil {
+			if ctx.Err() != nil {
+				return // the browser closed the stream (or the server shuts down): not an outage
+			}
 			a.logf("GET %s: %v", r.URL.Path, err)
 			writeProblem(w, http.StatusServiceUnavailable, "The gate's Redis cannot be reached.")
 			return // the request's context ends the watches started

@@ -278,7 +278,7 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 		t := s.Trip()
 		ut = &t
 	}
-	set, pt, now := jt.take(ctx, a.Key, a.Token.running, s.lease)
+	set, pt, now, fence := jt.take(ctx, a.Key, a.Token.running, s.lease)
 	var done *redis.StringCmd
 	if a.Done != "" {
 		done = jt.get(ctx, a.Done)
@@ -313,7 +313,7 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 		jt.sendVia(ctx, rt.via)
 		<-sent
 	}
-	err := decodeTake(set, pt, now, r)
+	err := decodeTake(set, pt, now, fence, r)
 	if err == nil {
 		err = readDone(done, r)
 	}
@@ -378,11 +378,13 @@ func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) e
 
 // take queues the native part of an acquire, on the job's node: the
 // key's PTTL, then SET the running value if the key is free (NX),
-// returning what it holds otherwise (GET; Redis 7.0+), then Redis's TIME
-// (job_fence.lua), which is the fence of a job taken so (read after the
-// SET: above every fence taken before it) and the clock every value is
-// judged by; the script writes that fence beside the token when the SET
-// took the key, so that a Status in any process reads it.
+// returning what it holds otherwise (GET; Redis 7.0+), then Redis's TIME,
+// which is the fence of a job taken so (read after the SET: above every
+// fence taken before it) and the clock every value is judged by. Last,
+// job_fence.lua records the fence beside the token when the SET took the
+// key, so that a Status in any process reads it; its TIME, a moment
+// later, is then the fence. A script that fails (an ACL without +eval
+// after a restart) costs only that record: the first renewal writes it.
 //
 // PTTL comes first because go-redis judges a pipeline's retry by its first
 // reply: a SET NX GET that takes a free key replies nil, and classifying
@@ -392,31 +394,37 @@ func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) e
 //
 // The native commands' arguments share one array, and the key is boxed
 // once: an acquire is the gate's hottest path.
-func (t *Trip) take(ctx context.Context, key, running string, lease any) (set *redis.StringCmd, pttl *redis.IntCmd, now *redis.Cmd) {
+func (t *Trip) take(ctx context.Context, key, running string, lease any) (set *redis.StringCmd, pttl *redis.IntCmd, now *redis.TimeCmd, fence *redis.Cmd) {
 	k := any(key)
-	args := []any{"pttl", k, "set", k, running, "nx", "get", "px", lease}
+	args := []any{"pttl", k, "set", k, running, "nx", "get", "px", lease, "time"}
 	pttl = redis.NewIntCmd(ctx, args[0:2:2]...)
 	set = redis.NewStringCmd(ctx, args[2:9:9]...)
+	now = redis.NewTimeCmd(ctx, args[9:10:10]...)
 	t.add(pttl)
 	t.add(set)
-	now = t.eval(ctx, jobFenceScript, []string{key}, running)
-	return set, pttl, now
+	t.add(now)
+	fence = t.eval(ctx, jobFenceScript, []string{key}, running)
+	return set, pttl, now, fence
 }
 
 // decodeTake reads what take sent: taken with the fence TIME gave when the
-// key was free, refused by its value otherwise.
-func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.Cmd, r *Acquired) error {
+// key was free (job_fence.lua's, which recorded it, when it ran), refused
+// by its value otherwise.
+func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.TimeCmd, fence *redis.Cmd, r *Acquired) error {
 	v, err := set.Result()
 	taken := isNil(err)
 	if err != nil && !taken {
 		return err
 	}
-	tm, err := decodeTime(now)
+	tm, err := now.Result()
 	if err != nil {
 		return err
 	}
 	r.Taken, r.Now = taken, tm.UnixMilli()
 	if taken {
+		if ft, err := decodeTime(fence); err == nil {
+			tm = ft
+		}
 		r.Fence, r.pttl, r.value, r.Job = tm.UnixMicro(), -2, "", Job{}
 		return nil
 	}
