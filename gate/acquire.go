@@ -52,8 +52,8 @@ func Call[T any](ctx context.Context, g *Gate, job string, fn func(ctx context.C
 // *BlockedError whose RetryAfter says when to come back; a running job's
 // refusal matches ErrInFlight. An unreachable Redis is ErrUnavailable, or
 // with Redis.FailOpen an ungated lease (Gated reports false). A context
-// that ends first returns the context's error. With Options.Wait set, a
-// job running elsewhere is waited for (AcquireWait).
+// that ends first returns the context's error, never ErrUnavailable. With
+// Options.Wait set, a job running elsewhere is waited for (AcquireWait).
 func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 	return g.AcquireWait(ctx, job, g.opts.Wait)
 }
@@ -124,8 +124,9 @@ type waiting struct {
 // refusal event: the caller sends one per call (refused).
 //
 // Its cost in Redis round trips:
-//   - One, usually: the job's commands on its node (PTTL, SET NX GET, TIME;
-//     a GET of the done key with a DoneTTL of 10 s or more, so a success
+//   - One, usually: the job's commands on its node (PTTL, SET NX GET, TIME,
+//     then job_fence.lua, which records the fence of a job taken on a free
+//     key beside its token, so Status tells it; a GET of the done key with a DoneTTL of 10 s or more, so a success
 //     Redis did not record yet is refused as done), with each upstream's
 //     state and budget admission in the same trip. On one node with
 //     budgets that trip is one script, which judges the upstreams before

@@ -42,6 +42,8 @@
 //	        unreachable, TLS, URL) in FailWindow──▶ Cooling for UpstreamPolicy.Cooldown
 //	Ready ──its budget would keep less than a reserve──▶ the call refused until its turn
 //	        (the upstream unchanged)
+//	Ready, any ──an operator's PauseUpstream──▶ Paused (ReasonOperator) for its time, or until
+//	        ResumeUpstream; then Ready, no probe
 //	Cooling, Paused ──wait over──▶ Probing: one call, the others refused
 //	Probing ──the probe's call reached it──▶ Ready
 //	Probing ──provider-wide again, or its address failed──▶ Cooling or Paused, one level up
@@ -86,6 +88,8 @@
 //     settle's.
 //   - Redis.FailOpen applies only when Redis cannot be reached; a Redis that
 //     answers with an error (ErrRedisRefused) always fails closed.
+//   - A caller that goes away is not an outage: with a cancelled or expired
+//     context every call returns the context's error, never ErrUnavailable.
 //   - Every key has a TTL: Redis memory stays bounded.
 //
 // Limits: Redis replication is asynchronous, so a failover can lose a lock

@@ -39,7 +39,9 @@ var (
 	// failing over (TRYAGAIN, CLUSTERDOWN, MOVED or ASK past the client's
 	// redirects, LOADING, MASTERDOWN), or fewer replicas than
 	// Options.Redis.WaitReplicas acknowledged an acquire. It passes by itself;
-	// the error wraps the cause.
+	// the error wraps the cause. A caller's context that ended (cancelled,
+	// its deadline passed) is never ErrUnavailable: every call then returns
+	// an error matching context.Canceled or context.DeadlineExceeded.
 	ErrUnavailable = errors.New("gate: redis unavailable")
 	// ErrRedisRefused: Redis answered with an error no wait fixes: a
 	// missing ACL permission (NOPERM), a full noeviction Redis (OOM), a

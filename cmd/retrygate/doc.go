@@ -16,6 +16,11 @@
 //	                  --match TEXT
 //	upstream status   the upstream's cooldown or pause (needs --upstream)
 //	upstream reset    end the upstream's cooldown or pause (needs --upstream)
+//	upstream pause    pause the upstream's calls in every process: --for D (it ends
+//	                  by itself), --reason R (shown with every refusal)
+//	upstream resume   end an operator's pause before its time
+//	explain [FILE]    what the gate does with a failed response, or with what Go's
+//	                  HTTP client logged for no response (timeout, refused, DNS)
 //	check             warn when maxmemory-policy can evict cooldown keys, or Redis
 //	                  persists nothing (a restart would forget every mark)
 //	calibrate         lease TTL, renew interval and crash takeover bound from --p99
@@ -61,7 +66,13 @@
 // with that Options.Upstream. A prefix with no key at all is reported as such
 // (a wrong --prefix), by status and by a list that found nothing, and a
 // search that could not finish (no SCAN permission, the bound) says that
-// it does not know.
+// it does not know. It prints no command to reset those upstreams (the
+// job's gate may not use them); with --upstream it prints the reset, or the
+// resume after an operator's pause.
+//
+// A JOB that starts with '-' goes after "--" (status -- -1), as every
+// command the CLI prints writes it, so that a printed command pastes; one
+// typed without it is refused with the command to type instead.
 //
 // Names are printed escaped: a job, upstream or reason holding control
 // characters, a double quote, a backslash or bytes that are not UTF-8 is

@@ -104,11 +104,12 @@ func New(opts Options) *Observer {
 	for _, r := range opts.Reasons {
 		o.reasons[r] = true
 	}
+	o.reasons[gate.ReasonOperator] = true // an operator's pause (Gate.PauseUpstream)
 	return o
 }
 
-// reason bounds a classification's reason code: classify's codes and
-// Options.Reasons are kept, any other (a custom classifier's) is OtherLabel.
+// reason bounds a classification's reason code: classify's codes,
+// gate.ReasonOperator and Options.Reasons are kept, any other (a custom classifier's) is OtherLabel.
 // The gate's own vocabularies (operations, warnings) are fixed sets and are
 // kept as they are.
 func (o *Observer) reason(r string) string {

@@ -395,3 +395,38 @@ llm_acquisitions_total{outcome="shadow_refused",state="cooling_down",upstream="d
 		t.Fatal(err)
 	}
 }
+
+// An operator's pause shows in the metrics: a paused transition with
+// reason "operator" (not "other") where it was set, and the refusals it
+// causes in every process.
+func TestObserverCountsAnOperatorsPause(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	obs := gateprom.New(gateprom.Options{})
+	other := gateprom.New(gateprom.Options{})
+	prefix := redistest.UniqueKey(t)
+	g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai", Observer: obs})
+	g2 := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai", Observer: other})
+	if err := g.PauseUpstream(ctx, "openai", time.Hour, "key rotation"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.Do(ctx, "job", ok); !errors.Is(err, gate.ErrUpstreamCooling) {
+		t.Fatalf("Do while paused: %v", err)
+	}
+	exp := `
+# HELP retrygate_scope_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.
+# TYPE retrygate_scope_transitions_total counter
+retrygate_scope_transitions_total{reason="operator",scope="openai",state="paused"} 1
+`
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "retrygate_scope_transitions_total"); err != nil {
+		t.Fatal(err)
+	}
+	exp = `
+# HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
+# TYPE retrygate_acquisitions_total counter
+retrygate_acquisitions_total{outcome="refused",scope="openai",state="upstream_cooling"} 1
+`
+	if err := testutil.CollectAndCompare(other, strings.NewReader(exp), "retrygate_acquisitions_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,6 +3,7 @@ package code
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCodes(t *testing.T) {
@@ -43,5 +44,25 @@ func TestCodes(t *testing.T) {
 		if got := Evidence(tt.s); got != tt.evidence {
 			t.Errorf("Evidence(%q) = %v, want %v", tt.s, got, tt.evidence)
 		}
+	}
+}
+
+func TestNote(t *testing.T) {
+	for _, tc := range []struct{ in, exp string }{
+		{"key rotation", "key rotation"},
+		{"  key\r\nrotation\t ", "key rotation"},
+		{"\x1b[31mred\x1b[0m", "[31mred [0m"},
+		{"rtl\u202eevil", "rtl evil"},
+		{"bad\xffutf8", "bad utf8"},
+		{"a: b: c", "a: b: c"},
+		{"", ""},
+	} {
+		if got := Note(tc.in); got != tc.exp {
+			t.Errorf("Note(%q) = %q, want %q", tc.in, got, tc.exp)
+		}
+	}
+	long := Note(strings.Repeat("é", MaxNote))
+	if len(long) > MaxNote || !utf8.ValidString(long) || len(long) < MaxNote-1 {
+		t.Errorf("a long note: %d bytes, valid %v", len(long), utf8.ValidString(long))
 	}
 }
