@@ -112,4 +112,4 @@ func isTimeout(err error) bool {
 // is given back or expires with its lease. A run that renewed is alive,
 // and a newer owner: a success written late once it is gone could mark
 // done a job whose result a fencing store refused.
-func unrenewed(j store.Job) bool { return j.Kind == store.Running && j.Fence == 0 }
+func unrenewed(j store.Job) bool { return j.Kind == store.Running && j.Taken }

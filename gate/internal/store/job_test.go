@@ -44,6 +44,12 @@ func TestAcquireTakesAFreeJob(t *testing.T) {
 	if r2.Taken || r2.Job.Kind != Running || r2.TTL != time.Minute {
 		t.Fatalf("second acquire: %+v, want refused by the running lease for a minute", r2)
 	}
+	// The first acquire recorded its fence beside its token, marked as
+	// the acquire's own (no renewal yet): what Status and a late success
+	// (unwritten.go's unrenewed) read.
+	if exp, got := (Job{Kind: Running, Token: r2.Job.Token, Fence: r.Fence, Taken: true}), r2.Job; exp != got {
+		t.Fatalf("the running value read: %+v, want %+v", got, exp)
+	}
 }
 
 // A settled job whose state is over is taken over by the script, its

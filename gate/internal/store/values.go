@@ -16,6 +16,7 @@ import (
 // A job has one key (internal/keyspace.Job) holding one of
 //
 //	r:<token>                                                  running, taken on a free key (SET NX)
+//	r:<token>:<fence>:0:                                       the same, its fence recorded by the acquire (job_fence.lua)
 //	r:<token>:<fence>:<attempts>[:<estimate>]                  running, taken by a script or renewed
 //	c:<until>:<fence>:<attempts>:<flags>:<reason>:<evidence>   cooling until <until>, then ready
 //	f:<until>:<fence>:<attempts>:<flags>:<reason>:<evidence>   failed until <until>
@@ -72,6 +73,9 @@ type Job struct {
 	Fence int64
 	// Attempts counts the failures since the last success.
 	Attempts int
+	// Taken: a running value an acquire wrote on a free key and no
+	// renewal rewrote yet ("r:<token>" or "r:<token>:<fence>:0:").
+	Taken bool
 	// Estimate is a running value's estimate of how long its call takes
 	// (0: none recorded).
 	Estimate time.Duration
@@ -129,14 +133,15 @@ func parseJob(v string) Job {
 			return Job{}
 		}
 		if rest == "" && !strings.HasSuffix(v, ":") {
-			return Job{Kind: Running, Token: token}
+			return Job{Kind: Running, Token: token, Taken: true}
 		}
 		fence, ok1 := num()
 		att, ok2 := num()
 		if !ok1 || !ok2 {
 			return Job{}
 		}
-		j := Job{Kind: Running, Token: token, Fence: fence, Attempts: int(att)}
+		// An empty last field marks the acquire's own record of its fence.
+		j := Job{Kind: Running, Token: token, Fence: fence, Attempts: int(att), Taken: rest == "" && strings.HasSuffix(v, ":")}
 		if rest != "" {
 			est, ok := num()
 			if !ok || rest != "" {
