@@ -25,7 +25,7 @@ func TestParseJob(t *testing.T) {
 		// Values of another shape are foreign (kind 0): never taken for free.
 		{"", Job{}},
 		{"garbage", Job{}},
-		{"r:abc", Job{Kind: Running, Token: "abc", Taken: true}}, // taken on a free key, not renewed yet
+		{"r:abc", Job{Kind: Running, Token: "abc", Taken: true}},                                              // taken on a free key, not renewed yet
 		{"r:abc:1700000000000001:0:", Job{Kind: Running, Token: "abc", Fence: 1700000000000001, Taken: true}}, // its fence recorded by the acquire
 		{"r:", Job{}},
 		{"r::1:0", Job{}},
