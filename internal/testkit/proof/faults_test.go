@@ -73,9 +73,11 @@ func checkUntouched(t *testing.T, g *gate.Gate, rdb *redis.Client, job, lockValu
 	if attempts == "" {
 		attempts = "0"
 	}
-	// A lease taken on a free key holds "r:<token>" until its first
-	// renewal records the fence; one taken by the script has it already.
-	if want := ":" + formatFence(fence) + ":" + attempts; strings.Count(lockValue, ":") != 1 && !strings.HasSuffix(lockValue, want) {
+	// A lease taken on a free key holds "r:<token>:<fence>:0:" (its
+	// acquire recorded the fence; "r:<token>" when that record failed)
+	// until its first renewal; one taken by the script has it already.
+	if want := ":" + formatFence(fence) + ":" + attempts; strings.Count(lockValue, ":") != 1 &&
+		!strings.HasSuffix(lockValue, want) && !strings.HasSuffix(lockValue, want+":") {
 		t.Errorf("new owner's lease %q does not end with its fence and attempts %q", lockValue, want)
 	}
 }
