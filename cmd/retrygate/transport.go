@@ -12,7 +12,8 @@ import (
 // A call that got no response fails with the text Go's HTTP client
 // logs: the request's method and quoted URL (net/url's Error: `%s %q:
 // %s`), then the cause. explain reads these causes, each as Go's standard
-// library writes it (golang/go, go1.26):
+// library writes it (golang/go src/net/..., read at commit a925402b with the
+// search tool and in go1.26's GOROOT):
 //
 //   - net/http/client.go: a Client.Timeout appends " (Client.Timeout
 //     exceeded while awaiting headers)" to "context deadline exceeded" or
