@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"time"
 
@@ -95,7 +94,7 @@ func (g *Gate) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("gate: close: successes not yet written to Redis: %w", context.Cause(ctx))
+		return ctxError(ctx, "close: successes not yet written to Redis")
 	}
 }
 
