@@ -68,7 +68,7 @@ func TestOperatorPauseStopsEveryProcess(t *testing.T) {
 					c = otherClient(t, tg)
 				}
 				gates[i] = newGate(t, c, gate.Options{Prefix: prefix, Upstream: up, Observer: recs[i]})
-				// Each has seen the upstream open.
+				// Each has seen the upstream ready.
 				if err := gates[i].Do(ctx, redistest.UniqueKey(t), okFn); err != nil {
 					t.Fatal(err)
 				}

@@ -190,7 +190,7 @@ func (c *cli) switchUpstream(ctx context.Context, g *gate.Gate, verb string, p u
 		_, err = fmt.Fprintf(c.stdout, "upstream %s resumed: was paused by an operator (%s) with %s left; its calls run again\n",
 			name, printable(was.Note), fmtDur(was.RetryAfter))
 	case now.State == gate.UpstreamReady:
-		_, err = fmt.Fprintf(c.stdout, "upstream %s was not paused by an operator; it is open\n", name)
+		_, err = fmt.Fprintf(c.stdout, "upstream %s was not paused by an operator; it is ready\n", name)
 	default:
 		_, err = fmt.Fprintf(c.stdout, "upstream %s was not paused by an operator; it is %s (%s) for %s, which resume leaves: %s\n",
 			name, now.State, upstreamWhy(now), fmtDur(now.RetryAfter), c.upstreamHint(now))

@@ -414,17 +414,17 @@ func TestObserverCountsAnOperatorsPause(t *testing.T) {
 		t.Fatalf("Do while paused: %v", err)
 	}
 	exp := `
-# HELP retrygate_scope_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream scope, by reason.
-# TYPE retrygate_scope_transitions_total counter
-retrygate_scope_transitions_total{reason="operator",scope="openai",state="paused"} 1
+# HELP retrygate_upstream_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.
+# TYPE retrygate_upstream_transitions_total counter
+retrygate_upstream_transitions_total{reason="operator",state="paused",upstream="openai"} 1
 `
-	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "retrygate_scope_transitions_total"); err != nil {
+	if err := testutil.CollectAndCompare(obs, strings.NewReader(exp), "retrygate_upstream_transitions_total"); err != nil {
 		t.Fatal(err)
 	}
 	exp = `
 # HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
 # TYPE retrygate_acquisitions_total counter
-retrygate_acquisitions_total{outcome="refused",scope="openai",state="upstream_cooling"} 1
+retrygate_acquisitions_total{outcome="refused",state="upstream_cooling",upstream="openai"} 1
 `
 	if err := testutil.CollectAndCompare(other, strings.NewReader(exp), "retrygate_acquisitions_total"); err != nil {
 		t.Fatal(err)
