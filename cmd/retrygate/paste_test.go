@@ -95,6 +95,14 @@ func TestPrintedCommandsPaste(t *testing.T) {
 					t.Fatalf("pasted %q: %+v", cmds[0], st)
 				}
 			}
+			// reset -h is reset's help, which says how to name the job -h;
+			// the job is left alone.
+			if r := f.run(t, "reset", "-h"); r.code != exitOK || !strings.Contains(r.stdout, "goes after --: retrygate reset -- -h") {
+				t.Fatalf("reset -h: exit %d, %q", r.code, r.stdout)
+			}
+			if st := mustStatusOf(t, f.g, "-h"); st.State != gate.CoolingDown {
+				t.Fatalf("job -h after reset -h: %v, want still cooling", st.State)
+			}
 			// The suggestions for a name that holds no key.
 			r := f.run(t, "status", "--", "-")
 			cmds := printedCommands(r)

@@ -73,6 +73,9 @@ func (c *cli) usage(w io.Writer) {
 // far would show as defaults, and a --redis URL may hold a password.
 func (c *cli) commandUsage(w io.Writer, cmd *command) {
 	fmt.Fprintf(w, "Usage: retrygate %s [flags] %s\n\n%s.\n", cmd.name, cmd.args, cmd.summary)
+	if strings.Contains(cmd.args, "JOB") {
+		fmt.Fprintf(w, "A JOB that starts with '-' goes after --: retrygate %s -- -h\n", cmd.name)
+	}
 	if cmd.flags != nil {
 		fs := newFlagSet("retrygate " + cmd.name)
 		cmd.flags(fs)
