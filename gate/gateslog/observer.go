@@ -46,8 +46,8 @@ func HashJob(job string) string {
 // Level returns the level an event is logged at, before Options.Level:
 // debug for refusals and renewals, warn for what an operator should look
 // at (a lost lease, a settle not owned, a failed renewal, Redis errors,
-// fail-open, an upstream cooling, warnings), error for a paused upstream, info
-// for the rest.
+// fail-open, an upstream cooling, warnings, an operator's pause), error for
+// an upstream a failure paused, info for the rest.
 func Level(e gate.Event) slog.Level {
 	switch e.Kind {
 	case gate.EventRefused, gate.EventRenewed, gate.EventSettled:
@@ -61,6 +61,9 @@ func Level(e gate.Event) slog.Level {
 	case gate.EventLeaseLost, gate.EventRedisError, gate.EventFailOpen, gate.EventUpstreamCooling, gate.EventWarning:
 		return slog.LevelWarn
 	case gate.EventUpstreamPaused:
+		if e.Reason == gate.ReasonOperator {
+			return slog.LevelWarn // an operator paused it: meant, not a failure
+		}
 		return slog.LevelError
 	}
 	return slog.LevelInfo

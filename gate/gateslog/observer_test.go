@@ -154,6 +154,7 @@ func TestLevels(t *testing.T) {
 		{"warning", gate.Event{Kind: gate.EventWarning}, slog.LevelWarn},
 		{"upstream cooling", gate.Event{Kind: gate.EventUpstreamCooling}, slog.LevelWarn},
 		{"upstream paused", gate.Event{Kind: gate.EventUpstreamPaused}, slog.LevelError},
+		{"upstream paused by an operator", gate.Event{Kind: gate.EventUpstreamPaused, Reason: gate.ReasonOperator}, slog.LevelWarn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if exp, got := tc.exp, gateslog.Level(tc.ev); exp != got {
