@@ -14,7 +14,8 @@
 // Levels: refusals and renewals are Debug (they are the normal, frequent
 // path); acquisitions and settles are Info; lease_lost, not_owned,
 // redis_error, renew_failed, fail_open, upstream_cooling and config_warning are
-// Warn; upstream_paused is Error, because only an operator can end it.
+// Warn; upstream_paused is Error, because only an operator can end it
+// (Warn when an operator set it: Gate.PauseUpstream).
 // Options.Level shifts all of them.
 //
 // Nothing is formatted for a level the handler does not enable. An
