@@ -131,6 +131,7 @@ func New(opts Options) (*Observer, error) {
 	for _, r := range opts.Reasons {
 		o.reasons[r] = true
 	}
+	o.reasons[gate.ReasonOperator] = true // an operator's pause (Gate.PauseUpstream), as gateprom
 	return o, nil
 }
 

@@ -39,6 +39,8 @@ func everyEvent() []gate.Event {
 		{Kind: gate.EventRedisError, Upstream: upstream, Op: "weird", Err: gate.ErrRedisRefused},
 		{Kind: gate.EventUpstreamCooling, Upstream: upstream, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Second},
 		{Kind: gate.EventUpstreamPaused, Upstream: upstream, Reason: classify.ReasonQuotaExhausted, Cooldown: 10 * time.Minute},
+		{Kind: gate.EventUpstreamPaused, Upstream: upstream, Reason: gate.ReasonOperator, Cooldown: 10 * time.Minute},
+		{Kind: gate.EventRefused, Upstream: upstream, Job: "c", State: gate.UpstreamCooling, Reason: gate.ReasonOperator, Cooldown: 9 * time.Minute},
 		{Kind: gate.EventWarning, Upstream: upstream, Reason: gate.WarnPermanentWave},
 		{Kind: gate.EventRefused, Upstream: upstream, Job: "b", State: gate.UpstreamCooling, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Millisecond,
 			Budget: gate.UpstreamBudget{Spent: true, Requests: gate.BudgetLimit{Reported: true, Left: 1}, Tokens: gate.BudgetLimit{Reported: true, Left: 900}}},
