@@ -134,12 +134,13 @@ func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration
 }
 
 // ranFor is how long a running value's run has taken at Redis time now
-// (ms): since its fence (Redis's µs clock at its acquire), or, for a run
-// taken on a free key and not renewed yet (no fence recorded), since its
-// key was set with the lease's TTL.
+// (ms): since its fence (Redis's µs clock at its acquire), in whole ms as
+// now is, or, for a run whose fence is not recorded (a free key's acquire
+// that could not record it, before its first renewal), since its key was
+// set with the lease's TTL.
 func ranFor(v store.Job, now int64, left, lease time.Duration) time.Duration {
 	if v.Fence == 0 {
 		return max(lease-left, 0)
 	}
-	return max(time.Duration(now*1000-v.Fence)*time.Microsecond, 0)
+	return max(time.Duration(now-v.Fence/1000)*time.Millisecond, 0)
 }

@@ -422,7 +422,7 @@ retrygate_upstream_transitions_total{reason="operator",state="paused",upstream="
 		t.Fatal(err)
 	}
 	exp = `
-# HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open) and, for refusals, the refusing state.
+# HELP retrygate_acquisitions_total Calls that asked for a job's lock, by outcome (acquired, refused, fail_open, shadow_refused) and, for refusals, the refusing state.
 # TYPE retrygate_acquisitions_total counter
 retrygate_acquisitions_total{outcome="refused",state="upstream_cooling",upstream="openai"} 1
 `
