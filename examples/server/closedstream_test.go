@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -54,7 +55,8 @@ func TestClosedStreamIsNotAnOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			logs := &logLines{}
-			a := &app{gate: g, results: newResults(), stats: &stats{}, logf: logs.logf, shutdown: make(chan struct{})}
+			a := &app{gate: g, results: newResults(), stats: &stats{}, logf: logs.logf, shutdown: make(chan struct{}),
+				pageStreams: &httpmw.Streams{Max: maxPageStreams}}
 			ctx, cancel := context.WithCancel(context.Background())
 			if tc.closed {
 				cancel()
