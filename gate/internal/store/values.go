@@ -17,7 +17,8 @@ import (
 //
 //	r:<token>                                                  running, taken on a free key (SET NX)
 //	r:<token>:<fence>:0:                                       the same, its fence recorded by the acquire (job_fence.lua)
-//	r:<token>:<fence>:<attempts>[:<estimate>]                  running, taken by a script or renewed
+//	r:<token>:<fence>:<attempts>:                              running, taken by a script (job_take.lua), not renewed yet
+//	r:<token>:<fence>:<attempts>[:<estimate>]                  running, renewed
 //	c:<until>:<fence>:<attempts>:<flags>:<reason>:<evidence>   cooling until <until>, then ready
 //	f:<until>:<fence>:<attempts>:<flags>:<reason>:<evidence>   failed until <until>
 //	d:<until>:<fence>:0                                        done until <until>, then ready

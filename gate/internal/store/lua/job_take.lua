@@ -29,6 +29,8 @@ local function take(key, token, lease)
   else
     fs = string.format('%.0f', last + 1)
   end
-  redis.call('SET', key, 'r:' .. token .. ':' .. fs .. ':' .. attempts, 'PX', lease)
+  -- The empty last field: taken, not renewed yet (values.go), as a free
+  -- key's acquire marks its value (job_fence.lua).
+  redis.call('SET', key, 'r:' .. token .. ':' .. fs .. ':' .. attempts .. ':', 'PX', lease)
   return {1, now, fs, v or false, pttl}
 end
