@@ -8,28 +8,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
-
-// otherClient is a second go-redis client to tg's Redis, as another
-// process would have.
-func otherClient(t *testing.T, tg redistest.Target) gate.Client {
-	t.Helper()
-	var c redis.UniversalClient
-	switch x := tg.Client.(type) {
-	case *redis.Client:
-		c = redis.NewClient(x.Options())
-	case *redis.ClusterClient:
-		c = redis.NewClusterClient(x.Options())
-	default:
-		t.Fatalf("client %T", tg.Client)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // operatorRefusal checks that err is the refusal of an operator's pause
 // of upstream with note, at most d left.
@@ -65,7 +46,7 @@ func TestOperatorPauseStopsEveryProcess(t *testing.T) {
 				recs[i] = newRecorder()
 				var c gate.Client = tg.Client
 				if i > 0 {
-					c = otherClient(t, tg)
+					c = tg.OwnClient(t)
 				}
 				gates[i] = newGate(t, c, gate.Options{Prefix: prefix, Upstream: up, Observer: recs[i]})
 				// Each has seen the upstream ready.
@@ -167,7 +148,7 @@ func TestResumeEndsOnlyTheOperatorsPause(t *testing.T) {
 			up := "openai:prod-key"
 			opts := gate.Options{Prefix: prefix, Upstream: up, Classify: upstreamClassifier(300 * time.Millisecond), Cooldown: time.Minute}
 			a := newGate(t, tg.Client, opts)
-			b := newGate(t, otherClient(t, tg), opts)
+			b := newGate(t, tg.OwnClient(t), opts)
 			if err := a.PauseUpstream(ctx, up, time.Hour, "incident 42"); err != nil {
 				t.Fatal(err)
 			}

@@ -78,7 +78,7 @@ func TestStatusTellsARunningJobsFence(t *testing.T) {
 			ctx := context.Background()
 			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Hour}
 			g := newGate(t, tg.Client, opts)
-			other := newGate(t, otherClient(t, tg), opts)
+			other := newGate(t, tg.OwnClient(t), opts)
 			for _, job := range []string{"free", "cooled"} {
 				if job == "cooled" {
 					// A job taken over from a finished state (a script's take).

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -150,7 +148,7 @@ func TestUpstreamPauseFromTheCLI(t *testing.T) {
 			prefix, up := redistest.UniqueKey(t), "openai:prod"
 			gates := make([]*gate.Gate, 4)
 			for i := range gates {
-				g, err := gate.New(newClient(t, tg), gate.Options{Prefix: prefix, Upstream: up})
+				g, err := gate.New(tg.OwnClient(t), gate.Options{Prefix: prefix, Upstream: up})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -206,21 +204,4 @@ func TestUpstreamPauseFromTheCLI(t *testing.T) {
 			}
 		})
 	}
-}
-
-// newClient is a go-redis client of its own to tg's Redis, as a process
-// of its own has.
-func newClient(t *testing.T, tg redistest.Target) redis.UniversalClient {
-	t.Helper()
-	var c redis.UniversalClient
-	switch x := tg.Client.(type) {
-	case *redis.Client:
-		c = redis.NewClient(x.Options())
-	case *redis.ClusterClient:
-		c = redis.NewClusterClient(x.Options())
-	default:
-		t.Fatalf("client %T", tg.Client)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }

@@ -182,3 +182,21 @@ func RealTargets(t *testing.T) []Target {
 	}
 	return out
 }
+
+// OwnClient is a go-redis client of its own to tg's backend, as another
+// process would have: no pool, script cache or hook shared with
+// tg.Client. It is closed in t.Cleanup.
+func (tg Target) OwnClient(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	switch x := tg.Client.(type) {
+	case *redis.Client:
+		c = redis.NewClient(x.Options())
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(x.Options())
+	default:
+		t.Fatalf("redistest: a client of its own to %T", tg.Client)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
