@@ -107,8 +107,11 @@ func (c *config) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		c.opts.Replay.ServeHTTP(w, r)
 		return
 	}
-	if b == nil && !errors.Is(err, context.Canceled) {
-		c.onError(r, err) // Redis or key errors: the client only sees 503/400
+	if b == nil && r.Context().Err() == nil {
+		// Redis or key errors: the client only sees 503/400. A request
+		// whose own context ended (the client left, a timeout's
+		// deadline) is the caller's, not an error of the app.
+		c.onError(r, err)
 	}
 	ref, h := c.refusal(r, err, b)
 	c.respond(w, r, ref, h)
