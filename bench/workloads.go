@@ -223,7 +223,7 @@ func newWorkloads(ctx context.Context, addr string) ([]*workload, func(), error)
 		{wSuccess4, []string{"backup-1", "backup-2", "backup-3"}},
 	} {
 		rdb, rt := client()
-		g, err := gate.New(rdb, gate.Options{Prefix: "bench-u" + strconv.Itoa(len(u.fallbacks)), Upstream: "primary", Fallbacks: u.fallbacks, Backoff: gate.Backoff{Jitter: -1}})
+		g, err := gate.New(rdb, gate.Options{Prefix: "bench-u" + strconv.Itoa(len(u.fallbacks)), Upstream: "primary", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: u.fallbacks}, Backoff: gate.Backoff{Jitter: -1}})
 		if err != nil {
 			closeAll()
 			return nil, nil, err

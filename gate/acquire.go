@@ -18,7 +18,7 @@ import (
 // A job that is cooling down, failed, done or running elsewhere, or whose
 // upstreams refuse, gets a *BlockedError at once and fn does not run.
 // Otherwise fn's outcome is settled: nil releases the job (or keeps it
-// Done for DoneTTL); an error is classified and returned as a *CallError
+// Done for Retention.Done); an error is classified and returned as a *CallError
 // (the package doc's state diagram says what each verdict does); a panic
 // is settled as transient and re-panicked; the caller's ctx cancelled
 // releases the job with no cooldown. fn's context is cancelled (cause
@@ -126,7 +126,7 @@ type waiting struct {
 // Its cost in Redis round trips:
 //   - One, usually: the job's commands on its node (PTTL, SET NX GET, TIME,
 //     then job_fence.lua, which records the fence of a job taken on a free
-//     key beside its token, so Status tells it; a GET of the done key with a DoneTTL of 10 s or more, so a success
+//     key beside its token, so Status tells it; a GET of the done key with a Retention.Done of 10 s or more, so a success
 //     Redis did not record yet is refused as done), with each upstream's
 //     state and budget admission in the same trip. On one node with
 //     budgets that trip is one script, which judges the upstreams before
@@ -213,7 +213,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	switch {
 	case w != nil:
 		a.Done = w.done
-	case g.opts.DoneTTL >= store.SuccessMemory:
+	case g.opts.Retention.Done >= store.SuccessMemory:
 		a.Done = keyspace.Done(g.opts.Prefix, l.job)
 	}
 	var (
@@ -263,7 +263,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 			return g.jobRefusal(l.job, &r), nil
 		}
 	}
-	if r.DoneToken != "" && g.opts.DoneTTL >= store.SuccessMemory {
+	if r.DoneToken != "" && g.opts.Retention.Done >= store.SuccessMemory {
 		// A success left its token (Trip.MarkDone, sent before its
 		// settle) within SuccessMemory, yet the job was free: its Done
 		// mark did not reach Redis, the lease having ended first (a

@@ -444,7 +444,7 @@ func TestBudgetFallsBack(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			opts := budgetOptions(t)
-			opts.Fallbacks = []string{"azure:backup"}
+			opts.UpstreamPolicy.Fallbacks = []string{"azure:backup"}
 			g := newGate(t, tg.Client, opts)
 			report(t, g, "first", openAIHeader(0, 60, "1m0s"))
 			var used string
@@ -641,9 +641,9 @@ func TestBudgetFallbackReserves(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			opts.Fallbacks = []string{"azure:backup"}
+			opts.UpstreamPolicy.Fallbacks = []string{"azure:backup"}
 			backup := opts
-			backup.Upstream, backup.Fallbacks = "azure:backup", nil
+			backup.Upstream, backup.UpstreamPolicy.Fallbacks = "azure:backup", nil
 			// Both limits refill a request a minute: nothing refills here.
 			report(t, newGate(t, tg.Client, backup), "seed", openAIHeader(3, 60, "57m0s"))
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)

@@ -131,7 +131,7 @@ func TestCallerDeadlineWhileRedisHangs(t *testing.T) {
 // away still records its outcome: Succeed with a cancelled context writes.
 func TestSettleOutlivesTheCaller(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{DoneTTL: time.Minute})
+	g := newGate(t, rdb, gate.Options{Retention: gate.Retention{Done: time.Minute}})
 	l, err := g.Acquire(context.Background(), "job")
 	if err != nil {
 		t.Fatal(err)

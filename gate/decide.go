@@ -88,8 +88,8 @@ func (o *Options) decide(in decideIn) decision {
 	}
 	switch in.out {
 	case outSuccess:
-		d.job = jobWrite{kind: store.Done, ttl: o.DoneTTL, state: Ready}
-		if o.DoneTTL > 0 {
+		d.job = jobWrite{kind: store.Done, ttl: o.Retention.Done, state: Ready}
+		if o.Retention.Done > 0 {
 			d.job.state = Done
 		}
 		return d
@@ -99,11 +99,11 @@ func (o *Options) decide(in decideIn) decision {
 		return d
 	case outCanceled:
 		d.upstream = unclaimIfProbe(in)
-		if o.CanceledCooldown <= 0 {
+		if o.Backoff.Canceled <= 0 {
 			d.job = keepHist
 			return d
 		}
-		d.job = o.cooling(h.Attempts, o.CanceledCooldown, classify.ReasonCanceled, "")
+		d.job = o.cooling(h.Attempts, o.Backoff.Canceled, classify.ReasonCanceled, "")
 		return d
 	}
 
@@ -220,7 +220,7 @@ func (o *Options) cooling(attempts int, wait time.Duration, reason, evidence str
 // the attempts (or the server's hint, when longer), or Failed once they
 // reach MaxAttempts.
 func (o *Options) counted(attempts int, v classify.Verdict) jobWrite {
-	if m := o.MaxAttempts; m > 0 && attempts >= m {
+	if m := o.Backoff.MaxAttempts; m > 0 && attempts >= m {
 		return o.failed(attempts, v)
 	}
 	return jobWrite{kind: store.Cooling, ttl: o.capWait(max(v.RetryAfter, o.backoff(attempts))), keep: o.Retention.Attempts,

@@ -13,11 +13,9 @@ import (
 // writes to its job and to the upstream it used.
 func TestDecide(t *testing.T) {
 	o := &Options{
-		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxAttempts: 5,
-		CanceledCooldown: 3 * time.Second,
-		UpstreamPolicy:   UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute, UnreachableJobs: 3, FallbackCooldown: 2 * time.Second},
-		Backoff:          Backoff{Max: time.Hour, Factor: 2, Jitter: -1},
-		Retention:        Retention{Attempts: 24 * time.Hour, Failed: 7 * 24 * time.Hour},
+		Lease: time.Minute, Cooldown: 5 * time.Minute, Backoff: Backoff{MaxAttempts: 5, Canceled: 3 * time.Second, Max: time.Hour, Factor: 2, Jitter: -1},
+		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute, UnreachableJobs: 3, FallbackCooldown: 2 * time.Second},
+		Retention:      Retention{Attempts: 24 * time.Hour, Failed: 7 * 24 * time.Hour},
 	}
 	const (
 		keep = 24 * time.Hour
@@ -52,7 +50,7 @@ func TestDecide(t *testing.T) {
 		upstream upstream.Write
 	}{
 		// Running ──success──▶
-		{"success: Ready (DoneTTL 0), the history gone", decideIn{out: outSuccess, hist: twoFailures},
+		{"success: Ready (Retention.Done 0), the history gone", decideIn{out: outSuccess, hist: twoFailures},
 			jobWrite{kind: store.Done, state: Ready}, upstream.Write{}},
 		{"success of the probe: the upstream is ready", decideIn{out: outSuccess, upstream: true, probe: true},
 			jobWrite{kind: store.Done, state: Ready}, upstream.Write{Op: upstream.Recover}},
@@ -165,7 +163,7 @@ func TestDecide(t *testing.T) {
 		{"the probe released: the next call probes", decideIn{out: outRelease, upstream: true, probe: true},
 			jobWrite{kind: store.Cooling, state: Ready}, upstream.Write{Op: upstream.Unclaim}},
 		// ─caller cancelled─▶
-		{"cancelled with CanceledCooldown: cools, not counted", decideIn{out: outCanceled, hist: twoFailures},
+		{"cancelled with Backoff.Canceled: cools, not counted", decideIn{out: outCanceled, hist: twoFailures},
 			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, attempts: 2, reason: classify.ReasonCanceled}, upstream.Write{}},
 		{"the probe cancelled: the next call probes", decideIn{out: outCanceled, upstream: true, probe: true},
 			jobWrite{kind: store.Cooling, ttl: 3 * time.Second, keep: keep, state: CoolingDown, reason: classify.ReasonCanceled}, upstream.Write{Op: upstream.Unclaim}},
@@ -186,10 +184,10 @@ func TestDecide(t *testing.T) {
 	if got := o.decide(decideIn{out: outFailure, v: refused, upstream: true}).upstream; got != (upstream.Write{}) {
 		t.Errorf("refused with UnreachableJobs off: upstream %+v, want untouched", got)
 	}
-	// DoneTTL keeps a success Done.
-	o.DoneTTL = time.Hour
+	// Retention.Done keeps a success Done.
+	o.Retention.Done = time.Hour
 	if got := o.decide(decideIn{out: outSuccess, hist: twoFailures}).job; got != (jobWrite{kind: store.Done, ttl: time.Hour, state: Done}) {
-		t.Errorf("success with DoneTTL: %+v, want Done for DoneTTL", got)
+		t.Errorf("success with Retention.Done: %+v, want Done for Retention.Done", got)
 	}
 	// FallbackCooldown 0 (the default): Ready at once, the failure kept.
 	o.UpstreamPolicy.FallbackCooldown = 0
@@ -197,9 +195,9 @@ func TestDecide(t *testing.T) {
 		(jobWrite{kind: store.Cooling, keep: keep, state: Ready, attempts: 2, reason: "rate_limited"}) {
 		t.Errorf("rate limit with Fallbacks, FallbackCooldown 0: %+v, want Ready with the failure kept", got)
 	}
-	// Without CanceledCooldown a cancelled run leaves the job Ready.
-	o.CanceledCooldown = 0
+	// Without Backoff.Canceled a cancelled run leaves the job Ready.
+	o.Backoff.Canceled = 0
 	if got := o.decide(decideIn{out: outCanceled, hist: twoFailures}).job; got.state != Ready || got.ttl != 0 || got.attempts != 2 {
-		t.Errorf("cancelled without CanceledCooldown: %+v, want Ready with its history", got)
+		t.Errorf("cancelled without Backoff.Canceled: %+v, want Ready with its history", got)
 	}
 }

@@ -8,7 +8,7 @@
 // does is one decision (decide.go), this diagram, drawn here alone; each
 // arrow is a row of its table test (TestDecide):
 //
-//	Ready ──Acquire──▶ Running ──success──▶ Ready, or Done for DoneTTL (a waiter for that run: ErrDone)
+//	Ready ──Acquire──▶ Running ──success──▶ Ready, or Done for Retention.Done (a waiter for that run: ErrDone)
 //	                      ├─transient, the job's──────▶ CoolingDown, attempt counted: attempt n waits
 //	                      │                             Cooldown·Backoff.Factor^(n-1) ± Jitter, or the hint when longer
 //	                      ├─permanent, with proof─────▶ Failed ──Retention.Failed or Reset──▶ Ready
@@ -24,7 +24,7 @@
 //	                      │   its next call runs on the next ready upstream
 //	                      ├─systemic, the job's───────▶ CoolingDown for max(hint, Cooldown), no attempt counted
 //	                      ├─released (Release)────────▶ Ready, attempts kept
-//	                      └─caller cancelled──────────▶ Ready, or CoolingDown for CanceledCooldown; no attempt counted
+//	                      └─caller cancelled──────────▶ Ready, or CoolingDown for Backoff.Canceled; no attempt counted
 //
 // Every cooldown is at most Backoff.Max; no failure is an immediate free
 // retry. Provider-wide and systemic failures never count an attempt.
@@ -50,7 +50,7 @@
 //	        (× Backoff.Factor without a hint; a pause at most PauseTTL)
 //	Probing ──released or cancelled──▶ the next call probes
 //
-// Options.Fallbacks adds upstreams tried in order; a job keeps one lock
+// Options.UpstreamPolicy.Fallbacks adds upstreams tried in order; a job keeps one lock
 // whichever runs it, and Lease.Upstream names the one to call. A failure
 // is classified by Options.Classify (default classify.Default: "Failed
 // only on proof"). A refusal is a *BlockedError (errors.Is ErrCoolingDown,
@@ -66,7 +66,7 @@
 //     process refuses the job for the intended cooldown and elsewhere the
 //     lease's TTL is the cooldown.
 //   - A success is not paid for twice because Redis was briefly away: a
-//     done mark (DoneTTL) Redis cannot take is kept in this process and
+//     done mark (Retention.Done) Redis cannot take is kept in this process and
 //     written again until Redis takes it, never over a newer owner.
 //   - A refusal needs no write: a Redis that refuses writes (OOM when
 //     full, READONLY) still refuses a cooling, failed, done or running job

@@ -20,7 +20,7 @@ var (
 	ErrInFlight = errors.New("gate: job is already running")
 	// ErrFailed: the job failed permanently; Reset clears the mark.
 	ErrFailed = errors.New("gate: job failed permanently")
-	// ErrDone: the job succeeded and is kept Done (Options.DoneTTL).
+	// ErrDone: the job succeeded and is kept Done (Options.Retention.Done).
 	ErrDone = errors.New("gate: job is done")
 	// ErrUpstreamCooling: every upstream of the gate (Options.Upstream and
 	// Fallbacks) is cooling down, paused or being probed after a

@@ -30,7 +30,7 @@ func ExampleOptions_fallbacks() {
 		},
 		"azure-openai": func(context.Context, string) error { return nil },
 	}
-	g, err := gate.New(rdb, gate.Options{Upstream: "openai", Fallbacks: []string{"azure-openai"}})
+	g, err := gate.New(rdb, gate.Options{Upstream: "openai", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{"azure-openai"}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func Example() {
 func ExampleGate_Do() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	g, _ := gate.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), gate.Options{MaxAttempts: 3})
+	g, _ := gate.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), gate.Options{Backoff: gate.Backoff{MaxAttempts: 3}})
 	ctx := context.Background()
 
 	// The model ignored the required output format: transient, and

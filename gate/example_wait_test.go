@@ -21,7 +21,7 @@ func ExampleGate_AcquireWait() {
 	mr, _ := miniredis.Run() // or your Redis
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	g, err := gate.New(rdb, gate.Options{DoneTTL: time.Hour})
+	g, err := gate.New(rdb, gate.Options{Retention: gate.Retention{Done: time.Hour}})
 	if err != nil {
 		log.Fatal(err)
 	}

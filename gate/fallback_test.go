@@ -17,7 +17,7 @@ import (
 // fallbackGate is a gate over tg with upstreams "primary" then "backup".
 func fallbackGate(t *testing.T, tg redistest.Target, prefix string, o gate.Options) *gate.Gate {
 	t.Helper()
-	o.Prefix, o.Upstream, o.Fallbacks = prefix, "primary", []string{"backup"}
+	o.Prefix, o.Upstream, o.UpstreamPolicy.Fallbacks = prefix, "primary", []string{"backup"}
 	if o.Classify == nil {
 		o.Classify = upstreamClassifier(time.Hour)
 	}
@@ -418,8 +418,7 @@ func TestRefusalEventNamesTheSoonestUpstream(t *testing.T) {
 func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
-	g := newGate(t, rdb, gate.Options{Upstream: "a", Fallbacks: []string{"b"}, Classify: upstreamClassifier(0),
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}})
+	g := newGate(t, rdb, gate.Options{Upstream: "a", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{"b"}, Cooldown: time.Minute}, Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "j1", errOverloaded) // runs on a, cools it
 	_ = failWith(t, g, "j2", errOverloaded) // runs on b, cools it
 	ups, err := g.Upstreams(ctx)

@@ -79,7 +79,7 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	}
 	var names []string
 	if o.Upstream != "" {
-		names = append([]string{o.Upstream}, o.Fallbacks...)
+		names = append([]string{o.Upstream}, o.UpstreamPolicy.Fallbacks...)
 	}
 	p := o.UpstreamPolicy
 	g.ups = upstream.NewSet(o.Prefix, names, upstream.Policy{AllowedFails: p.AllowedFails, FailWindow: p.FailWindow, PermanentWave: p.PermanentWave,

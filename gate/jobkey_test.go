@@ -85,9 +85,9 @@ func TestHostileJobKeysAreDistinct(t *testing.T) {
 func TestEveryKeyHasTTL(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{DoneTTL: time.Minute, MaxAttempts: 2, Upstream: "up",
+			g := newGate(t, tg.Client, gate.Options{Retention: gate.Retention{Done: time.Minute}, Backoff: gate.Backoff{MaxAttempts: 2, Jitter: -1}, Upstream: "up",
 				Cooldown: time.Minute,
-				Backoff:  gate.Backoff{Jitter: -1}})
+			})
 			ctx := context.Background()
 			_ = g.Do(ctx, "ok", func(context.Context, *gate.Lease) error { return nil })
 			_ = failWith(t, g, "transient", errBoom)

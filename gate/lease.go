@@ -70,7 +70,7 @@ func LeaseFromContext(ctx context.Context) *Lease {
 }
 
 // Upstream names the upstream this run must call: Options.Upstream, or
-// the first of Options.Fallbacks that was ready when the lease was taken;
+// the first of Options.UpstreamPolicy.Fallbacks that was ready when the lease was taken;
 // "" with UpstreamPolicy.Off. Its outcome cools or readies that upstream only.
 func (l *Lease) Upstream() string { return l.up.Name() }
 

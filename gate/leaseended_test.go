@@ -38,7 +38,7 @@ func TestSuccessAfterItsLeaseEndedIsHeldAndWritten(t *testing.T) {
 			own := redis.NewClient(&redis.Options{Addr: addr})
 			own.AddHook(&marks)
 			t.Cleanup(func() { _ = own.Close() })
-			opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t)}
 			ran := newGate(t, own, opts)
 			other := newGate(t, direct, opts)
 			key := keyspace.Job(opts.Prefix, "job")
@@ -83,7 +83,7 @@ func TestSuccessAfterItsLeaseEndedIsHeldAndWritten(t *testing.T) {
 func TestSuccessAfterItsLeaseEndedLeavesARenewedRun(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
-	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, rdb, opts)
 	key := keyspace.Job(opts.Prefix, "job")
 	err := ran.Do(ctx, "job", func(_ context.Context, l *gate.Lease) error {
@@ -128,7 +128,7 @@ func acquireRefusesAFreeJobWhoseSuccessIsUnwritten(t *testing.T, addr string, do
 	direct := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = direct.Close() })
 	f := &gatetest.Flaky{Client: direct}
-	opts := gate.Options{Lease: time.Minute, DoneTTL: doneTTL, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: doneTTL}, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, f, opts)
 	other := newGate(t, direct, opts)
 	key := keyspace.Job(opts.Prefix, "job")
@@ -195,7 +195,7 @@ func TestUnwrittenSuccessIsRewrittenWithoutAWaitWhileRedisHangs(t *testing.T) {
 	f := &gatetest.Flaky{Client: rdb}
 	c := &pipelines{Client: f}
 	const timeout = 40 * time.Millisecond
-	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Redis: gate.RedisPolicy{Timeout: timeout}, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: time.Hour}, Redis: gate.RedisPolicy{Timeout: timeout}, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, c, opts)
 	other := newGate(t, rdb, opts)
 	err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {

@@ -12,7 +12,7 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// defaultMaxAttempts is Options.MaxAttempts's documented default.
+// defaultMaxAttempts is Options.Backoff.MaxAttempts's documented default.
 const defaultMaxAttempts = 8
 
 // invalidOutput is a job whose model answers, every time, text that is not
@@ -56,8 +56,7 @@ func TestMaxAttemptsDefaultEndsAJobThatKeepsFailing(t *testing.T) {
 			}
 
 			// A negative MaxAttempts is unlimited.
-			unlimited := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, MaxAttempts: -1,
-				Backoff: gate.Backoff{Factor: 1, Jitter: -1}})
+			unlimited := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: cooldown, Backoff: gate.Backoff{MaxAttempts: -1, Factor: 1, Jitter: -1}})
 			for i := 1; i <= defaultMaxAttempts+1; i++ {
 				if i > 1 {
 					pass(tg, cooldown)

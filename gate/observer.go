@@ -154,7 +154,7 @@ const (
 	// their answers). Raise maxmemory, or find what fills it.
 	WarnMemoryNearlyFull = "memory_nearly_full"
 	// WarnSettleUnwritten: a failure's cooldown or failed mark, or a
-	// success's done mark (DoneTTL), could not be written (Redis
+	// success's done mark (Retention.Done), could not be written (Redis
 	// unreachable, or refusing writes when full); State says which. The
 	// process that ran the job refuses it in-process for the intended
 	// cooldown or mark, and writes a done mark again until Redis takes it;

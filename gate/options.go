@@ -14,7 +14,7 @@ import (
 // what few tune is grouped: Backoff (how a cooldown grows), Retention (how
 // long Redis remembers a job), Redis (timeouts, replicas, and what the
 // gate does when Redis fails) and UpstreamPolicy. The zero value of every
-// field means the documented default, a negative MaxAttempts means
+// field means the documented default, a negative Backoff.MaxAttempts means
 // unlimited, and a negative Backoff.Jitter, UpstreamPolicy.AllowedFails,
 // UpstreamPolicy.PermanentWave or UpstreamPolicy.UnreachableJobs means
 // none; New validates the options once.
@@ -36,31 +36,11 @@ type Options struct {
 	// Default: 5m.
 	Cooldown time.Duration
 
-	// MaxAttempts marks the job Failed when its attempt count reaches it,
-	// so a job whose every attempt fails for its own reason (a model that
-	// never returns valid output) ends. The count is the job's transient
-	// and suspect failures since its last success; provider-wide failures
-	// (rate limits, overload, quota, keys) and systemic ones never count.
-	// With the default Cooldown and Backoff, 8 attempts are about 4h15m of
-	// retries. Negative = unlimited. Default: 8.
-	MaxAttempts int
-
-	// DoneTTL keeps a successful job Done for this long, so duplicate
-	// retries get ErrDone. 0 = release at once (the default).
-	DoneTTL time.Duration
-
-	// CanceledCooldown is the cooldown left after the caller cancelled while
-	// fn ran (a closed tab, a dropped request). 0 releases the job at once,
-	// the default; a few seconds stop a client that aborts every request
-	// mid-call from re-running the model each time (providers bill the
-	// tokens processed before the abort). No attempt is counted either way.
-	CanceledCooldown time.Duration
-
 	// Wait is how long Acquire, Do and Call wait for a job that is running
 	// elsewhere (another process, another goroutine) to settle, before they
 	// give up with ErrInFlight: woken by Redis pub/sub the moment the
 	// running lease settles, the waiter gets what that run left: ErrDone
-	// when it succeeded (whatever DoneTTL is: a waiter never runs a job
+	// when it succeeded (whatever Retention.Done is: a waiter never runs a job
 	// twice), ErrCoolingDown with its true wait or ErrFailed when it
 	// failed; the waiter runs the job only when the run ended without an
 	// outcome (released, or its lease lost). AcquireWait chooses per call.
@@ -82,13 +62,8 @@ type Options struct {
 	// account share a name. UpstreamPolicy.Off turns upstreams off.
 	// Default: DefaultUpstream.
 	Upstream string
-	// Fallbacks names more upstreams, tried in order after Upstream: each
-	// acquire runs the job on the first upstream that is ready (or whose
-	// probe it may claim), and Lease.Upstream names it, so fn calls that
-	// one. The job keeps one lock whichever upstream runs it. Requires
-	// Upstream set by name; names must differ.
-	Fallbacks []string
-	// UpstreamPolicy tunes every upstream, or turns them off (Off).
+	// UpstreamPolicy names the fallback upstreams and tunes every
+	// upstream, or turns them off (Off).
 	UpstreamPolicy UpstreamPolicy
 
 	// Shadow runs the gate beside production without enforcing it: every
@@ -100,9 +75,11 @@ type Options struct {
 	// Turned off, the gate enforces what it reported. Default: false.
 	Shadow bool
 
-	// Backoff shapes how a job's cooldown grows over repeated failures.
+	// Backoff shapes how a job's cooldown grows over repeated failures,
+	// when the attempts end (MaxAttempts) and what a cancelled call leaves.
 	Backoff Backoff
-	// Retention bounds how long Redis remembers a job's failures.
+	// Retention bounds how long Redis remembers a job: Done, its attempts,
+	// a Failed mark.
 	Retention Retention
 	// Redis tunes the gate's Redis calls and what the gate does when Redis
 	// fails.
@@ -110,7 +87,8 @@ type Options struct {
 }
 
 // Backoff shapes how a job's cooldown grows: attempt n waits
-// Options.Cooldown × Factor^(n-1), spread by ± Jitter, capped at Max.
+// Options.Cooldown × Factor^(n-1), spread by ± Jitter, capped at Max,
+// until MaxAttempts marks the job Failed.
 type Backoff struct {
 	// Factor multiplies the cooldown per repeated failure; ≥ 1.
 	// Default: 2.
@@ -123,11 +101,27 @@ type Backoff struct {
 	// upstreams' included. Must not be below Options.Cooldown.
 	// Default: 1h, or Options.Cooldown when that is longer.
 	Max time.Duration
+	// MaxAttempts marks the job Failed when its attempt count reaches it,
+	// so a job whose every attempt fails for its own reason (a model that
+	// never returns valid output) ends. The count is the job's transient
+	// and suspect failures since its last success; provider-wide failures
+	// (rate limits, overload, quota, keys) and systemic ones never count.
+	// With the default Cooldown and Backoff, 8 attempts are about 4h15m of
+	// retries. Negative = unlimited. Default: 8.
+	MaxAttempts int
+	// Canceled is the cooldown left after the caller cancelled while fn
+	// ran (a closed tab, a dropped request). 0 releases the job at once,
+	// the default; a few seconds stop a client that aborts every request
+	// mid-call from re-running the model each time (providers bill the
+	// tokens processed before the abort). No attempt is counted either way.
+	Canceled time.Duration
 }
 
-// Retention bounds how long Redis remembers a job's failures (Done is
-// Options.DoneTTL).
+// Retention bounds how long Redis remembers a job.
 type Retention struct {
+	// Done keeps a successful job Done for this long, so duplicate
+	// retries get ErrDone. 0 = release at once (the default).
+	Done time.Duration
 	// Attempts is how long the attempt count is remembered after the
 	// job's last cooldown or mark ends; after that a failure starts again
 	// at attempt 1. Default: 24h.
@@ -183,6 +177,13 @@ type RedisPolicy struct {
 // UpstreamPolicy tunes how provider-wide failures cool an upstream. Every
 // upstream cooldown is also capped by Options.Backoff.Max.
 type UpstreamPolicy struct {
+	// Fallbacks names more upstreams, tried in order after
+	// Options.Upstream: each acquire runs the job on the first upstream
+	// that is ready (or whose probe it may claim), and Lease.Upstream
+	// names it, so fn calls that one. The job keeps one lock whichever
+	// upstream runs it. Requires Options.Upstream set by name; names must
+	// differ.
+	Fallbacks []string
 	// Cooldown is how long a provider-wide transient failure (429 rate
 	// limit, 503, 529) cools the upstream when the server gave no retry
 	// hint; also the first pause of a systemic one (see PauseTTL) and the
@@ -299,8 +300,8 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Upstream) > maxPrefixLen {
 		bad = append(bad, fmt.Sprintf("Upstream: longer than %d bytes", maxPrefixLen))
 	}
-	if len(o.Fallbacks) > 0 && o.Upstream == "" {
-		bad = append(bad, "Fallbacks: needs Upstream (the first upstream)")
+	if len(o.UpstreamPolicy.Fallbacks) > 0 && o.Upstream == "" {
+		bad = append(bad, "UpstreamPolicy.Fallbacks: needs Upstream (the first upstream)")
 	}
 	switch {
 	case o.UpstreamPolicy.Off && o.Upstream != "":
@@ -309,16 +310,16 @@ func (o Options) withDefaults() (Options, error) {
 		o.Upstream = DefaultUpstream
 	}
 	seen := map[string]bool{o.Upstream: true}
-	for i, f := range o.Fallbacks {
+	for i, f := range o.UpstreamPolicy.Fallbacks {
 		switch {
 		case f == "" || len(f) > maxPrefixLen:
-			bad = append(bad, fmt.Sprintf("Fallbacks[%d]: must be 1 to %d bytes", i, maxPrefixLen))
+			bad = append(bad, fmt.Sprintf("UpstreamPolicy.Fallbacks[%d]: must be 1 to %d bytes", i, maxPrefixLen))
 		case seen[f]:
-			bad = append(bad, fmt.Sprintf("Fallbacks[%d]: %q names an upstream twice", i, f))
+			bad = append(bad, fmt.Sprintf("UpstreamPolicy.Fallbacks[%d]: %q names an upstream twice", i, f))
 		}
 		seen[f] = true
 	}
-	o.Fallbacks = append([]string(nil), o.Fallbacks...)
+	o.UpstreamPolicy.Fallbacks = append([]string(nil), o.UpstreamPolicy.Fallbacks...)
 	if dur("Lease", &o.Lease, 60*time.Second) && o.Lease < MinLease {
 		bad = append(bad, fmt.Sprintf("Lease: %v is too short to renew (minimum %v)", o.Lease, MinLease))
 	}
@@ -339,13 +340,13 @@ func (o Options) withDefaults() (Options, error) {
 	case !(b.Jitter < 1): // also rejects NaN
 		bad = append(bad, fmt.Sprintf("Backoff.Jitter: %v is not below 1", b.Jitter))
 	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 8
+	if b.MaxAttempts == 0 {
+		b.MaxAttempts = 8
 	}
 	dur("Retention.Attempts", &o.Retention.Attempts, 24*time.Hour)
 	dur("Retention.Failed", &o.Retention.Failed, 7*24*time.Hour)
-	dur("DoneTTL", &o.DoneTTL, 0)
-	dur("CanceledCooldown", &o.CanceledCooldown, 0)
+	dur("Retention.Done", &o.Retention.Done, 0)
+	dur("Backoff.Canceled", &b.Canceled, 0)
 	dur("Wait", &o.Wait, 0)
 	if o.Classify == nil {
 		o.Classify = classify.Default

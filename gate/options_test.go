@@ -3,6 +3,7 @@ package gate_test
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +25,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"factor below 1", gate.Options{Backoff: gate.Backoff{Factor: 0.5}}, []string{"Backoff.Factor"}},
 		{"jitter 1", gate.Options{Backoff: gate.Backoff{Jitter: 1}}, []string{"Backoff.Jitter"}},
 		{"brace in prefix", gate.Options{Prefix: "a{b}"}, []string{"Prefix"}},
-		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, DoneTTL: -1, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}, Backoff: gate.Backoff{Jitter: 2, Factor: -3}, Retention: gate.Retention{Failed: -1}},
-			[]string{"Lease", "Cooldown", "Retention.Failed", "DoneTTL", "Backoff.Jitter", "Backoff.Factor", "UpstreamPolicy.PauseTTL"}},
+		{"every bad field at once", gate.Options{Lease: -1, Cooldown: -1, Retention: gate.Retention{Done: -1, Failed: -1}, UpstreamPolicy: gate.UpstreamPolicy{PauseTTL: -1}, Backoff: gate.Backoff{Jitter: 2, Factor: -3}},
+			[]string{"Lease", "Cooldown", "Retention.Failed", "Retention.Done", "Backoff.Jitter", "Backoff.Factor", "UpstreamPolicy.PauseTTL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func FuzzOptions(f *testing.F) {
 	f.Add(int64(100*time.Millisecond), int64(10*time.Millisecond), int64(0), 77.0, -37.01, 3, "0") // negative Jitter: none
 	_, rdb := redistest.Miniredis(f)
 	f.Fuzz(func(t *testing.T, lease, cooldown, maxCooldown int64, factor, jitter float64, attempts int, prefix string) {
-		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown), MaxAttempts: attempts, Prefix: prefix, Backoff: gate.Backoff{Max: time.Duration(maxCooldown), Factor: factor, Jitter: jitter}})
+		g, err := gate.New(rdb, gate.Options{Lease: time.Duration(lease), Cooldown: time.Duration(cooldown), Backoff: gate.Backoff{MaxAttempts: attempts, Max: time.Duration(maxCooldown), Factor: factor, Jitter: jitter}, Prefix: prefix})
 		if err != nil {
 			if !errors.Is(err, gate.ErrInvalidOptions) {
 				t.Fatalf("error %v is not ErrInvalidOptions", err)
@@ -102,8 +103,8 @@ func TestOptionsLimits(t *testing.T) {
 		{"prefix of 257 bytes", gate.Options{Prefix: long(257)}, "Prefix"},
 		{"upstream of 256 bytes", gate.Options{Upstream: long(256)}, ""},
 		{"upstream of 257 bytes", gate.Options{Upstream: long(257)}, "Upstream"},
-		{"fallback of 256 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(256)}}, ""},
-		{"fallback of 257 bytes", gate.Options{Upstream: "a", Fallbacks: []string{long(257)}}, "Fallbacks[0]"},
+		{"fallback of 256 bytes", gate.Options{Upstream: "a", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{long(256)}}}, ""},
+		{"fallback of 257 bytes", gate.Options{Upstream: "a", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{long(257)}}}, "UpstreamPolicy.Fallbacks[0]"},
 		{"lease MinLease", gate.Options{Lease: gate.MinLease}, ""},
 		{"lease below MinLease", gate.Options{Lease: gate.MinLease - time.Millisecond}, "Lease"},
 		{"negative lease, named once", gate.Options{Lease: -time.Second}, "Lease"},
@@ -119,16 +120,16 @@ func TestOptionsLimits(t *testing.T) {
 		{"jitter just below 1", gate.Options{Backoff: gate.Backoff{Jitter: 0.999}}, ""},
 		{"jitter negative (none)", gate.Options{Backoff: gate.Backoff{Jitter: -1}}, ""},
 		{"jitter NaN", gate.Options{Backoff: gate.Backoff{Jitter: math.NaN()}}, "Backoff.Jitter"},
-		{"max attempts 0", gate.Options{MaxAttempts: 0}, ""},
-		{"max attempts 1", gate.Options{MaxAttempts: 1}, ""},
-		{"max attempts -1 (unlimited)", gate.Options{MaxAttempts: -1}, ""},
+		{"max attempts 0", gate.Options{Backoff: gate.Backoff{MaxAttempts: 0}}, ""},
+		{"max attempts 1", gate.Options{Backoff: gate.Backoff{MaxAttempts: 1}}, ""},
+		{"max attempts -1 (unlimited)", gate.Options{Backoff: gate.Backoff{MaxAttempts: -1}}, ""},
 		{"wait replicas 1", gate.Options{Redis: gate.RedisPolicy{WaitReplicas: 1}}, ""},
 		{"wait replicas -1", gate.Options{Redis: gate.RedisPolicy{WaitReplicas: -1}}, "Redis.WaitReplicas"},
 		{"negative wait", gate.Options{Wait: -time.Second}, "Wait"},
 		{"negative timeout", gate.Options{Redis: gate.RedisPolicy{Timeout: -time.Second}}, "Redis.Timeout"},
 		{"negative wait timeout", gate.Options{Redis: gate.RedisPolicy{WaitTimeout: -time.Second}}, "Redis.WaitTimeout"},
 		{"negative attempts ttl", gate.Options{Retention: gate.Retention{Attempts: -time.Second}}, "Retention.Attempts"},
-		{"negative canceled cooldown", gate.Options{CanceledCooldown: -time.Second}, "CanceledCooldown"},
+		{"negative canceled cooldown", gate.Options{Backoff: gate.Backoff{Canceled: -time.Second}}, "Backoff.Canceled"},
 		{"negative upstream cooldown", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: -time.Second}}, "UpstreamPolicy.Cooldown"},
 		{"negative fail window", gate.Options{UpstreamPolicy: gate.UpstreamPolicy{FailWindow: -time.Second}}, "UpstreamPolicy.FailWindow"},
 	} {
@@ -162,10 +163,10 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		name     string
 		exp, got any
 	}{
-		{"MaxAttempts", 8, o.MaxAttempts},
+		{"Backoff.MaxAttempts", 8, o.Backoff.MaxAttempts},
 		{"Retention.Attempts", 24 * time.Hour, o.Retention.Attempts},
-		{"DoneTTL", time.Duration(0), o.DoneTTL},
-		{"CanceledCooldown", time.Duration(0), o.CanceledCooldown},
+		{"Retention.Done", time.Duration(0), o.Retention.Done},
+		{"Backoff.Canceled", time.Duration(0), o.Backoff.Canceled},
 		{"Wait", time.Duration(0), o.Wait},
 		{"Redis.Timeout", 5 * time.Second, o.Redis.Timeout},
 		{"Redis.WaitTimeout", 100 * time.Millisecond, o.Redis.WaitTimeout},
@@ -182,16 +183,16 @@ func TestOptionsDocumentedDefaults(t *testing.T) {
 		}
 	}
 
-	set := gate.Options{Lease: time.Second, Cooldown: time.Second, MaxAttempts: -1, DoneTTL: time.Second,
+	set := gate.Options{Lease: time.Second, Cooldown: time.Second, Backoff: gate.Backoff{MaxAttempts: -1, Max: 2 * time.Second, Factor: 3, Jitter: -1}, Retention: gate.Retention{Done: time.Second, Attempts: time.Second, Failed: time.Second},
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1, FailWindow: time.Second, PauseTTL: time.Second, PermanentWave: -1,
-			UnreachableJobs: -1}, Backoff: gate.Backoff{Max: 2 * time.Second, Factor: 3, Jitter: -1}, Retention: gate.Retention{Attempts: time.Second, Failed: time.Second}, Redis: gate.RedisPolicy{Timeout: time.Second, WaitTimeout: time.Second}}
+			UnreachableJobs: -1}, Redis: gate.RedisPolicy{Timeout: time.Second, WaitTimeout: time.Second}}
 	g, err = gate.New(rdb, set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o = gate.OptionsOf(g)
-	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.Backoff != set.Backoff || o.MaxAttempts != set.MaxAttempts ||
-		o.Retention != set.Retention || o.DoneTTL != set.DoneTTL || o.Redis != set.Redis || o.UpstreamPolicy != set.UpstreamPolicy {
+	if o.Lease != set.Lease || o.Cooldown != set.Cooldown || o.Backoff != set.Backoff ||
+		o.Retention != set.Retention || o.Redis != set.Redis || !reflect.DeepEqual(o.UpstreamPolicy, set.UpstreamPolicy) {
 		t.Fatalf("values set were changed:\nexp %+v\ngot %+v", set, o)
 	}
 }

@@ -272,9 +272,9 @@ func TestUpstreamCooldownBoundedByMaxCooldown(t *testing.T) {
 // MaxAttempts never fails a job because the provider was busy.
 func TestProviderHintIsTheWait(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, MaxAttempts: 2,
-		Classify: upstreamClassifier(3 * time.Second),
-		Backoff:  gate.Backoff{Jitter: -1}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}}) // each job calls: no upstream cools them all
+	g := newGate(t, rdb, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{MaxAttempts: 2, Jitter: -1},
+		Classify:       upstreamClassifier(3 * time.Second),
+		UpstreamPolicy: gate.UpstreamPolicy{Off: true}}) // each job calls: no upstream cools them all
 	for i := 0; i < 3; i++ {
 		var ce *gate.CallError
 		if err := failWith(t, g, "job-"+itoa(i), errRateLimited); !errors.As(err, &ce) ||
@@ -284,7 +284,7 @@ func TestProviderHintIsTheWait(t *testing.T) {
 	}
 	// The same job, rate-limited again and again, never ends Failed.
 	m, rdb2 := redistest.Miniredis(t)
-	g2 := newGate(t, rdb2, gate.Options{Cooldown: time.Minute, MaxAttempts: 2, Classify: upstreamClassifier(3 * time.Second), UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
+	g2 := newGate(t, rdb2, gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{MaxAttempts: 2}, Classify: upstreamClassifier(3 * time.Second), UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	for i := 0; i < 4; i++ {
 		_ = failWith(t, g2, "job", errRateLimited)
 		redistest.Advance(m, 4*time.Second)

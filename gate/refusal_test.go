@@ -12,7 +12,7 @@ import (
 )
 
 // A refusal is one round trip of native commands, the job's SET NX GET,
-// PTTL and TIME (no script), and with a DoneTTL of SuccessMemory or more
+// PTTL and TIME (no script), and with a Retention.Done of SuccessMemory or more
 // the GET of its done key, whether or not this process was refused by
 // the job before: a cooldown, a failed mark and a done mark alike, and
 // each says the same as the first.
@@ -23,7 +23,7 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 			hook(tg, names)
 			// Upstreams off: the job's commands alone (with its upstream the
 			// acquire is one script, as TestRoundTripsPerPath counts).
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, DoneTTL: time.Minute, Backoff: gate.Backoff{Jitter: -1}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Minute, Retention: gate.Retention{Done: time.Minute}, Backoff: gate.Backoff{Jitter: -1}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 			_ = failWith(t, g, "cooling", errTransient)
 			_ = failWith(t, g, "failed", classify.Permanent(errBoom))
 			if err := g.Do(context.Background(), "done", okFn); err != nil {

@@ -33,7 +33,7 @@ func settleStates(t *testing.T, g *gate.Gate) {
 
 // refusalOpts cool for an hour and keep the done and failed marks as long.
 func refusalOpts(prefix string) gate.Options {
-	return gate.Options{Prefix: prefix, Cooldown: time.Hour, DoneTTL: time.Hour, Lease: time.Minute, Backoff: gate.Backoff{Jitter: -1},
+	return gate.Options{Prefix: prefix, Cooldown: time.Hour, Retention: gate.Retention{Done: time.Hour}, Lease: time.Minute, Backoff: gate.Backoff{Jitter: -1},
 		UpstreamPolicy: gate.UpstreamPolicy{Off: true}} // the job's own refusals
 }
 

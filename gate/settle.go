@@ -42,7 +42,7 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 	return l.Settle(ctx, ferr)
 }
 
-// Succeed releases the lock (or keeps the job Done for DoneTTL) and
+// Succeed releases the lock (or keeps the job Done for Retention.Done) and
 // resets the attempt count. ctx only carries values: the write runs on a
 // detached context bounded by Options.Redis.Timeout.
 func (l *Lease) Succeed(ctx context.Context) error {
@@ -73,7 +73,7 @@ func (l *Lease) Settle(ctx context.Context, err error) error {
 		return serr
 	}
 	// A success whose settle could not reach Redis stays a success: kept
-	// Done here and written again (DoneTTL, unwritten.go), else the lock
+	// Done here and written again (Retention.Done, unwritten.go), else the lock
 	// expires with the lease; the observer saw the error.
 	return nil
 }
@@ -193,7 +193,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	g.calls.add(held)
 	t := g.store.Trip()
 	if out == outSuccess {
-		// For a waiter for this run, whatever DoneTTL is.
+		// For a waiter for this run, whatever Retention.Done is.
 		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence)
 	}
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())

@@ -24,7 +24,7 @@ const (
 	// Failed: the job failed permanently (or reached MaxAttempts) and is not
 	// retried until Reset or Retention.Failed.
 	Failed
-	// Done: the job succeeded and DoneTTL keeps it Done.
+	// Done: the job succeeded and Retention.Done keeps it Done.
 	Done
 	// UpstreamCooling: every upstream of the gate is cooling down or paused;
 	// the job's own state was not consulted.

@@ -240,7 +240,7 @@ func TestMaxAttemptsMarksFailed(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 50 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, MaxAttempts: 3, Backoff: gate.Backoff{Jitter: -1}})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, Backoff: gate.Backoff{MaxAttempts: 3, Jitter: -1}})
 			bad := classify.WithReason(errBoom, classify.ClassTransient, classify.ReasonBadOutput, 0)
 			for i := 1; i <= 3; i++ {
 				var ce *gate.CallError
@@ -323,7 +323,7 @@ func TestSystemicNeverFailsTheJob(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const cd = 60 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, MaxAttempts: 1, Backoff: gate.Backoff{Jitter: -1}})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: cd, Backoff: gate.Backoff{MaxAttempts: 1, Jitter: -1}})
 			for i := 0; i < 2; i++ {
 				var ce *gate.CallError
 				if err := failWith(t, g, "job", classify.Systemic(errBoom)); !errors.As(err, &ce) {
@@ -363,7 +363,7 @@ func TestCallerCancellationReleases(t *testing.T) {
 func TestCanceledCooldown(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Hour, CanceledCooldown: 3 * time.Second})
+			g := newGate(t, tg.Client, gate.Options{Cooldown: time.Hour, Backoff: gate.Backoff{Canceled: 3 * time.Second}})
 			ctx, cancel := context.WithCancel(context.Background())
 			err := g.Do(ctx, "job", func(ctx context.Context, l *gate.Lease) error {
 				cancel()
@@ -432,7 +432,7 @@ func TestDoneTTLHoldsSuccess(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			const hold = 150 * time.Millisecond
-			g := newGate(t, tg.Client, gate.Options{DoneTTL: hold})
+			g := newGate(t, tg.Client, gate.Options{Retention: gate.Retention{Done: hold}})
 			if err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error { return nil }); err != nil {
 				t.Fatal(err)
 			}

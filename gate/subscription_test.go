@@ -40,7 +40,7 @@ func TestAcquireWaitSilentSubscription(t *testing.T) {
 	direct := srv.Client(t)
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()
-	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, subscribeVia{Client: direct, sub: viaProxy}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec, Redis: gate.RedisPolicy{Timeout: 500 * time.Millisecond}})
 	// A ping answered later than this is given up: long enough that a
 	// loaded machine's scheduling delay is not taken for a silent path.
@@ -107,7 +107,7 @@ func TestWaitAcrossSlotMigration(t *testing.T) {
 	}
 	cl := redistest.Cluster(t, 3, 0)
 	prefix := redistest.UniqueKey(t)
-	opts := gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}}
+	opts := gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}, Cooldown: time.Hour, Backoff: gate.Backoff{Jitter: -1}}
 	// Each gate on a client of its own, which learns the slot map before
 	// the migration and is left to find out about it.
 	owner := newGate(t, cl.Client(t), opts)

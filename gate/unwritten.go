@@ -79,8 +79,8 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, he
 
 // Close writes what the gate still keeps for Redis before its process
 // exits: the done marks of successes Redis did not take when they settled
-// (DoneTTL), which this process alone remembers. It returns nil once each
-// is written or no longer needed (a newer run, a Reset, the DoneTTL
+// (Retention.Done), which this process alone remembers. It returns nil once each
+// is written or no longer needed (a newer run, a Reset, the Retention.Done
 // over), or ctx's error when ctx ends first: those successes may then run
 // again. Call it in the shutdown path after the last call has ended; it
 // does not close the client.

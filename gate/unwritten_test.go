@@ -15,7 +15,7 @@ import (
 )
 
 // A success whose settle Redis does not take is never paid for twice: the
-// process that ran it refuses the job as Done for DoneTTL, warns, and
+// process that ran it refuses the job as Done for Retention.Done, warns, and
 // writes the Done mark once Redis is back, even after the lease expired
 // meanwhile, so that another process is refused too.
 func TestUnwrittenSuccessIsHeldAndWrittenLater(t *testing.T) {
@@ -25,7 +25,7 @@ func TestUnwrittenSuccessIsHeldAndWrittenLater(t *testing.T) {
 			const lease = 100 * time.Millisecond
 			f := &gatetest.Flaky{Client: tg.Client}
 			rec := newRecorder()
-			opts := gate.Options{Lease: lease, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t), Observer: rec}
+			opts := gate.Options{Lease: lease, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t), Observer: rec}
 			ran := newGate(t, f, opts)
 			opts.Observer = nil
 			other := newGate(t, tg.Client, opts)
@@ -75,7 +75,7 @@ func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
 	f := &gatetest.Flaky{Client: rdb}
-	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Cooldown: time.Hour, Prefix: redistest.UniqueKey(t), Backoff: gate.Backoff{Jitter: -1}}
+	opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: time.Hour}, Cooldown: time.Hour, Prefix: redistest.UniqueKey(t), Backoff: gate.Backoff{Jitter: -1}}
 	ran := newGate(t, f, opts)
 	other := newGate(t, rdb, opts)
 	_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
@@ -118,7 +118,7 @@ func TestUnwrittenSuccessThroughFaultProxy(t *testing.T) {
 	t.Cleanup(func() { _ = through.Close() })
 	ctx := context.Background()
 	const lease = 150 * time.Millisecond
-	opts := gate.Options{Lease: lease, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t), Redis: gate.RedisPolicy{Timeout: 200 * time.Millisecond}}
+	opts := gate.Options{Lease: lease, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t), Redis: gate.RedisPolicy{Timeout: 200 * time.Millisecond}}
 	ran := newGate(t, through, opts)
 	other := newGate(t, srv.Client(t), opts)
 
@@ -149,7 +149,7 @@ func TestUnwrittenSuccessBacksOffWhileRedisRefuses(t *testing.T) {
 	ctx := context.Background()
 	f := &gatetest.Flaky{Client: rdb}
 	c := &pipelines{Client: f}
-	opts := gate.Options{Lease: time.Minute, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+	opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t)}
 	ran := newGate(t, c, opts)
 	other := newGate(t, rdb, opts)
 	if err := ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
@@ -177,7 +177,7 @@ func TestCloseWritesWhatTheGateKeeps(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			f := &gatetest.Flaky{Client: tg.Client}
-			opts := gate.Options{Lease: time.Second, DoneTTL: time.Hour, Prefix: redistest.UniqueKey(t)}
+			opts := gate.Options{Lease: time.Second, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t)}
 			ran := newGate(t, f, opts)
 			other := newGate(t, tg.Client, opts)
 			if err := ran.Close(ctx); err != nil {

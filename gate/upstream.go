@@ -9,7 +9,7 @@ import (
 )
 
 // UpstreamState is the state of an upstream (Options.Upstream or one of
-// Options.Fallbacks).
+// Options.UpstreamPolicy.Fallbacks).
 type UpstreamState uint8
 
 const (
@@ -37,7 +37,7 @@ func (s UpstreamState) String() string {
 
 // UpstreamStatus is the state of one of the gate's upstreams.
 type UpstreamStatus struct {
-	// Upstream names it (Options.Upstream or one of Options.Fallbacks;
+	// Upstream names it (Options.Upstream or one of Options.UpstreamPolicy.Fallbacks;
 	// "" when the gate has none).
 	Upstream string
 	State    UpstreamState

@@ -220,7 +220,7 @@ func TestUpstreamSystemicPausesUntilReset(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := newRecorder()
-			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Observer: rec, MaxAttempts: 1})
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Observer: rec, Backoff: gate.Backoff{MaxAttempts: 1}})
 			var ce *gate.CallError
 			if err := failWith(t, g, "a", errQuota); !errors.As(err, &ce) || ce.State != gate.CoolingDown || ce.Attempts != 0 {
 				t.Fatalf("quota failure: %v (%+v), want the job cooling with no attempt counted", err, ce)

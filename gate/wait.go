@@ -45,7 +45,7 @@ func runningRefusal(err error) *BlockedError {
 
 // waitFor waits for job, refused as running the run holding token, until
 // deadline. Each read also reads the job's done key, so the success of
-// that run refuses it (ErrDone) even when DoneTTL is 0.
+// that run refuses it (ErrDone) even when Retention.Done is 0.
 func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
 	if g.test.refused != nil {
 		g.test.refused(job)

@@ -45,7 +45,7 @@ func TestAcquireWaitOneCall(t *testing.T) {
 			var gates [4]*gate.Gate
 			for i := range gates {
 				gates[i] = newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease,
-					DoneTTL: time.Minute, Cooldown: 30 * time.Second,
+					Retention: gate.Retention{Done: time.Minute}, Cooldown: 30 * time.Second,
 					Backoff: gate.Backoff{Jitter: -1}})
 			}
 			const perGate = 5
@@ -147,7 +147,7 @@ func TestAcquireWaitRunsFreedJob(t *testing.T) {
 }
 
 // A waiter woken by the success of the run it waited for never runs the
-// job again, however short DoneTTL is (0 here: the success releases the
+// job again, however short Retention.Done is (0 here: the success releases the
 // job at once): it gets ErrDone, the first call's result. A caller that
 // did not wait for that run still runs the job.
 func TestAcquireWaitNeverRunsASucceededJobTwice(t *testing.T) {
@@ -169,7 +169,7 @@ func TestAcquireWaitNeverRunsASucceededJobTwice(t *testing.T) {
 			}
 			fresh := newGate(t, tg.Client, gate.Options{Prefix: gatetest.Prefix(g2)})
 			if err := fresh.Do(ctx, "job", okFn); err != nil {
-				t.Fatalf("a new call after the success (DoneTTL 0): %v, want it to run", err)
+				t.Fatalf("a new call after the success (Retention.Done 0): %v, want it to run", err)
 			}
 		})
 	}
@@ -186,7 +186,7 @@ func TestAcquireWaitSubscribeReadRace(t *testing.T) {
 		for _, window := range []string{"before-subscribe", "before-read"} {
 			t.Run(tg.Name+"/"+window, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+				owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 				waiter := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
 				ctx := context.Background()
 				l, err := owner.Acquire(ctx, "job")
@@ -317,7 +317,7 @@ func TestAcquireWaitSubscriptionDropped(t *testing.T) {
 	direct := srv.Client(t)
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()
-	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, direct, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, viaProxy, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")
@@ -355,7 +355,7 @@ func TestAcquireWaitWithoutChannelPermission(t *testing.T) {
 	}
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()
-	owner := newGate(t, limited, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, limited, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, limited, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	l, err := owner.Acquire(ctx, "job")
 	if err != nil {
@@ -388,7 +388,7 @@ func TestAcquireWaitAcrossFailover(t *testing.T) {
 	}
 	cl := redistest.Cluster(t, 3, 1)
 	prefix := redistest.UniqueKey(t)
-	opts := gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute}
+	opts := gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}}
 	ownerClient := cl.Client(t)
 	owner := newGate(t, ownerClient, opts)
 	rec := newRecorder()
@@ -476,7 +476,7 @@ func TestAcquireWaitDocumentedACL(t *testing.T) {
 		"+spublish", "+ssubscribe", "+sunsubscribe", "+ping"}
 	s := redistest.ACLServer(t, prefix, wake)
 	rec := newRecorder()
-	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")
@@ -674,7 +674,7 @@ func TestAcquireWaitPushedEveryTime(t *testing.T) {
 			ctx := context.Background()
 			var conns connCount
 			rec := newRecorder()
-			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 			waiter := newGate(t, ownClient(t, tg, nil, &conns), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 			job := tg.Name + "-pushed"
 			if _, err := waiter.Status(ctx, job); err != nil { // the client's pool connection
@@ -726,7 +726,7 @@ func TestAcquireWaitSharedSubscription(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+			owner := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 			waiter := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: longLease})
 			job := tg.Name + "-shared"
 			lock := keyspace.Job(prefix, job)
@@ -821,7 +821,7 @@ func TestAcquireWaitPollsWithBackoffWithoutSubscribe(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()
-	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, &flaky{Client: rdb}, gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")
@@ -925,8 +925,8 @@ func TestWatchSeesTheUpstream(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			g := upstreamGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
-			other := upstreamGate(t, tg, prefix, gate.Options{DoneTTL: time.Hour})
+			g := upstreamGate(t, tg, prefix, gate.Options{Retention: gate.Retention{Done: time.Hour}})
+			other := upstreamGate(t, tg, prefix, gate.Options{Retention: gate.Retention{Done: time.Hour}})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if err := g.Do(ctx, "watched", func(context.Context, *gate.Lease) error { return nil }); err != nil {
@@ -1019,7 +1019,7 @@ func TestAcquireWaitRefusedSubscriptionWarnsOnce(t *testing.T) {
 	// scripts pcall) is refused with NOPERM; UNSUBSCRIBE is not.
 	s := redistest.ACLServer(t, prefix, append([]string{"+unsubscribe", "+sunsubscribe", "+ping"}, redistest.ACLPubSub...))
 	rec := newRecorder()
-	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	ctx := context.Background()
 	for i, job := range []string{"a", "b"} {
@@ -1059,7 +1059,7 @@ func TestAcquireWaitPushedWithoutUnsubscribe(t *testing.T) {
 	prefix := "aclnounsub"
 	s := redistest.ACLServer(t, prefix, append([]string{"&" + prefix + ":*"}, redistest.ACLPubSub...))
 	rec := newRecorder()
-	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
@@ -1143,7 +1143,7 @@ func TestAcquireWaitSubscribeWhileRedisIsBusy(t *testing.T) {
 	admin, probe := srv.Client(t), srv.Client(t)
 	prefix := redistest.UniqueKey(t)
 	rec := newRecorder()
-	owner := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, DoneTTL: time.Minute})
+	owner := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Retention: gate.Retention{Done: time.Minute}})
 	waiter := newGate(t, srv.Client(t), gate.Options{Prefix: prefix, Lease: longLease, Observer: rec})
 	ctx := context.Background()
 	l, err := owner.Acquire(ctx, "job")

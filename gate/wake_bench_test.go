@@ -24,7 +24,7 @@ func BenchmarkWakeUp(b *testing.B) {
 	const gates, perGate = 4, 25
 	srv := redistest.Server(b)
 	prefix := redistest.UniqueKey(b)
-	opts := gate.Options{Prefix: prefix, Lease: time.Minute, DoneTTL: time.Minute}
+	opts := gate.Options{Prefix: prefix, Lease: time.Minute, Retention: gate.Retention{Done: time.Minute}}
 	owner, _ := gate.New(srv.Client(b), opts)
 	var gs [gates]*gate.Gate
 	for i := range gs {

@@ -34,7 +34,7 @@
 //	running                   409     ceil(call estimate), ≥ 1  job_state "running", retry_after_seconds, retry_at, status_url
 //	                                  (past the estimate: its overrun, so polls back off 1, 2, 4 s… to the lease)
 //	failed permanently        422     none                      job_state "failed", reason, attempts
-//	done (gate DoneTTL)       409     none                      job_state "done"; or Options.Replay answers
+//	done (gate Retention.Done)       409     none                      job_state "done"; or Options.Replay answers
 //	every upstream refusing   503     ceil(soonest recovery)    job_state "upstream_cooling", retry_after_seconds, retry_at, reason, upstreams
 //	failed, a fallback ready  503     none                      job_state "ready", reason (the next call runs on the next upstream)
 //	gate unavailable          503     UnavailableRetryAfter     job_state "unknown", retry_after_seconds, retry_at
@@ -52,7 +52,7 @@
 //	after the wait            answer
 //	job free (released)       the handler runs: the request's own call
 //	done (succeeded)          Options.Replay (the first call's result), else 409 done,
-//	                          whatever the gate's DoneTTL: a waiter never runs a job twice
+//	                          whatever the gate's Retention.Done: a waiter never runs a job twice
 //	cooling down, failed...   the row above, with the true Retry-After
 //	still running             409 running, Retry-After = when its call should end (gate.Acquire)
 //

@@ -120,7 +120,7 @@ func TestContract(t *testing.T) {
 		},
 		{
 			name:  "failed after MaxAttempts",
-			gopts: gate.Options{MaxAttempts: 1},
+			gopts: gate.Options{Backoff: gate.Backoff{MaxAttempts: 1}},
 			first: func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(http.StatusBadGateway)
 			},
@@ -129,7 +129,7 @@ func TestContract(t *testing.T) {
 		},
 		{
 			name:        "done",
-			gopts:       gate.Options{DoneTTL: time.Minute},
+			gopts:       gate.Options{Retention: gate.Retention{Done: time.Minute}},
 			first:       ok,
 			firstStatus: http.StatusOK,
 			exp:         row{status: 409, jobState: "done", reason: "<absent>", attempts: "<absent>", statusURL: true},
@@ -189,7 +189,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("done with replay", func(t *testing.T) {
-				g := newGate(t, tg.Client, gate.Options{DoneTTL: time.Minute})
+				g := newGate(t, tg.Client, gate.Options{Retention: gate.Retention{Done: time.Minute}})
 				var runs counter
 				h := router(g, httpmw.Options{Replay: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					_, _ = fmt.Fprint(w, "stored result")

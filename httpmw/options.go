@@ -44,7 +44,7 @@ type Options struct {
 	// SiblingURL.
 	StatusURL func(r *http.Request) string
 
-	// Replay answers requests for a job kept Done (gate.Options.DoneTTL)
+	// Replay answers requests for a job kept Done (gate.Options.Retention.Done)
 	// instead of the 409 problem, e.g. with the stored result. It runs
 	// without a lease. Nil = the 409 problem.
 	Replay http.Handler

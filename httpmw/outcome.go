@@ -72,7 +72,7 @@ var errHandlerPanic = classify.WithReason(errors.New("httpmw: handler panicked")
 //
 //   - an error reported with Fail: l.Settle(err), whatever the status;
 //   - nothing written and the client gone: a caller cancellation (released
-//     with no cooldown, or gate.Options.CanceledCooldown);
+//     with no cooldown, or gate.Options.Backoff.Canceled);
 //   - 1xx (101), 2xx, 3xx, nothing written, or a hijacked connection:
 //     success;
 //   - 429, 503, 529 and other 5xx: a transient failure, see statusError;
@@ -94,7 +94,7 @@ func (c *config) settle(rw *writer, r *http.Request, l *gate.Lease, st *state) {
 		}
 	case !rw.wrote() && ctx.Err() != nil:
 		// The client went away: the gate decides (released, or
-		// gate.Options.CanceledCooldown).
+		// gate.Options.Backoff.Canceled).
 		c.report(r, l.Fail(ctx, ctx.Err()))
 	case rw.hijacked || rw.code < 400:
 		c.report(r, l.Succeed(ctx))

@@ -81,8 +81,8 @@ func TestPreferWait(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					prefix := redistest.UniqueKey(t)
 					// The job's own cooldown: upstreams off.
-					g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, DoneTTL: tc.doneTTL, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
-					g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, DoneTTL: tc.doneTTL, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
+					g1 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, Retention: gate.Retention{Done: tc.doneTTL}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
+					g2 := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: time.Minute, Retention: gate.Retention{Done: tc.doneTTL}, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 					release := make(chan struct{})
 					var runs atomic.Int64
 					h := func(w http.ResponseWriter, r *http.Request) {

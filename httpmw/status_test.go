@@ -34,7 +34,7 @@ func TestStatusHandler(t *testing.T) {
 			exp{"cooling_down", [2]int64{299, 300}, 1, "unknown", "Retry available in 5 min."}},
 		{"failed", gate.Options{}, func(w http.ResponseWriter, r *http.Request) { httpmw.Fail(r, classify.Permanent(errBoom)) },
 			exp{"failed", [2]int64{}, 1, "permanent", "This job failed"}},
-		{"done", gate.Options{DoneTTL: time.Minute}, ok, exp{"done", [2]int64{}, 0, "", "This job is already done."}},
+		{"done", gate.Options{Retention: gate.Retention{Done: time.Minute}}, ok, exp{"done", [2]int64{}, 0, "", "This job is already done."}},
 		{"upstream cooling", gate.Options{Upstream: "s", Cooldown: time.Second},
 			func(w http.ResponseWriter, r *http.Request) {
 				httpmw.Fail(r, &classify.HTTPError{StatusCode: 429, Header: http.Header{"Retry-After": {"30"}}})

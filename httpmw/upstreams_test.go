@@ -28,7 +28,7 @@ var openaiRateLimit = &classify.HTTPError{StatusCode: 429, Header: http.Header{"
 func TestUpstreamsShownToTheClient(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			g := newGate(t, tg.Client, gate.Options{Upstream: "primary", Fallbacks: []string{"backup"}})
+			g := newGate(t, tg.Client, gate.Options{Upstream: "primary", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{"backup"}}})
 			var used []string
 			srv := httptest.NewServer(router(g, httpmw.Options{}, func(w http.ResponseWriter, r *http.Request) {
 				l := httpmw.Lease(r.Context())

@@ -33,7 +33,7 @@ func TestRestartKeepsMarks(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := redistest.Server(t, redistest.WithArgs(tc.args...))
-			opts := gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Hour, DoneTTL: time.Hour, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}}
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Cooldown: time.Hour, Retention: gate.Retention{Done: time.Hour}, Classify: testClassify, Backoff: gate.Backoff{Jitter: -1}}
 			g, err := gate.New(s.Client(t), opts)
 			if err != nil {
 				t.Fatal(err)

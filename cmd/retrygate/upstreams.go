@@ -85,7 +85,7 @@ func (c *cli) findUpstreams(ctx context.Context) upstreamSearch {
 // could have (a key written by hand) is left out.
 func (c *cli) upstreamsGate(names []string) *gate.Gate {
 	opts := func(names []string) gate.Options {
-		return gate.Options{Prefix: c.prefix, Upstream: names[0], Fallbacks: names[1:]}
+		return gate.Options{Prefix: c.prefix, Upstream: names[0], UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: names[1:]}}
 	}
 	if len(names) == 0 {
 		return nil

@@ -44,7 +44,7 @@ func run(ctx context.Context, queue string, getenv func(string) string, docs []s
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	g, err := gate.New(rdb, gate.Options{Upstream: "openai", DoneTTL: 24 * time.Hour, Observer: report{out}})
+	g, err := gate.New(rdb, gate.Options{Upstream: "openai", Retention: gate.Retention{Done: 24 * time.Hour}, Observer: report{out}})
 	if err != nil {
 		return err
 	}

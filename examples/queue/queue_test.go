@@ -91,7 +91,7 @@ func setup(t *testing.T) (*gate.Gate, *openai.Client, *model, *summaries) {
 	rdb := redistest.Server(t).Client(t)
 	// A job refused while another probes the recovered upstream comes back
 	// after UpstreamPolicy.Cooldown (10 s by default): 1 s keeps the test short.
-	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai", DoneTTL: time.Hour,
+	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai", Retention: gate.Retention{Done: time.Hour},
 		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second}})
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@
 // (success, rate limit with retry-after-ms, 503, context too long, bad
 // output until MaxAttempts, a slow call that renews its lease, a
 // provider-wide rate limit and an empty credit balance). A second fake
-// model behind another key is the gate's fallback (Options.Fallbacks):
+// model behind another key is the gate's fallback (Options.UpstreamPolicy.Fallbacks):
 // while the first key is rate-limited or out of credits, jobs run on it and
 // their results say "via backup" (-backup=false: one upstream, and every
 // job waits for it). REDIS_URL (redis:// or rediss://) selects a

@@ -76,14 +76,12 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		Prefix:         "retrygate-demo",
 		Lease:          cfg.Lease,
 		Cooldown:       cfg.Cooldown,
-		MaxAttempts:    cfg.MaxAttempts,
-		DoneTTL:        cfg.DoneTTL,
+		Backoff:        gate.Backoff{MaxAttempts: cfg.MaxAttempts, Max: cfg.MaxCooldown},
+		Retention:      gate.Retention{Done: cfg.DoneTTL},
 		Classify:       demoClassify,
 		Observer:       obs,
 		Upstream:       upstream,
-		Fallbacks:      fallbacks,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cfg.UpstreamCooldown, PauseTTL: cfg.UpstreamPause},
-		Backoff:        gate.Backoff{Max: cfg.MaxCooldown},
+		UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: fallbacks, Cooldown: cfg.UpstreamCooldown, PauseTTL: cfg.UpstreamPause},
 	})
 	if err != nil {
 		return err

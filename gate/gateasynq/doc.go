@@ -51,7 +51,7 @@
 //
 // A duplicate (a second task with the same job key while the first runs)
 // is retried when the running lease has settled or expired, at most
-// gate.Options.Lease later, without holding a worker slot; with DoneTTL
+// gate.Options.Lease later, without holding a worker slot; with Retention.Done
 // set it then completes without running. gate.Options.Wait makes it wait
 // in its worker slot instead, woken the moment the first one settles.
 //

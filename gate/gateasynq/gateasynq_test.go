@@ -139,7 +139,7 @@ func TestDuplicateTaskNeverCallsTwice(t *testing.T) {
 					return ctx.Err()
 				}
 			}}
-			f := serve(t, b, gate.Options{Lease: time.Second, DoneTTL: time.Hour},
+			f := serve(t, b, gate.Options{Lease: time.Second, Retention: gate.Retention{Done: time.Hour}},
 				func(ctx context.Context, _ *asynq.Task) error { return p.Call(ctx) })
 			first := f.enqueue(t, "doc-1")
 			waitFor(t, 5*time.Second, func() bool { return p.Calls() == 1 }, func() string { return "the first task never called" })

@@ -128,7 +128,7 @@ func failed(ce *gate.CallError, attempt int) Plan {
 	case gate.Ready:
 		if ce.Verdict.Class != classify.ClassCanceled {
 			// A provider-wide failure while another upstream is ready
-			// (gate.Options.Fallbacks): the next run goes there, now.
+			// (gate.Options.UpstreamPolicy.Fallbacks): the next run goes there, now.
 			return Plan{Action: Retry, Wait: minWait, Reason: ce.Verdict.Reason}
 		}
 	}

@@ -39,7 +39,7 @@ func testClassify(err error) classify.Verdict {
 }
 
 var opts = gate.Options{
-	Cooldown: time.Minute, Lease: time.Minute, DoneTTL: time.Hour,
+	Cooldown: time.Minute, Lease: time.Minute, Retention: gate.Retention{Done: time.Hour},
 	Classify: testClassify, Upstream: "llm",
 	UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 5 * time.Second, PauseTTL: 10 * time.Minute},
 	Backoff:        gate.Backoff{Jitter: -1},
@@ -234,7 +234,7 @@ func TestRunUnwrittenFailureWaitsALease(t *testing.T) {
 func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {
 	_, c := redistest.Miniredis(t)
 	o := opts
-	o.Fallbacks = []string{"llm-backup"}
+	o.UpstreamPolicy.Fallbacks = []string{"llm-backup"}
 	g := gatetest.New(t, c, o)
 	var ran []string
 	fn := func(err error) func(context.Context) error {

@@ -37,7 +37,7 @@
 //
 // A duplicate (a second job with the same job key while the first runs)
 // is snoozed until the running lease has settled or expired, at most
-// gate.Options.Lease, without holding a worker slot; with DoneTTL set it
+// gate.Options.Lease, without holding a worker slot; with Retention.Done set it
 // then completes without running. gate.Options.Wait makes it wait in its
 // worker slot instead, woken the moment the first one settles.
 //

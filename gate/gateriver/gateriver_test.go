@@ -125,7 +125,7 @@ func TestDuplicateJobNeverCallsTwice(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	f := serve(t, gate.Options{Lease: time.Second, DoneTTL: time.Hour}, calling(p))
+	f := serve(t, gate.Options{Lease: time.Second, Retention: gate.Retention{Done: time.Hour}}, calling(p))
 	t.Cleanup(free) // before serve's cleanup stops the client
 	first := f.insert(t, "doc-1")
 	waitFor(t, 5*time.Second, func() bool { return p.Calls() == 1 }, func() string { return "the first job never called" })

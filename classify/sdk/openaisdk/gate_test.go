@@ -24,7 +24,7 @@ func TestMidStreamRateLimitThroughTheGate(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	g, err := gate.New(rdb, gate.Options{Classify: classify.Chain(openaisdk.Rule), Upstream: "openai:test", MaxAttempts: 1})
+	g, err := gate.New(rdb, gate.Options{Classify: classify.Chain(openaisdk.Rule), Upstream: "openai:test", Backoff: gate.Backoff{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

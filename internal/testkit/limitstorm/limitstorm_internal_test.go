@@ -47,8 +47,7 @@ func TestScheduleIsSeeded(t *testing.T) {
 // added later (the admission's switch) reaches it too.
 func TestGateOptionsCrossToWorkers(t *testing.T) {
 	o := gate.Options{Prefix: "p", Lease: 2 * time.Second, Upstream: "llm",
-		Fallbacks: []string{"b"}, UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Second, AllowedFails: -1},
-		Backoff: gate.Backoff{Max: 3 * time.Second, Jitter: -1}}
+		UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{"b"}, Cooldown: time.Second, AllowedFails: -1}, Backoff: gate.Backoff{Max: 3 * time.Second, Jitter: -1}}
 	raw, err := dataFields(o)
 	if err != nil {
 		t.Fatal(err)

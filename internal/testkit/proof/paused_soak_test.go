@@ -65,9 +65,9 @@ func TestSoakPausedRedis(t *testing.T) {
 	srv := redistest.Server(t)
 	var ev events
 	o := gate.Options{
-		Lease:   pausedLease,
-		DoneTTL: time.Hour,
-		Redis:   gate.RedisPolicy{Timeout: pausedTimeout},
+		Lease:     pausedLease,
+		Retention: gate.Retention{Done: time.Hour},
+		Redis:     gate.RedisPolicy{Timeout: pausedTimeout},
 	}
 	const (
 		procs          = 4
@@ -148,7 +148,7 @@ func TestSoakPausedRedis(t *testing.T) {
 	stopWorker()
 
 	st := h.check(t, o)
-	pt := runs.check(t, o.DoneTTL, &ev)
+	pt := runs.check(t, o.Retention.Done, &ev)
 	t.Logf("paused soak: %d pauses (%d ms in all), %d executions, %d overlaps; %d successes (%d whose settle was not answered, %d found the lease ended), %d completed after their lease was lost; %d calls refused as done; %d runs in another process acquired before the success's mark reached Redis",
 		pauses.Load(), paused.Load(), st.execs, st.overlaps, pt.successes, ev.unwritten.Load(), pt.notOwned, pt.leaseLost, runs.refusedDone.Load(), pt.raced)
 	runs.checkDone(t, gs[0], &ev, procs)

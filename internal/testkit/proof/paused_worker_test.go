@@ -79,7 +79,7 @@ func pausedWork(cfg pausedWorkerConfig, in io.Reader, out io.Writer) {
 			emit(pausedLine{Job: e.Job, Fence: e.Fence, Done: true, RecordedAt: time.Now().UnixNano()})
 		}
 	})
-	g, err := gate.New(c, gate.Options{Lease: pausedLease, DoneTTL: time.Hour, Redis: gate.RedisPolicy{Timeout: pausedTimeout}, Prefix: cfg.Prefix,
+	g, err := gate.New(c, gate.Options{Lease: pausedLease, Retention: gate.Retention{Done: time.Hour}, Redis: gate.RedisPolicy{Timeout: pausedTimeout}, Prefix: cfg.Prefix,
 		Classify: classifyTest, Observer: obs})
 	if err != nil {
 		fmt.Fprintln(out, "error", err)

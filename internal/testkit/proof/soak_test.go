@@ -45,12 +45,12 @@ func TestSoak(t *testing.T) {
 	srv := redistest.Server(t)
 	p := faultproxy.New(t, srv.Addr())
 	o := gate.Options{
-		Lease:       120 * time.Millisecond,
-		Cooldown:    40 * time.Millisecond,
-		MaxAttempts: 5,
-		Backoff:     gate.Backoff{Max: 150 * time.Millisecond, Jitter: 0.1}, // history.check reads them
-		Retention:   gate.Retention{Failed: 150 * time.Millisecond, Attempts: time.Second},
-		Redis:       gate.RedisPolicy{Timeout: 300 * time.Millisecond},
+		Lease:    120 * time.Millisecond,
+		Cooldown: 40 * time.Millisecond,
+		Backoff:  gate.Backoff{MaxAttempts: 5, Max: 150 * time.Millisecond, Jitter: 0.1},
+		// history.check reads them
+		Retention: gate.Retention{Failed: 150 * time.Millisecond, Attempts: time.Second},
+		Redis:     gate.RedisPolicy{Timeout: 300 * time.Millisecond},
 	}
 	const (
 		gates         = 4

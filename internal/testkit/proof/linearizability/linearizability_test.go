@@ -257,7 +257,7 @@ func TestLinearizable(t *testing.T) {
 		maxAttempts  = 3
 	)
 	long := 10 * time.Minute
-	o := gate.Options{Lease: long, Cooldown: long, DoneTTL: long, MaxAttempts: maxAttempts, Backoff: gate.Backoff{Jitter: -1}, Retention: gate.Retention{Failed: long}}
+	o := gate.Options{Lease: long, Cooldown: long, Retention: gate.Retention{Done: long, Failed: long}, Backoff: gate.Backoff{MaxAttempts: maxAttempts, Jitter: -1}}
 	o.Prefix = redistest.UniqueKey(t)
 	gs := make([]*gate.Gate, clients)
 	for i := range gs {
