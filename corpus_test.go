@@ -87,7 +87,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 						state       = gate.CoolingDown
 						attempts    = 0
 						jobWait     time.Duration
-						upState     = gate.UpstreamReady
+						upState     = gate.Ready
 						upstreamFor time.Duration
 					)
 					switch {
@@ -97,15 +97,15 @@ func TestCorpusThroughTheGate(t *testing.T) {
 						jobWait = min(max(hint, cooldown), maxCooldown)
 						if want.ProviderWide {
 							first := min(max(hint, upstreamCooldown), maxCooldown)
-							jobWait, upState, upstreamFor = first, gate.UpstreamPaused, first
+							jobWait, upState, upstreamFor = first, gate.Paused, first
 						}
 					case want.ProviderWide && statedWait[c.Name] > 0:
 						// The message says when one call fits: the job and
 						// the upstream wait that, the upstream's budget
 						// judging the retry (issue 31).
-						jobWait, upState, upstreamFor = statedWait[c.Name], gate.UpstreamCoolingDown, statedWait[c.Name]
+						jobWait, upState, upstreamFor = statedWait[c.Name], gate.CoolingDown, statedWait[c.Name]
 					case want.ProviderWide:
-						jobWait, upState, upstreamFor = upstreamCooldown, gate.UpstreamCoolingDown, upstreamCooldown
+						jobWait, upState, upstreamFor = upstreamCooldown, gate.CoolingDown, upstreamCooldown
 						if hint > 0 {
 							jobWait, upstreamFor = max(hint, time.Second), hint
 						}
@@ -136,7 +136,7 @@ func TestCorpusThroughTheGate(t *testing.T) {
 					}
 					// The next job of the upstream: refused without calling
 					// the provider while the upstream cools or is paused.
-					if upState != gate.UpstreamReady {
+					if upState != gate.Ready {
 						err := g.Do(ctx, "another", func(context.Context, *gate.Lease) error {
 							t.Error("a job ran while the upstream was not open")
 							return nil

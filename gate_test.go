@@ -320,7 +320,7 @@ func TestUpstreamLeaksNoUpstreamCalls(t *testing.T) {
 				t.Fatalf("%d calls started after the upstream cooldown was recorded; only %d acquires were in flight", late, bound)
 			}
 			ups, err := gates[0].Upstreams(context.Background())
-			if err != nil || ups[0].State != gate.UpstreamCoolingDown || ups[0].RetryAfter < 29*time.Second {
+			if err != nil || ups[0].State != gate.CoolingDown || ups[0].RetryAfter < 29*time.Second {
 				t.Fatalf("upstream %+v %v, want cooling for the provider's 30 s", ups, err)
 			}
 			t.Logf("first wave: %d upstream calls for 1000 jobs", first)

@@ -125,7 +125,7 @@ func TestClusterFormUpstream(t *testing.T) {
 	if err := lx.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if up := firstUpstream(t, a); up.State != gate.UpstreamCoolingDown || up.Upstream != opts.Upstream || up.RetryAfter <= 0 {
+	if up := firstUpstream(t, a); up.State != gate.CoolingDown || up.Upstream != opts.Upstream || up.RetryAfter <= 0 {
 		t.Fatalf("provider-wide failure: upstream %+v, want the upstream cooling", up)
 	}
 	// b never saw the upstream cooling: its acquire runs beside the upstream read.
@@ -142,7 +142,7 @@ func TestClusterFormUpstream(t *testing.T) {
 	if evs := rec.drain(); countKind(evs, gate.EventRedisError) != 0 {
 		t.Fatalf("b's events %+v: a Redis error, though the undo of its acquire succeeded", evs)
 	}
-	if st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.Upstream != opts.Upstream || st.Upstream.RetryAfter <= 0 {
+	if st.Upstream.State != gate.CoolingDown || st.Upstream.Upstream != opts.Upstream || st.Upstream.RetryAfter <= 0 {
 		t.Fatalf("Status upstream: %+v, want the upstream cooling", st.Upstream)
 	}
 	// b has seen it now: the upstream is read first, alone.
@@ -168,7 +168,7 @@ func TestClusterFormUpstream(t *testing.T) {
 	if err := probe.Succeed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if up := firstUpstream(t, c); up.State != gate.UpstreamReady {
+	if up := firstUpstream(t, c); up.State != gate.Ready {
 		t.Fatalf("probe's success: upstream %+v, want ready", up)
 	}
 	if evs := recC.drain(); countKind(evs, gate.EventRedisError) != 0 {

@@ -93,9 +93,9 @@ func (e *BlockedError) Error() string {
 			switch {
 			case u.Probing:
 				parts = append(parts, fmt.Sprintf("%q is being probed (%s), retry in %v", u.Upstream, u.Reason, u.RetryAfter))
-			case u.State == UpstreamPaused && u.Reason == ReasonOperator:
+			case u.State == Paused && u.Reason == ReasonOperator:
 				parts = append(parts, fmt.Sprintf("%q is paused by an operator (%q) for %v or until resumed", u.Upstream, u.Note, u.RetryAfter))
-			case u.State == UpstreamPaused:
+			case u.State == Paused:
 				parts = append(parts, fmt.Sprintf("%q is paused (%s) for %v or until reset", u.Upstream, u.Reason, u.RetryAfter))
 			default:
 				parts = append(parts, fmt.Sprintf("%q is cooling down (%s), retry in %v", u.Upstream, u.Reason, u.RetryAfter))

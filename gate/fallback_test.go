@@ -65,7 +65,7 @@ func TestFallbackRunsOnTheNextUpstream(t *testing.T) {
 				t.Fatalf("the retry: ran on %q (%v), want backup at once", s, err)
 			}
 			st := mustStatus(t, g, "c")
-			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.UpstreamCoolingDown || st.Upstreams[1].State != gate.UpstreamReady ||
+			if len(st.Upstreams) != 2 || st.Upstreams[0].State != gate.CoolingDown || st.Upstreams[1].State != gate.Ready ||
 				st.Upstream.Upstream != "backup" {
 				t.Fatalf("status: %+v, want primary cooling, backup ready and next", st)
 			}
@@ -426,14 +426,14 @@ func TestUpstreamsReadsAndResetsEveryUpstream(t *testing.T) {
 		t.Fatalf("Upstreams: %+v, %v; want two", ups, err)
 	}
 	for i, name := range []string{"a", "b"} {
-		if u := ups[i]; u.Upstream != name || u.State != gate.UpstreamCoolingDown || u.Reason != classify.ReasonOverloaded {
+		if u := ups[i]; u.Upstream != name || u.State != gate.CoolingDown || u.Reason != classify.ReasonOverloaded {
 			t.Errorf("upstream %d: %+v, want %q cooling down (overloaded)", i, u, name)
 		}
 	}
 	if err := g.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamReady || ups[1].State != gate.UpstreamReady {
+	if ups, err = g.Upstreams(ctx); err != nil || ups[0].State != gate.Ready || ups[1].State != gate.Ready {
 		t.Fatalf("after ResetUpstreams: %+v, %v; want both ready", ups, err)
 	}
 	if ups, err := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Off: true}}).Upstreams(ctx); err != nil || ups != nil {

@@ -138,7 +138,7 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	if got := names.take(); !equalNames(got, []string{"evalsha", "[evalsha evalsha evalsha]"}) {
 		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the acquire's script (the upstream and its budget judged, the job taken), then the job's settle with the upstream's stop and the call durations", got)
 	}
-	if up := firstUpstream(t, g); up.State != gate.UpstreamCoolingDown {
+	if up := firstUpstream(t, g); up.State != gate.CoolingDown {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)
 	}
 }

@@ -21,7 +21,7 @@ func operatorRefusal(t *testing.T, err error, upstream, note string, d time.Dura
 		t.Fatalf("%v, want ErrUpstreamCooling", err)
 	}
 	u := b.Upstreams[0]
-	if b.Reason != gate.ReasonOperator || u.State != gate.UpstreamPaused || u.Note != note || u.Upstream != upstream ||
+	if b.Reason != gate.ReasonOperator || u.State != gate.Paused || u.Note != note || u.Upstream != upstream ||
 		b.RetryAfter <= 0 || b.RetryAfter > d {
 		t.Fatalf("refusal %+v (upstream %+v), want paused by an operator with %q, 0 < wait ≤ %v", b, u, note, d)
 	}
@@ -70,7 +70,7 @@ func TestOperatorPauseStopsEveryProcess(t *testing.T) {
 				}
 				operatorRefusal(t, err, up, note, d)
 				st := mustStatus(t, g, "any")
-				if st.Upstream.State != gate.UpstreamPaused || st.Upstream.Note != note || st.Upstream.Reason != gate.ReasonOperator {
+				if st.Upstream.State != gate.Paused || st.Upstream.Note != note || st.Upstream.Reason != gate.ReasonOperator {
 					t.Fatalf("gate %d: Status's upstream %+v", i, st.Upstream)
 				}
 				var refused int
@@ -168,7 +168,7 @@ func TestResumeEndsOnlyTheOperatorsPause(t *testing.T) {
 			if err := b.ResumeUpstream(ctx, up); err != nil {
 				t.Fatal(err)
 			}
-			if ups, err := b.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamPaused || ups[0].Reason == gate.ReasonOperator {
+			if ups, err := b.Upstreams(ctx); err != nil || ups[0].State != gate.Paused || ups[0].Reason == gate.ReasonOperator {
 				t.Fatalf("a quota pause after ResumeUpstream: %+v, %v; want it kept", ups, err)
 			}
 		})

@@ -39,7 +39,7 @@ func TestPauseStartsShortAndGrows(t *testing.T) {
 			prev := time.Duration(0)
 			for i, want := range []time.Duration{base, 2 * base, 4 * base, pauseTTL} {
 				up := firstUpstream(t, g)
-				if up.State != gate.UpstreamPaused || up.Reason != classify.ReasonQuotaExhausted ||
+				if up.State != gate.Paused || up.Reason != classify.ReasonQuotaExhausted ||
 					up.RetryAfter > want || up.RetryAfter <= prev {
 					t.Fatalf("pause %d: %+v, want paused (quota_exhausted) for %v", i+1, up, want)
 				}

@@ -142,7 +142,7 @@ func TestUpstreamProbeEscalatesThenOpens(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if up.State != gate.UpstreamCoolingDown || up.RetryAfter > want || up.RetryAfter < want-100*time.Millisecond {
+				if up.State != gate.CoolingDown || up.RetryAfter > want || up.RetryAfter < want-100*time.Millisecond {
 					t.Fatalf("window %d: %+v, want cooling for %v", i+1, up, want)
 				}
 				// Wait for the window to end, then probe (and fail again).

@@ -286,7 +286,7 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v
 	}
 	if wrote && g.obs != nil {
 		kind := EventUpstreamCooling
-		if st.State == UpstreamPaused {
+		if st.State == Paused {
 			kind = EventUpstreamPaused
 		}
 		g.emit(ctx, Event{Kind: kind, Job: l.job, Upstream: name, State: UpstreamCooling, Class: v.Class, Reason: st.Reason, Cooldown: st.RetryAfter})

@@ -6,9 +6,12 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// State is a job's state in the gate. The zero value is Unknown, so a
-// Status or an Event that did not read a job (an error came back instead)
-// never reads as a job that may run.
+// State is a job's or an upstream's state in the gate. A job is Ready,
+// Running, CoolingDown, Failed, Done or refused by its upstreams
+// (UpstreamCooling); an upstream (UpstreamStatus) is Ready, CoolingDown or
+// Paused. The zero value is Unknown, so a Status or an Event that did not
+// read a job (an error came back instead) never reads as a job that may
+// run.
 type State uint8
 
 const (
@@ -29,9 +32,15 @@ const (
 	// UpstreamCooling: every upstream of the gate is cooling down or paused;
 	// the job's own state was not consulted.
 	UpstreamCooling
+	// Paused: an upstream's state only. A provider-wide systemic failure
+	// (quota, credentials) or a wave of one permanent reason paused the
+	// upstream until ResetUpstreams or the pause ends
+	// (UpstreamPolicy.PauseTTL); or an operator did (PauseUpstream, Reason
+	// ReasonOperator).
+	Paused
 )
 
-var stateNames = [...]string{"unknown", "ready", "running", "cooling_down", "failed", "done", "upstream_cooling"}
+var stateNames = [...]string{"unknown", "ready", "running", "cooling_down", "failed", "done", "upstream_cooling", "paused"}
 
 // String returns the snake_case name used in HTTP bodies and metric labels.
 func (s State) String() string {

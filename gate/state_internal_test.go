@@ -26,3 +26,15 @@ func TestJobState(t *testing.T) {
 		}
 	}
 }
+
+// An upstream's stored mode reads as the one State type: no cast, so a
+// new mode cannot slip through as a job state by its number.
+func TestUpstreamStateOfMode(t *testing.T) {
+	for m, exp := range map[store.Mode]State{
+		store.ModeReady: Ready, store.ModeCooling: CoolingDown, store.ModePaused: Paused,
+	} {
+		if got := upstreamState(m); got != exp {
+			t.Errorf("mode %q: %v, want %v", m, got, exp)
+		}
+	}
+}

@@ -20,8 +20,8 @@ import (
 func TestNamesOfStatesAndEvents(t *testing.T) {
 	for s, want := range map[gate.State]string{
 		gate.Unknown: "unknown", gate.Ready: "ready", gate.Running: "running", gate.CoolingDown: "cooling_down",
-		gate.Failed: "failed", gate.Done: "done", gate.UpstreamCooling: "upstream_cooling",
-		gate.UpstreamCooling + 1: "state(7)", 255: "state(255)",
+		gate.Failed: "failed", gate.Done: "done", gate.UpstreamCooling: "upstream_cooling", gate.Paused: "paused",
+		gate.Paused + 1: "state(8)", 255: "state(255)",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
@@ -36,18 +36,6 @@ func TestNamesOfStatesAndEvents(t *testing.T) {
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("EventKind(%d).String() = %q, want %q", uint8(k), got, want)
-		}
-	}
-}
-
-// An upstream's state names itself as httpmw, the CLI and the metrics show
-// it; a value past the last one is named by its number, never a panic.
-func TestUpstreamStateNames(t *testing.T) {
-	for s, exp := range map[gate.UpstreamState]string{
-		gate.UpstreamReady: "ready", gate.UpstreamCoolingDown: "cooling", gate.UpstreamPaused: "paused", 3: "upstream_state(3)", 255: "upstream_state(255)",
-	} {
-		if got := s.String(); got != exp {
-			t.Errorf("UpstreamState(%d): %q, want %q", uint8(s), got, exp)
 		}
 	}
 }

@@ -33,7 +33,7 @@ type Status struct {
 	TTL time.Duration
 	// Upstream is the upstream the job's next call would use: the first of
 	// Upstreams that is ready, else the one that recovers soonest. Its State
-	// is UpstreamReady with UpstreamPolicy.Off.
+	// is Ready with UpstreamPolicy.Off.
 	Upstream UpstreamStatus
 	// Upstreams holds each of the gate's upstreams, in order
 	// (Options.Upstream, then Fallbacks); nil with UpstreamPolicy.Off.

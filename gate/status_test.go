@@ -61,7 +61,7 @@ func TestStatusJudgesUpstreamsWithTheirServersClock(t *testing.T) {
 			g := newGate(t, rdb, gate.Options{Upstream: name, Classify: upstreamClassifier(hint)})
 			_ = failWith(t, g, "a", errRateLimited)
 			st := mustStatus(t, g, "b")
-			if up := st.Upstream; up.State != gate.UpstreamCoolingDown || up.RetryAfter > hint || up.RetryAfter < hint-tc.within {
+			if up := st.Upstream; up.State != gate.CoolingDown || up.RetryAfter > hint || up.RetryAfter < hint-tc.within {
 				t.Fatalf("Status(...).Upstream = %+v, want cooling for the hint, %v (less at most %v)", up, hint, tc.within)
 			}
 		})

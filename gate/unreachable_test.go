@@ -67,7 +67,7 @@ func TestUnreachableAddressCoolsTheUpstream(t *testing.T) {
 			if exp, got := int64(3), calls.Load(); exp != got {
 				t.Errorf("calls: exp %d, got %d", exp, got)
 			}
-			if up := upstream(b); up.State != gate.UpstreamCoolingDown || up.Reason != classify.ReasonNetwork ||
+			if up := upstream(b); up.State != gate.CoolingDown || up.Reason != classify.ReasonNetwork ||
 				up.RetryAfter <= 0 || up.RetryAfter > 10*time.Second {
 				t.Errorf("upstream: %+v, want cooling (network) for its Cooldown", up)
 			}
@@ -109,7 +109,7 @@ func TestUnreachableSameJobCountsOnce(t *testing.T) {
 					t.Fatalf("failure %d: %v, want go:refused", i+1, err)
 				}
 			}
-			if up := firstUpstream(t, g); up.State != gate.UpstreamReady {
+			if up := firstUpstream(t, g); up.State != gate.Ready {
 				t.Fatalf("after one job failed three times: upstream %+v, want ready", up)
 			}
 			if err := g.Do(ctx, "other", okFn); err != nil {
@@ -171,7 +171,7 @@ func TestUnreachableCountRidesTheSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = g.Do(ctx, "doc-2", model)
-	if up := firstUpstream(t, g); up.State != gate.UpstreamReady {
+	if up := firstUpstream(t, g); up.State != gate.Ready {
 		t.Fatalf("a third job after a reset: upstream %+v, want ready (the count cleared)", up)
 	}
 	before := rt.n.Load()
@@ -180,7 +180,7 @@ func TestUnreachableCountRidesTheSettle(t *testing.T) {
 	if got := rt.n.Load() - before; got != 5 {
 		t.Errorf("two more jobs, the second filling the window: %d round trips, want 5", got)
 	}
-	if up := firstUpstream(t, g); up.State != gate.UpstreamCoolingDown {
+	if up := firstUpstream(t, g); up.State != gate.CoolingDown {
 		t.Fatalf("three jobs since the reset: upstream %+v, want cooling", up)
 	}
 }

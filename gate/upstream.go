@@ -1,46 +1,19 @@
 package gate
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
-// UpstreamState is the state of an upstream (Options.Upstream or one of
-// Options.UpstreamPolicy.Fallbacks).
-type UpstreamState uint8
-
-const (
-	// UpstreamReady: calls of the upstream may run.
-	UpstreamReady UpstreamState = iota
-	// UpstreamCoolingDown: a provider-wide transient failure (rate limit,
-	// overload, repeated 5xx) cooled the upstream; it recovers by itself.
-	UpstreamCoolingDown
-	// UpstreamPaused: a provider-wide systemic failure (quota, credentials)
-	// or a wave of one permanent reason paused the upstream until
-	// ResetUpstreams or the pause ends (UpstreamPolicy.PauseTTL); or an
-	// operator did (PauseUpstream, Reason ReasonOperator).
-	UpstreamPaused
-)
-
-var upstreamStateNames = [...]string{"ready", "cooling", "paused"}
-
-// String returns the snake_case name used in HTTP bodies and the CLI.
-func (s UpstreamState) String() string {
-	if int(s) < len(upstreamStateNames) {
-		return upstreamStateNames[s]
-	}
-	return fmt.Sprintf("upstream_state(%d)", uint8(s))
-}
-
 // UpstreamStatus is the state of one of the gate's upstreams.
 type UpstreamStatus struct {
 	// Upstream names it (Options.Upstream or one of Options.UpstreamPolicy.Fallbacks;
 	// "" when the gate has none).
 	Upstream string
-	State    UpstreamState
+	// State is Ready, CoolingDown or Paused.
+	State State
 	// RetryAfter is the time left in the cooldown or pause; while one call
 	// probes the upstream after it (Probing), the probe's lease left.
 	RetryAfter time.Duration
@@ -100,12 +73,23 @@ func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
 }
 
 // refusing reports whether the upstream refuses calls.
-func (u UpstreamStatus) refusing() bool { return u.State != UpstreamReady || u.Probing }
+func (u UpstreamStatus) refusing() bool { return u.State == CoolingDown || u.State == Paused || u.Probing }
 
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {
-	return UpstreamStatus{Upstream: s.Name, State: UpstreamState(s.State), RetryAfter: s.RetryAfter,
+	return UpstreamStatus{Upstream: s.Name, State: upstreamState(s.Mode), RetryAfter: s.RetryAfter,
 		Reason: s.Reason, Note: s.Note, Probing: s.Probing, Budget: budgetOf(s.Limits, s.Budget)}
+}
+
+// upstreamState is the public state of an upstream's stored mode.
+func upstreamState(m store.Mode) State {
+	switch m {
+	case store.ModeReady:
+		return Ready
+	case store.ModePaused:
+		return Paused
+	}
+	return CoolingDown // cooling; a probe or a foreign value reads as its mode says before this
 }
 
 func statusesOf(ss []upstream.Status) []UpstreamStatus {
@@ -138,6 +122,9 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 // nextUpstream is the upstream a call would use: the first ready one, else
 // the one that recovers soonest.
 func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
+	if len(ups) == 0 {
+		return UpstreamStatus{State: Ready} // upstreams off: nothing refuses
+	}
 	var soonest UpstreamStatus
 	for i, u := range ups {
 		if !u.refusing() {

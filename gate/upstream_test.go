@@ -25,14 +25,14 @@ func TestSettleReportsTheUpstream(t *testing.T) {
 			Classify: upstreamClassifier(time.Minute), UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}})
 		for _, tc := range []struct {
 			err    error
-			state  gate.UpstreamState
+			state  gate.State
 			reason string
 			wait   time.Duration
 			event  gate.EventKind
 		}{
-			{errRateLimited, gate.UpstreamCoolingDown, classify.ReasonRateLimited, time.Minute, gate.EventUpstreamCooling},
-			{errQuota, gate.UpstreamPaused, classify.ReasonQuotaExhausted, time.Hour, gate.EventUpstreamPaused},
-			{err500, gate.UpstreamReady, "", 0, 0},
+			{errRateLimited, gate.CoolingDown, classify.ReasonRateLimited, time.Minute, gate.EventUpstreamCooling},
+			{errQuota, gate.Paused, classify.ReasonQuotaExhausted, time.Hour, gate.EventUpstreamPaused},
+			{err500, gate.Ready, "", 0, 0},
 		} {
 			if err := g.ResetUpstreams(ctx); err != nil {
 				t.Fatal(err)
@@ -132,7 +132,7 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 				return nil
 			})
 			var b *gate.BlockedError
-			if !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) || upstream(b).Upstream != "openai:prod-key" || (upstream(b).State == gate.UpstreamPaused) {
+			if !errors.As(err, &b) || !errors.Is(err, gate.ErrUpstreamCooling) || upstream(b).Upstream != "openai:prod-key" || (upstream(b).State == gate.Paused) {
 				t.Fatalf("doc-b: %v, want ErrUpstreamCooling", err)
 			}
 			if d, ok := gate.RetryAfter(err); !ok || d <= 0 || d > 300*time.Millisecond {
@@ -146,7 +146,7 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 				t.Fatalf("refused job has %d keys", n)
 			}
 			st := mustStatus(t, g, "doc-b")
-			if st.State != gate.Ready || st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.Reason != classify.ReasonRateLimited {
+			if st.State != gate.Ready || st.Upstream.State != gate.CoolingDown || st.Upstream.Reason != classify.ReasonRateLimited {
 				t.Fatalf("status %+v", st)
 			}
 			// Another upstream on the same client is not affected.
@@ -175,7 +175,7 @@ func TestUpstreamCooldownWithoutHint(t *testing.T) {
 	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 7 * time.Second}, Upstream: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", errOverloaded)
 	up, err := upstreamStatus(context.Background(), g)
-	if err != nil || up.State != gate.UpstreamCoolingDown || up.RetryAfter > 7*time.Second || up.RetryAfter < 7*time.Second-50*time.Millisecond || up.Reason != classify.ReasonOverloaded {
+	if err != nil || up.State != gate.CoolingDown || up.RetryAfter > 7*time.Second || up.RetryAfter < 7*time.Second-50*time.Millisecond || up.Reason != classify.ReasonOverloaded {
 		t.Fatalf("upstream %+v %v, want cooling 7s", up, err)
 	}
 }
@@ -186,13 +186,13 @@ func TestUpstreamAllowsSome5xx(t *testing.T) {
 			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{UpstreamPolicy: gate.UpstreamPolicy{AllowedFails: 2, Cooldown: time.Minute}})
 			for i, job := range []string{"a", "b"} {
 				_ = failWith(t, g, job, err500)
-				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamReady {
+				if up, _ := upstreamStatus(context.Background(), g); up.State != gate.Ready {
 					t.Fatalf("after %d 5xx: upstream %v, want ready", i+1, up.State)
 				}
 			}
 			_ = failWith(t, g, "c", err500)
 			up, err := upstreamStatus(context.Background(), g)
-			if err != nil || up.State != gate.UpstreamCoolingDown || up.Reason != classify.ReasonUpstream5xx {
+			if err != nil || up.State != gate.CoolingDown || up.Reason != classify.ReasonUpstream5xx {
 				t.Fatalf("after 3 5xx: %+v %v, want cooling", up, err)
 			}
 		})
@@ -206,12 +206,12 @@ func TestUpstream5xxWindowSlides(t *testing.T) {
 	_ = failWith(t, g, "a", err500)
 	redistest.Advance(m, 2*time.Minute)
 	_ = failWith(t, g, "b", err500)
-	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamReady {
+	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.Ready {
 		t.Fatalf("two 5xx further apart than the window cooled the upstream")
 	}
 	redistest.Advance(m, 30*time.Second)
 	_ = failWith(t, g, "c", err500)
-	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.UpstreamCoolingDown {
+	if up, _ := upstreamStatus(context.Background(), g); up.State != gate.CoolingDown {
 		t.Fatalf("two 5xx inside the window, one more than allowed: upstream %v, want cooling", up.State)
 	}
 }
@@ -227,7 +227,7 @@ func TestUpstreamSystemicPausesUntilReset(t *testing.T) {
 			}
 			err := g.Do(context.Background(), "b", func(context.Context, *gate.Lease) error { return nil })
 			var b *gate.BlockedError
-			if !errors.As(err, &b) || upstream(b).State != gate.UpstreamPaused || b.RetryAfter < 59*time.Minute {
+			if !errors.As(err, &b) || upstream(b).State != gate.Paused || b.RetryAfter < 59*time.Minute {
 				t.Fatalf("while paused: %v", err)
 			}
 			if countKind(rec.drain(), gate.EventUpstreamPaused) != 1 {
@@ -262,7 +262,7 @@ func TestUpstreamPauseOutranksCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	up, _ := upstreamStatus(context.Background(), cooler)
-	if up.State != gate.UpstreamPaused || up.RetryAfter < 59*time.Minute {
+	if up.State != gate.Paused || up.RetryAfter < 59*time.Minute {
 		t.Fatalf("upstream %+v, want the pause kept", up)
 	}
 }

@@ -936,7 +936,7 @@ func TestWatchSeesTheUpstream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.UpstreamReady {
+			if st := <-ch; st.State != gate.Done || st.Upstream.State != gate.Ready {
 				t.Fatalf("first status %+v, want Done, upstream ready", st)
 			}
 			_ = failWith(t, other, "other", errRateLimited)
@@ -946,13 +946,13 @@ func TestWatchSeesTheUpstream(t *testing.T) {
 			case <-time.After(2 * time.Second):
 				t.Fatal("the upstream's cooldown was not reported")
 			}
-			if st.State != gate.Done || st.Upstream.State != gate.UpstreamCoolingDown || st.Upstream.RetryAfter <= 0 {
+			if st.State != gate.Done || st.Upstream.State != gate.CoolingDown || st.Upstream.RetryAfter <= 0 {
 				t.Fatalf("status %+v, want Done with the upstream cooling", st)
 			}
 			pass(tg, st.Upstream.RetryAfter)
 			select {
 			case st = <-ch:
-				if st.State != gate.Done || st.Upstream.State == gate.UpstreamCoolingDown {
+				if st.State != gate.Done || st.Upstream.State == gate.CoolingDown {
 					t.Fatalf("status %+v, want Done with the upstream's cooldown over", st)
 				}
 			case <-time.After(3 * time.Second):

@@ -44,7 +44,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 			t.Fatalf("j3 makes the wave: %v, want it cooling, not Failed", err)
 		}
 		up, err := upstreamStatus(ctx, g)
-		if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" ||
+		if err != nil || up.State != gate.Paused || up.Reason != "account_inactive" ||
 			up.RetryAfter > 10*time.Minute || up.RetryAfter < 9*time.Minute {
 			t.Fatalf("upstream after the wave: %+v %v, want paused for account_inactive for 10m", up, err)
 		}
@@ -94,7 +94,7 @@ func TestPermanentWaveOff(t *testing.T) {
 			t.Fatalf("job %d: %v, want Failed", i, err)
 		}
 	}
-	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamReady {
+	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.Ready {
 		t.Fatalf("upstream: %+v %v, want ready", up, err)
 	}
 }
@@ -115,7 +115,7 @@ func TestPermanentWaveRefusalCost(t *testing.T) {
 		_ = failWith(t, g, "j2", errBilling)
 		for i := 0; i < 2; i++ {
 			names.take()
-			if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || upstream(b).State != gate.UpstreamPaused {
+			if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || upstream(b).State != gate.Paused {
 				t.Fatalf("next: %v, want the paused upstream's refusal", b)
 			}
 		}
@@ -154,7 +154,7 @@ func TestWaveReasonIsOnlyTheWaves(t *testing.T) {
 		UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2, FailWindow: time.Minute, PauseTTL: time.Minute}})
 	_ = failWith(t, g, "a", errR)
 	_ = failWith(t, g, "b", errR) // the wave: the upstream pauses for account_inactive
-	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
+	if up, err := upstreamStatus(context.Background(), g); err != nil || up.State != gate.Paused || up.Reason != "account_inactive" {
 		t.Fatalf("after the wave: %+v %v, want paused for account_inactive", up, err)
 	}
 	probe := func(job string, fail error) gate.State {
@@ -226,7 +226,7 @@ func TestPermanentWavePausesTheUpstream(t *testing.T) {
 				t.Fatalf("states %v", counts)
 			}
 			up, err := upstreamStatus(context.Background(), gs[1])
-			if err != nil || up.State != gate.UpstreamPaused || up.Reason != "account_inactive" {
+			if err != nil || up.State != gate.Paused || up.Reason != "account_inactive" {
 				t.Fatalf("upstream %+v %v, want paused for account_inactive", up, err)
 			}
 			warnings := 0

@@ -77,7 +77,7 @@
 // the first that takes calls, so a cooling primary costs the user nothing
 // while a backup is ready. Only when every upstream refuses is the request
 // refused with upstream_cooling, whose upstreams member lists each in
-// order (UpstreamState: its name, "cooling" or "paused", probing, reason,
+// order (State: its name, "cooling_down" or "paused", probing, reason,
 // retry_after_seconds); StatusHandler's body names the upstream the next
 // call would use (upstream) and lists the same (upstreams). The names are
 // the gate's upstream names: name upstreams for what a user may see. A call

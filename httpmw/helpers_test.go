@@ -84,7 +84,7 @@ type problemBody struct {
 	Attempts          *int                   `json:"attempts"`
 	Reason            *string                `json:"reason"`
 	StatusURL         *string                `json:"status_url"`
-	Upstreams         []httpmw.UpstreamState `json:"upstreams"`
+	Upstreams         []httpmw.State `json:"upstreams"`
 }
 
 // decodeProblem checks the problem+json framing of rec and decodes it.

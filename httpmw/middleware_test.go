@@ -241,7 +241,7 @@ func TestContract(t *testing.T) {
 							t.Fatal(err)
 						}
 						up := ups[0]
-						if exp, got := u.paused, up.State == gate.UpstreamPaused; exp != got {
+						if exp, got := u.paused, up.State == gate.Paused; exp != got {
 							t.Errorf("upstream paused: exp %v, got %v (%+v)", exp, got, up)
 						}
 					})

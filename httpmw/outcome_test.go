@@ -320,7 +320,7 @@ func TestHandlerStatusCoolsUpstream(t *testing.T) {
 					t.Fatal(err)
 				}
 				up := ups[0]
-				if exp, got := c.cooling, up.State == gate.UpstreamCoolingDown; exp != got {
+				if exp, got := c.cooling, up.State == gate.CoolingDown; exp != got {
 					t.Errorf("%d: upstream cooling exp %v, got %+v", c.code, exp, up)
 				}
 				if c.cooling && (up.RetryAfter < 19*time.Second || up.RetryAfter > 20*time.Second) {

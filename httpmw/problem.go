@@ -53,7 +53,7 @@ type Refusal struct {
 // WriteProblem writes ref as an application/problem+json body (RFC 9457)
 // with the extension members job_state, retry_after_seconds, retry_at
 // (RFC 3339), attempts (cooling_down), reason, status_url and upstreams
-// (upstream_cooling: each upstream's UpstreamState), each only when it
+// (upstream_cooling: each upstream's State), each only when it
 // applies. It is the default RefusalHandler.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, ref Refusal) {
 	body := appendProblem(make([]byte, 0, 320), ref)

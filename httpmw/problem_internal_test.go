@@ -24,7 +24,7 @@ type problemJSON struct {
 	Attempts          *int            `json:"attempts,omitempty"`
 	Reason            string          `json:"reason,omitempty"`
 	StatusURL         string          `json:"status_url,omitempty"`
-	Upstreams         []UpstreamState `json:"upstreams,omitempty"`
+	Upstreams         []State `json:"upstreams,omitempty"`
 }
 
 // viaEncodingJSON renders ref with encoding/json, as WriteProblem did
@@ -78,9 +78,9 @@ func FuzzProblemMatchesEncodingJSON(f *testing.F) {
 		}
 		if ups {
 			ref.Upstreams = []gate.UpstreamStatus{
-				{Upstream: text, State: gate.UpstreamCoolingDown, Reason: reason, RetryAfter: time.Duration(wait)},
-				{Upstream: url, State: gate.UpstreamPaused, Probing: true},
-				{Upstream: "b", State: gate.UpstreamReady, RetryAfter: time.Second},
+				{Upstream: text, State: gate.CoolingDown, Reason: reason, RetryAfter: time.Duration(wait)},
+				{Upstream: url, State: gate.Paused, Probing: true},
+				{Upstream: "b", State: gate.Ready, RetryAfter: time.Second},
 			}
 		}
 		got, want := appendProblem(nil, ref), viaEncodingJSON(t, ref)

@@ -34,15 +34,15 @@ type RetryStatus struct {
 	Upstream string `json:"upstream,omitempty"`
 	// Upstreams holds each of the gate's upstreams in order; omitted
 	// without an Upstream.
-	Upstreams []UpstreamState `json:"upstreams,omitempty"`
+	Upstreams []State `json:"upstreams,omitempty"`
 }
 
-// UpstreamState is one upstream's state, in a RetryStatus and in the
+// State is one upstream's state, in a RetryStatus and in the
 // problem of a call every upstream refused. Upstream is the upstream's name
 // as the gate's Options give it: name upstreams for what a user may see.
-type UpstreamState struct {
+type State struct {
 	Upstream string `json:"upstream"`
-	// State is "ready", "cooling" or "paused" (gate.UpstreamState).
+	// State is "ready", "cooling_down" or "paused" (gate.State).
 	State string `json:"state"`
 	// Probing is set while one call tests the upstream after its wait:
 	// the others are refused until it answers.
@@ -56,14 +56,14 @@ type UpstreamState struct {
 }
 
 // upstreamStates is ups as a client may see them; nil for none.
-func upstreamStates(ups []gate.UpstreamStatus) []UpstreamState {
+func upstreamStates(ups []gate.UpstreamStatus) []State {
 	if len(ups) == 0 {
 		return nil
 	}
-	out := make([]UpstreamState, len(ups))
+	out := make([]State, len(ups))
 	for i, u := range ups {
-		out[i] = UpstreamState{Upstream: u.Upstream, State: u.State.String(), Probing: u.Probing, Reason: safeReason(u.Reason)}
-		if (u.State != gate.UpstreamReady || u.Probing) && u.RetryAfter > 0 {
+		out[i] = State{Upstream: u.Upstream, State: u.State.String(), Probing: u.Probing, Reason: safeReason(u.Reason)}
+		if (u.State == gate.CoolingDown || u.State == gate.Paused || u.Probing) && u.RetryAfter > 0 {
 			out[i].RetryAfterSeconds = retrySeconds(u.RetryAfter)
 		}
 	}
@@ -151,7 +151,7 @@ func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStat
 	out := RetryStatus{JobState: st.State.String(), Attempts: st.Attempts, Reason: st.Reason,
 		Upstream: st.Upstream.Upstream, Upstreams: upstreamStates(st.Upstreams)}
 	wait := st.RetryAfter
-	if up := st.Upstream; up.State != gate.UpstreamReady && st.State != gate.Failed && st.State != gate.Done {
+	if up := st.Upstream; (up.State == gate.CoolingDown || up.State == gate.Paused) && st.State != gate.Failed && st.State != gate.Done {
 		out.JobState, out.Reason = gate.UpstreamCooling.String(), up.Reason
 		wait = max(wait, up.RetryAfter)
 	}

@@ -38,7 +38,7 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 			t.Cleanup(srv.Close)
 			_, events := openStream(t, srv.URL, "d", nil)
 			if _, st := nextStatus(t, events, 5*time.Second); st.Upstream != "primary" || len(st.Upstreams) != 2 ||
-				st.Upstreams[0] != (httpmw.UpstreamState{Upstream: "primary", State: "ready"}) {
+				st.Upstreams[0] != (httpmw.State{Upstream: "primary", State: "ready"}) {
 				t.Fatalf("first event: %+v, want primary next, both ready", st)
 			}
 
@@ -58,11 +58,11 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 			// the hint give or take the time from the call to the status,
 			// which load stretches (it read 91 s under load).
 			slop := int64(time.Since(sent)/time.Second) + 1
-			if u := st.Upstreams[0]; u.State != "cooling" || u.Reason != classify.ReasonRateLimited ||
+			if u := st.Upstreams[0]; u.State != "cooling_down" || u.Reason != classify.ReasonRateLimited ||
 				u.RetryAfterSeconds < 90-slop || u.RetryAfterSeconds > 90+slop {
 				t.Fatalf("primary after its rate limit: %+v, want cooling 90±%d s for rate_limited", u, slop)
 			}
-			if u := st.Upstreams[1]; u != (httpmw.UpstreamState{Upstream: "backup", State: "ready"}) {
+			if u := st.Upstreams[1]; u != (httpmw.State{Upstream: "backup", State: "ready"}) {
 				t.Fatalf("backup: %+v, want ready", u)
 			}
 			if st.JobState == gate.UpstreamCooling.String() {
@@ -91,7 +91,7 @@ func TestUpstreamsShownToTheClient(t *testing.T) {
 			}
 			for i, name := range []string{"primary", "backup"} {
 				u := p.Upstreams[i]
-				if u.Upstream != name || u.State != "cooling" || u.Reason != classify.ReasonRateLimited || u.RetryAfterSeconds < 1 || u.RetryAfterSeconds > 90 {
+				if u.Upstream != name || u.State != "cooling_down" || u.Reason != classify.ReasonRateLimited || u.RetryAfterSeconds < 1 || u.RetryAfterSeconds > 90 {
 					t.Errorf("problem's upstream %d: %+v, want %s cooling for rate_limited", i, u, name)
 				}
 			}

@@ -183,7 +183,7 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ups, err := upstreamd.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.UpstreamReady {
+			if ups, err := upstreamd.Upstreams(context.Background()); err != nil || len(ups) != 1 || ups[0].State != gate.Ready {
 				t.Fatalf("after the pasted %q: upstream %+v, %v", hint, ups, err)
 			}
 

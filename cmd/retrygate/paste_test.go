@@ -127,7 +127,7 @@ func TestPrintedCommandsPaste(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamReady {
+			if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.Ready {
 				t.Fatalf("after the pasted %q: %+v, %v", cmds[0], ups, err)
 			}
 		})

@@ -192,7 +192,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			j.UpstreamSearch.Error = c.describe(s.err)
 		}
 	}
-	if noKeys && len(similar) == 0 && st.Upstream.State == gate.UpstreamReady && (found == nil || found.names == 0) {
+	if noKeys && len(similar) == 0 && st.Upstream.State == gate.Ready && (found == nil || found.names == 0) {
 		has, sure := c.prefixKeys(ctx)
 		j.NoKeysUnderPrefix = sure && !has
 	}
@@ -221,7 +221,7 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 			continue
 		}
 		up := fmt.Sprintf("%s %s", printable(u.Upstream), u.State)
-		if u.State != gate.UpstreamReady {
+		if u.State != gate.Ready {
 			up += fmt.Sprintf(" (%s) for %s", upstreamWhy(u), fmtDur(u.RetryAfter))
 		}
 		row(tw, "upstream", up)
@@ -259,11 +259,11 @@ func (c *cli) meaning(st gate.Status, found *upstreamSearch, noKeys bool) string
 		return fmt.Sprintf("no key under prefix %s: is --prefix right? (the gate's Options.Prefix; default %q)",
 			printable(c.prefix), keyspace.DefaultPrefix)
 	}
-	if u := st.Upstream; u.State == gate.UpstreamPaused && u.Reason == gate.ReasonOperator {
+	if u := st.Upstream; u.State == gate.Paused && u.Reason == gate.ReasonOperator {
 		return fmt.Sprintf("every job of upstream %s is refused: an operator paused it (%s) until the pause ends or an operator resumes it", printable(u.Upstream), printable(u.Note))
-	} else if u.State == gate.UpstreamPaused {
+	} else if u.State == gate.Paused {
 		return fmt.Sprintf("every job of upstream %s is refused: paused by a systemic failure (%s) until an operator resets the upstream or the pause expires", printable(u.Upstream), printable(u.Reason))
-	} else if u.State == gate.UpstreamCoolingDown {
+	} else if u.State == gate.CoolingDown {
 		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Upstream), printable(u.Reason))
 	}
 	own := jobMeaning(st)
@@ -336,7 +336,7 @@ func (c *cli) clearHint(st gate.Status) string {
 // job's own. Only the gate's own upstream (--upstream) gets a command: an
 // upstream found by searching the prefix may not be the job's at all.
 func (c *cli) clearHints(st gate.Status) []string {
-	if u := st.Upstream; u.Upstream != "" && u.State != gate.UpstreamReady {
+	if u := st.Upstream; u.Upstream != "" && u.State != gate.Ready {
 		return []string{c.upstreamHint(u)}
 	}
 	switch st.State {
@@ -350,7 +350,7 @@ func (c *cli) clearHints(st gate.Status) []string {
 // after an operator's pause, reset otherwise.
 func (c *cli) upstreamHint(u gate.UpstreamStatus) string {
 	verb := "reset"
-	if u.State == gate.UpstreamPaused && u.Reason == gate.ReasonOperator {
+	if u.State == gate.Paused && u.Reason == gate.ReasonOperator {
 		verb = "resume"
 	}
 	return fmt.Sprintf("retrygate%s --upstream %s upstream %s", c.globalHint(), argQuote(u.Upstream), verb)

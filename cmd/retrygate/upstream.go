@@ -86,7 +86,7 @@ func runUpstream(ctx context.Context, c *cli, args []string, p upstreamPause) er
 		if c.json {
 			return writeJSON(c.stdout, upstreamResetJSON{Upstream: c.upstream, Reset: true, Was: *j})
 		}
-		if st.State == gate.UpstreamReady {
+		if st.State == gate.Ready {
 			_, err = fmt.Fprintf(c.stdout, "upstream %s was ready; failure window cleared\n", printable(c.upstream))
 			return err
 		}
@@ -111,18 +111,18 @@ func runUpstream(ctx context.Context, c *cli, args []string, p upstreamPause) er
 		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
 	}
 	switch st.State {
-	case gate.UpstreamReady:
+	case gate.Ready:
 		row(tw, "meaning", "calls of this upstream run (each job's own state still applies)")
-	case gate.UpstreamCoolingDown:
+	case gate.CoolingDown:
 		row(tw, "meaning", "a provider-wide failure (rate limit, overload, repeated 5xx): every job of the upstream is refused until the cooldown ends")
-	case gate.UpstreamPaused:
+	case gate.Paused:
 		if st.Reason == gate.ReasonOperator {
 			row(tw, "meaning", "an operator paused it: every job of the upstream is refused, in every process, until the pause ends or an operator resumes it")
 			break
 		}
 		row(tw, "meaning", "a systemic failure (quota, credentials, model): every job of the upstream is refused until an operator resets it or the pause expires")
 	}
-	if st.State != gate.UpstreamReady {
+	if st.State != gate.Ready {
 		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
 	}
 	budgetRows(tw, st.Budget)
@@ -175,7 +175,7 @@ func (c *cli) switchUpstream(ctx context.Context, g *gate.Gate, verb string, p u
 	}
 	now := ups[0]
 	operator := func(u gate.UpstreamStatus) bool {
-		return u.State == gate.UpstreamPaused && u.Reason == gate.ReasonOperator
+		return u.State == gate.Paused && u.Reason == gate.ReasonOperator
 	}
 	changed := verb == "pause" || operator(was) && !operator(now)
 	if c.json {
@@ -189,7 +189,7 @@ func (c *cli) switchUpstream(ctx context.Context, g *gate.Gate, verb string, p u
 	case changed:
 		_, err = fmt.Fprintf(c.stdout, "upstream %s resumed: was paused by an operator (%s) with %s left; its calls run again\n",
 			name, printable(was.Note), fmtDur(was.RetryAfter))
-	case now.State == gate.UpstreamReady:
+	case now.State == gate.Ready:
 		_, err = fmt.Fprintf(c.stdout, "upstream %s was not paused by an operator; it is ready\n", name)
 	default:
 		_, err = fmt.Fprintf(c.stdout, "upstream %s was not paused by an operator; it is %s (%s) for %s, which resume leaves: %s\n",

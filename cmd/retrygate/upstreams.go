@@ -73,7 +73,7 @@ func (c *cli) findUpstreams(ctx context.Context) upstreamSearch {
 		return s
 	}
 	for _, u := range ups {
-		if u.State != gate.UpstreamReady {
+		if u.State != gate.Ready {
 			s.refusing = append(s.refusing, u)
 		}
 	}
@@ -169,7 +169,7 @@ func scanAll(ctx context.Context, rdb redis.UniversalClient, pattern string, pag
 // for a status read without --upstream.
 func upstreamRefusal(u gate.UpstreamStatus) string {
 	how := "cooling down"
-	if u.State == gate.UpstreamPaused {
+	if u.State == gate.Paused {
 		how = "paused"
 	}
 	return "upstream " + printable(u.Upstream) + " is " + how + " (" + printable(u.Reason) + ") for " + fmtDur(u.RetryAfter) +

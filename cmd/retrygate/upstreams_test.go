@@ -77,7 +77,7 @@ func TestStatusFindsRefusingUpstreams(t *testing.T) {
 			st := statusOf(t, runCLI(t, nil, append(args, "--json", "status", "doc-0")...))
 			s := st.UpstreamSearch
 			if s == nil || !s.Complete || s.Error != "" || s.Upstreams < 2 || len(s.Refusing) != 2 ||
-				s.Refusing[0].Upstream != "anthropic:eu" || s.Refusing[0].State != "cooling" ||
+				s.Refusing[0].Upstream != "anthropic:eu" || s.Refusing[0].State != "cooling_down" ||
 				s.Refusing[1].Upstream != "openai:prod" || s.Refusing[1].State != "paused" || s.Refusing[1].Reason != "quota_exhausted" {
 				t.Fatalf("--json upstream_search: %+v", s)
 			}

@@ -230,7 +230,7 @@ func TestProviderRateLimitPausesEveryJob(t *testing.T) {
 
 	expect(t, "provider 429", s.evaluate(t, "press-release"), http.StatusTooManyRequests, "cooling_down", "rate_limited")
 	up := s.stats(t).Upstream
-	if exp, got := "cooling", up.State; exp != got {
+	if exp, got := "cooling_down", up.State; exp != got {
 		t.Fatalf("upstream %q, want %q", got, exp)
 	}
 	if up.RetryAfterSeconds <= 0 || up.RetryAfterSeconds > 1.5 {
@@ -273,7 +273,7 @@ func TestBackupRunsTheJobWhileTheFirstCools(t *testing.T) {
 		t.Fatalf("upstream calls %d, want %d", got, exp)
 	}
 	up := s.stats(t).Upstream
-	if up.State != "cooling" || up.RetryAfterSeconds < 50 {
+	if up.State != "cooling_down" || up.RetryAfterSeconds < 50 {
 		t.Fatalf("first upstream %+v, want cooling for its minute", up)
 	}
 	r = s.evaluate(t, "press-release")

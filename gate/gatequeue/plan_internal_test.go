@@ -37,7 +37,7 @@ func TestRefusedByUpstreamsWaitsForTheSoonest(t *testing.T) {
 	up := func(waits ...time.Duration) []gate.UpstreamStatus {
 		var us []gate.UpstreamStatus
 		for _, w := range waits {
-			us = append(us, gate.UpstreamStatus{State: gate.UpstreamCoolingDown, RetryAfter: w})
+			us = append(us, gate.UpstreamStatus{State: gate.CoolingDown, RetryAfter: w})
 		}
 		return us
 	}

@@ -63,7 +63,7 @@ func TestMidStreamRateLimitThroughTheGate(t *testing.T) {
 	if st.State == gate.Failed || st.Attempts != 0 {
 		t.Fatalf("job %v with %d attempts, want not Failed and no attempt counted", st.State, st.Attempts)
 	}
-	if st.Upstream.State == gate.UpstreamReady {
+	if st.Upstream.State == gate.Ready {
 		t.Fatal("the upstream is ready, want it cooling")
 	}
 	calls := upstream.Load()

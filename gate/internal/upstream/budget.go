@@ -80,7 +80,7 @@ func judgeBudget(name string, p Permit, a store.Admitted) (Permit, Status, bool)
 	if !a.Judged || a.Admitted {
 		return p, Status{Name: name}, false
 	}
-	return Refused, Status{Name: name, State: Cooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true,
+	return Refused, Status{Name: name, Mode: store.ModeCooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true,
 		Limits: leftOf(a)}, true
 }
 

@@ -83,11 +83,11 @@ func TestCoolProbeReopen(t *testing.T) {
 		t.Fatalf("ready upstream: %+v, %v; want a chosen", c, refusal)
 	}
 	st, wrote := f.record(c, Write{Op: Throttle, Reason: "rate_limited", TTL: time.Second}, run)
-	if !wrote || st.State != Cooling || st.Reason != "rate_limited" || st.RetryAfter != time.Second {
+	if !wrote || st.Mode != store.ModeCooling || st.Reason != "rate_limited" || st.RetryAfter != time.Second {
 		t.Fatalf("after Throttle: %+v, wrote %v; want cooling a second", st, wrote)
 	}
 	ss, refusing := f.judge().Refusal()
-	if !refusing || ss[0].State != Cooling {
+	if !refusing || ss[0].Mode != store.ModeCooling {
 		t.Fatalf("during the cooldown: %+v, %v; want refused", ss, refusing)
 	}
 	if known, err := f.set.PeekKnown(context.Background(), f.st); err != nil || known == nil {
@@ -136,7 +136,7 @@ func TestCountCoolsPastAllowedFails(t *testing.T) {
 	for i, want := range []bool{false, true} {
 		run := store.NewToken()
 		c, _ := f.choose(f.judge(), run)
-		if st, wrote := f.record(c, w, run); wrote != want || (want && st.State != Cooling) {
+		if st, wrote := f.record(c, w, run); wrote != want || (want && st.Mode != store.ModeCooling) {
 			t.Fatalf("5xx %d: %+v, wrote %v; want cooled %v", i+1, st, wrote, want)
 		}
 	}
@@ -171,7 +171,7 @@ func TestResetReopensEvery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, st := range f.read() {
-		if st.State != Ready || st.Refusing() {
+		if st.Mode != store.ModeReady || st.Refusing() {
 			t.Fatalf("upstream %d after Reset: %+v, want ready", i, st)
 		}
 	}
@@ -205,7 +205,7 @@ func TestReadAndPeek(t *testing.T) {
 	c, _ := f.choose(f.judge(), run)
 	f.record(c, Write{Op: Suspend, Reason: "quota_exhausted", TTL: time.Minute}, run)
 	ss := f.read()
-	if len(ss) != 2 || ss[0].Name != "a" || ss[0].State != Paused || ss[0].RetryAfter != time.Minute || ss[1].Name != "b" || ss[1].State != Ready {
+	if len(ss) != 2 || ss[0].Name != "a" || ss[0].Mode != store.ModePaused || ss[0].RetryAfter != time.Minute || ss[1].Name != "b" || ss[1].Mode != store.ModeReady {
 		t.Fatalf("Read: %+v, want a paused a minute, b ready", ss)
 	}
 	ctx := context.Background()
@@ -284,7 +284,7 @@ func TestReadGivesTheBudget(t *testing.T) {
 			f := newFixture(t, []string{"a"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Off: tc.off, Margin: time.Minute}})
 			f.setBudget(0, 50)
 			ss := f.read()
-			if len(ss) != 1 || ss[0].State != Ready || ss[0].Limits.Requests != tc.exp || ss[0].Limits.Tokens.Reported {
+			if len(ss) != 1 || ss[0].Mode != store.ModeReady || ss[0].Limits.Requests != tc.exp || ss[0].Limits.Tokens.Reported {
 				t.Fatalf("Read: %+v, want a ready with requests %+v", ss, tc.exp)
 			}
 		})

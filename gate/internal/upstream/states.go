@@ -6,19 +6,13 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// State is an upstream's state as callers see it.
-type State uint8
-
-const (
-	Ready   State = iota // calls run
-	Cooling              // a provider-wide transient failure cooled it; it recovers by itself
-	Paused               // a provider-wide systemic failure (or a wave) paused it
-)
-
 // Status is an upstream's state read at a moment.
 type Status struct {
-	Name  string
-	State State
+	Name string
+	// Mode is store.ModeReady, store.ModeCooling or store.ModePaused: a
+	// probe reads as the wait it ends (Probing), a foreign value as its
+	// letter says.
+	Mode store.Mode
 	// RetryAfter is the time left in the cooldown or pause; while one call
 	// probes (Probing), the probe's lease left.
 	RetryAfter time.Duration
@@ -36,7 +30,7 @@ type Status struct {
 }
 
 // Refusing reports whether the upstream refuses calls.
-func (s Status) Refusing() bool { return s.State != Ready || s.Probing || s.Budget }
+func (s Status) Refusing() bool { return s.Mode != store.ModeReady || s.Probing || s.Budget }
 
 // Permit is what a call may do with an upstream.
 type Permit uint8
@@ -81,34 +75,34 @@ func (ready) judge(name string, _ int64) (Permit, Status) {
 }
 
 func (s cooling) judge(name string, now int64) (Permit, Status) {
-	return waiting(name, Cooling, s.v, now)
+	return waiting(name, store.ModeCooling, s.v, now)
 }
 
 func (s paused) judge(name string, now int64) (Permit, Status) {
-	return waiting(name, Paused, s.v, now)
+	return waiting(name, store.ModePaused, s.v, now)
 }
 
 // waiting judges a cooldown or a pause: refused until it ends, then the
 // first call may probe (the claim checks again with Redis's clock).
-func waiting(name string, st State, v store.Upstream, now int64) (Permit, Status) {
+func waiting(name string, st store.Mode, v store.Upstream, now int64) (Permit, Status) {
 	wait := v.Wait(now)
 	if wait <= 0 {
 		return MayProbe, Status{Name: name}
 	}
-	return Refused, Status{Name: name, State: st, Reason: v.Reason, Note: v.Note, RetryAfter: wait}
+	return Refused, Status{Name: name, Mode: st, Reason: v.Reason, Note: v.Note, RetryAfter: wait}
 }
 
 func (s probing) judge(name string, now int64) (Permit, Status) {
-	return Refused, Status{Name: name, State: Cooling, Reason: s.v.Reason, Probing: true,
+	return Refused, Status{Name: name, Mode: store.ModeCooling, Reason: s.v.Reason, Probing: true,
 		RetryAfter: max(s.v.Wait(now), time.Millisecond)}
 }
 
 // judge of a foreign value: never taken for ready, its end unknown; read as
 // its letter says.
 func (s foreign) judge(name string, _ int64) (Permit, Status) {
-	st := Status{Name: name, State: Cooling, Reason: s.v.Reason}
+	st := Status{Name: name, Mode: store.ModeCooling, Reason: s.v.Reason}
 	if s.v.Paused {
-		st.State = Paused
+		st.Mode = store.ModePaused
 	}
 	return Refused, st
 }
@@ -116,10 +110,10 @@ func (s foreign) judge(name string, _ int64) (Permit, Status) {
 // refusal is an upstream's refusal read with its wait (a claim refused, a
 // trip's reply).
 func refusal(name string, v store.Upstream, wait time.Duration) Status {
-	st := Status{Name: name, State: Cooling, Reason: v.Reason, Note: v.Note, RetryAfter: max(wait, time.Millisecond)}
+	st := Status{Name: name, Mode: store.ModeCooling, Reason: v.Reason, Note: v.Note, RetryAfter: max(wait, time.Millisecond)}
 	switch {
 	case v.Mode == store.ModePaused || v.Paused:
-		st.State = Paused
+		st.Mode = store.ModePaused
 	case v.Mode == store.ModeProbing:
 		st.Probing = true
 	}

@@ -18,14 +18,14 @@ func TestStatesJudge(t *testing.T) {
 		want   Status
 	}{
 		{store.Upstream{}, 0, Permitted, Status{Name: "up"}},
-		{store.Upstream{Mode: store.ModeCooling, Reason: "rate_limited", Level: 1, Until: 1000}, 400, Refused, Status{Name: "up", State: Cooling, Reason: "rate_limited", RetryAfter: 600 * time.Millisecond}},
-		{store.Upstream{Mode: store.ModePaused, Reason: "quota_exhausted", Level: 1, Until: 1000}, 999, Refused, Status{Name: "up", State: Paused, Reason: "quota_exhausted", RetryAfter: time.Millisecond}},
+		{store.Upstream{Mode: store.ModeCooling, Reason: "rate_limited", Level: 1, Until: 1000}, 400, Refused, Status{Name: "up", Mode: store.ModeCooling, Reason: "rate_limited", RetryAfter: 600 * time.Millisecond}},
+		{store.Upstream{Mode: store.ModePaused, Reason: "quota_exhausted", Level: 1, Until: 1000}, 999, Refused, Status{Name: "up", Mode: store.ModePaused, Reason: "quota_exhausted", RetryAfter: time.Millisecond}},
 		{store.Upstream{Mode: store.ModeCooling, Reason: "rate_limited", Level: 1, Until: 1000}, 1000, MayProbe, Status{Name: "up"}},
 		{store.Upstream{Mode: store.ModePaused, Reason: "quota_exhausted", Level: 1, Until: 1000}, 5000, MayProbe, Status{Name: "up"}},
-		{store.Upstream{Mode: store.ModeProbing, Reason: "rate_limited", Level: 1, Until: 1000, Token: "tok"}, 400, Refused, Status{Name: "up", State: Cooling, Reason: "rate_limited", Probing: true, RetryAfter: 600 * time.Millisecond}},
-		{store.Upstream{Mode: store.ModeProbing, Reason: "rate_limited", Level: 1, Until: 1000, Token: "tok"}, 2000, Refused, Status{Name: "up", State: Cooling, Reason: "rate_limited", Probing: true, RetryAfter: time.Millisecond}},
-		{store.Upstream{Mode: store.ModeForeign}, 0, Refused, Status{Name: "up", State: Cooling}},
-		{store.Upstream{Mode: store.ModeForeign, Paused: true, Reason: "ops"}, 0, Refused, Status{Name: "up", State: Paused, Reason: "ops"}},
+		{store.Upstream{Mode: store.ModeProbing, Reason: "rate_limited", Level: 1, Until: 1000, Token: "tok"}, 400, Refused, Status{Name: "up", Mode: store.ModeCooling, Reason: "rate_limited", Probing: true, RetryAfter: 600 * time.Millisecond}},
+		{store.Upstream{Mode: store.ModeProbing, Reason: "rate_limited", Level: 1, Until: 1000, Token: "tok"}, 2000, Refused, Status{Name: "up", Mode: store.ModeCooling, Reason: "rate_limited", Probing: true, RetryAfter: time.Millisecond}},
+		{store.Upstream{Mode: store.ModeForeign}, 0, Refused, Status{Name: "up", Mode: store.ModeCooling}},
+		{store.Upstream{Mode: store.ModeForeign, Paused: true, Reason: "ops"}, 0, Refused, Status{Name: "up", Mode: store.ModePaused, Reason: "ops"}},
 	} {
 		p, st := b.judge(tt.v, tt.now)
 		if p != tt.permit || st != tt.want {

@@ -24,7 +24,7 @@ func TestUnreachedCountsDistinctJobs(t *testing.T) {
 			t.Fatalf("job-a's failure %d cooled the upstream: one job counts once", i+1)
 		}
 	}
-	if st, wrote := unreached("job-b"); !wrote || st.State != Cooling || st.Reason != "network" || st.RetryAfter != time.Second {
+	if st, wrote := unreached("job-b"); !wrote || st.Mode != store.ModeCooling || st.Reason != "network" || st.RetryAfter != time.Second {
 		t.Fatalf("a second distinct job: %+v, wrote %v; want cooling (network) for a second", st, wrote)
 	}
 

@@ -135,7 +135,7 @@ func TestACLMinimalRules(t *testing.T) {
 		for _, job := range []string{"p1", "p2", "p3"} {
 			_ = g.Do(ctx, job, func(context.Context, *gate.Lease) error { return errPermanent })
 		}
-		if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.UpstreamPaused {
+		if ups, err := g.Upstreams(ctx); err != nil || ups[0].State != gate.Paused {
 			t.Fatalf("after a wave: %+v %v, want paused", ups, err)
 		}
 		if err := g.ResetUpstreams(ctx); err != nil {
