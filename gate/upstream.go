@@ -73,7 +73,9 @@ func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
 }
 
 // refusing reports whether the upstream refuses calls.
-func (u UpstreamStatus) refusing() bool { return u.State == CoolingDown || u.State == Paused || u.Probing }
+func (u UpstreamStatus) refusing() bool {
+	return u.State == CoolingDown || u.State == Paused || u.Probing
+}
 
 // statusOf is the public form of an upstream's status.
 func statusOf(s upstream.Status) UpstreamStatus {

@@ -74,16 +74,16 @@ func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder
 
 // problemBody mirrors the problem JSON; pointers tell absent from zero.
 type problemBody struct {
-	Type              string                 `json:"type"`
-	Title             string                 `json:"title"`
-	Status            int                    `json:"status"`
-	Detail            string                 `json:"detail"`
-	JobState          *string                `json:"job_state"`
-	RetryAfterSeconds *int64                 `json:"retry_after_seconds"`
-	RetryAt           *string                `json:"retry_at"`
-	Attempts          *int                   `json:"attempts"`
-	Reason            *string                `json:"reason"`
-	StatusURL         *string                `json:"status_url"`
+	Type              string         `json:"type"`
+	Title             string         `json:"title"`
+	Status            int            `json:"status"`
+	Detail            string         `json:"detail"`
+	JobState          *string        `json:"job_state"`
+	RetryAfterSeconds *int64         `json:"retry_after_seconds"`
+	RetryAt           *string        `json:"retry_at"`
+	Attempts          *int           `json:"attempts"`
+	Reason            *string        `json:"reason"`
+	StatusURL         *string        `json:"status_url"`
 	Upstreams         []httpmw.State `json:"upstreams"`
 }
 

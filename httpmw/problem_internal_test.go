@@ -14,16 +14,16 @@ import (
 // problemJSON is the problem document as encoding/json writes it: the
 // reference appendProblem is held to byte for byte.
 type problemJSON struct {
-	Type              string          `json:"type"`
-	Title             string          `json:"title"`
-	Status            int             `json:"status"`
-	Detail            string          `json:"detail,omitempty"`
-	JobState          string          `json:"job_state,omitempty"`
-	RetryAfterSeconds *int64          `json:"retry_after_seconds,omitempty"`
-	RetryAt           string          `json:"retry_at,omitempty"`
-	Attempts          *int            `json:"attempts,omitempty"`
-	Reason            string          `json:"reason,omitempty"`
-	StatusURL         string          `json:"status_url,omitempty"`
+	Type              string  `json:"type"`
+	Title             string  `json:"title"`
+	Status            int     `json:"status"`
+	Detail            string  `json:"detail,omitempty"`
+	JobState          string  `json:"job_state,omitempty"`
+	RetryAfterSeconds *int64  `json:"retry_after_seconds,omitempty"`
+	RetryAt           string  `json:"retry_at,omitempty"`
+	Attempts          *int    `json:"attempts,omitempty"`
+	Reason            string  `json:"reason,omitempty"`
+	StatusURL         string  `json:"status_url,omitempty"`
 	Upstreams         []State `json:"upstreams,omitempty"`
 }
 
