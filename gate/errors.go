@@ -50,7 +50,7 @@ var (
 	// an outage: the gate fails closed, Redis.FailOpen or not. The error wraps
 	// Redis's reply.
 	ErrRedisRefused = errors.New("gate: redis refused the command")
-	// ErrInvalidJob: the job key is empty or longer than MaxJobLen.
+	// ErrInvalidJob: the job key is empty or longer than 1024 bytes.
 	ErrInvalidJob = errors.New("gate: invalid job key")
 )
 

@@ -56,6 +56,6 @@ func ExampleOptions_fallbacks() {
 	// Output:
 	// rate_limited: ready; the next call runs on the next upstream
 	// done
-	// openai cooling
+	// openai cooling_down
 	// azure-openai ready
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/limits"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and its upstreams.
@@ -131,8 +132,8 @@ func (g *Gate) jobKey(job string) (string, error) {
 	switch {
 	case job == "":
 		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
-	case len(job) > MaxJobLen:
-		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), MaxJobLen)
+	case len(job) > limits.MaxJobLen:
+		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), limits.MaxJobLen)
 	}
 	return keyspace.Job(g.opts.Prefix, job), nil
 }

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/limits"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestInvalidJobKeys(t *testing.T) {
 	g := newGate(t, rdb, gate.Options{})
 	for name, job := range map[string]string{
 		"empty":    "",
-		"too long": strings.Repeat("x", gate.MaxJobLen+1),
+		"too long": strings.Repeat("x", limits.MaxJobLen+1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			ran := false
@@ -49,7 +50,7 @@ func TestHostileJobKeysAreDistinct(t *testing.T) {
 	jobs := []string{
 		"doc-1", "{doc-1}", "doc-1}", "{", "}", "}{", "a}:lock", "~ZG9jLTE", "~",
 		"doc 1", "doc\x00", "\x00", "\xff\xfe", "ünïcødé", "../../etc/passwd", "*", "[a-z]?",
-		"retrygate:{doc-1}:lock", strings.Repeat("x", gate.MaxJobLen), strings.Repeat("{", gate.MaxJobLen),
+		"retrygate:{doc-1}:lock", strings.Repeat("x", limits.MaxJobLen), strings.Repeat("{", limits.MaxJobLen),
 	}
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {

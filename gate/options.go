@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/limits"
 )
 
 // Options configures a Gate. What most callers set is a field of its own;
@@ -27,7 +28,7 @@ type Options struct {
 	// a crashed process holds a job for at most Lease; the lease is lost
 	// when a renewal finds the lock owned by someone else, or when renewals
 	// kept failing until it must have expired by the local clock. Minimum
-	// MinLease. Default: 60s.
+	// 30ms. Default: 60s.
 	Lease time.Duration
 
 	// Cooldown is the wait after the first transient failure; attempt n
@@ -245,15 +246,8 @@ type UpstreamPolicy struct {
 	FallbackCooldown time.Duration
 }
 
-// Limits.
-const (
-	// MinLease is the shortest valid Lease: renewal runs every Lease/3.
-	MinLease = 30 * time.Millisecond
-	// MaxJobLen is the longest job key, in bytes.
-	MaxJobLen = 1024
-	// maxPrefixLen bounds Prefix and the upstreams' names.
-	maxPrefixLen = 256
-)
+// maxPrefixLen bounds Prefix and the upstreams' names.
+const maxPrefixLen = 256
 
 // DefaultUpstream is the upstream of a gate without Options.Upstream
 // (unless UpstreamPolicy.Off): its keys live under the gate's Prefix, so
@@ -320,8 +314,8 @@ func (o Options) withDefaults() (Options, error) {
 		seen[f] = true
 	}
 	o.UpstreamPolicy.Fallbacks = append([]string(nil), o.UpstreamPolicy.Fallbacks...)
-	if dur("Lease", &o.Lease, 60*time.Second) && o.Lease < MinLease {
-		bad = append(bad, fmt.Sprintf("Lease: %v is too short to renew (minimum %v)", o.Lease, MinLease))
+	if dur("Lease", &o.Lease, 60*time.Second) && o.Lease < limits.MinLease {
+		bad = append(bad, fmt.Sprintf("Lease: %v is too short to renew (minimum %v)", o.Lease, limits.MinLease))
 	}
 	okCooldown := dur("Cooldown", &o.Cooldown, 5*time.Minute)
 	b := &o.Backoff

@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"errors"
+	"github.com/retrygate/retrygate/internal/limits"
 	"math"
 	"reflect"
 	"strings"
@@ -83,7 +84,7 @@ func FuzzOptions(f *testing.F) {
 			return
 		}
 		o := gate.OptionsOf(g)
-		if o.Lease < gate.MinLease || o.Cooldown <= 0 || o.Backoff.Max < o.Cooldown || o.Backoff.Factor < 1 || !(o.Backoff.Jitter < 1) { // a negative Jitter means none
+		if o.Lease < limits.MinLease || o.Cooldown <= 0 || o.Backoff.Max < o.Cooldown || o.Backoff.Factor < 1 || !(o.Backoff.Jitter < 1) { // a negative Jitter means none
 			t.Fatalf("accepted invalid options: %+v", o)
 		}
 	})
@@ -105,8 +106,8 @@ func TestOptionsLimits(t *testing.T) {
 		{"upstream of 257 bytes", gate.Options{Upstream: long(257)}, "Upstream"},
 		{"fallback of 256 bytes", gate.Options{Upstream: "a", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{long(256)}}}, ""},
 		{"fallback of 257 bytes", gate.Options{Upstream: "a", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{long(257)}}}, "UpstreamPolicy.Fallbacks[0]"},
-		{"lease MinLease", gate.Options{Lease: gate.MinLease}, ""},
-		{"lease below MinLease", gate.Options{Lease: gate.MinLease - time.Millisecond}, "Lease"},
+		{"lease MinLease", gate.Options{Lease: limits.MinLease}, ""},
+		{"lease below MinLease", gate.Options{Lease: limits.MinLease - time.Millisecond}, "Lease"},
 		{"negative lease, named once", gate.Options{Lease: -time.Second}, "Lease"},
 		{"max cooldown equal to cooldown", gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Max: time.Minute}}, ""},
 		{"max cooldown below cooldown", gate.Options{Cooldown: time.Minute, Backoff: gate.Backoff{Max: time.Minute - 1}}, "Backoff.Max"},

@@ -143,7 +143,7 @@
 // two jobs; normalize in your JobFunc if your ids need it). Keys are
 // joined so that distinct inputs never collide, and the gate stores any
 // byte safely. A request naming no job, an empty parameter or a key over
-// gate.MaxJobLen bytes gets 400; an id Options.Exists does not know gets
+// 1024 bytes (the gate's limit) gets 400; an id Options.Exists does not know gets
 // 404 before Redis is asked, so ids a client makes up cost Redis nothing
 // (give every public route one). The middleware never resets, releases or
 // shortens a cooldown: only a handler run it let through settles the job.

@@ -2,6 +2,7 @@ package httpmw_test
 
 import (
 	"context"
+	"github.com/retrygate/retrygate/internal/limits"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,13 +13,12 @@ import (
 	"github.com/retrygate/retrygate/internal/keyspace"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 )
 
 // FuzzJobKey feeds raw URL path segments and tenants through a chi router
 // to the middleware's key functions. A key is never empty or over
-// gate.MaxJobLen, the gate accepts every key it gets and stores it under a
+// limits.MaxJobLen, the gate accepts every key it gets and stores it under a
 // well-formed hash tag, and two requests share a key only when they name
 // the same decoded id and tenant.
 func FuzzJobKey(f *testing.F) {
@@ -73,7 +73,7 @@ func FuzzJobKey(f *testing.F) {
 			if !c.ok || c.err != nil {
 				continue
 			}
-			if c.k == "" || len(c.k) > gate.MaxJobLen {
+			if c.k == "" || len(c.k) > limits.MaxJobLen {
 				t.Fatalf("key of %d bytes accepted", len(c.k))
 			}
 			lock := keyspace.Job(keyspace.DefaultPrefix, c.k)

@@ -3,6 +3,7 @@ package httpmw_test
 import (
 	"context"
 	"errors"
+	"github.com/retrygate/retrygate/internal/limits"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -96,7 +97,7 @@ func TestJobOf(t *testing.T) {
 	if _, err := httpmw.JobOf(h, httptest.NewRequest(http.MethodGet, "/documents/42/nothing-here", nil)); err == nil {
 		t.Error("JobOf of a request that reaches no httpmw handler: exp an error")
 	}
-	if job, err := httpmw.JobOf(h, httptest.NewRequest(http.MethodPost, "/documents/"+strings.Repeat("x", gate.MaxJobLen)+"/evaluate", nil)); !errors.Is(err, gate.ErrInvalidJob) || job != "" {
+	if job, err := httpmw.JobOf(h, httptest.NewRequest(http.MethodPost, "/documents/"+strings.Repeat("x", limits.MaxJobLen)+"/evaluate", nil)); !errors.Is(err, gate.ErrInvalidJob) || job != "" {
 		t.Errorf("JobOf of a bad id: %q, %v; want ErrInvalidJob", job, err)
 	}
 }

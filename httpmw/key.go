@@ -3,6 +3,7 @@ package httpmw
 import (
 	"errors"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/limits"
 	"net/http"
 	"net/url"
 	"strings"
@@ -165,8 +166,8 @@ func PerTenant(job JobFunc, tenant func(r *http.Request) (string, error)) JobFun
 // first space splits the key unambiguously and distinct pairs never collide.
 func join(prefix, rest string) (string, error) {
 	k := keyEscaper.Replace(prefix) + " " + rest
-	if len(k) > gate.MaxJobLen {
-		return "", fmt.Errorf("%w: over the %d-byte limit", gate.ErrInvalidJob, gate.MaxJobLen)
+	if len(k) > limits.MaxJobLen {
+		return "", fmt.Errorf("%w: over the %d-byte limit", gate.ErrInvalidJob, limits.MaxJobLen)
 	}
 	return k, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/limits"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,8 +45,8 @@ func TestHostileKeys(t *testing.T) {
 		{"space", "/documents/a%20b/evaluate", 200, key("a b")},
 		{"glob", "/documents/*%3F[/evaluate", 200, key("*?[")},
 		{"2 KiB", "/documents/" + long + "/evaluate", 400, ""},
-		{"just under the limit", "/documents/" + long[:gate.MaxJobLen-len(key(""))] + "/evaluate", 200, key(long[:gate.MaxJobLen-len(key(""))])},
-		{"one over the limit", "/documents/" + long[:gate.MaxJobLen-len(key(""))+1] + "/evaluate", 400, ""},
+		{"just under the limit", "/documents/" + long[:limits.MaxJobLen-len(key(""))] + "/evaluate", 200, key(long[:limits.MaxJobLen-len(key(""))])},
+		{"one over the limit", "/documents/" + long[:limits.MaxJobLen-len(key(""))+1] + "/evaluate", 400, ""},
 		{"empty", "/documents//evaluate", 400, ""},
 	}
 	for _, tg := range redistest.Targets(t) {

@@ -10,7 +10,7 @@ import (
 )
 
 // JobFunc returns the job key of a request. An error, an empty key or a key
-// longer than gate.MaxJobLen is answered 400 (500 for ErrNotRouted, a
+// longer than 1024 bytes (the gate's limit) is answered 400 (500 for ErrNotRouted, a
 // mounting mistake); the error text never reaches the client.
 type JobFunc func(r *http.Request) (string, error)
 

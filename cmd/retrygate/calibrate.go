@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/retrygate/retrygate/internal/limits"
 	"strings"
 	"time"
-
-	"github.com/retrygate/retrygate/gate"
 )
 
 // calibration is the lease arithmetic:
@@ -21,14 +20,14 @@ type calibration struct {
 	P99, Jitter, Guard, Detect, SLO time.Duration
 
 	TTL, Renew, Takeover time.Duration
-	Raised               bool // TTL raised to gate.MinLease
+	Raised               bool // TTL raised to limits.MinLease
 }
 
 func calibrate(p99, jitter, guard, detect, slo time.Duration) calibration {
 	c := calibration{P99: p99, Jitter: jitter, Guard: guard, Detect: detect, SLO: slo}
 	c.TTL = p99 + jitter + guard
-	if c.TTL < gate.MinLease {
-		c.TTL, c.Raised = gate.MinLease, true
+	if c.TTL < limits.MinLease {
+		c.TTL, c.Raised = limits.MinLease, true
 	}
 	c.Renew = c.TTL / 3
 	c.Takeover = c.TTL + detect
@@ -166,7 +165,7 @@ func printCalibration(c *cli, k calibration) error {
 		tw := table(c.stdout)
 		ttlWhy := fmt.Sprintf("= p99 %v + jitter %v + guard %v", k.P99, k.Jitter, k.Guard)
 		if k.Raised {
-			ttlWhy += fmt.Sprintf(", raised to the minimum %v", gate.MinLease)
+			ttlWhy += fmt.Sprintf(", raised to the minimum %v", limits.MinLease)
 		}
 		row(tw, "lease TTL", k.TTL, ttlWhy+"  → gate.Options.Lease")
 		row(tw, "renew every", roundDur(k.Renew), "= TTL/3 (the gate renews on its own)")

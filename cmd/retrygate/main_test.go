@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/limits"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -422,7 +423,7 @@ func TestCheckPersistence(t *testing.T) {
 
 // Bad input ends in one line on stderr and a non-zero exit, never a trace.
 func TestBadInput(t *testing.T) {
-	long := strings.Repeat("x", gate.MaxJobLen+1)
+	long := strings.Repeat("x", limits.MaxJobLen+1)
 	for _, tc := range []struct {
 		name string
 		args []string
