@@ -3,11 +3,13 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/limits"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
@@ -166,6 +168,18 @@ func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease,
 			return nil, err
 		}
 	}
+}
+
+// jobKey returns job's lock key, or ErrInvalidJob. Every call that names
+// a job (Acquire, Status, Reset, Watch) checks it here, where a job enters.
+func (g *Gate) jobKey(job string) (string, error) {
+	switch {
+	case job == "":
+		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
+	case len(job) > limits.MaxJobLen:
+		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), limits.MaxJobLen)
+	}
+	return keyspace.Job(g.opts.Prefix, job), nil
 }
 
 // acquire takes job in Redis.

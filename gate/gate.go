@@ -12,7 +12,6 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/keyspace"
-	"github.com/retrygate/retrygate/internal/limits"
 )
 
 // Gate is a leaky lock over Redis for one kind of job and its upstreams.
@@ -125,15 +124,4 @@ func (g *Gate) emit(ctx context.Context, e Event) {
 		e.Shadow = g.opts.Shadow
 		g.obs.Observe(ctx, e)
 	}
-}
-
-// jobKey returns job's lock key, or ErrInvalidJob.
-func (g *Gate) jobKey(job string) (string, error) {
-	switch {
-	case job == "":
-		return "", fmt.Errorf("%w: empty", ErrInvalidJob)
-	case len(job) > limits.MaxJobLen:
-		return "", fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidJob, len(job), limits.MaxJobLen)
-	}
-	return keyspace.Job(g.opts.Prefix, job), nil
 }
