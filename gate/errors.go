@@ -141,7 +141,7 @@ type CallError struct {
 	// State is the job's state after the settle: CoolingDown, Failed, or
 	// Ready (released after a caller cancellation, or a provider-wide
 	// failure while another upstream is ready). When the outcome was not
-	// written (Written reports false) it is Running: the lock's TTL is the
+	// written (SettleErr set) it is Running: the lock's TTL is the
 	// cooldown.
 	State State
 	// RetryAfter is the wait the failure leaves: the cooldown that was set
@@ -154,14 +154,11 @@ type CallError struct {
 	Fence int64
 	// Err is fn's error.
 	Err error
-	// SettleErr is set when the outcome could not be recorded: ErrNotOwned,
-	// ErrLeaseLost, or an ErrUnavailable wrapping the Redis error.
+	// SettleErr is set when the outcome could not be recorded in Redis:
+	// ErrNotOwned, ErrLeaseLost, ErrAlreadySettled, or an ErrUnavailable
+	// wrapping the Redis error. nil means the outcome was written.
 	SettleErr error
 }
-
-// Written reports whether the outcome was recorded in Redis (SettleErr is
-// nil).
-func (e *CallError) Written() bool { return e.SettleErr == nil }
 
 func (e *CallError) Error() string {
 	msg := fmt.Sprintf("gate: job %s: %v", quoteJob(e.Job), e.Err)

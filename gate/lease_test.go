@@ -498,8 +498,8 @@ func TestSettleFailureKeepsLeaseAsCooldown(t *testing.T) {
 				t.Fatalf("Do: %v, want a CallError with an ErrUnavailable settle", err)
 			}
 			// It says so, and the wait it leaves: the lock's TTL, a lease.
-			if ce.Written() || ce.RetryAfter != lease {
-				t.Fatalf("CallError: written %v, RetryAfter %v; want unwritten, %v", ce.Written(), ce.RetryAfter, lease)
+			if ce.SettleErr == nil || ce.RetryAfter != lease {
+				t.Fatalf("CallError: written %v, RetryAfter %v; want unwritten, %v", ce.SettleErr == nil, ce.RetryAfter, lease)
 			}
 			// No free retry: the job stays held until the lease runs out.
 			if _, err := watcher.Acquire(context.Background(), "job"); !errors.Is(err, gate.ErrInFlight) {
@@ -540,13 +540,13 @@ func TestSettleReturnsWhatDoReturns(t *testing.T) {
 			if !errors.As(err, &ce) || !errors.Is(err, errBoom) || !errors.Is(err, gate.ErrCoolingDown) {
 				t.Fatalf("Settle(errBoom): %v, want a CallError cooling down that wraps it", err)
 			}
-			if !ce.Written() || ce.State != gate.CoolingDown || ce.RetryAfter != time.Minute || ce.Attempts != 1 {
+			if ce.SettleErr != nil || ce.State != gate.CoolingDown || ce.RetryAfter != time.Minute || ce.Attempts != 1 {
 				t.Fatalf("CallError: %+v, want written, cooling down for a minute, attempt 1", ce)
 			}
 			if wait, ok := gate.RetryAfter(err); !ok || wait != time.Minute {
 				t.Fatalf("RetryAfter: %v %v, want a minute", wait, ok)
 			}
-			if err := l.Settle(ctx, errBoom); !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrAlreadySettled) || ce.Written() {
+			if err := l.Settle(ctx, errBoom); !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrAlreadySettled) || ce.SettleErr == nil {
 				t.Fatalf("second Settle: %v, want a CallError with ErrAlreadySettled", err)
 			}
 		})

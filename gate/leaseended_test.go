@@ -268,7 +268,7 @@ func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
 					expire(job)
 					return failure.err
 				})
-				if !errors.As(err, &ce) || !ce.Written() || ce.State != failure.want {
+				if !errors.As(err, &ce) || ce.SettleErr != nil || ce.State != failure.want {
 					t.Fatalf("a %s failure whose key was gone: %v, want %v written", job, err, failure.want)
 				}
 				if st := mustStatus(t, other, job); st.State != failure.want {
@@ -283,7 +283,7 @@ func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
 				}
 				return errOverloaded
 			})
-			if !errors.As(err, &ce) || ce.Written() || !errors.Is(ce.SettleErr, gate.ErrNotOwned) {
+			if !errors.As(err, &ce) || ce.SettleErr == nil || !errors.Is(ce.SettleErr, gate.ErrNotOwned) {
 				t.Fatalf("a failure after a newer run's success: %v, want not written (ErrNotOwned)", err)
 			}
 			if st := mustStatus(t, other, "job"); st.State != gate.Ready {
@@ -348,7 +348,7 @@ func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 				return errOverloaded
 			})
 			var ce *gate.CallError
-			if !errors.As(err, &ce) || ce.Written() != tc.written {
+			if !errors.As(err, &ce) || (ce.SettleErr == nil) != tc.written {
 				t.Fatalf("the frozen run's failure: %v, want written %v", err, tc.written)
 			}
 			exp := gate.Ready

@@ -63,7 +63,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // returns what Do would return: nil after a success (or ErrLeaseLost,
 // ErrNotOwned: a newer owner may have run meanwhile); for an error, a
 // *CallError wrapping it that says what the gate did (State, RetryAfter,
-// Written). It is the one verb an adapter needs after Acquire.
+// SettleErr). It is the one verb an adapter needs after Acquire.
 func (l *Lease) Settle(ctx context.Context, err error) error {
 	if err != nil {
 		return l.failError(ctx, err)

@@ -62,7 +62,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 			t.Fatalf("no upstream_paused event for the wave")
 		}
 
-		if err := late.Settle(ctx, errBilling); !errors.As(err, &ce) || !ce.Written() {
+		if err := late.Settle(ctx, errBilling); !errors.As(err, &ce) || ce.SettleErr != nil {
 			t.Fatalf("late, in the wave: %v, want a written *CallError", err)
 		}
 		if st := ce.State; st != gate.CoolingDown {

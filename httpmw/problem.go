@@ -260,7 +260,7 @@ func (c *config) settled(r *http.Request, l *gate.Lease, ce *gate.CallError) (Re
 	switch {
 	case !l.Gated():
 		// Redis.FailOpen ran it ungated: nothing was recorded.
-	case !ce.Written():
+	case ce.SettleErr != nil:
 		// The lock's own TTL is the cooldown now.
 		return c.unavailable(ce.SettleErr, ce.RetryAfter), c.opts.Unavailable
 	case ce.State == gate.CoolingDown || ce.State == gate.Failed:

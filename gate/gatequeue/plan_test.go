@@ -220,7 +220,7 @@ func TestRunUnwrittenFailureWaitsALease(t *testing.T) {
 		return errTimeout
 	}, nil)
 	var ce *gate.CallError
-	if !errors.As(err, &ce) || ce.Written() {
+	if !errors.As(err, &ce) || ce.SettleErr == nil {
 		t.Fatalf("exp an unwritten *gate.CallError, got %v", err)
 	}
 	if exp, got := (gatequeue.Plan{Action: gatequeue.Retry, Wait: time.Minute, Counted: true, Reason: classify.ReasonTimeout}), plan; exp != got {
