@@ -104,3 +104,21 @@ func TestStatusTellsARunningJobsFence(t *testing.T) {
 		})
 	}
 }
+
+// A gate without upstreams reports its next upstream Ready, as Status's
+// doc says: the zero State is Unknown, and a caller that tests
+// Upstream.State == Ready (the CLI's "no key under prefix" hint) must not
+// read an unset one as refusing.
+func TestStatusWithoutUpstreamsIsReady(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
+	st, err := g.Status(ctx, "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := gate.Ready, st.Upstream.State; exp != got || st.Upstreams != nil {
+		t.Fatalf("Upstream.State %v (upstreams %v), want %v and none", got, st.Upstreams, exp)
+	}
+}
