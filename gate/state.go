@@ -17,14 +17,17 @@ type State uint8
 const (
 	// Unknown: the state could not be read (the call returned an error).
 	Unknown State = iota
-	// Ready: no lock; the next Acquire runs the job.
+	// Ready: no lock; the next Acquire runs the job. An upstream that is
+	// Ready takes calls.
 	Ready
 	// Running: a lease is held and renewed while fn runs.
 	Running
 	// CoolingDown: the last call failed transiently; the job may run again
-	// when the cooldown ends.
+	// when the cooldown ends. An upstream CoolingDown met a provider-wide
+	// transient failure (rate limit, overload, repeated 5xx) and recovers
+	// by itself.
 	CoolingDown
-	// Failed: the job failed permanently (or reached MaxAttempts) and is not
+	// Failed: the job failed permanently (or reached Backoff.MaxAttempts) and is not
 	// retried until Reset or Retention.Failed.
 	Failed
 	// Done: the job succeeded and Retention.Done keeps it Done.
