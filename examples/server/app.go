@@ -139,7 +139,7 @@ type statsView struct {
 
 type upstreamView struct {
 	Name string `json:"name"`
-	// State is "ready", "cooling" or "paused".
+	// State is "ready", "cooling_down" or "paused".
 	State             string    `json:"state"`
 	RetryAfterSeconds float64   `json:"retry_after_seconds"`
 	RetryAt           time.Time `json:"retry_at,omitzero"`

@@ -84,7 +84,7 @@ var instruments = [...]struct {
 	leaseLost:           {"retrygate.lease_lost", "Leases lost while the call ran (expired, taken over, or renewals failing).", nil},
 	notOwned:            {"retrygate.not_owned", `Settles rejected because the lock was no longer the caller's ("lock not owned"); nothing was written.`, nil},
 	redisErrors:         {"retrygate.redis_errors", "Redis operations that failed, by operation and cause (unavailable, refused).", []string{"op", "cause"}},
-	upstreamTransitions: {"retrygate.upstream_transitions", "Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.", []string{"state", "reason"}},
+	upstreamTransitions: {"retrygate.upstream_transitions", "Provider-wide failures that cooled (state=cooling_down) or paused (state=paused) the upstream, by reason.", []string{"state", "reason"}},
 	warnings:            {"retrygate.warnings", "Warnings an operator must look at, by reason.", []string{"reason"}},
 	held:                {"retrygate.lock_held", "How long calls held the job's lock, from acquire to settle or lease loss, by outcome.", []string{"outcome"}},
 	cooldown:            {"retrygate.cooldown", "Cooldowns set, for a job (kind=job) or the upstream (kind=upstream).", []string{"kind"}},
@@ -189,10 +189,10 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 	case gate.EventRedisError:
 		o.add(ctx, redisErrors, upstream, e.Op, cause(e.Err))
 	case gate.EventUpstreamCooling:
-		o.add(ctx, upstreamTransitions, upstream, "cooling", o.reason(e.Reason))
+		o.add(ctx, upstreamTransitions, upstream, gate.CoolingDown.String(), o.reason(e.Reason))
 		o.cooldown.Record(ctx, e.Cooldown.Seconds(), o.set(cooldown, upstream, "upstream", "").rec...)
 	case gate.EventUpstreamPaused:
-		o.add(ctx, upstreamTransitions, upstream, "paused", o.reason(e.Reason))
+		o.add(ctx, upstreamTransitions, upstream, gate.Paused.String(), o.reason(e.Reason))
 	case gate.EventWarning:
 		o.add(ctx, warnings, upstream, e.Reason, "") // the gate's own Warn* codes
 	}

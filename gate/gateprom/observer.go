@@ -78,7 +78,7 @@ func New(opts Options) *Observer {
 			"Redis operations that failed, by operation and cause (unavailable: Redis could not serve the call now; refused: Redis answered with an error no wait fixes, such as NOPERM or OOM).",
 			"op", "cause"),
 		transitions: counter("upstream_transitions_total",
-			"Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.",
+			"Provider-wide failures that cooled (state=cooling_down) or paused (state=paused) the upstream, by reason.",
 			"state", "reason"),
 		warnings: counter("warnings_total",
 			"Warnings an operator must look at, by reason: problems found by the start-up check (maxmemory_policy_evicts, config_unchecked, no_persistence, server_version, multi_master, scripts_not_atomic, scripts_unchecked, no_maxmemory, memory_nearly_full), outcomes that could not be written: a failure's cooldown, a success's done mark (settle_unwritten), waves of one permanent reason (permanent_wave), waits that poll because they cannot subscribe (wait_polling).",
@@ -168,10 +168,10 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	case gate.EventRedisError:
 		o.redisErrors.WithLabelValues(upstream, e.Op, cause(e.Err)).Inc()
 	case gate.EventUpstreamCooling:
-		o.transitions.WithLabelValues(upstream, "cooling", o.reason(e.Reason)).Inc()
+		o.transitions.WithLabelValues(upstream, gate.CoolingDown.String(), o.reason(e.Reason)).Inc()
 		o.cooldown.WithLabelValues(upstream, "upstream").Observe(e.Cooldown.Seconds())
 	case gate.EventUpstreamPaused:
-		o.transitions.WithLabelValues(upstream, "paused", o.reason(e.Reason)).Inc()
+		o.transitions.WithLabelValues(upstream, gate.Paused.String(), o.reason(e.Reason)).Inc()
 	case gate.EventWarning:
 		o.warnings.WithLabelValues(upstream, e.Reason).Inc() // the gate's own Warn* codes
 	}

@@ -120,9 +120,9 @@ retrygate_settles_total{outcome="cooled_down",reason="rate_limited",service="tes
 retrygate_settles_total{outcome="cooled_down",reason="timeout",service="test",upstream="openai:test"} 1
 retrygate_settles_total{outcome="marked_failed",reason="invalid_request",service="test",upstream="openai:test"} 1
 retrygate_settles_total{outcome="succeeded",reason="",service="test",upstream="openai:test"} 2
-# HELP retrygate_upstream_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.
+# HELP retrygate_upstream_transitions_total Provider-wide failures that cooled (state=cooling_down) or paused (state=paused) the upstream, by reason.
 # TYPE retrygate_upstream_transitions_total counter
-retrygate_upstream_transitions_total{reason="rate_limited",service="test",state="cooling",upstream="openai:test"} 1
+retrygate_upstream_transitions_total{reason="rate_limited",service="test",state="cooling_down",upstream="openai:test"} 1
 `
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(exp),
 				"retrygate_acquisitions_total", "retrygate_coalesced_total", "retrygate_settles_total",
@@ -414,7 +414,7 @@ func TestObserverCountsAnOperatorsPause(t *testing.T) {
 		t.Fatalf("Do while paused: %v", err)
 	}
 	exp := `
-# HELP retrygate_upstream_transitions_total Provider-wide failures that cooled (state=cooling) or paused (state=paused) the upstream, by reason.
+# HELP retrygate_upstream_transitions_total Provider-wide failures that cooled (state=cooling_down) or paused (state=paused) the upstream, by reason.
 # TYPE retrygate_upstream_transitions_total counter
 retrygate_upstream_transitions_total{reason="operator",state="paused",upstream="openai"} 1
 `
