@@ -68,10 +68,18 @@ type jobWrite struct {
 type decision struct {
 	job      jobWrite
 	upstream upstream.Write
+	// fits is a short wait the run's responses gave for one call of its
+	// size (a provider-wide transient failure): the job's own, written
+	// to the upstream's budget, which refuses calls of that size until
+	// then, each given its own turn; the upstream does not cool for it.
+	fits time.Duration
 }
 
 // minProviderWait is the shortest cooldown a provider's hint sets, so a
-// hint of a few milliseconds is not an immediate free retry.
+// hint of a few milliseconds is not an immediate free retry. A wait the
+// run's budget explains (decideIn.fits) shorter than it is one call's
+// ("Please try again in 15ms": when a request of that size fits), not
+// the upstream's.
 const minProviderWait = time.Second
 
 func (o *Options) decide(in decideIn) decision {
@@ -138,8 +146,13 @@ func (o *Options) decide(in decideIn) decision {
 				wait = pause
 			}
 		}
+		if in.fits > 0 && in.fits < minProviderWait && v.Class == classify.ClassTransient && !in.probe {
+			// The refused call's own wait: the budget gives the others
+			// their turns, and no one comes back at the wait's end with it.
+			d.upstream, d.fits = upstream.Write{}, in.fits
+		}
 		if !in.upstream {
-			d.upstream = upstream.Write{}
+			d.upstream, d.fits = upstream.Write{}, 0
 		}
 		d.job = o.cooling(h.Attempts, wait, v.Reason, v.Evidence)
 		if in.fallback {

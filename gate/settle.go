@@ -188,6 +188,9 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		}
 	}
 	d := g.opts.decide(in)
+	if d.fits > 0 {
+		l.seen.Refused(time.Now().Add(d.fits), l.tokens)
+	}
 
 	l.writing.Wait() // an early budget write lands before the settle's
 	g.calls.add(held)

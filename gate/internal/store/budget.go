@@ -18,6 +18,8 @@ var (
 	budgetLeftLua string
 	//go:embed lua/budget_judge.lua
 	budgetJudgeLua string
+	//go:embed lua/budget_cost.lua
+	budgetCostLua string
 	//go:embed lua/budget_admit.lua
 	budgetAdmitLua string
 	//go:embed lua/acquire_budget.lua
@@ -29,11 +31,11 @@ var (
 	//go:embed lua/budget_renew.lua
 	budgetRenewLua string
 
-	budgetAdmitScript = newScript(budgetLeftLua + budgetJudgeLua + budgetAdmitLua)
+	budgetAdmitScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetAdmitLua)
 	// The acquire of a job and its upstreams' budgets in one script, on
 	// one node (Store.Acquire).
-	acquireBudgetScript = newScript(budgetLeftLua + budgetJudgeLua + jobTakeLua + acquireBudgetLua)
-	budgetRecordScript  = newScript(budgetLeftLua + budgetRecordLua)
+	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + jobTakeLua + acquireBudgetLua)
+	budgetRecordScript  = newScript(budgetLeftLua + budgetCostLua + budgetRecordLua)
 	budgetReadScript    = newScript(budgetLeftLua + budgetReadLua)
 	budgetRenewScript   = newScript(budgetLeftLua + budgetRenewLua)
 )
@@ -139,6 +141,12 @@ func admittedOf(v []any, member string) (Admitted, error) {
 // Reading is what a run's responses reported of its upstream's limits.
 type Reading struct {
 	Requests, Tokens Quota
+	// Fits is, for a call a 429 refused with a short stated wait, the
+	// time from now until a call of Size tokens fits (0: none): until
+	// then the admission refuses calls of that size, each given its own
+	// turn. Size 0 is the upstream's learned cost of a call.
+	Fits time.Duration
+	Size int64
 }
 
 // Quota is one limit as a response reported it.
@@ -172,6 +180,7 @@ func msCeil(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / t
 func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r Reading, margin time.Duration) Reply[int64] {
 	args := append([]any{member, ms(margin)}, r.Requests.args()...)
 	args = append(args, r.Tokens.args()...)
+	args = append(args, max(msCeil(r.Fits), 0), max(r.Size, 0))
 	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
 }
 

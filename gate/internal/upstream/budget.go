@@ -244,6 +244,19 @@ type Seen struct {
 	mu       sync.Mutex
 	req, tok seenQuota
 	last     classify.Budget
+	// fitsAt and size: a 429's short wait, the job's own: a call of size
+	// tokens (0: the learned cost) fits at fitsAt (zero: none).
+	fitsAt time.Time
+	size   int64
+}
+
+// Refused notes that the run's call, of tokens tokens (0: not said), was
+// refused until fitsAt, a short wait that is the job's own: the settle
+// writes it to the budget, which refuses calls of that size until then.
+func (s *Seen) Refused(fitsAt time.Time, tokens int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fitsAt, s.size = fitsAt, max(tokens, 0)
 }
 
 // seenQuota is one limit's newest reading and when it was taken.
@@ -313,6 +326,9 @@ func (s *Seen) reading(now time.Time) (store.Reading, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := store.Reading{Requests: s.req.quota(now), Tokens: s.tok.quota(now)}
+	if s.fitsAt.After(now) {
+		r.Fits, r.Size = s.fitsAt.Sub(now), s.size
+	}
 	return r, r.Requests.Reported || r.Tokens.Reported
 }
 

@@ -19,8 +19,18 @@ local function admit(bk, ck, tokens, reserve, share)
   end
   redis.call('ZREMRANGEBYSCORE', ck, '-inf', NOW)
   local n, spent = calls(ck)
+  -- A call that does not say its tokens costs what calls were learned to
+  -- cost (budget_cost.lua), and so do those in flight that did not say.
+  local learned = nil
+  if tokens == 0 and b.t then
+    learned = cost(bk)
+  end
   local need = {r = 1, t = tokens}
   local held = {r = n, t = spent}
+  if learned then
+    need.t = math.ceil(learned)
+    held.t = spent + unsaid(ck) * need.t
+  end
   local out = {r = -1, t = -1}
   local wait, settles, gap, whole = 0, false, 0, 0
   for _, p in ipairs(KINDS) do
@@ -36,7 +46,7 @@ local function admit(bk, ck, tokens, reserve, share)
         -- A call that says its tokens reserves them; one that does not is
         -- judged by a share of the limit standing in for them.
         keep = 0
-        if need.t == 0 then
+        if need.t == 0 and not learned then
           keep = math.floor(q.lim * share)
         end
       end
@@ -65,6 +75,19 @@ local function admit(bk, ck, tokens, reserve, share)
         -- out, as a probe does.
       end
     end
+  end
+  local s = short(bk)
+  if s and need.t >= s.size then
+    -- A 429 said a call of this size fits in a moment: the refused call's
+    -- own wait, which the others queue behind, one call's refill apart.
+    wait = math.max(wait, s.untl - NOW)
+    local q = b.t
+    if q and refills(q) then
+      whole = math.max(whole, q.rst)
+      gap = math.max(gap, math.ceil(math.max(need.t, 1) * (q.rst - q.at) / (q.lim - q.rem)))
+    end
+    whole = math.max(whole, s.untl)
+    settles = false
   end
   if settles then
     return {3, 0, out.r, out.t}

@@ -10,7 +10,11 @@
 -- at ARGV[3], tokens at ARGV[7]): what was left (-1: not reported), the
 -- limit's size (0: not said), the time from the reading to its reset
 -- (ms, -1: not said), and the reading's age (ms, when it was taken before
--- now: the reading is anchored on Redis's clock).
+-- now: the reading is anchored on Redis's clock); ARGV[11] the wait a 429
+-- stated for the call, from now (ms, 0: none), and ARGV[12] the call's
+-- tokens (0: not said, the learned cost stands in): until then a call of
+-- that size does not fit (budget_cost.lua). Every token reading is a call
+-- answered, which the learned cost counts.
 -- Reply: the number of limits written.
 if ARGV[1] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -37,7 +41,19 @@ for i, p in ipairs(KINDS) do
       redis.call('HSET', KEYS[2], p .. 'a', at, p .. 'r', rem, p .. 'l', tonumber(ARGV[o + 1]), p .. 't', rst)
       wrote = wrote + 1
     end
+    if p == 't' then
+      learn(KEYS[2], q)
+    end
   end
+end
+local fits = tonumber(ARGV[11]) or 0
+if fits > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+  local size = tonumber(ARGV[12]) or 0
+  if size == 0 then
+    size = math.ceil(cost() or 0)
+  end
+  -- The hash keeps its TTL, which outlives the wait (at least a lease).
+  redis.call('HSET', KEYS[2], 'cw', NOW + fits, 'cs', size)
 end
 if wrote > 0 then
   local last = NOW

@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// tokenLimit is the issue's window: 12,000 tokens a minute, 200 a second
+// (issue 37: "a 12,000-token window, prompts of 300–500 tokens").
+const tokenLimit = 12000
+
+// tokenReading is a reading of the token limit, taken age ago, with rem
+// left: its reset is the refill of what is missing at 200 tokens a
+// second, as a per-minute bucket reports it.
+func tokenReading(rem int64, age time.Duration) Reading {
+	return Reading{Tokens: Quota{Reported: true, Remaining: rem, Limit: tokenLimit,
+		ResetIn: time.Duration(tokenLimit-rem) * time.Minute / tokenLimit, Age: age}}
+}
+
+// learnCost records the readings of five calls of 470 tokens each (a
+// prompt of 400 and max_tokens 70), 100 ms apart, the last one now, from
+// 5,000 tokens left: each leaves 450 less than the one before (470 spent,
+// 20 refilled). Four calls after the first, the learned cost is 470.
+func learnCost(t *testing.T, s *Store, k BudgetKeys) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 5 {
+		tr := s.Trip()
+		r := tr.RecordBudget(ctx, k, "", tokenReading(5000-450*int64(i), time.Duration(4-i)*100*time.Millisecond), time.Minute)
+		tr.Send(ctx)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func admitOnce(t *testing.T, s *Store, a Admission) Admitted {
+	t.Helper()
+	ctx := context.Background()
+	tr := s.Trip()
+	r := tr.Admit(ctx, a)
+	tr.Send(ctx)
+	got, err := r.Result()
+	if err != nil || !got.Judged {
+		t.Fatalf("admit %+v: %+v, %v; want it judged", a, got, err)
+	}
+	return got
+}
+
+// An undeclared call is judged at the cost calls were learned to have,
+// not by the 1 % share: with 400 tokens left, the share (120) admits a
+// call of 470, the learned cost refuses it. Before anything is learned,
+// the share holds.
+func TestAdmitJudgesAtTheLearnedCost(t *testing.T) {
+	s, _, _ := newStore(t) // Redis's clock stands still: nothing refills
+	ctx := context.Background()
+	share := BudgetReserve{TokenShare: 0.01}
+	for _, learned := range []bool{false, true} {
+		k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+		if learned {
+			k = BudgetKeys{Upstream: "up2", Budget: "up2:budget", Calls: "up2:calls"}
+			learnCost(t, s, k)
+		}
+		tr := s.Trip()
+		tr.RecordBudget(ctx, k, "", tokenReading(400, 0), time.Minute)
+		tr.Send(ctx)
+		got := admitOnce(t, s, Admission{Keys: k, Reserve: share})
+		if got.Admitted == learned {
+			t.Fatalf("learned %v, 400 tokens left: %+v; want admitted only by the share (calls cost 470)", learned, got)
+		}
+		if learned && (got.Wait <= 0 || got.Wait > time.Second) {
+			t.Fatalf("refused for %v, want the refill of 70 tokens at 200 a second (350 ms), within a second", got.Wait)
+		}
+	}
+}
+
+// The calls in flight that did not say their tokens count at the learned
+// cost: with 1,000 left, two undeclared calls of 470 fit, a third does not;
+// a call that says its 50 tokens still fits beside the two (the precise
+// form stays precise).
+func TestAdmitCountsUndeclaredCallsInFlight(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	learnCost(t, s, k)
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", tokenReading(1000, 0), time.Minute)
+	tr.Send(ctx)
+	for i, tc := range []struct {
+		member   string
+		tokens   int64
+		admitted bool
+	}{{"a:0", 0, true}, {"b:0", 0, true}, {"c:0", 0, false}, {"d:50", 50, true}} {
+		got := admitOnce(t, s, Admission{Keys: k, Member: tc.member, Tokens: tc.tokens, Reserve: BudgetReserve{TokenShare: 0.01}})
+		if got.Admitted != tc.admitted {
+			t.Fatalf("call %d (%s) with 1,000 left and calls costing 470: %+v, want admitted %v", i, tc.member, got, tc.admitted)
+		}
+	}
+}
+
+// The cost follows what the drop in "remaining" says, not a guess: calls of
+// 120 tokens (140 spent less 20 refilled per 100 ms) are learned at 120,
+// so five of them fit in 650 where calls of 470 would not fit twice.
+func TestCostLearnedFromTheDrop(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	for i := range 5 {
+		tr := s.Trip()
+		tr.RecordBudget(ctx, k, "", tokenReading(5000-100*int64(i), time.Duration(4-i)*100*time.Millisecond), time.Minute)
+		tr.Send(ctx)
+	}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", tokenReading(650, 0), time.Minute)
+	tr.Send(ctx)
+	for i := range 6 {
+		got := admitOnce(t, s, Admission{Keys: k, Member: "m" + itoa(i) + ":0", Reserve: BudgetReserve{TokenShare: 0.01}})
+		if got.Admitted != (i < 5) {
+			t.Fatalf("call %d with 650 left and calls learned at 120: %+v, want the first five admitted", i, got)
+		}
+	}
+}
+
+// A 429's short wait is one call's: until it ends, calls of that size
+// (the learned cost, 470) are refused, each given its own turn one call's
+// refill apart (470 tokens at 200 a second: 2.35 s), while a call that
+// says fewer tokens is judged as usual.
+func TestShortWaitRefusesCallsOfItsSize(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	learnCost(t, s, k)
+	r := tokenReading(6000, 0)
+	r.Fits = 15 * time.Millisecond
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", r, time.Minute)
+	tr.Send(ctx)
+	share := BudgetReserve{TokenShare: 0.01}
+	first := admitOnce(t, s, Admission{Keys: k, Member: "a:0", Reserve: share})
+	second := admitOnce(t, s, Admission{Keys: k, Member: "b:0", Reserve: share})
+	if first.Admitted || first.Wait != 15*time.Millisecond {
+		t.Fatalf("during the 15 ms a 429 stated: %+v, want refused for those 15 ms", first)
+	}
+	if second.Admitted || second.Wait < 2*time.Second || second.Wait > 3*time.Second {
+		t.Fatalf("the next caller: %+v, want its own turn, one call's refill (2.35 s) later", second)
+	}
+	if small := admitOnce(t, s, Admission{Keys: k, Member: "c:50", Tokens: 50, Reserve: share}); !small.Admitted {
+		t.Fatalf("a call of 50 tokens with 6,000 left: %+v, want admitted", small)
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }

@@ -1,0 +1,86 @@
+-- (Prepended after budget_left.lua to the scripts that admit calls or
+-- record readings.) What one call costs of the token limit, learned from
+-- the drop in "remaining" across the calls answered, for calls that do not
+-- say their tokens; and the short wait a 429 stated for one call's size.
+-- Fields of the budget hash (they live and lapse with it):
+--   ca, cr, cl, ct  the anchor: a token reading (at, rem, lim, rst) the
+--                   next sample measures the drop from;
+--   cn              the readings recorded since the anchor: one per call
+--                   answered (each response's reading follows its call);
+--   cc              the learned cost of one call, tokens (absent: none
+--                   learned yet);
+--   cw, cs          a 429's short wait: until cw (Redis ms) a call of at
+--                   least cs tokens does not fit.
+
+-- COST_CALLS is how many calls a sample spans at least: a call decided
+-- before the anchor may settle after it and a call decided before the
+-- sample after it, so a span of a few calls keeps that error a fraction;
+-- every call is counted once, in whichever span its settle lands.
+local COST_CALLS = 4
+-- COST_KEEP is the weight a learned cost keeps per call sampled: a sample
+-- of n calls moves it by 1 - COST_KEEP^n, so the cost follows a change of
+-- prompts within a few dozen calls.
+local COST_KEEP = 0.9
+
+-- cost is the learned cost of one call, nil when none is learned yet.
+local function cost(k)
+  return tonumber(redis.call('HGET', k or KEYS[2], 'cc'))
+end
+
+-- learn counts the call whose response gave token reading q (written or
+-- not) and, once the anchor is COST_CALLS calls old, takes a sample: the
+-- tokens the anchor's level, refilled to q.at, lost by q, per call counted.
+-- A span the bucket could have refilled to whole in (past the anchor's
+-- reset), or over a limit that changed size, says nothing: the anchor
+-- starts over at q.
+local function learn(k, q)
+  local v = redis.call('HMGET', k, 'ca', 'cr', 'cl', 'ct', 'cn', 'cc')
+  local n = (tonumber(v[5]) or 0) + 1
+  local a = nil
+  if v[1] then
+    a = {at = tonumber(v[1]), rem = tonumber(v[2]), lim = tonumber(v[3]), rst = tonumber(v[4])}
+  end
+  if a and q.at <= a.at then
+    redis.call('HSET', k, 'cn', n)
+    return
+  end
+  if a and n >= COST_CALLS and refills(a) and q.lim == a.lim and q.at < a.rst then
+    local drop = a.rem + (a.lim - a.rem) * (q.at - a.at) / (a.rst - a.at) - q.rem
+    if drop > 0 then
+      local sample = drop / n
+      local c = tonumber(v[6])
+      if c then
+        c = c + (1 - COST_KEEP ^ n) * (sample - c)
+      else
+        c = sample
+      end
+      redis.call('HSET', k, 'cc', c)
+    end
+  elseif a and n < COST_CALLS and q.lim == a.lim and (not refills(a) or q.at < a.rst) then
+    redis.call('HSET', k, 'cn', n)
+    return
+  end
+  redis.call('HSET', k, 'ca', q.at, 'cr', q.rem, 'cl', q.lim, 'ct', q.rst, 'cn', 0)
+end
+
+-- short is the 429's short wait at k: {untl, size} while it lasts, else nil.
+local function short(k)
+  local v = redis.call('HMGET', k, 'cw', 'cs')
+  local untl = tonumber(v[1])
+  if untl and untl > NOW then
+    return {untl = untl, size = tonumber(v[2]) or 0}
+  end
+  return nil
+end
+
+-- unsaid counts the calls in flight in k that did not say their tokens
+-- (their member ends ":0").
+local function unsaid(k)
+  local n = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. NOW, '+inf')) do
+    if string.sub(m, -2) == ':0' then
+      n = n + 1
+    end
+  end
+  return n
+end
