@@ -201,3 +201,48 @@ func TestDecide(t *testing.T) {
 		t.Errorf("cancelled without Backoff.Canceled: %+v, want Ready with its history", got)
 	}
 }
+
+// A wait the run's budget explains, shorter than minProviderWait
+// ("Please try again in 15ms": when a call of that size fits), is the
+// job's own and the budget's: the upstream does not cool for it (issue
+// 37.3). A longer one, a probe's, and a quota's still cool or pause the
+// upstream.
+func TestDecideShortWaitIsTheJobs(t *testing.T) {
+	o := &Options{
+		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxAttempts: 5,
+		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
+		Backoff:        Backoff{Max: time.Hour, Factor: 2, Jitter: -1},
+		Retention:      Retention{Attempts: 24 * time.Hour, Failed: 7 * 24 * time.Hour},
+	}
+	// https://github.com/binary-husky/gpt_academic/issues/1213's 429 said
+	// "Please try again in 6ms"; the verdict's hint is the reset header's.
+	rate := classify.Verdict{Class: classify.ClassTransient, Reason: "rate_limited", ProviderWide: true, RetryAfter: time.Minute}
+	quota := classify.Verdict{Class: classify.ClassSystemic, Reason: "quota_exhausted", ProviderWide: true}
+	for _, tc := range []struct {
+		name     string
+		in       decideIn
+		fits     time.Duration // the budget's short wait
+		jobTTL   time.Duration
+		upstream upstream.Op
+	}{
+		{"15 ms: the job's and the budget's", decideIn{out: outFailure, v: rate, upstream: true, fits: 15 * time.Millisecond},
+			15 * time.Millisecond, 15 * time.Millisecond, upstream.Keep},
+		{"999 ms: still the job's", decideIn{out: outFailure, v: rate, upstream: true, fits: 999 * time.Millisecond},
+			999 * time.Millisecond, 999 * time.Millisecond, upstream.Keep},
+		{"a second: the upstream's", decideIn{out: outFailure, v: rate, upstream: true, fits: time.Second},
+			0, time.Second, upstream.Throttle},
+		{"the probe's 15 ms: the upstream's (its probe answered for all)", decideIn{out: outFailure, v: rate, upstream: true, probe: true, fits: 15 * time.Millisecond},
+			0, 15 * time.Millisecond, upstream.Throttle},
+		{"quota: the upstream pauses", decideIn{out: outFailure, v: quota, upstream: true, fits: 15 * time.Millisecond},
+			0, 10 * time.Second, upstream.Suspend},
+		{"no upstream: nothing to write to", decideIn{out: outFailure, v: rate, fits: 15 * time.Millisecond},
+			0, 15 * time.Millisecond, upstream.Keep},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := o.decide(tc.in)
+			if d.fits != tc.fits || d.job.ttl != tc.jobTTL || d.upstream.Op != tc.upstream {
+				t.Fatalf("decide: fits %v, job %v, upstream %+v; want fits %v, job %v, upstream op %v", d.fits, d.job.ttl, d.upstream, tc.fits, tc.jobTTL, tc.upstream)
+			}
+		})
+	}
+}
