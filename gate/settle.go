@@ -188,8 +188,12 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		}
 	}
 	d := g.opts.decide(in)
-	if d.fits > 0 {
-		l.seen.Refused(time.Now().Add(d.fits), l.tokens)
+	if out == outFailure && v.ProviderWide && v.Class == classify.ClassTransient {
+		var fitsAt time.Time
+		if d.fits > 0 {
+			fitsAt = time.Now().Add(d.fits)
+		}
+		l.seen.Refused(fitsAt, l.tokens)
 	}
 
 	l.writing.Wait() // an early budget write lands before the settle's

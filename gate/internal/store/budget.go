@@ -147,6 +147,9 @@ type Reading struct {
 	// turn. Size 0 is the upstream's learned cost of a call.
 	Fits time.Duration
 	Size int64
+	// Refused: the call was refused (a 429) and spent no tokens; its
+	// reading is not a call the learned cost counts.
+	Refused bool
 }
 
 // Quota is one limit as a response reported it.
@@ -180,7 +183,11 @@ func msCeil(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / t
 func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r Reading, margin time.Duration) Reply[int64] {
 	args := append([]any{member, ms(margin)}, r.Requests.args()...)
 	args = append(args, r.Tokens.args()...)
-	args = append(args, max(msCeil(r.Fits), 0), max(r.Size, 0))
+	refused := 0
+	if r.Refused {
+		refused = 1
+	}
+	args = append(args, max(msCeil(r.Fits), 0), max(r.Size, 0), refused)
 	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
 }
 

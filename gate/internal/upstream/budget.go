@@ -244,19 +244,24 @@ type Seen struct {
 	mu       sync.Mutex
 	req, tok seenQuota
 	last     classify.Budget
-	// fitsAt and size: a 429's short wait, the job's own: a call of size
-	// tokens (0: the learned cost) fits at fitsAt (zero: none).
-	fitsAt time.Time
-	size   int64
+	// refused: the run's call was refused for the provider's rate limit
+	// and spent nothing; fitsAt and size: its short wait, the job's own: a
+	// call of size tokens (0: the learned cost) fits at fitsAt (zero:
+	// none).
+	refused bool
+	fitsAt  time.Time
+	size    int64
 }
 
 // Refused notes that the run's call, of tokens tokens (0: not said), was
-// refused until fitsAt, a short wait that is the job's own: the settle
-// writes it to the budget, which refuses calls of that size until then.
+// refused for the provider's rate limit, until fitsAt when that is a
+// short wait that is the job's own (else zero): the settle writes it to
+// the budget, which refuses calls of that size until then, and does not
+// count the call as one whose reading shows what a call costs.
 func (s *Seen) Refused(fitsAt time.Time, tokens int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fitsAt, s.size = fitsAt, max(tokens, 0)
+	s.refused, s.fitsAt, s.size = true, fitsAt, max(tokens, 0)
 }
 
 // seenQuota is one limit's newest reading and when it was taken.
@@ -326,6 +331,7 @@ func (s *Seen) reading(now time.Time) (store.Reading, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := store.Reading{Requests: s.req.quota(now), Tokens: s.tok.quota(now)}
+	r.Refused = s.refused
 	if s.fitsAt.After(now) {
 		r.Fits, r.Size = s.fitsAt.Sub(now), s.size
 	}

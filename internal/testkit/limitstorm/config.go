@@ -15,15 +15,23 @@ import (
 type Config struct {
 	// Dialect is the provider imitated (default: llmfake.OpenAI).
 	Dialect llmfake.Dialect
-	// RPM is the provider's requests-per-minute limit (default: 1500, 25
-	// calls a second).
+	// RPM is the provider's requests limit per Window (default: 1500, 25
+	// calls a second at a minute's Window).
 	RPM int64
-	// TPM is its tokens-per-minute limit: OpenAI's counts each call's
+	// TPM is its tokens limit per Window: OpenAI's counts each call's
 	// prompt and max_tokens, Anthropic's the prompt (input tokens). 0 sets
 	// it far above what the calls use, so the requests limit alone
 	// refuses; the headers report it either way, as a real provider's
 	// do. Anthropic's output-tokens limit is always far above.
 	TPM int64
+	// Window is the provider's limits' period: RPM and TPM count per
+	// Window, and an emptied bucket is whole again after it (default: a
+	// minute). A shorter one keeps a limit's size beside a call's while
+	// its calls come many a second, as a test needs.
+	Window time.Duration
+	// Prompt is the range each job's prompt is drawn from, in tokens,
+	// [Prompt[0], Prompt[1]) (default: 10 to 100).
+	Prompt [2]int
 	// DeclareTokens: each call says its tokens (gate.WithTokens), the
 	// precise form; false is the default wiring, which says nothing.
 	DeclareTokens bool
@@ -123,7 +131,8 @@ func (c Config) withDefaults() (Config, error) {
 		neg  bool
 	}{
 		{"RPM", c.RPM < 0}, {"TPM", c.TPM < 0}, {"Gates", c.Gates < 0}, {"Procs", c.Procs < 0}, {"Offer", c.Offer < 0},
-		{"Arrivals", c.Arrivals < 0}, {"Drain", c.Drain < 0}, {"Latency", c.Latency < 0},
+		{"Arrivals", c.Arrivals < 0}, {"Drain", c.Drain < 0}, {"Latency", c.Latency < 0}, {"Window", c.Window < 0},
+		{"Prompt", c.Prompt[0] < 0 || c.Prompt[1] < 0},
 	} {
 		if f.neg {
 			bad = append(bad, fmt.Errorf("%s is negative", f.name))
@@ -131,6 +140,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RPM == 0 {
 		c.RPM = defaultRPM
+	}
+	if c.Window == 0 {
+		c.Window = time.Minute
+	}
+	if c.Prompt != [2]int{} && c.Prompt[1] <= c.Prompt[0] {
+		bad = append(bad, fmt.Errorf("Prompt %v is not a range [low, high)", c.Prompt))
 	}
 	if c.Gates == 0 {
 		c.Gates = defaultGates
@@ -150,7 +165,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Arrivals <= c.lead() {
 		bad = append(bad, fmt.Errorf("Arrivals %v is not longer than 3/2 Latency, %v", c.Arrivals, c.lead()))
 	}
-	if n := c.Offer * float64(c.RPM) * c.Arrivals.Minutes(); n < 1 {
+	if n := c.Offer * float64(c.RPM) * c.windows(c.Arrivals); n < 1 {
 		bad = append(bad, fmt.Errorf("Offer × RPM × Arrivals is %.2f jobs: none would arrive", n))
 	}
 	if c.Procs > c.Gates {
@@ -166,6 +181,17 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return c, nil
+}
+
+// windows is d in Windows.
+func (c Config) windows(d time.Duration) float64 { return float64(d) / float64(c.Window) }
+
+// promptChars is the range a job's prompt length is drawn from.
+func (c Config) promptChars() [2]int {
+	if c.Prompt == [2]int{} {
+		return promptChars
+	}
+	return [2]int{c.Prompt[0] * charsPerToken, c.Prompt[1] * charsPerToken}
 }
 
 // procs is the number of processes that run Gates: 1 for this one.

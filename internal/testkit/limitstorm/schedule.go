@@ -72,12 +72,13 @@ type Storm struct {
 // is not judged on the calls sent before any answer came back.
 func schedule(c Config) []Job {
 	rng := rand.New(rand.NewPCG(c.Seed, 1))
-	jobs := make([]Job, int(math.Round(c.Offer*float64(c.RPM)*c.Arrivals.Minutes())))
+	jobs := make([]Job, int(math.Round(c.Offer*float64(c.RPM)*c.windows(c.Arrivals))))
+	chars := c.promptChars()
 	lead := c.lead()
 	for i := range jobs {
 		jobs[i] = Job{
 			At:        lead + time.Duration(rng.Int64N(int64(c.Arrivals-lead))),
-			chars:     promptChars[0] + rng.IntN(promptChars[1]-promptChars[0]),
+			chars:     chars[0] + rng.IntN(chars[1]-chars[0]),
 			maxTokens: maxTokens[0] + rng.IntN(maxTokens[1]-maxTokens[0]),
 		}
 	}
@@ -98,7 +99,7 @@ func (c Config) lead() time.Duration { return c.Latency * 3 / 2 }
 // firstFits is how long after the provider's buckets were drained its
 // first call fits: the refill of one request, and of the call's tokens.
 func (c Config) firstFits(j Job) time.Duration {
-	return max(time.Minute/time.Duration(c.RPM), time.Minute*time.Duration(j.tokens(c.Dialect))/time.Duration(c.tpm())) + time.Millisecond
+	return max(c.Window/time.Duration(c.RPM), c.Window*time.Duration(j.tokens(c.Dialect))/time.Duration(c.tpm())) + time.Millisecond
 }
 
 // newStorm is the storm of c, calling the provider at url.

@@ -30,7 +30,7 @@ type upstream struct {
 }
 
 func newUpstream(c Config) (*upstream, error) {
-	p, err := llmfake.New(llmfake.Config{Dialect: c.Dialect, RPM: c.RPM, TPM: c.tpm(), OutputTPM: c.RPM * ampleTokens})
+	p, err := llmfake.New(llmfake.Config{Dialect: c.Dialect, RPM: c.RPM, TPM: c.tpm(), OutputTPM: c.RPM * ampleTokens, Window: c.Window})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,17 @@ import (
 type bucket struct {
 	limit int64
 	whole time.Time // when the bucket is full again; in the past when full
+	// window is how long the bucket takes to refill from empty (0: a
+	// minute, the providers' per-minute limits).
+	window time.Duration
+}
+
+// period is the bucket's window.
+func (b bucket) period() time.Duration {
+	if b.window > 0 {
+		return b.window
+	}
+	return time.Minute
 }
 
 // fullIn is how long from now until the bucket is whole again.
@@ -34,7 +45,7 @@ func (b bucket) remaining(now time.Time) int64 {
 	if b.limit == 0 {
 		return 0
 	}
-	return units(time.Minute-b.fullIn(now), b.limit)
+	return units(b.period()-b.fullIn(now), b.limit, b.period())
 }
 
 // wait is how long from now until the bucket holds n units: 0 when it does.
@@ -44,7 +55,7 @@ func (b bucket) wait(now time.Time, n int64) time.Duration {
 	if b.limit == 0 {
 		return 0
 	}
-	return max(b.fullIn(now)-refill(b.limit-n, b.limit, false), 0)
+	return max(b.fullIn(now)-refill(b.limit-n, b.limit, false, b.period()), 0)
 }
 
 // take removes n units; the caller checked that they fit. Their refill time
@@ -56,7 +67,7 @@ func (b *bucket) take(now time.Time, n int64) {
 	if b.whole.Before(now) {
 		b.whole = now
 	}
-	b.whole = b.whole.Add(refill(n, b.limit, true))
+	b.whole = b.whole.Add(refill(n, b.limit, true, b.period()))
 }
 
 // maxRefill bounds a refill time, so a unit count far above the limit does
@@ -66,12 +77,12 @@ const maxRefill = time.Duration(math.MaxInt64 / 4)
 // refill is how long n units of a limit per minute take to refill: n
 // minutes / limit, rounded up or down to the nanosecond. Negative n is a
 // negative time.
-func refill(n, limit int64, up bool) time.Duration {
+func refill(n, limit int64, up bool, window time.Duration) time.Duration {
 	neg := n < 0
 	if neg {
 		n, up = -n, !up
 	}
-	hi, lo := bits.Mul64(uint64(n), uint64(time.Minute))
+	hi, lo := bits.Mul64(uint64(n), uint64(window))
 	if hi >= uint64(limit) {
 		return sign(maxRefill, neg)
 	}
@@ -90,11 +101,11 @@ func sign(d time.Duration, neg bool) time.Duration {
 }
 
 // units is how many whole units of a limit per minute refill in d.
-func units(d time.Duration, limit int64) int64 {
+func units(d time.Duration, limit int64, window time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
 	hi, lo := bits.Mul64(uint64(d), uint64(limit))
-	q, _ := bits.Div64(hi, lo, uint64(time.Minute)) // d ≤ a minute: no overflow
+	q, _ := bits.Div64(hi, lo, uint64(window)) // d ≤ window: no overflow
 	return int64(q)
 }

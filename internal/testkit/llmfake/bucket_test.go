@@ -63,3 +63,21 @@ func TestBucket(t *testing.T) {
 		t.Fatalf("more than the limit holds never fits within a minute: %v", w)
 	}
 }
+
+// A bucket with a window other than a minute refills its limit in that
+// window: 12,000 tokens in 2 s, 6,000 a second.
+func TestBucketWindow(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	b := bucket{limit: 12000, window: 2 * time.Second}
+	b.take(now, 12000)
+	if got := b.remaining(now.Add(time.Second)); got != 6000 {
+		t.Fatalf("a second after it emptied: %d left, want 6000", got)
+	}
+	// 470 tokens at 6,000 a second: 78,333,333⅓ ns, rounded up (never early).
+	if got, want := b.wait(now, 470), 78_333_334*time.Nanosecond; got != want {
+		t.Fatalf("wait for 470 tokens: %v, want %v", got, want)
+	}
+	if got := b.fullIn(now); got != 2*time.Second {
+		t.Fatalf("whole again in %v, want 2s", got)
+	}
+}

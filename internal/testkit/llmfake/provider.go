@@ -33,6 +33,11 @@ type Config struct {
 	// OutputTPM is Anthropic's output-tokens-per-minute limit; OpenAI has
 	// none and ignores it.
 	OutputTPM int64
+	// Window is how long each limit takes to refill from empty, the period
+	// RPM, TPM and OutputTPM count (default: a minute). A shorter window
+	// keeps a limit's size beside a call's (12,000 tokens, calls of 470)
+	// while its calls come many a second, as a test needs.
+	Window time.Duration
 	// Now is the clock (default: time.Now).
 	Now func() time.Time
 }
@@ -67,7 +72,7 @@ func New(c Config) (*Provider, error) {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"RPM", c.RPM}, {"TPM", c.TPM}, {"OutputTPM", c.OutputTPM}} {
+	}{{"RPM", c.RPM}, {"TPM", c.TPM}, {"OutputTPM", c.OutputTPM}, {"Window", int64(c.Window)}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("llmfake: %s is %d, below zero", f.name, f.v))
 		}
@@ -79,9 +84,9 @@ func New(c Config) (*Provider, error) {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Provider{dialect: c.Dialect, now: now, requests: bucket{limit: c.RPM}, tokens: bucket{limit: c.TPM}}
+	p := &Provider{dialect: c.Dialect, now: now, requests: bucket{limit: c.RPM, window: c.Window}, tokens: bucket{limit: c.TPM, window: c.Window}}
 	if c.Dialect == Anthropic {
-		p.output = bucket{limit: c.OutputTPM}
+		p.output = bucket{limit: c.OutputTPM, window: c.Window}
 	}
 	return p, nil
 }

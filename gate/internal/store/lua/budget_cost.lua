@@ -9,6 +9,10 @@
 --                   answered (each response's reading follows its call);
 --   cc              the learned cost of one call, tokens (absent: none
 --                   learned yet);
+--   cv              the learned variance of one call's cost: calls vary
+--                   (prompts of 300 to 500 tokens), and a call larger than
+--                   the mean is refused where only the mean is left, so
+--                   admission keeps two deviations unspent;
 --   cw, cs          a 429's short wait: until cw (Redis ms) a call of at
 --                   least cs tokens does not fit.
 
@@ -22,20 +26,29 @@ local COST_CALLS = 4
 -- prompts within a few dozen calls.
 local COST_KEEP = 0.9
 
--- cost is the learned cost of one call, nil when none is learned yet.
+-- cost is the learned cost of one call and the tokens kept unspent for
+-- calls larger than it (two deviations); nil when none is learned yet.
 local function cost(k)
-  return tonumber(redis.call('HGET', k or KEYS[2], 'cc'))
+  local v = redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
+  local c = tonumber(v[1])
+  if not c then
+    return nil, 0
+  end
+  return c, math.ceil(2 * math.sqrt(tonumber(v[2]) or 0))
 end
 
 -- learn counts the call whose response gave token reading q (written or
--- not) and, once the anchor is COST_CALLS calls old, takes a sample: the
--- tokens the anchor's level, refilled to q.at, lost by q, per call counted.
--- A span the bucket could have refilled to whole in (past the anchor's
--- reset), or over a limit that changed size, says nothing: the anchor
--- starts over at q.
-local function learn(k, q)
-  local v = redis.call('HMGET', k, 'ca', 'cr', 'cl', 'ct', 'cn', 'cc')
-  local n = (tonumber(v[5]) or 0) + 1
+-- not; spent: it was served, where a 429 spent nothing) and, once the
+-- anchor is COST_CALLS calls old, takes a sample: the tokens the anchor's
+-- level, refilled to q.at, lost by q, per call counted. A span the bucket
+-- could have refilled to whole in (past the anchor's reset), or over a
+-- limit that changed size, says nothing: the anchor starts over at q.
+local function learn(k, q, spent)
+  local v = redis.call('HMGET', k, 'ca', 'cr', 'cl', 'ct', 'cn', 'cc', 'cv')
+  local n = tonumber(v[5]) or 0
+  if spent then
+    n = n + 1
+  end
   local a = nil
   if v[1] then
     a = {at = tonumber(v[1]), rem = tonumber(v[2]), lim = tonumber(v[3]), rst = tonumber(v[4])}
@@ -47,14 +60,19 @@ local function learn(k, q)
   if a and n >= COST_CALLS and refills(a) and q.lim == a.lim and q.at < a.rst then
     local drop = a.rem + (a.lim - a.rem) * (q.at - a.at) / (a.rst - a.at) - q.rem
     if drop > 0 then
+      -- A sample is a mean of n calls: its deviation from the cost, times
+      -- the square root of n, is one call's.
       local sample = drop / n
-      local c = tonumber(v[6])
+      local c, var = tonumber(v[6]), tonumber(v[7])
       if c then
-        c = c + (1 - COST_KEEP ^ n) * (sample - c)
+        local w = 1 - COST_KEEP ^ n
+        var = var + w * (n * (sample - c) ^ 2 - var)
+        c = c + w * (sample - c)
       else
-        c = sample
+        -- The first sample: a deviation of half a call, until more come.
+        c, var = sample, (sample / 2) ^ 2
       end
-      redis.call('HSET', k, 'cc', c)
+      redis.call('HSET', k, 'cc', c, 'cv', var)
     end
   elseif a and n < COST_CALLS and q.lim == a.lim and (not refills(a) or q.at < a.rst) then
     redis.call('HSET', k, 'cn', n)

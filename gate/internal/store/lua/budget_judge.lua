@@ -21,9 +21,9 @@ local function admit(bk, ck, tokens, reserve, share)
   local n, spent = calls(ck)
   -- A call that does not say its tokens costs what calls were learned to
   -- cost (budget_cost.lua), and so do those in flight that did not say.
-  local learned = nil
+  local learned, spread = nil, 0
   if tokens == 0 and b.t then
-    learned = cost(bk)
+    learned, spread = cost(bk)
   end
   local need = {r = 1, t = tokens}
   local held = {r = n, t = spent}
@@ -48,6 +48,9 @@ local function admit(bk, ck, tokens, reserve, share)
         keep = 0
         if need.t == 0 and not learned then
           keep = math.floor(q.lim * share)
+        elseif learned then
+          -- Room for a call larger than the mean; never most of the limit.
+          keep = math.min(spread, math.floor(q.lim / 4))
         end
       end
       if l then

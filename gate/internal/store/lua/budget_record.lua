@@ -13,8 +13,9 @@
 -- now: the reading is anchored on Redis's clock); ARGV[11] the wait a 429
 -- stated for the call, from now (ms, 0: none), and ARGV[12] the call's
 -- tokens (0: not said, the learned cost stands in): until then a call of
--- that size does not fit (budget_cost.lua). Every token reading is a call
--- answered, which the learned cost counts.
+-- that size does not fit (budget_cost.lua); ARGV[13] '1' when the call
+-- was refused (a 429 spends no tokens), else '0'. Every token reading of a
+-- call served is a call the learned cost counts.
 -- Reply: the number of limits written.
 if ARGV[1] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -42,7 +43,7 @@ for i, p in ipairs(KINDS) do
       wrote = wrote + 1
     end
     if p == 't' then
-      learn(KEYS[2], q)
+      learn(KEYS[2], q, ARGV[13] ~= '1')
     end
   end
 end
