@@ -45,12 +45,30 @@ var limitGates = []struct {
 
 // limitProviders are the providers imitated: requests bind, or OpenAI's
 // tokens (110 a request where a call counts 127 on average: offered
-// 2.9 × the token limit).
+// 2.9 × the token limit); and issue 37's case, where a call is 4 % of
+// the token limit and the calls do not say their tokens: 12,000 tokens
+// and 30 requests a 2 s window, prompts of 300 to 500 tokens (a call
+// counts 470 on average: offered 2.9 × the token limit), met by the cost
+// the upstream learns.
 var limitProviders = []struct {
 	name    string
 	dialect llmfake.Dialect
 	tpm     int64 // ÷ RPM; 0: tokens never bind
-}{{"OpenAI", llmfake.OpenAI, 0}, {"Anthropic", llmfake.Anthropic, 0}, {"OpenAI, tokens bind", llmfake.OpenAI, 110}}
+	// window, rpm, tokens and prompt, when set, are the storm's own
+	// (limitstorm.Config's Window, RPM, TPM and Prompt) instead.
+	window      time.Duration
+	rpm, tokens int64
+	prompt      [2]int
+}{
+	{name: "OpenAI", dialect: llmfake.OpenAI},
+	{name: "Anthropic", dialect: llmfake.Anthropic},
+	{name: "OpenAI, tokens bind", dialect: llmfake.OpenAI, tpm: 110},
+	{name: "OpenAI, 12k tokens a window, costs learned", dialect: llmfake.OpenAI, window: 2 * time.Second, rpm: 30, tokens: 12000, prompt: [2]int{300, 500}},
+}
+
+// tokensBindRow is limitProviders' row whose tokens bind at the storms'
+// own RPM (the report names its token limit).
+const tokensBindRow = 2
 
 // limitRow is one gate against one provider: a storm per seed.
 type limitRow struct {
@@ -74,10 +92,14 @@ func runLimitStorms(ctx context.Context, addr string, p limitParams, log io.Writ
 			for _, g := range limitGates {
 				opts := g.opts
 				opts.Prefix = fmt.Sprintf("limit:%d:%d", si, i)
-				r, err := limitstorm.Run(ctx, limitstorm.Config{
+				c := limitstorm.Config{
 					Dialect: d.dialect, RPM: p.rpm, TPM: d.tpm * p.rpm, Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed,
 					Redis: limitstorm.Redis{Addrs: []string{addr}}, Gate: opts,
-				})
+				}
+				if d.window > 0 {
+					c.Window, c.RPM, c.TPM, c.Prompt = d.window, d.rpm, d.tokens, d.prompt
+				}
+				r, err := limitstorm.Run(ctx, c)
 				if err != nil {
 					return nil, fmt.Errorf("limit storm %s, %s: %w", g.name, d.name, err)
 				}
@@ -119,7 +141,8 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 		"Four Gates in one process share one upstream (`Upstream`) and this Redis; each job calls go-openai through `classify/goopenai.Transport` "+
 		"against `internal/testkit/llmfake`, a provider enforcing %d requests a minute as a token bucket, emptied when the storm starts "+
 		"(and, where tokens bind, %d tokens a minute: a call counts its prompt at 4 characters a token and its max_tokens), "+
-		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429. "+
+		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429; "+
+		"the last provider is issue 37's case: 12,000 tokens and 30 requests a 2 s window, prompts of 300 to 500 tokens, no call saying its tokens. "+
 		"Jobs arrive at %.1f× the limit for %v (a Poisson process, seeded); each refused job retries when `gate.RetryAfter` says, "+
 		"and one told to wait past %v after the arrivals is lost. "+
 		"429s: the provider's own count, of every call it answered; goodput: jobs completed (or their tokens, where tokens bind) ÷ the calls (tokens) the limit allowed from the start "+
@@ -127,7 +150,7 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 		"Medians over seeds %s, the range in brackets. "+
 		"The issue's targets (429s ≤ 1 %%, goodput ≥ 0.9×) apply to a gate that admits calls from the provider's budget; "+
 		"the reactive gate learns of the limit from a 429 and cools for its hint.\n\n",
-		p.rpm, limitProviders[len(limitProviders)-1].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
+		p.rpm, limitProviders[tokensBindRow].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
 	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | largest 429 burst | jobs | lost (worst) | failed (worst) | run again (worst) |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.limit {

@@ -4,7 +4,9 @@
 -- (a reading includes every call decided before it, so at the limit the
 -- newer leaves less; comparing resets instead would trust a reset rounded
 -- to the second, as Anthropic's are), the later reading at equal levels
--- or when either cannot say how it refills.
+-- or when either cannot say how it refills (but one that cannot never
+-- leaves more than one that can, before its reset); a reading with more
+-- left than its limit's size is not kept.
 -- ARGV[1] the member to release ("" for none), ARGV[2] the margin ms the
 -- budget outlives its last reset or reading by; then per limit (requests
 -- at ARGV[3], tokens at ARGV[7]): what was left (-1: not reported), the
@@ -24,7 +26,9 @@ local wrote = 0
 for i, p in ipairs(KINDS) do
   local o = 3 + (i - 1) * 4
   local rem = tonumber(ARGV[o])
-  if rem >= 0 then
+  local lim = tonumber(ARGV[o + 1])
+  -- More left than the limit's size: no bucket holds that (bad input).
+  if rem >= 0 and not (lim > 0 and rem > lim) then
     local at = NOW - tonumber(ARGV[o + 3])
     local rst = 0
     if tonumber(ARGV[o + 2]) >= 0 then
@@ -35,6 +39,11 @@ for i, p in ipairs(KINDS) do
     local newer = not cur
     if cur and refills(q) and refills(cur) and level(q) ~= level(cur) then
       newer = level(q) < level(cur)
+    elseif cur and refills(cur) and not refills(q) and at < cur.rst then
+      -- A reading that cannot say how it refills (whole already, a reset
+      -- past or not said) does not leave more than one that can, before
+      -- that one's reset: bad input never admits more than was known.
+      newer = q.rem <= level(cur)
     elseif cur then
       newer = at > cur.at
     end
