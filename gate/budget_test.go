@@ -354,7 +354,7 @@ func masterAddr(t *testing.T, cc *redis.ClusterClient, key string) string {
 
 // A 429 that says "Please try again in 6ms" or "15ms" with tokens
 // binding states when a call of that size fits, not when the upstream
-// reopens to all: the job waits those milliseconds and the upstream does
+// is ready for all: the job waits those milliseconds and the upstream does
 // not cool for them (issue 37.3). The budget holds them instead, so a
 // caller of another process is refused with its own turn.
 func TestBudgetWaitAfterA429(t *testing.T) {
