@@ -421,11 +421,26 @@ func TestBudgetWaitAfterA429(t *testing.T) {
 					if len(job) != 1 || job[0] <= 0 || job[0] > tc.wait {
 						t.Fatalf("the job cooled for %v after the 429, want once, for the %v the message said", job, tc.wait)
 					}
-					// Another caller, at once: refused by the budget, not
-					// by a cooldown, and told a turn of its own.
-					bl := blocked(t, other, "other")
-					if !errors.Is(bl, gate.ErrUpstreamCooling) || !bl.Upstreams[0].Budget.Spent {
-						t.Fatalf("another caller within the wait: %+v, want a refusal by the budget", bl)
+					// Other callers, at once, of both processes: refused by
+					// the budget, not by a cooldown, each told a turn of its
+					// own, one request's refill apart (10 left of 600,
+					// whole in a second: 100 ms), not all at the wait's end.
+					var turns []time.Time
+					for i := range 3 {
+						gi := other
+						if i == 1 {
+							gi = g
+						}
+						bl := blocked(t, gi, "other-"+itoa(i))
+						if !errors.Is(bl, gate.ErrUpstreamCooling) || !bl.Upstreams[0].Budget.Spent {
+							t.Fatalf("caller %d within the wait: %+v, want a refusal by the budget", i, bl)
+						}
+						turns = append(turns, time.Now().Add(bl.RetryAfter))
+					}
+					for i := 1; i < len(turns); i++ {
+						if gap := turns[i].Sub(turns[i-1]); gap < 50*time.Millisecond {
+							t.Fatalf("turn %d is %v after turn %d, want about one request's refill (100 ms): %v", i, gap, i-1, turns)
+						}
 					}
 				})
 			}

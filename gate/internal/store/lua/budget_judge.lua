@@ -86,10 +86,15 @@ local function admit(bk, ck, tokens, reserve, share)
     -- A 429 said a call of this size fits in a moment: the refused call's
     -- own wait, which the others queue behind, one call's refill apart.
     wait = math.max(wait, s.untl - NOW)
-    local q = b.t
-    if q and refills(q) then
-      whole = math.max(whole, q.rst)
-      gap = math.max(gap, math.ceil(math.max(need.t, 1) * (q.rst - q.at) / (q.lim - q.rem)))
+    for _, p in ipairs(KINDS) do
+      local q = b[p]
+      if q and refills(q) then
+        -- The turns may run to when the limits are whole again.
+        whole = math.max(whole, q.rst)
+        if p == 't' then
+          gap = math.max(gap, math.ceil(math.max(need.t, 1) * (q.rst - q.at) / (q.lim - q.rem)))
+        end
+      end
     end
     whole = math.max(whole, s.untl)
     settles = false
