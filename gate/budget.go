@@ -17,8 +17,9 @@ import (
 // What admission keeps unspent of each limit a provider reports: one
 // request, so that the estimate's rounding and a call that reached the
 // provider before its reading was written do not earn a 429; and, for a
-// call that does not say its tokens (WithTokens), 1 % of the token limit
-// standing in for them.
+// call that does not say its tokens (WithTokens), 1 % of the token limit:
+// standing in for them until a cost is learned, then the least kept for a
+// call larger than the learned cost (gate/internal/store, budget_cost.lua).
 const (
 	budgetReserveRequests = 1
 	budgetReserveTokens   = 0.01
@@ -34,9 +35,10 @@ type tokensKey struct{}
 // acquire reserves them in the upstream's budget in the same step as its
 // admission, so concurrent processes cannot all see enough tokens left
 // and overshoot together; the settle releases them, and the response's
-// reading says what the call spent. Without it a call reserves one
-// request and no tokens, and the token limit is judged by its reserve
-// alone. A negative count is read as 0.
+// reading says what the call spent. Without it a call is judged at what
+// the upstream's calls were learned to cost (from the drop in what is
+// left across the calls answered, shared in Redis), 1 % of the token
+// limit standing in until then. A negative count is read as 0.
 func WithTokens(ctx context.Context, tokens int64) context.Context {
 	return context.WithValue(ctx, tokensKey{}, max(tokens, 0))
 }

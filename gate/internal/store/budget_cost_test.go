@@ -155,3 +155,35 @@ func TestShortWaitRefusesCallsOfItsSize(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// A call refused with a 429 spent nothing, and its reading is not counted
+// as a call: five calls of 470 with two 429s among them are still learned
+// at 470 (counted as seven calls they would be 336), so with 800 left one
+// more call (470, and 470 kept after a first sample) does not fit.
+func TestRefusedCallsAreNotCounted(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	type call struct {
+		rem     int64
+		refused bool
+	}
+	// 100 ms apart, the last now: each call served leaves 450 less (470
+	// spent, 20 refilled); a 429 20 ms after the call before it leaves
+	// what that left, refilled 4.
+	calls := []call{{5000, false}, {4550, false}, {4554, true}, {4100, false}, {3650, false}, {3654, true}, {3200, false}}
+	ages := []time.Duration{400, 300, 280, 200, 100, 80, 0}
+	for i, c := range calls {
+		r := tokenReading(c.rem, ages[i]*time.Millisecond)
+		r.Refused = c.refused
+		tr := s.Trip()
+		tr.RecordBudget(ctx, k, "", r, time.Minute)
+		tr.Send(ctx)
+	}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", tokenReading(800, 0), time.Minute)
+	tr.Send(ctx)
+	if got := admitOnce(t, s, Admission{Keys: k, Member: "a:0", Reserve: BudgetReserve{TokenShare: 0.01}}); got.Admitted {
+		t.Fatalf("800 left, calls of 470 with 470 kept: %+v, want refused (the 429s were counted as calls)", got)
+	}
+}

@@ -57,7 +57,7 @@ for i, p in ipairs(KINDS) do
   end
 end
 local fits = tonumber(ARGV[11]) or 0
-if fits > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+if fits > 0 and next(budget()) ~= nil then
   local size = tonumber(ARGV[12]) or 0
   if size == 0 then
     size = math.ceil(cost() or 0)
