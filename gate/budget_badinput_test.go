@@ -66,32 +66,44 @@ func header(kv ...string) http.Header {
 // header makes a caller wait past classify.MaxHint.
 func TestBudgetBadHeaders(t *testing.T) {
 	spent := openAIHeader(0, 600, "1m0s")
+	tokensSpent := header("x-ratelimit-limit-tokens", "12000", "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1m0s")
 	for _, tc := range []struct {
-		name string
-		bad  http.Header
+		name  string
+		bad   http.Header
+		spent http.Header // nil: the requests limit's
 	}{
+		{name: "tokens: remaining above the limit", spent: tokensSpent,
+			bad: header("x-ratelimit-limit-tokens", "12000", "x-ratelimit-remaining-tokens", "90000", "x-ratelimit-reset-tokens", "1s")},
+		{name: "tokens: a negative reset", spent: tokensSpent,
+			bad: header("x-ratelimit-limit-tokens", "12000", "x-ratelimit-remaining-tokens", "11000", "x-ratelimit-reset-tokens", "-5s")},
 		// More left than the limit's size: no bucket holds that.
-		{"remaining above the limit", header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "5000", "x-ratelimit-reset-requests", "1s")},
-		{"garbage counts", header("x-ratelimit-limit-requests", "six hundred", "x-ratelimit-remaining-requests", "lots", "x-ratelimit-reset-requests", "soon")},
+		{name: "remaining above the limit", bad: header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "5000", "x-ratelimit-reset-requests", "1s")},
+		{name: "garbage counts", bad: header("x-ratelimit-limit-requests", "six hundred", "x-ratelimit-remaining-requests", "lots", "x-ratelimit-reset-requests", "soon")},
 		// Azure OpenAI sends -1 when it does not know (classify.ParseBudget's doc).
-		{"negative remaining", header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "-1", "x-ratelimit-reset-requests", "1s")},
-		{"counts past int64", header("x-ratelimit-limit-requests", "99999999999999999999999", "x-ratelimit-remaining-requests", "99999999999999999999999", "x-ratelimit-reset-requests", "1s")},
-		{"a negative reset", header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599", "x-ratelimit-reset-requests", "-5s")},
-		{"a control byte", header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "59\x009", "x-ratelimit-reset-requests", "1s")},
+		{name: "negative remaining", bad: header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "-1", "x-ratelimit-reset-requests", "1s")},
+		{name: "counts past int64", bad: header("x-ratelimit-limit-requests", "99999999999999999999999", "x-ratelimit-remaining-requests", "99999999999999999999999", "x-ratelimit-reset-requests", "1s")},
+		{name: "a negative reset", bad: header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599", "x-ratelimit-reset-requests", "-5s")},
+		{name: "a control byte", bad: header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "59\x009", "x-ratelimit-reset-requests", "1s")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, tg := range redistest.Targets(t) {
 				t.Run(tg.Name, func(t *testing.T) {
 					g := newGate(t, tg.Client, budgetOptions(t))
 					l := inFlight(t, g, "bad") // its answer comes after the spent one
-					observe(t, g, "spent", spent)
+					if tc.spent != nil {
+						observe(t, g, "spent", tc.spent)
+					} else {
+						observe(t, g, "spent", spent)
+					}
 					answer(t, l, tc.bad)
 					bl := blocked(t, g, "next")
 					if !errors.Is(bl, gate.ErrUpstreamCooling) || !bl.Upstreams[0].Budget.Spent {
 						t.Fatalf("after %v: %+v, want the spent limit to refuse the call", tc.bad, bl)
 					}
+					// Two requests' refill at 600 a minute (about 203 ms), or
+					// 120 tokens' (1 %) at 12,000 (about 610 ms).
 					if bl.RetryAfter <= 0 || bl.RetryAfter > time.Second {
-						t.Fatalf("refused for %v, want two requests' refill at 600 a minute (about 203 ms)", bl.RetryAfter)
+						t.Fatalf("refused for %v, want the refill of what the spent limit lacks, under a second", bl.RetryAfter)
 					}
 				})
 			}
