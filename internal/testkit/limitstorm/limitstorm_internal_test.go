@@ -72,6 +72,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Arrivals: 50 * time.Millisecond, Redis: Redis{Addrs: []string{"x"}}}, []string{"Arrivals 50ms"}},
 		{Config{RPM: 1, Arrivals: time.Second, Redis: Redis{Addrs: []string{"x"}}}, []string{"none would arrive"}},
 		{Config{Procs: 2, Gate: gate.Options{Classify: classify.Default}, Redis: Redis{Addrs: []string{"x"}}}, []string{"Classify"}},
+		{Config{Window: -time.Second, Prompt: [2]int{-1, 5}, Redis: Redis{Addrs: []string{"x"}}}, []string{"Window", "Prompt"}},
+		{Config{Prompt: [2]int{500, 300}, Redis: Redis{Addrs: []string{"x"}}}, []string{"Prompt [500 300]"}},
 	} {
 		_, err := tc.c.withDefaults()
 		if !errors.Is(err, ErrInvalidConfig) {
@@ -108,5 +110,23 @@ func TestBursts(t *testing.T) {
 	u := &upstream{drained: t0, refusal: []time.Time{ms(900), ms(10), ms(40), ms(1000), ms(930), ms(960), ms(20)}}
 	if n, largest, at := u.bursts(); n != 2 || largest != 4 || at != 900*time.Millisecond {
 		t.Fatalf("bursts: %d, largest %d at %v; want 2, largest 4 at 900ms", n, largest, at)
+	}
+}
+
+// A storm's Window and Prompt shape its jobs: at 30 requests a 2 s window
+// and 2.5 × that for 8 s, 300 jobs, each prompt within 300 to 500 tokens.
+func TestWindowAndPrompt(t *testing.T) {
+	c, err := Config{Window: 2 * time.Second, RPM: 30, Arrivals: 8 * time.Second, Prompt: [2]int{300, 500}, Redis: Redis{Addrs: []string{"x"}}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := schedule(c)
+	if len(jobs) != 300 {
+		t.Fatalf("%d jobs, want 300", len(jobs))
+	}
+	for _, j := range jobs {
+		if j.chars < 300*charsPerToken || j.chars >= 500*charsPerToken {
+			t.Fatalf("job %d: a prompt of %d characters, want 1,200 to 2,000", j.ID, j.chars)
+		}
 	}
 }
