@@ -14,7 +14,9 @@
 --                   the mean is refused where only the mean is left, so
 --                   admission keeps two deviations unspent;
 --   cw, cs          a 429's short wait: until cw (Redis ms) a call of at
---                   least cs tokens does not fit.
+--                   least cs tokens does not fit; cs -1: the refused call
+--                   did not say its tokens, so no such call fits, nor one
+--                   that says at least the learned cost.
 
 -- COST_CALLS is how many calls a sample spans at least: a call decided
 -- before the anchor may settle after it and a call decided before the
@@ -81,14 +83,23 @@ local function learn(k, q, spent)
   redis.call('HSET', k, 'ca', q.at, 'cr', q.rem, 'cl', q.lim, 'ct', q.rst, 'cn', 0)
 end
 
--- short is the 429's short wait at k: {untl, size} while it lasts, else nil.
-local function short(k)
+-- short is the 429's short wait at k while it lasts, else nil: {untl,
+-- size}, the least tokens a call of tokens (0: not said) must say to be
+-- refused until untl.
+local function short(k, tokens)
   local v = redis.call('HMGET', k, 'cw', 'cs')
   local untl = tonumber(v[1])
-  if untl and untl > NOW then
-    return {untl = untl, size = tonumber(v[2]) or 0}
+  if not untl or untl <= NOW then
+    return nil
   end
-  return nil
+  local size = tonumber(v[2]) or 0
+  if size < 0 then
+    size = 0
+    if tokens > 0 then
+      size = math.ceil(cost(k) or 0)
+    end
+  end
+  return {untl = untl, size = size}
 end
 
 -- unsaid counts the calls in flight in k that did not say their tokens

@@ -81,7 +81,7 @@ local function admit(bk, ck, tokens, reserve, share)
       end
     end
   end
-  local s = short(bk)
+  local s = short(bk, tokens)
   if s and need.t >= s.size then
     -- A 429 said a call of this size fits in a moment: the refused call's
     -- own wait, which the others queue behind, one call's refill apart.

@@ -14,8 +14,8 @@
 -- (ms, -1: not said), and the reading's age (ms, when it was taken before
 -- now: the reading is anchored on Redis's clock); ARGV[11] the wait a 429
 -- stated for the call, from now (ms, 0: none), and ARGV[12] the call's
--- tokens (0: not said, the learned cost stands in): until then a call of
--- that size does not fit (budget_cost.lua); ARGV[13] '1' when the call
+-- tokens (0: not said): until then a call of that size, or any that does
+-- not say its tokens, does not fit (budget_cost.lua); ARGV[13] '1' when the call
 -- was refused (a 429 spends no tokens), else '0'. Every token reading of a
 -- call served is a call the learned cost counts.
 -- Reply: the number of limits written.
@@ -58,9 +58,10 @@ for i, p in ipairs(KINDS) do
 end
 local fits = tonumber(ARGV[11]) or 0
 if fits > 0 and next(budget()) ~= nil then
+  -- -1: a call that did not say its tokens (budget_cost.lua's short).
   local size = tonumber(ARGV[12]) or 0
   if size == 0 then
-    size = math.ceil(cost() or 0)
+    size = -1
   end
   -- The hash keeps its TTL, which outlives the wait (at least a lease).
   redis.call('HSET', KEYS[2], 'cw', NOW + fits, 'cs', size)
