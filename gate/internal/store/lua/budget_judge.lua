@@ -49,10 +49,12 @@ local function admit(bk, ck, tokens, reserve, share)
         if need.t == 0 and not learned then
           keep = math.floor(q.lim * share)
         elseif learned then
-          -- Room for a call larger than the mean, and never less than the
-          -- share kept before (where calls are small beside the limit, the
+          -- Room for a call larger than the mean; and the share kept
+          -- before still holds over the undeclared calls, this one and
+          -- those in flight (where calls are small beside the limit, the
           -- share is the larger); never most of the limit.
-          keep = math.min(math.max(spread, math.floor(q.lim * share)), math.floor(q.lim / 4))
+          local shared = math.floor(q.lim * share) - (held.t - spent) - need.t
+          keep = math.min(math.max(spread, shared), math.floor(q.lim / 4))
         end
       end
       if l then
