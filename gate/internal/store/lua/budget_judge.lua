@@ -69,9 +69,11 @@ local function admit(bk, ck, tokens, reserve, share)
           whole = math.max(whole, q.rst)
           if p == 't' then
             -- The call's tokens refill in this much (not said: the
-            -- requests' gap above stands in; the share kept for them is
-            -- no call's).
-            gap = math.max(gap, math.ceil(need.t * (q.rst - q.at) / (q.lim - q.rem)))
+            -- requests' gap above stands in; a learned cost is a mean,
+            -- and turns spaced exactly at it lose what a caller late to
+            -- its turn leaves unspent: 0.90 × the limit where the
+            -- requests' gap kept 0.95).
+            gap = math.max(gap, math.ceil(tokens * (q.rst - q.at) / (q.lim - q.rem)))
           end
         elseif l and q.rst > NOW then
           wait = math.max(wait, q.rst - NOW)
@@ -94,12 +96,17 @@ local function admit(bk, ck, tokens, reserve, share)
         -- The turns may run to when the limits are whole again.
         whole = math.max(whole, q.rst)
         if p == 't' then
-          gap = math.max(gap, math.ceil(math.max(need.t, 1) * (q.rst - q.at) / (q.lim - q.rem)))
+          gap = math.max(gap, math.ceil(tokens * (q.rst - q.at) / (q.lim - q.rem)))
         end
       end
     end
     whole = math.max(whole, s.untl)
     settles = false
+  end
+  local q = b.t
+  if gap == 0 and learned and q and refills(q) then
+    -- No request limit to space the turns: a call's learned cost does.
+    gap = math.ceil(need.t * (q.rst - q.at) / (q.lim - q.rem))
   end
   if settles then
     return {3, 0, out.r, out.t}
