@@ -209,9 +209,9 @@ func TestDecide(t *testing.T) {
 // upstream.
 func TestDecideShortWaitIsTheJobs(t *testing.T) {
 	o := &Options{
-		Lease: time.Minute, Cooldown: 5 * time.Minute, MaxAttempts: 5,
+		Lease: time.Minute, Cooldown: 5 * time.Minute,
 		UpstreamPolicy: UpstreamPolicy{Cooldown: 10 * time.Second, PauseTTL: 10 * time.Minute},
-		Backoff:        Backoff{Max: time.Hour, Factor: 2, Jitter: -1},
+		Backoff:        Backoff{MaxAttempts: 5, Max: time.Hour, Factor: 2, Jitter: -1},
 		Retention:      Retention{Attempts: 24 * time.Hour, Failed: 7 * 24 * time.Hour},
 	}
 	// https://github.com/binary-husky/gpt_academic/issues/1213's 429 said
