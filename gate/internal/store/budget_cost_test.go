@@ -187,3 +187,41 @@ func TestRefusedCallsAreNotCounted(t *testing.T) {
 		t.Fatalf("800 left, calls of 470 with 470 kept: %+v, want refused (the 429s were counted as calls)", got)
 	}
 }
+
+// A span that says nothing of a call's cost teaches nothing: one over
+// which the limit changed size (12,000 then 24,000), or one the bucket
+// could have refilled to whole in (5,000 left whole again in 35 s, the
+// next reading 40 s later). With no cost learned, a call with 400 left is
+// judged by the 1 % share (240 of 24,000; 120 of 12,000) and admitted.
+func TestCostNotLearnedAcrossAGap(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	resized := func(rem int64, age time.Duration, lim int64) Reading {
+		return Reading{Tokens: Quota{Reported: true, Remaining: rem, Limit: lim,
+			ResetIn: time.Duration(lim-rem) * time.Minute / time.Duration(lim), Age: age}}
+	}
+	for _, tc := range []struct {
+		name     string
+		readings []Reading
+		last     Reading
+	}{
+		{"the limit changed size", []Reading{
+			resized(5000, 500*time.Millisecond, 12000), resized(4550, 400*time.Millisecond, 12000), resized(4100, 300*time.Millisecond, 12000),
+			resized(3650, 200*time.Millisecond, 12000), resized(3200, 100*time.Millisecond, 24000)}, resized(400, 0, 24000)},
+		{"the bucket could have been whole", []Reading{
+			tokenReading(5000, 80*time.Second), tokenReading(4550, 40*time.Second), tokenReading(4100, 39900*time.Millisecond),
+			tokenReading(3650, 39800*time.Millisecond), tokenReading(3200, 39700*time.Millisecond)}, tokenReading(400, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := BudgetKeys{Upstream: tc.name, Budget: tc.name + ":budget", Calls: tc.name + ":calls"}
+			for _, r := range append(tc.readings, tc.last) {
+				tr := s.Trip()
+				tr.RecordBudget(ctx, k, "", r, time.Minute)
+				tr.Send(ctx)
+			}
+			if got := admitOnce(t, s, Admission{Keys: k, Member: "a:0", Reserve: BudgetReserve{TokenShare: 0.01}}); !got.Admitted {
+				t.Fatalf("400 left and no cost learnable: %+v, want admitted by the share", got)
+			}
+		})
+	}
+}
