@@ -79,6 +79,11 @@ type BlockedError struct {
 	// Upstreams holds each of the gate's upstreams, in order, when State
 	// is UpstreamCooling.
 	Upstreams []UpstreamStatus
+	// Ahead is how many callers were ahead of this one in its upstream's
+	// line when it was refused (its wait could not reach its turn); its
+	// RetryAfter is then the expected wait for that turn. 0: it was not
+	// in line.
+	Ahead int
 
 	token string        // Running: the running lease's token, which a waiter waits for
 	lease time.Duration // Running: the lease's time left, when a waiter reads again

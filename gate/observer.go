@@ -97,6 +97,14 @@ type Event struct {
 	// has no budget. Limits and resets are not known here (Upstreams
 	// reads them).
 	Budget UpstreamBudget
+	// Priority and Tenant are the call's class and tenant (WithPriority,
+	// WithTenant) on EventAcquired and EventRefused.
+	Priority Priority
+	Tenant   string
+	// Waited is, on EventAcquired and EventRefused, the time the call spent
+	// in its upstream's line before the acquire or refusal; 0 if it never
+	// waited.
+	Waited time.Duration
 }
 
 // Observer receives events. Observe is called synchronously on the calling

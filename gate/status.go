@@ -38,6 +38,10 @@ type Status struct {
 	// Upstreams holds each of the gate's upstreams, in order
 	// (Options.Upstream, then Fallbacks); nil with UpstreamPolicy.Off.
 	Upstreams []UpstreamStatus
+	// Ahead is, while the job's caller waits in its upstream's line (in
+	// any process), how many callers are ahead of it; RetryAfter is then
+	// the expected wait for its turn. 0: not in line.
+	Ahead int
 }
 
 // Status reads a job's state and its upstreams' in one round trip. It
