@@ -87,9 +87,13 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // Nothing is subscribed unless the first attempt finds the job running: a
 // call that runs or is refused for another reason costs what Acquire does.
 func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
+	deadline := time.Now().Add(wait)
 	l, err := g.acquireOnce(ctx, job, nil)
 	if b := runningRefusal(err); wait > 0 && b != nil && !g.opts.Shadow {
-		l, err = g.waitFor(ctx, job, b.token, time.Now().Add(wait))
+		l, err = g.waitFor(ctx, job, b.token, deadline)
+	}
+	if b, q := g.budgetRefusal(err); wait > 0 && b != nil && !g.opts.Shadow && time.Now().Before(deadline) {
+		l, err = g.waitInLine(ctx, job, b, q, deadline)
 	}
 	g.refused(ctx, err)
 	if g.opts.Shadow && err != nil {
@@ -199,8 +203,12 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 	l.expires = sent.Add(g.opts.Lease)
 	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
 	l.mu.Unlock()
-	g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt,
-		Budget: budgetOf(l.up.Left(), false)})
+	if g.obs != nil {
+		c := callerOf(ctx)
+		_, _, waited := turnOf(ctx)
+		g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt,
+			Budget: budgetOf(l.up.Left(), false), Priority: Priority(c.Class), Tenant: c.Tenant, Waited: waited})
+	}
 	return l, nil
 }
 
@@ -223,7 +231,8 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	case ss != nil:
 		return g.upstreamRefusal(l.job, ss), nil
 	}
-	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens)}
+	turnOf, turn, _ := turnOf(ctx)
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens, turnOf, turn)}
 	switch {
 	case w != nil:
 		a.Done = w.done

@@ -282,14 +282,14 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 		t.Fatalf("the first reading of an upstream without a budget sent %v, want %v: written at once, then with the settle", got, exp)
 	}
 	report(t, g, "job", h)
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
-		t.Fatalf("a success with a budget sent %v, want %v: the budget's write in the settle's trip", got, exp)
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("a success with a budget sent %v, want %v: the budget's write, and the line's turns, in the settle's trip", got, exp)
 	}
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
-		t.Fatalf("a success admitted by the budget sent %v, want %v: its release in the settle's trip", got, exp)
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("a success admitted by the budget sent %v, want %v: its release, and the turns its room gives the line, in the settle's trip", got, exp)
 	}
 }
 

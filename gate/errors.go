@@ -88,6 +88,10 @@ type BlockedError struct {
 	token string        // Running: the running lease's token, which a waiter waits for
 	lease time.Duration // Running: the lease's time left, when a waiter reads again
 	local bool          // decided in-process, without Redis (Event.Local)
+	// UpstreamCooling by a budget: the upstream whose line a caller with
+	// a wait joins; nil otherwise.
+	line   *lineRefusal
+	waited time.Duration // the time spent in line before it (Event.Waited)
 }
 
 func (e *BlockedError) Error() string {

@@ -24,6 +24,8 @@ type Gate struct {
 	// ups are the upstreams' breakers, Options.Upstream then Fallbacks;
 	// one that always permits with UpstreamPolicy.Off.
 	ups *upstream.Set
+	// lines are the lines of the upstreams with a budget (inline.go).
+	lines []*inLine
 
 	flight    flight         // in-process merging (flight.go)
 	unwritten unwritten      // outcomes Redis did not take (flight.go, unwritten.go)
@@ -84,6 +86,7 @@ func New(rdb Client, opts Options) (*Gate, error) {
 	p := o.UpstreamPolicy
 	g.ups = upstream.NewSet(o.Prefix, names, upstream.Policy{AllowedFails: p.AllowedFails, FailWindow: p.FailWindow, PermanentWave: p.PermanentWave,
 		UnreachableJobs: p.UnreachableJobs, Budget: budgetPolicy(o)})
+	g.lines = g.newLines()
 	return g, nil
 }
 

@@ -54,6 +54,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	t := g.store.Trip()
 	read := t.ReadJob(ctx, key)
 	peeks := g.ups.Peek(ctx, &t)
+	places := g.placeOf(ctx, &t, job)
 	t.Send(ctx)
 	r, err := read.Result()
 	if err != nil {
@@ -80,6 +81,19 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	}
 	st.Upstreams = statusesOf(ups)
 	st.Upstream = nextUpstream(st.Upstreams)
+	for _, p := range places {
+		pl, err := p.Result()
+		if err != nil {
+			return Status{}, redisError(ctx, "status", err)
+		}
+		if pl.Waiting && st.State == Ready {
+			// Its caller waits in line: the turns ahead of it, and the
+			// expected wait for its own.
+			st.Ahead = int(pl.Ahead)
+			st.RetryAfter = time.Duration(pl.Ahead+1) * pl.Gap
+			break
+		}
+	}
 	return st, nil
 }
 

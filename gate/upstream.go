@@ -113,6 +113,12 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 		ss[i].RetryAfter = g.retryIn(refuser{state: UpstreamCooling, left: u.RetryAfter, probing: u.Probing, budget: u.Budget})
 	}
 	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
+	for i, u := range ss {
+		if u.Budget {
+			b.line = &lineRefusal{of: i, gap: u.Gap}
+			break
+		}
+	}
 	for i, u := range b.Upstreams {
 		if i == 0 || u.RetryAfter < b.RetryAfter {
 			b.RetryAfter, b.Reason = u.RetryAfter, u.Reason

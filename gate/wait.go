@@ -20,7 +20,9 @@ func (g *Gate) refused(ctx context.Context, err error) {
 	if !errors.As(err, &b) {
 		return
 	}
-	e := Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: b.local}
+	c := callerOf(ctx)
+	e := Event{Kind: EventRefused, Job: b.Job, State: b.State, Reason: b.Reason, Attempt: b.Attempts, Cooldown: b.RetryAfter, Local: b.local,
+		Priority: Priority(c.Class), Tenant: c.Tenant, Waited: b.waited}
 	if b.State == UpstreamCooling {
 		u := nextUpstream(b.Upstreams)
 		e.Upstream, e.Budget = u.Upstream, u.Budget

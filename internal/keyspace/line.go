@@ -11,3 +11,10 @@ func Line(prefix, upstream string) (line, owners, meta, grants string) {
 	key := prefix + ":upstream:{" + Encode(upstream) + "}:line"
 	return key, key + ":owners", key + ":meta", key + ":grant:"
 }
+
+// LineMark returns the key of a job's mark in an upstream's line: the
+// place its caller holds while it waits, so any process can read it
+// (gate.Status). It lives in the upstream's slot.
+func LineMark(prefix, upstream, job string) string {
+	return prefix + ":upstream:{" + Encode(upstream) + "}:line:job:" + Encode(job)
+}

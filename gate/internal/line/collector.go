@@ -91,7 +91,7 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 	}
 	now := time.Now()
 	var lost []*waiter
-	unused := 0
+	var unused []string
 	l.mu.Lock()
 	l.token = c.Token
 	for _, m := range c.Granted {
@@ -100,17 +100,17 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 			close(w.granted)
 		} else if _, ok := l.leaving[m]; ok {
 			delete(l.leaving, m)
-			unused++
+			unused = append(unused, m)
 		} else if l.joining > 0 {
 			l.early[m] = now
 		} else {
-			unused++
+			unused = append(unused, m)
 		}
 	}
 	for m, t := range l.early {
 		if now.Sub(t) > l.cfg.Lease {
 			delete(l.early, m)
-			unused++
+			unused = append(unused, m)
 		}
 	}
 	for m, t := range l.leaving {
@@ -125,8 +125,8 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		}
 	}
 	l.mu.Unlock()
-	if unused > 0 { // turns nobody here can use: to the next in line
-		_, _ = l.Turn(ctx, unused)
+	if len(unused) > 0 { // turns nobody here can use: to the next in line
+		_ = l.pass(ctx, unused)
 	}
 	if len(lost) > 0 {
 		l.rejoin(ctx, lost)

@@ -25,6 +25,10 @@ type Config struct {
 	// leave after the caller's context ended) and the wait for a
 	// subscription (default: 1s).
 	Timeout time.Duration
+	// Pass, when set, passes on the turns given to callers that did not
+	// use them (their members), instead of Turn: a line whose turns
+	// reserve calls in a budget gives them back there.
+	Pass func(ctx context.Context, members []string)
 }
 
 func (c Config) withDefaults() Config {
@@ -97,6 +101,7 @@ type waiter struct {
 	caller   Caller
 	quantum  int64
 	deadline time.Time
+	mark     string        // the key of its job's mark, "" for none
 	granted  chan struct{} // closed when the turn is collected
 	gone     chan struct{} // closed when the caller leaves
 	// Guarded by Line.mu. token is the owner's when the place was taken.
@@ -132,11 +137,26 @@ type Ticket struct {
 // Ahead counts the turns that came before the ticket's when it joined.
 func (t *Ticket) Ahead() int { return t.ahead }
 
+// Member is the ticket's place in the line (it changes when the caller
+// joins again after its process's places were dropped).
+func (t *Ticket) Member() string {
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
+	return t.w.member
+}
+
 // Join takes a place in line for c until deadline. rate is the turns per
 // second the upstream's budget is expected to give (0: unknown); when the
 // turns ahead cannot come before the deadline at that rate, Join takes no
 // place and returns a *TooLongError with the expected wait.
 func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate float64) (*Ticket, error) {
+	return l.JoinMarked(ctx, c, deadline, rate, "")
+}
+
+// JoinMarked is Join for a caller whose place is also written at mark
+// (keyspace.LineMark), until its deadline, so that any process can read
+// it (store.Trip.PlaceOfJob).
+func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rate float64, mark string) (*Ticket, error) {
 	q, err := c.quantum()
 	if err != nil {
 		return nil, err
@@ -145,7 +165,7 @@ func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate floa
 	if left <= 0 {
 		return nil, ErrDeadline
 	}
-	w := &waiter{caller: c, quantum: q, deadline: deadline, granted: make(chan struct{}), gone: make(chan struct{})}
+	w := &waiter{caller: c, quantum: q, deadline: deadline, mark: mark, granted: make(chan struct{}), gone: make(chan struct{})}
 	l.mu.Lock()
 	l.joining++
 	l.mu.Unlock()
@@ -177,7 +197,7 @@ func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate floa
 
 func (l *Line) join(w *waiter, left time.Duration, rate float64) store.LineJoin {
 	return store.LineJoin{Class: w.caller.Class, Quantum: w.quantum, Owner: l.owner, Tenant: w.caller.Tenant,
-		Lease: l.cfg.Lease, Left: left, Keep: l.cfg.keep(), Rate: rate}
+		Lease: l.cfg.Lease, Left: left, Keep: l.cfg.keep(), Rate: rate, Mark: w.mark}
 }
 
 // registerLocked puts w among the waiters (its turn may have been
@@ -267,7 +287,16 @@ func (t *Ticket) Leave(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err := l.Turn(ctx, 1)
+	return l.pass(ctx, []string{member})
+}
+
+// pass passes on the turns given to members that did not use them.
+func (l *Line) pass(ctx context.Context, members []string) error {
+	if l.cfg.Pass != nil {
+		l.cfg.Pass(ctx, members)
+		return nil
+	}
+	_, err := l.Turn(ctx, len(members))
 	return err
 }
 

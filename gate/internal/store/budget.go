@@ -20,6 +20,8 @@ var (
 	budgetJudgeLua string
 	//go:embed lua/budget_cost.lua
 	budgetCostLua string
+	//go:embed lua/budget_line.lua
+	budgetLineLua string
 	//go:embed lua/budget_admit.lua
 	budgetAdmitLua string
 	//go:embed lua/acquire_budget.lua
@@ -31,10 +33,10 @@ var (
 	//go:embed lua/budget_renew.lua
 	budgetRenewLua string
 
-	budgetAdmitScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetAdmitLua)
+	budgetAdmitScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + budgetAdmitLua)
 	// The acquire of a job and its upstreams' budgets in one script, on
 	// one node (Store.Acquire).
-	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + jobTakeLua + acquireBudgetLua)
+	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + jobTakeLua + acquireBudgetLua)
 	budgetRecordScript  = newScript(budgetLeftLua + budgetCostLua + budgetRecordLua)
 	budgetReadScript    = newScript(budgetLeftLua + budgetReadLua)
 	budgetRenewScript   = newScript(budgetLeftLua + budgetRenewLua)
@@ -61,6 +63,10 @@ type Admission struct {
 	// and, for a call that does not say its Tokens, TokenShare of the
 	// token limit.
 	Reserve BudgetReserve
+	// Turn is the reservation of the turn the upstream's line gave the
+	// caller (TurnMember), "" for none: while anyone waits in the line,
+	// only a call with its turn is admitted.
+	Turn string
 }
 
 // BudgetReserve is what admission keeps unspent of each limit.
@@ -89,6 +95,9 @@ type Admitted struct {
 	// Requests and Tokens are what the estimate leaves after the calls in
 	// flight (and this one, reserved); -1 when not reported.
 	Requests, Tokens int64
+	// Gap is the time one call's request refills, 0 when not known: the
+	// rate the upstream's line gives turns at.
+	Gap time.Duration
 }
 
 // Admit queues budget_admit.lua.
@@ -98,12 +107,13 @@ func (t *Trip) Admit(ctx context.Context, a Admission) Reply[Admitted] {
 
 func (t *Trip) admit(ctx context.Context, a Admission) *redis.Cmd {
 	return t.eval(ctx, budgetAdmitScript, a.Keys.keys(), a.Member, t.s.lease, max(a.Tokens, 0),
-		a.Reserve.Requests, strconv.FormatFloat(a.Reserve.TokenShare, 'f', -1, 64))
+		a.Reserve.Requests, strconv.FormatFloat(a.Reserve.TokenShare, 'f', -1, 64), a.Turn)
 }
 
 // decodeAdmitted reads {0}; {1, reserved, requests, tokens};
-// {2, wait ms, requests, tokens}; {3, 0, requests, tokens}, for the
-// admission that asked with member.
+// {2, wait ms, requests, tokens}; {3, 0, requests, tokens}, each judged
+// one followed by one call's refill (ms), for the admission that asked
+// with member.
 func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
 	v, err := slice(c)
 	if err != nil {
@@ -120,10 +130,11 @@ func admittedOf(v []any, member string) (Admitted, error) {
 	x, ok1 := replyInt(v, 1)
 	r, ok2 := replyInt(v, 2)
 	n, ok3 := replyInt(v, 3)
-	if !ok || !ok1 || !ok2 || !ok3 || len(v) != 4 || kind < 1 || kind > 3 {
+	g, ok4 := replyInt(v, 4)
+	if !ok || !ok1 || !ok2 || !ok3 || !ok4 || len(v) != 5 || kind < 1 || kind > 3 {
 		return Admitted{}, badReply("admit", v)
 	}
-	a := Admitted{Judged: true, Requests: r, Tokens: n}
+	a := Admitted{Judged: true, Requests: r, Tokens: n, Gap: time.Duration(max(g, 0)) * time.Millisecond}
 	switch kind {
 	case 1:
 		a.Admitted = true

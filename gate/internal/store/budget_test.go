@@ -47,11 +47,12 @@ func TestDecodeAdmitted(t *testing.T) {
 		bad   bool
 	}{
 		{reply: []any{int64(0)}, want: Admitted{}},
-		{reply: []any{int64(1), int64(1), int64(5), int64(-1)}, want: Admitted{Judged: true, Admitted: true, Reserved: "m", Requests: 5, Tokens: -1}},
-		{reply: []any{int64(1), int64(0), int64(5), int64(7)}, want: Admitted{Judged: true, Admitted: true, Requests: 5, Tokens: 7}},
-		{reply: []any{int64(2), int64(1500), int64(0), int64(-1)}, want: Admitted{Judged: true, Wait: 1500 * time.Millisecond, Tokens: -1}},
-		{reply: []any{int64(3), int64(0), int64(-1), int64(9)}, want: Admitted{Judged: true, Settles: true, Requests: -1, Tokens: 9}},
+		{reply: []any{int64(1), int64(1), int64(5), int64(-1), int64(0)}, want: Admitted{Judged: true, Admitted: true, Reserved: "m", Requests: 5, Tokens: -1}},
+		{reply: []any{int64(1), int64(0), int64(5), int64(7), int64(0)}, want: Admitted{Judged: true, Admitted: true, Requests: 5, Tokens: 7}},
+		{reply: []any{int64(2), int64(1500), int64(0), int64(-1), int64(600)}, want: Admitted{Judged: true, Wait: 1500 * time.Millisecond, Tokens: -1, Gap: 600 * time.Millisecond}},
+		{reply: []any{int64(3), int64(0), int64(-1), int64(9), int64(0)}, want: Admitted{Judged: true, Settles: true, Requests: -1, Tokens: 9}},
 		{reply: []any{int64(1), int64(0), int64(5)}, bad: true},
+		{reply: []any{int64(1), int64(0), int64(5), int64(7)}, bad: true},
 		{reply: []any{int64(0), int64(0), int64(5), int64(7)}, bad: true},
 		{reply: []any{int64(4), int64(0), int64(5), int64(7)}, bad: true},
 	} {

@@ -184,17 +184,20 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 func (s *Store) takeAdmitted(ctx context.Context, via Client, a *Acquire, r *Acquired) error {
 	keys := make([]string, 0, 1+3*len(a.Admissions))
 	keys = append(keys, a.Key)
-	member := ""
-	for _, ad := range a.Admissions {
+	member, turn, turnOf := "", "", 0
+	for i, ad := range a.Admissions {
 		keys = append(keys, ad.Keys.keys()...)
 		if ad.Member != "" {
 			member = ad.Member
+		}
+		if ad.Turn != "" {
+			turn, turnOf = ad.Turn, i+1
 		}
 	}
 	ad := a.Admissions[0]
 	t := s.Trip()
 	cmd := t.eval(ctx, acquireBudgetScript, keys, a.Token.Token, s.lease, member, max(ad.Tokens, 0),
-		ad.Reserve.Requests, strconv.FormatFloat(ad.Reserve.TokenShare, 'f', -1, 64))
+		ad.Reserve.Requests, strconv.FormatFloat(ad.Reserve.TokenShare, 'f', -1, 64), turn, turnOf)
 	var done *redis.StringCmd
 	if a.Done != "" {
 		done = t.get(ctx, a.Done)

@@ -31,6 +31,10 @@ var (
 	lineRenewLua string
 	//go:embed lua/line_collect.lua
 	lineCollectLua string
+	//go:embed lua/line_give.lua
+	lineGiveLua string
+	//go:embed lua/line_place_job.lua
+	linePlaceJobLua string
 
 	lineJoinScript    = newScript(lineCommonLua + lineJoinLua)
 	lineLeaveScript   = newScript(lineCommonLua + lineLeaveLua)
@@ -40,6 +44,11 @@ var (
 	// The turn publishes: PUBLISH on one node, SPUBLISH on a cluster.
 	lineTurnNode    = newScript("local PUBLISH = 'PUBLISH'\n" + lineCommonLua + lineTurnLua)
 	lineTurnCluster = newScript("local PUBLISH = 'SPUBLISH'\n" + lineCommonLua + lineTurnLua)
+	// The budget's side of the line (budget_line.lua): a give reserves
+	// each turn's call; a job's place reads the budget's refill.
+	lineGiveNode       = newScript("local PUBLISH = 'PUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
+	lineGiveCluster    = newScript("local PUBLISH = 'SPUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
+	linePlaceJobScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + linePlaceJobLua)
 )
 
 // LineKeys are an upstream's line keys (internal/keyspace.Line).
@@ -80,6 +89,9 @@ type LineJoin struct {
 	// Rate is the turns per second expected, 0 for unknown: the join is
 	// refused when the turns ahead cannot come within Left.
 	Rate float64
+	// Mark is the key of the caller's job's mark (keyspace.LineMark), ""
+	// for none: it holds the caller's place until Left ends.
+	Mark string
 }
 
 // LineJoined is line_join.lua's answer.
@@ -97,7 +109,7 @@ type LineJoined struct {
 // JoinLine queues line_join.lua.
 func (t *Trip) JoinLine(ctx context.Context, k LineKeys, j LineJoin) Reply[LineJoined] {
 	cmd := t.eval(ctx, lineJoinScript, k.keys(), j.Class, j.Quantum, j.Owner, j.Tenant,
-		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64))
+		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64), j.Mark)
 	return Reply[LineJoined]{cmd, decodeLineJoined}
 }
 
@@ -275,5 +287,91 @@ func (t *Trip) CollectLine(ctx context.Context, k LineKeys, owner string) Reply[
 	return Reply[LineCollected]{cmd, func(c redis.Cmder) (LineCollected, error) {
 		e, granted, err := decodeTokenAnd(c, "line collect")
 		return LineCollected{Token: e, Granted: granted}, err
+	}}
+}
+
+// TurnMember is the reservation in its upstream's budget of the turn
+// given to the caller at line member m (budget_line.lua's turn_member).
+func TurnMember(m string) string {
+	if len(m) < 30 {
+		return ""
+	}
+	return "turn:" + m[18:30] + ":0"
+}
+
+// LineGive is a give's settings (line_give.lua).
+type LineGive struct {
+	// Lease and Keep are the line's; Reservation a reserved call's lease
+	// (the gate's lease).
+	Lease, Keep, Reservation time.Duration
+	Reserve                  BudgetReserve
+	// Unused are the reservations of turns given and not used, released
+	// first.
+	Unused []string
+}
+
+// LineGiven is line_give.lua's answer.
+type LineGiven struct {
+	Turns int
+	// Wait is the time until one more call fits while callers still
+	// wait; 0 when none wait or only a settle can tell.
+	Wait time.Duration
+}
+
+// GiveLine queues line_give.lua: give turns to as many callers in line
+// as the budget bk can serve now, reserving each one's call.
+func (t *Trip) GiveLine(ctx context.Context, k LineKeys, bk BudgetKeys, g LineGive) Reply[LineGiven] {
+	s := lineGiveCluster
+	if t.s.scripts == nodeScripts {
+		s = lineGiveNode
+	}
+	args := make([]any, 0, 6+len(g.Unused))
+	args = append(args, k.Grants, max(ms(g.Lease), 1), max(ms(g.Keep), 1), max(ms(g.Reservation), 1),
+		g.Reserve.Requests, strconv.FormatFloat(g.Reserve.TokenShare, 'f', -1, 64))
+	for _, u := range g.Unused {
+		args = append(args, u)
+	}
+	cmd := t.eval(ctx, s, append(k.keys(), bk.keys()...), args...)
+	return Reply[LineGiven]{cmd, func(c redis.Cmder) (LineGiven, error) {
+		v, err := slice(c)
+		if err != nil {
+			return LineGiven{}, err
+		}
+		n, ok1 := replyInt(v, 0)
+		w, ok2 := replyInt(v, 1)
+		if !ok1 || !ok2 || len(v) != 2 {
+			return LineGiven{}, badReply("line give", v)
+		}
+		return LineGiven{Turns: int(n), Wait: time.Duration(w) * time.Millisecond}, nil
+	}}
+}
+
+// JobPlace is line_place_job.lua's answer.
+type JobPlace struct {
+	// Waiting: the job's caller waits in the line, with Ahead turns
+	// before its own; Gap is one call's refill (0: not known).
+	Waiting bool
+	Ahead   int64
+	Gap     time.Duration
+}
+
+// PlaceOfJob queues line_place_job.lua: where the caller of the job
+// whose mark is mark waits in the line, from any process.
+func (t *Trip) PlaceOfJob(ctx context.Context, k LineKeys, mark string, bk BudgetKeys) Reply[JobPlace] {
+	cmd := t.eval(ctx, linePlaceJobScript, append(k.keys(), mark, bk.Budget))
+	return Reply[JobPlace]{cmd, func(c redis.Cmder) (JobPlace, error) {
+		v, err := slice(c)
+		if err != nil {
+			return JobPlace{}, err
+		}
+		a, ok1 := replyInt(v, 0)
+		g, ok2 := replyInt(v, 2)
+		if !ok1 || !ok2 || len(v) != 3 {
+			return JobPlace{}, badReply("line place", v)
+		}
+		if a < 0 {
+			return JobPlace{}, nil
+		}
+		return JobPlace{Waiting: true, Ahead: a, Gap: time.Duration(g) * time.Millisecond}, nil
 	}}
 }

@@ -44,7 +44,10 @@ func budgetKeys(prefix, name, key string) store.BudgetKeys {
 // upstream this process does not know to refuse (by its breaker, or by
 // its budget within the wait it gave), and Choose reserves the call in
 // another that takes it, in one more round trip.
-func (s *Set) Admissions(token store.Token, tokens int64) []store.Admission {
+//
+// turn is the reservation of the turn upstream turnOf's line gave the
+// caller ("" for none): that upstream's budget takes it over.
+func (s *Set) Admissions(token store.Token, tokens int64, turnOf int, turn string) []store.Admission {
 	if s.budget.Off || len(s.keys) == 0 {
 		return nil
 	}
@@ -55,11 +58,26 @@ func (s *Set) Admissions(token store.Token, tokens int64) []store.Admission {
 			ask = i
 		}
 	}
+	if turn != "" && turnOf >= 0 && turnOf < len(s.all) {
+		ask = turnOf
+	}
 	for i, b := range s.all {
 		out[i] = store.Admission{Keys: b.(*guarded).bk, Reserve: s.budget.Reserve, Tokens: tokens}
 	}
 	out[ask].Member = store.ReserveMember(token, tokens)
+	if turn != "" && turnOf >= 0 && turnOf < len(s.all) {
+		out[turnOf].Turn = turn
+	}
 	return out
+}
+
+// Budget returns upstream i's budget keys and what admission keeps in
+// reserve; false when budgets are off or i is not a guarded upstream.
+func (s *Set) Budget(i int) (store.BudgetKeys, store.BudgetReserve, bool) {
+	if s.budget.Off || i < 0 || i >= len(s.keys) {
+		return store.BudgetKeys{}, store.BudgetReserve{}, false
+	}
+	return s.all[i].(*guarded).bk, s.budget.Reserve, true
 }
 
 // passing reports whether this process last saw the upstream refuse, by
@@ -81,7 +99,7 @@ func judgeBudget(name string, p Permit, a store.Admitted) (Permit, Status, bool)
 		return p, Status{Name: name}, false
 	}
 	return Refused, Status{Name: name, Mode: store.ModeCooling, Reason: classify.ReasonRateLimited, RetryAfter: a.Wait, Budget: true,
-		Limits: leftOf(a)}, true
+		Gap: a.Gap, Limits: leftOf(a)}, true
 }
 
 // leftOf is what an admission's answer says is left, as a read's.
@@ -190,6 +208,10 @@ func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 	}
 	return t.RecordBudget(ctx, c.b.(*guarded).bk, c.member, store.Reading{}, c.margin)
 }
+
+// Reserved reports whether the run's call is reserved in its upstream's
+// budget: its settle releases room there.
+func (c Choice) Reserved() bool { return c.member != "" }
 
 // Renew queues on t the renewal of the run's reservation for one more
 // lease, beside its lease's renewal: a call that runs longer than a lease

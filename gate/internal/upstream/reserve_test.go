@@ -22,7 +22,7 @@ func (f *fixture) asked(token store.Token) (Judgement, int) {
 func (f *fixture) askedAround(token store.Token, between func()) (Judgement, int) {
 	f.t.Helper()
 	ctx := context.Background()
-	asks := f.set.Admissions(token, 0)
+	asks := f.set.Admissions(token, 0, -1, "")
 	ask := -1
 	t := f.st.Trip()
 	replies := make([]store.Reply[store.Admitted], len(asks))

@@ -24,6 +24,9 @@ type Status struct {
 	// RetryAfter is when the estimate fits it, 0 when only a call in
 	// flight settling can tell.
 	Budget bool
+	// Gap is, in a budget's refusal, the time one call's request refills
+	// (0: not known): the rate its line gives turns at.
+	Gap time.Duration
 	// Limits is the upstream's budget as an operator's read estimates it
 	// now (Set.Read); zero elsewhere.
 	Limits store.BudgetRead

@@ -6,7 +6,9 @@
 -- ARGV[1] token, ARGV[2] lease ms, ARGV[3] the member that reserves the
 -- call ("" for none), ARGV[4] the tokens the call will spend, ARGV[5] the
 -- requests kept in reserve, ARGV[6] the share of the token limit kept in
--- reserve for a call that does not say its tokens.
+-- reserve for a call that does not say its tokens, ARGV[7] the
+-- reservation of the turn the line gave the caller ('' for none) in the
+-- ARGV[8]th upstream (budget_line.lua).
 -- An upstream may take the call when its budget does not refuse it and
 -- its key is empty (ready) or holds a cooldown or pause that is over (the
 -- first call claims its probe); as package upstream judges. The first that
@@ -24,7 +26,11 @@ local first
 for i = 1, (#KEYS - 1) / 3 do
   local o = 3 * i - 1
   local v = redis.call('GET', KEYS[o])
-  local a, need = admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share)
+  local turn = ''
+  if tostring(i) == ARGV[8] then
+    turn = ARGV[7]
+  end
+  local a, need = line_admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share, turn)
   values[i], admissions[i], needs[i] = v, a, need
   local ready = not v
   if v then

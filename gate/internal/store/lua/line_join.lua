@@ -2,7 +2,10 @@
 -- come before its deadline at the given rate.
 -- ARGV[1] class (0-255), ARGV[2] quantum, ARGV[3] owner, ARGV[4] tenant,
 -- ARGV[5] lease ms, ARGV[6] ms left until the deadline, ARGV[7] keep ms
--- (the keys' TTL), ARGV[8] turns per second ('0': unknown, no refusal).
+-- (the keys' TTL), ARGV[8] turns per second ('0': unknown, no refusal),
+-- ARGV[9] the key of the caller's job's mark ('' for none; a key in the
+-- line's slot: line_place_job.lua reads it), which holds the member until
+-- the deadline.
 -- Reply: {1, ahead, member, the owner's token} joined; {0, ahead, wait
 -- ms} refused.
 local now = now_ms()
@@ -26,5 +29,8 @@ redis.call('HSET', KEYS[3], 'n', int(seq), ff, int(s + q))
 redis.call('ZADD', KEYS[1], 0, m)
 redis.call('SADD', KEYS[2] .. ':' .. ARGV[3], m)
 redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[3], ARGV[7])
+if ARGV[9] and ARGV[9] ~= '' then
+  redis.call('SET', ARGV[9], m, 'PX', math.max(left, 1))
+end
 keep(ARGV[7])
 return {1, ahead, m, token}

@@ -1,0 +1,274 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/line"
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redisop"
+)
+
+// A call its upstream's budget refuses, whose caller can wait (AcquireWait,
+// Options.Wait), takes a place in that upstream's line (gate/internal/line)
+// instead of the refusal: its class and tenant from its context
+// (WithPriority, WithTenant), its deadline the wait's end. The budget and
+// the line are one idea of whose turn it is (store/lua/budget_line.lua):
+// while anyone waits, a call without a turn is not admitted past them, and
+// a refused call without a wait is told its turn after theirs. Turns are
+// given as the budget can serve them (line_give.lua, which reserves each
+// turn's call): by a settle that releases a reservation, in its own round
+// trip, and by each process with callers in line when the refill the
+// budget predicts comes. A turn wakes its caller through the hub; its
+// acquire takes the reservation over.
+
+// inLine is one upstream's line, with the budget its turns are given by.
+type inLine struct {
+	g       *Gate
+	of      int // the upstream's index among the gate's
+	name    string
+	line    *line.Line
+	keys    store.LineKeys
+	budget  store.BudgetKeys
+	reserve store.BudgetReserve
+
+	mu      sync.Mutex
+	waiting int           // this process's callers in line
+	giving  bool          // the giver runs
+	kick    chan struct{} // a caller joined
+}
+
+// newLines makes a line for each upstream with a budget; nil without.
+func (g *Gate) newLines() []*inLine {
+	var out []*inLine
+	names := append([]string{g.opts.Upstream}, g.opts.UpstreamPolicy.Fallbacks...)
+	for i := range g.ups.Len() {
+		bk, reserve, ok := g.ups.Budget(i)
+		if !ok {
+			continue
+		}
+		q := &inLine{g: g, of: i, name: names[i], budget: bk, reserve: reserve, kick: make(chan struct{}, 1)}
+		l, o, m, gr := keyspace.Line(g.opts.Prefix, names[i])
+		q.keys = store.LineKeys{Line: l, Owners: o, Meta: m, Grants: gr}
+		q.line = line.New(g.store, g.hub, g.opts.Prefix, names[i], line.Config{Lease: g.opts.Lease, Timeout: g.opts.Redis.Timeout, Pass: q.pass})
+		out = append(out, q)
+	}
+	return out
+}
+
+// lineOf is upstream i's line, nil for none.
+func (g *Gate) lineOf(i int) *inLine {
+	for _, q := range g.lines {
+		if q.of == i {
+			return q
+		}
+	}
+	return nil
+}
+
+// lineNamed is the named upstream's line, nil for none.
+func (g *Gate) lineNamed(name string) *inLine {
+	for _, q := range g.lines {
+		if q.name == name && name != "" {
+			return q
+		}
+	}
+	return nil
+}
+
+// give queues on t the turns the budget can serve now, after releasing
+// the reservations of turns given and not used.
+func (q *inLine) give(ctx context.Context, t *store.Trip, unused []string) store.Reply[store.LineGiven] {
+	return t.GiveLine(ctx, q.keys, q.budget, store.LineGive{Lease: q.g.opts.Lease, Keep: 2 * q.g.opts.Lease,
+		Reservation: q.g.opts.Lease, Reserve: q.reserve, Unused: unused})
+}
+
+// pass gives back the reservations of turns given to callers that did
+// not use them, and gives the turns on (line.Config.Pass).
+func (q *inLine) pass(ctx context.Context, members []string) {
+	unused := make([]string, 0, len(members))
+	for _, m := range members {
+		if u := store.TurnMember(m); u != "" {
+			unused = append(unused, u)
+		}
+	}
+	t := q.g.store.Trip()
+	r := q.give(ctx, &t, unused)
+	t.Send(ctx)
+	if err := r.Err(); err != nil {
+		q.g.emit(ctx, Event{Kind: EventRedisError, Upstream: q.name, Op: redisop.Upstream, Err: redisError(ctx, "line", err)})
+	}
+}
+
+// enter counts a caller of this process into the line and starts the
+// giver; leave counts it out.
+func (q *inLine) enter(ctx context.Context) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.waiting++
+	if !q.giving {
+		q.giving = true
+		go q.giver(context.WithoutCancel(ctx))
+	} else {
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (q *inLine) leave() {
+	q.mu.Lock()
+	q.waiting--
+	q.mu.Unlock()
+}
+
+// giveCheck bounds the giver's sleep when the budget cannot say when the
+// next call fits (a settle then gives the turn; this is the fallback for
+// one lost with its process).
+const giveCheck = time.Second
+
+// giver gives turns while this process has callers in line: at once, and
+// then when the refill the budget predicts comes. Every process with
+// callers in line runs one; the give is one script, so two never give one
+// call twice.
+func (q *inLine) giver(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-q.kick:
+		}
+		q.mu.Lock()
+		if q.waiting <= 0 {
+			q.giving = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		gctx, cancel := q.g.opCtx(ctx)
+		tr := q.g.store.Trip()
+		r := q.give(gctx, &tr, nil)
+		tr.Send(gctx)
+		cancel()
+		next := giveCheck
+		if got, err := r.Result(); err == nil && got.Wait > 0 {
+			next = min(got.Wait, giveCheck)
+		}
+		t.Reset(next)
+	}
+}
+
+type turnKey struct{}
+
+// turn is the turn a caller was given, on the context of its acquire.
+type turn struct {
+	of     int    // the upstream's index
+	member string // its reservation (store.TurnMember)
+	waited time.Duration
+}
+
+// lineRefusal is, on a budget's refusal, the upstream whose line a caller
+// with a wait joins, and one call's refill there.
+type lineRefusal struct {
+	of  int
+	gap time.Duration
+}
+
+// budgetRefusal returns the refusal of a call an upstream's budget with a
+// line refused, nil otherwise.
+func (g *Gate) budgetRefusal(err error) (*BlockedError, *inLine) {
+	b, ok := err.(*BlockedError)
+	if !ok || b.State != UpstreamCooling || b.line == nil {
+		return nil, nil
+	}
+	q := g.lineOf(b.line.of)
+	if q == nil {
+		return nil, nil
+	}
+	return b, q
+}
+
+// waitInLine waits in the line of the upstream whose budget refused the
+// call (b) until deadline, and acquires the job with its turn. A deadline
+// the turn cannot meet is refused at once with the expected wait
+// (BlockedError.Ahead); a caller is never answered with a lease past its
+// deadline.
+func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *inLine, deadline time.Time) (*Lease, error) {
+	var waited time.Duration // in line, over every place it took
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c := callerOf(ctx)
+	for {
+		rate := 0.0
+		if b.line.gap > 0 {
+			rate = float64(time.Second) / float64(b.line.gap)
+		}
+		q.enter(ctx)
+		t, err := q.line.JoinMarked(ctx, c, deadline, rate, keyspace.LineMark(g.opts.Prefix, q.name, job))
+		if err != nil {
+			q.leave()
+			var long *line.TooLongError
+			switch {
+			case errors.As(err, &long):
+				b.Ahead, b.RetryAfter = long.Ahead, long.Wait
+			case ctx.Err() != nil:
+				return nil, ctxError(ctx, "acquire")
+			case !errors.Is(err, line.ErrDeadline):
+				g.emit(ctx, Event{Kind: EventRedisError, Job: job, Upstream: q.name, Op: redisop.Upstream, Err: redisError(ctx, "line", err)})
+			}
+			b.waited = waited
+			return nil, b
+		}
+		joined := time.Now()
+		err = t.Wait(ctx)
+		q.leave()
+		waited += time.Since(joined)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctxError(ctx, "acquire")
+			}
+			b.waited = waited
+			return nil, b
+		}
+		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
+		l, err := g.acquireOnce(tctx, job, nil)
+		if err == nil && !time.Now().Before(deadline) {
+			// Acquired as the deadline passed: given back, not answered late.
+			_ = l.Release(ctx)
+			b.waited = waited
+			return nil, b
+		}
+		nb, nq := g.budgetRefusal(err)
+		if nb == nil || nq == nil || !time.Now().Before(deadline) {
+			if nb != nil {
+				nb.waited = waited
+			}
+			return l, err
+		}
+		b, q = nb, nq // the turn's call no longer fits: in line again
+	}
+}
+
+// turnOf is the turn on ctx: the upstream's index and its reservation;
+// -1 and "" for none.
+func turnOf(ctx context.Context) (int, string, time.Duration) {
+	if t, ok := ctx.Value(turnKey{}).(turn); ok {
+		return t.of, t.member, t.waited
+	}
+	return -1, "", 0
+}
+
+// placeOf queues on t a read of where job's caller waits in each line.
+func (g *Gate) placeOf(ctx context.Context, t *store.Trip, job string) []store.Reply[store.JobPlace] {
+	out := make([]store.Reply[store.JobPlace], len(g.lines))
+	for i, q := range g.lines {
+		out[i] = t.PlaceOfJob(ctx, q.keys, keyspace.LineMark(g.opts.Prefix, q.name, job), q.budget)
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// acquired is an AcquireWait's answer.
+type acquired struct {
+	l   *gate.Lease
+	err error
+}
+
+// acquireWait runs g.AcquireWait in a goroutine; its answer comes on the
+// channel.
+func acquireWait(ctx context.Context, g *gate.Gate, job string, wait time.Duration) <-chan acquired {
+	out := make(chan acquired, 1)
+	go func() {
+		l, err := g.AcquireWait(ctx, job, wait)
+		out <- acquired{l, err}
+	}()
+	return out
+}
+
+// inLine polls g.Status until job's caller waits in line (RetryAfter set
+// while Ready), and returns that status.
+func inLine(t *testing.T, g *gate.Gate, job string) gate.Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := g.Status(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == gate.Ready && st.RetryAfter > 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never waited in line: %+v", job, st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// spend reports a budget of 60 requests a minute with 3 left (a request
+// refills in a second, longer than the test's steps) through a, and takes
+// the two calls it has room for beside its reserve of one.
+func spend(t *testing.T, a, b *gate.Gate) (l1, l2 *gate.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	report(t, a, "first", openAIHeader(3, 60, "57s"))
+	l1, err := a.Acquire(ctx, "j1")
+	if err != nil {
+		t.Fatalf("first call with 3 left: %v", err)
+	}
+	if l2, err = b.Acquire(ctx, "j2"); err != nil {
+		t.Fatalf("second call with 2 left: %v", err)
+	}
+	return l1, l2
+}
+
+// A call the budget refuses, whose caller can wait, takes a place in its
+// upstream's line instead of the refusal, readable from any process
+// (Status.Ahead, RetryAfter); a caller without a wait is not admitted past
+// it and is told its turn after it; the room a settle releases goes to the
+// caller in line, woken, not to whoever asks next.
+func TestLineWaitsForItsTurn(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			rec := newRecorder()
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			opts.Observer = rec
+			c := newGate(t, tg.Client, opts)
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l2.Release(ctx) }()
+			wctx := gate.WithTenant(gate.WithPriority(ctx, gate.PriorityInteractive), "acme", 1)
+			got := acquireWait(wctx, c, "j3", time.Minute)
+			st := inLine(t, a, "j3")
+			if st.Ahead != 0 || st.RetryAfter < 900*time.Millisecond || st.RetryAfter > 1100*time.Millisecond {
+				t.Fatalf("the one caller in line, read from another process: %+v, want 0 ahead and one request's refill (1 s) to wait", st)
+			}
+			// Without the line it would be told one request's refill (1 s);
+			// in line, its turn comes after the caller waiting.
+			if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.RetryAfter < 1900*time.Millisecond {
+				t.Fatalf("a caller without a wait while one waits: %+v, want refused and told its turn after the line's (2 s)", bl)
+			}
+			if tg.FastForward != nil {
+				// A request refills: the room is the caller's in line, not
+				// the next to ask (without the line it would be admitted:
+				// 4 left, 2 in flight, a reserve of one).
+				pass(tg, 1100*time.Millisecond)
+				if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+					t.Fatalf("a caller without a wait once a request refilled: %+v, want refused, the room the line's", bl)
+				}
+			}
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var r acquired
+			select {
+			case r = <-got:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the caller in line was not woken when a settle released room")
+			}
+			if r.err != nil {
+				t.Fatalf("the caller in line: %v, want the room the settle released", r.err)
+			}
+			defer func() { _ = r.l.Release(ctx) }()
+			if tg.FastForward != nil {
+				// (A request refilled above: there is room for one more.)
+			} else if bl := blocked(t, a, "j5"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+				t.Fatalf("after the turn took the room: %+v, want refused", bl)
+			}
+			if st, _ := a.Status(ctx, "j3"); st.Ahead != 0 || st.State != gate.Running {
+				t.Fatalf("after its turn: %+v, want Running and no place", st)
+			}
+			var seen bool
+			for _, e := range rec.drain() {
+				if e.Kind == gate.EventAcquired && e.Job == "j3" {
+					seen = true
+					if e.Priority != gate.PriorityInteractive || e.Tenant != "acme" || e.Waited <= 0 {
+						t.Fatalf("the acquired event of the caller in line: %+v, want its class, its tenant and the time it waited", e)
+					}
+				}
+			}
+			if !seen {
+				t.Fatal("no acquired event for the caller in line")
+			}
+		})
+	}
+}
+
+// Turns go in the line's order, across processes: an interactive caller
+// that joined after a batch one has the first turn.
+func TestLineGivesTheHigherClassFirst(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			l1, l2 := spend(t, a, b)
+			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			inLine(t, b, "batch")
+			inter := acquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+			if st := inLine(t, a, "inter"); st.Ahead != 0 {
+				t.Fatalf("the interactive caller: %+v, want first in line", st)
+			}
+			if st := inLine(t, a, "batch"); st.Ahead != 1 {
+				t.Fatalf("the batch caller: %+v, want one ahead of it", st)
+			}
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var r acquired
+			select {
+			case r = <-inter:
+			case r = <-batch:
+				t.Fatalf("the batch caller had the first turn: %v", r.err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("nobody woken")
+			}
+			if r.err != nil {
+				t.Fatalf("the interactive caller: %v", r.err)
+			}
+			_ = r.l.Release(ctx) // its room goes to the batch caller
+			if r = <-batch; r.err != nil {
+				t.Fatalf("the batch caller, once the interactive one released its room: %v", r.err)
+			}
+			_ = r.l.Release(ctx)
+			_ = l2.Release(ctx)
+		})
+	}
+}
+
+// A caller whose deadline its turn cannot meet is refused at once, with
+// the callers ahead of it and the expected wait, and takes no place.
+func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := budgetOptions(t)
+			rec := newRecorder()
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			opts.Observer = rec
+			c := newGate(t, tg.Client, opts)
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
+			first := acquireWait(ctx, a, "w1", time.Minute)
+			inLine(t, c, "w1")
+			second := acquireWait(ctx, b, "w2", time.Minute)
+			inLine(t, c, "w2")
+			// Two ahead at a request a second: its turn is 3 s away.
+			_, err := c.AcquireWait(ctx, "w3", 1500*time.Millisecond)
+			var bl *gate.BlockedError
+			if !errors.As(err, &bl) || bl.State != gate.UpstreamCooling || bl.Ahead != 2 ||
+				bl.RetryAfter < 2900*time.Millisecond || bl.RetryAfter > 3100*time.Millisecond {
+				t.Fatalf("a 1.5 s wait behind two callers at a request a second: %v (%+v), want refused with 2 ahead and 3 s to wait", err, bl)
+			}
+			if st, _ := c.Status(ctx, "w3"); st.Ahead != 0 || st.RetryAfter != 0 {
+				t.Fatalf("the refused caller: %+v, want no place", st)
+			}
+			for _, e := range rec.drain() {
+				if e.Kind == gate.EventRefused && e.Job == "w3" && (e.Priority != gate.PriorityNormal || e.Waited != 0) {
+					t.Fatalf("its refusal event: %+v, want PriorityNormal and no wait", e)
+				}
+			}
+			cancel()
+			<-first
+			<-second
+		})
+	}
+}

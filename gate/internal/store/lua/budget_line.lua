@@ -1,0 +1,59 @@
+-- (Prepended to the scripts that admit calls, after budget_judge.lua.)
+-- The budget and its upstream's line are one idea of whose turn it is
+-- (gate/internal/line): while anyone waits in the line, a call is
+-- admitted only with the turn the line gave it, whose call was reserved
+-- when the turn was given (line_give.lua); any other call is refused and
+-- told its turn after everyone waiting, one call's refill apart, and
+-- never sooner than the refusals told before it (the budget's qn).
+-- The line's key is the budget's with ':line' for ':budget' (the
+-- upstream's slot).
+
+-- gap is the time one call's request refills (ms), 0 when the budget
+-- does not say how it refills.
+local function gap(b)
+  local q = b.r
+  if q and refills(q) then
+    return math.ceil((q.rst - q.at) / (q.lim - q.rem))
+  end
+  return 0
+end
+
+-- turn_member is the reservation a turn holds for the caller at line
+-- member m (its sequence number): store.TurnMember.
+local function turn_member(m)
+  return 'turn:' .. string.sub(m, 19, 30) .. ':0'
+end
+
+-- line_admit is admit, in line: turn is the reservation of the turn the
+-- caller was given ('' for none). The reply gains the gap (ms) as its
+-- fifth item when a budget judged the call.
+local function line_admit(bk, ck, tokens, reserve, share, turn)
+  local b = budget(bk)
+  if not b.r and not b.t then
+    return {0}
+  end
+  local g = gap(b)
+  if turn ~= '' and redis.call('ZREM', ck, turn) == 1 then
+    -- Its call was reserved with the turn: this reservation replaces it.
+    return {1, 0, -1, -1, g}, {r = 1, t = tokens}
+  end
+  local n = 0
+  if turn == '' then
+    n = redis.call('ZCARD', string.sub(bk, 1, -8) .. ':line')
+  end
+  local qn = tonumber(redis.call('HGET', bk, 'qn')) or 0
+  local a, need = admit(bk, ck, tokens, reserve, share)
+  if n > 0 and a[1] ~= 0 then
+    -- Callers wait: not admitted past them.
+    local wait = math.max(a[1] == 2 and a[2] or 0, (n + 1) * g, 1)
+    if g > 0 then
+      wait = math.max(wait, qn + g - NOW)
+      redis.call('HSET', bk, 'qn', NOW + wait)
+    end
+    return {2, wait, a[3], a[4], g}
+  end
+  if a[1] ~= 0 then
+    a[5] = g
+  end
+  return a, need
+end
