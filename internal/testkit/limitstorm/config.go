@@ -56,6 +56,11 @@ type Config struct {
 	Latency time.Duration
 	// Seed draws the arrivals, the prompts and the answer times.
 	Seed uint64
+	// Parts, when set, split the jobs among callers of classes and
+	// tenants (gate.WithPriority, gate.WithTenant), each arriving at its
+	// own Offer × RPM a minute; Offer is then their sum. Set Gate.Wait
+	// for the jobs to wait in line for their turn.
+	Parts []Part
 
 	// Redis is the server or cluster the Gates share.
 	Redis Redis
@@ -71,6 +76,14 @@ type Config struct {
 	// own Gates. It returns when every job completed, failed or was lost
 	// (Storm.End). Gates, Procs, Redis and Gate are then unused.
 	Through func(ctx context.Context, s *Storm) Outcome `json:"-"`
+}
+
+// Part is a share of a storm's jobs: their class, their tenant, and how
+// fast they arrive.
+type Part struct {
+	Priority gate.Priority
+	Tenant   string
+	Offer    float64 // × RPM a minute
 }
 
 // Redis addresses the Redis the Gates share: each Gate connects on its
@@ -149,6 +162,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Gates == 0 {
 		c.Gates = defaultGates
+	}
+	if len(c.Parts) > 0 {
+		c.Offer = 0
+		for _, p := range c.Parts {
+			if p.Offer <= 0 {
+				bad = append(bad, fmt.Errorf("Parts: %q's Offer is not positive", p.Tenant))
+			}
+			c.Offer += p.Offer
+		}
 	}
 	if c.Offer == 0 {
 		c.Offer = defaultOffer

@@ -2,6 +2,8 @@ package limitstorm
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -40,6 +42,14 @@ type Result struct {
 	AllowedTokens float64
 	// Trips counts the Gates' Redis round trips (0 for Config.Through).
 	Trips int64
+	// Admissions are the completed jobs' admissions; Late and Latest the
+	// calls answered past their wait (Outcome).
+	Admissions []Admission
+	Late       int
+	Latest     time.Duration
+	// Refill is the time the provider refills one call of its requests
+	// limit: a minute ÷ RPM.
+	Refill time.Duration
 }
 
 // TripsPerJob is the Gates' Redis round trips per completed job.
@@ -77,4 +87,87 @@ func (r Result) String() string {
 	return fmt.Sprintf("%d jobs: %d completed, %d failed, %d lost, %d stale, %d errors; %d calls served, %d refused (%.1f %%, %d bursts, largest %d at %v); goodput %.2f (%d jobs of %.0f calls, %d of %.0f tokens allowed in %v); %.1f Redis round trips a job",
 		r.Jobs, r.Completed, r.Failed, r.Lost, r.Stale, r.Errors, r.Served, r.Refused, 100*r.RefusedShare(),
 		r.Bursts, r.LargestBurst, r.LargestAt.Round(time.Millisecond), r.Goodput(), r.Completed, r.Allowed, r.Tokens, r.AllowedTokens, r.Elapsed.Round(time.Millisecond), r.TripsPerJob())
+}
+
+// Waits is the time each completed job of part waited from its arrival
+// to the start of the call that completed it, in increasing order.
+func (r Result) Waits(part int) []time.Duration {
+	var out []time.Duration
+	for _, a := range r.Admissions {
+		if a.Part == part {
+			out = append(out, a.At-a.Arrived)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Quantile is the q-quantile of sorted ds (0 for none).
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(int(math.Ceil(q*float64(len(ds))))-1, len(ds)-1)]
+}
+
+// Share is one part's admissions in one window, against its max-min fair
+// share of the window's admissions among the parts with demand.
+type Share struct {
+	Window int // its index, from the storm's start
+	Part   int
+	Got    int
+	Fair   float64
+	Demand int
+}
+
+// Shares splits the storm into windows of window and, in each, gives each
+// part with demand its admissions and its max-min fair share (equal
+// weights) of all the window's admissions: a part's demand is its jobs
+// that arrived at least lag before the window's end and were not admitted
+// before its start.
+func (r Result) Shares(window, lag time.Duration, parts int) []Share {
+	var last time.Duration
+	for _, a := range r.Admissions {
+		last = max(last, a.At)
+	}
+	var out []Share
+	for w := 0; time.Duration(w)*window <= last; w++ {
+		start, end := time.Duration(w)*window, time.Duration(w+1)*window
+		got, demand := make([]int, parts), make([]int, parts)
+		total := 0
+		for _, a := range r.Admissions {
+			if a.At >= start && a.At < end {
+				got[a.Part]++
+				total++
+			}
+			if a.Arrived < end-lag && a.At >= start {
+				demand[a.Part]++
+			}
+		}
+		fair := maxMin(float64(total), demand)
+		for p := range parts {
+			if demand[p] > 0 {
+				out = append(out, Share{Window: w, Part: p, Got: got[p], Fair: fair[p], Demand: demand[p]})
+			}
+		}
+	}
+	return out
+}
+
+// maxMin shares total among demands, max-min fairly with equal weights.
+func maxMin(total float64, demand []int) []float64 {
+	idx := make([]int, 0, len(demand))
+	for i, d := range demand {
+		if d > 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int { return demand[a] - demand[b] })
+	fair := make([]float64, len(demand))
+	left := total
+	for k, i := range idx {
+		fair[i] = min(float64(demand[i]), left/float64(len(idx)-k))
+		left -= fair[i]
+	}
+	return fair
 }

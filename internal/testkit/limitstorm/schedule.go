@@ -24,6 +24,9 @@ type Job struct {
 	// At is when the job arrives, after the storm's start.
 	At time.Duration
 
+	// Part is the job's index in Config.Parts (0 without).
+	Part int
+
 	chars     int // the prompt's length
 	maxTokens int
 }
@@ -72,14 +75,24 @@ type Storm struct {
 // is not judged on the calls sent before any answer came back.
 func schedule(c Config) []Job {
 	rng := rand.New(rand.NewPCG(c.Seed, 1))
-	jobs := make([]Job, int(math.Round(c.Offer*float64(c.RPM)*c.windows(c.Arrivals))))
+	parts := []float64{c.Offer}
+	if len(c.Parts) > 0 {
+		parts = parts[:0]
+		for _, p := range c.Parts {
+			parts = append(parts, p.Offer)
+		}
+	}
+	var jobs []Job
 	chars := c.promptChars()
 	lead := c.lead()
-	for i := range jobs {
-		jobs[i] = Job{
-			At:        lead + time.Duration(rng.Int64N(int64(c.Arrivals-lead))),
-			chars:     chars[0] + rng.IntN(chars[1]-chars[0]),
-			maxTokens: maxTokens[0] + rng.IntN(maxTokens[1]-maxTokens[0]),
+	for part, offer := range parts {
+		for range int(math.Round(offer * float64(c.RPM) * c.windows(c.Arrivals))) {
+			jobs = append(jobs, Job{
+				At:        lead + time.Duration(rng.Int64N(int64(c.Arrivals-lead))),
+				Part:      part,
+				chars:     chars[0] + rng.IntN(chars[1]-chars[0]),
+				maxTokens: maxTokens[0] + rng.IntN(maxTokens[1]-maxTokens[0]),
+			})
 		}
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int { return int(a.At - b.At) })

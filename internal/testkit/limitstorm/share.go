@@ -38,7 +38,27 @@ type Outcome struct {
 	// Trips counts the Gates' Redis round trips: one per command, one per
 	// pipeline, one per node a cluster's pipeline reaches.
 	Trips int64
+	// Admissions are the completed jobs' admissions (their call's start),
+	// one per job.
+	Admissions []Admission
+	// Late counts the calls answered (admitted or refused) more than
+	// lateSlack after their wait (gate.Options.Wait) ended; Latest is
+	// the latest such answer past it.
+	Late   int
+	Latest time.Duration
 }
+
+// Admission is a completed job's admission.
+type Admission struct {
+	Part int
+	// Arrived and At are when the job arrived and when its call that
+	// completed it started, from the storm's start.
+	Arrived, At time.Duration
+}
+
+// lateSlack is how long after its wait ends a call's answer may come: a
+// refusal at the deadline leaves its place first (one round trip).
+const lateSlack = 100 * time.Millisecond
 
 func (o *Outcome) add(p Outcome) {
 	o.Completed += p.Completed
@@ -48,6 +68,9 @@ func (o *Outcome) add(p Outcome) {
 	o.Errors += p.Errors
 	o.Tokens += p.Tokens
 	o.Trips += p.Trips
+	o.Admissions = append(o.Admissions, p.Admissions...)
+	o.Late += p.Late
+	o.Latest = max(o.Latest, p.Latest)
 	if o.FirstError == "" {
 		o.FirstError = p.FirstError
 	}
@@ -168,9 +191,23 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		if s.c.DeclareTokens {
 			cctx = gate.WithTokens(ctx, j.tokens(s.storm.dialect))
 		}
+		if len(s.c.Parts) > 0 {
+			p := s.c.Parts[j.Part]
+			cctx = gate.WithTenant(gate.WithPriority(cctx, p.Priority), p.Tenant, 1)
+		}
+		asked := time.Now()
+		var admitted time.Time
 		err := g.Do(cctx, j.Key(), func(ctx context.Context, _ *gate.Lease) error {
+			admitted = time.Now()
 			return s.storm.Call(ctx, j.ID)
 		})
+		answered := admitted
+		if answered.IsZero() {
+			answered = time.Now()
+		}
+		if past := answered.Sub(asked.Add(s.c.Gate.Wait)); s.c.Gate.Wait > 0 && past > lateSlack {
+			s.note(func(o *Outcome) { o.Late++; o.Latest = max(o.Latest, past) })
+		}
 		wait, ok := gate.RetryAfter(err)
 		switch {
 		case err == nil:
@@ -180,6 +217,7 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 				if now.After(o.Last) {
 					o.Last = now
 				}
+				o.Admissions = append(o.Admissions, Admission{Part: j.Part, Arrived: j.At, At: admitted.Sub(s.storm.Start)})
 			})
 			return
 		case errors.Is(err, gate.ErrFailed):

@@ -1,0 +1,125 @@
+package limitstorm_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/limitstorm"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// Issue 38's targets for callers that wait in line (gate.Options.Wait).
+const (
+	minFairShare = 0.9 // each tenant with demand: ≥ 0.9 × its fair share a window
+	// An interactive caller's p99 wait, in the provider's refills of one
+	// call, while batch floods.
+	maxInteractiveRefills = 2
+)
+
+// lineOptions are the gates' options: the default wiring (no Upstream, a
+// minute's lease) with a wait, so that a call the budget refuses waits in
+// line for its turn.
+func lineOptions(t *testing.T) gate.Options {
+	return gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second, Wait: 5 * time.Second}
+}
+
+// lineTargets are the real servers: the line's order is across processes,
+// timed by Redis's clock.
+func lineTargets(t *testing.T) []redistest.Target {
+	var out []redistest.Target
+	for _, tg := range redistest.Targets(t) {
+		if tg.FastForward == nil {
+			out = append(out, tg)
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no real Redis: RETRYGATE_REQUIRE_REDIS=1 to require one")
+	}
+	return out
+}
+
+// Two tenants share one provider key from four processes, one offering
+// 10 × the other, 2.5 × the limit in all, every caller waiting in line:
+// in every second (a 50th of the provider's minute), each tenant with
+// demand is admitted at least 0.9 × its max-min fair share of the calls
+// admitted; the 429s stay under 1 %, no job is lost, and no caller is
+// answered past its wait.
+func TestStormLineTenants(t *testing.T) {
+	for _, tg := range lineTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+				RPM: 3000, Arrivals: 4 * time.Second, Gates: 4, Procs: 4, Seed: 1, Redis: realTime(t, tg),
+				Parts: []limitstorm.Part{
+					{Priority: gate.PriorityNormal, Tenant: "big", Offer: 2.5 * 10 / 11},
+					{Priority: gate.PriorityNormal, Tenant: "small", Offer: 2.5 / 11},
+				},
+				Gate: lineOptions(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(r)
+			checkLine(t, r)
+			worst := 1.0
+			for _, s := range r.Shares(time.Second, 100*time.Millisecond, 2) {
+				if s.Fair < 1 {
+					continue
+				}
+				ratio := float64(s.Got) / s.Fair
+				worst = min(worst, ratio)
+				if ratio < minFairShare {
+					t.Errorf("second %d, tenant %d: %d admitted of a fair share of %.1f (demand %d), want at least %.1f ×", s.Window, s.Part, s.Got, s.Fair, s.Demand, minFairShare)
+				}
+			}
+			t.Logf("the worst second's share: %.2f × the fair share", worst)
+		})
+	}
+}
+
+// Interactive callers (0.3 × the limit) and a batch flood (2.5 ×) share
+// one provider key from four processes: the interactive callers' p99 wait
+// is at most twice the time the provider refills one call, and the batch
+// takes what they leave (goodput at least 0.9 × the limit).
+func TestStormLineClasses(t *testing.T) {
+	for _, tg := range lineTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+				RPM: 600, Arrivals: 10 * time.Second, Gates: 4, Procs: 4, Seed: 1, Redis: realTime(t, tg),
+				Parts: []limitstorm.Part{
+					{Priority: gate.PriorityInteractive, Tenant: "people", Offer: 0.3},
+					{Priority: gate.PriorityBatch, Tenant: "batch", Offer: 2.5},
+				},
+				Gate: lineOptions(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(r)
+			checkLine(t, r)
+			inter := r.Waits(0)
+			p50, p99 := limitstorm.Quantile(inter, 0.5), limitstorm.Quantile(inter, 0.99)
+			t.Logf("interactive waits of %d jobs: p50 %v, p99 %v; one call refills in %v", len(inter), p50, p99, r.Refill)
+			if p99 > maxInteractiveRefills*r.Refill {
+				t.Errorf("interactive p99 wait %v, want at most %d × the refill of one call (%v)", p99, maxInteractiveRefills, maxInteractiveRefills*r.Refill)
+			}
+			if got := r.Goodput(); got < minGoodput {
+				t.Errorf("goodput %.2f × the limit, want at least %.1f: the batch takes what the interactive callers leave", got, minGoodput)
+			}
+		})
+	}
+}
+
+// checkLine holds for every storm of callers in line.
+func checkLine(t *testing.T, r limitstorm.Result) {
+	t.Helper()
+	checkInvariants(t, r)
+	if got := r.RefusedShare(); got > maxRefusedShare {
+		t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
+	}
+	if r.Late != 0 {
+		t.Errorf("%d calls answered past their wait, the latest %v after it", r.Late, r.Latest)
+	}
+	t.Logf("%.1f Redis round trips a finished job", r.TripsPerJob())
+}
