@@ -81,9 +81,14 @@ func (g *Gate) lineNamed(name string) *inLine {
 
 // give queues on t the turns the budget can serve now, after releasing
 // the reservations of turns given and not used.
-func (q *inLine) give(ctx context.Context, t *store.Trip, unused []string) store.Reply[store.LineGiven] {
-	return t.GiveLine(ctx, q.keys, q.budget, store.LineGive{Lease: q.g.opts.Lease, Keep: 2 * q.g.opts.Lease,
-		Reservation: q.g.opts.Lease, Reserve: q.reserve, Unused: unused})
+// the reservations of turns given and not used; timer names this process
+// when its giver's timer asks.
+func (q *inLine) give(ctx context.Context, t *store.Trip, unused []string, timer bool) store.Reply[store.LineGiven] {
+	g := store.LineGive{Lease: q.g.opts.Lease, Keep: 2 * q.g.opts.Lease, Reservation: q.g.opts.Lease, Reserve: q.reserve, Unused: unused}
+	if timer {
+		g.Timer = q.line.Owner()
+	}
+	return t.GiveLine(ctx, q.keys, q.budget, g)
 }
 
 // pass gives back the reservations of turns given to callers that did
@@ -96,7 +101,7 @@ func (q *inLine) pass(ctx context.Context, members []string) {
 		}
 	}
 	t := q.g.store.Trip()
-	r := q.give(ctx, &t, unused)
+	r := q.give(ctx, &t, unused, false)
 	t.Send(ctx)
 	if err := r.Err(); err != nil {
 		q.g.emit(ctx, Event{Kind: EventRedisError, Upstream: q.name, Op: redisop.Upstream, Err: redisError(ctx, "line", err)})
@@ -133,8 +138,9 @@ const giveCheck = time.Second
 
 // giver gives turns while this process has callers in line: at once, and
 // then when the refill the budget predicts comes. Every process with
-// callers in line runs one; the give is one script, so two never give one
-// call twice.
+// callers in line runs one; one of them gives the refills, the others
+// look again each second in case it died (line_give.lua). The give is one
+// script, so two never give one call twice.
 func (q *inLine) giver(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -152,7 +158,7 @@ func (q *inLine) giver(ctx context.Context) {
 		q.mu.Unlock()
 		gctx, cancel := q.g.opCtx(ctx)
 		tr := q.g.store.Trip()
-		r := q.give(gctx, &tr, nil)
+		r := q.give(gctx, &tr, nil, true)
 		tr.Send(gctx)
 		cancel()
 		next := giveCheck
@@ -233,7 +239,11 @@ func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *i
 			if ctx.Err() != nil {
 				return nil, ctxError(ctx, "acquire")
 			}
-			b.waited = waited
+			// Its deadline passed in line (turns went to higher classes and
+			// less served tenants): the refusal's wait, from before it
+			// joined, is stale; asked again after one refill, it is told
+			// the line's wait then, or joins.
+			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
 			return nil, b
 		}
 		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})

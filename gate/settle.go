@@ -210,7 +210,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	if q := g.lineNamed(l.up.Name()); q != nil && l.up.Reserved() {
 		// The call's reservation is released: the calls that now fit go
 		// to callers waiting in line, in the same round trip.
-		q.give(rctx, &t, nil)
+		q.give(rctx, &t, nil, false)
 	}
 	// The call durations go out with the settle, and come back as every
 	// process's, so any process can tell a duplicate when a running call

@@ -127,6 +127,9 @@ func New(st *store.Store, h *hub.Hub, prefix, upstream string, cfg Config) *Line
 	}
 }
 
+// Owner names this process in the line.
+func (l *Line) Owner() string { return l.owner }
+
 // Ticket is a caller's place in line: Wait for the turn, or Leave.
 type Ticket struct {
 	l     *Line

@@ -305,6 +305,9 @@ type LineGive struct {
 	// (the gate's lease).
 	Lease, Keep, Reservation time.Duration
 	Reserve                  BudgetReserve
+	// Timer names the process whose timer asks ("" for a settle's
+	// give): one process's timer gives the refills.
+	Timer string
 	// Unused are the reservations of turns given and not used, released
 	// first.
 	Unused []string
@@ -325,9 +328,9 @@ func (t *Trip) GiveLine(ctx context.Context, k LineKeys, bk BudgetKeys, g LineGi
 	if t.s.scripts == nodeScripts {
 		s = lineGiveNode
 	}
-	args := make([]any, 0, 6+len(g.Unused))
+	args := make([]any, 0, 7+len(g.Unused))
 	args = append(args, k.Grants, max(ms(g.Lease), 1), max(ms(g.Keep), 1), max(ms(g.Reservation), 1),
-		g.Reserve.Requests, strconv.FormatFloat(g.Reserve.TokenShare, 'f', -1, 64))
+		g.Reserve.Requests, strconv.FormatFloat(g.Reserve.TokenShare, 'f', -1, 64), g.Timer)
 	for _, u := range g.Unused {
 		args = append(args, u)
 	}

@@ -8,12 +8,18 @@
 -- budget, KEYS[6] its calls in flight. ARGV[1] the prefix of the lists of
 -- grants, ARGV[2] the line's lease ms, ARGV[3] keep ms, ARGV[4] a
 -- reservation's lease ms (the gate's), ARGV[5] the requests kept in
--- reserve, ARGV[6] the share of the token limit kept in reserve; then the
+-- reserve, ARGV[6] the share of the token limit kept in reserve, ARGV[7]
+-- the process whose timer asks ('' for a settle's give); then the
 -- reservations of turns given and not used, released first.
+-- One process's timer gives the refills (the line's hash: 'gw' that
+-- process, 'gt' when it is due back, ms): another's is told to come back
+-- a second after that, so the refills cost one round trip each, not one
+-- per process, and a giver that died is replaced within a second.
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
--- call while callers still wait; 0 when none wait, or only a call in
--- flight settling can tell.
-for i = 7, #ARGV do
+-- call while callers still wait (for a timer not the giver, until it
+-- looks again); 0 when none wait, or only a call in flight settling can
+-- tell.
+for i = 8, #ARGV do
   redis.call('ZREM', KEYS[6], ARGV[i])
 end
 if redis.call('ZCARD', KEYS[1]) == 0 then
@@ -24,6 +30,13 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, 0}
 end
 local now = now_ms()
+local timer = ARGV[7]
+if timer ~= '' then
+  local gv = redis.call('HMGET', KEYS[3], 'gw', 'gt')
+  if gv[1] and gv[1] ~= timer and tonumber(gv[2]) > now then
+    return {0, tonumber(gv[2]) - now + 1000}
+  end
+end
 reap(now, 256)
 -- The refusals' turns (qn) are not this step's: what fits is asked as if
 -- none had been told.
@@ -80,5 +93,15 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 end
 if redis.call('ZCARD', KEYS[1]) == 0 then
   wait = 0
+end
+if timer ~= '' then
+  if wait > 0 then
+    -- Due back when the next call fits.
+    redis.call('HSET', KEYS[3], 'gw', timer, 'gt', int(now + wait + 200))
+  else
+    -- Nobody waits, or only a settle can tell: the next timer to ask
+    -- gives (a join asks at once).
+    redis.call('HDEL', KEYS[3], 'gw', 'gt')
+  end
 end
 return {out, wait}
