@@ -53,11 +53,19 @@ func (g *Gate) newLines() []*inLine {
 		q := &inLine{g: g, of: i, name: names[i], budget: bk, reserve: reserve, kick: make(chan struct{}, 1)}
 		l, o, m, gr := keyspace.Line(g.opts.Prefix, names[i])
 		q.keys = store.LineKeys{Line: l, Owners: o, Meta: m, Grants: gr}
-		q.line = line.New(g.store, g.hub, g.opts.Prefix, names[i], line.Config{Lease: g.opts.Lease, Timeout: g.opts.Redis.Timeout, Pass: q.pass})
+		q.line = line.New(g.store, g.hub, g.opts.Prefix, names[i], line.Config{Lease: q.lease(), Timeout: g.opts.Redis.Timeout, Pass: q.pass})
 		out = append(out, q)
 	}
 	return out
 }
+
+// maxLineLease bounds how long the places of a process that died are
+// kept, and the reservation of a turn given to one of its callers.
+const maxLineLease = 10 * time.Second
+
+// lease is how long a process's places, and a turn's reservation, are
+// kept without it: the gate's lease, at most maxLineLease.
+func (q *inLine) lease() time.Duration { return min(q.g.opts.Lease, maxLineLease) }
 
 // lineOf is upstream i's line, nil for none.
 func (g *Gate) lineOf(i int) *inLine {
@@ -84,7 +92,7 @@ func (g *Gate) lineNamed(name string) *inLine {
 // the reservations of turns given and not used; timer names this process
 // when its giver's timer asks.
 func (q *inLine) give(ctx context.Context, t *store.Trip, unused []string, timer bool) store.Reply[store.LineGiven] {
-	g := store.LineGive{Lease: q.g.opts.Lease, Keep: 2 * q.g.opts.Lease, Reservation: q.g.opts.Lease, Reserve: q.reserve, Unused: unused}
+	g := store.LineGive{Lease: q.lease(), Keep: 2 * q.lease(), Reservation: q.lease(), Reserve: q.reserve, Unused: unused}
 	if timer {
 		g.Timer = q.line.Owner()
 	}

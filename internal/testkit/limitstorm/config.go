@@ -61,6 +61,10 @@ type Config struct {
 	// own Offer × RPM a minute; Offer is then their sum. Set Gate.Wait
 	// for the jobs to wait in line for their turn.
 	Parts []Part
+	// Faults happen during the storm, each At after its start: a worker
+	// process killed (KillWorker: worker 0, whose jobs are then counted
+	// as Killed), or Do run in this process (a Redis restarted).
+	Faults []Fault `json:"-"`
 
 	// Redis is the server or cluster the Gates share.
 	Redis Redis
@@ -84,6 +88,13 @@ type Part struct {
 	Priority gate.Priority
 	Tenant   string
 	Offer    float64 // × RPM a minute
+}
+
+// Fault is something that happens during a storm.
+type Fault struct {
+	At         time.Duration
+	KillWorker bool
+	Do         func()
 }
 
 // Redis addresses the Redis the Gates share: each Gate connects on its
@@ -195,6 +206,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if len(c.Redis.Addrs) == 0 && c.Through == nil {
 		bad = append(bad, errors.New("Redis.Addrs is empty"))
+	}
+	for _, f := range c.Faults {
+		if f.KillWorker && c.Procs < 2 {
+			bad = append(bad, errors.New("Faults: a worker killed needs Procs ≥ 2"))
+		}
 	}
 	if c.Procs >= 2 && (c.Gate.Classify != nil || c.Gate.Observer != nil) {
 		bad = append(bad, errors.New("Gate.Classify and Gate.Observer cannot cross to worker processes (Procs ≥ 2)"))

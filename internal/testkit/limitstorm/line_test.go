@@ -2,6 +2,7 @@ package limitstorm_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,12 @@ func TestStormLineTenants(t *testing.T) {
 			}
 			t.Log(r)
 			checkLine(t, r)
+			// In line, a job is refused and comes back only when its turn
+			// cannot come within its wait; without the line, every job over
+			// the limit is (1.5 × the jobs at 2.5 × the limit).
+			if r.Retried > r.Jobs/2 {
+				t.Errorf("%d refusals came back for %d jobs: the callers did not wait in line", r.Retried, r.Jobs)
+			}
 			worst := 1.0
 			for _, s := range r.Shares(time.Second, 100*time.Millisecond, 2) {
 				if s.Fair < 1 {
@@ -124,5 +131,50 @@ func checkLine(t *testing.T, r limitstorm.Result) {
 	if r.Late != 0 {
 		t.Errorf("%d calls answered past their wait, the latest %v after it", r.Late, r.Latest)
 	}
-	t.Logf("%.1f Redis round trips a finished job", r.TripsPerJob())
+	t.Logf("%.1f Redis round trips a finished job; %d refusals came back", r.TripsPerJob(), r.Retried)
+}
+
+// Callers in line from four processes, at 2.5 × the limit, while a worker
+// process is killed holding places in the line and then the Redis server
+// restarts, losing the line, the budget and the leases: every job of the
+// processes that live completes, no caller is answered past its wait, and
+// none waits out its whole wait for a turn that never comes (a wake-up
+// lost: its place dropped and not taken again, or a turn given to the
+// dead process's caller held up the line). The 429s the restart lets
+// through (the budget lost, every call admitted until a response
+// reports one again) are logged, not held to 1 %.
+func TestStormLineSurvives(t *testing.T) {
+	srv := redistest.Server(t)
+	var restarted atomic.Int64
+	r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+		RPM: 3000, Arrivals: 4 * time.Second, Gates: 4, Procs: 4, Seed: 2, Redis: limitstorm.Redis{Addrs: []string{srv.Addr()}},
+		Gate: lineOptions(t),
+		Faults: []limitstorm.Fault{
+			{At: 1500 * time.Millisecond, KillWorker: true},
+			{At: 3 * time.Second, Do: func() { srv.Restart(t); restarted.Store(time.Now().UnixNano()) }},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(r)
+	if restarted.Load() == 0 {
+		t.Fatal("the server did not restart during the storm")
+	}
+	if r.Killed == 0 || r.Completed+r.Failed+r.Lost != r.Jobs {
+		t.Fatalf("%d jobs of the live processes (%d of the killed one), but %d completed, %d failed and %d lost", r.Jobs, r.Killed, r.Completed, r.Failed, r.Lost)
+	}
+	if r.Lost != 0 || r.Failed != 0 {
+		t.Errorf("%d jobs lost and %d failed, want none", r.Lost, r.Failed)
+	}
+	if r.Late != 0 {
+		t.Errorf("%d calls answered past their wait, the latest %v after it", r.Late, r.Latest)
+	}
+	if r.Expired != 0 {
+		t.Errorf("%d callers waited out their whole wait in line: a wake-up lost", r.Expired)
+	}
+	if r.Retried > r.Jobs/2 {
+		t.Errorf("%d refusals came back for %d jobs: the callers did not wait in line", r.Retried, r.Jobs)
+	}
+	t.Logf("%.2f %% of upstream calls earned a 429; %d refusals without a wait (Redis restarting: %s); %d refusals came back", 100*r.RefusedShare(), r.Errors, r.FirstError, r.Retried)
 }

@@ -47,6 +47,11 @@ type Result struct {
 	Admissions []Admission
 	Late       int
 	Latest     time.Duration
+	Expired    int
+	Retried    int
+	// Killed counts the jobs of a worker killed (Config.Faults), which
+	// are not in Jobs.
+	Killed int
 	// Refill is the time the provider refills one call of its requests
 	// limit: a minute ÷ RPM.
 	Refill time.Duration

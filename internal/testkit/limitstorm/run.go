@@ -43,14 +43,16 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		}
 		defer s.close()
 		up.drain()
-		out = s.run(ctx, up.drained.Add(c.firstFits(s.storm.Jobs[0])))
+		start := up.drained.Add(c.firstFits(s.storm.Jobs[0]))
+		defer faults(c, start, nil)()
+		out = s.run(ctx, start)
 	default:
 		ws, err := startWorkers(ctx, c, up.url())
 		if err != nil {
 			return Result{}, err
 		}
 		up.drain()
-		if out, err = ws.run(up.drained.Add(c.firstFits(schedule(c)[0]))); err != nil {
+		if out, err = ws.run(c, up.drained.Add(c.firstFits(schedule(c)[0]))); err != nil {
 			return Result{}, fmt.Errorf("limitstorm: %w", err)
 		}
 	}
@@ -60,11 +62,12 @@ func Run(ctx context.Context, c Config) (Result, error) {
 func result(c Config, up *upstream, out Outcome) Result {
 	st := up.stats()
 	r := Result{
-		Jobs:      len(schedule(c)),
+		Jobs:      len(schedule(c)) - out.killed,
+		Killed:    out.killed,
 		Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
 		Stale: out.Stale, Errors: out.Errors, FirstError: out.FirstError,
 		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens, Trips: out.Trips,
-		Admissions: out.Admissions, Late: out.Late, Latest: out.Latest, Refill: time.Minute / time.Duration(c.RPM),
+		Admissions: out.Admissions, Late: out.Late, Latest: out.Latest, Expired: out.Expired, Retried: out.Retried, Refill: time.Minute / time.Duration(c.RPM),
 	}
 	r.Bursts, r.LargestBurst, r.LargestAt = up.bursts()
 	// A lost job waited to the end: the storm lasted the whole run.

@@ -46,6 +46,14 @@ type Outcome struct {
 	// the latest such answer past it.
 	Late   int
 	Latest time.Duration
+	// Expired counts the calls refused once their whole wait passed: a
+	// caller in line whose turn never came.
+	Expired int
+	// Retried counts the refusals a job came back after, at the wait
+	// they stated.
+	Retried int
+
+	killed int // jobs of a worker killed (Run's, not a worker's)
 }
 
 // Admission is a completed job's admission.
@@ -70,6 +78,8 @@ func (o *Outcome) add(p Outcome) {
 	o.Trips += p.Trips
 	o.Admissions = append(o.Admissions, p.Admissions...)
 	o.Late += p.Late
+	o.Expired += p.Expired
+	o.Retried += p.Retried
 	o.Latest = max(o.Latest, p.Latest)
 	if o.FirstError == "" {
 		o.FirstError = p.FirstError
@@ -208,6 +218,9 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		if past := answered.Sub(asked.Add(s.c.Gate.Wait)); s.c.Gate.Wait > 0 && past > lateSlack {
 			s.note(func(o *Outcome) { o.Late++; o.Latest = max(o.Latest, past) })
 		}
+		if err != nil && s.c.Gate.Wait > 0 && answered.Sub(asked) >= s.c.Gate.Wait*19/20 {
+			s.note(func(o *Outcome) { o.Expired++ })
+		}
 		wait, ok := gate.RetryAfter(err)
 		switch {
 		case err == nil:
@@ -226,6 +239,8 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		case errors.Is(err, gate.ErrNotOwned) || errors.Is(err, gate.ErrLeaseLost):
 			s.note(func(o *Outcome) { o.Stale++ })
 			wait = 0
+		case ok:
+			s.note(func(o *Outcome) { o.Retried++ })
 		case !ok:
 			s.note(func(o *Outcome) {
 				o.Errors++

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
@@ -189,7 +190,7 @@ func (w *worker) line(within time.Duration, prefix string) (string, error) {
 }
 
 // run starts every worker's jobs at start and merges their outcomes.
-func (ws workers) run(start time.Time) (Outcome, error) {
+func (ws workers) run(c Config, start time.Time) (Outcome, error) {
 	defer ws.kill()
 	var out Outcome
 	for _, w := range ws {
@@ -197,8 +198,17 @@ func (ws workers) run(start time.Time) (Outcome, error) {
 			return out, err
 		}
 	}
+	defer faults(c, start, func() { _ = ws[0].cmd.Process.Kill() })()
 	var errs []error
-	for _, w := range ws {
+	for i, w := range ws {
+		if i == 0 && len(c.Faults) > 0 && killsWorker(c) {
+			// Killed during the storm (or, if the storm ended first, not):
+			// its jobs are not counted either way.
+			_, _ = w.line(time.Until(start)+w.runs+resultSlack, "{")
+			_ = w.cmd.Wait()
+			out.killed = jobsOf(c, 0)
+			continue
+		}
 		var o Outcome
 		l, err := w.line(time.Until(start)+w.runs+resultSlack, "{")
 		if err == nil {
@@ -223,4 +233,44 @@ func (ws workers) kill() {
 			_ = w.cmd.Wait()
 		}
 	}
+}
+
+func killsWorker(c Config) bool {
+	for _, f := range c.Faults {
+		if f.KillWorker {
+			return true
+		}
+	}
+	return false
+}
+
+// jobsOf counts the jobs worker proc runs.
+func jobsOf(c Config, proc int) int {
+	n := 0
+	for _, j := range schedule(c) {
+		if (j.ID%c.Gates)%c.procs() == proc {
+			n++
+		}
+	}
+	return n
+}
+
+// faults runs c's faults during the storm that starts at start, kill
+// killing a worker; the function returned waits for them.
+func faults(c Config, start time.Time, kill func()) (wait func()) {
+	var wg sync.WaitGroup
+	for _, f := range c.Faults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(f.At)))
+			switch {
+			case f.KillWorker && kill != nil:
+				kill()
+			case f.Do != nil:
+				f.Do()
+			}
+		}()
+	}
+	return wg.Wait
 }
