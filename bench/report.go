@@ -181,6 +181,7 @@ func (r *results) markdown(quick bool) string {
 			f(stormResult.perRefused), f(stormResult.perCall))
 	}
 	r.limitMarkdown(&b)
+	r.lineMarkdown(&b)
 	return b.String()
 }
 

@@ -59,6 +59,7 @@ type results struct {
 	rows    []*row
 	storm   []*stormRow
 	limit   []*limitRow
+	line    *lineRow
 	edge    *edgeResults
 	// ratios holds per-round ops/s ratios for the targets, by key
 	// "<a>/<b>@<conc>".
@@ -137,6 +138,9 @@ func runSuite(ctx context.Context, srv server, set settings, log io.Writer) (*re
 		return nil, err
 	}
 	if res.limit, err = runLimitStorms(ctx, srv.addr, set.limit, log); err != nil {
+		return nil, err
+	}
+	if res.line, err = runLine(ctx, "..", log); err != nil {
 		return nil, err
 	}
 	res.elapsed = time.Since(began)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -32,7 +33,9 @@ func (c *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 }
 
 // BenchmarkHundredThousandWaiting: 100,000 callers from 4 processes wait
-// in one upstream's line (3 classes, 100 tenants), then the budget gives
+// in one upstream's line (3 classes, 100 tenants), each with its job's
+// mark as the gate writes it (JoinMarked: the place any process reads by
+// job), then the budget gives
 // turns 100 at a time until every caller has had its own. It reports the
 // Redis memory per waiting caller (INFO memory's used_memory, and MEMORY
 // USAGE of the line's keys), the round trips per admitted call (every
@@ -60,7 +63,7 @@ func BenchmarkHundredThousandWaiting(b *testing.B) {
 		b.StartTimer()
 		for i := range callers {
 			c := Caller{Class: i % 3, Tenant: "tenant-" + strconv.Itoa(i%100)}
-			tk, err := ls[i%procs].Join(ctx, c, time.Now().Add(10*time.Minute), 0)
+			tk, err := ls[i%procs].JoinMarked(ctx, c, time.Now().Add(10*time.Minute), 0, keyspace.LineMark("bench", "up", "job-"+strconv.Itoa(i)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -80,6 +83,12 @@ func BenchmarkHundredThousandWaiting(b *testing.B) {
 			}
 			usage += n
 		}
+		// The marks, one key per caller, alike: one's usage for each.
+		mark, err := admin.MemoryUsage(ctx, keyspace.LineMark("bench", "up", "job-0"), 0).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		usage += mark * callers
 		// One process's renewal of its lease, which keeps its 25,000
 		// places: the round trip it sends every Lease/3 while they wait.
 		ls[0].collect(ctx, true) // loads the script
