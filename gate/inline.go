@@ -230,7 +230,9 @@ func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *i
 			var long *line.TooLongError
 			switch {
 			case errors.As(err, &long):
-				b.Ahead, b.RetryAfter = long.Ahead, long.Wait
+				// Its turn, at the line's rate, and never before the
+				// budget fits a call.
+				b.Ahead, b.RetryAfter = long.Ahead, max(long.Wait, b.RetryAfter)
 			case ctx.Err() != nil:
 				return nil, ctxError(ctx, "acquire")
 			case !errors.Is(err, line.ErrDeadline):
