@@ -30,7 +30,10 @@ func (l *Line) collector(ctx context.Context) {
 		// After Ready, a turn given is either pushed or in what is read.
 		push := ln.Ready(ctx, l.cfg.Timeout)
 		if collect || renewing {
-			l.collect(ctx, renewing)
+			// One that failed (Redis out of reach: a restart, a cluster
+			// down) is tried again by polling, not left to the next wake:
+			// turns given meanwhile were published to nobody.
+			push = l.collect(ctx, renewing) && push
 		}
 		if l.idle() {
 			return
@@ -75,8 +78,8 @@ func (l *Line) idle() bool {
 
 // collect takes the turns given to this process's callers and wakes
 // them; with renew, it first renews the process's lease. Callers whose
-// places were dropped join again.
-func (l *Line) collect(ctx context.Context, renew bool) {
+// places were dropped join again. It reports whether Redis answered.
+func (l *Line) collect(ctx context.Context, renew bool) bool {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	tr := l.st.Trip()
@@ -87,7 +90,7 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 	tr.Send(ctx)
 	c, err := cr.Result()
 	if err != nil {
-		return // the next wake, poll or renewal tries again
+		return false // the next poll tries again
 	}
 	now := time.Now()
 	var lost []*waiter
@@ -129,13 +132,15 @@ func (l *Line) collect(ctx context.Context, renew bool) {
 		_ = l.pass(ctx, unused)
 	}
 	if len(lost) > 0 {
-		l.rejoin(ctx, lost)
+		return l.rejoin(ctx, lost)
 	}
+	return true
 }
 
 // rejoin puts callers whose places were lost back in line, in one round
-// trip.
-func (l *Line) rejoin(ctx context.Context, ws []*waiter) {
+// trip. It reports whether each join was answered (one that was not is
+// tried again at the next collection).
+func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 	now := time.Now()
 	tr := l.st.Trip()
 	rs := make([]store.Reply[store.LineJoined], len(ws))
@@ -144,10 +149,15 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) {
 	}
 	tr.Send(ctx)
 	var orphans []string
+	answered := true
 	l.mu.Lock()
 	for i, w := range ws {
 		j, err := rs[i].Result()
-		if err != nil || !j.Joined {
+		if err != nil {
+			answered = false
+			continue
+		}
+		if !j.Joined {
 			continue
 		}
 		if w.done { // it left meanwhile: so does its new place
@@ -167,4 +177,5 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) {
 		}
 		tr.Send(ctx)
 	}
+	return answered
 }

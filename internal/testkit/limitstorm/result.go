@@ -49,6 +49,7 @@ type Result struct {
 	Latest     time.Duration
 	Expired    int
 	Retried    int
+	ExpiredAt  [][2]time.Duration
 	// Killed counts the jobs of a worker killed (Config.Faults), which
 	// are not in Jobs.
 	Killed int

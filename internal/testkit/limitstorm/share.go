@@ -49,6 +49,9 @@ type Outcome struct {
 	// Expired counts the calls refused once their whole wait passed: a
 	// caller in line whose turn never came.
 	Expired int
+	// ExpiredAt are those calls' times, asked and answered, from the
+	// storm's start.
+	ExpiredAt [][2]time.Duration
 	// Retried counts the refusals a job came back after, at the wait
 	// they stated.
 	Retried int
@@ -79,6 +82,7 @@ func (o *Outcome) add(p Outcome) {
 	o.Admissions = append(o.Admissions, p.Admissions...)
 	o.Late += p.Late
 	o.Expired += p.Expired
+	o.ExpiredAt = append(o.ExpiredAt, p.ExpiredAt...)
 	o.Retried += p.Retried
 	o.Latest = max(o.Latest, p.Latest)
 	if o.FirstError == "" {
@@ -219,7 +223,10 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 			s.note(func(o *Outcome) { o.Late++; o.Latest = max(o.Latest, past) })
 		}
 		if err != nil && s.c.Gate.Wait > 0 && answered.Sub(asked) >= s.c.Gate.Wait*19/20 {
-			s.note(func(o *Outcome) { o.Expired++ })
+			s.note(func(o *Outcome) {
+				o.Expired++
+				o.ExpiredAt = append(o.ExpiredAt, [2]time.Duration{asked.Sub(s.storm.Start), answered.Sub(s.storm.Start)})
+			})
 		}
 		wait, ok := gate.RetryAfter(err)
 		switch {
