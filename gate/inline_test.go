@@ -218,3 +218,32 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 		})
 	}
 }
+
+// Nobody waits behind the dead: once the lease of every process with
+// callers in line has ended, a caller is admitted as if the line were
+// empty (on miniredis, whose clock the test moves past the line's lease
+// before the waiting process renews it).
+func TestLineOfTheDeadIsNoLine(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := budgetOptions(t)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	c := newGate(t, rdb, opts)
+	l1, l2 := spend(t, a, b)
+	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
+	got := acquireWait(ctx, c, "j3", time.Hour)
+	inLine(t, a, "j3")
+	// A request refills, but the line holds j3's place: refused.
+	redistest.Advance(m, 1100*time.Millisecond)
+	if bl := blocked(t, a, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) {
+		t.Fatalf("behind a live caller in line: %+v, want refused", bl)
+	}
+	// The line's lease (at most 10 s) passes with no renewal: as if c died.
+	redistest.Advance(m, 11*time.Second)
+	if err := a.Do(ctx, "j5", okFn); err != nil {
+		t.Fatalf("behind a line of callers whose processes' leases ended: %v, want admitted", err)
+	}
+	cancel()
+	<-got
+}

@@ -39,7 +39,13 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
   end
   local n = 0
   if turn == '' then
-    n = redis.call('ZCARD', string.sub(bk, 1, -8) .. ':line')
+    local line = string.sub(bk, 1, -8) .. ':line'
+    n = redis.call('ZCARD', line)
+    if n > 0 and redis.call('ZCOUNT', line .. ':owners', '(' .. NOW, '+inf') == 0 then
+      -- Every process with callers in line died: nobody waits behind
+      -- them (the next give drops their places).
+      n = 0
+    end
   end
   local qn = tonumber(redis.call('HGET', bk, 'qn')) or 0
   local a, need = admit(bk, ck, tokens, reserve, share)
