@@ -14,7 +14,7 @@ import (
 // upstream's (redistest.ACLUpstream) and pub/sub's, as docs/upstreams.md
 // lists it.
 var aclLine = []string{"+hget", "+hdel", "+zlexcount", "+zpopmin", "+zscore", "+zrank", "+zcard",
-	"+sadd", "+srem", "+spop", "+smembers", "+scard", "+rpush", "+lrange", "+lrem", "+exists"}
+	"+sadd", "+srem", "+spop", "+smembers", "+scard", "+rpush", "+lrange", "+lrem", "+exists", "+set", "+get", "+zcount"}
 
 // Every step of the line runs as a user restricted to the documented
 // rules: join, place, a refusal, turn and wake, leave, renew.
