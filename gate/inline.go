@@ -259,9 +259,10 @@ func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *i
 		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
 		l, err := g.acquireOnce(tctx, job, nil)
 		if err == nil && !time.Now().Before(deadline) {
-			// Acquired as the deadline passed: given back, not answered late.
+			// Acquired as the deadline passed: given back, not answered late;
+			// the call fits now, so it may ask again at once.
 			_ = l.Release(ctx)
-			b.waited = waited
+			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
 			return nil, b
 		}
 		nb, nq := g.budgetRefusal(err)
