@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -246,4 +247,70 @@ func TestLineOfTheDeadIsNoLine(t *testing.T) {
 	}
 	cancel()
 	<-got
+}
+
+// aclLine is what an upstream's line needs beyond the budget's rules, as
+// docs/upstreams.md lists it.
+var aclLine = []string{"+hget", "+hdel", "+zlexcount", "+zpopmin", "+zscore", "+zrank", "+zcard", "+zcount",
+	"+sadd", "+srem", "+spop", "+smembers", "+scard", "+rpush", "+lrange", "+lrem", "+exists", "+set", "+get"}
+
+// Under the documented ACL a caller waits in line and is woken, with no
+// command refused; a user with only the budget's rules still has its
+// calls admitted in the acquire's one script (the line's check of the
+// admission needs nothing more while nobody waits).
+func TestLineUnderTheDocumentedACL(t *testing.T) {
+	ctx := context.Background()
+	t.Run("line", func(t *testing.T) {
+		prefix := "aclline"
+		s := redistest.ACLServer(t, prefix, slices.Concat([]string{"&" + prefix + ":*"}, redistest.ACLUpstream, redistest.ACLPubSub, aclLine))
+		rdb := s.Client(t)
+		rec := newRecorder()
+		opts := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Observer: rec}
+		a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+		l1, l2 := spend(t, a, b)
+		defer func() { _ = l2.Release(ctx) }()
+		got := acquireWait(ctx, b, "j3", time.Minute)
+		inLine(t, a, "j3")
+		if err := l1.Succeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatalf("the caller in line under the documented ACL: %v", r.err)
+		}
+		_ = r.l.Release(ctx)
+		for _, e := range rec.drain() {
+			if e.Kind == gate.EventRedisError {
+				t.Fatalf("a command refused under the documented ACL: %+v", e)
+			}
+		}
+	})
+	t.Run("budget only", func(t *testing.T) {
+		prefix := "aclbudgetonly"
+		s := redistest.ACLServer(t, prefix, redistest.ACLUpstream)
+		rdb := s.Client(t)
+		rt := &roundTrips{}
+		rdb.AddHook(rt)
+		names := &cmdNames{}
+		rdb.AddHook(names)
+		rec := newRecorder()
+		g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Observer: rec})
+		report(t, g, "first", openAIHeader(50, 60, "10s"))
+		if err := g.Do(ctx, "warm", okFn); err != nil { // loads the settle's scripts
+			t.Fatal(err)
+		}
+		before := rt.n.Load()
+		names.take()
+		if err := g.Do(ctx, "second", okFn); err != nil {
+			t.Fatal(err)
+		}
+		if got := rt.n.Load() - before; got != 2 {
+			t.Fatalf("a call the budget admits: %d round trips (%v), want 2 (acquire, settle)", got, names.take())
+		}
+		for _, e := range rec.drain() {
+			if e.Kind == gate.EventRedisError {
+				t.Fatalf("a command refused under the budget's ACL: %+v", e)
+			}
+		}
+	})
 }

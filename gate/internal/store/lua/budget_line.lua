@@ -47,7 +47,11 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
       n = 0
     end
   end
-  local qn = tonumber(redis.call('HGET', bk, 'qn')) or 0
+  local qn = 0
+  if n > 0 then
+    -- (HMGET: the budget's documented ACL has no HGET.)
+    qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
+  end
   local a, need = admit(bk, ck, tokens, reserve, share)
   if n > 0 and a[1] ~= 0 then
     -- Callers wait: not admitted past them.
