@@ -45,7 +45,7 @@ func ExampleWithPriority() {
 	default:
 		fmt.Println("refused:", err)
 	}
-	// Output: 0 ahead, its turn in about 2s: after the wait
+	// Output: 0 ahead, its turn in about 1s: after the wait
 }
 
 // spent runs a call whose response said no request is left of 60 a

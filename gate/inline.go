@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrygate/retrygate/gate/internal/line"
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/gate/internal/upstream"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/redisop"
 )
@@ -177,6 +178,13 @@ func (q *inLine) giver(ctx context.Context) {
 	}
 }
 
+// givesTurns reports whether a settle that does op to its upstream gives
+// the line the calls that fit: not one that counts a failure against it,
+// which may cool or pause it (a turn given then meets the cooldown).
+func givesTurns(op upstream.Op) bool {
+	return op == upstream.Keep || op == upstream.Recover || op == upstream.Unclaim
+}
+
 type turnKey struct{}
 
 // turn is the turn a caller was given, on the context of its acquire.
@@ -230,9 +238,9 @@ func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *i
 			var long *line.TooLongError
 			switch {
 			case errors.As(err, &long):
-				// Its turn, at the line's rate, and never before the
-				// budget fits a call.
-				b.Ahead, b.RetryAfter = long.Ahead, max(long.Wait, b.RetryAfter)
+				// Its turn, at the line's rate (the refusal's own wait counts
+				// the turns told to callers that could not wait).
+				b.Ahead, b.RetryAfter = long.Ahead, long.Wait
 			case ctx.Err() != nil:
 				return nil, ctxError(ctx, "acquire")
 			case !errors.Is(err, line.ErrDeadline):

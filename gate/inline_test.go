@@ -314,3 +314,47 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 		}
 	})
 }
+
+// A provider-wide failure cools the upstream while callers wait in its
+// line: when the cooldown ends, the probe is not held behind the line
+// (which gives no turn while the upstream cools), and its success gives
+// the callers in line their turns.
+func TestLineWaitsOutACooldown(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = upstreamClassifier(300 * time.Millisecond)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l2.Release(ctx) }()
+			got := acquireWait(ctx, b, "j3", time.Minute)
+			inLine(t, a, "j3")
+			// l1's call meets a 429: the upstream cools for 300 ms.
+			if err := l1.Fail(ctx, errRateLimited); err != nil {
+				t.Fatal(err)
+			}
+			pass(tg, 400*time.Millisecond)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				err := a.Do(ctx, "probe", okFn)
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the cooldown over, with a caller in line: %v, want the probe to run", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			select {
+			case r := <-got:
+				if r.err != nil {
+					t.Fatalf("the caller in line, after the probe succeeded: %v", r.err)
+				}
+				_ = r.l.Release(ctx)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the caller in line was not woken after the upstream recovered")
+			}
+		})
+	}
+}

@@ -207,9 +207,10 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	d.upstream.Job = l.job
 	rec := l.up.Record(rctx, &t, d.upstream, l.token)
 	budget := l.up.Budget(rctx, &t, &l.seen, time.Now())
-	if q := g.lineNamed(l.up.Name()); q != nil && l.up.Reserved() {
-		// The call's reservation is released: the calls that now fit go
-		// to callers waiting in line, in the same round trip.
+	if q := g.lineNamed(l.up.Name()); q != nil && (l.up.Reserved() || in.probe) && givesTurns(d.upstream.Op) {
+		// The call's reservation is released, or its probe settled: the
+		// calls that now fit go to callers waiting in line, in the same
+		// round trip.
 		q.give(rctx, &t, nil, false)
 	}
 	// The call durations go out with the settle, and come back as every

@@ -45,6 +45,11 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
       -- Every process with callers in line died: nobody waits behind
       -- them (the next give drops their places).
       n = 0
+    elseif n > 0 and redis.call('GET', string.sub(bk, 1, -8)) then
+      -- The upstream cools, is paused or probed: its breaker decides (the
+      -- probe's call must not wait behind the line, which gives no turn
+      -- until the upstream is ready again).
+      n = 0
     end
   end
   local qn = 0

@@ -25,7 +25,7 @@ end
 if redis.call('ZCARD', KEYS[1]) == 0 then
   return {0, 0}
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
+if redis.call('GET', KEYS[4]) then
   -- Cooling, paused or probed: its probe's settle gives the turns.
   return {0, 0}
 end
