@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -220,7 +219,8 @@ func (l *Line) registerLocked(ctx context.Context, w *waiter) {
 
 // Wait blocks until the ticket's turn comes (nil), its deadline passes
 // (ErrDeadline) or ctx ends (ctx.Err()). Either way but the first, the
-// caller leaves the line; a turn given meanwhile is passed on.
+// caller leaves the line, after Wait returns; a turn given meanwhile is
+// passed on.
 func (t *Ticket) Wait(ctx context.Context) error {
 	w := t.w
 	timer := time.NewTimer(time.Until(w.deadline))
@@ -249,9 +249,14 @@ func (t *Ticket) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.l.cfg.Timeout)
-	defer cancel()
-	return errors.Join(err, t.Leave(lctx))
+	// Answered now; its place is given up meanwhile, so that a deadline
+	// is never passed waiting for Redis (a turn given to it goes on).
+	go func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.l.cfg.Timeout)
+		defer cancel()
+		_ = t.Leave(lctx)
+	}()
+	return err
 }
 
 // Leave gives up the ticket's place. A turn it was given and did not use
