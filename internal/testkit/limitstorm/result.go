@@ -54,7 +54,7 @@ type Result struct {
 	// are not in Jobs.
 	Killed int
 	// Refill is the time the provider refills one call of its requests
-	// limit: a minute ÷ RPM.
+	// limit: Window ÷ RPM.
 	Refill time.Duration
 }
 
