@@ -76,7 +76,11 @@ func (c *config) serve(next http.Handler, w http.ResponseWriter, r *http.Request
 		return
 	}
 
-	l, err := c.acquire(r.Context(), w, r, job)
+	ctx, ok := c.caller(w, r)
+	if !ok {
+		return
+	}
+	l, err := c.acquire(ctx, w, r, job)
 	if err != nil {
 		c.refuse(w, r, err)
 		return

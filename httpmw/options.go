@@ -39,6 +39,26 @@ type Options struct {
 	// abuse").
 	Exists func(r *http.Request) (bool, error)
 
+	// Priority returns the request's class when its upstream's budget
+	// cannot serve every caller (gate.WithPriority): a person at a screen
+	// PriorityInteractive, a script PriorityBatch. Read it from what you
+	// trust (the route, the authenticated key), not from a header the
+	// client picks. An error is answered 400 (500 for ErrNotRouted) and
+	// goes to OnError. Nil = gate.PriorityNormal.
+	Priority func(r *http.Request) (gate.Priority, error)
+	// Tenant returns the customer the request is made for
+	// (gate.WithTenant): within a class, the tenants asking share the
+	// upstream's turns fairly. URLParamValue reads it from the URL, as for
+	// PerTenant. A tenant over MaxTenantLen bytes, not UTF-8 or holding a
+	// control character, or an error, is answered 400 (500 for
+	// ErrNotRouted) and goes to OnError. Nil = every request is the
+	// tenant "".
+	Tenant func(r *http.Request) (string, error)
+	// TenantWeight is a tenant's share relative to the others' (a paid
+	// plan's 2 takes two turns for each of a free plan's 1; see
+	// gate.WithTenant). Nil = 1 for all.
+	TenantWeight func(tenant string) float64
+
 	// StatusURL returns the URL of the job's retry-status endpoint, written
 	// as status_url in refusals that name a job. Nil = not written. See
 	// SiblingURL.

@@ -1,0 +1,84 @@
+package httpmw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/retrygate/retrygate/gate"
+)
+
+// MaxTenantLen is the longest tenant Options.Tenant may return, in bytes:
+// a tenant is stored in its upstream's line while it waits and may be a
+// metric label, so one a client can stretch is refused with the 400
+// problem.
+const MaxTenantLen = 256
+
+// errCaller marks an Options.Priority or Options.Tenant error as the
+// request's fault: the 400 problem, without the function's text.
+var errCaller = errors.New("httpmw: the request names no valid class or tenant")
+
+// caller returns the request's context with the class and the tenant
+// Options.Priority and Options.Tenant read (gate.WithPriority,
+// gate.WithTenant), which the gate's line orders callers by when the
+// upstream's budget is short. An error is answered here: 500 for
+// ErrNotRouted (a mounting mistake), else 400.
+func (c *config) caller(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
+	ctx := r.Context()
+	if c.opts.Priority == nil && c.opts.Tenant == nil {
+		return ctx, true
+	}
+	var err error
+	if c.opts.Priority != nil {
+		var p gate.Priority
+		if p, err = c.opts.Priority(r); err == nil {
+			ctx = gate.WithPriority(ctx, p)
+		}
+	}
+	if err == nil && c.opts.Tenant != nil {
+		var t string
+		if t, err = c.opts.Tenant(r); err == nil {
+			err = validTenant(t)
+		}
+		if err == nil {
+			w := 1.0
+			if c.opts.TenantWeight != nil {
+				w = c.opts.TenantWeight(t)
+			}
+			ctx = gate.WithTenant(ctx, t, w)
+		}
+	}
+	if err != nil {
+		c.onError(r, err)
+		if !errors.Is(err, ErrNotRouted) {
+			err = fmt.Errorf("%w: %w", errCaller, err)
+		}
+		ref, h := c.invalidFor(err)
+		if ref.Status == http.StatusBadRequest {
+			ref.Detail = "The request does not name a valid class or tenant."
+		}
+		c.respond(w, r, ref, h)
+		return nil, false
+	}
+	return ctx, true
+}
+
+// validTenant refuses a tenant a client could use to grow the line's keys
+// or a metric label: over MaxTenantLen bytes, not UTF-8, or holding a
+// control byte.
+func validTenant(t string) error {
+	switch {
+	case len(t) > MaxTenantLen:
+		return fmt.Errorf("tenant of %d bytes, over the %d-byte limit", len(t), MaxTenantLen)
+	case !utf8.ValidString(t):
+		return errors.New("tenant is not UTF-8")
+	}
+	for _, r := range t {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return errors.New("tenant holds a control character")
+		}
+	}
+	return nil
+}
