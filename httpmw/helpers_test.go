@@ -81,6 +81,7 @@ type problemBody struct {
 	JobState          *string        `json:"job_state"`
 	RetryAfterSeconds *int64         `json:"retry_after_seconds"`
 	RetryAt           *string        `json:"retry_at"`
+	Ahead             *int           `json:"ahead"`
 	Attempts          *int           `json:"attempts"`
 	Reason            *string        `json:"reason"`
 	StatusURL         *string        `json:"status_url"`

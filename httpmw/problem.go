@@ -33,6 +33,11 @@ type Refusal struct {
 	RetryAt time.Time
 	// Attempts counts the job's failures since its last success.
 	Attempts int
+	// Ahead is how many callers were ahead of this one in its upstream's
+	// line when it was refused (gate.BlockedError.Ahead): its turn could
+	// not come within the wait it had, and RetryAfter is the expected wait
+	// for it. 0 when it was not in line.
+	Ahead int
 	// Reason is the classification code behind a cooldown, a failed mark
 	// or an upstream cooldown (e.g. "rate_limited"); never upstream text.
 	Reason string
@@ -52,7 +57,8 @@ type Refusal struct {
 
 // WriteProblem writes ref as an application/problem+json body (RFC 9457)
 // with the extension members job_state, retry_after_seconds, retry_at
-// (RFC 3339), attempts (cooling_down), reason, status_url and upstreams
+// (RFC 3339), ahead (the callers ahead of this one in its upstream's
+// line), attempts (cooling_down), reason, status_url and upstreams
 // (upstream_cooling: each upstream's State), each only when it
 // applies. It is the default RefusalHandler.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, ref Refusal) {
@@ -91,6 +97,10 @@ func appendProblem(b []byte, ref Refusal) []byte {
 			b = ref.RetryAt.UTC().AppendFormat(b, time.RFC3339)
 			b = append(b, '"')
 		}
+	}
+	if ref.Ahead > 0 {
+		b = append(b, `,"ahead":`...)
+		b = strconv.AppendInt(b, int64(ref.Ahead), 10)
 	}
 	if ref.State == gate.CoolingDown.String() || ref.Attempts > 0 {
 		b = append(b, `,"attempts":`...)
@@ -246,12 +256,24 @@ func (c *config) blocked(r *http.Request, b *gate.BlockedError) Refusal {
 		}
 		ref.Detail = "This job is already running. " + c.opts.RetryIn(wait)
 	}
+	if b.Ahead > 0 && wait > 0 && b.State != gate.Failed && b.State != gate.Done {
+		ref.Ahead = b.Ahead
+		ref.Detail = aheadSentence(b.Ahead) + " " + c.opts.RetryIn(wait)
+	}
 	c.setWait(&ref, wait)
 	if c.opts.StatusURL != nil {
 		ref.StatusURL = c.opts.StatusURL(r)
 	}
 	c.typeAndTitle(&ref)
 	return ref
+}
+
+// aheadSentence says how many callers were ahead of a refused one.
+func aheadSentence(n int) string {
+	if n == 1 {
+		return "1 caller is ahead of this one in line."
+	}
+	return strconv.Itoa(n) + " callers are ahead of this one in line."
 }
 
 // settled builds the refusal for a handler that reported a failure with

@@ -21,6 +21,7 @@ type problemJSON struct {
 	JobState          string  `json:"job_state,omitempty"`
 	RetryAfterSeconds *int64  `json:"retry_after_seconds,omitempty"`
 	RetryAt           string  `json:"retry_at,omitempty"`
+	Ahead             int     `json:"ahead,omitempty"`
 	Attempts          *int    `json:"attempts,omitempty"`
 	Reason            string  `json:"reason,omitempty"`
 	StatusURL         string  `json:"status_url,omitempty"`
@@ -31,7 +32,7 @@ type problemJSON struct {
 // before it was written by hand.
 func viaEncodingJSON(t *testing.T, ref Refusal) []byte {
 	p := problemJSON{Type: ref.Type, Title: ref.Title, Status: ref.Status, Detail: ref.Detail,
-		JobState: ref.State, Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL,
+		JobState: ref.State, Ahead: max(ref.Ahead, 0), Reason: safeReason(ref.Reason), StatusURL: ref.StatusURL,
 		Upstreams: upstreamStates(ref.Upstreams)}
 	if p.Type == "" {
 		p.Type = "about:blank"
@@ -64,12 +65,13 @@ func viaEncodingJSON(t *testing.T, ref Refusal) []byte {
 func FuzzProblemMatchesEncodingJSON(f *testing.F) {
 	for _, s := range []string{"", "Retry available in 4 min 12 s.", "a\"b\\c", "<script>&amp;</script>",
 		"\x00\x01\b\f\n\r\t\x1f\x7f", "\xff\xfe", "\u2028\u2029", "é✓😀", "\xe2\x80", "\ufffd", "rate_limited"} {
-		f.Add(s, s, 429, "cooling_down", int64(252e9), 3, "rate_limited", true)
-		f.Add("https://x.test/p/", s, 503, "upstream_cooling", int64(0), 0, s, false)
+		f.Add(s, s, 429, "cooling_down", int64(252e9), 3, "rate_limited", true, 0)
+		f.Add("https://x.test/p/", s, 503, "upstream_cooling", int64(0), 0, s, false, 3)
+		f.Add(s, "", 429, "ready", int64(4e9), 0, "", false, 12)
 	}
-	f.Fuzz(func(t *testing.T, text, url string, status int, state string, wait int64, attempts int, reason string, ups bool) {
+	f.Fuzz(func(t *testing.T, text, url string, status int, state string, wait int64, attempts int, reason string, ups bool, ahead int) {
 		ref := Refusal{Status: status, State: state, RetryAfter: time.Duration(wait), Attempts: attempts,
-			Reason: reason, Detail: text, StatusURL: url}
+			Reason: reason, Detail: text, StatusURL: url, Ahead: ahead}
 		if len(text)%2 == 0 {
 			ref.Type, ref.Title = url, text
 		}
@@ -109,5 +111,44 @@ func TestBlockedOf(t *testing.T) {
 	}
 	if got := blockedOf(gate.ErrUnavailable); got != nil {
 		t.Errorf("blockedOf(ErrUnavailable) = %v, want nil", got)
+	}
+}
+
+// A caller refused because its turn in its upstream's line could not come
+// within its wait is told its place and the expected wait: the member
+// ahead, the sentence, Retry-After; a refusal of a caller not in line
+// (or of a failed job, where waiting does not help) has no ahead.
+func TestRefusalCarriesThePlaceInLine(t *testing.T) {
+	c := newConfig("New", &gate.Gate{}, Options{Job: func(*http.Request) (string, error) { return "j", nil }})
+	r, _ := http.NewRequest(http.MethodPost, "/", nil)
+	for _, tc := range []struct {
+		name   string
+		b      gate.BlockedError
+		member string
+		detail string
+	}{
+		{"three ahead", gate.BlockedError{State: gate.UpstreamCooling, RetryAfter: 4 * time.Second, Ahead: 3},
+			`,"ahead":3`, "3 callers are ahead of this one in line. Retry available in 4 s."},
+		{"one ahead", gate.BlockedError{State: gate.CoolingDown, RetryAfter: 1500 * time.Millisecond, Ahead: 1},
+			`,"ahead":1`, "1 caller is ahead of this one in line. Retry available in 2 s."},
+		{"not in line", gate.BlockedError{State: gate.UpstreamCooling, RetryAfter: 4 * time.Second}, "", ""},
+		{"failed", gate.BlockedError{State: gate.Failed, Ahead: 3}, "", "This job failed and will not be retried automatically."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := c.blocked(r, &tc.b)
+			body := string(appendProblem(nil, ref))
+			switch {
+			case tc.member == "" && bytes.Contains([]byte(body), []byte(`"ahead"`)):
+				t.Errorf("ahead written for a caller not in line: %s", body)
+			case tc.member != "" && !bytes.Contains([]byte(body), []byte(tc.member)):
+				t.Errorf("exp %s in %s", tc.member, body)
+			}
+			if tc.detail != "" && tc.detail != ref.Detail {
+				t.Errorf("detail: exp %q, got %q", tc.detail, ref.Detail)
+			}
+			if tc.member != "" && ref.RetryAfter != tc.b.RetryAfter {
+				t.Errorf("RetryAfter: exp %v, got %v", tc.b.RetryAfter, ref.RetryAfter)
+			}
+		})
 	}
 }

@@ -23,6 +23,12 @@ type RetryStatus struct {
 	RetryAt string `json:"retry_at,omitempty"`
 	// Attempts counts failures since the last success.
 	Attempts int `json:"attempts"`
+	// Ahead is, while the job's call waits in its upstream's line (in any
+	// process), how many callers are ahead of it (gate.Status.Ahead);
+	// RetryAfterSeconds is then the expected wait for its turn and
+	// Message says both, e.g. "In line: 3 ahead, about 4 s.". Omitted when
+	// it does not wait.
+	Ahead int `json:"ahead,omitempty"`
 	// Reason is the classification code behind the state; never upstream
 	// text.
 	Reason string `json:"reason,omitempty"`
@@ -156,11 +162,18 @@ func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStat
 		wait = max(wait, up.RetryAfter)
 	}
 	out.Reason = safeReason(out.Reason)
-	switch st.State {
-	case gate.Failed:
+	switch {
+	case st.State == gate.Failed:
 		out.Message = "This job failed and will not be retried automatically."
-	case gate.Done:
+	case st.State == gate.Done:
 		out.Message = "This job is already done."
+	case st.Ahead > 0:
+		out.Ahead = st.Ahead
+		out.Message = "In line: " + strconv.Itoa(st.Ahead) + " ahead"
+		if wait > 0 {
+			out.Message += ", about " + FormatWait(wait)
+		}
+		out.Message += "."
 	default:
 		out.Message = retryIn(wait)
 	}

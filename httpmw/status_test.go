@@ -141,3 +141,24 @@ func TestStatusHandlerBadKey(t *testing.T) {
 		}
 	}
 }
+
+// A job whose call waits in its upstream's line shows its place and the
+// expected wait for its turn: the member ahead, the seconds and the
+// sentence a page shows; a job not in line has no ahead.
+func TestRetryStatusShowsThePlaceInLine(t *testing.T) {
+	got := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, Ahead: 3, RetryAfter: 3200 * time.Millisecond}, nil)
+	if exp := "In line: 3 ahead, about 4 s."; got.Message != exp {
+		t.Errorf("message: exp %q, got %q", exp, got.Message)
+	}
+	if got.Ahead != 3 || got.RetryAfterSeconds != 4 {
+		t.Errorf("ahead %d, retry_after_seconds %d: exp 3 and 4", got.Ahead, got.RetryAfterSeconds)
+	}
+	body, _ := json.Marshal(got)
+	if !strings.Contains(string(body), `"ahead":3`) {
+		t.Errorf("no ahead member in %s", body)
+	}
+	none, _ := json.Marshal(httpmw.RetryStatusOf(gate.Status{State: gate.Ready}, nil))
+	if strings.Contains(string(none), "ahead") {
+		t.Errorf("ahead written for a job not in line: %s", none)
+	}
+}
