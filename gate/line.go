@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"math"
+	"strconv"
 
 	"github.com/retrygate/retrygate/gate/internal/line"
 )
@@ -69,4 +70,18 @@ func callerOf(ctx context.Context) line.Caller {
 		t = tenant{weight: 1}
 	}
 	return line.Caller{Class: int(p), Tenant: t.name, Weight: t.weight}
+}
+
+// String names p for logs and metric labels: "batch", "normal" or
+// "interactive" for the named classes, else its number ("100").
+func (p Priority) String() string {
+	switch p {
+	case PriorityBatch:
+		return "batch"
+	case PriorityNormal:
+		return "normal"
+	case PriorityInteractive:
+		return "interactive"
+	}
+	return strconv.Itoa(int(p))
 }

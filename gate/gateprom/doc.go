@@ -35,10 +35,19 @@
 //	                                             call it admitted or refused; limit: requests | tokens
 //	retrygate_budget_refusals_total              calls refused before they were sent: the budget would
 //	                                             have had less than its reserve left
+//	retrygate_line_calls_total{class,tenant,outcome}  calls admitted (outcome acquired) or refused, by
+//	                                             class (batch | normal | interactive | its number) and
+//	                                             tenant (Options.TenantLabel; "" by default)
+//	retrygate_line_wait_seconds{class,tenant,outcome}  histogram: time a call waited in its upstream's
+//	                                             line before it was admitted or refused, 0 when it did
+//	                                             not wait (gate.Event.Waited): p50/p99 per class
 //
 // Label values are bounded: the job key is never a label, reason codes
-// outside classify.Reasons (and Options.Reasons) count as "other", and
-// operations and warnings are the gate's own fixed sets. The upstream label is
+// outside classify.Reasons (and Options.Reasons) count as "other",
+// operations and warnings are the gate's own fixed sets, classes are at
+// most 256, and the tenant is "" unless Options.TenantLabel maps tenants
+// to a few labels (at most Options.MaxTenantLabels, then "other"): a
+// label per customer is a series per customer. The upstream label is
 // the gate's configured Options.Upstream, which the operator chooses.
 //
 // An Observer is safe for concurrent use and may be shared by several

@@ -43,5 +43,6 @@ func ExampleNew() {
 	}
 	// Output:
 	// retrygate_acquisitions_total 1
+	// retrygate_line_calls_total 1
 	// retrygate_settles_total 1
 }

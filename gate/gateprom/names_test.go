@@ -38,7 +38,7 @@ func TestDocsNameRealMetrics(t *testing.T) {
 			}
 		}
 	}
-	if exp, got := 13, len(mfs); exp != got {
+	if exp, got := 15, len(mfs); exp != got {
 		t.Fatalf("metric families: exp %d, got %d", exp, got)
 	}
 	name := regexp.MustCompile(`retrygate_[a-z_]+`)

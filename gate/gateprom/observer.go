@@ -26,8 +26,11 @@ type Observer struct {
 	cooldown     *prometheus.HistogramVec
 	budgetLeft   *prometheus.GaugeVec
 	budgetSpent  *prometheus.CounterVec
+	lineCalls    *prometheus.CounterVec
+	lineWait     *prometheus.HistogramVec
 
 	reasons map[string]bool
+	tenants *labelSet
 }
 
 var (
@@ -45,6 +48,9 @@ func New(opts Options) *Observer {
 	}
 	if opts.CooldownBuckets == nil {
 		opts.CooldownBuckets = DefaultCooldownBuckets
+	}
+	if opts.WaitBuckets == nil {
+		opts.WaitBuckets = DefaultWaitBuckets
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -96,7 +102,14 @@ func New(opts Options) *Observer {
 		}, []string{"upstream", "limit"}),
 		budgetSpent: counter("budget_refusals_total",
 			"Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling)."),
+		lineCalls: counter("line_calls_total",
+			"Calls admitted (outcome=acquired) or refused, by class (gate.WithPriority: batch, normal, interactive or its number) and tenant (Options.TenantLabel).",
+			"class", "tenant", "outcome"),
+		lineWait: histogram("line_wait_seconds",
+			"Time calls spent in their upstream's line before they were admitted (outcome=acquired) or refused, 0 for a call that did not wait, by class and tenant.",
+			opts.WaitBuckets, "class", "tenant", "outcome"),
 		reasons: make(map[string]bool),
+		tenants: newLabelSet(opts.TenantLabel, opts.MaxTenantLabels),
 	}
 	for _, r := range classify.Reasons() {
 		o.reasons[r] = true
@@ -126,6 +139,7 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	case gate.EventAcquired:
 		o.acquisitions.WithLabelValues(upstream, "acquired", "").Inc()
 		o.budget(upstream, e.Budget)
+		o.line(upstream, "acquired", e)
 	case gate.EventRefused:
 		outcome := "refused"
 		if e.Shadow {
@@ -138,6 +152,9 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 		}
 		if e.Local {
 			o.coalesced.WithLabelValues(upstream).Inc()
+		}
+		if !e.Shadow {
+			o.line(upstream, "refused", e)
 		}
 	case gate.EventFailOpen:
 		o.acquisitions.WithLabelValues(upstream, "fail_open", "").Inc()
@@ -175,6 +192,14 @@ func (o *Observer) Observe(_ context.Context, e gate.Event) {
 	case gate.EventWarning:
 		o.warnings.WithLabelValues(upstream, e.Reason).Inc() // the gate's own Warn* codes
 	}
+}
+
+// line counts an admitted or refused call by its class and tenant, and
+// the time it waited in line.
+func (o *Observer) line(upstream, outcome string, e gate.Event) {
+	class, tenant := e.Priority.String(), o.tenants.label(e.Tenant)
+	o.lineCalls.WithLabelValues(upstream, class, tenant, outcome).Inc()
+	o.lineWait.WithLabelValues(upstream, class, tenant, outcome).Observe(e.Waited.Seconds())
 }
 
 // budget sets the budget's gauges from what an event says is left.
@@ -215,7 +240,8 @@ func cause(err error) string {
 
 func (o *Observer) collectors() []prometheus.Collector {
 	return []prometheus.Collector{o.acquisitions, o.coalesced, o.settles, o.renewals, o.leaseLost,
-		o.notOwned, o.redisErrors, o.transitions, o.warnings, o.held, o.cooldown, o.budgetLeft, o.budgetSpent}
+		o.notOwned, o.redisErrors, o.transitions, o.warnings, o.held, o.cooldown, o.budgetLeft, o.budgetSpent,
+		o.lineCalls, o.lineWait}
 }
 
 // Describe implements prometheus.Collector.

@@ -274,8 +274,10 @@ func TestObserverLint(t *testing.T) {
 	// running and upstream_cooling), coalesced, settles 4, held 6 (4
 	// settles, lease_lost, not_owned), cooldown 2, renewals 2, lease_lost,
 	// not_owned, redis_errors, upstream_transitions 2, warnings, budget_left 2
-	// (requests, tokens), budget_refusals: every kind lands in its series.
-	if exp, got := 29, testutil.CollectAndCount(obs); exp != got {
+	// (requests, tokens), budget_refusals, line_calls and line_wait 3 each
+	// (class 0 acquired and refused, interactive acquired): every kind
+	// lands in its series.
+	if exp, got := 35, testutil.CollectAndCount(obs); exp != got {
 		t.Errorf("series: exp %d, got %d", exp, got)
 	}
 }
@@ -296,6 +298,7 @@ func everySeries() *gateprom.Observer {
 		{Kind: gate.EventSettled, Err: gate.ErrNotOwned},
 		{Kind: gate.EventRenewed, Err: errors.New("down")},
 		{Kind: gate.EventRefused, State: gate.Running, Local: true},
+		{Kind: gate.EventAcquired, Priority: gate.PriorityInteractive, Tenant: "acme", Waited: time.Second},
 		{Kind: gate.EventRefused, State: gate.UpstreamCooling, Budget: gate.UpstreamBudget{Spent: true,
 			Requests: gate.BudgetLimit{Reported: true, Left: 0}, Tokens: gate.BudgetLimit{Reported: true, Left: 120}}},
 	} {

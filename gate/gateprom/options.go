@@ -18,6 +18,22 @@ type Options struct {
 	// retrygate_cooldown_seconds. Default: DefaultCooldownBuckets.
 	CooldownBuckets []float64
 
+	// WaitBuckets are the upper bounds, in seconds, of
+	// retrygate_line_wait_seconds. Default: DefaultWaitBuckets.
+	WaitBuckets []float64
+
+	// TenantLabel maps a call's tenant (gate.WithTenant) to the tenant
+	// label of the line metrics: your plans ("free", "pro") or your few
+	// largest customers, "" for the rest. A label per tenant is a series
+	// per customer, and as many as a client can make up is an outage of
+	// the metrics backend: keep its values few. Beyond MaxTenantLabels
+	// distinct values, and for values not UTF-8, the label is OtherLabel.
+	// Default: nil, every tenant "" (the metrics are per class only).
+	TenantLabel func(tenant string) string
+	// MaxTenantLabels bounds the distinct tenant label values, the
+	// safety net under TenantLabel. Default: 100.
+	MaxTenantLabels int
+
 	// Reasons are custom reason codes (from your own classify rules) to
 	// keep as label values; any reason neither here nor in
 	// classify.Reasons is counted as "other".
@@ -33,6 +49,10 @@ var DefaultHeldBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 
 // DefaultCooldownBuckets span cooldowns from a second (a short server
 // hint) to a day (classify.MaxHint).
 var DefaultCooldownBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600, 86400}
+
+// DefaultWaitBuckets span a wait for a turn in line: none, 10 ms (a
+// provider refilling one call) to 5 min.
+var DefaultWaitBuckets = []float64{0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 
 // OtherLabel replaces a label value outside the known set.
 const OtherLabel = "other"
