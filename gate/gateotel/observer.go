@@ -32,6 +32,14 @@ type Options struct {
 	// keep as metric attribute values; any code neither here nor in
 	// classify.Reasons is "other".
 	Reasons []string
+	// TenantLabel maps a call's tenant (gate.WithTenant) to the tenant
+	// attribute of the line metrics, as gateprom's Options.TenantLabel:
+	// a few values (plans, your largest customers), "" for the rest;
+	// beyond MaxTenantLabels distinct values, and for values not UTF-8,
+	// it is "other". Default: nil, every tenant "".
+	TenantLabel func(tenant string) string
+	// MaxTenantLabels bounds the distinct tenant values. Default: 100.
+	MaxTenantLabels int
 }
 
 // Observer turns gate events into spans and metrics. Pass it as
@@ -39,9 +47,11 @@ type Options struct {
 type Observer struct {
 	tracer  trace.Tracer
 	reasons map[string]bool
+	tenants *labelSet
 
 	counters   [nCounters]metric.Int64Counter
 	held       metric.Float64Histogram
+	lineWait   metric.Float64Histogram
 	cooldown   metric.Float64Histogram
 	budgetLeft metric.Int64Gauge
 
@@ -65,10 +75,12 @@ const (
 	upstreamTransitions
 	warnings
 	budgetRefusals
+	lineCalls
 	nCounters
 	held       = nCounters
 	cooldown   = nCounters + 1
 	budgetLeft = nCounters + 2
+	lineWait   = nCounters + 3
 )
 
 // instruments are the series' names, descriptions and attributes (after
@@ -89,6 +101,8 @@ var instruments = [...]struct {
 	held:                {"retrygate.lock_held", "How long calls held the job's lock, from acquire to settle or lease loss, by outcome.", []string{"outcome"}},
 	cooldown:            {"retrygate.cooldown", "Cooldowns set, for a job (kind=job) or the upstream (kind=upstream).", []string{"kind"}},
 	budgetRefusals:      {"retrygate.budget_refusals", "Calls refused before they were sent because the upstream's budget would have less than its reserve left (also counted as acquisitions refused with state upstream_cooling).", nil},
+	lineCalls:           {"retrygate.line_calls", "Calls admitted (outcome=acquired) or refused, by class (gate.WithPriority: batch, normal, interactive or its number) and tenant (Options.TenantLabel).", []string{"class", "tenant", "outcome"}},
+	lineWait:            {"retrygate.line_wait", "Time calls spent in their upstream's line before they were admitted (outcome=acquired) or refused, 0 for a call that did not wait, by class and tenant.", []string{"class", "tenant", "outcome"}},
 	budgetLeft:          {"retrygate.budget_left", "What the upstream's budget (the provider's reported rate limits, shared in Redis) had left at the last call admitted or refused by it, less the calls in flight, by limit (requests, tokens).", []string{"limit"}},
 }
 
@@ -105,6 +119,7 @@ func New(opts Options) (*Observer, error) {
 	o := &Observer{
 		tracer:  tp.Tracer(ScopeName),
 		reasons: make(map[string]bool),
+		tenants: newLabelSet(opts.TenantLabel, opts.MaxTenantLabels),
 		sets:    make(map[setKey]measure),
 	}
 	var err error
@@ -121,6 +136,10 @@ func New(opts Options) (*Observer, error) {
 	if o.cooldown, err = meter.Float64Histogram(instruments[cooldown].name, metric.WithDescription(instruments[cooldown].desc),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(cooldownBuckets...)); err != nil {
 		return nil, fmt.Errorf("gateotel: %s: %w", instruments[cooldown].name, err)
+	}
+	if o.lineWait, err = meter.Float64Histogram(instruments[lineWait].name, metric.WithDescription(instruments[lineWait].desc),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(waitBuckets...)); err != nil {
+		return nil, fmt.Errorf("gateotel: %s: %w", instruments[lineWait].name, err)
 	}
 	if o.budgetLeft, err = meter.Int64Gauge(instruments[budgetLeft].name, metric.WithDescription(instruments[budgetLeft].desc)); err != nil {
 		return nil, fmt.Errorf("gateotel: %s: %w", instruments[budgetLeft].name, err)
@@ -151,6 +170,7 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 	case gate.EventAcquired:
 		o.add(ctx, acquisitions, upstream, "acquired", "")
 		o.budget(ctx, upstream, e.Budget)
+		o.line(ctx, upstream, "acquired", e)
 	case gate.EventRefused:
 		o.add(ctx, acquisitions, upstream, "refused", e.State.String())
 		if e.Local {
@@ -159,6 +179,9 @@ func (o *Observer) measure(ctx context.Context, e gate.Event) {
 		o.budget(ctx, upstream, e.Budget)
 		if e.Budget.Spent {
 			o.add(ctx, budgetRefusals, upstream, "", "")
+		}
+		if !e.Shadow {
+			o.line(ctx, upstream, "refused", e)
 		}
 	case gate.EventFailOpen:
 		o.add(ctx, acquisitions, upstream, "fail_open", "")
@@ -212,6 +235,14 @@ func (o *Observer) add(ctx context.Context, s series, upstream, a, b string) {
 	o.counters[s].Add(ctx, 1, o.set(s, upstream, a, b).add...)
 }
 
+// line counts an admitted or refused call by its class and tenant, and
+// the time it waited in line, as gateprom does.
+func (o *Observer) line(ctx context.Context, upstream, outcome string, e gate.Event) {
+	class, tenant := e.Priority.String(), o.tenants.label(e.Tenant)
+	o.counters[lineCalls].Add(ctx, 1, o.set3(lineCalls, upstream, class, tenant, outcome).add...)
+	o.lineWait.Record(ctx, e.Waited.Seconds(), o.set3(lineWait, upstream, class, tenant, outcome).rec...)
+}
+
 // other replaces a reason code outside the known set, as gateprom's
 // OtherLabel does.
 const other = "other"
@@ -233,6 +264,7 @@ func (o *Observer) reason(r string) string {
 var (
 	heldBuckets     = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
 	cooldownBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600, 86400}
+	waitBuckets     = []float64{0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 )
 
 // settleOutcome names an EventSettled as gateprom does: not_owned,
@@ -262,8 +294,8 @@ func cause(err error) string {
 
 // setKey names one attribute set: a series and its label values.
 type setKey struct {
-	s              series
-	upstream, a, b string
+	s                 series
+	upstream, a, b, c string
 }
 
 // measure holds an attribute set as the options both instrument kinds
@@ -274,10 +306,15 @@ type measure struct {
 }
 
 // set returns the options of k's attribute set. Its label values are
-// bounded (states, outcomes, known reasons, the operator's upstreams), so
-// the cache is too.
+// bounded (states, outcomes, known reasons, the operator's upstreams,
+// classes, bounded tenant labels), so the cache is too.
 func (o *Observer) set(s series, upstream, a, b string) measure {
-	k := setKey{s, upstream, a, b}
+	return o.set3(s, upstream, a, b, "")
+}
+
+// set3 is set for a series of three labels after upstream.
+func (o *Observer) set3(s series, upstream, a, b, c string) measure {
+	k := setKey{s, upstream, a, b, c}
 	o.mu.RLock()
 	m, ok := o.sets[k]
 	o.mu.RUnlock()
@@ -286,7 +323,7 @@ func (o *Observer) set(s series, upstream, a, b string) measure {
 	}
 	kvs := []attribute.KeyValue{attribute.String("upstream", upstream)}
 	for i, l := range instruments[s].labels {
-		kvs = append(kvs, attribute.String(l, [...]string{a, b}[i]))
+		kvs = append(kvs, attribute.String(l, [...]string{a, b, c}[i]))
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	m = measure{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}

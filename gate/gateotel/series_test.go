@@ -42,6 +42,9 @@ func everyEvent() []gate.Event {
 		{Kind: gate.EventUpstreamPaused, Upstream: upstream, Reason: gate.ReasonOperator, Cooldown: 10 * time.Minute},
 		{Kind: gate.EventRefused, Upstream: upstream, Job: "c", State: gate.UpstreamCooling, Reason: gate.ReasonOperator, Cooldown: 9 * time.Minute},
 		{Kind: gate.EventWarning, Upstream: upstream, Reason: gate.WarnPermanentWave},
+		{Kind: gate.EventAcquired, Upstream: upstream, Job: "d", Priority: gate.PriorityInteractive, Tenant: "acme", Waited: 40 * time.Millisecond},
+		{Kind: gate.EventAcquired, Upstream: upstream, Job: "e", Priority: gate.PriorityBatch, Tenant: "globex", Waited: 3 * time.Second},
+		{Kind: gate.EventRefused, Upstream: upstream, Job: "f", Priority: 7, Tenant: "initech", State: gate.UpstreamCooling, Waited: 9 * time.Second},
 		{Kind: gate.EventRefused, Upstream: upstream, Job: "b", State: gate.UpstreamCooling, Reason: classify.ReasonRateLimited, Cooldown: 20 * time.Millisecond,
 			Budget: gate.UpstreamBudget{Spent: true, Requests: gate.BudgetLimit{Reported: true, Left: 1}, Tokens: gate.BudgetLimit{Reported: true, Left: 900}}},
 	}
@@ -52,7 +55,8 @@ func everyEvent() []gate.Event {
 // gateprom's families, with the same labels and values.
 func TestSameSeriesAsGateprom(t *testing.T) {
 	promReg := prometheus.NewRegistry()
-	promObs := gateprom.New(gateprom.Options{})
+	tenant := func(t string) string { return t }
+	promObs := gateprom.New(gateprom.Options{TenantLabel: tenant, MaxTenantLabels: 2})
 	promReg.MustRegister(promObs)
 
 	otelReg := prometheus.NewRegistry()
@@ -60,7 +64,8 @@ func TestSameSeriesAsGateprom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otelObs, err := gateotel.New(gateotel.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))})
+	otelObs, err := gateotel.New(gateotel.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
+		TenantLabel: tenant, MaxTenantLabels: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +75,8 @@ func TestSameSeriesAsGateprom(t *testing.T) {
 		otelObs.Observe(ctx, e)
 	}
 	want, got := series(t, promReg), series(t, otelReg)
-	if len(want) < 13 {
-		t.Fatalf("gateprom exported %d families, the events should drive all 13", len(want))
+	if len(want) < 15 {
+		t.Fatalf("gateprom exported %d families, the events should drive all 15", len(want))
 	}
 	for name, w := range want {
 		g, ok := got[name]
