@@ -101,3 +101,27 @@ func TestLineKeysShareTheUpstreamSlot(t *testing.T) {
 		}
 	}
 }
+
+// A line member decodes to its class, arrival, deadline, owner and tenant
+// (which may hold ':'); anything else is refused, never half read.
+func TestParseLineMember(t *testing.T) {
+	for _, tc := range []struct {
+		m  string
+		ok bool
+		e  LineMember
+	}{
+		{"063000000000004000000000017:1000:1700000000123:p1:acme", false, LineMember{}},
+		{"063000000000000004000000000017:1000:1700000000123:p1:acme", true, LineMember{Class: 192, Seq: 17, Deadline: 1700000000123, Owner: "p1", Tenant: "acme"}},
+		{"255000000000000000000000000001:1:5:p:ten:ant", true, LineMember{Class: 0, Seq: 1, Deadline: 5, Owner: "p", Tenant: "ten:ant"}},
+		{"127000000000000000000000000002:1000:5:p:", true, LineMember{Class: 128, Seq: 2, Deadline: 5, Owner: "p"}},
+		{"063000000000000004000000000017:1000:soon:p1:acme", false, LineMember{}},
+		{"063000000000000004000000000017:1000:5:p1", false, LineMember{}},
+		{"256000000000000004000000000017:1000:5:p1:t", false, LineMember{}},
+		{"06x000000000000004000000000017:1000:5:p1:t", false, LineMember{}},
+	} {
+		got, ok := ParseLineMember(tc.m)
+		if ok != tc.ok || got != tc.e {
+			t.Errorf("ParseLineMember(%q) = %+v, %v; want %+v, %v", tc.m, got, ok, tc.e, tc.ok)
+		}
+	}
+}

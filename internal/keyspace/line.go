@@ -1,5 +1,10 @@
 package keyspace
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Line returns the keys of an upstream's line (gate/internal/line): the
 // callers waiting for a turn in order (a sorted set), the processes that
 // wait by the end of their lease (a sorted set; <owners>:<owner> is a
@@ -17,4 +22,42 @@ func Line(prefix, upstream string) (line, owners, meta, grants string) {
 // (gate.Status). It lives in the upstream's slot.
 func LineMark(prefix, upstream, job string) string {
 	return prefix + ":upstream:{" + Encode(upstream) + "}:line:job:" + Encode(job)
+}
+
+// LineMember is a member of an upstream's line, decoded: the one reading
+// of the layout line_join.lua writes (gate/internal/store/lua), for the
+// gate and for the CLI that shows who waits.
+type LineMember struct {
+	// Class is the caller's class, 0-255 (gate.Priority).
+	Class int
+	// Seq is the caller's arrival in the line, counting up.
+	Seq int64
+	// Deadline is when the caller stops waiting, in Unix milliseconds.
+	Deadline int64
+	// Owner is the process that waits; Tenant the caller's tenant.
+	Owner, Tenant string
+}
+
+// ParseLineMember decodes a line member: <255-class, 3 digits><start
+// tag, 15 digits><sequence, 12 digits>:<quantum>:<deadline ms>:<owner>:
+// <tenant>. The tenant is the rest, and may hold ':'.
+func ParseLineMember(m string) (LineMember, bool) {
+	const head = 3 + 15 + 12
+	if len(m) < head+1 || m[head] != ':' {
+		return LineMember{}, false
+	}
+	desc, err1 := strconv.Atoi(m[:3])
+	seq, err2 := strconv.ParseInt(m[18:head], 10, 64)
+	if err1 != nil || err2 != nil || desc < 0 || desc > 255 || seq < 0 {
+		return LineMember{}, false
+	}
+	parts := strings.SplitN(m[head+1:], ":", 4) // quantum, deadline, owner, tenant
+	if len(parts) != 4 {
+		return LineMember{}, false
+	}
+	deadline, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return LineMember{}, false
+	}
+	return LineMember{Class: 255 - desc, Seq: seq, Deadline: deadline, Owner: parts[2], Tenant: parts[3]}, true
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	_ "embed"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
 // An upstream's line (lua/line_*.lua; gate/internal/line): the callers
@@ -143,28 +144,14 @@ type LineEntry struct {
 	Owner, Tenant string
 }
 
-// ParseLineEntry decodes a member line_join.lua made.
+// ParseLineEntry decodes a member line_join.lua made (its layout's one
+// reading is keyspace.ParseLineMember, which the CLI shares).
 func ParseLineEntry(m string) (LineEntry, bool) {
-	const head = 3 + 15 + 12
-	if len(m) < head+1 || m[head] != ':' {
-		return LineEntry{}, false
-	}
-	desc, err := strconv.Atoi(m[:3])
-	if err != nil || desc < 0 || desc > MaxClass {
-		return LineEntry{}, false
-	}
-	rest := m[head+1:]
-	for range 2 { // the quantum and the deadline
-		var ok bool
-		if _, rest, ok = strings.Cut(rest, ":"); !ok {
-			return LineEntry{}, false
-		}
-	}
-	owner, tenant, ok := strings.Cut(rest, ":")
+	e, ok := keyspace.ParseLineMember(m)
 	if !ok {
 		return LineEntry{}, false
 	}
-	return LineEntry{Member: m, Class: MaxClass - desc, Owner: owner, Tenant: tenant}, true
+	return LineEntry{Member: m, Class: e.Class, Owner: e.Owner, Tenant: e.Tenant}, true
 }
 
 // TurnLine queues line_turn.lua: give up to n turns. The reply is the
