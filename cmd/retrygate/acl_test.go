@@ -185,6 +185,20 @@ func TestACLMinimalRules(t *testing.T) {
 		url := "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
 		r := runCLI(t, nil, "--redis", url, "--prefix", prefix, "--upstream", "openai:prod", "upstream", "reset")
 		mustOK(t, r)
+		// Its line needs +zrange: without it status shows the rest and
+		// says what to add.
+		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "--upstream", "openai:prod", "upstream", "status")
+		mustOK(t, r)
+		if !strings.Contains(r.stdout, "line      not readable as this user: add +zrange") {
+			t.Errorf("upstream status without +zrange: %q", r.stdout)
+		}
+		s = redistest.ACLServer(t, prefix, slices.Concat(redistest.ACLUpstream, redistest.ACLLineStatus))
+		url = "redis://" + s.User + ":" + s.Password + "@" + s.Addr()
+		r = runCLI(t, nil, "--redis", url, "--prefix", prefix, "--upstream", "openai:prod", "upstream", "status")
+		mustOK(t, r)
+		if !strings.Contains(r.stdout, "line      nobody waits") {
+			t.Errorf("upstream status with +zrange: %q", r.stdout)
+		}
 	})
 	t.Run("eval after a restart", func(t *testing.T) {
 		prefix := aclPrefix(t)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +30,14 @@ func upstreamCommand() *command {
 type upstreamPause struct {
 	d      time.Duration
 	reason string
+}
+
+// upstreamStatusJSON is status's --json answer: the upstream, and who
+// waits in its line.
+type upstreamStatusJSON struct {
+	upstreamJSON
+	// Line is nil when the user may not read it (no +zrange).
+	Line *lineJSON `json:"line,omitempty"`
 }
 
 // upstreamResetJSON is reset's --json answer.
@@ -95,8 +104,15 @@ func runUpstream(ctx context.Context, c *cli, args []string, p upstreamPause) er
 			printable(c.upstream), st.State, upstreamWhy(st), fmtDur(st.RetryAfter), c.globalHint())
 		return err
 	}
+	var line *lineJSON
+	switch l, err := readLine(ctx, c.rdb, c.prefix, c.upstream, linePage); {
+	case err == nil:
+		line = &l
+	case !errors.Is(err, errLineNoPerm):
+		return err
+	}
 	if c.json {
-		return writeJSON(c.stdout, j)
+		return writeJSON(c.stdout, upstreamStatusJSON{upstreamJSON: *j, Line: line})
 	}
 	tw := table(c.stdout)
 	row(tw, "upstream", printable(st.Upstream))
@@ -126,6 +142,7 @@ func runUpstream(ctx context.Context, c *cli, args []string, p upstreamPause) er
 		row(tw, "clear", c.clearHint(gate.Status{Upstream: st}))
 	}
 	budgetRows(tw, st.Budget)
+	lineRows(tw, line)
 	return tw.Flush()
 }
 

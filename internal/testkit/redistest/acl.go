@@ -19,6 +19,9 @@ var (
 	// ACLUpstream: Options.Upstream's sliding windows (5xx failures, waves)
 	// and its budget (the provider's rate limits, the calls admitted).
 	ACLUpstream = []string{"+zadd", "+zremrangebyscore", "+zcard", "+hmget", "+hset", "+zrangebyscore", "+zrem"}
+	// ACLLineStatus: retrygate upstream status's reading of who waits in
+	// the upstream's line (ZRANGE by rank; ZCARD is ACLUpstream's).
+	ACLLineStatus = []string{"+zrange"}
 	// ACLWait: Options.Redis.WaitReplicas.
 	ACLWait = []string{"+wait"}
 	// ACLList: retrygate list.
