@@ -19,6 +19,14 @@ type Options struct {
 	// payload, so they share one lock, one cooldown and one failed mark.
 	// An error archives the task. Default: "<type>:<task ID>".
 	Job func(ctx context.Context, t *asynq.Task) (string, error)
+	// Caller returns a task's place when its upstream's budget cannot
+	// serve every caller: its class (batch work gate.PriorityBatch, so
+	// people at a screen go first) and its tenant, whose share of the
+	// class's turns is fair. A task refused because its turn could not
+	// come in time is retried after the expected wait, not counted as a
+	// failure. An error archives the task. Default: gate.PriorityNormal,
+	// tenant "".
+	Caller func(ctx context.Context, t *asynq.Task) (gatequeue.Caller, error)
 }
 
 // Middleware runs every task's handler under g, keyed by opts.Job, and
@@ -38,6 +46,13 @@ func Middleware(g *gate.Gate, opts Options) asynq.MiddlewareFunc {
 			job, err := jobOf(ctx, t)
 			if err != nil {
 				return fmt.Errorf("gateasynq: job key: %w: %w", err, asynq.SkipRetry)
+			}
+			if opts.Caller != nil {
+				c, err := opts.Caller(ctx, t)
+				if err != nil {
+					return fmt.Errorf("gateasynq: caller: %w: %w", err, asynq.SkipRetry)
+				}
+				ctx = c.Context(ctx)
 			}
 			plan, err := run(ctx, g, job, func(ctx context.Context) error {
 				return h.ProcessTask(ctx, t)

@@ -49,6 +49,10 @@ type Plan struct {
 	Counted bool
 	// Reason is the classification code (Retry, Cancel).
 	Reason string
+	// Ahead is how many callers were ahead of the job in its upstream's
+	// line when its turn could not come in time (gate.BlockedError.Ahead):
+	// Wait is then the expected wait for its turn. 0: it was not in line.
+	Ahead int
 }
 
 // ReasonInvalidJob is the Cancel reason for a job key the gate rejects.
@@ -146,6 +150,11 @@ func refused(err error) Plan {
 	default:
 		return Plan{}
 	}
+	if b.Ahead > 0 && b.State != gate.Done && b.State != gate.Failed {
+		// Its turn in line could not come in time: run again when it
+		// is expected, not counted (the gate counted nothing).
+		return Plan{Action: Retry, Wait: max(b.RetryAfter, minWait), Reason: b.Reason, Ahead: b.Ahead}
+	}
 	if b.State == gate.UpstreamCooling {
 		return Plan{Action: Retry, Wait: max(upstreamWait(b), minWait), Reason: b.Reason}
 	}
@@ -183,13 +192,16 @@ func upstreamWait(b *gate.BlockedError) time.Duration {
 // Wrap returns err with the plan in front, for the queue's own record of
 // the job (an archived task's last error, a cancelled job's error):
 // "retrygate: failed permanently (<reason>): <err>" for Cancel,
-// "retrygate: retry in <wait>: <err>" for Retry, err itself otherwise.
+// "retrygate: retry in <wait>: <err>" for Retry ("retrygate: in line, <n>
+// ahead, retry in <wait>: <err>" with Ahead), err itself otherwise.
 // The result unwraps to err.
 func (p Plan) Wrap(err error) error {
-	switch p.Action {
-	case Cancel:
+	switch {
+	case p.Action == Cancel:
 		return fmt.Errorf("retrygate: failed permanently (%s): %w", p.Reason, err)
-	case Retry:
+	case p.Action == Retry && p.Ahead > 0:
+		return fmt.Errorf("retrygate: in line, %d ahead, retry in %v: %w", p.Ahead, p.Wait, err)
+	case p.Action == Retry:
 		return fmt.Errorf("retrygate: retry in %v: %w", p.Wait, err)
 	}
 	return err

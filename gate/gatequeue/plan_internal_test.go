@@ -59,6 +59,30 @@ func TestRefusedByUpstreamsWaitsForTheSoonest(t *testing.T) {
 	}
 }
 
+// A job whose turn in its upstream's line could not come in time runs
+// again when its turn is expected (the refusal's RetryAfter, not the
+// upstreams' recovery), with its place, not counted; a failed or done job
+// keeps its own plan.
+func TestRefusedInLineWaitsForItsTurn(t *testing.T) {
+	ups := []gate.UpstreamStatus{{State: gate.UpstreamReady}}
+	for _, tc := range []struct {
+		name string
+		b    gate.BlockedError
+		exp  Plan
+	}{
+		{"three ahead", gate.BlockedError{State: gate.UpstreamCooling, RetryAfter: 4 * time.Second, Ahead: 3, Upstreams: ups, Reason: "rate_limited"},
+			Plan{Action: Retry, Wait: 4 * time.Second, Ahead: 3, Reason: "rate_limited"}},
+		{"a turn due now", gate.BlockedError{State: gate.UpstreamCooling, Ahead: 1, Upstreams: ups},
+			Plan{Action: Retry, Wait: minWait, Ahead: 1}},
+		{"failed", gate.BlockedError{State: gate.Failed, Ahead: 2, Reason: "invalid_request"},
+			Plan{Action: Cancel, Reason: "invalid_request"}},
+	} {
+		if got := refused(&tc.b); tc.exp != got {
+			t.Errorf("%s: exp %+v, got %+v", tc.name, tc.exp, got)
+		}
+	}
+}
+
 func TestWrap(t *testing.T) {
 	cause := errors.New("invalid request")
 	for _, tc := range []struct {
@@ -67,6 +91,7 @@ func TestWrap(t *testing.T) {
 	}{
 		{Plan{Action: Cancel, Reason: "invalid_request"}, "retrygate: failed permanently (invalid_request): invalid request"},
 		{Plan{Action: Retry, Wait: 2 * time.Second}, "retrygate: retry in 2s: invalid request"},
+		{Plan{Action: Retry, Wait: 4 * time.Second, Ahead: 3}, "retrygate: in line, 3 ahead, retry in 4s: invalid request"},
 		{Plan{Action: Complete}, "invalid request"},
 		{Plan{}, "invalid request"},
 	} {

@@ -20,13 +20,22 @@ type Options struct {
 	// and one failed mark. An error cancels the job.
 	// Default: "<kind>:<job ID>".
 	Job func(ctx context.Context, job *rivertype.JobRow) (string, error)
+	// Caller returns a job's place when its upstream's budget cannot
+	// serve every caller: its class (batch work gate.PriorityBatch, so
+	// people at a screen go first) and its tenant, whose share of the
+	// class's turns is fair. A job refused because its turn could not
+	// come in time is snoozed for the expected wait, not counted as an
+	// attempt. An error cancels the job. Default: gate.PriorityNormal,
+	// tenant "".
+	Caller func(ctx context.Context, job *rivertype.JobRow) (gatequeue.Caller, error)
 }
 
 // Middleware is River worker middleware that runs each job under a gate.
 type Middleware struct {
 	river.MiddlewareDefaults
-	g     *gate.Gate
-	jobOf func(ctx context.Context, job *rivertype.JobRow) (string, error)
+	g        *gate.Gate
+	jobOf    func(ctx context.Context, job *rivertype.JobRow) (string, error)
+	callerOf func(ctx context.Context, job *rivertype.JobRow) (gatequeue.Caller, error)
 }
 
 var _ rivertype.WorkerMiddleware = (*Middleware)(nil)
@@ -38,7 +47,7 @@ func New(g *gate.Gate, opts Options) *Middleware {
 	if g == nil {
 		panic("gateriver.New: nil *gate.Gate")
 	}
-	m := &Middleware{g: g, jobOf: opts.Job}
+	m := &Middleware{g: g, jobOf: opts.Job, callerOf: opts.Caller}
 	if m.jobOf == nil {
 		m.jobOf = rowJob
 	}
@@ -54,6 +63,13 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	key, err := m.jobOf(ctx, job)
 	if err != nil {
 		return river.JobCancel(errors.Join(errors.New("gateriver: job key"), err))
+	}
+	if m.callerOf != nil {
+		c, err := m.callerOf(ctx, job)
+		if err != nil {
+			return river.JobCancel(errors.Join(errors.New("gateriver: caller"), err))
+		}
+		ctx = c.Context(ctx)
 	}
 	plan, err := gatequeue.Run(ctx, m.g, key, doInner, isSnooze)
 	var cancel *rivertype.JobCancelError
