@@ -129,6 +129,26 @@
 // http.Server.Shutdown waits for open streams: end them with the request
 // context (the demo in examples/server cancels streams on shutdown).
 //
+// # A place in line
+//
+// When an upstream's budget cannot serve every caller, the gate's line
+// orders them: class first, then the tenants' fair shares, then arrival
+// (gate.WithPriority, gate.WithTenant). Options.Priority and
+// Options.Tenant read them from the request (from what you trust: the
+// route, the authenticated key; URLParamValue for a tenant in the URL),
+// Options.TenantWeight a tenant's share. A tenant over MaxTenantLen
+// bytes, not UTF-8 or holding a control character, and an error of
+// either function, is the 400 problem (ErrNotRouted the 500), the cause
+// to OnError. A request with Prefer: wait=N waits for its turn as for a
+// running job, at most N seconds and MaxWait. One whose turn cannot come
+// in that time is refused at once with the place it had and the
+// expected wait: the extension member ahead (the callers ahead of it),
+// retry_after_seconds and Retry-After the expected wait, and a detail
+// such as "3 callers are ahead of this one in line. Retry available in
+// 4 s.". While a job's call waits in line, StatusHandler's RetryStatus
+// (JSON and each event of the stream) carries ahead, the expected wait
+// as retry_after_seconds and the message "In line: 3 ahead, about 4 s.".
+//
 // # Job keys
 //
 // URLParam keys a job by the chi route pattern and a URL parameter, decoded
