@@ -81,6 +81,7 @@ func Example_withMetrics() {
 	// level=INFO msg="retrygate acquired" event=acquired job_hash=6767023ae1fd50c6 upstream=openai:prod-key state=running attempt=1
 	// level=INFO msg="retrygate settled" event=settled job_hash=6767023ae1fd50c6 upstream=openai:prod-key state=ready attempt=1
 	// retrygate_acquisitions_total 1
+	// retrygate_line_calls_total 1
 	// retrygate_settles_total 1
 	// retrygate_warnings_total 1
 }

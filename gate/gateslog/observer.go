@@ -107,6 +107,19 @@ func (o *Observer) Observe(ctx context.Context, e gate.Event) {
 			attrs = append(attrs, slog.String("class", e.Class.String()))
 		}
 	}
+	if e.Kind == gate.EventAcquired || e.Kind == gate.EventRefused {
+		// The call's place in line: its class when not the default, its
+		// tenant, and the time it waited for its turn.
+		if e.Priority != gate.PriorityNormal {
+			attrs = append(attrs, slog.String("priority", e.Priority.String()))
+		}
+		if e.Tenant != "" {
+			attrs = append(attrs, slog.String("tenant", e.Tenant))
+		}
+		if e.Waited > 0 {
+			attrs = append(attrs, slog.Duration("waited", e.Waited))
+		}
+	}
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
 	}
