@@ -146,8 +146,9 @@
 // retry_after_seconds and Retry-After the expected wait, and a detail
 // such as "3 callers are ahead of this one in line. Retry available in
 // 4 s.". While a job's call waits in line, StatusHandler's RetryStatus
-// (JSON and each event of the stream) carries ahead, the expected wait
-// as retry_after_seconds and the message "In line: 3 ahead, about 4 s.".
+// (JSON and each event of the stream) carries in_line, ahead, the
+// expected wait as retry_after_seconds and the message "In line: 3
+// ahead, about 4 s." ("In line: next, ..." first in line).
 //
 // # Job keys
 //

@@ -23,12 +23,14 @@ type RetryStatus struct {
 	RetryAt string `json:"retry_at,omitempty"`
 	// Attempts counts failures since the last success.
 	Attempts int `json:"attempts"`
-	// Ahead is, while the job's call waits in its upstream's line (in any
-	// process), how many callers are ahead of it (gate.Status.Ahead);
-	// RetryAfterSeconds is then the expected wait for its turn and
-	// Message says both, e.g. "In line: 3 ahead, about 4 s.". Omitted when
-	// it does not wait.
-	Ahead int `json:"ahead,omitempty"`
+	// InLine is set while the job's call waits in its upstream's line (in
+	// any process) for the budget to serve it; Ahead is then how many
+	// callers are ahead of it (gate.Status.Ahead), RetryAfterSeconds the
+	// expected wait for its turn, and Message says both, e.g. "In line: 3
+	// ahead, about 4 s." ("next" for none ahead). Both omitted when it
+	// does not wait.
+	InLine bool `json:"in_line,omitempty"`
+	Ahead  int  `json:"ahead,omitempty"`
 	// Reason is the classification code behind the state; never upstream
 	// text.
 	Reason string `json:"reason,omitempty"`
@@ -143,6 +145,13 @@ func (c *config) statusError(w http.ResponseWriter, r *http.Request, err error) 
 	c.respond(w, r, c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable)
 }
 
+// inLine reports whether st's job's call waits in its upstream's line:
+// callers ahead of it, or, first in line, a ready job with a wait (a ready
+// job has none otherwise; gate.Status).
+func inLine(st gate.Status) bool {
+	return st.Ahead > 0 || st.State == gate.Ready && st.RetryAfter > 0
+}
+
 // RetryStatusOf is the body StatusHandler answers for st, for a handler
 // that reports many jobs at once (a page of documents watching each with
 // gate.Watch over one stream: browsers open at most six HTTP/1.1
@@ -167,9 +176,12 @@ func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStat
 		out.Message = "This job failed and will not be retried automatically."
 	case st.State == gate.Done:
 		out.Message = "This job is already done."
-	case st.Ahead > 0:
-		out.Ahead = st.Ahead
-		out.Message = "In line: " + strconv.Itoa(st.Ahead) + " ahead"
+	case inLine(st):
+		out.InLine, out.Ahead = true, st.Ahead
+		out.Message = "In line: next"
+		if st.Ahead > 0 {
+			out.Message = "In line: " + strconv.Itoa(st.Ahead) + " ahead"
+		}
 		if wait > 0 {
 			out.Message += ", about " + FormatWait(wait)
 		}

@@ -157,8 +157,16 @@ func TestRetryStatusShowsThePlaceInLine(t *testing.T) {
 	if !strings.Contains(string(body), `"ahead":3`) {
 		t.Errorf("no ahead member in %s", body)
 	}
+	if !got.InLine || !strings.Contains(string(body), `"in_line":true`) {
+		t.Errorf("in_line not set: %s", body)
+	}
+	// First in line: none ahead, and still in line.
+	next := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, RetryAfter: 900 * time.Millisecond}, nil)
+	if !next.InLine || next.Ahead != 0 || next.Message != "In line: next, about 1 s." {
+		t.Errorf("first in line: %+v", next)
+	}
 	none, _ := json.Marshal(httpmw.RetryStatusOf(gate.Status{State: gate.Ready}, nil))
-	if strings.Contains(string(none), "ahead") {
+	if strings.Contains(string(none), "ahead") || strings.Contains(string(none), "in_line") {
 		t.Errorf("ahead written for a job not in line: %s", none)
 	}
 }
