@@ -137,7 +137,11 @@ func lineRows(tw *tabwriter.Writer, l *lineJSON) {
 		row(tw, "line", "nobody waits")
 		return
 	}
-	row(tw, "line", fmt.Sprintf("%d waiting in %d processes (class, tenant: waiting; the oldest's place and deadline)", l.Waiting, l.Processes))
+	procs := "processes"
+	if l.Processes == 1 {
+		procs = "process"
+	}
+	row(tw, "line", fmt.Sprintf("%d waiting in %d %s (class, tenant: waiting; the oldest's place and deadline)", l.Waiting, l.Processes, procs))
 	var rest, restGroups int64
 	for i, g := range l.Groups {
 		if i >= maxLineGroups {

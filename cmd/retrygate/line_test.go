@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -114,6 +117,71 @@ func TestUpstreamStatusShowsTheLine(t *testing.T) {
 			}
 			if d := got.Line.Groups[2].OldestDeadlineMs; d < int64(time.Hour/time.Millisecond)+50_000 {
 				t.Errorf("globex's oldest deadline in %d ms, want over an hour", d)
+			}
+		})
+	}
+}
+
+// The line as the gate writes it: a caller waiting for its turn (its
+// upstream's budget spent, OpenAI's headers,
+// https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers)
+// shows with its class and tenant, and leaves the table when its wait
+// ends.
+func TestUpstreamStatusShowsACallerWaiting(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f := &fixture{prefix: redistest.UniqueKey(t)}
+			f.args = append(redisArgs(t, tg), "--prefix", f.prefix)
+			g, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: "openai"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := http.Header{}
+			h.Set("x-ratelimit-limit-requests", "60")
+			h.Set("x-ratelimit-remaining-requests", "3")
+			h.Set("x-ratelimit-reset-requests", "57s")
+			if err := g.Do(ctx, "report", func(_ context.Context, l *gate.Lease) error {
+				b, _ := classify.ParseBudget(h, time.Now())
+				l.ObserveBudget(b)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for _, job := range []string{"held-1", "held-2"} {
+				l, err := g.Acquire(ctx, job)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = l.Release(context.Background()) }()
+			}
+			done := make(chan error, 1)
+			go func() {
+				wctx := gate.WithTenant(gate.WithPriority(ctx, gate.PriorityBatch), "globex", 1)
+				_, err := g.AcquireWait(wctx, "waiting", time.Minute)
+				done <- err
+			}()
+			var r result
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				r = f.run(t, "--upstream", "openai", "upstream", "status")
+				if strings.Contains(r.stdout, "1 waiting in 1 process ") || time.Now().After(deadline) {
+					break
+				}
+			}
+			if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "batch tenant globex: 1 waiting; oldest 0 ahead, deadline in ") {
+				t.Fatalf("a caller in line: %s", r.stdout)
+			}
+			cancel()
+			<-done
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				r = f.run(t, "--upstream", "openai", "upstream", "status")
+				if strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "line nobody waits") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the caller left, the line still shows: %s", r.stdout)
+				}
 			}
 		})
 	}
