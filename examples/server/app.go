@@ -34,6 +34,9 @@ type app struct {
 	// pageStreams shares the page streams (GET /api/events) among
 	// clients.
 	pageStreams *httpmw.Streams
+	// places are the documents whose click waits in line, for the
+	// streams.
+	places *places
 }
 
 // streaming gives a long-lived response a context that also ends on

@@ -56,7 +56,7 @@ func TestClosedStreamIsNotAnOutage(t *testing.T) {
 			}
 			logs := &logLines{}
 			a := &app{gate: g, results: newResults(), stats: &stats{}, logf: logs.logf, shutdown: make(chan struct{}),
-				pageStreams: &httpmw.Streams{Max: maxPageStreams}}
+				pageStreams: &httpmw.Streams{Max: maxPageStreams}, places: newPlaces()}
 			ctx, cancel := context.WithCancel(context.Background())
 			if tc.closed {
 				cancel()

@@ -53,6 +53,12 @@ type config struct {
 	RateLimitHint time.Duration // retry-after-ms of the per-document 429
 	UpstreamHint  time.Duration // retry-after-ms of the provider-wide 429
 	SlowCall      time.Duration // duration of the slow call
+	// Budget is the requests each fake key allows at once, one more
+	// every BudgetRefill, reported on every response (OpenAI's
+	// x-ratelimit headers): when the budget is short, a click takes a
+	// place in line and the page shows it. 0 = none reported.
+	Budget       int
+	BudgetRefill time.Duration
 
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration
@@ -85,6 +91,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		RateLimitHint:    8 * time.Second,
 		UpstreamHint:     20 * time.Second,
 		SlowCall:         5 * time.Second,
+		BudgetRefill:     2 * time.Second,
 		ShutdownTimeout:  15 * time.Second,
 		Backup:           true,
 	}
@@ -118,6 +125,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("DEMO_RATE_LIMIT_HINT", &cfg.RateLimitHint)
 	envDur("DEMO_UPSTREAM_HINT", &cfg.UpstreamHint)
 	envDur("DEMO_SLOW_CALL", &cfg.SlowCall)
+	envDur("DEMO_BUDGET_REFILL", &cfg.BudgetRefill)
+	if v := getenv("DEMO_BUDGET"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			bad = append(bad, fmt.Sprintf("DEMO_BUDGET=%q: want a whole number ≥ 0", v))
+		} else {
+			cfg.Budget = n
+		}
+	}
 	if v := getenv("DEMO_BACKUP"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -151,6 +167,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.RateLimitHint, "rate-limit-hint", cfg.RateLimitHint, "fake upstream: retry-after-ms of the per-document 429 (env DEMO_RATE_LIMIT_HINT)")
 	fs.DurationVar(&cfg.UpstreamHint, "upstream-hint", cfg.UpstreamHint, "fake upstream: retry-after-ms of the provider-wide 429 (env DEMO_UPSTREAM_HINT)")
 	fs.DurationVar(&cfg.SlowCall, "slow-call", cfg.SlowCall, "fake upstream: duration of the slow call (env DEMO_SLOW_CALL)")
+	fs.IntVar(&cfg.Budget, "budget", cfg.Budget, "fake upstream: requests each key allows at once, reported in rate-limit headers; when they run short a click waits in line (env DEMO_BUDGET; 0 = none)")
+	fs.DurationVar(&cfg.BudgetRefill, "budget-refill", cfg.BudgetRefill, "fake upstream: time for one request of the budget to come back (env DEMO_BUDGET_REFILL)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -164,10 +182,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		name string
 		v    time.Duration
 	}{{"cooldown", cfg.Cooldown}, {"max-cooldown", cfg.MaxCooldown}, {"lease", cfg.Lease}, {"done-ttl", cfg.DoneTTL}, {"upstream-cooldown", cfg.UpstreamCooldown}, {"upstream-pause", cfg.UpstreamPause},
-		{"rate-limit-hint", cfg.RateLimitHint}, {"upstream-hint", cfg.UpstreamHint}, {"slow-call", cfg.SlowCall}} {
+		{"rate-limit-hint", cfg.RateLimitHint}, {"upstream-hint", cfg.UpstreamHint}, {"slow-call", cfg.SlowCall}, {"budget-refill", cfg.BudgetRefill}} {
 		if d.v <= 0 {
 			bad = append(bad, fmt.Sprintf("-%s: want a positive duration", d.name))
 		}
+	}
+	if cfg.Budget < 0 {
+		bad = append(bad, "-budget: want a whole number ≥ 0")
 	}
 	if cfg.MaxAttempts < 0 {
 		bad = append(bad, "-max-attempts: want a whole number ≥ 0")

@@ -24,7 +24,7 @@ func TestParseConfig(t *testing.T) {
 		{"defaults: free port, embedded Redis, fake upstream, demo-sized gate", nil, env(), func(t *testing.T, c config) {
 			if c.Addr != "127.0.0.1:0" || c.RedisURL != "" || c.OpenAIKey != "" || c.Cooldown != 5*time.Second ||
 				c.Lease != 2*time.Second || c.MaxAttempts != 3 || c.RateLimitHint != 8*time.Second || c.UpstreamHint != 20*time.Second ||
-				!c.Backup {
+				!c.Backup || c.Budget != 0 || c.BudgetRefill != 2*time.Second {
 				t.Fatalf("defaults %+v", c)
 			}
 		}},
@@ -47,6 +47,11 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("upstream settings %+v", c)
 				}
 			}},
+		{"the fake key's budget", []string{"-budget-refill", "3s"}, env("DEMO_BUDGET", "4"), func(t *testing.T, c config) {
+			if c.Budget != 4 || c.BudgetRefill != 3*time.Second {
+				t.Fatalf("budget %d every %v", c.Budget, c.BudgetRefill)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,14 +65,14 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestParseConfigNamesEveryBadValue(t *testing.T) {
-	_, err := parseConfig([]string{"-lease", "0s", "-max-attempts", "-1"},
+	_, err := parseConfig([]string{"-lease", "0s", "-max-attempts", "-1", "-budget-refill", "0s"},
 		func(k string) string {
-			return map[string]string{"REDIS_URL": "localhost:6379", "RETRYGATE_COOLDOWN": "soon", "DEMO_BACKUP": "maybe"}[k]
+			return map[string]string{"REDIS_URL": "localhost:6379", "RETRYGATE_COOLDOWN": "soon", "DEMO_BACKUP": "maybe", "DEMO_BUDGET": "-2"}[k]
 		}, io.Discard)
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"RETRYGATE_COOLDOWN", "REDIS_URL", "-lease", "-max-attempts", "DEMO_BACKUP"} {
+	for _, want := range []string{"RETRYGATE_COOLDOWN", "REDIS_URL", "-lease", "-max-attempts", "DEMO_BACKUP", "DEMO_BUDGET", "-budget-refill"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}

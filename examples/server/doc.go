@@ -19,7 +19,12 @@
 // model behind another key is the gate's fallback (Options.UpstreamPolicy.Fallbacks):
 // while the first key is rate-limited or out of credits, jobs run on it and
 // their results say "via backup" (-backup=false: one upstream, and every
-// job waits for it). REDIS_URL (redis:// or rediss://) selects a
+// job waits for it). With -budget N (and -backup=false) each fake key
+// allows N requests at once and one more every -budget-refill (2 s),
+// reported in OpenAI's x-ratelimit headers: once they run short, a click
+// takes a place in the gate's line (a click is PriorityInteractive) and
+// its card shows "In line: 3 ahead, about 12 s" with a countdown to its
+// turn, then runs. REDIS_URL (redis:// or rediss://) selects a
 // real Redis; OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_MODEL) the
 // real API. Run with -h for the flags.
 //

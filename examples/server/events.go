@@ -95,6 +95,10 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 	defer end.Stop()
 	changed := a.stats.changes()
 	var sendStats <-chan time.Time // armed by a change, at most every statsEvery
+	// A click's place in line, from now on: the watches send the state
+	// at connect.
+	moved := a.places.changes()
+	_, seen := a.places.since(^uint64(0))
 	id := 0
 	for {
 		var msg []byte
@@ -105,6 +109,21 @@ func (a *app) events(w http.ResponseWriter, r *http.Request) {
 			data, _ := json.Marshal(a.update(doc, u.st))
 			msg = append([]byte("id: "+strconv.Itoa(id)+"\nevent: status\ndata: "), data...)
 			msg = append(msg, "\n\n"...)
+		case <-moved:
+			moved = a.places.changes() // before reading: a change from now on wakes us again
+			var sts map[string]gate.Status
+			sts, seen = a.places.since(seen)
+			for doc := range sts { // a click's place in line, or its end
+				d, _ := findDocument(doc)
+				id++
+				data, _ := json.Marshal(a.update(d, sts[doc]))
+				msg = append(msg, "id: "+strconv.Itoa(id)+"\nevent: status\ndata: "...)
+				msg = append(msg, data...)
+				msg = append(msg, "\n\n"...)
+			}
+			if len(msg) == 0 {
+				continue
+			}
 		case <-changed:
 			changed = nil
 			if sendStats == nil {

@@ -33,6 +33,9 @@ type fakeUpstream struct {
 	rateLimitHint time.Duration
 	upstreamHint  time.Duration
 	slowCall      time.Duration
+	// budget and budgetRefill make each key's budget (keyBudget).
+	budget       int
+	budgetRefill time.Duration
 
 	mu    sync.Mutex
 	calls map[string]int // by document id
@@ -40,7 +43,7 @@ type fakeUpstream struct {
 
 func newFakeUpstream(cfg config) *fakeUpstream {
 	return &fakeUpstream{rateLimitHint: cfg.RateLimitHint, upstreamHint: cfg.UpstreamHint,
-		slowCall: cfg.SlowCall, calls: make(map[string]int)}
+		slowCall: cfg.SlowCall, budget: cfg.Budget, budgetRefill: cfg.BudgetRefill, calls: make(map[string]int)}
 }
 
 // Calls returns how many requests the fake received for a document.
@@ -58,7 +61,15 @@ func (f *fakeUpstream) start() (baseURL string, stop func(context.Context) error
 		return "", nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
+	budget := newKeyBudget(f.budget, f.budgetRefill)
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if !budget.take(w.Header()) {
+			apiError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
+				"Rate limit reached for requests on this API key.", f.budgetRefill)
+			return
+		}
+		f.chatCompletions(w, r)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String() + "/v1", srv.Shutdown, nil

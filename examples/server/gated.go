@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
 )
 
@@ -36,8 +37,12 @@ func (a *app) mountGated(r chi.Router) {
 		Replay:    http.HandlerFunc(a.replay),
 		MaxWait:   time.Minute,
 		OnError:   a.logError,
+		// A click on the page is a person waiting: when the provider's
+		// budget is short, it goes before batch work. (A service reads
+		// the class from what it trusts, such as the API key's plan.)
+		Priority: func(*http.Request) (gate.Priority, error) { return gate.PriorityInteractive, nil },
 	}
-	r.With(httpmw.New(a.gate, opts)).Post("/evaluate", a.evaluate)
+	r.With(a.followPlace, httpmw.New(a.gate, opts)).Post("/evaluate", a.evaluate)
 	r.With(a.streaming).Method(http.MethodGet, "/retry-status", httpmw.StatusHandler(a.gate, opts))
 }
 

@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	a := &app{gate: g, primary: upstream, backup: backup, eval: &evaluator{clients: clients, model: model}, results: newResults(), failures: fails, stats: st,
 		logf:     logTo(stdout),
-		shutdown: make(chan struct{}), pageStreams: &httpmw.Streams{Max: maxPageStreams}}
+		shutdown: make(chan struct{}), pageStreams: &httpmw.Streams{Max: maxPageStreams}, places: newPlaces()}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestPageShowsAPlaceInLine: the provider's key allows 2 requests at
+// once and one more every 2 s (its x-ratelimit headers say so), so after
+// one evaluation the gate's budget has no room beside its reserve; four
+// clicks in a row take places in line. The last card shows "In line: 3
+// ahead, about … s" with a countdown on its button, its place counts
+// down as the others get their turns, and at its turn it runs and shows
+// its result.
+func TestPageShowsAPlaceInLine(t *testing.T) {
+	ctx := browser(t)
+	cfg := testConfig()
+	cfg.Budget, cfg.BudgetRefill = 2, 2*time.Second
+	cfg.Backup = false // one key: a call its budget refuses waits for it
+	cfg.SlowCall = time.Second
+	s := startServer(t, cfg)
+
+	card := func(id string) string { return `li[data-doc="` + id + `"]` }
+	msg := func(id string) string { return `document.querySelector('` + card(id) + ` .msg').textContent` }
+	pill := func(id string) string { return `document.querySelector('` + card(id) + ` .state').textContent` }
+	last := card("annual-filing")
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base),
+		chromedp.WaitVisible(card("welcome-letter")+` .evaluate`),
+		chromedp.Click(card("welcome-letter")+` .evaluate`),
+		pollJS(pill("welcome-letter")+` === 'Evaluated'`, 20*time.Second),
+		chromedp.Click(card("incident-report")+` .evaluate`),
+		chromedp.Click(card("supplier-contract")+` .evaluate`),
+		chromedp.Click(card("survey-answers")+` .evaluate`),
+		chromedp.Click(last+` .evaluate`),
+		pollJS(pill("annual-filing")+` === 'In line' && `+msg("annual-filing")+`.startsWith('In line: 3 ahead, about ')`, 20*time.Second),
+	); err != nil {
+		var m string
+		_ = chromedp.Run(ctx, chromedp.Text(last+` .msg`, &m))
+		t.Fatalf("the fourth click in line: %v (its message %q)", err, m)
+	}
+	screenshot(t, ctx, "place-in-line", 1000)
+	var btn, first string
+	var disabled bool
+	if err := chromedp.Run(ctx,
+		chromedp.Text(last+` .evaluate`, &btn),
+		chromedp.Evaluate(`document.querySelector('`+last+` .evaluate').disabled`, &disabled),
+		chromedp.Text(last+` .msg`, &first),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(btn, "Turn in 0:") || !disabled {
+		t.Fatalf("the button of a click in line: %q (disabled %v), want a countdown to its turn", btn, disabled)
+	}
+	// Its place counts down as the turns ahead of it come, then it runs.
+	if err := chromedp.Run(ctx,
+		pollJS(msg("annual-filing")+`.startsWith('In line: 1 ahead') || `+msg("annual-filing")+`.startsWith('In line: next')`, 30*time.Second),
+		pollJS(`document.querySelector('`+last+` .result').textContent !== ''`, 30*time.Second),
+		pollJS(pill("annual-filing")+` === 'Evaluated'`, 10*time.Second),
+	); err != nil {
+		var m, p string
+		_ = chromedp.Run(ctx, chromedp.Text(last+` .msg`, &m), chromedp.Text(last+` .state`, &p))
+		t.Fatalf("the click in line never reached its turn: %v (pill %q, message %q; first %q)", err, p, m, first)
+	}
+}
