@@ -55,6 +55,30 @@ func TestPageShowsAPlaceInLine(t *testing.T) {
 	if !strings.HasPrefix(btn, "Turn in 0:") || !disabled {
 		t.Fatalf("the button of a click in line: %q (disabled %v), want a countdown to its turn", btn, disabled)
 	}
+	// Cards in line keep the page's rules: one look per state, disabled
+	// buttons that say why, and live regions that do not tick with the
+	// countdown (its sentence is the place the server said last).
+	var problems, live1, live2 []string
+	var why bool
+	if err := chromedp.Run(ctx,
+		chromedp.Evaluate(designProblems, &problems),
+		chromedp.Evaluate(disabledSayWhy, &why),
+		chromedp.Evaluate(liveRegions, &live1),
+		chromedp.Sleep(1100*time.Millisecond), // the countdown ticks; a place may change too
+		chromedp.Evaluate(liveRegions, &live2),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 || !why {
+		t.Fatalf("cards in line: design problems %q; disabled buttons say why: %v", problems, why)
+	}
+	place := func(s string) string { p, _, _ := strings.Cut(s, ", about"); return p }
+	for i := range live1 {
+		// A card in line whose place did not move says the same.
+		if i < len(live2) && strings.Contains(live1[i], "In line") && place(live1[i]) == place(live2[i]) && live1[i] != live2[i] {
+			t.Errorf("a card in line changed its live region with the clock: %q → %q", live1[i], live2[i])
+		}
+	}
 	// Its place counts down as the turns ahead of it come, then it runs.
 	if err := chromedp.Run(ctx,
 		pollJS(msg("annual-filing")+`.startsWith('In line: 1 ahead') || `+msg("annual-filing")+`.startsWith('In line: next')`, 30*time.Second),
