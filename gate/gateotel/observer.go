@@ -349,6 +349,9 @@ const (
 	keyLocal    = attribute.Key("retrygate.local")
 	keyOp       = attribute.Key("retrygate.op")
 	keyCause    = attribute.Key("retrygate.cause")
+	keyPriority = attribute.Key("retrygate.priority")
+	keyTenant   = attribute.Key("retrygate.tenant")
+	keyWaited   = attribute.Key("retrygate.waited")
 
 	keyBudgetRequests = attribute.Key("retrygate.budget.requests_left")
 	keyBudgetTokens   = attribute.Key("retrygate.budget.tokens_left")
@@ -386,6 +389,17 @@ func (o *Observer) trace(ctx context.Context, span trace.Span, e gate.Event) {
 		}
 		attrs = append(attrs, keyOutcome.String(outcome))
 		attrs = append(attrs, budgetAttrs(e.Budget)...)
+		if e.Kind != gate.EventFailOpen {
+			// The call's place in line: a span is one call, so the
+			// tenant is an attribute here, never a metric label.
+			attrs = append(attrs, keyPriority.String(e.Priority.String()))
+			if e.Tenant != "" {
+				attrs = append(attrs, keyTenant.String(e.Tenant))
+			}
+			if e.Waited > 0 {
+				attrs = append(attrs, keyWaited.Float64(e.Waited.Seconds()))
+			}
+		}
 		if e.Kind == gate.EventRefused {
 			attrs = append(attrs, keyState.String(e.State.String()))
 			attrs = append(attrs, waitAttrs(e, now)...)

@@ -316,3 +316,17 @@ func TestNoAllocationWithoutTracer(t *testing.T) {
 		}
 	}
 }
+
+// An acquire's span says the call's place in line: its class, its tenant
+// and the seconds it waited for its turn.
+func TestAcquireSpanSaysThePlaceInLine(t *testing.T) {
+	tr := newTracing(t)
+	ctx, parent := tr.tracer.Start(context.Background(), "request")
+	tr.obs.Observe(ctx, gate.Event{Kind: gate.EventAcquired, Job: "doc-1", Upstream: "openai:prod",
+		Priority: gate.PriorityInteractive, Tenant: "acme", Waited: 1500 * time.Millisecond})
+	parent.End()
+	acq := tr.one(t, "retrygate.acquire")
+	wantAttr(t, "acquire", acq.Attributes, "retrygate.priority", "interactive")
+	wantAttr(t, "acquire", acq.Attributes, "retrygate.tenant", "acme")
+	wantAttr(t, "acquire", acq.Attributes, "retrygate.waited", 1.5)
+}
