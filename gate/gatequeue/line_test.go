@@ -1,0 +1,71 @@
+package gatequeue_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/classify"
+	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/gate/gatequeue"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// A job the budget refuses while callers wait in its upstream's line runs
+// again when its turn would come, after theirs (the refusal's wait), not
+// when the next request refills: snoozed then, it would be refused again
+// behind the same line.
+func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			o := opts
+			o.Prefix = redistest.UniqueKey(t)
+			g := gatetest.New(t, tg.Client, o)
+			// OpenAI's headers (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
+			// 3 of 60 a minute left, a request a second.
+			h := http.Header{}
+			h.Set("x-ratelimit-limit-requests", "60")
+			h.Set("x-ratelimit-remaining-requests", "3")
+			h.Set("x-ratelimit-reset-requests", "57s")
+			if err := g.Do(ctx, "report", func(_ context.Context, l *gate.Lease) error {
+				b, _ := classify.ParseBudget(h, time.Now())
+				l.ObserveBudget(b)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for _, job := range []string{"held-1", "held-2"} {
+				l, err := g.Acquire(ctx, job)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = l.Release(context.Background()) }()
+			}
+			for _, job := range []string{"w1", "w2"} {
+				go func() { _, _ = g.AcquireWait(ctx, job, time.Minute) }()
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					if st, _ := g.Status(ctx, job); st.State == gate.Ready && st.RetryAfter > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s never waited in line", job)
+					}
+				}
+			}
+			plan, err := gatequeue.Run(ctx, g, "queued", succeed, nil)
+			var b *gate.BlockedError
+			if !errors.As(err, &b) || plan.Action != gatequeue.Retry || plan.Counted {
+				t.Fatalf("a job behind two callers in line: %+v, %v; want an uncounted retry", plan, err)
+			}
+			// Two ahead at a request a second: its turn is about 3 s away.
+			if plan.Wait < 2500*time.Millisecond || plan.Wait != max(b.RetryAfter, 10*time.Millisecond) {
+				t.Fatalf("snoozed for %v (the refusal said %v), want its turn after the line's, about 3 s", plan.Wait, b.RetryAfter)
+			}
+		})
+	}
+}
