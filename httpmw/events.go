@@ -30,6 +30,12 @@ func init() {
 	streamWriteTimeout.Store(int64(10 * time.Second))
 }
 
+// placeEvery is how often a stream re-reads a job whose call waits in
+// its upstream's line: the line wakes the process whose caller has the
+// turn, not the streams watching the job, so its place (ahead, the
+// expected wait) is read again while, and only while, it waits.
+const placeEvery = time.Second
+
 // reconnectMillis is the retry field of the first event: how soon an
 // EventSource reconnects after the stream drops or its lifetime ends.
 const reconnectMillis = 1000
@@ -85,11 +91,37 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 	defer end.Stop()
 	var buf []byte
 	first := true
+	var follow <-chan time.Time // armed while the job's call waits in line
+	var last RetryStatus
 	for {
+		var st RetryStatus
 		select {
-		case st, ok := <-ch:
+		case s, ok := <-ch:
 			if !ok {
 				return
+			}
+			st = RetryStatusOf(s, c.opts.RetryIn)
+		case <-follow:
+			s, err := c.g.Status(ctx, job)
+			if err != nil {
+				follow = time.After(placeEvery)
+				continue
+			}
+			if st = RetryStatusOf(s, c.opts.RetryIn); st.InLine == last.InLine && st.Ahead == last.Ahead && st.JobState == last.JobState {
+				follow = time.After(placeEvery)
+				continue
+			}
+		case <-tick.C:
+			buf = append(buf[:0], ": heartbeat\n\n"...)
+		case <-end.C:
+			return // the client reconnects, after reconnectMillis
+		case <-ctx.Done():
+			return
+		}
+		if st.JobState != "" {
+			last, follow = st, nil
+			if st.InLine {
+				follow = time.After(placeEvery)
 			}
 			id++
 			buf = buf[:0]
@@ -97,18 +129,12 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 				buf = append(buf, "retry: "+strconv.Itoa(reconnectMillis)+"\n"...)
 				first = false
 			}
-			data, _ := json.Marshal(RetryStatusOf(st, c.opts.RetryIn))
+			data, _ := json.Marshal(st)
 			buf = append(buf, "id: "...)
 			buf = strconv.AppendUint(buf, id, 10)
 			buf = append(buf, "\nevent: status\ndata: "...)
 			buf = append(buf, data...)
 			buf = append(buf, "\n\n"...)
-		case <-tick.C:
-			buf = append(buf[:0], ": heartbeat\n\n"...)
-		case <-end.C:
-			return // the client reconnects, after reconnectMillis
-		case <-ctx.Done():
-			return
 		}
 		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := w.Write(buf); err != nil {

@@ -43,17 +43,17 @@ func (a *acquires) of(job string) []gate.Event {
 	return out
 }
 
-// spendBudget reports, through g, a budget of 60 requests a minute with 3
-// left (OpenAI's headers, https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
-// a request refills in a second, and the two calls it then admits beside
-// its reserve of one are taken and held. The returned func settles them.
-func spendBudget(t *testing.T, g *gate.Gate) (release func()) {
+// spendBudget reports, through g, a budget of limit requests with 3 left,
+// whole in reset (OpenAI's headers, https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers),
+// and takes and holds the two calls it then admits beside its reserve of
+// one, returned to be settled.
+func spendBudget(t *testing.T, g *gate.Gate, limit, reset string) []*gate.Lease {
 	t.Helper()
 	ctx := context.Background()
 	h := http.Header{}
-	h.Set("x-ratelimit-limit-requests", "60")
+	h.Set("x-ratelimit-limit-requests", limit)
 	h.Set("x-ratelimit-remaining-requests", "3")
-	h.Set("x-ratelimit-reset-requests", "57s")
+	h.Set("x-ratelimit-reset-requests", reset)
 	if err := g.Do(ctx, "report", func(_ context.Context, l *gate.Lease) error {
 		b, _ := classify.ParseBudget(h, time.Now())
 		l.ObserveBudget(b)
@@ -69,11 +69,12 @@ func spendBudget(t *testing.T, g *gate.Gate) (release func()) {
 		}
 		ls = append(ls, l)
 	}
-	return func() {
+	t.Cleanup(func() {
 		for _, l := range ls {
-			_ = l.Succeed(ctx)
+			_ = l.Release(context.Background())
 		}
-	}
+	})
+	return ls
 }
 
 // A request whose upstream's budget is short waits for its turn in line
@@ -87,7 +88,7 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			rec := &acquires{}
 			g := newGate(t, tg.Client, gate.Options{Upstream: "openai", Observer: rec})
-			release := spendBudget(t, g)
+			held := spendBudget(t, g, "60", "57s") // a request a second
 			opts := httpmw.Options{
 				Priority: func(*http.Request) (gate.Priority, error) { return gate.PriorityInteractive, nil },
 				Tenant:   func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
@@ -141,7 +142,9 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 				t.Fatalf("its refusal: %s (Retry-After %q), want ahead 1 and 2 s", rr.Body, rr.Header().Get("Retry-After"))
 			}
 
-			release() // a settle: room for the caller in line
+			for _, l := range held { // settles: room for the caller in line
+				_ = l.Succeed(context.Background())
+			}
 			var got *httptest.ResponseRecorder
 			select {
 			case got = <-first:
@@ -160,6 +163,73 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 			}
 			if e := es[len(es)-1]; e.Priority != gate.PriorityInteractive || e.Tenant != "acme" || e.Waited <= 0 {
 				t.Fatalf("its acquire: %+v, want class interactive, tenant acme and the time it waited", e)
+			}
+		})
+	}
+}
+
+// A live status stream follows its job's place in line, which no settle
+// of the job announces: one ahead, then next when the caller ahead has
+// its turn, then out of line when its own comes.
+func TestStatusEventsFollowThePlaceInLine(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai"}
+			g := newGate(t, tg.Client, opts)
+			other := newGate(t, tg.Client, opts) // the process whose callers wait
+			// A request every 10 s: turns come from the settles below.
+			held := spendBudget(t, g, "6", "30s")
+			srv := httptest.NewServer(router(g, httpmw.Options{}, ok))
+			t.Cleanup(srv.Close)
+			turns := make(chan *gate.Lease, 2)
+			for _, id := range []string{"a", "b"} {
+				go func() {
+					l, err := other.AcquireWait(ctx, key(id), time.Minute)
+					if err == nil {
+						turns <- l
+					} else {
+						t.Logf("%s: %v", id, err)
+					}
+				}()
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					if st, _ := g.Status(ctx, key(id)); st.State == gate.Ready && st.RetryAfter > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s never waited in line", id)
+					}
+				}
+			}
+			_, events := openStream(t, srv.URL, "b", nil)
+			if _, st := nextStatus(t, events, 5*time.Second); !st.InLine || st.Ahead != 1 {
+				t.Fatalf("first event: %+v, want in line, one ahead", st)
+			}
+			_ = held[0].Succeed(ctx) // room for one: a's turn
+			var a *gate.Lease
+			select {
+			case a = <-turns:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no turn after a settle")
+			}
+			defer func() { _ = a.Release(context.Background()) }()
+			if _, st := nextStatus(t, events, 5*time.Second); !st.InLine || st.Ahead != 0 || !strings.HasPrefix(st.Message, "In line: next") {
+				t.Fatalf("after the turn ahead: %+v, want in line, next", st)
+			}
+			_ = held[1].Succeed(ctx) // b's turn
+			select {
+			case b := <-turns:
+				defer func() { _ = b.Release(context.Background()) }()
+			case <-time.After(20 * time.Second):
+				t.Fatal("no turn for b")
+			}
+			_, st := nextStatus(t, events, 5*time.Second)
+			for st.InLine {
+				_, st = nextStatus(t, events, 5*time.Second)
+			}
+			if st.JobState != "running" {
+				t.Fatalf("after its turn: %+v, want running, out of line", st)
 			}
 		})
 	}

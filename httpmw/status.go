@@ -90,7 +90,8 @@ func upstreamStates(ups []gate.UpstreamStatus) []State {
 // events instead (a page's countdown without polling): an event "status"
 // whose data is the RetryStatus JSON, sent at once and after each change
 // of the job from any process (a settle, a reset from the CLI, an upstream
-// change, a cooldown's end; see gate.Watch), a comment line every 15 s
+// change, a cooldown's end; see gate.Watch; while its call waits in its
+// upstream's line, its place, read again every second), a comment line every 15 s
 // when idle, event ids that count up and continue from Last-Event-ID on a
 // reconnection (which gets the current state at once), and at most
 // Options.MaxStreams streams at once and MaxStreamsPerClient per client
