@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/httpmw"
 )
 
 // placeEvery is how often the demo reads the place of a click waiting in
@@ -103,7 +104,7 @@ func (a *app) follow(ctx context.Context, id string) {
 		if err != nil {
 			continue
 		}
-		now := st.Ahead > 0 || st.State == gate.Ready && st.RetryAfter > 0
+		now := httpmw.RetryStatusOf(st, nil).InLine
 		if now != inLine || now && st.Ahead != ahead {
 			inLine, ahead = now, st.Ahead
 			a.places.set(id, st)
