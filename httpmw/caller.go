@@ -77,7 +77,7 @@ func validTenant(t string) error {
 	}
 	for _, r := range t {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return errors.New("tenant holds a control character")
+			return errors.New("tenant contains a control character")
 		}
 	}
 	return nil

@@ -137,7 +137,7 @@
 // Options.Tenant read them from the request (from what you trust: the
 // route, the authenticated key; URLParamValue for a tenant in the URL),
 // Options.TenantWeight a tenant's share. A tenant over MaxTenantLen
-// bytes, not UTF-8 or holding a control character, and an error of
+// bytes, not UTF-8 or containing a control character, and an error of
 // either function, is the 400 problem (ErrNotRouted the 500), the cause
 // to OnError. A request with Prefer: wait=N waits for its turn as for a
 // running job, at most N seconds and MaxWait. One whose turn cannot come

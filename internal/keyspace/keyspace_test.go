@@ -103,7 +103,7 @@ func TestLineKeysShareTheUpstreamSlot(t *testing.T) {
 }
 
 // A line member decodes to its class, arrival, deadline, owner and tenant
-// (which may hold ':'); anything else is refused, never half read.
+// (which may contain ':'); anything else is refused, never half read.
 func TestParseLineMember(t *testing.T) {
 	for _, tc := range []struct {
 		m  string

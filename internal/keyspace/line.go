@@ -40,7 +40,7 @@ type LineMember struct {
 
 // ParseLineMember decodes a line member: <255-class, 3 digits><start
 // tag, 15 digits><sequence, 12 digits>:<quantum>:<deadline ms>:<owner>:
-// <tenant>. The tenant is the rest, and may hold ':'.
+// <tenant>. The tenant is the rest, and may contain ':'.
 func ParseLineMember(m string) (LineMember, bool) {
 	const head = 3 + 15 + 12
 	if len(m) < head+1 || m[head] != ':' {
