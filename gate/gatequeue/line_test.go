@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // A job the budget refuses while callers wait in its upstream's line runs
 // again when its turn would come, after theirs (the refusal's wait), not
 // when the next request refills: snoozed then, it would be refused again
-// behind the same line.
+// behind the same line. A worker that may wait (gate Options.Wait) and
+// whose turn is further away is told its place too (Plan.Ahead).
 func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -57,14 +59,24 @@ func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
 					}
 				}
 			}
+			// Two ahead at a request a second: its turn is about 3 s away.
 			plan, err := gatequeue.Run(ctx, g, "queued", succeed, nil)
 			var b *gate.BlockedError
 			if !errors.As(err, &b) || plan.Action != gatequeue.Retry || plan.Counted {
 				t.Fatalf("a job behind two callers in line: %+v, %v; want an uncounted retry", plan, err)
 			}
-			// Two ahead at a request a second: its turn is about 3 s away.
 			if plan.Wait < 2500*time.Millisecond || plan.Wait != max(b.RetryAfter, 10*time.Millisecond) {
 				t.Fatalf("snoozed for %v (the refusal said %v), want its turn after the line's, about 3 s", plan.Wait, b.RetryAfter)
+			}
+
+			// A worker whose gate waits (Options.Wait) a second, less than
+			// its turn is away: told at once, with its place.
+			o.Wait = time.Second
+			w := gatetest.New(t, tg.Client, o)
+			plan, err = gatequeue.Run(ctx, w, "queued-waiting", succeed, nil)
+			if !errors.As(err, &b) || plan.Action != gatequeue.Retry || plan.Counted || plan.Ahead != 2 ||
+				plan.Wait < 2500*time.Millisecond || !strings.HasPrefix(plan.Wrap(err).Error(), "retrygate: in line, 2 ahead, retry in ") {
+				t.Fatalf("a waiting worker behind two callers: %+v, %v; want an uncounted retry in about 3 s, 2 ahead", plan, err)
 			}
 		})
 	}
