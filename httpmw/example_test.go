@@ -173,3 +173,43 @@ func ExampleURLParamValue() {
 	// "acme /t/{tenant}/documents/{id}/evaluate 42" <nil>
 	// "acme /t/{tenant}/documents/{id}/evaluate 42" <nil>
 }
+
+// Options.Priority and Options.Tenant name a request's place in line when
+// its upstream's budget is short: here a person's click is interactive,
+// the tenant comes from the URL, and a paid plan's tenant has twice the
+// share. A tenant a client could stretch into the line's keys is refused.
+func ExampleOptions_placeInLine() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	g, err := gate.New(rdb, gate.Options{Upstream: "openai"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	paid := map[string]bool{"acme": true}
+	opts := httpmw.Options{
+		Job:      httpmw.PerTenant(httpmw.URLParamAs("/t/{tenant}/documents/{id}/evaluate", "id"), httpmw.URLParamValue("tenant")),
+		Priority: func(*http.Request) (gate.Priority, error) { return gate.PriorityInteractive, nil },
+		Tenant:   httpmw.URLParamValue("tenant"),
+		TenantWeight: func(tenant string) float64 {
+			if paid[tenant] {
+				return 2
+			}
+			return 1
+		},
+	}
+	r := chi.NewRouter()
+	r.With(httpmw.New(g, opts)).Post("/t/{tenant}/documents/{id}/evaluate", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "evaluated")
+	})
+	for _, tenant := range []string{"acme", "%1B%5B31m"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/t/"+tenant+"/documents/42/evaluate", nil)
+		req.Header.Set("Prefer", "wait=10") // waits for its turn when the budget is short
+		r.ServeHTTP(rec, req)
+		fmt.Println(rec.Code)
+	}
+	// Output:
+	// 200
+	// 400
+}
