@@ -14,6 +14,8 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/httpmw"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -77,6 +79,26 @@ func spendBudget(t *testing.T, g *gate.Gate, limit, reset string) []*gate.Lease 
 	return ls
 }
 
+// linePlaces reads the places in g's upstream's line, decoded as the
+// gate decodes them.
+func linePlaces(t *testing.T, tg redistest.Target, g *gate.Gate, upstream string) []keyspace.LineMember {
+	t.Helper()
+	line, _, _, _ := keyspace.Line(gatetest.Prefix(g), upstream)
+	ms, err := tg.Client.ZRange(context.Background(), line, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []keyspace.LineMember
+	for _, m := range ms {
+		e, ok := keyspace.ParseLineMember(m)
+		if !ok {
+			t.Fatalf("a line member the gate cannot read: %q", m)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // A request whose upstream's budget is short waits for its turn in line
 // with Prefer: wait, its class and tenant from Options.Priority and
 // Tenant; its status shows the place ("In line: next, about 1 s.", on the
@@ -92,6 +114,9 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 			opts := httpmw.Options{
 				Priority: func(*http.Request) (gate.Priority, error) { return gate.PriorityInteractive, nil },
 				Tenant:   func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
+				// acme's plan has twice the share: its turns advance its
+				// tag by half a quantum.
+				TenantWeight: func(t string) float64 { return map[string]float64{"acme": 2}[t] },
 			}
 			ran := make(chan string, 2)
 			h := router(g, opts, func(w http.ResponseWriter, r *http.Request) {
@@ -126,6 +151,12 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 			if st.Ahead != 0 || st.RetryAfterSeconds < 1 || st.RetryAfterSeconds > 2 || st.JobState != "ready" ||
 				st.Message != "In line: next, about "+strconv.FormatInt(st.RetryAfterSeconds, 10)+" s." {
 				t.Fatalf("the status of the request in line: %+v, want next in line, about 1 s", st)
+			}
+
+			// Its place as the line holds it: class, tenant, weight.
+			members := linePlaces(t, tg, g, "openai")
+			if len(members) != 1 || members[0].Class != int(gate.PriorityInteractive) || members[0].Tenant != "acme" || members[0].Quantum != 500 {
+				t.Fatalf("the line holds %+v, want one interactive caller of acme with weight 2 (quantum 500)", members)
 			}
 
 			// One more behind it with a second to wait: its turn is 2 s away.

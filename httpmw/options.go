@@ -56,7 +56,7 @@ type Options struct {
 	Tenant func(r *http.Request) (string, error)
 	// TenantWeight is a tenant's share relative to the others' (a paid
 	// plan's 2 takes two turns for each of a free plan's 1; see
-	// gate.WithTenant). Nil = 1 for all.
+	// gate.WithTenant). Nil = 1 for all. It needs Tenant.
 	TenantWeight func(tenant string) float64
 
 	// StatusURL returns the URL of the job's retry-status endpoint, written
@@ -171,6 +171,9 @@ func newConfig(fn string, g *gate.Gate, opts Options) *config {
 	}
 	if opts.Job == nil {
 		bad = append(bad, "Options.Job: required")
+	}
+	if opts.TenantWeight != nil && opts.Tenant == nil {
+		bad = append(bad, "Options.TenantWeight: set without Options.Tenant, it weighs nobody")
 	}
 	if opts.UnavailableRetryAfter < 0 {
 		bad = append(bad, fmt.Sprintf("Options.UnavailableRetryAfter: negative duration %v", opts.UnavailableRetryAfter))

@@ -44,6 +44,7 @@ func TestNewPanicsNamingTheOption(t *testing.T) {
 		{"bad RateLimit name", g, httpmw.Options{Job: job, Headers: httpmw.Headers{RateLimit: "Rate\nLimit"}}, []string{"Options.Headers.RateLimit"}},
 		{"same header twice", g, httpmw.Options{Job: job, Headers: httpmw.Headers{RetryAfter: "x-wait", RateLimit: "X-Wait"}}, []string{"same header"}},
 		{"negative UnavailableRetryAfter", g, httpmw.Options{Job: job, UnavailableRetryAfter: -time.Second}, []string{"Options.UnavailableRetryAfter"}},
+		{"TenantWeight without Tenant", g, httpmw.Options{Job: job, TenantWeight: func(string) float64 { return 2 }}, []string{"Options.TenantWeight"}},
 		{"all at once", nil, httpmw.Options{UnavailableRetryAfter: -1}, []string{"gate: nil", "Options.Job", "Options.UnavailableRetryAfter"}},
 	}
 	for _, c := range cases {

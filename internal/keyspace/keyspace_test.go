@@ -111,9 +111,10 @@ func TestParseLineMember(t *testing.T) {
 		e  LineMember
 	}{
 		{"063000000000004000000000017:1000:1700000000123:p1:acme", false, LineMember{}},
-		{"063000000000000004000000000017:1000:1700000000123:p1:acme", true, LineMember{Class: 192, Seq: 17, Deadline: 1700000000123, Owner: "p1", Tenant: "acme"}},
-		{"255000000000000000000000000001:1:5:p:ten:ant", true, LineMember{Class: 0, Seq: 1, Deadline: 5, Owner: "p", Tenant: "ten:ant"}},
-		{"127000000000000000000000000002:1000:5:p:", true, LineMember{Class: 128, Seq: 2, Deadline: 5, Owner: "p"}},
+		{"063000000000000004000000000017:1000:1700000000123:p1:acme", true, LineMember{Class: 192, Seq: 17, Quantum: 1000, Deadline: 1700000000123, Owner: "p1", Tenant: "acme"}},
+		{"255000000000000000000000000001:1:5:p:ten:ant", true, LineMember{Class: 0, Seq: 1, Quantum: 1, Deadline: 5, Owner: "p", Tenant: "ten:ant"}},
+		{"127000000000000000000000000002:1000:5:p:", true, LineMember{Class: 128, Seq: 2, Quantum: 1000, Deadline: 5, Owner: "p"}},
+		{"063000000000000004000000000017:q:5:p1:t", false, LineMember{}},
 		{"063000000000000004000000000017:1000:soon:p1:acme", false, LineMember{}},
 		{"063000000000000004000000000017:1000:5:p1", false, LineMember{}},
 		{"256000000000000004000000000017:1000:5:p1:t", false, LineMember{}},

@@ -32,6 +32,9 @@ type LineMember struct {
 	Class int
 	// Seq is the caller's arrival in the line, counting up.
 	Seq int64
+	// Quantum is what a turn adds to its tenant's tag: 1000 / the
+	// tenant's weight (gate.WithTenant).
+	Quantum int64
 	// Deadline is when the caller stops waiting, in Unix milliseconds.
 	Deadline int64
 	// Owner is the process that waits; Tenant the caller's tenant.
@@ -55,9 +58,10 @@ func ParseLineMember(m string) (LineMember, bool) {
 	if len(parts) != 4 {
 		return LineMember{}, false
 	}
-	deadline, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
+	quantum, err1 := strconv.ParseInt(parts[0], 10, 64)
+	deadline, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
 		return LineMember{}, false
 	}
-	return LineMember{Class: 255 - desc, Seq: seq, Deadline: deadline, Owner: parts[2], Tenant: parts[3]}, true
+	return LineMember{Class: 255 - desc, Seq: seq, Quantum: quantum, Deadline: deadline, Owner: parts[2], Tenant: parts[3]}, true
 }
