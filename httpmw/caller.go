@@ -43,11 +43,11 @@ func (c *config) caller(w http.ResponseWriter, r *http.Request) (context.Context
 			err = validTenant(t)
 		}
 		if err == nil {
-			w := 1.0
+			weight := 1.0
 			if c.opts.TenantWeight != nil {
-				w = c.opts.TenantWeight(t)
+				weight = c.opts.TenantWeight(t)
 			}
-			ctx = gate.WithTenant(ctx, t, w)
+			ctx = gate.WithTenant(ctx, t, weight)
 		}
 	}
 	if err != nil {
@@ -66,8 +66,8 @@ func (c *config) caller(w http.ResponseWriter, r *http.Request) (context.Context
 }
 
 // validTenant refuses a tenant a client could use to grow the line's keys
-// or a metric label: over MaxTenantLen bytes, not UTF-8, or holding a
-// control byte.
+// or a metric label: over MaxTenantLen bytes, not UTF-8, or containing
+// a control character.
 func validTenant(t string) error {
 	switch {
 	case len(t) > MaxTenantLen:
