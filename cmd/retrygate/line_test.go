@@ -172,6 +172,17 @@ func TestUpstreamStatusShowsACallerWaiting(t *testing.T) {
 			if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "batch tenant globex: 1 waiting; oldest 0 ahead, deadline in ") {
 				t.Fatalf("a caller in line: %s", r.stdout)
 			}
+			// The job's own status says it waits, and where.
+			r = f.run(t, "--upstream", "openai", "status", "waiting")
+			if flat := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(flat, "in line 0 ahead, its turn in about ") ||
+				!strings.Contains(flat, "its call waits in the upstream's line") || strings.Contains(flat, "retry in") {
+				t.Fatalf("status of the job in line: %s", r.stdout)
+			}
+			r = f.run(t, "--json", "--upstream", "openai", "status", "waiting")
+			var sj statusJSON
+			if err := json.Unmarshal([]byte(r.stdout), &sj); err != nil || !sj.InLine || sj.Ahead != 0 || sj.RetryAfterMs <= 0 {
+				t.Fatalf("status --json of the job in line: %v %s", err, r.stdout)
+			}
 			cancel()
 			<-done
 			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {

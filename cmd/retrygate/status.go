@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateslog"
+	"github.com/retrygate/retrygate/httpmw"
 )
 
 func statusCommand() *command {
@@ -106,16 +107,21 @@ type statusJSON struct {
 	// JobQuoted is the job as the tables print it, when that differs (a
 	// name with control characters, quotes or bytes that are not UTF-8,
 	// which JSON cannot carry): the form to pass back to status or reset.
-	JobQuoted    string    `json:"job_quoted,omitempty"`
-	State        string    `json:"state"`
-	Reason       string    `json:"reason,omitempty"`
-	RetryAfterMs int64     `json:"retry_after_ms"`
-	RetryAt      string    `json:"retry_at,omitempty"`
-	Attempts     int       `json:"attempts"`
-	Fence        int64     `json:"fence"`
-	TTLMs        int64     `json:"ttl_ms"`
-	LogHash      string    `json:"log_hash"`
-	Keys         []keyJSON `json:"keys,omitempty"`
+	JobQuoted    string `json:"job_quoted,omitempty"`
+	State        string `json:"state"`
+	Reason       string `json:"reason,omitempty"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	RetryAt      string `json:"retry_at,omitempty"`
+	Attempts     int    `json:"attempts"`
+	// InLine is set while the job's call waits in its upstream's line
+	// (with --upstream); Ahead counts the callers before it, and
+	// RetryAfterMs is the expected wait for its turn.
+	InLine  bool      `json:"in_line,omitempty"`
+	Ahead   int       `json:"ahead,omitempty"`
+	Fence   int64     `json:"fence"`
+	TTLMs   int64     `json:"ttl_ms"`
+	LogHash string    `json:"log_hash"`
+	Keys    []keyJSON `json:"keys,omitempty"`
 	// Similar lists jobs whose key contains the name asked for, when that
 	// name itself holds no key.
 	Similar  []similarJSON `json:"similar,omitempty"`
@@ -145,6 +151,9 @@ func toStatusJSON(st gate.Status) statusJSON {
 		Upstream: toUpstreamJSON(st.Upstream)}
 	if st.RetryAfter > 0 {
 		j.RetryAt = at(st.RetryAfter)
+	}
+	if httpmw.RetryStatusOf(st, nil).InLine {
+		j.InLine, j.Ahead = true, st.Ahead
 	}
 	return j
 }
@@ -206,7 +215,10 @@ func runStatus(ctx context.Context, c *cli, args []string, route string) error {
 	if st.Reason != "" {
 		row(tw, "reason", printable(st.Reason))
 	}
-	if st.RetryAfter > 0 {
+	switch {
+	case j.InLine:
+		row(tw, "in line", fmt.Sprintf("%d ahead, its turn in about %s (at %s)", st.Ahead, fmtDur(st.RetryAfter), j.RetryAt))
+	case st.RetryAfter > 0:
 		row(tw, "retry in", fmt.Sprintf("%s (at %s)", fmtDur(st.RetryAfter), j.RetryAt))
 	}
 	row(tw, "attempts", st.Attempts)
@@ -267,6 +279,10 @@ func (c *cli) meaning(st gate.Status, found *upstreamSearch, noKeys bool) string
 		return fmt.Sprintf("every job of upstream %s is refused until the provider-wide cooldown (%s) ends", printable(u.Upstream), printable(u.Reason))
 	}
 	own := jobMeaning(st)
+	if j := toStatusJSON(st); j.InLine {
+		own = "its call waits in the upstream's line for the budget: it runs at its turn (retrygate" + c.globalHint() +
+			" --upstream " + argQuote(st.Upstream.Upstream) + " upstream status shows who waits)"
+	}
 	if found == nil {
 		return own
 	}
