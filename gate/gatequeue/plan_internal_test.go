@@ -64,7 +64,7 @@ func TestRefusedByUpstreamsWaitsForTheSoonest(t *testing.T) {
 // upstreams' recovery), with its place, not counted; a failed or done job
 // keeps its own plan.
 func TestRefusedInLineWaitsForItsTurn(t *testing.T) {
-	ups := []gate.UpstreamStatus{{State: gate.UpstreamReady}}
+	ups := []gate.UpstreamStatus{{State: gate.Ready}}
 	for _, tc := range []struct {
 		name string
 		b    gate.BlockedError
