@@ -78,17 +78,20 @@ func TestAdmitJudgesAtTheLearnedCost(t *testing.T) {
 }
 
 // The calls in flight that did not say their tokens count at the learned
-// cost: with 1,500 left, two undeclared calls of 470 fit with room kept
-// for a larger one (two deviations: 470 after the first sample), a third
-// does not; a call that says its 50 tokens still fits beside the two (the
-// precise form stays precise: it keeps nothing).
+// cost, and the room kept for calls larger than it is two deviations of
+// the undeclared calls' sum (a deviation of 235 after the first sample:
+// 470 kept for one call, 665 for two, 814 for three). With 2,000 left,
+// a first undeclared call of 470 fits (940 of 2,000), a second (1,605),
+// a third does not (2,224); a call that says its 50 tokens still fits
+// beside the two (the precise form stays precise: it keeps nothing). Were
+// the room kept for one call alone, the third would fit (1,880).
 func TestAdmitCountsUndeclaredCallsInFlight(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
 	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
 	learnCost(t, s, k)
 	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", tokenReading(1500, 0), time.Minute)
+	tr.RecordBudget(ctx, k, "", tokenReading(2000, 0), time.Minute)
 	tr.Send(ctx)
 	for i, tc := range []struct {
 		member   string
@@ -97,15 +100,16 @@ func TestAdmitCountsUndeclaredCallsInFlight(t *testing.T) {
 	}{{"a:0", 0, true}, {"b:0", 0, true}, {"c:0", 0, false}, {"d:50", 50, true}} {
 		got := admitOnce(t, s, Admission{Keys: k, Member: tc.member, Tokens: tc.tokens, Reserve: BudgetReserve{TokenShare: 0.01}})
 		if got.Admitted != tc.admitted {
-			t.Fatalf("call %d (%s) with 1,500 left and calls costing 470: %+v, want admitted %v", i, tc.member, got, tc.admitted)
+			t.Fatalf("call %d (%s) with 2,000 left and calls costing 470: %+v, want admitted %v", i, tc.member, got, tc.admitted)
 		}
 	}
 }
 
 // The cost follows what the drop in "remaining" says, not a guess: calls of
 // 120 tokens (140 spent less 20 refilled per 100 ms) are learned at 120,
-// so four of them fit in 650 with 120 kept for a larger call, where calls
-// of 470 would not fit twice.
+// so four of them fit in 750 with room kept for larger ones (two
+// deviations of the four's sum: 240), where calls of 470 would not fit
+// twice.
 func TestCostLearnedFromTheDrop(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
@@ -116,12 +120,12 @@ func TestCostLearnedFromTheDrop(t *testing.T) {
 		tr.Send(ctx)
 	}
 	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", tokenReading(650, 0), time.Minute)
+	tr.RecordBudget(ctx, k, "", tokenReading(750, 0), time.Minute)
 	tr.Send(ctx)
 	for i := range 6 {
 		got := admitOnce(t, s, Admission{Keys: k, Member: "m" + itoa(i) + ":0", Reserve: BudgetReserve{TokenShare: 0.01}})
 		if got.Admitted != (i < 4) {
-			t.Fatalf("call %d with 650 left and calls learned at 120: %+v, want the first four admitted", i, got)
+			t.Fatalf("call %d with 750 left and calls learned at 120: %+v, want the first four admitted", i, got)
 		}
 	}
 }

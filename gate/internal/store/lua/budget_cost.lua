@@ -12,7 +12,8 @@
 --   cv              the learned variance of one call's cost: calls vary
 --                   (prompts of 300 to 500 tokens), and a call larger than
 --                   the mean is refused where only the mean is left, so
---                   admission keeps two deviations unspent;
+--                   admission keeps two deviations of the undeclared
+--                   calls' sum unspent;
 --   cw, cs          a 429's short wait: until cw (Redis ms) a call of at
 --                   least cs tokens does not fit; cs -1: the refused call
 --                   did not say its tokens, so no such call fits, nor one
@@ -29,14 +30,17 @@ local COST_CALLS = 4
 local COST_KEEP = 0.9
 
 -- cost is the learned cost of one call and the tokens kept unspent for
--- calls larger than it (two deviations); nil when none is learned yet.
-local function cost(k)
+-- n undeclared calls (1 when not said) costing more than it: two
+-- deviations of their sum, which grows as the square root of n (calls
+-- vary independently; one deviation kept for 16 calls in flight left a
+-- 429 a hundred calls on a loaded machine); nil when none is learned yet.
+local function cost(k, n)
   local v = redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
   local c = tonumber(v[1])
   if not c then
     return nil, 0
   end
-  return c, math.ceil(2 * math.sqrt(tonumber(v[2]) or 0))
+  return c, math.ceil(2 * math.sqrt((tonumber(v[2]) or 0) * math.max(n or 1, 1)))
 end
 
 -- learn counts the call whose response gave token reading q (written or

@@ -21,15 +21,16 @@ local function admit(bk, ck, tokens, reserve, share)
   local n, spent = calls(ck)
   -- A call that does not say its tokens costs what calls were learned to
   -- cost (budget_cost.lua), and so do those in flight that did not say.
-  local learned, spread = nil, 0
+  local learned, spread, u = nil, 0, 0
   if tokens == 0 and b.t then
-    learned, spread = cost(bk)
+    u = unsaid(ck)
+    learned, spread = cost(bk, u + 1)
   end
   local need = {r = 1, t = tokens}
   local held = {r = n, t = spent}
   if learned then
     need.t = math.ceil(learned)
-    held.t = spent + unsaid(ck) * need.t
+    held.t = spent + u * need.t
   end
   local out = {r = -1, t = -1}
   local wait, settles, gap, whole = 0, false, 0, 0
