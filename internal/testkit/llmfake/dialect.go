@@ -10,7 +10,10 @@ import (
 
 // writeHeaders sets the dialect's rate-limit headers, sent on every answer.
 func (p *Provider) writeHeaders(h http.Header, a answer) {
-	if p.dialect == Anthropic {
+	switch p.dialect {
+	case NoHeaders:
+		return
+	case Anthropic:
 		anthropicHeaders(h, a)
 		return
 	}
@@ -79,6 +82,16 @@ func ceilSecond(t time.Time) time.Time {
 
 // writeRefusal writes the dialect's 429.
 func (p *Provider) writeRefusal(w http.ResponseWriter, a answer) {
+	if p.dialect == NoHeaders {
+		// Vertex AI's 429 as its OpenAI-compatible endpoint sends it, no
+		// Retry-After and no wait in its words: "Resource has been
+		// exhausted (e.g. check quota)." with status RESOURCE_EXHAUSTED
+		// (https://github.com/google-gemini/gemini-cli/issues/14811).
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
+			"code": http.StatusTooManyRequests, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED",
+		}})
+		return
+	}
 	if p.dialect == Anthropic {
 		// retry-after: "the number of seconds to wait until you can retry
 		// the request" (https://docs.anthropic.com/en/api/rate-limits);

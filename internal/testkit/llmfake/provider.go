@@ -19,6 +19,11 @@ const (
 	OpenAI Dialect = iota
 	// Anthropic answers as Anthropic's Messages API does.
 	Anthropic
+	// NoHeaders answers as an OpenAI-compatible endpoint that reports
+	// nothing of its limits: no rate-limit header on any answer, and a 429
+	// that states no wait (Vertex AI's and Gemini's OpenAI-compatible
+	// endpoints, Bedrock, most self-hosted servers).
+	NoHeaders
 )
 
 // Config sets a Provider's limits and clock. A zero limit is no limit.
@@ -66,7 +71,7 @@ type Provider struct {
 // field, when a limit is negative or the dialect unknown.
 func New(c Config) (*Provider, error) {
 	var errs []error
-	if c.Dialect > Anthropic {
+	if c.Dialect > NoHeaders {
 		errs = append(errs, fmt.Errorf("llmfake: Dialect %d is unknown", c.Dialect))
 	}
 	for _, f := range []struct {
@@ -89,6 +94,21 @@ func New(c Config) (*Provider, error) {
 		p.output = bucket{limit: c.OutputTPM, window: c.Window}
 	}
 	return p, nil
+}
+
+// SetRPM changes the requests-per-minute limit from now on, as a provider
+// that changes a key's tier does: what the bucket holds stays (up to the
+// new limit) and refills at the new rate. A zero or negative rpm is
+// ignored.
+func (p *Provider) SetRPM(rpm int64) {
+	if rpm <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	held := min(p.requests.remaining(now), rpm)
+	p.requests = bucket{limit: rpm, whole: now.Add(refill(rpm-held, rpm, true))}
 }
 
 // Stats returns the answers so far.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
@@ -264,5 +265,53 @@ func TestConcurrentCallsNeverExceedTheLimit(t *testing.T) {
 	wg.Wait()
 	if exp, got := (llmfake.Stats{Served: 100, Refused: 200}), p.Stats(); got != exp {
 		t.Fatalf("stats %+v, want %+v", got, exp)
+	}
+}
+
+// A provider that reports nothing: no rate-limit header on a 200 or a
+// 429, and a 429 whose body states no wait, as Vertex AI's
+// (https://github.com/google-gemini/gemini-cli/issues/14811); its limit
+// still holds, and SetRPM changes it from then on.
+func TestNoHeaders(t *testing.T) {
+	clk := newClock()
+	p := newProvider(t, llmfake.Config{Dialect: llmfake.NoHeaders, RPM: 2, Now: clk.Now})
+	for i := range 2 {
+		w := call(p, chat(4, 1))
+		if w.Code != 200 {
+			t.Fatalf("call %d: %d", i, w.Code)
+		}
+		if b, ok := classify.ParseBudget(w.Header(), clk.Now()); ok {
+			t.Fatalf("call %d reported a budget: %+v", i, b)
+		}
+	}
+	w := call(p, chat(4, 1))
+	if w.Code != 429 {
+		t.Fatalf("the third call of 2/min: %d", w.Code)
+	}
+	if b, ok := classify.ParseBudget(w.Header(), clk.Now()); ok || w.Header().Get("Retry-After") != "" {
+		t.Fatalf("the 429 reported a budget or a wait: %+v %v", b, w.Header())
+	}
+	if exp, got := `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`, w.Body.String(); got != exp {
+		t.Fatalf("body %s, want %s", got, exp)
+	}
+	// Doubled: the empty bucket refills a unit in 15 s, not 30.
+	p.SetRPM(4)
+	clk.Advance(15*time.Second - time.Millisecond)
+	if w := call(p, chat(4, 1)); w.Code != 429 {
+		t.Fatalf("a millisecond before a unit at 4/min: %d", w.Code)
+	}
+	clk.Advance(time.Millisecond)
+	if w := call(p, chat(4, 1)); w.Code != 200 {
+		t.Fatalf("a unit at 4/min: %d", w.Code)
+	}
+	// Halved to 1/min: a unit in 60 s.
+	p.SetRPM(1)
+	clk.Advance(time.Minute - time.Millisecond)
+	if w := call(p, chat(4, 1)); w.Code != 429 {
+		t.Fatalf("a millisecond before a unit at 1/min: %d", w.Code)
+	}
+	clk.Advance(time.Millisecond)
+	if w := call(p, chat(4, 1)); w.Code != 200 {
+		t.Fatalf("a unit at 1/min: %d", w.Code)
 	}
 }
