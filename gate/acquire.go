@@ -267,6 +267,10 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	}
 	judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
 	switch ss, refusing := judged.Refusal(); {
+	case refusing && judged.Unread() && !r.Taken && !r.Untried && !r.Job.Over(r.Now):
+		// One call at a time before any reading refuses a new call; a
+		// job held (its call running) is refused by its own state.
+		return g.jobRefusal(l.job, &r), nil
 	case refusing:
 		return g.upstreamRefusal(l.job, ss), nil
 	case r.Untried:

@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
@@ -48,9 +49,17 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
+	// The 429 states its wait (an hour): one stating none, of a provider
+	// known to send no budget, cools the upstream for a call's length.
 	opts := gate.Options{Prefix: redistest.UniqueKey(t),
 		Upstream: "openai:prod-key", Cooldown: time.Minute,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Classify: providerBusyClassifier,
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}, Classify: func(err error) classify.Verdict {
+			v := providerBusyClassifier(err)
+			if v.ProviderWide {
+				v.RetryAfter = time.Hour
+			}
+			return v
+		},
 		Backoff: gate.Backoff{Jitter: -1}}
 	g := newGate(t, rdb, opts)
 	operator := newGate(t, rdb, opts)
@@ -92,8 +101,14 @@ func TestClusterFormUpstream(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
+	// The 429 states its wait: the upstream cools for it (one stating none
+	// cools it for a call's length once its rate is learned, budget.go).
 	opts := gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "openai:prod-key", Cooldown: time.Minute,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}, Classify: providerBusyClassifier}
+		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Minute}, Classify: func(err error) classify.Verdict {
+			v := providerBusyClassifier(err)
+			v.RetryAfter = time.Minute
+			return v
+		}}
 	a := newGate(t, &flaky{Client: rdb}, opts)
 	rec := newRecorder()
 	bOpts := opts

@@ -25,6 +25,29 @@ const (
 	budgetReserveTokens   = 0.01
 )
 
+// learnKeep is how long an upstream keeps what it learned of a provider
+// that reports no budget after its last call settled (as the call
+// durations are kept): that it sends none, and its rate. A queue's quiet
+// hours do not start it over one call at a time.
+const learnKeep = 24 * time.Hour
+
+// teaches is what a run's end teaches its upstream's learned rate (when
+// its responses reported no budget): a success is a call the provider
+// accepted, a provider-wide rate limit one it refused (rate), any other
+// failure only that no budget came back; ok is false for a run that was
+// released or cancelled.
+func teaches(out outcome, v classify.Verdict) (a store.Answer, rate, ok bool) {
+	switch {
+	case out == outSuccess:
+		return store.AnswerAccepted, false, true
+	case out == outFailure && v.ProviderWide && v.Reason == classify.ReasonRateLimited:
+		return store.AnswerRefused, true, true
+	case out == outFailure:
+		return store.AnswerOther, false, true
+	}
+	return 0, false, false
+}
+
 // tokensKey is the context key of WithTokens.
 type tokensKey struct{}
 

@@ -157,7 +157,9 @@ func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
 func TestRunningWaitSharedIsBounded(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
-	opts := gate.Options{Prefix: redistest.UniqueKey(t)}
+	// Two calls at once on an upstream nothing is known of: not held to
+	// one at a time by its budget (issue 37.5), off here.
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), UpstreamPolicy: gate.UpstreamPolicy{IgnoreBudget: true}}
 	g := newGate(t, rdb, opts)
 	gate.SeedCallTimes(g, time.Second, 70)
 	l, err := g.Acquire(ctx, "job")

@@ -121,7 +121,13 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	names := &cmdNames{}
 	rdb.AddHook(names)
-	g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Classify: providerBusyClassifier})
+	// A wait stated: the upstream cools for it (a 429 stating none, of a
+	// call a learned rate admitted, cools for one call's length).
+	g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Minute, Classify: func(err error) classify.Verdict {
+		v := providerBusyClassifier(err)
+		v.RetryAfter = time.Minute
+		return v
+	}})
 	ctx := context.Background()
 	_ = failWith(t, g, "warm-up", errProviderBusy) // loads the scripts
 	if err := g.ResetUpstreams(ctx); err != nil {
@@ -135,8 +141,8 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"evalsha", "[evalsha evalsha evalsha]"}) {
-		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the acquire's script (the upstream and its budget judged, the job taken), then the job's settle with the upstream's stop and the call durations", got)
+	if got := names.take(); !equalNames(got, []string{"evalsha", "[evalsha evalsha evalsha evalsha]"}) {
+		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the acquire's script (the upstream and its budget judged, the job taken), then the job's settle with the upstream's stop, what the 429 teaches the rate learned (the reset forgot it: nothing was reserved) and the call durations", got)
 	}
 	if up := firstUpstream(t, g); up.State != gate.CoolingDown {
 		t.Fatalf("upstream after the failure: %+v, want cooling", up)

@@ -177,6 +177,16 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	in.probe, in.level = l.up.Probe()
 	if out == outFailure && v.ProviderWide {
 		in.fits = l.budgetWait(v.RetryAfter)
+		if _, rate, _ := teaches(out, v); rate && in.fits <= 0 && v.RetryAfter <= 0 && l.up.Learned() && l.up.Learns(&l.seen) {
+			// A 429 that reports no budget and states no wait, of a call
+			// a rate learned from the provider's answers admitted, cuts
+			// that rate (Learn, below), which judges the retries: the
+			// upstream cools for one call's length, then one call probes.
+			in.fits = g.calls.estimate()
+			if in.fits <= 0 {
+				in.fits = max(held, time.Millisecond) // no call's length known yet but this one's
+			}
+		}
 	}
 	waveStarted := false
 	if out == outFailure && v.Class == classify.ClassPermanent {
@@ -212,6 +222,9 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		// calls that now fit go to callers waiting in line, in the same
 		// round trip.
 		q.give(rctx, &t, nil, false)
+	}
+	if a, _, ok := teaches(out, v); ok && !g.opts.UpstreamPolicy.IgnoreBudget {
+		l.up.Learn(rctx, &t, &l.seen, a, held, learnKeep)
 	}
 	// The call durations go out with the settle, and come back as every
 	// process's, so any process can tell a duplicate when a running call

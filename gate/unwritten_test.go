@@ -78,6 +78,7 @@ func TestUnwrittenSuccessLeavesANewerOwner(t *testing.T) {
 	opts := gate.Options{Lease: time.Minute, Retention: gate.Retention{Done: time.Hour}, Cooldown: time.Hour, Prefix: redistest.UniqueKey(t), Backoff: gate.Backoff{Jitter: -1}}
 	ran := newGate(t, f, opts)
 	other := newGate(t, rdb, opts)
+	knownUpstream(t, other) // a settle lost keeps its call reserved: not one at a time
 	_ = ran.Do(ctx, "job", func(context.Context, *gate.Lease) error {
 		f.Down.Store(true)
 		return nil
@@ -180,6 +181,7 @@ func TestCloseWritesWhatTheGateKeeps(t *testing.T) {
 			opts := gate.Options{Lease: time.Second, Retention: gate.Retention{Done: time.Hour}, Prefix: redistest.UniqueKey(t)}
 			ran := newGate(t, f, opts)
 			other := newGate(t, tg.Client, opts)
+			knownUpstream(t, other) // a settle refused keeps its call reserved: not one at a time
 			if err := ran.Close(ctx); err != nil {
 				t.Fatalf("Close with nothing kept: %v", err)
 			}

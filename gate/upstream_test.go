@@ -248,6 +248,7 @@ func TestUpstreamPauseOutranksCooldown(t *testing.T) {
 	prefix := redistest.UniqueKey(t)
 	pauser := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour, PauseTTL: time.Hour}, Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(0)})
 	cooler := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "s", Classify: upstreamClassifier(time.Second)})
+	knownUpstream(t, cooler) // two calls at once: not one at a time
 	_ = failWith(t, pauser, "a", errQuota)
 	// A job that was already running reports a rate limit afterwards.
 	if err := pauser.ResetUpstreams(context.Background()); err != nil {

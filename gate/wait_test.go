@@ -25,7 +25,9 @@ import (
 func runningElsewhere(t *testing.T, rdb gate.Client, o gate.Options) (*gate.Lease, *gate.Gate) {
 	t.Helper()
 	o.Prefix, o.Lease = redistest.UniqueKey(t), longLease
-	owner, err := newGate(t, rdb, gate.Options{Prefix: o.Prefix, Lease: longLease}).Acquire(context.Background(), "job")
+	g := newGate(t, rdb, gate.Options{Prefix: o.Prefix, Lease: longLease})
+	knownUpstream(t, g) // the job's next run while it runs: not one at a time
+	owner, err := g.Acquire(context.Background(), "job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,6 +512,7 @@ func TestAcquireWaitFollowsATakeover(t *testing.T) {
 			ctx := context.Background()
 			o := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Second}
 			first, second, waiter := newGate(t, tg.Client, o), newGate(t, tg.Client, o), newGate(t, tg.Client, o)
+			knownUpstream(t, first) // the lost run's call stays reserved: not one at a time
 			if _, err := first.Acquire(ctx, "job"); err != nil {
 				t.Fatal(err)
 			}

@@ -25,6 +25,7 @@ func TestPermanentWaveStepByStep(t *testing.T) {
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Upstream: "openai:prod-key", Observer: rec, Cooldown: time.Hour,
 			UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 3, FailWindow: time.Minute, PauseTTL: 10 * time.Minute}})
+		knownUpstream(t, g)                 // calls beside a running one: not one at a time
 		late, err := g.Acquire(ctx, "late") // running before the wave
 		if err != nil {
 			t.Fatal(err)
@@ -206,6 +207,7 @@ func TestPermanentWavePausesTheUpstream(t *testing.T) {
 				gs[i] = upstreamGate(t, tg, prefix, gate.Options{Observer: rec, Cooldown: time.Hour,
 					UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: wave, FailWindow: time.Minute}})
 			}
+			knownUpstream(t, gs[0]) // calls at once: not one at a time
 			var wg sync.WaitGroup
 			for j := 0; j < jobs; j++ {
 				wg.Add(1)

@@ -16,6 +16,8 @@ import (
 var (
 	//go:embed lua/budget_left.lua
 	budgetLeftLua string
+	//go:embed lua/budget_learned.lua
+	budgetLearnedLua string
 	//go:embed lua/budget_judge.lua
 	budgetJudgeLua string
 	//go:embed lua/budget_cost.lua
@@ -32,14 +34,20 @@ var (
 	budgetReadLua string
 	//go:embed lua/budget_renew.lua
 	budgetRenewLua string
+	//go:embed lua/budget_learn.lua
+	budgetLearnLua string
+	//go:embed lua/budget_forget.lua
+	budgetForgetLua string
 
-	budgetAdmitScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + budgetAdmitLua)
+	budgetAdmitScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + budgetAdmitLua)
 	// The acquire of a job and its upstreams' budgets in one script, on
 	// one node (Store.Acquire).
-	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + jobTakeLua + acquireBudgetLua)
+	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + jobTakeLua + acquireBudgetLua)
 	budgetRecordScript  = newScript(budgetLeftLua + budgetCostLua + budgetRecordLua)
 	budgetReadScript    = newScript(budgetLeftLua + budgetReadLua)
 	budgetRenewScript   = newScript(budgetLeftLua + budgetRenewLua)
+	budgetLearnScript   = newScript(budgetLeftLua + budgetLearnedLua + budgetLearnLua)
+	budgetForgetScript  = newScript(budgetForgetLua)
 )
 
 // BudgetKeys are an upstream's keys the budget scripts read: its state
@@ -98,6 +106,13 @@ type Admitted struct {
 	// Gap is the time one call's request refills, 0 when not known: the
 	// rate the upstream's line gives turns at.
 	Gap time.Duration
+	// Learned: no reading judged the call but the rate learned of a
+	// provider that reports none from the calls it accepted (Trip.Learn;
+	// not while it starts slowly from one call at a time).
+	Learned bool
+	// Unread: no reading judged the call: one call at a time before
+	// anything is known, or a learned rate.
+	Unread bool
 }
 
 // Admit queues budget_admit.lua.
@@ -112,8 +127,10 @@ func (t *Trip) admit(ctx context.Context, a Admission) *redis.Cmd {
 
 // decodeAdmitted reads {0}; {1, reserved, requests, tokens};
 // {2, wait ms, requests, tokens}; {3, 0, requests, tokens}, each judged
-// one followed by one call's refill (ms), for the admission that asked
-// with member.
+// one followed by one call's refill (ms), then what judged the call (0 a
+// reading, 1 a learned rate, 2 one starting slowly, 3 one call at a time
+// before anything is known: a reply of one call at a time has 6), for the
+// admission that asked with member.
 func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
 	v, err := slice(c)
 	if err != nil {
@@ -131,10 +148,15 @@ func admittedOf(v []any, member string) (Admitted, error) {
 	r, ok2 := replyInt(v, 2)
 	n, ok3 := replyInt(v, 3)
 	g, ok4 := replyInt(v, 4)
-	if !ok || !ok1 || !ok2 || !ok3 || !ok4 || len(v) != 5 || kind < 1 || kind > 3 {
+	learned, ok5 := int64(0), true
+	if len(v) == 6 {
+		learned, ok5 = replyInt(v, 5)
+	}
+	if !ok || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(v) < 5 || len(v) > 6 || kind < 1 || kind > 3 || learned < 0 || learned > 3 {
 		return Admitted{}, badReply("admit", v)
 	}
-	a := Admitted{Judged: true, Requests: r, Tokens: n, Gap: time.Duration(max(g, 0)) * time.Millisecond}
+	a := Admitted{Judged: true, Requests: r, Tokens: n, Gap: time.Duration(max(g, 0)) * time.Millisecond,
+		Learned: learned == 1, Unread: learned > 0}
 	switch kind {
 	case 1:
 		a.Admitted = true
@@ -259,4 +281,29 @@ func decodeBudgetRead(c redis.Cmder) (BudgetRead, error) {
 		return BudgetLeft{Reported: true, Left: n[o], Limit: n[o+1], Reset: reset}
 	}
 	return BudgetRead{Requests: kind(0), Tokens: kind(3), Calls: n[6]}, nil
+}
+
+// Answer is what a call that settled with no reading tells its
+// upstream's learned rate (Trip.Learn).
+type Answer int8
+
+const (
+	AnswerRefused  Answer = iota // a 429
+	AnswerAccepted               // a success
+	AnswerOther                  // any other end: only that no budget came back
+)
+
+// Learn queues budget_learn.lua: a call that settled with no reading
+// teaches the upstream's learned rate what its answer a says; ran is how
+// long it ran. What is learned is kept for keep at least. The reply is
+// the rate held now, in calls a minute.
+func (t *Trip) Learn(ctx context.Context, k BudgetKeys, a Answer, ran, keep time.Duration) Reply[int64] {
+	return Reply[int64]{t.eval(ctx, budgetLearnScript, k.keys(), int(a), max(ms(ran), 1), max(ms(keep), 1)), decodeCount}
+}
+
+// ForgetLearned queues budget_forget.lua: an operator's reset forgets the
+// rate learned of the upstream's provider (Trip.Learn). The reply is 1
+// when something was learned.
+func (t *Trip) ForgetLearned(ctx context.Context, k BudgetKeys) Reply[int64] {
+	return Reply[int64]{t.eval(ctx, budgetForgetScript, k.keys()), decodeCount}
 }

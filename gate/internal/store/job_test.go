@@ -209,7 +209,8 @@ func TestMalformedRepliesAreErrors(t *testing.T) {
 }
 
 // An acquire that asks an upstream's budget answers each admission in the
-// same round trip: an upstream with no budget recorded does not judge it.
+// same round trip: an upstream with no reading yet admits one call at a
+// time, and reserves it.
 func TestAcquireAnswersEachAdmission(t *testing.T) {
 	s, _, _ := newStore(t)
 	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
@@ -220,8 +221,8 @@ func TestAcquireAnswersEachAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if !r.Taken || len(r.Admitted) != 1 || r.Admitted[0].Judged || r.AdmitErr != nil {
-		t.Fatalf("acquire with an admission: taken %v, admitted %+v (%v); want taken, one admission not judged", r.Taken, r.Admitted, r.AdmitErr)
+	if exp := (Admitted{Judged: true, Admitted: true, Reserved: "m", Requests: -1, Tokens: -1, Unread: true}); !r.Taken || len(r.Admitted) != 1 || r.Admitted[0] != exp || r.AdmitErr != nil {
+		t.Fatalf("acquire with an admission: taken %v, admitted %+v (%v); want taken, one admission %+v", r.Taken, r.Admitted, r.AdmitErr, exp)
 	}
 }
 
@@ -295,7 +296,7 @@ func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if !r.Taken || len(r.Admitted) != 2 || r.Admitted[0].Judged || r.AdmitErr == nil || !strings.Contains(r.AdmitErr.Error(), "WRONGTYPE") {
+	if !r.Taken || len(r.Admitted) != 2 || r.AdmitErr == nil || !strings.Contains(r.AdmitErr.Error(), "WRONGTYPE") {
 		t.Fatalf("acquire with a failing admission: taken %v, admitted %+v, error %v; want taken, the admission's WRONGTYPE kept", r.Taken, r.Admitted, r.AdmitErr)
 	}
 }

@@ -246,13 +246,18 @@ func (b *guarded) wave(ctx context.Context, s *store.Store, reason, job string) 
 	return n >= size, n == size, nil
 }
 
-// reset ends the upstream's cooldown or pause and clears its failure
-// windows.
+// reset ends the upstream's cooldown or pause, clears its failure
+// windows and forgets the rate learned of its provider, in one round trip
+// on one node.
 func (b *guarded) reset(ctx context.Context, s *store.Store) error {
 	t := s.Trip()
 	r := t.ResetUpstream(ctx, b.k, b.fails, b.unreachable)
+	learned := t.ForgetLearned(ctx, b.bk)
 	t.Send(ctx)
 	if err := r.Err(); err != nil {
+		return err
+	}
+	if err := learned.Err(); err != nil {
 		return err
 	}
 	b.forget()

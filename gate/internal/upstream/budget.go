@@ -239,13 +239,68 @@ func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.
 	return t.RecordBudget(ctx, g.bk, c.member, r, c.margin)
 }
 
-// Unjudged reports whether the run's upstream had no budget its call was
+// Unjudged reports whether the run's upstream had no reading its call was
 // judged by (none reported yet, or its last one lapsed), with budgets on:
-// until one is written, every process's calls go unjudged, so the first
-// reading is worth writing at once (Early) rather than at the settle.
+// until one is written, every process's calls go one at a time, or by a
+// learned rate, so the first reading is worth writing at once (Early)
+// rather than at the settle.
 func (c Choice) Unjudged() bool {
 	_, ok := c.b.(*guarded)
-	return ok && !c.off && !c.judged
+	return ok && !c.off && (!c.judged || c.admitted.Unread)
+}
+
+// Unread reports whether every upstream refuses the call only because
+// none has a reading yet and one call of it runs (one at a time, before
+// anything is known): a refusal of a new call, not of a job that is
+// running, which its own state answers first.
+func (j Judgement) Unread() bool {
+	if !j.refusing || len(j.admitted) < len(j.permits) {
+		return false
+	}
+	for i := range j.permits {
+		a := j.admitted[i]
+		if !j.statuses[i].Budget || !a.Settles || a.Learned || a.Requests >= 0 || a.Tokens >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// learned reports whether a learned rate (from accepted calls, or
+// starting slowly after a 429) judged the call upstream i takes.
+func (j Judgement) learned(i int) bool {
+	if i >= len(j.admitted) {
+		return false
+	}
+	a := j.admitted[i]
+	return a.Learned || a.Unread && (a.Requests >= 0 || a.Tokens >= 0)
+}
+
+// Learned reports whether a rate learned from the provider's answers
+// judged the run's call (after a 429: from accepted calls, or starting
+// slowly).
+func (c Choice) Learned() bool { return c.learned }
+
+// Learns reports whether the run's call teaches its upstream's learned
+// rate (Learn): budgets are on, no reading judged the call, and its
+// responses reported none.
+func (c Choice) Learns(seen *Seen) bool {
+	_, ok := c.b.(*guarded)
+	_, read := seen.reading(time.Now())
+	return ok && !c.off && !read && (!c.judged || c.admitted.Unread)
+}
+
+// Learn queues on t what the run's call teaches the upstream's learned
+// rate, for a call that settled with no reading (seen, none) and was
+// accepted, refused by a 429, or answered otherwise (a); ran is how long it ran,
+// and what is learned is kept for keep at least. Nothing for Free, with
+// budgets off, or when the run saw a reading: a provider that reports its
+// budget is judged by it.
+func (c Choice) Learn(ctx context.Context, t *store.Trip, seen *Seen, a store.Answer, ran, keep time.Duration) store.Reply[int64] {
+	if !c.Learns(seen) {
+		return store.Reply[int64]{}
+	}
+	return t.Learn(ctx, c.b.(*guarded).bk, a, ran, keep)
 }
 
 // Early queues on t what the run's responses said so far (seen, read at

@@ -139,6 +139,7 @@ type Choice struct {
 	off      bool
 	judged   bool // the upstream had a budget when the call was admitted
 	admitted store.Admitted
+	learned  bool // a learned rate judged the call (store.Admitted.Learned, or starting slowly)
 }
 
 // Choose picks the upstream the run holding token uses: the first, in
@@ -170,6 +171,10 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 			if i < len(j.admitted) {
 				c.judged, c.admitted = j.admitted[i].Judged, j.admitted[i]
 			}
+			// Unjudged by a budget it was asked: the provider is known to
+			// send none and has refused nothing yet; its first 429 starts
+			// the learned rate.
+			c.learned = j.learned(i) || i < len(j.admitted) && !j.admitted[i].Judged && j.asks != nil
 			s.drop(ctx, st, j, i)
 			b.forget()
 			return c, nil, nil
@@ -181,11 +186,11 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 			case c.Ready:
 				b.forget()
 				s.drop(ctx, st, j, i)
-				return Choice{b: b, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
+				return Choice{b: b, margin: s.budget.Margin, off: s.budget.Off, learned: j.learned(i)}, nil, nil
 			case c.Claimed:
 				b.forget()
 				s.drop(ctx, st, j, i)
-				return Choice{b: b, probe: true, level: c.Level, margin: s.budget.Margin, off: s.budget.Off}, nil, nil
+				return Choice{b: b, probe: true, level: c.Level, margin: s.budget.Margin, off: s.budget.Off, learned: j.learned(i)}, nil, nil
 			}
 			j.statuses[i] = refusal(b.Name(), c.Value, c.Wait)
 			b.remember(j.statuses[i])

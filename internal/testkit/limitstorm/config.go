@@ -32,6 +32,10 @@ type Config struct {
 	// Prompt is the range each job's prompt is drawn from, in tokens,
 	// [Prompt[0], Prompt[1]) (default: 10 to 100).
 	Prompt [2]int
+	// MidwayRPM, when set, is the requests limit from the middle of the
+	// arrivals on (Arrivals/2 after the storm starts): a limit that halves
+	// or doubles midway. Result.Allowed counts the limit in force.
+	MidwayRPM int64
 	// DeclareTokens: each call says its tokens (gate.WithTokens), the
 	// precise form; false is the default wiring, which says nothing.
 	DeclareTokens bool
@@ -147,14 +151,14 @@ var ErrInvalidConfig = errors.New("limitstorm: invalid config")
 // withDefaults validates c and fills its zero fields.
 func (c Config) withDefaults() (Config, error) {
 	var bad []error
-	if c.Dialect > llmfake.Anthropic {
+	if c.Dialect > llmfake.NoHeaders {
 		bad = append(bad, fmt.Errorf("Dialect %d is unknown", c.Dialect))
 	}
 	for _, f := range []struct {
 		name string
 		neg  bool
 	}{
-		{"RPM", c.RPM < 0}, {"TPM", c.TPM < 0}, {"Gates", c.Gates < 0}, {"Procs", c.Procs < 0}, {"Offer", c.Offer < 0},
+		{"RPM", c.RPM < 0}, {"TPM", c.TPM < 0}, {"MidwayRPM", c.MidwayRPM < 0}, {"Gates", c.Gates < 0}, {"Procs", c.Procs < 0}, {"Offer", c.Offer < 0},
 		{"Arrivals", c.Arrivals < 0}, {"Drain", c.Drain < 0}, {"Latency", c.Latency < 0}, {"Window", c.Window < 0},
 		{"Prompt", c.Prompt[0] < 0 || c.Prompt[1] < 0},
 	} {
@@ -230,6 +234,19 @@ func (c Config) promptChars() [2]int {
 		return promptChars
 	}
 	return [2]int{c.Prompt[0] * charsPerToken, c.Prompt[1] * charsPerToken}
+}
+
+// midway is when the requests limit becomes MidwayRPM, from the start of
+// the storm.
+func (c Config) midway() time.Duration { return c.Arrivals / 2 }
+
+// allowed is how many calls the requests limit allowed in the first d of
+// the storm: RPM a Window, and MidwayRPM from midway on when set.
+func (c Config) allowed(d time.Duration) float64 {
+	if c.MidwayRPM == 0 || d <= c.midway() {
+		return float64(c.RPM) * c.windows(d)
+	}
+	return float64(c.RPM)*c.windows(c.midway()) + float64(c.MidwayRPM)*c.windows(d-c.midway())
 }
 
 // procs is the number of processes that run Gates: 1 for this one.

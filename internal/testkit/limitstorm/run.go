@@ -77,7 +77,7 @@ func result(c Config, up *upstream, out Outcome) Result {
 	case !out.Last.IsZero():
 		r.Elapsed = out.Last.Sub(up.drained)
 	}
-	r.Allowed = float64(c.RPM) * c.windows(r.Elapsed)
+	r.Allowed = c.allowed(r.Elapsed)
 	r.AllowedTokens = float64(c.tpm()) * c.windows(r.Elapsed)
 	return r
 }

@@ -33,12 +33,13 @@ type Job struct {
 
 // tokens is what the job's call counts against the provider's token
 // limit as llmfake charges it: its prompt at charsPerToken (rounded up)
-// and, for OpenAI, whose one limit counts input and output, its
-// max_tokens, charged up front (Cerebras documents the same; Anthropic
-// keeps output tokens on a limit of their own).
+// and, for OpenAI (and llmfake.NoHeaders, OpenAI-compatible), whose one
+// limit counts input and output, its max_tokens, charged up front
+// (Cerebras documents the same; Anthropic keeps output tokens on a limit
+// of their own).
 func (j Job) tokens(d llmfake.Dialect) int64 {
 	n := int64((j.chars + charsPerToken - 1) / charsPerToken)
-	if d == llmfake.OpenAI {
+	if d != llmfake.Anthropic {
 		n += int64(j.maxTokens)
 	}
 	return n

@@ -25,6 +25,12 @@ type upstream struct {
 	drained time.Time     // when the storm started: the buckets were empty
 	base    llmfake.Stats // the answers before
 
+	// The requests limit becomes midwayRPM midwayAt after the drain
+	// (Config.MidwayRPM; 0: never), by the midway timer.
+	midwayRPM int64
+	midwayAt  time.Duration
+	midway    *time.Timer
+
 	mu      sync.Mutex
 	refusal []time.Time // when each 429 of the storm was sent
 }
@@ -34,14 +40,19 @@ func newUpstream(c Config) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{p: p, dialect: c.Dialect, tokens: c.TPM != 0}
+	u := &upstream{p: p, dialect: c.Dialect, tokens: c.TPM != 0, midwayRPM: c.MidwayRPM, midwayAt: c.midway()}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u, nil
 }
 
 func (u *upstream) url() string { return u.srv.URL + "/v1" }
 
-func (u *upstream) close() { u.srv.Close() }
+func (u *upstream) close() {
+	if u.midway != nil {
+		u.midway.Stop()
+	}
+	u.srv.Close()
+}
 
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
@@ -57,34 +68,50 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 // when Config.TPM set it), reading what is left from its headers, so the
 // storm starts at the limit, and starts the storm's count.
 func (u *upstream) drain() {
-	h := u.drainCall(0)
+	if u.dialect == llmfake.NoHeaders {
+		// It says nothing: call until it refuses.
+		for u.drainCall(0).Code != http.StatusTooManyRequests {
+		}
+		u.started()
+		return
+	}
+	h := u.drainCall(0).Header()
 	for {
 		b, _ := classify.ParseBudget(h, time.Now())
 		switch {
 		case b.Requests.Remaining == 0:
-			u.base, u.drained = u.p.Stats(), time.Now()
-			u.mu.Lock()
-			u.refusal = nil
-			u.mu.Unlock()
+			u.started()
 			return
 		case u.tokens && b.Tokens.Remaining > 0:
-			h = u.drainCall(b.Tokens.Remaining)
+			h = u.drainCall(b.Tokens.Remaining).Header()
 		default:
-			h = u.drainCall(0)
+			h = u.drainCall(0).Header()
 		}
 	}
 }
 
+// started starts the storm's count, the buckets just drained, and the
+// change of the requests limit midway (Config.MidwayRPM).
+func (u *upstream) started() {
+	u.base, u.drained = u.p.Stats(), time.Now()
+	u.mu.Lock()
+	u.refusal = nil
+	u.mu.Unlock()
+	if u.midwayRPM > 0 {
+		u.midway = time.AfterFunc(time.Until(u.drained.Add(u.midwayAt)), func() { u.p.SetRPM(u.midwayRPM) })
+	}
+}
+
 // drainCall sends the provider a call of n tokens on its token limit and
-// returns the answer's headers.
-func (u *upstream) drainCall(n int64) http.Header {
+// returns its answer.
+func (u *upstream) drainCall(n int64) *httptest.ResponseRecorder {
 	body := fmt.Sprintf(`{"model":"drain","messages":[],"max_tokens":%d}`, n)
 	if u.dialect == llmfake.Anthropic { // its token limit counts input tokens
 		body = fmt.Sprintf(`{"model":"drain","messages":[{"role":"user","content":"%s"}],"max_tokens":0}`, strings.Repeat("x", int(n)*charsPerToken))
 	}
 	w := httptest.NewRecorder()
 	u.p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
-	return w.Header()
+	return w
 }
 
 // stats are the provider's answers since the drain.

@@ -108,7 +108,8 @@ func (p *Provider) SetRPM(rpm int64) {
 	defer p.mu.Unlock()
 	now := p.now()
 	held := min(p.requests.remaining(now), rpm)
-	p.requests = bucket{limit: rpm, whole: now.Add(refill(rpm-held, rpm, true))}
+	w := p.requests.window
+	p.requests = bucket{limit: rpm, window: w, whole: now.Add(refill(rpm-held, rpm, true, p.requests.period()))}
 }
 
 // Stats returns the answers so far.

@@ -17,12 +17,16 @@
 -- budget_admit.lua does not reserve it.
 -- Reply: {job, values, admissions}: job is take's reply (job_take.lua),
 -- or {2, now ms} when no upstream may take the call (the job is not
--- read); values the upstreams' values (false: none); admissions
--- budget_admit.lua's reply for each.
+-- read, but where they refuse only one more call before any reading and
+-- the job is held: then take's refusal); values the upstreams' values
+-- (false: none); admissions budget_admit.lua's reply for each.
 local lease, member = tonumber(ARGV[2]), ARGV[3]
 local tokens, keep, share = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local values, admissions, needs = {}, {}, {}
 local first
+-- unread: every upstream is ready and refuses only because none has a
+-- reading yet and one call runs (budget_learned.lua's first).
+local unread = true
 for i = 1, (#KEYS - 1) / 3 do
   local o = 3 * i - 1
   local v = redis.call('GET', KEYS[o])
@@ -40,8 +44,19 @@ for i = 1, (#KEYS - 1) / 3 do
   if not first and ready and a[1] <= 1 then
     first = i
   end
+  unread = unread and not v and a[1] == 3 and a[6] == 3
 end
 if not first then
+  -- A job held (its call running, its cooldown not over) is refused by
+  -- its own state where the upstreams refuse only one more call before
+  -- any reading: take's refusal, nothing written.
+  local v = unread and redis.call('GET', KEYS[1])
+  if v then
+    local st, untl = string.match(v, '^([cfd]):(%d+):')
+    if not st or tonumber(untl) > NOW then
+      return {{0, NOW, v, redis.call('PTTL', KEYS[1])}, values, admissions}
+    end
+  end
   return {{2, NOW}, values, admissions}
 end
 local job = take(KEYS[1], ARGV[1], ARGV[2])

@@ -12,10 +12,22 @@
 -- last turn given, in Redis ms, as GCRA keeps a theoretical arrival
 -- time), so callers that obey their waits come back one at a time
 -- instead of all at once when the first call fits.
+-- With no reading, the rate learned of a provider that sends none stands
+-- for the requests limit once a 429 told it has one (budget_learned.lua);
+-- with neither reading nor word that it sends none, calls go one at a
+-- time (first).
 local function admit(bk, ck, tokens, reserve, share)
   local b = budget(bk)
+  local lh
   if not b.r and not b.t then
-    return {0}
+    lh = learned(bk)
+    if not lh then
+      return first(ck, tokens)
+    end
+    if not lh.limited then
+      -- It sends no budget and has refused nothing yet: no limit known.
+      return {0}
+    end
   end
   redis.call('ZREMRANGEBYSCORE', ck, '-inf', NOW)
   local n, spent = calls(ck)
@@ -27,6 +39,11 @@ local function admit(bk, ck, tokens, reserve, share)
     learned, spread = cost(bk, u + 1)
   end
   local need = {r = 1, t = tokens}
+  if lh then
+    local rate
+    b.r, rate = learnedQuota(lh, n, reserve)
+    need.learn = {k = bk, rate = rate, tat = lh.tat, cut = lh.cut}
+  end
   local held = {r = n, t = spent}
   if learned then
     need.t = math.ceil(learned)
@@ -110,7 +127,7 @@ local function admit(bk, ck, tokens, reserve, share)
     gap = math.ceil(need.t * (q.rst - q.at) / (q.lim - q.rem))
   end
   if settles then
-    return {3, 0, out.r, out.t}
+    return {3, 0, out.r, out.t, 0, learnt(need)}
   end
   if wait > 0 then
     if gap > 0 then
@@ -122,9 +139,9 @@ local function admit(bk, ck, tokens, reserve, share)
       redis.call('HSET', bk, 'qn', turn)
       wait = turn - NOW
     end
-    return {2, wait, out.r, out.t}
+    return {2, wait, out.r, out.t, 0, learnt(need)}
   end
-  return {1, 0, out.r, out.t}, need
+  return {1, 0, out.r, out.t, 0, learnt(need)}, need
 end
 
 -- reserve reserves an admitted call (a, need: admit's answer) for member
@@ -135,6 +152,10 @@ local function reserve(a, need, ck, member, lease)
     redis.call('PEXPIRE', ck, lease)
   end
   a[2] = 1
+  if need.learn then
+    -- The learned bucket counts the call now: no reading will.
+    redis.call('HSET', need.learn.k, 'lt', math.max(need.learn.tat, NOW) + 1000 / need.learn.rate)
+  end
   for i, p in ipairs(KINDS) do
     if a[2 + i] >= 0 then
       a[2 + i] = math.max(a[2 + i] - need[p], 0)

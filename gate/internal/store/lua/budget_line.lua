@@ -30,7 +30,9 @@ end
 local function line_admit(bk, ck, tokens, reserve, share, turn)
   local b = budget(bk)
   if not b.r and not b.t then
-    return {0}
+    -- No reading: one call at a time before anything is known, or the
+    -- rate learned of a provider that sends none (admit); no line.
+    return admit(bk, ck, tokens, reserve, share)
   end
   local g = gap(b)
   if turn ~= '' and redis.call('ZREM', ck, turn) == 1 then

@@ -1,0 +1,128 @@
+-- (Prepended to the budget scripts that admit calls or learn, after
+-- budget_left.lua.) The rate learned of an upstream whose provider
+-- reports no budget, from the calls it accepts and the 429s that end a
+-- run of them (budget_learn.lua), kept in the budget's hash beside the
+-- readings, fields l…: lh 1 once a response without rate-limit headers
+-- settled (the provider sends none, where "none has come back yet" has
+-- no field); lr the rate, in calls a second, held since the last cut; lp
+-- when that cut was (Redis ms; the start of learning before the first);
+-- lk the calls accepted since; ls absent until a 429 (no limit is known:
+-- calls go unjudged), 0 after one that did not tell the rate (slow start
+-- from one call at a time), 1 after a cut from the rate the provider
+-- accepted lately (the probe); lt the
+-- learned bucket's next free slot (Redis ms), as GCRA keeps it; le the
+-- calls accepted lately, each counted down by e every LEARN.recent ms
+-- since, at lu (Redis ms): le ÷ LEARN.recent is the rate the provider
+-- accepted lately, from every process (the window's count).
+local LEARN = {
+  -- A 429 that ends a run holds the rate at this share of what was
+  -- accepted, as TCP's multiplicative decrease (CUBIC's 0.7 is for a
+  -- link's queue; a quota shared by many loses less by holding close).
+  beta = 0.9,
+  -- A cut right after the last one (fewer accepted calls in between than
+  -- this) found the rate still too high: it cuts by hard instead.
+  hard = 0.75,
+  -- After a cut the rate climbs back to hold × the rate it was cut from
+  -- in flat accepted calls, stays near it as long again, then grows as
+  -- CUBIC's does, faster above (1.1 × after twice flat, 2.15 × after
+  -- three times): just under what was learned, the provider's bucket
+  -- gathers what the probe above it spends before a 429 ends the run.
+  hold = 0.95,
+  flat = 50,
+  up = 0.15,
+  -- After a 429 that told no rate the rate doubles every slow accepted
+  -- calls (TCP's slow start), from one call at a time, and the 429 that
+  -- ends it cuts by slowEnd.
+  slow = 16,
+  slowEnd = 0.9,
+  -- The learned bucket holds this many seconds of the rate (at least 2
+  -- calls): what may go at once.
+  burst = 0.1,
+  -- The learned quota's horizon (ms): refused callers' turns never pass
+  -- it, so a queue given turns at the old rate is given them again at
+  -- the new one within it (a limit that doubles is followed).
+  window = 2000,
+  -- The slowest rate held, calls a second.
+  min = 0.05,
+  -- How long an accepted call counts toward the rate accepted lately
+  -- (ms, its mean life): the probe never passes twice that rate, so a
+  -- light load does not raise the rate it does not use.
+  recent = 500,
+}
+
+-- learned reads what was learned of the upstream whose budget is k; nil
+-- when its provider is not known to send no budget.
+local function learned(k)
+  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu')
+  if not v[1] then
+    return nil
+  end
+  -- (No rate: nothing learned yet, or an operator's reset forgot it.)
+  return {rate = tonumber(v[2]) or LEARN.min, at = tonumber(v[3]) or NOW, k = tonumber(v[4]) or 0,
+    limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1'), cut = v[5] == '1', tat = tonumber(v[6]) or 0,
+    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW}
+end
+
+-- accepted is the rate the provider accepted lately, calls a second.
+local function accepted(h)
+  return h.lately * math.exp(-math.max(NOW - h.upd, 0) / LEARN.recent) * 1000 / LEARN.recent
+end
+
+-- learnedRate is the rate admitted at NOW: slow start before the first
+-- cut, then CUBIC's curve in accepted calls since the cut; above the rate
+-- held, never past twice what the provider accepted lately (a light load
+-- does not raise it unused).
+local function learnedRate(h)
+  local r
+  if not h.cut then
+    r = h.rate * 2 ^ math.min(h.k / LEARN.slow, 8)
+  else
+    local x = (h.k - LEARN.flat) / LEARN.flat
+    local c = LEARN.hold - LEARN.beta
+    if x > 0 then
+      c = LEARN.up
+    end
+    r = h.rate / LEARN.beta * (LEARN.hold + c * x * x * x)
+  end
+  r = math.min(r, math.max(h.rate, 2 * accepted(h)))
+  return math.max(r, LEARN.min)
+end
+
+-- learnedQuota is the learned rate as a reading the judge knows (budget_judge.lua):
+-- a limit that refills at the rate, holding what the learned bucket
+-- holds, over LEARN.window. The bucket counts each call as it is
+-- admitted, not as it settles, so the n calls in flight and the reserve
+-- kept against a reading's lag are added back. It returns the quota and
+-- the rate.
+local function learnedQuota(h, n, keep)
+  local r = learnedRate(h)
+  local burst = math.max(2, r * LEARN.burst)
+  -- (A thousandth of a call more: the slot stored as a decimal string
+  -- and floating point dust must not refuse a call at its very slot.)
+  local lvl = math.max(burst - math.max(h.tat - NOW, 0) * r / 1000 + 1e-3, 0)
+  local rem = lvl + n + keep
+  return {at = NOW, rem = rem, lim = rem + r * LEARN.window / 1000, rst = NOW + LEARN.window}, r
+end
+
+-- first judges a call to an upstream with no reading yet and not known to
+-- send none: one call at a time, until the first reading (or the first
+-- response without one) settles.
+local function first(ck, tokens)
+  redis.call('ZREMRANGEBYSCORE', ck, '-inf', NOW)
+  if redis.call('ZCARD', ck) > 0 then
+    return {3, 0, -1, -1, 0, 3}
+  end
+  return {1, 0, -1, -1, 0, 3}, {r = 1, t = tokens}
+end
+
+-- learnt is what judged a call (need: admit's): 1 a rate learned from the
+-- provider's accepted calls (a cut), 2 one starting slowly, 0 a reading
+-- (3: one call at a time before anything is known, first).
+local function learnt(need)
+  if not need.learn then
+    return 0
+  elseif need.learn.cut then
+    return 1
+  end
+  return 2
+end
