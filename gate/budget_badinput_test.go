@@ -89,6 +89,7 @@ func TestBudgetBadHeaders(t *testing.T) {
 			for _, tg := range redistest.Targets(t) {
 				t.Run(tg.Name, func(t *testing.T) {
 					g := newGate(t, tg.Client, budgetOptions(t))
+					knownUpstream(t, g)        // calls beside one in flight: not one at a time
 					l := inFlight(t, g, "bad") // its answer comes after the spent one
 					if tc.spent != nil {
 						observe(t, g, "spent", tc.spent)
@@ -163,6 +164,7 @@ func TestBudgetFollowsADialectSwitch(t *testing.T) {
 
 			// Headers, then none: a spent limit whole in 300 ms.
 			h := newGate(t, tg.Client, budgetOptions(t))
+			knownUpstream(t, h) // calls beside one in flight: not one at a time
 			l := inFlight(t, h, "silent")
 			observe(t, h, "spent", openAIHeader(0, 60, "300ms"))
 			answer(t, l, http.Header{"Content-Type": {"application/json"}})

@@ -288,8 +288,8 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
-		t.Fatalf("the first success of an upstream without a budget sent %v, want %v: the done mark, the settle, the release of the call (one at a time: nothing is known), what it teaches (no budget reported), the call durations", got, exp)
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("the first success of an upstream without a budget sent %v, want %v: the done mark, the settle, the release of the call (one at a time: nothing is known), the turns it gives the line, what it teaches (no budget reported), the call durations", got, exp)
 	}
 	report(t, g, "job", h)
 	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
@@ -407,6 +407,8 @@ func TestBudgetWaitAfterA429(t *testing.T) {
 					g := newGate(t, tg.Client, opts)
 					opts.Observer = nil
 					other := newGate(t, tg.Client, opts)
+					knownUpstream(t, other)
+					rec.drain()
 					l, err := g.Acquire(ctx, "job")
 					if err != nil {
 						t.Fatal(err)

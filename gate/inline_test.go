@@ -77,6 +77,7 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			opts := budgetOptions(t)
 			rec := newRecorder()
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			opts.Observer = rec
 			c := newGate(t, tg.Client, opts)
 			l1, l2 := spend(t, a, b)
@@ -146,6 +147,7 @@ func TestLineGivesTheHigherClassFirst(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			l1, l2 := spend(t, a, b)
 			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			inLine(t, b, "batch")
@@ -190,6 +192,7 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 			opts := budgetOptions(t)
 			rec := newRecorder()
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			opts.Observer = rec
 			c := newGate(t, tg.Client, opts)
 			l1, l2 := spend(t, a, b)
@@ -326,6 +329,7 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 			opts := budgetOptions(t)
 			opts.Classify = upstreamClassifier(300 * time.Millisecond)
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
 			got := acquireWait(ctx, b, "j3", time.Minute)

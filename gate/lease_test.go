@@ -161,7 +161,11 @@ func TestUpstreamEventOnlyWhenItCools(t *testing.T) {
 			if errors.Is(err, err5xx) {
 				return classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonUpstream5xx}
 			}
-			return providerBusyClassifier(err)
+			// A wait stated: the upstream cools for it (one stating none,
+			// of a provider known to send no budget, for a call's length).
+			v := providerBusyClassifier(err)
+			v.RetryAfter = time.Minute
+			return v
 		}})
 	_ = failWith(t, g, "a", err5xx)
 	evs := rec.drain()

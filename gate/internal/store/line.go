@@ -47,9 +47,9 @@ var (
 	lineTurnCluster = newScript("local PUBLISH = 'SPUBLISH'\n" + lineCommonLua + lineTurnLua)
 	// The budget's side of the line (budget_line.lua): a give reserves
 	// each turn's call; a job's place reads the budget's refill.
-	lineGiveNode       = newScript("local PUBLISH = 'PUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
-	lineGiveCluster    = newScript("local PUBLISH = 'SPUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
-	linePlaceJobScript = newScript(budgetLeftLua + budgetCostLua + budgetJudgeLua + budgetLineLua + linePlaceJobLua)
+	lineGiveNode       = newScript("local PUBLISH = 'PUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
+	lineGiveCluster    = newScript("local PUBLISH = 'SPUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
+	linePlaceJobScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + linePlaceJobLua)
 )
 
 // LineKeys are an upstream's line keys (internal/keyspace.Line).
