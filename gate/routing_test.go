@@ -53,12 +53,12 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 			if err := g.Do(context.Background(), "job", okFn); err != nil {
 				t.Fatal(err)
 			}
-			if exp, got := []string{tc.acquire, "[set evalsha evalsha]"}, names.take(); !equalNames(got, exp) { // the done mark, the settle, the call durations
+			if exp, got := []string{tc.acquire, "[set evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) { // the done mark, the settle, the call durations, what the call taught the learned rate (no reading came back)
 				t.Fatalf("acquire and release sent %v, want %v", got, exp)
 			}
 			_ = failWith(t, g, "job", errTransient)
 			_ = blocked(t, g, "job")
-			if exp, got := []string{tc.acquire, "[evalsha evalsha]", tc.acquire}, names.take(); !equalNames(got, exp) {
+			if exp, got := []string{tc.acquire, "[evalsha evalsha evalsha]", tc.acquire}, names.take(); !equalNames(got, exp) { // the settle, the call durations, the learned rate
 				t.Fatalf("a failure and a refusal sent %v, want %v", got, exp)
 			}
 		})
