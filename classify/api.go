@@ -169,11 +169,12 @@ var byType = map[string]Verdict{
 //     overload words do not make a 500 provider-wide. A rate only named
 //     yields to money words unless the response paces the retry;
 //  5. proof that names the request: a code (context_length_exceeded,
-//     content_filter...), else words that name its size over a limit or a
-//     parameter or schema feature the model rejects (under a status that
-//     rejects a request: not 403, 404 or 5xx), or a content or guardrail
-//     verdict on it (under any status), unless the text also speaks of the
-//     account (gMention);
+//     content_filter...), else words that name a content or guardrail
+//     verdict on it (under any status), its size over a limit stated in
+//     numbers or the order of its messages (under any status but 403 and
+//     404), or a parameter or schema feature the model rejects (under a
+//     status that rejects a request: not 403, 404 or 5xx), unless the text
+//     also speaks of the account (gMention);
 //  6. the status, then a generic type. A bare rejection (400, 422,
 //     invalid_request_error, 501) is a suspect: permanent, unproven.
 func apiVerdict(status int, p problem) Verdict {
@@ -208,6 +209,9 @@ func apiVerdict(status int, p problem) Verdict {
 		proof, proven = vContentFilter.with("innercode:innererror"), true
 	}
 	words, wordsEv := vocabMatch(fields, requestGroups(status)...)
+	if words == gContext && status >= 500 && !statesNumber(fields, wordsEv) {
+		words, wordsEv = 0, "" // a server's size words without the size are its own
+	}
 	if !proven && words != 0 {
 		if m, _ := vocabMatch(fields, gMention); m == 0 {
 			proof, proven = groupVerdict[words].with(wordsEv), true
@@ -238,23 +242,48 @@ func apiVerdict(status int, p problem) Verdict {
 
 // requestGroups are the groups of words that name the request read under
 // status. A content or guardrail verdict is proof under any status (a
-// moderation verdict comes as a 403, a guardrail's as a 500). Words about
-// the request's size or parameters are proof only where the status itself
-// rejects a request: under 403 and 404 they more likely describe the
-// deployment ("endpoint not supported"), under a server's own 5xx its own
-// trouble, and either would fail every job at once.
+// moderation verdict comes as a 403, a guardrail's as a 500). Under 403
+// and 404 other words more likely describe the deployment ("endpoint not
+// supported") and would fail every job at once. Under a server's own 5xx,
+// words about parameters may be its own trouble ("operation not
+// supported"), but a size over a limit stated in numbers and the order of
+// the messages are this request's: servers answer their validation errors
+// so (vLLM through Xinference, "The decoder prompt (length 66501) is longer
+// than the maximum model length of 65536"; Ollama, "system message must be
+// at the beginning"), and the same request gets the same answer.
 func requestGroups(status int) []group {
 	switch {
-	case status == http.StatusForbidden || status == http.StatusNotFound || status >= 500:
+	case status == http.StatusForbidden || status == http.StatusNotFound:
 		return contentGroups
+	case status >= 500:
+		return serverRequestGroups
 	}
 	return allRequestGroups
 }
 
 var (
-	allRequestGroups = []group{gContent, gContext, gParam}
-	contentGroups    = []group{gContent}
+	allRequestGroups    = []group{gContent, gContext, gParam, gOrder}
+	serverRequestGroups = []group{gContent, gContext, gOrder}
+	contentGroups       = []group{gContent}
 )
+
+// statesNumber reports whether the field the Evidence ev names ("message"
+// of "message:context_length") states a number (a limit, a size): a word
+// of digits.
+func statesNumber(fields []field, ev string) bool {
+	name, _, _ := strings.Cut(ev, ":")
+	for _, f := range fields {
+		if f.name != name {
+			continue
+		}
+		for _, w := range words(f.text) {
+			if strings.IndexFunc(w, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // accountGroups are the vocabulary groups that say a failure is not the
 // request's, in precedence order; serverAccountGroups those read under a

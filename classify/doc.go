@@ -48,10 +48,16 @@
 // A message percent-encoded as an undecoded gRPC status message carries it
 // ("Developer%20instruction%20is%20not%20enabled...") or form-encoded is
 // read decoded. A content or guardrail verdict is proof under any status
-// or type, a 403 or a 500 included; words about the request's size or parameters under
-// any status that rejects a request (400, 413, 422, 429, mid-stream...),
-// not under 403 and 404, where they more likely describe the deployment
-// ("endpoint not supported"), nor under a server's own 5xx. Words about money, keys, accounts, budgets and models win over
+// or type, a 403 or a 500 included; words about the request's size,
+// parameters or the order of its messages under any status that rejects
+// a request (400, 413, 422, 429, mid-stream...), not under 403 and 404,
+// where they more likely describe the deployment ("endpoint not
+// supported"). Under a server's own 5xx only a size stated in numbers
+// ("longer than the maximum model length of 65536", as vLLM through
+// Xinference answers it) and the order of the messages ("system message
+// must be at the beginning", Ollama's) are proof: servers answer their
+// validation errors so, while parameter words there may be the server's
+// own trouble. Words about money, keys, accounts, budgets and models win over
 // them, whatever the status: a job is never Failed for those, and where
 // the text speaks of the account at all (account, organisation, plan,
 // tier, billing, quota, credits, permission, region...) words prove
@@ -108,7 +114,8 @@
 //	  unsupported_parameter, invalid_type, missing_required_parameter,
 //	  string_above_max_length, array_above_max_length
 //	                                               permanent  invalid_request          no
-//	words that name the request (above; size and parameter words not under 403, 404, 5xx),
+//	words that name the request (above; size, parameter and order words not under 403, 404;
+//	under 5xx only a size stated in numbers and the order of the messages),
 //	unless the text speaks of the account
 //	                                               permanent  context_length_exceeded, no             <field>:<word>
 //	                                                          content_filtered or invalid_request
@@ -180,6 +187,7 @@
 //	             busy near server/engine, temporarily unavailable
 //	money        billing, payment*, invoice*, arrear*, overdue, unpaid,      systemic quota_exhausted, provider-wide
 //	             recharge*, top up, credit(s), balance, funds, usage limit*,
+//	             overage*, a key's limit/budget/cap ("Key limit exceeded"),
 //	             budget near exceed/limit/over (not "budget tokens"),
 //	             spend* near limit/cap,
 //	             plan, subscription or tier near upgrade/paid/purchase/expired,
@@ -215,30 +223,35 @@
 // words give the rate's period (Anthropic files "This request would exceed
 // your account's monthly spend limit" under it).
 //
-// Three more groups are proof, read after the groups above and only where
+// Four more groups are proof, read after the groups above and only where
 // no word about the account appears: context length words (context
 // length, context window, token limit, too many tokens, prompt is too
 // long, input is too long, input token count, maximum number of tokens,
 // input/prompt tokens near exceed/must be/maximum/limit, prompt/input/
-// sequence length near maximum/exceeds/contains) give
-// context_length_exceeded; content words (content policy, safety system,
+// sequence length near maximum/exceeds/contains, a max or maximum length
+// near actual/exceeds/current) give context_length_exceeded; content
+// words (content policy or policies, safety system,
 // flagged, inappropriate, unsafe, data inspection, content near risk,
 // prohibited content, content blocked, sensitive words, 敏感词, prompt
 // injection, jailbreak,
 // allow/deny patterns, usage guidelines near a verdict word, blocked by an
 // AI firewall, a guard(rail), a content or safety filter or a prompt
-// shield (not by a firewall or a policy, which may block an address),
-// moderation or guardrail near a verdict
-// word such as violated, blocked, flagged or requires: a guardrail service
-// that failed is no verdict) content_filtered; parameter words (invalid
-// schema, schema is invalid, unknown parameter, unknown name, extra
-// inputs, not supported, does not support, cannot both be, not enabled for
-// models, not permitted near key/input/field/parameter, must alternate,
-// alternate between, unexpected or last role, must start with a user
-// message, the final or assistant message/block/content near cannot/must,
-// user/model/function call turns, tool calls or results near must
-// be/without/preceding, max tokens near exceed/must be/maximum/limit)
-// invalid_request. Links (http:// and https://) are not
+// shield, or filtered by one (not by a firewall or a policy, which may
+// block an address), moderation or guardrail near a verdict
+// word such as violated, blocked, flagged, requires or the categories it
+// names: a guardrail service that failed is no verdict) content_filtered;
+// parameter words (invalid schema, schema is invalid, unknown parameter,
+// unknown name, unknown variant, extra inputs, failed to satisfy
+// constraint, not supported, does not support, cannot both be, not
+// enabled for models, not permitted near key/input/field/parameter, max
+// tokens near exceed/must be/maximum/limit) and words about the order and
+// shape of the messages (must alternate, alternate between, unexpected or
+// last role, must start with a user message, the final or assistant
+// message/block/content near cannot/must/missing, user/model/function call
+// turns, tool calls or results near must be/without/preceding/cannot/same
+// turn, a system message near beginning/first/only one, reasoning content
+// or a thought signature near must/missing/required) invalid_request.
+// Links (http:// and https://) are not
 // read: "json-schema.org" is no organisation.
 //
 // Every provider row has cases in testdata/corpus: real responses from the

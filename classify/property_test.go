@@ -82,39 +82,52 @@ func TestAccountNeverFailed(t *testing.T) {
 }
 
 // requestPhrases name this request: its size over a stated limit, a
-// parameter or schema feature the model rejects, a content or guardrail
-// verdict on it, each in the words of a provider's real response.
+// parameter or schema feature the model rejects, the order of its
+// messages, a content or guardrail verdict on it, each in the words of a
+// provider's real response. server marks the phrases that are proof under
+// a server's own 5xx too: a size with the numbers that state it, the order
+// of the messages.
 var requestPhrases = []struct {
 	phrase, reason string
+	server         bool
 }{
-	// Content and guardrail verdicts first: they are proof under every
-	// status; the others where the status rejects a request.
-	{"prompt is too long: 227255 tokens > 200000 maximum", classify.ReasonContextLength},
-	{"This model's maximum context length is 131072 tokens. However, you requested 141980 tokens", classify.ReasonContextLength},
-	{"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 2048. Given: 3474 `inputs` tokens and 60 `max_new_tokens`", classify.ReasonContextLength},
-	{"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)", classify.ReasonContextLength},
-	{"max_tokens: 10000 > 4096, which is the maximum allowed number of output tokens for claude-3-5-sonnet-20240620", classify.ReasonInvalidRequest},
-	{"The maximum tokens you requested exceeds the model limit of 32768", classify.ReasonInvalidRequest},
-	{"Invalid schema for response_format 'x': In context=(), 'additionalProperties' is required to be supplied and to be false", classify.ReasonInvalidRequest},
-	{"Unknown parameter: 'response_format.schema'", classify.ReasonInvalidRequest},
-	{"Your request was rejected as a result of our safety system", classify.ReasonContentFiltered},
-	{"Bedrock guardrail failed: I cannot respond to requests containing personally identifiable information", classify.ReasonContentFiltered},
-	{"Request contains prohibited content", classify.ReasonContentFiltered},
-	{"Blocked by Akamai Firewall for AI", classify.ReasonContentFiltered},
-	{"This model's maximum prompt length is 131072 but the request contains 136973 tokens.", classify.ReasonContextLength},
-	{"Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant", classify.ReasonInvalidRequest},
-	{"`temperature` and `top_p` cannot both be specified for this model. Please use only one.", classify.ReasonInvalidRequest},
-	{"Invalid request content: The model does not support tool use or function calling but tools or tool_choice have been specified on the request.", classify.ReasonInvalidRequest},
+	// Content and guardrail verdicts are proof under every status; the
+	// others where the status rejects a request, and the server's under a
+	// 5xx as well.
+	{"prompt is too long: 227255 tokens > 200000 maximum", classify.ReasonContextLength, true},
+	{"This model's maximum context length is 131072 tokens. However, you requested 141980 tokens", classify.ReasonContextLength, true},
+	{"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 2048. Given: 3474 `inputs` tokens and 60 `max_new_tokens`", classify.ReasonContextLength, true},
+	{"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)", classify.ReasonContextLength, true},
+	{"The prompt is too long for this model", classify.ReasonContextLength, false},
+	{"max_tokens: 10000 > 4096, which is the maximum allowed number of output tokens for claude-3-5-sonnet-20240620", classify.ReasonInvalidRequest, false},
+	{"The maximum tokens you requested exceeds the model limit of 32768", classify.ReasonInvalidRequest, false},
+	{"Invalid schema for response_format 'x': In context=(), 'additionalProperties' is required to be supplied and to be false", classify.ReasonInvalidRequest, false},
+	{"Unknown parameter: 'response_format.schema'", classify.ReasonInvalidRequest, false},
+	{"Your request was rejected as a result of our safety system", classify.ReasonContentFiltered, true},
+	{"Bedrock guardrail failed: I cannot respond to requests containing personally identifiable information", classify.ReasonContentFiltered, true},
+	{"Request contains prohibited content", classify.ReasonContentFiltered, true},
+	{"Blocked by Akamai Firewall for AI", classify.ReasonContentFiltered, true},
+	{"Request was filtered by Lakera Guard", classify.ReasonContentFiltered, true},
+	{"This model's maximum prompt length is 131072 but the request contains 136973 tokens.", classify.ReasonContextLength, true},
+	{"Malformed input request: expected maxLength: 42000, actual: 46735, please reformat your input and try again.", classify.ReasonContextLength, true},
+	{"Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant", classify.ReasonInvalidRequest, true},
+	{"system message must be at the beginning", classify.ReasonInvalidRequest, true},
+	{"Missing `reasoning_content` field in the assistant message at message index 3.", classify.ReasonInvalidRequest, true},
+	{"`temperature` and `top_p` cannot both be specified for this model. Please use only one.", classify.ReasonInvalidRequest, false},
+	{"Invalid request content: The model does not support tool use or function calling but tools or tool_choice have been specified on the request.", classify.ReasonInvalidRequest, false},
+	{"1 validation error detected: Value at 'body' failed to satisfy constraint: Member must have length less than or equal to 25000000", classify.ReasonInvalidRequest, false},
 }
 
 // TestRequestProofFailsAtOnce is the mirror of TestAccountNeverFailed: a
 // response whose text names this request (its size over a limit, a
-// parameter the model rejects, a content verdict on it) is Failed on
-// first sight, in every body shape, with generic types and codes nobody
-// lists: a content verdict under every status but 401 and 402 (which name
-// the account by themselves), size and parameter words under every status
-// that rejects a request (not 403, 404, nor a server's 5xx, where the
-// verdict stays what it was: never Failed at once).
+// parameter the model rejects, the order of its messages, a content
+// verdict on it) is Failed on first sight, in every body shape, with
+// generic types and codes nobody lists: a content verdict under every
+// status but 401 and 402 (which name the account by themselves), size and
+// parameter words under every status that rejects a request (not 403 nor
+// 404, where the verdict stays what it was: never Failed at once), and
+// under a server's 5xx a size stated in numbers and the order of the
+// messages only.
 func TestRequestProofFailsAtOnce(t *testing.T) {
 	types := []string{"invalid_request_error", "BadRequestError", "", "error", "E_UNKNOWN"}
 	n := 0
@@ -129,7 +142,7 @@ func TestRequestProofFailsAtOnce(t *testing.T) {
 				body := accountBody(shape, rp.phrase, code, typ, "Please check and try again.")
 				v := classify.Default(&classify.HTTPError{StatusCode: status, Body: body})
 				proof := rp.reason == classify.ReasonContentFiltered ||
-					(status != http.StatusForbidden && status != http.StatusNotFound && status < 500)
+					(status != http.StatusForbidden && status != http.StatusNotFound && (status < 500 || rp.server))
 				switch {
 				case proof && (v.Class != classify.ClassPermanent || v.Suspect || v.Reason != rp.reason):
 					t.Fatalf("status %d, body %s: %+v, want Failed at once (%s)", status, body, v, rp.reason)

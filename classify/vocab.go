@@ -14,8 +14,8 @@ import (
 // "InsufficientBalance" and "insufficient balance" are the same words). A
 // match of an account group only ever moves a verdict away from Failed: to
 // systemic (pause or cool, never fail) or to transient. A match of a
-// request group (gContent, gContext, gParam) is proof, unless an account
-// group or gMention also matches.
+// request group (gContent, gContext, gParam, gOrder) is proof, unless an
+// account group or gMention also matches.
 
 // group is what a vocabulary term says about a failure; the order is the
 // precedence when several groups match one response.
@@ -35,6 +35,7 @@ const (
 	gContent                   // proof: a content or guardrail verdict on this input
 	gContext                   // proof: the input is larger than the model takes
 	gParam                     // proof: a parameter or schema feature the model rejects
+	gOrder                     // proof: the order or shape of the messages the model rejects
 	gMention                   // no verdict: the text speaks of the account, so words prove nothing
 )
 
@@ -53,6 +54,7 @@ var groupVerdict = [...]Verdict{
 	gContent:  vContentFilter,
 	gContext:  vContextLength,
 	gParam:    vBadParameter,
+	gOrder:    vBadParameter,
 }
 
 // term is one entry of the vocabulary. Its phrase matches consecutive
@@ -79,7 +81,7 @@ const (
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
 	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled"
 	negations    = "no|not have|don t have|doesn t have|lack*|without"
-	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove"
+	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove|categor*"
 )
 
 // vocabulary lists every term, in no particular order: groups decide
@@ -125,6 +127,12 @@ var vocabulary = [...]term{
 	{g: gMoney, name: "balance", phrase: "balance"},
 	{g: gMoney, name: "funds", phrase: "funds"},
 	{g: gMoney, name: "usage_limit", phrase: "usage limit*"},
+	// Usage beyond a plan, billed or refused ("Contact your administrator
+	// to enable overages").
+	{g: gMoney, name: "overage", phrase: "overage*"},
+	// A key's own spending cap ("Key limit exceeded (monthly limit)"),
+	// which only whoever manages the key lifts.
+	{g: gMoney, name: "key_limit", phrase: "key|keys", after: "limit|limits|budget|cap", window: 1},
 	{g: gMoney, name: "budget", phrase: "budget*", near: limitWords, window: 4, not: "token|tokens|thinking|reasoning"},
 	{g: gMoney, name: "spend_limit", phrase: "spend*", near: limitWords + "|cap", window: 3},
 	// A quota is money (OpenAI's insufficient_quota) or a rate that
@@ -171,7 +179,7 @@ var vocabulary = [...]term{
 	{g: gAccess, name: "not_authorized", phrase: "not authori?ed"},
 	{g: gAccess, name: "verification", phrase: "verif*", near: accountNouns + "|identity", window: 4},
 
-	{g: gContent, name: "content_policy", phrase: "content policy|content filter*|content management|safety system|flagged|inappropriate|unsafe|sensitive content|high risk"},
+	{g: gContent, name: "content_policy", phrase: "content policy|content policies|content filter*|content management|safety system|flagged|inappropriate|unsafe|sensitive content|high risk"},
 	{g: gContent, name: "content_policy", phrase: "content", near: "risk|risky", window: 2},
 	{g: gContent, name: "content_policy", phrase: "data inspection|safety filter*|safety polic*|usage polic*"},
 	{g: gContent, name: "content_policy", phrase: "prohibited content|sensitive word|sensitive words|prompt injection|jailbreak|allow patterns|deny patterns"},
@@ -179,7 +187,7 @@ var vocabulary = [...]term{
 	{g: gContent, name: "content_policy", phrase: "usage guidelines|content guidelines|community guidelines", near: verdictWords, window: 4},
 	// What blocked the request must judge content: a firewall or a policy
 	// may block an address ("blocked by IP allowlist policy").
-	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by", after: "firewall for ai|ai firewall|guard|guardrail*|content filter*|safety filter*|prompt shield*|moderation", window: 4},
+	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by|filtered by|flagged by|stopped by", after: "firewall for ai|ai firewall|guard|guardrail*|content filter*|safety filter*|prompt shield*|moderation", window: 4},
 	// A moderation or guardrail service is named by an outage too
 	// ("Bedrock guardrail request failed"): only a verdict is proof.
 	{g: gContent, name: "moderation", phrase: "moderation", near: verdictWords, window: 6},
@@ -190,33 +198,44 @@ var vocabulary = [...]term{
 	{g: gContext, name: "context_length", phrase: "input token count|maximum number of tokens|input must have less than|inputs must have less than|prompt must have less than"},
 	{g: gContext, name: "context_length", phrase: "input tokens|inputs tokens|prompt tokens", near: "exceed*|must be|maximum|limit|too many", window: 6},
 	{g: gContext, name: "context_length", phrase: "prompt length|input length|sequence length|prompt size|input size", near: "maximum|max|exceed*|contains|greater|larger|longer|too long|more than", window: 6},
+	// A maximum length and what the request has: "expected maxLength:
+	// 42000, actual: 46735", "exceeds maximum length of 7000 characters
+	// (current: 12317)".
+	{g: gContext, name: "context_length", phrase: "max length|maximum length", near: "actual|exceed*|current|received|given|got|greater|longer|more than", window: 6},
 
 	{g: gParam, name: "schema", phrase: "invalid schema|schema is invalid|invalid json schema|schema invalid"},
-	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|extra inputs|extra forbidden|additional properties are not allowed"},
+	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|unknown variant|extra inputs|extra forbidden|additional properties are not allowed|failed to satisfy constraint"},
 	{g: gParam, name: "not_supported", phrase: "not supported|unsupported"},
 	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
-	{g: gParam, name: "roles_alternate", phrase: "must alternate|alternate between"},
+	{g: gOrder, name: "roles_alternate", phrase: "must alternate|alternate between"},
 	// The order of the messages: "Expected last role User or Tool",
 	// "Unexpected role 'user' after role 'tool'", "A conversation must
 	// start with a user message", "first message must use the user role".
-	{g: gParam, name: "message_order", phrase: "unexpected role|expected last role|last role|first message", near: "role|roles|user|assistant|tool|system|after|got|must", window: 6},
-	{g: gParam, name: "message_order", phrase: "must start with|must begin with|should start with|must end with", near: "user|assistant|message|role", window: 4},
+	{g: gOrder, name: "message_order", phrase: "unexpected role|expected last role|last role|first message", near: "role|roles|user|assistant|tool|system|after|got|must", window: 6},
+	{g: gOrder, name: "message_order", phrase: "must start with|must begin with|should start with|must end with", near: "user|assistant|message|role", window: 4},
 	// The shape of a message: "final assistant content cannot end with
 	// trailing whitespace", "The final block in an assistant message
 	// cannot be `thinking`".
-	{g: gParam, name: "message_order", phrase: "final assistant|last assistant|final block|last block|final message|last message|assistant message|assistant content", near: "cannot|must|should", window: 6},
+	{g: gOrder, name: "message_order", phrase: "final assistant|last assistant|final block|last block|final message|last message|assistant message|assistant content", near: "cannot|must|should|missing|required", window: 6},
 	// Turns of a conversation with tools: "function call turn comes
 	// immediately after a user turn", "the number of function response
 	// parts is equal to the number of function call parts".
-	{g: gParam, name: "message_order", phrase: "user turn|model turn|function call turn|function response turn|function call parts|function response parts"},
-	{g: gParam, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|immediately after", window: 6},
+	{g: gOrder, name: "message_order", phrase: "user turn|model turn|function call turn|function response turn|function call parts|function response parts"},
+	{g: gOrder, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|immediately after|cannot|same turn", window: 6},
+	// Where a system message may stand: "system message must be at the
+	// beginning", "only one system message is allowed".
+	{g: gOrder, name: "message_order", phrase: "system message|system messages|system prompt|system role", near: "must be at|beginning|first|only one|not allowed|cannot", window: 6},
+	// A reasoning model's own output passed back with the history, or
+	// not: "Missing `reasoning_content` field in the assistant message",
+	// "The `reasoning_content` in the thinking mode must be passed back".
+	{g: gOrder, name: "message_order", phrase: "reasoning content|thinking block|thinking blocks|thought signature|thought signatures", near: "must|missing|required|cannot|without", window: 8},
 	// A setting the model cannot take or turn off: "does not support
 	// tools", "cannot both be specified", "Developer instruction is not
 	// enabled for models/gemma-3-27b-it".
 	{g: gParam, name: "not_supported", phrase: "does not support|do not support|doesn t support|don t support"},
 	{g: gParam, name: "not_supported", phrase: "cannot both be|can not both be|mutually exclusive|cannot be used together|cannot be combined|may only be set|can only be set"},
 	{g: gParam, name: "not_supported", phrase: "not enabled for model|not enabled for models|not enabled for this model|not available for this model"},
-	{g: gParam, name: "max_tokens", phrase: "max tokens|max new tokens|max completion tokens|max output tokens|maximum tokens|max tokens to sample", near: "exceed*|must be|maximum|limit|too large|greater|larger|at most|above", window: 6},
+	{g: gParam, name: "max_tokens", phrase: "max tokens|max new tokens|max completion tokens|max output tokens|maximum tokens|max tokens to sample", near: "exceed*|must be|maximum|limit|too large|greater|larger|at most|above", window: 10},
 
 	// Words about the account that name no verdict of their own: where
 	// they appear, words about the request prove nothing.

@@ -121,6 +121,39 @@ func TestVocabularyEdges(t *testing.T) {
 		{"tool calls named alone", 400, msg("Too many tool calls in this conversation"), suspect(classify.ReasonInvalidRequest)},
 		{"403 content blocked", 403, msg("Content blocked: keyword 'kumquat' detected"), permanent(classify.ReasonContentFiltered)},
 		{"detail as an object", 400, `{"detail":{"error":"Violated content safety policy"}}`, permanent(classify.ReasonContentFiltered)},
+		// The eighth held-out set's misses, generalised: a key's own
+		// spending cap and usage beyond a plan; a filter's verdict, a
+		// moderation verdict that names its categories; a maximum length
+		// beside what the request has; AWS's and serde's validation words;
+		// a bound on max_tokens past a long model id; the turns of tool
+		// results, a message missing a field, where a system message may
+		// stand, a reasoning model's output passed back; and under a
+		// server's 5xx, a size stated in numbers and the order of the
+		// messages, which name this request.
+		{"key limit", 403, msg("Key limit exceeded (daily limit)."), systemic(classify.ReasonQuotaExhausted, true)},
+		{"key named beside a limit it does not have", 400, msg("The key has no limit"), suspect(classify.ReasonInvalidRequest)},
+		{"overages", 429, `{"error":{"code":429,"message":"Quota reached. Ask an owner of the project to turn on overages.","status":"RESOURCE_EXHAUSTED"}}`, systemic(classify.ReasonQuotaExhausted, true)},
+		{"filtered by a guard", 403, msg("Prompt filtered by the input guard"), permanent(classify.ReasonContentFiltered)},
+		{"moderation names its categories", 400, msg("Content moderation failed for categories: hate"), permanent(classify.ReasonContentFiltered)},
+		{"moderation that failed names no category", 400, msg("Content moderation failed, try again"), suspect(classify.ReasonInvalidRequest)},
+		{"content policies", 400, msg("This request goes against our content policies"), permanent(classify.ReasonContentFiltered)},
+		{"max length and the actual", 400, msg("input: expected maxLength 2048, actual 4096"), permanent(classify.ReasonContextLength)},
+		{"max length named alone", 400, msg("Set maxLength in the schema"), suspect(classify.ReasonInvalidRequest)},
+		{"failed to satisfy constraint", 400, msg("1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must have length greater than or equal to 1"), permanent(classify.ReasonInvalidRequest)},
+		{"unknown variant", 400, msg("messages[0].role: unknown variant `function`, expected one of `system`, `user`"), permanent(classify.ReasonInvalidRequest)},
+		{"max_tokens bound past a long model id", 400, msg("max_tokens for `meta-llama/llama-4-scout-17b-16e-instruct` must be at most 8192"), permanent(classify.ReasonInvalidRequest)},
+		{"tool results in the same turn", 400, msg("Tool result blocks cannot be mixed with text in the same turn"), permanent(classify.ReasonInvalidRequest)},
+		{"assistant message missing a field", 400, msg("Missing `signature` field in the assistant message at index 2"), permanent(classify.ReasonInvalidRequest)},
+		{"where a system message stands", 400, msg("Only one system message is allowed"), permanent(classify.ReasonInvalidRequest)},
+		{"reasoning content passed back", 400, msg("The `reasoning_content` of the earlier turns must be passed back"), permanent(classify.ReasonInvalidRequest)},
+		{"reasoning passed back", 400, msg("Unable to submit the request: a thought_signature is missing from the history"), permanent(classify.ReasonInvalidRequest)},
+		{"500 size stated in numbers", 500, msg("input exceeds the maximum length of 4096 tokens (current: 5000)"), permanent(classify.ReasonContextLength)},
+		{"500 size without the size", 500, msg("input exceeds the maximum length"), transient(classify.ReasonUpstream5xx, false, 0)},
+		{"500 size with a number only in the code", 500, `{"error":{"message":"prompt is too long","code":500}}`, transient(classify.ReasonUpstream5xx, false, 0)},
+		{"500 order of the messages", 500, msg("Conversation roles must alternate user/assistant/user/assistant"), permanent(classify.ReasonInvalidRequest)},
+		{"500 system message first", 500, `{"error":"system message must be at the beginning"}`, permanent(classify.ReasonInvalidRequest)},
+		{"500 parameter words stay the server's", 500, msg("max_tokens must be at most 4096"), transient(classify.ReasonUpstream5xx, false, 0)},
+		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
