@@ -198,7 +198,8 @@
 //	             resource near exhaust*
 //	quota        quota near exceed/exhaust/limit                             systemic quota_exhausted, provider-wide
 //	account      suspend*, deactivat*, banned; account, organization, team,   systemic account, provider-wide
-//	             workspace or tenant near disabled/inactive/locked/blocked/
+//	             workspace, tenant, your resource/deployment/project near
+//	             disabled/inactive/locked/blocked/
 //	             terminated/closed/deleted/frozen/restricted/not enabled;
 //	             账户已, 封禁
 //	no model     no model(s) followed by loaded/available/running            systemic model_not_found, provider-wide
@@ -241,8 +242,8 @@
 // word such as violated, blocked, flagged, requires or the categories it
 // names: a guardrail service that failed is no verdict) content_filtered;
 // parameter words (invalid schema, schema is invalid, unknown parameter,
-// unknown name, unknown variant, extra inputs, failed to satisfy
-// constraint, not supported, does not support, cannot both be, not
+// unknown name, unknown variant, invalid value at, field invalid, proto is
+// invalid, extra inputs, failed to satisfy constraint, not supported, does not support, cannot both be, not
 // enabled for models, not permitted near key/input/field/parameter, max
 // tokens near exceed/must be/maximum/limit) and words about the order and
 // shape of the messages (must alternate, alternate between, unexpected or

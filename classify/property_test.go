@@ -20,6 +20,7 @@ var accountPhrases = []string{
 	"no models loaded", "model does not exist", "permission denied",
 	"You exceeded your current quota, please check your plan and billing details", "limited to 1000 API calls / month",
 	"used all available credits or reached its monthly spending limit",
+	"Your resource has been temporarily blocked because we detected behavior that may violate our content policy",
 }
 
 // accountBody puts phrase into one of a provider's body shapes, in the

@@ -77,7 +77,7 @@ type term struct {
 const (
 	limitWords   = "exceed*|exhaust*|insufficient|reach*|limit|limits|used up|run out|ran out|out of|over|crossed|depleted|zero|negative|no|not enough|low"
 	planWords    = "upgrade*|paid|purchase*|subscribe*|expired|renew*|buy"
-	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant"
+	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant|your resource|your deployment|your project"
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
 	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled"
 	negations    = "no|not have|don t have|doesn t have|lack*|without"
@@ -204,7 +204,7 @@ var vocabulary = [...]term{
 	{g: gContext, name: "context_length", phrase: "max length|maximum length", near: "actual|exceed*|current|received|given|got|greater|longer|more than", window: 6},
 
 	{g: gParam, name: "schema", phrase: "invalid schema|schema is invalid|invalid json schema|schema invalid"},
-	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|unknown variant|extra inputs|extra forbidden|additional properties are not allowed|failed to satisfy constraint"},
+	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|unknown variant|invalid value at|field invalid|proto is invalid|extra inputs|extra forbidden|additional properties are not allowed|failed to satisfy constraint"},
 	{g: gParam, name: "not_supported", phrase: "not supported|unsupported"},
 	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
 	{g: gOrder, name: "roles_alternate", phrase: "must alternate|alternate between"},

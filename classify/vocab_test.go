@@ -153,6 +153,15 @@ func TestVocabularyEdges(t *testing.T) {
 		{"500 order of the messages", 500, msg("Conversation roles must alternate user/assistant/user/assistant"), permanent(classify.ReasonInvalidRequest)},
 		{"500 system message first", 500, `{"error":"system message must be at the beginning"}`, permanent(classify.ReasonInvalidRequest)},
 		{"500 parameter words stay the server's", 500, msg("max_tokens must be at most 4096"), transient(classify.ReasonUpstream5xx, false, 0)},
+		// The ninth held-out set's misses, generalised: the account's own
+		// resource, deployment or project in a blocked state is the
+		// account's, whatever words of policy come with it; Google's field
+		// validation names a field of the request.
+		{"your project blocked", 403, msg("Your project is blocked after repeated usage policy violations"), systemic(classify.ReasonAccount, true)},
+		{"a project field", 400, msg("The project field is invalid"), suspect(classify.ReasonInvalidRequest)},
+		{"invalid value at a field", 400, msg("Invalid value at 'generation_config.response_mime_type' (TYPE_STRING), xml"), permanent(classify.ReasonInvalidRequest)},
+		{"field invalid", 400, msg("contents[0].parts[0]: [FIELD_INVALID] empty text"), permanent(classify.ReasonInvalidRequest)},
+		{"proto is invalid", 400, msg("The CountTokensRequest proto is invalid"), permanent(classify.ReasonInvalidRequest)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
