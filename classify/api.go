@@ -176,7 +176,9 @@ var byType = map[string]Verdict{
 //     status that rejects a request: not 403, 404 or 5xx), unless the text
 //     also speaks of the account (gMention);
 //  6. the status, then a generic type. A bare rejection (400, 422,
-//     invalid_request_error, 501) is a suspect: permanent, unproven.
+//     invalid_request_error, 501) is a suspect: permanent, unproven;
+//     unless its type says the server failed (server_error, api_error):
+//     then it is the server's, transient.
 func apiVerdict(status int, p problem) Verdict {
 	p.message = plainText(p.message)
 	if v, ok := messageVerdict(p.message); ok {
@@ -231,6 +233,12 @@ func apiVerdict(status int, p problem) Verdict {
 		return proof
 	}
 	v := statusVerdict(status, p)
+	if t, ok := byType[p.typ]; ok && v.Suspect && words == 0 && t.Class == ClassTransient {
+		// A bare rejection whose type says the server failed (Ollama's
+		// 400 "unexpected server status" of type api_error) is the
+		// server's: retried, never Failed on its second sight.
+		return t.with("type:" + p.typ)
+	}
 	if v.Suspect && words != 0 {
 		// Words the account's mention kept from proving still say which
 		// rejection it is.

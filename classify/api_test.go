@@ -23,6 +23,7 @@ const (
 	openAIServerError     = `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`
 	openAIOverloaded      = `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`
 	openAIInvalidValue    = `{"error":{"message":"Invalid value for 'temperature': must be between 0 and 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`
+	openAIInvalidRequest  = `{"error":{"message":"The request was rejected.","type":"invalid_request_error","param":null,"code":"rejected"}}`
 	openAIContentPolicy   = `{"error":{"code":"content_policy_violation","message":"Your request was rejected as a result of our safety system.","param":null,"type":"invalid_request_error"}}`
 	openAIInvalidKey      = `{"error":{"message":"Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
 	openAIModelNotFound   = `{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`
@@ -105,7 +106,8 @@ var apiCases = []struct {
 
 	// Permanent.
 	{"501", reply{501, nil, openAINotImplemented}, suspect(classify.ReasonNotImplemented)},
-	{"400 invalid_request_error", reply{400, nil, openAIInvalidValue}, suspect(classify.ReasonInvalidRequest)},
+	{"400 invalid_request_error", reply{400, nil, openAIInvalidRequest}, suspect(classify.ReasonInvalidRequest)},
+	{"400 a value out of its range", reply{400, nil, openAIInvalidValue}, permanent(classify.ReasonInvalidRequest)},
 	{"413 HTML page (RequestError)", reply{413, h("Content-Type", "text/html"), htmlTooLarge}, permanent(classify.ReasonTooLarge)},
 	{"422 non-OpenAI JSON (RequestError)", reply{422, nil, fastAPI422}, suspect(classify.ReasonInvalidRequest)},
 	{"400 content_policy_violation", reply{400, nil, openAIContentPolicy}, permanent(classify.ReasonContentFiltered)},

@@ -66,7 +66,9 @@
 // 501, x-should-retry: false) is a suspect: Class is ClassPermanent and
 // Suspect is set, and the gate cools the job with its attempt counted,
 // marking it Failed only when the same rejection comes back on the job's
-// next attempt.
+// next attempt. A bare 400 or 422 whose error type says the server failed
+// (server_error, api_error: Ollama's 400 "unexpected server status") is
+// the server's: transient.
 //
 // Default decides by the first matching row, in this order of precedence:
 //
@@ -243,14 +245,17 @@
 // names: a guardrail service that failed is no verdict) content_filtered;
 // parameter words (invalid schema, schema is invalid, unknown parameter,
 // unknown name, unknown variant, invalid value at, field invalid, proto is
-// invalid, extra inputs, failed to satisfy constraint, not supported, does not support, cannot both be, not
+// invalid, extra inputs, failed to satisfy constraint, value must be,
+// valid range, invalid type, expected a string, invalid ... value, a body
+// that is not valid JSON or failed to parse or deserialize, not supported, does not support, cannot both be, not
 // enabled for models, not permitted near key/input/field/parameter, max
 // tokens near exceed/must be/maximum/limit) and words about the order and
 // shape of the messages (must alternate, alternate between, unexpected or
 // last role, must start with a user message, the final or assistant
 // message/block/content near cannot/must/missing, user/model/function call
 // turns, tool calls or results near must be/without/preceding/cannot/same
-// turn, a system message near beginning/first/only one, reasoning content
+// turn, message(s) must contain/include/have, a system message near
+// beginning/first/only one, reasoning content
 // or a thought signature near must/missing/required) invalid_request.
 // Links (http:// and https://) are not
 // read: "json-schema.org" is no organisation.

@@ -206,6 +206,15 @@ var vocabulary = [...]term{
 	{g: gParam, name: "schema", phrase: "invalid schema|schema is invalid|invalid json schema|schema invalid"},
 	{g: gParam, name: "parameter", phrase: "unknown parameter*|unrecognized parameter*|unsupported parameter*|unrecognized request argument*|unknown name|unknown field*|unknown variant|invalid value at|field invalid|proto is invalid|extra inputs|extra forbidden|additional properties are not allowed|failed to satisfy constraint"},
 	{g: gParam, name: "not_supported", phrase: "not supported|unsupported"},
+	// A value the API's validation rejects: "'temperature' : value must be
+	// a number", "the valid range of max_tokens is [1, 8192]", "invalid
+	// type: sequence, expected a string", "invalid reasoning value".
+	{g: gParam, name: "parameter", phrase: "value must be|valid range|must be one of|expected one of|invalid type|expected a string|expected a number|expected an object|expected an array"},
+	{g: gParam, name: "parameter", phrase: "invalid", after: "value|values", window: 3},
+	// A body that is not JSON the API can read: "The request body is not
+	// valid JSON", "Failed to parse the request body as JSON", "Failed to
+	// deserialize the JSON body".
+	{g: gParam, name: "malformed_body", phrase: "not valid json|invalid json|malformed json|failed to deserialize|failed to parse the request body|failed to parse request body"},
 	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
 	{g: gOrder, name: "roles_alternate", phrase: "must alternate|alternate between"},
 	// The order of the messages: "Expected last role User or Tool",
@@ -222,6 +231,9 @@ var vocabulary = [...]term{
 	// parts is equal to the number of function call parts".
 	{g: gOrder, name: "message_order", phrase: "user turn|model turn|function call turn|function response turn|function call parts|function response parts"},
 	{g: gOrder, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|immediately after|cannot|same turn", window: 6},
+	// What the messages must hold: "Each message must have at least one
+	// content element", "'messages' must contain the word 'json'".
+	{g: gOrder, name: "message_order", phrase: "message|messages", after: "must contain|must include|must have|must not be empty", window: 2},
 	// Where a system message may stand: "system message must be at the
 	// beginning", "only one system message is allowed".
 	{g: gOrder, name: "message_order", phrase: "system message|system messages|system prompt|system role", near: "must be at|beginning|first|only one|not allowed|cannot", window: 6},
