@@ -246,8 +246,10 @@
 // parameter words (invalid schema, schema is invalid, unknown parameter,
 // unknown name, unknown variant, invalid value at, field invalid, proto is
 // invalid, extra inputs, failed to satisfy constraint, value must be,
-// valid range, invalid type, expected a string, invalid ... value, a body
-// that is not valid JSON or failed to parse or deserialize, not supported, does not support, cannot both be, not
+// valid range, invalid type, expected a string, invalid ... value, must
+// be a boolean/an integer/..., cannot determine type, supports at most, a
+// body or request that is not valid JSON or failed to parse or
+// deserialize, not supported, does not support, cannot both be, not
 // enabled for models, not permitted near key/input/field/parameter, max
 // tokens near exceed/must be/maximum/limit) and words about the order and
 // shape of the messages (must alternate, alternate between, unexpected or

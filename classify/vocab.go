@@ -211,10 +211,15 @@ var vocabulary = [...]term{
 	// type: sequence, expected a string", "invalid reasoning value".
 	{g: gParam, name: "parameter", phrase: "value must be|valid range|must be one of|expected one of|invalid type|expected a string|expected a number|expected an object|expected an array"},
 	{g: gParam, name: "parameter", phrase: "invalid", after: "value|values", window: 3},
+	// A value of the wrong type or over a stated count: "stream must be a
+	// boolean", "Cannot determine type of 'item'", "supports at most 1
+	// image per prompt".
+	{g: gParam, name: "parameter", phrase: "must be", after: "a boolean|an integer|a string|a number|an array|an object|a list", window: 1},
+	{g: gParam, name: "parameter", phrase: "cannot determine type|could not determine type|unable to determine type|supports at most|accepts at most|allows at most"},
 	// A body that is not JSON the API can read: "The request body is not
 	// valid JSON", "Failed to parse the request body as JSON", "Failed to
 	// deserialize the JSON body".
-	{g: gParam, name: "malformed_body", phrase: "not valid json|invalid json|malformed json|failed to deserialize|failed to parse the request body|failed to parse request body"},
+	{g: gParam, name: "malformed_body", phrase: "not valid json|invalid json|malformed json|failed to deserialize|failed to parse the request body|failed to parse request body|failed to parse request"},
 	{g: gParam, name: "not_permitted", phrase: "not permitted", near: "key|keys|input|inputs|field|fields|parameter*|argument*|propert*", window: 4},
 	{g: gOrder, name: "roles_alternate", phrase: "must alternate|alternate between"},
 	// The order of the messages: "Expected last role User or Tool",

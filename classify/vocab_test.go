@@ -178,6 +178,13 @@ func TestVocabularyEdges(t *testing.T) {
 		{"400 whose type says the server failed", 400, `{"error":{"message":"runner process has terminated","type":"api_error","param":null,"code":null}}`, transient(classify.ReasonUpstream5xx, false, 0)},
 		{"400 of a server type, words the account keeps from proving", 400, `{"error":{"message":"Your plan does not support tools","type":"api_error","param":null,"code":null}}`, suspect(classify.ReasonInvalidRequest)},
 		{"400 of a server type with proof", 400, `{"error":{"message":"registry.ollama.ai/library/m does not support tools","type":"api_error","param":null,"code":null}}`, permanent(classify.ReasonInvalidRequest)},
+		// The eleventh held-out set's misses, generalised: a value of the
+		// wrong type or over a stated count; a request that fails to parse.
+		{"must be a boolean", 400, msg("logprobs must be a boolean"), permanent(classify.ReasonInvalidRequest)},
+		{"must be named alone", 400, msg("The request must be retried"), suspect(classify.ReasonInvalidRequest)},
+		{"cannot determine type", 400, msg("Could not determine type of input[2]"), permanent(classify.ReasonInvalidRequest)},
+		{"supports at most", 400, msg("This model accepts at most 4 audio inputs"), permanent(classify.ReasonInvalidRequest)},
+		{"failed to parse request", 400, msg("Failed to parse request: EOF while reading"), permanent(classify.ReasonInvalidRequest)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
