@@ -263,6 +263,11 @@ func requestGroups(status int) []group {
 	switch {
 	case status == http.StatusForbidden || status == http.StatusNotFound:
 		return contentGroups
+	case status == http.StatusTooManyRequests:
+		// Token counts and limits under a 429 are a rate's ("Too many
+		// tokens, please wait", "input tokens per minute"), not the
+		// request's size or parameters.
+		return rateRequestGroups
 	case status >= 500:
 		return serverRequestGroups
 	}
@@ -272,6 +277,7 @@ func requestGroups(status int) []group {
 var (
 	allRequestGroups    = []group{gContent, gContext, gParam, gOrder}
 	serverRequestGroups = []group{gContent, gContext, gOrder}
+	rateRequestGroups   = []group{gContent, gOrder}
 	contentGroups       = []group{gContent}
 )
 

@@ -109,7 +109,7 @@ var apiCases = []struct {
 	{"400 invalid_request_error", reply{400, nil, openAIInvalidRequest}, suspect(classify.ReasonInvalidRequest)},
 	{"400 a value out of its range", reply{400, nil, openAIInvalidValue}, permanent(classify.ReasonInvalidRequest)},
 	{"413 HTML page (RequestError)", reply{413, h("Content-Type", "text/html"), htmlTooLarge}, permanent(classify.ReasonTooLarge)},
-	{"422 non-OpenAI JSON (RequestError)", reply{422, nil, fastAPI422}, suspect(classify.ReasonInvalidRequest)},
+	{"422 non-OpenAI JSON (RequestError)", reply{422, nil, fastAPI422}, permanent(classify.ReasonInvalidRequest)},
 	{"400 content_policy_violation", reply{400, nil, openAIContentPolicy}, permanent(classify.ReasonContentFiltered)},
 	// A proof code fails the job whatever the status, unless the account
 	// vocabulary says the account is at fault: the server's own statuses

@@ -83,6 +83,13 @@ type rpcDetail struct {
 // says nothing.
 func parseBody(b []byte) (p problem) {
 	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] != '<' && !json.Valid(b) {
+		// A body in plain text is the server's message ("[{'loc': ('body',
+		// 'user'), 'msg': 'extra fields not permitted'}]", "server is
+		// overloaded"); a page (HTML, XML) is not.
+		p.message = string(b)
+		return p
+	}
 	if len(b) > 0 && b[0] == '[' {
 		var list []json.RawMessage
 		if json.Unmarshal(b, &list) != nil || len(list) == 0 {

@@ -57,7 +57,11 @@
 // Xinference answers it) and the order of the messages ("system message
 // must be at the beginning", Ollama's) are proof: servers answer their
 // validation errors so, while parameter words there may be the server's
-// own trouble. Words about money, keys, accounts, budgets and models win over
+// own trouble. Under a 429 only content verdicts and the order of the
+// messages are proof: token counts and limits there are a rate's ("Too
+// many tokens, please wait"). A body in plain text is read as the
+// message; a page (HTML) is not. Words about money, keys, accounts,
+// budgets and models win over
 // them, whatever the status: a job is never Failed for those, and where
 // the text speaks of the account at all (account, organisation, plan,
 // tier, billing, quota, credits, permission, region...) words prove
@@ -249,7 +253,10 @@
 // valid range, invalid type, expected a string, invalid ... value, must
 // be a boolean/an integer/..., cannot determine type, supports at most, a
 // body or request that is not valid JSON or failed to parse or
-// deserialize, not supported, does not support, cannot both be, not
+// deserialize, the idioms of a field's validation (is required, must not
+// be empty, must be greater than, must be valid, is not a valid, invalid
+// field(s), cannot be used with, a range that should be...), not
+// supported, does not support, cannot both be, not
 // enabled for models, not permitted near key/input/field/parameter, max
 // tokens near exceed/must be/maximum/limit) and words about the order and
 // shape of the messages (must alternate, alternate between, unexpected or

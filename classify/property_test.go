@@ -128,7 +128,8 @@ var requestPhrases = []struct {
 // parameter words under every status that rejects a request (not 403 nor
 // 404, where the verdict stays what it was: never Failed at once), and
 // under a server's 5xx a size stated in numbers and the order of the
-// messages only.
+// messages only; under a 429 the order of the messages only, since token
+// counts and limits there are a rate's.
 func TestRequestProofFailsAtOnce(t *testing.T) {
 	types := []string{"invalid_request_error", "BadRequestError", "", "error", "E_UNKNOWN"}
 	n := 0
@@ -142,8 +143,10 @@ func TestRequestProofFailsAtOnce(t *testing.T) {
 				code := fmt.Sprintf("E%04d", (status*31+i*7+shape)%10000)
 				body := accountBody(shape, rp.phrase, code, typ, "Please check and try again.")
 				v := classify.Default(&classify.HTTPError{StatusCode: status, Body: body})
+				order := rp.server && rp.reason == classify.ReasonInvalidRequest
 				proof := rp.reason == classify.ReasonContentFiltered ||
-					(status != http.StatusForbidden && status != http.StatusNotFound && (status < 500 || rp.server))
+					(status != http.StatusForbidden && status != http.StatusNotFound && (status < 500 || rp.server) &&
+						(status != http.StatusTooManyRequests || order))
 				switch {
 				case proof && (v.Class != classify.ClassPermanent || v.Suspect || v.Reason != rp.reason):
 					t.Fatalf("status %d, body %s: %+v, want Failed at once (%s)", status, body, v, rp.reason)

@@ -170,7 +170,10 @@ var vocabulary = [...]term{
 	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
 
 	{g: gModel, name: "model", phrase: "model|models", after: modelMissing, window: 8},
-	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model"},
+	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model|not a valid model"},
+	// A model named against a list or as missing is the deployment's
+	// choice of models, not this request's words: "model must be one of".
+	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of", window: 2},
 	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
 
 	{g: gAccess, name: "permission", phrase: "permission*"},
@@ -216,6 +219,13 @@ var vocabulary = [...]term{
 	// image per prompt".
 	{g: gParam, name: "parameter", phrase: "must be", after: "a boolean|an integer|a string|a number|an array|an object|a list", window: 1},
 	{g: gParam, name: "parameter", phrase: "cannot determine type|could not determine type|unable to determine type|supports at most|accepts at most|allows at most"},
+	// The idioms of an API's validation of a named field: "contents.parts
+	// must not be empty", "Content length must be greater than 0",
+	// "tools.function.parameters is not a valid ... json schema",
+	// "message[3].content[2] has invalid field(s)", "cannot be used with
+	// reasoning.effort", "Range of max_tokens should be [1, 8192]".
+	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
+	{g: gParam, name: "validation", phrase: "range", near: "should be|must be", window: 4},
 	// A body that is not JSON the API can read: "The request body is not
 	// valid JSON", "Failed to parse the request body as JSON", "Failed to
 	// deserialize the JSON body".
