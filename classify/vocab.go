@@ -112,6 +112,9 @@ var vocabulary = [...]term{
 	{g: gOverload, name: "capacity", phrase: "capacity", near: "over|out of|at|exceed*|insufficient|no|reached", window: 2},
 	{g: gOverload, name: "busy", phrase: "busy", near: "server*|too|engine|system", window: 2},
 	{g: gOverload, name: "temporarily_unavailable", phrase: "temporarily unavailable"},
+	// A gateway with no deployment of the model able to serve now
+	// ("There are no healthy deployments for this model").
+	{g: gOverload, name: "no_deployment", phrase: "no healthy deployment*"},
 
 	{g: gMoney, name: "billing", phrase: "billing"},
 	{g: gMoney, name: "payment", phrase: "payment*"},
@@ -173,7 +176,7 @@ var vocabulary = [...]term{
 	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model|not a valid model"},
 	// A model named against a list or as missing is the deployment's
 	// choice of models, not this request's words: "model must be one of".
-	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of", window: 2},
+	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of|is not valid|not valid", window: 2},
 	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
 
 	{g: gAccess, name: "permission", phrase: "permission*"},
@@ -224,7 +227,7 @@ var vocabulary = [...]term{
 	// "tools.function.parameters is not a valid ... json schema",
 	// "message[3].content[2] has invalid field(s)", "cannot be used with
 	// reasoning.effort", "Range of max_tokens should be [1, 8192]".
-	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
+	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
 	{g: gParam, name: "validation", phrase: "range", near: "should be|must be", window: 4},
 	// A body that is not JSON the API can read: "The request body is not
 	// valid JSON", "Failed to parse the request body as JSON", "Failed to

@@ -205,6 +205,18 @@ func TestVocabularyEdges(t *testing.T) {
 		{"429 too many tokens", 429, `{"message":"Too many tokens, please wait before trying again."}`, transient(classify.ReasonRateLimited, true, 0)},
 		{"429 tokens over a limit", 429, msg("max_tokens would exceed the limit of 4096 output tokens"), transient(classify.ReasonRateLimited, true, 0)},
 		{"429 order of the messages", 429, msg("Unexpected role 'user' after role 'tool'"), permanent(classify.ReasonInvalidRequest)},
+		// The thirteenth held-out set's misses, generalised: pattern and
+		// pydantic validation, a value that is not valid, a setting a model
+		// cannot configure; a gateway without a healthy deployment is
+		// busy, never a rejection of the request.
+		{"does not match a pattern", 400, msg("'my tool' does not match '^[a-z_]+$' - 'tools.0.name'"), permanent(classify.ReasonInvalidRequest)},
+		{"input should be", 400, msg("messages.0.content: Input should be a valid string"), permanent(classify.ReasonInvalidRequest)},
+		{"is not valid", 400, msg("The provided audio is not valid."), permanent(classify.ReasonInvalidRequest)},
+		{"model is not valid", 400, msg("The model name is not valid for this endpoint"), systemic(classify.ReasonModelNotFound, false)},
+		{"not configurable", 400, msg("temperature is not configurable for this model"), permanent(classify.ReasonInvalidRequest)},
+		{"cannot be configured", 400, msg("reasoning effort cannot be configured for this model"), permanent(classify.ReasonInvalidRequest)},
+		{"model not valid", 400, msg("Model not valid: gpt-5-nano"), systemic(classify.ReasonModelNotFound, false)},
+		{"no healthy deployments", 400, msg("There are no healthy deployments for this model"), transient(classify.ReasonOverloaded, true, 0)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
