@@ -20,6 +20,8 @@ import (
 //	{"code","error":"message"}                                           xAI
 //	{"code","message"}                                                   Alibaba Model Studio (DashScope)
 //	{"errors":[{"code","message"}]}                                      Cloudflare's v4 API
+//	{"errors":[{"description"}]}                                         Writer
+//	{"error":{"message","param":"a sentence"}}                           a gateway: the sentence is read too
 //	{"__type","message"}                                                 AWS JSON (also x-amzn-ErrorType)
 //	{"detail":"message"}                                                 FastAPI servers
 //	{"detail":[{"type","loc","msg"}]}, also as "message"                 FastAPI validation (Mistral's 422)
@@ -67,6 +69,13 @@ type wireError struct {
 	AWSType    json.RawMessage `json:"__type"`
 	Detail     json.RawMessage `json:"detail"`
 	Metadata   json.RawMessage `json:"metadata"`
+	// Description is a message under another name (Writer:
+	// {"errors":[{"description":"Invalid value for 'tool_choice': ..."}]}).
+	Description json.RawMessage `json:"description"`
+	// Param names the field; a gateway puts its sentence there behind a
+	// message that says nothing ({"message":"Param Incorrect","param":
+	// "max_tokens is too large: ..."}).
+	Param json.RawMessage `json:"param"`
 }
 
 // rpcDetail is one entry of google.rpc.Status.details.
@@ -144,6 +153,12 @@ func parseBody(b []byte) (p problem) {
 		p.message = s
 	} else if p.message == "" {
 		p.message = objectMessage(top.Detail) // LiteLLM: {"detail":{"error":"Violated content safety policy"}}
+	}
+	if p.message == "" {
+		p.message, _ = jsonString(e.Description)
+	}
+	if param, _ := jsonString(e.Param); strings.Contains(param, " ") {
+		p.message += " " + param
 	}
 	if p.message == "" {
 		// FastAPI's validation errors: a list under "detail", at the top

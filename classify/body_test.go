@@ -97,6 +97,18 @@ func TestDefaultBodyShapes(t *testing.T) {
 			transient(classify.ReasonRateLimited, true, 0)},
 		{"message table ignores surrounding space", 400, `{"error":{"message":"  Your credit balance is too low.  "}}`,
 			systemic(classify.ReasonQuotaExhausted, true)},
+		// Writer names its message "description"; a gateway puts its
+		// sentence in "param" behind a message that says nothing. A
+		// message wins over a description, and a param that is one word
+		// is a field's name, never read (fourteenth held-out set).
+		{"Writer description", 400, `{"tpe":"fail.input.generic","errors":[{"description":"Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.","key":"fail.input.generic","extras":null}],"extras":null}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"message wins over a description", 400, `{"error":{"message":"Your credit balance is too low","description":"invalid value for tool_choice"}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"param holding a sentence", 400, `{"error":{"message":"Param Incorrect","type":"upstream_error","param":"max_tokens is too large: 1048576. This model supports at most 131072 completion tokens.","code":"400"}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"param naming a field is not read", 400, `{"error":{"message":"Bad request","param":"billing"}}`,
+			suspect(classify.ReasonInvalidRequest)},
 		{"numeric code outside the status range", 0, `{"error":{"message":"x","code":700}}`, transient(classify.ReasonUnknown, false, 0)},
 		{"fractional numeric code", 0, `{"error":{"message":"x","code":429.5}}`, transient(classify.ReasonUnknown, false, 0)},
 	}

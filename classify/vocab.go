@@ -142,6 +142,8 @@ var vocabulary = [...]term{
 	// refills (Vertex's "Resource has been exhausted (e.g. check
 	// quota)"): a rate named beside it wins.
 	{g: gQuota, name: "quota", phrase: "quota*", near: limitWords, window: 4},
+	// A quota that "will reset after 8h44m7s" is spent until then.
+	{g: gQuota, name: "quota", phrase: "quota", after: "reset*", window: 2},
 	{g: gMoney, name: "plan", phrase: "plan", near: planWords, window: 4},
 	{g: gMoney, name: "subscription", phrase: "subscription*", near: planWords + "|inactive|not active", window: 4},
 	{g: gMoney, name: "tier", phrase: "tier", near: planWords, window: 4},
@@ -227,8 +229,11 @@ var vocabulary = [...]term{
 	// "tools.function.parameters is not a valid ... json schema",
 	// "message[3].content[2] has invalid field(s)", "cannot be used with
 	// reasoning.effort", "Range of max_tokens should be [1, 8192]".
-	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
+	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|did not match|validation failed|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
 	{g: gParam, name: "validation", phrase: "range", near: "should be|must be", window: 4},
+	// A value the model takes alone: "Only a tool_choice of 'auto' is
+	// supported for this model".
+	{g: gParam, name: "validation", phrase: "only", after: "is supported|are supported", window: 6},
 	// A body that is not JSON the API can read: "The request body is not
 	// valid JSON", "Failed to parse the request body as JSON", "Failed to
 	// deserialize the JSON body".

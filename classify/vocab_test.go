@@ -217,6 +217,13 @@ func TestVocabularyEdges(t *testing.T) {
 		{"cannot be configured", 400, msg("reasoning effort cannot be configured for this model"), permanent(classify.ReasonInvalidRequest)},
 		{"model not valid", 400, msg("Model not valid: gpt-5-nano"), systemic(classify.ReasonModelNotFound, false)},
 		{"no healthy deployments", 400, msg("There are no healthy deployments for this model"), transient(classify.ReasonOverloaded, true, 0)},
+		// The fourteenth held-out set's misses, generalised.
+		{"did not match", 400, msg("parameters for tool HassTurnOff did not match schema"), permanent(classify.ReasonInvalidRequest)},
+		{"validation failed", 400, msg("request validation failed: messages[2]"), permanent(classify.ReasonInvalidRequest)},
+		{"only one value is supported", 400, msg("Only a tool_choice of 'auto' is supported for this model."), permanent(classify.ReasonInvalidRequest)},
+		{"only some inputs are supported", 400, msg("Only text and image inputs are supported"), permanent(classify.ReasonInvalidRequest)},
+		{"quota will reset", 429, msg("You have exhausted your capacity on this model. Your quota will reset after 8h44m7s."), systemic(classify.ReasonQuotaExhausted, true)},
+		{"quota resets", 429, msg("Daily quota resets at midnight Pacific time"), systemic(classify.ReasonQuotaExhausted, true)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
