@@ -224,6 +224,16 @@ func TestVocabularyEdges(t *testing.T) {
 		{"only some inputs are supported", 400, msg("Only text and image inputs are supported"), permanent(classify.ReasonInvalidRequest)},
 		{"quota will reset", 429, msg("You have exhausted your capacity on this model. Your quota will reset after 8h44m7s."), systemic(classify.ReasonQuotaExhausted, true)},
 		{"quota resets", 429, msg("Daily quota resets at midnight Pacific time"), systemic(classify.ReasonQuotaExhausted, true)},
+		// The fifteenth set's misses: a size over a limit stated in units.
+		{"image exceeds MB", 400, msg("messages.58.content.2.image.source.base64: image exceeds 5 MB maximum: 6500712 bytes > 5242880 bytes"), permanent(classify.ReasonInvalidRequest)},
+		{"image dimensions exceed", 400, msg("At least one of the image dimensions exceed max allowed size for many-image requests: 2000 pixels"), permanent(classify.ReasonInvalidRequest)},
+		{"file exceeds KB", 400, msg("file exceeds 512 KB"), permanent(classify.ReasonInvalidRequest)},
+		{"audio exceeds GB", 400, msg("audio exceeds the allowed 1 GB"), permanent(classify.ReasonInvalidRequest)},
+		{"payload exceeds bytes", 400, msg("payload exceeds 1048576 bytes"), permanent(classify.ReasonInvalidRequest)},
+		{"width exceeds pixels", 400, msg("width exceeds 8000 pixels"), permanent(classify.ReasonInvalidRequest)},
+		{"a unit too far from exceed", 400, msg("Deadline exceeded while uploading part 5 MB"), suspect(classify.ReasonInvalidRequest)},
+		{"storage over a quota in units", 400, msg("Storage exceeded 5 GB quota"), systemic(classify.ReasonQuotaExhausted, true)},
+		{"size words under a 429", 429, msg("image exceeds 5 MB maximum"), transient(classify.ReasonRateLimited, true, 0)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
