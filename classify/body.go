@@ -22,6 +22,7 @@ import (
 //	{"errors":[{"code","message"}]}                                      Cloudflare's v4 API
 //	{"errors":[{"description"}]}                                         Writer
 //	{"error":{"message","param":"a sentence"}}                           a gateway: the sentence is read too
+//	{"error":{"message","cause":"{provider body}"}}                       a gateway: the provider's body decides
 //	{"__type","message"}                                                 AWS JSON (also x-amzn-ErrorType)
 //	{"detail":"message"}                                                 FastAPI servers
 //	{"detail":[{"type","loc","msg"}]}, also as "message"                 FastAPI validation (Mistral's 422)
@@ -76,6 +77,9 @@ type wireError struct {
 	// message that says nothing ({"message":"Param Incorrect","param":
 	// "max_tokens is too large: ..."}).
 	Param json.RawMessage `json:"param"`
+	// Cause is a gateway's copy of the provider's body, as a string behind
+	// a message of its own ({"message":"模型服务调用失败","cause":"{...}"}).
+	Cause json.RawMessage `json:"cause"`
 }
 
 // rpcDetail is one entry of google.rpc.Status.details.
@@ -122,7 +126,12 @@ func parseBody(b []byte) (p problem) {
 			e = &inner
 		}
 	}
-	if raw, ok := openRouterRaw(e.Metadata); ok {
+	raw, ok := openRouterRaw(e.Metadata)
+	if !ok {
+		raw, _ = jsonString(e.Cause)
+		ok = strings.HasPrefix(strings.TrimSpace(raw), "{")
+	}
+	if ok {
 		// OpenRouter's "Provider returned error" says nothing; the
 		// provider's own body, kept in metadata.raw, says what happened.
 		if q := parseBody([]byte(raw)); q.typ != "" || q.code != "" || q.message != "" {

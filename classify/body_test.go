@@ -109,6 +109,13 @@ func TestDefaultBodyShapes(t *testing.T) {
 			permanent(classify.ReasonInvalidRequest)},
 		{"param naming a field is not read", 400, `{"error":{"message":"Bad request","param":"billing"}}`,
 			suspect(classify.ReasonInvalidRequest)},
+		// A gateway's own message with the provider's body as a string
+		// in "cause": the provider's body decides, as OpenRouter's raw
+		// does; a cause that is not a body is not read (sixteenth set).
+		{"cause holding the provider's body", 400, `{"error":{"cause":"\n{\"error\":{\"message\":\"Unsupported value: 'temperature' does not support 0.1 with this model.\",\"type\":\"invalid_request_error\",\"param\":\"temperature\",\"code\":\"unsupported_value\"}}","code":400,"message":"模型服务调用失败","status":"FAILED_RESPONSE"}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		{"cause that is not a body", 400, `{"error":{"cause":"upstream said: Your credit balance is too low","message":"call failed"}}`,
+			suspect(classify.ReasonInvalidRequest)},
 		{"numeric code outside the status range", 0, `{"error":{"message":"x","code":700}}`, transient(classify.ReasonUnknown, false, 0)},
 		{"fractional numeric code", 0, `{"error":{"message":"x","code":429.5}}`, transient(classify.ReasonUnknown, false, 0)},
 	}

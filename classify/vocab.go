@@ -229,7 +229,7 @@ var vocabulary = [...]term{
 	// "tools.function.parameters is not a valid ... json schema",
 	// "message[3].content[2] has invalid field(s)", "cannot be used with
 	// reasoning.effort", "Range of max_tokens should be [1, 8192]".
-	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|did not match|validation failed|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
+	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|did not match|validation failed|not an allowed value|only allowed when|only allowed if|only allowed with|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
 	{g: gParam, name: "validation", phrase: "range", near: "should be|must be", window: 4},
 	// A size over a stated limit in units: "image exceeds 5 MB maximum",
 	// "the image dimensions exceed max allowed size ... 2000 pixels".

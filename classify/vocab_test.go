@@ -234,6 +234,11 @@ func TestVocabularyEdges(t *testing.T) {
 		{"a unit too far from exceed", 400, msg("Deadline exceeded while uploading part 5 MB"), suspect(classify.ReasonInvalidRequest)},
 		{"storage over a quota in units", 400, msg("Storage exceeded 5 GB quota"), systemic(classify.ReasonQuotaExhausted, true)},
 		{"size words under a 429", 429, msg("image exceeds 5 MB maximum"), transient(classify.ReasonRateLimited, true, 0)},
+		// The sixteenth set's misses.
+		{"not an allowed value", 422, `{"detail":[{"loc":["body","messages",2,"content"],"msg":"none is not an allowed value","type":"type_error.none.not_allowed"}]}`, permanent(classify.ReasonInvalidRequest)},
+		{"only allowed when", 400, msg("The 'metadata' parameter is only allowed when 'store' is enabled."), permanent(classify.ReasonInvalidRequest)},
+		{"only allowed if", 400, msg("logprobs is only allowed if stream is false"), permanent(classify.ReasonInvalidRequest)},
+		{"only allowed with", 400, msg("top_k is only allowed with the messages API"), permanent(classify.ReasonInvalidRequest)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
