@@ -170,6 +170,9 @@ var vocabulary = [...]term{
 	{g: gAccount, name: "suspended", phrase: "suspend*"},
 	{g: gAccount, name: "deactivated", phrase: "deactivat*"},
 	{g: gAccount, name: "banned", phrase: "banned"},
+	// Bedrock's ValidationException "Operation not allowed": the account
+	// is blocked from invoking models, whatever the request.
+	{g: gAccount, name: "operation_not_allowed", phrase: "operation not allowed"},
 	{g: gAccount, name: "account_state", phrase: accountNouns, near: accountState, window: 8},
 
 	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
@@ -178,11 +181,11 @@ var vocabulary = [...]term{
 	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model|not a valid model"},
 	// A model named against a list or as missing is the deployment's
 	// choice of models, not this request's words: "model must be one of".
-	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of|is not valid|not valid", window: 2},
+	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of|is not valid|not valid|is invalid", window: 2},
 	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
 
 	{g: gAccess, name: "permission", phrase: "permission*"},
-	{g: gAccess, name: "access_denied", phrase: "access denied|denied access|access is denied"},
+	{g: gAccess, name: "access_denied", phrase: "access denied|denied access|access is denied|not allowed to access|not permitted to access"},
 	{g: gAccess, name: "no_access", phrase: "access", near: negations, window: 3},
 	{g: gAccess, name: "not_authorized", phrase: "not authori?ed"},
 	{g: gAccess, name: "verification", phrase: "verif*", near: accountNouns + "|identity", window: 4},
@@ -229,7 +232,7 @@ var vocabulary = [...]term{
 	// "tools.function.parameters is not a valid ... json schema",
 	// "message[3].content[2] has invalid field(s)", "cannot be used with
 	// reasoning.effort", "Range of max_tokens should be [1, 8192]".
-	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|did not match|validation failed|not an allowed value|only allowed when|only allowed if|only allowed with|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
+	{g: gParam, name: "validation", phrase: "is required|are required|required field|field required|must not be empty|cannot be empty|can not be empty|should not be empty|must be non empty|must be at least|must be at most|must be greater than|must be less than|must be between|should be between|should be one of|must be valid|is not a valid|not a valid|is not valid|input should be|does not match|did not match|validation failed|not an allowed value|invalid base64|only allowed when|only allowed if|only allowed with|not configurable|cannot be configured|invalid field|invalid fields|cannot be used with|can not be used with|not compatible with|incompatible with"},
 	{g: gParam, name: "validation", phrase: "range", near: "should be|must be", window: 4},
 	// A size over a stated limit in units: "image exceeds 5 MB maximum",
 	// "the image dimensions exceed max allowed size ... 2000 pixels".
@@ -256,7 +259,7 @@ var vocabulary = [...]term{
 	// immediately after a user turn", "the number of function response
 	// parts is equal to the number of function call parts".
 	{g: gOrder, name: "message_order", phrase: "user turn|model turn|function call turn|function response turn|function call parts|function response parts"},
-	{g: gOrder, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|immediately after|cannot|same turn", window: 6},
+	{g: gOrder, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|previous|immediately after|cannot|same turn", window: 6},
 	// What the messages must hold: "Each message must have at least one
 	// content element", "'messages' must contain the word 'json'".
 	{g: gOrder, name: "message_order", phrase: "message|messages", after: "must contain|must include|must have|must not be empty", window: 2},

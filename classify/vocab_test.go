@@ -239,6 +239,17 @@ func TestVocabularyEdges(t *testing.T) {
 		{"only allowed when", 400, msg("The 'metadata' parameter is only allowed when 'store' is enabled."), permanent(classify.ReasonInvalidRequest)},
 		{"only allowed if", 400, msg("logprobs is only allowed if stream is false"), permanent(classify.ReasonInvalidRequest)},
 		{"only allowed with", 400, msg("top_k is only allowed with the messages API"), permanent(classify.ReasonInvalidRequest)},
+		// The seventeenth set's misses: Bedrock's account block (it
+		// Failed a job on its second sight), base64 the API cannot read,
+		// a tool turn without a previous call (proof under a 5xx too, as
+		// the order of the messages is), a key kept from one model, a
+		// model the API calls invalid.
+		{"operation not allowed", 400, `{"code":"invalid_param","message":"ValidationException: Operation not allowed","status":400}`, systemic(classify.ReasonAccount, true)},
+		{"invalid base64", 400, msg("messages.2.content.0.tool_result.content.0.image.source.base64: invalid base64 data"), permanent(classify.ReasonInvalidRequest)},
+		{"tool role without a previous call", 500, `{"object":"error","message":"Internal server error: Message has tool role, but there was no previous assistant message with a tool call!","type":"InternalServerError","param":null,"code":500}`, permanent(classify.ReasonInvalidRequest)},
+		{"key not allowed to access a model", 400, msg("key not allowed to access model. This key can only access models=['gpt-5']"), systemic(classify.ReasonAuth, false)},
+		{"key not permitted to access a model", 400, msg("This key is not permitted to access gpt-5"), systemic(classify.ReasonAuth, false)},
+		{"model is invalid", 400, msg("The model is invalid"), systemic(classify.ReasonModelNotFound, false)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
