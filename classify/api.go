@@ -117,12 +117,15 @@ var byCode = map[string]Verdict{
 	"CONSUMER_SUSPENDED":              vAuthKey,
 	"USER_PROJECT_DENIED":             vAuthKey,
 	"ACCOUNT_STATE_INVALID":           vAuthKey,
-	"BILLING_DISABLED":                vQuota,
-	"RATE_LIMIT_EXCEEDED":             vRateLimited,
-	"RESOURCE_QUOTA_EXCEEDED":         vRateLimited,
-	"LOCATION_POLICY_VIOLATED":        vPermission,
-	"SECURITY_POLICY_VIOLATED":        vPermission,
-	"ORG_RESTRICTION_VIOLATION":       vPermission,
+	// Gemini Code Assist's "Verify your account to continue": no call of
+	// the account passes until it is verified.
+	"VALIDATION_REQUIRED":       vAuthKey,
+	"BILLING_DISABLED":          vQuota,
+	"RATE_LIMIT_EXCEEDED":       vRateLimited,
+	"RESOURCE_QUOTA_EXCEEDED":   vRateLimited,
+	"LOCATION_POLICY_VIOLATED":  vPermission,
+	"SECURITY_POLICY_VIOLATED":  vPermission,
+	"ORG_RESTRICTION_VIOLATION": vPermission,
 }
 
 // byStatus decides when no specific code did.

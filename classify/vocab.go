@@ -115,6 +115,9 @@ var vocabulary = [...]term{
 	// A gateway with no deployment of the model able to serve now
 	// ("There are no healthy deployments for this model").
 	{g: gOverload, name: "no_deployment", phrase: "no healthy deployment*"},
+	// NVIDIA's "DEGRADED function cannot be invoked": the model's
+	// deployment, never the request.
+	{g: gOverload, name: "degraded", phrase: "degraded"},
 
 	{g: gMoney, name: "billing", phrase: "billing"},
 	{g: gMoney, name: "payment", phrase: "payment*"},
@@ -173,6 +176,11 @@ var vocabulary = [...]term{
 	// Bedrock's ValidationException "Operation not allowed": the account
 	// is blocked from invoking models, whatever the request.
 	{g: gAccount, name: "operation_not_allowed", phrase: "operation not allowed"},
+	// OpenAI's "Your access was terminated due to violation of our
+	// policies" (even under a 429), and a key Google blocked as leaked:
+	// every call fails, whatever the request.
+	{g: gAccount, name: "access_terminated", phrase: "access", after: "terminated|revoked", window: 3},
+	{g: gAccount, name: "leaked", phrase: "leaked"},
 	{g: gAccount, name: "account_state", phrase: accountNouns, near: accountState, window: 8},
 
 	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
@@ -259,7 +267,7 @@ var vocabulary = [...]term{
 	// immediately after a user turn", "the number of function response
 	// parts is equal to the number of function call parts".
 	{g: gOrder, name: "message_order", phrase: "user turn|model turn|function call turn|function response turn|function call parts|function response parts"},
-	{g: gOrder, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|must follow|must immediately|without|corresponding|preceding|preceeding|previous|immediately after|cannot|same turn", window: 6},
+	{g: gOrder, name: "message_order", phrase: "tool result*|tool use|tool call*|function call*|function response*", near: "must be|must have|follow|must immediately|without|corresponding|preceding|preceeding|previous|immediately after|cannot|same turn", window: 6},
 	// What the messages must hold: "Each message must have at least one
 	// content element", "'messages' must contain the word 'json'".
 	{g: gOrder, name: "message_order", phrase: "message|messages", after: "must contain|must include|must have|must not be empty", window: 2},

@@ -250,6 +250,16 @@ func TestVocabularyEdges(t *testing.T) {
 		{"key not allowed to access a model", 400, msg("key not allowed to access model. This key can only access models=['gpt-5']"), systemic(classify.ReasonAuth, false)},
 		{"key not permitted to access a model", 400, msg("This key is not permitted to access gpt-5"), systemic(classify.ReasonAuth, false)},
 		{"model is invalid", 400, msg("The model is invalid"), systemic(classify.ReasonModelNotFound, false)},
+		// The eighteenth set's misses: an account Google wants verified,
+		// access OpenAI terminated (under a 429 too), a key blocked as
+		// leaked, a model deployment NVIDIA reports degraded (under a 400:
+		// never a suspect), a tool result that does not follow its call.
+		{"verify your account", 403, `{"error":{"code":403,"message":"Verify your account to continue.","status":"PERMISSION_DENIED","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"VALIDATION_REQUIRED","domain":"cloudcode-pa.googleapis.com"}]}}`, systemic(classify.ReasonAuth, true)},
+		{"access terminated under a 429", 429, msg("Your access was terminated due to violation of our policies, please check your email for more information."), systemic(classify.ReasonAccount, true)},
+		{"access revoked", 400, msg("Your access has been revoked"), systemic(classify.ReasonAccount, true)},
+		{"key reported as leaked", 403, msg("Your API key was reported as leaked. Please use another API key."), systemic(classify.ReasonAccount, true)},
+		{"degraded deployment", 400, `{"status":400,"title":"Bad Request","detail":"Function id '87ea0ddc': DEGRADED function cannot be invoked"}`, transient(classify.ReasonOverloaded, true, 0)},
+		{"tool result does not follow its call", 400, msg("invalid params, tool call result does not follow tool call (2013)"), permanent(classify.ReasonInvalidRequest)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
