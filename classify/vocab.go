@@ -79,7 +79,7 @@ const (
 	planWords    = "upgrade*|paid|purchase*|subscribe*|expired|renew*|buy"
 	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant|your resource|your deployment|your project"
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
-	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled"
+	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled|deprecated"
 	negations    = "no|not have|don t have|doesn t have|lack*|without"
 	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove|categor*"
 )
@@ -191,6 +191,13 @@ var vocabulary = [...]term{
 	// choice of models, not this request's words: "model must be one of".
 	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of|is not valid|not valid|is invalid", window: 2},
 	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
+	// A router with no endpoint to serve the model ("no endpoints
+	// available for this model under your current plan", OpenRouter's "No
+	// endpoints found"): the model's availability, never the request's.
+	{g: gModel, name: "model", phrase: "no endpoint|no endpoints", near: "model|models|found", window: 4},
+	// A retired model named at length ("Model meta.llama-3.1-70b-instruct
+	// 1.0.0 is retired": the id alone is eleven words).
+	{g: gModel, name: "model", phrase: "retired|decommissioned|end of life", near: "model|models", window: 12},
 
 	{g: gAccess, name: "permission", phrase: "permission*"},
 	{g: gAccess, name: "access_denied", phrase: "access denied|denied access|access is denied|not allowed to access|not permitted to access"},

@@ -260,6 +260,17 @@ func TestVocabularyEdges(t *testing.T) {
 		{"key reported as leaked", 403, msg("Your API key was reported as leaked. Please use another API key."), systemic(classify.ReasonAccount, true)},
 		{"degraded deployment", 400, `{"status":400,"title":"Bad Request","detail":"Function id '87ea0ddc': DEGRADED function cannot be invoked"}`, transient(classify.ReasonOverloaded, true, 0)},
 		{"tool result does not follow its call", 400, msg("invalid params, tool call result does not follow tool call (2013)"), permanent(classify.ReasonInvalidRequest)},
+		// The nineteenth set's misses: a model retired, decommissioned or
+		// at its end of life (named at length), deprecated, or with no
+		// endpoint to serve it, under a 400: the model's, never Failed.
+		{"model retired, long id", 400, msg("Model meta.llama-3.1-70b-instruct 1.0.0 is retired"), systemic(classify.ReasonModelNotFound, false)},
+		{"model decommissioned, long id", 400, msg("Model meta.llama-3.1-70b-instruct 1.0.0 has been decommissioned"), systemic(classify.ReasonModelNotFound, false)},
+		{"model end of life, long id", 400, msg("Model llama-3.1-70b 1.0.0 has reached its end of life"), systemic(classify.ReasonModelNotFound, false)},
+		{"models retired", 400, msg("The following models were retired: kimi-latest"), systemic(classify.ReasonModelNotFound, false)},
+		{"model deprecated", 400, msg("The model text-davinci-003 has been deprecated"), systemic(classify.ReasonModelNotFound, false)},
+		{"no endpoints for this model", 400, msg("no endpoints available for this model under your current plan and policies"), systemic(classify.ReasonModelNotFound, false)},
+		{"no endpoints found", 400, msg("No endpoints found that support tool use"), systemic(classify.ReasonModelNotFound, false)},
+		{"no endpoint for these models", 400, msg("no endpoint serves these models"), systemic(classify.ReasonModelNotFound, false)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
