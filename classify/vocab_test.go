@@ -148,6 +148,10 @@ func TestVocabularyEdges(t *testing.T) {
 		{"reasoning content passed back", 400, msg("The `reasoning_content` of the earlier turns must be passed back"), permanent(classify.ReasonInvalidRequest)},
 		{"reasoning passed back", 400, msg("Unable to submit the request: a thought_signature is missing from the history"), permanent(classify.ReasonInvalidRequest)},
 		{"500 size stated in numbers", 500, msg("input exceeds the maximum length of 4096 tokens (current: 5000)"), permanent(classify.ReasonContextLength)},
+		// Every digit is a digit: sizes whose numbers hold only nines and
+		// zeros are numbers too (kills statesNumber's bounds mutated).
+		{"500 size stated in nines", 500, msg("input exceeds the maximum length of 99 tokens (current: 999)"), permanent(classify.ReasonContextLength)},
+		{"500 size stated in zeros", 500, msg("input exceeds the maximum length of 00 tokens (current: 000)"), permanent(classify.ReasonContextLength)},
 		{"500 size without the size", 500, msg("input exceeds the maximum length"), transient(classify.ReasonUpstream5xx, false, 0)},
 		{"500 size with a number only in the code", 500, `{"error":{"message":"prompt is too long","code":500}}`, transient(classify.ReasonUpstream5xx, false, 0)},
 		{"500 order of the messages", 500, msg("Conversation roles must alternate user/assistant/user/assistant"), permanent(classify.ReasonInvalidRequest)},
