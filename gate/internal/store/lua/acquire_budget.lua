@@ -22,7 +22,7 @@
 -- (false: none); admissions budget_admit.lua's reply for each.
 local lease, member = tonumber(ARGV[2]), ARGV[3]
 local tokens, keep, share = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local values, admissions, needs = {}, {}, {}
+local values, admissions, needs, turns = {}, {}, {}, {}
 local first
 -- unread: every upstream is ready and refuses only because none has a
 -- reading yet and one call runs (budget_learned.lua's first).
@@ -34,8 +34,8 @@ for i = 1, (#KEYS - 1) / 3 do
   if tostring(i) == ARGV[8] then
     turn = ARGV[7]
   end
-  local a, need = line_admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share, turn)
-  values[i], admissions[i], needs[i] = v, a, need
+  local a, need, taken = line_admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share, turn)
+  values[i], admissions[i], needs[i], turns[i] = v, a, need, taken
   local ready = not v
   if v then
     local untl = string.match(v, '^[cp]:[^:]*:%d+:(%d+)')
@@ -47,6 +47,9 @@ for i = 1, (#KEYS - 1) / 3 do
   unread = unread and not v and a[1] == 3 and a[6] == 3
 end
 if not first then
+  for i = 1, (#KEYS - 1) / 3 do
+    turn_taken(KEYS[3 * i + 1], turns[i])
+  end
   -- A job held (its call running, its cooldown not over) is refused by
   -- its own state where the upstreams refuse only one more call before
   -- any reading: take's refusal, nothing written.
@@ -60,6 +63,9 @@ if not first then
   return {{2, NOW}, values, admissions}
 end
 local job = take(KEYS[1], ARGV[1], ARGV[2])
+for i = 1, (#KEYS - 1) / 3 do
+  turn_taken(KEYS[3 * i + 1], turns[i])
+end
 local a = admissions[first]
 if job[1] == 1 and member ~= '' and not values[first] and a[1] == 1 then
   reserve(a, needs[first], KEYS[3 * first + 1], member, lease)

@@ -18,7 +18,8 @@
 -- estimate leaves after the calls in flight (and this one, reserved), -1
 -- when not reported. A judged reply ends with one call's refill (ms, 0:
 -- not known): budget_line.lua.
-local a, need = line_admit(KEYS[2], KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] or '')
+local a, need, turn = line_admit(KEYS[2], KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] or '')
+turn_taken(KEYS[3], turn)
 if a[1] == 1 and ARGV[1] ~= '' and not redis.call('GET', KEYS[1]) then
   reserve(a, need, KEYS[3], ARGV[1], tonumber(ARGV[2]))
 end

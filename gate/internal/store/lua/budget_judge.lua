@@ -29,7 +29,9 @@ local function admit(bk, ck, tokens, reserve, share)
       return {0}
     end
   end
-  redis.call('ZREMRANGEBYSCORE', ck, '-inf', NOW)
+  -- (Read only: an acquire's script writes nothing before it takes the
+  -- job, so that Redis's maxmemory refuses the take; a script that wrote
+  -- once may write past maxmemory. Lapsed calls go at the settle.)
   local n, spent = calls(ck)
   -- A call that does not say its tokens costs what calls were learned to
   -- cost (budget_cost.lua), and so do those in flight that did not say.

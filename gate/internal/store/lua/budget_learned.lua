@@ -108,8 +108,7 @@ end
 -- send none: one call at a time, until the first reading (or the first
 -- response without one) settles.
 local function first(ck, tokens)
-  redis.call('ZREMRANGEBYSCORE', ck, '-inf', NOW)
-  if redis.call('ZCARD', ck) > 0 then
+  if #redis.call('ZRANGEBYSCORE', ck, '(' .. NOW, '+inf', 'LIMIT', 0, 1) > 0 then
     return {3, 0, -1, -1, 0, 3}
   end
   return {1, 0, -1, -1, 0, 3}, {r = 1, t = tokens}

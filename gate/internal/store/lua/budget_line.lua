@@ -26,7 +26,18 @@ end
 
 -- line_admit is admit, in line: turn is the reservation of the turn the
 -- caller was given ('' for none). The reply gains the gap (ms) as its
--- fifth item when a budget judged the call.
+-- fifth item when a budget judged the call. A turn found is returned
+-- third: the script removes it (turn_taken) once it took the job, or
+-- gave it up, never before: an acquire writes nothing before its take,
+-- or Redis lets the take past maxmemory.
+-- turn_taken removes the turn line_admit found in the calls ck (nil:
+-- none).
+local function turn_taken(ck, turn)
+  if turn then
+    redis.call('ZREM', ck, turn)
+  end
+end
+
 local function line_admit(bk, ck, tokens, reserve, share, turn)
   local b = budget(bk)
   if not b.r and not b.t then
@@ -35,9 +46,9 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
     return admit(bk, ck, tokens, reserve, share)
   end
   local g = gap(b)
-  if turn ~= '' and redis.call('ZREM', ck, turn) == 1 then
+  if turn ~= '' and redis.call('ZSCORE', ck, turn) then
     -- Its call was reserved with the turn: this reservation replaces it.
-    return {1, 0, -1, -1, g}, {r = 1, t = tokens}
+    return {1, 0, -1, -1, g}, {r = 1, t = tokens}, turn
   end
   local n = 0
   if turn == '' then

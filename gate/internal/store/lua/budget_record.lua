@@ -22,6 +22,9 @@
 if ARGV[1] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[1])
 end
+-- The calls that lapsed (a crashed process's) go here, not where calls
+-- are judged: an acquire writes nothing before it takes its job.
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', NOW)
 local wrote = 0
 for i, p in ipairs(KINDS) do
   local o = 3 + (i - 1) * 4
