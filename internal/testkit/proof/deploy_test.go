@@ -210,25 +210,49 @@ func TestTLSClientCertificates(t *testing.T) {
 }
 
 // A full noeviction Redis: new jobs fail closed with ErrRedisRefused (not
-// ungated, even with FailOpen), and reads still work.
+// ungated, even with FailOpen), and reads still work; whatever the
+// upstream's budget knows (nothing yet, or a reading its provider sent):
+// the acquire's script writes nothing before it takes the job, or Redis
+// would let the take past maxmemory.
 func TestFullRedisFailsClosed(t *testing.T) {
-	s := redistest.FullServer(t)
-	rdb := s.Client(t)
-	g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
-	ctx := context.Background()
-	if _, err := g.Status(ctx, "a"); err != nil {
-		t.Fatalf("status before: %v", err)
-	}
-	s.Fill(t)
-	err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error {
-		t.Error("fn ran while Redis refuses writes")
-		return nil
-	})
-	if !errors.Is(err, gate.ErrRedisRefused) || !redistest.IsOOM(err) {
-		t.Fatalf("acquire on a full Redis: %v, want ErrRedisRefused wrapping OOM", err)
-	}
-	if _, err := g.Status(ctx, "a"); err != nil {
-		t.Fatalf("status on a full Redis: %v", err)
+	for _, tc := range []struct {
+		name string
+		warm func(*gate.Lease)
+	}{
+		{"no reading", nil},
+		{"a reading", func(l *gate.Lease) {
+			now := time.Now()
+			l.ObserveBudget(classify.Budget{At: now,
+				Requests: classify.Quota{Reported: true, Remaining: 99, Limit: 100, Reset: now.Add(time.Minute)}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.FullServer(t)
+			rdb := s.Client(t)
+			g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
+			ctx := context.Background()
+			if tc.warm != nil {
+				// A call that ran (and is still remembered in the calls
+				// in flight until it settles) and left a reading.
+				if err := g.Do(ctx, "warm", func(_ context.Context, l *gate.Lease) error { tc.warm(l); return nil }); err != nil {
+					t.Fatalf("warm-up: %v", err)
+				}
+			}
+			if _, err := g.Status(ctx, "a"); err != nil {
+				t.Fatalf("status before: %v", err)
+			}
+			s.Fill(t)
+			err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error {
+				t.Error("fn ran while Redis refuses writes")
+				return nil
+			})
+			if !errors.Is(err, gate.ErrRedisRefused) || !redistest.IsOOM(err) {
+				t.Fatalf("acquire on a full Redis: %v, want ErrRedisRefused wrapping OOM", err)
+			}
+			if _, err := g.Status(ctx, "a"); err != nil {
+				t.Fatalf("status on a full Redis: %v", err)
+			}
+		})
 	}
 }
 
