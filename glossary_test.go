@@ -33,6 +33,8 @@ var glossaryAllowed = map[string]struct {
 			"ScopeName",             // gateotel: OpenTelemetry's instrumentation scope
 			"instrumentation scope", // the same, in its doc
 			"ACCESS_TOKEN_SCOPE",    // a provider's error code (classify)
+			"issing scope",          // an API key's permissions, in OpenAI's 401 (classify's held-out data)
+			"necessary scopes",      // the same
 		},
 		files: []string{
 			"internal/release/api.go",        // go/types' Scope
