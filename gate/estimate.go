@@ -8,15 +8,18 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// How long a running job will take, for the refusal of a duplicate: the
-// lease's time left says when a crashed run is taken over, not when a live
-// one ends (a 60 s lease for a 5 s call). The durations of the gate's last
-// calls are shared in Redis (keyspace.Calls): a settle sends the ones this
-// Gate settled since its last, its own included, and reads the gate's back
-// in its own round trip (settle.go), so every process that settled a call
-// knows them; a renewal does the same, and records the estimate in the
-// job's value (renew.go), so a process refused by the running value, even
-// one that never ran a call, reads it in its acquire's reply.
+// How long a running job will take, for the refusal of a duplicate.
+// The lease's time left says when a crashed run is taken over. It does not
+// say when a live one ends (a 60 s lease for a 5 s call).
+//
+// The durations of the gate's last calls are shared in Redis
+// (keyspace.Calls):
+//   - A settle sends the ones this Gate settled since its last, its own
+//     included. It reads the gate's back in the same round trip (settle.go).
+//     So every process that settled a call knows them.
+//   - A renewal does the same (renew.go). It also records the estimate in
+//     the job's value. So a process refused by the running value reads it
+//     in its acquire's reply, even one that never ran a call.
 const (
 	// callSamples is how many recent call durations a Gate keeps.
 	callSamples = 64
@@ -28,14 +31,14 @@ const (
 	minRunningWait = time.Second
 )
 
-// callTimes holds a Gate's recent call durations (fn's, from acquire to
-// settle), as a ring.
+// callTimes holds a Gate's recent call durations, as a ring.
+// A duration is fn's, from acquire to settle.
 type callTimes struct {
 	mu   sync.Mutex
 	ring [callSamples]time.Duration
 	n    int // samples recorded, ever
 	// unsent are the durations this Gate settled and has not sent to
-	// Redis yet, oldest first; at most callSamples.
+	// Redis yet, oldest first. It holds at most callSamples.
 	unsent []time.Duration
 }
 
@@ -61,9 +64,9 @@ func (c *callTimes) takeUnsent() []time.Duration {
 }
 
 // set replaces the samples with ds, the gate's last calls read from
-// Redis (newest first), unless ds holds fewer than the Gate has: replies
-// of concurrent settles come back in any order, and an older one must not
-// undo what a newer one taught.
+// Redis (newest first). It keeps the samples when ds holds fewer than the
+// Gate has. Replies of concurrent settles come back in any order. An older
+// one must not undo what a newer one taught.
 func (c *callTimes) set(ds []time.Duration) {
 	c.mu.Lock()
 	if len(ds) >= min(c.n, callSamples) {
@@ -73,8 +76,8 @@ func (c *callTimes) set(ds []time.Duration) {
 }
 
 // estimate is how long a call is expected to take: the 90th percentile of
-// the samples, at least a millisecond (the precision Redis keeps); 0 with
-// too few.
+// the samples. It is at least a millisecond, the precision Redis keeps.
+// With too few samples it is 0.
 func (c *callTimes) estimate() time.Duration {
 	q, ok := c.quantile(callQuantile)
 	if !ok {
@@ -98,19 +101,20 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 	return s[min(int(q*float64(n)), n-1)], true
 }
 
-// ends is the one estimate of when a running call (a job's run, an
-// upstream's probe) that has taken ran, with left on its lease, ends: its
-// own estimate (a runner records it in the job's value; 0 for none) or the
-// 90th percentile of the gate's recent calls, less ran; at least a second
-// (Retry-After's resolution) and at most left, after which a crashed run
-// is taken over.
+// ends is the one estimate of when a running call ends. The call is a
+// job's run or an upstream's probe. It has taken ran, with left on its
+// lease. The wait is the call's estimate less ran:
+//   - the estimate is runner, which a runner records in the job's value
+//     (0 for none), or else the 90th percentile of the gate's recent calls;
+//   - the wait is at least a second, Retry-After's resolution;
+//   - the wait is at most left, after which a crashed run is taken over.
 //
 // A call past its estimate, or one with no estimate at all, has none
-// left: its wait is its age past the estimate, at least a second, so a
-// client that comes back on each Retry-After waits 1 s, 1 s, 2 s, 4 s, …
-// up to the lease's time left instead of polling every second for a
-// stuck call, or being sent away for a whole lease for a short one.
-// Derived from the call's age, it needs no state per client.
+// left. Its wait is then its age past the estimate, at least a second.
+// A client that comes back on each Retry-After waits 1 s, 1 s, 2 s, 4 s, …
+// up to the lease's time left. It neither polls every second for a stuck
+// call nor is sent away for a whole lease for a short one. Derived from
+// the call's age, the wait needs no state per client.
 func (c *callTimes) ends(left, ran, runner time.Duration) time.Duration {
 	left = max(left, time.Millisecond)
 	q := runner
@@ -123,9 +127,9 @@ func (c *callTimes) ends(left, ran, runner time.Duration) time.Duration {
 	return min(max(ran-q, minRunningWait), left)
 }
 
-// leaseLeft is a running value's time left from its TTL; a value
-// without a TTL (not written by a gate) runs for a lease, as far as
-// anyone knows.
+// leaseLeft is a running value's time left, from its TTL. A value
+// without a TTL was not written by a gate. As far as anyone knows, it runs
+// for a lease.
 func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration {
 	if noTTL {
 		return lease
@@ -134,10 +138,10 @@ func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration
 }
 
 // ranFor is how long a running value's run has taken at Redis time now
-// (ms): since its fence (Redis's µs clock at its acquire), in whole ms as
-// now is, or, for a run whose fence is not recorded (a free key's acquire
-// that could not record it, before its first renewal), since its key was
-// set with the lease's TTL.
+// (ms). It counts from the run's fence, Redis's µs clock at its acquire,
+// in whole ms as now is. A run's fence may not be recorded: a free key's
+// acquire could not record it, and the first renewal has not yet. Then
+// ranFor counts from when the key was set with the lease's TTL.
 func ranFor(v store.Job, now int64, left, lease time.Duration) time.Duration {
 	if v.Fence == 0 {
 		return max(lease-left, 0)

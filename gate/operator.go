@@ -8,19 +8,20 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// ReasonOperator is the Reason of an upstream paused by PauseUpstream, and
-// of every refusal and event that pause causes; the operator's words are
-// in UpstreamStatus.Note.
+// ReasonOperator is the Reason of an upstream paused by PauseUpstream. It
+// is also the Reason of every refusal and event that pause causes. The
+// operator's words are in UpstreamStatus.Note.
 const ReasonOperator = "operator"
 
 // PauseUpstream pauses the gate's upstream name for d, with the operator's
-// reason (a key rotation, an incident): every process refuses its calls
-// from its next acquire, with ErrUpstreamCooling naming the reason and the
-// time left, until the pause ends by itself after d or ResumeUpstream
-// ends it. It replaces a cooldown or pause the upstream had. The reason is
-// kept as UpstreamStatus.Note, without control characters and cut to 200
-// bytes. An error matching ErrInvalidOptions means name is not one of the
-// gate's upstreams (Options.Upstream, Fallbacks) or d is not positive.
+// reason (a key rotation, an incident). Every process refuses its calls
+// from its next acquire. The refusal matches ErrUpstreamCooling and names
+// the reason and the time left. The pause ends by itself after d, or when
+// ResumeUpstream ends it. It replaces a cooldown or pause the upstream
+// had. The reason is kept as UpstreamStatus.Note, without control
+// characters and cut to 200 bytes. An error matching ErrInvalidOptions
+// means d is not positive, or name is not one of the gate's upstreams
+// (Options.Upstream, Fallbacks).
 func (g *Gate) PauseUpstream(ctx context.Context, name string, d time.Duration, reason string) error {
 	if d <= 0 {
 		return fmt.Errorf("%w: PauseUpstream: the pause must be positive, not %v", ErrInvalidOptions, d)
@@ -37,7 +38,7 @@ func (g *Gate) PauseUpstream(ctx context.Context, name string, d time.Duration, 
 }
 
 // ResumeUpstream ends the pause PauseUpstream set on the gate's upstream
-// name before its time; a cooldown or pause the provider caused is left
+// name before its time. It leaves a cooldown or pause the provider caused
 // as it is (ResetUpstreams ends those). Without such a pause it does
 // nothing. An error matching ErrInvalidOptions means name is not one of
 // the gate's upstreams.

@@ -9,14 +9,16 @@ import (
 	"github.com/retrygate/retrygate/internal/redisop"
 )
 
-// renew is the heartbeat Acquire arms with time.AfterFunc, which starts no
-// goroutine until it fires: a call shorter than Lease/3 costs none. It
-// extends the lease with a compare-token PEXPIRE and re-arms itself. The
-// call's reservation in its upstream's budget is kept in the same round
-// trip, so a call longer than a lease stays counted while it runs.
-// The lease is lost at once on a "not owned" reply, or when a renewal fails
-// after the lock must have expired by the local clock (with renewals every
-// Lease/3, the third failure in a row).
+// renew is the heartbeat Acquire arms with time.AfterFunc. AfterFunc
+// starts no goroutine until it fires, so a call shorter than Lease/3 costs
+// none. renew extends the lease with a compare-token PEXPIRE and re-arms
+// itself. The same round trip keeps the call's reservation in its
+// upstream's budget. So a call longer than a lease stays counted while it
+// runs.
+//
+// The lease is lost at once on a "not owned" reply. It is also lost when a
+// renewal fails after the lock must have expired by the local clock. With
+// renewals every Lease/3, that is the third failure in a row.
 func (l *Lease) renew() {
 	g := l.g
 	l.mu.Lock()
@@ -88,8 +90,8 @@ func (l *Lease) renew() {
 	}
 }
 
-// loseLocked marks the lease lost; the caller then cancels fn's context
-// (unless Redis.ContinueOnLeaseLost). l.mu must be held.
+// loseLocked marks the lease lost. The caller then cancels fn's context,
+// unless Redis.ContinueOnLeaseLost. l.mu must be held.
 func (l *Lease) loseLocked(cause error) Event {
 	l.lost = true
 	e := Event{Kind: EventLeaseLost, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt, Err: cause}
@@ -99,22 +101,22 @@ func (l *Lease) loseLocked(cause error) Event {
 	return e
 }
 
-// renewEvery is how often a lease is renewed: three times per lease, so a
+// renewEvery is how often a lease is renewed: three times per lease. So a
 // renewal may fail twice before the lease must have expired.
 func (g *Gate) renewEvery() time.Duration { return g.opts.Lease / 3 }
 
-// firstRenewal bounds when a lease is first renewed: a lease taken on a
-// free key records its fence in Redis then (job_renew.lua), so Status
-// shows it within a second of the call's start. A call shorter than that
-// renews nothing.
+// firstRenewal bounds when a lease is first renewed. A lease taken on a
+// free key records its fence in Redis then (job_renew.lua). So Status
+// shows the fence within a second of the call's start. A call shorter
+// than that renews nothing.
 const firstRenewal = time.Second
 
-// shareCalls runs in a renewal, before its trip: it returns the estimate
-// the renewal records in the job's value, and the durations to send with
-// it (newest first). At a lease's first renewal, while this Gate knows too
-// few calls to estimate, it first sends them and reads the gate's in a
-// trip of its own, so that a fresh process's first run records the
-// gate's estimate.
+// shareCalls runs in a renewal, before its trip. It returns the estimate
+// the renewal records in the job's value. It also returns the durations to
+// send with it, newest first. This Gate may know too few calls to
+// estimate at a lease's first renewal. Then shareCalls first sends them
+// and reads the gate's in a trip of its own. So a fresh process's first
+// run records the gate's estimate.
 func (l *Lease) shareCalls() (time.Duration, []time.Duration) {
 	g := l.g
 	unsent := g.calls.takeUnsent()

@@ -11,22 +11,25 @@ import (
 )
 
 // How often the Done mark of a success Redis did not take is written
-// again: soon after the failure, then backing off, at most this often
-// (a write that timed out is sent again at once).
+// again. The first write again comes soon after the failure. Then the
+// writes back off, up to rewriteMax apart. A write that timed out is sent
+// again at once.
 const (
 	rewriteFirst = 50 * time.Millisecond
 	rewriteMax   = time.Second
 )
 
 // rewrite writes again the Done mark w of a success whose settle Redis
-// did not take, while f keeps the job Done in this process: backing off
-// from quick failures, at once after one that timed out (one write in
-// flight), until Redis takes it, f ends or is dropped (a Reset).
-// Its lease may have expired meanwhile, so the mark is written on a key
-// that is gone too (store.Settlement.Late); the settle still compares the
-// token, so a newer owner's value is never overwritten. A newer run's
-// outcome (done, cooling, failed) or its renewal ends f and rules
-// here too; a running value no renewal wrote to does not (unrenewed).
+// did not take. Meanwhile f keeps the job Done in this process. It backs
+// off from quick failures. After a write that timed out it writes again
+// at once, so one write is in flight. It stops when Redis takes the mark,
+// or when f ends or is dropped (a Reset).
+//
+// The lease may have expired meanwhile. So the mark is written on a key
+// that is gone too (store.Settlement.Late). The settle still compares the
+// token: a newer owner's value is never overwritten. A newer run's
+// outcome (done, cooling, failed) or its renewal ends f and rules here
+// too. A running value no renewal wrote to does not (unrenewed).
 func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, held time.Duration) {
 	g := l.g
 	defer g.rewriting.Done()
@@ -51,10 +54,10 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, he
 		cancel()
 		switch {
 		case err != nil && timedOut:
-			// Not answered in time: Redis is paused or out of reach, and
-			// the write was the wait. Sent again at once, so that one is
-			// in flight when Redis answers again and reaches it before
-			// the acquires sent after.
+			// Not answered in time: Redis is paused or out of reach. The
+			// write was the wait. It is sent again at once, so one is in
+			// flight when Redis answers again. It then reaches Redis
+			// before the acquires sent after it.
 			sleep = 0
 			continue
 		case err != nil, !rep.Gone && unrenewed(rep.Found):
@@ -78,12 +81,14 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, he
 }
 
 // Close writes what the gate still keeps for Redis before its process
-// exits: the done marks of successes Redis did not take when they settled
-// (Retention.Done), which this process alone remembers. It returns nil once each
-// is written or no longer needed (a newer run, a Reset, the Retention.Done
-// over), or ctx's error when ctx ends first: those successes may then run
-// again. Call it in the shutdown path after the last call has ended; it
-// does not close the client.
+// exits. Call it in the shutdown path after the last call has ended.
+//
+// What the gate keeps are the done marks (Retention.Done) of successes
+// Redis did not take when they settled. This process alone remembers
+// them. Close returns nil once each is written or no longer needed: a
+// newer run, a Reset, the Retention.Done over. It returns ctx's error when
+// ctx ends first. Those successes may then run again. Close does not close
+// the client.
 func (g *Gate) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -105,10 +110,10 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// unrenewed reports whether j is a running value no renewal wrote to: an
-// acquire's, which may be one Redis served after its caller gave up (sent
-// while Redis was paused, run when it resumed) and which runs nothing; it
-// is given back or expires with its lease. A run that renewed is alive,
-// and a newer owner: a success written late once it is gone could mark
-// done a job whose result a fencing store refused.
+// unrenewed reports whether j is a running value no renewal wrote to.
+// Such a value is an acquire's. Redis may have served that acquire after
+// its caller gave up: sent while Redis was paused, run when it resumed.
+// It runs nothing and is given back or expires with its lease. A run that
+// renewed is alive, and a newer owner. A success written late once that
+// run is gone could mark done a job whose result a fencing store refused.
 func unrenewed(j store.Job) bool { return j.Kind == store.Running && j.Taken }
