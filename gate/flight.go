@@ -11,9 +11,9 @@ import (
 // (flight), and the outcomes Redis did not take (unwritten). Both answer a
 // call before it reaches Redis.
 
-// flight merges the calls of one job in one process, as singleflight does:
-// while one call's acquire is in flight, the others wait for its answer
-// instead of asking Redis themselves; while its lease is held, they are
+// flight merges the calls of one job in one process, as singleflight does.
+// While one call's acquire is in flight, the others wait for its answer.
+// They do not ask Redis themselves. While its lease is held, they are
 // refused in-process (ErrInFlight). The pending record lives from the
 // acquire until the lease settles, or until the acquire is refused.
 type flight struct {
@@ -30,7 +30,7 @@ type pending struct {
 	err      error         // its refusal or error
 }
 
-// join returns the job's pending record; leader is set when the caller
+// join returns the job's pending record. leader is set when the caller
 // made it and must resolve it.
 func (f *flight) join(job string) (p *pending, leader bool) {
 	f.mu.Lock()
@@ -47,7 +47,7 @@ func (f *flight) join(job string) (p *pending, leader bool) {
 }
 
 // resolve gives the acquire's answer to the calls waiting on p. A refused
-// or failed acquire ends the record; a taken lease keeps it until forget.
+// or failed acquire ends the record. A taken lease keeps it until forget.
 func (f *flight) resolve(job string, p *pending, l *Lease, err error) {
 	f.mu.Lock()
 	p.resolved, p.lease, p.err = true, l, err
@@ -90,11 +90,12 @@ func (f *flight) forget(l *Lease) {
 }
 
 // follow answers a call merged behind p: the same refusal, or ErrInFlight
-// while p's lease runs. again is set when the caller must ask Redis itself:
-// p's acquire failed for its own reasons (its caller gave up, Redis
-// erred), or fresh is set and p's refusal may predate what the caller
-// waits for (a waiter woken by a settle must read after it). retryIn is
-// the gate's: the wait a refusal carries.
+// while p's lease runs. retryIn is the gate's: the wait a refusal carries.
+// again is set when the caller must ask Redis itself:
+//   - p's acquire failed for its own reasons (its caller gave up, Redis
+//     erred);
+//   - or fresh is set and p's refusal may predate what the caller waits
+//     for (a waiter woken by a settle must read after it).
 func (f *flight) follow(ctx context.Context, p *pending, fresh bool, retryIn func(refuser) time.Duration) (err error, again bool) {
 	if !f.wait(ctx, p) {
 		return ctxError(ctx, "acquire"), false
@@ -118,11 +119,11 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, retryIn fun
 }
 
 // unwritten holds the outcomes this process could not write to Redis
-// (WarnSettleUnwritten): Redis never stored them, so the process that ran
+// (WarnSettleUnwritten). Redis never stored them. So the process that ran
 // the job refuses it in-process until the intended cooldown, failed or
-// done mark ends, and no retry through it runs early. Other processes see
-// the lease's TTL; a success is written again meanwhile (unwritten.go).
-// Bounded: at most maxUnwritten jobs.
+// done mark ends. No retry through that process runs early. Other
+// processes see the lease's TTL. A success is written again meanwhile
+// (unwritten.go). It holds at most maxUnwritten jobs.
 type unwritten struct {
 	mu sync.Mutex
 	m  map[string]*unwrittenOutcome
@@ -135,9 +136,9 @@ type unwrittenOutcome struct {
 
 const maxUnwritten = 4096
 
-// add remembers b, the refusal an outcome Redis did not take stands for,
-// for ttl, and returns it and its entry (current tells whether it is
-// still job's entry).
+// add remembers b for ttl and returns its entry. b is the refusal an
+// outcome Redis did not take stands for. current tells whether the entry
+// is still job's.
 func (u *unwritten) add(b BlockedError, ttl time.Duration) *unwrittenOutcome {
 	job := b.Job
 	f := &unwrittenOutcome{until: time.Now().Add(ttl), b: b}
@@ -164,8 +165,8 @@ func (u *unwritten) add(b BlockedError, ttl time.Duration) *unwrittenOutcome {
 	return f
 }
 
-// current reports whether f is still job's entry, and drops it (the job's
-// value in Redis rules again) when drop is set.
+// current reports whether f is still job's entry. When drop is set, it
+// drops f, and the job's value in Redis rules again.
 func (u *unwritten) current(job string, f *unwrittenOutcome, drop bool) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -179,7 +180,7 @@ func (u *unwritten) current(job string, f *unwrittenOutcome, drop bool) bool {
 }
 
 // refusal returns the refusal of a job whose outcome Redis did not take,
-// and how long it lasts, while it does.
+// while it lasts, and how long it lasts.
 func (u *unwritten) refusal(job string) (*BlockedError, time.Duration) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -15,9 +15,11 @@ import (
 
 // recorded is what a settle recorded.
 type recorded struct {
-	// State is the job's state after the settle: Ready or Done after a
-	// success or a release, CoolingDown or Failed after a failure; Ready
-	// also after a provider-wide failure while another upstream is ready.
+	// State is the job's state after the settle:
+	//   - Ready or Done after a success or a release;
+	//   - CoolingDown or Failed after a failure;
+	//   - Ready after a provider-wide failure while another upstream is
+	//     ready.
 	State State
 	// RetryAfter is the cooldown set (0 unless CoolingDown).
 	RetryAfter time.Duration
@@ -42,28 +44,31 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context, l *Lease) 
 	return l.Settle(ctx, ferr)
 }
 
-// Succeed releases the lock (or keeps the job Done for Retention.Done) and
-// resets the attempt count. ctx only carries values: the write runs on a
-// detached context bounded by Options.Redis.Timeout.
+// Succeed releases the lock and resets the attempt count. With
+// Retention.Done it keeps the job Done instead of releasing it. ctx only
+// carries values. The write runs on a detached context bounded by
+// Options.Redis.Timeout.
 func (l *Lease) Succeed(ctx context.Context) error {
 	_, err := l.settle(ctx, outSuccess, classify.Verdict{})
 	return err
 }
 
-// Release frees the lock with no cooldown and no attempt counted: the call
-// did not reach the model or its failure was not the job's (a client's bad
-// request). A probe of the upstream that is released gives the probe to
-// the next call.
+// Release frees the lock with no cooldown and no attempt counted. Use it
+// when the call did not reach the model, or its failure was not the job's
+// (a client's bad request). A released probe of the upstream gives the
+// probe to the next call.
 func (l *Lease) Release(ctx context.Context) error {
 	_, err := l.settle(ctx, outRelease, classify.Verdict{Class: classify.ClassCanceled, Reason: classify.ReasonCanceled})
 	return err
 }
 
-// Settle records the outcome of a call that returned err, as Do does, and
-// returns what Do would return: nil after a success (or ErrLeaseLost,
-// ErrNotOwned: a newer owner may have run meanwhile); for an error, a
-// *CallError wrapping it that says what the gate did (State, RetryAfter,
-// SettleErr). It is the one verb an adapter needs after Acquire.
+// Settle records the outcome of a call that returned err, as Do does. It
+// is the one verb an adapter needs after Acquire. It returns what Do would
+// return:
+//   - after a success, nil, or ErrLeaseLost or ErrNotOwned when a newer
+//     owner may have run meanwhile;
+//   - for an error, a *CallError wrapping it that says what the gate did
+//     (State, RetryAfter, SettleErr).
 func (l *Lease) Settle(ctx context.Context, err error) error {
 	if err != nil {
 		return l.failError(ctx, err)
@@ -72,18 +77,18 @@ func (l *Lease) Settle(ctx context.Context, err error) error {
 	if errors.Is(serr, ErrLeaseLost) || errors.Is(serr, ErrNotOwned) {
 		return serr
 	}
-	// A success whose settle could not reach Redis stays a success: kept
-	// Done here and written again (Retention.Done, unwritten.go), else the lock
-	// expires with the lease; the observer saw the error.
+	// A success whose settle could not reach Redis stays a success. With
+	// Retention.Done it is kept Done here and written again (unwritten.go).
+	// Else the lock expires with the lease. The observer saw the error.
 	return nil
 }
 
-// Fail classifies err with Options.Classify and records the outcome: a
-// cooldown, a failed mark, or (the acquiring context cancelled) a release.
-// It returns nil when the outcome was recorded, else ErrLeaseLost,
-// ErrNotOwned, ErrAlreadySettled or an ErrUnavailable. If Redis cannot be
-// reached the lock's own TTL is the cooldown: a failure never leads to an
-// immediate free retry.
+// Fail classifies err with Options.Classify and records the outcome. The
+// outcome is a cooldown or a failed mark. When the acquiring context was
+// cancelled, it is a release. Fail returns nil when the outcome was
+// recorded. Else it returns ErrLeaseLost, ErrNotOwned, ErrAlreadySettled
+// or an ErrUnavailable. If Redis cannot be reached, the lock's own TTL is
+// the cooldown: a failure never leads to an immediate free retry.
 func (l *Lease) Fail(ctx context.Context, err error) error {
 	out, v := l.g.verdict(l.parent, err)
 	_, serr := l.settle(ctx, out, v)
@@ -107,9 +112,10 @@ func (l *Lease) failError(ctx context.Context, ferr error) error {
 var panicVerdict = classify.Verdict{Class: classify.ClassTransient, Reason: classify.ReasonPanic, Evidence: "go:panic"}
 
 // verdict classifies err. A "canceled" verdict is the caller giving up
-// only when the caller's own context was cancelled; otherwise it is a
-// transient failure. A custom classifier that panics or returns what no
-// code can be gets a transient "unknown" verdict or a cleaned one.
+// only when the caller's own context was cancelled. Otherwise it is a
+// transient failure. A custom classifier may panic, or return a verdict
+// no code can build. It then gets a transient "unknown" verdict, or a
+// cleaned one.
 func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classify.Verdict) {
 	defer func() {
 		if r := recover(); r != nil { // a custom classifier must not crash the settle
@@ -136,9 +142,10 @@ func (g *Gate) verdict(parent context.Context, err error) (out outcome, v classi
 	return outFailure, v
 }
 
-// settle records a run's end, once: decide what it means (decide.go), then
-// write the job and its upstream in one round trip. A permanent failure
-// asks its upstream first whether it is part of a wave (one more trip).
+// settle records a run's end, once. It decides what the end means
+// (decide.go). Then it writes the job and its upstream in one round trip.
+// A permanent failure first asks its upstream whether it is part of a
+// wave, in one more trip.
 func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (recorded, error) {
 	g := l.g
 	l.mu.Lock()
@@ -165,7 +172,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	held := time.Since(l.start)
 
 	// Detached from the caller, so a request that went away still records
-	// its outcome; bounded when the client applies context deadlines.
+	// its outcome. Bounded when the client applies context deadlines.
 	rctx := context.WithoutCancel(ctx)
 	if g.store.Deadlines() {
 		var cancel context.CancelFunc
@@ -178,9 +185,10 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	if out == outFailure && v.ProviderWide {
 		in.fits = l.budgetWait(v.RetryAfter)
 		if _, rate, _ := teaches(out, v); rate && in.fits <= 0 && v.RetryAfter <= 0 && l.up.Learned() && l.up.Learns(&l.seen) {
-			// A 429 that reports no budget and states no wait, of a call
-			// a rate learned from the provider's answers admitted, cuts
-			// that rate (Learn, below), which judges the retries: the
+			// A 429 that reports no budget and states no wait may come
+			// from a call that a learned rate admitted. The rate was
+			// learned from the provider's answers. The 429 cuts that rate
+			// (Learn, below), and the rate judges the retries. The
 			// upstream cools for one call's length, then one call probes.
 			in.fits = g.calls.estimate()
 			if in.fits <= 0 {
@@ -218,17 +226,17 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	rec := l.up.Record(rctx, &t, d.upstream, l.token)
 	budget := l.up.Budget(rctx, &t, &l.seen, time.Now())
 	if q := g.lineNamed(l.up.Name()); q != nil && (l.up.Reserved() || in.probe) && givesTurns(d.upstream.Op) {
-		// The call's reservation is released, or its probe settled: the
-		// calls that now fit go to callers waiting in line, in the same
-		// round trip.
+		// The call's reservation is released, or its probe settled. The
+		// calls that now fit go to callers waiting in line. This is in
+		// the same round trip.
 		q.give(rctx, &t, nil, false)
 	}
 	if a, _, ok := teaches(out, v); ok && !g.opts.UpstreamPolicy.IgnoreBudget {
 		l.up.Learn(rctx, &t, &l.seen, a, held, learnKeep)
 	}
-	// The call durations go out with the settle, and come back as every
-	// process's, so any process can tell a duplicate when a running call
-	// ends (estimate.go) without a round trip of their own.
+	// The call durations go out with the settle. They come back as every
+	// process's. So any process can tell a duplicate when a running call
+	// ends (estimate.go), without a round trip of its own.
 	calls := t.RecordCalls(rctx, keyspace.Calls(g.opts.Prefix, g.opts.Upstream), g.calls.takeUnsent(), callSamples)
 	t.Send(rctx)
 	g.sharedCalls(calls)
@@ -247,9 +255,10 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 
 	rep, err := settled.Result()
 	if err == nil && rep.Gone && (d.job.state == CoolingDown || d.job.state == Failed) {
-		// The lease ended in Redis before the failure reached it: written
-		// unless a newer run's success or a reset is remembered, or it
-		// is too late for that memory to tell (store.Trip.SettleGone).
+		// The lease ended in Redis before the failure reached it. The
+		// failure is still written, unless a newer run's success or a
+		// reset is remembered. It is not written either when it is too
+		// late for that memory to tell (store.Trip.SettleGone).
 		l.mu.Lock()
 		stale := store.StaleAfter(l.fence, l.acquired, l.expires)
 		l.mu.Unlock()
@@ -262,11 +271,11 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		werr := redisError(rctx, "settle", err)
 		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Upstream: l.Upstream(), Op: redisop.Settle, Err: werr})
 		if d.job.state == CoolingDown || d.job.state == Failed || d.job.state == Done {
-			// The outcome is not in Redis: refuse the job here for the
-			// cooldown, failed or done mark it should have had, so no
-			// retry through this process runs early (nor a success
-			// twice); other processes see the lease's TTL, and a success
-			// is written again meanwhile.
+			// The outcome is not in Redis. Refuse the job here for the
+			// cooldown, failed or done mark it should have had. So no
+			// retry through this process runs early, nor a success twice.
+			// Other processes see the lease's TTL. A success is written
+			// again meanwhile.
 			f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.emit(ctx, Event{Kind: EventWarning, Job: l.job, Upstream: l.Upstream(), State: d.job.state, Fence: l.fence, Attempt: l.attempt,
 				Class: v.Class, Reason: WarnSettleUnwritten, Cooldown: g.retryIn(refuser{state: d.job.state, left: d.job.ttl}), Err: werr})
@@ -286,9 +295,9 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 			Fence: l.fence, Attempt: l.attempt, Held: held, Err: ErrNotOwned})
 		if d.job.state == Done && !lost && (rep.Gone || unrenewed(rep.Found)) {
 			// The lease ended in Redis before the success reached it (a
-			// Redis paused past the lease): nothing recorded it, or an
-			// acquire took the job that may be one whose caller gave up.
-			// Kept and written as an unwritten success is.
+			// Redis paused past the lease). Either nothing recorded it, or
+			// an acquire took the job whose caller may have given up. The
+			// success is kept and written as an unwritten success is.
 			f := g.unwritten.add(d.job.refusal(l.job), d.job.ttl)
 			g.rewriting.Add(1)
 			go l.rewrite(ctx, f, d.job, held)
@@ -300,8 +309,8 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	return res, nil
 }
 
-// recordUpstream reads what the settle did to the run's upstream, sends
-// its events, and returns the upstream's state after it.
+// recordUpstream reads what the settle did to the run's upstream. It sends
+// its events and returns the upstream's state after the settle.
 func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v classify.Verdict, waveStarted bool) UpstreamStatus {
 	g, name := l.g, l.up.Name()
 	u, wrote, err := l.up.Recorded(rctx, g.store, rec, l.token)
@@ -325,7 +334,7 @@ func (l *Lease) recordUpstream(ctx, rctx context.Context, rec upstream.Record, v
 }
 
 // forget ends a settled lease's in-process life: merging, and the local
-// waiters, woken without waiting for Redis's message.
+// waiters. It wakes them without waiting for Redis's message.
 func (g *Gate) forget(l *Lease) {
 	g.flight.forget(l)
 	g.hub.Local(l.key)
