@@ -11,41 +11,48 @@ import (
 	"github.com/retrygate/retrygate/internal/limits"
 )
 
-// Options configures a Gate. What most callers set is a field of its own;
-// what few tune is grouped: Backoff (how a cooldown grows), Retention (how
-// long Redis remembers a job), Redis (timeouts, replicas, and what the
-// gate does when Redis fails) and UpstreamPolicy. The zero value of every
-// field means the documented default, a negative Backoff.MaxAttempts means
-// unlimited, and a negative Backoff.Jitter, UpstreamPolicy.AllowedFails,
-// UpstreamPolicy.PermanentWave or UpstreamPolicy.UnreachableJobs means
-// none; New validates the options once.
+// Options configures a Gate. What most callers set is a field of its own.
+// What few tune is grouped:
+//   - Backoff: how a cooldown grows;
+//   - Retention: how long Redis remembers a job;
+//   - Redis: timeouts, replicas, and what the gate does when Redis fails;
+//   - UpstreamPolicy: fallbacks, and how an upstream cools and admits.
+//
+// The zero value of every field means the documented default. A negative
+// Backoff.MaxAttempts means unlimited. A negative Backoff.Jitter,
+// UpstreamPolicy.AllowedFails, UpstreamPolicy.PermanentWave or
+// UpstreamPolicy.UnreachableJobs means none. New validates the options
+// once.
 type Options struct {
 	// Prefix starts every key the gate writes. Must not contain '{' or '}'.
 	// Default: "retrygate".
 	Prefix string
 
-	// Lease is the lock's TTL while fn runs. It is renewed every Lease/3, so
-	// a crashed process holds a job for at most Lease; the lease is lost
-	// when a renewal finds the lock owned by someone else, or when renewals
-	// kept failing until it must have expired by the local clock. Minimum
-	// 30ms. Default: 60s.
+	// Lease is the lock's TTL while fn runs. It is renewed every Lease/3.
+	// So a crashed process holds a job for at most Lease. The lease is lost
+	// when a renewal finds the lock owned by someone else. It is also lost
+	// when renewals kept failing until it must have expired by the local
+	// clock. Minimum 30ms. Default: 60s.
 	Lease time.Duration
 
-	// Cooldown is the wait after the first transient failure; attempt n
-	// waits Cooldown × Backoff.Factor^(n-1) ± Backoff.Jitter, or the
-	// server's retry hint when that is longer, capped at Backoff.Max.
-	// Default: 5m.
+	// Cooldown is the wait after the first transient failure. Attempt n
+	// waits Cooldown × Backoff.Factor^(n-1) ± Backoff.Jitter. It waits the
+	// server's retry hint instead when that is longer. Backoff.Max caps
+	// the wait. Default: 5m.
 	Cooldown time.Duration
 
 	// Wait is how long Acquire, Do and Call wait for a job that is running
-	// elsewhere (another process, another goroutine) to settle, before they
-	// give up with ErrInFlight: woken by Redis pub/sub the moment the
-	// running lease settles, the waiter gets what that run left: ErrDone
-	// when it succeeded (whatever Retention.Done is: a waiter never runs a job
-	// twice), ErrCoolingDown with its true wait or ErrFailed when it
-	// failed; the waiter runs the job only when the run ended without an
-	// outcome (released, or its lease lost). AcquireWait chooses per call.
-	// 0 = no wait: a running job is refused at once (the default).
+	// elsewhere (another process, another goroutine) to settle. Then they
+	// give up with ErrInFlight. Redis pub/sub wakes the waiter the moment
+	// the running lease settles. The waiter gets what that run left:
+	//   - ErrDone when it succeeded, whatever Retention.Done is: a waiter
+	//     never runs a job twice;
+	//   - ErrCoolingDown with its true wait, or ErrFailed, when it failed;
+	//   - the job to run, only when the run ended without an outcome
+	//     (released, or its lease lost).
+	//
+	// AcquireWait chooses per call. 0 = no wait: a running job is refused
+	// at once (the default).
 	Wait time.Duration
 
 	// Classify decides what a failure deserves. Default: classify.Default.
@@ -55,10 +62,10 @@ type Options struct {
 	// no cost.
 	Observer Observer
 
-	// Upstream names the upstream this gate calls (e.g. "openai:prod-key"):
-	// provider-wide failures cool the whole upstream, not just the job,
-	// so every job of it is refused with ErrUpstreamCooling until the
-	// provider's wait ends, and then one call probes it; its budget admits
+	// Upstream names the upstream this gate calls (e.g. "openai:prod-key").
+	// Provider-wide failures cool the whole upstream, not just the job.
+	// Every job of it is refused with ErrUpstreamCooling until the
+	// provider's wait ends. Then one call probes it. Its budget admits
 	// calls (UpstreamPolicy.IgnoreBudget). Gates that call one provider
 	// account share a name. UpstreamPolicy.Off turns upstreams off.
 	// Default: DefaultUpstream.
@@ -67,17 +74,19 @@ type Options struct {
 	// upstream, or turns them off (Off).
 	UpstreamPolicy UpstreamPolicy
 
-	// Shadow runs the gate beside production without enforcing it: every
-	// call is decided as usual (refusals, cooldowns, pauses, budget
-	// refusals, failed marks, events, metrics) but runs, a refused one on
-	// a lease that writes nothing (Lease.Gated reports false), and nothing
-	// waits. Its keys are its own (Prefix + "-shadow"), so no enforcing
-	// gate obeys what it writes; every Event it sends has Shadow set.
-	// Turned off, the gate enforces what it reported. Default: false.
+	// Shadow runs the gate beside production without enforcing it. Every
+	// call is decided as usual: refusals, cooldowns, pauses, budget
+	// refusals, failed marks, events, metrics. But every call runs, and
+	// nothing waits. A refused call runs on a lease that writes nothing
+	// (Lease.Gated reports false). Its keys are its own (Prefix +
+	// "-shadow"), so no enforcing gate obeys what it writes. Every Event it
+	// sends has Shadow set. Turned off, the gate enforces what it reported.
+	// Default: false.
 	Shadow bool
 
-	// Backoff shapes how a job's cooldown grows over repeated failures,
-	// when the attempts end (MaxAttempts) and what a cancelled call leaves.
+	// Backoff shapes how a job's cooldown grows over repeated failures. It
+	// also sets when the attempts end (MaxAttempts) and what a cancelled
+	// call leaves.
 	Backoff Backoff
 	// Retention bounds how long Redis remembers a job: Done, its attempts,
 	// a Failed mark.
@@ -87,48 +96,48 @@ type Options struct {
 	Redis RedisPolicy
 }
 
-// Backoff shapes how a job's cooldown grows: attempt n waits
-// Options.Cooldown × Factor^(n-1), spread by ± Jitter, capped at Max,
-// until MaxAttempts marks the job Failed.
+// Backoff shapes how a job's cooldown grows. Attempt n waits
+// Options.Cooldown × Factor^(n-1), spread by ± Jitter, capped at Max.
+// When the attempts reach MaxAttempts, the job is marked Failed.
 type Backoff struct {
-	// Factor multiplies the cooldown per repeated failure; ≥ 1.
+	// Factor multiplies the cooldown per repeated failure. ≥ 1.
 	// Default: 2.
 	Factor float64
-	// Jitter spreads cooldowns by ± this fraction so retries of many jobs
-	// do not align; below 1. Negative = no jitter (deterministic
-	// cooldowns, for tests and examples). Default: 0.1.
+	// Jitter spreads cooldowns by ± this fraction, so retries of many jobs
+	// do not align. Below 1. Negative = no jitter: deterministic
+	// cooldowns, for tests and examples. Default: 0.1.
 	Jitter float64
 	// Max caps every cooldown the gate writes, the server's hint and the
 	// upstreams' included. Must not be below Options.Cooldown.
 	// Default: 1h, or Options.Cooldown when that is longer.
 	Max time.Duration
-	// MaxAttempts marks the job Failed when its attempt count reaches it,
-	// so a job whose every attempt fails for its own reason (a model that
-	// never returns valid output) ends. The count is the job's transient
-	// and suspect failures since its last success; provider-wide failures
+	// MaxAttempts marks the job Failed when its attempt count reaches it.
+	// So a job whose every attempt fails for its own reason ends (a model
+	// that never returns valid output). The count is the job's transient
+	// and suspect failures since its last success. Provider-wide failures
 	// (rate limits, overload, quota, keys) and systemic ones never count.
 	// With the default Cooldown and Backoff, 8 attempts are about 4h15m of
 	// retries. Negative = unlimited. Default: 8.
 	MaxAttempts int
 	// Canceled is the cooldown left after the caller cancelled while fn
-	// ran (a closed tab, a dropped request). 0 releases the job at once,
-	// the default; a few seconds stop a client that aborts every request
-	// mid-call from re-running the model each time (providers bill the
-	// tokens processed before the abort). No attempt is counted either way.
+	// ran (a closed tab, a dropped request). 0, the default, releases the
+	// job at once. Some clients abort every request mid-call. A few seconds
+	// stop them from re-running the model each time. Providers bill the
+	// tokens processed before the abort. No attempt is counted either way.
 	Canceled time.Duration
 }
 
 // Retention bounds how long Redis remembers a job.
 type Retention struct {
-	// Done keeps a successful job Done for this long, so duplicate
-	// retries get ErrDone. 0 = release at once (the default).
+	// Done keeps a successful job Done for this long. Duplicate retries
+	// get ErrDone. 0 = release at once (the default).
 	Done time.Duration
 	// Attempts is how long the attempt count is remembered after the
-	// job's last cooldown or mark ends; after that a failure starts again
+	// job's last cooldown or mark ends. After that a failure starts again
 	// at attempt 1. Default: 24h.
 	Attempts time.Duration
 	// Failed is how long a Failed mark is kept before the job may run
-	// again (keeps Redis memory bounded). Default: 7 days.
+	// again. It keeps Redis memory bounded. Default: 7 days.
 	Failed time.Duration
 }
 
@@ -136,41 +145,41 @@ type Retention struct {
 // Redis fails.
 type RedisPolicy struct {
 	// Timeout bounds the Redis operations the gate runs on its own,
-	// detached from the caller: settles (so a request that went away still
-	// records its cooldown), renewals and undos. Calls made for the caller
-	// (Acquire, Status, Reset) follow the caller's context. go-redis
-	// applies a context deadline to the socket only with
-	// redis.Options.ContextTimeoutEnabled; otherwise its ReadTimeout and
-	// MaxRetries bound the wait. Default: 5s.
+	// detached from the caller: settles, renewals and undos. A settle is
+	// detached so a request that went away still records its cooldown.
+	// Calls made for the caller (Acquire, Status, Reset) follow the
+	// caller's context. go-redis applies a context deadline to the socket
+	// only with redis.Options.ContextTimeoutEnabled. Otherwise its
+	// ReadTimeout and MaxRetries bound the wait. Default: 5s.
 	Timeout time.Duration
 
 	// WaitReplicas makes every acquire wait until this many replicas have
-	// acknowledged the lock (Redis WAIT, on the connection that wrote it),
-	// so a failover right after the acquire cannot lose it. If fewer
-	// acknowledge within WaitTimeout the acquire is undone and fails
+	// acknowledged the lock (Redis WAIT, on the connection that wrote it).
+	// So a failover right after the acquire cannot lose it. If fewer
+	// acknowledge within WaitTimeout, the acquire is undone. It then fails
 	// closed with an ErrUnavailable. It costs one more round trip plus the
-	// replicas' lag, and needs a client that can pin a connection (a
-	// *redis.Client, a *redis.ClusterClient, or a wrapper that embeds one).
+	// replicas' lag. It needs a client that can pin a connection: a
+	// *redis.Client, a *redis.ClusterClient, or a wrapper that embeds one.
 	// 0 = off (the default). Cooldowns are not waited for: a failover may
 	// still lose one.
 	WaitReplicas int
 	// WaitTimeout bounds the wait for WaitReplicas. Default: 100ms.
 	WaitTimeout time.Duration
 
-	// FailOpen runs fn ungated (Lease.Gated reports false, Fence is 0) when
-	// Redis cannot be reached at acquire (ErrUnavailable), instead of
-	// failing closed. A Redis that answers with an error (ErrRedisRefused:
-	// a missing ACL permission, a full noeviction Redis, a replica) always
-	// fails closed: a configuration mistake must not switch the gate off.
-	// Default: false (fail closed).
+	// FailOpen runs fn ungated when Redis cannot be reached at acquire
+	// (ErrUnavailable), instead of failing closed. Lease.Gated then reports
+	// false, and Fence is 0. A Redis that answers with an error always
+	// fails closed (ErrRedisRefused: a missing ACL permission, a full
+	// noeviction Redis, a replica). A configuration mistake must not
+	// switch the gate off. Default: false (fail closed).
 	FailOpen bool
 
-	// ContinueOnLeaseLost lets fn run on when its lease is lost (renewals
-	// could not reach Redis in time, or the lock passed to someone else).
-	// The loss is reported to the Observer; the settle that follows finds
-	// the lock gone or taken, leaves it alone, and Do's error wraps
+	// ContinueOnLeaseLost lets fn run on when its lease is lost. Renewals
+	// could not reach Redis in time, or the lock passed to someone else.
+	// The loss is reported to the Observer. The settle that follows finds
+	// the lock gone or taken, and leaves it alone. Do's error wraps
 	// ErrNotOwned. By default fn's context is cancelled with cause
-	// ErrLeaseLost and nothing is settled, so a newer owner's lock is
+	// ErrLeaseLost, and nothing is settled. So a newer owner's lock is
 	// never touched.
 	ContinueOnLeaseLost bool
 }
@@ -179,83 +188,93 @@ type RedisPolicy struct {
 // upstream cooldown is also capped by Options.Backoff.Max.
 type UpstreamPolicy struct {
 	// Fallbacks names more upstreams, tried in order after
-	// Options.Upstream: each acquire runs the job on the first upstream
-	// that is ready (or whose probe it may claim), and Lease.Upstream
-	// names it, so fn calls that one. The job keeps one lock whichever
-	// upstream runs it. Requires Options.Upstream set by name; names must
-	// differ.
+	// Options.Upstream. Each acquire runs the job on the first upstream
+	// that is ready, or whose probe it may claim. Lease.Upstream names it,
+	// so fn calls that one. The job keeps one lock whichever upstream runs
+	// it. Requires Options.Upstream set by name. Names must differ.
 	Fallbacks []string
 	// Cooldown is how long a provider-wide transient failure (429 rate
 	// limit, 503, 529) cools the upstream when the server gave no retry
-	// hint; also the first pause of a systemic one (see PauseTTL) and the
-	// cooldown of an address that fails (see UnreachableJobs). Default: 10s.
+	// hint. It is also the first pause of a systemic one (see PauseTTL). It
+	// is also the cooldown of an address that fails (see UnreachableJobs).
+	// Default: 10s.
 	Cooldown time.Duration
 	// AllowedFails is how many other 5xx failures the upstream tolerates
-	// inside FailWindow; one more cools it for Cooldown. Negative = none
+	// inside FailWindow. One more cools it for Cooldown. Negative = none
 	// tolerated. Default: 3.
 	AllowedFails int
 	// FailWindow is the sliding window for AllowedFails. Default: 1m.
 	FailWindow time.Duration
 	// PauseTTL is the longest pause of a provider-wide systemic failure
-	// (quota exhausted, credit balance too low, bad key): the first pauses
-	// the upstream for Cooldown (or the server's hint when longer), and
-	// each probe that fails again pauses it Backoff.Factor times longer, up
-	// to PauseTTL, so a per-minute limit worded as "quota" costs seconds
-	// and a billing lapse settles into PauseTTL with one probe each. A wave
-	// (PermanentWave) pauses the upstream for PauseTTL at once. An
-	// operator's reset ends a pause. Default: 10m.
+	// (quota exhausted, credit balance too low, bad key). The first such
+	// failure pauses the upstream for Cooldown, or the server's hint when
+	// longer. Each probe that fails again pauses it Backoff.Factor times
+	// longer, up to PauseTTL. So a per-minute limit worded as "quota"
+	// costs seconds. A billing lapse settles into PauseTTL, with one probe
+	// each. A wave (PermanentWave) pauses the upstream for PauseTTL at
+	// once. An operator's reset ends a pause. Default: 10m.
 	PauseTTL time.Duration
 	// PermanentWave is how many distinct jobs failing permanently with the
-	// same reason within FailWindow make a wave: not the jobs' fault, so
-	// those jobs cool instead of being marked Failed and the upstream pauses
-	// for the reason (see WarnPermanentWave). Negative = off. Default: 10.
+	// same reason within FailWindow make a wave. A wave is not the jobs'
+	// fault. So those jobs cool instead of being marked Failed. The
+	// upstream pauses for the reason (see WarnPermanentWave). Negative =
+	// off. Default: 10.
 	PermanentWave int
 	// UnreachableJobs is how many distinct jobs whose calls cannot reach
-	// the upstream's address within FailWindow cool it for Cooldown (×
-	// Backoff.Factor per probe that fails the same way), so the jobs after
-	// them are refused without a failing call each: its host does not
-	// resolve (classify evidence go:dns), refuses connections
-	// (go:refused), is unreachable (go:unreachable), fails TLS
-	// verification (go:tls), or the URL is malformed (go:url). A
-	// connection that broke mid-call (go:network, go:timeout) is not the
+	// the upstream's address within FailWindow cool it. It cools for
+	// Cooldown, × Backoff.Factor per probe that fails the same way. So the
+	// jobs after them are refused without a failing call each. A call
+	// cannot reach the address when (classify evidence in parentheses):
+	//   - its host does not resolve (go:dns);
+	//   - it refuses connections (go:refused);
+	//   - it is unreachable (go:unreachable);
+	//   - it fails TLS verification (go:tls);
+	//   - the URL is malformed (go:url).
+	//
+	// A connection that broke mid-call (go:network, go:timeout) is not the
 	// address. A job failing again counts once. Negative = off. Default: 3.
 	UnreachableJobs int
 	// IgnoreBudget turns off admission by the provider's rate limits.
-	// By default every response of a gated call that goes through
-	// classify.Transport (or that fn reports with Lease.ObserveBudget)
-	// tells the upstream, in Redis, how many requests and tokens are left
-	// and when they refill; before each call every process estimates what
-	// is left now, less the calls admitted and not yet settled, and while
-	// that is below a reserve (one request; 1 % of the token limit for a
-	// call that does not say its tokens with WithTokens) it
-	// refuses with ErrUpstreamCooling until one more call fits, instead of
-	// sending the call that earns a 429. Without such responses nothing
-	// changes. Default: false (admission on).
+	// By default admission works so:
+	//   - Every response of a gated call tells the upstream, in Redis, how
+	//     many requests and tokens are left and when they refill. The call
+	//     goes through classify.Transport, or fn reports the response with
+	//     Lease.ObserveBudget.
+	//   - Before each call, every process estimates what is left now. It
+	//     subtracts the calls admitted and not yet settled.
+	//   - While that is below a reserve, the call is refused with
+	//     ErrUpstreamCooling until one more call fits. The call that earns
+	//     a 429 is not sent. The reserve is one request, or 1 % of the
+	//     token limit for a call that does not say its tokens with
+	//     WithTokens.
+	//
+	// Without such responses nothing changes. Default: false (admission
+	// on).
 	IgnoreBudget bool
-	// Off runs the gate without an upstream: a provider-wide failure
-	// cools only the job that met it, every other job still makes its
-	// call, and no budget admits calls. For a gate whose jobs call no
-	// provider, or whose caller limits calls on its own. Not with
-	// Upstream. Default: false (the gate calls Upstream, DefaultUpstream
-	// when not set).
+	// Off runs the gate without an upstream. A provider-wide failure cools
+	// only the job that met it. Every other job still makes its call. No
+	// budget admits calls. Off is for a gate whose jobs call no provider,
+	// or whose caller limits calls on its own. Not with Upstream.
+	// Default: false: the gate calls Upstream, or DefaultUpstream when
+	// not set.
 	Off bool
 	// FallbackCooldown is how long a job waits after a provider-wide
-	// failure when the gate has Fallbacks: its upstream cools, and the
-	// job's next call runs on the next ready one. 0 (the default) lets that
-	// call run at once; a job never calls two upstreams in one Do.
+	// failure when the gate has Fallbacks. Its upstream cools. The job's
+	// next call runs on the next ready one. 0, the default, lets that call
+	// run at once. A job never calls two upstreams in one Do.
 	FallbackCooldown time.Duration
 }
 
 // maxPrefixLen bounds Prefix and the upstreams' names.
 const maxPrefixLen = 256
 
-// DefaultUpstream is the upstream of a gate without Options.Upstream
-// (unless UpstreamPolicy.Off): its keys live under the gate's Prefix, so
+// DefaultUpstream is the upstream of a gate without Options.Upstream,
+// unless UpstreamPolicy.Off. Its keys live under the gate's Prefix. So
 // gates with one Prefix share it, as gates that name one upstream do.
 const DefaultUpstream = "default"
 
 // ErrInvalidOptions is matched by the error New returns for invalid
-// options; its text names every invalid field.
+// options. Its text names every invalid field.
 var ErrInvalidOptions = errors.New("gate: invalid options")
 
 // optionsError names every invalid field of an Options.
@@ -273,7 +292,7 @@ func (e *optionsError) Is(target error) bool { return target == ErrInvalidOption
 // withDefaults validates o and returns it with every zero field defaulted.
 func (o Options) withDefaults() (Options, error) {
 	var bad []string
-	// dur defaults a zero duration and reports a negative one; it returns
+	// dur defaults a zero duration and reports a negative one. It returns
 	// false for a negative one, so the checks that compare it are skipped.
 	dur := func(name string, d *time.Duration, def time.Duration) bool {
 		if *d < 0 {
