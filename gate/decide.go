@@ -12,7 +12,7 @@ import (
 
 // decide is the gate's one decision: what a run's end writes to its job
 // and to the upstream it used. Its rows are the state diagram of the
-// package doc; decide_test.go holds one test row per arrow.
+// package doc. decide_test.go holds one test row per arrow.
 
 // outcome is how a run ended.
 type outcome uint8
@@ -29,25 +29,25 @@ type decideIn struct {
 	out outcome
 	v   classify.Verdict // outFailure
 	// hist is the job's last settled value, which the run's acquire took
-	// over: its attempt count and its last failure.
+	// over. It holds the attempt count and the last failure.
 	hist store.Job
 	// upstream: the run used an upstream (Options.Upstream or Fallbacks).
 	upstream bool
-	// probe: the run probes its upstream after a cooldown or pause; level
+	// probe: the run probes its upstream after a cooldown or pause. level
 	// is the stops in a row before it.
 	probe bool
 	level int
 	// wave: a permanent failure is part of a wave of its reason in the
-	// upstream (UpstreamPolicy.PermanentWave), or the upstream is paused for
-	// that reason already.
+	// upstream (UpstreamPolicy.PermanentWave). Or the upstream is paused
+	// for that reason already.
 	wave bool
 	// fallback: the gate has another upstream for the job's next call.
 	fallback bool
 	// fits is, for a provider-wide failure, the wait until one more call
-	// fits as the run's responses said (Lease.budgetWait); 0 when they
-	// did not say. It replaces the verdict's hint, which may be the time
-	// until the limit is whole, for the upstream and for the job, whose
-	// retry the upstream's budget then judges.
+	// fits, as the run's responses said (Lease.budgetWait). It is 0 when
+	// they did not say. It replaces the verdict's hint for the upstream
+	// and for the job. That hint may be the time until the limit is whole.
+	// The upstream's budget then judges the job's retry.
 	fits time.Duration
 }
 
@@ -57,7 +57,7 @@ type jobWrite struct {
 	ttl  time.Duration // how long the state lasts
 	keep time.Duration // how much longer the key keeps the attempt count
 	// state, attempts, suspect, reason and evidence are the value's
-	// content, and what the settle reports.
+	// content. The settle reports them.
 	state            State
 	attempts         int
 	suspect          bool
@@ -69,17 +69,18 @@ type decision struct {
 	job      jobWrite
 	upstream upstream.Write
 	// fits is a short wait the run's responses gave for one call of its
-	// size (a provider-wide transient failure): the job's own, written
-	// to the upstream's budget, which refuses calls of that size until
-	// then, each given its own turn; the upstream does not cool for it.
+	// size, after a provider-wide transient failure. It is the job's own.
+	// It is written to the upstream's budget. The budget refuses calls of
+	// that size until then, and gives each its own turn. The upstream does
+	// not cool for it.
 	fits time.Duration
 }
 
-// minProviderWait is the shortest cooldown a provider's hint sets, so a
-// hint of a few milliseconds is not an immediate free retry. A wait the
-// run's budget explains (decideIn.fits) shorter than it is one call's
-// ("Please try again in 15ms": when a request of that size fits), not
-// the upstream's.
+// minProviderWait is the shortest cooldown a provider's hint sets. So a
+// hint of a few milliseconds is not an immediate free retry. The run's
+// budget may explain a shorter wait (decideIn.fits). That wait is one
+// call's, not the upstream's. "Please try again in 15ms" says when a
+// request of that size fits.
 const minProviderWait = time.Second
 
 func (o *Options) decide(in decideIn) decision {
@@ -118,8 +119,8 @@ func (o *Options) decide(in decideIn) decision {
 	v := in.v
 	switch {
 	case v.ProviderWide && (v.Class == classify.ClassTransient || v.Class == classify.ClassSystemic):
-		// The provider's or the key's limits, not the job: no attempt
-		// counted, never Failed.
+		// The provider's or the key's limits, not the job. No attempt is
+		// counted, and the job is never Failed.
 		if in.fits > 0 && v.Class == classify.ClassTransient {
 			v.RetryAfter = in.fits
 		}
@@ -136,9 +137,9 @@ func (o *Options) decide(in decideIn) decision {
 			wait = max(v.RetryAfter, minProviderWait)
 		}
 		if v.Class == classify.ClassSystemic {
-			// The pause starts short and grows with each probe that finds
-			// the same answer: an ambiguous "quota" costs seconds, a
-			// billing lapse settles into PauseTTL with one probe each.
+			// The pause starts short. It grows with each probe that finds
+			// the same answer. So an ambiguous "quota" costs seconds. A
+			// billing lapse settles into PauseTTL, with one probe each.
 			pause := o.upstreamPause(v.RetryAfter, in)
 			d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: pause}
 			wait = max(v.RetryAfter, o.Cooldown)
@@ -147,8 +148,8 @@ func (o *Options) decide(in decideIn) decision {
 			}
 		}
 		if in.fits > 0 && in.fits < minProviderWait && v.Class == classify.ClassTransient && !in.probe {
-			// The refused call's own wait: the budget gives the others
-			// their turns, and no one comes back at the wait's end with it.
+			// The refused call's own wait. The budget gives the others
+			// their turns. No one comes back at the wait's end with it.
 			d.upstream, d.fits = upstream.Write{}, in.fits
 		}
 		if !in.upstream {
@@ -165,18 +166,18 @@ func (o *Options) decide(in decideIn) decision {
 		}
 	case v.Class == classify.ClassSystemic:
 		// The job's own request cannot run until an operator acts (a
-		// model it names, a permission): cool it, count nothing.
+		// model it names, a permission). Cool it, count nothing.
 		d.job = o.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 	case v.Class == classify.ClassPermanent && in.wave:
 		// Many jobs rejected for one reason: not theirs. Pause the
-		// upstream for it, cool the job, count nothing.
+		// upstream for it. Cool the job, count nothing.
 		d.job = o.cooling(h.Attempts, max(v.RetryAfter, o.Cooldown), v.Reason, v.Evidence)
 		d.upstream = upstream.Write{Op: upstream.Suspend, Reason: v.Reason, TTL: o.UpstreamPolicy.PauseTTL}
 	case v.Class == classify.ClassPermanent && (!v.Suspect || confirmed(h, v)):
 		d.job = o.failed(h.Attempts+1, v)
 	case v.Class == classify.ClassPermanent:
-		// A suspect rejection, first seen: cool with the attempt counted;
-		// the same rejection on the next attempt confirms it.
+		// A suspect rejection, first seen: cool with the attempt counted.
+		// The same rejection on the next attempt confirms it.
 		d.job = o.counted(h.Attempts+1, v)
 		d.job.suspect = d.job.state == CoolingDown
 	default: // transient, the job's
@@ -186,9 +187,9 @@ func (o *Options) decide(in decideIn) decision {
 		}
 	}
 	if in.upstream && !v.ProviderWide && addressFailed(v.Evidence) && o.UpstreamPolicy.UnreachableJobs > 0 {
-		// The upstream's address failed, not the job: after a few
-		// distinct jobs the upstream cools, and a probe that cannot reach
-		// it either cools it one level up. The job's own write stays.
+		// The upstream's address failed, not the job. After a few
+		// distinct jobs the upstream cools. A probe that cannot reach it
+		// either cools it one level up. The job's own write stays.
 		d.upstream = upstream.Write{Op: upstream.Unreached, Reason: v.Reason, TTL: o.upstreamCooldown(0, in)}
 		if in.probe {
 			d.upstream.Op = upstream.Throttle
@@ -198,8 +199,8 @@ func (o *Options) decide(in decideIn) decision {
 }
 
 // addressFailed reports classify's evidence of a call that never reached
-// the upstream's address: its host does not resolve, refuses connections
-// or is unreachable, its certificate fails verification, or its URL is
+// the upstream's address. Its host does not resolve, refuses connections
+// or is unreachable. Or its certificate fails verification, or its URL is
 // malformed. A connection that broke mid-call (go:network, go:timeout)
 // reached it.
 func addressFailed(evidence string) bool {
@@ -211,7 +212,8 @@ func addressFailed(evidence string) bool {
 }
 
 // confirmed reports whether a suspect rejection repeats the job's last
-// failure: the same reason and evidence, itself a suspect rejection.
+// failure. That failure has the same reason and evidence, and was itself
+// a suspect rejection.
 func confirmed(h store.Job, v classify.Verdict) bool {
 	return h.Suspect && h.Reason == v.Reason && h.Evidence == v.Evidence
 }
@@ -229,9 +231,9 @@ func (o *Options) cooling(attempts int, wait time.Duration, reason, evidence str
 		attempts: attempts, reason: reason, evidence: evidence}
 }
 
-// counted is a failure that counts an attempt: a cooldown escalating with
-// the attempts (or the server's hint, when longer), or Failed once they
-// reach MaxAttempts.
+// counted is a failure that counts an attempt. It is a cooldown that
+// escalates with the attempts, or the server's hint when longer. Once the
+// attempts reach MaxAttempts, it is Failed.
 func (o *Options) counted(attempts int, v classify.Verdict) jobWrite {
 	if m := o.Backoff.MaxAttempts; m > 0 && attempts >= m {
 		return o.failed(attempts, v)
@@ -251,8 +253,9 @@ func (o *Options) capWait(d time.Duration) time.Duration {
 }
 
 // upstreamCooldown is how long a provider-wide transient failure cools the
-// upstream: the provider's hint, else UpstreamPolicy.Cooldown, escalated by
-// Backoff.Factor per failed probe in a row; at most Backoff.Max.
+// upstream. It is the provider's hint. Without one, it is
+// UpstreamPolicy.Cooldown, × Backoff.Factor per failed probe in a row.
+// It is at most Backoff.Max.
 func (o *Options) upstreamCooldown(hint time.Duration, in decideIn) time.Duration {
 	if hint > 0 {
 		return o.capWait(hint)
@@ -265,9 +268,9 @@ func (o *Options) upstreamCooldown(hint time.Duration, in decideIn) time.Duratio
 }
 
 // upstreamPause is how long a provider-wide systemic failure pauses the
-// upstream: UpstreamPolicy.Cooldown, multiplied by Backoff.Factor per
-// failed probe in a row, at most PauseTTL; the provider's hint when
-// longer; at most Backoff.Max.
+// upstream. It is UpstreamPolicy.Cooldown, multiplied by Backoff.Factor
+// per failed probe in a row, up to PauseTTL. The provider's hint wins
+// when longer. It is at most Backoff.Max.
 func (o *Options) upstreamPause(hint time.Duration, in decideIn) time.Duration {
 	p := o.UpstreamPolicy
 	d := float64(p.Cooldown)
@@ -277,8 +280,9 @@ func (o *Options) upstreamPause(hint time.Duration, in decideIn) time.Duration {
 	return o.capWait(max(time.Duration(min(d, float64(p.PauseTTL))), hint))
 }
 
-// backoff is the cooldown of the n-th counted failure in a row:
-// Cooldown × Backoff.Factor^(n-1), spread by ± Backoff.Jitter, at most Backoff.Max.
+// backoff is the cooldown of the n-th counted failure in a row. It is
+// Cooldown × Backoff.Factor^(n-1), spread by ± Backoff.Jitter. It is at
+// most Backoff.Max.
 func (o *Options) backoff(n int) time.Duration {
 	d := float64(o.Cooldown) * math.Pow(o.Backoff.Factor, float64(n-1))
 	if o.Backoff.Jitter > 0 {
@@ -296,8 +300,8 @@ func (w jobWrite) settlement() store.Settlement {
 		Suspect: w.suspect, Reason: w.reason, Evidence: w.evidence}
 }
 
-// refusal is the refusal w stands for while it lasts: for the process
-// that ran the job, when Redis did not take w (unwritten).
+// refusal is the refusal w stands for while it lasts. It serves the
+// process that ran the job when Redis did not take w (unwritten).
 func (w jobWrite) refusal(job string) BlockedError {
 	return BlockedError{Job: job, State: w.state, Attempts: w.attempts, Reason: w.reason, Evidence: w.evidence, local: true}
 }

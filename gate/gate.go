@@ -15,14 +15,14 @@ import (
 )
 
 // Gate is a leaky lock over Redis for one kind of job and its upstreams.
-// It is safe for concurrent use; create one per kind of job and share it.
+// It is safe for concurrent use. Create one per kind of job and share it.
 type Gate struct {
 	store *store.Store // every Redis command, script and value
 	opts  Options
 	obs   Observer
 
-	// ups are the upstreams' breakers, Options.Upstream then Fallbacks;
-	// one that always permits with UpstreamPolicy.Off.
+	// ups are the upstreams' breakers, Options.Upstream then Fallbacks.
+	// With UpstreamPolicy.Off it holds one that always permits.
 	ups *upstream.Set
 	// lines are the lines of the upstreams with a budget (inline.go).
 	lines []*inLine
@@ -36,9 +36,9 @@ type Gate struct {
 	test testHooks // nil outside tests (export_test.go)
 }
 
-// testHooks are a gate's test signals: AcquireWait calls refused after
-// the first refusal (before subscribing) and subscribed after the
-// subscription is confirmed (before each read).
+// testHooks are a gate's test signals. AcquireWait calls refused after
+// the first refusal, before subscribing. It calls subscribed after the
+// subscription is confirmed, before each read.
 type testHooks struct {
 	refused, subscribed func(job string)
 }
@@ -46,15 +46,18 @@ type testHooks struct {
 // New returns a gate over rdb. It does not connect: the caller owns the
 // client, its pool and its timeouts. rdb may be a *redis.Client (single
 // node, Sentinel failover), a *redis.ClusterClient, a *redis.Ring or any
-// Client. Invalid options give an error matching ErrInvalidOptions that
-// names every invalid field.
+// Client. Invalid options give an error matching ErrInvalidOptions. Its
+// text names every invalid field.
 //
-// New learns once, from the methods rdb has, how to send commands (so a
-// wrapper that embeds a client behaves as the client): with
-// Options() *redis.Options (a *redis.Client) changes are published with
-// PUBLISH, otherwise with SPUBLISH in the key's slot; Redis.WaitReplicas needs
-// Conn (one node) or MasterForKey (cluster); waits subscribe with
-// Subscribe or SSubscribe. Which logic runs never depends on it.
+// New learns once, from the methods rdb has, how to send commands. So a
+// wrapper that embeds a client behaves as the client:
+//   - With Options() *redis.Options (a *redis.Client), changes are
+//     published with PUBLISH. Otherwise they are published with SPUBLISH
+//     in the key's slot.
+//   - Redis.WaitReplicas needs Conn (one node) or MasterForKey (cluster).
+//   - Waits subscribe with Subscribe or SSubscribe.
+//
+// Which logic runs never depends on it.
 func New(rdb Client, opts Options) (*Gate, error) {
 	if rdb == nil {
 		return nil, &optionsError{problems: []string{"rdb: nil Redis client"}}
@@ -95,12 +98,12 @@ func (g *Gate) opCtx(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeoutCause(context.WithoutCancel(ctx), g.opts.Redis.Timeout, errRedisTimeout)
 }
 
-// Client is the part of a go-redis client a Gate uses: every command goes
-// through Process, and the commands of one round trip (an upstream's state
-// read with a job's acquire, a settle with its upstream's update) through a
-// Pipeline. *redis.Client (Sentinel's failover client included),
-// *redis.ClusterClient, *redis.Ring, every redis.UniversalClient and a
-// wrapper that embeds one satisfy it.
+// Client is the part of a go-redis client a Gate uses. Every command goes
+// through Process. The commands of one round trip go through a Pipeline:
+// an upstream's state read with a job's acquire, a settle with its
+// upstream's update. These satisfy it: *redis.Client (Sentinel's failover
+// client included), *redis.ClusterClient, *redis.Ring, every
+// redis.UniversalClient and a wrapper that embeds one.
 type Client interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 	Pipeline() redis.Pipeliner
@@ -113,12 +116,13 @@ var (
 	_ Client = redis.UniversalClient(nil)
 )
 
-// leaseStart is when a run started, from its fence: Redis's TIME in µs at
-// its acquire (or one more than the last fence, when the clock went back).
+// leaseStart is when a run started, from its fence. The fence is Redis's
+// TIME in µs at its acquire. When the clock went back, it is one more than
+// the last fence.
 func leaseStart(fence int64) time.Time { return time.UnixMicro(fence) }
 
-// emit sends e to the observer, if any. It is small enough to be inlined,
-// so without an observer the Event is never built.
+// emit sends e to the observer, if any. It is small enough to be inlined.
+// So without an observer the Event is never built.
 func (g *Gate) emit(ctx context.Context, e Event) {
 	if g.obs != nil {
 		if e.Upstream == "" {
