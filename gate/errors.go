@@ -12,65 +12,75 @@ import (
 )
 
 // Sentinels. Every error the gate returns matches one of them with
-// errors.Is; the typed errors below carry the data.
+// errors.Is. The typed errors below carry the data.
 var (
 	// ErrCoolingDown: the job failed transiently and waits out its cooldown.
 	ErrCoolingDown = errors.New("gate: job is cooling down")
 	// ErrInFlight: the job is running, in this process or another.
 	ErrInFlight = errors.New("gate: job is already running")
-	// ErrFailed: the job failed permanently; Reset clears the mark.
+	// ErrFailed: the job failed permanently. Reset clears the mark.
 	ErrFailed = errors.New("gate: job failed permanently")
 	// ErrDone: the job succeeded and is kept Done (Options.Retention.Done).
 	ErrDone = errors.New("gate: job is done")
 	// ErrUpstreamCooling: every upstream of the gate (Options.Upstream and
 	// Fallbacks) is cooling down, paused or being probed after a
-	// provider-wide failure; no job of the gate runs.
+	// provider-wide failure. No job of the gate runs.
 	ErrUpstreamCooling = errors.New("gate: upstream is cooling down")
-	// ErrLeaseLost: the lease expired or was taken over while fn ran; fn's
-	// context is cancelled with this cause (unless Redis.ContinueOnLeaseLost).
+	// ErrLeaseLost: the lease expired or was taken over while fn ran.
+	// fn's context is cancelled with this cause, unless
+	// Redis.ContinueOnLeaseLost.
 	ErrLeaseLost = errors.New("gate: lease lost")
-	// ErrNotOwned: a settle found the lock owned by someone else (or gone);
-	// nothing was written.
+	// ErrNotOwned: a settle found the lock owned by someone else, or gone.
+	// Nothing was written.
 	ErrNotOwned = errors.New("gate: lock not owned")
 	// ErrAlreadySettled: Succeed, Fail or Release was called twice.
 	ErrAlreadySettled = errors.New("gate: lease already settled")
-	// ErrUnavailable: Redis could not serve the call now: it could not be
-	// reached or did not answer in time, a cluster slot was moving or
-	// failing over (TRYAGAIN, CLUSTERDOWN, MOVED or ASK past the client's
-	// redirects, LOADING, MASTERDOWN), or fewer replicas than
-	// Options.Redis.WaitReplicas acknowledged an acquire. It passes by itself;
-	// the error wraps the cause. A caller's context that ended (cancelled,
-	// its deadline passed) is never ErrUnavailable: every call then returns
-	// an error matching context.Canceled or context.DeadlineExceeded.
+	// ErrUnavailable: Redis could not serve the call now. It passes by
+	// itself. The error wraps the cause, one of:
+	//   - Redis could not be reached or did not answer in time;
+	//   - a cluster slot was moving or failing over (TRYAGAIN,
+	//     CLUSTERDOWN, MOVED or ASK past the client's redirects, LOADING,
+	//     MASTERDOWN);
+	//   - fewer replicas than Options.Redis.WaitReplicas acknowledged an
+	//     acquire.
+	//
+	// A caller's context that ended (cancelled, its deadline passed) is
+	// never ErrUnavailable. Every call then returns an error matching
+	// context.Canceled or context.DeadlineExceeded.
 	ErrUnavailable = errors.New("gate: redis unavailable")
-	// ErrRedisRefused: Redis answered with an error no wait fixes: a
-	// missing ACL permission (NOPERM), a full noeviction Redis (OOM), a
-	// replica (READONLY), a script it would not load or run (NOSCRIPT,
-	// ERR), a key of another type (WRONGTYPE). A configuration problem, not
-	// an outage: the gate fails closed, Redis.FailOpen or not. The error wraps
-	// Redis's reply.
+	// ErrRedisRefused: Redis answered with an error no wait fixes:
+	//   - a missing ACL permission (NOPERM);
+	//   - a full noeviction Redis (OOM);
+	//   - a replica (READONLY);
+	//   - a script it would not load or run (NOSCRIPT, ERR);
+	//   - a key of another type (WRONGTYPE).
+	//
+	// It is a configuration problem, not an outage. The gate fails closed,
+	// Redis.FailOpen or not. The error wraps Redis's reply.
 	ErrRedisRefused = errors.New("gate: redis refused the command")
 	// ErrInvalidJob: the job key is empty or longer than 1024 bytes.
 	ErrInvalidJob = errors.New("gate: invalid job key")
 )
 
 // BlockedError is returned by Do, Call and Acquire when the job may not run
-// now. errors.Is matches the sentinel of State: ErrCoolingDown, ErrInFlight
-// (Running), ErrFailed, ErrDone or ErrUpstreamCooling.
+// now. errors.Is matches the sentinel of State. That is ErrCoolingDown,
+// ErrInFlight (Running), ErrFailed, ErrDone or ErrUpstreamCooling.
 type BlockedError struct {
 	Job string
-	// State is the job's state, or UpstreamCooling when every upstream of
-	// the gate refused the call (the job's own state was then not read).
+	// State is the job's state. It is UpstreamCooling when every upstream
+	// of the gate refused the call. The job's own state was then not read.
 	State State
-	// RetryAfter is how long until a retry may run: the cooldown's time
-	// left; for a running job, an estimate of when its call ends (see
-	// Acquire); for UpstreamCooling, the soonest any upstream recovers.
-	// 0 for Failed and Done.
+	// RetryAfter is how long until a retry may run:
+	//   - for a cooldown, its time left;
+	//   - for a running job, an estimate of when its call ends (see
+	//     Acquire);
+	//   - for UpstreamCooling, the soonest any upstream recovers;
+	//   - 0 for Failed and Done.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success.
 	Attempts int
 	// Reason is the classification code of the failure behind a cooldown
-	// or failed mark, or of the upstream's cooldown or pause; never
+	// or failed mark, or of the upstream's cooldown or pause. It is never
 	// upstream text.
 	Reason string
 	// Evidence names the signal that decided that failure's verdict
@@ -80,7 +90,7 @@ type BlockedError struct {
 	// is UpstreamCooling.
 	Upstreams []UpstreamStatus
 	// Ahead is how many callers were ahead of this one in its upstream's
-	// line when it was refused (its wait could not reach its turn); its
+	// line when it was refused. Its wait could not reach its turn. Its
 	// RetryAfter is then the expected wait for that turn. 0: it was not
 	// in line.
 	Ahead int
@@ -89,7 +99,7 @@ type BlockedError struct {
 	lease time.Duration // Running: the lease's time left, when a waiter reads again
 	local bool          // decided in-process, without Redis (Event.Local)
 	// UpstreamCooling by a budget: the upstream whose line a caller with
-	// a wait joins; nil otherwise.
+	// a wait joins. nil otherwise.
 	line   *lineRefusal
 	waited time.Duration // the time spent in line before it (Event.Waited)
 }
@@ -141,21 +151,24 @@ func (e *BlockedError) Is(target error) bool {
 	return false
 }
 
-// CallError is what Do and Call return when fn failed: it wraps fn's error
-// (errors.Is/As reach it) and says what the gate did about it.
+// CallError is what Do and Call return when fn failed. It wraps fn's
+// error, which errors.Is and errors.As reach. It says what the gate did
+// about it.
 type CallError struct {
 	Job string
 	// Verdict is the classifier's verdict on Err.
 	Verdict classify.Verdict
 	// State is the job's state after the settle: CoolingDown, Failed, or
-	// Ready (released after a caller cancellation, or a provider-wide
-	// failure while another upstream is ready). When the outcome was not
-	// written (SettleErr set) it is Running: the lock's TTL is the
-	// cooldown.
+	// Ready. Ready follows a caller cancellation (released), or a
+	// provider-wide failure while another upstream is ready. When the
+	// outcome was not written (SettleErr set), it is Running. The lock's
+	// TTL is then the cooldown.
 	State State
-	// RetryAfter is the wait the failure leaves: the cooldown that was set
-	// (CoolingDown); when the outcome was not written, the lease, which
-	// the lock's TTL is at most; 0 otherwise.
+	// RetryAfter is the wait the failure leaves:
+	//   - CoolingDown: the cooldown that was set;
+	//   - the outcome not written: the lease, the most the lock's TTL can
+	//     be;
+	//   - 0 otherwise.
 	RetryAfter time.Duration
 	// Attempts counts failures since the last success, this one included.
 	Attempts int
@@ -163,9 +176,10 @@ type CallError struct {
 	Fence int64
 	// Err is fn's error.
 	Err error
-	// SettleErr is set when the outcome could not be recorded in Redis:
-	// ErrNotOwned, ErrLeaseLost, ErrAlreadySettled, or an ErrUnavailable
-	// wrapping the Redis error. nil means the outcome was written.
+	// SettleErr is set when the outcome could not be recorded in Redis.
+	// It is ErrNotOwned, ErrLeaseLost, ErrAlreadySettled, or an
+	// ErrUnavailable wrapping the Redis error. nil means the outcome was
+	// written.
 	SettleErr error
 }
 
@@ -178,9 +192,10 @@ func (e *CallError) Error() string {
 }
 
 // Is reports whether target is the sentinel of the state the failure left
-// the job in: ErrFailed after a permanent failure, ErrCoolingDown after a
-// transient one. So one errors.Is(err, ErrFailed) tells "retrying will
-// not help" for the failing call and for every refused retry after it.
+// the job in. That is ErrFailed after a permanent failure, ErrCoolingDown
+// after a transient one. So one errors.Is(err, ErrFailed) tells "retrying
+// will not help". It does so for the failing call and for every refused
+// retry after it.
 func (e *CallError) Is(target error) bool {
 	switch e.State {
 	case Failed:
@@ -201,10 +216,10 @@ func (e *CallError) Unwrap() []error {
 
 // redisError wraps a Redis error so it matches ErrRedisRefused or
 // ErrUnavailable, and the cause. ctx is the context the command was sent
-// with: when the caller ended it (cancelled, or its deadline passed) the
-// error is the caller's, not an outage, and matches neither sentinel
-// (ctxError); only the gate's own bound on a command (opCtx, cause
-// errRedisTimeout) is Redis not answering.
+// with. The caller may have ended it: cancelled it, or its deadline
+// passed. The error is then the caller's, not an outage, and matches
+// neither sentinel (ctxError). Only the gate's own bound on a command
+// (opCtx, cause errRedisTimeout) is Redis not answering.
 func redisError(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil && context.Cause(ctx) != errRedisTimeout {
 		return ctxError(ctx, op)
@@ -216,12 +231,12 @@ func redisError(ctx context.Context, op string, err error) error {
 }
 
 // errRedisTimeout is the cause of the gate's own bound on a Redis command
-// (Redis.Timeout): Redis did not answer in time, which is unavailability.
+// (Redis.Timeout). Redis did not answer in time: it is unavailable.
 var errRedisTimeout = errors.New("redis did not answer within Redis.Timeout")
 
-// ctxError is the error of a call whose caller ended ctx: it matches
-// ctx.Err() (context.Canceled or context.DeadlineExceeded) and a cause
-// given with context.WithCancelCause.
+// ctxError is the error of a call whose caller ended ctx. It matches
+// ctx.Err() (context.Canceled or context.DeadlineExceeded). It also
+// matches a cause given with context.WithCancelCause.
 func ctxError(ctx context.Context, op string) error {
 	err, cause := ctx.Err(), context.Cause(ctx)
 	if cause == nil || cause == err {
@@ -231,9 +246,10 @@ func ctxError(ctx context.Context, op string) error {
 }
 
 // RetryAfter returns how long to wait before retrying, from any error Do,
-// Call or Acquire returned: a cooldown, a running lease or an upstream
-// cooldown. It returns false for errors that no wait fixes (failed, done,
-// invalid input) and for errors without a known wait.
+// Call or Acquire returned. The wait is a cooldown, a running lease or an
+// upstream cooldown. It returns false for errors that no wait fixes
+// (failed, done, invalid input). It returns false for errors without a
+// known wait, too.
 func RetryAfter(err error) (time.Duration, bool) {
 	var b *BlockedError
 	if errors.As(err, &b) {
@@ -249,8 +265,8 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// quoteJob quotes a job for error text, shortened so a 1 KiB key does not
-// flood logs.
+// quoteJob quotes a job for error text. It shortens it, so a 1 KiB key
+// does not flood logs.
 func quoteJob(job string) string {
 	const max = 64
 	if len(job) > max {
