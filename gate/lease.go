@@ -9,24 +9,24 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/upstream"
 )
 
-// Lease is one held run of a job, from Acquire (or inside Do) until it is
-// settled with Succeed, Fail or Release. Its methods are safe for concurrent
-// use; settling twice returns ErrAlreadySettled.
+// Lease is one held run of a job. It lasts from Acquire (or inside Do)
+// until it is settled with Succeed, Fail or Release. Its methods are safe
+// for concurrent use. Settling twice returns ErrAlreadySettled.
 type Lease struct {
 	grant
 	g      *Gate
 	parent context.Context // the acquiring context: cancellation and values
 
-	// Set once by the acquire, before the lease is handed out: when it
-	// was sent (start) and when its reply came (acquired).
+	// Set once by the acquire, before the lease is handed out. start is
+	// when it was sent; acquired is when its reply came.
 	start    time.Time
 	acquired time.Time
 	ungated  bool
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 
-	// renewals counts the renewals sent (renew.go; only renewals, one at a
-	// time, touch it).
+	// renewals counts the renewals sent (renew.go). Only renewals touch
+	// it, one at a time.
 	renewals int
 	// seen is what the run's responses said of its upstream's budget
 	// (budget.go).
@@ -41,8 +41,8 @@ type Lease struct {
 	early   bool // the first reading is written before the settle (budget.go)
 }
 
-// grant is what an acquire sends and what it was granted: a Lease is made
-// of it only once the job is taken (a refusal allocates no Lease).
+// grant is what an acquire sends and what it was granted. A Lease is made
+// of it only once the job is taken. A refusal allocates no Lease.
 type grant struct {
 	job     string
 	key     string
@@ -59,38 +59,40 @@ func (l *Lease) Job() string { return l.job }
 
 type leaseKey struct{}
 
-// LeaseFromContext returns the lease whose Context ctx is or derives from:
-// the context Do and Call give fn, a handler's request under httpmw, a
-// task or job under the queue adapters. nil when there is none. Deep in a
-// job's code it names the upstream to call (Upstream) and the fence to write
-// with (Fence).
+// LeaseFromContext returns the lease whose Context ctx is or derives from.
+// That is the context Do and Call give fn, a handler's request under
+// httpmw, or a task or job under the queue adapters. It returns nil when
+// there is none. Deep in a job's code, the lease names the upstream to
+// call (Upstream) and the fence to write with (Fence).
 func LeaseFromContext(ctx context.Context) *Lease {
 	l, _ := ctx.Value(leaseKey{}).(*Lease)
 	return l
 }
 
-// Upstream names the upstream this run must call: Options.Upstream, or
-// the first of Options.UpstreamPolicy.Fallbacks that was ready when the lease was taken;
-// "" with UpstreamPolicy.Off. Its outcome cools or readies that upstream only.
+// Upstream names the upstream this run must call. It is Options.Upstream,
+// or the first of Options.UpstreamPolicy.Fallbacks that was ready when the
+// lease was taken. It is "" with UpstreamPolicy.Off. The run's outcome
+// cools or readies that upstream only.
 func (l *Lease) Upstream() string { return l.up.Name() }
 
-// Fence returns the fencing token: it strictly increases across the
-// acquisitions of a job (0 for an ungated lease). A store that keeps the
-// highest token it has seen per job and rejects writes with a lower one
-// keeps a stale owner (paused past its lease) from overwriting newer work.
+// Fence returns the fencing token. It strictly increases across the
+// acquisitions of a job. It is 0 for an ungated lease. A store can keep
+// the highest token it has seen per job and reject writes with a lower
+// one. It then keeps a stale owner (paused past its lease) from
+// overwriting newer work.
 func (l *Lease) Fence() int64 { return l.fence }
 
 // Attempt returns the attempt number of this call: 1 + the failures since
 // the last success.
 func (l *Lease) Attempt() int { return l.attempt }
 
-// Context returns the context fn runs under: the acquiring context, also
-// cancelled when the lease is settled, and with cause ErrLeaseLost when the
-// lease is lost (unless Redis.ContinueOnLeaseLost).
+// Context returns the context fn runs under: the acquiring context. It is
+// also cancelled when the lease is settled. When the lease is lost, it is
+// cancelled with cause ErrLeaseLost, unless Redis.ContinueOnLeaseLost.
 func (l *Lease) Context() context.Context { return l.ctx }
 
-// Gated reports whether the lease holds a lock in Redis; false for the
-// ungated lease Redis.FailOpen hands out while Redis is unreachable.
+// Gated reports whether the lease holds a lock in Redis. It is false for
+// the ungated lease Redis.FailOpen hands out while Redis is unreachable.
 func (l *Lease) Gated() bool { return !l.ungated }
 
 // Lost reports whether the lease has been lost (expired or taken over).

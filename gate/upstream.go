@@ -9,41 +9,42 @@ import (
 
 // UpstreamStatus is the state of one of the gate's upstreams.
 type UpstreamStatus struct {
-	// Upstream names it (Options.Upstream or one of Options.UpstreamPolicy.Fallbacks;
-	// "" when the gate has none).
+	// Upstream names it: Options.Upstream or one of
+	// Options.UpstreamPolicy.Fallbacks. It is "" when the gate has none.
 	Upstream string
 	// State is Ready, CoolingDown or Paused.
 	State State
-	// RetryAfter is the time left in the cooldown or pause; while one call
-	// probes the upstream after it (Probing), the probe's lease left.
+	// RetryAfter is the time left in the cooldown or pause. While one call
+	// probes the upstream after it (Probing), it is the probe's lease left.
 	RetryAfter time.Duration
 	// Reason is the classification code that cooled or paused it, or
 	// ReasonOperator for a pause PauseUpstream set.
 	Reason string
 	// Note is the operator's reason for a pause PauseUpstream set ("key
-	// rotation"), without control characters; "" otherwise.
+	// rotation"), without control characters. It is "" otherwise.
 	Note string
 	// Probing is set while one call probes the upstream after a cooldown
-	// or pause ended; the others stay refused until it settles.
+	// or pause ended. The others stay refused until it settles.
 	Probing bool
 
 	// Budget is what the upstream's provider last reported of its rate
-	// limits, as admission estimates them now (UpstreamPolicy.IgnoreBudget);
-	// set by Upstreams, zero when no response reported one or in a
-	// refusal.
+	// limits, as admission estimates them now (UpstreamPolicy.IgnoreBudget).
+	// Upstreams sets it. It is zero in a refusal, or when no response
+	// reported one.
 	Budget UpstreamBudget
 }
 
 // UpstreamBudget is an upstream's budget: what its provider last reported
-// of its rate limits, shared by every process, estimated now.
+// of its rate limits, estimated now. Every process shares it.
 type UpstreamBudget struct {
 	Requests, Tokens BudgetLimit
 	// InFlight counts the calls admitted by the budget and not yet
-	// settled; Left has their requests (and the tokens their callers said,
-	// WithTokens) taken already.
+	// settled. Left has their requests taken already, and the tokens
+	// their callers said (WithTokens).
 	InFlight int64
-	// Spent is set in a refusal by the budget: less than its reserve
-	// would be left after the call (RetryAfter: until one call fits).
+	// Spent is set in a refusal by the budget. Less than its reserve
+	// would be left after the call. RetryAfter is then the wait until one
+	// call fits.
 	Spent bool
 }
 
@@ -51,13 +52,14 @@ type UpstreamBudget struct {
 type BudgetLimit struct {
 	// Reported: a response reported this limit.
 	Reported bool
-	// Left is what is left now, estimated from the last reading as the
-	// limit refills evenly to its size at its reset, less the calls in
-	// flight; -1 when unknown (a limit of unknown size past its reset).
+	// Left is what is left now, less the calls in flight. It is estimated
+	// from the last reading, as the limit refills evenly to its size at
+	// its reset. It is -1 when unknown: a limit of unknown size past its
+	// reset.
 	Left int64
-	// Limit is the limit's size; 0 when the provider did not say.
+	// Limit is the limit's size. 0 when the provider did not say.
 	Limit int64
-	// Reset is the time until the limit is whole again; -1 when the
+	// Reset is the time until the limit is whole again. -1 when the
 	// provider did not say.
 	Reset time.Duration
 }
@@ -105,7 +107,7 @@ func statusesOf(ss []upstream.Status) []UpstreamStatus {
 	return out
 }
 
-// upstreamRefusal refuses a call every upstream refused: the wait is the
+// upstreamRefusal refuses a call every upstream refused. The wait is the
 // soonest any of them recovers or admits a call.
 func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 	for i := range ss {
@@ -127,8 +129,8 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 	return b
 }
 
-// nextUpstream is the upstream a call would use: the first ready one, else
-// the one that recovers soonest.
+// nextUpstream is the upstream a call would use: the first ready one.
+// With none ready, it is the one that recovers soonest.
 func nextUpstream(ups []UpstreamStatus) UpstreamStatus {
 	if len(ups) == 0 {
 		return UpstreamStatus{State: Ready} // upstreams off: nothing refuses
