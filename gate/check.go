@@ -16,7 +16,7 @@ import (
 	"github.com/retrygate/retrygate/internal/persistence"
 )
 
-// Warning is one problem Check found. It is advice: the gate runs, but a
+// Warning is one problem Check found. It is advice: the gate runs. But a
 // guarantee in the package doc may not hold, or every call may fail.
 type Warning struct {
 	// Reason is one of the Warn* constants Check reports.
@@ -24,8 +24,8 @@ type Warning struct {
 	// Addr is the server it concerns ("" when not known).
 	Addr string
 	// Engine and Version name the server's software as its INFO reports
-	// it ("Redis" "7.0.15", "Valkey", "KeyDB", "Dragonfly", "Garnet"); ""
-	// when INFO could not be read.
+	// it ("Redis" "7.0.15", "Valkey", "KeyDB", "Dragonfly", "Garnet").
+	// Both are "" when INFO could not be read.
 	Engine, Version string
 	// Policy is the maxmemory-policy read, if any.
 	Policy string
@@ -35,22 +35,27 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Message }
 
-// Check reads what the gate's Redis (every master of a cluster, every
-// shard of a ring) is and how it is set up, and returns a Warning for each
-// server where a guarantee fails: a maxmemory-policy that evicts keys with
-// a TTL (WarnEvictionPolicy); no persistence (WarnNoPersistence); an
-// engine that breaks the lock: a Redis before 7.0 (WarnServerVersion),
-// KeyDB's multi-master (WarnMultiMaster), non-atomic scripts
-// (WarnScriptsNotAtomic, WarnScriptsUnchecked); no maxmemory or little
-// room left (WarnNoMaxmemory, WarnMemoryNearlyFull). Each message names
-// the server and the fix; each warning is also sent to the Observer as an
-// EventWarning. Call it once at start-up and log the warnings.
+// Check reads what the gate's Redis is and how it is set up. It reads
+// every master of a cluster and every shard of a ring. Call it once at
+// start-up and log the warnings. It returns a Warning for each server
+// where a guarantee fails:
+//   - a maxmemory-policy that evicts keys with a TTL (WarnEvictionPolicy);
+//   - no persistence (WarnNoPersistence);
+//   - a Redis before 7.0 (WarnServerVersion);
+//   - KeyDB's multi-master (WarnMultiMaster);
+//   - non-atomic scripts (WarnScriptsNotAtomic, WarnScriptsUnchecked);
+//   - no maxmemory or little room left (WarnNoMaxmemory,
+//     WarnMemoryNearlyFull).
 //
-// A server that refuses CONFIG GET or INFO (disabled or renamed on managed
-// Redis, or an ACL without +config|get +info) yields a WarnUnchecked
-// warning, not an error. Check returns an error matching ErrUnavailable
-// only when Redis cannot be reached. It writes nothing and never changes
-// the server's configuration.
+// The version, multi-master and script warnings are engines that break
+// the lock. Each message names the server and the fix. Each warning is
+// also sent to the Observer as an EventWarning.
+//
+// A server may refuse CONFIG GET or INFO. They are disabled or renamed on
+// managed Redis, or an ACL lacks +config|get +info. That yields a
+// WarnUnchecked warning, not an error. Check returns an error matching
+// ErrUnavailable only when Redis cannot be reached. It writes nothing and
+// never changes the server's configuration.
 func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, g.opts.Redis.Timeout, errRedisTimeout)
 	defer cancel()
@@ -71,7 +76,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	}
 	ps, checked, err := g.store.Policies(ctx)
 	for _, p := range ps {
-		// CONFIG GET refused or silent (an ACL with +info only, Dragonfly):
+		// CONFIG GET refused or silent (an ACL with +info only, Dragonfly).
 		// INFO's memory section says the policy too.
 		if v, ok := infoPolicy[p.Addr]; ok && (p.Missing || p.Refusal != nil) {
 			p = store.Policy{Addr: p.Addr, Value: v}
@@ -97,7 +102,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 		return warns, redisError(ctx, "check", err)
 	}
 	// What a server says (its version, its error replies) reaches logs
-	// and terminals: no control characters.
+	// and terminals. So it carries no control characters.
 	for i := range warns {
 		w := &warns[i]
 		if sv, ok := byAddr[w.Addr]; ok && w.Engine == "" {
@@ -105,7 +110,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 		}
 		w.Message, w.Engine, w.Version, w.Policy = printableLine(w.Message), printableLine(w.Engine), printableLine(w.Version), printableLine(w.Policy)
 	}
-	// ForEachMaster runs in parallel: report in a stable order.
+	// ForEachMaster runs in parallel. Report in a stable order.
 	sortWarnings(warns)
 	if g.obs != nil {
 		for _, w := range warns {
@@ -115,7 +120,7 @@ func (g *Gate) Check(ctx context.Context) ([]Warning, error) {
 	return warns, nil
 }
 
-// policyWarning is the warning one server's policy deserves, nil for none.
+// policyWarning is the warning one server's policy deserves. nil for none.
 func policyWarning(p store.Policy) *Warning {
 	on := ""
 	if p.Addr != "" {
@@ -140,9 +145,10 @@ func policyWarning(p store.Policy) *Warning {
 }
 
 // evictsTTLKeys reports whether a maxmemory-policy may evict keys that
-// have a TTL: every gate key has one, so volatile-* policies evict them
-// first and allkeys-* ones as readily as any other key. Dragonfly's INFO
-// says "eviction" when it runs with --cache_mode (src/server/server_family.cc).
+// have a TTL. Every gate key has one. So volatile-* policies evict them
+// first. allkeys-* ones evict them as readily as any other key.
+// Dragonfly's INFO says "eviction" when it runs with --cache_mode
+// (src/server/server_family.cc).
 func evictsTTLKeys(policy string) bool {
 	p := strings.ToLower(policy)
 	return strings.HasPrefix(p, "volatile-") || strings.HasPrefix(p, "allkeys-") || p == "eviction"
@@ -152,8 +158,8 @@ func evictsTTLKeys(policy string) bool {
 // warns (WarnMemoryNearlyFull).
 const memoryNearlyFull = 0.9
 
-// serverWarnings are the warnings what one server says about itself
-// deserves: its engine's and its memory's.
+// serverWarnings are the warnings one server deserves by what it says
+// about itself. They concern its engine and its memory.
 func serverWarnings(s engine.Server) []Warning {
 	name, version := s.Engine()
 	warn := func(reason, format string, a ...any) Warning {
@@ -232,8 +238,8 @@ func sortWarnings(ws []Warning) {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// printableLine is s on one line with every character that is not
-// printable, and every byte that is not UTF-8, escaped as in a Go string.
+// printableLine is s on one line. Every character that is not printable,
+// and every byte that is not UTF-8, is escaped as in a Go string.
 func printableLine(s string) string {
 	var b strings.Builder
 	for _, r := range oneLine(s) {
