@@ -13,27 +13,34 @@ type EventKind uint8
 const (
 	// EventAcquired: a lease was granted (Fence, Attempt set).
 	EventAcquired EventKind = iota + 1
-	// EventRefused: a call was refused; State says why (Running, CoolingDown,
-	// Failed, Done, UpstreamCooling), Cooldown holds the wait left. Local is
-	// set when the refusal was decided in-process, without Redis.
+	// EventRefused: a call was refused. State says why (Running,
+	// CoolingDown, Failed, Done, UpstreamCooling). Cooldown holds the wait
+	// left. Local is set when the refusal was decided in-process, without
+	// Redis.
 	EventRefused
-	// EventSettled: a lease's outcome was recorded. State is what it led to:
-	// Ready or Done after a success (Reason empty) or a release (Reason set,
-	// e.g. "canceled"), CoolingDown (Cooldown set) or Failed after a failure
-	// (Class, Reason), or Ready after a provider-wide failure while another
-	// upstream is ready (Class and Reason set). Err is ErrNotOwned when the lock had passed to
-	// someone else and nothing was written; State is then what the lock
-	// held. Held is how long the lock was held.
+	// EventSettled: a lease's outcome was recorded. State is what it led
+	// to:
+	//   - Ready or Done after a success (Reason empty);
+	//   - Ready or Done after a release (Reason set, e.g. "canceled");
+	//   - CoolingDown (Cooldown set) or Failed after a failure (Class,
+	//     Reason);
+	//   - Ready after a provider-wide failure while another upstream is
+	//     ready (Class and Reason set).
+	//
+	// Err is ErrNotOwned when the lock had passed to someone else and
+	// nothing was written. State is then the state found at the key. Held
+	// is how long the lock was held.
 	EventSettled
-	// EventRenewed: a renewal extended the lease, or failed to reach Redis
-	// (Err set).
+	// EventRenewed: a renewal extended the lease, or failed to reach
+	// Redis (Err set).
 	EventRenewed
 	// EventLeaseLost: the lease expired or was taken over while fn ran.
-	// Unless Redis.ContinueOnLeaseLost no settle follows, and Held is set here.
+	// Unless Redis.ContinueOnLeaseLost, no settle follows. Held is then
+	// set here.
 	EventLeaseLost
-	// EventRedisError: a Redis operation the gate ran failed (Err set, Op
-	// names it: "acquire", "settle", "renew", "undo" or "upstream",
-	// an upstream's breaker).
+	// EventRedisError: a Redis operation the gate ran failed. Err is set.
+	// Op names the operation: "acquire", "settle", "renew", "undo" or
+	// "upstream" (an upstream's breaker).
 	EventRedisError
 	// EventFailOpen: Redis was unreachable and fn ran ungated (Redis.FailOpen).
 	EventFailOpen
@@ -41,12 +48,12 @@ const (
 	// for Cooldown.
 	EventUpstreamCooling
 	// EventUpstreamPaused: a systemic failure (credentials, quota) paused
-	// the upstream: one probe call after each pause (UpstreamPolicy.
-	// Cooldown first, growing to PauseTTL), until the cause is fixed or an
-	// operator resets it (loud).
+	// the upstream (loud). One call probes it after each pause. The first
+	// pause is UpstreamPolicy.Cooldown, and pauses grow to PauseTTL. This
+	// goes on until the cause is fixed or an operator resets it.
 	EventUpstreamPaused
 	// EventWarning: something an operator must look at (loud). Reason says
-	// what: a Warn* constant.
+	// what, as a Warn* constant.
 	EventWarning
 )
 
@@ -63,14 +70,15 @@ func (k EventKind) String() string {
 }
 
 // Event is one thing that happened in a gate. Fields that do not apply to
-// the kind are zero. Job is the caller's job key: adapters must not use it
-// as a metric label (unbounded cardinality).
+// the kind are zero. Job is the caller's job key. Adapters must not use it
+// as a metric label: its cardinality is unbounded.
 type Event struct {
 	Kind EventKind
 	Job  string
 	// Upstream is the upstream the event concerns: the one a lease ran
-	// on, the one a failure cooled; the gate's Options.Upstream when no
-	// single upstream is concerned (a refusal, a Redis error on the job).
+	// on, or the one a failure cooled. It is the gate's Options.Upstream
+	// when no single upstream is concerned (a refusal, a Redis error on
+	// the job).
 	Upstream string
 	// State is the job's state the event led to or was refused by.
 	State State
@@ -85,31 +93,31 @@ type Event struct {
 	Cooldown time.Duration
 	// Local marks refusals decided in-process, without a Redis round trip.
 	Local bool
-	// Shadow marks every event of a shadow gate (Options.Shadow): an
-	// EventRefused of it is a call that would have been refused, and ran.
+	// Shadow marks every event of a shadow gate (Options.Shadow). Its
+	// EventRefused is a call that would have been refused, and ran.
 	Shadow bool
 	// Op names the Redis operation of EventRedisError.
 	Op  string
 	Err error
 	// Budget is, for EventAcquired, what the upstream's budget had left
-	// after admitting the call, and for EventRefused by an upstream, that
-	// upstream's (Spent when its budget refused); zero when the upstream
-	// has no budget. Limits and resets are not known here (Upstreams
-	// reads them).
+	// after admitting the call. For EventRefused by an upstream, it is
+	// that upstream's budget (Spent when its budget refused). It is zero
+	// when the upstream has no budget. Limits and resets are not known
+	// here: Upstreams reads them.
 	Budget UpstreamBudget
 	// Priority and Tenant are the call's class and tenant (WithPriority,
 	// WithTenant) on EventAcquired and EventRefused.
 	Priority Priority
 	Tenant   string
 	// Waited is, on EventAcquired and EventRefused, the time the call spent
-	// in its upstream's line before the acquire or refusal; 0 if it never
+	// in its upstream's line before the acquire or refusal. 0 if it never
 	// waited.
 	Waited time.Duration
 }
 
 // Observer receives events. Observe is called synchronously on the calling
-// goroutine (renewal events on the renewal timer's), so it must be fast and
-// safe for concurrent use.
+// goroutine. Renewal events come on the renewal timer's goroutine. So
+// Observe must be fast and safe for concurrent use.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -118,71 +126,80 @@ type Observer interface {
 // reports.
 const (
 	// WarnEvictionPolicy: the server's maxmemory-policy may evict keys
-	// with a TTL (volatile-*, allkeys-*), so a cooldown or a failed mark can
-	// vanish early under memory pressure and the job run again too soon.
-	// Set maxmemory-policy to noeviction for the gate's Redis.
+	// with a TTL (volatile-*, allkeys-*). A cooldown or a failed mark can
+	// then vanish early under memory pressure. The job runs again too
+	// soon. Set maxmemory-policy to noeviction for the gate's Redis.
 	WarnEvictionPolicy = "maxmemory_policy_evicts"
-	// WarnUnchecked: the policy could not be read (CONFIG disabled or
-	// renamed, as on many managed services; no ACL permission; or a client
-	// type Check cannot inspect). Ask the provider which policy it uses.
+	// WarnUnchecked: the policy could not be read. CONFIG may be disabled
+	// or renamed, as on many managed services. An ACL permission may be
+	// missing. Or Check cannot inspect the client's type. Ask the provider
+	// which policy it uses.
 	WarnUnchecked = "config_unchecked"
 	// WarnNoPersistence: the server persists nothing (appendonly no and no
-	// save schedule), so a restart forgets every cooldown, failed and done
-	// mark, and those jobs run again. Set appendonly yes with appendfsync
-	// everysec, or an RDB save schedule. Where CONFIG is refused Check
-	// reads INFO persistence; a server that refuses both is not warned
+	// save schedule). A restart forgets every cooldown, failed and done
+	// mark. Those jobs run again. Set appendonly yes with appendfsync
+	// everysec, or an RDB save schedule. Where CONFIG is refused, Check
+	// reads INFO persistence. A server that refuses both is not warned
 	// about.
 	WarnNoPersistence = "no_persistence"
 	// WarnServerVersion: the server implements a Redis older than 7.0
-	// (Redis, KeyDB 6), which refuses the acquire's SET NX GET: every call
+	// (Redis, KeyDB 6). It refuses the acquire's SET NX GET. Every call
 	// fails closed with ErrRedisRefused. Use Redis 7.0 or later, or Valkey.
 	WarnServerVersion = "server_version"
 	// WarnMultiMaster: the server takes writes beside another master
-	// (KeyDB's active-replica or multi-master), and the last write wins, so
-	// two processes can take the same job on two nodes. Turn it off and
-	// point every gate at one master.
+	// (KeyDB's active-replica or multi-master). The last write wins. So two
+	// processes can take the same job on two nodes. Turn it off and point
+	// every gate at one master.
 	WarnMultiMaster = "multi_master"
 	// WarnScriptsNotAtomic: the server runs the gate's scripts
-	// non-atomically, or not at all: a Dragonfly whose scripts may touch
-	// undeclared keys (--default_lua_flags=disable-atomicity, or
-	// allow-undeclared-keys, which cannot be told apart), a Garnet started
-	// without --lua. Start it with atomic scripts.
+	// non-atomically, or not at all. Two servers do:
+	//   - a Dragonfly whose scripts may touch undeclared keys
+	//     (--default_lua_flags=disable-atomicity, or allow-undeclared-keys;
+	//     the two cannot be told apart);
+	//   - a Garnet started without --lua.
+	//
+	// Start it with atomic scripts.
 	WarnScriptsNotAtomic = "scripts_not_atomic"
 	// WarnScriptsUnchecked: whether the server runs scripts atomically
-	// could not be read: Garnet does not say whether it was started with
-	// --lua-transaction-mode, without which two processes can take the
-	// same job. Make sure it was.
+	// could not be read. Garnet does not say whether it was started with
+	// --lua-transaction-mode. Without it, two processes can take the same
+	// job. Make sure it was.
 	WarnScriptsUnchecked = "scripts_unchecked"
-	// WarnNoMaxmemory: the server has no maxmemory, so a flood of
-	// distinct job ids (each kept for Retention.Attempts) can take the
-	// machine's memory. Set maxmemory, with maxmemory-policy noeviction.
+	// WarnNoMaxmemory: the server has no maxmemory. So a flood of
+	// distinct job ids can take the machine's memory. Each is kept for
+	// Retention.Attempts. Set maxmemory, with maxmemory-policy noeviction.
 	WarnNoMaxmemory = "no_maxmemory"
-	// WarnMemoryNearlyFull: the server uses 90 % or more of its maxmemory;
-	// once full it refuses every new job with OOM (jobs already known keep
-	// their answers). Raise maxmemory, or find what fills it.
+	// WarnMemoryNearlyFull: the server uses 90 % or more of its
+	// maxmemory. Once full, it refuses every new job with OOM. Jobs
+	// already known keep their answers. Raise maxmemory, or find what
+	// fills it.
 	WarnMemoryNearlyFull = "memory_nearly_full"
 	// WarnSettleUnwritten: a failure's cooldown or failed mark, or a
-	// success's done mark (Retention.Done), could not be written (Redis
-	// unreachable, or refusing writes when full); State says which. The
+	// success's done mark (Retention.Done), could not be written. Redis was
+	// unreachable, or refused writes when full. State says which mark. The
 	// process that ran the job refuses it in-process for the intended
-	// cooldown or mark, and writes a done mark again until Redis takes it;
-	// other processes see only the running lease's TTL meanwhile.
+	// cooldown or mark. It writes a done mark again until Redis takes it.
+	// Other processes see only the running lease's TTL meanwhile.
 	WarnSettleUnwritten = "settle_unwritten"
 	// WarnPermanentWave: many distinct jobs of the upstream failed
 	// permanently for the same reason in a short window
-	// (UpstreamPolicy.PermanentWave): a changed API, a broken prompt
-	// template, an unclassified billing error. The upstream is paused for
-	// that reason and its jobs cool instead of being marked Failed; fix the
-	// cause, then reset the upstream and clear the marks already written
-	// (retrygate reset --state failed --reason R).
+	// (UpstreamPolicy.PermanentWave). The cause may be a changed API, a
+	// broken prompt template, or an unclassified billing error. The
+	// upstream is paused for that reason. Its jobs cool instead of being
+	// marked Failed. Fix the cause. Then reset the upstream and clear the
+	// marks already written (retrygate reset --state failed --reason R).
 	WarnPermanentWave = "permanent_wave"
 	// WarnWaitPolling: waits and watches (AcquireWait, Watch) could not
-	// subscribe to the job's channel and poll Redis with backoff instead:
-	// the client cannot subscribe, Redis refused it (an ACL without
-	// channel permission: NOPERM; a server without SSUBSCRIBE), the
-	// subscription's connection broke, or a cluster slot moved and the
-	// client's slot map has not followed yet (MOVED; Err says which). They
-	// are woken late, never wrongly. A Gate sends it at most once a minute,
-	// however many waits poll.
+	// subscribe to the job's channel. They poll Redis with backoff
+	// instead. Err says why:
+	//   - the client cannot subscribe;
+	//   - Redis refused it (an ACL without channel permission: NOPERM; a
+	//     server without SSUBSCRIBE);
+	//   - the subscription's connection broke;
+	//   - a cluster slot moved, and the client's slot map has not followed
+	//     yet (MOVED).
+	//
+	// They are woken late, never wrongly. A Gate sends it at most once a
+	// minute, however many waits poll.
 	WarnWaitPolling = "wait_polling"
 )
