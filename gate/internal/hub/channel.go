@@ -17,7 +17,7 @@ import (
 //	   │                     │                          │
 //	   └──refused, failed────┴──dropped by Redis (wake)─┴──▶ gone (its listeners join anew)
 //
-// A channel leaves pending once: its settled channel is closed then, and
+// A channel leaves pending once. Its settled channel is closed then, and
 // Ready reads the phase. Only a live channel's changes are pushed.
 type phase uint8
 
@@ -37,7 +37,7 @@ type channel struct {
 	lns     map[*Listener]struct{}
 }
 
-// moveLocked sets the channel's phase; h.mu must be held.
+// moveLocked sets the channel's phase. h.mu must be held.
 func (c *channel) moveLocked(to phase) {
 	if c.phase == pending && to != pending {
 		close(c.settled)
@@ -66,9 +66,9 @@ type conn struct {
 	turn map[string]chan struct{}
 }
 
-// joinLocked returns the channel's state, made and registered when new
-// (the caller then subscribes). While subscriptions cannot work it returns
-// a gone channel at once.
+// joinLocked returns the channel's state. A new one is made and
+// registered, and the caller then subscribes. While subscriptions cannot
+// work, it returns a gone channel at once.
 func (h *Hub) joinLocked(name string) (*channel, bool) {
 	if c := h.chans[name]; c != nil {
 		return c, false
@@ -130,22 +130,24 @@ func (h *Hub) subscribe(ctx context.Context, c *channel) {
 		h.unsubscribe(sc, c.name)
 		return
 	}
-	// Every listener may leave while the SUBSCRIBE is on its way (it runs
-	// in the background, Ready): their UNSUBSCRIBE waits for this turn to
-	// end, so it lands after the SUBSCRIBE and leaves no channel nobody
+	// Every listener may leave while the SUBSCRIBE is on its way. It runs
+	// in the background (Ready). Their UNSUBSCRIBE waits for this turn to
+	// end. So it lands after the SUBSCRIBE. It leaves no channel nobody
 	// listens to on the connection.
 	sc.start.Do(func() { go h.receive(sc) })
 }
 
 // queueLocked puts an operation on channel name of sc in line behind the
-// ones decided before it; h.mu must be held. The operation calls wait
-// before it sends anything and end when it is done. So the SUBSCRIBEs and
-// UNSUBSCRIBEs of one channel reach Redis in the order the hub decided
-// them: a listener's SUBSCRIBE never goes before the UNSUBSCRIBE of the
-// last listener before it, which would drop the new listener's channel
-// (it would read again and resubscribe: a wasted trip on every
-// back-to-back wait of one job). Each operation is bounded by the
-// client's timeouts, so a wait is too.
+// ones decided before it. h.mu must be held. The operation calls wait
+// before it sends anything, and end when it is done. So the SUBSCRIBEs
+// and UNSUBSCRIBEs of one channel reach Redis in the order the hub
+// decided them.
+//
+// A listener's SUBSCRIBE never goes before the UNSUBSCRIBE of the last
+// listener before it. That UNSUBSCRIBE would drop the new listener's
+// channel. The listener would read again and resubscribe. That is a
+// wasted trip on every back-to-back wait of one job. Each operation is
+// bounded by the client's timeouts, so a wait is too.
 func (h *Hub) queueLocked(sc *conn, name string) (wait, end func()) {
 	prev := sc.turn[name]
 	done := make(chan struct{})
@@ -167,7 +169,7 @@ func (h *Hub) queueLocked(sc *conn, name string) (wait, end func()) {
 }
 
 // leaveLocked returns the function that unsubscribes name on sc in its
-// turn (queueLocked); h.mu must be held.
+// turn (queueLocked). h.mu must be held.
 func (h *Hub) leaveLocked(sc *conn, name string) func() {
 	wait, end := h.queueLocked(sc, name)
 	return func() {
@@ -177,9 +179,9 @@ func (h *Hub) leaveLocked(sc *conn, name string) func() {
 	}
 }
 
-// unsubscribe drops a channel from sc, best effort: on a broken connection
-// it only leaves go-redis's list of channels to resubscribe. Callers send
-// it in the channel's turn (queueLocked).
+// unsubscribe drops a channel from sc, best effort. On a broken
+// connection, it only leaves go-redis's list of channels to resubscribe.
+// Callers send it in the channel's turn (queueLocked).
 func (h *Hub) unsubscribe(sc *conn, name string) {
 	if h.Test.Unsubscribing != nil {
 		h.Test.Unsubscribing(name)
@@ -194,8 +196,8 @@ func (h *Hub) unsubscribe(sc *conn, name string) {
 	})
 }
 
-// dropLocked forgets c; its PubSub is closed Linger after its last channel
-// goes.
+// dropLocked forgets c. Its PubSub is closed Linger after its last
+// channel goes.
 func (h *Hub) dropLocked(c *channel) {
 	c.moveLocked(gone)
 	if h.chans[c.name] == c {
@@ -230,7 +232,7 @@ func (h *Hub) closeLocked(sc *conn) {
 	}
 }
 
-// reset gives up on sc (a ping went unanswered): its channels' listeners
+// reset gives up on sc: a ping went unanswered. Its channels' listeners
 // subscribe again, on a new connection.
 func (h *Hub) reset(sc *conn, err error) {
 	h.mu.Lock()
@@ -249,7 +251,7 @@ func (h *Hub) reset(sc *conn, err error) {
 	h.warn(context.Background(), err)
 }
 
-// fail ends a subscription that could not be made: its listeners poll.
+// fail ends a subscription that could not be made. Its listeners poll.
 func (h *Hub) fail(ctx context.Context, c *channel, err error) {
 	h.mu.Lock()
 	if store.Refused(err) {
@@ -293,7 +295,7 @@ func (h *Hub) receive(sc *conn) {
 				continue
 			}
 			// go-redis closed the connection and tried to reconnect and
-			// resubscribe; until a confirmation, listeners poll.
+			// resubscribe. Until a confirmation, listeners poll.
 			pinged = false
 			sc.sent.forget()
 			h.broke(sc, err)
@@ -327,8 +329,8 @@ func (h *Hub) receive(sc *conn) {
 	}
 }
 
-// confirmed marks a channel live; a resubscription (after a break) wakes
-// its listeners, since a change may have been missed meanwhile.
+// confirmed marks a channel live. A resubscription after a break wakes
+// its listeners. A change may have been missed meanwhile.
 func (h *Hub) confirmed(sc *conn, name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -343,9 +345,10 @@ func (h *Hub) confirmed(sc *conn, name string) {
 	}
 }
 
-// dropped handles an unsubscribe message: the gate's own unsubscribe (the
-// channel is no longer in sc) or Redis dropping a live channel (a cluster
-// slot moved away): its listeners then subscribe again.
+// dropped handles an unsubscribe message. It is the gate's own
+// unsubscribe when the channel is no longer in sc. Or Redis dropped a
+// live channel: a cluster slot moved away. Its listeners then subscribe
+// again.
 func (h *Hub) dropped(sc *conn, name string) {
 	h.mu.Lock()
 	c := sc.chans[name]
@@ -360,11 +363,11 @@ func (h *Hub) dropped(sc *conn, name string) {
 	leave()
 }
 
-// broke marks every live channel of sc broken after a connection error
-// and wakes their listeners, which read the state and poll until the
+// broke marks every live channel of sc broken after a connection error.
+// It wakes their listeners. They read the state and poll until the
 // resubscription is confirmed. On a cluster the client's slot map is
-// reloaded: the server may be a master that died, and go-redis routes the
-// resubscription (and the job's scripts) by that map.
+// reloaded. The server may be a master that died. go-redis routes the
+// resubscription, and the job's scripts, by that map.
 func (h *Hub) broke(sc *conn, err error) {
 	if r := h.cfg.Subscriptions.Reload; r != nil {
 		r(context.Background())
@@ -380,23 +383,26 @@ func (h *Hub) broke(sc *conn, err error) {
 	h.warn(context.Background(), err)
 }
 
-// refusedOn handles an error reply on sc, matched to the command it
-// answers by the order of replies (sentCmds). A refused UNSUBSCRIBE or
-// PING (an ACL without +unsubscribe or +ping) changes nothing: the
-// connection answered, so it is alive. A SUBSCRIBE refused or redirected
-// fails its channel, whose listeners poll, then subscribe again; a reply
-// that matches no command sent (go-redis's resubscription after a
-// reconnection refused) fails every channel not live yet. A refusal no
-// wait fixes (NOPERM, an unknown command) keeps listeners polling for
-// Retry; a redirection (MOVED: the slot moved to another master) is
-// retried at the next step, once the client's slot map is reloaded.
+// refusedOn handles an error reply on sc. The order of replies matches
+// it to the command it answers (sentCmds).
+//   - A refused UNSUBSCRIBE or PING (an ACL without +unsubscribe or
+//     +ping) changes nothing. The connection answered, so it is alive.
+//   - A SUBSCRIBE refused or redirected fails its channel. Its listeners
+//     poll, then subscribe again.
+//   - A reply that matches no command sent fails every channel not live
+//     yet. It is go-redis's resubscription after a reconnection, refused.
 //
-// The listeners are not woken: leaving pending ends a wait in Ready, and
-// a listener past it polls already (its channel was not confirmed), so it
-// retries at its next poll step, with backoff. A wake would retry at once:
-// while the client's slot map still names the old master (a reload lags
-// behind a moved slot by 200 ms or more), subscribe, MOVED, wake would
-// spin, each turn reading the job again.
+// A refusal no wait fixes (NOPERM, an unknown command) keeps listeners
+// polling for Retry. A redirection (MOVED: the slot moved to another
+// master) is retried at the next step, once the client's slot map is
+// reloaded.
+//
+// The listeners are not woken. Leaving pending ends a wait in Ready. A
+// listener past it polls already, since its channel was not confirmed. So
+// it retries at its next poll step, with backoff. A wake would retry at
+// once. The client's slot map may still name the old master: a reload
+// lags behind a moved slot by 200 ms or more. Meanwhile subscribe, MOVED,
+// wake would spin, each turn reading the job again.
 func (h *Hub) refusedOn(sc *conn, err error) {
 	cmd, sent := sc.sent.refused()
 	if sent && cmd.kind != subscribeCmd {

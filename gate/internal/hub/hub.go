@@ -11,16 +11,16 @@ import (
 )
 
 const (
-	// pingEvery: a subscription silent this long is pinged, and counted
+	// pingEvery: a subscription silent this long is pinged. It is counted
 	// broken when the ping is not answered within as long again.
 	pingEvery = 30 * time.Second
 	// Linger keeps an idle PubSub open, so back-to-back waits do not dial
 	// each time.
 	Linger = 5 * time.Second
-	// Retry: after Redis refused a subscription (NOPERM: an ACL without
-	// channel permission; an unknown command), listeners poll this long
-	// before a subscription is tried again; and the longest silence
-	// between two warnings.
+	// Retry: after Redis refused a subscription, listeners poll this long
+	// before a subscription is tried again. The refusal is NOPERM (an ACL
+	// without channel permission) or an unknown command. Retry is also
+	// the longest silence between two warnings.
 	Retry = time.Minute
 	// Polling without a subscription: the first step and the longest.
 	PollMin = 10 * time.Millisecond
@@ -29,20 +29,20 @@ const (
 
 // Config is what a Hub needs from the gate.
 type Config struct {
-	// Subscriptions says how the client subscribes (Open nil: it cannot,
-	// every listener polls).
+	// Subscriptions says how the client subscribes. With Open nil it
+	// cannot, and every listener polls.
 	Subscriptions store.Subscriptions
 	// Timeout bounds an unsubscribe sent in the background.
 	Timeout time.Duration
-	// Warn is told why listeners poll (nil: nobody listens), at most once
-	// per Retry.
+	// Warn is told why listeners poll, at most once per Retry. nil:
+	// nobody listens.
 	Warn func(ctx context.Context, err error)
 }
 
 // Hub is a gate's subscriptions. Make it with New.
 type Hub struct {
 	cfg Config
-	// listeners counts live listeners, so a settle with nobody waiting
+	// listeners counts live listeners. So a settle with nobody waiting
 	// costs one atomic load (Local).
 	listeners atomic.Int32
 
@@ -56,8 +56,8 @@ type Hub struct {
 	Test TestHooks
 }
 
-// TestHooks are a hub's test signals, grouped so production code never
-// sets one by accident.
+// TestHooks are a hub's test signals. They are grouped so production
+// code never sets one by accident.
 type TestHooks struct {
 	PingEvery     time.Duration        // silence before a ping (0: pingEvery)
 	Subscribing   func(channel string) // just before each SUBSCRIBE is sent
@@ -65,7 +65,7 @@ type TestHooks struct {
 	Message       func(channel string) // after each message is handled
 }
 
-// New returns a hub; it connects nothing until the first Listen.
+// New returns a hub. It connects nothing until the first Listen.
 func New(cfg Config) *Hub { return &Hub{cfg: cfg} }
 
 // Listeners counts the live listeners.
@@ -79,7 +79,7 @@ type Listener struct {
 	wake  chan struct{} // buffered: a wake is never lost, wakes coalesce
 }
 
-// Listen starts a listener of the named channels; nothing is subscribed
+// Listen starts a listener of the named channels. Nothing is subscribed
 // until Ready. Close it when done.
 func (h *Hub) Listen(names ...string) *Listener {
 	h.listeners.Add(1)
@@ -97,11 +97,11 @@ func signal(c chan struct{}) {
 	}
 }
 
-// Ready subscribes the listener's channels that are not subscribed yet
-// and waits, at most within, until Redis has confirmed them. It reports
-// whether every channel is subscribed: then a change after this call is
-// pushed; otherwise the caller polls. A caller reads the state after
-// Ready, so a change between the subscription and the read is in what it
+// Ready subscribes the listener's channels that are not subscribed yet.
+// It waits, at most within, until Redis has confirmed them. It reports
+// whether every channel is subscribed. If so, a change after this call is
+// pushed. Otherwise the caller polls. A caller reads the state after
+// Ready. So a change between the subscription and the read is in what it
 // reads.
 func (ln *Listener) Ready(ctx context.Context, within time.Duration) bool {
 	h := ln.h
@@ -126,8 +126,8 @@ func (ln *Listener) Ready(ctx context.Context, within time.Duration) bool {
 		}
 	}
 	h.mu.Unlock()
-	// In the background: on a path that drops packets, dialing and
-	// subscribing block for the client's timeouts, and the wait must not
+	// In the background. On a path that drops packets, dialing and
+	// subscribing block for the client's timeouts. The wait must not
 	// overrun within. The subscription is shared, so it does not end with
 	// this caller's context.
 	for _, c := range fresh {
@@ -159,7 +159,7 @@ func (ln *Listener) Ready(ctx context.Context, within time.Duration) bool {
 	return push
 }
 
-// Close ends the listener; a channel nobody listens to any more is
+// Close ends the listener. A channel nobody listens to any more is
 // unsubscribed.
 func (ln *Listener) Close() {
 	h := ln.h
@@ -179,18 +179,18 @@ func (ln *Listener) Close() {
 	}
 	h.mu.Unlock()
 	h.listeners.Add(-1)
-	// In the background, like the subscribe: the caller has its answer, and
-	// a connection on a silent path would hold it for the client's
-	// timeouts. A listener that subscribes the channel again meanwhile
-	// waits for this UNSUBSCRIBE to be sent first (leaveLocked).
+	// In the background, like the subscribe. The caller has its answer. A
+	// connection on a silent path would keep it for the client's timeouts.
+	// A listener that subscribes the channel again meanwhile waits for
+	// this UNSUBSCRIBE to be sent first (leaveLocked).
 	for _, leave := range drop {
 		go leave()
 	}
 }
 
-// Local wakes the listeners of a key this process just settled, without
-// waiting for Redis's message: the in-process lease is forgotten only
-// after the settle, so their re-read sees the new state.
+// Local wakes the listeners of a key this process just settled. It does
+// not wait for Redis's message. The in-process lease is forgotten only
+// after the settle. So their re-read sees the new state.
 func (h *Hub) Local(key string) {
 	if h.listeners.Load() == 0 {
 		return
@@ -205,10 +205,11 @@ func (h *Hub) Local(key string) {
 // wakeChannel wakes the listeners of a channel a message came for on sc.
 func (h *Hub) wakeChannel(sc *conn, name string) {
 	h.mu.Lock()
-	// Only a confirmed subscription on this connection: a message read
-	// before the confirmation of a new listener's SUBSCRIBE (Redis sends
-	// them in order) was published before it, under the last listener's
-	// subscription, and the new listener's first read sees it anyway.
+	// Only a confirmed subscription on this connection. Redis sends
+	// messages and confirmations in order. So a message read before the
+	// confirmation of a new listener's SUBSCRIBE was published before it,
+	// under the last listener's subscription. The new listener's first
+	// read sees it anyway.
 	if c := h.chans[name]; c != nil && c.sc == sc && c.phase == live {
 		c.wakeLocked()
 	}

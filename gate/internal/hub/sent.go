@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// Redis answers a connection's commands in the order they were sent, so
-// an error reply on a PubSub is matched to its command by that order: a
+// Redis answers a connection's commands in the order they were sent. So
+// an error reply on a PubSub is matched to its command by that order. A
 // refused UNSUBSCRIBE or PING (an ACL without +unsubscribe or +ping) is
 // then never taken for the refusal of a SUBSCRIBE pending beside it.
 
@@ -29,28 +29,30 @@ type sentCmd struct {
 // sentCmds are a connection's commands awaiting their replies, oldest
 // first.
 //
-// go-redis sends commands of its own: after a reconnection it subscribes
+// go-redis sends commands of its own. After a reconnection it subscribes
 // every channel again, before anything else on the new connection. Their
-// confirmations match no command sent (and are skipped), and the
-// commands sent on the old connection are forgotten when the receive
-// loop sees it break. A refusal that finds no command sent (go-redis's
-// resubscription refused) is taken for a subscription's: every channel
-// not live fails, and its listeners poll. The record is exact but for
-// one window: a command sent on the new connection before the receive
-// loop has seen the old one break is forgotten with the old ones, and
-// a refusal of it is matched to the command sent after it, if any.
+// confirmations match no command sent, and are skipped. The commands sent
+// on the old connection are forgotten when the receive loop sees it
+// break. A refusal that finds no command sent is go-redis's
+// resubscription, refused. It is taken for a subscription's refusal:
+// every channel not live fails, and its listeners poll.
+//
+// The record is exact but for one window. A command may be sent on the
+// new connection before the receive loop has seen the old one break. It
+// is forgotten with the old ones. A refusal of it is matched to the
+// command sent after it, if any.
 type sentCmds struct {
-	// writing is held while a command is recorded and written, so the
-	// order recorded is the wire's; mu guards the record, so the receive
+	// writing is held while a command is recorded and written. So the
+	// order recorded is the wire's. mu guards the record, so the receive
 	// loop never waits for a write.
 	writing sync.Mutex
 	mu      sync.Mutex
 	cmds    []sentCmd
 }
 
-// send records cmd and writes it with write: the order recorded is the
+// send records cmd and writes it with write. The order recorded is the
 // order on the wire. A write that fails makes go-redis close the
-// connection and open another: no command sent on the old one will be
+// connection and open another. No command sent on the old one will be
 // answered, so the record is emptied.
 func (s *sentCmds) send(ctx context.Context, cmd sentCmd, write func(ctx context.Context) error) error {
 	s.writing.Lock()
@@ -65,9 +67,9 @@ func (s *sentCmds) send(ctx context.Context, cmd sentCmd, write func(ctx context
 	return err
 }
 
-// answered takes the oldest command when a reply of its kind (and
-// channel) comes: a confirmation of go-redis's own resubscription matches
-// none and takes nothing.
+// answered takes the oldest command when a reply of its kind and channel
+// comes. A confirmation of go-redis's own resubscription matches none. It
+// takes nothing.
 func (s *sentCmds) answered(kind cmdKind, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,8 +78,8 @@ func (s *sentCmds) answered(kind cmdKind, name string) {
 	}
 }
 
-// refused takes the oldest command, which an error reply answers; false
-// when none was sent.
+// refused takes the oldest command, which an error reply answers. It
+// returns false when none was sent.
 func (s *sentCmds) refused() (sentCmd, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,7 +91,7 @@ func (s *sentCmds) refused() (sentCmd, bool) {
 	return cmd, true
 }
 
-// forget drops every command sent: their connection broke, their
+// forget drops every command sent. Their connection broke, so their
 // replies will not come.
 func (s *sentCmds) forget() {
 	s.mu.Lock()
