@@ -47,7 +47,7 @@ func (w Warning) String() string { return w.Message }
 //   - no maxmemory or little room left (WarnNoMaxmemory,
 //     WarnMemoryNearlyFull).
 //
-// The version, multi-master and script warnings are engines that break
+// The version, multi-master and script warnings name engines that break
 // the lock. Each message names the server and the fix. Each warning is
 // also sent to the Observer as an EventWarning.
 //

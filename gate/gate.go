@@ -50,7 +50,7 @@ type testHooks struct {
 // text names every invalid field.
 //
 // New learns once, from the methods rdb has, how to send commands. So a
-// wrapper that embeds a client behaves as the client:
+// wrapper that embeds a client behaves as the client. What New learns:
 //   - With Options() *redis.Options (a *redis.Client), changes are
 //     published with PUBLISH. Otherwise they are published with SPUBLISH
 //     in the key's slot.
