@@ -21,7 +21,8 @@ const (
 	// EventSettled: a lease's outcome was recorded. State is what it led
 	// to:
 	//   - Ready or Done after a success (Reason empty);
-	//   - Ready or Done after a release (Reason set, e.g. "canceled");
+	//   - Ready after a release (Reason set, e.g. "canceled"), or
+	//     CoolingDown after a cancelled call with Backoff.Canceled;
 	//   - CoolingDown (Cooldown set) or Failed after a failure (Class,
 	//     Reason);
 	//   - Ready after a provider-wide failure while another upstream is

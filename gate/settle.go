@@ -16,7 +16,9 @@ import (
 // recorded is what a settle recorded.
 type recorded struct {
 	// State is the job's state after the settle:
-	//   - Ready or Done after a success or a release;
+	//   - Ready or Done after a success;
+	//   - Ready after a release, or CoolingDown after a cancelled call
+	//     with Backoff.Canceled;
 	//   - CoolingDown or Failed after a failure;
 	//   - Ready after a provider-wide failure while another upstream is
 	//     ready.
@@ -185,11 +187,11 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	if out == outFailure && v.ProviderWide {
 		in.fits = l.budgetWait(v.RetryAfter)
 		if _, rate, _ := teaches(out, v); rate && in.fits <= 0 && v.RetryAfter <= 0 && l.up.Learned() && l.up.Learns(&l.seen) {
-			// A 429 that reports no budget and states no wait may come
-			// from a call that a learned rate admitted. The rate was
-			// learned from the provider's answers. The 429 cuts that rate
-			// (Learn, below), and the rate judges the retries. The
-			// upstream cools for one call's length, then one call probes.
+			// Here a 429 reports no budget and states no wait. Its call
+			// was admitted by a rate learned from the provider's answers.
+			// The 429 cuts that rate (Learn, below), and the rate judges
+			// the retries. The upstream cools for one call's length, then
+			// one call probes.
 			in.fits = g.calls.estimate()
 			if in.fits <= 0 {
 				in.fits = max(held, time.Millisecond) // no call's length known yet but this one's
