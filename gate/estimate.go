@@ -103,11 +103,11 @@ func (c *callTimes) quantile(q float64) (time.Duration, bool) {
 
 // ends is the one estimate of when a running call ends. The call is a
 // job's run or an upstream's probe. It has taken ran, with left on its
-// lease. The wait is the call's estimate less ran:
-//   - the estimate is runner, which a runner records in the job's value
-//     (0 for none), or else the 90th percentile of the gate's recent calls;
-//   - the wait is at least a second, Retry-After's resolution;
-//   - the wait is at most left, after which a crashed run is taken over.
+// lease. Its wait is its estimate less ran. The estimate is runner, which
+// a runner records in the job's value (0 for none). Without one, it is
+// the 90th percentile of the gate's recent calls. The wait is at least a
+// second, Retry-After's resolution. It is at most left, after which a
+// crashed run is taken over.
 //
 // A call past its estimate, or one with no estimate at all, has none
 // left. Its wait is then its age past the estimate, at least a second.
