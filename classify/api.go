@@ -181,7 +181,8 @@ var byType = map[string]Verdict{
 //  6. the status, then a generic type. A bare rejection (400, 422,
 //     invalid_request_error, 501) is a suspect: permanent, unproven;
 //     unless its type says the server failed (server_error, api_error):
-//     then it is the server's, transient.
+//     then it is the server's, transient; or it names the part of the
+//     request it rejects (rejection.go): then it is proof.
 func apiVerdict(status int, p problem) Verdict {
 	p.message = plainText(p.message)
 	if v, ok := messageVerdict(p.message); ok {
@@ -241,6 +242,15 @@ func apiVerdict(status int, p problem) Verdict {
 		// 400 "unexpected server status" of type api_error) is the
 		// server's: retried, never Failed on its second sight.
 		return t.with("type:" + p.typ)
+	}
+	if v.Suspect && v.Reason == ReasonInvalidRequest && words == 0 {
+		// A rejection that says which part of the request it rejects
+		// (rejection.go), where no account word was read.
+		if m, _ := vocabMatch(fields, gMention); m == 0 {
+			if ev, ok := namedRejection(p); ok {
+				return vBadParameter.with(ev)
+			}
+		}
 	}
 	if v.Suspect && words != 0 {
 		// Words the account's mention kept from proving still say which

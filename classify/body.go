@@ -52,6 +52,10 @@ type problem struct {
 	// message is read only by the message table (messages.go); it never
 	// leaves the package.
 	message string
+	// param names the field a rejection is about: OpenAI's param,
+	// FastAPI's loc, google.rpc.BadRequest's field (rejection.go). Like
+	// message, it never leaves the package.
+	param string
 }
 
 // wireError is one error object in any of the shapes above. Every member
@@ -90,6 +94,9 @@ type rpcDetail struct {
 	Violations []struct {
 		QuotaID json.RawMessage `json:"quotaId"`
 	} `json:"violations"`
+	FieldViolations []struct {
+		Field json.RawMessage `json:"field"`
+	} `json:"fieldViolations"`
 }
 
 // parseBody reads a provider error body; a body in none of the shapes above
@@ -168,6 +175,8 @@ func parseBody(b []byte) (p problem) {
 	}
 	if param, _ := jsonString(e.Param); strings.Contains(param, " ") {
 		p.message += " " + param
+	} else {
+		p.param = param
 	}
 	if p.message == "" {
 		// FastAPI's validation errors: a list under "detail", at the top
@@ -180,7 +189,7 @@ func parseBody(b []byte) (p problem) {
 			_ = json.Unmarshal(e.Message, &m)
 			detail = m.Detail
 		}
-		p.message, p.inner = validationDetail(detail)
+		p.message, p.inner, p.param = validationDetail(detail)
 	}
 	p.code, p.status = jsonCode(e.Code)
 	if len(e.InnerError) > 0 && e.InnerError[0] == '{' {
@@ -224,6 +233,8 @@ func (p *problem) readDetails(raw json.RawMessage) {
 			p.delay, p.hasDelay = parseProtoDuration(delay)
 		case strings.HasSuffix(typ, "google.rpc.QuotaFailure") && p.quotaID == "" && len(d.Violations) > 0:
 			p.quotaID, _ = jsonString(d.Violations[0].QuotaID)
+		case strings.HasSuffix(typ, "google.rpc.BadRequest") && p.param == "" && len(d.FieldViolations) > 0:
+			p.param, _ = jsonString(d.FieldViolations[0].Field)
 		}
 	}
 }
@@ -282,21 +293,29 @@ func openRouterRaw(meta json.RawMessage) (string, bool) {
 
 // validationDetail reads the first entry of FastAPI's validation error
 // list, [{"type":"extra_forbidden","loc":["body","x"],"msg":"Extra inputs
-// are not permitted"}]: its message and its type, a code.
-func validationDetail(raw json.RawMessage) (msg, typ string) {
+// are not permitted"}]: its message, its type (a code) and its loc, the
+// field's path (its string parts, joined by dots).
+func validationDetail(raw json.RawMessage) (msg, typ, loc string) {
 	if len(raw) == 0 || raw[0] != '[' {
-		return "", ""
+		return "", "", ""
 	}
 	var list []struct {
-		Type json.RawMessage `json:"type"`
-		Msg  json.RawMessage `json:"msg"`
+		Type json.RawMessage   `json:"type"`
+		Msg  json.RawMessage   `json:"msg"`
+		Loc  []json.RawMessage `json:"loc"`
 	}
 	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
-		return "", ""
+		return "", "", ""
 	}
 	msg, _ = jsonString(list[0].Msg)
 	typ, _ = jsonString(list[0].Type)
-	return msg, typ
+	var path []string
+	for _, part := range list[0].Loc {
+		if s, ok := jsonString(part); ok && s != "body" {
+			path = append(path, s)
+		}
+	}
+	return msg, typ, strings.Join(path, ".")
 }
 
 // objectMessage reads a message that is itself an object, as LiteLLM sends

@@ -65,7 +65,13 @@
 // them, whatever the status: a job is never Failed for those, and where
 // the text speaks of the account at all (account, organisation, plan,
 // tier, billing, quota, credits, permission, region...) words prove
-// nothing. A rejection without proof (a bare 400 or 422, an
+// nothing. A rejection that names what it rejects is proof too, in
+// words the lists above lack: a 400 or 422 whose message says more than
+// a generic rejection's closed vocabulary (request, input, parameter,
+// invalid, malformed, failed, please check, try again...) or whose body
+// names the field (param, loc, fieldViolations), unless it speaks of the
+// server, the deployment, a key, a network policy or the account. A
+// rejection without proof (a bare 400 or 422, an
 // invalid_request_error with a code nobody lists and no words above, a
 // 501, x-should-retry: false) is a suspect: Class is ClassPermanent and
 // Suspect is set, and the gate cools the job with its attempt counted,
@@ -125,6 +131,11 @@
 //	unless the text speaks of the account
 //	                                               permanent  context_length_exceeded, no             <field>:<word>
 //	                                                          content_filtered or invalid_request
+//	400, 416, 422, invalid_request_error (no code above) that name the part of the
+//	request they reject: a message in more than the generic words of a rejection, or
+//	the body's field (OpenAI's param, FastAPI's loc, google.rpc BadRequest's field),
+//	with no words of the server, the deployment, a key, a policy or the account
+//	                                               permanent  invalid_request          no             message:names_request, param:field
 //	400, 422, invalid_request_error (no code above), named by no proof;
 //	416 (a range the request asks and the model cannot give: Scaleway's
 //	max_completion_tokens above the model's limit)

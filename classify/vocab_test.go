@@ -77,7 +77,7 @@ func TestVocabularyEdges(t *testing.T) {
 		// A size over a stated limit in other words (xAI's "maximum
 		// prompt length"), but not under a 403.
 		{"prompt length over a maximum", 400, msg("This model's maximum prompt length is 131072 but the request contains 136973 tokens."), permanent(classify.ReasonContextLength)},
-		{"prompt length named alone", 400, msg("Set the prompt length in the settings"), suspect(classify.ReasonInvalidRequest)},
+		{"prompt length named alone, a rejection that names the request", 400, msg("Set the prompt length in the settings"), permanent(classify.ReasonInvalidRequest)},
 		{"403 prompt length over a maximum", 403, msg("This model's maximum prompt length is 131072 but the request contains 136973 tokens."), systemic(classify.ReasonAuth, false)},
 		// The order of the messages, a setting the model cannot take.
 		{"expected last role", 400, msg("Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant"), permanent(classify.ReasonInvalidRequest)},
@@ -118,7 +118,7 @@ func TestVocabularyEdges(t *testing.T) {
 		{"final block cannot be", 400, msg("messages.1: The final block in an assistant message cannot be `thinking`."), permanent(classify.ReasonInvalidRequest)},
 		{"function call turn", 400, msg("Please ensure that function call turn comes immediately after a user turn or after a function response turn."), permanent(classify.ReasonInvalidRequest)},
 		{"tool calls must be preceded", 400, msg("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."), permanent(classify.ReasonInvalidRequest)},
-		{"tool calls named alone", 400, msg("Too many tool calls in this conversation"), suspect(classify.ReasonInvalidRequest)},
+		{"tool calls named alone, a rejection that names the request", 400, msg("Too many tool calls in this conversation"), permanent(classify.ReasonInvalidRequest)},
 		{"403 content blocked", 403, msg("Content blocked: keyword 'kumquat' detected"), permanent(classify.ReasonContentFiltered)},
 		{"detail as an object", 400, `{"detail":{"error":"Violated content safety policy"}}`, permanent(classify.ReasonContentFiltered)},
 		// The eighth held-out set's misses, generalised: a key's own
@@ -138,7 +138,7 @@ func TestVocabularyEdges(t *testing.T) {
 		{"moderation that failed names no category", 400, msg("Content moderation failed, try again"), suspect(classify.ReasonInvalidRequest)},
 		{"content policies", 400, msg("This request goes against our content policies"), permanent(classify.ReasonContentFiltered)},
 		{"max length and the actual", 400, msg("input: expected maxLength 2048, actual 4096"), permanent(classify.ReasonContextLength)},
-		{"max length named alone", 400, msg("Set maxLength in the schema"), suspect(classify.ReasonInvalidRequest)},
+		{"max length named alone, a rejection that names the request", 400, msg("Set maxLength in the schema"), permanent(classify.ReasonInvalidRequest)},
 		{"failed to satisfy constraint", 400, msg("1 validation error detected: Value at 'messages' failed to satisfy constraint: Member must have length greater than or equal to 1"), permanent(classify.ReasonInvalidRequest)},
 		{"unknown variant", 400, msg("messages[0].role: unknown variant `function`, expected one of `system`, `user`"), permanent(classify.ReasonInvalidRequest)},
 		{"max_tokens bound past a long model id", 400, msg("max_tokens for `meta-llama/llama-4-scout-17b-16e-instruct` must be at most 8192"), permanent(classify.ReasonInvalidRequest)},
