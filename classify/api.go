@@ -182,7 +182,8 @@ var byType = map[string]Verdict{
 //     invalid_request_error, 501) is a suspect: permanent, unproven;
 //     unless its type says the server failed (server_error, api_error):
 //     then it is the server's, transient; or it names the part of the
-//     request it rejects (rejection.go): then it is proof.
+//     request it rejects (rejection.go): then it is proof; or it speaks
+//     of the model or its deployment: then it is the model's, systemic.
 func apiVerdict(status int, p problem) Verdict {
 	p.message = plainText(p.message)
 	if v, ok := messageVerdict(p.message); ok {
@@ -247,8 +248,11 @@ func apiVerdict(status int, p problem) Verdict {
 		// A rejection that says which part of the request it rejects
 		// (rejection.go), where no account word was read.
 		if m, _ := vocabMatch(fields, gMention); m == 0 {
-			if ev, ok := namedRejection(p); ok {
+			switch r, ev := readRejection(p); r {
+			case rejectionNamed:
 				return vBadParameter.with(ev)
+			case rejectionModel:
+				return vModelNotFound.with(ev)
 			}
 		}
 	}

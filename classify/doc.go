@@ -69,8 +69,10 @@
 // words the lists above lack: a 400 or 422 whose message says more than
 // a generic rejection's closed vocabulary (request, input, parameter,
 // invalid, malformed, failed, please check, try again...) or whose body
-// names the field (param, loc, fieldViolations), unless it speaks of the
-// server, the deployment, a key, a network policy or the account. A
+// names the field (param, loc, fieldViolations, a snake_case name), unless
+// it speaks of the server, or names no field and speaks of a key, a
+// network policy or the account; one that names no field and speaks of
+// the model or its deployment is the model's (systemic). A
 // rejection without proof (a bare 400 or 422, an
 // invalid_request_error with a code nobody lists and no words above, a
 // 501, x-should-retry: false) is a suspect: Class is ClassPermanent and
@@ -136,6 +138,8 @@
 //	the body's field (OpenAI's param, FastAPI's loc, google.rpc BadRequest's field),
 //	with no words of the server, the deployment, a key, a policy or the account
 //	                                               permanent  invalid_request          no             message:names_request, param:field
+//	  ... that names no field and speaks of the model, its deployment or endpoint
+//	                                               systemic   model_not_found          no             message:model_named
 //	400, 422, invalid_request_error (no code above), named by no proof;
 //	416 (a range the request asks and the model cannot give: Scaleway's
 //	max_completion_tokens above the model's limit)

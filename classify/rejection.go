@@ -43,23 +43,37 @@ var genericWords = wordSet(`
 	call calls invocation
 `)
 
-// troubleWords speak of the server, a deployment, the credentials, a
-// network policy or time: a rejection that says them may pass later or
-// elsewhere, or fail every request alike, so it proves nothing. A word
+// serverWords speak of the server or of time: a rejection that says them
+// may pass later, so it proves nothing, whatever else it names. A word
 // ending in '*' matches any word it begins.
-var troubleWords = strings.Fields(`
+var serverWords = strings.Fields(`
 	internal server servers service unavailable timeout timed temporar*
 	later retr* connection network upstream gateway deadline
 	loading loaded starting ready unhealthy shutting restarting capacity
-	model models deployment deployments endpoint endpoints engine
+`)
+
+// guardWords speak of the credentials, access, a network policy or a
+// moderation service: a rejection that says them and names no field of
+// the request may fail every request alike, so it proves nothing.
+var guardWords = strings.Fields(`
 	key keys token auth* unauthori* permit* allowed forbidden denied access
 	project projects policy policies firewall allowlist whitelist ip
 	moderation guardrail guardrails filter filtered
 `)
 
-// trouble reports whether w is one of troubleWords.
-func trouble(w string) bool {
-	for _, t := range troubleWords {
+// modelWords name what serves the request. A rejection that speaks of it
+// and names no field of the request ("Unable to access non-serverless
+// model ... create and start a new dedicated endpoint for the model") is
+// the model's availability, which fails the same request until someone
+// changes the deployment: never the job's fault, so never Failed, not
+// even on its second sight as a suspect would be. Beside a field's name
+// ("max_completion_tokens is limited for this model") the model is only
+// where the request is sent.
+var modelWords = wordSet(`model models deployment deployments endpoint endpoints engine`)
+
+// anyOf reports whether w matches one of list.
+func anyOf(list []string, w string) bool {
+	for _, t := range list {
 		if wordMatch(t, w) {
 			return true
 		}
@@ -67,23 +81,37 @@ func trouble(w string) bool {
 	return false
 }
 
-// namedRejection reports whether a rejection names the part of the request
-// it rejects, with its Evidence. It is asked only once no vocabulary group
-// matched, so account, key, money and model words have had their say.
-func namedRejection(p problem) (string, bool) {
+// rejection is what a rejection's own words say, once no vocabulary group
+// decided.
+type rejection uint8
+
+const (
+	rejectionGeneric rejection = iota // names nothing, or speaks of trouble: a suspect
+	rejectionNamed                    // names the part of the request it rejects: proof
+	rejectionModel                    // speaks of the model or its deployment: the model's
+)
+
+// readRejection reads a rejection (rejection.go's rule), with its
+// Evidence. It is asked only once no vocabulary group matched, so
+// account, key, money and model words have had their say.
+func readRejection(p problem) (rejection, string) {
 	if strings.ContainsRune(p.message, '%') && !strings.ContainsRune(p.message, ' ') {
-		return "", false // text that did not decode (plaintext.go) proves nothing
+		return rejectionGeneric, "" // text that did not decode (plaintext.go) proves nothing
 	}
-	msg := words(p.message)
+	text, fields := identifiers(p.message)
+	msg := words(text)
 	for _, w := range msg {
-		if trouble(w) {
-			return "", false
+		if anyOf(serverWords, w) {
+			return rejectionGeneric, ""
 		}
+	}
+	if fields > 0 {
+		return rejectionNamed, "message:names_request"
 	}
 	if strings.IndexFunc(p.param, unicode.IsLetter) >= 0 { // a field's name, not a number
 		ok := true
 		for _, w := range words(p.param) {
-			if trouble(w) {
+			if anyOf(serverWords, w) || anyOf(guardWords, w) || modelWords[w] {
 				ok = false
 			}
 		}
@@ -91,25 +119,68 @@ func namedRejection(p problem) (string, bool) {
 			ok = false
 		}
 		if ok {
-			return "param:field", true
+			return rejectionNamed, "param:field"
+		}
+	}
+	for _, w := range msg {
+		if modelWords[w] {
+			return rejectionModel, "message:model_named"
+		}
+	}
+	for _, w := range msg {
+		if anyOf(guardWords, w) {
+			return rejectionGeneric, ""
 		}
 	}
 	if len(msg) < 2 {
-		return "", false // one word is a status's name or a placeholder ("nope")
+		return rejectionGeneric, "" // one word is a status's name or a placeholder ("nope")
 	}
 	for _, w := range msg {
 		// One letter ("parameter 'x' is invalid") is too little to name
 		// a part of the request on its own; the body's param may.
 		if len(w) > 1 && !genericWords[w] && isASCIIWord(w) && !hasDigit(w) {
-			return "message:names_request", true
+			return rejectionNamed, "message:names_request"
 		}
 	}
-	return "", false
+	return rejectionGeneric, ""
+}
+
+// identifiers takes the snake_case names out of s ("max_model_len",
+// "FD_MAX_STOP_SEQS_NUM", "tool_choice"): each names a field of the
+// request, and its parts are not words ("model" in "max_model_len" speaks
+// of no model). It returns s without them and how many there were.
+func identifiers(s string) (string, int) {
+	var b strings.Builder
+	n := 0
+	isPart := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && isPart(rune(s[j])) && s[j] < utf8RuneSelf {
+			j++
+		}
+		if j == i {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		tok := strings.Trim(s[i:j], "_")
+		if strings.Contains(tok, "_") && strings.IndexFunc(tok, unicode.IsLetter) >= 0 {
+			n++
+			b.WriteByte(' ')
+		} else {
+			b.WriteString(s[i:j])
+		}
+		i = j
+	}
+	return b.String(), n
 }
 
 // paramAccountGroups: a param that names the account ("billing") names no
 // part of the request.
 var paramAccountGroups = append(append([]group{}, accountGroups...), gMention)
+
+// utf8RuneSelf: identifiers are read in ASCII; other bytes pass through.
+const utf8RuneSelf = 0x80
 
 // isASCIIWord: a word of another script (Chinese has no word boundaries,
 // so a whole sentence is one word) is not read as naming anything.

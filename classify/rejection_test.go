@@ -9,14 +9,16 @@ import (
 // TestNamedRejection: a rejection (400, 422, a mid-stream
 // invalid_request_error) that names the part of the request it rejects,
 // in words the vocabulary does not list or in the body's field path, is
-// proof; one made of the generic words of a rejection, or that speaks of
-// the server, the deployment, the credentials, the account or a network
-// policy, stays a suspect (rejection.go). The generic rows are the
+// proof; one that speaks of the model or its deployment and names no
+// field is the model's (systemic, never Failed); one made of the generic
+// words of a rejection, or that speaks of the server, the credentials,
+// the account or a network policy, stays a suspect (rejection.go). The generic rows are the
 // training corpus's own suspects, with their sources there.
 func TestNamedRejection(t *testing.T) {
 	msg := func(m string) string { return `{"error":{"message":"` + m + `","type":"invalid_request_error"}}` }
 	named := classify.Verdict{Class: classify.ClassPermanent, Reason: classify.ReasonInvalidRequest, Evidence: "message:names_request"}
 	field := classify.Verdict{Class: classify.ClassPermanent, Reason: classify.ReasonInvalidRequest, Evidence: "param:field"}
+	model := classify.Verdict{Class: classify.ClassSystemic, Reason: classify.ReasonModelNotFound, Evidence: "message:model_named"}
 	tests := []struct {
 		name   string
 		status int
@@ -42,6 +44,8 @@ func TestNamedRejection(t *testing.T) {
 		{"invalid parameters", 422, `{"error":{"message":"Invalid Parameters"}}`, suspect(classify.ReasonInvalidRequest)},
 		{"a request id is no part", 422, `{"error":{"message":" (request id: 2024040714324820864326815777479)","type":"upstream_error","param":"422","code":"bad_response_status_code"}}`, suspect(classify.ReasonInvalidRequest)},
 		{"one word is too little", 400, msg("nope"), suspect(classify.ReasonInvalidRequest)},
+		{"digits joined are no name", 400, msg("Invalid request 12_345"), suspect(classify.ReasonInvalidRequest)},
+		{"underscores for emphasis are no name", 400, msg("_Invalid_ _request_"), suspect(classify.ReasonInvalidRequest)},
 		{"one letter is too little", 400, msg("parameter 'x' is invalid"), suspect(classify.ReasonInvalidRequest)},
 
 		// A param that names the deployment or the account, or no field.
@@ -53,7 +57,16 @@ func TestNamedRejection(t *testing.T) {
 		// Words of trouble, of the account, of another script, or text
 		// that did not decode.
 		{"later", 400, msg("Tool name 'get weather' could not be checked, try again later"), suspect(classify.ReasonInvalidRequest)},
-		{"the deployment", 400, msg("The deployment rejected the tool name 'get weather'"), suspect(classify.ReasonInvalidRequest)},
+		{"a field beside time", 400, msg("Timed out while checking max_tokens"), suspect(classify.ReasonInvalidRequest)},
+
+		// The model or its deployment named, with no field of the request:
+		// the model's, never Failed. Beside a field's name the model is
+		// only where the request goes; inside one it is no word at all.
+		{"the deployment", 400, msg("The deployment rejected the tool name 'get weather'"), model},
+		{"the model has no endpoint running", 400, msg("The model acme-7b has no dedicated endpoint running"), model},
+		{"a field beside the model", 416, msg("max_completion_tokens is limited for this model"), named},
+		{"a field's name is no model word", 400, msg("Value of top_k exceeds model_max_top_k"), named},
+		{"the model beside a guard word", 400, msg("Unable to access the model acme-7b"), model},
 		{"a network policy", 400, msg("Request blocked by IP allowlist policy"), suspect(classify.ReasonInvalidRequest)},
 		{"the credentials", 400, msg("The token holds a space"), suspect(classify.ReasonInvalidRequest)},
 		{"the account mentioned", 400, msg("Tool name 'get weather' is not in your plan"), suspect(classify.ReasonInvalidRequest)},
