@@ -137,6 +137,13 @@ type waiting struct {
 //     state and budget admission in the same trip. On one node with
 //     budgets that trip is one script, which judges the upstreams before
 //     it takes the job, so their refusal writes nothing.
+//   - On a cluster with budgets: one when the job's value refuses the call
+//     (a duplicate of a running job; nothing is reserved), two when it
+//     runs: the job is taken first and its upstreams asked once it is the
+//     call's (Store.Acquire), so of concurrent duplicates exactly one
+//     asks and the others are told ErrInFlight. One more for each of the
+//     cases below, and three when every upstream refuses and this process
+//     did not know it (take, ask, give back).
 //   - Two, when the key holds a finished state with history (a script
 //     takes it over), when an upstream's wait has just ended (this call
 //     claims its probe), on a cluster when another upstream than the one
@@ -215,7 +222,9 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 // take is the one acquire path. One round trip (Store.Acquire): the job's
 // SET NX GET, its PTTL and Redis's TIME, with each upstream's GET and its
 // budget's admission (on one node with budgets, one script judges them
-// before it takes the job). Then, only where needed: the job's takeover
+// before it takes the job; on a cluster with budgets they are asked in a
+// second trip, Store.Ask, once the job is taken, and not at all when its
+// value refuses the call). Then, only where needed: the job's takeover
 // script when its key holds a finished state (its history: the attempt
 // count, the last failure), the probe's claim when an upstream's wait
 // just ended, the call's reservation in the upstream that takes it when
@@ -261,22 +270,10 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// The run this waiter waited for succeeded and freed the job.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
-	if r.AdmitErr != nil {
-		// The breaker still judges; the budget did not, loudly.
-		g.emit(ctx, Event{Kind: EventRedisError, Job: l.job, Op: redisop.Upstream, Err: redisError(ctx, "budget", r.AdmitErr)})
-	}
-	judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
-	switch ss, refusing := judged.Refusal(); {
-	case refusing && judged.Unread() && !r.Taken && !r.Untried && !r.Job.Over(r.Now):
-		// One call at a time before any reading refuses a new call; a
-		// job held (its call running) is refused by its own state.
-		return g.jobRefusal(l.job, &r), nil
-	case refusing:
-		return g.upstreamRefusal(l.job, ss), nil
-	case r.Untried:
-		// The store's script and package upstream read an upstream's value
-		// differently: fail closed, the job untouched.
-		return nil, errors.New("gate: acquire: the upstreams refused the call in Redis but not as read here")
+	if !r.Unasked {
+		if b, err = g.judge(ctx, l.job, &a, &r, &judged); b != nil || err != nil {
+			return b, err
+		}
 	}
 	if !r.Taken {
 		if !r.Job.Over(r.Now) {
@@ -298,6 +295,18 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		// again (unwritten.go). Not run twice meanwhile.
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
+	if r.Unasked {
+		// A cluster with admissions: the job is this call's, and only
+		// now are its upstreams asked (Store.Acquire says why), so of
+		// its concurrent duplicates the one that took it asks, and the
+		// others were refused by the job without reserving anything.
+		if err = g.store.Ask(ctx, &a, &r); err != nil {
+			return nil, err
+		}
+		if b, err = g.judge(ctx, l.job, &a, &r, &judged); b != nil || err != nil {
+			return b, err
+		}
+	}
 	var refusal []upstream.Status
 	if l.up, refusal, err = g.ups.Choose(ctx, g.store, l.token, judged); err != nil || refusal != nil {
 		if refusal != nil {
@@ -309,6 +318,30 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	l.hist = r.Job
 	l.attempt = l.hist.Attempts + 1
 	return nil, g.store.Replicate(ctx, &r)
+}
+
+// judge judges the upstreams' answers to an acquire (r, to a): their
+// refusal, or nil when one of them may take the call. judged keeps the
+// judgement, whose reservation a refused acquire gives back.
+func (g *Gate) judge(ctx context.Context, job string, a *store.Acquire, r *store.Acquired, judged *upstream.Judgement) (*BlockedError, error) {
+	if r.AdmitErr != nil {
+		// The breaker still judges; the budget did not, loudly.
+		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: redisop.Upstream, Err: redisError(ctx, "budget", r.AdmitErr)})
+	}
+	*judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
+	switch ss, refusing := judged.Refusal(); {
+	case refusing && judged.Unread() && !r.Taken && !r.Untried && !r.Job.Over(r.Now):
+		// One call at a time before any reading refuses a new call; a
+		// job held (its call running) is refused by its own state.
+		return g.jobRefusal(job, r), nil
+	case refusing:
+		return g.upstreamRefusal(job, ss), nil
+	case r.Untried:
+		// The store's script and package upstream read an upstream's value
+		// differently: fail closed, the job untouched.
+		return nil, errors.New("gate: acquire: the upstreams refused the call in Redis but not as read here")
+	}
+	return nil, nil
 }
 
 // giveBack gives the job back as the acquire found it (its value and TTL

@@ -61,6 +61,10 @@ type Acquired struct {
 	// (one node: the upstreams are judged before the job is taken).
 	Taken   bool
 	Untried bool
+	// Unasked: the upstreams were neither read nor asked (Upstreams and
+	// Admitted are empty): a cluster with admissions takes the job first,
+	// and Ask asks them once the job is the caller's.
+	Unasked bool
 	Fence   int64
 	// Job is the value that refused the acquire or, taken, the value it
 	// replaced (the job's history; Foreign with no value).
@@ -99,7 +103,17 @@ func (a *Acquired) Close() {
 // and its budget's admission. On one node with admissions it is one
 // script instead (takeAdmitted), which judges the upstreams before it
 // takes the job; a script Redis refuses (OOM, READONLY, an ACL) falls
-// back to the commands side by side, which say which.
+// back to the commands side by side, which say which. Elsewhere (a
+// cluster, or a client that may front one) with admissions, the trip
+// takes the job only and leaves the upstreams Unasked: the caller asks
+// them with Ask once the job is its own (second trip). Side by side, a
+// job's take and an upstream's admission answer apart, so of two
+// duplicates one could take the job and be refused the call while the
+// other is admitted and finds the job taken: neither runs. Taken first,
+// the job decides which duplicate asks, as the one-node script does;
+// a duplicate is refused by the job in one trip and reserves nothing, a
+// success costs two trips, and an upstream refusal three (take, ask,
+// give back), which this process then knows (upstream.Set.PeekKnown).
 // The job's commands go to the job's own node: on one node with the
 // upstreams' GETs in one pipeline; on a cluster through that master's
 // client (TIME has no key to route it by), beside a pipeline of the GETs
@@ -136,7 +150,8 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 			s.unscripted.Store(true)
 		}
 	}
-	peeks, admits, err := s.take(ctx, &rt, a, r)
+	r.Unasked = !s.oneNode && len(a.Admissions) > 0
+	peeks, admits, err := s.take(ctx, &rt, a, r, !r.Unasked)
 	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
 		// Redis refuses writes (OOM, READONLY) but the job's value
 		// refuses the call anyway: that refusal needs no write.
@@ -150,9 +165,40 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 		}
 		r.conn = rt.conn
 	}
-	if err != nil {
+	if err != nil || r.Unasked {
 		return err
 	}
+	return decodeAsked(a, peeks, admits, r)
+}
+
+// Ask is an acquire's second trip on a cluster with admissions (Unasked):
+// each upstream's GET and its budget's admission, for the job r took.
+func (s *Store) Ask(ctx context.Context, a *Acquire, r *Acquired) error {
+	t := s.Trip()
+	peeks, admits := t.ask(ctx, a)
+	t.Send(ctx)
+	r.Unasked = false
+	return decodeAsked(a, peeks, admits, r)
+}
+
+// ask queues each upstream's GET and its budget's admission.
+func (t *Trip) ask(ctx context.Context, a *Acquire) ([]*redis.StringCmd, []*redis.Cmd) {
+	peeks := make([]*redis.StringCmd, len(a.Upstreams))
+	for i, k := range a.Upstreams {
+		peeks[i] = t.get(ctx, k)
+	}
+	var admits []*redis.Cmd
+	if len(a.Admissions) > 0 {
+		admits = make([]*redis.Cmd, len(a.Admissions))
+	}
+	for i, ad := range a.Admissions {
+		admits[i] = t.admit(ctx, ad)
+	}
+	return peeks, admits
+}
+
+// decodeAsked reads what ask sent into r.
+func decodeAsked(a *Acquire, peeks []*redis.StringCmd, admits []*redis.Cmd, r *Acquired) error {
 	r.Upstreams = make([]Upstream, len(peeks))
 	for i, p := range peeks {
 		v, perr := p.Result()
@@ -272,12 +318,12 @@ func (s *Store) route(ctx context.Context, key string) (rt route, err error) {
 }
 
 // take is the acquire's first send: native commands, with the upstreams'
-// GETs and their budgets' admissions. It returns the GETs' and the
-// admissions' commands.
-func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([]*redis.StringCmd, []*redis.Cmd, error) {
+// GETs and their budgets' admissions when asked (ups). It returns the
+// GETs' and the admissions' commands.
+func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired, ups bool) ([]*redis.StringCmd, []*redis.Cmd, error) {
 	jt := s.Trip() // the job's node (and the upstreams', on one node)
 	var ut *Trip   // the upstreams' GETs when apart
-	if rt.apart && len(a.Upstreams) > 0 {
+	if ups && rt.apart && len(a.Upstreams) > 0 {
 		t := s.Trip()
 		ut = &t
 	}
@@ -286,20 +332,15 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired) ([
 	if a.Done != "" {
 		done = jt.get(ctx, a.Done)
 	}
-	peeks := make([]*redis.StringCmd, len(a.Upstreams))
-	ups := &jt
-	if ut != nil {
-		ups = ut
-	}
-	for i, k := range a.Upstreams {
-		peeks[i] = ups.get(ctx, k)
-	}
-	var admits []*redis.Cmd
-	if len(a.Admissions) > 0 {
-		admits = make([]*redis.Cmd, len(a.Admissions))
-	}
-	for i, ad := range a.Admissions {
-		admits[i] = ups.admit(ctx, ad)
+	var (
+		peeks  []*redis.StringCmd
+		admits []*redis.Cmd
+	)
+	switch {
+	case ut != nil:
+		peeks, admits = ut.ask(ctx, a)
+	case ups:
+		peeks, admits = jt.ask(ctx, a)
 	}
 	switch {
 	case ut == nil:
