@@ -103,17 +103,20 @@ func (a *Acquired) Close() {
 // and its budget's admission. On one node with admissions it is one
 // script instead (takeAdmitted), which judges the upstreams before it
 // takes the job; a script Redis refuses (OOM, READONLY, an ACL) falls
-// back to the commands side by side, which say which. Elsewhere (a
-// cluster, or a client that may front one) with admissions, the trip
-// takes the job only and leaves the upstreams Unasked: the caller asks
-// them with Ask once the job is its own (second trip). Side by side, a
-// job's take and an upstream's admission answer apart, so of two
-// duplicates one could take the job and be refused the call while the
-// other is admitted and finds the job taken: neither runs. Taken first,
-// the job decides which duplicate asks, as the one-node script does;
-// a duplicate is refused by the job in one trip and reserves nothing, a
-// success costs two trips, and an upstream refusal three (take, ask,
-// give back), which this process then knows (upstream.Set.PeekKnown).
+// back to the commands, which say which. Elsewhere (a cluster, or a
+// client that may front one) with admissions, and in that fallback, the
+// trip takes the job only and leaves the upstreams Unasked: the caller
+// asks them with Ask once the job is its own (second trip); only where
+// the budgets' commands are refused (an ACL) are they sent side by side.
+// Side by side, a job's take and an upstream's admission answer apart,
+// so of two duplicates one could take the job and be refused the call
+// while the other is admitted and finds the job taken: neither runs; and
+// beside a take Redis refused (OOM), an admission that found the caller's
+// turn removes it and reserves the call on a full Redis. Taken first, the
+// job decides which duplicate asks, as the one-node script does: a
+// duplicate is refused by the job in one trip and reserves nothing, a
+// success costs two trips, an upstream refusal three (take, ask, give
+// back; a breaker's refusal is then known here, upstream.Set.PeekKnown).
 // The job's commands go to the job's own node: on one node with the
 // upstreams' GETs in one pipeline; on a cluster through that master's
 // client (TIME has no key to route it by), beside a pipeline of the GETs
@@ -150,7 +153,12 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 			s.unscripted.Store(true)
 		}
 	}
-	r.Unasked = !s.oneNode && len(a.Admissions) > 0
+	// Side by side only where the budgets judge nothing (one node whose
+	// ACL refuses their commands): elsewhere the job is taken first. On
+	// one node that is the script Redis refused (OOM, READONLY): sent
+	// beside a refused take, an admission that found a turn would remove
+	// it and reserve the call on a full Redis.
+	r.Unasked = len(a.Admissions) > 0 && !(s.oneNode && s.unscripted.Load())
 	peeks, admits, err := s.take(ctx, &rt, a, r, !r.Unasked)
 	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
 		// Redis refuses writes (OOM, READONLY) but the job's value

@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -210,49 +213,223 @@ func TestTLSClientCertificates(t *testing.T) {
 }
 
 // A full noeviction Redis: new jobs fail closed with ErrRedisRefused (not
-// ungated, even with FailOpen), and reads still work; whatever the
-// upstream's budget knows (nothing yet, or a reading its provider sent):
-// the acquire's script writes nothing before it takes the job, or Redis
-// would let the take past maxmemory.
+// ungated, even with FailOpen), a job whose own state refuses the call is
+// still told so, reads still work, and the refused acquires write
+// nothing; whatever the upstream's budget knows (nothing yet, or a reading
+// its provider sent) and whether the caller holds a turn its line gave
+// it: an acquire writes nothing before it takes the job, or Redis would
+// let the take past maxmemory (a script that wrote once may write past
+// it). On one node (one script) and in the cluster form (a client with
+// gate.Client's methods only: the job's commands, then the upstream's).
 func TestFullRedisFailsClosed(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		warm func(*gate.Lease)
-	}{
-		{"no reading", nil},
-		{"a reading", func(l *gate.Lease) {
-			now := time.Now()
-			l.ObserveBudget(classify.Budget{At: now,
-				Requests: classify.Quota{Reported: true, Remaining: 99, Limit: 100, Reset: now.Add(time.Minute)}})
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := redistest.FullServer(t)
-			rdb := s.Client(t)
-			g := newGate(t, rdb, gate.Options{Redis: gate.RedisPolicy{FailOpen: true}})
-			ctx := context.Background()
-			if tc.warm != nil {
-				// A call that ran (and is still remembered in the calls
-				// in flight until it settles) and left a reading.
-				if err := g.Do(ctx, "warm", func(_ context.Context, l *gate.Lease) error { tc.warm(l); return nil }); err != nil {
-					t.Fatalf("warm-up: %v", err)
+	reading := func(l *gate.Lease, left, limit int64, reset time.Duration) {
+		now := time.Now()
+		l.ObserveBudget(classify.Budget{At: now,
+			Requests: classify.Quota{Reported: true, Remaining: left, Limit: limit, Reset: now.Add(reset)}})
+	}
+	for _, form := range []string{"one node", "cluster form"} {
+		for _, tc := range []struct {
+			name string
+			warm func(*gate.Lease) // a call that ran before, and what it saw
+			turn bool              // the call under test holds a turn in its upstream's line
+		}{
+			{"no reading", nil, false},
+			{"a reading", func(l *gate.Lease) { reading(l, 99, 100, time.Minute) }, false},
+			// Two left, one kept in reserve: one call fits; the next
+			// waits in line (the next request refills in five minutes),
+			// and the first's settle gives it its turn.
+			{"a turn in line", func(l *gate.Lease) { reading(l, 2, 3, 5*time.Minute) }, true},
+		} {
+			t.Run(form+"/"+tc.name, func(t *testing.T) {
+				s := redistest.FullServer(t)
+				ctx := context.Background()
+				rdb := s.Client(t)
+				armed, settled := make(chan struct{}), make(chan struct{})
+				var changes atomic.Int64 // Redis's write count once full, -1 before
+				changes.Store(-1)
+				prefix := redistest.UniqueKey(t)
+				lock := keyspace.Job(prefix, "a")
+				// The acquire of "a" once armed meets a full Redis: the
+				// call before it settled, and its turn, if any, given.
+				rdb.AddHook(fullBefore{match: func(args []any) bool {
+					select {
+					case <-armed:
+					default:
+						return false
+					}
+					for _, a := range args {
+						if a == lock {
+							return true
+						}
+					}
+					return false
+				}, fill: func() {
+					if changes.Load() >= 0 {
+						return
+					}
+					<-settled
+					s.Fill(t)
+					changes.Store(writes(t, s))
+				}})
+				var c gate.Client = rdb
+				if form == "cluster form" {
+					c = &gatetest.Flaky{Client: rdb}
 				}
-			}
-			if _, err := g.Status(ctx, "a"); err != nil {
-				t.Fatalf("status before: %v", err)
-			}
-			s.Fill(t)
-			err := g.Do(ctx, "a", func(context.Context, *gate.Lease) error {
-				t.Error("fn ran while Redis refuses writes")
-				return nil
+				opts := gate.Options{Prefix: prefix, Lease: time.Minute, Cooldown: time.Hour, Redis: gate.RedisPolicy{FailOpen: true}}
+				g := newGate(t, c, opts)
+				other := newGate(t, s.Client(t), opts) // another process
+				// A job whose own state refuses the call: cooling down.
+				if err := other.Do(ctx, "cool", func(context.Context, *gate.Lease) error { return errTransient }); !errors.Is(err, gate.ErrCoolingDown) {
+					t.Fatalf("a transient failure: %v, want the job cooling", err)
+				}
+				var first *gate.Lease
+				if tc.warm != nil {
+					// A call that ran and left a reading.
+					if err := other.Do(ctx, "warm", func(_ context.Context, l *gate.Lease) error { tc.warm(l); return nil }); err != nil {
+						t.Fatalf("warm-up: %v", err)
+					}
+				}
+				var got <-chan acquired
+				if tc.turn {
+					var err error
+					if first, err = other.Acquire(ctx, "first"); err != nil {
+						t.Fatalf("the one call the budget has room for: %v", err)
+					}
+					got = waitAcquire(ctx, g, "a", 10*time.Minute)
+					inLine(t, other, "a")
+				}
+				if _, err := g.Status(ctx, "a"); err != nil {
+					t.Fatalf("status before: %v", err)
+				}
+				close(armed)
+				if first != nil {
+					if err := first.Succeed(ctx); err != nil { // gives "a" its turn
+						t.Fatal(err)
+					}
+				}
+				close(settled)
+				var err error
+				if got != nil {
+					r := <-got
+					if r.l != nil {
+						t.Error("the caller in line was given a lease while Redis refuses writes")
+					}
+					err = r.err
+				} else {
+					err = g.Do(ctx, "a", func(context.Context, *gate.Lease) error {
+						t.Error("fn ran while Redis refuses writes")
+						return nil
+					})
+				}
+				if !errors.Is(err, gate.ErrRedisRefused) || !redistest.IsOOM(err) {
+					t.Fatalf("acquire on a full Redis: %v, want ErrRedisRefused wrapping OOM", err)
+				}
+				if err := g.Do(ctx, "cool", func(context.Context, *gate.Lease) error {
+					t.Error("fn ran for a job cooling down")
+					return nil
+				}); !errors.Is(err, gate.ErrCoolingDown) {
+					t.Fatalf("a job cooling down, on a full Redis: %v, want ErrCoolingDown", err)
+				}
+				if _, err := g.Status(ctx, "a"); err != nil {
+					t.Fatalf("status on a full Redis: %v", err)
+				}
+				if n := changes.Load(); n < 0 {
+					t.Fatal("the acquire was never seen (the test no longer fills Redis before it)")
+				} else if now := writes(t, s); now != n {
+					t.Fatalf("Redis counted %d writes while full, want none: the refused acquires wrote", now-n)
+				}
 			})
-			if !errors.Is(err, gate.ErrRedisRefused) || !redistest.IsOOM(err) {
-				t.Fatalf("acquire on a full Redis: %v, want ErrRedisRefused wrapping OOM", err)
+		}
+	}
+}
+
+// acquired is an AcquireWait's answer.
+type acquired struct {
+	l   *gate.Lease
+	err error
+}
+
+// waitAcquire runs g.AcquireWait in a goroutine; its answer comes on the
+// channel.
+func waitAcquire(ctx context.Context, g *gate.Gate, job string, wait time.Duration) <-chan acquired {
+	out := make(chan acquired, 1)
+	go func() {
+		l, err := g.AcquireWait(ctx, job, wait)
+		out <- acquired{l, err}
+	}()
+	return out
+}
+
+// inLine polls g.Status until job's caller waits in line (RetryAfter set
+// while Ready).
+func inLine(t *testing.T, g *gate.Gate, job string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := g.Status(context.Background(), job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == gate.Ready && st.RetryAfter > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never waited in line: %+v", job, st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// writes is how many writes Redis counted since its last save (it saves
+// nothing here): INFO's rdb_changes_since_last_save.
+func writes(t *testing.T, s *redistest.FullSrv) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "persistence").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "rdb_changes_since_last_save:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if _, err := g.Status(ctx, "a"); err != nil {
-				t.Fatalf("status on a full Redis: %v", err)
+			return n
+		}
+	}
+	t.Fatalf("no rdb_changes_since_last_save in INFO persistence: %q", info)
+	return 0
+}
+
+// fullBefore is a go-redis hook that runs fill before the first command
+// (or pipeline holding one) whose arguments match.
+type fullBefore struct {
+	match func(args []any) bool
+	fill  func()
+}
+
+func (f fullBefore) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f fullBefore) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.match(cmd.Args()) {
+			f.fill()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f fullBefore) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if f.match(c.Args()) {
+				f.fill()
+				break
 			}
-		})
+		}
+		return next(ctx, cmds)
 	}
 }
 
