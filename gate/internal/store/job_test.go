@@ -282,7 +282,8 @@ func TestMovedTo(t *testing.T) {
 
 // An admission that fails (its budget key holds a value of another type)
 // does not fail the acquire: the job is taken and the admission's error
-// is kept, beside the answers of the others.
+// is kept, beside the answers of the others. (On one node the script
+// fails whole, and the job is taken first, its upstreams asked after.)
 func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
 	s, _, rdb := newStore(t)
 	ctx := context.Background()
@@ -296,7 +297,13 @@ func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if !r.Taken || len(r.Admitted) != 2 || r.AdmitErr == nil || !strings.Contains(r.AdmitErr.Error(), "WRONGTYPE") {
+	if !r.Taken || !r.Unasked || len(r.Admitted) != 0 {
+		t.Fatalf("acquire whose script failed: taken %v, unasked %v, admitted %+v; want the job taken first, its upstreams not asked", r.Taken, r.Unasked, r.Admitted)
+	}
+	if err := s.Ask(ctx, a, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Taken || r.Unasked || len(r.Admitted) != 2 || r.AdmitErr == nil || !strings.Contains(r.AdmitErr.Error(), "WRONGTYPE") {
 		t.Fatalf("acquire with a failing admission: taken %v, admitted %+v, error %v; want taken, the admission's WRONGTYPE kept", r.Taken, r.Admitted, r.AdmitErr)
 	}
 }
@@ -343,5 +350,48 @@ func TestAcquireOnOneNodeJudgesTheBudgetsFirst(t *testing.T) {
 	}
 	if members, err := m.ZMembers("up:calls"); err != nil || len(members) != 1 || members[0] != "m" {
 		t.Fatalf("calls in flight: %v, %v; want the one reserved as m", members, err)
+	}
+}
+
+// narrowClient has only Client's methods: the store cannot tell it is one
+// node, as for a client that may front a cluster.
+type narrowClient struct{ Client }
+
+// Where one script cannot read the job's key and its upstreams' (a
+// cluster, or a client that may front one), an acquire with admissions
+// takes the job first and asks nothing (Unasked); Ask then reads the
+// upstreams and reserves the call. A duplicate is refused by the job and
+// reserves nothing: of concurrent duplicates only the one that took the
+// job is admitted.
+func TestAcquireElsewhereTakesTheJobFirst(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0)
+	s := New(narrowClient{rdb}, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	ask := func() *Acquire {
+		tok := NewToken()
+		return &Acquire{Key: "k", Token: tok, Upstreams: []string{k.Upstream},
+			Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0)}}}
+	}
+	a, r := ask(), &Acquired{}
+	if err := s.Acquire(ctx, a, r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Taken || !r.Unasked || len(r.Upstreams) != 0 || len(r.Admitted) != 0 || m.Exists(k.Calls) {
+		t.Fatalf("acquire: %+v, calls kept %v; want the job taken and nothing asked", r, m.Exists(k.Calls))
+	}
+	if err := s.Ask(ctx, a, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Unasked || len(r.Upstreams) != 1 || len(r.Admitted) != 1 || r.Admitted[0].Reserved != a.Admissions[0].Member {
+		t.Fatalf("ask: %+v; want the upstream read and the call reserved", r)
+	}
+	dup, rd := ask(), &Acquired{}
+	if err := s.Acquire(ctx, dup, rd); err != nil {
+		t.Fatal(err)
+	}
+	if members, err := m.ZMembers(k.Calls); rd.Taken || rd.Job.Kind != Running || err != nil || len(members) != 1 || members[0] != a.Admissions[0].Member {
+		t.Fatalf("a duplicate: %+v, calls in flight %v %v; want refused by the running job, only the first call reserved", rd, members, err)
 	}
 }
