@@ -296,10 +296,12 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
 	if r.Unasked {
-		// A cluster with admissions: the job is this call's, and only
-		// now are its upstreams asked (Store.Acquire says why), so of
-		// its concurrent duplicates the one that took it asks, and the
-		// others were refused by the job without reserving anything.
+		// Where no one script reads the job and its upstreams (a
+		// cluster with admissions, or a one-node script Redis refused):
+		// the job is this call's, and only now are its upstreams asked
+		// (Store.Acquire says why), so of its concurrent duplicates the
+		// one that took it asks, and the others were refused by the job
+		// without reserving anything.
 		if err = g.store.Ask(ctx, &a, &r); err != nil {
 			return nil, err
 		}
