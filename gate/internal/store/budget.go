@@ -117,11 +117,13 @@ type Admitted struct {
 
 // Admit queues budget_admit.lua.
 func (t *Trip) Admit(ctx context.Context, a Admission) Reply[Admitted] {
-	return Reply[Admitted]{t.admit(ctx, a), func(c redis.Cmder) (Admitted, error) { return decodeAdmitted(c, a.Member) }}
+	return Reply[Admitted]{t.admit(ctx, a, t.s.lease), func(c redis.Cmder) (Admitted, error) { return decodeAdmitted(c, a.Member) }}
 }
 
-func (t *Trip) admit(ctx context.Context, a Admission) *redis.Cmd {
-	return t.eval(ctx, budgetAdmitScript, a.Keys.keys(), a.Member, t.s.lease, max(a.Tokens, 0),
+// admit queues budget_admit.lua; a call it reserves is held for lease
+// (ms) unless renewed.
+func (t *Trip) admit(ctx context.Context, a Admission, lease any) *redis.Cmd {
+	return t.eval(ctx, budgetAdmitScript, a.Keys.keys(), a.Member, lease, max(a.Tokens, 0),
 		a.Reserve.Requests, strconv.FormatFloat(a.Reserve.TokenShare, 'f', -1, 64), a.Turn)
 }
 

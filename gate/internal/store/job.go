@@ -89,6 +89,9 @@ type Acquired struct {
 	value string      // the raw value, for an undo
 	pttl  int64       // its PTTL
 	conn  *redis.Conn // pinned for WAIT
+	// sent is when the trip that took the job was sent (local clock):
+	// a call Ask reserves later is held no longer than the lease.
+	sent time.Time
 }
 
 // Close releases the connection a WaitReplicas acquire pinned.
@@ -159,6 +162,7 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	// beside a refused take, an admission that found a turn would remove
 	// it and reserve the call on a full Redis.
 	r.Unasked = len(a.Admissions) > 0 && !(s.oneNode && s.unscripted.Load())
+	r.sent = time.Now()
 	peeks, admits, err := s.take(ctx, &rt, a, r, !r.Unasked)
 	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
 		// Redis refuses writes (OOM, READONLY) but the job's value
@@ -180,17 +184,23 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 }
 
 // Ask is an acquire's second trip on a cluster with admissions (Unasked):
-// each upstream's GET and its budget's admission, for the job r took.
+// each upstream's GET and its budget's admission, for the job r took. The
+// call it reserves is held for the lease less the time since the job was
+// taken, so that a process that dies before its first renewal leaves no
+// reservation past its lock: a waiter woken when the lock lapses is not
+// refused by it (one call at a time before anything is known).
 func (s *Store) Ask(ctx context.Context, a *Acquire, r *Acquired) error {
 	t := s.Trip()
-	peeks, admits := t.ask(ctx, a)
+	lease := max(ms(s.cfg.Lease-time.Since(r.sent)), 1)
+	peeks, admits := t.ask(ctx, a, lease)
 	t.Send(ctx)
 	r.Unasked = false
 	return decodeAsked(a, peeks, admits, r)
 }
 
-// ask queues each upstream's GET and its budget's admission.
-func (t *Trip) ask(ctx context.Context, a *Acquire) ([]*redis.StringCmd, []*redis.Cmd) {
+// ask queues each upstream's GET and its budget's admission, which holds
+// a call it reserves for lease (ms).
+func (t *Trip) ask(ctx context.Context, a *Acquire, lease any) ([]*redis.StringCmd, []*redis.Cmd) {
 	peeks := make([]*redis.StringCmd, len(a.Upstreams))
 	for i, k := range a.Upstreams {
 		peeks[i] = t.get(ctx, k)
@@ -200,7 +210,7 @@ func (t *Trip) ask(ctx context.Context, a *Acquire) ([]*redis.StringCmd, []*redi
 		admits = make([]*redis.Cmd, len(a.Admissions))
 	}
 	for i, ad := range a.Admissions {
-		admits[i] = t.admit(ctx, ad)
+		admits[i] = t.admit(ctx, ad, lease)
 	}
 	return peeks, admits
 }
@@ -346,9 +356,9 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired, up
 	)
 	switch {
 	case ut != nil:
-		peeks, admits = ut.ask(ctx, a)
+		peeks, admits = ut.ask(ctx, a, s.lease)
 	case ups:
-		peeks, admits = jt.ask(ctx, a)
+		peeks, admits = jt.ask(ctx, a, s.lease)
 	}
 	switch {
 	case ut == nil:
@@ -535,6 +545,7 @@ func (s *Store) Takeover(ctx context.Context, a *Acquire, r *Acquired) error {
 // done key beside it (a resend, whose first read failed).
 func (s *Store) takeover(ctx context.Context, via Client, a *Acquire, r *Acquired, withDone bool) error {
 	t := s.Trip()
+	r.sent = time.Now()
 	cmd := t.eval(ctx, jobAcquireScript, []string{a.Key}, a.Token.Token, s.lease)
 	var done *redis.StringCmd
 	if withDone {

@@ -381,11 +381,17 @@ func TestAcquireElsewhereTakesTheJobFirst(t *testing.T) {
 	if !r.Taken || !r.Unasked || len(r.Upstreams) != 0 || len(r.Admitted) != 0 || m.Exists(k.Calls) {
 		t.Fatalf("acquire: %+v, calls kept %v; want the job taken and nothing asked", r, m.Exists(k.Calls))
 	}
+	// As if the take had been sent half a lease ago: the call is held
+	// for the half left, never past the lock a dead process leaves.
+	r.sent = r.sent.Add(-30 * time.Second)
 	if err := s.Ask(ctx, a, r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Unasked || len(r.Upstreams) != 1 || len(r.Admitted) != 1 || r.Admitted[0].Reserved != a.Admissions[0].Member {
 		t.Fatalf("ask: %+v; want the upstream read and the call reserved", r)
+	}
+	if until, err := m.ZScore(k.Calls, a.Admissions[0].Member); err != nil || int64(until) > r.Now+30_000 || int64(until) < r.Now+20_000 {
+		t.Fatalf("the call reserved until %v (%v), the job taken at %d for a minute half gone: want held for the half left", until, err, r.Now)
 	}
 	dup, rd := ask(), &Acquired{}
 	if err := s.Acquire(ctx, dup, rd); err != nil {
