@@ -332,9 +332,10 @@ func (g *Gate) judge(ctx context.Context, job string, a *store.Acquire, r *store
 	}
 	*judged = g.ups.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now)
 	switch ss, refusing := judged.Refusal(); {
-	case refusing && judged.Unread() && !r.Taken && !r.Untried && !r.Job.Over(r.Now):
-		// One call at a time before any reading refuses a new call; a
-		// job held (its call running) is refused by its own state.
+	case refusing && !r.Taken && !r.Untried && !r.Job.Over(r.Now):
+		// A job held (its call running, its cooldown not over) is refused
+		// by its own state, whatever its upstreams say: on one node the
+		// script read it, elsewhere it was taken first.
 		return g.jobRefusal(job, r), nil
 	case refusing:
 		return g.upstreamRefusal(job, ss), nil

@@ -249,23 +249,6 @@ func (c Choice) Unjudged() bool {
 	return ok && !c.off && (!c.judged || c.admitted.Unread)
 }
 
-// Unread reports whether every upstream refuses the call only because
-// none has a reading yet and one call of it runs (one at a time, before
-// anything is known): a refusal of a new call, not of a job that is
-// running, which its own state answers first.
-func (j Judgement) Unread() bool {
-	if !j.refusing || len(j.admitted) < len(j.permits) {
-		return false
-	}
-	for i := range j.permits {
-		a := j.admitted[i]
-		if !j.statuses[i].Budget || !a.Settles || a.Learned || a.Requests >= 0 || a.Tokens >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // learned reports whether a learned rate (from accepted calls, or
 // starting slowly after a 429) judged the call upstream i takes.
 func (j Judgement) learned(i int) bool {

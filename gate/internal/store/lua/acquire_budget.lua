@@ -16,17 +16,15 @@
 -- once the job is taken: a probe's call is not reserved, as
 -- budget_admit.lua does not reserve it.
 -- Reply: {job, values, admissions}: job is take's reply (job_take.lua),
--- or {2, now ms} when no upstream may take the call (the job is not
--- read, but where they refuse only one more call before any reading and
--- the job is held: then take's refusal); values the upstreams' values
--- (false: none); admissions budget_admit.lua's reply for each.
+-- or {2, now ms} when no upstream may take the call and the job is free
+-- (a job held, its call running or its cooldown not over, is refused by
+-- its own state: take's refusal, as a cluster's take-first acquire
+-- answers); values the upstreams' values (false: none); admissions
+-- budget_admit.lua's reply for each.
 local lease, member = tonumber(ARGV[2]), ARGV[3]
 local tokens, keep, share = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local values, admissions, needs, turns = {}, {}, {}, {}
 local first
--- unread: every upstream is ready and refuses only because none has a
--- reading yet and one call runs (budget_learned.lua's first).
-local unread = true
 for i = 1, (#KEYS - 1) / 3 do
   local o = 3 * i - 1
   local v = redis.call('GET', KEYS[o])
@@ -44,16 +42,16 @@ for i = 1, (#KEYS - 1) / 3 do
   if not first and ready and a[1] <= 1 then
     first = i
   end
-  unread = unread and not v and a[1] == 3 and a[6] == 3
 end
 if not first then
   for i = 1, (#KEYS - 1) / 3 do
     turn_taken(KEYS[3 * i + 1], turns[i])
   end
   -- A job held (its call running, its cooldown not over) is refused by
-  -- its own state where the upstreams refuse only one more call before
-  -- any reading: take's refusal, nothing written.
-  local v = unread and redis.call('GET', KEYS[1])
+  -- its own state: take's refusal, nothing written. A duplicate of a
+  -- running job is told ErrInFlight and the call's time left, not the
+  -- upstream's wait.
+  local v = redis.call('GET', KEYS[1])
   if v then
     local st, untl = string.match(v, '^([cfd]):(%d+):')
     if not st or tonumber(untl) > NOW then
