@@ -288,8 +288,8 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
-		t.Fatalf("the first success of an upstream without a budget sent %v, want %v: the done mark, the settle, the release of the call (one at a time: nothing is known), the turns it gives the line, what it teaches (no budget reported), the call durations", got, exp)
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+		t.Fatalf("the first success of an upstream without a budget sent %v, want %v: the done mark, the settle, the release of the call (one at a time: nothing is known) with what it teaches (no budget reported) in one script, the turns it gives the line, the call durations", got, exp)
 	}
 	report(t, g, "job", h)
 	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {

@@ -57,13 +57,17 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 			if err := g.Do(context.Background(), "job", okFn); err != nil {
 				t.Fatal(err)
 			}
-			if exp, got := append(tc.acquire[:len(tc.acquire):len(tc.acquire)], "[set evalsha evalsha evalsha]"), names.take(); !equalNames(got, exp) { // the done mark, the settle, the call durations, what the call taught the learned rate (no reading came back)
+			// The done mark, the settle, what the call taught the learned
+			// rate (no reading came back; the release's script, though the
+			// call was not reserved), the call durations.
+			if exp, got := append(tc.acquire[:len(tc.acquire):len(tc.acquire)], "[set evalsha evalsha evalsha]"), names.take(); !equalNames(got, exp) {
 				t.Fatalf("acquire and release sent %v, want %v", got, exp)
 			}
 			_ = failWith(t, g, "job", errTransient)
 			_ = blocked(t, g, "job")
+			// The settle, the lesson, the call durations.
 			exp := append(tc.acquire[:len(tc.acquire):len(tc.acquire)], "[evalsha evalsha evalsha]")
-			if exp, got := append(exp, tc.refusal...), names.take(); !equalNames(got, exp) { // the settle, the call durations, the learned rate
+			if exp, got := append(exp, tc.refusal...), names.take(); !equalNames(got, exp) {
 				t.Fatalf("a failure and a refusal sent %v, want %v", got, exp)
 			}
 		})

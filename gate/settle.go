@@ -189,9 +189,9 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		if _, rate, _ := teaches(out, v); rate && in.fits <= 0 && v.RetryAfter <= 0 && l.up.Learned() && l.up.Learns(&l.seen) {
 			// Here a 429 reports no budget and states no wait. Its call
 			// was admitted by a rate learned from the provider's answers.
-			// The 429 cuts that rate (Learn, below), and the rate judges
-			// the retries. The upstream cools for one call's length, then
-			// one call probes.
+			// The 429 cuts that rate (Budget's lesson, below), and the
+			// rate judges the retries. The upstream cools for one call's
+			// length, then one call probes.
 			in.fits = g.calls.estimate()
 			if in.fits <= 0 {
 				in.fits = max(held, time.Millisecond) // no call's length known yet but this one's
@@ -226,15 +226,16 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
 	d.upstream.Job = l.job
 	rec := l.up.Record(rctx, &t, d.upstream, l.token)
-	budget := l.up.Budget(rctx, &t, &l.seen, time.Now())
+	var lesson store.Lesson
+	if a, _, ok := teaches(out, v); ok && !g.opts.UpstreamPolicy.IgnoreBudget {
+		lesson = store.Lesson{Teach: true, Answer: a, Ran: held, Keep: learnKeep}
+	}
+	budget := l.up.Budget(rctx, &t, &l.seen, time.Now(), lesson)
 	if q := g.lineNamed(l.up.Name()); q != nil && (l.up.Reserved() || in.probe) && givesTurns(d.upstream.Op) {
 		// The call's reservation is released, or its probe settled. The
 		// calls that now fit go to callers waiting in line. This is in
 		// the same round trip.
 		q.give(rctx, &t, nil, false)
-	}
-	if a, _, ok := teaches(out, v); ok && !g.opts.UpstreamPolicy.IgnoreBudget {
-		l.up.Learn(rctx, &t, &l.seen, a, held, learnKeep)
 	}
 	// The call durations go out with the settle. They come back as every
 	// process's. So any process can tell a duplicate when a running call

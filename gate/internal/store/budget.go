@@ -35,7 +35,7 @@ var (
 	//go:embed lua/budget_renew.lua
 	budgetRenewLua string
 	//go:embed lua/budget_learn.lua
-	budgetLearnLua string
+	budgetLearnLua string // teach, in budgetRecordScript
 	//go:embed lua/budget_forget.lua
 	budgetForgetLua string
 
@@ -43,11 +43,12 @@ var (
 	// The acquire of a job and its upstreams' budgets in one script, on
 	// one node (Store.Acquire).
 	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + jobTakeLua + acquireBudgetLua)
-	budgetRecordScript  = newScript(budgetLeftLua + budgetCostLua + budgetRecordLua)
-	budgetReadScript    = newScript(budgetLeftLua + budgetReadLua)
-	budgetRenewScript   = newScript(budgetLeftLua + budgetRenewLua)
-	budgetLearnScript   = newScript(budgetLeftLua + budgetLearnedLua + budgetLearnLua)
-	budgetForgetScript  = newScript(budgetForgetLua)
+	// A settle's record: the release, the reading and, for a call with
+	// none, what it teaches the learned rate, in one script.
+	budgetRecordScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetLearnLua + budgetRecordLua)
+	budgetReadScript   = newScript(budgetLeftLua + budgetLearnedLua + budgetReadLua)
+	budgetRenewScript  = newScript(budgetLeftLua + budgetRenewLua)
+	budgetForgetScript = newScript(budgetForgetLua)
 )
 
 // BudgetKeys are an upstream's keys the budget scripts read: its state
@@ -107,7 +108,7 @@ type Admitted struct {
 	// rate the upstream's line gives turns at.
 	Gap time.Duration
 	// Learned: no reading judged the call but the rate learned of a
-	// provider that reports none from the calls it accepted (Trip.Learn;
+	// provider that reports none from the calls it accepted (Lesson;
 	// not while it starts slowly from one call at a time).
 	Learned bool
 	// Unread: no reading judged the call: one call at a time before
@@ -185,6 +186,25 @@ type Reading struct {
 	// Refused: the call was refused (a 429) and spent no tokens; its
 	// reading is not a call the learned cost counts.
 	Refused bool
+	// Lesson is what a call that settled with no reading teaches the
+	// rate learned of a provider that reports none; zero teaches nothing.
+	Lesson Lesson
+}
+
+// Lesson is what a call that settled with no reading teaches its
+// upstream's learned rate: its Answer, how long it Ran, and how long what
+// is learned is kept at least (Keep).
+type Lesson struct {
+	Teach     bool
+	Answer    Answer
+	Ran, Keep time.Duration
+}
+
+func (l Lesson) args() []any {
+	if !l.Teach {
+		return []any{"", 0, 0}
+	}
+	return []any{int(l.Answer), max(ms(l.Ran), 1), max(ms(l.Keep), 1)}
 }
 
 // Quota is one limit as a response reported it.
@@ -212,7 +232,8 @@ func (q Quota) args() []any {
 func msCeil(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // RecordBudget queues budget_record.lua: release member's reservation
-// ("" for none) and keep r where it is newer than what the budget holds.
+// ("" for none), keep r where it is newer than what the budget holds, and
+// teach the learned rate r's Lesson.
 // The budget outlives its last reset by margin. The reply is the number
 // of limits written.
 func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r Reading, margin time.Duration) Reply[int64] {
@@ -223,6 +244,7 @@ func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r 
 		refused = 1
 	}
 	args = append(args, max(msCeil(r.Fits), 0), max(r.Size, 0), refused)
+	args = append(args, r.Lesson.args()...)
 	return Reply[int64]{t.eval(ctx, budgetRecordScript, k.keys(), args...), decodeCount}
 }
 
@@ -250,6 +272,13 @@ type BudgetRead struct {
 	Requests, Tokens BudgetLeft
 	// Calls are the calls admitted and not yet settled.
 	Calls int64
+	// Unreported: a response without rate-limit headers settled, so the
+	// provider reports none (where none has come back yet, it is unset).
+	Unreported bool
+	// Learned is the rate learned of such a provider from its answers,
+	// in calls a minute; 0 while none is known (an operator's reset
+	// forgot it, and no response has settled since).
+	Learned int64
 }
 
 // ReadBudget queues budget_read.lua.
@@ -258,13 +287,14 @@ func (t *Trip) ReadBudget(ctx context.Context, k BudgetKeys) Reply[BudgetRead] {
 }
 
 // decodeBudgetRead reads {left, limit, reset ms} for requests and tokens,
-// then the calls in flight; -1 for what is not reported.
+// then the calls in flight, 1 when the provider sends no budget (else 0)
+// and the learned rate a minute; -1 for what is not reported or known.
 func decodeBudgetRead(c redis.Cmder) (BudgetRead, error) {
 	v, err := slice(c)
 	if err != nil {
 		return BudgetRead{}, err
 	}
-	var n [7]int64
+	var n [9]int64
 	for i := range n {
 		x, ok := replyInt(v, i)
 		if !ok || len(v) != len(n) {
@@ -282,11 +312,14 @@ func decodeBudgetRead(c redis.Cmder) (BudgetRead, error) {
 		}
 		return BudgetLeft{Reported: true, Left: n[o], Limit: n[o+1], Reset: reset}
 	}
-	return BudgetRead{Requests: kind(0), Tokens: kind(3), Calls: n[6]}, nil
+	if n[7] < 0 || n[7] > 1 {
+		return BudgetRead{}, badReply("budget read", v)
+	}
+	return BudgetRead{Requests: kind(0), Tokens: kind(3), Calls: n[6], Unreported: n[7] == 1, Learned: max(n[8], 0)}, nil
 }
 
 // Answer is what a call that settled with no reading tells its
-// upstream's learned rate (Trip.Learn).
+// upstream's learned rate (Lesson).
 type Answer int8
 
 const (
@@ -295,16 +328,8 @@ const (
 	AnswerOther                  // any other end: only that no budget came back
 )
 
-// Learn queues budget_learn.lua: a call that settled with no reading
-// teaches the upstream's learned rate what its answer a says; ran is how
-// long it ran. What is learned is kept for keep at least. The reply is
-// the rate held now, in calls a minute.
-func (t *Trip) Learn(ctx context.Context, k BudgetKeys, a Answer, ran, keep time.Duration) Reply[int64] {
-	return Reply[int64]{t.eval(ctx, budgetLearnScript, k.keys(), int(a), max(ms(ran), 1), max(ms(keep), 1)), decodeCount}
-}
-
 // ForgetLearned queues budget_forget.lua: an operator's reset forgets the
-// rate learned of the upstream's provider (Trip.Learn). The reply is 1
+// rate learned of the upstream's provider (Lesson). The reply is 1
 // when something was learned.
 func (t *Trip) ForgetLearned(ctx context.Context, k BudgetKeys) Reply[int64] {
 	return Reply[int64]{t.eval(ctx, budgetForgetScript, k.keys()), decodeCount}

@@ -112,12 +112,14 @@ func TestQuotaArgs(t *testing.T) {
 }
 
 // decodeBudgetRead reads budget_read.lua's {left, limit, reset ms} per
-// limit and the calls in flight: a limit is reported unless its size reads
-// -1 (a size of 0 is reported, not said); a reset of -1 is not said, 0 is
-// due now.
+// limit, the calls in flight, whether the provider sends no budget and the
+// rate learned of it: a limit is reported unless its size reads -1 (a size
+// of 0 is reported, not said); a reset of -1 is not said, 0 is due now; a
+// rate of -1 is none known. Anything but 0 or 1 for "sends none" is a bad
+// reply.
 func TestDecodeBudgetRead(t *testing.T) {
 	cmd := redis.NewCmd(context.Background())
-	cmd.SetVal([]any{int64(5), int64(0), int64(-1), int64(7), int64(100), int64(0), int64(2)})
+	cmd.SetVal([]any{int64(5), int64(0), int64(-1), int64(7), int64(100), int64(0), int64(2), int64(0), int64(-1)})
 	got, err := decodeBudgetRead(cmd)
 	want := BudgetRead{
 		Requests: BudgetLeft{Reported: true, Left: 5, Limit: 0, Reset: -1},
@@ -128,7 +130,22 @@ func TestDecodeBudgetRead(t *testing.T) {
 		t.Fatalf("decodeBudgetRead: %+v, %v; want %+v", got, err, want)
 	}
 	cmd = redis.NewCmd(context.Background())
-	cmd.SetVal([]any{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0)})
+	cmd.SetVal([]any{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(3), int64(1), int64(2915)})
+	if got, err := decodeBudgetRead(cmd); err != nil || got != (BudgetRead{Calls: 3, Unreported: true, Learned: 2915}) {
+		t.Fatalf("decodeBudgetRead of a provider that sends no budget: %+v, %v; want unreported, 2915 a minute learned", got, err)
+	}
+	for _, bad := range [][]any{
+		{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0)},                      // the reply before the learned rate
+		{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0), int64(2), int64(-1)}, // "sends none" not a flag
+	} {
+		cmd = redis.NewCmd(context.Background())
+		cmd.SetVal(bad)
+		if got, err := decodeBudgetRead(cmd); err == nil {
+			t.Fatalf("decodeBudgetRead(%v): %+v, want a bad reply", bad, got)
+		}
+	}
+	cmd = redis.NewCmd(context.Background())
+	cmd.SetVal([]any{int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1), int64(0), int64(0), int64(-1)})
 	if got, err := decodeBudgetRead(cmd); err != nil || got != (BudgetRead{}) {
 		t.Fatalf("decodeBudgetRead of nothing reported: %+v, %v; want none", got, err)
 	}

@@ -31,16 +31,30 @@ func admitOne(t *testing.T, s *Store, member string) Admitted {
 	return got
 }
 
-// learn teaches the budget one settled call with no reading, and returns
-// the rate then held, in calls a minute.
+// learn teaches the budget one settled call with no reading, in the
+// settle's record (one script with the release), and returns the rate
+// then held, in calls a minute, as the operator's read shows it (0: none
+// known).
 func learn(t *testing.T, s *Store, accepted bool, ran time.Duration) int64 {
 	t.Helper()
-	tr := s.Trip()
 	a := AnswerRefused
 	if accepted {
 		a = AnswerAccepted
 	}
-	r := tr.Learn(context.Background(), learnKeys, a, ran, 10*time.Minute)
+	tr := s.Trip()
+	r := tr.RecordBudget(context.Background(), learnKeys, "", Reading{Lesson: Lesson{Teach: true, Answer: a, Ran: ran, Keep: 10 * time.Minute}}, time.Minute)
+	tr.Send(context.Background())
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return readLearned(t, s).Learned
+}
+
+// readLearned is the operator's read of the budget.
+func readLearned(t *testing.T, s *Store) BudgetRead {
+	t.Helper()
+	tr := s.Trip()
+	r := tr.ReadBudget(context.Background(), learnKeys)
 	tr.Send(context.Background())
 	got, err := r.Result()
 	if err != nil {
@@ -98,19 +112,25 @@ func TestAdmitByTheReadingOnceItLands(t *testing.T) {
 }
 
 // A provider known to send no budget (a call settled with none) has no
-// limit known until it refuses a call: its calls go unjudged. Its first
-// 429, with too few calls accepted lately to tell a rate, holds it at 0.9
-// × one call per call's length (50 ms): 18 a second, 1,080 a minute; the
-// calls are then admitted at the learned rate, as a reading's limit
-// admits them. Right after the cut the learned bucket holds one call (the
-// probe's: what it gathered would meet the provider's empty bucket); a
-// second call at the same instant is refused with the wait until one
-// fits, one call's refill (1/18 s, 56 ms rounded up); it fits then, not a
-// millisecond before. Refused callers are given turns one call's refill
-// apart (the third: 112 ms).
+// limit known until it refuses a call: its calls go unjudged, and the
+// operator's read says it sends none, with no rate. Its first 429, with
+// too few calls accepted lately to tell a rate, holds it at 0.9 × one
+// call per call's length (50 ms): 18 a second, 1,080 a minute; the calls
+// are then admitted at the learned rate, as a reading's limit admits
+// them. The provider's bucket was empty at the 429, so the learned bucket
+// is emptied too: the first call goes one call's refill later (1/18 s, 56
+// ms rounded up), not a millisecond before, and the one after it waits
+// one refill more; refused callers are given turns one call's refill
+// apart.
 func TestLearnedRateAdmits(t *testing.T) {
 	s, m, rdb := newStore(t)
+	if got := readLearned(t, s); got.Unreported || got.Learned != 0 {
+		t.Fatalf("before any answer: %+v, want neither unreported nor a rate", got)
+	}
 	learn(t, s, true, 50*time.Millisecond)
+	if got := readLearned(t, s); !got.Unreported || got.Learned != 0 || got.Requests.Reported || got.Tokens.Reported {
+		t.Fatalf("after an answer without a budget: %+v, want the provider read as sending none, no rate known yet", got)
+	}
 	for _, mem := range []string{"a:0", "b:0", "c:0"} {
 		if got := admitOne(t, s, mem); got.Judged {
 			t.Fatalf("call %s before any 429: %+v, want unjudged", mem, got)
@@ -121,23 +141,20 @@ func TestLearnedRateAdmits(t *testing.T) {
 	}
 	// (Starting slowly, not yet from a rate the provider accepted: not
 	// Learned, whose 429s cool the upstream for one call's length.)
-	if got := admitOne(t, s, "a:0"); !got.Admitted || got.Learned || got.Reserved != "a:0" {
-		t.Fatalf("the first call after the cut: %+v, want admitted by the learned rate", got)
-	}
-	got := admitOne(t, s, "b:0")
+	got := admitOne(t, s, "a:0")
 	if got.Admitted || got.Learned || got.Wait != 56*time.Millisecond {
-		t.Fatalf("a second call at once: %+v, want refused by the learned rate for 56ms", got)
+		t.Fatalf("a call at once after the cut: %+v, want refused by the learned rate for one call's refill, 56ms", got)
 	}
-	if got := admitOne(t, s, "c:0"); got.Admitted || got.Wait != 112*time.Millisecond {
-		t.Fatalf("a third call at once: %+v, want its turn one call's refill later, 112ms", got)
+	if got := admitOne(t, s, "b:0"); got.Admitted || got.Wait != 112*time.Millisecond {
+		t.Fatalf("a second call at once: %+v, want its turn one call's refill later, 112ms", got)
 	}
 	redistest.Advance(m, 55*time.Millisecond)
-	if got := admitOne(t, s, "b:0"); got.Admitted {
+	if got := admitOne(t, s, "a:0"); got.Admitted {
 		t.Fatalf("a millisecond before its turn: %+v, want refused", got)
 	}
 	redistest.Advance(m, time.Millisecond)
-	if got := admitOne(t, s, "b:0"); !got.Admitted {
-		t.Fatalf("at its turn: %+v, want admitted", got)
+	if got := admitOne(t, s, "a:0"); !got.Admitted || got.Learned || got.Reserved != "a:0" {
+		t.Fatalf("at its turn: %+v, want admitted by the learned rate", got)
 	}
 	// What is learned is kept with a TTL, as every key is.
 	if ttl := rdb.PTTL(context.Background(), learnKeys.Budget).Val(); ttl <= 0 || ttl > 10*time.Minute {
@@ -156,17 +173,19 @@ func learnedAt(t *testing.T, s *Store, m *miniredis.Miniredis, n int) {
 	}
 }
 
-// A 429 that ends a run of accepted calls cuts the rate to 0.9 × the
-// lower of the rate admitted and the rate the provider accepted lately
-// (the accepted calls, each counted down by e every half second), once
-// that spans half a second: 10 accepted 50 ms apart, the last 50 ms
-// before the 429, count (1 - e^-1) ÷ (1 - e^-0.1) × e^-0.1 = 6.01, read
-// as 12.0 a second (6.01 ÷ 0.5 s), below the 20 a second of one 50 ms
-// call at a time, so the rate held is 0.9 × 12.0 = 10.8 a second, 649 a
-// minute. A 429 of a call that began before that cut is the cut's own:
-// it cuts nothing. One that began after it, with few calls accepted
-// since, finds the rate still too high and cuts by 0.75 (of the rate, or
-// of what was accepted lately, lower by now).
+// The first 429 cuts the rate to 0.9 × the lower of one call at a time
+// and the rate the provider accepted lately (the accepted calls, each
+// counted down by e every half second), once that spans half a second: 10
+// accepted 50 ms apart, the last 50 ms before the 429, count (1 - e^-1) ÷
+// (1 - e^-0.1) × e^-0.1 = 6.01, read as 12.0 a second (6.01 ÷ 0.5 s),
+// below the 20 a second of one 50 ms call at a time, so the rate held is
+// 0.9 × 12.0 = 10.8 a second, 649 a minute. A 429 of a call that began before that cut is the cut's own:
+// it cuts nothing. The provider's bucket was empty at the cut: the next
+// call goes one refill of the new rate after it (1 ÷ 10.8 s, 93 ms). One
+// that began after it, with no call accepted since, finds the rate still
+// too high: it is cut to the lower of 0.75 × it and what one call more
+// than were accepted since, over the time since, allows, never below
+// half of it.
 func TestLearnCutsOnA429ThatEndsARun(t *testing.T) {
 	s, m, _ := newStore(t)
 	learnedAt(t, s, m, 10)
@@ -179,12 +198,114 @@ func TestLearnCutsOnA429ThatEndsARun(t *testing.T) {
 	if again := learn(t, s, false, 50*time.Millisecond); again != got {
 		t.Fatalf("a 429 of a call that began before the cut: %d a minute, want %d unchanged", again, got)
 	}
-	if a := admitOne(t, s, "a:0"); !a.Admitted || !a.Learned {
-		t.Fatalf("a call after the cut: %+v, want admitted by the rate learned from accepted calls", a)
+	if a := admitOne(t, s, "a:0"); a.Admitted || a.Wait != 83*time.Millisecond {
+		t.Fatalf("a call 10 ms after the cut: %+v, want refused until one call's refill of the rate after it, 83ms", a)
 	}
-	redistest.Advance(m, 100*time.Millisecond)
-	if hard := learn(t, s, false, 50*time.Millisecond); hard > got*3/4 || hard < got/2 {
-		t.Fatalf("a 429 right after the cut: %d a minute, want at most 0.75 × %d", hard, got)
+	redistest.Advance(m, 83*time.Millisecond)
+	if a := admitOne(t, s, "a:0"); !a.Admitted || !a.Learned {
+		t.Fatalf("a call one refill after the cut: %+v, want admitted by the rate learned from accepted calls", a)
+	}
+	redistest.Advance(m, 50*time.Millisecond)
+	// 143 ms since the cut: 0.97 × 1 call ÷ 0.143 s, 6.8 a second, 407 a minute.
+	if hard := learn(t, s, false, 50*time.Millisecond); hard < 400 || hard > 410 {
+		t.Fatalf("a 429 right after the cut: %d a minute, want 0.97 × 1 call in 143 ms, 407", hard)
+	}
+}
+
+// Between two 429s that end runs the provider's bucket went from empty to
+// empty: the calls it accepted in between, over the time between, are
+// its rate, whatever it gathered meanwhile. After a cut, 40 calls of 50 ms
+// that began after it are accepted, 25 ms apart, and a 429 ends the run 1
+// s after the cut: 40 a second, held at 0.97 × it, 2,328 a minute. An
+// accepted call that began before the cut is the last run's and is not
+// counted (with it, 41 a second: 2,386). A second run that measures the
+// same rate (within 5 %) holds it twice as long (100 accepted calls)
+// before the probe climbs; with the first measure, 50.
+func TestLearnMeasuresTheRateBetweenTwo429s(t *testing.T) {
+	s, m, _ := newStore(t)
+	learnedAt(t, s, m, 10)
+	redistest.Advance(m, 50*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond) // the first cut
+	redistest.Advance(m, 10*time.Millisecond)
+	learn(t, s, true, 50*time.Millisecond) // began before the cut
+	for range 39 {
+		redistest.Advance(m, 25*time.Millisecond)
+		learn(t, s, true, 20*time.Millisecond)
+	}
+	redistest.Advance(m, 15*time.Millisecond) // 1 s since the cut
+	learn(t, s, true, 10*time.Millisecond)
+	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
+		t.Fatalf("the rate measured between two 429s: %d a minute, want 0.97 × 40 a second, 2328", got)
+	}
+	// Held at it for 50 accepted calls, then the probe climbs.
+	held := func(n int) int64 {
+		var r int64
+		for range n {
+			redistest.Advance(m, 25*time.Millisecond)
+			r = learn(t, s, true, 10*time.Millisecond)
+		}
+		return r
+	}
+	if got := held(50); got != 2328 {
+		t.Fatalf("after 50 accepted calls: %d a minute, want 2328 held", got)
+	}
+	if got := held(10); got <= 2328 {
+		t.Fatalf("after 60 accepted calls: %d a minute, want the probe above 2328", got)
+	}
+	// 60 calls 25 ms apart and the 429 at 1.5 s: the same 40 a second.
+	redistest.Advance(m, 0)
+	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
+		t.Fatalf("the second measure: %d a minute, want 2328 again", got)
+	}
+	if got := held(100); got != 2328 {
+		t.Fatalf("after 100 accepted calls of a rate measured twice alike: %d a minute, want 2328 held", got)
+	}
+	if got := held(10); got <= 2328 {
+		t.Fatalf("after 110: %d a minute, want the probe above 2328", got)
+	}
+}
+
+// A limit that halves: a 429 soon after a measured cut (five calls
+// accepted in the 240 ms since) cuts to what six calls in 240 ms allow,
+// 0.97 × 25 a second, 1,455 a minute, below 0.75 × the 2,328 held; never
+// below half of it (no call in 400 ms: 1,164, not 0.97 × 2.5 a second).
+func TestLearnFollowsALimitThatHalves(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		accepted int
+		want     int64
+	}{
+		{"five accepted", 5, 1455},
+		{"none accepted", 0, 1164},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, m, _ := newStore(t)
+			learnedAt(t, s, m, 10)
+			redistest.Advance(m, 50*time.Millisecond)
+			learn(t, s, false, 50*time.Millisecond)
+			for range 40 {
+				redistest.Advance(m, 25*time.Millisecond)
+				learn(t, s, true, 10*time.Millisecond)
+			}
+			if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
+				t.Fatalf("measured: %d a minute, want 2328", got)
+			}
+			step := 200 * time.Millisecond
+			if tc.accepted > 0 {
+				step = 40 * time.Millisecond
+			}
+			for range tc.accepted {
+				redistest.Advance(m, step)
+				learn(t, s, true, 10*time.Millisecond)
+			}
+			redistest.Advance(m, step)
+			if tc.accepted == 0 {
+				redistest.Advance(m, step)
+			}
+			if got := learn(t, s, false, 10*time.Millisecond); got != tc.want {
+				t.Fatalf("a 429 soon after: %d a minute, want %d", got, tc.want)
+			}
+		})
 	}
 }
 

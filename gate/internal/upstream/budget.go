@@ -224,16 +224,22 @@ func (c Choice) Renew(ctx context.Context, t *store.Trip) store.Reply[bool] {
 }
 
 // Budget queues on t the settle of the run's call in its upstream's
-// budget: the release of its reservation, and what its responses said
-// (seen, read at now). Nothing for Free, with budgets off, or when there
-// is nothing to write.
-func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.Time) store.Reply[int64] {
+// budget, in one script: the release of its reservation, what its
+// responses said (seen, read at now), and, for a call that settled with
+// no reading, what it teaches the upstream's learned rate (lesson; Learns
+// decides, lesson.Teach is the caller's wish). Nothing for Free, with
+// budgets off, or when there is nothing to write.
+func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.Time, lesson store.Lesson) store.Reply[int64] {
 	g, ok := c.b.(*guarded)
 	if !ok || c.off {
 		return store.Reply[int64]{}
 	}
 	r, ok := seen.reading(now)
-	if !ok && c.member == "" {
+	if !lesson.Teach || !c.Learns(seen) {
+		lesson = store.Lesson{}
+	}
+	r.Lesson = lesson
+	if !ok && c.member == "" && !lesson.Teach {
 		return store.Reply[int64]{}
 	}
 	return t.RecordBudget(ctx, g.bk, c.member, r, c.margin)
@@ -265,25 +271,12 @@ func (j Judgement) learned(i int) bool {
 func (c Choice) Learned() bool { return c.learned }
 
 // Learns reports whether the run's call teaches its upstream's learned
-// rate (Learn): budgets are on, no reading judged the call, and its
+// rate (Budget's lesson): budgets are on, no reading judged the call, and its
 // responses reported none.
 func (c Choice) Learns(seen *Seen) bool {
 	_, ok := c.b.(*guarded)
 	_, read := seen.reading(time.Now())
 	return ok && !c.off && !read && (!c.judged || c.admitted.Unread)
-}
-
-// Learn queues on t what the run's call teaches the upstream's learned
-// rate, for a call that settled with no reading (seen, none) and was
-// accepted, refused by a 429, or answered otherwise (a); ran is how long it ran,
-// and what is learned is kept for keep at least. Nothing for Free, with
-// budgets off, or when the run saw a reading: a provider that reports its
-// budget is judged by it.
-func (c Choice) Learn(ctx context.Context, t *store.Trip, seen *Seen, a store.Answer, ran, keep time.Duration) store.Reply[int64] {
-	if !c.Learns(seen) {
-		return store.Reply[int64]{}
-	}
-	return t.Learn(ctx, c.b.(*guarded).bk, a, ran, keep)
 }
 
 // Early queues on t what the run's responses said so far (seen, read at

@@ -1,67 +1,99 @@
--- Learn an upstream's rate from a call settled with no reading
--- (budget_learned.lua): KEYS as budget_left.lua's; ARGV[1] 1 the provider
--- accepted the call, 0 it refused it with a 429, 2 it answered otherwise
--- (that it sends no budget is all that tells); ARGV[2] how long the
--- call ran (ms); ARGV[3] how long what is learned is kept (ms).
--- An accepted call counts toward the probe upward. A 429 of a call that
--- began after the last cut ends the run since: the rate is cut to
--- LEARN.beta × the lower of the rate admitted and the rate the provider
--- accepted lately (the window's count, from every process), or by
--- LEARN.hard when the last cut was just made. A 429 of a call
--- that began before the last cut is that cut's, and cuts nothing.
+-- (Prepended to budget_record.lua, after budget_learned.lua.) teach
+-- learns the rate of the upstream whose budget is k from a call settled
+-- with no reading: answer '1' the provider accepted the call, '0' it
+-- refused it with a 429, '2' it answered otherwise (that it sends no
+-- budget is all that tells); ran how long the call ran (ms); keep how
+-- long what is learned is kept (ms).
+-- An accepted call that began after the last cut counts toward the probe
+-- upward. A 429 of a call that began after the last cut ends the run
+-- since: the rate is cut to LEARN.sure × the rate measured between the
+-- two 429s (the calls accepted in between over the time between, from
+-- every process) when they span enough; else to LEARN.beta × the lower
+-- of the rate admitted and the rate the provider accepted lately, or
+-- between LEARN.floor and LEARN.hard × the rate when the last cut was
+-- just made. A 429 of a call that began before the last cut is that
+-- cut's, and cuts nothing.
 -- Until a 429 no limit is known (admission leaves the calls unjudged);
--- the first one cuts the rate the provider accepted lately when enough
--- calls tell it, else one call per ARGV[2] (one call at a time), from
--- which the rate starts slowly.
--- Reply: the rate held now, in calls a minute, rounded down (that of one
--- call at a time while no limit is known).
-local k = KEYS[2]
-local ok, ran, keep = ARGV[1] == '1', math.max(tonumber(ARGV[2]), 1), tonumber(ARGV[3])
-local answered = ARGV[1] == '2' 
-local h = learned(k)
-if not h or not tonumber(redis.call('HMGET', k, 'lr')[1]) then
-  h = {rate = math.max(1000 / ran, LEARN.min), at = NOW, k = 0, limited = false, cut = false, tat = 0, lately = 0, upd = NOW}
-  redis.call('HSET', k, 'lh', 1, 'lr', h.rate, 'lp', NOW, 'lk', 0)
+-- the first one cuts to the rate the provider accepted lately when
+-- enough calls tell it, else to one call per ran (one call at a time),
+-- from which the rate starts slowly (TCP's slow start), doubling every
+-- LEARN.slow accepted calls until a 429 ends it.
+local function teach(k, answer, ran, keep)
+  local ok, answered = answer == '1', answer == '2'
+  ran = math.max(ran, 1)
+  local h = learned(k)
+  if not h or not tonumber(redis.call('HMGET', k, 'lr')[1]) then
+    h = {rate = math.max(1000 / ran, LEARN.min), at = NOW, k = 0, limited = false, cut = false, tat = 0, lately = 0, upd = NOW, flat = LEARN.flat}
+    redis.call('HSET', k, 'lh', 1, 'lr', h.rate, 'lp', NOW, 'lk', 0)
+  end
+  if answered then
+    -- Neither accepted nor refused for the rate (a failure of the job's
+    -- own): it tells only that no budget came back.
+  elseif ok then
+    -- (A call that began before the last cut counts toward the run the cut
+    -- ended: the rate measured between two 429s counts the calls that
+    -- began between them.)
+    if NOW - ran >= h.at then
+      h.k = h.k + 1
+      redis.call('HSET', k, 'lk', h.k)
+    end
+    h.lately, h.upd = accepted(h) * LEARN.recent / 1000 + 1, NOW
+    redis.call('HSET', k, 'le', h.lately, 'lu', NOW)
+  elseif not h.limited or NOW - ran >= h.at then
+    -- The first 429, or one that ends a run since the last cut.
+    -- What was accepted lately tells the rate once it spans a while since
+    -- learning began (or the last cut) and counts a few calls.
+    local measured = h.lately >= 4 and NOW - h.at >= LEARN.recent
+    local r, factor, ls = learnedRate(h), LEARN.beta, 1
+    if measured then
+      r = math.min(r, accepted(h))
+    end
+    -- Since the last cut (a 429 too: the provider's bucket was empty) the
+    -- provider accepted h.k calls, and its bucket is empty again: that is
+    -- its rate, measured. (Since learning began, the bucket may have held
+    -- some at first: more than its rate.)
+    local span, flat, m = NOW - h.at, LEARN.flat, nil
+    if span >= LEARN.span and h.k >= LEARN.enough then
+      m = h.k * 1000 / span
+    end
+    if not h.limited then
+      -- The first 429: what was accepted lately, else one call at a time
+      -- (one per the call's length), from which the rate starts slowly.
+      r, ls = math.max(1000 / ran, LEARN.min), 0
+      if measured then
+        r, ls = math.min(r, accepted(h)), 1
+      end
+    elseif h.cut and h.k < LEARN.flat / 2 then
+      -- Few calls since the last cut: the limit fell (halved, say). One
+      -- call more than were accepted since, over the time since, bounds
+      -- the rate from above; never below LEARN.floor × it.
+      r, factor = math.max(math.min(r * LEARN.hard, (h.k + 1) * 1000 / math.max(span, 1) * LEARN.sure), r * LEARN.floor), 1
+    elseif m then
+      if h.measured and math.abs(m * LEARN.sure - h.rate) <= LEARN.agree * h.rate then
+        flat = math.min(2 * h.flat, LEARN.long)
+      end
+      r, factor, ls = m, LEARN.sure, 2
+    elseif not h.cut and measured then
+      -- The end of slow start: the rate grew past the limit while the
+      -- provider's bucket paid for it; what was accepted lately tells the
+      -- rate, or more.
+      factor = LEARN.slowEnd
+    elseif not h.cut then
+      -- Slow start ends with nothing measured: half the rate, slowly up
+      -- again (TCP halves its window there).
+      factor, ls = LEARN.half, 0
+    end
+    h = {rate = math.max(r * factor, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls == 2, tat = h.tat,
+      lately = h.lately, upd = h.upd, flat = flat}
+    -- The learned bucket is emptied: the calls it gathered meanwhile would
+    -- all meet the provider's empty one, and so would a call sent at once;
+    -- the next goes one call's refill later (when the provider's bucket
+    -- holds one again), then the rest at the rate.
+    local nr = learnedRate(h)
+    h.tat = math.max(h.tat, NOW + math.max(2, nr * LEARN.burst) * 1000 / nr)
+    redis.call('HSET', k, 'lr', h.rate, 'lp', NOW, 'lk', 0, 'ls', ls, 'lt', h.tat, 'lf', flat)
+  end
+  if redis.call('PTTL', k) < keep then
+    redis.call('PEXPIRE', k, keep)
+  end
 end
-if answered then
-  -- Neither accepted nor refused for the rate (a failure of the job's
-  -- own): it tells only that no budget came back.
-elseif ok then
-  h.k = h.k + 1
-  redis.call('HSET', k, 'lk', h.k)
-  h.lately, h.upd = accepted(h) * LEARN.recent / 1000 + 1, NOW
-  redis.call('HSET', k, 'le', h.lately, 'lu', NOW)
-elseif not h.limited or NOW - ran >= h.at then
-  -- The first 429, or one that ends a run since the last cut.
-  -- What was accepted lately tells the rate once it spans a while since
-  -- learning began (or the last cut) and counts a few calls.
-  local r, measured = math.max(1000 / ran, LEARN.min), h.lately >= 4 and NOW - h.at >= LEARN.recent
-  if h.limited then
-    r = learnedRate(h)
-  end
-  local factor = LEARN.beta
-  if h.cut and h.k < LEARN.flat / 2 then
-    factor = LEARN.hard
-  elseif h.limited and not h.cut then
-    -- The end of slow start: the rate grew past the limit while the
-    -- provider's bucket paid for it (TCP halves its window there too).
-    factor = LEARN.slowEnd
-  end
-  if measured then
-    r = math.min(r, accepted(h))
-  end
-  local ls = 0
-  if measured or h.cut then
-    ls = 1
-  end
-  h = {rate = math.max(r * factor, LEARN.min), at = NOW, k = 0, limited = true, cut = ls == 1, tat = h.tat, lately = h.lately, upd = h.upd}
-  -- The learned bucket keeps one call, the probe's: the calls the bucket
-  -- gathered meanwhile would all meet the provider's empty one.
-  local nr = learnedRate(h)
-  h.tat = math.max(h.tat, NOW + (math.max(2, nr * LEARN.burst) - 1) * 1000 / nr)
-  redis.call('HSET', k, 'lr', h.rate, 'lp', NOW, 'lk', 0, 'ls', ls, 'lt', h.tat)
-end
-if redis.call('PTTL', k) < keep then
-  redis.call('PEXPIRE', k, keep)
-end
-return math.floor(learnedRate(h) * 60)

@@ -6,14 +6,17 @@
 -- settled (the provider sends none, where "none has come back yet" has
 -- no field); lr the rate, in calls a second, held since the last cut; lp
 -- when that cut was (Redis ms; the start of learning before the first);
--- lk the calls accepted since; ls absent until a 429 (no limit is known:
--- calls go unjudged), 0 after one that did not tell the rate (slow start
--- from one call at a time), 1 after a cut from the rate the provider
--- accepted lately (the probe); lt the
+-- lk the calls accepted since (those that began after the cut); ls
+-- absent until a 429 (no limit is known: calls go unjudged), 0 after one
+-- that did not tell the rate (slow start from one call at a time, or
+-- from half the rate), 1 after a cut from the rate the provider
+-- accepted lately (the probe), 2 after a cut from the rate measured
+-- between two 429s (held just under it, then the probe); lt the
 -- learned bucket's next free slot (Redis ms), as GCRA keeps it; le the
 -- calls accepted lately, each counted down by e every LEARN.recent ms
 -- since, at lu (Redis ms): le ÷ LEARN.recent is the rate the provider
--- accepted lately, from every process (the window's count).
+-- accepted lately, from every process (the window's count); lf the
+-- accepted calls a measured rate is held before the probe climbs.
 local LEARN = {
   -- A 429 that ends a run holds the rate at this share of what was
   -- accepted, as TCP's multiplicative decrease (CUBIC's 0.7 is for a
@@ -22,6 +25,8 @@ local LEARN = {
   -- A cut right after the last one (fewer accepted calls in between than
   -- this) found the rate still too high: it cuts by hard instead.
   hard = 0.75,
+  -- ... or to the rate accepted since, never below floor × it.
+  floor = 0.5,
   -- After a cut the rate climbs back to hold × the rate it was cut from
   -- in flat accepted calls, stays near it as long again, then grows as
   -- CUBIC's does, faster above (1.1 × after twice flat, 2.15 × after
@@ -35,6 +40,7 @@ local LEARN = {
   -- ends it cuts by slowEnd.
   slow = 16,
   slowEnd = 0.9,
+  half = 0.5,
   -- The learned bucket holds this many seconds of the rate (at least 2
   -- calls): what may go at once.
   burst = 0.1,
@@ -42,6 +48,22 @@ local LEARN = {
   -- it, so a queue given turns at the old rate is given them again at
   -- the new one within it (a limit that doubles is followed).
   window = 2000,
+  -- Between two 429s that end runs the provider's bucket went from
+  -- empty to empty: the calls it accepted in between, over the time
+  -- between, are the rate it refills at, whatever it gathered while the
+  -- gate held under it. Measured over at least span ms and enough
+  -- accepted calls (the answers' jitter is a call or two), the rate is
+  -- held at sure × it: the bucket gathers the rest, which a probe above
+  -- spends before its 429.
+  span = 400,
+  enough = 12,
+  sure = 0.97,
+  -- A measure that agrees with the last one (within agree) earns
+  -- confidence: the rate is held twice as many accepted calls before the
+  -- probe climbs, up to long: fewer probes, so fewer 429s, where the
+  -- limit holds still; a limit that rises is followed that much later.
+  agree = 0.05,
+  long = 200,
   -- The slowest rate held, calls a second.
   min = 0.05,
   -- How long an accepted call counts toward the rate accepted lately
@@ -53,14 +75,15 @@ local LEARN = {
 -- learned reads what was learned of the upstream whose budget is k; nil
 -- when its provider is not known to send no budget.
 local function learned(k)
-  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu')
+  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lf')
   if not v[1] then
     return nil
   end
   -- (No rate: nothing learned yet, or an operator's reset forgot it.)
   return {rate = tonumber(v[2]) or LEARN.min, at = tonumber(v[3]) or NOW, k = tonumber(v[4]) or 0,
-    limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1'), cut = v[5] == '1', tat = tonumber(v[6]) or 0,
-    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW}
+    limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1' or v[5] == '2'), cut = v[5] == '1' or v[5] == '2',
+    measured = v[5] == '2', tat = tonumber(v[6]) or 0,
+    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, flat = tonumber(v[9]) or LEARN.flat}
 end
 
 -- accepted is the rate the provider accepted lately, calls a second.
@@ -76,6 +99,11 @@ local function learnedRate(h)
   local r
   if not h.cut then
     r = h.rate * 2 ^ math.min(h.k / LEARN.slow, 8)
+  elseif h.measured then
+    -- Held at what was measured (h.rate, sure × it) for flat accepted
+    -- calls, then CUBIC's climb above it.
+    local x = math.max(h.k - h.flat, 0) / LEARN.flat
+    r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * x * x * x)
   else
     local x = (h.k - LEARN.flat) / LEARN.flat
     local c = LEARN.hold - LEARN.beta

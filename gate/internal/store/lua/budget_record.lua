@@ -18,6 +18,10 @@
 -- not say its tokens, does not fit (budget_cost.lua); ARGV[13] '1' when the call
 -- was refused (a 429 spends no tokens), else '0'. Every token reading of a
 -- call served is a call the learned cost counts.
+-- ARGV[14] what a call settled with no reading teaches the rate learned
+-- of a provider that reports none (budget_learn.lua's answer; '' for
+-- nothing), ARGV[15] how long it ran (ms), ARGV[16] how long what is
+-- learned is kept (ms): the release and the lesson are one script.
 -- Reply: the number of limits written.
 if ARGV[1] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -75,5 +79,8 @@ if wrote > 0 then
     last = math.max(last, q.rst, q.at)
   end
   redis.call('PEXPIRE', KEYS[2], last - NOW + tonumber(ARGV[2]))
+end
+if (ARGV[14] or '') ~= '' then
+  teach(KEYS[2], ARGV[14], tonumber(ARGV[15]), tonumber(ARGV[16]))
 end
 return wrote
