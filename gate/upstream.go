@@ -46,6 +46,16 @@ type UpstreamBudget struct {
 	// would be left after the call. RetryAfter is then the wait until one
 	// call fits.
 	Spent bool
+	// Unreported is set once a response without rate-limit headers
+	// settled: the provider reports no budget, and its calls are admitted
+	// by the rate learned from its answers (LearnedRPM) instead. Unset
+	// too while no response has come back yet.
+	Unreported bool
+	// LearnedRPM is that rate, in calls a minute: slowly up from one
+	// call at a time until the provider's first 429, then held just under
+	// what it accepted. 0 while none is known (after an operator's reset,
+	// until the next response).
+	LearnedRPM int64
 }
 
 // BudgetLimit is one rate limit of an UpstreamBudget.
@@ -71,7 +81,8 @@ func budgetOf(r store.BudgetRead, spent bool) UpstreamBudget {
 		}
 		return BudgetLimit{Reported: true, Left: l.Left, Limit: l.Limit, Reset: l.Reset}
 	}
-	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls, Spent: spent}
+	return UpstreamBudget{Requests: limit(r.Requests), Tokens: limit(r.Tokens), InFlight: r.Calls, Spent: spent,
+		Unreported: r.Unreported, LearnedRPM: r.Learned}
 }
 
 // refusing reports whether the upstream refuses calls.

@@ -300,6 +300,18 @@ func TestUpstream(t *testing.T) {
 			r = runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
 			golden(t, "upstream_status_ready", prefix, r.stdout)
+			// The fake calls answer with no rate-limit headers: the
+			// provider reads as sending none, with no rate learned yet (no
+			// call refused: issue 37.4).
+			r = runCLI(t, nil, append(args, "--json", "upstream", "status")...)
+			mustOK(t, r)
+			var learned upstreamJSON
+			if err := json.Unmarshal([]byte(r.stdout), &learned); err != nil {
+				t.Fatal(err)
+			}
+			if b := learned.Budget; b == nil || !b.Unreported || b.LearnedRPM != 0 || b.Requests != nil || b.Tokens != nil {
+				t.Errorf("upstream status --json of a provider that sends no budget: %+v, want unreported, no rate learned", learned.Budget)
+			}
 
 			// A response's rate limits, in OpenAI's documented headers
 			// (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):

@@ -76,6 +76,10 @@ type budgetJSON struct {
 	Requests *limitJSON `json:"requests,omitempty"`
 	Tokens   *limitJSON `json:"tokens,omitempty"`
 	InFlight int64      `json:"in_flight"`
+	// Unreported: the provider sends no rate-limit headers; LearnedRPM
+	// is the rate learned from its answers (0: none known).
+	Unreported bool  `json:"unreported,omitempty"`
+	LearnedRPM int64 `json:"learned_rpm,omitempty"`
 }
 
 type limitJSON struct {
@@ -86,7 +90,7 @@ type limitJSON struct {
 }
 
 func toBudgetJSON(b gate.UpstreamBudget) *budgetJSON {
-	if !b.Requests.Reported && !b.Tokens.Reported {
+	if !b.Requests.Reported && !b.Tokens.Reported && !b.Unreported {
 		return nil
 	}
 	limit := func(l gate.BudgetLimit) *limitJSON {
@@ -99,7 +103,7 @@ func toBudgetJSON(b gate.UpstreamBudget) *budgetJSON {
 		}
 		return j
 	}
-	return &budgetJSON{Requests: limit(b.Requests), Tokens: limit(b.Tokens), InFlight: b.InFlight}
+	return &budgetJSON{Requests: limit(b.Requests), Tokens: limit(b.Tokens), InFlight: b.InFlight, Unreported: b.Unreported, LearnedRPM: b.LearnedRPM}
 }
 
 type statusJSON struct {

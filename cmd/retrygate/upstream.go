@@ -150,7 +150,17 @@ func runUpstream(ctx context.Context, c *cli, args []string, p upstreamPause) er
 // rate limits, as admission estimates them now.
 func budgetRows(tw *tabwriter.Writer, b gate.UpstreamBudget) {
 	if !b.Requests.Reported && !b.Tokens.Reported {
-		row(tw, "budget", "none reported (calls are admitted by the breaker alone)")
+		if !b.Unreported {
+			row(tw, "budget", "none reported yet (calls go one at a time until a response settles, unless budgets are ignored)")
+			return
+		}
+		row(tw, "budget", "the provider sends no rate-limit headers: calls are admitted at the rate learned from its answers")
+		learned := "none yet (no call refused since it was learned or reset: calls go unjudged until the provider's first 429)"
+		if b.LearnedRPM > 0 {
+			learned = fmt.Sprintf("%d calls a minute", b.LearnedRPM)
+		}
+		row(tw, "learned rate", learned)
+		row(tw, "in flight", fmt.Sprintf("%d calls admitted, not settled", b.InFlight))
 		return
 	}
 	for _, l := range []struct {
