@@ -79,9 +79,11 @@ local function teach(k, answer, ran, keep)
       -- rate, or more.
       factor = LEARN.slowEnd
     elseif not h.cut then
-      -- Slow start ends with nothing measured: half the rate, slowly up
-      -- again (TCP halves its window there).
-      factor, ls = LEARN.half, 0
+      -- Slow start ends with nothing measured: slowly up again from
+      -- slowEnd × the rate (not TCP's half: on a stalled machine 429s of
+      -- calls sent late come close together, and halving at each would
+      -- take the rate to nothing).
+      factor, ls = LEARN.slowEnd, 0
     end
     h = {rate = math.max(r * factor, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls == 2, tat = h.tat,
       lately = h.lately, upd = h.upd, flat = flat}

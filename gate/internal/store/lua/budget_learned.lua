@@ -9,7 +9,7 @@
 -- lk the calls accepted since (those that began after the cut); ls
 -- absent until a 429 (no limit is known: calls go unjudged), 0 after one
 -- that did not tell the rate (slow start from one call at a time, or
--- from half the rate), 1 after a cut from the rate the provider
+-- again from 0.9 × the rate), 1 after a cut from the rate the provider
 -- accepted lately (the probe), 2 after a cut from the rate measured
 -- between two 429s (held just under it, then the probe); lt the
 -- learned bucket's next free slot (Redis ms), as GCRA keeps it; le the
@@ -40,7 +40,6 @@ local LEARN = {
   -- ends it cuts by slowEnd.
   slow = 16,
   slowEnd = 0.9,
-  half = 0.5,
   -- The learned bucket holds this many seconds of the rate (at least 2
   -- calls): what may go at once.
   burst = 0.1,
