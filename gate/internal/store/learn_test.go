@@ -336,3 +336,23 @@ func TestLearnedRateProbesUpward(t *testing.T) {
 		t.Fatalf("after 150: %v a minute, want above 1.5 × %v: a limit that doubled is followed", r, from)
 	}
 }
+
+// A cut never holds the rate below half of what the provider accepted
+// lately: on a stalled machine the first 429 may be of a call that ran 5
+// s, one call at a time of which is 0.2 a second (0.18 after the cut,
+// 10 a minute), where the provider just accepted 20 calls in half a
+// second, 25 ms apart: counted down by e every half second, 12.96 at the
+// last, read at the 429 25 ms later as 24.7 a second; half of it is 12.3
+// a second, 739 a minute.
+func TestLearnKeepsHalfOfWhatWasAccepted(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 10*time.Millisecond)
+	for range 19 {
+		redistest.Advance(m, 25*time.Millisecond)
+		learn(t, s, true, 10*time.Millisecond)
+	}
+	redistest.Advance(m, 25*time.Millisecond)
+	if got := learn(t, s, false, 5*time.Second); got < 735 || got > 745 {
+		t.Fatalf("the rate after a 429 of a stalled call: %d a minute, want half of the 24.7 a second accepted lately, 739", got)
+	}
+}

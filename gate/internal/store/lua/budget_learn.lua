@@ -85,6 +85,12 @@ local function teach(k, answer, ran, keep)
       -- take the rate to nothing).
       factor, ls = LEARN.slowEnd, 0
     end
+    -- Never below keep × what the provider accepted lately: on a stalled
+    -- machine one call's length (a stalled call's) and 429s that come
+    -- close together would take the rate to nothing, where the provider
+    -- just took that much.
+    r = math.max(r * factor, LEARN.keep * accepted(h))
+    factor = 1
     h = {rate = math.max(r * factor, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls == 2, tat = h.tat,
       lately = h.lately, upd = h.upd, flat = flat}
     -- The learned bucket is emptied: the calls it gathered meanwhile would

@@ -63,6 +63,9 @@ local LEARN = {
   -- limit holds still; a limit that rises is followed that much later.
   agree = 0.05,
   long = 200,
+  -- A cut never holds the rate below this share of what the provider
+  -- accepted lately.
+  keep = 0.5,
   -- The slowest rate held, calls a second.
   min = 0.05,
   -- How long an accepted call counts toward the rate accepted lately
