@@ -7,6 +7,9 @@ import (
 
 // labelSet bounds the tenant attribute as gateprom's does:
 // Options.TenantLabel's values, at most max of them; any other is other.
+// It is a copy of gateprom's: this module reaches the root module through
+// its public API only (a root internal package would tie it to one root
+// version), and tenanttest.Bound holds both copies to the same cases.
 type labelSet struct {
 	of  func(string) string
 	max int

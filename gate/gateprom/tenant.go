@@ -6,7 +6,8 @@ import (
 )
 
 // labelSet bounds the tenant label: Options.TenantLabel's values, at most
-// max of them; any other is OtherLabel.
+// max of them; any other is OtherLabel. gateotel, its own module, keeps
+// a copy; tenanttest.Bound holds both to the same cases.
 type labelSet struct {
 	of  func(string) string
 	max int
