@@ -20,37 +20,6 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
-// openAIHeader is a response's rate-limit headers in the form OpenAI
-// documents them (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers:
-// x-ratelimit-limit-requests 60, x-ratelimit-remaining-requests 59,
-// x-ratelimit-reset-requests 1s, "the time until the rate limit (based on
-// requests) resets to its initial state"), for the requests limit; the
-// counts are the test's.
-func openAIHeader(remaining, limit int, reset string) http.Header {
-	h := http.Header{}
-	h.Set("x-ratelimit-limit-requests", itoa(limit))
-	h.Set("x-ratelimit-remaining-requests", itoa(remaining))
-	h.Set("x-ratelimit-reset-requests", reset)
-	return h
-}
-
-// report runs a call of job through g whose response said h, read as
-// ParseBudget reads it and told to the lease.
-func report(t *testing.T, g *gate.Gate, job string, h http.Header) {
-	t.Helper()
-	err := g.Do(context.Background(), job, func(_ context.Context, l *gate.Lease) error {
-		b, ok := classify.ParseBudget(h, time.Now())
-		if !ok {
-			t.Fatalf("no budget in %v", h)
-		}
-		l.ObserveBudget(b)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Do(%q): %v", job, err)
-	}
-}
-
 // knownUpstream settles a call of g that reports no budget: its upstream
 // is then known to send none, and its calls are not held to one at a
 // time as before anything is known (issue 37.5).
@@ -102,16 +71,7 @@ func TestBudgetReservesCallsInFlight(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			// 60 a minute: a request refills in a second, longer than the test.
-			report(t, a, "first", openAIHeader(3, 60, "57s"))
-			l1, err := a.Acquire(ctx, "j1")
-			if err != nil {
-				t.Fatalf("first call with 3 left: %v", err)
-			}
-			l2, err := b.Acquire(ctx, "j2")
-			if err != nil {
-				t.Fatalf("second call with 2 left: %v", err)
-			}
+			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
 			if bl := blocked(t, a, "j3"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("third call with two in flight: %+v, want ErrUpstreamCooling", bl)

@@ -521,3 +521,26 @@ func upstreamStatus(ctx context.Context, g *gate.Gate) (gate.UpstreamStatus, err
 	}
 	return ups[0], nil
 }
+
+// The budget's readings, as the CLI's and gatequeue's tests make them too.
+var (
+	openAIHeader = gatetest.OpenAIRequests
+	report       = gatetest.Report
+)
+
+// spend reports a budget of 60 requests a minute with 3 left (a request
+// refills in a second, longer than the test's steps) through a, and takes
+// the two calls it has room for beside its reserve of one.
+func spend(t *testing.T, a, b *gate.Gate) (l1, l2 *gate.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	report(t, a, "first", openAIHeader(3, 60, "57s"))
+	l1, err := a.Acquire(ctx, "j1")
+	if err != nil {
+		t.Fatalf("first call with 3 left: %v", err)
+	}
+	if l2, err = b.Acquire(ctx, "j2"); err != nil {
+		t.Fatalf("second call with 2 left: %v", err)
+	}
+	return l1, l2
+}

@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -134,28 +133,11 @@ func TestUpstreamStatusShowsACallerWaiting(t *testing.T) {
 			defer cancel()
 			f := &fixture{prefix: redistest.UniqueKey(t)}
 			f.args = append(redisArgs(t, tg), "--prefix", f.prefix)
-			g, err := gate.New(tg.Client, gate.Options{Prefix: f.prefix, Upstream: "openai"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := http.Header{}
-			h.Set("x-ratelimit-limit-requests", "60")
-			h.Set("x-ratelimit-remaining-requests", "3")
-			h.Set("x-ratelimit-reset-requests", "57s")
-			if err := g.Do(ctx, "report", func(_ context.Context, l *gate.Lease) error {
-				b, _ := classify.ParseBudget(h, time.Now())
-				l.ObserveBudget(b)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			for _, job := range []string{"held-1", "held-2"} {
-				l, err := g.Acquire(ctx, job)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = l.Release(context.Background()) }()
-			}
+			g := gatetest.New(t, tg.Client, gate.Options{Prefix: f.prefix, Upstream: "openai"})
+			// 3 of 60 a minute left: two calls in flight spend them,
+			// beside the reserve of one.
+			gatetest.Report(t, g, "report", gatetest.OpenAIRequests(3, 60, "57s"))
+			gatetest.Hold(t, g, "held-1", "held-2")
 			done := make(chan error, 1)
 			go func() {
 				wctx := gate.WithTenant(gate.WithPriority(ctx, gate.PriorityBatch), "globex", 1)

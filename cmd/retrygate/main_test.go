@@ -8,7 +8,6 @@ import (
 	"flag"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/limits"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
@@ -314,19 +314,9 @@ func TestUpstream(t *testing.T) {
 			}
 
 			// A response's rate limits, in OpenAI's documented headers
-			// (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
-			// upstream status shows the budget as admission estimates it.
-			h := http.Header{}
-			h.Set("x-ratelimit-limit-requests", "60")
-			h.Set("x-ratelimit-remaining-requests", "12")
-			h.Set("x-ratelimit-reset-requests", "48s")
-			if err := g.Do(ctx, "doc-8", func(_ context.Context, l *gate.Lease) error {
-				b, _ := classify.ParseBudget(h, time.Now())
-				l.ObserveBudget(b)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			// (gatetest.OpenAIRequests): upstream status shows the budget
+			// as admission estimates it.
+			gatetest.Report(t, g, "doc-8", gatetest.OpenAIRequests(12, 60, "48s"))
 			r = runCLI(t, nil, append(args, "upstream", "status")...)
 			mustOK(t, r)
 			if !strings.Contains(r.stdout, "budget requests") || !strings.Contains(r.stdout, " of 60 left, whole in ") ||

@@ -3,7 +3,6 @@ package gateasynq_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -11,33 +10,17 @@ import (
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateasynq"
 	"github.com/retrygate/retrygate/gate/gatequeue"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
-
-// recorder keeps the gate's acquire events.
-type recorder struct {
-	mu     sync.Mutex
-	events []gate.Event
-}
-
-func (r *recorder) Observe(_ context.Context, e gate.Event) {
-	if e.Kind == gate.EventAcquired || e.Kind == gate.EventRefused {
-		r.mu.Lock()
-		r.events = append(r.events, e)
-		r.mu.Unlock()
-	}
-}
 
 // Options.Caller gives each task its class and tenant in its upstream's
 // line: the gate's acquire sees them; a task whose caller cannot be told
 // is archived without a call.
 func TestCallerFromTheTask(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	rec := &recorder{}
-	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := &gatetest.Events{Kinds: []gate.EventKind{gate.EventAcquired, gate.EventRefused}}
+	g := gatetest.New(t, rdb, gate.Options{Observer: rec})
 	errNoTenant := errors.New("no tenant in the payload")
 	mw := gateasynq.Middleware(g, gateasynq.Options{
 		Job: func(_ context.Context, t *asynq.Task) (string, error) { return "summarise:" + string(t.Payload()), nil },
@@ -54,14 +37,14 @@ func TestCallerFromTheTask(t *testing.T) {
 	if err := h.ProcessTask(ctx, asynq.NewTask("summarise", []byte("d1"))); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.events) != 1 || rec.events[0].Priority != gate.PriorityInteractive || rec.events[0].Tenant != "acme" {
-		t.Fatalf("the acquire saw %+v, want class interactive, tenant acme", rec.events)
+	if evs := rec.List(); len(evs) != 1 || evs[0].Priority != gate.PriorityInteractive || evs[0].Tenant != "acme" {
+		t.Fatalf("the acquire saw %+v, want class interactive, tenant acme", evs)
 	}
-	err = h.ProcessTask(ctx, asynq.NewTask("other", []byte("d2")))
+	err := h.ProcessTask(ctx, asynq.NewTask("other", []byte("d2")))
 	if !errors.Is(err, asynq.SkipRetry) || !errors.Is(err, errNoTenant) {
 		t.Fatalf("a task without a caller: exp SkipRetry wrapping the cause, got %v", err)
 	}
-	if ran != 1 || len(rec.events) != 1 {
-		t.Fatalf("a task without a caller ran (%d runs) or asked the gate (%d events)", ran, len(rec.events))
+	if ran != 1 || len(rec.List()) != 1 {
+		t.Fatalf("a task without a caller ran (%d runs) or asked the gate (%d events)", ran, len(rec.List()))
 	}
 }

@@ -3,12 +3,10 @@ package gatequeue_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gatequeue"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
@@ -28,26 +26,10 @@ func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
 			o := opts
 			o.Prefix = redistest.UniqueKey(t)
 			g := gatetest.New(t, tg.Client, o)
-			// OpenAI's headers (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
-			// 3 of 60 a minute left, a request a second.
-			h := http.Header{}
-			h.Set("x-ratelimit-limit-requests", "60")
-			h.Set("x-ratelimit-remaining-requests", "3")
-			h.Set("x-ratelimit-reset-requests", "57s")
-			if err := g.Do(ctx, "report", func(_ context.Context, l *gate.Lease) error {
-				b, _ := classify.ParseBudget(h, time.Now())
-				l.ObserveBudget(b)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			for _, job := range []string{"held-1", "held-2"} {
-				l, err := g.Acquire(ctx, job)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = l.Release(context.Background()) }()
-			}
+			// 3 of 60 a minute left, a request a second: two calls in
+			// flight spend them, beside the reserve of one.
+			gatetest.Report(t, g, "report", gatetest.OpenAIRequests(3, 60, "57s"))
+			gatetest.Hold(t, g, "held-1", "held-2")
 			for _, job := range []string{"w1", "w2"} {
 				go func() { _, _ = g.AcquireWait(ctx, job, time.Minute) }()
 				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {

@@ -3,7 +3,6 @@ package gateriver_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/riverqueue/river/rivertype"
@@ -11,33 +10,17 @@ import (
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gatequeue"
 	"github.com/retrygate/retrygate/gate/gateriver"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
-
-// recorder keeps the gate's acquire events.
-type recorder struct {
-	mu     sync.Mutex
-	events []gate.Event
-}
-
-func (r *recorder) Observe(_ context.Context, e gate.Event) {
-	if e.Kind == gate.EventAcquired || e.Kind == gate.EventRefused {
-		r.mu.Lock()
-		r.events = append(r.events, e)
-		r.mu.Unlock()
-	}
-}
 
 // Options.Caller gives each job its class and tenant in its upstream's
 // line: the gate's acquire sees them; a job whose caller cannot be told is
 // cancelled without a call.
 func TestCallerFromTheJob(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	rec := &recorder{}
-	g, err := gate.New(rdb, gate.Options{Prefix: redistest.UniqueKey(t), Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := &gatetest.Events{Kinds: []gate.EventKind{gate.EventAcquired, gate.EventRefused}}
+	g := gatetest.New(t, rdb, gate.Options{Observer: rec})
 	errNoTenant := errors.New("no tenant in the args")
 	m := gateriver.New(g, gateriver.Options{Job: byDocument, Caller: func(_ context.Context, job *rivertype.JobRow) (gatequeue.Caller, error) {
 		if job.Kind != "summarise" {
@@ -52,16 +35,16 @@ func TestCallerFromTheJob(t *testing.T) {
 	if err := m.Work(ctx, row, work); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.events) != 1 || rec.events[0].Priority != gate.PriorityBatch || rec.events[0].Tenant != "acme" {
-		t.Fatalf("the acquire saw %+v, want class batch, tenant acme", rec.events)
+	if evs := rec.List(); len(evs) != 1 || evs[0].Priority != gate.PriorityBatch || evs[0].Tenant != "acme" {
+		t.Fatalf("the acquire saw %+v, want class batch, tenant acme", evs)
 	}
 
-	err = m.Work(ctx, &rivertype.JobRow{ID: 2, Kind: "other", EncodedArgs: []byte(`{"doc":"d2"}`)}, work)
+	err := m.Work(ctx, &rivertype.JobRow{ID: 2, Kind: "other", EncodedArgs: []byte(`{"doc":"d2"}`)}, work)
 	var cancel *rivertype.JobCancelError
 	if !errors.As(err, &cancel) || !errors.Is(err, errNoTenant) {
 		t.Fatalf("a job without a caller: exp a JobCancel wrapping the cause, got %v", err)
 	}
-	if ran != 1 || len(rec.events) != 1 {
-		t.Fatalf("a job without a caller ran (%d runs) or asked the gate (%d events)", ran, len(rec.events))
+	if ran != 1 || len(rec.List()) != 1 {
+		t.Fatalf("a job without a caller ran (%d runs) or asked the gate (%d events)", ran, len(rec.List()))
 	}
 }
