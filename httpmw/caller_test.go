@@ -31,6 +31,11 @@ func TestCallerRefusals(t *testing.T) {
 		{"tenant too long", httpmw.Options{Tenant: header}, strings.Repeat("t", httpmw.MaxTenantLen+1), 400, 1},
 		{"tenant with a control byte", httpmw.Options{Tenant: header}, "acme\x1b[31m", 400, 1},
 		{"tenant not UTF-8", httpmw.Options{Tenant: header}, "acme\xff", 400, 1},
+		// The C1 controls are U+0080 to U+009F; U+00A0, the no-break
+		// space, is a character (https://www.unicode.org/charts/PDF/U0080.pdf).
+		{"tenant with a C1 control, the first", httpmw.Options{Tenant: header}, "acme\u0080", 400, 1},
+		{"tenant with a C1 control, the last", httpmw.Options{Tenant: header}, "acme\u009f", 400, 1},
+		{"tenant with a no-break space", httpmw.Options{Tenant: header}, "acme\u00a0corp", 200, 0},
 		{"tenant error", httpmw.Options{Tenant: func(*http.Request) (string, error) { return "", errSecret }}, "", 400, 1},
 		{"priority error", httpmw.Options{Priority: func(*http.Request) (gate.Priority, error) { return 0, errSecret }}, "", 400, 1},
 		{"tenant not routed", httpmw.Options{Tenant: httpmw.URLParamValue("tenant")}, "", 500, 1},
@@ -64,6 +69,9 @@ func TestCallerRefusals(t *testing.T) {
 				t.Error("the handler ran")
 			}
 			p := decodeProblem(t, rec)
+			if exp := "The request does not name a valid class or tenant."; tc.status == 400 && p.Detail != exp {
+				t.Errorf("detail: exp %q, got %q", exp, p.Detail)
+			}
 			if p.JobState != nil {
 				t.Errorf("job_state %q on a request refused before the gate", *p.JobState)
 			}
