@@ -199,6 +199,27 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 	}
 }
 
+// quietFor fails t if a status event comes within d; comments (the
+// heartbeat) may.
+func quietFor(t *testing.T, events <-chan sseEvent, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if ev.event != "" {
+				t.Fatalf("event %q (%s) with nothing changed, want none", ev.event, ev.data)
+			}
+		case <-timer.C:
+			return
+		}
+	}
+}
+
 // A live status stream follows its job's place in line, which no settle
 // of the job announces: one ahead, then next when the caller ahead has
 // its turn, then out of line when its own comes.
@@ -235,6 +256,10 @@ func TestStatusEventsFollowThePlaceInLine(t *testing.T) {
 			if _, st := nextStatus(t, events, 5*time.Second); !st.InLine || st.Ahead != 1 {
 				t.Fatalf("first event: %+v, want in line, one ahead", st)
 			}
+			// The stream reads the job again every second while it waits;
+			// a place that did not change is not sent again. (A loaded
+			// machine reads less often: it can only make this pass.)
+			quietFor(t, events, 2500*time.Millisecond)
 			_ = held[0].Succeed(ctx) // room for one: a's turn
 			var a *gate.Lease
 			select {
