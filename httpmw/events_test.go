@@ -73,8 +73,9 @@ func openStream(t *testing.T, base, id string, header http.Header) (*http.Respon
 	return resp, out
 }
 
-// nextStatus returns the next status event within d (comments skipped).
-func nextStatus(t *testing.T, events <-chan sseEvent, d time.Duration) (sseEvent, httpmw.RetryStatus) {
+// nextEvent returns the next event within d (comments skipped), or false
+// if none comes.
+func nextEvent(t *testing.T, events <-chan sseEvent, d time.Duration) (sseEvent, bool) {
 	t.Helper()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -87,18 +88,37 @@ func nextStatus(t *testing.T, events <-chan sseEvent, d time.Duration) (sseEvent
 			if ev.comment != "" && ev.event == "" {
 				continue
 			}
-			if ev.event != "status" {
-				t.Fatalf("event %+v, want a status event", ev)
-			}
-			noLeak(t, ev.data)
-			var st httpmw.RetryStatus
-			if err := json.Unmarshal([]byte(ev.data), &st); err != nil {
-				t.Fatalf("event data %q: %v", ev.data, err)
-			}
-			return ev, st
+			return ev, true
 		case <-timer.C:
-			t.Fatalf("no status event within %v", d)
+			return sseEvent{}, false
 		}
+	}
+}
+
+// nextStatus returns the next status event within d (comments skipped).
+func nextStatus(t *testing.T, events <-chan sseEvent, d time.Duration) (sseEvent, httpmw.RetryStatus) {
+	t.Helper()
+	ev, ok := nextEvent(t, events, d)
+	if !ok {
+		t.Fatalf("no status event within %v", d)
+	}
+	if ev.event != "status" {
+		t.Fatalf("event %+v, want a status event", ev)
+	}
+	noLeak(t, ev.data)
+	var st httpmw.RetryStatus
+	if err := json.Unmarshal([]byte(ev.data), &st); err != nil {
+		t.Fatalf("event data %q: %v", ev.data, err)
+	}
+	return ev, st
+}
+
+// quietFor fails t if an event comes within d; comments (the heartbeat)
+// may.
+func quietFor(t *testing.T, events <-chan sseEvent, d time.Duration) {
+	t.Helper()
+	if ev, ok := nextEvent(t, events, d); ok {
+		t.Fatalf("event %q (%s) with nothing changed, want none", ev.event, ev.data)
 	}
 }
 

@@ -199,27 +199,6 @@ func TestPreferWaitTakesAPlaceInLine(t *testing.T) {
 	}
 }
 
-// quietFor fails t if a status event comes within d; comments (the
-// heartbeat) may.
-func quietFor(t *testing.T, events <-chan sseEvent, d time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				t.Fatal("stream ended")
-			}
-			if ev.event != "" {
-				t.Fatalf("event %q (%s) with nothing changed, want none", ev.event, ev.data)
-			}
-		case <-timer.C:
-			return
-		}
-	}
-}
-
 // A live status stream follows its job's place in line, which no settle
 // of the job announces: one ahead, then next when the caller ahead has
 // its turn, then out of line when its own comes.
