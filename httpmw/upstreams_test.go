@@ -1,6 +1,7 @@
 package httpmw_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -136,3 +137,29 @@ func waitStatus(t *testing.T, events <-chan sseEvent, ok func(httpmw.RetryStatus
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// An upstream an operator paused shows as paused with the time its pause
+// has left, so a page can say when calls resume; a ready one beside it
+// shows no wait.
+func TestPausedUpstreamShowsItsEnd(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := newGate(t, tg.Client, gate.Options{Upstream: "primary", UpstreamPolicy: gate.UpstreamPolicy{Fallbacks: []string{"backup"}}})
+			if err := g.PauseUpstream(context.Background(), "primary", 10*time.Minute, "key rotation"); err != nil {
+				t.Fatal(err)
+			}
+			h := router(g, httpmw.Options{}, ok)
+			var rs httpmw.RetryStatus
+			if rec := get(t, h, "/documents/d/retry-status"); json.Unmarshal(rec.Body.Bytes(), &rs) != nil || len(rs.Upstreams) != 2 {
+				t.Fatalf("status route: %s, want both upstreams", rec.Body)
+			}
+			// Whole seconds rounded up: 600 at once, less on a slow machine.
+			if u := rs.Upstreams[0]; u.Upstream != "primary" || u.State != "paused" || u.RetryAfterSeconds < 500 || u.RetryAfterSeconds > 600 {
+				t.Errorf("primary: %+v, want paused, about 600 s left", u)
+			}
+			if u := rs.Upstreams[1]; u != (httpmw.State{Upstream: "backup", State: "ready"}) {
+				t.Errorf("backup: %+v, want ready, no wait", u)
+			}
+		})
+	}
+}
