@@ -165,6 +165,10 @@ func TestRetryStatusShowsThePlaceInLine(t *testing.T) {
 	if !next.InLine || next.Ahead != 0 || next.Message != "In line: next, about 1 s." {
 		t.Errorf("first in line: %+v", next)
 	}
+	// A place with no known wait (a Status built by hand) promises no time.
+	if exp, got := "In line: 2 ahead.", httpmw.RetryStatusOf(gate.Status{State: gate.Ready, Ahead: 2}, nil).Message; exp != got {
+		t.Errorf("in line, no wait: exp %q, got %q", exp, got)
+	}
 	none, _ := json.Marshal(httpmw.RetryStatusOf(gate.Status{State: gate.Ready}, nil))
 	if strings.Contains(string(none), "ahead") || strings.Contains(string(none), "in_line") {
 		t.Errorf("ahead written for a job not in line: %s", none)
