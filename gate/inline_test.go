@@ -345,3 +345,101 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 		})
 	}
 }
+
+// While a batch caller has the head of the line and an interactive one
+// joined lately, the budget's last call beside its reserve is kept for
+// the interactive class: a settle that frees it gives the batch caller
+// nothing, and the next interactive caller has it at once, in its join's
+// round trip, while the batch caller waits for a refill (two requests at
+// one a second: the headroom and its own).
+func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a) // calls beside one in flight: not one at a time
+			l1, l2 := spend(t, a, b)
+			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			inLine(t, b, "batch")
+			inter := acquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+			inLine(t, a, "inter")
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-inter
+			if r.err != nil {
+				t.Fatalf("the interactive caller at the head: %v", r.err)
+			}
+			defer func() { _ = r.l.Release(ctx) }()
+			// l2's settle frees the last call beside the reserve: the batch
+			// caller at the head does not have it.
+			if err := l2.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			again, err := b.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), "inter2", time.Minute)
+			if err != nil {
+				t.Fatalf("an interactive caller while a batch caller has the head: %v, want the headroom at once", err)
+			}
+			defer func() { _ = again.Release(ctx) }()
+			select {
+			case r := <-batch:
+				t.Fatalf("the batch caller was answered (%v) before the interactive caller that came after the headroom was freed", r.err)
+			default:
+			}
+			if st := inLine(t, a, "batch"); st.Ahead != 0 {
+				t.Fatalf("the batch caller: %+v, want still at the head of the line", st)
+			}
+			if tg.FastForward != nil {
+				pass(tg, 2100*time.Millisecond)            // two requests refill
+				if err := again.Succeed(ctx); err != nil { // a settle gives
+					t.Fatal(err)
+				}
+			}
+			select {
+			case r := <-batch:
+				if r.err != nil {
+					t.Fatalf("the batch caller once the budget refilled: %v", r.err)
+				}
+				_ = r.l.Release(ctx)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the batch caller was never given the refill")
+			}
+		})
+	}
+}
+
+// The headroom is work-conserving: with no higher class asking, a batch
+// caller has the budget's last call beside its reserve.
+func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a)
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l2.Release(ctx) }()
+			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			inLine(t, b, "batch")
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The settle gave the turn in its own round trip: the caller no
+			// longer waits in line (a refill would come a second later).
+			if st, err := b.Status(ctx, "batch"); err != nil || (st.State == gate.Ready && st.RetryAfter > 0) {
+				t.Fatalf("the batch caller alone in line after a settle freed the last call: %+v (%v), want its turn given", st, err)
+			}
+			var r acquired
+			select {
+			case r = <-batch:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the batch caller alone in line was never given a turn")
+			}
+			if r.err != nil {
+				t.Fatalf("the batch caller alone in line: %v, want the room the settle freed", r.err)
+			}
+			_ = r.l.Release(ctx)
+		})
+	}
+}

@@ -28,6 +28,13 @@ type Config struct {
 	// use them (their members), instead of Turn: a line whose turns
 	// reserve calls in a budget gives them back there.
 	Pass func(ctx context.Context, members []string)
+	// Hold is how long a caller's class, once it joined, keeps from the
+	// lower classes the headroom of the turns Give gives (0: none).
+	Hold time.Duration
+	// Give, when set, queues a give of the turns that fit in each join's
+	// round trip, after the join: a caller that joins where its turn fits
+	// (the headroom kept for its class) has it at once.
+	Give func(ctx context.Context, t *store.Trip)
 }
 
 func (c Config) withDefaults() Config {
@@ -173,6 +180,9 @@ func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rat
 	l.mu.Unlock()
 	tr := l.st.Trip()
 	r := tr.JoinLine(ctx, l.keys, l.join(w, left, rate))
+	if l.cfg.Give != nil {
+		l.cfg.Give(ctx, &tr)
+	}
 	tr.Send(ctx)
 	j, err := r.Result()
 	l.mu.Lock()
@@ -199,7 +209,7 @@ func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rat
 
 func (l *Line) join(w *waiter, left time.Duration, rate float64) store.LineJoin {
 	return store.LineJoin{Class: w.caller.Class, Quantum: w.quantum, Owner: l.owner, Tenant: w.caller.Tenant,
-		Lease: l.cfg.Lease, Left: left, Keep: l.cfg.keep(), Rate: rate, Mark: w.mark}
+		Lease: l.cfg.Lease, Left: left, Keep: l.cfg.keep(), Rate: rate, Mark: w.mark, Hold: l.cfg.Hold}
 }
 
 // registerLocked puts w among the waiters (its turn may have been

@@ -93,6 +93,9 @@ type LineJoin struct {
 	// Mark is the key of the caller's job's mark (keyspace.LineMark), ""
 	// for none: it holds the caller's place until Left ends.
 	Mark string
+	// Hold is how long the caller's class keeps the headroom of a give
+	// (LineGive.Headroom) from the lower classes once it joined (0: not).
+	Hold time.Duration
 }
 
 // LineJoined is line_join.lua's answer.
@@ -110,7 +113,7 @@ type LineJoined struct {
 // JoinLine queues line_join.lua.
 func (t *Trip) JoinLine(ctx context.Context, k LineKeys, j LineJoin) Reply[LineJoined] {
 	cmd := t.eval(ctx, lineJoinScript, k.keys(), j.Class, j.Quantum, j.Owner, j.Tenant,
-		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64), j.Mark)
+		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64), j.Mark, max(ms(j.Hold), 0))
 	return Reply[LineJoined]{cmd, decodeLineJoined}
 }
 
@@ -295,6 +298,10 @@ type LineGive struct {
 	// Timer names the process whose timer asks ("" for a settle's
 	// give): one process's timer gives the refills.
 	Timer string
+	// Headroom is the requests kept beside the reserve while a lower class
+	// has the head of the line and a higher one joined within its
+	// LineJoin.Hold: the higher class's next caller finds them at once.
+	Headroom int
 	// Unused are the reservations of turns given and not used, released
 	// first.
 	Unused []string
@@ -315,9 +322,9 @@ func (t *Trip) GiveLine(ctx context.Context, k LineKeys, bk BudgetKeys, g LineGi
 	if t.s.scripts == nodeScripts {
 		s = lineGiveNode
 	}
-	args := make([]any, 0, 7+len(g.Unused))
+	args := make([]any, 0, 8+len(g.Unused))
 	args = append(args, k.Grants, max(ms(g.Lease), 1), max(ms(g.Keep), 1), max(ms(g.Reservation), 1),
-		g.Reserve.Requests, strconv.FormatFloat(g.Reserve.TokenShare, 'f', -1, 64), g.Timer)
+		g.Reserve.Requests, strconv.FormatFloat(g.Reserve.TokenShare, 'f', -1, 64), g.Timer, max(g.Headroom, 0))
 	for _, u := range g.Unused {
 		args = append(args, u)
 	}

@@ -103,3 +103,63 @@ local function keep(ms)
     redis.call('PEXPIRE', KEYS[i], ms)
   end
 end
+
+-- next_turn takes the first caller in line whose process lives and whose
+-- deadline has not passed, if fits(its class) says its call can be
+-- served, and advances its class's virtual time; the places it passes
+-- over are dropped (skip.n counts them: at most 1000 a step, so that a
+-- crashed process's many places never hold Redis long). It returns the
+-- member and its owner; nil when nobody waits or the first does not fit
+-- (put back, its key kept keep ms if it was the last).
+local function next_turn(now, skip, fits, keep_ms)
+  while skip.n < 1000 do
+    local p = redis.call('ZPOPMIN', KEYS[1])
+    if #p == 0 then
+      return nil
+    end
+    local m = p[1]
+    local c, s, q, deadline, owner, tenant = parse(m)
+    local until_ = redis.call('ZSCORE', KEYS[2], owner)
+    local live = deadline > now and until_ and tonumber(until_) > now
+    if live and not fits(c) then
+      -- Back in its place (every score is 0: the member is its place).
+      redis.call('ZADD', KEYS[1], 0, m)
+      if redis.call('PTTL', KEYS[1]) < 0 then
+        redis.call('PEXPIRE', KEYS[1], keep_ms)
+      end
+      return nil
+    end
+    redis.call('SREM', KEYS[2] .. ':' .. owner, m)
+    if live then
+      redis.call('HSET', KEYS[3], 'v' .. c, int(s))
+      -- The tenant's last entry leaves the line: its finish tag goes, so
+      -- the hash holds only tenants that wait (a tenant back at once
+      -- starts at the class's time, at most one turn early).
+      local ff = 'f' .. c .. ':' .. tenant
+      if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
+        redis.call('HDEL', KEYS[3], ff)
+      end
+      return m, owner
+    end
+    forget(m)
+    skip.n = skip.n + 1
+  end
+  return nil
+end
+
+-- grant puts member m's turn on its owner's list of grants (prefix ..
+-- owner, a key in the line's slot), noted in lists for publish.
+local function grant(prefix, m, owner, lists)
+  local g = prefix .. owner
+  redis.call('RPUSH', g, m)
+  lists[g] = true
+end
+
+-- publish tells the owners of the lists granted to collect their turns at
+-- once; a list not collected within lease ms belongs to a dead process.
+local function publish(lists, lease)
+  for g in pairs(lists) do
+    redis.call('PEXPIRE', g, lease)
+    redis.pcall(PUBLISH, g, '1')
+  end
+end

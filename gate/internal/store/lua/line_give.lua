@@ -1,16 +1,20 @@
 -- Give: the budget can serve calls and callers wait in its upstream's
 -- line: give each of as many callers as fit a turn, in the line's order
--- (as line_turn.lua), reserving its call in the budget as the turn is
--- given (budget_line.lua: the caller's acquire takes the reservation
--- over). A settle that releases a reservation, and a process whose
+-- (next_turn), reserving its call in the budget as the turn is given
+-- (budget_line.lua: the caller's acquire takes the reservation over). A
+-- settle that releases a reservation, a join, and a process whose
 -- callers wait, when the refill the budget predicts comes, ask for it.
 -- KEYS[1..3] the line's keys, KEYS[4] the upstream's key, KEYS[5] its
 -- budget, KEYS[6] its calls in flight. ARGV[1] the prefix of the lists of
 -- grants, ARGV[2] the line's lease ms, ARGV[3] keep ms, ARGV[4] a
 -- reservation's lease ms (the gate's), ARGV[5] the requests kept in
 -- reserve, ARGV[6] the share of the token limit kept in reserve, ARGV[7]
--- the process whose timer asks ('' for a settle's give); then the
--- reservations of turns given and not used, released first.
+-- the process whose timer asks ('' for any other give), ARGV[8] the
+-- headroom: the requests kept, beside the reserve, for a higher class
+-- while a lower one has the head of the line and the higher asked lately
+-- (the line's hash: 'hc' the highest class that joined, 'hu' until when
+-- it counts, line_join.lua); then the reservations of turns given and not
+-- used, released first.
 -- One process's timer gives the refills (the line's hash: 'gw' that
 -- process, 'gt' when it is due back, ms): another's is told to come back
 -- a second after that, so the refills cost one round trip each, not one
@@ -19,7 +23,7 @@
 -- call while callers still wait (for a timer not the giver, until it
 -- looks again); 0 when none wait, or only a call in flight settling can
 -- tell.
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   redis.call('ZREM', KEYS[6], ARGV[i])
 end
 if redis.call('ZCARD', KEYS[1]) == 0 then
@@ -43,51 +47,44 @@ reap(now, 256)
 local qn = redis.call('HGET', KEYS[5], 'qn')
 redis.call('HDEL', KEYS[5], 'qn')
 local reserve, share, lease = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[4])
-local out, lists = 0, {}
-local skipped, wait = 0, 0
--- A budget that lapsed judges nothing: at most 100 turns a step then.
-while out < 100 and skipped < 1000 do
-  local a = admit(KEYS[5], KEYS[6], 0, reserve, share)
+local room = tonumber(ARGV[8])
+local hv = redis.call('HMGET', KEYS[3], 'hc', 'hu')
+local hc, hu = tonumber(hv[1] or '-1'), tonumber(hv[2] or '0')
+local out, lists, skip, wait = 0, {}, {n = 0}, 0
+-- A class's call fits while the budget keeps its reserve, and the
+-- headroom too while a higher class asked lately: that class's next
+-- caller finds the room at once instead of waiting a refill behind the
+-- lower class's turns. Once none asked for a while, the lower class takes
+-- everything.
+local function fits(c)
+  local kept = reserve
+  if c < hc and hu > now then
+    kept = reserve + room
+  end
+  local a = admit(KEYS[5], KEYS[6], 0, kept, share)
   if a[1] == 2 then
     wait = a[2]
-    break
-  elseif a[1] == 3 then
+    return false
+  end
+  return a[1] ~= 3
+end
+-- A budget that lapsed judges nothing: at most 100 turns a step then.
+while out < 100 do
+  local m, owner = next_turn(now, skip, fits, ARGV[3])
+  if not m then
     break
   end
-  local p = redis.call('ZPOPMIN', KEYS[1])
-  if #p == 0 then
-    break
+  redis.call('ZADD', KEYS[6], NOW + lease, turn_member(m))
+  if redis.call('PTTL', KEYS[6]) < lease then
+    redis.call('PEXPIRE', KEYS[6], lease)
   end
-  local m = p[1]
-  local c, s, q, deadline, owner, tenant = parse(m)
-  redis.call('SREM', KEYS[2] .. ':' .. owner, m)
-  local until_ = redis.call('ZSCORE', KEYS[2], owner)
-  if deadline <= now or not until_ or tonumber(until_) <= now then
-    forget(m)
-    skipped = skipped + 1
-  else
-    redis.call('HSET', KEYS[3], 'v' .. c, int(s))
-    local ff = 'f' .. c .. ':' .. tenant
-    if tonumber(redis.call('HGET', KEYS[3], ff) or '-1') == s + q then
-      redis.call('HDEL', KEYS[3], ff)
-    end
-    redis.call('ZADD', KEYS[6], NOW + lease, turn_member(m))
-    if redis.call('PTTL', KEYS[6]) < lease then
-      redis.call('PEXPIRE', KEYS[6], lease)
-    end
-    local g = ARGV[1] .. owner
-    redis.call('RPUSH', g, m)
-    lists[g] = true
-    out = out + 1
-  end
+  grant(ARGV[1], m, owner, lists)
+  out = out + 1
 end
 if qn then
   redis.call('HSET', KEYS[5], 'qn', qn)
 end
-for g in pairs(lists) do
-  redis.call('PEXPIRE', g, ARGV[2])
-  redis.pcall(PUBLISH, g, '1')
-end
+publish(lists, ARGV[2])
 if redis.call('EXISTS', KEYS[3]) == 1 then
   keep(ARGV[3])
 end

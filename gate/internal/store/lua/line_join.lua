@@ -5,7 +5,8 @@
 -- (the keys' TTL), ARGV[8] turns per second ('0': unknown, no refusal),
 -- ARGV[9] the key of the caller's job's mark ('' for none; a key in the
 -- line's slot: line_place_job.lua reads it), which holds the member until
--- the deadline.
+-- the deadline. ARGV[10] how long (ms) the caller's class holds the
+-- headroom for itself once it joined (line_give.lua; '0': none).
 -- Reply: {1, ahead, member, the owner's token} joined; {0, ahead, wait
 -- ms} refused.
 local now = now_ms()
@@ -26,6 +27,15 @@ if rate > 0 then
 end
 local token = claim(ARGV[3], now, tonumber(ARGV[5]))
 redis.call('HSET', KEYS[3], 'n', int(seq), ff, int(s + q))
+local hold = tonumber(ARGV[10] or '0')
+if hold > 0 then
+  -- The highest class that asked lately: a lower class that asked last
+  -- does not take the headroom over until the higher one's hold ends.
+  local hv = redis.call('HMGET', KEYS[3], 'hc', 'hu')
+  if not hv[1] or c >= tonumber(hv[1]) or tonumber(hv[2]) <= now then
+    redis.call('HSET', KEYS[3], 'hc', ARGV[1], 'hu', int(now + hold))
+  end
+end
 redis.call('ZADD', KEYS[1], 0, m)
 redis.call('SADD', KEYS[2] .. ':' .. ARGV[3], m)
 redis.call('PEXPIRE', KEYS[2] .. ':' .. ARGV[3], ARGV[7])
