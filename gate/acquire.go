@@ -89,11 +89,8 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
 	deadline := time.Now().Add(wait)
 	l, err := g.acquireOnce(ctx, job, nil)
-	if b := runningRefusal(err); wait > 0 && b != nil && !g.opts.Shadow {
-		l, err = g.waitFor(ctx, job, b.token, deadline)
-	}
-	if b, q := g.budgetRefusal(err); wait > 0 && b != nil && !g.opts.Shadow && time.Now().Before(deadline) {
-		l, err = g.waitInLine(ctx, job, b, q, deadline)
+	if err != nil && wait > 0 && !g.opts.Shadow {
+		l, err = g.wait(ctx, job, l, err, deadline)
 	}
 	g.refused(ctx, err)
 	if g.opts.Shadow && err != nil {

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -214,89 +213,6 @@ type lineRefusal struct {
 	gap time.Duration
 }
 
-// budgetRefusal returns the refusal of a call an upstream's budget with a
-// line refused, nil otherwise.
-func (g *Gate) budgetRefusal(err error) (*BlockedError, *inLine) {
-	b, ok := err.(*BlockedError)
-	if !ok || b.State != UpstreamCooling || b.line == nil {
-		return nil, nil
-	}
-	q := g.lineOf(b.line.of)
-	if q == nil {
-		return nil, nil
-	}
-	return b, q
-}
-
-// waitInLine waits in the line of the upstream whose budget refused the
-// call (b) until deadline, and acquires the job with its turn. A deadline
-// the turn cannot meet is refused at once with the expected wait
-// (BlockedError.Ahead); a caller is never answered with a lease past its
-// deadline.
-func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *inLine, deadline time.Time) (*Lease, error) {
-	var waited time.Duration // in line, over every place it took
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	c := callerOf(ctx)
-	for {
-		rate := 0.0
-		if b.line.gap > 0 {
-			rate = float64(time.Second) / float64(b.line.gap)
-		}
-		q.enter(ctx)
-		t, err := q.line.JoinMarked(ctx, c, deadline, rate, keyspace.LineMark(g.opts.Prefix, q.name, job))
-		if err != nil {
-			q.leave()
-			var long *line.TooLongError
-			switch {
-			case errors.As(err, &long):
-				// Its turn, at the line's rate (the refusal's own wait counts
-				// the turns told to callers that could not wait).
-				b.Ahead, b.RetryAfter = long.Ahead, long.Wait
-			case ctx.Err() != nil:
-				return nil, ctxError(ctx, "acquire")
-			case !errors.Is(err, line.ErrDeadline):
-				g.emit(ctx, Event{Kind: EventRedisError, Job: job, Upstream: q.name, Op: redisop.Upstream, Err: redisError(ctx, "line", err)})
-			}
-			b.waited = waited
-			return nil, b
-		}
-		joined := time.Now()
-		err = t.Wait(ctx)
-		q.leave()
-		waited += time.Since(joined)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctxError(ctx, "acquire")
-			}
-			// Its deadline passed in line (turns went to higher classes and
-			// less served tenants): the refusal's wait, from before it
-			// joined, is stale; asked again after one refill, it is told
-			// the line's wait then, or joins.
-			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
-			return nil, b
-		}
-		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
-		l, err := g.acquireOnce(tctx, job, nil)
-		if err == nil && !time.Now().Before(deadline) {
-			// Acquired as the deadline passed: given back, not answered late;
-			// the call fits now, so it may ask again at once.
-			_ = l.Release(ctx)
-			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
-			return nil, b
-		}
-		nb, nq := g.budgetRefusal(err)
-		if nb == nil || nq == nil || !time.Now().Before(deadline) {
-			if nb != nil {
-				nb.waited = waited
-			}
-			return l, err
-		}
-		b, q = nb, nq // the turn's call no longer fits: in line again
-	}
-}
-
 // turnOf is the turn on ctx: the upstream's index and its reservation;
 // -1 and "" for none.
 func turnOf(ctx context.Context) (int, string, time.Duration) {
@@ -306,11 +222,14 @@ func turnOf(ctx context.Context) (int, string, time.Duration) {
 	return -1, "", 0
 }
 
+// mark is the key of job's mark in this line (keyspace.LineMark).
+func (q *inLine) mark(job string) string { return keyspace.LineMark(q.g.opts.Prefix, q.name, job) }
+
 // placeOf queues on t a read of where job's caller waits in each line.
 func (g *Gate) placeOf(ctx context.Context, t *store.Trip, job string) []store.Reply[store.JobPlace] {
 	out := make([]store.Reply[store.JobPlace], len(g.lines))
 	for i, q := range g.lines {
-		out[i] = t.PlaceOfJob(ctx, q.keys, keyspace.LineMark(g.opts.Prefix, q.name, job), q.budget)
+		out[i] = t.PlaceOfJob(ctx, q.keys, q.mark(job), q.budget)
 	}
 	return out
 }

@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/hub"
+	"github.com/retrygate/retrygate/gate/internal/line"
+	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redisop"
 )
 
 // refused sends a call's refusal event: one per call, however many steps
@@ -45,10 +48,25 @@ func runningRefusal(err error) *BlockedError {
 	return nil
 }
 
-// waitFor waits for job, refused as running the run holding token, until
-// deadline. Each read also reads the job's done key, so the success of
-// that run refuses it (ErrDone) even when Retention.Done is 0.
-func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
+// wait is AcquireWait's one door, for a call refused (l, err: its first
+// attempt's answer) whose caller can wait until deadline: a job running
+// elsewhere is waited for (waitRunning); a call its upstream's budget
+// refuses waits in that upstream's line for its turn (waitInLine), also
+// when the run waited for left the budget short.
+func (g *Gate) wait(ctx context.Context, job string, l *Lease, err error, deadline time.Time) (*Lease, error) {
+	if b := runningRefusal(err); b != nil {
+		l, err = g.waitRunning(ctx, job, b.token, deadline)
+	}
+	if b, q := g.budgetRefusal(err); b != nil && time.Now().Before(deadline) {
+		l, err = g.waitInLine(ctx, job, b, q, deadline)
+	}
+	return l, err
+}
+
+// waitRunning waits for job, refused as running the run holding token,
+// until deadline. Each read also reads the job's done key, so the success
+// of that run refuses it (ErrDone) even when Retention.Done is 0.
+func (g *Gate) waitRunning(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
 	if g.test.refused != nil {
 		g.test.refused(job)
 	}
@@ -120,5 +138,92 @@ func (g *Gate) waitFor(ctx context.Context, job, token string, deadline time.Tim
 		case <-ctx.Done():
 			return nil, ctxError(ctx, "acquire")
 		}
+	}
+}
+
+// budgetRefusal returns the refusal of a call an upstream's budget with a
+// line refused, nil otherwise.
+func (g *Gate) budgetRefusal(err error) (*BlockedError, *inLine) {
+	b, ok := err.(*BlockedError)
+	if !ok || b.State != UpstreamCooling || b.line == nil {
+		return nil, nil
+	}
+	q := g.lineOf(b.line.of)
+	if q == nil {
+		return nil, nil
+	}
+	return b, q
+}
+
+// waitInLine waits in the line of the upstream whose budget refused the
+// call (b) until deadline, and acquires the job with its turn. A deadline
+// the turn cannot meet is refused at once with the expected wait
+// (BlockedError.Ahead); a caller is never answered with a lease past its
+// deadline.
+func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *inLine, deadline time.Time) (*Lease, error) {
+	var waited time.Duration // in line, over every place it took
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c := callerOf(ctx)
+	mark := q.mark(job)
+	for {
+		rate := 0.0
+		if b.line.gap > 0 {
+			rate = float64(time.Second) / float64(b.line.gap)
+		}
+		q.enter(ctx)
+		t, err := q.line.JoinMarked(ctx, c, deadline, rate, mark)
+		if err != nil {
+			q.leave()
+			var long *line.TooLongError
+			switch {
+			case errors.As(err, &long):
+				// Its turn, at the line's rate (the refusal's own wait counts
+				// the turns told to callers that could not wait).
+				b.Ahead, b.RetryAfter = long.Ahead, long.Wait
+			case ctx.Err() != nil:
+				return nil, ctxError(ctx, "acquire")
+			case !errors.Is(err, line.ErrDeadline):
+				g.emit(ctx, Event{Kind: EventRedisError, Job: job, Upstream: q.name, Op: redisop.Upstream, Err: redisError(ctx, "line", err)})
+			}
+			b.waited = waited
+			return nil, b
+		}
+		joined := time.Now()
+		err = t.Wait(ctx)
+		q.leave()
+		waited += time.Since(joined)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctxError(ctx, "acquire")
+			}
+			// Its deadline passed in line (turns went to higher classes and
+			// less served tenants): the refusal's wait, from before it
+			// joined, is stale; asked again after one refill, it is told
+			// the line's wait then, or joins.
+			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
+			return nil, b
+		}
+		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
+		l, err := g.acquireOnce(tctx, job, nil)
+		if err == nil && !time.Now().Before(deadline) {
+			// Acquired as the deadline passed: given back, not answered late;
+			// the call fits now, so it may ask again at once.
+			_ = l.Release(ctx)
+			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
+			return nil, b
+		}
+		nb, nq := g.budgetRefusal(err)
+		if nb == nil || nq == nil || !time.Now().Before(deadline) {
+			if nb != nil {
+				nb.waited = waited
+			}
+			return l, err
+		}
+		if nq != q {
+			mark = nq.mark(job)
+		}
+		b, q = nb, nq // the turn's call no longer fits: in line again
 	}
 }
