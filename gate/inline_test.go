@@ -350,8 +350,8 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 // joined lately, the budget's last call beside its reserve is kept for
 // the interactive class: a settle that frees it gives the batch caller
 // nothing, and the next interactive caller has it at once, in its join's
-// round trip, while the batch caller waits for a refill (two requests at
-// one a second: the headroom and its own).
+// round trip, while the batch caller waits for a refill (three requests
+// at one a second: the headroom and its own).
 func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {

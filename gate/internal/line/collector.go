@@ -145,7 +145,9 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 	tr := l.st.Trip()
 	rs := make([]store.Reply[store.LineJoined], len(ws))
 	for i, w := range ws {
-		rs[i] = tr.JoinLine(ctx, l.keys, l.join(w, max(w.deadline.Sub(now), 0), 0))
+		j := l.join(w, max(w.deadline.Sub(now), 0), 0)
+		j.Again = w.member // at its first arrival
+		rs[i] = tr.JoinLine(ctx, l.keys, j)
 	}
 	tr.Send(ctx)
 	var orphans []string

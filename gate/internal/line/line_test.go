@@ -483,3 +483,46 @@ func TestTurnComesWithoutPubSub(t *testing.T) {
 	turn(t, process(t, rdb, "nosub", Config{}), 1)
 	waitAll(t, tk)
 }
+
+// A line lost with its server (a restart of a master that persists
+// nothing, on one node or a cluster) drops every place; a caller who
+// arrives before the callers who waited join again does not go ahead of
+// them: they join at their first arrival, in their order.
+func TestJoinAgainKeepsTheFirstArrival(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := redistest.UniqueKey(t)
+			a, b := process(t, tg.Client, prefix, Config{}), process(t, tg.Client, prefix, Config{})
+			// a's collections are the test's, so that a learns of the loss
+			// only after the later caller joined.
+			a.mu.Lock()
+			a.running = true
+			a.mu.Unlock()
+			first := mustJoin(t, a, Caller{Tenant: "x"})
+			second := mustJoin(t, a, Caller{Tenant: "y"})
+			// The line is lost (its keys gone, as with the server's data).
+			keys := []string{a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners + ":" + a.owner}
+			if err := tg.Client.Del(ctx, keys...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for t0 := time.Now(); time.Since(t0) < 5*time.Millisecond; { // a later millisecond
+				time.Sleep(time.Millisecond)
+			}
+			later := mustJoin(t, b, Caller{Tenant: "z"})
+			if !a.collect(ctx, false) { // a learns the line was lost: its callers join again
+				t.Fatal("a's collection was not answered")
+			}
+			got := turn(t, b, 3)
+			var order string
+			for _, x := range got {
+				order += x.Tenant
+			}
+			if order != "xyz" {
+				t.Fatalf("turns after the line was lost went to %q, want %q: the callers who waited first, then the later arrival", order, "xyz")
+			}
+			a.collect(ctx, false) // their turns
+			waitAll(t, first, second, later)
+		})
+	}
+}

@@ -96,6 +96,10 @@ type LineJoin struct {
 	// Hold is how long the caller's class keeps the headroom of a give
 	// (LineGive.Headroom) from the lower classes once it joined (0: not).
 	Hold time.Duration
+	// Again is the caller's place before it was dropped ("" for a first
+	// join): the caller joins at its first arrival, ahead of those who
+	// came later.
+	Again string
 }
 
 // LineJoined is line_join.lua's answer.
@@ -113,7 +117,7 @@ type LineJoined struct {
 // JoinLine queues line_join.lua.
 func (t *Trip) JoinLine(ctx context.Context, k LineKeys, j LineJoin) Reply[LineJoined] {
 	cmd := t.eval(ctx, lineJoinScript, k.keys(), j.Class, j.Quantum, j.Owner, j.Tenant,
-		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64), j.Mark, max(ms(j.Hold), 0))
+		max(ms(j.Lease), 1), max(ms(j.Left), 0), max(ms(j.Keep), 1), strconv.FormatFloat(max(j.Rate, 0), 'f', -1, 64), j.Mark, max(ms(j.Hold), 0), j.Again)
 	return Reply[LineJoined]{cmd, decodeLineJoined}
 }
 

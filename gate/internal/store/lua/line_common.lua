@@ -16,6 +16,10 @@
 -- time when that is later; its finish tag adds its quantum, 1000 /
 -- weight), then arrival.
 
+-- SEQ_EPOCH (ms) is where arrivals are counted from: 12 digits last
+-- until 2055.
+local SEQ_EPOCH = 1700000000000
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -7,6 +7,8 @@
 -- line's slot: line_place_job.lua reads it), which holds the member until
 -- the deadline. ARGV[10] how long (ms) the caller's class holds the
 -- headroom for itself once it joined (line_give.lua; '0': none).
+-- ARGV[11] the caller's place before it was dropped ('' for a first
+-- join): it joins again at its first arrival.
 -- Reply: {1, ahead, member, the owner's token} joined; {0, ahead, wait
 -- ms} refused.
 local now = now_ms()
@@ -14,8 +16,21 @@ reap(now, 256)
 local c, q, left = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[6])
 local ff = 'f' .. ARGV[1] .. ':' .. ARGV[4]
 local h = redis.call('HMGET', KEYS[3], 'v' .. ARGV[1], ff, 'n')
-local s = math.max(tonumber(h[1] or '0'), tonumber(h[2] or '0'))
-local seq = tonumber(h[3] or '0') + 1
+local v, n = tonumber(h[1] or '0'), tonumber(h[3] or '0')
+local s, seq
+if ARGV[11] and ARGV[11] ~= '' then
+  -- A caller whose place was dropped (its process's lease ended, the line
+  -- was lost with a server) joins again at its first arrival: ahead of
+  -- every caller who came later, at its class's virtual time if that
+  -- passed its own start tag (the turns went on without it).
+  local _, os = parse(ARGV[11])
+  s, seq = math.min(os, v), tonumber(string.sub(ARGV[11], 19, 30))
+else
+  -- An arrival is counted in ms since 2023-11-14 (SEQ_EPOCH), one up at
+  -- least, so that arrivals after a line was lost still come after those
+  -- of the callers who join again.
+  s, seq = math.max(v, tonumber(h[2] or '0')), math.max(n + 1, now - SEQ_EPOCH)
+end
 local m = pad(255 - c, 3) .. pad(s, 15) .. pad(seq, 12) .. ':' .. ARGV[2] .. ':' .. int(now + left) .. ':' .. ARGV[3] .. ':' .. ARGV[4]
 local ahead = redis.call('ZLEXCOUNT', KEYS[1], '-', '(' .. m)
 local rate = tonumber(ARGV[8])
@@ -26,7 +41,7 @@ if rate > 0 then
   end
 end
 local token = claim(ARGV[3], now, tonumber(ARGV[5]))
-redis.call('HSET', KEYS[3], 'n', int(seq), ff, int(s + q))
+redis.call('HSET', KEYS[3], 'n', int(math.max(n, seq)), ff, int(math.max(s + q, tonumber(h[2] or '0'))))
 local hold = tonumber(ARGV[10] or '0')
 if hold > 0 then
   -- The highest class that asked lately: a lower class that asked last
