@@ -28,8 +28,8 @@ func acquireWait(ctx context.Context, g *gate.Gate, job string, wait time.Durati
 	return out
 }
 
-// inLine polls g.Status until job's caller waits in line (RetryAfter set
-// while Ready), and returns that status.
+// inLine polls g.Status until job's caller waits in line (InLine), and
+// returns that status.
 func inLine(t *testing.T, g *gate.Gate, job string) gate.Status {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -38,7 +38,7 @@ func inLine(t *testing.T, g *gate.Gate, job string) gate.Status {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State == gate.Ready && st.RetryAfter > 0 {
+		if st.InLine {
 			return st
 		}
 		if time.Now().After(deadline) {
@@ -103,7 +103,7 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			} else if bl := blocked(t, a, "j5"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("after the turn took the room: %+v, want refused", bl)
 			}
-			if st, _ := a.Status(ctx, "j3"); st.Ahead != 0 || st.State != gate.Running {
+			if st, _ := a.Status(ctx, "j3"); st.InLine || st.Ahead != 0 || st.State != gate.Running {
 				t.Fatalf("after its turn: %+v, want Running and no place", st)
 			}
 			var seen bool
@@ -191,7 +191,7 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 				bl.RetryAfter < 2900*time.Millisecond || bl.RetryAfter > 3100*time.Millisecond {
 				t.Fatalf("a 1.5 s wait behind two callers at a request a second: %v (%+v), want refused with 2 ahead and 3 s to wait", err, bl)
 			}
-			if st, _ := c.Status(ctx, "w3"); st.Ahead != 0 || st.RetryAfter != 0 {
+			if st, _ := c.Status(ctx, "w3"); st.InLine || st.Ahead != 0 || st.RetryAfter != 0 {
 				t.Fatalf("the refused caller: %+v, want no place", st)
 			}
 			for _, e := range rec.drain() {
@@ -427,7 +427,7 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 			}
 			// The settle gave the turn in its own round trip: the caller no
 			// longer waits in line (a refill would come a second later).
-			if st, err := b.Status(ctx, "batch"); err != nil || (st.State == gate.Ready && st.RetryAfter > 0) {
+			if st, err := b.Status(ctx, "batch"); err != nil || st.InLine {
 				t.Fatalf("the batch caller alone in line after a settle freed the last call: %+v (%v), want its turn given", st, err)
 			}
 			var r acquired

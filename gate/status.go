@@ -38,10 +38,11 @@ type Status struct {
 	// Upstreams holds each of the gate's upstreams, in order
 	// (Options.Upstream, then Fallbacks); nil with UpstreamPolicy.Off.
 	Upstreams []UpstreamStatus
-	// Ahead is, while the job's caller waits in its upstream's line (in
-	// any process), how many callers are ahead of it; RetryAfter is then
-	// the expected wait for its turn. 0: not in line.
-	Ahead int
+	// InLine reports that the job's caller waits in its upstream's line,
+	// in any process. Ahead is then how many callers are ahead of it (0:
+	// it is next), and RetryAfter the expected wait for its turn.
+	InLine bool
+	Ahead  int
 }
 
 // Status reads a job's state and its upstreams' in one round trip. It
@@ -89,7 +90,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 		if pl.Waiting && st.State == Ready {
 			// Its caller waits in line: the turns ahead of it, and the
 			// expected wait for its own.
-			st.Ahead = int(pl.Ahead)
+			st.InLine, st.Ahead = true, int(pl.Ahead)
 			st.RetryAfter = time.Duration(pl.Ahead+1) * pl.Gap
 			break
 		}

@@ -54,6 +54,9 @@ func (g *Gate) watch(ctx context.Context, job string, ln *hub.Listener, last Sta
 		if !ok {
 			step = time.Hour
 		}
+		if last.InLine {
+			step = min(step, placeEvery)
+		}
 		// A job state read with no time left (its key's last millisecond,
 		// where PTTL reads 0, or a key without a TTL, which the gate never
 		// writes) ends unannounced, any moment: poll for it as without a
@@ -99,6 +102,13 @@ func (g *Gate) watch(ctx context.Context, job string, ln *hub.Listener, last Sta
 	}
 }
 
+// placeEvery is how often Watch reads again the place of a job whose
+// caller waits in line. A place changes at every turn the line gives, for
+// every caller behind it: announcing each would cost a read per watcher
+// per turn (at a provider's 10 calls a second, ten times what this costs),
+// to move a countdown a page already runs between reads.
+const placeEvery = time.Second
+
 // nextExpiry is when the state last read ends by itself: a cooldown, a
 // lease, a done or failed mark, an upstream cooldown or pause; false if never.
 func nextExpiry(st Status) (time.Duration, bool) {
@@ -119,7 +129,7 @@ func nextExpiry(st Status) (time.Duration, bool) {
 // changed reports a change a person watching the job would see.
 func changed(a, b Status) bool {
 	if a.State != b.State || a.Attempts != b.Attempts || a.Reason != b.Reason || a.Fence != b.Fence ||
-		len(a.Upstreams) != len(b.Upstreams) {
+		a.InLine != b.InLine || a.Ahead != b.Ahead || len(a.Upstreams) != len(b.Upstreams) {
 		return true
 	}
 	for i, u := range a.Upstreams {

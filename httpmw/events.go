@@ -30,12 +30,6 @@ func init() {
 	streamWriteTimeout.Store(int64(10 * time.Second))
 }
 
-// placeEvery is how often a stream re-reads a job whose call waits in
-// its upstream's line: the line wakes the process whose caller has the
-// turn, not the streams watching the job, so its place (ahead, the
-// expected wait) is read again while, and only while, it waits.
-const placeEvery = time.Second
-
 // reconnectMillis is the retry field of the first event: how soon an
 // EventSource reconnects after the stream drops or its lifetime ends.
 const reconnectMillis = 1000
@@ -91,8 +85,6 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 	defer end.Stop()
 	var buf []byte
 	first := true
-	var follow <-chan time.Time // armed while the job's call waits in line
-	var last RetryStatus
 	for {
 		var st RetryStatus
 		select {
@@ -101,16 +93,6 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 				return
 			}
 			st = RetryStatusOf(s, c.opts.RetryIn)
-		case <-follow:
-			s, err := c.g.Status(ctx, job)
-			if err != nil {
-				follow = time.After(placeEvery)
-				continue
-			}
-			if st = RetryStatusOf(s, c.opts.RetryIn); st.InLine == last.InLine && st.Ahead == last.Ahead && st.JobState == last.JobState {
-				follow = time.After(placeEvery)
-				continue
-			}
 		case <-tick.C:
 			buf = append(buf[:0], ": heartbeat\n\n"...)
 		case <-end.C:
@@ -119,10 +101,6 @@ func (c *config) serveEvents(w http.ResponseWriter, r *http.Request, job string)
 			return
 		}
 		if st.JobState != "" {
-			last, follow = st, nil
-			if st.InLine {
-				follow = time.After(placeEvery)
-			}
 			id++
 			buf = buf[:0]
 			if first {

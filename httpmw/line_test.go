@@ -223,7 +223,7 @@ func TestStatusEventsFollowThePlaceInLine(t *testing.T) {
 					}
 				}()
 				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-					if st, _ := g.Status(ctx, key(id)); st.State == gate.Ready && st.RetryAfter > 0 {
+					if st, _ := g.Status(ctx, key(id)); st.InLine {
 						break
 					}
 					if time.Now().After(deadline) {

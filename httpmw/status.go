@@ -146,13 +146,6 @@ func (c *config) statusError(w http.ResponseWriter, r *http.Request, err error) 
 	c.respond(w, r, c.unavailable(err, c.opts.UnavailableRetryAfter), c.opts.Unavailable)
 }
 
-// inLine reports whether st's job's call waits in its upstream's line:
-// callers ahead of it, or, first in line, a ready job with a wait (a ready
-// job has none otherwise; gate.Status).
-func inLine(st gate.Status) bool {
-	return st.Ahead > 0 || st.State == gate.Ready && st.RetryAfter > 0
-}
-
 // RetryStatusOf is the body StatusHandler answers for st, for a handler
 // that reports many jobs at once (a page of documents watching each with
 // gate.Watch over one stream: browsers open at most six HTTP/1.1
@@ -177,7 +170,7 @@ func RetryStatusOf(st gate.Status, retryIn func(time.Duration) string) RetryStat
 		out.Message = "This job failed and will not be retried automatically."
 	case st.State == gate.Done:
 		out.Message = "This job is already done."
-	case inLine(st):
+	case st.InLine:
 		out.InLine, out.Ahead = true, st.Ahead
 		out.Message = "In line: next"
 		if st.Ahead > 0 {

@@ -146,7 +146,7 @@ func TestStatusHandlerBadKey(t *testing.T) {
 // expected wait for its turn: the member ahead, the seconds and the
 // sentence a page shows; a job not in line has no ahead.
 func TestRetryStatusShowsThePlaceInLine(t *testing.T) {
-	got := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, Ahead: 3, RetryAfter: 3200 * time.Millisecond}, nil)
+	got := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, InLine: true, Ahead: 3, RetryAfter: 3200 * time.Millisecond}, nil)
 	if exp := "In line: 3 ahead, about 4 s."; got.Message != exp {
 		t.Errorf("message: exp %q, got %q", exp, got.Message)
 	}
@@ -161,13 +161,20 @@ func TestRetryStatusShowsThePlaceInLine(t *testing.T) {
 		t.Errorf("in_line not set: %s", body)
 	}
 	// First in line: none ahead, and still in line.
-	next := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, RetryAfter: 900 * time.Millisecond}, nil)
+	next := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, InLine: true, RetryAfter: 900 * time.Millisecond}, nil)
 	if !next.InLine || next.Ahead != 0 || next.Message != "In line: next, about 1 s." {
 		t.Errorf("first in line: %+v", next)
 	}
 	// A place with no known wait (a Status built by hand) promises no time.
-	if exp, got := "In line: 2 ahead.", httpmw.RetryStatusOf(gate.Status{State: gate.Ready, Ahead: 2}, nil).Message; exp != got {
+	if exp, got := "In line: 2 ahead.", httpmw.RetryStatusOf(gate.Status{State: gate.Ready, InLine: true, Ahead: 2}, nil).Message; exp != got {
 		t.Errorf("in line, no wait: exp %q, got %q", exp, got)
+	}
+	// First in line where the budget does not say how it refills: no wait
+	// to tell, and still in line (gate.Status.InLine, not a guess from the
+	// wait).
+	unknown := httpmw.RetryStatusOf(gate.Status{State: gate.Ready, InLine: true}, nil)
+	if !unknown.InLine || unknown.Message != "In line: next." {
+		t.Errorf("first in line, its wait unknown: %+v", unknown)
 	}
 	none, _ := json.Marshal(httpmw.RetryStatusOf(gate.Status{State: gate.Ready}, nil))
 	if strings.Contains(string(none), "ahead") || strings.Contains(string(none), "in_line") {

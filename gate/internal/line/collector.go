@@ -92,6 +92,13 @@ func (l *Line) collect(ctx context.Context, renew bool) bool {
 	if err != nil {
 		return false // the next poll tries again
 	}
+	return l.collected(ctx, c)
+}
+
+// collected wakes the callers whose turns c holds, passes on the turns
+// nobody here can use, and puts callers whose places were dropped back in
+// line. It reports whether Redis answered.
+func (l *Line) collected(ctx context.Context, c store.LineCollected) bool {
 	now := time.Now()
 	var lost []*waiter
 	var unused []string

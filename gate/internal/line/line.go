@@ -180,11 +180,26 @@ func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rat
 	l.mu.Unlock()
 	tr := l.st.Trip()
 	r := tr.JoinLine(ctx, l.keys, l.join(w, left, rate))
+	var cr store.Reply[store.LineCollected]
 	if l.cfg.Give != nil {
+		// The turns that fit, and this process's turns collected, in the
+		// join's round trip: a caller whose turn fits now (the headroom
+		// kept for its class) has it without a wake-up and a collection.
 		l.cfg.Give(ctx, &tr)
+		cr = tr.CollectLine(ctx, l.keys, l.owner)
 	}
 	tr.Send(ctx)
 	j, err := r.Result()
+	t, err := l.joined(ctx, w, j, err)
+	if c, cerr := cr.Result(); cerr == nil && l.cfg.Give != nil {
+		// (Whatever the join's answer: the grants collected are taken.)
+		l.collected(ctx, c)
+	}
+	return t, err
+}
+
+// joined registers w, whose join answered j.
+func (l *Line) joined(ctx context.Context, w *waiter, j store.LineJoined, err error) (*Ticket, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.joining--
