@@ -87,6 +87,9 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // Nothing is subscribed unless the first attempt finds the job running: a
 // call that runs or is refused for another reason costs what Acquire does.
 func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) (*Lease, error) {
+	if err := checkTenant(ctx); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(wait)
 	l, err := g.acquireOnce(ctx, job, nil)
 	if err != nil && wait > 0 && !g.opts.Shadow {

@@ -60,6 +60,9 @@ var (
 	ErrRedisRefused = errors.New("gate: redis refused the command")
 	// ErrInvalidJob: the job key is empty or longer than 1024 bytes.
 	ErrInvalidJob = errors.New("gate: invalid job key")
+	// ErrInvalidTenant: the call's tenant (WithTenant) is longer than 256
+	// bytes, not UTF-8, or holds a control character.
+	ErrInvalidTenant = errors.New("gate: invalid tenant")
 )
 
 // BlockedError is returned by Do, Call and Acquire when the job may not run

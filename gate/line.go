@@ -2,10 +2,12 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/retrygate/retrygate/gate/internal/line"
+	"github.com/retrygate/retrygate/internal/limits"
 )
 
 // Priority is a call's class when its upstream's budget cannot serve
@@ -44,7 +46,9 @@ func WithPriority(ctx context.Context, p Priority) context.Context {
 // upstream's budget belongs to tenant: within a class, the tenants asking
 // share the turns max-min fairly, a tenant of weight 2 taking two for
 // each one of weight 1. A weight of 0 is 1; others are held between 0.001
-// and 1000. Without it a call belongs to the tenant "".
+// and 1000. Without it a call belongs to the tenant "". A tenant over 256
+// bytes, not UTF-8 or with a control character is refused at the call
+// (ErrInvalidTenant).
 func WithTenant(ctx context.Context, tenant string, weight float64) context.Context {
 	return context.WithValue(ctx, tenantKey{}, tenantOf(tenant, weight))
 }
@@ -57,6 +61,19 @@ func tenantOf(name string, weight float64) tenant {
 		weight = min(max(weight, 0.001), 1000)
 	}
 	return tenant{name: name, weight: weight}
+}
+
+// checkTenant returns ErrInvalidTenant for a tenant on ctx that
+// limits.CheckTenant refuses.
+func checkTenant(ctx context.Context) error {
+	t, ok := ctx.Value(tenantKey{}).(tenant)
+	if !ok {
+		return nil
+	}
+	if err := limits.CheckTenant(t.name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	}
+	return nil
 }
 
 // callerOf is who ctx's call is in its upstream's line.

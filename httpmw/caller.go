@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/limits"
 )
 
 // MaxTenantLen is the longest tenant Options.Tenant may return, in bytes:
 // a tenant is stored in its upstream's line while it waits and may be a
 // metric label, so one a client can stretch is refused with the 400
-// problem.
-const MaxTenantLen = 256
+// problem (the gate's limit: gate.ErrInvalidTenant).
+const MaxTenantLen = limits.MaxTenantLen
 
 // errCaller marks an Options.Priority or Options.Tenant error as the
 // request's fault: the 400 problem, without the function's text.
@@ -40,7 +40,7 @@ func (c *config) caller(w http.ResponseWriter, r *http.Request) (context.Context
 	if err == nil && c.opts.Tenant != nil {
 		var t string
 		if t, err = c.opts.Tenant(r); err == nil {
-			err = validTenant(t)
+			err = limits.CheckTenant(t)
 		}
 		if err == nil {
 			weight := 1.0
@@ -63,22 +63,4 @@ func (c *config) caller(w http.ResponseWriter, r *http.Request) (context.Context
 		return nil, false
 	}
 	return ctx, true
-}
-
-// validTenant refuses a tenant a client could use to grow the line's keys
-// or a metric label: over MaxTenantLen bytes, not UTF-8, or containing
-// a control character.
-func validTenant(t string) error {
-	switch {
-	case len(t) > MaxTenantLen:
-		return fmt.Errorf("tenant of %d bytes, over the %d-byte limit", len(t), MaxTenantLen)
-	case !utf8.ValidString(t):
-		return errors.New("tenant is not UTF-8")
-	}
-	for _, r := range t {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return errors.New("tenant contains a control character")
-		}
-	}
-	return nil
 }
