@@ -73,8 +73,8 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			}
 			// Without the line it would be told one request's refill (1 s);
 			// in line, its turn comes after the caller waiting.
-			if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.RetryAfter < 1900*time.Millisecond {
-				t.Fatalf("a caller without a wait while one waits: %+v, want refused and told its turn after the line's (2 s)", bl)
+			if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.RetryAfter < 1900*time.Millisecond || bl.Ahead != 1 {
+				t.Fatalf("a caller without a wait while one waits: %+v, want refused, one ahead, and told its turn after the line's (2 s)", bl)
 			}
 			if tg.FastForward != nil {
 				// A request refills: the room is the caller's in line, not

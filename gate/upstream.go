@@ -121,8 +121,10 @@ func statusesOf(ss []upstream.Status) []UpstreamStatus {
 // upstreamRefusal refuses a call every upstream refused. The wait is the
 // soonest any of them recovers or admits a call.
 func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
+	told := make([]time.Duration, len(ss)) // each one's own wait
 	for i := range ss {
 		u := ss[i]
+		told[i] = u.RetryAfter
 		ss[i].RetryAfter = g.retryIn(refuser{state: UpstreamCooling, left: u.RetryAfter, probing: u.Probing, budget: u.Budget})
 	}
 	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
@@ -136,6 +138,12 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 		if i == 0 || u.RetryAfter < b.RetryAfter {
 			b.RetryAfter, b.Reason = u.RetryAfter, u.Reason
 		}
+	}
+	if l := b.line; l != nil && l.gap > 0 && b.Upstreams[l.of].RetryAfter == b.RetryAfter {
+		// The budget told the call its turn one refill after each turn
+		// before it (the callers in line, and the refusals told before
+		// it): a caller that cannot wait learns its place too.
+		b.Ahead = max(int(told[l.of]/l.gap)-1, 0)
 	}
 	return b
 }
