@@ -16,8 +16,9 @@ import (
 // A job the budget refuses while callers wait in its upstream's line runs
 // again when its turn would come, after theirs (the refusal's wait), not
 // when the next request refills: snoozed then, it would be refused again
-// behind the same line. A worker that may wait (gate Options.Wait) and
-// whose turn is further away is told its place too (Plan.Ahead).
+// behind the same line. It is told its place (Plan.Ahead), and so is a
+// worker that may wait (gate Options.Wait) and whose turn is further
+// away.
 func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -33,7 +34,7 @@ func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
 			for _, job := range []string{"w1", "w2"} {
 				go func() { _, _ = g.AcquireWait(ctx, job, time.Minute) }()
 				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-					if st, _ := g.Status(ctx, job); st.State == gate.Ready && st.RetryAfter > 0 {
+					if st, _ := g.Status(ctx, job); st.InLine {
 						break
 					}
 					if time.Now().After(deadline) {
@@ -44,8 +45,8 @@ func TestRunRefusedBehindTheLineWaitsForItsTurn(t *testing.T) {
 			// Two ahead at a request a second: its turn is about 3 s away.
 			plan, err := gatequeue.Run(ctx, g, "queued", succeed, nil)
 			var b *gate.BlockedError
-			if !errors.As(err, &b) || plan.Action != gatequeue.Retry || plan.Counted {
-				t.Fatalf("a job behind two callers in line: %+v, %v; want an uncounted retry", plan, err)
+			if !errors.As(err, &b) || plan.Action != gatequeue.Retry || plan.Counted || plan.Ahead != 2 {
+				t.Fatalf("a job behind two callers in line: %+v, %v; want an uncounted retry, 2 ahead", plan, err)
 			}
 			if plan.Wait < 2500*time.Millisecond || plan.Wait != max(b.RetryAfter, 10*time.Millisecond) {
 				t.Fatalf("snoozed for %v (the refusal said %v), want its turn after the line's, about 3 s", plan.Wait, b.RetryAfter)
