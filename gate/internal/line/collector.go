@@ -99,6 +99,18 @@ func (l *Line) collect(ctx context.Context, renew bool) bool {
 // nobody here can use, and puts callers whose places were dropped back in
 // line. It reports whether Redis answered.
 func (l *Line) collected(ctx context.Context, c store.LineCollected) bool {
+	return l.settle(ctx, l.wake(c))
+}
+
+// woken is what a collection leaves to do in Redis: the turns to pass on,
+// the callers to put back in line.
+type woken struct {
+	pass []string
+	lost []*waiter
+}
+
+// wake wakes the callers whose turns c holds, and returns the rest.
+func (l *Line) wake(c store.LineCollected) woken {
 	now := time.Now()
 	var lost []*waiter
 	var unused []string
@@ -135,11 +147,18 @@ func (l *Line) collected(ctx context.Context, c store.LineCollected) bool {
 		}
 	}
 	l.mu.Unlock()
-	if len(unused) > 0 { // turns nobody here can use: to the next in line
-		_ = l.pass(ctx, unused)
+	return woken{pass: unused, lost: lost}
+}
+
+// settle passes on the turns nobody here can use and puts the callers
+// whose places were dropped back in line. It reports whether Redis
+// answered the rejoin.
+func (l *Line) settle(ctx context.Context, w woken) bool {
+	if len(w.pass) > 0 { // to the next in line
+		_ = l.pass(ctx, w.pass)
 	}
-	if len(lost) > 0 {
-		return l.rejoin(ctx, lost)
+	if len(w.lost) > 0 {
+		return l.rejoin(ctx, w.lost)
 	}
 	return true
 }

@@ -192,8 +192,16 @@ func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rat
 	j, err := r.Result()
 	t, err := l.joined(ctx, w, j, err)
 	if c, cerr := cr.Result(); cerr == nil && l.cfg.Give != nil {
-		// (Whatever the join's answer: the grants collected are taken.)
-		l.collected(ctx, c)
+		// Whatever the join's answer, the grants collected are taken: this
+		// caller's among them is woken at once, and the turns passed on or
+		// the places joined again cost no round trip in its path.
+		if rest := l.wake(c); rest.pass != nil || rest.lost != nil {
+			go func() {
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
+				defer cancel()
+				l.settle(bctx, rest)
+			}()
+		}
 	}
 	return t, err
 }
