@@ -168,11 +168,20 @@ func (l *Line) settle(ctx context.Context, w woken) bool {
 // tried again at the next collection).
 func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 	now := time.Now()
+	// Each place as it was lost: a collection in a join and the collector
+	// may both find a caller lost, and a turn may come to its old place
+	// meanwhile; only the first rejoin of a caller still waiting counts.
+	was := make([]string, len(ws))
+	l.mu.Lock()
+	for i, w := range ws {
+		was[i] = w.member
+	}
+	l.mu.Unlock()
 	tr := l.st.Trip()
 	rs := make([]store.Reply[store.LineJoined], len(ws))
 	for i, w := range ws {
 		j := l.join(w, max(w.deadline.Sub(now), 0), 0)
-		j.Again = w.member // at its first arrival
+		j.Again = was[i] // at its first arrival
 		rs[i] = tr.JoinLine(ctx, l.keys, j)
 	}
 	tr.Send(ctx)
@@ -188,7 +197,9 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 		if !j.Joined {
 			continue
 		}
-		if w.done { // it left meanwhile: so does its new place
+		if w.done || isClosed(w.granted) || w.member != was[i] {
+			// It left, had its turn, or joined again elsewhere meanwhile:
+			// this new place goes.
 			orphans = append(orphans, j.Member)
 			continue
 		}
