@@ -526,3 +526,41 @@ func TestJoinAgainKeepsTheFirstArrival(t *testing.T) {
 		})
 	}
 }
+
+// Two collections (a join's and the collector's) may both find a caller
+// whose place was lost. The first rejoin counts; the second, answered
+// after the caller had its turn at its new place, leaves its place
+// instead of putting the caller back in line, where a second turn would
+// wake it twice.
+func TestASecondRejoinOfOneCallerLeaves(t *testing.T) {
+	ctx := context.Background()
+	rdb := miniClient(t)
+	a, b := process(t, rdb, "twice", Config{}), process(t, rdb, "twice", Config{})
+	a.mu.Lock()
+	a.running = true // a's collections are the test's
+	a.mu.Unlock()
+	tk := mustJoin(t, a, Caller{Tenant: "x"})
+	if err := rdb.Del(ctx, a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners+":"+a.owner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	first, second := a.wake(store.LineCollected{}), a.wake(store.LineCollected{})
+	if len(first.lost) != 1 || len(second.lost) != 1 {
+		t.Fatalf("lost: %d and %d callers, want the one twice", len(first.lost), len(second.lost))
+	}
+	if !a.rejoin(ctx, first.lost) {
+		t.Fatal("rejoin not answered")
+	}
+	if got := turn(t, b, 1); len(got) != 1 {
+		t.Fatalf("%d turns for the caller that joined again, want 1", len(got))
+	}
+	a.collect(ctx, false)
+	if !isClosed(tk.w.granted) {
+		t.Fatal("the turn at its new place was not collected")
+	}
+	// Answered after its turn came, before its Wait returned.
+	a.rejoin(ctx, second.lost)
+	if n, err := rdb.ZCard(ctx, a.keys.Line).Result(); err != nil || n != 0 {
+		t.Fatalf("%d places left in line (%v), want none: the caller had its turn", n, err)
+	}
+	waitAll(t, tk)
+}
