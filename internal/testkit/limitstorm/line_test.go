@@ -97,7 +97,7 @@ func TestStormLineClasses(t *testing.T) {
 	for _, tg := range lineTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-				RPM: 600, Arrivals: 20 * time.Second, Gates: 4, Procs: 4, Seed: 1, Redis: realTime(t, tg),
+				RPM: 300, Arrivals: 20 * time.Second, Gates: 4, Procs: 4, Seed: 1, Redis: realTime(t, tg),
 				Parts: []limitstorm.Part{
 					{Priority: gate.PriorityInteractive, Tenant: "people", Offer: 0.3},
 					{Priority: gate.PriorityBatch, Tenant: "batch", Offer: 2.5},
