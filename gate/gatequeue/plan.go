@@ -58,6 +58,11 @@ type Plan struct {
 // ReasonInvalidJob is the Cancel reason for a job key the gate rejects.
 const ReasonInvalidJob = "invalid_job"
 
+// ReasonInvalidTenant is the Cancel reason for a task whose tenant
+// (Caller) the gate rejects (gate.ErrInvalidTenant): it would be refused
+// on every run.
+const ReasonInvalidTenant = "invalid_tenant"
+
 // minWait keeps a retry from spinning when a wait rounds to nothing.
 const minWait = 10 * time.Millisecond
 
@@ -147,6 +152,8 @@ func refused(err error) Plan {
 	case errors.As(err, &b):
 	case errors.Is(err, gate.ErrInvalidJob):
 		return Plan{Action: Cancel, Reason: ReasonInvalidJob}
+	case errors.Is(err, gate.ErrInvalidTenant):
+		return Plan{Action: Cancel, Reason: ReasonInvalidTenant}
 	default:
 		return Plan{}
 	}

@@ -254,3 +254,15 @@ func TestFailedWithFallbackRetriesAtOnce(t *testing.T) {
 		t.Fatalf("ran on %v, want llm then llm-backup", ran)
 	}
 }
+
+// A task whose tenant the gate rejects (a control byte, from
+// Options.Caller) would be refused on every run: cancelled, not retried.
+func TestRunWithAnInvalidTenantIsCancelled(t *testing.T) {
+	_, c := redistest.Miniredis(t)
+	g := gatetest.New(t, c, opts)
+	ctx := gate.WithTenant(context.Background(), "acme\nx", 1)
+	plan, err := gatequeue.Run(ctx, g, "doc", succeed, isSnooze)
+	if !errors.Is(err, gate.ErrInvalidTenant) || plan.Action != gatequeue.Cancel || plan.Reason != gatequeue.ReasonInvalidTenant {
+		t.Fatalf("a task with an invalid tenant: %+v, %v; want cancelled (invalid_tenant)", plan, err)
+	}
+}
