@@ -304,7 +304,8 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 // A provider-wide failure cools the upstream while callers wait in its
 // line: when the cooldown ends, the probe is not held behind the line
 // (which gives no turn while the upstream cools), and its success gives
-// the callers in line their turns.
+// the callers in line their turns. The probe is either a new call's or,
+// woken first, the caller in line's own: both end the cooldown.
 func TestLineWaitsOutACooldown(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -323,15 +324,28 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 			}
 			pass(tg, 400*time.Millisecond)
 			deadline := time.Now().Add(20 * time.Second)
-			for {
-				err := a.Do(ctx, "probe", okFn)
-				if err == nil {
-					break
+			for probed := false; !probed; {
+				select {
+				case r := <-got:
+					// The caller in line claimed the probe: its success
+					// ends the cooldown for the next call.
+					if r.err != nil {
+						t.Fatalf("the caller in line, the cooldown over: %v, want its call (the probe) to run", r.err)
+					}
+					if err := r.l.Succeed(ctx); err != nil {
+						t.Fatal(err)
+					}
+					return
+				default:
 				}
-				if time.Now().After(deadline) {
+				switch err := a.Do(ctx, "probe", okFn); {
+				case err == nil:
+					probed = true
+				case time.Now().After(deadline):
 					t.Fatalf("the cooldown over, with a caller in line: %v, want the probe to run", err)
+				default:
+					time.Sleep(10 * time.Millisecond)
 				}
-				time.Sleep(10 * time.Millisecond)
 			}
 			select {
 			case r := <-got:
