@@ -1,26 +1,35 @@
-// Package classify decides what an LLM call's failure deserves: a cooldown
-// and a retry (transient), a permanent mark on the job (permanent), neither
-// because the job is not at fault and only an operator can help (systemic),
-// or nothing because the caller gave up (canceled).
+// Package classify decides what an LLM call's failure deserves. A verdict
+// is one of four classes:
+//   - transient: a cooldown and a retry;
+//   - permanent: a permanent mark on the job;
+//   - systemic: neither, because the job is not at fault and only an
+//     operator can help;
+//   - canceled: nothing, because the caller gave up.
 //
-// Default is the classifier the gate uses when none is given. It knows
-// github.com/sashabaranov/go-openai's errors (read by their shape: classify
-// does not import go-openai; package classify/goopenai, which does, holds
-// the Transport for that client), the error bodies of OpenAI, Azure
-// OpenAI, Anthropic, Gemini (google.rpc.Status, also as a JSON array),
-// Mistral, vLLM, Ollama, llama.cpp, Hugging Face TGI, xAI, Alibaba Model
-// Studio, Cloudflare (errors[]), AWS (__type, x-amzn-ErrorType) and other
-// OpenAI-compatible servers and gateways, any error that carries an HTTP
-// status (StatusError, *HTTPError), and Go's network, TLS and context
-// errors.
+// Default is the classifier the gate uses when none is given. It knows:
+//   - github.com/sashabaranov/go-openai's errors, read by their shape
+//     (classify does not import go-openai; package classify/goopenai does,
+//     and holds the Transport for that client);
+//   - the error bodies of OpenAI, Azure OpenAI, Anthropic, Gemini
+//     (google.rpc.Status, also as a JSON array), Mistral, vLLM, Ollama,
+//     llama.cpp, Hugging Face TGI, xAI, Alibaba Model Studio, Cloudflare
+//     (errors[]), AWS (__type, x-amzn-ErrorType) and other
+//     OpenAI-compatible servers and gateways;
+//   - any error that carries an HTTP status (StatusError, *HTTPError);
+//   - Go's network, TLS and context errors.
 //
 // # Failed only on proof
 //
 // A job is marked Failed only on positive evidence that this request can
-// never succeed: a code or type that names the request (context length,
-// request size, content policy, a parameter the model rejects), an HTTP 413,
-// a request go-openai refuses to send, the application's own mark, or words
-// that name the request:
+// never succeed. The evidence is one of these:
+//   - a code or type that names the request (context length, request size,
+//     content policy, a parameter the model rejects);
+//   - an HTTP 413;
+//   - a request go-openai refuses to send;
+//   - the application's own mark;
+//   - words that name the request, listed below.
+//
+// Words that name the request are:
 //
 //   - its size over a stated limit: "prompt is too long: 227255 tokens >
 //     200000 maximum", "maximum context length is 131072 tokens",
@@ -45,42 +54,54 @@
 //     for it (Portkey's and WSO2's 446, hooks_failed,
 //     sensitive_words_detected).
 //
-// A message percent-encoded as an undecoded gRPC status message carries it
-// ("Developer%20instruction%20is%20not%20enabled...") or form-encoded is
-// read decoded. A content or guardrail verdict is proof under any status
-// or type, a 403 or a 500 included; words about the request's size,
-// parameters or the order of its messages under any status that rejects
-// a request (400, 413, 422, 429, mid-stream...), not under 403 and 404,
-// where they more likely describe the deployment ("endpoint not
-// supported"). Under a server's own 5xx only a size stated in numbers
-// ("longer than the maximum model length of 65536", as vLLM through
-// Xinference answers it) and the order of the messages ("system message
-// must be at the beginning", Ollama's) are proof: servers answer their
-// validation errors so, while parameter words there may be the server's
-// own trouble. Under a 429 only content verdicts and the order of the
-// messages are proof: token counts and limits there are a rate's ("Too
-// many tokens, please wait"). A body in plain text is read as the
-// message; a page (HTML) is not. Words about money, keys, accounts,
-// budgets and models win over
-// them, whatever the status: a job is never Failed for those, and where
-// the text speaks of the account at all (account, organisation, plan,
-// tier, billing, quota, credits, permission, region...) words prove
-// nothing. A rejection that names what it rejects is proof too, in
-// words the lists above lack: a 400 or 422 whose message says more than
-// a generic rejection's closed vocabulary (request, input, parameter,
-// invalid, malformed, failed, please check, try again...) or whose body
-// names the field (param, loc, fieldViolations, a snake_case name), unless
-// it speaks of the server, or names no field and speaks of a key, a
-// network policy or the account; one that names no field and speaks of
-// the model or its deployment is the model's (systemic). A
-// rejection without proof (a bare 400 or 422, an
-// invalid_request_error with a code nobody lists and no words above, a
-// 501, x-should-retry: false) is a suspect: Class is ClassPermanent and
-// Suspect is set, and the gate cools the job with its attempt counted,
-// marking it Failed only when the same rejection comes back on the job's
-// next attempt. A bare 400 or 422 whose error type says the server failed
-// (server_error, api_error: Ollama's 400 "unexpected server status") is
-// the server's: transient.
+// A message is read decoded when it is percent-encoded, as an undecoded
+// gRPC status message carries it
+// ("Developer%20instruction%20is%20not%20enabled..."), or form-encoded.
+// A body in plain text is read as the message. A page (HTML) is not.
+//
+// Which words are proof depends on the status:
+//   - a content or guardrail verdict is proof under any status or type, a
+//     403 or a 500 included;
+//   - words about the request's size, parameters or the order of its
+//     messages are proof under any status that rejects a request (400,
+//     413, 422, 429, mid-stream...);
+//   - those words are not proof under 403 and 404, where they more likely
+//     describe the deployment ("endpoint not supported");
+//   - under a server's own 5xx, only a size stated in numbers ("longer
+//     than the maximum model length of 65536", as vLLM through Xinference
+//     answers it) and the order of the messages ("system message must be
+//     at the beginning", Ollama's): servers answer their validation errors
+//     so, while parameter words there may be the server's own trouble;
+//   - under a 429, only content verdicts and the order of the messages:
+//     token counts and limits there are a rate's ("Too many tokens,
+//     please wait").
+//
+// Words about money, keys, accounts, budgets and models win over them,
+// whatever the status. A job is never Failed for those. Where the text
+// speaks of the account at all, words prove nothing. Account words
+// include account, organisation, plan, tier, billing, quota, credits,
+// permission and region.
+//
+// A rejection that names what it rejects is proof too, in words the lists
+// above lack. That is a 400 or 422 whose message says more than a generic
+// rejection's closed vocabulary (request, input, parameter, invalid,
+// malformed, failed, please check, try again...). It is also one whose
+// body names the field (param, loc, fieldViolations, a snake_case name).
+// Neither is proof when it speaks of the server. Neither is proof when it
+// names no field and speaks of a key, a network policy or the account.
+// One that names no field and speaks of the model or its deployment is
+// the model's (systemic).
+//
+// A rejection without proof is a suspect. Such rejections are a bare 400
+// or 422, an invalid_request_error with a code nobody lists and no words
+// above, a 501, and x-should-retry: false. A suspect has Class
+// ClassPermanent and Suspect set. The gate cools the job with its attempt
+// counted. It marks the job Failed only when the same rejection comes
+// back on the job's next attempt.
+//
+// A bare 400 or 422 whose error type says the server failed (server_error,
+// api_error: Ollama's 400 "unexpected server status") is the server's:
+// transient.
 //
 // Default decides by the first matching row, in this order of precedence:
 //
@@ -177,28 +198,37 @@
 //	anything else, and a nil error                 transient  unknown                  no             default:unknown
 //
 // Failures of the address itself, which every call to it meets, carry
-// their own Evidence: go:dns (the host does not resolve), go:refused
-// (nothing listens there), go:unreachable (no route to it), go:tls (its
-// certificate does not verify, or it speaks no TLS) and go:url (the URL
-// cannot be used); a gate with an upstream cools it once a few distinct
-// jobs meet them (gate.UpstreamPolicy.UnreachableJobs). A connection that
-// broke (go:network) or timed out (go:timeout) may be one call's bad luck.
+// their own Evidence:
+//   - go:dns: the host does not resolve;
+//   - go:refused: nothing listens there;
+//   - go:unreachable: no route to it;
+//   - go:tls: its certificate does not verify, or it speaks no TLS;
+//   - go:url: the URL cannot be used.
+//
+// A gate with an upstream cools it once a few distinct jobs meet them
+// (gate.UpstreamPolicy.UnreachableJobs). A connection that broke
+// (go:network) or timed out (go:timeout) may be one call's bad luck.
 //
 // Only capacity statuses are provider-wide: 503, 529 (Anthropic, Together:
 // "overloaded") and 498 (Groq's flex tier: "capacity_exceeded"). 499 is a
-// proxy's "client closed request" and 520-530 are Cloudflare's errors for
-// an origin that failed; they are transient for the job, like 502 and 504.
+// proxy's "client closed request". 520-530 are Cloudflare's errors for an
+// origin that failed. They are transient for the job, like 502 and 504.
 //
 // # The account vocabulary
 //
-// Words are matched on word boundaries, case-insensitively, in the error
-// code, the inner codes, the google.rpc reason and status, the message,
-// google.rpc.QuotaFailure's quotaId ("...PerMinutePerProjectPerModel") and,
-// last, the error type (providers file money problems under their rate-limit
-// type). Codes are split like text: "insufficient_balance",
-// "InsufficientBalance" and "insufficient balance" are the same words. A
-// word with '*' matches any word it begins; "near" means another word within
-// a few words. When several groups match, the first in this table wins:
+// Words are matched on word boundaries, case-insensitively. They are
+// looked for in these places, in order:
+//   - the error code and the inner codes;
+//   - the google.rpc reason and status;
+//   - the message;
+//   - google.rpc.QuotaFailure's quotaId ("...PerMinutePerProjectPerModel");
+//   - last, the error type (providers file money problems under their
+//     rate-limit type).
+//
+// Codes are split like text: "insufficient_balance", "InsufficientBalance"
+// and "insufficient balance" are the same words. A word with '*' matches
+// any word it begins. "Near" means another word within a few words. When
+// several groups match, the first in this table wins:
 //
 //	group        words                                                       verdict
 //	rate         throttl*, concurrency, per minute/min/second/hour/day,      transient rate_limited, provider-wide
@@ -234,55 +264,60 @@
 //	             credential*, authenticat*, unauthorized, signature near invalid
 //
 // A rate limit only named ("RateLimitError", "higher rate limits", gRPC's
-// "resource exhausted") says less than money words beside it: LiteLLM
-// names OpenAI's insufficient_quota a RateLimitError, xAI sends spent
-// credits as "Some resource has been exhausted", Cohere its monthly trial
-// limit with "higher rate limits". Where the response paces the retry (a
-// google.rpc.RetryInfo, a wait its message states: Gemini's per-minute
-// quota 429s come with billing words) the named rate comes first, before
-// overload and money. A rate-limit error type (Anthropic's
-// rate_limit_error) is such a name too: money words beside it win unless
-// words give the rate's period (Anthropic files "This request would exceed
-// your account's monthly spend limit" under it).
+// "resource exhausted") says less than money words beside it. LiteLLM
+// names OpenAI's insufficient_quota a RateLimitError. xAI sends spent
+// credits as "Some resource has been exhausted". Cohere sends its monthly
+// trial limit with "higher rate limits". Where the response paces the
+// retry, the named rate comes first, before overload and money. A
+// google.rpc.RetryInfo paces it, and so does a wait its message states:
+// Gemini's per-minute quota 429s come with billing words. A rate-limit
+// error type (Anthropic's rate_limit_error) is such a name too. Money
+// words beside it win unless words give the rate's period. Anthropic files
+// "This request would exceed your account's monthly spend limit" under it.
 //
-// Four more groups are proof, read after the groups above and only where
-// no word about the account appears: context length words (context
-// length, context window, token limit, too many tokens, prompt is too
-// long, input is too long, input token count, maximum number of tokens,
-// input/prompt tokens near exceed/must be/maximum/limit, prompt/input/
-// sequence length near maximum/exceeds/contains, a max or maximum length
-// near actual/exceeds/current) give context_length_exceeded; content
-// words (content policy or policies, safety system,
-// flagged, inappropriate, unsafe, data inspection, content near risk,
-// prohibited content, content blocked, sensitive words, 敏感词, prompt
-// injection, jailbreak,
-// allow/deny patterns, usage guidelines near a verdict word, blocked by an
-// AI firewall, a guard(rail), a content or safety filter or a prompt
-// shield, or filtered by one (not by a firewall or a policy, which may
-// block an address), moderation or guardrail near a verdict
-// word such as violated, blocked, flagged, requires or the categories it
-// names: a guardrail service that failed is no verdict) content_filtered;
-// parameter words (invalid schema, schema is invalid, unknown parameter,
-// unknown name, unknown variant, invalid value at, field invalid, proto is
-// invalid, extra inputs, failed to satisfy constraint, value must be,
-// valid range, invalid type, expected a string, invalid ... value, must
-// be a boolean/an integer/..., cannot determine type, supports at most, a
-// body or request that is not valid JSON or failed to parse or
-// deserialize, the idioms of a field's validation (is required, must not
-// be empty, must be greater than, must be valid, is not a valid, invalid
-// field(s), cannot be used with, a range that should be...), not
-// supported, does not support, cannot both be, not
-// enabled for models, not permitted near key/input/field/parameter, max
-// tokens near exceed/must be/maximum/limit) and words about the order and
-// shape of the messages (must alternate, alternate between, unexpected or
-// last role, must start with a user message, the final or assistant
-// message/block/content near cannot/must/missing, user/model/function call
-// turns, tool calls or results near must be/without/preceding/cannot/same
-// turn, message(s) must contain/include/have, a system message near
-// beginning/first/only one, reasoning content
-// or a thought signature near must/missing/required) invalid_request.
-// Links (http:// and https://) are not
-// read: "json-schema.org" is no organisation.
+// Four more groups are proof. They are read after the groups above, and
+// only where no word about the account appears:
+//   - context length words give context_length_exceeded: context length,
+//     context window, token limit, too many tokens, prompt is too long,
+//     input is too long, input token count, maximum number of tokens,
+//     input/prompt tokens near exceed/must be/maximum/limit,
+//     prompt/input/sequence length near maximum/exceeds/contains, a max or
+//     maximum length near actual/exceeds/current;
+//   - content words give content_filtered: content policy or policies,
+//     safety system, flagged, inappropriate, unsafe, data inspection,
+//     content near risk, prohibited content, content blocked, sensitive
+//     words, 敏感词, prompt injection, jailbreak, allow/deny patterns,
+//     usage guidelines near a verdict word, blocked by an AI firewall, a
+//     guard(rail), a content or safety filter or a prompt shield, or
+//     filtered by one (not by a firewall or a policy, which may block an
+//     address), moderation or guardrail near a verdict word such as
+//     violated, blocked, flagged, requires or the categories it names (a
+//     guardrail service that failed is no verdict);
+//   - parameter words give invalid_request: invalid schema, schema is
+//     invalid, unknown parameter, unknown name, unknown variant, invalid
+//     value at, field invalid, proto is invalid, extra inputs, failed to
+//     satisfy constraint, value must be, valid range, invalid type,
+//     expected a string, invalid ... value, must be a boolean/an
+//     integer/..., cannot determine type, supports at most, a body or
+//     request that is not valid JSON or failed to parse or deserialize,
+//     the idioms of a field's validation (is required, must not be empty,
+//     must be greater than, must be valid, is not a valid, invalid
+//     field(s), cannot be used with, a range that should be...), not
+//     supported, does not support, cannot both be, not enabled for models,
+//     not permitted near key/input/field/parameter, max tokens near
+//     exceed/must be/maximum/limit;
+//   - words about the order and shape of the messages give
+//     invalid_request: must alternate, alternate between, unexpected or
+//     last role, must start with a user message, the final or assistant
+//     message/block/content near cannot/must/missing, user/model/function
+//     call turns, tool calls or results near must
+//     be/without/preceding/cannot/same turn, message(s) must
+//     contain/include/have, a system message near beginning/first/only
+//     one, reasoning content or a thought signature near
+//     must/missing/required.
+//
+// Links (http:// and https://) are not read: "json-schema.org" is no
+// organisation.
 //
 // Every provider row has cases in testdata/corpus: real responses from the
 // official SDKs' tests, the providers' documentation and public issue
@@ -291,31 +326,30 @@
 //
 // # Evidence
 //
-// Verdict.Evidence names the signal that decided, as field:word, where the
-// field is one of mark, message, code, innercode, errorinfo, rpcstatus,
-// type, status, header, go, default or rule (Chain's rule N), and the word
-// is an entry of the tables above, never upstream text: at most
+// Verdict.Evidence names the signal that decided, as field:word. The field
+// is one of mark, message, code, innercode, errorinfo, rpcstatus, type,
+// status, header, go, default or rule (Chain's rule N). The word is an
+// entry of the tables above, never upstream text. Evidence is at most
 // MaxEvidence bytes of [A-Za-z0-9_.:=/-]. Chain replaces a rule's Evidence
-// of another form with "rule:N", and the gate records none of another
-// form.
+// of another form with "rule:N". The gate records none of another form.
 //
 // Within a provider response, a specific error code or Anthropic error type
-// wins over the status, and the status over a generic type such as
-// "invalid_request_error": OpenAI sends a rate limit and an exhausted quota
+// wins over the status. The status wins over a generic type such as
+// "invalid_request_error". OpenAI sends a rate limit and an exhausted quota
 // both as 429, and an invalid key with type "invalid_request_error".
 //
-// Anything unknown is transient because a cooldown is the safe default: a
-// wrong transient verdict costs a few retries, which the gate's MaxAttempts
-// bounds, while a wrong permanent verdict loses a job that would have
-// succeeded.
+// Anything unknown is transient, because a cooldown is the safe default.
+// A wrong transient verdict costs a few retries, which the gate's
+// MaxAttempts bounds. A wrong permanent verdict loses a job that would
+// have succeeded.
 //
 // # Retry hints
 //
 // go-openai's errors carry no headers. Wrap the client's HTTPClient in a
 // goopenai.Transport (package classify/goopenai), or attach a response's
-// header with WithHeader, and Default
-// reads the retry hint of transient verdicts with ParseRetryHint's rules,
-// plus the body's google.rpc.RetryInfo:
+// header with WithHeader. Then Default reads the retry hint of transient
+// verdicts with ParseRetryHint's rules, plus the body's
+// google.rpc.RetryInfo:
 //
 //   - explicit hints apply to any transient failure: retry-after-ms, then
 //     Retry-After, then google.rpc.RetryInfo.retryDelay ("26s");
@@ -328,12 +362,13 @@
 //     retry-after leaves them the only hint.
 //
 // Hints are reported as the provider sent them, validated and capped at
-// MaxHint (24 h): a Retry-After of 86400 is reported as 24 h. Bounding what
-// a hint may do to a job or an upstream is the gate's decision.
+// MaxHint (24 h). A Retry-After of 86400 is reported as 24 h. Bounding
+// what a hint may do to a job or an upstream is the gate's decision.
 //
 // # Custom rules
 //
-// A Rule decides (ok = true) or passes. Chain puts rules in front of Default:
+// A Rule decides (ok = true) or passes. Chain puts rules in front of
+// Default:
 //
 //	classify.Chain(
 //		classify.StatusRule(400, classify.Verdict{Class: classify.ClassTransient, Reason: "queue_full"}),
@@ -347,14 +382,14 @@
 //	)
 //
 // Application code can also mark its errors with Permanent, Transient,
-// Systemic or WithReason; marks are transparent to errors.Is and errors.As
-// and win over everything else.
+// Systemic or WithReason. Marks are transparent to errors.Is and
+// errors.As. They win over everything else.
 //
 // # Guarantees
 //
 // Default, Chain's Func, the rules, ParseRetryHint and Transport are safe
-// for concurrent use (a Transport if its Base is). Default never panics: a
-// nil error, an error wrapping nil, a cyclic or very deep chain (only the
-// first 1024 errors are inspected), garbage headers and garbage bodies all
-// yield a defined verdict.
+// for concurrent use (a Transport if its Base is). Default never panics.
+// A nil error, an error wrapping nil, a cyclic or very deep chain (only
+// the first 1024 errors are inspected), garbage headers and garbage
+// bodies all yield a defined verdict.
 package classify
