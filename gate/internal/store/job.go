@@ -13,10 +13,10 @@ import (
 )
 
 // SuccessMemory is how long a success's token stays in its job's done
-// key, so a waiter woken by it is told the job is done instead of running
-// it again, however short the done mark is (none: the success frees the
-// job). Waiters read at once when woken, or within a second while they
-// poll.
+// key. A waiter woken by the success is told the job is done, instead of
+// running it again. This holds however short the done mark is (none: the
+// success frees the job). Waiters read at once when woken, or within a
+// second while they poll.
 const SuccessMemory = 10 * time.Second
 
 // Token is a lease's identity: a 128-bit random token in hex, and the
@@ -26,8 +26,8 @@ type Token struct {
 }
 
 // NewToken returns a fresh token. math/rand/v2's generator is seeded from
-// the OS and cheap; the token only has to be unique, since whoever can
-// write to Redis can overwrite the lock anyway.
+// the OS and cheap. The token only has to be unique: whoever can write to
+// Redis can overwrite the lock anyway.
 func NewToken() Token {
 	var raw [16]byte
 	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
@@ -56,14 +56,15 @@ type Acquire struct {
 // Acquired is the acquire's answer.
 type Acquired struct {
 	// Taken: the job is the caller's, with Fence. Otherwise Job is the
-	// value that refused it (Takeover may still take a settled one), or
-	// Untried: no upstream could take the call, and the job was not read
-	// (one node: the upstreams are judged before the job is taken).
+	// value that refused it; Takeover may still take a settled one.
+	// Untried: no upstream could take the call, and the job was not read.
+	// That happens on one node, where the upstreams are judged before the
+	// job is taken.
 	Taken   bool
 	Untried bool
 	// Unasked: the upstreams were neither read nor asked (Upstreams and
-	// Admitted are empty): a cluster with admissions takes the job first,
-	// and Ask asks them once the job is the caller's.
+	// Admitted are empty). A cluster with admissions takes the job first.
+	// Ask asks them once the job is the caller's.
 	Unasked bool
 	Fence   int64
 	// Job is the value that refused the acquire or, taken, the value it
@@ -80,8 +81,8 @@ type Acquired struct {
 	// Upstreams are the upstreams' values, as Acquire.Upstreams.
 	Upstreams []Upstream
 	// Admitted are their budgets' answers, as Acquire.Admissions. A
-	// budget that failed to answer (a user without the permission its
-	// script needs, a Redis out of memory) judged nothing; AdmitErr is
+	// budget that failed to answer judged nothing: a user without the
+	// permission its script needs, or a Redis out of memory. AdmitErr is
 	// the first such error. The upstreams' GETs beside them answered.
 	Admitted []Admitted
 	AdmitErr error
@@ -101,42 +102,55 @@ func (a *Acquired) Close() {
 	}
 }
 
-// Acquire sends the acquire's round trip: the job's PTTL, SET NX GET and
-// TIME (take), a waiter's read of the done key, and each upstream's GET
-// and its budget's admission. On one node with admissions it is one
-// script instead (takeAdmitted), which judges the upstreams before it
-// takes the job; a script Redis refuses (OOM, READONLY, an ACL) falls
-// back to the commands, which say which. Elsewhere (a cluster, or a
-// client that may front one) with admissions, and in that fallback, the
-// trip takes the job only and leaves the upstreams Unasked: the caller
-// asks them with Ask once the job is its own (second trip); only where
-// the budgets' commands are refused (an ACL) are they sent side by side.
-// Side by side, a job's take and an upstream's admission answer apart,
-// so of two duplicates one could take the job and be refused the call
-// while the other is admitted and finds the job taken: neither runs; and
-// beside a take Redis refused (OOM), an admission that found the caller's
-// turn removes it and reserves the call on a full Redis. Taken first, the
-// job decides which duplicate asks, as the one-node script does: a
-// duplicate is refused by the job in one trip and reserves nothing, a
-// success costs two trips, an upstream refusal three (take, ask, give
-// back; a breaker's refusal is then known here, upstream.Set.PeekKnown).
-// The job's commands go to the job's own node: on one node with the
-// upstreams' GETs in one pipeline; on a cluster through that master's
-// client (TIME has no key to route it by), beside a pipeline of the GETs
-// through the cluster client; with WaitReplicas on a connection pinned to
-// it, kept for Replicate (on a cluster the GETs are then sent after the
-// job's commands: go-redis's pinned Conn shares its client's Options
-// without its lock, and two connections opened at once, one each way,
-// race on them). When Redis refuses the SET (OOM, READONLY) a second trip
-// reads the job's value (readRefusal): a value that refuses the call is
-// the answer, without a write. When the master's client fails (a slot
-// that moved: MOVED, ASK; a node failing over) the job's commands are sent
-// once more (resend).
-// Hooks added with ClusterClient.AddHook do not see the commands sent
-// through a master's client; OnNewNode hooks do.
+// Acquire sends the acquire's round trip. It holds:
+//   - the job's PTTL, SET NX GET and TIME (take);
+//   - a waiter's read of the done key;
+//   - each upstream's GET and its budget's admission.
 //
-// On an error the answer is still returned: the job may have been taken
-// (Taken), and the caller gives it back (Trip.Undo). Close r when done.
+// On one node with admissions it is one script instead (takeAdmitted).
+// The script judges the upstreams before it takes the job. A script Redis
+// refuses (OOM, READONLY, an ACL) falls back to the commands, which say
+// which.
+//
+// Elsewhere with admissions, the trip takes the job only and leaves the
+// upstreams Unasked. Elsewhere is a cluster, or a client that may front
+// one; the fallback above does the same. The caller asks the upstreams
+// with Ask once the job is its own (second trip). Only where the budgets'
+// commands are refused (an ACL) are they sent side by side.
+//
+// Side by side, a job's take and an upstream's admission answer apart.
+// So of two duplicates, one could take the job and be refused the call.
+// The other could be admitted and find the job taken: neither runs. And
+// beside a take Redis refused (OOM), an admission that found the caller's
+// turn removes it and reserves the call on a full Redis.
+//
+// Taken first, the job decides which duplicate asks, as the one-node
+// script does. The costs are:
+//   - a duplicate: one trip, refused by the job, reserving nothing;
+//   - a success: two trips;
+//   - an upstream refusal: three (take, ask, give back). A breaker's
+//     refusal is then known here (upstream.Set.PeekKnown).
+//
+// The job's commands go to the job's own node:
+//   - on one node, with the upstreams' GETs in one pipeline;
+//   - on a cluster, through that master's client (TIME has no key to
+//     route it by), beside a pipeline of the GETs through the cluster
+//     client;
+//   - with WaitReplicas, on a connection pinned to it, kept for
+//     Replicate. On a cluster the GETs are then sent after the job's
+//     commands. go-redis's pinned Conn shares its client's Options
+//     without its lock. Two connections opened at once, one each way,
+//     race on them.
+//
+// When Redis refuses the SET (OOM, READONLY), a second trip reads the
+// job's value (readRefusal). A value that refuses the call is the answer,
+// without a write. When the master's client fails, the job's commands are
+// sent once more (resend). It fails for a slot that moved (MOVED, ASK) or
+// a node failing over. Hooks added with ClusterClient.AddHook do not see
+// the commands sent through a master's client; OnNewNode hooks do.
+//
+// On an error the answer is still returned. The job may have been taken
+// (Taken); the caller gives it back (Trip.Undo). Close r when done.
 func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	rt, err := s.route(ctx, a.Key)
 	r.conn = rt.conn
@@ -148,29 +162,29 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 		if err == nil || !Replied(err) {
 			return err
 		}
-		// Refused (a Redis that refuses writes, a user without a
-		// command's permission): the commands side by side say which.
+		// Refused: a Redis that refuses writes, or a user without a
+		// command's permission. The commands side by side say which.
 		if msg := err.Error(); strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
-			// The budget's commands are not permitted (ACL): the budget
-			// judges nothing, and this is not worth a second trip each time.
+			// The budget's commands are not permitted (ACL). The budget
+			// judges nothing. That is not worth a second trip each time.
 			s.unscripted.Store(true)
 		}
 	}
-	// Side by side only where the budgets judge nothing (one node whose
-	// ACL refuses their commands): elsewhere the job is taken first. On
-	// one node that is the script Redis refused (OOM, READONLY): sent
+	// Side by side only where the budgets judge nothing: one node whose
+	// ACL refuses their commands. Elsewhere the job is taken first. On
+	// one node that is the script Redis refused (OOM, READONLY). Sent
 	// beside a refused take, an admission that found a turn would remove
-	// it and reserve the call on a full Redis.
+	// it. It would then reserve the call on a full Redis.
 	r.Unasked = len(a.Admissions) > 0 && !(s.oneNode && s.unscripted.Load())
 	r.sent = time.Now()
 	peeks, admits, err := s.take(ctx, &rt, a, r, !r.Unasked)
 	if err != nil && Refused(err) && s.readRefusal(ctx, rt.via, a.Key, r) {
-		// Redis refuses writes (OOM, READONLY) but the job's value
-		// refuses the call anyway: that refusal needs no write.
+		// Redis refuses writes (OOM, READONLY). But the job's value
+		// refuses the call anyway, and that refusal needs no write.
 		err = nil
 	}
 	if err != nil && s.resend(ctx, &rt, err) {
-		// Taken over by the script, whose TIME runs where the key is; the
+		// Taken over by the script, whose TIME runs where the key is. The
 		// upstreams were read by the first send.
 		if err = s.reroute(ctx, &rt, a.Key, err); err == nil {
 			err = s.takeover(ctx, rt.via, a, r, a.Done != "")
@@ -183,12 +197,12 @@ func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
 	return decodeAsked(a, peeks, admits, r)
 }
 
-// Ask is an acquire's second trip on a cluster with admissions (Unasked):
-// each upstream's GET and its budget's admission, for the job r took. The
-// call it reserves is held for the lease less the time since the job was
-// taken, so that a process that dies before its first renewal leaves no
-// reservation past its lock: a waiter woken when the lock lapses is not
-// refused by it (one call at a time before anything is known).
+// Ask is an acquire's second trip on a cluster with admissions (Unasked).
+// It sends each upstream's GET and its budget's admission, for the job r
+// took. The call it reserves is held for the lease less the time since
+// the job was taken. So a process that dies before its first renewal
+// leaves no reservation past its lock. A waiter woken when the lock lapses
+// is not refused by it (one call at a time before anything is known).
 func (s *Store) Ask(ctx context.Context, a *Acquire, r *Acquired) error {
 	t := s.Trip()
 	lease := max(ms(s.cfg.Lease-time.Since(r.sent)), 1)
@@ -238,13 +252,13 @@ func decodeAsked(a *Acquire, peeks []*redis.StringCmd, admits []*redis.Cmd, r *A
 }
 
 // takeAdmitted is the acquire on one node when the upstreams have
-// budgets: acquire_budget.lua judges every upstream (its value and its
-// budget) first and takes the job only when one of them may take the
-// call, which reserves it there. A refusal by the upstreams is one round
-// trip that writes nothing to the job, and a job refused by its value
-// reserves nothing. A cluster cannot: the job's key and the upstreams'
-// live in different slots, so there they are sent side by side (take),
-// and a job taken for a call its upstreams refuse is given back.
+// budgets. acquire_budget.lua first judges every upstream: its value and
+// its budget. It takes the job only when one of them may take the call,
+// which reserves it there. A refusal by the upstreams is one round trip
+// that writes nothing to the job. A job refused by its value reserves
+// nothing. A cluster cannot do this: the job's key and the upstreams'
+// live in different slots. There they are sent side by side (take). A job
+// taken for a call its upstreams refuse is given back.
 func (s *Store) takeAdmitted(ctx context.Context, via Client, a *Acquire, r *Acquired) error {
 	keys := make([]string, 0, 1+3*len(a.Admissions))
 	keys = append(keys, a.Key)
@@ -335,9 +349,9 @@ func (s *Store) route(ctx context.Context, key string) (rt route, err error) {
 	return rt, nil
 }
 
-// take is the acquire's first send: native commands, with the upstreams'
-// GETs and their budgets' admissions when asked (ups). It returns the
-// GETs' and the admissions' commands.
+// take is the acquire's first send: native commands. It adds the
+// upstreams' GETs and their budgets' admissions when asked (ups). It
+// returns the GETs' and the admissions' commands.
 func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired, ups bool) ([]*redis.StringCmd, []*redis.Cmd, error) {
 	jt := s.Trip() // the job's node (and the upstreams', on one node)
 	var ut *Trip   // the upstreams' GETs when apart
@@ -382,12 +396,12 @@ func (s *Store) take(ctx context.Context, rt *route, a *Acquire, r *Acquired, up
 	return peeks, admits, err
 }
 
-// readRefusal is the acquire's second trip when Redis refused the SET
-// (full with noeviction: OOM; a replica: READONLY): the job's value, its
-// PTTL and Redis's TIME, commands that write nothing, through via. It
-// reports whether that value refuses the call (running, settled and not
-// over, or foreign), and then r holds it; false leaves the refusal of the
-// write to fail closed.
+// readRefusal is the acquire's second trip when Redis refused the SET. It
+// refuses it when full with noeviction (OOM), or as a replica (READONLY).
+// The trip reads the job's value, its PTTL and Redis's TIME, through via;
+// none of these writes. It reports whether that value refuses the call:
+// running, settled and not over, or foreign. Then r holds it. False
+// leaves the refusal of the write to fail closed.
 func (s *Store) readRefusal(ctx context.Context, via Client, key string, r *Acquired) bool {
 	t := s.Trip()
 	get := t.get(ctx, key)
@@ -411,8 +425,8 @@ func (s *Store) readRefusal(ctx context.Context, via Client, key string, r *Acqu
 }
 
 // resend reports whether an acquire whose first send failed with err is
-// sent once more: a slot that moved (MOVED), or a failing master's client
-// on a cluster, unless the caller has given up.
+// sent once more. It is, for a slot that moved (MOVED) or a failing
+// master's client on a cluster, unless the caller has given up.
 func (s *Store) resend(ctx context.Context, rt *route, err error) bool {
 	if ctx.Err() != nil {
 		return false
@@ -420,10 +434,11 @@ func (s *Store) resend(ctx context.Context, rt *route, err error) bool {
 	return movedTo(err) != "" || (s.master != nil && rt.conn == nil)
 }
 
-// reroute sends the job's commands where the key lives now: on a
-// connection pinned to the slot's new master (a pinned connection does not
-// follow a resharded slot), or through the store's client, which follows
-// redirects, reloads its slot map and retries.
+// reroute sends the job's commands where the key lives now. With a pinned
+// connection it pins one to the slot's new master: a pinned connection
+// does not follow a resharded slot. Otherwise it sends through the
+// store's client, which follows redirects, reloads its slot map and
+// retries.
 func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) error {
 	if rt.conn == nil {
 		rt.via = s.send
@@ -438,21 +453,25 @@ func (s *Store) reroute(ctx context.Context, rt *route, key string, err error) e
 	return nil
 }
 
-// take queues the native part of an acquire, on the job's node: the
-// key's PTTL, then SET the running value if the key is free (NX),
-// returning what it holds otherwise (GET; Redis 7.0+), then Redis's TIME,
-// which is the fence of a job taken so (read after the SET: above every
-// fence taken before it) and the clock every value is judged by. Last,
-// job_fence.lua records the fence beside the token when the SET took the
-// key, so that a Status in any process reads it; its TIME, a moment
-// later, is then the fence. A script that fails (an ACL without +eval
-// after a restart) costs only that record: the first renewal writes it.
+// take queues the native part of an acquire, on the job's node:
+//   - the key's PTTL;
+//   - SET the running value if the key is free (NX), returning what it
+//     holds otherwise (GET; Redis 7.0+);
+//   - Redis's TIME, the fence of a job taken so and the clock every value
+//     is judged by. It is read after the SET, so it is above every fence
+//     taken before it;
+//   - last, job_fence.lua, which records the fence beside the token when
+//     the SET took the key. A Status in any process then reads it. The
+//     script's TIME, a moment later, is then the fence.
+//
+// A script that fails (an ACL without +eval after a restart) costs only
+// that record. The first renewal writes it.
 //
 // PTTL comes first because go-redis judges a pipeline's retry by its first
-// reply: a SET NX GET that takes a free key replies nil, and classifying
-// that as an error costs about 17 allocations per acquire. The price: a
-// SET refused with READONLY (a demoted master) is not retried by go-redis;
-// the acquire fails closed and the caller retries.
+// reply. A SET NX GET that takes a free key replies nil. Classifying that
+// as an error costs about 17 allocations per acquire. The price: go-redis
+// does not retry a SET refused with READONLY (a demoted master). The
+// acquire fails closed and the caller retries.
 //
 // The native commands' arguments share one array, and the key is boxed
 // once: an acquire is the gate's hottest path.
@@ -469,9 +488,9 @@ func (t *Trip) take(ctx context.Context, key, running string, lease any) (set *r
 	return set, pttl, now, fence
 }
 
-// decodeTake reads what take sent: taken with the fence TIME gave when the
-// key was free (job_fence.lua's, which recorded it, when it ran), refused
-// by its value otherwise.
+// decodeTake reads what take sent. When the key was free, the job is
+// taken with the fence TIME gave. That is job_fence.lua's TIME, which
+// recorded it, when the script ran. Otherwise the key's value refused it.
 func decodeTake(set *redis.StringCmd, p *redis.IntCmd, now *redis.TimeCmd, fence *redis.Cmd, r *Acquired) error {
 	v, err := set.Result()
 	taken := isNil(err)
@@ -530,9 +549,9 @@ func readDone(done *redis.StringCmd, r *Acquired) error {
 	return err
 }
 
-// Takeover takes a job whose value is a settled state that is over (its
-// history goes on into the new run), in one more round trip on the job's
-// node. r is updated: taken, or refused by what the key holds now.
+// Takeover takes a job whose value is a settled state that is over. Its
+// history goes on into the new run. It costs one more round trip on the
+// job's node. r is updated: taken, or refused by what the key holds now.
 func (s *Store) Takeover(ctx context.Context, a *Acquire, r *Acquired) error {
 	via := Client(s.send)
 	if r.conn != nil {
@@ -541,8 +560,8 @@ func (s *Store) Takeover(ctx context.Context, a *Acquire, r *Acquired) error {
 	return s.takeover(ctx, via, a, r, false)
 }
 
-// takeover runs job_acquire.lua through via; withDone reads the waiter's
-// done key beside it (a resend, whose first read failed).
+// takeover runs job_acquire.lua through via. withDone reads the waiter's
+// done key beside it, for a resend whose first read failed.
 func (s *Store) takeover(ctx context.Context, via Client, a *Acquire, r *Acquired, withDone bool) error {
 	t := s.Trip()
 	r.sent = time.Now()
@@ -596,8 +615,9 @@ func takenOf(v []any, r *Acquired) error {
 	return badReply("acquire", v)
 }
 
-// Replicate waits for WaitReplicas replicas to acknowledge the acquire, on
-// the connection that wrote it; no-op without WaitReplicas.
+// Replicate waits for WaitReplicas replicas to acknowledge the acquire. It
+// waits on the connection that wrote it. It is a no-op without
+// WaitReplicas.
 func (s *Store) Replicate(ctx context.Context, r *Acquired) error {
 	if r.conn == nil {
 		return nil
@@ -610,18 +630,18 @@ func (s *Store) Replicate(ctx context.Context, r *Acquired) error {
 	return err
 }
 
-// Undo queues job_undo.lua: give back the job r took for token, restoring
-// the value the acquire replaced. It reports whether the job was given
-// back (false: not owned).
+// Undo queues job_undo.lua: give back the job r took for token. It
+// restores the value the acquire replaced. It reports whether the job was
+// given back (false: not owned).
 func (t *Trip) Undo(ctx context.Context, key string, token Token, r *Acquired) Reply[bool] {
 	cmd := t.eval(ctx, t.s.scripts.jobUndo, []string{key}, token.Token, r.value, r.pttl)
 	return Reply[bool]{cmd, decodeFlag}
 }
 
-// Renew queues job_renew.lua: extend the lease if token still holds it,
-// recording its fence, attempts and the estimate of its call's duration
-// (0: none) beside the token. It reports whether the lease was extended
-// (false: not owned).
+// Renew queues job_renew.lua: extend the lease if token still holds it.
+// It records the fence, the attempts and the estimate of the call's
+// duration (0: none) beside the token. It reports whether the lease was
+// extended (false: not owned).
 func (t *Trip) Renew(ctx context.Context, key string, token Token, fence int64, attempts int, estimate time.Duration) Reply[bool] {
 	est := ""
 	if estimate > 0 {
@@ -645,8 +665,8 @@ type Settlement struct {
 	Attempts         int
 	Suspect          bool
 	Reason, Evidence string
-	// Late: a Done written by the retry of a settle Redis did not take; it
-	// is written on a key that expired meanwhile too.
+	// Late: a Done written by the retry of a settle Redis did not take.
+	// It is written on a key that expired meanwhile too.
 	Late bool
 }
 
@@ -659,9 +679,10 @@ type Settled struct {
 	Gone  bool
 }
 
-// Settle queues job_settle.lua: write w if token still holds the job (or
-// its key is gone, for a late success). A failure that finds its key gone
-// is written by SettleGone, if no newer run decided otherwise.
+// Settle queues job_settle.lua: write w if token still holds the job. A
+// late success is written when its key is gone, too. A failure that finds
+// its key gone is written by SettleGone, if no newer run decided
+// otherwise.
 func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64, w Settlement) Reply[Settled] {
 	late := "0"
 	if w.Late {
@@ -672,27 +693,30 @@ func (t *Trip) Settle(ctx context.Context, key string, token Token, fence int64,
 }
 
 // args are a settle script's arguments for w, written by the run of
-// token and fence: the token, w's kind, TTL, keep and value tail, then
-// more.
+// token and fence. They are the token, w's kind, TTL, keep and value
+// tail, then more.
 func (w Settlement) args(token Token, fence int64, more string) []any {
 	tail := settledTail(fence, w.Attempts, w.Suspect, w.Reason, w.Evidence)
 	return []any{token.Token, string(rune(w.Kind)), ms(w.TTL), ms(w.Keep), tail, more}
 }
 
-// SettleGone queues job_settle_gone.lua, the second trip of a failure w
-// whose settle found its key gone (Settled.Gone): the run's lease ended in
-// Redis before the failure reached it. w is written unless the key holds a
-// value again or a newer run's success left its fence in doneKey
-// (MarkDone): dropping the failure would make the next call a free retry,
-// and writing it over a newer run's success would undo that success. The
-// done key is a second key of the script only here, on this rare path: on
-// a cluster a slot being migrated refuses such a script with TRYAGAIN
-// while one key has moved and the other not, which go-redis retries.
+// SettleGone queues job_settle_gone.lua. It is the second trip of a
+// failure w whose settle found its key gone (Settled.Gone). The run's
+// lease ended in Redis before the failure reached it. w is written unless
+// one of these holds:
+//   - the key holds a value again;
+//   - a newer run's success left its fence in doneKey (MarkDone).
 //
-// stale is the instant, by Redis's clock, after which w is not written:
-// the done key remembers a newer success or a reset for SuccessMemory
-// only, so a failure later than that after its lease ended could undo
-// one (StaleAfter).
+// Dropping the failure would make the next call a free retry. Writing it
+// over a newer run's success would undo that success. The done key is a
+// second key of the script only here, on this rare path. On a cluster, a
+// slot being migrated refuses such a script with TRYAGAIN while one key
+// has moved and the other not. go-redis retries that.
+//
+// stale is the instant, by Redis's clock, after which w is not written.
+// The done key remembers a newer success or a reset for SuccessMemory
+// only. So a failure later than that after its lease ended could undo one
+// (StaleAfter).
 func (t *Trip) SettleGone(ctx context.Context, key, doneKey string, token Token, fence int64, stale time.Time, w Settlement) Reply[Settled] {
 	args := append(w.args(token, fence, strconv.FormatInt(fence, 10)), strconv.FormatInt(stale.UnixMicro(), 10))
 	cmd := t.eval(ctx, t.s.scripts.jobSettleGone, []string{key, doneKey}, args...)
@@ -700,13 +724,17 @@ func (t *Trip) SettleGone(ctx context.Context, key, doneKey string, token Token,
 }
 
 // StaleAfter is when, by Redis's clock, a failure that finds its key gone
-// stops being written (SettleGone): SuccessMemory after the lease ended.
-// fence is Redis's TIME at the acquire, acquired the local time its reply
-// came and expires the local end of the lease (the last renewal sent plus
-// the lease): the lease ended in Redis no earlier than fence + (expires -
-// acquired), since Redis ran the acquire before its reply came and each
-// renewal after it was sent. So the instant is never later than the done
-// key's memory covers.
+// stops being written (SettleGone). That is SuccessMemory after the lease
+// ended. The arguments are:
+//   - fence: Redis's TIME at the acquire;
+//   - acquired: the local time its reply came;
+//   - expires: the local end of the lease (the last renewal sent plus the
+//     lease).
+//
+// The lease ended in Redis no earlier than fence + (expires - acquired).
+// Redis ran the acquire before its reply came, and each renewal after it
+// was sent. So the instant is never later than the done key's memory
+// covers.
 func StaleAfter(fence int64, acquired, expires time.Time) time.Time {
 	return time.UnixMicro(fence).Add(expires.Sub(acquired) + SuccessMemory)
 }
@@ -729,20 +757,20 @@ func decodeSettle(c redis.Cmder) (Settled, error) {
 }
 
 // MarkDone queues the write of a success's token and fence to its job's
-// done key ("<token>:<fence>") for SuccessMemory (a command of its own,
-// not a second key of the settle script: a script's keys split by a
-// migrating slot would be refused with TRYAGAIN). Queue it before the
-// settle, which frees the job and wakes the waiters: sent after it, a
-// waiter's acquire could run between the two (a pipeline is not atomic),
-// find the job free and no done key, and run the job again.
+// done key ("<token>:<fence>") for SuccessMemory. It is a command of its
+// own, not a second key of the settle script. A script's keys split by a
+// migrating slot would be refused with TRYAGAIN. Queue it before the
+// settle, which frees the job and wakes the waiters. Sent after it, a
+// waiter's acquire could run between the two (a pipeline is not atomic).
+// It would find the job free and no done key, and run the job again.
 func (t *Trip) MarkDone(ctx context.Context, doneKey string, token Token, fence int64) {
 	t.add(redis.NewStatusCmd(ctx, "set", doneKey, token.Token+":"+strconv.FormatInt(fence, 10), "px", ms(SuccessMemory)))
 }
 
-// ForgetDone queues job_forget_done.lua: the job's done key holds the
-// reset's time instead of a success's token, so a job an operator reset
+// ForgetDone queues job_forget_done.lua. The job's done key then holds the
+// reset's time instead of a success's token. So a job an operator reset
 // is not refused by the success it forgets (an acquire reads the key,
-// gate/acquire.go), and a failure of a run older than the reset that
+// gate/acquire.go). And a failure of a run older than the reset that
 // finds its key gone is not written (SettleGone).
 func (t *Trip) ForgetDone(ctx context.Context, doneKey string) {
 	t.eval(ctx, jobForgetDoneScript, []string{doneKey}, ms(SuccessMemory))
@@ -750,7 +778,7 @@ func (t *Trip) ForgetDone(ctx context.Context, doneKey string) {
 
 // JobReset is job_reset.lua's answer.
 type JobReset struct {
-	// Running: a running lease was left alone, for TTL more; Job is its
+	// Running: a running lease was left alone, for TTL more. Job is its
 	// value, read at Redis's Now (ms).
 	Running bool
 	TTL     time.Duration
@@ -759,7 +787,7 @@ type JobReset struct {
 }
 
 // ResetJob queues job_reset.lua: clear a job's cooldown, failed or done
-// mark and its attempt count; a running lease is left alone.
+// mark and its attempt count. A running lease is left alone.
 func (t *Trip) ResetJob(ctx context.Context, key string) Reply[JobReset] {
 	return Reply[JobReset]{t.eval(ctx, t.s.scripts.jobReset, []string{key}), decodeReset}
 }
