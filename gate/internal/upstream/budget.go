@@ -10,13 +10,14 @@ import (
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
-// An upstream's budget: the rate limits its provider reports on every
-// response (classify.Budget), kept beside the breaker in Redis so every
-// process reads what any process's last response said. An acquire asks it
-// in its own round trip whether one more call fits, counting the calls
-// admitted and not yet settled (reserve, don't mirror: concurrent
-// processes cannot all see "enough left"); the settle releases the call
-// and records what its responses said, in the settle's round trip.
+// An upstream's budget is the rate limits its provider reports on every
+// response (classify.Budget). It is kept beside the breaker in Redis. So
+// every process reads what any process's last response said. An acquire
+// asks it, in the acquire's own round trip, whether one more call fits.
+// It counts the calls admitted and not yet settled. Reserve, don't mirror:
+// concurrent processes cannot all see "enough left". The settle releases
+// the call and records what its responses said, in the settle's round
+// trip.
 
 // BudgetPolicy is how every upstream admits calls by its budget.
 type BudgetPolicy struct {
@@ -24,9 +25,9 @@ type BudgetPolicy struct {
 	Off bool
 	// Reserve is what admission keeps unspent of each limit.
 	Reserve store.BudgetReserve
-	// Margin is how long a budget outlives its last reset: it is dropped
-	// then, and the upstream admits without it until a response reports
-	// one again.
+	// Margin is how long a budget outlives its last reset. It is dropped
+	// then. The upstream admits without it until a response reports one
+	// again.
 	Margin time.Duration
 }
 
@@ -36,17 +37,19 @@ func budgetKeys(prefix, name, key string) store.BudgetKeys {
 }
 
 // Admissions are what an acquire of the run holding token asks the
-// upstreams' budgets, as Keys; nil when budgets are off or the gate has no
-// upstream. Every budget judges the call and the upstream that takes it
-// reserves it. On one node the store judges them all with the job and
-// reserves in the one that takes the call, whichever asks (store.Acquire);
-// on a cluster they answer side by side, so the member asks the first
-// upstream this process does not know to refuse (by its breaker, or by
-// its budget within the wait it gave), and Choose reserves the call in
-// another that takes it, in one more round trip.
+// upstreams' budgets, as Keys. They are nil when budgets are off or the
+// gate has no upstream. Every budget judges the call. The upstream that
+// takes it reserves it.
+//
+// On one node the store judges them all with the job (store.Acquire). It
+// reserves in the one that takes the call, whichever asks. On a cluster
+// they answer side by side. So the member asks the first upstream this
+// process does not know to refuse, by its breaker or by its budget within
+// the wait it gave. Choose reserves the call in another that takes it, in
+// one more round trip.
 //
 // turn is the reservation of the turn upstream turnOf's line gave the
-// caller ("" for none): that upstream's budget takes it over.
+// caller ("" for none). That upstream's budget takes it over.
 func (s *Set) Admissions(token store.Token, tokens int64, turnOf int, turn string) []store.Admission {
 	if s.budget.Off || len(s.keys) == 0 {
 		return nil
@@ -72,7 +75,8 @@ func (s *Set) Admissions(token store.Token, tokens int64, turnOf int, turn strin
 }
 
 // Budget returns upstream i's budget keys and what admission keeps in
-// reserve; false when budgets are off or i is not a guarded upstream.
+// reserve. It returns false when budgets are off or i is not a guarded
+// upstream.
 func (s *Set) Budget(i int) (store.BudgetKeys, store.BudgetReserve, bool) {
 	if s.budget.Off || i < 0 || i >= len(s.keys) {
 		return store.BudgetKeys{}, store.BudgetReserve{}, false
@@ -82,7 +86,7 @@ func (s *Set) Budget(i int) (store.BudgetKeys, store.BudgetReserve, bool) {
 
 // passing reports whether this process last saw the upstream refuse, by
 // its breaker or by its budget, and that refusal has not ended by the
-// local clock: a call is not expected to go there.
+// local clock. A call is then not expected to go there.
 func (b *guarded) passing() bool {
 	return b.knownRefusing() || time.Now().UnixNano() < b.spentUntil.Load()
 }
@@ -114,7 +118,8 @@ func leftOf(a store.Admitted) store.BudgetRead {
 }
 
 // Left is what the run's upstream's budget had left after admitting its
-// call (limits and resets not known); zero when it judged nothing.
+// call. Limits and resets are not known. It is zero when the budget
+// judged nothing.
 func (c Choice) Left() store.BudgetRead {
 	if !c.judged {
 		return store.BudgetRead{}
@@ -145,14 +150,15 @@ func (j Judgement) asked() string {
 }
 
 // unreserved reports whether upstream i's budget judged the call without
-// reserving it, when the acquire asked to reserve it (another upstream
-// was asked: a cluster's acquire asks one).
+// reserving it, when the acquire asked to reserve it. Then another
+// upstream was asked: a cluster's acquire asks one.
 func (j Judgement) unreserved(i int) bool {
 	return i < len(j.admitted) && j.admitted[i].Judged && j.admitted[i].Reserved == "" && j.asked() != ""
 }
 
 // Release queues on t the release of the call the acquire reserved, for
-// an acquire that gives its job up; nothing when it reserved none.
+// an acquire that gives its job up. It queues nothing when the acquire
+// reserved none.
 func (j Judgement) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 	i, m := j.reservation()
 	if i < 0 {
@@ -162,8 +168,8 @@ func (j Judgement) Release(ctx context.Context, t *store.Trip) store.Reply[int64
 }
 
 // reserve reserves the call in upstream i's budget, which judged it
-// without reserving it, in one round trip that also releases the
-// reservation the acquire made elsewhere; j's answers follow.
+// without reserving it. The same round trip releases the reservation the
+// acquire made elsewhere. j's answers follow.
 func (s *Set) reserve(ctx context.Context, st *store.Store, j Judgement, i int) (store.Admitted, error) {
 	a := j.asks[i]
 	a.Member = j.asked()
@@ -185,8 +191,8 @@ func (s *Set) reserve(ctx context.Context, st *store.Store, j Judgement, i int) 
 }
 
 // drop releases the reservation the acquire made in another upstream
-// than the one the call uses, in a round trip of its own (a cluster's
-// acquire that expected another upstream to take the call).
+// than the one the call uses, in a round trip of its own. That happens to
+// a cluster's acquire that expected another upstream to take the call.
 func (s *Set) drop(ctx context.Context, st *store.Store, j Judgement, used int) {
 	h, _ := j.reservation()
 	if h < 0 || h == used {
@@ -200,8 +206,8 @@ func (s *Set) drop(ctx context.Context, st *store.Store, j Judgement, used int) 
 	}
 }
 
-// Release queues on t the release of the call the run reserved; nothing
-// when it reserved none.
+// Release queues on t the release of the call the run reserved. It
+// queues nothing when the run reserved none.
 func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 	if c.member == "" {
 		return store.Reply[int64]{}
@@ -210,12 +216,13 @@ func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 }
 
 // Reserved reports whether the run's call is reserved in its upstream's
-// budget: its settle releases room there.
+// budget. Its settle releases room there.
 func (c Choice) Reserved() bool { return c.member != "" }
 
 // Renew queues on t the renewal of the run's reservation for one more
-// lease, beside its lease's renewal: a call that runs longer than a lease
-// stays counted while it holds its lease. Nothing when it reserved none.
+// lease, beside its lease's renewal. A call that runs longer than a lease
+// stays counted while it holds its lease. Nothing is queued when it
+// reserved none.
 func (c Choice) Renew(ctx context.Context, t *store.Trip) store.Reply[bool] {
 	if c.member == "" {
 		return store.Reply[bool]{}
@@ -224,11 +231,15 @@ func (c Choice) Renew(ctx context.Context, t *store.Trip) store.Reply[bool] {
 }
 
 // Budget queues on t the settle of the run's call in its upstream's
-// budget, in one script: the release of its reservation, what its
-// responses said (seen, read at now), and, for a call that settled with
-// no reading, what it teaches the upstream's learned rate (lesson; Learns
-// decides, lesson.Teach is the caller's wish). Nothing for Free, with
-// budgets off, or when there is nothing to write.
+// budget, in one script. The script writes:
+//   - the release of its reservation;
+//   - what its responses said (seen, read at now);
+//   - for a call that settled with no reading, what it teaches the
+//     upstream's learned rate (lesson). Learns decides; lesson.Teach is
+//     the caller's wish.
+//
+// Nothing is queued for Free, with budgets off, or when there is nothing
+// to write.
 func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.Time, lesson store.Lesson) store.Reply[int64] {
 	g, ok := c.b.(*guarded)
 	if !ok || c.off {
@@ -246,10 +257,10 @@ func (c Choice) Budget(ctx context.Context, t *store.Trip, seen *Seen, now time.
 }
 
 // Unjudged reports whether the run's upstream had no reading its call was
-// judged by (none reported yet, or its last one lapsed), with budgets on:
-// until one is written, every process's calls go one at a time, or by a
-// learned rate, so the first reading is worth writing at once (Early)
-// rather than at the settle.
+// judged by, with budgets on. None was reported yet, or its last one
+// lapsed. Until one is written, every process's calls go one at a time,
+// or by a learned rate. So the first reading is worth writing at once
+// (Early) rather than at the settle.
 func (c Choice) Unjudged() bool {
 	_, ok := c.b.(*guarded)
 	return ok && !c.off && (!c.judged || c.admitted.Unread)
@@ -266,13 +277,13 @@ func (j Judgement) learned(i int) bool {
 }
 
 // Learned reports whether a rate learned from the provider's answers
-// judged the run's call (after a 429: from accepted calls, or starting
-// slowly).
+// judged the run's call. After a 429 it is learned from accepted calls,
+// or starts slowly.
 func (c Choice) Learned() bool { return c.learned }
 
 // Learns reports whether the run's call teaches its upstream's learned
-// rate (Budget's lesson): budgets are on, no reading judged the call, and its
-// responses reported none.
+// rate (Budget's lesson). It does when budgets are on, no reading judged
+// the call, and its responses reported none.
 func (c Choice) Learns(seen *Seen) bool {
 	_, ok := c.b.(*guarded)
 	_, read := seen.reading(time.Now())
@@ -280,7 +291,7 @@ func (c Choice) Learns(seen *Seen) bool {
 }
 
 // Early queues on t what the run's responses said so far (seen, read at
-// now), before its settle; nothing when they said nothing.
+// now), before its settle. It queues nothing when they said nothing.
 func (c Choice) Early(ctx context.Context, t *store.Trip, seen *Seen, now time.Time) store.Reply[int64] {
 	g, ok := c.b.(*guarded)
 	r, seenAny := seen.reading(now)
@@ -291,26 +302,26 @@ func (c Choice) Early(ctx context.Context, t *store.Trip, seen *Seen, now time.T
 }
 
 // Seen is what one run's responses said about its upstream's budget: the
-// newest reading of each limit, and the last response's. Safe for
-// concurrent use (a client may make concurrent requests in one run).
+// newest reading of each limit, and the last response's. It is safe for
+// concurrent use: a client may make concurrent requests in one run.
 type Seen struct {
 	mu       sync.Mutex
 	req, tok seenQuota
 	last     classify.Budget
 	// refused: the run's call was refused for the provider's rate limit
-	// and spent nothing; fitsAt and size: its short wait, the job's own: a
-	// call of size tokens (0: the learned cost) fits at fitsAt (zero:
-	// none).
+	// and spent nothing. fitsAt and size are its short wait, the job's
+	// own. A call of size tokens (0: the learned cost) fits at fitsAt
+	// (zero: none).
 	refused bool
 	fitsAt  time.Time
 	size    int64
 }
 
 // Refused notes that the run's call, of tokens tokens (0: not said), was
-// refused for the provider's rate limit, until fitsAt when that is a
-// short wait that is the job's own (else zero): the settle writes it to
-// the budget, which refuses calls of that size until then, and does not
-// count the call as one whose reading shows what a call costs.
+// refused for the provider's rate limit. fitsAt is when it fits, if that
+// is a short wait that is the job's own (else zero). The settle writes it
+// to the budget. The budget refuses calls of that size until then. It
+// does not count the call as one whose reading shows what a call costs.
 func (s *Seen) Refused(fitsAt time.Time, tokens int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,10 +334,11 @@ type seenQuota struct {
 	at time.Time
 }
 
-// Observe keeps b where it is newer than what was seen: per limit, the
-// reading that leaves less at the later of the two, both refilled as they
-// say; the later reading at equal levels or when either cannot say how it
-// refills (as the budget in Redis keeps it, budget_record.lua).
+// Observe keeps b where it is newer than what was seen, as the budget in
+// Redis keeps it (budget_record.lua). Per limit it keeps the reading that
+// leaves less at the later of the two, both refilled as they say. It
+// keeps the later reading at equal levels. It also keeps the later one
+// when either cannot say how it refills.
 func (s *Seen) Observe(b classify.Budget) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -358,7 +370,7 @@ func (s *seenQuota) keep(q classify.Quota, at time.Time) {
 }
 
 // level is what q, read at at, holds at t, refilled evenly to its size at
-// its reset; false when q does not say how it refills.
+// its reset. It is false when q does not say how it refills.
 func level(q classify.Quota, at, t time.Time) (float64, bool) {
 	if q.Limit <= q.Remaining || !q.Reset.After(at) {
 		return 0, false
@@ -403,13 +415,14 @@ func (s seenQuota) quota(now time.Time) store.Quota {
 }
 
 // Fits is the wait, from now, until one call fits again as the run's last
-// response said it: the wait its message stated (classify.Budget.RetryIn;
-// stated is set), else the refill of one request and the call's tokens
-// (tokens when its caller said, else share of the token limit, as
-// admission reserves) at the rate its limits refill; never the time until
-// the limits are whole. ok is false when the run saw no response that
-// tells, or when its reading says the call fits already (it does not
-// explain the refusal).
+// response said it. It is the wait the response's message stated
+// (classify.Budget.RetryIn; stated is set). Else it is the refill of one
+// request and the call's tokens at the rate its limits refill. The tokens
+// are tokens when its caller said, else share of the token limit, as
+// admission reserves. It is never the time until the limits are whole. ok
+// is false when the run saw no response that tells. It is false too when
+// its reading says the call fits already: that does not explain the
+// refusal.
 func (s *Seen) Fits(now time.Time, tokens int64, share float64) (wait time.Duration, stated, ok bool) {
 	if s == nil {
 		return 0, false, false
