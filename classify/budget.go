@@ -12,13 +12,14 @@ import (
 
 // Budget is what one response said about the caller's rate limits at the
 // provider: how many requests and tokens are left and when they refill.
-// Providers send it on every response, successes included, so a caller that
-// reads it can stop before the limit instead of learning it from a 429.
+// Providers send it on every response, successes included. So a caller
+// that reads it can stop before the limit, instead of learning it from a
+// 429.
 //
 // Read it with ParseBudget, or receive it from a Transport (or
 // classify/goopenai's) with WithBudgetFunc.
 type Budget struct {
-	// At is when the response was read (ParseBudget's now); Reset instants
+	// At is when the response was read (ParseBudget's now). Reset instants
 	// and Fits are relative to it.
 	At time.Time
 	// Requests is the tightest request limit the response reported.
@@ -26,13 +27,13 @@ type Budget struct {
 	// Tokens is the tightest token limit the response reported, of total,
 	// input (prompt) or output (generated) tokens.
 	Tokens Quota
-	// RetryIn is, for a refused call, the time until one call fits again as
-	// the provider's error message said it ("Please try again in 85ms",
-	// "Please retry after 37 seconds"); 0 when it said none. It is not the
-	// time until the limit is whole again, which is Reset: OpenAI's
-	// x-ratelimit-reset-requests may say a minute where the message says
-	// 85 ms. ParseBudget reads headers only and leaves it 0; a Transport
-	// fills it from a failed response's body.
+	// RetryIn is, for a refused call, the time until one call fits again.
+	// It is what the provider's error message said ("Please try again in
+	// 85ms", "Please retry after 37 seconds"). It is 0 when the message
+	// said none. It is not the time until the limit is whole again: that is
+	// Reset. OpenAI's x-ratelimit-reset-requests may say a minute where the
+	// message says 85 ms. ParseBudget reads headers only and leaves it 0. A
+	// Transport fills it from a failed response's body.
 	RetryIn time.Duration
 }
 
@@ -46,10 +47,11 @@ type Quota struct {
 	Remaining int64
 	// Limit is the limit's size when the response said it, else 0.
 	Limit int64
-	// Reset is when the limit is whole again (OpenAI, Anthropic and most
-	// others: "resets to its initial state", "fully replenished"; the IETF
-	// RateLimit field: when more quota is made available); zero when the
-	// response did not say. It is at most MaxHint after Budget.At.
+	// Reset is when the limit is whole again. OpenAI, Anthropic and most
+	// others say "resets to its initial state" or "fully replenished". The
+	// IETF RateLimit field says when more quota is made available. Reset
+	// is zero when the response did not say. It is at most MaxHint after
+	// Budget.At.
 	Reset time.Time
 }
 
@@ -65,20 +67,25 @@ type Quota struct {
 //	Anthropic                                 anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{remaining,limit,reset}
 //	IETF draft-ietf-httpapi-ratelimit-headers RateLimit: "name";r=…;t=…, with RateLimit-Policy: "name";q=…;qu=…
 //
-// A reset is read in whichever form it comes: a Go duration ("6m0s", "1s",
-// "85ms", "2m59.56s"), seconds ("7", "11.38"), Unix time in seconds or
-// milliseconds (a number of at least 10⁹ or 10¹², which no delay reaches),
-// or an RFC 3339 instant. An instant is taken relative to the response's Date
-// header when it parses, so the two clocks need not agree, else relative to
-// now. An IETF item counts as requests when its policy's unit (qu) is
-// "requests" or not given; other units are skipped.
+// A reset is read in whichever form it comes:
+//   - a Go duration ("6m0s", "1s", "85ms", "2m59.56s");
+//   - seconds ("7", "11.38");
+//   - Unix time in seconds or milliseconds: a number of at least 10⁹ or
+//     10¹², which no delay reaches;
+//   - an RFC 3339 instant.
 //
-// When several limits of one kind are reported (Anthropic's tokens, input
+// An instant is taken relative to the response's Date header when it
+// parses, so the two clocks need not agree. Else it is taken relative to
+// now. An IETF item counts as requests when its policy's unit (qu) is
+// "requests" or not given. Other units are skipped.
+//
+// Several limits of one kind may be reported: Anthropic's tokens, input
 // and output tokens; Cerebras' requests per day and per minute; several
-// IETF policies), the one with the fewest left is kept, and of equals the
-// one that resets later. A remaining count that is not a non-negative
-// integer (Azure sends -1 when it does not know) is skipped with its limit
-// and reset; garbage never panics. ok is false when no limit was reported.
+// IETF policies. The one with the fewest left is kept. Of equals, the one
+// that resets later is kept. A remaining count that is not a non-negative
+// integer is skipped with its limit and reset. Azure sends -1 when it
+// does not know. Garbage never panics. ok is false when no limit was
+// reported.
 func ParseBudget(h http.Header, now time.Time) (b Budget, ok bool) {
 	b.At = now
 	serverNow := now
@@ -102,13 +109,13 @@ func ParseBudget(h http.Header, now time.Time) (b Budget, ok bool) {
 }
 
 // Fits returns the earliest instant at which one more request and tokens
-// more tokens fit in b, if each limit refills at an even rate from
-// Remaining at b.At to Limit at Reset, as a token bucket does (OpenAI,
-// Anthropic): b.At when they fit already. A wait the provider said
-// (RetryIn) is about the very call it refused and wins over the estimate.
-// A limit whose Limit is unknown, or too small for the amount, fits only at
-// its Reset. ok is false when b cannot tell: a limit is short and has no
-// Reset.
+// more tokens fit in b. It assumes each limit refills at an even rate
+// from Remaining at b.At to Limit at Reset. A token bucket does so
+// (OpenAI, Anthropic). Fits returns b.At when they fit already. A wait
+// the provider said (RetryIn) is about the very call it refused. It wins
+// over the estimate. A limit whose Limit is unknown, or too small for the
+// amount, fits only at its Reset. ok is false when b cannot tell: a limit
+// is short and has no Reset.
 func (b Budget) Fits(tokens int64) (at time.Time, ok bool) {
 	if b.RetryIn > 0 {
 		return b.At.Add(b.RetryIn), true
@@ -140,7 +147,7 @@ func (q Quota) fits(at time.Time, n int64) (time.Time, bool) {
 		return later(at, q.Reset), true
 	}
 	// (n-Remaining)/(Limit-Remaining) of the refill, rounded up so the
-	// estimate is never early; both counts are below Limit, so the product
+	// estimate is never early. Both counts are below Limit. The product
 	// is computed in float64 to avoid overflowing a Duration's int64.
 	frac := float64(n-q.Remaining) / float64(q.Limit-q.Remaining)
 	return at.Add(time.Duration(math.Ceil(frac * float64(refill)))), true
@@ -153,8 +160,8 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// tighter returns whichever of a and b leaves less room: the one reported,
-// else the one with fewer left, else the one that resets later.
+// tighter returns whichever of a and b leaves less room. That is the one
+// reported, else the one with fewer left, else the one that resets later.
 func tighter(a, b Quota) Quota {
 	switch {
 	case !a.Reported:
@@ -172,8 +179,8 @@ func tighter(a, b Quota) Quota {
 	return a
 }
 
-// dialect names one provider's headers for one limit; an empty reset means
-// the dialect sends none.
+// dialect names one provider's headers for one limit. An empty reset
+// means the dialect sends none.
 type dialect struct {
 	remaining, limit, reset string
 	tokens                  bool
@@ -197,7 +204,7 @@ var dialects = [...]dialect{
 	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Reset", true},
 }
 
-// read reads one dialect's limit from h; ok is false when its remaining
+// read reads one dialect's limit from h. ok is false when its remaining
 // count is absent or garbage.
 func (d dialect) read(h http.Header, now, serverNow time.Time) (q Quota, ok bool) {
 	q.Remaining, ok = parseCount(h.Get(d.remaining))
@@ -234,12 +241,12 @@ const (
 	unixMillis  = 1e12
 )
 
-// parseResetAt reads a reset in any of the forms ParseBudget lists and returns
-// the instant on the local clock, at most MaxHint after now and never before
-// it. The instant is rounded up by the resolution the value is stated in
-// (resolution): a reset said to the second, as Anthropic's RFC 3339 instants
-// and OpenAI's "1s" or "6m0s" are, may come up to a second after what it
-// says, and a reset is never early.
+// parseResetAt reads a reset in any of the forms ParseBudget lists. It
+// returns the instant on the local clock, at most MaxHint after now and
+// never before it. The instant is rounded up by the resolution the value
+// is stated in (resolution). A reset said to the second may come up to a
+// second after what it says. Anthropic's RFC 3339 instants and OpenAI's
+// "1s" or "6m0s" are said so. A reset is never early.
 func parseResetAt(v string, now, serverNow time.Time) (time.Time, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -267,10 +274,12 @@ func parseResetAt(v string, now, serverNow time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// resolution is the unit of the last digit a reset is stated in: a second
-// for "7", "1s", "6m0s", a whole Unix second or an RFC 3339 instant without
-// a fraction; a millisecond for "85ms" or Unix milliseconds; 10 ms for
-// "2m59.56s" or "11.38". 0 for a value it cannot read.
+// resolution is the unit of the last digit a reset is stated in:
+//   - a second for "7", "1s", "6m0s", a whole Unix second or an RFC 3339
+//     instant without a fraction;
+//   - a millisecond for "85ms" or Unix milliseconds;
+//   - 10 ms for "2m59.56s" or "11.38";
+//   - 0 for a value it cannot read.
 func resolution(v string) time.Duration {
 	unit := time.Second
 	switch {
@@ -312,16 +321,18 @@ func fraction(unit time.Duration, digits string) time.Duration {
 	return max(unit, time.Nanosecond)
 }
 
-// fromServer moves an instant on the server's clock to the local one: it is
-// as far after now as it is after serverNow, clamped to [now, now+MaxHint].
+// fromServer moves an instant on the server's clock to the local one. It
+// is as far after now as it is after serverNow. It is clamped to [now,
+// now+MaxHint].
 func fromServer(at, now, serverNow time.Time) time.Time {
 	return now.Add(clampHint(at.Sub(serverNow)))
 }
 
 // ietfQuotas reads the RateLimit field of draft-ietf-httpapi-ratelimit-headers
-// (items "name";r=remaining;t=seconds) with the limits of its RateLimit-Policy
-// (items "name";q=quota;qu=unit). A field that is not a valid Structured
-// Field list is ignored, as the draft says; so is an item without a valid r.
+// (items "name";r=remaining;t=seconds). It reads the limits of its
+// RateLimit-Policy (items "name";q=quota;qu=unit). A field that is not a
+// valid Structured Field list is ignored, as the draft says. So is an item
+// without a valid r.
 func ietfQuotas(h http.Header, now time.Time) []Quota {
 	limits, ok := parseSFList(strings.Join(h.Values("RateLimit"), ","))
 	if !ok {
@@ -465,13 +476,14 @@ func sfBareItem(s string) (item, rest string, ok bool) {
 	return "", "", false
 }
 
-// retryInPattern finds a wait in a rate-limit message: a Go duration after
-// "try again in" or "retry in" (OpenAI, Groq, Gemini: "3.89s", "6ms",
-// "53.016342224s"), or a number of seconds after "retry after" or "try
-// again in" (Azure: "37 seconds", "2 seconds").
+// retryInPattern finds a wait in a rate-limit message:
+//   - a Go duration after "try again in" or "retry in" (OpenAI, Groq,
+//     Gemini: "3.89s", "6ms", "53.016342224s");
+//   - a number of seconds after "retry after" or "try again in" (Azure:
+//     "37 seconds", "2 seconds").
 var retryInPattern = regexp.MustCompile(`(?i)\b(?:try again|retry) (?:in|after) (?:((?:\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns))+)\b|(\d+(?:\.\d+)?) ?(?:seconds?|secs?)\b)`)
 
-// retryIn reads the wait a failed response's error message states; ok is
+// retryIn reads the wait a failed response's error message states. ok is
 // false when it states none. Waits above MaxHint are capped.
 func retryIn(message string) (time.Duration, bool) {
 	m := retryInPattern.FindStringSubmatch(message)
@@ -492,13 +504,13 @@ func retryIn(message string) (time.Duration, bool) {
 // budgetKey is the context key of WithBudgetFunc.
 type budgetKey struct{}
 
-// WithBudgetFunc returns a copy of ctx under which a Transport, or
-// classify/goopenai's, reports the Budget of every response to a request
-// made with that context, success or failure, to f before it returns the
-// response. A response that reports no limit and, if it failed, states no
-// wait is not reported. f runs on the caller's goroutine, and concurrently
-// for concurrent requests: it must be safe for concurrent use and must not
-// block.
+// WithBudgetFunc returns a copy of ctx under which a Transport reports
+// budgets to f. classify/goopenai's Transport does too. It reports the
+// Budget of every response to a request made with that context, success
+// or failure. It calls f before it returns the response. A response that
+// reports no limit, and if it failed states no wait, is not reported. f
+// runs on the caller's goroutine, and concurrently for concurrent
+// requests. It must be safe for concurrent use and must not block.
 //
 // The innermost call wins: a request belongs to the innermost gated call
 // around it. A nil f turns reporting off for ctx.
@@ -512,7 +524,7 @@ func budgetFunc(ctx context.Context) func(Budget) {
 	return f
 }
 
-// reportBudget hands the budget of a response to f, if any; message is a
+// reportBudget hands the budget of a response to f, if any. message is a
 // failed response's error message, "" for a success.
 func reportBudget(f func(Budget), h http.Header, message string) {
 	if f == nil {

@@ -6,18 +6,21 @@ import (
 	"unicode/utf8"
 )
 
-// The vocabulary: words that say a failure is about the account, the key,
-// the deployment or the provider's capacity rather than about the request,
-// and words that name the request itself. They are read in the codes,
-// types and messages of a response the code tables left undecided, on
-// word boundaries and case-insensitively ("insufficient_balance",
-// "InsufficientBalance" and "insufficient balance" are the same words). A
-// match of an account group only ever moves a verdict away from Failed: to
-// systemic (pause or cool, never fail) or to transient. A match of a
-// request group (gContent, gContext, gParam, gOrder) is proof, unless an
+// The vocabulary holds two kinds of words:
+//   - words that say a failure is about the account, the key, the
+//     deployment or the provider's capacity rather than about the request;
+//   - words that name the request itself.
+//
+// They are read in the codes, types and messages of a response the code
+// tables left undecided. They match on word boundaries and
+// case-insensitively: "insufficient_balance", "InsufficientBalance" and
+// "insufficient balance" are the same words. A match of an account group
+// only ever moves a verdict away from Failed. It moves it to systemic
+// (pause or cool, never fail) or to transient. A match of a request group
+// (gContent, gContext, gParam, gOrder) is proof. It is not when an
 // account group or gMention also matches.
 
-// group is what a vocabulary term says about a failure; the order is the
+// group is what a vocabulary term says about a failure. The order is the
 // precedence when several groups match one response.
 type group uint8
 
@@ -58,11 +61,11 @@ var groupVerdict = [...]Verdict{
 }
 
 // term is one entry of the vocabulary. Its phrase matches consecutive
-// words; a word ending in '*' matches any word it begins. With near, one
-// of near's phrases must also start within window words of the phrase
-// (either side); with after, within window words after it. not lists
-// words that, right next to the phrase, cancel it ("budget tokens" is a
-// request parameter, not money).
+// words. A word ending in '*' matches any word it begins. With near, one
+// of near's phrases must also start within window words of the phrase,
+// on either side. With after, it must start within window words after
+// it. not lists words that cancel the phrase right next to it: "budget
+// tokens" is a request parameter, not money.
 type term struct {
 	g      group
 	name   string // the Evidence word
@@ -84,12 +87,12 @@ const (
 	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove|categor*"
 )
 
-// vocabulary lists every term, in no particular order: groups decide
+// vocabulary lists every term, in no particular order. Groups decide
 // precedence.
 var vocabulary = [...]term{
 	// A rate limit named ("RateLimitError", "higher rate limits", "Too
 	// Many Requests", gRPC's "resource exhausted") says less than money
-	// words beside it: gateways name every 429 so, whatever it was.
+	// words beside it. Gateways name every 429 so, whatever it was.
 	{g: gRateName, name: "rate_limit", phrase: "rate limit*"},
 	{g: gRateName, name: "rate_limit", phrase: "ratelimit*"},
 	{g: gRateName, name: "rate_limit", phrase: "rate limited"},
@@ -115,7 +118,7 @@ var vocabulary = [...]term{
 	// A gateway with no deployment of the model able to serve now
 	// ("There are no healthy deployments for this model").
 	{g: gOverload, name: "no_deployment", phrase: "no healthy deployment*"},
-	// NVIDIA's "DEGRADED function cannot be invoked": the model's
+	// NVIDIA's "DEGRADED function cannot be invoked" is about the model's
 	// deployment, never the request.
 	{g: gOverload, name: "degraded", phrase: "degraded"},
 
@@ -136,14 +139,14 @@ var vocabulary = [...]term{
 	// Usage beyond a plan, billed or refused ("Contact your administrator
 	// to enable overages").
 	{g: gMoney, name: "overage", phrase: "overage*"},
-	// A key's own spending cap ("Key limit exceeded (monthly limit)"),
-	// which only whoever manages the key lifts.
+	// A key's own spending cap ("Key limit exceeded (monthly limit)").
+	// Only whoever manages the key lifts it.
 	{g: gMoney, name: "key_limit", phrase: "key|keys", after: "limit|limits|budget|cap", window: 1},
 	{g: gMoney, name: "budget", phrase: "budget*", near: limitWords, window: 4, not: "token|tokens|thinking|reasoning"},
 	{g: gMoney, name: "spend_limit", phrase: "spend*", near: limitWords + "|cap", window: 3},
 	// A quota is money (OpenAI's insufficient_quota) or a rate that
 	// refills (Vertex's "Resource has been exhausted (e.g. check
-	// quota)"): a rate named beside it wins.
+	// quota)"). A rate named beside it wins.
 	{g: gQuota, name: "quota", phrase: "quota*", near: limitWords, window: 4},
 	// A quota that "will reset after 8h44m7s" is spent until then.
 	{g: gQuota, name: "quota", phrase: "quota", after: "reset*", window: 2},
@@ -173,12 +176,12 @@ var vocabulary = [...]term{
 	{g: gAccount, name: "suspended", phrase: "suspend*"},
 	{g: gAccount, name: "deactivated", phrase: "deactivat*"},
 	{g: gAccount, name: "banned", phrase: "banned"},
-	// Bedrock's ValidationException "Operation not allowed": the account
+	// Bedrock's ValidationException "Operation not allowed". The account
 	// is blocked from invoking models, whatever the request.
 	{g: gAccount, name: "operation_not_allowed", phrase: "operation not allowed"},
 	// OpenAI's "Your access was terminated due to violation of our
-	// policies" (even under a 429), and a key Google blocked as leaked:
-	// every call fails, whatever the request.
+	// policies" (even under a 429). A key Google blocked as leaked. Every
+	// call fails, whatever the request.
 	{g: gAccount, name: "access_terminated", phrase: "access", after: "terminated|revoked", window: 3},
 	{g: gAccount, name: "leaked", phrase: "leaked"},
 	{g: gAccount, name: "account_state", phrase: accountNouns, near: accountState, window: 8},
@@ -187,13 +190,14 @@ var vocabulary = [...]term{
 
 	{g: gModel, name: "model", phrase: "model|models", after: modelMissing, window: 8},
 	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model|not a valid model"},
-	// A model named against a list or as missing is the deployment's
-	// choice of models, not this request's words: "model must be one of".
+	// A model named against a list or as missing: "model must be one of".
+	// That is the deployment's choice of models, not this request's words.
 	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of|is not valid|not valid|is invalid", window: 2},
 	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
 	// A router with no endpoint to serve the model ("no endpoints
 	// available for this model under your current plan", OpenRouter's "No
-	// endpoints found"): the model's availability, never the request's.
+	// endpoints found"). That is the model's availability, never the
+	// request's.
 	{g: gModel, name: "model", phrase: "no endpoint|no endpoints", near: "model|models|found", window: 4},
 	// A retired model named at length ("Model meta.llama-3.1-70b-instruct
 	// 1.0.0 is retired": the id alone is eleven words).
@@ -211,11 +215,11 @@ var vocabulary = [...]term{
 	{g: gContent, name: "content_policy", phrase: "prohibited content|sensitive word|sensitive words|prompt injection|jailbreak|allow patterns|deny patterns"},
 	{g: gContent, name: "content_policy", phrase: "content blocked|prompt blocked|input blocked|message blocked|blocked content|blocked prompt"},
 	{g: gContent, name: "content_policy", phrase: "usage guidelines|content guidelines|community guidelines", near: verdictWords, window: 4},
-	// What blocked the request must judge content: a firewall or a policy
+	// What blocked the request must judge content. A firewall or a policy
 	// may block an address ("blocked by IP allowlist policy").
 	{g: gContent, name: "guardrail", phrase: "blocked by|rejected by|denied by|filtered by|flagged by|stopped by", after: "firewall for ai|ai firewall|guard|guardrail*|content filter*|safety filter*|prompt shield*|moderation", window: 4},
 	// A moderation or guardrail service is named by an outage too
-	// ("Bedrock guardrail request failed"): only a verdict is proof.
+	// ("Bedrock guardrail request failed"). Only a verdict is proof.
 	{g: gContent, name: "moderation", phrase: "moderation", near: verdictWords, window: 6},
 	{g: gContent, name: "guardrail", phrase: "guardrail*", near: verdictWords, window: 6},
 
@@ -293,7 +297,7 @@ var vocabulary = [...]term{
 	{g: gParam, name: "not_supported", phrase: "not enabled for model|not enabled for models|not enabled for this model|not available for this model"},
 	{g: gParam, name: "max_tokens", phrase: "max tokens|max new tokens|max completion tokens|max output tokens|maximum tokens|max tokens to sample", near: "exceed*|must be|maximum|limit|too large|greater|larger|at most|above", window: 10},
 
-	// Words about the account that name no verdict of their own: where
+	// Words about the account that name no verdict of their own. Where
 	// they appear, words about the request prove nothing.
 	{g: gMention, name: "account", phrase: accountNouns + "|team|plan|plans|subscription*|tier|billing|quota*|credit|credits|balance|credential*|permission*|country|region|territory|location|spend*|payment*"},
 	{g: gMention, name: "account", phrase: "budget*", not: "token|tokens|thinking|reasoning"},
@@ -315,7 +319,7 @@ var cjkTerms = [...]struct {
 	{"敏感内容", gContent, "content_policy"},
 }
 
-// compiled is a term split into words; alternatives are expanded.
+// compiled is a term split into words. Alternatives are expanded.
 type compiled struct {
 	g             group
 	name          string
@@ -350,8 +354,9 @@ func compileVocabulary() []compiled {
 	return out
 }
 
-// wordMatch reports whether the word w fits the pattern p: exact, a
-// prefix ("suspend*"), or one letter free ("unauthori?ed").
+// wordMatch reports whether the word w fits the pattern p. It fits
+// exactly, as a prefix ("suspend*"), or with one letter free
+// ("unauthori?ed").
 func wordMatch(p, w string) bool {
 	if prefix, ok := strings.CutSuffix(p, "*"); ok {
 		return strings.HasPrefix(w, prefix)
@@ -404,14 +409,14 @@ func (t *compiled) matches(words []string) bool {
 	})
 }
 
-// maxWords bounds how many words of one field are read: error messages are
-// short, and the bound keeps a hostile body's cost linear and small.
+// maxWords bounds how many words of one field are read. Error messages
+// are short. The bound keeps a hostile body's cost linear and small.
 const maxWords = 256
 
-// words splits s into lower-case words at every character that is not a
-// letter or a digit, and between a lower-case letter and an upper-case one
-// ("InsufficientBalance", "APIKey" → "api", "key"). Links (http:// and
-// https:// up to the next space) are skipped.
+// words splits s into lower-case words. It splits at every character that
+// is not a letter or a digit. It splits between a lower-case letter and
+// an upper-case one too ("InsufficientBalance", "APIKey" → "api", "key").
+// Links (http:// and https:// up to the next space) are skipped.
 func words(s string) []string {
 	var (
 		out  []string
@@ -433,8 +438,8 @@ func words(s string) []string {
 			continue
 		}
 		if r == 'h' && (strings.HasPrefix(s[i:], "https://") || strings.HasPrefix(s[i:], "http://")) {
-			// A link is an address, not words: "json-schema.org" is no
-			// organisation, ".../rate-limits" no rate limit.
+			// A link is an address, not words. "json-schema.org" is no
+			// organisation; ".../rate-limits" is no rate limit.
 			flush()
 			skipTo = i + len(s[i:]) - len(strings.TrimLeftFunc(s[i:], func(r rune) bool { return !unicode.IsSpace(r) }))
 			prev = ' '
@@ -464,11 +469,11 @@ type field struct {
 }
 
 // vocabMatch finds the first of groups, in their order, whose terms match
-// any of fields, and returns it with its Evidence ("message:balance"). The
-// error type is read last, on its own: providers file money problems under
-// their rate-limit type (Anthropic's spend limits, Moonshot's suspended
-// accounts are rate_limit_error-like types), so the type's coarse words
-// must not outweigh the specific ones of a code or message.
+// any of fields. It returns it with its Evidence ("message:balance"). The
+// error type is read last, on its own. Providers file money problems under
+// their rate-limit type: Anthropic's spend limits and Moonshot's suspended
+// accounts come as rate_limit_error-like types. So the type's coarse
+// words must not outweigh the specific ones of a code or message.
 func vocabMatch(fields []field, groups ...group) (group, string) {
 	var typ []field
 	for i, f := range fields {
