@@ -34,9 +34,10 @@ func (v Verdict) with(evidence string) Verdict {
 }
 
 // byCode holds the provider error codes and types specific enough to decide
-// on their own, whatever the status: OpenAI sends an exhausted quota and a
-// rate limit both as 429, and an invalid key as type "invalid_request_error",
-// so the code must win over the status, and the status over a generic type.
+// on their own, whatever the status. OpenAI sends an exhausted quota and a
+// rate limit both as 429. It sends an invalid key as type
+// "invalid_request_error". So the code must win over the status, and the
+// status over a generic type.
 var byCode = map[string]Verdict{
 	// OpenAI error.code, Anthropic error.type, Azure innererror.code.
 	"insufficient_quota":                   vQuota,
@@ -63,9 +64,9 @@ var byCode = map[string]Verdict{
 	"DeploymentNotFound":                   vModelNotFound,
 	"request_too_large":                    vTooLarge,
 
-	// Gateways' own verdicts on the request: Portkey's type for a
-	// guardrail's deny (with its status 446), One API and new-api's word
-	// filter on the prompt (under 400, and 500 in some versions).
+	// Gateways' own verdicts on the request. Portkey's type is for a
+	// guardrail's deny, with its status 446. One API and new-api's word
+	// filter on the prompt comes under 400, and 500 in some versions.
 	"hooks_failed":             vContentFilter,
 	"sensitive_words_detected": vContentFilter,
 
@@ -80,7 +81,7 @@ var byCode = map[string]Verdict{
 	"missing_required_parameter": vBadParameter,
 
 	// OpenAI Responses API error codes (ResponseError.code) that name the
-	// request's image or content; failed_to_download_image and
+	// request's image or content. failed_to_download_image and
 	// vector_store_timeout may pass later and stay unlisted.
 	"invalid_image":                  vBadParameter,
 	"invalid_image_format":           vBadParameter,
@@ -100,8 +101,8 @@ var byCode = map[string]Verdict{
 	// google.rpc.Status.status.
 	"FAILED_PRECONDITION": vAuthKey, // Gemini: no free tier in this region, billing not enabled
 
-	// google.rpc.ErrorInfo.reason, from google.api.ErrorReason: credentials
-	// and project state fail every call of the key; quota reasons refill.
+	// google.rpc.ErrorInfo.reason, from google.api.ErrorReason. Credentials
+	// and project state fail every call of the key. Quota reasons refill.
 	"API_KEY_INVALID":                 vAuthKey,
 	"API_KEY_SERVICE_BLOCKED":         vAuthKey,
 	"API_KEY_HTTP_REFERRER_BLOCKED":   vAuthKey,
@@ -117,7 +118,7 @@ var byCode = map[string]Verdict{
 	"CONSUMER_SUSPENDED":              vAuthKey,
 	"USER_PROJECT_DENIED":             vAuthKey,
 	"ACCOUNT_STATE_INVALID":           vAuthKey,
-	// Gemini Code Assist's "Verify your account to continue": no call of
+	// Gemini Code Assist's "Verify your account to continue". No call of
 	// the account passes until it is verified.
 	"VALIDATION_REQUIRED":       vAuthKey,
 	"BILLING_DISABLED":          vQuota,
@@ -148,8 +149,8 @@ var byStatus = map[int]Verdict{
 	529:                                     vOverloaded,    // Anthropic, Together: overloaded
 }
 
-// byType decides last, for generic error types: mid-stream errors have no
-// status, and statuses outside byStatus still carry a type.
+// byType decides last, for generic error types. Mid-stream errors have no
+// status. Statuses outside byStatus still carry a type.
 var byType = map[string]Verdict{
 	"invalid_request_error": vInvalidRequest,
 	"server_error":          vUpstream5xx,
@@ -157,33 +158,35 @@ var byType = map[string]Verdict{
 	"timeout_error":         vTimeout,
 }
 
-// apiVerdict classifies a provider's error response from its status (0 when
-// unknown, as mid-stream) and what its body says, its message decoded
-// first if it came percent-encoded (plaintext.go), in this order:
+// apiVerdict classifies a provider's error response. It reads its status
+// (0 when unknown, as mid-stream) and what its body says. The message is
+// decoded first if it came percent-encoded (plaintext.go). The order is:
 //
 //  1. the message table (messages.go);
 //  2. codes that say the failure is not the request's (a rate limit, a
-//     quota, a key), most specific first; a rate-limit error type yields
-//     to money words beside it unless words give the rate's period;
+//     quota, a key), most specific first. A rate-limit error type yields
+//     to money words beside it, unless words give the rate's period;
 //  3. 401 and 402, which already say the same;
 //  4. the account vocabulary (vocab.go): money, accounts, keys and models
 //     win over any proof. Under a server's own status (5xx, 408) without
-//     proof only money, account and key words are read: rate and
+//     proof, only money, account and key words are read. Rate and
 //     overload words do not make a 500 provider-wide. A rate only named
 //     yields to money words unless the response paces the retry;
-//  5. proof that names the request: a code (context_length_exceeded,
-//     content_filter...), else words that name a content or guardrail
-//     verdict on it (under any status), its size over a limit stated in
-//     numbers or the order of its messages (under any status but 403 and
-//     404), or a parameter or schema feature the model rejects (under a
-//     status that rejects a request: not 403, 404 or 5xx), unless the text
-//     also speaks of the account (gMention);
+//  5. proof that names the request, unless the text also speaks of the
+//     account (gMention). It is a code (context_length_exceeded,
+//     content_filter...). Else it is words that name:
+//     - a content or guardrail verdict on it, under any status;
+//     - its size over a limit stated in numbers, or the order of its
+//     messages, under any status but 403 and 404;
+//     - a parameter or schema feature the model rejects, under a status
+//     that rejects a request (not 403, 404 or 5xx);
 //  6. the status, then a generic type. A bare rejection (400, 422,
-//     invalid_request_error, 501) is a suspect: permanent, unproven;
-//     unless its type says the server failed (server_error, api_error):
-//     then it is the server's, transient; or it names the part of the
-//     request it rejects (rejection.go): then it is proof; or it speaks
-//     of the model or its deployment: then it is the model's, systemic.
+//     invalid_request_error, 501) is a suspect: permanent, unproven.
+//     There are three exceptions. A type that says the server failed
+//     (server_error, api_error) makes it the server's: transient. Naming
+//     the part of the request it rejects (rejection.go) makes it proof.
+//     Speaking of the model or its deployment makes it the model's:
+//     systemic.
 func apiVerdict(status int, p problem) Verdict {
 	p.message = plainText(p.message)
 	if v, ok := messageVerdict(p.message); ok {
@@ -197,10 +200,10 @@ func apiVerdict(status int, p problem) Verdict {
 	if v, ok := codeVerdict(codes, false); ok {
 		if v.Reason == ReasonRateLimited && strings.HasPrefix(v.Evidence, "type:") {
 			// A rate-limit type is the class a provider files its 429s
-			// under, money problems included (Anthropic's "This request
+			// under, money problems included. Anthropic's "This request
 			// would exceed your account's monthly spend limit" is a
-			// rate_limit_error): money words beside it win, unless
-			// words give the rate's period (OpenRouter's
+			// rate_limit_error. Money words beside it win, unless words
+			// give the rate's period (OpenRouter's
 			// "free-models-per-day-high-balance").
 			if g, ev := vocabMatch(fields, gRate, gMoney); g == gMoney {
 				return groupVerdict[g].with(ev)
@@ -239,9 +242,9 @@ func apiVerdict(status int, p problem) Verdict {
 	}
 	v := statusVerdict(status, p)
 	if t, ok := byType[p.typ]; ok && v.Suspect && words == 0 && t.Class == ClassTransient {
-		// A bare rejection whose type says the server failed (Ollama's
-		// 400 "unexpected server status" of type api_error) is the
-		// server's: retried, never Failed on its second sight.
+		// A bare rejection whose type says the server failed is the
+		// server's: Ollama's 400 "unexpected server status" of type
+		// api_error. It is retried, never Failed on its second sight.
 		return t.with("type:" + p.typ)
 	}
 	if v.Suspect && v.Reason == ReasonInvalidRequest && words == 0 {
@@ -266,24 +269,25 @@ func apiVerdict(status int, p problem) Verdict {
 }
 
 // requestGroups are the groups of words that name the request read under
-// status. A content or guardrail verdict is proof under any status (a
-// moderation verdict comes as a 403, a guardrail's as a 500). Under 403
+// status. A content or guardrail verdict is proof under any status. A
+// moderation verdict comes as a 403, a guardrail's as a 500. Under 403
 // and 404 other words more likely describe the deployment ("endpoint not
-// supported") and would fail every job at once. Under a server's own 5xx,
-// words about parameters may be its own trouble ("operation not
-// supported"), but a size over a limit stated in numbers and the order of
-// the messages are this request's: servers answer their validation errors
-// so (vLLM through Xinference, "The decoder prompt (length 66501) is longer
-// than the maximum model length of 65536"; Ollama, "system message must be
-// at the beginning"), and the same request gets the same answer.
+// supported"). They would fail every job at once. Under a server's own
+// 5xx, words about parameters may be its own trouble ("operation not
+// supported"). But a size over a limit stated in numbers, and the order
+// of the messages, are this request's. Servers answer their validation
+// errors so, and the same request gets the same answer:
+//   - vLLM through Xinference: "The decoder prompt (length 66501) is
+//     longer than the maximum model length of 65536";
+//   - Ollama: "system message must be at the beginning".
 func requestGroups(status int) []group {
 	switch {
 	case status == http.StatusForbidden || status == http.StatusNotFound:
 		return contentGroups
 	case status == http.StatusTooManyRequests:
 		// Token counts and limits under a 429 are a rate's ("Too many
-		// tokens, please wait", "input tokens per minute"), not the
-		// request's size or parameters.
+		// tokens, please wait", "input tokens per minute"). They are not
+		// the request's size or parameters.
 		return rateRequestGroups
 	case status >= 500:
 		return serverRequestGroups
@@ -298,9 +302,9 @@ var (
 	contentGroups       = []group{gContent}
 )
 
-// statesNumber reports whether the field the Evidence ev names ("message"
-// of "message:context_length") states a number (a limit, a size): a word
-// of digits.
+// statesNumber reports whether the field the Evidence ev names states a
+// number, such as a limit or a size. The field of "message:context_length"
+// is "message". A number is a word of digits.
 func statesNumber(fields []field, ev string) bool {
 	name, _, _ := strings.Cut(ev, ":")
 	for _, f := range fields {
@@ -317,24 +321,25 @@ func statesNumber(fields []field, ev string) bool {
 }
 
 // accountGroups are the vocabulary groups that say a failure is not the
-// request's, in precedence order; serverAccountGroups those read under a
-// server's own status: the money, the account and the key fail every call
-// whatever the server says, while rate and overload words add nothing to
-// a 5xx. A rate limit only named ("RateLimitError", gRPC's "resource
-// exhausted") yields to money words beside it ("You exceeded your current
-// quota, please check your plan and billing details" through LiteLLM) unless
-// the response paces the retry (pacedAccountGroups): a stated wait or
-// google.rpc.RetryInfo says the limit refills, as Gemini's per-minute quota
-// 429s say with the same billing words.
+// request's, in precedence order. serverAccountGroups are those read
+// under a server's own status. The money, the account and the key fail
+// every call whatever the server says. Rate and overload words add
+// nothing to a 5xx. A rate limit only named ("RateLimitError", gRPC's
+// "resource exhausted") yields to money words beside it. LiteLLM sends
+// "You exceeded your current quota, please check your plan and billing
+// details" so. That holds unless the response paces the retry
+// (pacedAccountGroups). A stated wait or google.rpc.RetryInfo says the
+// limit refills. Gemini's per-minute quota 429s say so with the same
+// billing words.
 var (
 	accountGroups       = []group{gRate, gOverload, gMoney, gRateName, gQuota, gAccount, gNoModel, gModel, gAccess, gKey}
 	pacedAccountGroups  = []group{gRate, gRateName, gOverload, gMoney, gQuota, gAccount, gNoModel, gModel, gAccess, gKey}
 	serverAccountGroups = []group{gMoney, gQuota, gAccount, gKey}
 )
 
-// paced reports whether the response says when to try again: a
-// google.rpc.RetryInfo or a wait its message states ("Please retry in
-// 53.0s").
+// paced reports whether the response says when to try again. A
+// google.rpc.RetryInfo says it, and so does a wait its message states
+// ("Please retry in 53.0s").
 func (p problem) paced() bool {
 	if p.hasDelay {
 		return true
@@ -363,8 +368,9 @@ func statusVerdict(status int, p problem) Verdict {
 // codeFields names the fields of problem.codes for Evidence.
 var codeFields = [...]string{"code", "innercode", "errorinfo", "rpcstatus", "type"}
 
-// codeVerdict looks the codes up in byCode: with permanent false, the
-// verdicts that are not permanent; with permanent true, those that are.
+// codeVerdict looks the codes up in byCode. With permanent false it finds
+// the verdicts that are not permanent. With permanent true it finds those
+// that are.
 func codeVerdict(codes [5]string, permanent bool) (Verdict, bool) {
 	for i, k := range codes {
 		if v, ok := byCode[k]; ok && (v.Class == ClassPermanent) == permanent {
@@ -404,9 +410,9 @@ func (p problem) codes() [5]string {
 	return [...]string{p.code, p.inner, p.reason, p.gstatus, p.typ}
 }
 
-// codeString renders go-openai's APIError.Code, which is any: a string, a
-// number (int after go-openai's decoding, float64 from plain encoding/json)
-// or nil.
+// codeString renders go-openai's APIError.Code, which is any. It may be a
+// string, nil, or a number: int after go-openai's decoding, float64 from
+// plain encoding/json.
 func codeString(c any) string {
 	switch c := c.(type) {
 	case string:
@@ -424,9 +430,9 @@ func codeString(c any) string {
 	return ""
 }
 
-// codeStatus returns a numeric code that looks like an HTTP status, as some
-// OpenAI-compatible servers send ({"error":{"code":429,...}}), for errors
-// whose status is otherwise unknown (mid-stream).
+// codeStatus returns a numeric code that looks like an HTTP status. Some
+// OpenAI-compatible servers send one ({"error":{"code":429,...}}). It is
+// for errors whose status is otherwise unknown (mid-stream).
 func codeStatus(c any) int {
 	var f float64
 	switch c := c.(type) {

@@ -8,25 +8,31 @@ import (
 // A rejection that names the request is proof.
 //
 // A server that rejects a request (400, 416, 422, a mid-stream
-// invalid_request_error) says either which part of the request is wrong
-// ("max_tokens must be at least 16 for sonar", "functions is not
-// supported", "`inputs` must have less than 1024 tokens") or nothing more
-// than that it rejected it ("Malformed input request, please reformat
-// your input and try again", "Invalid Parameters", "Request contains an
-// invalid argument."). Listing the first kind's wording never ends: every
-// API validates in its own idioms. The second kind is small and closed: a
-// generic rejection can only combine the request's nouns (request, input,
-// parameter...) with a state (invalid, malformed, failed...) and a
-// courtesy (please check, try again). So the rule reads the other way
-// round: what the account, key, money, model, rate and overload
-// vocabularies do not claim, and what speaks of no server trouble, is
-// proof when the message says more than the generic words, or when the
-// body names the field (OpenAI's param, FastAPI's loc, google.rpc
-// BadRequest's field). A message with only generic words stays a suspect.
+// invalid_request_error) says one of two things:
+//   - which part of the request is wrong: "max_tokens must be at least 16
+//     for sonar", "functions is not supported", "`inputs` must have less
+//     than 1024 tokens";
+//   - nothing more than that it rejected it: "Malformed input request,
+//     please reformat your input and try again", "Invalid Parameters",
+//     "Request contains an invalid argument.".
+//
+// Listing the first kind's wording never ends: every API validates in its
+// own idioms. The second kind is small and closed. A generic rejection
+// can only combine the request's nouns (request, input, parameter...)
+// with a state (invalid, malformed, failed...) and a courtesy (please
+// check, try again).
+//
+// So the rule reads the other way round. Some words are not claimed by
+// the account, key, money, model, rate and overload vocabularies, and
+// speak of no server trouble. They are proof when the message says more
+// than the generic words. They are proof too when the body names the
+// field (OpenAI's param, FastAPI's loc, google.rpc BadRequest's field). A
+// message with only generic words stays a suspect.
 
-// genericWords are the words a rejection that names nothing is made of:
-// the request's nouns, its states, a status line's words and courtesies.
-// A word with a digit (a status, a request id, a hex id) is generic too.
+// genericWords are the words a rejection that names nothing is made of.
+// They are the request's nouns, its states, a status line's words and
+// courtesies. A word with a digit (a status, a request id, a hex id) is
+// generic too.
 var genericWords = wordSet(`
 	a an the this that these it its is are was were be been being has have had
 	in on of or and to for with from at by as into your you we our there here
@@ -43,8 +49,8 @@ var genericWords = wordSet(`
 	call calls invocation
 `)
 
-// serverWords speak of the server or of time: a rejection that says them
-// may pass later, so it proves nothing, whatever else it names. A word
+// serverWords speak of the server or of time. A rejection that says them
+// may pass later. So it proves nothing, whatever else it names. A word
 // ending in '*' matches any word it begins.
 var serverWords = strings.Fields(`
 	internal server servers service unavailable timeout timed temporar*
@@ -53,22 +59,22 @@ var serverWords = strings.Fields(`
 `)
 
 // guardWords speak of the credentials, access, a network policy or a
-// moderation service: a rejection that says them and names no field of
-// the request may fail every request alike, so it proves nothing.
+// moderation service. A rejection that says them and names no field of
+// the request may fail every request alike. So it proves nothing.
 var guardWords = strings.Fields(`
 	key keys token auth* unauthori* permit* allowed forbidden denied access
 	project projects policy policies firewall allowlist whitelist ip
 	moderation guardrail guardrails filter filtered
 `)
 
-// modelWords name what serves the request. A rejection that speaks of it
-// and names no field of the request ("Unable to access non-serverless
-// model ... create and start a new dedicated endpoint for the model") is
-// the model's availability, which fails the same request until someone
-// changes the deployment: never the job's fault, so never Failed, not
-// even on its second sight as a suspect would be. Beside a field's name
-// ("max_completion_tokens is limited for this model") the model is only
-// where the request is sent.
+// modelWords name what serves the request. A rejection may speak of it
+// and name no field of the request: "Unable to access non-serverless
+// model ... create and start a new dedicated endpoint for the model".
+// That is the model's availability. It fails the same request until
+// someone changes the deployment. It is never the job's fault, so never
+// Failed, not even on its second sight as a suspect would be. Beside a
+// field's name ("max_completion_tokens is limited for this model"), the
+// model is only where the request is sent.
 var modelWords = wordSet(`model models deployment deployments endpoint endpoints engine`)
 
 // anyOf reports whether w matches one of list.
@@ -92,7 +98,7 @@ const (
 )
 
 // readRejection reads a rejection (rejection.go's rule), with its
-// Evidence. It is asked only once no vocabulary group matched, so
+// Evidence. It is asked only once no vocabulary group matched. So
 // account, key, money and model words have had their say.
 func readRejection(p problem) (rejection, string) {
 	if strings.ContainsRune(p.message, '%') && !strings.ContainsRune(p.message, ' ') {
@@ -137,7 +143,7 @@ func readRejection(p problem) (rejection, string) {
 	}
 	for _, w := range msg {
 		// One letter ("parameter 'x' is invalid") is too little to name
-		// a part of the request on its own; the body's param may.
+		// a part of the request on its own. The body's param may.
 		if len(w) > 1 && !genericWords[w] && isASCIIWord(w) && !hasDigit(w) {
 			return rejectionNamed, "message:names_request"
 		}
@@ -146,9 +152,9 @@ func readRejection(p problem) (rejection, string) {
 }
 
 // identifiers takes the snake_case names out of s ("max_model_len",
-// "FD_MAX_STOP_SEQS_NUM", "tool_choice"): each names a field of the
-// request, and its parts are not words ("model" in "max_model_len" speaks
-// of no model). It returns s without them and how many there were.
+// "FD_MAX_STOP_SEQS_NUM", "tool_choice"). Each names a field of the
+// request. Its parts are not words: "model" in "max_model_len" speaks of
+// no model. It returns s without them and how many there were.
 func identifiers(s string) (string, int) {
 	var b strings.Builder
 	n := 0
@@ -179,11 +185,11 @@ func identifiers(s string) (string, int) {
 // part of the request.
 var paramAccountGroups = append(append([]group{}, accountGroups...), gMention)
 
-// utf8RuneSelf: identifiers are read in ASCII; other bytes pass through.
+// utf8RuneSelf: identifiers are read in ASCII. Other bytes pass through.
 const utf8RuneSelf = 0x80
 
-// isASCIIWord: a word of another script (Chinese has no word boundaries,
-// so a whole sentence is one word) is not read as naming anything.
+// isASCIIWord: a word of another script is not read as naming anything.
+// Chinese has no word boundaries, so a whole sentence is one word.
 func isASCIIWord(w string) bool {
 	for _, r := range w {
 		if r > unicode.MaxASCII {
