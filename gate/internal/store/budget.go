@@ -9,9 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// An upstream's budget (lua/budget_*.lua): the rate limits its provider
-// last reported, and the calls admitted against them and not yet settled.
-// Every script reads the upstream's three keys, which share its slot.
+// An upstream's budget (lua/budget_*.lua) is the rate limits its provider
+// last reported. It also holds the calls admitted against them and not
+// yet settled. Every script reads the upstream's three keys, which share
+// its slot.
 
 var (
 	//go:embed lua/budget_left.lua
@@ -43,16 +44,16 @@ var (
 	// The acquire of a job and its upstreams' budgets in one script, on
 	// one node (Store.Acquire).
 	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + jobTakeLua + acquireBudgetLua)
-	// A settle's record: the release, the reading and, for a call with
-	// none, what it teaches the learned rate, in one script.
+	// A settle's record, in one script: the release, the reading and, for
+	// a call with none, what it teaches the learned rate.
 	budgetRecordScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetLearnLua + budgetRecordLua)
 	budgetReadScript   = newScript(budgetLeftLua + budgetLearnedLua + budgetReadLua)
 	budgetRenewScript  = newScript(budgetLeftLua + budgetRenewLua)
 	budgetForgetScript = newScript(budgetForgetLua)
 )
 
-// BudgetKeys are an upstream's keys the budget scripts read: its state
-// (internal/keyspace.Upstream), its budget and its calls in flight
+// BudgetKeys are an upstream's keys the budget scripts read. They are its
+// state (internal/keyspace.Upstream), its budget and its calls in flight
 // (internal/keyspace.Budget).
 type BudgetKeys struct {
 	Upstream, Budget, Calls string
@@ -63,17 +64,17 @@ func (k BudgetKeys) keys() []string { return []string{k.Upstream, k.Budget, k.Ca
 // Admission is what an acquire asks of an upstream's budget.
 type Admission struct {
 	Keys BudgetKeys
-	// Member reserves the call when it is admitted ("" judges only): the
+	// Member reserves the call when it is admitted ("" judges only). The
 	// settle releases it (Trip.RecordBudget).
 	Member string
 	// Tokens the call will spend, 0 when not said.
 	Tokens int64
-	// Reserve is what admission leaves of each limit: Requests requests
-	// and, for a call that does not say its Tokens, TokenShare of the
-	// token limit.
+	// Reserve is what admission leaves of each limit. It is Requests
+	// requests. For a call that does not say its Tokens, it is also
+	// TokenShare of the token limit.
 	Reserve BudgetReserve
 	// Turn is the reservation of the turn the upstream's line gave the
-	// caller (TurnMember), "" for none: while anyone waits in the line,
+	// caller (TurnMember), "" for none. While anyone waits in the line,
 	// only a call with its turn is admitted.
 	Turn string
 }
@@ -97,22 +98,23 @@ type Admitted struct {
 	Admitted bool
 	// Reserved is the member that reserved the call, "" for none.
 	Reserved string
-	// Wait is, for a refused call, the time until the estimate fits it; 0
-	// when only a call in flight settling can tell (Settles).
+	// Wait is, for a refused call, the time until the estimate fits it.
+	// It is 0 when only a call in flight settling can tell (Settles).
 	Wait    time.Duration
 	Settles bool
 	// Requests and Tokens are what the estimate leaves after the calls in
-	// flight (and this one, reserved); -1 when not reported.
+	// flight, and this one, reserved. They are -1 when not reported.
 	Requests, Tokens int64
-	// Gap is the time one call's request refills, 0 when not known: the
-	// rate the upstream's line gives turns at.
+	// Gap is the time one call's request refills, 0 when not known. The
+	// upstream's line gives turns at that rate.
 	Gap time.Duration
-	// Learned: no reading judged the call but the rate learned of a
-	// provider that reports none from the calls it accepted (Lesson;
-	// not while it starts slowly from one call at a time).
+	// Learned: no reading judged the call, but a learned rate did
+	// (Lesson). The rate is learned of a provider that reports none, from
+	// the calls it accepted. It is not set while the rate starts slowly
+	// from one call at a time.
 	Learned bool
-	// Unread: no reading judged the call: one call at a time before
-	// anything is known, or a learned rate.
+	// Unread: no reading judged the call. One call at a time judged it,
+	// before anything is known, or a learned rate did.
 	Unread bool
 }
 
@@ -121,19 +123,27 @@ func (t *Trip) Admit(ctx context.Context, a Admission) Reply[Admitted] {
 	return Reply[Admitted]{t.admit(ctx, a, t.s.lease), func(c redis.Cmder) (Admitted, error) { return decodeAdmitted(c, a.Member) }}
 }
 
-// admit queues budget_admit.lua; a call it reserves is held for lease
+// admit queues budget_admit.lua. A call it reserves is held for lease
 // (ms) unless renewed.
 func (t *Trip) admit(ctx context.Context, a Admission, lease any) *redis.Cmd {
 	return t.eval(ctx, budgetAdmitScript, a.Keys.keys(), a.Member, lease, max(a.Tokens, 0),
 		a.Reserve.Requests, strconv.FormatFloat(a.Reserve.TokenShare, 'f', -1, 64), a.Turn)
 }
 
-// decodeAdmitted reads {0}; {1, reserved, requests, tokens};
-// {2, wait ms, requests, tokens}; {3, 0, requests, tokens}, each judged
-// one followed by one call's refill (ms), then what judged the call (0 a
-// reading, 1 a learned rate, 2 one starting slowly, 3 one call at a time
-// before anything is known: a reply of one call at a time has 6), for the
-// admission that asked with member.
+// decodeAdmitted reads the reply to the admission that asked with member:
+//
+//	{0}
+//	{1, reserved, requests, tokens}
+//	{2, wait ms, requests, tokens}
+//	{3, 0, requests, tokens}
+//
+// Each judged reply goes on with one call's refill (ms), then what judged
+// the call:
+//   - 0: a reading;
+//   - 1: a learned rate;
+//   - 2: one starting slowly;
+//   - 3: one call at a time, before anything is known. Such a reply has
+//     6 elements.
 func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
 	v, err := slice(c)
 	if err != nil {
@@ -177,23 +187,23 @@ func admittedOf(v []any, member string) (Admitted, error) {
 // Reading is what a run's responses reported of its upstream's limits.
 type Reading struct {
 	Requests, Tokens Quota
-	// Fits is, for a call a 429 refused with a short stated wait, the
-	// time from now until a call of Size tokens fits (0: none): until
+	// Fits is for a call a 429 refused with a short stated wait. It is
+	// the time from now until a call of Size tokens fits (0: none). Until
 	// then the admission refuses calls of that size, each given its own
 	// turn. Size 0 is the upstream's learned cost of a call.
 	Fits time.Duration
 	Size int64
-	// Refused: the call was refused (a 429) and spent no tokens; its
-	// reading is not a call the learned cost counts.
+	// Refused: the call was refused (a 429) and spent no tokens. The
+	// learned cost does not count its reading as a call.
 	Refused bool
 	// Lesson is what a call that settled with no reading teaches the
-	// rate learned of a provider that reports none; zero teaches nothing.
+	// rate learned of a provider that reports none. Zero teaches nothing.
 	Lesson Lesson
 }
 
 // Lesson is what a call that settled with no reading teaches its
-// upstream's learned rate: its Answer, how long it Ran, and how long what
-// is learned is kept at least (Keep).
+// upstream's learned rate. It holds its Answer and how long it Ran. Keep
+// is how long what is learned is kept at least.
 type Lesson struct {
 	Teach     bool
 	Answer    Answer
@@ -213,7 +223,7 @@ type Quota struct {
 	Remaining int64
 	Limit     int64 // 0: not said
 	// ResetIn is the time from the reading until the limit is whole
-	// again, -1 when not said; Age how long before now it was read.
+	// again, -1 when not said. Age is how long before now it was read.
 	ResetIn, Age time.Duration
 }
 
@@ -228,12 +238,14 @@ func (q Quota) args() []any {
 	return []any{max(q.Remaining, 0), max(q.Limit, 0), reset, max(ms(q.Age), 0)}
 }
 
-// msCeil is d in whole milliseconds, rounded up: a reset is never early.
+// msCeil is d in whole milliseconds, rounded up. A reset is never early.
 func msCeil(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-// RecordBudget queues budget_record.lua: release member's reservation
-// ("" for none), keep r where it is newer than what the budget holds, and
-// teach the learned rate r's Lesson.
+// RecordBudget queues budget_record.lua. The script does three things:
+//   - release member's reservation ("" for none);
+//   - keep r where it is newer than what the budget holds;
+//   - teach the learned rate r's Lesson.
+//
 // The budget outlives its last reset by margin. The reply is the number
 // of limits written.
 func (t *Trip) RecordBudget(ctx context.Context, k BudgetKeys, member string, r Reading, margin time.Duration) Reply[int64] {
@@ -255,15 +267,15 @@ func (t *Trip) RenewReservation(ctx context.Context, k BudgetKeys, member string
 	return Reply[bool]{t.eval(ctx, budgetRenewScript, k.keys(), member, t.s.lease), decodeFlag}
 }
 
-// BudgetLeft is one limit of a budget as the admission estimates it now;
-// zero when not reported.
+// BudgetLeft is one limit of a budget as the admission estimates it now.
+// It is zero when not reported.
 type BudgetLeft struct {
 	Reported bool
-	// Left is the estimate after the calls in flight; -1 when unknown (a
-	// limit of unknown size past its reset).
+	// Left is the estimate after the calls in flight. It is -1 when
+	// unknown: a limit of unknown size past its reset.
 	Left  int64
 	Limit int64 // 0: not said
-	// Reset is the time until the limit is whole again; -1 when not said.
+	// Reset is the time until the limit is whole again. -1: not said.
 	Reset time.Duration
 }
 
@@ -272,12 +284,12 @@ type BudgetRead struct {
 	Requests, Tokens BudgetLeft
 	// Calls are the calls admitted and not yet settled.
 	Calls int64
-	// Unreported: a response without rate-limit headers settled, so the
-	// provider reports none (where none has come back yet, it is unset).
+	// Unreported: a response without rate-limit headers settled. So the
+	// provider reports none. It is unset while no response has come back.
 	Unreported bool
 	// Learned is the rate learned of such a provider from its answers,
-	// in calls a minute; 0 while none is known (an operator's reset
-	// forgot it, and no response has settled since).
+	// in calls a minute. It is 0 while none is known. An operator's
+	// reset forgets it, until a response settles again.
 	Learned int64
 }
 
@@ -286,9 +298,10 @@ func (t *Trip) ReadBudget(ctx context.Context, k BudgetKeys) Reply[BudgetRead] {
 	return Reply[BudgetRead]{t.eval(ctx, budgetReadScript, k.keys()), decodeBudgetRead}
 }
 
-// decodeBudgetRead reads {left, limit, reset ms} for requests and tokens,
-// then the calls in flight, 1 when the provider sends no budget (else 0)
-// and the learned rate a minute; -1 for what is not reported or known.
+// decodeBudgetRead reads the reply. It holds {left, limit, reset ms} for
+// requests and tokens. Then come the calls in flight, 1 when the provider
+// sends no budget (else 0), and the learned rate a minute. -1 stands for
+// what is not reported or known.
 func decodeBudgetRead(c redis.Cmder) (BudgetRead, error) {
 	v, err := slice(c)
 	if err != nil {
@@ -328,9 +341,9 @@ const (
 	AnswerOther                  // any other end: only that no budget came back
 )
 
-// ForgetLearned queues budget_forget.lua: an operator's reset forgets the
-// rate learned of the upstream's provider (Lesson). The reply is 1
-// when something was learned.
+// ForgetLearned queues budget_forget.lua. An operator's reset forgets the
+// rate learned of the upstream's provider (Lesson). The reply is 1 when
+// something was learned.
 func (t *Trip) ForgetLearned(ctx context.Context, k BudgetKeys) Reply[int64] {
 	return Reply[int64]{t.eval(ctx, budgetForgetScript, k.keys()), decodeCount}
 }

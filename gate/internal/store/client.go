@@ -10,8 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client is the part of a go-redis client the store uses: every command
-// goes through Process, the commands of one round trip through a Pipeline.
+// Client is the part of a go-redis client the store uses. Every command
+// goes through Process. The commands of one round trip go through a
+// Pipeline.
 type Client interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 	Pipeline() redis.Pipeliner
@@ -30,7 +31,8 @@ type Config struct {
 	// upstream.
 	Lease time.Duration
 	// WaitReplicas, when above 0, makes every acquire wait for this many
-	// replicas on the connection that wrote the lock (Store.Replicate).
+	// replicas. It waits on the connection that wrote the lock
+	// (Store.Replicate).
 	WaitReplicas int
 	// WaitTimeout bounds that wait, and the wait for a cluster client's
 	// slot map to follow a moved slot.
@@ -44,41 +46,42 @@ type Store struct {
 	rdb  Client
 	send *pooled // rdb, its pipelines reused: every trip goes through it
 	cfg  Config
-	// lease is Config.Lease in ms, boxed once: an int64 above 255 put in an
-	// interface allocates on every call otherwise.
+	// lease is Config.Lease in ms, boxed once. Otherwise an int64 above
+	// 255 put in an interface allocates on every call.
 	lease any
 	// unscripted: the one-node acquire script was refused a command's
-	// permission (an ACL without the budget's commands); acquires send
-	// the job's commands beside the upstreams' as on a cluster.
+	// permission, by an ACL without the budget's commands. Acquires then
+	// send the job's commands beside the upstreams', as on a cluster.
 	unscripted atomic.Bool
 	routing
 }
 
 // New returns the store over rdb. It learns once, from the methods rdb
-// has, how to send commands (so a wrapper that embeds a client behaves as
-// the client).
+// has, how to send commands. So a wrapper that embeds a client behaves as
+// the client.
 func New(rdb Client, c Config) *Store {
 	return &Store{rdb: rdb, send: &pooled{Client: rdb}, cfg: c, lease: ms(c.Lease), routing: routingOf(rdb)}
 }
 
 // CanPin reports whether the client can pin a connection to a key's
-// master, which WaitReplicas needs.
+// master. WaitReplicas needs it.
 func (s *Store) CanPin() bool { return s.pin != nil }
 
 // Deadlines reports whether the client applies context deadlines to its
-// sockets, so a deadline on a background command is worth its allocation.
+// sockets. Only then is a deadline on a background command worth its
+// allocation.
 func (s *Store) Deadlines() bool { return s.ctxDeadlines }
 
-// Subscriptions is how the client subscribes to channels (the gate's pub/sub
-// hub): Open is nil when it cannot.
+// Subscriptions is how the client subscribes to channels, for the gate's
+// pub/sub hub. Open is nil when it cannot.
 type Subscriptions struct {
-	// Open opens an empty PubSub; Node names the server that serves a
+	// Open opens an empty PubSub. Node names the server that serves a
 	// channel ("" on one node).
 	Open func(ctx context.Context) *redis.PubSub
 	Node func(ctx context.Context, channel string) (string, error)
 	// Sharded: SSUBSCRIBE (a cluster), else SUBSCRIBE.
 	Sharded bool
-	// Reload refreshes a cluster client's slot map; nil on one node.
+	// Reload refreshes a cluster client's slot map. nil on one node.
 	Reload func(ctx context.Context)
 }
 
@@ -87,11 +90,11 @@ func (s *Store) Subscriptions() Subscriptions {
 	return Subscriptions{Open: s.pubsub, Node: s.node, Sharded: s.sharded, Reload: s.reload}
 }
 
-// pooled is a client with its pipelines reused: go-redis makes a Pipeline
-// in four allocations and its Exec leaves it empty and ready, so a trip
-// gives back the ones it used. Only go-redis's own *redis.Pipeline is
-// kept: another Pipeliner (a wrapper's) may hold state past Exec, and is
-// made anew for every trip.
+// pooled is a client with its pipelines reused. go-redis makes a Pipeline
+// in four allocations. Its Exec leaves it empty and ready. So a trip gives
+// back the ones it used. Only go-redis's own *redis.Pipeline is kept.
+// Another Pipeliner (a wrapper's) may hold state past Exec. It is made
+// anew for every trip.
 type pooled struct {
 	Client
 	pipes sync.Pool
@@ -105,39 +108,41 @@ func (p *pooled) Pipeline() redis.Pipeliner {
 	return p.Client.Pipeline()
 }
 
-// reuse keeps pipe, executed and so empty, for the next trip.
+// reuse keeps pipe for the next trip. It was executed, and so is empty.
 func (p *pooled) reuse(pipe redis.Pipeliner) {
 	if _, ok := pipe.(*redis.Pipeline); ok {
 		p.pipes.Put(pipe)
 	}
 }
 
-// routing is what New learns about the client, once, from the methods it
-// has, never from its concrete type: a wrapper (tracing, fault injection)
-// that embeds a *redis.Client or *redis.ClusterClient keeps their methods
-// and so gets exactly the client's behaviour. It decides how commands are
-// sent (which publish command, which connection for WAIT, how to
-// subscribe), never which logic runs.
+// routing is what New learns about the client, once. It learns from the
+// methods the client has, never from its concrete type. A wrapper
+// (tracing, fault injection) that embeds a *redis.Client or
+// *redis.ClusterClient keeps their methods. So it gets exactly the
+// client's behaviour. routing decides how commands are sent: which
+// publish command, which connection for WAIT, how to subscribe. It never
+// decides which logic runs.
 type routing struct {
-	// ctxDeadlines: the client applies context deadlines to its sockets
-	// (ContextTimeoutEnabled, or a client whose options are unknown).
+	// ctxDeadlines: the client applies context deadlines to its sockets.
+	// It is set with ContextTimeoutEnabled, and for a client whose
+	// options are unknown.
 	ctxDeadlines bool
 	// pin returns a connection to the master of key, for WAIT after an
-	// acquire; nil when the client cannot pin one.
+	// acquire. It is nil when the client cannot pin one.
 	pin func(ctx context.Context, key string) (*redis.Conn, error)
-	// master returns the client of the master that serves key (a cluster),
-	// so that the acquire's TIME, a command without a key, runs on the
-	// job's own node: a fence from another node's clock could go back. nil
-	// (one node): everything goes through the client.
+	// master returns the client of the master that serves key, on a
+	// cluster. So the acquire's TIME, a command without a key, runs on
+	// the job's own node. A fence from another node's clock could go
+	// back. nil (one node): everything goes through the client.
 	master func(ctx context.Context, key string) (Client, error)
 	// cluster is the client as a cluster client, to follow a moved slot.
 	cluster clusterClient
 	// oneNode: every key lives on one server, so one script may read a
-	// job's key and its upstreams' (a *redis.Client, or a wrapper that
-	// embeds one).
+	// job's key and its upstreams'. That is a *redis.Client, or a wrapper
+	// that embeds one.
 	oneNode bool
-	// scripts are the state-changing scripts, publishing with PUBLISH on
-	// one node and SPUBLISH otherwise.
+	// scripts are the state-changing scripts. They publish with PUBLISH
+	// on one node and SPUBLISH otherwise.
 	scripts *writeScripts
 	pubsub  func(ctx context.Context) *redis.PubSub
 	node    func(ctx context.Context, channel string) (string, error)
@@ -185,9 +190,9 @@ func routingOf(rdb Client) routing {
 			return m.Conn(), nil
 		}
 		t.master = func(ctx context.Context, key string) (Client, error) { return c.MasterForKey(ctx, key) }
-		// go-redis routes a PubSub's connection by its first channel's slot
-		// and sends every SSUBSCRIBE on that one connection, so the hub
-		// keeps one PubSub per master.
+		// go-redis routes a PubSub's connection by its first channel's
+		// slot. It sends every SSUBSCRIBE on that one connection. So the
+		// hub keeps one PubSub per master.
 		t.reload = c.ReloadState
 		if s, ok := rdb.(shardSubscriber); ok {
 			t.sharded = true
@@ -204,10 +209,10 @@ func routingOf(rdb Client) routing {
 	return t
 }
 
-// repin asks a cluster client to reload its slot map after a MOVED and
-// returns a connection to addr once the map names it master of key's slot.
-// go-redis reloads in the background, within milliseconds on a healthy
-// cluster; the wait is bounded by WaitTimeout.
+// repin asks a cluster client to reload its slot map after a MOVED. It
+// returns a connection to addr once the map names it master of key's
+// slot. go-redis reloads in the background, within milliseconds on a
+// healthy cluster. WaitTimeout bounds the wait.
 func (s *Store) repin(ctx context.Context, key, addr string) (*redis.Conn, error) {
 	c := s.cluster
 	if c == nil {
