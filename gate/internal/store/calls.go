@@ -12,9 +12,9 @@ import (
 // CallsTTL is how long a gate's calls key outlives its last write.
 const CallsTTL = 24 * time.Hour
 
-// RecordCalls queues calls_record.lua: add ds (newest first; none: only
-// read) to the durations of the gate's last calls, keeping keep of them,
-// and read them back, newest first.
+// RecordCalls queues calls_record.lua. It adds ds (newest first; none:
+// only read) to the durations of the gate's last calls. It keeps keep of
+// them. It reads them back, newest first.
 func (t *Trip) RecordCalls(ctx context.Context, key string, ds []time.Duration, keep int) Reply[[]time.Duration] {
 	var b strings.Builder
 	for i, d := range ds {

@@ -10,9 +10,10 @@ import (
 )
 
 // Refused reports an error reply from Redis that no wait fixes (NOPERM,
-// OOM, READONLY, NOSCRIPT, WRONGTYPE...). Replies that pass by themselves
-// (a slot moving, a cluster or replica healing, a server loading its data
-// or busy with a script) are unavailability, as a network failure is.
+// OOM, READONLY, NOSCRIPT, WRONGTYPE...). Some replies pass by
+// themselves: a slot moving, a cluster or replica healing, a server
+// loading its data or busy with a script. They are unavailability, as a
+// network failure is.
 func Refused(err error) bool {
 	if !Replied(err) {
 		return false
@@ -30,15 +31,15 @@ func Refused(err error) bool {
 	return true
 }
 
-// Reached reports whether Redis was reached: it replied with an error, or
-// the lock was written but too few replicas acknowledged it.
+// Reached reports whether Redis was reached. Either it replied with an
+// error, or the lock was written but too few replicas acknowledged it.
 func Reached(err error) bool {
 	var nr *notReplicatedError
 	return Replied(err) || errors.As(err, &nr)
 }
 
-// Replied reports whether err is an error reply from Redis (rather than a
-// network failure or a timeout): Redis was reached.
+// Replied reports whether err is an error reply from Redis, rather than a
+// network failure or a timeout. Then Redis was reached.
 func Replied(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
@@ -56,8 +57,8 @@ func (e *notReplicatedError) Error() string {
 	return fmt.Sprintf("%d of %d replicas acknowledged the lock within %v", e.acked, e.want, e.within)
 }
 
-// movedTo returns the address of a MOVED redirection, "" for any other
-// error.
+// movedTo returns the address of a MOVED redirection. It returns "" for
+// any other error.
 func movedTo(err error) string {
 	if err == nil {
 		return ""

@@ -8,10 +8,11 @@ import (
 	"github.com/retrygate/retrygate/internal/code"
 )
 
-// The values the gate keeps in Redis, each encoded and decoded here once;
-// the scripts (lua/*.lua) read the same layout. Times are Redis's clock in
-// milliseconds: the scripts write them from TIME and every reply that
-// needs them carries Redis's now, so no local clock is compared with them.
+// The values the gate keeps in Redis are each encoded and decoded here
+// once. The scripts (lua/*.lua) read the same layout. Times are Redis's
+// clock in milliseconds. The scripts write them from TIME. Every reply
+// that needs them carries Redis's now. So no local clock is compared with
+// them.
 //
 // A job has one key (internal/keyspace.Job) holding one of
 //
@@ -24,22 +25,25 @@ import (
 //	d:<until>:<fence>:0                                        done until <until>, then ready
 //
 // A running value lives while its key does: the key's TTL is the lease.
-// A lease taken on a free key is a plain SET NX, which cannot know the
-// fence Redis's TIME gives it in the same round trip: its first renewal
-// records the fence beside the token, and the runner's estimate of how
-// long its call takes (ms, from the gate's last calls: calls.go), which a
-// process refused by the value reads in its acquire's reply.
+// A lease taken on a free key is a plain SET NX. It cannot know the fence
+// Redis's TIME gives it in the same round trip. Its first renewal records
+// the fence beside the token. It also records the runner's estimate of
+// how long its call takes (ms, from the gate's last calls: calls.go). A
+// process refused by the value reads it in its acquire's reply.
 //
-// A settled value (c, f, d) outlives its <until>: after a cooldown the key
-// keeps the attempt count for a while (the gate's AttemptsTTL), so the
-// next failure escalates; a done mark for SuccessMemory more, so a waiter
-// for that run is told it is done. A success that frees the job deletes
-// its key and leaves "<token>:<fence>" in the job's done key
-// (internal/keyspace.Done) for SuccessMemory instead. A run released without a cooldown writes c
-// with <until> = now. flags is "s" when the failure was a suspect
-// rejection; reason and evidence are codes (classify), never upstream
-// text, and evidence comes last since it may hold ':'. A value of any
-// other shape is foreign: never overwritten, never taken for a cooldown.
+// A settled value (c, f, d) outlives its <until>:
+//   - after a cooldown the key keeps the attempt count for a while (the
+//     gate's AttemptsTTL), so the next failure escalates;
+//   - a done mark stays for SuccessMemory more, so a waiter for that run
+//     is told it is done.
+//
+// A success that frees the job deletes its key instead. It leaves
+// "<token>:<fence>" in the job's done key (internal/keyspace.Done) for
+// SuccessMemory. A run released without a cooldown writes c with <until>
+// = now. flags is "s" when the failure was a suspect rejection. reason
+// and evidence are codes (classify), never upstream text. evidence comes
+// last, since it may hold ':'. A value of any other shape is foreign. It
+// is never overwritten, and never taken for a cooldown.
 //
 // An upstream has one key (internal/keyspace.Upstream) holding
 //
@@ -48,11 +52,11 @@ import (
 //	h:<reason>:<level>:<until>:<token>   one call (token) probes it until <until>
 //	p:<reason>:<level>:<until>:<note>    paused by an operator until <until>
 //
-// where level counts the stops in a row (a failed probe escalates). The key
-// outlives <until> by a lease, so the first call after the wait claims the
-// probe; with no traffic it expires and the upstream is ready. An
-// operator's pause (the note last, as it may hold ':') expires at
-// <until>: no probe follows it.
+// where level counts the stops in a row (a failed probe escalates). The
+// key outlives <until> by a lease. So the first call after the wait
+// claims the probe. With no traffic it expires and the upstream is ready.
+// An operator's pause expires at <until>, and no probe follows it. Its
+// note comes last, as it may hold ':'.
 
 // Kind is what a job's value holds.
 type Kind byte
@@ -74,20 +78,20 @@ type Job struct {
 	Fence int64
 	// Attempts counts the failures since the last success.
 	Attempts int
-	// Taken: a running value an acquire wrote on a free key and no
-	// renewal rewrote yet ("r:<token>" or "r:<token>:<fence>:0:").
+	// Taken: a running value an acquire wrote on a free key. No renewal
+	// rewrote it yet ("r:<token>" or "r:<token>:<fence>:0:").
 	Taken bool
 	// Estimate is a running value's estimate of how long its call takes
 	// (0: none recorded).
 	Estimate time.Duration
-	// Suspect: the failure was a suspect rejection, confirmed if the next
-	// attempt meets the same one.
+	// Suspect: the failure was a suspect rejection. It is confirmed if
+	// the next attempt meets the same one.
 	Suspect          bool
 	Reason, Evidence string
 }
 
 // Over reports whether a settled value's state has ended at Redis time now
-// (ms): the job is free, with the history the value keeps.
+// (ms). Then the job is free, with the history the value keeps.
 func (j Job) Over(now int64) bool {
 	switch j.Kind {
 	case Cooling, Failed, Done:
@@ -101,8 +105,8 @@ func (j Job) Left(now int64) time.Duration {
 	return max(time.Duration(j.Until-now)*time.Millisecond, 0)
 }
 
-// parseJob decodes a job value; a value of another shape is Foreign. It
-// reads the fields in place (a refusal's hot path allocates nothing here).
+// parseJob decodes a job value. A value of another shape is Foreign. It
+// reads the fields in place: a refusal's hot path allocates nothing here.
 func parseJob(v string) Job {
 	if len(v) < 2 || v[1] != ':' {
 		return Job{}
@@ -173,8 +177,8 @@ func parseJob(v string) Job {
 	return Job{}
 }
 
-// settledTail is what follows <until> in a settled value (job_settle.lua
-// puts the state letter and <until> in front).
+// settledTail is what follows <until> in a settled value. job_settle.lua
+// puts the state letter and <until> in front.
 func settledTail(fence int64, attempts int, suspect bool, reason, evidence string) string {
 	var b strings.Builder
 	b.Grow(32 + len(reason) + len(evidence))
@@ -262,7 +266,7 @@ func parseGateUpstream(v string) (Upstream, bool) {
 }
 
 // Wait is the time until the upstream's wait (or its probe's lease) ends
-// at Redis time now; negative once it has.
+// at Redis time now. It is negative once it has.
 func (u Upstream) Wait(now int64) time.Duration {
 	return time.Duration(u.Until-now) * time.Millisecond
 }
