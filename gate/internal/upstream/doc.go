@@ -1,20 +1,22 @@
-// Package upstream is the gate's circuit breaker per upstream (the
-// provider endpoint a job calls: gate.Options.Upstream and each of
-// Fallbacks), kept in Redis so that every process shares it. Its verbs,
-// as failsafe-go's CircuitBreaker has them: judge a state read in the
-// acquire's round trip (may a call run?), claim the probe once a wait is
-// over, record a run's end (recover, give the probe back, cool, pause, or
-// count a 5xx), and read or reset it for operators.
+// Package upstream is the gate's circuit breaker per upstream. An
+// upstream is the provider endpoint a job calls: gate.Options.Upstream
+// and each of Fallbacks. The breaker is kept in Redis, so every process
+// shares it. Its verbs are failsafe-go's CircuitBreaker's:
+//   - judge a state read in the acquire's round trip (may a call run?);
+//   - claim the probe once a wait is over;
+//   - record a run's end: recover, give the probe back, cool, pause, or
+//     count a 5xx;
+//   - read or reset it, for operators.
 //
 // Each state is a type (states.go): ready, cooling, paused, probing, and
 // foreign (a value no gate wrote). In failsafe-go's words, ready is
-// closed, cooling and paused are open, and probing is half-open; the
-// gate avoids "open", which to an operator would mean calls run.
+// closed, cooling and paused are open, and probing is half-open. The gate
+// avoids "open", which to an operator would mean calls run.
 //
-// A gate without an upstream has one breaker that always permits (Free):
-// it reads nothing and writes nothing, so the gate composes upstreams the
+// A gate without an upstream has one breaker that always permits (Free).
+// It reads nothing and writes nothing. So the gate composes upstreams the
 // same way with or without one.
 //
-// A breaker never touches a job's key; its keys and scripts are behind
+// A breaker never touches a job's key. Its keys and scripts are behind
 // package store. A Set is safe for concurrent use.
 package upstream

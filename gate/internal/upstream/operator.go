@@ -6,11 +6,11 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// An operator's switch on one upstream: a pause every process obeys at
-// its next acquire, which ends by itself, and its early end.
+// An operator's switch on one upstream is a pause and its early end.
+// Every process obeys the pause at its next acquire. It ends by itself.
 
-// guardedNamed returns the upstream named name, false when the set has
-// none of that name.
+// guardedNamed returns the upstream named name. It returns false when
+// the set has none of that name.
 func (s *Set) guardedNamed(name string) (*guarded, bool) {
 	for _, b := range s.all {
 		if g, ok := b.(*guarded); ok && g.name == name {
@@ -20,9 +20,9 @@ func (s *Set) guardedNamed(name string) (*guarded, bool) {
 	return nil, false
 }
 
-// Pause pauses the upstream named name for p.TTL, whatever it held, and
-// returns its status after (one round trip). ok is false when the set
-// has no upstream of that name (nothing is sent).
+// Pause pauses the upstream named name for p.TTL, whatever it held. It
+// returns its status after, in one round trip. ok is false when the set
+// has no upstream of that name; then nothing is sent.
 func (s *Set) Pause(ctx context.Context, st *store.Store, name string, p store.Pause) (_ Status, ok bool, err error) {
 	b, ok := s.guardedNamed(name)
 	if !ok {
@@ -41,8 +41,9 @@ func (s *Set) Pause(ctx context.Context, st *store.Store, name string, p store.P
 }
 
 // Resume ends an operator's pause (its reason code reason) of the upstream
-// named name, and nothing else (one round trip). ended reports whether
-// there was one; ok is false when the set has no upstream of that name.
+// named name, and nothing else. It costs one round trip. ended reports
+// whether there was one. ok is false when the set has no upstream of that
+// name.
 func (s *Set) Resume(ctx context.Context, st *store.Store, name, reason string) (ended, ok bool, err error) {
 	b, ok := s.guardedNamed(name)
 	if !ok {

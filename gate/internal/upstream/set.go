@@ -7,12 +7,12 @@ import (
 	"github.com/retrygate/retrygate/gate/internal/store"
 )
 
-// Set is a gate's upstreams, in the order calls try them: the first, then
-// the fallbacks. Without a name it holds Free.
+// Set is a gate's upstreams, in the order calls try them. The first comes
+// first, then the fallbacks. Without a name it holds Free.
 type Set struct {
 	all  []Breaker
 	keys []string // the guarded upstreams' keys, read by every acquire
-	// free is Free's judgement, made once: an acquire without upstreams
+	// free is Free's judgement, made once. An acquire without upstreams
 	// allocates none.
 	free   Judgement
 	budget BudgetPolicy
@@ -33,8 +33,8 @@ func NewSet(prefix string, names []string, p Policy) *Set {
 	return s
 }
 
-// Keys are the upstreams' keys, in order: what an acquire reads beside
-// its job, and the channels a watcher listens to. Empty for Free.
+// Keys are the upstreams' keys, in order. An acquire reads them beside
+// its job. A watcher listens to them as channels. Empty for Free.
 func (s *Set) Keys() []string { return s.keys }
 
 // Len is the number of upstreams (0 for Free).
@@ -46,7 +46,7 @@ type Judgement struct {
 	statuses []Status
 	refusing bool // every upstream refuses
 	// asks and admitted are what the acquire asked the budgets and their
-	// answers; Choose keeps admitted current.
+	// answers. Choose keeps admitted current.
 	set      *Set
 	asks     []store.Admission
 	admitted []store.Admitted
@@ -56,12 +56,13 @@ type Judgement struct {
 func (j Judgement) Refusal() ([]Status, bool) { return j.statuses, j.refusing }
 
 // Judge reads the values an acquire read (one per key, as Keys) at Redis
-// time now, with their budgets' answers to asks (as Admissions; nil when
-// none were asked). An upstream whose breaker refuses is remembered:
-// while this process knows every upstream refuses so, its next acquires
-// only read them (PeekKnown). A budget's refusal is remembered only to
-// choose which upstream a cluster's acquire asks to reserve its call
-// (Admissions): its wait is a call's refill.
+// time now. It reads their budgets' answers to asks with them (as
+// Admissions; nil when none were asked). An upstream whose breaker
+// refuses is remembered. While this process knows every upstream refuses
+// so, its next acquires only read them (PeekKnown). A budget's refusal is
+// remembered only for one choice. It picks which upstream a cluster's
+// acquire asks to reserve its call (Admissions). Its wait is a call's
+// refill.
 func (s *Set) Judge(values []store.Upstream, asks []store.Admission, admitted []store.Admitted, now int64) Judgement {
 	if s.free.permits != nil {
 		return s.free
@@ -79,7 +80,7 @@ func (s *Set) Judge(values []store.Upstream, asks []store.Admission, admitted []
 		case j.permits[n] == Refused:
 			b.remember(j.statuses[n])
 		case n < len(admitted):
-			// Ready, or its wait over: the probe must fit the budget too.
+			// Ready, or its wait over. The probe must fit the budget too.
 			var refused bool
 			j.permits[n], j.statuses[n], refused = judgeBudget(b.Name(), j.permits[n], admitted[n])
 			if refused {
@@ -92,10 +93,10 @@ func (s *Set) Judge(values []store.Upstream, asks []store.Admission, admitted []
 }
 
 // PeekKnown: while this process knows that every upstream refuses, an
-// acquire only reads them, with Redis's clock (one round trip, nothing
-// written). It returns their refusal when they all still refuse; nil when
-// one does not (the acquire then takes the job as usual) or one is not
-// known to refuse.
+// acquire only reads them, with Redis's clock. That costs one round trip
+// and writes nothing. It returns their refusal when they all still
+// refuse. It returns nil when one does not, or one is not known to
+// refuse. The acquire then takes the job as usual.
 func (s *Set) PeekKnown(ctx context.Context, st *store.Store) ([]Status, error) {
 	for _, b := range s.all {
 		if !b.knownRefusing() {
@@ -133,7 +134,7 @@ type Choice struct {
 	probe bool
 	level int // the upstream's stops in a row before the probe
 	// member is the call's reservation in the upstream's budget, "" for
-	// none; off: budgets are off.
+	// none. off: budgets are off.
 	member   string
 	margin   time.Duration
 	off      bool
@@ -142,13 +143,14 @@ type Choice struct {
 	learned  bool // a learned rate judged the call (store.Admitted.Learned, or starting slowly)
 }
 
-// Choose picks the upstream the run holding token uses: the first, in
-// order, that is ready or whose probe this call claims (one more round
-// trip). The call's reservation goes with it: a ready upstream whose
-// budget judged the call without reserving it (a cluster's acquire asked
-// another) reserves it now, in one more round trip that gives back the
-// other's, and refuses the call if it no longer fits. It returns the
-// upstreams' refusal when none takes the call.
+// Choose picks the upstream the run holding token uses. It is the first,
+// in order, that is ready or whose probe this call claims. A claim costs
+// one more round trip. The call's reservation goes with the choice. A
+// ready upstream's budget may have judged the call without reserving it,
+// when a cluster's acquire asked another. It reserves the call now, in
+// one more round trip that gives back the other's. It refuses the call if
+// it no longer fits. Choose returns the upstreams' refusal when none
+// takes the call.
 func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j Judgement) (Choice, []Status, error) {
 	for i, b := range s.all {
 		switch j.permits[i] {
@@ -171,8 +173,8 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 			if i < len(j.admitted) {
 				c.judged, c.admitted = j.admitted[i].Judged, j.admitted[i]
 			}
-			// Unjudged by a budget it was asked: the provider is known to
-			// send none and has refused nothing yet; its first 429 starts
+			// Unjudged by a budget it was asked. The provider is known to
+			// send none and has refused nothing yet. Its first 429 starts
 			// the learned rate.
 			c.learned = j.learned(i) || i < len(j.admitted) && !j.admitted[i].Judged && j.asks != nil
 			s.drop(ctx, st, j, i)
@@ -205,9 +207,10 @@ type Peeks struct {
 	peeks []store.Reply[store.UpstreamRead]
 }
 
-// Peek queues a read of every upstream's value on t, beside a job's read:
-// each with the clock of the server that holds it, the clock its wait was
-// written with (the job's server may be another, its clock apart).
+// Peek queues a read of every upstream's value on t, beside a job's read.
+// Each is read with the clock of the server that holds it. Its wait was
+// written with that clock. The job's server may be another, its clock
+// apart.
 func (s *Set) Peek(ctx context.Context, t *store.Trip) Peeks {
 	p := Peeks{s: s, peeks: make([]store.Reply[store.UpstreamRead], len(s.keys))}
 	for i, k := range s.keys {
@@ -216,7 +219,7 @@ func (s *Set) Peek(ctx context.Context, t *store.Trip) Peeks {
 	return p
 }
 
-// Judge judges what Peek read, each at its server's time; nil for Free.
+// Judge judges what Peek read, each at its server's time. nil for Free.
 func (p Peeks) Judge() ([]Status, error) {
 	if len(p.peeks) == 0 {
 		return nil, nil
@@ -240,8 +243,8 @@ type Reads struct {
 	budgets []store.Reply[store.BudgetRead]
 }
 
-// Read queues a read of every upstream with Redis's clock on t, and of
-// its budget unless budgets are off.
+// Read queues a read of every upstream with Redis's clock on t. It reads
+// its budget too, unless budgets are off.
 func (s *Set) Read(ctx context.Context, t *store.Trip) Reads {
 	r := Reads{s: s, reads: make([]store.Reply[store.UpstreamRead], len(s.keys))}
 	for i, k := range s.keys {
@@ -256,7 +259,7 @@ func (s *Set) Read(ctx context.Context, t *store.Trip) Reads {
 	return r
 }
 
-// Result judges what Read read; nil for Free.
+// Result judges what Read read. nil for Free.
 func (r Reads) Result() ([]Status, error) {
 	if len(r.reads) == 0 {
 		return nil, nil
@@ -302,8 +305,8 @@ func (c Choice) Guarded() bool { return c.Name() != "" }
 // pause, and the upstream's stops in a row before it.
 func (c Choice) Probe() (bool, int) { return c.probe, c.level }
 
-// Unclaim queues the give-back of the probe the run claimed; nothing when
-// it claimed none.
+// Unclaim queues the give-back of the probe the run claimed. It queues
+// nothing when the run claimed none.
 func (c Choice) Unclaim(ctx context.Context, t *store.Trip, token store.Token) store.Reply[bool] {
 	if !c.probe {
 		return store.Reply[bool]{}
@@ -312,8 +315,8 @@ func (c Choice) Unclaim(ctx context.Context, t *store.Trip, token store.Token) s
 }
 
 // Wave reports whether a permanent failure of job with reason is part of
-// a wave in the upstream, and whether it started it (one round trip;
-// never for Free).
+// a wave in the upstream, and whether it started it. It costs one round
+// trip, never for Free.
 func (c Choice) Wave(ctx context.Context, st *store.Store, reason, job string) (in, started bool, err error) {
 	return c.b.wave(ctx, st, reason, job)
 }
@@ -323,9 +326,9 @@ func (c Choice) Record(ctx context.Context, t *store.Trip, w Write, token store.
 	return c.b.record(ctx, t, w, token)
 }
 
-// Recorded reads what Record sent (a 5xx that fills the window cools the
-// upstream, in one more round trip): the upstream's status after it, and
-// whether this run cooled or paused it.
+// Recorded reads what Record sent: the upstream's status after it, and
+// whether this run cooled or paused it. A 5xx that fills the window
+// cools the upstream, in one more round trip.
 func (c Choice) Recorded(ctx context.Context, st *store.Store, r Record, token store.Token) (Status, bool, error) {
 	u := Status{Name: c.Name()}
 	s, err := c.b.recorded(ctx, st, r, token)
@@ -334,7 +337,7 @@ func (c Choice) Recorded(ctx context.Context, st *store.Store, r Record, token s
 	}
 	if s.Present {
 		u = refusal(c.Name(), s.Value, s.Wait)
-		// This process now knows: its next acquires only read.
+		// This process now knows. Its next acquires only read.
 		c.b.remember(u)
 	}
 	return u, s.Wrote, nil

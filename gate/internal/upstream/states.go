@@ -9,26 +9,26 @@ import (
 // Status is an upstream's state read at a moment.
 type Status struct {
 	Name string
-	// Mode is store.ModeReady, store.ModeCooling or store.ModePaused: a
-	// probe reads as the wait it ends (Probing), a foreign value as its
-	// letter says.
+	// Mode is store.ModeReady, store.ModeCooling or store.ModePaused. A
+	// probe reads as the wait it ends (Probing). A foreign value reads as
+	// its letter says.
 	Mode store.Mode
-	// RetryAfter is the time left in the cooldown or pause; while one call
-	// probes (Probing), the probe's lease left.
+	// RetryAfter is the time left in the cooldown or pause. While one
+	// call probes (Probing), it is the probe's lease left.
 	RetryAfter time.Duration
 	Reason     string
 	// Note is an operator's words for a pause they set (Set.Pause).
 	Note    string
 	Probing bool
-	// Budget: the upstream is ready but its budget refused the call;
-	// RetryAfter is when the estimate fits it, 0 when only a call in
-	// flight settling can tell.
+	// Budget: the upstream is ready but its budget refused the call.
+	// RetryAfter is when the estimate fits it. It is 0 when only a call
+	// in flight settling can tell.
 	Budget bool
 	// Gap is, in a budget's refusal, the time one call's request refills
-	// (0: not known): the rate its line gives turns at.
+	// (0: not known). Its line gives turns at that rate.
 	Gap time.Duration
 	// Limits is the upstream's budget as an operator's read estimates it
-	// now (Set.Read); zero elsewhere.
+	// now (Set.Read). It is zero elsewhere.
 	Limits store.BudgetRead
 }
 
@@ -44,7 +44,7 @@ const (
 	Refused                 // cooling, paused, probing, or foreign
 )
 
-// state is one of an upstream's states, decoded from its value; judge
+// state is one of an upstream's states, decoded from its value. judge
 // says, at Redis time now (ms), what a call may do and what it reads.
 type state interface {
 	judge(name string, now int64) (Permit, Status)
@@ -85,8 +85,9 @@ func (s paused) judge(name string, now int64) (Permit, Status) {
 	return waiting(name, store.ModePaused, s.v, now)
 }
 
-// waiting judges a cooldown or a pause: refused until it ends, then the
-// first call may probe (the claim checks again with Redis's clock).
+// waiting judges a cooldown or a pause. Calls are refused until it ends.
+// Then the first call may probe; the claim checks again with Redis's
+// clock.
 func waiting(name string, st store.Mode, v store.Upstream, now int64) (Permit, Status) {
 	wait := v.Wait(now)
 	if wait <= 0 {
@@ -100,8 +101,8 @@ func (s probing) judge(name string, now int64) (Permit, Status) {
 		RetryAfter: max(s.v.Wait(now), time.Millisecond)}
 }
 
-// judge of a foreign value: never taken for ready, its end unknown; read as
-// its letter says.
+// judge of a foreign value: never taken for ready, its end unknown. It
+// is read as its letter says.
 func (s foreign) judge(name string, _ int64) (Permit, Status) {
 	st := Status{Name: name, Mode: store.ModeCooling, Reason: s.v.Reason}
 	if s.v.Paused {
@@ -110,8 +111,8 @@ func (s foreign) judge(name string, _ int64) (Permit, Status) {
 	return Refused, st
 }
 
-// refusal is an upstream's refusal read with its wait (a claim refused, a
-// trip's reply).
+// refusal is an upstream's refusal read with its wait: a claim refused,
+// or a trip's reply.
 func refusal(name string, v store.Upstream, wait time.Duration) Status {
 	st := Status{Name: name, Mode: store.ModeCooling, Reason: v.Reason, Note: v.Note, RetryAfter: max(wait, time.Millisecond)}
 	switch {
