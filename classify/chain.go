@@ -7,12 +7,12 @@ import (
 	"github.com/retrygate/retrygate/internal/code"
 )
 
-// Chain returns a classifier that asks each rule in turn and falls back to
-// Default when none decides (every rule returned ok = false). Nil rules are
-// skipped. A rule's RetryAfter is clamped to [0, MaxHint] like any hint,
-// and an Evidence that is empty or not of Evidence's form becomes "rule:N",
-// N the rule's index in rules. A rule's permanent verdict is proof unless
-// the rule sets Suspect.
+// Chain returns a classifier that asks each rule in turn. It falls back to
+// Default when none decides (every rule returned ok = false). Nil rules
+// are skipped. A rule's RetryAfter is clamped to [0, MaxHint] like any
+// hint. An Evidence that is empty or not of Evidence's form becomes
+// "rule:N", N the rule's index in rules. A rule's permanent verdict is
+// proof unless the rule sets Suspect.
 func Chain(rules ...Rule) Func {
 	rules = slices.Clone(rules) // the caller may reuse its slice
 	return func(err error) Verdict {
@@ -33,9 +33,10 @@ func Chain(rules ...Rule) Func {
 }
 
 // StatusRule decides v for any error whose chain holds an HTTP response with
-// the given status: an *HTTPError, a go-openai *APIError or *RequestError, or
-// any StatusError. Use it where a provider gives a status its own meaning,
-// such as a self-hosted server that answers 400 when its queue is full.
+// the given status. That is an *HTTPError, a go-openai *APIError or
+// *RequestError, or any StatusError. Use it where a provider gives a
+// status its own meaning, such as a self-hosted server that answers 400
+// when its queue is full.
 func StatusRule(status int, v Verdict) Rule {
 	return func(err error) (Verdict, bool) {
 		var s signals
@@ -48,9 +49,9 @@ func StatusRule(status int, v Verdict) Rule {
 }
 
 // CodeRule decides v for any error whose chain holds a provider error with
-// code among its codes: the error code or type, Azure's inner code,
-// Anthropic's details.error_code, or google.rpc's status or ErrorInfo
-// reason.
+// code among its codes. Its codes are the error code or type, Azure's
+// inner code, Anthropic's details.error_code, and google.rpc's status or
+// ErrorInfo reason.
 func CodeRule(code string, v Verdict) Rule {
 	return func(err error) (Verdict, bool) {
 		var s signals

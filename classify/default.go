@@ -14,12 +14,19 @@ import (
 	"time"
 )
 
-// Default is the default classifier, a Func. It walks err's chain once and
-// decides by the first matching row of the table in the package doc, in this
-// precedence: explicit marks; the provider's response (status, error type
-// and code, x-should-retry); go-openai's client-side sentinels; the caller's
-// context.Canceled; TLS and certificate errors; timeouts; network errors;
-// a URL the HTTP client cannot use; anything else is transient ("unknown").
+// Default is the default classifier, a Func. It walks err's chain once. It
+// decides by the first matching row of the table in the package doc. The
+// precedence is:
+//  1. explicit marks;
+//  2. the provider's response (status, error type and code,
+//     x-should-retry);
+//  3. go-openai's client-side sentinels;
+//  4. the caller's context.Canceled;
+//  5. TLS and certificate errors;
+//  6. timeouts;
+//  7. network errors;
+//  8. a URL the HTTP client cannot use;
+//  9. anything else is transient ("unknown").
 //
 // A nil err, which the gate never passes, yields a transient "unknown"
 // verdict, like any error Default does not recognise.
@@ -48,14 +55,15 @@ type signals struct {
 	dnsNotFound bool
 	network     bool
 	// address is the Evidence of a network failure that says the
-	// configured address cannot be reached at all (refused, unreachable),
-	// as opposed to a connection that broke.
+	// configured address cannot be reached at all (refused, unreachable).
+	// A connection that broke is not one.
 	address   string
 	badStream bool
 	badURL    bool
 }
 
-// collect records what e itself says; it stops the walk at the outermost mark.
+// collect records what e itself says. It stops the walk at the outermost
+// mark.
 func (s *signals) collect(e error) bool {
 	if status, p, ok := goOpenAIError(e); ok {
 		s.addAPI(status, p)
@@ -80,7 +88,7 @@ func (s *signals) collect(e error) bool {
 	case StatusError:
 		s.addAPI(x.HTTPStatusCode(), problem{})
 	case *url.Error:
-		// net/http reports "unsupported protocol scheme" as plain text; the
+		// net/http reports "unsupported protocol scheme" as plain text. The
 		// typed signal is the URL itself, which the error carries.
 		if x != nil {
 			if x.Op == "parse" {
@@ -144,9 +152,9 @@ func (s *signals) collect(e error) bool {
 }
 
 // addAPI records one layer's view of a provider response. The outermost
-// layer that knows the status, and the outermost whose body says anything,
-// win: an *HTTPError from goopenai.Transport holds the whole body, the go-openai
-// error it wraps only part of it.
+// layer that knows the status wins. So does the outermost whose body says
+// anything. An *HTTPError from goopenai.Transport holds the whole body.
+// The go-openai error it wraps holds only part of it.
 func (s *signals) addAPI(status int, p problem) {
 	s.api = true
 	if s.status == 0 {
@@ -178,7 +186,7 @@ func (s *signals) verdict(now time.Time) Verdict {
 	case s.timeout:
 		v = vTimeout.with("go:timeout")
 	case s.dnsNotFound:
-		// The configured host does not resolve: an operator must fix it.
+		// The configured host does not resolve. An operator must fix it.
 		v = Verdict{Class: ClassSystemic, Reason: ReasonNetwork, Evidence: "go:dns"}
 	case s.network:
 		v = Verdict{Class: ClassTransient, Reason: ReasonNetwork, Evidence: "go:network"}
@@ -201,11 +209,12 @@ func (s *signals) verdict(now time.Time) Verdict {
 	} else if s.p.hasDelay {
 		v.RetryAfter = s.p.delay // google.rpc.RetryInfo: as explicit as Retry-After
 	} else if v.Reason == ReasonRateLimited {
-		// OpenAI sends x-ratelimit-reset-* on every response; they say
+		// OpenAI sends x-ratelimit-reset-* on every response. They say
 		// when a limit refills, which answers only a rate-limit failure.
 		// Its 429 error type ("requests" or "tokens") names the limit hit.
-		// Without them, the wait the message states ("Please try again in
-		// 20s"), as an error that reached fn without its headers has it.
+		// Without them, the wait the message states is read ("Please try
+		// again in 20s"). An error that reached fn without its headers
+		// has only that.
 		var ok bool
 		if v.RetryAfter, ok = parseRateLimitReset(s.header, s.p.typ); !ok {
 			if v.RetryAfter, ok = parseAnthropicReset(s.header, now); !ok {
@@ -230,10 +239,10 @@ func awsErrorType(h string) string {
 }
 
 // shouldRetry applies the server's explicit x-should-retry instruction. It
-// decides between retrying and not; between permanent and systemic, the
-// response body still decides, so a 401 or an exhausted quota sent with
-// "x-should-retry: false" stays systemic instead of failing the job. A
-// "false" is no proof that the request is at fault: the verdict it makes
+// decides between retrying and not. Between permanent and systemic, the
+// response body still decides. So a 401 or an exhausted quota sent with
+// "x-should-retry: false" stays systemic, instead of failing the job. A
+// "false" is no proof that the request is at fault. The verdict it makes
 // is a suspect.
 func shouldRetry(v Verdict, h string) Verdict {
 	switch strings.ToLower(strings.TrimSpace(h)) {

@@ -7,15 +7,15 @@ import (
 
 // goOpenAIPkg is github.com/sashabaranov/go-openai's import path. classify
 // reads that client's errors by their documented shape instead of
-// importing it, so an application on another client (the official SDKs,
-// a plain net/http) does not build go-openai, while Default still knows
-// the errors of the client the Quickstart uses.
+// importing it. So an application on another client (the official SDKs, a
+// plain net/http) does not build go-openai. Default still knows the errors
+// of the client the Quickstart uses.
 const goOpenAIPkg = "github.com/sashabaranov/go-openai"
 
-// goOpenAIError reads e when it is go-openai's *APIError (Code any,
-// Message, Type, HTTPStatusCode, InnerError *InnerError{Code}) or
-// *RequestError (HTTPStatusCode, Body): the status and what the body
-// says. ok is false for any other error.
+// goOpenAIError reads the status and what the body says from e. e may be
+// go-openai's *APIError (Code any, Message, Type, HTTPStatusCode,
+// InnerError *InnerError{Code}). It may be *RequestError (HTTPStatusCode,
+// Body). ok is false for any other error.
 func goOpenAIError(e error) (status int, p problem, ok bool) {
 	v := reflect.ValueOf(e)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
@@ -57,9 +57,9 @@ func stringField(v reflect.Value, name string) string {
 
 // goOpenAISentinels are the texts of go-openai's errors for requests it
 // refuses to send (ErrChatCompletionInvalidModel, ErrO1BetaLimitationsTools
-// and the like, go-openai v1.43.0): the same request fails the same way
+// and the like, go-openai v1.43.0). The same request fails the same way
 // every time. They are errors.New values, so only their text identifies
-// them; Default matches it whole, on an errors.New value only.
+// them. Default matches it whole, on an errors.New value only.
 var goOpenAISentinels = map[string]bool{
 	"this model is not supported with this method, please use CreateCompletion client method instead":                                       true,
 	"streaming is not supported with this method, please use CreateChatCompletionStream":                                                    true,
@@ -86,7 +86,7 @@ const goOpenAIEmptyStream = "stream has sent too many empty messages"
 var errorsNewType = reflect.TypeOf(errors.New(""))
 
 // goOpenAISentinel reports whether e itself is one of go-openai's
-// sentinels above: an errors.New value with one of their texts.
+// sentinels above. That is an errors.New value with one of their texts.
 func goOpenAISentinel(e error) bool {
 	return reflect.TypeOf(e) == errorsNewType && goOpenAISentinels[e.Error()]
 }

@@ -17,29 +17,31 @@ func (m *marked) Error() string {
 
 func (m *marked) Unwrap() error { return m.err }
 
-// Permanent marks err as a permanent failure: the gate marks the job failed
-// instead of cooling it down. errors.Is and errors.As see through the mark.
+// Permanent marks err as a permanent failure. The gate marks the job
+// failed instead of cooling it down. errors.Is and errors.As see through
+// the mark.
 func Permanent(err error) error {
 	return &marked{err: err, v: Verdict{Class: ClassPermanent, Reason: ReasonMarkedPermanent, Evidence: "mark:permanent"}}
 }
 
 // Transient marks err as a transient failure with an optional retry hint
 // (0 = use the gate's backoff). Typical use: the model ignored the required
-// output format; the gate's MaxAttempts turns repeated failures into a
+// output format. The gate's MaxAttempts turns repeated failures into a
 // permanent mark.
 func Transient(err error, retryAfter time.Duration) error {
 	return &marked{err: err, v: Verdict{Class: ClassTransient, RetryAfter: clampHint(retryAfter), Reason: ReasonMarkedTransient, Evidence: "mark:transient"}}
 }
 
 // Systemic marks err as not the job's fault (credentials, quota,
-// configuration): the job is neither failed nor charged an attempt.
+// configuration). The job is neither failed nor charged an attempt.
 func Systemic(err error) error {
 	return &marked{err: err, v: Verdict{Class: ClassSystemic, Reason: ReasonMarkedSystemic, Evidence: "mark:systemic"}}
 }
 
 // WithReason marks err with an explicit verdict of class c and a custom reason
-// code. The reason must be a short code safe to show users (e.g. "bad_output");
-// an empty reason becomes the class name, so metric labels are never empty.
+// code. The reason must be a short code safe to show users (e.g.
+// "bad_output"). An empty reason becomes the class name, so metric labels
+// are never empty.
 func WithReason(err error, c Class, reason string, retryAfter time.Duration) error {
 	if reason == "" {
 		reason = c.String()

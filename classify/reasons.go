@@ -1,9 +1,10 @@
 package classify
 
 // Reasons returns every reason code this package's verdicts carry (the
-// Reason constants), in their declaration order, as a new slice. A
-// metrics observer keeps these as label values and folds any other code
-// into one, so a custom classifier cannot grow a label set without bound.
+// Reason constants). They come in their declaration order, as a new
+// slice. A metrics observer keeps these as label values. It folds any
+// other code into one. So a custom classifier cannot grow a label set
+// without bound.
 func Reasons() []string {
 	return []string{
 		ReasonRateLimited, ReasonQuotaExhausted, ReasonAccount, ReasonOverloaded,

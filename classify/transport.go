@@ -9,24 +9,24 @@ import (
 var _ http.RoundTripper = (*Transport)(nil)
 
 // Transport is an http.RoundTripper that reports every response's
-// rate-limit Budget, success or failure, to the function WithBudgetFunc put
-// on the request's context (the gate puts one there around a gated call).
-// It serves clients that take an *http.Client (openai-go,
-// anthropic-sdk-go, plain net/http):
+// rate-limit Budget, success or failure. It reports to the function
+// WithBudgetFunc put on the request's context. The gate puts one there
+// around a gated call. It serves clients that take an *http.Client
+// (openai-go, anthropic-sdk-go, plain net/http):
 //
 //	hc := &http.Client{Transport: &classify.Transport{}}
 //
-// For go-openai, whose errors drop the response's headers, use
+// go-openai's errors drop the response's headers. For go-openai, use
 // goopenai.Transport (package classify/goopenai) as its
-// ClientConfig.HTTPClient instead: it reports the Budget the same way and
+// ClientConfig.HTTPClient instead. It reports the Budget the same way. It
 // also keeps the retry hint headers in the error.
 //
-// RoundTrip hands every response back as it came, failures included: a
-// RoundTripper must not turn a response into an error, and those SDKs build
+// RoundTrip hands every response back as it came, failures included. A
+// RoundTripper must not turn a response into an error. Those SDKs build
 // errors that keep the status and headers themselves (classify/sdk
-// classifies them). When a function is listening it reads a failed
-// response's body, up to 1 MiB, for the wait its message states, and puts
-// back a body that reads the same.
+// classifies them). When a function is listening, RoundTrip reads a
+// failed response's body, up to 1 MiB, for the wait its message states.
+// It puts back a body that reads the same.
 //
 // Successful responses pass through untouched. The zero value is ready to
 // use. A Transport is safe for concurrent use if its Base is.
@@ -54,8 +54,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// peekMessage reads the error message of a failed response's body and
-// replaces the body with one that reads the same bytes, then the rest, and
+// peekMessage reads the error message of a failed response's body. It
+// replaces the body with one that reads the same bytes, then the rest. It
 // closes the original.
 func peekMessage(resp *http.Response) string {
 	orig := resp.Body
@@ -74,7 +74,7 @@ type readCloser struct {
 }
 
 // errReader fails every read with the error the first read of the body
-// met, so the client sees it where it would have.
+// met. So the client sees it where it would have.
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }

@@ -11,17 +11,18 @@ import (
 type Class uint8
 
 const (
-	// Transient failures may succeed later: the job cools down and may be
+	// Transient failures may succeed later. The job cools down and may be
 	// retried (rate limit, overload, network, unknown errors).
 	ClassTransient Class = iota
-	// Permanent failures fail again on every retry: the job is marked failed
-	// (prompt too long, content refused, invalid request).
+	// Permanent failures fail again on every retry. The job is marked
+	// failed (prompt too long, content refused, invalid request).
 	ClassPermanent
-	// Systemic failures are not the job's fault and no retry helps until an
-	// operator acts (bad API key, quota exhausted, model not found). The job
-	// is not marked failed and the attempt is not counted.
+	// Systemic failures are not the job's fault. No retry helps until an
+	// operator acts (bad API key, quota exhausted, model not found). The
+	// job is not marked failed and the attempt is not counted.
 	ClassSystemic
-	// Canceled means the caller gave up; the job is released with no cooldown.
+	// Canceled means the caller gave up. The job is released with no
+	// cooldown.
 	ClassCanceled
 )
 
@@ -40,8 +41,8 @@ func (c Class) String() string {
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
 
-// Reason codes: short, stable, safe to show to end users and to use as metric
-// labels. They never contain upstream text.
+// Reason codes are short and stable. They are safe to show to end users
+// and to use as metric labels. They never contain upstream text.
 const (
 	ReasonRateLimited     = "rate_limited"
 	ReasonQuotaExhausted  = "quota_exhausted"
@@ -80,39 +81,41 @@ type Verdict struct {
 	// RetryAfter is the server's retry hint (0 = none). It is already
 	// validated: never negative, never above MaxHint.
 	RetryAfter time.Duration
-	// Reason is a short stable code (the Reason* constants or a custom one);
-	// never upstream text.
+	// Reason is a short stable code: a Reason* constant or a custom one.
+	// It is never upstream text.
 	Reason string
-	// ProviderWide reports that the failure is about the provider or the API
-	// key (429 rate limit, 503/529 overload, quota) rather than this job.
+	// ProviderWide reports that the failure is about the provider or the
+	// API key, rather than this job. A 429 rate limit, a 503/529 overload
+	// and a quota are.
 	ProviderWide bool
-	// Suspect qualifies a permanent verdict that has no proof: the
-	// response rejected the request without naming a cause in it (a bare
-	// 400 or 422, an invalid_request_error with a code nobody lists). The
-	// gate then cools the job with its attempt counted, and marks it
+	// Suspect qualifies a permanent verdict that has no proof. The
+	// response rejected the request without naming a cause in it: a bare
+	// 400 or 422, or an invalid_request_error with a code nobody lists.
+	// The gate then cools the job with its attempt counted. It marks it
 	// Failed only when the same rejection comes back on the job's next
-	// attempt. A permanent verdict without Suspect is proof: the gate
+	// attempt. A permanent verdict without Suspect is proof. The gate
 	// marks the job Failed at once.
 	Suspect bool
 	// Evidence names the signal that decided the verdict, such as
-	// "code:context_length_exceeded", "status:429" or "message:billing":
-	// a field and a word of the classifier's own tables, never upstream
-	// text, at most MaxEvidence bytes of [A-Za-z0-9_.:=/-]. "" when
-	// nothing more specific than the class is known.
+	// "code:context_length_exceeded", "status:429" or "message:billing".
+	// It is a field and a word of the classifier's own tables, never
+	// upstream text. It is at most MaxEvidence bytes of
+	// [A-Za-z0-9_.:=/-]. It is "" when nothing more specific than the
+	// class is known.
 	Evidence string
 }
 
 // MaxEvidence bounds Verdict.Evidence.
 const MaxEvidence = code.MaxLen
 
-// MaxHint caps any retry hint read from a server: a hint above it is treated
-// as MaxHint, so a garbage header cannot park a job for years.
+// MaxHint caps any retry hint read from a server. A hint above it is
+// treated as MaxHint. So a garbage header cannot park a job for years.
 const MaxHint = 24 * time.Hour
 
 // Func classifies an error. The gate calls it once per failed call with the
-// error fn returned; it is never called with nil.
+// error fn returned. It is never called with nil.
 type Func func(err error) Verdict
 
-// Rule is one classification rule: it decides (ok = true) or passes (ok =
-// false) so the next rule, and finally Default, decides.
+// Rule is one classification rule. It decides (ok = true) or passes (ok =
+// false). When it passes, the next rule decides, and finally Default.
 type Rule func(err error) (v Verdict, ok bool)

@@ -1,19 +1,19 @@
 package classify
 
 // maxWalk bounds how many errors one classification inspects. Real chains
-// are a handful deep; the bound turns a cyclic Unwrap (on which errors.Is and
-// errors.As loop forever) or a 100k-deep chain into a fixed cost. Signals
-// deeper than the bound are ignored.
+// are a handful deep. The bound turns a cyclic Unwrap, on which errors.Is
+// and errors.As loop forever, into a fixed cost. It does so for a
+// 100k-deep chain too. Signals deeper than the bound are ignored.
 const maxWalk = 1024
 
-// walk calls visit for err and every error it wraps, depth first and
-// outermost first (the order errors.Is uses), until visit returns true or
-// maxWalk errors were seen. It never calls errors.Is or errors.As, which have
-// no cycle guard.
+// walk calls visit for err and every error it wraps. It goes depth first
+// and outermost first, the order errors.Is uses. It stops when visit
+// returns true or maxWalk errors were seen. It never calls errors.Is or
+// errors.As, which have no cycle guard.
 //
 // Methods of foreign error types (Unwrap, Timeout, HTTPStatusCode...) may
-// panic, for instance on a typed nil pointer; walk recovers and keeps what
-// visit collected so far, because a classifier that panics would take the
+// panic, for instance on a typed nil pointer. walk recovers and keeps what
+// visit collected so far. A classifier that panics would take the
 // caller's worker down with it.
 func walk(err error, visit func(error) bool) {
 	defer func() { _ = recover() }()

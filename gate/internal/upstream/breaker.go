@@ -12,7 +12,7 @@ import (
 // Policy tunes every upstream's breaker.
 type Policy struct {
 	// AllowedFails: how many other 5xx failures an upstream tolerates
-	// inside FailWindow; one more cools it.
+	// inside FailWindow. One more cools it.
 	AllowedFails int
 	FailWindow   time.Duration
 	// PermanentWave: how many distinct jobs failing permanently with one
@@ -43,7 +43,7 @@ type Breaker interface {
 	reset(ctx context.Context, s *store.Store) error
 }
 
-// Free is the breaker of a gate without an upstream: it always permits,
+// Free is the breaker of a gate without an upstream. It always permits,
 // reads nothing and writes nothing.
 type Free struct{}
 
@@ -80,13 +80,13 @@ type guarded struct {
 
 	// refusingUntil (unix ns, local clock) is when the refusal this
 	// process last read from the upstream ends. Until then an acquire
-	// that finds every upstream so only reads them, with Redis's clock,
-	// and writes nothing (Set.PeekKnown): it picks the path, never the
-	// answer, which always comes from what Redis holds now.
+	// that finds every upstream so only reads them, with Redis's clock
+	// (Set.PeekKnown). It writes nothing. It picks the path, never the
+	// answer. The answer always comes from what Redis holds now.
 	refusingUntil atomic.Int64
 	// spentUntil (unix ns, local clock) is when the budget's refusal this
-	// process last read ends: with refusingUntil, where a cluster's
-	// acquire asks to reserve its call (Set.Admissions).
+	// process last read ends. With refusingUntil it picks where a
+	// cluster's acquire asks to reserve its call (Set.Admissions).
 	spentUntil atomic.Int64
 }
 
@@ -121,8 +121,8 @@ func (b *guarded) knownRefusing() bool {
 	return time.Now().UnixNano() < b.refusingUntil.Load()
 }
 
-// claim asks for the probe. A ready reply (the key expired meanwhile)
-// lets the call run as usual.
+// claim asks for the probe. A ready reply lets the call run as usual:
+// the key expired meanwhile.
 func (b *guarded) claim(ctx context.Context, s *store.Store, token store.Token) (store.Claim, error) {
 	t := s.Trip()
 	c := t.Claim(ctx, b.k, token)
@@ -153,7 +153,7 @@ type Write struct {
 	Op     Op
 	TTL    time.Duration // Throttle, Suspend; Count and Unreached when they cool it
 	Reason string
-	// Job is the job that could not reach the upstream (Unreached): a job
+	// Job is the job that could not reach the upstream (Unreached). A job
 	// failing again counts once.
 	Job string
 }
@@ -220,9 +220,10 @@ func (b *guarded) recorded(ctx context.Context, s *store.Store, r Record, token 
 }
 
 // wave reports whether a permanent failure of job with reason is part of a
-// wave in the upstream: PermanentWave distinct jobs failing with it within
-// FailWindow, or the upstream already paused (or probing) for it. started
-// is set for the failure that fills the window. One round trip.
+// wave in the upstream. A wave is PermanentWave distinct jobs failing with
+// it within FailWindow. The upstream already paused (or probing) for it
+// is one too. started is set for the failure that fills the window. One
+// round trip.
 func (b *guarded) wave(ctx context.Context, s *store.Store, reason, job string) (in, started bool, err error) {
 	if b.policy.PermanentWave <= 0 {
 		return false, false, nil
@@ -246,9 +247,9 @@ func (b *guarded) wave(ctx context.Context, s *store.Store, reason, job string) 
 	return n >= size, n == size, nil
 }
 
-// reset ends the upstream's cooldown or pause, clears its failure
-// windows and forgets the rate learned of its provider, in one round trip
-// on one node.
+// reset ends the upstream's cooldown or pause. It clears its failure
+// windows and forgets the rate learned of its provider. It costs one
+// round trip on one node.
 func (b *guarded) reset(ctx context.Context, s *store.Store) error {
 	t := s.Trip()
 	r := t.ResetUpstream(ctx, b.k, b.fails, b.unreachable)
