@@ -29,37 +29,38 @@ import (
 //	{"error":{"code","message","metadata":{"raw"}}}                      OpenRouter, the provider's body in raw
 type problem struct {
 	typ, code string
-	// inner is a second, more specific code: Azure's innererror.code or
-	// Anthropic's error.details.error_code.
+	// inner is a second, more specific code. It is Azure's
+	// innererror.code or Anthropic's error.details.error_code.
 	inner string
-	// azureFilter: the body carries Azure's innererror, which only the
-	// content filter sends.
+	// azureFilter: the body carries Azure's innererror. Only the content
+	// filter sends it.
 	azureFilter bool
 	// status is a numeric code that looks like an HTTP status (google.rpc
-	// code, OpenRouter, vLLM); used where the HTTP status is unknown.
+	// code, OpenRouter, vLLM). It is used where the HTTP status is
+	// unknown.
 	status int
 	// gstatus is google.rpc.Status.status, e.g. "RESOURCE_EXHAUSTED".
 	gstatus string
 	// reason is google.rpc.ErrorInfo.reason, e.g. "API_KEY_INVALID".
 	reason string
-	// quotaID is google.rpc.QuotaFailure's first violation's quotaId,
-	// "GenerateRequestsPerMinutePerProjectPerModel-FreeTier": the period
-	// of the quota a 429 ran out of.
+	// quotaID is google.rpc.QuotaFailure's first violation's quotaId, such
+	// as "GenerateRequestsPerMinutePerProjectPerModel-FreeTier". It gives
+	// the period of the quota a 429 ran out of.
 	quotaID string
-	// delay is google.rpc.RetryInfo.retryDelay; hasDelay when it parsed.
+	// delay is google.rpc.RetryInfo.retryDelay. hasDelay: it parsed.
 	delay    time.Duration
 	hasDelay bool
-	// message is read only by the message table (messages.go); it never
+	// message is read only by the message table (messages.go). It never
 	// leaves the package.
 	message string
-	// param names the field a rejection is about: OpenAI's param,
-	// FastAPI's loc, google.rpc.BadRequest's field (rejection.go). Like
+	// param names the field a rejection is about (rejection.go). It is
+	// OpenAI's param, FastAPI's loc or google.rpc.BadRequest's field. Like
 	// message, it never leaves the package.
 	param string
 }
 
 // wireError is one error object in any of the shapes above. Every member
-// is decoded on its own, so one of an unexpected type (Azure's numeric
+// is decoded on its own. So one of an unexpected type (Azure's numeric
 // "status", a null "type") does not hide the others.
 type wireError struct {
 	Type       json.RawMessage `json:"type"`
@@ -77,12 +78,13 @@ type wireError struct {
 	// Description is a message under another name (Writer:
 	// {"errors":[{"description":"Invalid value for 'tool_choice': ..."}]}).
 	Description json.RawMessage `json:"description"`
-	// Param names the field; a gateway puts its sentence there behind a
+	// Param names the field. A gateway puts its sentence there, behind a
 	// message that says nothing ({"message":"Param Incorrect","param":
 	// "max_tokens is too large: ..."}).
 	Param json.RawMessage `json:"param"`
-	// Cause is a gateway's copy of the provider's body, as a string behind
-	// a message of its own ({"message":"模型服务调用失败","cause":"{...}"}).
+	// Cause is a gateway's copy of the provider's body, as a string. It
+	// stands behind a message of its own
+	// ({"message":"模型服务调用失败","cause":"{...}"}).
 	Cause json.RawMessage `json:"cause"`
 }
 
@@ -99,14 +101,14 @@ type rpcDetail struct {
 	} `json:"fieldViolations"`
 }
 
-// parseBody reads a provider error body; a body in none of the shapes above
-// says nothing.
+// parseBody reads a provider error body. A body in none of the shapes
+// above says nothing.
 func parseBody(b []byte) (p problem) {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] != '<' && !json.Valid(b) {
 		// A body in plain text is the server's message ("[{'loc': ('body',
 		// 'user'), 'msg': 'extra fields not permitted'}]", "server is
-		// overloaded"); a page (HTML, XML) is not.
+		// overloaded"). A page (HTML, XML) is not.
 		p.message = string(b)
 		return p
 	}
@@ -139,7 +141,7 @@ func parseBody(b []byte) (p problem) {
 		ok = strings.HasPrefix(strings.TrimSpace(raw), "{")
 	}
 	if ok {
-		// OpenRouter's "Provider returned error" says nothing; the
+		// OpenRouter's "Provider returned error" says nothing. The
 		// provider's own body, kept in metadata.raw, says what happened.
 		if q := parseBody([]byte(raw)); q.typ != "" || q.code != "" || q.message != "" {
 			if q.status == 0 {
@@ -179,8 +181,8 @@ func parseBody(b []byte) (p problem) {
 		p.param = param
 	}
 	if p.message == "" {
-		// FastAPI's validation errors: a list under "detail", at the top
-		// or as the message itself.
+		// FastAPI's validation errors are a list under "detail". It stands
+		// at the top or as the message itself.
 		detail := top.Detail
 		if len(e.Message) > 0 && e.Message[0] == '{' {
 			var m struct {
@@ -239,8 +241,8 @@ func (p *problem) readDetails(raw json.RawMessage) {
 	}
 }
 
-// parseProtoDuration reads a google.protobuf.Duration in its JSON form:
-// decimal seconds with an "s" suffix ("26s", "1.5s").
+// parseProtoDuration reads a google.protobuf.Duration in its JSON form.
+// That is decimal seconds with an "s" suffix ("26s", "1.5s").
 func parseProtoDuration(v string) (time.Duration, bool) {
 	num, found := strings.CutSuffix(strings.TrimSpace(v), "s")
 	if !found {
@@ -293,8 +295,8 @@ func openRouterRaw(meta json.RawMessage) (string, bool) {
 
 // validationDetail reads the first entry of FastAPI's validation error
 // list, [{"type":"extra_forbidden","loc":["body","x"],"msg":"Extra inputs
-// are not permitted"}]: its message, its type (a code) and its loc, the
-// field's path (its string parts, joined by dots).
+// are not permitted"}]. It reads its message and its type (a code). It
+// reads its loc too: the field's path, its string parts joined by dots.
 func validationDetail(raw json.RawMessage) (msg, typ, loc string) {
 	if len(raw) == 0 || raw[0] != '[' {
 		return "", "", ""
@@ -318,9 +320,9 @@ func validationDetail(raw json.RawMessage) (msg, typ, loc string) {
 	return msg, typ, strings.Join(path, ".")
 }
 
-// objectMessage reads a message that is itself an object, as LiteLLM sends
-// a Bedrock guardrail's verdict or an HTTPException's detail: its "error"
-// or "message" string.
+// objectMessage reads a message that is itself an object. LiteLLM sends a
+// Bedrock guardrail's verdict or an HTTPException's detail so. It reads
+// its "error" or "message" string.
 func objectMessage(raw json.RawMessage) string {
 	if len(raw) == 0 || raw[0] != '{' {
 		return ""

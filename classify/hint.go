@@ -15,18 +15,18 @@ import (
 //  2. Retry-After: seconds (integer or decimal) or an HTTP-date, taken
 //     relative to the response's Date header when it parses, else to now;
 //  3. x-ratelimit-reset-requests and x-ratelimit-reset-tokens: Go durations
-//     such as "6m0s", "1s" or "20ms". When both are present the larger wins:
-//     the header alone does not say which limit was hit, and only after the
-//     later reset is neither limit in the way;
+//     such as "6m0s", "1s" or "20ms". When both are present the larger
+//     wins. The header alone does not say which limit was hit. Only after
+//     the later reset is neither limit in the way;
 //  4. Anthropic's anthropic-ratelimit-requests-reset, -tokens-reset,
 //     -input-tokens-reset and -output-tokens-reset: RFC 3339 times, taken
 //     relative to the Date header when it parses, else to now. The latest
 //     wins, for the same reason.
 //
 // A header that is negative, NaN, infinite, overflowing or otherwise garbage
-// is skipped, so the next one in the order gets its turn. A date in the past
-// yields 0 (retry now). Hints above MaxHint are capped at MaxHint. ok is false
-// when no header holds a usable hint.
+// is skipped. The next one in the order then gets its turn. A date in the
+// past yields 0 (retry now). Hints above MaxHint are capped at MaxHint. ok
+// is false when no header holds a usable hint.
 func ParseRetryHint(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	if d, ok := parseRetryAfter(h, now); ok {
 		return d, true
@@ -48,7 +48,7 @@ var anthropicResets = [...]string{
 
 // parseAnthropicReset reads the latest of Anthropic's reset times, as a
 // wait from the response's Date (else now). Like x-ratelimit-reset-*, they
-// say when a limit refills, which answers only a rate-limit failure; a
+// say when a limit refills. That answers only a rate-limit failure. A
 // gateway that strips retry-after leaves them the only hint.
 func parseAnthropicReset(h http.Header, now time.Time) (time.Duration, bool) {
 	var (
@@ -74,9 +74,9 @@ func parseAnthropicReset(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // parseRetryAfter reads the explicit hints (retry-after-ms, Retry-After).
-// Unlike the rate-limit reset headers, which OpenAI sends on every response,
-// they are an instruction about this failure, so they apply to any transient
-// verdict.
+// OpenAI sends the rate-limit reset headers on every response. These are
+// an instruction about this failure instead. So they apply to any
+// transient verdict.
 func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if ms, ok := parseDecimal(h.Get("Retry-After-Ms")); ok {
 		return secondsToHint(ms / 1000), true
@@ -99,8 +99,8 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // parseRateLimitReset reads the x-ratelimit-reset-* headers. which is
-// OpenAI's error type for a 429 ("requests" or "tokens") and selects the
-// matching header; any other value takes the larger of the two.
+// OpenAI's error type for a 429 ("requests" or "tokens"). It selects the
+// matching header. Any other value takes the larger of the two.
 func parseRateLimitReset(h http.Header, which string) (time.Duration, bool) {
 	req, reqOK := parseReset(h.Get("X-Ratelimit-Reset-Requests"))
 	tok, tokOK := parseReset(h.Get("X-Ratelimit-Reset-Tokens"))
@@ -131,8 +131,9 @@ func parseReset(v string) (time.Duration, bool) {
 	return clampHint(d), true
 }
 
-// parseDecimal accepts only plain non-negative decimals ("3", "1.5"), not
-// the signs, exponents, hex, "Inf" or "NaN" strconv.ParseFloat would take.
+// parseDecimal accepts only plain non-negative decimals ("3", "1.5"). It
+// refuses the signs, exponents, hex, "Inf" or "NaN" strconv.ParseFloat
+// would take.
 func parseDecimal(v string) (float64, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" || v == "." {
