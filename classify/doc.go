@@ -319,10 +319,10 @@
 // Links (http:// and https://) are not read: "json-schema.org" is no
 // organisation.
 //
-// Every provider row has cases in testdata/corpus: real responses from the
-// official SDKs' tests, the providers' documentation and public issue
-// reports, each naming its source. testdata/holdout holds responses from
-// providers the vocabulary was not designed on (TestHoldout).
+// Every provider row has cases in testdata/corpus. They are real responses
+// from the official SDKs' tests, the providers' documentation and public
+// issue reports. Each names its source. testdata/holdout holds responses
+// from providers the vocabulary was not designed on (TestHoldout).
 //
 // # Evidence
 //
