@@ -91,94 +91,19 @@ func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) 
 		return nil, err
 	}
 	deadline := time.Now().Add(wait)
-	l, err := g.acquireOnce(ctx, job, nil)
-	if err != nil && wait > 0 && !g.opts.Shadow {
-		l, err = g.wait(ctx, job, l, err, deadline)
-	}
-	g.refused(ctx, err)
-	if g.opts.Shadow && err != nil {
-		return g.shadowed(ctx, job, err)
-	}
-	return l, err
-}
-
-// shadowed lets a call through that the gate refused, or could not judge
-// for want of Redis (Options.Shadow): the refusal was reported, and the
-// call runs on a lease that writes nothing. Bad input and the caller's
-// own context still end the call.
-func (g *Gate) shadowed(ctx context.Context, job string, err error) (*Lease, error) {
-	var b *BlockedError
-	if ctx.Err() != nil || !(errors.As(err, &b) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRedisRefused)) {
-		return nil, err
-	}
-	key, kerr := g.jobKey(job)
-	if kerr != nil {
-		return nil, err
-	}
-	return g.ungated(ctx, grant{job: job, key: key, attempt: 1}), nil
-}
-
-// waiting is what a waiter's acquire reads beside the job (wait.go): the
-// token of the run it waits for, and the job's done key, where that run's
-// success leaves its token.
-type waiting struct {
-	token, done string
-}
-
-// acquireOnce is one attempt to take job, merged with the other calls of
-// the job in this process (flight.go). w is set for a waiter. It sends no
-// refusal event: the caller sends one per call (refused).
-//
-// Its cost in Redis round trips:
-//   - One, usually: the job's commands on its node (PTTL, SET NX GET, TIME,
-//     then job_fence.lua, which records the fence of a job taken on a free
-//     key beside its token, so Status tells it; a GET of the done key with a Retention.Done of 10 s or more, so a success
-//     Redis did not record yet is refused as done), with each upstream's
-//     state and budget admission in the same trip. On one node with
-//     budgets that trip is one script, which judges the upstreams before
-//     it takes the job, so their refusal writes nothing.
-//   - On a cluster with budgets: one when the job's value refuses the call
-//     (a duplicate of a running job; nothing is reserved), two when it
-//     runs: the job is taken first and its upstreams asked once it is the
-//     call's (Store.Acquire), so of concurrent duplicates exactly one
-//     asks and the others are told ErrInFlight. One more for each of the
-//     cases below, and three when every upstream refuses and this process
-//     did not know it (take, ask, give back).
-//   - Two, when the key holds a finished state with history (a script
-//     takes it over), when an upstream's wait has just ended (this call
-//     claims its probe), on a cluster when another upstream than the one
-//     asked must reserve the call, or when every upstream refuses and
-//     this process did not know it (the job is given back).
-//   - While this process knows every upstream refuses: one read, nothing
-//     written.
-//   - When Redis refuses the write (OOM, READONLY): a second trip reads
-//     the job with commands that write nothing, so a known job keeps its
-//     refusal and only a free one fails closed (ErrRedisRefused).
-//
-// Concurrent calls of one job in one process share one round trip.
-func (g *Gate) acquireOnce(ctx context.Context, job string, w *waiting) (*Lease, error) {
 	key, err := g.jobKey(job)
 	if err != nil {
 		return nil, err
 	}
-	if b, left := g.unwritten.refusal(job); b != nil {
-		b.RetryAfter = g.retryIn(refuser{state: b.State, left: left})
-		return nil, b
+	l, err := g.acquireOnce(ctx, job, key, nil)
+	if err != nil && wait > 0 && !g.opts.Shadow {
+		l, err = g.wait(ctx, job, key, l, err, deadline)
 	}
-	for {
-		if ctx.Err() != nil {
-			return nil, ctxError(ctx, "acquire")
-		}
-		p, leader := g.flight.join(job)
-		if leader {
-			l, err := g.acquire(ctx, job, key, w)
-			g.flight.resolve(job, p, l, err)
-			return l, err
-		}
-		if err, again := g.flight.follow(ctx, p, w != nil, g.retryIn); !again {
-			return nil, err
-		}
+	g.refused(ctx, err)
+	if g.opts.Shadow && err != nil {
+		return g.shadowed(ctx, job, key, err)
 	}
+	return l, err
 }
 
 // jobKey returns job's lock key, or ErrInvalidJob. Every call that names
@@ -246,7 +171,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	case w != nil:
 		a.Done = w.done
 	case g.opts.Retention.Done >= store.SuccessMemory:
-		a.Done = keyspace.Done(g.opts.Prefix, l.job)
+		a.Done = keyspace.Done(l.key)
 	}
 	var (
 		r      store.Acquired
@@ -387,14 +312,6 @@ func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, err
 	l := g.ungated(ctx, grant{job: gr.job, key: gr.key, token: gr.token, attempt: 1})
 	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
 	return l, nil
-}
-
-// ungated is a lease that holds nothing in Redis: its settle writes
-// nothing (Lease.Gated reports false).
-func (g *Gate) ungated(ctx context.Context, gr grant) *Lease {
-	l := &Lease{grant: gr, g: g, parent: ctx, ungated: true, start: time.Now()}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
-	return l
 }
 
 // jobRefusal refuses a call by the job's value.

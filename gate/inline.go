@@ -224,14 +224,16 @@ func turnOf(ctx context.Context) (int, string, time.Duration) {
 	return -1, "", 0
 }
 
-// mark is the key of job's mark in this line (keyspace.LineMark).
-func (q *inLine) mark(job string) string { return keyspace.LineMark(q.g.opts.Prefix, q.name, job) }
+// mark is the key of the mark in this line of the job whose key is key
+// (keyspace.LineMark).
+func (q *inLine) mark(key string) string { return keyspace.LineMark(q.g.opts.Prefix, q.name, key) }
 
-// placeOf queues on t a read of where job's caller waits in each line.
-func (g *Gate) placeOf(ctx context.Context, t *store.Trip, job string) []store.Reply[store.JobPlace] {
+// placeOf queues on t a read of where the caller of the job whose key is
+// key waits in each line.
+func (g *Gate) placeOf(ctx context.Context, t *store.Trip, key string) []store.Reply[store.JobPlace] {
 	out := make([]store.Reply[store.JobPlace], len(g.lines))
 	for i, q := range g.lines {
-		out[i] = t.PlaceOfJob(ctx, q.keys, q.mark(job), q.budget)
+		out[i] = t.PlaceOfJob(ctx, q.keys, q.mark(key), q.budget)
 	}
 	return out
 }

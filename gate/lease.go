@@ -114,3 +114,11 @@ func (l *Lease) remaining() time.Duration {
 
 // elapsed is how long the run has taken.
 func (l *Lease) elapsed() time.Duration { return time.Since(l.start) }
+
+// ungated is a lease that holds nothing in Redis: its settle writes
+// nothing (Lease.Gated reports false).
+func (g *Gate) ungated(ctx context.Context, gr grant) *Lease {
+	l := &Lease{grant: gr, g: g, parent: ctx, ungated: true, start: time.Now()}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	return l
+}

@@ -221,7 +221,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 	t := g.store.Trip()
 	if out == outSuccess {
 		// For a waiter for this run, whatever Retention.Done is.
-		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence)
+		t.MarkDone(rctx, keyspace.Done(l.key), l.token, l.fence)
 	}
 	settled := t.Settle(rctx, l.key, l.token, l.fence, d.job.settlement())
 	d.upstream.Job = l.job
@@ -266,7 +266,7 @@ func (l *Lease) settle(ctx context.Context, out outcome, v classify.Verdict) (re
 		stale := store.StaleAfter(l.fence, l.acquired, l.expires)
 		l.mu.Unlock()
 		t := g.store.Trip()
-		settled = t.SettleGone(rctx, l.key, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence, stale, d.job.settlement())
+		settled = t.SettleGone(rctx, l.key, keyspace.Done(l.key), l.token, l.fence, stale, d.job.settlement())
 		t.Send(rctx)
 		rep, err = settled.Result()
 	}

@@ -55,7 +55,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	t := g.store.Trip()
 	read := t.ReadJob(ctx, key)
 	peeks := g.ups.Peek(ctx, &t)
-	places := g.placeOf(ctx, &t, job)
+	places := g.placeOf(ctx, &t, key)
 	t.Send(ctx)
 	r, err := read.Result()
 	if err != nil {
@@ -109,7 +109,7 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 	}
 	t := g.store.Trip()
 	reset := t.ResetJob(ctx, key)
-	t.ForgetDone(ctx, keyspace.Done(g.opts.Prefix, job))
+	t.ForgetDone(ctx, keyspace.Done(key))
 	t.Send(ctx)
 	r, err := reset.Result()
 	if err != nil {

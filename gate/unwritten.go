@@ -46,7 +46,7 @@ func (l *Lease) rewrite(ctx context.Context, f *unwrittenOutcome, w jobWrite, he
 		s.TTL = left
 		rctx, cancel := context.WithTimeout(ctx, g.opts.Redis.Timeout)
 		t := g.store.Trip()
-		t.MarkDone(rctx, keyspace.Done(g.opts.Prefix, l.job), l.token, l.fence)
+		t.MarkDone(rctx, keyspace.Done(l.key), l.token, l.fence)
 		settled := t.Settle(rctx, l.key, l.token, l.fence, s)
 		t.Send(rctx)
 		rep, err := settled.Result()

@@ -39,6 +39,66 @@ func redisDown(l *Lease, err error) bool {
 	return errors.Is(err, ErrUnavailable) || (l != nil && !l.Gated())
 }
 
+// waiting is what a waiter's acquire reads beside the job (wait.go): the
+// token of the run it waits for, and the job's done key, where that run's
+// success leaves its token.
+type waiting struct {
+	token, done string
+}
+
+// acquireOnce is one attempt to take job, merged with the other calls of
+// the job in this process (flight.go). w is set for a waiter. It sends no
+// refusal event: the caller sends one per call (refused).
+//
+// Its cost in Redis round trips:
+//   - One, usually: the job's commands on its node (PTTL, SET NX GET, TIME,
+//     then job_fence.lua, which records the fence of a job taken on a free
+//     key beside its token, so Status tells it; a GET of the done key with a Retention.Done of 10 s or more, so a success
+//     Redis did not record yet is refused as done), with each upstream's
+//     state and budget admission in the same trip. On one node with
+//     budgets that trip is one script, which judges the upstreams before
+//     it takes the job, so their refusal writes nothing.
+//   - On a cluster with budgets: one when the job's value refuses the call
+//     (a duplicate of a running job; nothing is reserved), two when it
+//     runs: the job is taken first and its upstreams asked once it is the
+//     call's (Store.Acquire), so of concurrent duplicates exactly one
+//     asks and the others are told ErrInFlight. One more for each of the
+//     cases below, and three when every upstream refuses and this process
+//     did not know it (take, ask, give back).
+//   - Two, when the key holds a finished state with history (a script
+//     takes it over), when an upstream's wait has just ended (this call
+//     claims its probe), on a cluster when another upstream than the one
+//     asked must reserve the call, or when every upstream refuses and
+//     this process did not know it (the job is given back).
+//   - While this process knows every upstream refuses: one read, nothing
+//     written.
+//   - When Redis refuses the write (OOM, READONLY): a second trip reads
+//     the job with commands that write nothing, so a known job keeps its
+//     refusal and only a free one fails closed (ErrRedisRefused).
+//
+// Concurrent calls of one job in one process share one round trip. key
+// is the job's key (jobKey).
+func (g *Gate) acquireOnce(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
+	if b, left := g.unwritten.refusal(job); b != nil {
+		b.RetryAfter = g.retryIn(refuser{state: b.State, left: left})
+		return nil, b
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, "acquire")
+		}
+		p, leader := g.flight.join(job)
+		if leader {
+			l, err := g.acquire(ctx, job, key, w)
+			g.flight.resolve(job, p, l, err)
+			return l, err
+		}
+		if err, again := g.flight.follow(ctx, p, w != nil, g.retryIn); !again {
+			return nil, err
+		}
+	}
+}
+
 // runningRefusal returns the refusal of a job that is running, nil otherwise.
 func runningRefusal(err error) *BlockedError {
 	b, ok := err.(*BlockedError) // acquireOnce returns refusals unwrapped
@@ -53,12 +113,12 @@ func runningRefusal(err error) *BlockedError {
 // elsewhere is waited for (waitRunning); a call its upstream's budget
 // refuses waits in that upstream's line for its turn (waitInLine), also
 // when the run waited for left the budget short.
-func (g *Gate) wait(ctx context.Context, job string, l *Lease, err error, deadline time.Time) (*Lease, error) {
+func (g *Gate) wait(ctx context.Context, job, key string, l *Lease, err error, deadline time.Time) (*Lease, error) {
 	if b := runningRefusal(err); b != nil {
-		l, err = g.waitRunning(ctx, job, b.token, deadline)
+		l, err = g.waitRunning(ctx, job, key, b.token, deadline)
 	}
 	if b, q := g.budgetRefusal(err); b != nil && time.Now().Before(deadline) {
-		l, err = g.waitInLine(ctx, job, b, q, deadline)
+		l, err = g.waitInLine(ctx, job, key, b, q, deadline)
 	}
 	return l, err
 }
@@ -66,12 +126,11 @@ func (g *Gate) wait(ctx context.Context, job string, l *Lease, err error, deadli
 // waitRunning waits for job, refused as running the run holding token,
 // until deadline. Each read also reads the job's done key, so the success
 // of that run refuses it (ErrDone) even when Retention.Done is 0.
-func (g *Gate) waitRunning(ctx context.Context, job, token string, deadline time.Time) (*Lease, error) {
+func (g *Gate) waitRunning(ctx context.Context, job, key, token string, deadline time.Time) (*Lease, error) {
 	if g.test.refused != nil {
 		g.test.refused(job)
 	}
-	key := keyspace.Job(g.opts.Prefix, job) // checked by the first attempt
-	w := &waiting{token: token, done: keyspace.Done(g.opts.Prefix, job)}
+	w := &waiting{token: token, done: keyspace.Done(key)}
 	ln := g.hub.Listen(key)
 	defer ln.Close()
 	poll := hub.PollMin
@@ -92,7 +151,7 @@ func (g *Gate) waitRunning(ctx context.Context, job, token string, deadline time
 		// A waiter never follows an acquire of the job already in flight
 		// in this process (its refusal may predate the wake): acquireOnce
 		// reads again itself.
-		l, err := g.acquireOnce(ctx, job, w)
+		l, err := g.acquireOnce(ctx, job, key, w)
 		left = time.Until(deadline)
 		down := redisDown(l, err) && ctx.Err() == nil
 		if down && l != nil {
@@ -160,13 +219,13 @@ func (g *Gate) budgetRefusal(err error) (*BlockedError, *inLine) {
 // the turn cannot meet is refused at once with the expected wait
 // (BlockedError.Ahead); a caller is never answered with a lease past its
 // deadline.
-func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *inLine, deadline time.Time) (*Lease, error) {
+func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError, q *inLine, deadline time.Time) (*Lease, error) {
 	var waited time.Duration // in line, over every place it took
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	c := callerOf(ctx)
-	mark := q.mark(job)
+	mark := q.mark(key)
 	for {
 		rate := 0.0
 		if b.line.gap > 0 {
@@ -206,7 +265,7 @@ func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *i
 			return nil, b
 		}
 		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
-		l, err := g.acquireOnce(tctx, job, nil)
+		l, err := g.acquireOnce(tctx, job, key, nil)
 		if err == nil && !time.Now().Before(deadline) {
 			// Acquired as the deadline passed: given back, not answered late;
 			// the call fits now, so it may ask again at once.
@@ -222,7 +281,7 @@ func (g *Gate) waitInLine(ctx context.Context, job string, b *BlockedError, q *i
 			return l, err
 		}
 		if nq != q {
-			mark = nq.mark(job)
+			mark = nq.mark(key)
 		}
 		b, q = nb, nq // the turn's call no longer fits: in line again
 	}

@@ -88,14 +88,20 @@ func Job(prefix, job string) string {
 	return tagged(prefix, job, "}:job")
 }
 
-// Done returns a job's done key, <prefix>:{<job>}:done: the token and
-// fence of its last success, for a few seconds after it, so a waiter for
-// that run is told it is done, an acquire that finds the job free while
-// its done mark did not reach Redis refuses it, and an older run's failure
-// that comes after its lease ended does not undo it. It shares the job's
-// slot.
-func Done(prefix, job string) string {
-	return tagged(prefix, job, "}:done")
+// Done returns the done key of the job whose key is jobKey (Job),
+// <prefix>:{<job>}:done: the token and fence of its last success, for a
+// few seconds after it. A waiter for that run is told it is done. An
+// acquire that finds the job free while its done mark did not reach
+// Redis refuses it. An older run's failure that comes after its lease
+// ended does not undo it. It shares the job's slot. The job's name is
+// encoded once, in its key.
+func Done(jobKey string) string {
+	return strings.TrimSuffix(jobKey, ":job") + ":done"
+}
+
+// tagOf returns the encoded name in a job's key under prefix (Job).
+func tagOf(prefix, jobKey string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(jobKey, prefix+":{"), "}:job")
 }
 
 // Calls returns the key of a gate's last call durations: every process

@@ -68,8 +68,11 @@ func FuzzEncodeName(f *testing.F) {
 		if want := "p:{" + ea + "}:job"; Job("p", a) != want {
 			t.Fatalf("Job(%q) = %q, want %q", a, Job("p", a), want)
 		}
-		if want := "p:{" + ea + "}:done"; Done("p", a) != want {
-			t.Fatalf("Done(%q) = %q, want %q", a, Done("p", a), want)
+		if want := "p:{" + ea + "}:done"; Done(Job("p", a)) != want {
+			t.Fatalf("Done(%q) = %q, want %q", a, Done(Job("p", a)), want)
+		}
+		if want := "p:upstream:{u}:line:job:" + ea; LineMark("p", "u", Job("p", a)) != want {
+			t.Fatalf("LineMark(%q) = %q, want %q", a, LineMark("p", "u", Job("p", a)), want)
 		}
 		if a != "" {
 			key := Job("p", a)

@@ -17,11 +17,12 @@ func Line(prefix, upstream string) (line, owners, meta, grants string) {
 	return key, key + ":owners", key + ":meta", key + ":grant:"
 }
 
-// LineMark returns the key of a job's mark in an upstream's line: the
-// place its caller holds while it waits, so any process can read it
-// (gate.Status). It lives in the upstream's slot.
-func LineMark(prefix, upstream, job string) string {
-	return prefix + ":upstream:{" + Encode(upstream) + "}:line:job:" + Encode(job)
+// LineMark returns the key of a job's mark in an upstream's line, for
+// the job whose key is jobKey (Job): the place its caller holds while it
+// waits, so any process can read it (gate.Status). It lives in the
+// upstream's slot. The job's name is encoded once, in its key.
+func LineMark(prefix, upstream, jobKey string) string {
+	return prefix + ":upstream:{" + Encode(upstream) + "}:line:job:" + tagOf(prefix, jobKey)
 }
 
 // LineMember is a member of an upstream's line, decoded: the one reading

@@ -63,7 +63,7 @@ func BenchmarkHundredThousandWaiting(b *testing.B) {
 		b.StartTimer()
 		for i := range callers {
 			c := Caller{Class: i % 3, Tenant: "tenant-" + strconv.Itoa(i%100)}
-			tk, err := ls[i%procs].JoinMarked(ctx, c, time.Now().Add(10*time.Minute), 0, keyspace.LineMark("bench", "up", "job-"+strconv.Itoa(i)))
+			tk, err := ls[i%procs].JoinMarked(ctx, c, time.Now().Add(10*time.Minute), 0, keyspace.LineMark("bench", "up", keyspace.Job("bench", "job-"+strconv.Itoa(i))))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func BenchmarkHundredThousandWaiting(b *testing.B) {
 			usage += n
 		}
 		// The marks, one key per caller, alike: one's usage for each.
-		mark, err := admin.MemoryUsage(ctx, keyspace.LineMark("bench", "up", "job-0"), 0).Result()
+		mark, err := admin.MemoryUsage(ctx, keyspace.LineMark("bench", "up", keyspace.Job("bench", "job-0")), 0).Result()
 		if err != nil {
 			b.Fatal(err)
 		}

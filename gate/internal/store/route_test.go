@@ -94,7 +94,7 @@ func TestAcquireResentPastAFailedMaster(t *testing.T) {
 	ctx := context.Background()
 	s := New(c, Config{Lease: time.Minute, Timeout: time.Second})
 	p := redistest.UniqueKey(t)
-	for _, done := range []string{"", keyspace.Done(p, "job")} {
+	for _, done := range []string{"", keyspace.Done(keyspace.Job(p, "job"))} {
 		key := keyspace.Job(p, "job")
 		if done != "" {
 			if err := c.job.Set(ctx, done, "waited-for", 0).Err(); err != nil {
