@@ -28,6 +28,19 @@ func acquireWait(ctx context.Context, g *gate.Gate, job string, wait time.Durati
 	return out
 }
 
+// answerOf returns an acquireWait's answer, failing with what if none
+// comes within 20 s.
+func answerOf(t *testing.T, ch <-chan acquired, what string) acquired {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal(what)
+		return acquired{}
+	}
+}
+
 // inLine polls g.Status until job's caller waits in line (InLine), and
 // returns that status.
 func inLine(t *testing.T, g *gate.Gate, job string) gate.Status {
@@ -347,14 +360,10 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
-			select {
-			case r := <-got:
-				if r.err != nil {
-					t.Fatalf("the caller in line, after the probe succeeded: %v", r.err)
-				}
+			if r := answerOf(t, got, "the caller in line was not woken after the upstream recovered"); r.err != nil {
+				t.Fatalf("the caller in line, after the probe succeeded: %v", r.err)
+			} else {
 				_ = r.l.Release(ctx)
-			case <-time.After(20 * time.Second):
-				t.Fatal("the caller in line was not woken after the upstream recovered")
 			}
 		})
 	}
@@ -410,14 +419,10 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			select {
-			case r := <-batch:
-				if r.err != nil {
-					t.Fatalf("the batch caller once the budget refilled: %v", r.err)
-				}
+			if r := answerOf(t, batch, "the batch caller was never given the refill"); r.err != nil {
+				t.Fatalf("the batch caller once the budget refilled: %v", r.err)
+			} else {
 				_ = r.l.Release(ctx)
-			case <-time.After(20 * time.Second):
-				t.Fatal("the batch caller was never given the refill")
 			}
 		})
 	}
