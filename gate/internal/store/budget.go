@@ -116,6 +116,9 @@ type Admitted struct {
 	// Unread: no reading judged the call. One call at a time judged it,
 	// before anything is known, or a learned rate did.
 	Unread bool
+	// Failed: the admission's script failed (Acquired.AdmitErr): it judged
+	// nothing, and what the call teaches cannot be written either.
+	Failed bool
 }
 
 // Admit queues budget_admit.lua.

@@ -244,8 +244,11 @@ func decodeAsked(a *Acquire, peeks []*redis.StringCmd, admits []*redis.Cmd, r *A
 	}
 	for i, c := range admits {
 		var aerr error
-		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil && r.AdmitErr == nil {
-			r.AdmitErr = aerr
+		if r.Admitted[i], aerr = decodeAdmitted(c, a.Admissions[i].Member); aerr != nil {
+			r.Admitted[i].Failed = true
+			if r.AdmitErr == nil {
+				r.AdmitErr = aerr
+			}
 		}
 	}
 	return nil

@@ -283,11 +283,13 @@ func (c Choice) Learned() bool { return c.learned }
 
 // Learns reports whether the run's call teaches its upstream's learned
 // rate (Budget's lesson). It does when budgets are on, no reading judged
-// the call, and its responses reported none.
+// the call, and its responses reported none. A call whose admission
+// failed (an ACL without the budget's commands) teaches nothing: the
+// lesson's script would fail too.
 func (c Choice) Learns(seen *Seen) bool {
 	_, ok := c.b.(*guarded)
 	_, read := seen.reading(time.Now())
-	return ok && !c.off && !read && (!c.judged || c.admitted.Unread)
+	return ok && !c.off && !read && !c.admitted.Failed && (!c.judged || c.admitted.Unread)
 }
 
 // Early queues on t what the run's responses said so far (seen, read at

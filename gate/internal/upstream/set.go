@@ -176,7 +176,7 @@ func (s *Set) Choose(ctx context.Context, st *store.Store, token store.Token, j 
 			// Unjudged by a budget it was asked. The provider is known to
 			// send none and has refused nothing yet. Its first 429 starts
 			// the learned rate.
-			c.learned = j.learned(i) || i < len(j.admitted) && !j.admitted[i].Judged && j.asks != nil
+			c.learned = j.learned(i) || i < len(j.admitted) && !j.admitted[i].Judged && !j.admitted[i].Failed && j.asks != nil
 			s.drop(ctx, st, j, i)
 			b.forget()
 			return c, nil, nil
