@@ -298,6 +298,15 @@ func decodeTakeAdmitted(cmd *redis.Cmd, member string, n int, r *Acquired) error
 		return err
 	}
 	var job, values, admissions []any
+	if len(v) == 1 {
+		// The job held refused the call before its upstreams were asked.
+		job, _ = v[0].([]any)
+		if kind, _ := replyInt(job, 0); kind != 0 {
+			return badReply("acquire", v)
+		}
+		r.Unasked = true
+		return takenOf(job, r)
+	}
 	if len(v) == 3 {
 		job, _ = v[0].([]any)
 		values, _ = v[1].([]any)

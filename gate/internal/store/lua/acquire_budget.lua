@@ -15,12 +15,27 @@
 -- may take the call reserves it if it is ready and has a budget, and only
 -- once the job is taken: a probe's call is not reserved, as
 -- budget_admit.lua does not reserve it.
--- Reply: {job, values, admissions}: job is take's reply (job_take.lua),
+-- Reply: {job} for a job held (first, below), else {job, values,
+-- admissions}: job is take's reply (job_take.lua),
 -- or {2, now ms} when no upstream may take the call and the job is free
 -- (a job held, its call running or its cooldown not over, is refused by
 -- its own state: take's refusal, as a cluster's take-first acquire
 -- answers); values the upstreams' values (false: none); admissions
 -- budget_admit.lua's reply for each.
+-- A job held (its call running, its cooldown not over) is refused by its
+-- own state first: take's refusal, nothing written, and no budget judged
+-- (a retry storm's refusals cost a GET, not the budget's work). Reply
+-- {job} alone: the upstreams were not asked. A caller holding a turn of
+-- the line goes on, so its turn is taken or kept as below.
+if ARGV[7] == '' then
+  local held = redis.call('GET', KEYS[1])
+  if held then
+    local st, untl = string.match(held, '^([cfd]):(%d+):')
+    if not st or tonumber(untl) > NOW then
+      return {{0, NOW, held, redis.call('PTTL', KEYS[1])}}
+    end
+  end
+end
 local lease, member = tonumber(ARGV[2]), ARGV[3]
 local tokens, keep, share = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local values, admissions, needs, turns = {}, {}, {}, {}
