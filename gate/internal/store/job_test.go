@@ -401,3 +401,33 @@ func TestAcquireElsewhereTakesTheJobFirst(t *testing.T) {
 		t.Fatalf("a duplicate: %+v, calls in flight %v %v; want refused by the running job, only the first call reserved", rd, members, err)
 	}
 }
+
+// On one node a job held (its call running) refuses a duplicate before
+// any upstream is judged: the script reads the job first, so the refusal
+// asks no budget (Unasked, nothing admitted or reserved).
+func TestAcquireOnOneNodeRefusesAHeldJobFirst(t *testing.T) {
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+	tr.Send(ctx)
+	tok := NewToken()
+	first := &Acquire{Key: "k", Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0)}}}
+	var r Acquired
+	if err := s.Acquire(ctx, first, &r); err != nil || !r.Taken || r.Admitted[0].Reserved == "" {
+		t.Fatalf("the first call: %+v, %v; want taken, reserved", r, err)
+	}
+	tok2 := NewToken()
+	dup := &Acquire{Key: "k", Token: tok2, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok2, 0)}}}
+	r = Acquired{}
+	if err := s.Acquire(ctx, dup, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Taken || !r.Unasked || r.Admitted != nil || r.Upstreams != nil || r.Job.Token != first.Token.Token {
+		t.Fatalf("a duplicate of the running job: %+v; want refused by the job, its upstreams not asked", r)
+	}
+	if n, err := rdb.ZCard(ctx, "up:calls").Result(); err != nil || n != 1 {
+		t.Fatalf("calls in flight after the duplicate: %d, %v; want only the first's", n, err)
+	}
+}
