@@ -176,9 +176,11 @@ func TestSoak(t *testing.T) {
 
 	// Invariant 4: every key the gate wrote expires.
 	direct := srv.Client(t)
-	// A job's key and its done key per job, and the gate's calls key (the
-	// shared call durations, written by renewals).
-	checkAllExpire(t, direct, o.Prefix, 2*jobs+1)
+	// A job's key and its done key per job, the gate's calls key (the
+	// shared call durations, written by renewals), and its default
+	// upstream's: the budget (where it notes that no rate-limit headers
+	// came back), the permanent wave of "bad_request", its failure window.
+	checkAllExpire(t, direct, o.Prefix, 2*jobs+1+3)
 	bytesPerCoolingJob(t, srv)
 }
 
