@@ -8,58 +8,9 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
-
-// acquired is an AcquireWait's answer.
-type acquired struct {
-	l   *gate.Lease
-	err error
-}
-
-// acquireWait runs g.AcquireWait in a goroutine; its answer comes on the
-// channel.
-func acquireWait(ctx context.Context, g *gate.Gate, job string, wait time.Duration) <-chan acquired {
-	out := make(chan acquired, 1)
-	go func() {
-		l, err := g.AcquireWait(ctx, job, wait)
-		out <- acquired{l, err}
-	}()
-	return out
-}
-
-// answerOf returns an acquireWait's answer, failing with what if none
-// comes within 20 s.
-func answerOf(t *testing.T, ch <-chan acquired, what string) acquired {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(20 * time.Second):
-		t.Fatal(what)
-		return acquired{}
-	}
-}
-
-// inLine polls g.Status until job's caller waits in line (InLine), and
-// returns that status.
-func inLine(t *testing.T, g *gate.Gate, job string) gate.Status {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := g.Status(context.Background(), job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.InLine {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q never waited in line: %+v", job, st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // A call the budget refuses, whose caller can wait, takes a place in its
 // upstream's line instead of the refusal, readable from any process
@@ -79,8 +30,8 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
 			wctx := gate.WithTenant(gate.WithPriority(ctx, gate.PriorityInteractive), "acme", 1)
-			got := acquireWait(wctx, c, "j3", time.Minute)
-			st := inLine(t, a, "j3")
+			got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
+			st := gatetest.InLine(t, a, "j3")
 			if st.Ahead != 0 || st.RetryAfter < 900*time.Millisecond || st.RetryAfter > 1100*time.Millisecond {
 				t.Fatalf("the one caller in line, read from another process: %+v, want 0 ahead and one request's refill (1 s) to wait", st)
 			}
@@ -101,16 +52,16 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			if err := l1.Succeed(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var r acquired
+			var r gatetest.Acquired
 			select {
 			case r = <-got:
 			case <-time.After(20 * time.Second):
 				t.Fatal("the caller in line was not woken when a settle released room")
 			}
-			if r.err != nil {
-				t.Fatalf("the caller in line: %v, want the room the settle released", r.err)
+			if r.Err != nil {
+				t.Fatalf("the caller in line: %v, want the room the settle released", r.Err)
 			}
-			defer func() { _ = r.l.Release(ctx) }()
+			defer func() { _ = r.Lease.Release(ctx) }()
 			if tg.FastForward != nil {
 				// (A request refilled above: there is room for one more.)
 			} else if bl := blocked(t, a, "j5"); !errors.Is(bl, gate.ErrUpstreamCooling) {
@@ -145,34 +96,34 @@ func TestLineGivesTheHigherClassFirst(t *testing.T) {
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
 			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			l1, l2 := spend(t, a, b)
-			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
-			inLine(t, b, "batch")
-			inter := acquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
-			if st := inLine(t, a, "inter"); st.Ahead != 0 {
+			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			gatetest.InLine(t, b, "batch")
+			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+			if st := gatetest.InLine(t, a, "inter"); st.Ahead != 0 {
 				t.Fatalf("the interactive caller: %+v, want first in line", st)
 			}
-			if st := inLine(t, a, "batch"); st.Ahead != 1 {
+			if st := gatetest.InLine(t, a, "batch"); st.Ahead != 1 {
 				t.Fatalf("the batch caller: %+v, want one ahead of it", st)
 			}
 			if err := l1.Succeed(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var r acquired
+			var r gatetest.Acquired
 			select {
 			case r = <-inter:
 			case r = <-batch:
-				t.Fatalf("the batch caller had the first turn: %v", r.err)
+				t.Fatalf("the batch caller had the first turn: %v", r.Err)
 			case <-time.After(20 * time.Second):
 				t.Fatal("nobody woken")
 			}
-			if r.err != nil {
-				t.Fatalf("the interactive caller: %v", r.err)
+			if r.Err != nil {
+				t.Fatalf("the interactive caller: %v", r.Err)
 			}
-			_ = r.l.Release(ctx) // its room goes to the batch caller
-			if r = <-batch; r.err != nil {
-				t.Fatalf("the batch caller, once the interactive one released its room: %v", r.err)
+			_ = r.Lease.Release(ctx) // its room goes to the batch caller
+			if r = <-batch; r.Err != nil {
+				t.Fatalf("the batch caller, once the interactive one released its room: %v", r.Err)
 			}
-			_ = r.l.Release(ctx)
+			_ = r.Lease.Release(ctx)
 			_ = l2.Release(ctx)
 		})
 	}
@@ -193,10 +144,10 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 			c := newGate(t, tg.Client, opts)
 			l1, l2 := spend(t, a, b)
 			defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
-			first := acquireWait(ctx, a, "w1", time.Minute)
-			inLine(t, c, "w1")
-			second := acquireWait(ctx, b, "w2", time.Minute)
-			inLine(t, c, "w2")
+			first := gatetest.AcquireWait(ctx, a, "w1", time.Minute)
+			gatetest.InLine(t, c, "w1")
+			second := gatetest.AcquireWait(ctx, b, "w2", time.Minute)
+			gatetest.InLine(t, c, "w2")
 			// Two ahead at a request a second: its turn is 3 s away.
 			_, err := c.AcquireWait(ctx, "w3", 1500*time.Millisecond)
 			var bl *gate.BlockedError
@@ -232,8 +183,8 @@ func TestLineOfTheDeadIsNoLine(t *testing.T) {
 	c := newGate(t, rdb, opts)
 	l1, l2 := spend(t, a, b)
 	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
-	got := acquireWait(ctx, c, "j3", time.Hour)
-	inLine(t, a, "j3")
+	got := gatetest.AcquireWait(ctx, c, "j3", time.Hour)
+	gatetest.InLine(t, a, "j3")
 	// A request refills, but the line holds j3's place: refused.
 	redistest.Advance(m, 1100*time.Millisecond)
 	if bl := blocked(t, a, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) {
@@ -268,16 +219,16 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 		a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
 		l1, l2 := spend(t, a, b)
 		defer func() { _ = l2.Release(ctx) }()
-		got := acquireWait(ctx, b, "j3", time.Minute)
-		inLine(t, a, "j3")
+		got := gatetest.AcquireWait(ctx, b, "j3", time.Minute)
+		gatetest.InLine(t, a, "j3")
 		if err := l1.Succeed(ctx); err != nil {
 			t.Fatal(err)
 		}
 		r := <-got
-		if r.err != nil {
-			t.Fatalf("the caller in line under the documented ACL: %v", r.err)
+		if r.Err != nil {
+			t.Fatalf("the caller in line under the documented ACL: %v", r.Err)
 		}
-		_ = r.l.Release(ctx)
+		_ = r.Lease.Release(ctx)
 		for _, e := range rec.drain() {
 			if e.Kind == gate.EventRedisError {
 				t.Fatalf("a command refused under the documented ACL: %+v", e)
@@ -329,8 +280,8 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
-			got := acquireWait(ctx, b, "j3", time.Minute)
-			inLine(t, a, "j3")
+			got := gatetest.AcquireWait(ctx, b, "j3", time.Minute)
+			gatetest.InLine(t, a, "j3")
 			// l1's call meets a 429: the upstream cools for 300 ms.
 			if err := l1.Fail(ctx, errRateLimited); err != nil {
 				t.Fatal(err)
@@ -342,10 +293,10 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 				case r := <-got:
 					// The caller in line claimed the probe: its success
 					// ends the cooldown for the next call.
-					if r.err != nil {
-						t.Fatalf("the caller in line, the cooldown over: %v, want its call (the probe) to run", r.err)
+					if r.Err != nil {
+						t.Fatalf("the caller in line, the cooldown over: %v, want its call (the probe) to run", r.Err)
 					}
-					if err := r.l.Succeed(ctx); err != nil {
+					if err := r.Lease.Succeed(ctx); err != nil {
 						t.Fatal(err)
 					}
 					return
@@ -360,10 +311,10 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
-			if r := answerOf(t, got, "the caller in line was not woken after the upstream recovered"); r.err != nil {
-				t.Fatalf("the caller in line, after the probe succeeded: %v", r.err)
+			if r := gatetest.Answer(t, got, "the caller in line was not woken after the upstream recovered"); r.Err != nil {
+				t.Fatalf("the caller in line, after the probe succeeded: %v", r.Err)
 			} else {
-				_ = r.l.Release(ctx)
+				_ = r.Lease.Release(ctx)
 			}
 		})
 	}
@@ -383,18 +334,18 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
 			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			l1, l2 := spend(t, a, b)
-			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
-			inLine(t, b, "batch")
-			inter := acquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
-			inLine(t, a, "inter")
+			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			gatetest.InLine(t, b, "batch")
+			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+			gatetest.InLine(t, a, "inter")
 			if err := l1.Succeed(ctx); err != nil {
 				t.Fatal(err)
 			}
 			r := <-inter
-			if r.err != nil {
-				t.Fatalf("the interactive caller at the head: %v", r.err)
+			if r.Err != nil {
+				t.Fatalf("the interactive caller at the head: %v", r.Err)
 			}
-			defer func() { _ = r.l.Release(ctx) }()
+			defer func() { _ = r.Lease.Release(ctx) }()
 			// l2's settle frees the last call beside the reserve: the batch
 			// caller at the head does not have it.
 			if err := l2.Succeed(ctx); err != nil {
@@ -407,10 +358,10 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 			defer func() { _ = again.Release(ctx) }()
 			select {
 			case r := <-batch:
-				t.Fatalf("the batch caller was answered (%v) before the interactive caller that came after the headroom was freed", r.err)
+				t.Fatalf("the batch caller was answered (%v) before the interactive caller that came after the headroom was freed", r.Err)
 			default:
 			}
-			if st := inLine(t, a, "batch"); st.Ahead != 0 {
+			if st := gatetest.InLine(t, a, "batch"); st.Ahead != 0 {
 				t.Fatalf("the batch caller: %+v, want still at the head of the line", st)
 			}
 			if tg.FastForward != nil {
@@ -419,10 +370,10 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if r := answerOf(t, batch, "the batch caller was never given the refill"); r.err != nil {
-				t.Fatalf("the batch caller once the budget refilled: %v", r.err)
+			if r := gatetest.Answer(t, batch, "the batch caller was never given the refill"); r.Err != nil {
+				t.Fatalf("the batch caller once the budget refilled: %v", r.Err)
 			} else {
-				_ = r.l.Release(ctx)
+				_ = r.Lease.Release(ctx)
 			}
 		})
 	}
@@ -439,8 +390,8 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 			knownUpstream(t, a)
 			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
-			batch := acquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
-			inLine(t, b, "batch")
+			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			gatetest.InLine(t, b, "batch")
 			if err := l1.Succeed(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -449,16 +400,16 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 			if st, err := b.Status(ctx, "batch"); err != nil || st.InLine {
 				t.Fatalf("the batch caller alone in line after a settle freed the last call: %+v (%v), want its turn given", st, err)
 			}
-			var r acquired
+			var r gatetest.Acquired
 			select {
 			case r = <-batch:
 			case <-time.After(20 * time.Second):
 				t.Fatal("the batch caller alone in line was never given a turn")
 			}
-			if r.err != nil {
-				t.Fatalf("the batch caller alone in line: %v, want the room the settle freed", r.err)
+			if r.Err != nil {
+				t.Fatalf("the batch caller alone in line: %v, want the room the settle freed", r.Err)
 			}
-			_ = r.l.Release(ctx)
+			_ = r.Lease.Release(ctx)
 		})
 	}
 }

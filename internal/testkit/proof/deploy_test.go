@@ -289,14 +289,14 @@ func TestFullRedisFailsClosed(t *testing.T) {
 						t.Fatalf("warm-up: %v", err)
 					}
 				}
-				var got <-chan acquired
+				var got <-chan gatetest.Acquired
 				if tc.turn {
 					var err error
 					if first, err = other.Acquire(ctx, "first"); err != nil {
 						t.Fatalf("the one call the budget has room for: %v", err)
 					}
-					got = waitAcquire(ctx, g, "a", 10*time.Minute)
-					inLine(t, other, "a")
+					got = gatetest.AcquireWait(ctx, g, "a", 10*time.Minute)
+					gatetest.InLine(t, other, "a")
 				}
 				if _, err := g.Status(ctx, "a"); err != nil {
 					t.Fatalf("status before: %v", err)
@@ -311,10 +311,10 @@ func TestFullRedisFailsClosed(t *testing.T) {
 				var err error
 				if got != nil {
 					r := <-got
-					if r.l != nil {
+					if r.Lease != nil {
 						t.Error("the caller in line was given a lease while Redis refuses writes")
 					}
-					err = r.err
+					err = r.Err
 				} else {
 					err = g.Do(ctx, "a", func(context.Context, *gate.Lease) error {
 						t.Error("fn ran while Redis refuses writes")
@@ -340,43 +340,6 @@ func TestFullRedisFailsClosed(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// acquired is an AcquireWait's answer.
-type acquired struct {
-	l   *gate.Lease
-	err error
-}
-
-// waitAcquire runs g.AcquireWait in a goroutine; its answer comes on the
-// channel.
-func waitAcquire(ctx context.Context, g *gate.Gate, job string, wait time.Duration) <-chan acquired {
-	out := make(chan acquired, 1)
-	go func() {
-		l, err := g.AcquireWait(ctx, job, wait)
-		out <- acquired{l, err}
-	}()
-	return out
-}
-
-// inLine polls g.Status until job's caller waits in line (RetryAfter set
-// while Ready).
-func inLine(t *testing.T, g *gate.Gate, job string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := g.Status(context.Background(), job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.State == gate.Ready && st.RetryAfter > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q never waited in line: %+v", job, st)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
