@@ -528,6 +528,16 @@ var (
 	report       = gatetest.Report
 )
 
+// spentPair makes two processes' gates with opts on rdb, settles a call
+// that makes their upstream known, and spends its budget as spend does.
+func spentPair(t *testing.T, rdb gate.Client, opts gate.Options) (a, b *gate.Gate, l1, l2 *gate.Lease) {
+	t.Helper()
+	a, b = newGate(t, rdb, opts), newGate(t, rdb, opts)
+	knownUpstream(t, a) // calls beside one in flight: not one at a time
+	l1, l2 = spend(t, a, b)
+	return a, b, l1, l2
+}
+
 // spend reports a budget of 60 requests a minute with 3 left (a request
 // refills in a second, longer than the test's steps) through a, and takes
 // the two calls it has room for beside its reserve of one.

@@ -22,12 +22,10 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			rec := newRecorder()
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			opts.Observer = rec
 			c := newGate(t, tg.Client, opts)
-			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
 			wctx := gate.WithTenant(gate.WithPriority(ctx, gate.PriorityInteractive), "acme", 1)
 			got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
@@ -93,9 +91,7 @@ func TestLineGivesTheHigherClassFirst(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a) // calls beside one in flight: not one at a time
-			l1, l2 := spend(t, a, b)
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			gatetest.InLine(t, b, "batch")
 			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
@@ -137,12 +133,10 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			opts := budgetOptions(t)
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			rec := newRecorder()
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a) // calls beside one in flight: not one at a time
 			opts.Observer = rec
 			c := newGate(t, tg.Client, opts)
-			l1, l2 := spend(t, a, b)
 			defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
 			first := gatetest.AcquireWait(ctx, a, "w1", time.Minute)
 			gatetest.InLine(t, c, "w1")
@@ -276,9 +270,7 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			opts.Classify = upstreamClassifier(300 * time.Millisecond)
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a) // calls beside one in flight: not one at a time
-			l1, l2 := spend(t, a, b)
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			defer func() { _ = l2.Release(ctx) }()
 			got := gatetest.AcquireWait(ctx, b, "j3", time.Minute)
 			gatetest.InLine(t, a, "j3")
@@ -331,9 +323,7 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a) // calls beside one in flight: not one at a time
-			l1, l2 := spend(t, a, b)
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			gatetest.InLine(t, b, "batch")
 			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
@@ -386,9 +376,7 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a)
-			l1, l2 := spend(t, a, b)
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			defer func() { _ = l2.Release(ctx) }()
 			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			gatetest.InLine(t, b, "batch")
