@@ -31,6 +31,43 @@ func burstClients(t *testing.T, tg redistest.Target, n int, narrow bool) []gate.
 	return out
 }
 
+// burstForms runs f on n clients of each target, in both forms
+// burstClients makes.
+func burstForms(t *testing.T, n int, f func(t *testing.T, clients []gate.Client)) {
+	for _, tg := range redistest.Targets(t) {
+		for _, narrow := range []bool{false, true} {
+			name := tg.Name
+			if narrow {
+				name += "/cluster form"
+			}
+			t.Run(name, func(t *testing.T) { f(t, burstClients(t, tg, n, narrow)) })
+		}
+	}
+}
+
+// gatesOn is a gate with opts on each of clients.
+func gatesOn(t *testing.T, clients []gate.Client, opts gate.Options) []*gate.Gate {
+	gs := make([]*gate.Gate, len(clients))
+	for i, c := range clients {
+		gs[i] = newGate(t, c, opts)
+	}
+	return gs
+}
+
+// wantOneRun fails t unless a burst ran one call and told every other
+// duplicate the job runs.
+func wantOneRun(t *testing.T, round int, runs int64, errs []error) {
+	t.Helper()
+	if runs != 1 {
+		t.Fatalf("round %d: %d calls ran, want 1 (refusals: %v)", round, runs, errs)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, gate.ErrInFlight) {
+			t.Fatalf("round %d: a duplicate was told %v, want ErrInFlight", round, err)
+		}
+	}
+}
+
 // burst runs one Do of job in each gate at once and returns how many
 // calls ran and the errors of the others. A call that runs holds its job
 // until every other Do returned, so no duplicate can come after it ends.
@@ -85,33 +122,14 @@ func burst(t *testing.T, gs []*gate.Gate, job string, inside func()) (runs int64
 // admission.
 func TestDuplicateBurstOnAFreshUpstreamRunsOnce(t *testing.T) {
 	const n, rounds = 8, 20
-	for _, tg := range redistest.Targets(t) {
-		for _, narrow := range []bool{false, true} {
-			name := tg.Name
-			if narrow {
-				name += "/cluster form"
-			}
-			t.Run(name, func(t *testing.T) {
-				clients := burstClients(t, tg, n, narrow)
-				for round := range rounds {
-					prefix := redistest.UniqueKey(t) + "-" + strconv.Itoa(round)
-					gs := make([]*gate.Gate, n)
-					for i, c := range clients {
-						gs[i] = newGate(t, c, gate.Options{Prefix: prefix, Lease: 30 * time.Second})
-					}
-					runs, errs := burst(t, gs, "doc", nil)
-					if runs != 1 {
-						t.Fatalf("round %d: %d calls ran, want 1 (refusals: %v)", round, runs, errs)
-					}
-					for _, err := range errs {
-						if !errors.Is(err, gate.ErrInFlight) {
-							t.Fatalf("round %d: a duplicate was told %v, want ErrInFlight", round, err)
-						}
-					}
-				}
-			})
+	burstForms(t, n, func(t *testing.T, clients []gate.Client) {
+		for round := range rounds {
+			prefix := redistest.UniqueKey(t) + "-" + strconv.Itoa(round)
+			gs := gatesOn(t, clients, gate.Options{Prefix: prefix, Lease: 30 * time.Second})
+			runs, errs := burst(t, gs, "doc", nil)
+			wantOneRun(t, round, runs, errs)
 		}
-	}
+	})
 }
 
 // At a budget's edge, one call left, a burst of duplicates of one job: the
@@ -120,49 +138,30 @@ func TestDuplicateBurstOnAFreshUpstreamRunsOnce(t *testing.T) {
 // last one.
 func TestDuplicateBurstAtTheBudgetsEdgeRunsOnce(t *testing.T) {
 	const n, rounds = 8, 10
-	for _, tg := range redistest.Targets(t) {
-		for _, narrow := range []bool{false, true} {
-			name := tg.Name
-			if narrow {
-				name += "/cluster form"
-			}
-			t.Run(name, func(t *testing.T) {
-				clients := burstClients(t, tg, n, narrow)
-				for round := range rounds {
-					opts := budgetOptions(t)
-					opts.Prefix += "-" + strconv.Itoa(round)
-					opts.Lease = 30 * time.Second
-					gs := make([]*gate.Gate, n)
-					for i, c := range clients {
-						gs[i] = newGate(t, c, opts)
-					}
-					// Two requests left of 10 in ten minutes, one kept in
-					// reserve: one call fits, and the next refills in a
-					// minute. The call that runs checks the edge: another
-					// job is refused by the budget meanwhile.
-					report(t, gs[0], "reading", openAIHeader(2, 10, "10m0s"))
-					var edge error
-					runs, errs := burst(t, gs, "doc", func() {
-						edge = gs[1].Do(context.Background(), "other", okFn)
-					})
-					var b *gate.BlockedError
-					if runs == 1 && (!errors.As(edge, &b) || !errors.Is(edge, gate.ErrUpstreamCooling) || b.Reason != classify.ReasonRateLimited) {
-						t.Fatalf("round %d: another job beside the call: %v, want refused by the budget (the call had the last one)", round, edge)
-					}
-					if runs != 1 {
-						t.Fatalf("round %d: %d calls ran, want 1 (refusals: %v)", round, runs, errs)
-					}
-					for _, err := range errs {
-						// Every engine: a duplicate of the running job is
-						// told the job runs, not the budget's wait (one
-						// node's script reads the job when its upstreams
-						// refuse; elsewhere the job is taken first).
-						if !errors.Is(err, gate.ErrInFlight) {
-							t.Fatalf("round %d: a duplicate was told %v, want ErrInFlight", round, err)
-						}
-					}
-				}
+	burstForms(t, n, func(t *testing.T, clients []gate.Client) {
+		for round := range rounds {
+			opts := budgetOptions(t)
+			opts.Prefix += "-" + strconv.Itoa(round)
+			opts.Lease = 30 * time.Second
+			gs := gatesOn(t, clients, opts)
+			// Two requests left of 10 in ten minutes, one kept in reserve:
+			// one call fits, and the next refills in a minute. The call
+			// that runs checks the edge: another job is refused by the
+			// budget meanwhile.
+			report(t, gs[0], "reading", openAIHeader(2, 10, "10m0s"))
+			var edge error
+			runs, errs := burst(t, gs, "doc", func() {
+				edge = gs[1].Do(context.Background(), "other", okFn)
 			})
+			var b *gate.BlockedError
+			if runs == 1 && (!errors.As(edge, &b) || !errors.Is(edge, gate.ErrUpstreamCooling) || b.Reason != classify.ReasonRateLimited) {
+				t.Fatalf("round %d: another job beside the call: %v, want refused by the budget (the call had the last one)", round, edge)
+			}
+			// Every engine: a duplicate of the running job is told the
+			// job runs, not the budget's wait (one node's script reads the
+			// job when its upstreams refuse; elsewhere the job is taken
+			// first).
+			wantOneRun(t, round, runs, errs)
 		}
-	}
+	})
 }
