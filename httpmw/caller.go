@@ -56,8 +56,9 @@ func (c *config) caller(w http.ResponseWriter, r *http.Request) (context.Context
 			err = fmt.Errorf("%w: %w", errCaller, err)
 		}
 		ref, h := c.invalidFor(err)
-		if ref.Status == http.StatusBadRequest {
-			ref.Detail = "The request does not name a valid class or tenant."
+		ref.Detail = "The request does not name a valid class or tenant."
+		if ref.Status == http.StatusInternalServerError {
+			ref.Detail = "The server could not tell which class or tenant this request is for."
 		}
 		c.respond(w, r, ref, h)
 		return nil, false
