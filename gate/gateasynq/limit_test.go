@@ -60,12 +60,7 @@ func TestStormAtTheLimit(t *testing.T) {
 				dialect llmfake.Dialect
 			}{{"OpenAI", llmfake.OpenAI}, {"Anthropic", llmfake.Anthropic}} {
 				t.Run(d.name, func(t *testing.T) {
-					// Today's breaker, capped at 2 s as in limitstorm's
-					// proof: OpenAI's 429 says the bucket is whole in a
-					// minute, and the gate would cool that long.
-					opts := gate.Options{Prefix: redistest.UniqueKey(t), Upstream: "llm", Lease: 2 * time.Second,
-						Cooldown: time.Second,
-						Backoff:  gate.Backoff{Max: 2 * time.Second, Jitter: -1}}
+					opts := limitstorm.QueueOptions(redistest.UniqueKey(t))
 					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
 						Dialect: d.dialect, RPM: stormRPM, Arrivals: stormArrivals, Seed: 1,
 						Through: func(ctx context.Context, s *limitstorm.Storm) limitstorm.Outcome {
@@ -75,24 +70,7 @@ func TestStormAtTheLimit(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					t.Log(r)
-					if r.Lost != 0 || r.Failed != 0 || r.Completed != r.Jobs {
-						t.Errorf("%d of %d tasks completed, %d lost, %d archived", r.Completed, r.Jobs, r.Lost, r.Failed)
-					}
-					// One call per task, but where a lease was gone when the call
-					// ended (a process stalled past it on a loaded machine)
-					// and the task ran again.
-					if int64(r.Completed) > r.Served {
-						t.Errorf("%d tasks completed by %d calls served", r.Completed, r.Served)
-					} else if extra := r.Served - int64(r.Completed); extra > 0 {
-						t.Logf("%d calls more than tasks: their tasks ran again", extra)
-					}
-					if got := r.RefusedShare(); got > 0.01 {
-						t.Errorf("%.2f %% of calls earned a 429, want at most 1 %%", 100*got)
-					}
-					if got := r.Goodput(); got < 0.9 {
-						t.Errorf("goodput %.2f × the limit, want at least 0.9", got)
-					}
+					r.CheckQueue(t, "tasks", "archived")
 				})
 			}
 		})
