@@ -48,11 +48,18 @@ func openAIDuration(d time.Duration) string {
 // tokens}-{limit,remaining,reset}, the reset an RFC 3339 instant when the
 // limit is "fully replenished"; tokens-* is the most restrictive of the
 // token limits (https://docs.anthropic.com/en/api/rate-limits#response-headers).
-// Resets are rounded up to the second, as Anthropic sends them.
+// Resets are rounded up to the second, as Anthropic sends them. Tokens
+// remaining are "rounded to the nearest thousand" (the same page, and its
+// German edition, https://docs.anthropic.com/de/api/rate-limits: "auf das
+// nächste Tausend gerundet"): a count may say up to 500 more than is left.
 func anthropicHeaders(h http.Header, a answer) {
 	set := func(name string, b bucket) {
+		left := b.remaining(a.now)
+		if name != "Requests" {
+			left = (left + 500) / 1000 * 1000
+		}
 		h.Set("Anthropic-Ratelimit-"+name+"-Limit", strconv.FormatInt(b.limit, 10))
-		h.Set("Anthropic-Ratelimit-"+name+"-Remaining", strconv.FormatInt(b.remaining(a.now), 10))
+		h.Set("Anthropic-Ratelimit-"+name+"-Remaining", strconv.FormatInt(left, 10))
 		h.Set("Anthropic-Ratelimit-"+name+"-Reset", ceilSecond(a.now.Add(b.fullIn(a.now))).Format(time.RFC3339))
 	}
 	var tightest *bucket

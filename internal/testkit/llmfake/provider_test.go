@@ -185,14 +185,15 @@ func TestAnthropic(t *testing.T) {
 	}
 	// 1 of 50/min refills in 1.2 s; 100 input tokens of 40000/min in
 	// 0.15 s; 1000 output tokens of 8000/min in 7.5 s; resets rounded up to
-	// the second. tokens-* is the most restrictive: output's.
+	// the second. tokens-* is the most restrictive: output's. Tokens left
+	// are said to the nearest thousand: 39900 as 40000.
 	wantHeaders(t, w.Header(), map[string]string{
 		"Date":                                        "Tue, 21 Apr 2026 14:38:07 GMT",
 		"anthropic-ratelimit-requests-limit":          "50",
 		"anthropic-ratelimit-requests-remaining":      "49",
 		"anthropic-ratelimit-requests-reset":          "2026-04-21T14:38:09Z",
 		"anthropic-ratelimit-input-tokens-limit":      "40000",
-		"anthropic-ratelimit-input-tokens-remaining":  "39900",
+		"anthropic-ratelimit-input-tokens-remaining":  "40000",
 		"anthropic-ratelimit-input-tokens-reset":      "2026-04-21T14:38:08Z",
 		"anthropic-ratelimit-output-tokens-limit":     "8000",
 		"anthropic-ratelimit-output-tokens-remaining": "7000",
