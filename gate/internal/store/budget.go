@@ -43,7 +43,7 @@ var (
 	budgetAdmitScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + budgetAdmitLua)
 	// The acquire of a job and its upstreams' budgets in one script, on
 	// one node (Store.Acquire).
-	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + jobTakeLua + acquireBudgetLua)
+	acquireBudgetScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + jobTakeLua + upstreamValueLua + acquireBudgetLua)
 	// A settle's record, in one script: the release, the reading and, for
 	// a call with none, what it teaches the learned rate.
 	budgetRecordScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetLearnLua + budgetRecordLua)

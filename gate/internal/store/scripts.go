@@ -34,6 +34,8 @@ var (
 	jobResetLua string
 	//go:embed lua/job_forget_done.lua
 	jobForgetDoneLua string
+	//go:embed lua/upstream_value.lua
+	upstreamValueLua string // upstream_parse, upstream_may: every script that reads an upstream's value
 	//go:embed lua/upstream_claim.lua
 	upstreamClaimLua string
 	//go:embed lua/upstream_cancel.lua
@@ -58,7 +60,7 @@ var (
 	jobAcquireScript    = newScript(jobTakeLua + jobAcquireLua)
 	jobFenceScript      = newScript(jobFenceLua)
 	jobRenewScript      = newScript(jobRenewLua)
-	upstreamClaimScript = newScript(upstreamClaimLua)
+	upstreamClaimScript = newScript(upstreamValueLua + upstreamClaimLua)
 	windowCountScript   = newScript(windowCountLua)
 	callsRecordScript   = newScript(callsRecordLua)
 	jobForgetDoneScript = newScript(jobForgetDoneLua)
@@ -83,9 +85,9 @@ func newWriteScripts(publish string) *writeScripts {
 		jobSettleGone:   newScript(pre + jobWriteLua + jobSettleGoneLua),
 		jobUndo:         newScript(pre + jobUndoLua),
 		jobReset:        newScript(pre + jobResetLua),
-		upstreamCancel:  newScript(pre + upstreamCancelLua),
-		upstreamRecover: newScript(pre + upstreamRecoverLua),
-		upstreamStop:    newScript(pre + upstreamStopLua),
+		upstreamCancel:  newScript(pre + upstreamValueLua + upstreamCancelLua),
+		upstreamRecover: newScript(pre + upstreamValueLua + upstreamRecoverLua),
+		upstreamStop:    newScript(pre + upstreamValueLua + upstreamStopLua),
 		upstreamReset:   newScript(pre + upstreamResetLua),
 		upstreamPause:   newScript(pre + upstreamPauseLua),
 		upstreamResume:  newScript(pre + upstreamResumeLua),

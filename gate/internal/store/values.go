@@ -247,9 +247,11 @@ func parseGateUpstream(v string) (Upstream, bool) {
 	if len(f) < 3 {
 		return Upstream{}, false
 	}
+	// Up to 18 digits, as lua/upstream_value.lua reads them: no sign, and
+	// no number Lua cannot hold (miniredis's Lua reads none past int64).
 	level, err1 := strconv.Atoi(f[1])
 	until, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || level < 0 {
+	if err1 != nil || err2 != nil || !digits(f[1]) || !digits(f[2]) {
 		return Upstream{}, false
 	}
 	s := Upstream{Mode: Mode(v[0]), Reason: f[0], Level: level, Until: until}
@@ -263,6 +265,19 @@ func parseGateUpstream(v string) (Upstream, bool) {
 		return Upstream{}, false
 	}
 	return s, true
+}
+
+// digits reports whether s is 1 to 18 ASCII digits.
+func digits(s string) bool {
+	if len(s) > 18 {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Wait is the time until the upstream's wait (or its probe's lease) ends

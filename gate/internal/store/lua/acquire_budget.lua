@@ -10,8 +10,8 @@
 -- reservation of the turn the line gave the caller ('' for none) in the
 -- ARGV[8]th upstream (budget_line.lua).
 -- An upstream may take the call when its budget does not refuse it and
--- its key is empty (ready) or holds a cooldown or pause that is over (the
--- first call claims its probe); as package upstream judges. The first that
+-- upstream_may says so (upstream_value.lua, the one reading shared with
+-- package upstream's judge and tested against it). The first that
 -- may take the call reserves it if it is ready and has a budget, and only
 -- once the job is taken: a probe's call is not reserved, as
 -- budget_admit.lua does not reserve it.
@@ -49,12 +49,7 @@ for i = 1, (#KEYS - 1) / 3 do
   end
   local a, need, taken = line_admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share, turn)
   values[i], admissions[i], needs[i], turns[i] = v, a, need, taken
-  local ready = not v
-  if v then
-    local untl = string.match(v, '^[cp]:[^:]*:%d+:(%d+)')
-    ready = untl ~= nil and tonumber(untl) <= NOW
-  end
-  if not first and ready and a[1] <= 1 then
+  if not first and upstream_may(v, NOW) and a[1] <= 1 then
     first = i
   end
 end

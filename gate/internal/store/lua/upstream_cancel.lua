@@ -6,7 +6,7 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
 end
-local st, reason, n, _, token = string.match(v, '^(%a):([^:]*):(%d+):(%d+):(.*)$')
+local st, reason, n, _, token = upstream_parse(v)
 if st ~= 'h' or token ~= ARGV[1] then
   return 0
 end

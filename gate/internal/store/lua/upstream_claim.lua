@@ -1,7 +1,7 @@
--- Ask an upstream for the probe, once its cooldown or pause is
--- over (package upstream). KEYS[1] the upstream's key, holding
--- "<st>:<reason>:<level>:<until>[:<token>]": st c (cooling) or p (paused)
--- until <until>, or h (one call, token, probes until <until>).
+-- Ask an upstream for the probe, once its cooldown or pause is over
+-- (upstream_may, the judgement package upstream makes too). The claim
+-- must run in Redis: of the calls that find the wait over, one probes.
+-- KEYS[1] the upstream's key (upstream_value.lua).
 -- ARGV[1] token, ARGV[2] lease ms: the probe holds the upstream for one
 -- lease; if it dies, the key expires and the upstream is ready.
 -- Reply: {1} ready (no key: nothing to claim); {2, level} claimed;
@@ -12,14 +12,13 @@ if not v then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local st, reason, n, untl = string.match(v, '^(%a):([^:]*):(%d+):(%d+)')
+local st, reason, n, untl = upstream_parse(v)
 if not st then
   return {0, v, redis.call('PTTL', KEYS[1])}
 end
-local wait = tonumber(untl) - now
-if st ~= 'h' and wait <= 0 then
+if upstream_may(v, now) then
   local lease = tonumber(ARGV[2])
   redis.call('SET', KEYS[1], 'h:' .. reason .. ':' .. n .. ':' .. string.format('%.0f', now + lease) .. ':' .. ARGV[1], 'PX', lease)
   return {2, tonumber(n)}
 end
-return {0, v, math.max(wait, 0)}
+return {0, v, math.max(tonumber(untl) - now, 0)}

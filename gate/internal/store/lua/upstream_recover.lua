@@ -5,7 +5,7 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
 end
-local st, _, _, _, token = string.match(v, '^(%a):([^:]*):(%d+):(%d+):(.*)$')
+local st, _, _, _, token = upstream_parse(v)
 if st ~= 'h' or token ~= ARGV[1] then
   return 0
 end

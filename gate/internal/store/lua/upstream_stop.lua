@@ -12,7 +12,7 @@ local cur = redis.call('GET', KEYS[1])
 local st, n, untl, token
 if cur then
   local reason
-  st, reason, n, untl, token = string.match(cur, '^(%a):([^:]*):(%d+):(%d+):?(.*)$')
+  st, reason, n, untl, token = upstream_parse(cur)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

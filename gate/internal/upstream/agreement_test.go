@@ -1,0 +1,175 @@
+package upstream
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// agreement is one row of the table the Go judge and the scripts share:
+// an upstream's raw value, its wait's end at now+delta ms, and what a
+// call may do. The values are the shapes store/values.go lists and the
+// near misses a hand-made SET could leave (an operator's, or a gate of
+// another version).
+type agreement struct {
+	name  string
+	value string // "" for no key; {u} is replaced by now+delta
+	delta int64
+	want  Permit
+	// exact: the row sits on the wait's last millisecond. Only a frozen
+	// clock (miniredis) can tell it; a real server's moves on.
+	exact bool
+}
+
+var agreements = []agreement{
+	{name: "no key", want: Permitted},
+	{name: "cooling", value: "c:rate_limited:1:{u}", delta: 60_000, want: Refused},
+	{name: "cooling over", value: "c:rate_limited:1:{u}", delta: -60_000, want: MayProbe},
+	{name: "cooling, empty reason, over", value: "c::3:{u}", delta: -60_000, want: MayProbe},
+	{name: "paused", value: "p:quota_exhausted:2:{u}", delta: 60_000, want: Refused},
+	{name: "paused over", value: "p:quota_exhausted:2:{u}", delta: -60_000, want: MayProbe},
+	{name: "operator's pause", value: "p:operator:1:{u}:db move: back at 3", delta: 60_000, want: Refused},
+	{name: "operator's pause over", value: "p:operator:1:{u}:db move: back at 3", delta: -60_000, want: MayProbe},
+	{name: "operator's pause, empty note, over", value: "p:operator:1:{u}:", delta: -60_000, want: MayProbe},
+	{name: "probing", value: "h:rate_limited:1:{u}:tok", delta: 60_000, want: Refused},
+	{name: "probing past its lease", value: "h:rate_limited:1:{u}:tok", delta: -60_000, want: Refused},
+	{name: "probing without a token", value: "h:rate_limited:1:{u}", delta: -60_000, want: Refused},
+	{name: "cooling with a trailing colon", value: "c:rate_limited:1:{u}:", delta: -60_000, want: Refused},
+	{name: "cooling with a fifth field", value: "c:rate_limited:1:{u}:junk", delta: -60_000, want: Refused},
+	{name: "signed level", value: "c:rate_limited:+1:{u}", delta: -60_000, want: Refused},
+	{name: "negative level", value: "c:rate_limited:-1:{u}", delta: -60_000, want: Refused},
+	{name: "empty level", value: "c:rate_limited::{u}", delta: -60_000, want: Refused},
+	{name: "signed end", value: "c:rate_limited:1:+{u}", delta: -60_000, want: Refused},
+	{name: "end with letters", value: "c:rate_limited:1:{u}ms", delta: -60_000, want: Refused},
+	{name: "end with a newline", value: "p:quota_exhausted:1:{u}\n", delta: -60_000, want: Refused},
+	{name: "end past int64", value: "c:rate_limited:1:99999999999999999999", want: Refused},
+	{name: "end of 19 digits", value: "c:rate_limited:1:1000000000000000000", want: Refused},
+	{name: "level of 19 digits", value: "c:rate_limited:1000000000000000000:{u}", delta: -60_000, want: Refused},
+	{name: "level of 18 digits, over", value: "p:quota_exhausted:100000000000000000:{u}", delta: -60_000, want: MayProbe},
+	{name: "no end", value: "c:rate_limited:1", want: Refused},
+	{name: "reason with a colon", value: "c:rate:limited:1:{u}", delta: -60_000, want: Refused},
+	{name: "another letter", value: "x:rate_limited:1:{u}", delta: -60_000, want: Refused},
+	{name: "upper case", value: "C:rate_limited:1:{u}", delta: -60_000, want: Refused},
+	{name: "leading space", value: " c:rate_limited:1:{u}", delta: -60_000, want: Refused},
+	{name: "one letter", value: "c", want: Refused},
+	{name: "a word", value: "cooling", want: Refused},
+	{name: "cooling's last millisecond", value: "c:rate_limited:1:{u}", delta: 1, want: Refused, exact: true},
+	{name: "cooling ends now", value: "c:rate_limited:1:{u}", delta: 0, want: MayProbe, exact: true},
+	{name: "pause ends now", value: "p:operator:1:{u}:note", delta: 0, want: MayProbe, exact: true},
+}
+
+// The breaker's judgement of a value is made in Go (package upstream's
+// states) and in Lua (upstream_value.lua's upstream_may, which the
+// one-node acquire and the probe's claim call, atomically with what they
+// write). The acquire no longer guards at run time against the two
+// disagreeing, so this table is that guard. Every row goes through:
+//   - the Go judge, of the value as the store decodes it;
+//   - acquire_budget.lua (Store.Acquire on one node): it takes the job
+//     iff the Go judge does not refuse the call;
+//   - upstream_claim.lua: ready without a key, the probe claimed iff Go
+//     says MayProbe, refused iff Go refuses.
+func TestUpstreamScriptsAgree(t *testing.T) {
+	ctx := context.Background()
+	for _, tg := range redistest.Targets(t) {
+		if tg.IsCluster {
+			continue // the one-node acquire script does not run there
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			frozen := tg.FastForward != nil
+			if frozen {
+				tg.FastForward(0) // TIME stays put until the next Advance
+			}
+			st := store.New(tg.Client, store.Config{Lease: time.Minute})
+			for _, row := range agreements {
+				if row.exact && !frozen {
+					continue
+				}
+				t.Run(row.name, func(t *testing.T) {
+					tm, err := tg.Client.Time(ctx).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					now := tm.UnixMilli()
+					set := NewSet(redistest.UniqueKey(t), []string{"up"}, Policy{FailWindow: time.Minute})
+					key := set.Keys()[0]
+					value := strings.ReplaceAll(row.value, "{u}", strconv.FormatInt(now+row.delta, 10))
+					put := func() {
+						t.Helper()
+						if value == "" {
+							return
+						}
+						if err := tg.Client.Set(ctx, key, value, time.Hour).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					put()
+
+					// Go, as every path reads a value: decoded by the store,
+					// judged by the upstream's state.
+					tr := st.Trip()
+					read := tr.ReadUpstream(ctx, key)
+					tr.Send(ctx)
+					rd, err := read.Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, _ := set.all[0].judge(rd.Upstream, now); got != row.want {
+						t.Fatalf("Go judges %q at now%+d ms: %v, want %v", value, row.delta, got, row.want)
+					}
+
+					// Lua: the one-node acquire.
+					token := store.NewToken()
+					a := store.Acquire{Key: redistest.UniqueKey(t), Token: token, Upstreams: set.Keys(),
+						Admissions: set.Admissions(token, 0, -1, "")}
+					var r store.Acquired
+					if err := st.Acquire(ctx, &a, &r); err != nil {
+						t.Fatal(err)
+					}
+					r.Close()
+					if r.Unasked {
+						t.Fatal("the acquire did not run the one-node script")
+					}
+					if exp, got := row.want != Refused, r.Taken; got != exp || r.Untried == exp {
+						t.Errorf("acquire_budget.lua on %q: taken %v (untried %v), want taken %v", value, got, r.Untried, exp)
+					}
+					_, refusing := set.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now).Refusal()
+					if refusing != r.Untried {
+						t.Errorf("on %q the Go judge refuses %v but the script refused %v", value, refusing, r.Untried)
+					}
+
+					// Lua: the probe's claim, on the value as it was.
+					put()
+					tr = st.Trip()
+					claim := tr.Claim(ctx, key, store.NewToken())
+					tr.Send(ctx)
+					c, err := claim.Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := (Claimed{Ready: c.Ready, Claimed: c.Claimed}); got != claimOf(row.want) {
+						t.Errorf("upstream_claim.lua on %q: %+v, want %+v", value, got, claimOf(row.want))
+					}
+				})
+			}
+		})
+	}
+}
+
+// Claimed is what a claim answered, without its value.
+type Claimed struct{ Ready, Claimed bool }
+
+// claimOf is the claim's answer a permit calls for.
+func claimOf(p Permit) Claimed {
+	switch p {
+	case Permitted:
+		return Claimed{Ready: true}
+	case MayProbe:
+		return Claimed{Claimed: true}
+	}
+	return Claimed{}
+}
