@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -196,8 +195,8 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		return &BlockedError{Job: l.job, State: Done}, nil
 	}
 	if !r.Unasked {
-		if b, err = g.judge(ctx, l.job, &a, &r, &judged); b != nil || err != nil {
-			return b, err
+		if b = g.judge(ctx, l.job, &a, &r, &judged); b != nil {
+			return b, nil
 		}
 	}
 	if !r.Taken {
@@ -230,8 +229,8 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 		if err = g.store.Ask(ctx, &a, &r); err != nil {
 			return nil, err
 		}
-		if b, err = g.judge(ctx, l.job, &a, &r, &judged); b != nil || err != nil {
-			return b, err
+		if b = g.judge(ctx, l.job, &a, &r, &judged); b != nil {
+			return b, nil
 		}
 	}
 	var refusal []upstream.Status
@@ -250,7 +249,7 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 // judge judges the upstreams' answers to an acquire (r, to a): their
 // refusal, or nil when one of them may take the call. judged keeps the
 // judgement, whose reservation a refused acquire gives back.
-func (g *Gate) judge(ctx context.Context, job string, a *store.Acquire, r *store.Acquired, judged *upstream.Judgement) (*BlockedError, error) {
+func (g *Gate) judge(ctx context.Context, job string, a *store.Acquire, r *store.Acquired, judged *upstream.Judgement) *BlockedError {
 	if r.AdmitErr != nil {
 		// The breaker still judges; the budget did not, loudly.
 		g.emit(ctx, Event{Kind: EventRedisError, Job: job, Op: redisop.Upstream, Err: redisError(ctx, "budget", r.AdmitErr)})
@@ -261,15 +260,14 @@ func (g *Gate) judge(ctx context.Context, job string, a *store.Acquire, r *store
 		// A job held (its call running, its cooldown not over) is refused
 		// by its own state, whatever its upstreams say: on one node the
 		// script read it, elsewhere it was taken first.
-		return g.jobRefusal(job, r), nil
+		return g.jobRefusal(job, r)
 	case refusing:
-		return g.upstreamRefusal(job, ss), nil
-	case r.Untried:
-		// The store's script and package upstream read an upstream's value
-		// differently: fail closed, the job untouched.
-		return nil, errors.New("gate: acquire: the upstreams refused the call in Redis but not as read here")
+		// On one node the script refused exactly then (r.Untried): it reads
+		// an upstream as this judgement does (upstream_value.lua), which
+		// package upstream's TestUpstreamScriptsAgree holds to one table.
+		return g.upstreamRefusal(job, ss)
 	}
-	return nil, nil
+	return nil
 }
 
 // giveBack gives the job back as the acquire found it (its value and TTL
