@@ -17,6 +17,12 @@
 // It reads nothing and writes nothing. So the gate composes upstreams the
 // same way with or without one.
 //
+// Go decides every transition (gate's decide, this package). A script
+// judges only what must be atomic with its write: the one-node acquire
+// and the probe's claim. They read a value as states.go does
+// (store's lua/upstream_value.lua), and TestUpstreamScriptsAgree holds
+// both to one table. docs/guarantees.md maps each rule.
+//
 // A breaker never touches a job's key. Its keys and scripts are behind
 // package store. A Set is safe for concurrent use.
 package upstream
