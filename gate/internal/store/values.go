@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +103,7 @@ func (j Job) Over(now int64) bool {
 
 // Left is the time until a settled state ends at Redis time now.
 func (j Job) Left(now int64) time.Duration {
-	return max(time.Duration(j.Until-now)*time.Millisecond, 0)
+	return max(msUntil(j.Until, now), 0)
 }
 
 // parseJob decodes a job value. A value of another shape is Foreign. It
@@ -283,5 +284,26 @@ func digits(s string) bool {
 // Wait is the time until the upstream's wait (or its probe's lease) ends
 // at Redis time now. It is negative once it has.
 func (u Upstream) Wait(now int64) time.Duration {
-	return time.Duration(u.Until-now) * time.Millisecond
+	return msUntil(u.Until, now)
+}
+
+// msUntil is the time from now to until (Redis ms). A value may hold an
+// end centuries away (18 digits): past what a Duration holds, it is the
+// longest one, never a product that wraps to the past.
+func msUntil(until, now int64) time.Duration {
+	const most = int64(math.MaxInt64 / time.Millisecond)
+	switch {
+	case now > 0 && until < math.MinInt64+now: // until-now would wrap
+		return math.MinInt64
+	case now < 0 && until > math.MaxInt64+now:
+		return math.MaxInt64
+	}
+	switch d := until - now; {
+	case d > most:
+		return math.MaxInt64
+	case d < -most:
+		return math.MinInt64
+	default:
+		return time.Duration(d) * time.Millisecond
+	}
 }

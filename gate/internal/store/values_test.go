@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -145,6 +146,33 @@ func TestDecodeWellFormedReplies(t *testing.T) {
 		}
 		if err == nil {
 			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// A wait's end may be centuries away (an operator's hand-made value, up
+// to 18 digits): its time left is the longest Duration, never a product
+// that wraps to the past and reads as over.
+func TestMsUntil(t *testing.T) {
+	const now = 1_795_955_516_400 // Redis ms, 2026
+	for _, tt := range []struct {
+		until, now int64
+		want       time.Duration
+	}{
+		{now + 1500, now, 1500 * time.Millisecond},
+		{now - 1500, now, -1500 * time.Millisecond},
+		{now, now, 0},
+		{17_959_555_164_000, now, math.MaxInt64},      // found by FuzzUpstreamScriptsAgree: it wrapped to -634206h
+		{99_999_999_999_999, now, math.MaxInt64},      // 14 nines, as tests write a cooldown without end
+		{999_999_999_999_999_999, now, math.MaxInt64}, // 18 digits
+		{-999_999_999_999_999_999, now, math.MinInt64},
+		{math.MinInt64, now, math.MinInt64},  // until-now wraps
+		{math.MaxInt64, -now, math.MaxInt64}, // until-now wraps
+		{int64(math.MaxInt64/time.Millisecond) + now, now, math.MaxInt64 / time.Millisecond * time.Millisecond},
+		{int64(math.MaxInt64/time.Millisecond) + now + 1, now, math.MaxInt64},
+	} {
+		if got := msUntil(tt.until, tt.now); got != tt.want {
+			t.Errorf("msUntil(%d, %d) = %v, want %v", tt.until, tt.now, got, tt.want)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -95,69 +97,88 @@ func TestUpstreamScriptsAgree(t *testing.T) {
 						t.Fatal(err)
 					}
 					now := tm.UnixMilli()
-					set := NewSet(redistest.UniqueKey(t), []string{"up"}, Policy{FailWindow: time.Minute})
-					key := set.Keys()[0]
 					value := strings.ReplaceAll(row.value, "{u}", strconv.FormatInt(now+row.delta, 10))
-					put := func() {
-						t.Helper()
-						if value == "" {
-							return
-						}
-						if err := tg.Client.Set(ctx, key, value, time.Hour).Err(); err != nil {
-							t.Fatal(err)
-						}
+					v := verdictsOf(t, tg.Client, st, value, now)
+					if v.judged != row.want {
+						t.Fatalf("Go judges %q at now%+d ms: %v, want %v", value, row.delta, v.judged, row.want)
 					}
-					put()
-
-					// Go, as every path reads a value: decoded by the store,
-					// judged by the upstream's state.
-					tr := st.Trip()
-					read := tr.ReadUpstream(ctx, key)
-					tr.Send(ctx)
-					rd, err := read.Result()
-					if err != nil {
-						t.Fatal(err)
+					if exp := row.want != Refused; v.taken != exp || v.untried == exp {
+						t.Errorf("acquire_budget.lua on %q: taken %v (untried %v), want taken %v", value, v.taken, v.untried, exp)
 					}
-					if got, _ := set.all[0].judge(rd.Upstream, now); got != row.want {
-						t.Fatalf("Go judges %q at now%+d ms: %v, want %v", value, row.delta, got, row.want)
+					if v.refusing != v.untried {
+						t.Errorf("on %q the Go judge refuses %v but the script refused %v", value, v.refusing, v.untried)
 					}
-
-					// Lua: the one-node acquire.
-					token := store.NewToken()
-					a := store.Acquire{Key: redistest.UniqueKey(t), Token: token, Upstreams: set.Keys(),
-						Admissions: set.Admissions(token, 0, -1, "")}
-					var r store.Acquired
-					if err := st.Acquire(ctx, &a, &r); err != nil {
-						t.Fatal(err)
-					}
-					r.Close()
-					if r.Unasked {
-						t.Fatal("the acquire did not run the one-node script")
-					}
-					if exp, got := row.want != Refused, r.Taken; got != exp || r.Untried == exp {
-						t.Errorf("acquire_budget.lua on %q: taken %v (untried %v), want taken %v", value, got, r.Untried, exp)
-					}
-					_, refusing := set.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now).Refusal()
-					if refusing != r.Untried {
-						t.Errorf("on %q the Go judge refuses %v but the script refused %v", value, refusing, r.Untried)
-					}
-
-					// Lua: the probe's claim, on the value as it was.
-					put()
-					tr = st.Trip()
-					claim := tr.Claim(ctx, key, store.NewToken())
-					tr.Send(ctx)
-					c, err := claim.Result()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got := (Claimed{Ready: c.Ready, Claimed: c.Claimed}); got != claimOf(row.want) {
-						t.Errorf("upstream_claim.lua on %q: %+v, want %+v", value, got, claimOf(row.want))
+					if v.claimed != claimOf(row.want) {
+						t.Errorf("upstream_claim.lua on %q: %+v, want %+v", value, v.claimed, claimOf(row.want))
 					}
 				})
 			}
 		})
 	}
+}
+
+// verdicts are what each side says of one value.
+type verdicts struct {
+	judged Permit // the Go judge, of the value as the store decodes it
+	// The one-node acquire (acquire_budget.lua): taken, or untried (no
+	// upstream may take the call); refusing is the Go judgement of what
+	// it read, as Gate.judge makes it.
+	taken, untried, refusing bool
+	claimed                  Claimed // upstream_claim.lua, on the value as it was
+}
+
+// verdictsOf writes value ("" for none) to a new upstream's key and asks
+// every side about it at Redis time now (ms).
+func verdictsOf(t testing.TB, rdb redis.UniversalClient, st *store.Store, value string, now int64) verdicts {
+	t.Helper()
+	ctx := context.Background()
+	set := NewSet(redistest.UniqueKey(t), []string{"up"}, Policy{FailWindow: time.Minute})
+	key := set.Keys()[0]
+	put := func() {
+		t.Helper()
+		if value == "" {
+			return
+		}
+		if err := rdb.Set(ctx, key, value, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put()
+	var v verdicts
+
+	tr := st.Trip()
+	read := tr.ReadUpstream(ctx, key)
+	tr.Send(ctx)
+	rd, err := read.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.judged, _ = set.all[0].judge(rd.Upstream, now)
+
+	token := store.NewToken()
+	a := store.Acquire{Key: redistest.UniqueKey(t), Token: token, Upstreams: set.Keys(),
+		Admissions: set.Admissions(token, 0, -1, "")}
+	var r store.Acquired
+	if err := st.Acquire(ctx, &a, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if r.Unasked {
+		t.Fatalf("on %q the acquire did not run the one-node script", value)
+	}
+	v.taken, v.untried = r.Taken, r.Untried
+	_, v.refusing = set.Judge(r.Upstreams, a.Admissions, r.Admitted, r.Now).Refusal()
+
+	put()
+	tr = st.Trip()
+	claim := tr.Claim(ctx, key, store.NewToken())
+	tr.Send(ctx)
+	c, err := claim.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.claimed = Claimed{Ready: c.Ready, Claimed: c.Claimed}
+	return v
 }
 
 // Claimed is what a claim answered, without its value.
@@ -172,4 +193,32 @@ func claimOf(p Permit) Claimed {
 		return Claimed{Claimed: true}
 	}
 	return Claimed{}
+}
+
+// FuzzUpstreamScriptsAgree looks for a value the Go judge and the scripts
+// read apart, on miniredis (its clock frozen, so a wait's end is exact).
+// The seeds are the table's rows.
+func FuzzUpstreamScriptsAgree(f *testing.F) {
+	for _, row := range agreements {
+		f.Add(row.value, row.delta)
+	}
+	m, rdb := redistest.Miniredis(f)
+	redistest.Advance(m, 0)
+	st := store.New(rdb, store.Config{Lease: time.Minute})
+	tm, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := tm.UnixMilli()
+	f.Fuzz(func(t *testing.T, value string, delta int64) {
+		delta = max(min(delta, 1<<40), -1<<40)
+		value = strings.ReplaceAll(value, "{u}", strconv.FormatInt(now+delta, 10))
+		v := verdictsOf(t, rdb, st, value, now)
+		if v.taken == v.untried || v.taken != (v.judged != Refused) || v.refusing != v.untried {
+			t.Fatalf("on %q the Go judge says %v (refusing %v) but the acquire took the job: %v (untried %v)", value, v.judged, v.refusing, v.taken, v.untried)
+		}
+		if v.claimed != claimOf(v.judged) {
+			t.Fatalf("on %q the Go judge says %v but the claim answered %+v", value, v.judged, v.claimed)
+		}
+	})
 }
