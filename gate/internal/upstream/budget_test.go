@@ -131,3 +131,46 @@ func TestSeenFits(t *testing.T) {
 		t.Fatalf("Fits = %v %v, want the refill of 1400 tokens (~3.36s)", w, ok)
 	}
 }
+
+// The call's reservation asks the first upstream this process does not
+// know to refuse, unless the line gave the caller a turn in another: then
+// that one, which alone carries the turn. A turn naming no upstream of the
+// set changes nothing.
+func TestAdmissionsAskTheTurnsUpstream(t *testing.T) {
+	token := store.NewToken()
+	member := store.ReserveMember(token, 0)
+	for _, tt := range []struct {
+		name          string
+		refusing      bool // the first upstream is known to refuse
+		turn          string
+		turnOf        int
+		member, carry int // the upstream that reserves, and the one with the turn (-1: none)
+	}{
+		{name: "no turn", turnOf: -1, member: 0, carry: -1},
+		{name: "no turn, the first known to refuse", refusing: true, turnOf: -1, member: 1, carry: -1},
+		{name: "a turn in the second", turn: "t", turnOf: 1, member: 1, carry: 1},
+		{name: "a turn in the first, known to refuse", refusing: true, turn: "t", turnOf: 0, member: 0, carry: 0},
+		{name: "an index without a turn", turnOf: 1, member: 0, carry: -1},
+		{name: "a turn before the first", refusing: true, turn: "t", turnOf: -1, member: 1, carry: -1},
+		{name: "a turn past the last", turn: "t", turnOf: 2, member: 0, carry: -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewSet("p", []string{"a", "b"}, Policy{})
+			if tt.refusing {
+				s.all[0].remember(Status{RetryAfter: time.Hour})
+			}
+			got := s.Admissions(token, 0, tt.turnOf, tt.turn)
+			if len(got) != 2 {
+				t.Fatalf("%d admissions, want 2", len(got))
+			}
+			for i, a := range got {
+				if exp := i == tt.member; (a.Member == member) != exp || (a.Member != "") != exp {
+					t.Errorf("upstream %d reserves %q, want it to reserve: %v", i, a.Member, exp)
+				}
+				if exp := i == tt.carry; (a.Turn == tt.turn && a.Turn != "") != exp || (a.Turn != "") != exp {
+					t.Errorf("upstream %d carries the turn %q, want it to: %v", i, a.Turn, exp)
+				}
+			}
+		})
+	}
+}
