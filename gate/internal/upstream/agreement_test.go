@@ -98,7 +98,7 @@ func TestUpstreamScriptsAgree(t *testing.T) {
 					}
 					now := tm.UnixMilli()
 					value := strings.ReplaceAll(row.value, "{u}", strconv.FormatInt(now+row.delta, 10))
-					v := verdictsOf(t, tg.Client, st, value, now)
+					v := verdictsOf(t, tg.Client, st, value, now, false)
 					if v.judged != row.want {
 						t.Fatalf("Go judges %q at now%+d ms: %v, want %v", value, row.delta, v.judged, row.want)
 					}
@@ -110,6 +110,14 @@ func TestUpstreamScriptsAgree(t *testing.T) {
 					}
 					if v.claimed != claimOf(row.want) {
 						t.Errorf("upstream_claim.lua on %q: %+v, want %+v", value, v.claimed, claimOf(row.want))
+					}
+
+					// The budget spent: whatever the breaker says, both
+					// refuse the call (the claim does not ask the budget).
+					v = verdictsOf(t, tg.Client, st, value, now, true)
+					if v.taken || !v.untried || !v.refusing || v.claimed != claimOf(row.want) {
+						t.Errorf("on %q with the budget spent: taken %v, untried %v, Go refusing %v, claim %+v; want all refusing, the claim as before",
+							value, v.taken, v.untried, v.refusing, v.claimed)
 					}
 				})
 			}
@@ -128,8 +136,9 @@ type verdicts struct {
 }
 
 // verdictsOf writes value ("" for none) to a new upstream's key and asks
-// every side about it at Redis time now (ms).
-func verdictsOf(t testing.TB, rdb redis.UniversalClient, st *store.Store, value string, now int64) verdicts {
+// every side about it at Redis time now (ms). spent: the upstream's
+// budget reports no request left for a minute.
+func verdictsOf(t testing.TB, rdb redis.UniversalClient, st *store.Store, value string, now int64, spent bool) verdicts {
 	t.Helper()
 	ctx := context.Background()
 	set := NewSet(redistest.UniqueKey(t), []string{"up"}, Policy{FailWindow: time.Minute})
@@ -144,6 +153,15 @@ func verdictsOf(t testing.TB, rdb redis.UniversalClient, st *store.Store, value 
 		}
 	}
 	put()
+	if spent {
+		tr := st.Trip()
+		rec := tr.RecordBudget(ctx, set.all[0].(*guarded).bk, "",
+			store.Reading{Requests: store.Quota{Reported: true, Remaining: 0, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+		tr.Send(ctx)
+		if err := rec.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var v verdicts
 
 	tr := st.Trip()
@@ -200,7 +218,8 @@ func claimOf(p Permit) Claimed {
 // The seeds are the table's rows.
 func FuzzUpstreamScriptsAgree(f *testing.F) {
 	for _, row := range agreements {
-		f.Add(row.value, row.delta)
+		f.Add(row.value, row.delta, false)
+		f.Add(row.value, row.delta, true)
 	}
 	m, rdb := redistest.Miniredis(f)
 	redistest.Advance(m, 0)
@@ -210,11 +229,11 @@ func FuzzUpstreamScriptsAgree(f *testing.F) {
 		f.Fatal(err)
 	}
 	now := tm.UnixMilli()
-	f.Fuzz(func(t *testing.T, value string, delta int64) {
+	f.Fuzz(func(t *testing.T, value string, delta int64, spent bool) {
 		delta = max(min(delta, 1<<40), -1<<40)
 		value = strings.ReplaceAll(value, "{u}", strconv.FormatInt(now+delta, 10))
-		v := verdictsOf(t, rdb, st, value, now)
-		if v.taken == v.untried || v.taken != (v.judged != Refused) || v.refusing != v.untried {
+		v := verdictsOf(t, rdb, st, value, now, spent)
+		if v.taken == v.untried || v.taken != (v.judged != Refused && !spent) || v.refusing != v.untried {
 			t.Fatalf("on %q the Go judge says %v (refusing %v) but the acquire took the job: %v (untried %v)", value, v.judged, v.refusing, v.taken, v.untried)
 		}
 		if v.claimed != claimOf(v.judged) {
