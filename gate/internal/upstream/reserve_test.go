@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/store"
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
 
 // asked sends an acquire's admissions as a cluster does, each on its own
@@ -245,6 +246,37 @@ func TestACallCooledAwayIsCountedWhereItRuns(t *testing.T) {
 				t.Fatalf("in flight after the run settled: %v, want none", got)
 			}
 		})
+	}
+}
+
+// The same, but the next upstream's wait is over: the call claims its
+// probe, which is never reserved, and the first upstream's reservation is
+// given back all the same (drop), so none is left behind.
+func TestAProbeElsewhereGivesTheReservationBack(t *testing.T) {
+	f := newFixture(t, []string{"a", "b"}, Policy{FailWindow: time.Minute, Budget: BudgetPolicy{Margin: time.Minute}})
+	f.setBudget(0, 50)
+	f.setBudget(1, 50)
+	ctx := context.Background()
+	stop := func(i int, ttl time.Duration) {
+		tr := f.st.Trip()
+		r := tr.StopUpstream(ctx, f.set.Keys()[i], store.NewToken(), store.Stop{Reason: "overloaded", TTL: ttl})
+		tr.Send(ctx)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(1, time.Second)
+	redistest.Advance(f.m, 2*time.Second) // b's wait is over; its key outlives it by a lease
+	j, ask := f.askedAround(store.NewToken(), func() { stop(0, time.Hour) })
+	if h, _ := j.reservation(); ask != 0 || h != 0 {
+		t.Fatalf("asked %d, reserved in %d; want a for both (ready when its budget answered)", ask, h)
+	}
+	c, refusal := f.choose(j, store.NewToken())
+	if probe, _ := c.Probe(); refusal != nil || c.Name() != "b" || !probe {
+		t.Fatalf("chose %q (probe %v), refused %+v; want b's probe", c.Name(), probe, refusal)
+	}
+	if got := f.inFlight(); got[0] != 0 || got[1] != 0 {
+		t.Fatalf("in flight after the choice: %v, want none (a's given back, a probe not reserved)", got)
 	}
 }
 
