@@ -406,28 +406,114 @@ func TestAcquireElsewhereTakesTheJobFirst(t *testing.T) {
 // any upstream is judged: the script reads the job first, so the refusal
 // asks no budget (Unasked, nothing admitted or reserved).
 func TestAcquireOnOneNodeRefusesAHeldJobFirst(t *testing.T) {
-	s, _, rdb := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
-	tr.Send(ctx)
-	tok := NewToken()
-	first := &Acquire{Key: "k", Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0)}}}
-	var r Acquired
-	if err := s.Acquire(ctx, first, &r); err != nil || !r.Taken || r.Admitted[0].Reserved == "" {
-		t.Fatalf("the first call: %+v, %v; want taken, reserved", r, err)
+	for _, tg := range oneNodeTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
+			p := redistest.UniqueKey(t)
+			k := BudgetKeys{Upstream: p + ":up", Budget: p + ":up:budget", Calls: p + ":up:calls"}
+			tr := s.Trip()
+			tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+			tr.Send(ctx)
+			tok := NewToken()
+			first := &Acquire{Key: p + ":k", Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0)}}}
+			var r Acquired
+			if err := s.Acquire(ctx, first, &r); err != nil || !r.Taken || r.Admitted[0].Reserved == "" {
+				t.Fatalf("the first call: %+v, %v; want taken, reserved", r, err)
+			}
+			tok2 := NewToken()
+			dup := &Acquire{Key: p + ":k", Token: tok2, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok2, 0)}}}
+			r = Acquired{}
+			if err := s.Acquire(ctx, dup, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Taken || !r.Unasked || r.Admitted != nil || r.Upstreams != nil || r.Job.Token != first.Token.Token {
+				t.Fatalf("a duplicate of the running job: %+v; want refused by the job, its upstreams not asked", r)
+			}
+			if n, err := tg.Client.ZCard(ctx, k.Calls).Result(); err != nil || n != 1 {
+				t.Fatalf("calls in flight after the duplicate: %d, %v; want only the first's", n, err)
+			}
+		})
 	}
-	tok2 := NewToken()
-	dup := &Acquire{Key: "k", Token: tok2, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok2, 0)}}}
-	r = Acquired{}
-	if err := s.Acquire(ctx, dup, &r); err != nil {
-		t.Fatal(err)
+}
+
+// oneNodeTargets are the engines on which an acquire with admissions is
+// one script (takeAdmitted): miniredis and a real redis-server, as
+// RETRYGATE_TARGETS picks them (a cluster takes the job first).
+func oneNodeTargets(t *testing.T) []redistest.Target {
+	t.Helper()
+	var out []redistest.Target
+	for _, tg := range redistest.Targets(t) {
+		if !tg.IsCluster {
+			out = append(out, tg)
+		}
 	}
-	if r.Taken || !r.Unasked || r.Admitted != nil || r.Upstreams != nil || r.Job.Token != first.Token.Token {
-		t.Fatalf("a duplicate of the running job: %+v; want refused by the job, its upstreams not asked", r)
+	if len(out) == 0 {
+		t.Skip("no one-node engine among RETRYGATE_TARGETS")
 	}
-	if n, err := rdb.ZCard(ctx, "up:calls").Result(); err != nil || n != 1 {
-		t.Fatalf("calls in flight after the duplicate: %d, %v; want only the first's", n, err)
+	return out
+}
+
+// A turn the budget's calls do not hold (it lapsed between the line's
+// give and the acquire, or was never given) is no turn: the one script
+// judges the call as one with none, in one round trip, instead of failing
+// and falling back to the take-first path (two).
+func TestAcquireWithATurnNotHeldIsOneTrip(t *testing.T) {
+	for _, tg := range oneNodeTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb, ok := tg.Client.(*redis.Client)
+			if !ok {
+				t.Fatalf("a one-node engine's client is %T", tg.Client)
+			}
+			trips := new(pipelines)
+			rdb.AddHook(trips)
+			s := New(rdb, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
+			p := redistest.UniqueKey(t)
+			k := BudgetKeys{Upstream: p + ":up", Budget: p + ":up:budget", Calls: p + ":up:calls"}
+			tr := s.Trip()
+			tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+			tr.Send(ctx)
+			var r Acquired
+			// The first acquire on a server loads the script (NOSCRIPT, then EVAL).
+			warm := NewToken()
+			if err := s.Acquire(ctx, &Acquire{Key: p + ":warm-up", Token: warm, Admissions: []Admission{{Keys: k}}}, &r); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			for _, turn := range []string{TurnMember(p + ":line-member-000000000042"), "turn:"} {
+				trips.n.Store(0)
+				tok := NewToken()
+				a := &Acquire{Key: p + ":" + turn, Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0), Turn: turn}}}
+				r = Acquired{}
+				err := s.Acquire(ctx, a, &r)
+				r.Close()
+				if err != nil || !r.Taken || r.Unasked || len(r.Admitted) != 1 || !r.Admitted[0].Admitted || r.Admitted[0].Reserved == "" {
+					t.Fatalf("turn %q: %+v, %v; want taken, admitted and reserved as a call with no turn", turn, r, err)
+				}
+				if n := trips.n.Load(); n != 1 {
+					t.Fatalf("turn %q: %d round trips, want 1 (the one script, no fallback)", turn, n)
+				}
+			}
+			// With a caller waiting in the line, a turn not held does not
+			// pass it: refused as a call with no turn is.
+			line := strings.TrimSuffix(k.Budget, ":budget") + ":line"
+			if err := rdb.ZAdd(ctx, line, redis.Z{Score: 1, Member: "waiter"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			rdb.ZAdd(ctx, line+":owners", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "owner"})
+			rdb.PExpire(ctx, line, time.Minute)
+			rdb.PExpire(ctx, line+":owners", time.Minute)
+			for _, turn := range []string{"", TurnMember(p + ":line-member-000000000043")} {
+				tok := NewToken()
+				a := &Acquire{Key: p + ":behind" + turn, Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0), Turn: turn}}}
+				r = Acquired{}
+				err := s.Acquire(ctx, a, &r)
+				r.Close()
+				if err != nil || r.Taken || len(r.Admitted) != 1 || r.Admitted[0].Admitted || r.Admitted[0].Wait <= 0 {
+					t.Fatalf("turn %q behind a caller in line: %+v, %v; want refused with a wait", turn, r, err)
+				}
+			}
+		})
 	}
 }

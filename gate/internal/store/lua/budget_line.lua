@@ -50,20 +50,19 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
     -- Its call was reserved with the turn: this reservation replaces it.
     return {1, 0, -1, -1, g}, {r = 1, t = tokens}, turn
   end
-  local n = 0
-  if turn == '' then
-    local line = string.sub(bk, 1, -8) .. ':line'
-    n = redis.call('ZCARD', line)
-    if n > 0 and redis.call('ZCOUNT', line .. ':owners', '(' .. NOW, '+inf') == 0 then
-      -- Every process with callers in line died: nobody waits behind
-      -- them (the next give drops their places).
-      n = 0
-    elseif n > 0 and redis.call('GET', string.sub(bk, 1, -8)) then
-      -- The upstream cools, is paused or probed: its breaker decides (the
-      -- probe's call must not wait behind the line, which gives no turn
-      -- until the upstream is ready again).
-      n = 0
-    end
+  -- A turn not held (it lapsed, or was never given) is no turn: the call
+  -- waits behind the line as one with none does.
+  local line = string.sub(bk, 1, -8) .. ':line'
+  local n = redis.call('ZCARD', line)
+  if n > 0 and redis.call('ZCOUNT', line .. ':owners', '(' .. NOW, '+inf') == 0 then
+    -- Every process with callers in line died: nobody waits behind
+    -- them (the next give drops their places).
+    n = 0
+  elseif n > 0 and redis.call('GET', string.sub(bk, 1, -8)) then
+    -- The upstream cools, is paused or probed: its breaker decides (the
+    -- probe's call must not wait behind the line, which gives no turn
+    -- until the upstream is ready again).
+    n = 0
   end
   local qn = 0
   if n > 0 then
