@@ -27,13 +27,12 @@
 -- (a retry storm's refusals cost a GET, not the budget's work). Reply
 -- {job} alone: the upstreams were not asked. A caller holding a turn of
 -- the line goes on, so its turn is taken or kept as below.
-if ARGV[7] == '' then
-  local held = redis.call('GET', KEYS[1])
-  if held then
-    local st, untl = string.match(held, '^([cfd]):(%d+):')
-    if not st or tonumber(untl) > NOW then
-      return {{0, NOW, held, redis.call('PTTL', KEYS[1])}}
-    end
+-- The job's value is read once: nothing below writes it before take.
+local held = redis.call('GET', KEYS[1])
+if ARGV[7] == '' and held then
+  local st, untl = string.match(held, '^([cfd]):(%d+):')
+  if not st or tonumber(untl) > NOW then
+    return {{0, NOW, held, redis.call('PTTL', KEYS[1])}}
   end
 end
 local lease, member = tonumber(ARGV[2]), ARGV[3]
@@ -61,16 +60,15 @@ if not first then
   -- its own state: take's refusal, nothing written. A duplicate of a
   -- running job is told ErrInFlight and the call's time left, not the
   -- upstream's wait.
-  local v = redis.call('GET', KEYS[1])
-  if v then
-    local st, untl = string.match(v, '^([cfd]):(%d+):')
+  if held then
+    local st, untl = string.match(held, '^([cfd]):(%d+):')
     if not st or tonumber(untl) > NOW then
-      return {{0, NOW, v, redis.call('PTTL', KEYS[1])}, values, admissions}
+      return {{0, NOW, held, redis.call('PTTL', KEYS[1])}, values, admissions}
     end
   end
   return {{2, NOW}, values, admissions}
 end
-local job = take(KEYS[1], ARGV[1], ARGV[2])
+local job = take(KEYS[1], ARGV[1], ARGV[2], held, T)
 for i = 1, (#KEYS - 1) / 3 do
   turn_taken(KEYS[3 * i + 1], turns[i])
 end

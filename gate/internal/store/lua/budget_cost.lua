@@ -105,15 +105,3 @@ local function short(k, tokens)
   end
   return {untl = untl, size = size}
 end
-
--- unsaid counts the calls in flight in k that did not say their tokens
--- (their member ends ":0").
-local function unsaid(k)
-  local n = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. NOW, '+inf')) do
-    if string.sub(m, -2) == ':0' then
-      n = n + 1
-    end
-  end
-  return n
-end

@@ -5,7 +5,8 @@
 -- a call that does not say its tokens. A call is admitted while, with the
 -- calls in flight and itself taken, at least the reserve would be left of
 -- each limit. It returns the reply the admission scripts give (their
--- header) and what the call needs, for reserve.
+-- header) and what the call needs, for reserve. b is the budget at bk
+-- when the caller read it already (budget_left.lua's budget).
 -- A refused call is told its own turn, not the moment one call fits: the
 -- refusals queue one call's refill apart (a request's, or the tokens it
 -- said, whichever refills slower) (the budget's field qn, the
@@ -16,8 +17,8 @@
 -- for the requests limit once a 429 told it has one (budget_learned.lua);
 -- with neither reading nor word that it sends none, calls go one at a
 -- time (first).
-local function admit(bk, ck, tokens, reserve, share)
-  local b = budget(bk)
+local function admit(bk, ck, tokens, reserve, share, b)
+  b = b or budget(bk)
   local lh
   if not b.r and not b.t then
     lh = learned(bk)
@@ -32,12 +33,12 @@ local function admit(bk, ck, tokens, reserve, share)
   -- (Read only: an acquire's script writes nothing before it takes the
   -- job, so that Redis's maxmemory refuses the take; a script that wrote
   -- once may write past maxmemory. Lapsed calls go at the settle.)
-  local n, spent = calls(ck)
+  local n, spent, un = calls(ck)
   -- A call that does not say its tokens costs what calls were learned to
   -- cost (budget_cost.lua), and so do those in flight that did not say.
   local learned, spread, u = nil, 0, 0
   if tokens == 0 and b.t then
-    u = unsaid(ck)
+    u = un
     learned, spread = cost(bk, u + 1)
   end
   local need = {r = 1, t = tokens}

@@ -22,7 +22,7 @@ local function teach(k, answer, ran, keep)
   local ok, answered = answer == '1', answer == '2'
   ran = math.max(ran, 1)
   local h = learned(k)
-  if not h or not tonumber(redis.call('HMGET', k, 'lr')[1]) then
+  if not h or not h.rated then
     h = {rate = math.max(1000 / ran, LEARN.min), at = NOW, k = 0, limited = false, cut = false, tat = 0, lately = 0, upd = NOW, flat = LEARN.flat}
     redis.call('HSET', k, 'lh', 1, 'lr', h.rate, 'lp', NOW, 'lk', 0)
   end
@@ -35,10 +35,9 @@ local function teach(k, answer, ran, keep)
     -- began between them.)
     if NOW - ran >= h.at then
       h.k = h.k + 1
-      redis.call('HSET', k, 'lk', h.k)
     end
     h.lately, h.upd = accepted(h) * LEARN.recent / 1000 + 1, NOW
-    redis.call('HSET', k, 'le', h.lately, 'lu', NOW)
+    redis.call('HSET', k, 'lk', h.k, 'le', h.lately, 'lu', NOW)
   elseif not h.limited or NOW - ran >= h.at then
     -- The first 429, or one that ends a run since the last cut.
     -- What was accepted lately tells the rate once it spans a while since

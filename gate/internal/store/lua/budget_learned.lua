@@ -85,7 +85,8 @@ local function learned(k)
   return {rate = tonumber(v[2]) or LEARN.min, at = tonumber(v[3]) or NOW, k = tonumber(v[4]) or 0,
     limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1' or v[5] == '2'), cut = v[5] == '1' or v[5] == '2',
     measured = v[5] == '2', tat = tonumber(v[6]) or 0,
-    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, flat = tonumber(v[9]) or LEARN.flat}
+    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, flat = tonumber(v[9]) or LEARN.flat,
+    rated = tonumber(v[2]) ~= nil}
 end
 
 -- accepted is the rate the provider accepted lately, calls a second.

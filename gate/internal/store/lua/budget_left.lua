@@ -53,12 +53,17 @@ local function left(q)
 end
 
 -- calls counts the calls admitted and not lapsed (in k, else KEYS[3]),
--- and their tokens.
+-- their tokens, and those that did not say their tokens (their member
+-- ends ":0"), in one read of the set.
 local function calls(k)
-  local n, tokens = 0, 0
+  local n, tokens, unsaid = 0, 0, 0
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', k or KEYS[3], '(' .. NOW, '+inf')) do
     n = n + 1
-    tokens = tokens + (tonumber(string.match(m, ':(%d+)$')) or 0)
+    local said = tonumber((string.match(m, ':(%d+)$'))) or 0
+    tokens = tokens + said
+    if string.sub(m, -2) == ':0' then
+      unsaid = unsaid + 1
+    end
   end
-  return n, tokens
+  return n, tokens, unsaid
 end

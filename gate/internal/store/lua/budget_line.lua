@@ -43,7 +43,7 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
   if not b.r and not b.t then
     -- No reading: one call at a time before anything is known, or the
     -- rate learned of a provider that sends none (admit); no line.
-    return admit(bk, ck, tokens, reserve, share)
+    return admit(bk, ck, tokens, reserve, share, b)
   end
   local g = gap(b)
   if turn ~= '' and redis.call('ZSCORE', ck, turn) then
@@ -69,7 +69,7 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
     -- (HMGET: the budget's documented ACL has no HGET.)
     qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
   end
-  local a, need = admit(bk, ck, tokens, reserve, share)
+  local a, need = admit(bk, ck, tokens, reserve, share, b)
   if n > 0 and a[1] ~= 0 then
     -- Callers wait: not admitted past them.
     local wait = math.max(a[1] == 2 and a[2] or 0, (n + 1) * g, 1)

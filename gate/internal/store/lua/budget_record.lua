@@ -30,6 +30,9 @@ end
 -- are judged: an acquire writes nothing before it takes its job.
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', NOW)
 local wrote = 0
+-- The budget is read once, and kept as written: each limit writes only
+-- its own fields.
+local b
 for i, p in ipairs(KINDS) do
   local o = 3 + (i - 1) * 4
   local rem = tonumber(ARGV[o])
@@ -41,7 +44,8 @@ for i, p in ipairs(KINDS) do
     if tonumber(ARGV[o + 2]) >= 0 then
       rst = at + tonumber(ARGV[o + 2])
     end
-    local cur = budget()[p]
+    b = b or budget()
+    local cur = b[p]
     local q = {at = at, rem = rem, lim = tonumber(ARGV[o + 1]), rst = rst}
     local newer = not cur
     if cur and refills(q) and refills(cur) and level(q) ~= level(cur) then
@@ -56,6 +60,7 @@ for i, p in ipairs(KINDS) do
     end
     if newer then
       redis.call('HSET', KEYS[2], p .. 'a', at, p .. 'r', rem, p .. 'l', tonumber(ARGV[o + 1]), p .. 't', rst)
+      b[p] = q
       wrote = wrote + 1
     end
     if p == 't' then
@@ -64,7 +69,7 @@ for i, p in ipairs(KINDS) do
   end
 end
 local fits = tonumber(ARGV[11]) or 0
-if fits > 0 and next(budget()) ~= nil then
+if fits > 0 and next(b or budget()) ~= nil then
   -- -1: a call that did not say its tokens (budget_cost.lua's short).
   local size = tonumber(ARGV[12]) or 0
   if size == 0 then
@@ -75,7 +80,7 @@ if fits > 0 and next(budget()) ~= nil then
 end
 if wrote > 0 then
   local last = NOW
-  for _, q in pairs(budget()) do
+  for _, q in pairs(b) do
     last = math.max(last, q.rst, q.at)
   end
   redis.call('PEXPIRE', KEYS[2], last - NOW + tonumber(ARGV[2]))

@@ -5,9 +5,14 @@
 -- TTL is the lease). A value of any other shape is held.
 -- It returns {0, now ms, value, pttl} refused by the value, or
 -- {1, now ms, fence, previous value or false, its pttl} taken.
-local function take(key, token, lease)
-  local v = redis.call('GET', key)
-  local t = redis.call('TIME')
+-- A script that read the key's value v (false: none) and Redis's TIME t
+-- before, and wrote neither since, passes them: each read costs the
+-- script a command.
+local function take(key, token, lease, v, t)
+  if v == nil then
+    v = redis.call('GET', key)
+  end
+  t = t or redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local last, attempts, pttl = 0, '0', -2
   if v then
