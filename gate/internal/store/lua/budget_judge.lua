@@ -33,7 +33,13 @@ local function admit(bk, ck, tokens, reserve, share, b)
   -- (Read only: an acquire's script writes nothing before it takes the
   -- job, so that Redis's maxmemory refuses the take; a script that wrote
   -- once may write past maxmemory. Lapsed calls go at the settle.)
-  local n, spent, un = calls(ck)
+  local n, spent, un = 0, 0, 0
+  if b.t then
+    n, spent, un = calls(ck)
+  else
+    -- Only the token limit counts the calls' tokens.
+    n = inflight(ck)
+  end
   -- A call that does not say its tokens costs what calls were learned to
   -- cost (budget_cost.lua), and so do those in flight that did not say.
   local learned, spread, u = nil, 0, 0
