@@ -229,3 +229,45 @@ func TestCostNotLearnedAcrossAGap(t *testing.T) {
 		})
 	}
 }
+
+// Where the provider reports only a requests limit, the calls in flight
+// are counted against it all the same: with 3 requests left (Redis's
+// clock stands still: nothing refills), 3 calls are admitted and the
+// fourth is refused until one settles or a request refills.
+func TestAdmitCountsCallsInFlightOfARequestLimit(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 3, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+	tr.Send(ctx)
+	for i, want := range []bool{true, true, true, false} {
+		got := admitOnce(t, s, Admission{Keys: k, Member: ReserveMember(NewToken(), 0)})
+		if got.Admitted != want {
+			t.Fatalf("call %d with 3 requests left and %d in flight: %+v, want admitted %v", i+1, i, got, want)
+		}
+	}
+}
+
+// Calls in flight that said their tokens are counted at what they said:
+// with 1,000 tokens left, calls of 300 and 400 in flight leave 300, which
+// a call of 300 fits and one of 301 does not.
+func TestAdmitCountsTheTokensCallsInFlightSaid(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 1000, Limit: 100000, ResetIn: time.Minute}}, time.Minute)
+	tr.Send(ctx)
+	for _, n := range []int64{300, 400} {
+		if got := admitOnce(t, s, Admission{Keys: k, Member: ReserveMember(NewToken(), n), Tokens: n}); !got.Admitted {
+			t.Fatalf("a call of %d tokens: %+v, want admitted", n, got)
+		}
+	}
+	if got := admitOnce(t, s, Admission{Keys: k, Tokens: 301}); got.Admitted {
+		t.Fatalf("a call of 301 tokens with 300 left: %+v, want refused", got)
+	}
+	if got := admitOnce(t, s, Admission{Keys: k, Tokens: 300}); !got.Admitted {
+		t.Fatalf("a call of 300 tokens with 300 left: %+v, want admitted", got)
+	}
+}
