@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -454,6 +455,10 @@ func oneNodeTargets(t *testing.T) []redistest.Target {
 	return out
 }
 
+// turnNumbered is the reservation of the turn given to the line member
+// of sequence number n.
+func turnNumbered(n int) string { return TurnMember(fmt.Sprintf("%018d%012d", 0, n)) }
+
 // A turn the budget's calls do not hold (it lapsed between the line's
 // give and the acquire, or was never given) is no turn: the one script
 // judges the call as one with none, in one round trip, instead of failing
@@ -481,7 +486,7 @@ func TestAcquireWithATurnNotHeldIsOneTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Close()
-			for _, turn := range []string{TurnMember(p + ":line-member-000000000042"), "turn:"} {
+			for _, turn := range []string{turnNumbered(42), "turn:"} {
 				trips.n.Store(0)
 				tok := NewToken()
 				a := &Acquire{Key: p + ":" + turn, Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0), Turn: turn}}}
@@ -504,7 +509,11 @@ func TestAcquireWithATurnNotHeldIsOneTrip(t *testing.T) {
 			rdb.ZAdd(ctx, line+":owners", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "owner"})
 			rdb.PExpire(ctx, line, time.Minute)
 			rdb.PExpire(ctx, line+":owners", time.Minute)
-			for _, turn := range []string{"", TurnMember(p + ":line-member-000000000043")} {
+			// A turn whose reservation lapsed (its score long past) is not
+			// held either.
+			lapsed := turnNumbered(44)
+			rdb.ZAdd(ctx, k.Calls, redis.Z{Score: 1, Member: lapsed})
+			for _, turn := range []string{"", turnNumbered(43), lapsed} {
 				tok := NewToken()
 				a := &Acquire{Key: p + ":behind" + turn, Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0), Turn: turn}}}
 				r = Acquired{}

@@ -46,12 +46,14 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
     return admit(bk, ck, tokens, reserve, share, b)
   end
   local g = gap(b)
-  if turn ~= '' and redis.call('ZSCORE', ck, turn) then
+  local held = turn ~= '' and redis.call('ZSCORE', ck, turn)
+  if held and tonumber(held) > NOW then
     -- Its call was reserved with the turn: this reservation replaces it.
     return {1, 0, -1, -1, g}, {r = 1, t = tokens}, turn
   end
-  -- A turn not held (it lapsed, or was never given) is no turn: the call
-  -- waits behind the line as one with none does.
+  -- A turn not held (it lapsed: the budget no longer counts its call; or
+  -- it was never given) is no turn: the call waits behind the line as
+  -- one with none does.
   local line = string.sub(bk, 1, -8) .. ':line'
   local n = redis.call('ZCARD', line)
   if n > 0 and redis.call('ZCOUNT', line .. ':owners', '(' .. NOW, '+inf') == 0 then
