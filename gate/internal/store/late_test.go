@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,48 +69,85 @@ func TestRenewRecordsTheEstimate(t *testing.T) {
 }
 
 // RecordCalls keeps the newest durations first, at most keep, with a TTL;
-// with none to add it only reads.
+// with none to add it only reads. On every engine: the script cuts the
+// stored value by its length.
 func TestRecordCalls(t *testing.T) {
-	s, _, rdb := newStore(t)
-	ctx := context.Background()
-	record := func(ds ...time.Duration) []time.Duration {
-		t.Helper()
-		tr := s.Trip()
-		r := tr.RecordCalls(ctx, "calls", ds, 3)
-		tr.Send(ctx)
-		got, err := r.Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := record(); got != nil {
-		t.Fatalf("a read of no key: %v, want none", got)
-	}
-	if rdb.Exists(ctx, "calls").Val() != 0 {
-		t.Fatal("a read wrote the key")
-	}
-	record(time.Second, 2*time.Second)
-	got := record(4*time.Second, 3*time.Second)
-	if exp := []time.Duration{4 * time.Second, 3 * time.Second, time.Second}; len(got) != 3 || got[0] != exp[0] || got[1] != exp[1] || got[2] != exp[2] {
-		t.Fatalf("durations %v, want %v: the newest first, at most 3", got, exp)
-	}
-	if ttl := rdb.PTTL(ctx, "calls").Val(); ttl <= 0 || ttl > CallsTTL {
-		t.Fatalf("PTTL %v, want at most %v", ttl, CallsTTL)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, Timeout: time.Second})
+			key := redistest.UniqueKey(t) + ":calls"
+			record := func(keep int, ds ...time.Duration) []time.Duration {
+				t.Helper()
+				tr := s.Trip()
+				r := tr.RecordCalls(ctx, key, ds, keep)
+				tr.Send(ctx)
+				got, err := r.Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			if got := record(3); got != nil {
+				t.Fatalf("a read of no key: %v, want none", got)
+			}
+			if tg.Client.Exists(ctx, key).Val() != 0 {
+				t.Fatal("a read wrote the key")
+			}
+			record(3, time.Second, 2*time.Second)
+			got := record(3, 4*time.Second, 3*time.Second)
+			if exp := []time.Duration{4 * time.Second, 3 * time.Second, time.Second}; !slices.Equal(got, exp) {
+				t.Fatalf("durations %v, want %v: the newest first, at most 3", got, exp)
+			}
+			if ttl := tg.Client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > CallsTTL {
+				t.Fatalf("PTTL %v, want at most %v", ttl, CallsTTL)
+			}
+			// More at once than are kept: the newest of them.
+			got = record(2, 7*time.Second, 6*time.Second, 5*time.Second)
+			if exp := []time.Duration{7 * time.Second, 6 * time.Second}; !slices.Equal(got, exp) {
+				t.Fatalf("three durations kept two at a time: %v, want %v", got, exp)
+			}
+			// A call longer than 9 digits of ms is kept as the longest.
+			got = record(3, 1000*time.Hour)
+			if exp := []time.Duration{999_999_999 * time.Millisecond, 7 * time.Second, 6 * time.Second}; !slices.Equal(got, exp) {
+				t.Fatalf("after a call of 1000 h: %v, want %v", got, exp)
+			}
+		})
 	}
 }
 
-// A call that took no time (or a negative duration, clamped to none) is a
-// duration of 0 ms, read back as such, not a bad reply.
-func TestRecordCallsOfNoTime(t *testing.T) {
-	s, _, _ := newStore(t)
-	ctx := context.Background()
-	tr := s.Trip()
-	r := tr.RecordCalls(ctx, "calls", []time.Duration{0, -time.Second, time.Second}, 5)
-	tr.Send(ctx)
-	got, err := r.Result()
-	if exp := []time.Duration{0, 0, time.Second}; err != nil || len(got) != 3 || got[0] != exp[0] || got[1] != exp[1] || got[2] != exp[2] {
-		t.Fatalf("durations %v, %v; want %v", got, err, exp)
+// A calls key holding something else than durations (another writer's,
+// a torn value) is never read as durations it does not hold: a value of
+// another length is replaced, and in one of the same length what is not a
+// duration is skipped.
+func TestRecordCallsReadsNoForeignValue(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, Timeout: time.Second})
+			for _, tc := range []struct {
+				foreign string
+				want    []time.Duration
+			}{
+				{"not durations", []time.Duration{time.Second}},
+				{"1", []time.Duration{time.Second}},
+				{"000000100,000000x00", []time.Duration{time.Second, 100 * time.Millisecond}},
+				{",00000100", []time.Duration{time.Second, 100 * time.Millisecond}},
+				{"-00000100", []time.Duration{time.Second}},
+				{"dura,tion", []time.Duration{time.Second}},
+			} {
+				key := redistest.UniqueKey(t) + ":calls"
+				if err := tg.Client.Set(ctx, key, tc.foreign, time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				tr := s.Trip()
+				r := tr.RecordCalls(ctx, key, []time.Duration{time.Second}, 64)
+				tr.Send(ctx)
+				if got, err := r.Result(); err != nil || !slices.Equal(got, tc.want) {
+					t.Fatalf("after %q: %v, %v; want %v", tc.foreign, got, err, tc.want)
+				}
+			}
+		})
 	}
 }
 
