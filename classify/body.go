@@ -27,6 +27,7 @@ import (
 //	{"detail":"message"}                                                 FastAPI servers
 //	{"detail":[{"type","loc","msg"}]}, also as "message"                 FastAPI validation (Mistral's 422)
 //	{"error":{"code","message","metadata":{"raw"}}}                      OpenRouter, the provider's body in raw
+//	{"error":{"type","reason"},"status"}                                 OpenSearch, Elasticsearch
 type problem struct {
 	typ, code string
 	// inner is a second, more specific code. It is Azure's
@@ -86,6 +87,10 @@ type wireError struct {
 	// stands behind a message of its own
 	// ({"message":"模型服务调用失败","cause":"{...}"}).
 	Cause json.RawMessage `json:"cause"`
+	// Reason is a message under another name (OpenSearch, Elasticsearch:
+	// {"error":{"type":"illegal_argument_exception","reason":"guardrails
+	// triggered for user input"},"status":400}).
+	Reason json.RawMessage `json:"reason"`
 }
 
 // rpcDetail is one entry of google.rpc.Status.details.
@@ -174,6 +179,9 @@ func parseBody(b []byte) (p problem) {
 	}
 	if p.message == "" {
 		p.message, _ = jsonString(e.Description)
+	}
+	if p.message == "" {
+		p.message, _ = jsonString(e.Reason)
 	}
 	if param, _ := jsonString(e.Param); strings.Contains(param, " ") {
 		p.message += " " + param

@@ -107,6 +107,13 @@ func TestDefaultBodyShapes(t *testing.T) {
 			systemic(classify.ReasonQuotaExhausted, true)},
 		{"param holding a sentence", 400, `{"error":{"message":"Param Incorrect","type":"upstream_error","param":"max_tokens is too large: 1048576. This model supports at most 131072 completion tokens.","code":"400"}}`,
 			permanent(classify.ReasonInvalidRequest)},
+		// OpenSearch and Elasticsearch name their message "reason"
+		// (opensearch-project/documentation-website#9054, the Bedrock
+		// guardrails tutorial's 400); a message wins over it.
+		{"OpenSearch reason", 400, `{"error":{"root_cause":[{"type":"illegal_argument_exception","reason":"guardrails triggered for user input"}],"type":"illegal_argument_exception","reason":"guardrails triggered for user input"},"status":400}`,
+			permanent(classify.ReasonContentFiltered)},
+		{"message wins over a reason", 400, `{"error":{"message":"Your credit balance is too low","reason":"guardrails triggered for user input"}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
 		{"param naming a field is not read", 400, `{"error":{"message":"Bad request","param":"billing"}}`,
 			suspect(classify.ReasonInvalidRequest)},
 		// A gateway's own message with the provider's body as a string

@@ -128,8 +128,8 @@ func readRejection(p problem) (rejection, string) {
 			return rejectionNamed, "param:field"
 		}
 	}
-	for _, w := range msg {
-		if modelWords[w] {
+	for i, w := range msg {
+		if modelWords[w] && !destination(msg, i) {
 			return rejectionModel, "message:model_named"
 		}
 	}
@@ -150,6 +150,25 @@ func readRejection(p problem) (rejection, string) {
 	}
 	return rejectionGeneric, ""
 }
+
+// destination reports whether the model word msg[i] only says where the
+// request goes: "invalid stop sequences for this model", "not allowed
+// with the model". The sentence is about something the request holds.
+// A model that is the sentence's subject or object ("Unable to access
+// non-serverless model", "The model acme-7b has no endpoint") stays the
+// model's.
+func destination(msg []string, i int) bool {
+	j := i - 1
+	if j >= 0 && determiners[msg[j]] {
+		j--
+	}
+	return j >= 0 && prepositions[msg[j]]
+}
+
+var (
+	determiners  = wordSet(`this the that your selected current requested chosen`)
+	prepositions = wordSet(`for with by on in to`)
+)
 
 // identifiers takes the snake_case names out of s ("max_model_len",
 // "FD_MAX_STOP_SEQS_NUM", "tool_choice"). Each names a field of the

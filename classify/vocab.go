@@ -256,9 +256,13 @@ var vocabulary = [...]term{
 	// A size over a stated limit in units: "image exceeds 5 MB maximum",
 	// "the image dimensions exceed max allowed size ... 2000 pixels".
 	{g: gParam, name: "size", phrase: "exceed*", near: "mb|kb|gb|bytes|pixels|dimension*", window: 4},
-	// A value the model takes alone: "Only a tool_choice of 'auto' is
-	// supported for this model".
-	{g: gParam, name: "validation", phrase: "only", after: "is supported|are supported", window: 6},
+	// A value or mode the model takes alone, said of the value ("Only a
+	// tool_choice of 'auto' is supported", "only 1 is allowed for this
+	// model") or of the model ("This model only supports stream mode").
+	// Whatever the verb of acceptance, it is a setting the request must
+	// change.
+	{g: gParam, name: "validation", phrase: "only", after: "is supported|are supported|is allowed|are allowed|is accepted|are accepted|is permitted|are permitted", window: 6},
+	{g: gParam, name: "validation", phrase: "only support|only supports|only accept|only accepts|only allow|only allows"},
 	// A body that is not JSON the API can read: "The request body is not
 	// valid JSON", "Failed to parse the request body as JSON", "Failed to
 	// deserialize the JSON body".

@@ -226,6 +226,14 @@ func TestVocabularyEdges(t *testing.T) {
 		{"validation failed", 400, msg("request validation failed: messages[2]"), permanent(classify.ReasonInvalidRequest)},
 		{"only one value is supported", 400, msg("Only a tool_choice of 'auto' is supported for this model."), permanent(classify.ReasonInvalidRequest)},
 		{"only some inputs are supported", 400, msg("Only text and image inputs are supported"), permanent(classify.ReasonInvalidRequest)},
+		// The twenty-second set's misses, generalised: whatever verb
+		// accepts the value, and said of the model itself. The rows are
+		// not the set's own messages.
+		{"only a value is allowed", 400, msg("invalid top p: only 0.95 is allowed for this model"), permanent(classify.ReasonInvalidRequest)},
+		{"only a value is accepted", 400, msg("Only 'auto' is accepted for this model"), permanent(classify.ReasonInvalidRequest)},
+		{"the model only supports a mode", 400, msg("This model only supports batch mode, please set the batch parameter."), permanent(classify.ReasonInvalidRequest)},
+		{"the model only accepts a value", 400, msg("The model only accepts n equal to 1"), permanent(classify.ReasonInvalidRequest)},
+		{"only the account is allowed", 400, msg("Only paid accounts are allowed to use this model"), suspect(classify.ReasonInvalidRequest)},
 		{"quota will reset", 429, msg("You have exhausted your capacity on this model. Your quota will reset after 8h44m7s."), systemic(classify.ReasonQuotaExhausted, true)},
 		{"quota resets", 429, msg("Daily quota resets at midnight Pacific time"), systemic(classify.ReasonQuotaExhausted, true)},
 		// The fifteenth set's misses: a size over a limit stated in units.
