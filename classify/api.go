@@ -188,6 +188,19 @@ var byType = map[string]Verdict{
 //     Speaking of the model or its deployment makes it the model's:
 //     systemic.
 func apiVerdict(status int, p problem) Verdict {
+	v := judgeAPI(status, p)
+	if v.Reason == ReasonOverloaded && p.model != "" {
+		// The capacity that ran out is one model's, named by the
+		// structured ErrorInfo: "No capacity available for model
+		// claude-opus-4-5-thinking" (MODEL_CAPACITY_EXHAUSTED). The
+		// upstream's other models still serve, so only this job cools.
+		v.ProviderWide = false
+	}
+	return v
+}
+
+// judgeAPI is apiVerdict's reading of the status and the body.
+func judgeAPI(status int, p problem) Verdict {
 	p.message = plainText(p.message)
 	if v, ok := messageVerdict(p.message); ok {
 		return v

@@ -44,6 +44,9 @@ type problem struct {
 	gstatus string
 	// reason is google.rpc.ErrorInfo.reason, e.g. "API_KEY_INVALID".
 	reason string
+	// model is the model google.rpc.ErrorInfo's metadata names, as Cloud
+	// Code's MODEL_CAPACITY_EXHAUSTED does.
+	model string
 	// quotaID is google.rpc.QuotaFailure's first violation's quotaId, such
 	// as "GenerateRequestsPerMinutePerProjectPerModel-FreeTier". It gives
 	// the period of the quota a 429 ran out of.
@@ -95,8 +98,11 @@ type wireError struct {
 
 // rpcDetail is one entry of google.rpc.Status.details.
 type rpcDetail struct {
-	Type       json.RawMessage `json:"@type"`
-	Reason     json.RawMessage `json:"reason"`
+	Type     json.RawMessage `json:"@type"`
+	Reason   json.RawMessage `json:"reason"`
+	Metadata struct {
+		Model json.RawMessage `json:"model"`
+	} `json:"metadata"`
 	RetryDelay json.RawMessage `json:"retryDelay"`
 	Violations []struct {
 		QuotaID json.RawMessage `json:"quotaId"`
@@ -238,6 +244,7 @@ func (p *problem) readDetails(raw json.RawMessage) {
 		switch {
 		case strings.HasSuffix(typ, "google.rpc.ErrorInfo") && p.reason == "":
 			p.reason, _ = jsonString(d.Reason)
+			p.model, _ = jsonString(d.Metadata.Model)
 		case strings.HasSuffix(typ, "google.rpc.RetryInfo") && !p.hasDelay:
 			delay, _ := jsonString(d.RetryDelay)
 			p.delay, p.hasDelay = parseProtoDuration(delay)
