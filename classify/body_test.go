@@ -107,7 +107,7 @@ func TestDefaultBodyShapes(t *testing.T) {
 			systemic(classify.ReasonQuotaExhausted, true)},
 		{"param holding a sentence", 400, `{"error":{"message":"Param Incorrect","type":"upstream_error","param":"max_tokens is too large: 1048576. This model supports at most 131072 completion tokens.","code":"400"}}`,
 			permanent(classify.ReasonInvalidRequest)},
-		// An ErrorInfo that names a model scopes an overload to it
+		// An ErrorInfo that names a model makes an overload that model's
 		// (liuw1535/antigravity2api-nodejs#140 quotes Cloud Code's 503).
 		// The same 503 naming no model pauses the upstream.
 		{"ErrorInfo names the model out of capacity", 503, `{"error":{"code":503,"message":"No capacity available for model m-7b on the server","status":"UNAVAILABLE","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"MODEL_CAPACITY_EXHAUSTED","domain":"cloudcode-pa.googleapis.com","metadata":{"model":"m-7b"}}]}}`,
