@@ -259,10 +259,12 @@ var vocabulary = [...]term{
 	// A value or mode the model takes alone, said of the value ("Only a
 	// tool_choice of 'auto' is supported", "only 1 is allowed for this
 	// model") or of the model ("This model only supports stream mode").
-	// Whatever the verb of acceptance, it is a setting the request must
-	// change.
-	{g: gParam, name: "validation", phrase: "only", after: "is supported|are supported|is allowed|are allowed|is accepted|are accepted|is permitted|are permitted", window: 6},
-	{g: gParam, name: "validation", phrase: "only support|only supports|only accept|only accepts|only allow|only allows"},
+	// It is a setting the request must change. "Allowed" and "permitted"
+	// are also the words of access ("Only whitelisted IPs are allowed"),
+	// so with them the value must be a number.
+	{g: gParam, name: "validation", phrase: "only", after: "is supported|are supported|is accepted|are accepted", window: 6},
+	{g: gParam, name: "validation", phrase: "only #", after: "is allowed|are allowed|is permitted|are permitted", window: 3},
+	{g: gParam, name: "validation", phrase: "only support|only supports|only accept|only accepts"},
 	// A body that is not JSON the API can read: "The request body is not
 	// valid JSON", "Failed to parse the request body as JSON", "Failed to
 	// deserialize the JSON body".
@@ -359,9 +361,12 @@ func compileVocabulary() []compiled {
 }
 
 // wordMatch reports whether the word w fits the pattern p. It fits
-// exactly, as a prefix ("suspend*"), or with one letter free
-// ("unauthori?ed").
+// exactly, as a prefix ("suspend*"), with one letter free
+// ("unauthori?ed"), or as a number ("#": digits only).
 func wordMatch(p, w string) bool {
+	if p == "#" {
+		return w != "" && strings.IndexFunc(w, func(r rune) bool { return r < '0' || r > '9' }) < 0
+	}
 	if prefix, ok := strings.CutSuffix(p, "*"); ok {
 		return strings.HasPrefix(w, prefix)
 	}
