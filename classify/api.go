@@ -211,6 +211,19 @@ func judgeAPI(status int, p problem) Verdict {
 	codes := p.codes()
 	fields := p.fields()
 	if v, ok := codeVerdict(codes, false); ok {
+		if v.Reason == ReasonAuth && !v.ProviderWide && strings.HasPrefix(v.Evidence, "type:") {
+			// A permission type is the class an API files every 403
+			// under: OpenRouter's guardrail block comes as Anthropic's
+			// permission_error ("Request blocked: prompt injection
+			// patterns detected"). A content verdict beside it says
+			// more, unless the text speaks of the account (the type's own
+			// "permission" is not read: it is the word being overruled).
+			if g, ev := vocabMatch(fields, gContent); g == gContent {
+				if m, _ := vocabMatch(withoutType(fields), gMention); m == 0 {
+					return groupVerdict[g].with(ev)
+				}
+			}
+		}
 		if v.Reason == ReasonRateLimited && strings.HasPrefix(v.Evidence, "type:") {
 			// A rate-limit type is the class a provider files its 429s
 			// under, money problems included. Anthropic's "This request
@@ -394,6 +407,17 @@ func codeVerdict(codes [5]string, permanent bool) (Verdict, bool) {
 		}
 	}
 	return Verdict{}, false
+}
+
+// withoutType is fields without the error type's.
+func withoutType(fields []field) []field {
+	out := make([]field, 0, len(fields))
+	for _, f := range fields {
+		if f.name != "type" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // statusEvidence is "status:429".

@@ -217,7 +217,37 @@ func parseBody(b []byte) (p problem) {
 		p.azureFilter = true
 	}
 	p.readDetails(e.Details)
+	if q, ok := embeddedBody(p.message); ok {
+		if q.status == 0 {
+			q.status = p.status
+		}
+		return q
+	}
 	return p
+}
+
+// embeddedBody reads a provider's body that a relay wrote into its own
+// message as text: "All accounts exhausted. Last error: HTTP 429: {...}",
+// "上游 API 调用失败: ... 400 Bad Request {\"message\":\"Input is too long.\"}".
+// The provider's body says what happened; the relay's words only say
+// that it passed it on. It is read only when the object parses to a body
+// with a message of its own (a JSON schema quoted in a validation error
+// has none), and when the relay's words before it say nothing of the
+// money, the account or a key, which would be the relay's own verdict.
+func embeddedBody(msg string) (problem, bool) {
+	i := strings.IndexByte(msg, '{')
+	if i < 0 {
+		return problem{}, false
+	}
+	body := strings.TrimSpace(msg[i:])
+	if !json.Valid([]byte(body)) {
+		return problem{}, false
+	}
+	if g, _ := vocabMatch([]field{{"message", msg[:i]}}, accountGroups...); g != 0 {
+		return problem{}, false
+	}
+	q := parseBody([]byte(body))
+	return q, q.message != ""
 }
 
 // readDetails reads google.rpc details (a list) or Anthropic's details

@@ -114,6 +114,22 @@ func TestDefaultBodyShapes(t *testing.T) {
 			transient(classify.ReasonOverloaded, false, 0)},
 		{"ErrorInfo naming no model", 503, `{"error":{"code":503,"message":"No capacity available on the server","status":"UNAVAILABLE","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"MODEL_CAPACITY_EXHAUSTED","domain":"cloudcode-pa.googleapis.com","metadata":{"service":"x"}}]}}`,
 			transient(classify.ReasonOverloaded, true, 0)},
+		// A relay writes the provider's body into its own message; the
+		// provider's body decides (lbjlaq/Antigravity-Manager#583 has the
+		// shape), unless the relay's own words speak of money, the
+		// account or a key.
+		{"a provider's body inside a relay's message", 429, `{"error":{"message":"All upstreams failed. Last error: HTTP 503: {\"error\":{\"code\":503,\"message\":\"No capacity available for model m-7b\",\"status\":\"UNAVAILABLE\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\"MODEL_CAPACITY_EXHAUSTED\",\"metadata\":{\"model\":\"m-7b\"}}]}}"}}`,
+			transient(classify.ReasonOverloaded, false, 0)},
+		{"the relay's money words beside an embedded body", 429, `{"error":{"message":"Your credit balance is too low. Last error: {\"error\":{\"message\":\"Slow down\"}}"}}`,
+			systemic(classify.ReasonQuotaExhausted, true)},
+		{"a quoted schema is no body", 400, `{"error":{"message":"Tool acme rejected: {\"type\":\"objekt\",\"properties\":{}}"}}`,
+			permanent(classify.ReasonInvalidRequest)},
+		// A permission type under 403 yields to a content verdict beside
+		// it (OpenRouter's guardrail as Anthropic's permission_error).
+		{"permission type beside a content verdict", 403, `{"type":"error","error":{"type":"permission_error","message":"Request blocked: jailbreak attempt detected"}}`,
+			permanent(classify.ReasonContentFiltered)},
+		{"permission type beside the account", 403, `{"type":"error","error":{"type":"permission_error","message":"Your workspace may not send flagged prompts"}}`,
+			systemic(classify.ReasonAuth, false)},
 		// OpenSearch and Elasticsearch name their message "reason"
 		// (opensearch-project/documentation-website#9054, the Bedrock
 		// guardrails tutorial's 400); a message wins over it.

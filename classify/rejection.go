@@ -40,14 +40,33 @@ var genericWords = wordSet(`
 	reformat specify provide provided correct verify review refer
 	request requests input inputs body payload data argument arguments
 	parameter parameters param params prompt format query message messages
-	invalid malformed illegal bad wrong incorrect error errors failed failure
+	invalid valid malformed illegal bad wrong incorrect error errors failed failure
 	fail fails blocked rejected missing required unprocessable entity unknown
 	exception parsing parse validation unexpected occurred problem issue
 	response status code backend provider returned api http id info
 	not found could cannot can unable be processed process handle handled
 	contains contain containing one some value values accepted
 	call calls invocation
+	setting settings option options config configuration chat conversation
 `)
+
+// generic reports whether w is a generic word or an inflection of one:
+// "specified" is "specify", "parameters" "parameter", "failing" "fail".
+// The closed side is closed over grammar too.
+func generic(w string) bool {
+	if genericWords[w] {
+		return true
+	}
+	if base, ok := strings.CutSuffix(w, "ied"); ok && genericWords[base+"y"] {
+		return true
+	}
+	for _, suffix := range [...]string{"s", "es", "d", "ed", "ing"} {
+		if base, ok := strings.CutSuffix(w, suffix); ok && len(base) > 2 && genericWords[base] {
+			return true
+		}
+	}
+	return false
+}
 
 // serverWords speak of the server or of time. A rejection that says them
 // may pass later. So it proves nothing, whatever else it names. A word
@@ -144,7 +163,7 @@ func readRejection(p problem) (rejection, string) {
 	for _, w := range msg {
 		// One letter ("parameter 'x' is invalid") is too little to name
 		// a part of the request on its own. The body's param may.
-		if len(w) > 1 && !genericWords[w] && isASCIIWord(w) && !hasDigit(w) {
+		if len(w) > 1 && !generic(w) && isASCIIWord(w) && !hasDigit(w) {
 			return rejectionNamed, "message:names_request"
 		}
 	}

@@ -47,6 +47,11 @@ func TestNamedRejection(t *testing.T) {
 		{"digits joined are no name", 400, msg("Invalid request 12_345"), suspect(classify.ReasonInvalidRequest)},
 		{"underscores for emphasis are no name", 400, msg("_Invalid_ _request_"), suspect(classify.ReasonInvalidRequest)},
 		{"one letter is too little", 400, msg("parameter 'x' is invalid"), suspect(classify.ReasonInvalidRequest)},
+		// The generic side is closed over grammar and over the request's
+		// other nouns (the twenty-third set's Doubao and MiniMax).
+		{"inflections of generic words", 400, msg("The parameters specified were rejected"), suspect(classify.ReasonInvalidRequest)},
+		{"valid negated", 400, msg("Parameters are not valid"), suspect(classify.ReasonInvalidRequest)},
+		{"settings are a request noun", 400, msg("invalid params, invalid chat settings"), suspect(classify.ReasonInvalidRequest)},
 
 		// A param that names the deployment or the account, or no field.
 		{"param model", 400, `{"error":{"message":"Invalid request","param":"model"}}`, suspect(classify.ReasonInvalidRequest)},
