@@ -177,7 +177,13 @@ func parseBody(b []byte) (p problem) {
 		p.message = objectMessage(e.Message) // LiteLLM: {"message":{"error":"Violated guardrail policy",...}}
 	}
 	if s, ok := jsonString(top.Error); ok {
-		p.message = s // Ollama, TGI, xAI: {"error":"model 'x' not found"}
+		// Ollama, TGI, xAI: {"error":"model 'x' not found"}. A message
+		// beside it that holds a provider's body says more
+		// ({"error":"Forbidden","message":"{\"error\":{...}}"}): it is
+		// kept, and read as that body (embeddedBody).
+		if !strings.HasPrefix(strings.TrimSpace(p.message), "{") {
+			p.message = s
+		}
 	} else if s, ok := jsonString(top.Detail); ok && p.message == "" {
 		p.message = s
 	} else if p.message == "" {

@@ -120,6 +120,8 @@ func TestDefaultBodyShapes(t *testing.T) {
 		// account or a key.
 		{"a provider's body inside a relay's message", 429, `{"error":{"message":"All upstreams failed. Last error: HTTP 503: {\"error\":{\"code\":503,\"message\":\"No capacity available for model m-7b\",\"status\":\"UNAVAILABLE\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\"MODEL_CAPACITY_EXHAUSTED\",\"metadata\":{\"model\":\"m-7b\"}}]}}"}}`,
 			transient(classify.ReasonOverloaded, false, 0)},
+		{"an error word beside a message holding a body", 403, `{"success":false,"error":{"message":"{\"error\": \"Forbidden\", \"message\": \"{\\\"error\\\": {\\\"code\\\": \\\"Forbidden\\\", \\\"message\\\": \\\"Your resource has been temporarily blocked\\\"}}\"}"}}`,
+			systemic(classify.ReasonAccount, true)},
 		{"the relay's money words beside an embedded body", 429, `{"error":{"message":"Your credit balance is too low. Last error: {\"error\":{\"message\":\"Slow down\"}}"}}`,
 			systemic(classify.ReasonQuotaExhausted, true)},
 		{"a quoted schema is no body", 400, `{"error":{"message":"Tool acme rejected: {\"type\":\"objekt\",\"properties\":{}}"}}`,
