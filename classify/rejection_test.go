@@ -73,6 +73,7 @@ func TestNamedRejection(t *testing.T) {
 		{"the model as where the request goes", 400, msg("Invalid stop sequences for this model"), named},
 		{"the model as where the request goes, no determiner", 400, msg("Seed values are rejected by model acme-7b"), named},
 		{"the model as subject stays the model's", 400, msg("This model has no dedicated endpoint for streaming"), model},
+		{"where the request goes, first words", 400, msg("For this model, seed values are rejected"), named},
 		{"a field's name is no model word", 400, msg("Value of top_k exceeds model_max_top_k"), named},
 		{"the model beside a guard word", 400, msg("Unable to access the model acme-7b"), model},
 		{"a network policy", 400, msg("Request blocked by IP allowlist policy"), suspect(classify.ReasonInvalidRequest)},

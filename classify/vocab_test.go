@@ -236,6 +236,7 @@ func TestVocabularyEdges(t *testing.T) {
 		{"only the account is allowed", 400, msg("Only paid accounts are allowed to use this model"), suspect(classify.ReasonInvalidRequest)},
 		{"only callers are allowed is access, not a value", 400, msg("Only whitelisted IPs are allowed"), suspect(classify.ReasonInvalidRequest)},
 		{"only a number of something is allowed", 400, msg("only 4 stop sequences are allowed"), permanent(classify.ReasonInvalidRequest)},
+		{"only a number with a nine is allowed", 400, msg("only 9 tools are allowed per request"), permanent(classify.ReasonInvalidRequest)},
 		{"quota will reset", 429, msg("You have exhausted your capacity on this model. Your quota will reset after 8h44m7s."), systemic(classify.ReasonQuotaExhausted, true)},
 		{"quota resets", 429, msg("Daily quota resets at midnight Pacific time"), systemic(classify.ReasonQuotaExhausted, true)},
 		// The fifteenth set's misses: a size over a limit stated in units.
