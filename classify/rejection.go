@@ -61,7 +61,7 @@ func generic(w string) bool {
 		return true
 	}
 	for _, suffix := range [...]string{"s", "es", "d", "ed", "ing"} {
-		if base, ok := strings.CutSuffix(w, suffix); ok && len(base) > 2 && genericWords[base] {
+		if base, ok := strings.CutSuffix(w, suffix); ok && genericWords[base] {
 			return true
 		}
 	}

@@ -51,6 +51,7 @@ func TestNamedRejection(t *testing.T) {
 		// other nouns (the twenty-third set's Doubao and MiniMax).
 		{"inflections of generic words", 400, msg("The parameters specified were rejected"), suspect(classify.ReasonInvalidRequest)},
 		{"valid negated", 400, msg("Parameters are not valid"), suspect(classify.ReasonInvalidRequest)},
+		{"inflections by suffix", 400, msg("Failing formats checked"), suspect(classify.ReasonInvalidRequest)},
 		{"settings are a request noun", 400, msg("invalid params, invalid chat settings"), suspect(classify.ReasonInvalidRequest)},
 
 		// A param that names the deployment or the account, or no field.
