@@ -241,14 +241,20 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // printableLine is s on one line. Every character that is not printable,
 // and every byte that is not UTF-8, is escaped as in a Go string.
 func printableLine(s string) string {
+	s = oneLine(s)
 	var b strings.Builder
-	for _, r := range oneLine(s) {
-		if unicode.IsPrint(r) && r != utf8.RuneError {
-			b.WriteRune(r)
-			continue
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsPrint(r):
+			b.WriteString(s[:n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
 		}
-		q := strconv.QuoteRune(r)
-		b.WriteString(q[1 : len(q)-1])
+		s = s[n:]
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
@@ -107,6 +108,9 @@ func TestCheckInfoRefused(t *testing.T) {
 	if len(warns) != 1 || warns[0].Reason != gate.WarnUnchecked || !strings.Contains(warns[0].Message, "+info") {
 		t.Fatalf("exp one %s warning naming +info, got %v", gate.WarnUnchecked, warns)
 	}
+	if exp := "cannot read INFO on " + srv.Addr() + " (NOPERM"; !strings.Contains(warns[0].Message, exp) {
+		t.Errorf("message %q, want it to name the server: %q", warns[0].Message, exp)
+	}
 }
 
 // Check warns about a server without maxmemory, whose memory a flood of
@@ -127,8 +131,8 @@ func TestCheckMemory(t *testing.T) {
 		fix  string
 	}{
 		{"no maxmemory", withMemory("1002848", "0"), gate.WarnNoMaxmemory, "set maxmemory"},
-		{"nearly full", withMemory("970000000", "1000000000"), gate.WarnMemoryNearlyFull, "raise maxmemory"},
-		{"at the line", withMemory("900000000", "1000000000"), gate.WarnMemoryNearlyFull, "raise maxmemory"},
+		{"nearly full", withMemory("970000000", "1000000000"), gate.WarnMemoryNearlyFull, "uses 970000000 of its maxmemory 1000000000 bytes (97 %)"},
+		{"at the line", withMemory("900000000", "1000000000"), gate.WarnMemoryNearlyFull, "uses 900000000 of its maxmemory 1000000000 bytes (90 %): once full it refuses every new job with OOM; raise maxmemory"},
 		{"room left", withMemory("899999999", "1000000000"), "", ""},
 		{"not reported", redistest.FakeGarnet(true), "", ""},
 	} {
@@ -220,7 +224,7 @@ func TestCheckMemoryRealRedis(t *testing.T) {
 // or an error reply with control characters is escaped, in every field.
 func TestCheckWarningsArePrintable(t *testing.T) {
 	hostile := redistest.FakeValkey8
-	hostile.Info = strings.Replace(strings.Replace(redistest.FakeValkey8.Info, "valkey_version:8.0.1", "valkey_version:8.0.1\x1b]0;pwned\x07\x1b[2J", 1),
+	hostile.Info = strings.Replace(strings.Replace(redistest.FakeValkey8.Info, "valkey_version:8.0.1", "valkey_version:8.0.1\x1b]0;pwned\x07\x1b[2J\xff", 1),
 		"maxmemory:1073741824", "maxmemory:0", 1)
 	hostile.Config = redistest.Persisting(map[string]string{"maxmemory-policy": "allkeys-lru\x1b[31m"})
 	srv := redistest.FakeServer(t, hostile.Answer)
@@ -233,9 +237,13 @@ func TestCheckWarningsArePrintable(t *testing.T) {
 	for _, w := range warns {
 		reasons[w.Reason] = true
 		for _, f := range []string{w.Message, w.Engine, w.Version, w.Policy} {
-			if strings.ContainsAny(f, "\x1b\x07\r\n") {
-				t.Errorf("%s: a field holds a control character: %q", w.Reason, f)
+			if strings.ContainsAny(f, "\x1b\x07\r\n") || !utf8.ValidString(f) || strings.ContainsRune(f, utf8.RuneError) {
+				t.Errorf("%s: a field holds a control character or a byte that is not UTF-8: %q", w.Reason, f)
 			}
+		}
+		// Escaped as in a Go string, so the operator reads what came.
+		if exp := `8.0.1\x1b]0;pwned\a\x1b[2J\xff`; w.Version != exp {
+			t.Errorf("%s: version %q, want %q", w.Reason, w.Version, exp)
 		}
 	}
 	for _, e := range obs.kinds(gate.EventWarning) {
