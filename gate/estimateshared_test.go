@@ -177,7 +177,7 @@ func TestRunningWaitSharedIsBounded(t *testing.T) {
 	defer l2.Release(ctx)
 	waitUntil(t, 5*time.Second, "the second run's renewal sent its calls", func() bool {
 		v := rdb.Get(ctx, keyspace.Calls(opts.Prefix, gate.DefaultUpstream)).Val()
-		return strings.HasPrefix(v, strings.Repeat("2000,", 10)) && strings.Count(v, ",") == 63
+		return strings.HasPrefix(v, strings.Repeat("000002000,", 10)) && strings.Count(v, ",") == 63
 	})
 }
 
@@ -188,7 +188,7 @@ func TestRunningWaitSharedSubMillisecondCalls(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
 	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
-	if err := rdb.Set(ctx, keyspace.Calls(opts.Prefix, gate.DefaultUpstream), "0,0,0,0,0,0,0,0", time.Hour).Err(); err != nil {
+	if err := rdb.Set(ctx, keyspace.Calls(opts.Prefix, gate.DefaultUpstream), strings.TrimSuffix(strings.Repeat("000000000,", 8), ","), time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := newGate(t, rdb, opts).Acquire(ctx, "job")
