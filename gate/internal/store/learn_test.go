@@ -112,8 +112,9 @@ func TestAdmitByTheReadingOnceItLands(t *testing.T) {
 }
 
 // A provider known to send no budget (a call settled with none) has no
-// limit known until it refuses a call: its calls go unjudged, and the
-// operator's read says it sends none, with no rate. Its first 429, with
+// limit known until it refuses a call: its calls go unpaced, bounded
+// only in flight (TestBoundBeforeTheFirst429), and the operator's read
+// says it sends none, with no rate. Its first 429, with
 // too few calls accepted lately to tell a rate, holds it at 0.9 × one
 // call per call's length (50 ms): 18 a second, 1,080 a minute; the calls
 // are then admitted at the learned rate, as a reading's limit admits
@@ -132,9 +133,10 @@ func TestLearnedRateAdmits(t *testing.T) {
 		t.Fatalf("after an answer without a budget: %+v, want the provider read as sending none, no rate known yet", got)
 	}
 	for _, mem := range []string{"a:0", "b:0", "c:0"} {
-		if got := admitOne(t, s, mem); got.Judged {
-			t.Fatalf("call %s before any 429: %+v, want unjudged", mem, got)
+		if got := admitOne(t, s, mem); !got.Admitted || got.Learned || got.Reserved != mem {
+			t.Fatalf("call %s before any 429: %+v, want admitted, no rate judging it", mem, got)
 		}
+		release(t, s, mem)
 	}
 	if got := learn(t, s, false, 50*time.Millisecond); got != 1080 {
 		t.Fatalf("the rate after the first 429: %d a minute, want 1080", got)
@@ -159,6 +161,49 @@ func TestLearnedRateAdmits(t *testing.T) {
 	// What is learned is kept with a TTL, as every key is.
 	if ttl := rdb.PTTL(context.Background(), learnKeys.Budget).Val(); ttl <= 0 || ttl > 10*time.Minute {
 		t.Fatalf("the budget's TTL %v, want at most the 10 minutes it is kept", ttl)
+	}
+}
+
+// Before its first 429 a provider that sends no budget is not paced, but
+// its calls in flight are bounded: 4 at first, one more for each call it
+// accepted since it was known to send none (TCP's slow start, on
+// completions). A call past the bound is refused until its turn: the
+// bound frees one call every call's length (the mean of the accepted
+// calls, 40 ms) ÷ the bound, and each refusal queues that far behind the
+// one before. Calls that settle make room at once.
+func TestBoundBeforeTheFirst429(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 40*time.Millisecond) // the first answer: it began before learning did
+	for _, mem := range []string{"a:0", "b:0", "c:0", "d:0"} {
+		if got := admitOne(t, s, mem); !got.Admitted || got.Reserved != mem || got.Learned {
+			t.Fatalf("call %s, within the 4 first in flight: %+v, want admitted and reserved", mem, got)
+		}
+	}
+	if got := admitOne(t, s, "e:0"); got.Admitted || got.Wait != 10*time.Millisecond {
+		t.Fatalf("a fifth call in flight: %+v, want refused for 40ms ÷ 4, 10ms", got)
+	}
+	if got := admitOne(t, s, "f:0"); got.Admitted || got.Wait != 20*time.Millisecond {
+		t.Fatalf("a sixth: %+v, want its turn 10ms after the fifth's, 20ms", got)
+	}
+	// Two calls accepted since: the bound is 6, two of the four settled.
+	redistest.Advance(m, 50*time.Millisecond)
+	release(t, s, "a:0")
+	learn(t, s, true, 40*time.Millisecond)
+	release(t, s, "b:0")
+	learn(t, s, true, 40*time.Millisecond)
+	for _, mem := range []string{"e:0", "f:0", "g:0", "h:0"} {
+		if got := admitOne(t, s, mem); !got.Admitted || got.Reserved != mem {
+			t.Fatalf("call %s with 2 in flight and a bound of 6: %+v, want admitted", mem, got)
+		}
+	}
+	if got := admitOne(t, s, "i:0"); got.Admitted || got.Wait != 7*time.Millisecond {
+		t.Fatalf("a seventh in flight: %+v, want refused for 40ms ÷ 6, 7ms rounded up", got)
+	}
+	// A 429 of a call that waited behind the bound ends it: the rate
+	// learned judges from then on, in its own turns.
+	learn(t, s, false, 40*time.Millisecond)
+	if got := admitOne(t, s, "i:0"); got.Admitted || got.Wait < 20*time.Millisecond {
+		t.Fatalf("a call at once after the first 429: %+v, want refused by the learned rate", got)
 	}
 }
 

@@ -26,8 +26,9 @@ local function admit(bk, ck, tokens, reserve, share, b)
       return first(ck, tokens)
     end
     if not lh.limited then
-      -- It sends no budget and has refused nothing yet: no limit known.
-      return {0}
+      -- It sends no budget and has refused nothing yet: no limit known,
+      -- only the calls in flight are bounded.
+      return unlimited(bk, ck, lh, tokens)
     end
   end
   -- (Read only: an acquire's script writes nothing before it takes the

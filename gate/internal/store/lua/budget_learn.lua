@@ -37,7 +37,11 @@ local function teach(k, answer, ran, keep)
       h.k = h.k + 1
     end
     h.lately, h.upd = accepted(h) * LEARN.recent / 1000 + 1, NOW
-    redis.call('HSET', k, 'lk', h.k, 'le', h.lately, 'lu', NOW)
+    local d = ran
+    if h.length then
+      d = h.length + LEARN.lengthWeight * (ran - h.length)
+    end
+    redis.call('HSET', k, 'lk', h.k, 'le', h.lately, 'lu', NOW, 'ld', d)
   elseif not h.limited or NOW - ran >= h.at then
     -- The first 429, or one that ends a run since the last cut.
     -- What was accepted lately tells the rate once it spans a while since

@@ -16,7 +16,8 @@
 -- calls accepted lately, each counted down by e every LEARN.recent ms
 -- since, at lu (Redis ms): le ÷ LEARN.recent is the rate the provider
 -- accepted lately, from every process (the window's count); lf the
--- accepted calls a measured rate is held before the probe climbs.
+-- accepted calls a measured rate is held before the probe climbs; ld
+-- the accepted calls' mean length (ms, a moving mean).
 local LEARN = {
   -- A 429 that ends a run holds the rate at this share of what was
   -- accepted, as TCP's multiplicative decrease (CUBIC's 0.7 is for a
@@ -72,12 +73,24 @@ local LEARN = {
   -- (ms, its mean life): the probe never passes twice that rate, so a
   -- light load does not raise the rate it does not use.
   recent = 500,
+  -- Before the first 429 no rate is known, but the calls in flight are
+  -- bounded: start of them at first, one more for each call the
+  -- provider accepted since (TCP's slow start on completions, not on
+  -- time). A provider without limits is never paced: the bound doubles
+  -- with every round of calls that come back, so its callers' concurrency
+  -- is reached within a few calls' lengths; a provider's empty bucket is
+  -- met by a few calls more than it refills, not by the whole queue.
+  start = 4,
+  -- A call's length before any was measured (ms), and the weight of each
+  -- new one in the mean (ld).
+  length = 100,
+  lengthWeight = 0.2,
 }
 
 -- learned reads what was learned of the upstream whose budget is k; nil
 -- when its provider is not known to send no budget.
 local function learned(k)
-  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lf')
+  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lf', 'ld')
   if not v[1] then
     return nil
   end
@@ -86,7 +99,28 @@ local function learned(k)
     limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1' or v[5] == '2'), cut = v[5] == '1' or v[5] == '2',
     measured = v[5] == '2', tat = tonumber(v[6]) or 0,
     lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, flat = tonumber(v[9]) or LEARN.flat,
-    rated = tonumber(v[2]) ~= nil}
+    rated = tonumber(v[2]) ~= nil,
+    length = tonumber(v[10])}
+end
+
+-- unlimited judges a call to the upstream whose budget is bk and calls in
+-- flight ck, whose provider sends no budget (h, learned's) and refused
+-- nothing yet: admitted while fewer than LEARN.start calls and one per
+-- call accepted since learning began are in flight (the calls reserved),
+-- else refused until its turn: the bound frees a call every call's length
+-- ÷ bound, and the refusals queue that far apart (the budget's qn, as
+-- admit's turns), never past LEARN.window.
+local function unlimited(bk, ck, h, tokens)
+  local n = inflight(ck)
+  local bound = LEARN.start + h.k
+  if n < bound then
+    return {1, 0, -1, -1, 0, 2}, {r = 1, t = tokens}
+  end
+  local gap = math.max(math.ceil((h.length or LEARN.length) / bound), 1)
+  local qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
+  local turn = math.min(math.max(NOW + gap, qn + gap), NOW + LEARN.window)
+  redis.call('HSET', bk, 'qn', turn)
+  return {2, turn - NOW, -1, -1, 0, 2}
 end
 
 -- accepted is the rate the provider accepted lately, calls a second.
