@@ -114,8 +114,13 @@ type Admitted struct {
 	// from one call at a time.
 	Learned bool
 	// Unread: no reading judged the call. One call at a time judged it,
-	// before anything is known, or a learned rate did.
+	// before anything is known, or a learned rate did, or Bounded.
 	Unread bool
+	// Bounded: the provider sends no budget and refused nothing yet. No
+	// rate judged the call, only the bound on its calls in flight, which
+	// grows with each call it accepts. Its first 429 starts the learned
+	// rate.
+	Bounded bool
 	// Failed: the admission's script failed (Acquired.AdmitErr): it judged
 	// nothing, and what the call teaches cannot be written either.
 	Failed bool
@@ -145,8 +150,9 @@ func (t *Trip) admit(ctx context.Context, a Admission, lease any) *redis.Cmd {
 //   - 0: a reading;
 //   - 1: a learned rate;
 //   - 2: one starting slowly;
-//   - 3: one call at a time, before anything is known. Such a reply has
-//     6 elements.
+//   - 3: one call at a time, before anything is known;
+//   - 4: the bound on calls in flight before the first 429 of a provider
+//     that sends no budget. Such a reply has 6 elements.
 func decodeAdmitted(c redis.Cmder, member string) (Admitted, error) {
 	v, err := slice(c)
 	if err != nil {
@@ -168,11 +174,11 @@ func admittedOf(v []any, member string) (Admitted, error) {
 	if len(v) == 6 {
 		learned, ok5 = replyInt(v, 5)
 	}
-	if !ok || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(v) < 5 || len(v) > 6 || kind < 1 || kind > 3 || learned < 0 || learned > 3 {
+	if !ok || !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(v) < 5 || len(v) > 6 || kind < 1 || kind > 3 || learned < 0 || learned > 4 {
 		return Admitted{}, badReply("admit", v)
 	}
 	a := Admitted{Judged: true, Requests: r, Tokens: n, Gap: time.Duration(max(g, 0)) * time.Millisecond,
-		Learned: learned == 1, Unread: learned > 0}
+		Learned: learned == 1, Unread: learned > 0, Bounded: learned == 4}
 	switch kind {
 	case 1:
 		a.Admitted = true

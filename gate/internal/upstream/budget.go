@@ -267,13 +267,16 @@ func (c Choice) Unjudged() bool {
 }
 
 // learned reports whether a learned rate (from accepted calls, or
-// starting slowly after a 429) judged the call upstream i takes.
+// starting slowly after a 429) judged the call upstream i takes, or the
+// bound in flight before the first 429 (its 429 starts the rate, as an
+// unjudged call's does: it does not cool the upstream for
+// UpstreamPolicy.Cooldown).
 func (j Judgement) learned(i int) bool {
 	if i >= len(j.admitted) {
 		return false
 	}
 	a := j.admitted[i]
-	return a.Learned || a.Unread && (a.Requests >= 0 || a.Tokens >= 0)
+	return a.Learned || a.Bounded || a.Unread && (a.Requests >= 0 || a.Tokens >= 0)
 }
 
 // Learned reports whether a rate learned from the provider's answers

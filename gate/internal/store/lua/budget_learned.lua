@@ -114,13 +114,13 @@ local function unlimited(bk, ck, h, tokens)
   local n = inflight(ck)
   local bound = LEARN.start + h.k
   if n < bound then
-    return {1, 0, -1, -1, 0, 2}, {r = 1, t = tokens}
+    return {1, 0, -1, -1, 0, 4}, {r = 1, t = tokens}
   end
   local gap = math.max(math.ceil((h.length or LEARN.length) / bound), 1)
   local qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
   local turn = math.min(math.max(NOW + gap, qn + gap), NOW + LEARN.window)
   redis.call('HSET', bk, 'qn', turn)
-  return {2, turn - NOW, -1, -1, 0, 2}
+  return {2, turn - NOW, -1, -1, 0, 4}
 end
 
 -- accepted is the rate the provider accepted lately, calls a second.
@@ -181,7 +181,8 @@ end
 
 -- learnt is what judged a call (need: admit's): 1 a rate learned from the
 -- provider's accepted calls (a cut), 2 one starting slowly, 0 a reading
--- (3: one call at a time before anything is known, first).
+-- (3: one call at a time before anything is known, first; 4: the bound
+-- in flight before the first 429, unlimited).
 local function learnt(need)
   if not need.learn then
     return 0
