@@ -50,3 +50,52 @@ func TestNoReadingYetCallsGoOneAtATime(t *testing.T) {
 		t.Fatalf("the next call once the first settled: %v", err)
 	}
 }
+
+// A provider that sends no budget and never refuses a call is not paced:
+// before its first 429 only its calls in flight are bounded, 32 at first
+// and one more for each call it accepted. 32 callers at once are all
+// served at once; once they came back, 64 are, then 128: no caller is
+// refused, so none waits. (With the bound at one more than it served, or
+// growing on time instead of on answers, a round is refused.)
+func TestNoBudgetProviderIsNotPaced(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			g := newGate(t, tg.Client, gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute})
+			ctx := context.Background()
+			if err := g.Do(ctx, "known", okFn); err != nil { // it sends no budget
+				t.Fatal(err)
+			}
+			for round, n := range []int{32, 64, 128} {
+				var inFlight, most atomic.Int32
+				all := make(chan struct{})
+				errs := make(chan error, n)
+				for i := range n {
+					go func() {
+						errs <- g.Do(ctx, fmt.Sprintf("r%d-%d", round, i), func(context.Context, *gate.Lease) error {
+							if c := inFlight.Add(1); c > most.Load() {
+								most.Store(c)
+							}
+							<-all // every caller's call runs at once
+							return nil
+						})
+					}()
+				}
+				for deadline := time.Now().Add(30 * time.Second); inFlight.Load() < int32(n) && time.Now().Before(deadline); {
+					if len(errs) > 0 {
+						break // a caller was refused
+					}
+					time.Sleep(time.Millisecond)
+				}
+				close(all)
+				for range n {
+					if err := <-errs; err != nil {
+						t.Fatalf("round %d, %d callers at once: %v, want every call served without a wait", round, n, err)
+					}
+				}
+				if got := most.Load(); got != int32(n) {
+					t.Fatalf("round %d: %d calls ran at once, want all %d", round, got, n)
+				}
+			}
+		})
+	}
+}

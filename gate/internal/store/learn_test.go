@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -165,7 +166,7 @@ func TestLearnedRateAdmits(t *testing.T) {
 }
 
 // Before its first 429 a provider that sends no budget is not paced, but
-// its calls in flight are bounded: 4 at first, one more for each call it
+// its calls in flight are bounded: 32 at first, one more for each call it
 // accepted since it was known to send none (TCP's slow start, on
 // completions). A call past the bound is refused until its turn: the
 // bound frees one call every call's length (the mean of the accepted
@@ -174,30 +175,34 @@ func TestLearnedRateAdmits(t *testing.T) {
 func TestBoundBeforeTheFirst429(t *testing.T) {
 	s, m, _ := newStore(t)
 	learn(t, s, true, 40*time.Millisecond) // the first answer: it began before learning did
-	for _, mem := range []string{"a:0", "b:0", "c:0", "d:0"} {
+	for i := range 32 {
+		mem := fmt.Sprintf("a%d:0", i)
 		if got := admitOne(t, s, mem); !got.Admitted || got.Reserved != mem || got.Learned {
-			t.Fatalf("call %s, within the 4 first in flight: %+v, want admitted and reserved", mem, got)
+			t.Fatalf("call %s, within the 32 first in flight: %+v, want admitted and reserved", mem, got)
 		}
 	}
-	if got := admitOne(t, s, "e:0"); got.Admitted || got.Wait != 10*time.Millisecond {
-		t.Fatalf("a fifth call in flight: %+v, want refused for 40ms ÷ 4, 10ms", got)
+	if got := admitOne(t, s, "e:0"); got.Admitted || got.Wait != 2*time.Millisecond {
+		t.Fatalf("a 33rd call in flight: %+v, want refused for 40ms ÷ 32, 2ms rounded up", got)
 	}
-	if got := admitOne(t, s, "f:0"); got.Admitted || got.Wait != 20*time.Millisecond {
-		t.Fatalf("a sixth: %+v, want its turn 10ms after the fifth's, 20ms", got)
+	if got := admitOne(t, s, "f:0"); got.Admitted || got.Wait != 4*time.Millisecond {
+		t.Fatalf("a 34th: %+v, want its turn 2ms after the 33rd's, 4ms", got)
 	}
-	// Two calls accepted since: the bound is 6, two of the four settled.
+	// Two calls accepted since: the bound is 34, two of the 32 settled.
 	redistest.Advance(m, 50*time.Millisecond)
-	release(t, s, "a:0")
+	release(t, s, "a0:0")
 	learn(t, s, true, 40*time.Millisecond)
-	release(t, s, "b:0")
+	release(t, s, "a1:0")
 	learn(t, s, true, 40*time.Millisecond)
 	for _, mem := range []string{"e:0", "f:0", "g:0", "h:0"} {
 		if got := admitOne(t, s, mem); !got.Admitted || got.Reserved != mem {
-			t.Fatalf("call %s with 2 in flight and a bound of 6: %+v, want admitted", mem, got)
+			t.Fatalf("call %s with 30 in flight and a bound of 34: %+v, want admitted", mem, got)
 		}
 	}
-	if got := admitOne(t, s, "i:0"); got.Admitted || got.Wait != 7*time.Millisecond {
-		t.Fatalf("a seventh in flight: %+v, want refused for 40ms ÷ 6, 7ms rounded up", got)
+	if got := admitOne(t, s, "i:0"); got.Admitted || got.Wait != 2*time.Millisecond {
+		t.Fatalf("a 35th in flight: %+v, want refused for 40ms ÷ 34, 2ms rounded up (the turns told before have passed)", got)
+	}
+	if got := admitOne(t, s, "j:0"); got.Admitted || got.Wait != 4*time.Millisecond {
+		t.Fatalf("a 36th: %+v, want its turn 2ms after the 35th's, 4ms", got)
 	}
 	// A 429 of a call that waited behind the bound ends it: the rate
 	// learned judges from then on, in its own turns.

@@ -76,11 +76,12 @@ local LEARN = {
   -- Before the first 429 no rate is known, but the calls in flight are
   -- bounded: start of them at first, one more for each call the
   -- provider accepted since (TCP's slow start on completions, not on
-  -- time). A provider without limits is never paced: the bound doubles
-  -- with every round of calls that come back, so its callers' concurrency
-  -- is reached within a few calls' lengths; a provider's empty bucket is
-  -- met by a few calls more than it refills, not by the whole queue.
-  start = 4,
+  -- time). A provider without limits is never paced: start callers at
+  -- once are never refused, and the bound doubles with every round of
+  -- calls that come back. A queue that comes back at once (the callers
+  -- refused while the first call ran) meets the provider's bucket start
+  -- at a time, the rest one turn apart, not all together.
+  start = 32,
   -- A call's length before any was measured (ms), and the weight of each
   -- new one in the mean (ld).
   length = 100,
