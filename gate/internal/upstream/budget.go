@@ -216,15 +216,20 @@ func (c Choice) Release(ctx context.Context, t *store.Trip) store.Reply[int64] {
 }
 
 // Reserved reports whether the run's call is reserved in its upstream's
-// budget. Its settle releases room there.
-func (c Choice) Reserved() bool { return c.member != "" }
+// budget, where a reading judges calls: its settle releases room there,
+// which the upstream's line gives. A call the bound before the first 429
+// admitted (store.Admitted.Bounded) is reserved too, but no line waits
+// for it: no reading judges the upstream's calls yet.
+func (c Choice) Reserved() bool { return c.member != "" && !c.admitted.Bounded }
 
 // Renew queues on t the renewal of the run's reservation for one more
 // lease, beside its lease's renewal. A call that runs longer than a lease
 // stays counted while it holds its lease. Nothing is queued when it
-// reserved none.
+// reserved none, or when the bound before the first 429 reserved it: that
+// bound only spreads a queue over turns, and a call longer than a lease
+// that lapses from it leaves room for one more.
 func (c Choice) Renew(ctx context.Context, t *store.Trip) store.Reply[bool] {
-	if c.member == "" {
+	if c.member == "" || c.admitted.Bounded {
 		return store.Reply[bool]{}
 	}
 	return t.RenewReservation(ctx, c.b.(*guarded).bk, c.member)
