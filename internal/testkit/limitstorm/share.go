@@ -3,8 +3,6 @@ package limitstorm
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,12 +232,6 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 			})
 		}
 		wait, ok := gate.RetryAfter(err)
-		if tf := os.Getenv("LIMITSTORM_TRACE"); tf != "" {
-			if f, ferr := os.OpenFile(tf, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); ferr == nil {
-				fmt.Fprintf(f, "%d %d %d %v\n", time.Since(s.storm.Start).Milliseconds(), j.ID, wait.Milliseconds(), err)
-				f.Close()
-			}
-		}
 		switch {
 		case err == nil:
 			now := time.Now()
