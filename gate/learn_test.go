@@ -99,3 +99,33 @@ func TestNoBudgetProviderIsNotPaced(t *testing.T) {
 		})
 	}
 }
+
+// The first 429 of a call the bound before any 429 admitted starts the
+// learned rate, as an unbounded call's did: the upstream cools for one
+// call's length, not for UpstreamPolicy.Cooldown (an hour here), which
+// every caller would wait out. (Read as a call no rate judged, it cooled
+// for the Cooldown: a storm's service stopped for ten seconds.)
+func TestFirst429OfABoundedCallStartsTheRate(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			// A 429 with no wait, classified so.
+			g := upstreamGate(t, tg, redistest.UniqueKey(t), gate.Options{Lease: time.Minute, Classify: upstreamClassifier(0),
+				UpstreamPolicy: gate.UpstreamPolicy{Cooldown: time.Hour}})
+			ctx := context.Background()
+			if err := g.Do(ctx, "known", okFn); err != nil { // it sends no budget
+				t.Fatal(err)
+			}
+			_ = failWith(t, g, "a", errRateLimited)
+			up, err := upstreamStatus(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if up.State != gate.Ready && up.RetryAfter > time.Minute {
+				t.Fatalf("after the first 429: %+v, want a wait of about one call's length, not the hour's Cooldown", up)
+			}
+			if up.Budget.LearnedRPM <= 0 {
+				t.Fatalf("after the first 429: %+v, want a rate learned", up)
+			}
+		})
+	}
+}
