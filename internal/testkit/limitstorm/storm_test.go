@@ -312,12 +312,13 @@ const maxTripsPerJob = 20
 // the calls it accepts and the 429s that end a run of them; then its
 // limit halves, or doubles, midway through the arrivals. Issue 37's
 // targets for them (≤ 2 %; ≤ 3 % and ≥ 0.85× the limit in force where it
-// changes) are logged, not held: five runs under -race with both cores
-// kept busy (load 5–14) did not hold them in a row (Redis: steady
-// 1.4–2.7 %, halving 2.2–3.3 %, doubling goodput 0.51–0.96; the cluster:
-// steady 2.2–9.3 %, the worst a burst of 45 429s at the start, where the
-// queue behind the first answer goes at once; halving 2.5–3.8 %), nor
-// does miniredis, whose scripts the load starves (docs/upstreams.md).
+// changes) are logged, not held: five runs under -race on the shared
+// machine (load 10–20) did not hold them in a row (Redis: steady
+// 2.0–2.7 %, halving 2.0–2.9 %, doubling 1.4–2.2 % with goodput
+// 0.89–0.98; the cluster: steady 1.6–2.5 %, halving 1.8–4.4 %, doubling
+// 0.8–6.5 % with goodput 0.84–0.98), nor does miniredis, whose scripts
+// the load starves (docs/upstreams.md). The start's burst, 45–52 429s on
+// a loaded cluster before the bound in flight, is at most 4 in them.
 // What is held on Redis and the cluster is the learning itself
 // (learnedBounds), with margin over the worst of those runs: without it,
 // 38–78 % of the calls earned a 429.
@@ -367,13 +368,15 @@ func TestStormNoHeaders(t *testing.T) {
 // learnedBounds holds what a gate learning a provider's rate from its
 // answers keeps to on a busy machine, far from what the breaker alone
 // does there (38–78 % of calls earned a 429; docs/upstreams.md): at most
-// 15 % of calls earn a 429 (9.3 % the worst of five loaded runs), goodput
-// at least 0.4 × the limit in force (0.51 the worst, a doubling followed
-// late on a stalled machine), round trips within issue 37's bound.
+// 10 % of calls earn a 429 (6.5 % the worst of five loaded runs with the
+// bound in flight before the first 429; 9.3 % before it), goodput at
+// least 0.4 × the limit in force (0.84 the worst of those five; 0.51 the
+// stop before's, a doubling followed late on a stalled machine), round
+// trips within issue 37's bound.
 func learnedBounds(t *testing.T, r limitstorm.Result) {
 	t.Helper()
-	if got := r.RefusedShare(); got > 0.15 {
-		t.Errorf("%.2f %% of upstream calls earned a 429, want at most 15 %% (the rate learned)", 100*got)
+	if got := r.RefusedShare(); got > 0.10 {
+		t.Errorf("%.2f %% of upstream calls earned a 429, want at most 10 %% (the rate learned)", 100*got)
 	}
 	if got := r.Goodput(); got < 0.4 {
 		t.Errorf("goodput %.2f × the limit in force, want at least 0.4", got)
