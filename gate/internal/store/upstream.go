@@ -14,19 +14,6 @@ import (
 // a lease (Config.Lease), and a cooldown's key outlives its wait by as
 // long, so the first call after it claims the probe.
 
-// PeekUpstream queues a GET of an upstream's value.
-func (t *Trip) PeekUpstream(ctx context.Context, key string) Reply[Upstream] {
-	return Reply[Upstream]{t.get(ctx, key), decodePeek}
-}
-
-func decodePeek(c redis.Cmder) (Upstream, error) {
-	v, err := c.(*redis.StringCmd).Result()
-	if err != nil && !isNil(err) {
-		return Upstream{}, err
-	}
-	return parseUpstream(v), nil
-}
-
 // UpstreamRead is an upstream's value read with Redis's clock.
 type UpstreamRead struct {
 	Upstream Upstream
@@ -159,6 +146,31 @@ func (t *Trip) Count(ctx context.Context, window, member string, span time.Durat
 }
 
 func decodeCount(c redis.Cmder) (int64, error) { return c.(*redis.Cmd).Int64() }
+
+// WaveCount is a permanent failure counted in its reason's window, with
+// its upstream's value read in the same step.
+type WaveCount struct {
+	N        int64 // the distinct jobs in the window, this one counted
+	Upstream Upstream
+}
+
+// CountWave queues window_count.lua for a wave's window and its
+// upstream's key: the count and the value, in one step.
+func (t *Trip) CountWave(ctx context.Context, window, upstream, member string, span time.Duration) Reply[WaveCount] {
+	cmd := t.eval(ctx, windowCountScript, []string{window, upstream}, member, ms(span))
+	return Reply[WaveCount]{cmd, func(c redis.Cmder) (WaveCount, error) {
+		v, err := c.(*redis.Cmd).Slice()
+		if err != nil {
+			return WaveCount{}, err
+		}
+		n, ok := replyInt(v, 0)
+		val, ok2 := replyString(v, 1)
+		if !ok || !ok2 {
+			return WaveCount{}, badReply("wave", v)
+		}
+		return WaveCount{N: n, Upstream: parseUpstream(val)}, nil
+	}}
+}
 
 // ResetUpstream queues upstream_reset.lua: end an upstream's cooldown or
 // pause and clear its failure windows.

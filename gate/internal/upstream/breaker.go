@@ -228,18 +228,17 @@ func (b *guarded) wave(ctx context.Context, s *store.Store, reason, job string) 
 	if b.policy.PermanentWave <= 0 {
 		return false, false, nil
 	}
+	// The count and the upstream's value are read in one step: the pause
+	// that a wave starts clears its count, and a count after that clear
+	// read beside a value from before it is a job Failed in a wave.
 	t := s.Trip()
-	peek := t.PeekUpstream(ctx, b.k)
-	count := t.Count(ctx, keyspace.Wave(b.prefix, b.name, reason), job, b.policy.FailWindow)
+	count := t.CountWave(ctx, keyspace.Wave(b.prefix, b.name, reason), b.k, job, b.policy.FailWindow)
 	t.Send(ctx)
-	u, err := peek.Result()
+	w, err := count.Result()
 	if err != nil {
 		return false, false, err
 	}
-	n, err := count.Result()
-	if err != nil {
-		return false, false, err
-	}
+	n, u := w.N, w.Upstream
 	if (u.Mode == store.ModePaused || u.Mode == store.ModeProbing) && u.Reason == reason {
 		return true, false, nil
 	}
