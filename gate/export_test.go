@@ -10,9 +10,13 @@ import (
 // Call it before g's first wait.
 func SetWaitHooks(g *Gate, refused, subscribed func(job string)) (restore func()) {
 	old := g.test
-	g.test = testHooks{refused: refused, subscribed: subscribed}
+	g.test.refused, g.test.subscribed = refused, subscribed
 	return func() { g.test = old }
 }
+
+// SetGiveCheck sets how long g's givers of turns sleep when the budget
+// cannot say when the next call fits. Call it before g's first wait.
+func SetGiveCheck(g *Gate, d time.Duration) { g.test.giveCheck = d }
 
 // SetSubscribeHook installs a hook that runs in g's background subscribe
 // just before its SUBSCRIBE is sent. Call it before g's first wait.

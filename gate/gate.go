@@ -41,6 +41,7 @@ type Gate struct {
 // subscription is confirmed, before each read.
 type testHooks struct {
 	refused, subscribed func(job string)
+	giveCheck           time.Duration // the giver's look when the budget cannot say (0: giveCheck)
 }
 
 // New returns a gate over rdb. It does not connect: the caller owns the

@@ -184,9 +184,13 @@ func (q *inLine) giver(ctx context.Context) {
 		r := q.give(gctx, &tr, nil, true)
 		tr.Send(gctx)
 		cancel()
-		next := giveCheck
+		check := giveCheck
+		if q.g.test.giveCheck > 0 {
+			check = q.g.test.giveCheck
+		}
+		next := check
 		if got, err := r.Result(); err == nil && got.Wait > 0 {
-			next = min(got.Wait, giveCheck)
+			next = min(got.Wait, check)
 		}
 		t.Reset(next)
 	}

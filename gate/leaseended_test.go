@@ -361,3 +361,45 @@ func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A holder dies before its upstream's first reading (calls go one at a
+// time, and its call is that one): its reservation lapses with its
+// lease, and a caller waiting for the upstream, for another job, runs
+// then: the giver looks again when the soonest reservation lapses. It
+// is given the turn, and the turn's own reservation is the one
+// call its acquire takes over, not a call in flight that refuses it
+// (before the fix, the turn holder was refused "retry in 200ms" by its
+// own turn, joined again and was given another, until its 10 s ran out).
+func TestADeadHoldersReservationLapsesForTheLine(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			const lease = 300 * time.Millisecond
+			dead := &flaky{Client: tg.Client}
+			holder := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
+			waiter := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
+			// The giver's look each second would find the lapse too: the
+			// line is woken by the lapse itself (line_give.lua's wait).
+			gate.SetGiveCheck(waiter, time.Hour)
+			ctx := context.Background()
+			if _, err := holder.Acquire(ctx, "held"); err != nil {
+				t.Fatal(err)
+			}
+			dead.Down.Store(true) // neither renews nor settles
+			if b := blocked(t, waiter, "other"); !errors.Is(b, gate.ErrUpstreamCooling) {
+				t.Fatalf("another job while the holder's call is the one call: %v, want ErrUpstreamCooling (one at a time before a reading)", b)
+			}
+			start := time.Now()
+			l, err := waiter.AcquireWait(ctx, "other", 10*time.Second)
+			if err != nil {
+				t.Fatalf("AcquireWait after %v: %v, want the call once the dead holder's reservation lapsed (%v)", time.Since(start), err, lease)
+			}
+			defer l.Release(ctx)
+			// About one lease; the bound is far from the 10 s a waiter
+			// refused by its own turn waits out.
+			if took := time.Since(start); took > lease+4*time.Second {
+				t.Fatalf("ran %v after the wait began, want about the lease's %v", took, lease)
+			}
+		})
+	}
+}

@@ -42,8 +42,19 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
   local b = budget(bk)
   if not b.r and not b.t then
     -- No reading: one call at a time before anything is known, or the
-    -- rate learned of a provider that sends none (admit); no line.
-    return admit(bk, ck, tokens, reserve, share, b)
+    -- rate learned of a provider that sends none (admit); no line. A
+    -- turn given meanwhile reserved its call (line_give.lua): one at a
+    -- time, that call is the turn's, not one in flight that refuses it;
+    -- by a learned rate it is judged as one in flight, which the quota
+    -- adds back. Either way its reservation, while it holds, is taken
+    -- over.
+    local held = turn ~= '' and redis.call('ZSCORE', ck, turn)
+    held = held and tonumber(held) > NOW and turn or nil
+    if held and not learned(bk) then
+      return {1, 0, -1, -1, 0, 3}, {r = 1, t = tokens}, held
+    end
+    local a, need = admit(bk, ck, tokens, reserve, share, b)
+    return a, need, held
   end
   local g = gap(b)
   local held = turn ~= '' and redis.call('ZSCORE', ck, turn)

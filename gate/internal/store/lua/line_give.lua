@@ -21,8 +21,8 @@
 -- per process, and a giver that died is replaced within a second.
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
 -- call while callers still wait (for a timer not the giver, until it
--- looks again); 0 when none wait, or only a call in flight settling can
--- tell.
+-- looks again); where only a call in flight settling can tell, until the
+-- soonest reservation lapses; 0 when none wait.
 for i = 9, #ARGV do
   redis.call('ZREM', KEYS[6], ARGV[i])
 end
@@ -65,8 +65,17 @@ local function fits(c)
   if a[1] == 2 then
     wait = a[2]
     return false
+  elseif a[1] == 3 then
+    -- Only a settle can tell, or the lapse of the soonest reservation
+    -- (its process died holding it: nothing settles, and nothing else
+    -- wakes the line then).
+    local r = redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if r[2] then
+      wait = tonumber(r[2]) - NOW + 1
+    end
+    return false
   end
-  return a[1] ~= 3
+  return true
 end
 -- A budget that lapsed judges nothing: at most 100 turns a step then.
 while out < 100 do
