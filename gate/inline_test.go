@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
@@ -398,6 +402,137 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 				t.Fatalf("the batch caller alone in line: %v, want the room the settle freed", r.Err)
 			}
 			_ = r.Lease.Release(ctx)
+		})
+	}
+}
+
+// holdCmds is a go-redis hook that holds every command match picks
+// before it is sent, until release closes: a round trip Redis is slow to
+// answer.
+type holdCmds struct {
+	match      func(args []any) bool
+	release    chan struct{}
+	held, sent atomic.Int64
+}
+
+// holdOn adds a holdCmds to rdb, a client not used yet (a cluster's
+// nodes get it as they are made: a gate may send to a node's client);
+// its commands go on at the test's end.
+func holdOn(t *testing.T, rdb redis.UniversalClient, match func(args []any) bool) *holdCmds {
+	h := &holdCmds{match: match, release: make(chan struct{})}
+	rdb.AddHook(h)
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(h) })
+	}
+	t.Cleanup(h.free)
+	return h
+}
+
+// free lets the held commands go on (once).
+func (h *holdCmds) free() {
+	select {
+	case <-h.release:
+	default:
+		close(h.release)
+	}
+}
+
+// carriesTurn picks a command that carries a turn of the line (its
+// reservation, "turn:…").
+func carriesTurn(args []any) bool {
+	for _, a := range args {
+		if s, ok := a.(string); ok && strings.HasPrefix(s, "turn:") {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *holdCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		held := h.hold(cmd)
+		err := next(ctx, cmd)
+		if held {
+			h.sent.Add(1)
+		}
+		return err
+	}
+}
+
+func (h *holdCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		held := false
+		for _, c := range cmds {
+			held = h.hold(c) || held
+		}
+		err := next(ctx, cmds)
+		if held {
+			h.sent.Add(1)
+		}
+		return err
+	}
+}
+
+func (h *holdCmds) hold(cmd redis.Cmder) bool {
+	if !h.match(cmd.Args()) {
+		return false
+	}
+	h.held.Add(1)
+	<-h.release
+	return true
+}
+
+// A caller whose turn's acquire Redis does not answer before its
+// deadline (a loaded server, a round trip sent just before it) is
+// answered at its deadline, refused with its upstream's wait, not when
+// Redis answers; the lease that acquire takes afterwards is given back,
+// not left to run out its lease with nobody to run the call.
+func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			knownUpstream(t, a)
+			slow := tg.OwnClient(t)
+			h := holdOn(t, slow, carriesTurn)
+			c := newGate(t, slow, opts)
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l2.Release(ctx) }()
+			const wait = 3 * time.Second
+			start := time.Now()
+			got := acquireWait(ctx, c, "j3", wait)
+			inLine(t, a, "j3")
+			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn
+				t.Fatal(err)
+			}
+			var r acquired
+			select {
+			case r = <-got:
+			case <-time.After(wait + 10*time.Second):
+				t.Fatalf("no answer %v after the deadline: the caller waits for Redis", 10*time.Second)
+			}
+			past := time.Since(start) - wait
+			if h.held.Load() == 0 {
+				t.Fatal("no turn's acquire was held: the test proves nothing")
+			}
+			var bl *gate.BlockedError
+			if !errors.As(r.err, &bl) || !errors.Is(r.err, gate.ErrUpstreamCooling) || bl.RetryAfter <= 0 {
+				t.Fatalf("answered %v: %v, want refused by the upstream with a wait", past, r.err)
+			}
+			// Far from the 10 s the held acquire would add.
+			if past > 2*time.Second {
+				t.Fatalf("answered %v after the deadline, want at it (a scheduling slack)", past)
+			}
+			t.Logf("answered %v after the deadline", past)
+			h.free()
+			waitUntil(t, 10*time.Second, "the held acquire answered", func() bool { return h.sent.Load() > 0 })
+			waitUntil(t, 10*time.Second, "j3 given back", func() bool {
+				st, err := a.Status(ctx, "j3")
+				return err == nil && st.State != gate.Running
+			})
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/retrygate/retrygate/gate/internal/hub"
@@ -113,12 +114,105 @@ func runningRefusal(err error) *BlockedError {
 // elsewhere is waited for (waitRunning); a call its upstream's budget
 // refuses waits in that upstream's line for its turn (waitInLine), also
 // when the run waited for left the budget short.
+//
+// The caller is answered by its deadline whatever Redis takes: the wait's
+// steps end there, but a round trip sent just before it (a turn's
+// acquire, a join) ends when Redis answers, and go-redis bounds it only
+// by its read timeout. So the steps run on their own and the caller is
+// told the latest refusal at the deadline (or when ctx ends); a lease
+// the steps take after that is released.
 func (g *Gate) wait(ctx context.Context, job, key string, l *Lease, err error, deadline time.Time) (*Lease, error) {
+	last := &latest{}
+	last.set(err)
+	ch := make(chan acquiredOr, 1)
+	go func() {
+		l, err := g.waitSteps(ctx, job, key, l, err, deadline, last)
+		ch <- acquiredOr{l, err}
+	}()
+	t := time.NewTimer(time.Until(deadline) + answerSlack)
+	defer t.Stop()
+	var out error
+	select {
+	case a := <-ch:
+		return a.l, a.err
+	case <-t.C:
+		out = err // (a step that refused nothing yet: the first answer)
+		if b := last.refusal(time.Now()); b != nil {
+			out = b
+		}
+	case <-ctx.Done():
+		out = ctxError(ctx, "acquire")
+	}
+	go func() {
+		if a := <-ch; a.l != nil {
+			rctx, cancel := g.opCtx(ctx)
+			defer cancel()
+			_ = a.l.Release(rctx)
+		}
+	}()
+	return nil, out
+}
+
+// answerSlack is how long after the deadline a wait's own steps may
+// answer before wait answers for them: they end at the deadline, and
+// answer then unless a round trip holds them.
+const answerSlack = 10 * time.Millisecond
+
+// acquiredOr is a wait's answer.
+type acquiredOr struct {
+	l   *Lease
+	err error
+}
+
+// latest is the latest refusal a wait's steps read, with when, for wait
+// to answer with at the deadline.
+type latest struct {
+	mu    sync.Mutex
+	b     BlockedError
+	at    time.Time
+	begun time.Time
+}
+
+// set keeps err when it is a refusal.
+func (r *latest) set(err error) {
+	b, ok := err.(*BlockedError) // the steps' refusals come unwrapped
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.begun.IsZero() {
+		r.begun = time.Now()
+	}
+	r.b, r.at = *b, time.Now()
+}
+
+// refusal is the latest refusal as it stands at now, nil for none: its
+// wait as read (a running job's floors at a young call's, which a read
+// now would tell again), one refill for a caller whose turn did not come
+// (as waitInLine tells it).
+func (r *latest) refusal(now time.Time) *BlockedError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() {
+		return nil
+	}
+	b := r.b
+	if b.line != nil {
+		b.RetryAfter = max(b.line.gap, time.Millisecond)
+		b.waited = now.Sub(r.begun)
+	}
+	return &b
+}
+
+// waitSteps waits as wait says, keeping its latest refusal in last.
+func (g *Gate) waitSteps(ctx context.Context, job, key string, l *Lease, err error, deadline time.Time, last *latest) (*Lease, error) {
 	if b := runningRefusal(err); b != nil {
-		l, err = g.waitRunning(ctx, job, key, b.token, deadline)
+		l, err = g.waitRunning(ctx, job, key, b.token, deadline, last)
+		last.set(err)
 	}
 	if b, q := g.budgetRefusal(err); b != nil && time.Now().Before(deadline) {
-		l, err = g.waitInLine(ctx, job, key, b, q, deadline)
+		l, err = g.waitInLine(ctx, job, key, b, q, deadline, last)
 	}
 	return l, err
 }
@@ -126,7 +220,7 @@ func (g *Gate) wait(ctx context.Context, job, key string, l *Lease, err error, d
 // waitRunning waits for job, refused as running the run holding token,
 // until deadline. Each read also reads the job's done key, so the success
 // of that run refuses it (ErrDone) even when Retention.Done is 0.
-func (g *Gate) waitRunning(ctx context.Context, job, key, token string, deadline time.Time) (*Lease, error) {
+func (g *Gate) waitRunning(ctx context.Context, job, key, token string, deadline time.Time, last *latest) (*Lease, error) {
 	if g.test.refused != nil {
 		g.test.refused(job)
 	}
@@ -164,6 +258,7 @@ func (g *Gate) waitRunning(ctx context.Context, job, key, token string, deadline
 		if (b == nil && !down) || left <= 0 {
 			return l, err
 		}
+		last.set(err)
 		if b != nil && b.token != "" {
 			w.token = b.token // the run waited for was lost and another took over
 		}
@@ -194,6 +289,12 @@ func (g *Gate) waitRunning(ctx context.Context, job, key, token string, deadline
 		select {
 		case <-ln.Wake():
 		case <-t.C:
+			if step == left && b != nil {
+				// The deadline, before the lease ends: only a settle could
+				// tell more, and its message would have woken the wait.
+				// Answered now, not after one more round trip.
+				return nil, last.refusal(time.Now())
+			}
 		case <-ctx.Done():
 			return nil, ctxError(ctx, "acquire")
 		}
@@ -219,7 +320,7 @@ func (g *Gate) budgetRefusal(err error) (*BlockedError, *inLine) {
 // the turn cannot meet is refused at once with the expected wait
 // (BlockedError.Ahead); a caller is never answered with a lease past its
 // deadline.
-func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError, q *inLine, deadline time.Time) (*Lease, error) {
+func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError, q *inLine, deadline time.Time, last *latest) (*Lease, error) {
 	var waited time.Duration // in line, over every place it took
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -267,9 +368,14 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
 		l, err := g.acquireOnce(tctx, job, key, nil)
 		if err == nil && !time.Now().Before(deadline) {
-			// Acquired as the deadline passed: given back, not answered late;
-			// the call fits now, so it may ask again at once.
-			_ = l.Release(ctx)
+			// Acquired as the deadline passed: given back, not answered late
+			// (nor after the release's round trip); the call fits now, so it
+			// may ask again at once.
+			go func() {
+				rctx, cancel := g.opCtx(ctx)
+				defer cancel()
+				_ = l.Release(rctx)
+			}()
 			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
 			return nil, b
 		}
@@ -283,6 +389,7 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 		if nq != q {
 			mark = nq.mark(key)
 		}
+		last.set(nb)
 		b, q = nb, nq // the turn's call no longer fits: in line again
 	}
 }

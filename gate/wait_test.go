@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -1349,6 +1350,82 @@ func BenchmarkWaitReplicas(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// A wait that ends before the running lease does answers at its
+// deadline with ErrInFlight, without one more read then: only the run's
+// settle could tell more, and its message wakes the wait.
+func TestAcquireWaitEndsAtTheDeadlineWithoutAnotherRead(t *testing.T) {
+	reads := countSubscribed(t)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			_, g2 := runningElsewhere(t, tg.Client, gate.Options{})
+			before := reads("job")
+			_, err := g2.AcquireWait(context.Background(), "job", 300*time.Millisecond)
+			var b *gate.BlockedError
+			if !errors.Is(err, gate.ErrInFlight) || !errors.As(err, &b) || b.RetryAfter <= 0 {
+				t.Fatalf("AcquireWait: %v, want ErrInFlight with a wait", err)
+			}
+			if exp, got := int64(1), reads("job")-before; exp != got {
+				t.Fatalf("reads after the subscription: exp %d (the first), got %d", exp, got)
+			}
+		})
+	}
+}
+
+// A waiter whose read, when the running lease ended, Redis answers only
+// after its deadline is answered at the deadline (ErrInFlight); the job
+// that read took afterwards is given back, not held for a lease by
+// nobody.
+func TestAcquireWaitGivesBackWhatItTookPastTheDeadline(t *testing.T) {
+	for _, tg := range redistest.RealTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			prefix := redistest.UniqueKey(t)
+			dead := &flaky{Client: tg.Client}
+			holder := newGate(t, dead, gate.Options{Prefix: prefix, Lease: 300 * time.Millisecond})
+			slow := tg.OwnClient(t)
+			key := keyspace.Job(prefix, "job")
+			var armed atomic.Bool
+			h := holdOn(t, slow, func(args []any) bool {
+				if !armed.Load() || strings.Contains(strings.ToLower(fmt.Sprint(args[0])), "subscribe") {
+					return false
+				}
+				for _, a := range args {
+					if a == key {
+						return true
+					}
+				}
+				return false
+			})
+			waiter := newGate(t, slow, gate.Options{Prefix: prefix, Lease: longLease})
+			knownUpstream(t, waiter) // the job's next run: not one at a time
+			ctx := context.Background()
+			if _, err := holder.Acquire(ctx, "job"); err != nil {
+				t.Fatal(err)
+			}
+			dead.Down.Store(true)
+			t.Cleanup(setWaitHooks(func(string) { armed.Store(true) }, nil))
+			const wait = time.Second
+			start := time.Now()
+			_, err := waiter.AcquireWait(ctx, "job", wait)
+			past := time.Since(start) - wait
+			if h.held.Load() == 0 {
+				t.Fatalf("no read was held: the test proves nothing (%v)", err)
+			}
+			if !errors.Is(err, gate.ErrInFlight) {
+				t.Fatalf("AcquireWait: %v, want ErrInFlight at the deadline", err)
+			}
+			if past > 2*time.Second { // far from the 10 s it was held
+				t.Fatalf("answered %v after the deadline, want at it", past)
+			}
+			h.free()
+			waitUntil(t, 10*time.Second, "the held read answered", func() bool { return h.sent.Load() > 0 })
+			waitUntil(t, 10*time.Second, "the job given back", func() bool {
+				st, err := waiter.Status(ctx, "job")
+				return err == nil && st.State != gate.Running
+			})
 		})
 	}
 }
