@@ -406,20 +406,20 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 	}
 }
 
-// holdCmds is a go-redis hook that holds every command match picks
+// stallCmds is a go-redis hook that stalls every command match picks
 // before it is sent, until release closes: a round trip Redis is slow to
 // answer.
-type holdCmds struct {
-	match      func(args []any) bool
-	release    chan struct{}
-	held, sent atomic.Int64
+type stallCmds struct {
+	match         func(args []any) bool
+	release       chan struct{}
+	stalled, sent atomic.Int64
 }
 
-// holdOn adds a holdCmds to rdb, a client not used yet (a cluster's
+// stallOn adds a stallCmds to rdb, a client not used yet (a cluster's
 // nodes get it as they are made: a gate may send to a node's client);
 // its commands go on at the test's end.
-func holdOn(t *testing.T, rdb redis.UniversalClient, match func(args []any) bool) *holdCmds {
-	h := &holdCmds{match: match, release: make(chan struct{})}
+func stallOn(t *testing.T, rdb redis.UniversalClient, match func(args []any) bool) *stallCmds {
+	h := &stallCmds{match: match, release: make(chan struct{})}
 	rdb.AddHook(h)
 	if c, ok := rdb.(*redis.ClusterClient); ok {
 		c.OnNewNode(func(n *redis.Client) { n.AddHook(h) })
@@ -428,8 +428,8 @@ func holdOn(t *testing.T, rdb redis.UniversalClient, match func(args []any) bool
 	return h
 }
 
-// free lets the held commands go on (once).
-func (h *holdCmds) free() {
+// free lets the stalled commands go on (once).
+func (h *stallCmds) free() {
 	select {
 	case <-h.release:
 	default:
@@ -448,38 +448,38 @@ func carriesTurn(args []any) bool {
 	return false
 }
 
-func (h *holdCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *stallCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *holdCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *stallCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		held := h.hold(cmd)
+		stalled := h.stall(cmd)
 		err := next(ctx, cmd)
-		if held {
+		if stalled {
 			h.sent.Add(1)
 		}
 		return err
 	}
 }
 
-func (h *holdCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *stallCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		held := false
+		stalled := false
 		for _, c := range cmds {
-			held = h.hold(c) || held
+			stalled = h.stall(c) || stalled
 		}
 		err := next(ctx, cmds)
-		if held {
+		if stalled {
 			h.sent.Add(1)
 		}
 		return err
 	}
 }
 
-func (h *holdCmds) hold(cmd redis.Cmder) bool {
+func (h *stallCmds) stall(cmd redis.Cmder) bool {
 	if !h.match(cmd.Args()) {
 		return false
 	}
-	h.held.Add(1)
+	h.stalled.Add(1)
 	<-h.release
 	return true
 }
@@ -497,7 +497,7 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
 			knownUpstream(t, a)
 			slow := tg.OwnClient(t)
-			h := holdOn(t, slow, carriesTurn)
+			h := stallOn(t, slow, carriesTurn)
 			c := newGate(t, slow, opts)
 			l1, l2 := spend(t, a, b)
 			defer func() { _ = l2.Release(ctx) }()
@@ -515,20 +515,20 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 				t.Fatalf("no answer %v after the deadline: the caller waits for Redis", 10*time.Second)
 			}
 			past := time.Since(start) - wait
-			if h.held.Load() == 0 {
-				t.Fatal("no turn's acquire was held: the test proves nothing")
+			if h.stalled.Load() == 0 {
+				t.Fatal("no turn's acquire was stalled: the test proves nothing")
 			}
 			var bl *gate.BlockedError
 			if !errors.As(r.err, &bl) || !errors.Is(r.err, gate.ErrUpstreamCooling) || bl.RetryAfter <= 0 {
 				t.Fatalf("answered %v: %v, want refused by the upstream with a wait", past, r.err)
 			}
-			// Far from the 10 s the held acquire would add.
+			// Far from the 10 s the stalled acquire would add.
 			if past > 2*time.Second {
 				t.Fatalf("answered %v after the deadline, want at it (a scheduling slack)", past)
 			}
 			t.Logf("answered %v after the deadline", past)
 			h.free()
-			waitUntil(t, 10*time.Second, "the held acquire answered", func() bool { return h.sent.Load() > 0 })
+			waitUntil(t, 10*time.Second, "the stalled acquire answered", func() bool { return h.sent.Load() > 0 })
 			waitUntil(t, 10*time.Second, "j3 given back", func() bool {
 				st, err := a.Status(ctx, "j3")
 				return err == nil && st.State != gate.Running

@@ -1388,7 +1388,7 @@ func TestAcquireWaitGivesBackWhatItTookPastTheDeadline(t *testing.T) {
 			slow := tg.OwnClient(t)
 			key := keyspace.Job(prefix, "job")
 			var armed atomic.Bool
-			h := holdOn(t, slow, func(args []any) bool {
+			h := stallOn(t, slow, func(args []any) bool {
 				if !armed.Load() || strings.Contains(strings.ToLower(fmt.Sprint(args[0])), "subscribe") {
 					return false
 				}
@@ -1411,17 +1411,17 @@ func TestAcquireWaitGivesBackWhatItTookPastTheDeadline(t *testing.T) {
 			start := time.Now()
 			_, err := waiter.AcquireWait(ctx, "job", wait)
 			past := time.Since(start) - wait
-			if h.held.Load() == 0 {
-				t.Fatalf("no read was held: the test proves nothing (%v)", err)
+			if h.stalled.Load() == 0 {
+				t.Fatalf("no read was stalled: the test proves nothing (%v)", err)
 			}
 			if !errors.Is(err, gate.ErrInFlight) {
 				t.Fatalf("AcquireWait: %v, want ErrInFlight at the deadline", err)
 			}
-			if past > 2*time.Second { // far from the 10 s it was held
+			if past > 2*time.Second { // far from the 10 s it was stalled
 				t.Fatalf("answered %v after the deadline, want at it", past)
 			}
 			h.free()
-			waitUntil(t, 10*time.Second, "the held read answered", func() bool { return h.sent.Load() > 0 })
+			waitUntil(t, 10*time.Second, "the stalled read answered", func() bool { return h.sent.Load() > 0 })
 			waitUntil(t, 10*time.Second, "the job given back", func() bool {
 				st, err := waiter.Status(ctx, "job")
 				return err == nil && st.State != gate.Running
