@@ -494,21 +494,19 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			knownUpstream(t, a)
 			slow := tg.OwnClient(t)
 			h := stallOn(t, slow, carriesTurn)
 			c := newGate(t, slow, opts)
-			l1, l2 := spend(t, a, b)
+			a, _, l1, l2 := spentPair(t, tg.Client, opts)
 			defer func() { _ = l2.Release(ctx) }()
 			const wait = 3 * time.Second
 			start := time.Now()
-			got := acquireWait(ctx, c, "j3", wait)
-			inLine(t, a, "j3")
+			got := gatetest.AcquireWait(ctx, c, "j3", wait)
+			gatetest.InLine(t, a, "j3")
 			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn
 				t.Fatal(err)
 			}
-			var r acquired
+			var r gatetest.Acquired
 			select {
 			case r = <-got:
 			case <-time.After(wait + 10*time.Second):
@@ -519,8 +517,8 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 				t.Fatal("no turn's acquire was stalled: the test proves nothing")
 			}
 			var bl *gate.BlockedError
-			if !errors.As(r.err, &bl) || !errors.Is(r.err, gate.ErrUpstreamCooling) || bl.RetryAfter <= 0 {
-				t.Fatalf("answered %v: %v, want refused by the upstream with a wait", past, r.err)
+			if !errors.As(r.Err, &bl) || !errors.Is(r.Err, gate.ErrUpstreamCooling) || bl.RetryAfter <= 0 {
+				t.Fatalf("answered %v: %v, want refused by the upstream with a wait", past, r.Err)
 			}
 			// Far from the 10 s the stalled acquire would add.
 			if past > 2*time.Second {
