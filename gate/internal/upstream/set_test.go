@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"github.com/redis/go-redis/v9"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,5 +290,74 @@ func TestReadGivesTheBudget(t *testing.T) {
 				t.Fatalf("Read: %+v, want a ready with requests %+v", ss, tc.exp)
 			}
 		})
+	}
+}
+
+// A failure counted in a wave's window is judged with the upstream's value
+// of the same moment. Here the pause that another failure started (and
+// the window it cleared) comes between a trip's commands: Redis has lost
+// the count's script, so the trip sends it again after the rest. The
+// failure is in the wave, not a job's own failure in a new window.
+func TestWaveSeenWithTheCountItLeaves(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0)
+	pause := &noScriptThen{}
+	rdb.AddHook(pause)
+	f := &fixture{t: t, m: m, st: store.New(rdb, store.Config{Lease: time.Minute}),
+		set: NewSet(redistest.UniqueKey(t), []string{"a"}, Policy{FailWindow: time.Minute, PermanentWave: 2})}
+	ctx := context.Background()
+	run := store.NewToken()
+	c, _ := f.choose(f.judge(), run)
+	if in, _, err := c.Wave(ctx, f.st, "bad_template", "j1"); err != nil || in {
+		t.Fatalf("the first failure: in %v (%v), want not", in, err)
+	}
+	pause.then = func() {
+		f.record(c, Write{Op: Suspend, Reason: "bad_template", TTL: time.Hour}, run)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pause.armed.Store(true)
+	in, _, err := c.Wave(ctx, f.st, "bad_template", "j2")
+	if pause.armed.Load() {
+		t.Fatal("the trip never met a lost script: the test no longer tests the order")
+	}
+	if err != nil || !in {
+		t.Fatalf("a failure counted after the wave's pause cleared its window: in %v (%v), want in the wave", in, err)
+	}
+}
+
+// noScriptThen runs then once, right after the first command or pipeline
+// with an EVALSHA (armed once Redis's scripts are flushed: answered
+// NOSCRIPT), before the trip sends the script again.
+type noScriptThen struct {
+	armed atomic.Bool
+	then  func()
+}
+
+func (h *noScriptThen) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *noScriptThen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.after([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (h *noScriptThen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.after(cmds)
+		return err
+	}
+}
+
+func (h *noScriptThen) after(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		if c.Name() == "evalsha" && h.armed.CompareAndSwap(true, false) {
+			h.then()
+			return
+		}
 	}
 }
