@@ -53,6 +53,9 @@ type Store struct {
 	// permission, by an ACL without the budget's commands. Acquires then
 	// send the job's commands beside the upstreams', as on a cluster.
 	unscripted atomic.Bool
+	// held: the scripts the servers are known to hold, sent as EVALSHA;
+	// any other is sent as EVAL (Trip.sendVia says why).
+	held knownScripts
 	routing
 }
 
@@ -135,6 +138,10 @@ type routing struct {
 	// the job's own node. A fence from another node's clock could go
 	// back. nil (one node): everything goes through the client.
 	master func(ctx context.Context, key string) (Client, error)
+	// addr names the master that serves key, on a cluster: each holds
+	// its own scripts. nil (one node, or a client that hides its
+	// topology): the store knows one server's scripts.
+	addr func(ctx context.Context, key string) (string, bool)
 	// cluster is the client as a cluster client, to follow a moved slot.
 	cluster clusterClient
 	// oneNode: every key lives on one server, so one script may read a
@@ -190,6 +197,13 @@ func routingOf(rdb Client) routing {
 			return m.Conn(), nil
 		}
 		t.master = func(ctx context.Context, key string) (Client, error) { return c.MasterForKey(ctx, key) }
+		t.addr = func(ctx context.Context, key string) (string, bool) {
+			m, err := c.MasterForKey(ctx, key)
+			if err != nil {
+				return "", false
+			}
+			return m.Options().Addr, true
+		}
 		// go-redis routes a PubSub's connection by its first channel's
 		// slot. It sends every SSUBSCRIBE on that one connection. So the
 		// hub keeps one PubSub per master.

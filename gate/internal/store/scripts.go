@@ -4,6 +4,9 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The Lua scripts, each wrapped once. Their arguments are built and their
@@ -94,8 +97,8 @@ func newWriteScripts(publish string) *writeScripts {
 	}
 }
 
-// script is a Lua script and its SHA1, for EVALSHA (Trip.Send falls back
-// to EVAL when the server does not have it).
+// script is a Lua script and its SHA1, for EVALSHA once a server holds it
+// (a trip sends EVAL before: see Trip.sendVia).
 type script struct {
 	src, hash string
 }
@@ -104,3 +107,80 @@ func newScript(src string) *script {
 	h := sha1.Sum([]byte(src))
 	return &script{src: src, hash: hex.EncodeToString(h[:])}
 }
+
+// heldScripts is what the store knows its servers hold: the scripts each
+// one has run since the last NOSCRIPT. It is never changed, only
+// replaced (knownScripts), so a trip reads it without a lock.
+type heldScripts struct {
+	// epoch counts the NOSCRIPTs met. What a trip learnt under an older
+	// epoch may predate the loss, and is not kept.
+	epoch uint64
+	known map[heldScript]struct{}
+}
+
+// heldScript is a script on a server ("" on one node).
+type heldScript struct {
+	node   string
+	script *script
+}
+
+func (h *heldScripts) holds(node string, s *script) bool {
+	_, ok := h.known[heldScript{node, s}]
+	return ok
+}
+
+// knownScripts is the store's heldScripts. The zero value knows none.
+type knownScripts struct{ p atomic.Pointer[heldScripts] }
+
+// Load returns what the store knows now.
+func (k *knownScripts) Load() *heldScripts {
+	if h := k.p.Load(); h != nil {
+		return h
+	}
+	h := &heldScripts{}
+	if k.p.CompareAndSwap(nil, h) {
+		return h
+	}
+	return k.p.Load()
+}
+
+// learn records that node ran s, learnt under from: kept only if no
+// NOSCRIPT came since.
+func (k *knownScripts) learn(from *heldScripts, node string, s *script) {
+	for {
+		cur := k.Load()
+		if cur.epoch != from.epoch || cur.holds(node, s) {
+			return
+		}
+		next := &heldScripts{epoch: cur.epoch, known: make(map[heldScript]struct{}, len(cur.known)+1)}
+		for h := range cur.known {
+			next.known[h] = struct{}{}
+		}
+		next.known[heldScript{node, s}] = struct{}{}
+		if k.p.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// lost forgets every script, on every server, after a NOSCRIPT met by a
+// trip that read from: a server lost its cache, and others may have too
+// (a failover, a restart). It returns what is known after.
+func (k *knownScripts) lost(from *heldScripts) *heldScripts {
+	for {
+		cur := k.Load()
+		if cur.epoch != from.epoch { // another trip met it first
+			return cur
+		}
+		next := &heldScripts{epoch: cur.epoch + 1}
+		if k.p.CompareAndSwap(cur, next) {
+			return next
+		}
+	}
+}
+
+// ranScript reports whether a script's answer shows the server ran it,
+// and so holds it: a reply. After an error (OOM, READONLY, the network,
+// or one the script raised) it is not assumed held; the next trip sends
+// its source again.
+func ranScript(err error) bool { return err == nil || err == redis.Nil }

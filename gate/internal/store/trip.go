@@ -54,18 +54,37 @@ func (t *Trip) add(cmd redis.Cmder) {
 	t.cmds = append(t.cmds, cmd)
 }
 
-// tripEval is an EVALSHA of the trip, repeated with EVAL when the server
-// does not have the script (NOSCRIPT: a restart, a failover, SCRIPT FLUSH).
+// tripEval is a script of the trip: EVALSHA when the server is known to
+// hold it, else EVAL (its source), so that it runs in the trip's order.
+// An EVALSHA answered NOSCRIPT (a restart, a failover, SCRIPT FLUSH) is
+// sent again as EVAL, after the rest of the trip: see sendVia.
 type tripEval struct {
 	cmd    *redis.Cmd
 	script *script
 	keys   []string
 	args   []any
+	// node is the server the script runs on ("" on one node), and held
+	// the store's scripts as the trip found them.
+	node  string
+	named bool // node is known (a cluster client may not know the slot's master)
+	held  *heldScripts
+	// src: sent as EVAL. Its answer teaches the store that node holds it.
+	src bool
 }
 
 func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+	node, named := "", true
+	if t.s.addr != nil && len(keys) > 0 {
+		node, named = t.s.addr(ctx, keys[0])
+	}
+	held := t.s.held.Load()
+	src := !named || !held.holds(node, s)
 	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "evalsha", s.hash, len(keys))
+	if src {
+		a = append(a, "eval", s.src, len(keys))
+	} else {
+		a = append(a, "evalsha", s.hash, len(keys))
+	}
 	for _, k := range keys {
 		a = append(a, k)
 	}
@@ -75,7 +94,7 @@ func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) 
 	if t.evals == nil {
 		t.evals = t.ebuf[:0]
 	}
-	t.evals = append(t.evals, tripEval{cmd: cmd, script: s, keys: keys, args: args})
+	t.evals = append(t.evals, tripEval{cmd: cmd, script: s, keys: keys, args: args, node: node, named: named, held: held, src: src})
 	return cmd
 }
 
@@ -91,6 +110,45 @@ func (t *Trip) Send(ctx context.Context) { t.sendVia(ctx, t.s.send) }
 
 // sendVia sends the trip through c: the store's client, a master's, or a
 // pinned connection.
+//
+// A trip's commands go in one pipeline, in the order queued. A script the
+// server does not hold (EVALSHA answered NOSCRIPT) can only be sent again
+// after the rest, with other clients' commands between. So a script goes
+// as EVAL, its source, until the store has seen that server run it; and
+// a NOSCRIPT anywhere forgets every script (the server lost its cache),
+// so the next trips send their sources in order again. The one trip that
+// meets the NOSCRIPT still runs that script last: the store cannot know
+// of a restart, a failover or a SCRIPT FLUSH before a server says so.
+//
+// Trips whose order matters, or whose commands must see one moment (the
+// audit of stop h45trip; "one" marks commands that must see one moment):
+//
+//   - store/job.go Store.Acquire, the job's pipeline: PTTL, SET NX GET,
+//     TIME, job_fence (EVALSHA). The fence script reads the value SET
+//     wrote and the TIME before it: order matters (a fence from a TIME
+//     read after another client's write could go back).
+//   - store/job.go Store.Acquire, one node: the acquire script alone, or
+//     with the upstreams' budget scripts on a cluster's second trip
+//     (GET upstream, budget admission): the admission must judge the
+//     value the GET read (one moment).
+//   - store/job.go settle (gate/settle.go): SET done mark, job_settle,
+//     the upstream's calls_record / budget scripts. The settle writes the
+//     job after the done mark; the budget's release after the settle.
+//     Order matters for a reader that sees the job settled but the call
+//     still reserved (a line's turn given twice).
+//   - store/job.go renew (gate/renew.go): job_renew and the budget's
+//     renewal in one trip: the lease and its reservation must agree.
+//   - upstream/breaker.go Wave (window_count with the upstream's GET):
+//     was a GET beside the count; now one script (7843922), so its order
+//     no longer matters.
+//   - upstream/budget.go record beside the upstream's state read: the
+//     record's script must see the state the read returned (one moment).
+//   - line/line.go, line/collector.go: a turn's give (line_give) beside
+//     the budget's release; the give must follow the release it gives.
+//   - gate/status.go, upstream/operator.go: reads only (GET, read.lua);
+//     a script read after a GET can show a later moment, harmless for an
+//     operator's read.
+//   - gate/unwritten.go, gate/inline.go: one script per trip.
 func (t *Trip) sendVia(ctx context.Context, c Client) {
 	switch len(t.cmds) {
 	case 0:
@@ -106,17 +164,25 @@ func (t *Trip) sendVia(ctx context.Context, c Client) {
 		}
 	}
 	for _, e := range t.evals {
-		// HasErrorPrefix allocates (errors.As) even for no error.
-		if err := e.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			a := make([]any, 0, 3+len(e.keys)+len(e.args))
-			a = append(a, "eval", e.script.src, len(e.keys))
-			for _, k := range e.keys {
-				a = append(a, k)
+		err := e.cmd.Err()
+		if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates (errors.As) even for no error
+			if e.src && e.named && ranScript(err) {
+				t.s.held.learn(e.held, e.node, e.script)
 			}
-			r := redis.NewCmd(ctx, append(a, e.args...)...)
-			_ = c.Process(ctx, r)
-			e.cmd.SetVal(r.Val())
-			e.cmd.SetErr(r.Err())
+			continue
+		}
+		held := t.s.held.lost(e.held)
+		a := make([]any, 0, 3+len(e.keys)+len(e.args))
+		a = append(a, "eval", e.script.src, len(e.keys))
+		for _, k := range e.keys {
+			a = append(a, k)
+		}
+		r := redis.NewCmd(ctx, append(a, e.args...)...)
+		_ = c.Process(ctx, r)
+		e.cmd.SetVal(r.Val())
+		e.cmd.SetErr(r.Err())
+		if e.named && ranScript(r.Err()) {
+			t.s.held.learn(held, e.node, e.script)
 		}
 	}
 }

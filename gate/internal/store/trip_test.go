@@ -1,0 +1,302 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrygate/retrygate/internal/testkit/redistest"
+)
+
+// A trip's scripts read what the trip's earlier commands wrote, whatever
+// Redis lost. These two read a key: in a trip after the trip's SET, they
+// must find what the SET wrote, not what another client wrote since.
+var (
+	tripGetScript  = newScript("return redis.call('GET', KEYS[1])")
+	tripPTTLScript = newScript("return redis.call('PTTL', KEYS[1])")
+)
+
+// orderedTrip sends SET key "trip", then a script that reads key, in one
+// trip, and returns what the script read.
+func orderedTrip(ctx context.Context, s *Store, key string) (string, error) {
+	t := s.Trip()
+	t.add(redis.NewStatusCmd(ctx, "set", key, "trip", "px", 60000))
+	read := t.eval(ctx, tripGetScript, []string{key})
+	t.Send(ctx)
+	return read.Text()
+}
+
+// tripRecorder records the commands of each round trip, a pipeline as
+// one entry ("[set eval]"), and runs then once, right after the next
+// pipeline: between a trip's pipeline and a script it sends again.
+type tripRecorder struct {
+	mu    sync.Mutex
+	names []string
+	then  func()
+}
+
+func (h *tripRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *tripRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.record(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+func (h *tripRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		names := make([]string, len(cmds))
+		for i, c := range cmds {
+			names[i] = c.Name()
+		}
+		h.record("[" + strings.Join(names, " ") + "]")
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		then := h.then
+		h.then = nil
+		h.mu.Unlock()
+		if then != nil {
+			then()
+		}
+		return err
+	}
+}
+
+func (h *tripRecorder) record(name string) {
+	h.mu.Lock()
+	h.names = append(h.names, name)
+	h.mu.Unlock()
+}
+
+// inject arms another client's write for right after the next pipeline.
+func (h *tripRecorder) inject(t *testing.T, c redis.Cmdable, key string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.then = func() {
+		if err := c.Set(context.Background(), key, "other", 60000*1e6).Err(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// take returns the round trips recorded since the last take.
+func (h *tripRecorder) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.names
+	h.names = nil
+	return n
+}
+
+type hookable interface {
+	redis.Cmdable
+	AddHook(redis.Hook)
+}
+
+// flushScripts empties every server's script cache (go-redis sends
+// SCRIPT FLUSH to every master of a cluster).
+func flushScripts(t *testing.T, c redis.Cmdable) {
+	t.Helper()
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fresh server (or one that lost its scripts before this store met it)
+// runs a trip's script in the trip's order: the store sends its source,
+// so another client's write after the trip's pipeline is not seen.
+// Before, the EVALSHA met NOSCRIPT and the script was sent again after
+// the pipeline: it read "other".
+func TestTripRunsInOrderOnAServerWithoutItsScripts(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			c := tg.Client.(hookable)
+			flushScripts(t, c)
+			rec := &tripRecorder{}
+			c.AddHook(rec)
+			s := New(tg.Client, Config{})
+			key := redistest.Prefix(t) + "k"
+			rec.inject(t, c, key)
+			got, err := orderedTrip(ctx, s, key)
+			if err != nil || got != "trip" {
+				t.Fatalf("the trip's script read %q (%v), want %q: what the trip's SET wrote", got, err, "trip")
+			}
+			if exp, got := []string{"[set eval]", "set"}, rec.take(); !equalStrings(got, exp) {
+				t.Fatalf("round trips %v, want %v: the script's source in the trip, then the other client's write", got, exp)
+			}
+		})
+	}
+}
+
+// Once a server ran a script, the store sends its SHA (the steady state:
+// no source on the wire). When any script meets NOSCRIPT (here a SCRIPT
+// FLUSH), the store forgets them all: the next trip of another script
+// sends its source again, in order.
+func TestTripRunsInOrderAfterTheServerLostItsScripts(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			c := tg.Client.(hookable)
+			rec := &tripRecorder{}
+			c.AddHook(rec)
+			s := New(tg.Client, Config{})
+			key := redistest.Prefix(t) + "k"
+			pttl := func() {
+				t.Helper()
+				tr := s.Trip()
+				r := tr.eval(ctx, tripPTTLScript, []string{key})
+				tr.Send(ctx)
+				if err := r.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Learn both scripts.
+			if _, err := orderedTrip(ctx, s, key); err != nil {
+				t.Fatal(err)
+			}
+			pttl()
+			rec.take()
+			if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
+				t.Fatalf("steady trip read %q (%v)", got, err)
+			}
+			pttl()
+			if exp, got := []string{"[set evalsha]", "evalsha"}, rec.take(); !equalStrings(got, exp) {
+				t.Fatalf("steady state sent %v, want %v: scripts by their SHA", got, exp)
+			}
+			flushScripts(t, c)
+			rec.take()
+			pttl() // meets NOSCRIPT, sends its source again
+			if exp, got := []string{"evalsha", "eval"}, rec.take(); !equalStrings(got, exp) {
+				t.Fatalf("after SCRIPT FLUSH sent %v, want %v", got, exp)
+			}
+			rec.inject(t, c, key)
+			if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
+				t.Fatalf("after the loss the trip's script read %q (%v), want %q: what the trip's SET wrote", got, err, "trip")
+			}
+			if exp, got := []string{"[set eval]", "set"}, rec.take(); !equalStrings(got, exp) {
+				t.Fatalf("after the loss sent %v, want %v", got, exp)
+			}
+		})
+	}
+}
+
+// On a cluster each master holds its own scripts: one master's run says
+// nothing of another's. The script learnt on the first master is sent as
+// source to the second, in order. twoMasters (two miniredis) stands for a
+// cluster; the real one runs where RETRYGATE_TARGETS has it.
+func TestTripKnowsScriptsPerMaster(t *testing.T) {
+	type twoKeys struct {
+		c    hookable
+		rdb  Client
+		a, b string
+	}
+	setups := map[string]func(t *testing.T) (twoKeys, bool){
+		"two-miniredis": func(t *testing.T) (twoKeys, bool) {
+			tm := newTwoMasters(t, "up")
+			p := redistest.UniqueKey(t)
+			flushScripts(t, tm.job)
+			flushScripts(t, tm.up)
+			return twoKeys{c: tm.Ring, rdb: tm, a: p + ":{job}", b: p + ":{up}"}, true
+		},
+		"cluster": func(t *testing.T) (twoKeys, bool) {
+			for _, tg := range redistest.Targets(t) {
+				if !tg.IsCluster {
+					continue
+				}
+				cc := tg.Client.(*redis.ClusterClient)
+				ctx := context.Background()
+				p := redistest.UniqueKey(t)
+				a := p + ":{a}"
+				ma, err := cc.MasterForKey(ctx, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 100; i++ {
+					b := p + ":{b" + strconv.Itoa(i) + "}"
+					mb, err := cc.MasterForKey(ctx, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if mb.Options().Addr != ma.Options().Addr {
+						flushScripts(t, cc)
+						return twoKeys{c: cc, rdb: cc, a: a, b: b}, true
+					}
+				}
+				t.Fatal("no key on a second master in 100 tags")
+			}
+			return twoKeys{}, false
+		},
+	}
+	for _, name := range []string{"two-miniredis", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			k, ok := setups[name](t)
+			if !ok {
+				t.Skip("no cluster among the targets")
+			}
+			ctx := context.Background()
+			rec := &tripRecorder{}
+			k.c.AddHook(rec)
+			s := New(k.rdb, Config{})
+			if got, err := orderedTrip(ctx, s, k.a); err != nil || got != "trip" {
+				t.Fatalf("first master: read %q (%v)", got, err)
+			}
+			rec.take()
+			rec.inject(t, k.c, k.b)
+			if got, err := orderedTrip(ctx, s, k.b); err != nil || got != "trip" {
+				t.Fatalf("second master: the trip's script read %q (%v), want %q: what the trip's SET wrote", got, err, "trip")
+			}
+			if exp, got := []string{"[set eval]", "set"}, rec.take(); !equalStrings(got, exp) {
+				t.Fatalf("second master: sent %v, want %v: the source to a master that never ran it", got, exp)
+			}
+			if got, err := orderedTrip(ctx, s, k.a); err != nil || got != "trip" {
+				t.Fatalf("first master again: read %q (%v)", got, err)
+			}
+			if exp, got := []string{"[set evalsha]"}, rec.take(); !equalStrings(got, exp) {
+				t.Fatalf("first master again: sent %v, want %v", got, exp)
+			}
+		})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// What a trip learnt under the scripts known before a NOSCRIPT may date
+// from before the loss (an EVAL answered just before a SCRIPT FLUSH): it
+// is not kept, and the next trip sends the source.
+func TestScriptsLearntBeforeALossAreForgotten(t *testing.T) {
+	var k knownScripts
+	before := k.Load()
+	k.learn(before, "", tripGetScript)
+	if !k.Load().holds("", tripGetScript) {
+		t.Fatal("a script run is not known held")
+	}
+	after := k.lost(before)
+	if after.holds("", tripGetScript) || k.lost(before) != after {
+		t.Fatal("a NOSCRIPT did not forget the scripts once")
+	}
+	k.learn(before, "", tripPTTLScript) // answered before the loss, read after
+	if k.Load().holds("", tripPTTLScript) {
+		t.Fatal("a script learnt before the loss is known held after it")
+	}
+	k.learn(after, "n1", tripPTTLScript)
+	if h := k.Load(); !h.holds("n1", tripPTTLScript) || h.holds("n2", tripPTTLScript) {
+		t.Fatal("a script is known per server")
+	}
+}
