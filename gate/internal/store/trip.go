@@ -120,35 +120,52 @@ func (t *Trip) Send(ctx context.Context) { t.sendVia(ctx, t.s.send) }
 // meets the NOSCRIPT still runs that script last: the store cannot know
 // of a restart, a failover or a SCRIPT FLUSH before a server says so.
 //
-// Trips whose order matters, or whose commands must see one moment (the
-// audit of stop h45trip; "one" marks commands that must see one moment):
+// The trips built in gate, gate/internal/* and cmd (none in cmd), and
+// what a script run last (the old resend) did to each. Only a script can
+// move; plain commands (GET, SET, PTTL, TIME) keep their places.
 //
-//   - store/job.go Store.Acquire, the job's pipeline: PTTL, SET NX GET,
-//     TIME, job_fence (EVALSHA). The fence script reads the value SET
-//     wrote and the TIME before it: order matters (a fence from a TIME
-//     read after another client's write could go back).
-//   - store/job.go Store.Acquire, one node: the acquire script alone, or
-//     with the upstreams' budget scripts on a cluster's second trip
-//     (GET upstream, budget admission): the admission must judge the
-//     value the GET read (one moment).
-//   - store/job.go settle (gate/settle.go): SET done mark, job_settle,
-//     the upstream's calls_record / budget scripts. The settle writes the
-//     job after the done mark; the budget's release after the settle.
-//     Order matters for a reader that sees the job settled but the call
-//     still reserved (a line's turn given twice).
-//   - store/job.go renew (gate/renew.go): job_renew and the budget's
-//     renewal in one trip: the lease and its reservation must agree.
-//   - upstream/breaker.go Wave (window_count with the upstream's GET):
-//     was a GET beside the count; now one script (7843922), so its order
-//     no longer matters.
-//   - upstream/budget.go record beside the upstream's state read: the
-//     record's script must see the state the read returned (one moment).
-//   - line/line.go, line/collector.go: a turn's give (line_give) beside
-//     the budget's release; the give must follow the release it gives.
-//   - gate/status.go, upstream/operator.go: reads only (GET, read.lua);
-//     a script read after a GET can show a later moment, harmless for an
-//     operator's read.
-//   - gate/unwritten.go, gate/inline.go: one script per trip.
+// Order matters:
+//   - store.take (acquire, every topology): PTTL, SET NX GET, TIME,
+//     job_fence. The fence script stamps the value the SET wrote; run
+//     last, the job is seen taken without its fence, and a write between
+//     is fenced as if it were the job's.
+//   - store.takeAdmitted (one node): acquire_budget, GET done. The done
+//     mark must be read at the moment the script judged the job: run
+//     last, a success settled between is a done mark read as absent
+//     beside a job that is no longer running.
+//   - store.takeover: job_acquire, GET done (a resend): the same.
+//   - gate settle (settle.go), unwritten.go: SET done mark, job_settle,
+//     the upstream's record (upstream_recover / cancel / stop or
+//     window_count), the budget's release (budget_record), line_give,
+//     calls_record. The give must follow the release it hands on (else
+//     no turn fits until the next give check), and the settle must
+//     precede the give (else the turn's holder finds the job running).
+//   - line join (line.go): line_join, line_give, line_collect. The
+//     collect must see the turn the give just made, and the give the
+//     joiner: run last, a caller whose turn fits waits for a wake-up.
+//   - gate Reset (status.go): job_reset, job_forget_done. A success
+//     written between leaves a done mark the reset meant to forget.
+//   - upstream reserve (budget.go): budget_admit, budget_record (release
+//     elsewhere); line collect with renew: line_renew, line_collect.
+//     Scripts only, on other keys: the order is the queue's, harmless
+//     apart from the time between.
+//   - upstream wave (breaker.go): window_count with the upstream's value,
+//     one script since 7843922 (it was a GET beside the count: the bug
+//     that found this).
+//
+// One moment, not an order:
+//   - store.Ask / take with the upstreams (cluster's second trip, or one
+//     node unscripted): the upstreams' GETs and their budgets'
+//     admissions. An admission run after a pause written between is
+//     decided on a state the GET did not show (the acquire's refusal
+//     says ready).
+//   - gate renew (renew.go): job_renew, budget_renew, calls_record.
+//   - giveBack (acquire.go): job_undo, upstream_cancel, budget_record.
+//
+// Order free: Status (job read, upstream reads, line places: an
+// operator's read, each answer true at its moment), Upstreams, the
+// operator's Pause / Resume / ResetUpstream with budget_forget,
+// readRefusal (no script), and every trip of one command.
 func (t *Trip) sendVia(ctx context.Context, c Client) {
 	switch len(t.cmds) {
 	case 0:
