@@ -300,3 +300,48 @@ func TestScriptsLearntBeforeALossAreForgotten(t *testing.T) {
 		t.Fatal("a script is known per server")
 	}
 }
+
+// An acquire on a server that lacks the fence's script: another client
+// that reads the job between the trip's pipeline and a script sent again
+// finds it taken with its fence, as the acquire left it. Before, the
+// fence script (EVALSHA, NOSCRIPT) ran after that read: the job was seen
+// running without a fence ("r:<token>").
+func TestAcquireIsFencedInItsTrip(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			c := tg.Client.(hookable)
+			flushScripts(t, c)
+			rec := &tripRecorder{}
+			if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+				// The job's commands go through its master's client.
+				if err := cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+					m.AddHook(rec)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				c.AddHook(rec)
+			}
+			s := New(tg.Client, Config{Lease: 60000 * 1e6})
+			key := redistest.Prefix(t) + "job"
+			var seen string
+			rec.mu.Lock()
+			rec.then = func() { seen, _ = tg.Client.Get(ctx, key).Result() }
+			rec.mu.Unlock()
+			var r Acquired
+			if err := s.Acquire(ctx, &Acquire{Key: key, Token: NewToken()}, &r); err != nil || !r.Taken {
+				t.Fatalf("acquire: taken %v (%v), want taken", r.Taken, err)
+			}
+			r.Close()
+			left, err := tg.Client.Get(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen != left {
+				t.Fatalf("read between the trip's commands: %q, want the value the acquire left, %q", seen, left)
+			}
+		})
+	}
+}
