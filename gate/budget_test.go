@@ -248,11 +248,14 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	// A new gate sends each script's source the first time (its store
+	// has not seen Redis run it: store.Trip.sendVia); what is counted
+	// here is the round trips and their commands.
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, loaded(names.take()); !equalNames(got, exp) {
 		t.Fatalf("the first success of an upstream without a budget sent %v, want %v: the done mark, the settle, the release of the call (one at a time: nothing is known) with what it teaches (no budget reported) in one script, the turns it gives the line, the call durations", got, exp)
 	}
 	report(t, g, "job", h)
-	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha evalsha]"}, loaded(names.take()); !equalNames(got, exp) {
 		t.Fatalf("the first reading of an upstream without a budget sent %v, want %v: written at once, then with the settle", got, exp)
 	}
 	report(t, g, "job", h)
@@ -858,4 +861,25 @@ func TestBudgetTurnsNeverPassMaxHint(t *testing.T) {
 			t.Fatalf("caller %d: %+v (retry after %v), want a budget refusal within MaxHint (%v)", i, bl, bl.RetryAfter, classify.MaxHint)
 		}
 	}
+}
+
+// loaded reads names as if every script were already loaded: an EVAL
+// (a script's source, sent until the gate's store has seen Redis run
+// it) as the EVALSHA it stands for.
+func loaded(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		inner := strings.TrimSuffix(strings.TrimPrefix(n, "["), "]")
+		fs := strings.Fields(inner)
+		for j, f := range fs {
+			if f == "eval" {
+				fs[j] = "evalsha"
+			}
+		}
+		out[i] = strings.Join(fs, " ")
+		if inner != n {
+			out[i] = "[" + out[i] + "]"
+		}
+	}
+	return out
 }
