@@ -127,19 +127,20 @@ func (t *Trip) Send(ctx context.Context) { t.sendVia(ctx, t.s.send) }
 // Order matters:
 //   - store.take (acquire, every topology): PTTL, SET NX GET, TIME,
 //     job_fence. The fence script stamps the value the SET wrote; run
-//     last, the job is seen taken without its fence, and a write between
-//     is fenced as if it were the job's.
-//   - store.takeAdmitted (one node): acquire_budget, GET done. The done
-//     mark must be read at the moment the script judged the job: run
-//     last, a success settled between is a done mark read as absent
-//     beside a job that is no longer running.
+//     last, another client reads the job taken without its fence
+//     (TestAcquireIsFencedInItsTrip), and a write between leaves it
+//     unstamped.
+//   - store.takeAdmitted (one node): acquire_budget, GET done. The
+//     waiter's done mark and the job's value the script judged are one
+//     moment: run last, a success settled between is a job found done
+//     beside a done mark read before it was written.
 //   - store.takeover: job_acquire, GET done (a resend): the same.
 //   - gate settle (settle.go), unwritten.go: SET done mark, job_settle,
 //     the upstream's record (upstream_recover / cancel / stop or
 //     window_count), the budget's release (budget_record), line_give,
-//     calls_record. The give must follow the release it hands on (else
-//     no turn fits until the next give check), and the settle must
-//     precede the give (else the turn's holder finds the job running).
+//     calls_record. The give must follow the release it hands on: with
+//     the release run last, the give finds no room, and the line waits
+//     for the next give.
 //   - line join (line.go): line_join, line_give, line_collect. The
 //     collect must see the turn the give just made, and the give the
 //     joiner: run last, a caller whose turn fits waits for a wake-up.
