@@ -165,16 +165,15 @@ func (k *knownScripts) learn(from *heldScripts, node string, s *script) {
 
 // lost forgets every script, on every server, after a NOSCRIPT met by a
 // trip that read from: a server lost its cache, and others may have too
-// (a failover, a restart). It returns what is known after.
-func (k *knownScripts) lost(from *heldScripts) *heldScripts {
+// (a failover, a restart).
+func (k *knownScripts) lost(from *heldScripts) {
 	for {
 		cur := k.Load()
 		if cur.epoch != from.epoch { // another trip met it first
-			return cur
+			return
 		}
-		next := &heldScripts{epoch: cur.epoch + 1}
-		if k.p.CompareAndSwap(cur, next) {
-			return next
+		if k.p.CompareAndSwap(cur, &heldScripts{epoch: cur.epoch + 1}) {
+			return
 		}
 	}
 }

@@ -16,8 +16,12 @@ type Trip struct {
 	s     *Store
 	cmds  []redis.Cmder
 	evals []tripEval
-	cbuf  [4]redis.Cmder
-	ebuf  [2]tripEval
+	// held is the store's scripts as the trip's first script found them;
+	// srcs the scripts it sends as source, which teach the store.
+	held *heldScripts
+	srcs []tripSource
+	cbuf [4]redis.Cmder
+	ebuf [2]tripEval
 }
 
 // Trip starts a round trip.
@@ -63,13 +67,15 @@ type tripEval struct {
 	script *script
 	keys   []string
 	args   []any
-	// node is the server the script runs on ("" on one node), and held
-	// the store's scripts as the trip found them.
-	node  string
-	named bool // node is known (a cluster client may not know the slot's master)
-	held  *heldScripts
-	// src: sent as EVAL. Its answer teaches the store that node holds it.
-	src bool
+}
+
+// tripSource is a script the trip sends as source, to the server named
+// node ("" on one node). Its reply teaches the store that node holds it.
+// Kept apart from tripEval: the steady state sends none.
+type tripSource struct {
+	cmd    *redis.Cmd
+	script *script
+	node   string
 }
 
 func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
@@ -77,8 +83,10 @@ func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) 
 	if t.s.addr != nil && len(keys) > 0 {
 		node, named = t.s.addr(ctx, keys[0])
 	}
-	held := t.s.held.Load()
-	src := !named || !held.holds(node, s)
+	if t.held == nil {
+		t.held = t.s.held.Load()
+	}
+	src := !named || !t.held.holds(node, s)
 	a := make([]any, 0, 3+len(keys)+len(args))
 	if src {
 		a = append(a, "eval", s.src, len(keys))
@@ -94,7 +102,10 @@ func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) 
 	if t.evals == nil {
 		t.evals = t.ebuf[:0]
 	}
-	t.evals = append(t.evals, tripEval{cmd: cmd, script: s, keys: keys, args: args, node: node, named: named, held: held, src: src})
+	t.evals = append(t.evals, tripEval{cmd: cmd, script: s, keys: keys, args: args})
+	if src && named {
+		t.srcs = append(t.srcs, tripSource{cmd: cmd, script: s, node: node})
+	}
 	return cmd
 }
 
@@ -181,26 +192,28 @@ func (t *Trip) sendVia(ctx context.Context, c Client) {
 			pc.reuse(pipe)
 		}
 	}
+	for _, e := range t.srcs {
+		if ranScript(e.cmd.Err()) {
+			t.s.held.learn(t.held, e.node, e.script)
+		}
+	}
 	for _, e := range t.evals {
-		err := e.cmd.Err()
-		if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates (errors.As) even for no error
-			if e.src && e.named && ranScript(err) {
-				t.s.held.learn(e.held, e.node, e.script)
+		// HasErrorPrefix allocates (errors.As) even for no error.
+		if err := e.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The server lost its scripts. This one runs after the rest;
+			// the next trips send every script's source, in order. The
+			// EVAL below teaches nothing: the next trip sends the source
+			// once more, and learns from it.
+			t.s.held.lost(t.held)
+			a := make([]any, 0, 3+len(e.keys)+len(e.args))
+			a = append(a, "eval", e.script.src, len(e.keys))
+			for _, k := range e.keys {
+				a = append(a, k)
 			}
-			continue
-		}
-		held := t.s.held.lost(e.held)
-		a := make([]any, 0, 3+len(e.keys)+len(e.args))
-		a = append(a, "eval", e.script.src, len(e.keys))
-		for _, k := range e.keys {
-			a = append(a, k)
-		}
-		r := redis.NewCmd(ctx, append(a, e.args...)...)
-		_ = c.Process(ctx, r)
-		e.cmd.SetVal(r.Val())
-		e.cmd.SetErr(r.Err())
-		if e.named && ranScript(r.Err()) {
-			t.s.held.learn(held, e.node, e.script)
+			r := redis.NewCmd(ctx, append(a, e.args...)...)
+			_ = c.Process(ctx, r)
+			e.cmd.SetVal(r.Val())
+			e.cmd.SetErr(r.Err())
 		}
 	}
 }
