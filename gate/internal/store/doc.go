@@ -14,7 +14,10 @@
 // command goes straight to the client. Several go in a pipeline. On a
 // cluster, go-redis sends each node its part in parallel. Each queued
 // operation returns a Reply that decodes its command once the trip is
-// sent.
+// sent. A trip's commands run in the order queued: a script goes as its
+// source (EVAL) until the store has seen that server run it, then by its
+// SHA. Only the trip that meets a server's lost scripts (NOSCRIPT) runs
+// that script after the rest; the next trips send sources again.
 //
 // Topology decides how a command is sent, never which script runs. The
 // same scripts run on one node and on a cluster. They publish with
