@@ -53,9 +53,9 @@ type Store struct {
 	// permission, by an ACL without the budget's commands. Acquires then
 	// send the job's commands beside the upstreams', as on a cluster.
 	unscripted atomic.Bool
-	// held: the scripts the servers are known to hold, sent as EVALSHA;
-	// any other is sent as EVAL (Trip.sendVia says why).
-	held knownScripts
+	// loaded: the scripts the servers are known to have loaded, sent
+	// as EVALSHA; any other is sent as EVAL (Trip.sendVia says why).
+	loaded knownScripts
 	routing
 }
 
@@ -138,7 +138,7 @@ type routing struct {
 	// the job's own node. A fence from another node's clock could go
 	// back. nil (one node): everything goes through the client.
 	master func(ctx context.Context, key string) (Client, error)
-	// addr names the master that serves key, on a cluster: each holds
+	// addr names the master that serves key, on a cluster: each has
 	// its own scripts. nil (one node, or a client that hides its
 	// topology): the store knows one server's scripts.
 	addr func(ctx context.Context, key string) (string, bool)

@@ -97,7 +97,7 @@ func newWriteScripts(publish string) *writeScripts {
 	}
 }
 
-// script is a Lua script and its SHA1, for EVALSHA once a server holds it
+// script is a Lua script and its SHA1, for EVALSHA once a server has it loaded
 // (a trip sends EVAL before: see Trip.sendVia).
 type script struct {
 	src, hash string
@@ -108,36 +108,36 @@ func newScript(src string) *script {
 	return &script{src: src, hash: hex.EncodeToString(h[:])}
 }
 
-// heldScripts is what the store knows its servers hold: the scripts each
+// loadedScripts is what the store knows its servers have loaded: the scripts each
 // one has run since the last NOSCRIPT. It is never changed, only
 // replaced (knownScripts), so a trip reads it without a lock.
-type heldScripts struct {
+type loadedScripts struct {
 	// epoch counts the NOSCRIPTs met. What a trip learnt under an older
 	// epoch may predate the loss, and is not kept.
 	epoch uint64
-	known map[heldScript]struct{}
+	known map[loadedScript]struct{}
 }
 
-// heldScript is a script on a server ("" on one node).
-type heldScript struct {
+// loadedScript is a script on a server ("" on one node).
+type loadedScript struct {
 	node   string
 	script *script
 }
 
-func (h *heldScripts) holds(node string, s *script) bool {
-	_, ok := h.known[heldScript{node, s}]
+func (h *loadedScripts) has(node string, s *script) bool {
+	_, ok := h.known[loadedScript{node, s}]
 	return ok
 }
 
-// knownScripts is the store's heldScripts. The zero value knows none.
-type knownScripts struct{ p atomic.Pointer[heldScripts] }
+// knownScripts is the store's loadedScripts. The zero value knows none.
+type knownScripts struct{ p atomic.Pointer[loadedScripts] }
 
 // Load returns what the store knows now.
-func (k *knownScripts) Load() *heldScripts {
+func (k *knownScripts) Load() *loadedScripts {
 	if h := k.p.Load(); h != nil {
 		return h
 	}
-	h := &heldScripts{}
+	h := &loadedScripts{}
 	if k.p.CompareAndSwap(nil, h) {
 		return h
 	}
@@ -146,17 +146,17 @@ func (k *knownScripts) Load() *heldScripts {
 
 // learn records that node ran s, learnt under from: kept only if no
 // NOSCRIPT came since.
-func (k *knownScripts) learn(from *heldScripts, node string, s *script) {
+func (k *knownScripts) learn(from *loadedScripts, node string, s *script) {
 	for {
 		cur := k.Load()
-		if cur.epoch != from.epoch || cur.holds(node, s) {
+		if cur.epoch != from.epoch || cur.has(node, s) {
 			return
 		}
-		next := &heldScripts{epoch: cur.epoch, known: make(map[heldScript]struct{}, len(cur.known)+1)}
+		next := &loadedScripts{epoch: cur.epoch, known: make(map[loadedScript]struct{}, len(cur.known)+1)}
 		for h := range cur.known {
 			next.known[h] = struct{}{}
 		}
-		next.known[heldScript{node, s}] = struct{}{}
+		next.known[loadedScript{node, s}] = struct{}{}
 		if k.p.CompareAndSwap(cur, next) {
 			return
 		}
@@ -166,20 +166,20 @@ func (k *knownScripts) learn(from *heldScripts, node string, s *script) {
 // lost forgets every script, on every server, after a NOSCRIPT met by a
 // trip that read from: a server lost its cache, and others may have too
 // (a failover, a restart).
-func (k *knownScripts) lost(from *heldScripts) {
+func (k *knownScripts) lost(from *loadedScripts) {
 	for {
 		cur := k.Load()
 		if cur.epoch != from.epoch { // another trip met it first
 			return
 		}
-		if k.p.CompareAndSwap(cur, &heldScripts{epoch: cur.epoch + 1}) {
+		if k.p.CompareAndSwap(cur, &loadedScripts{epoch: cur.epoch + 1}) {
 			return
 		}
 	}
 }
 
 // ranScript reports whether a script's answer shows the server ran it,
-// and so holds it: a reply. After an error (OOM, READONLY, the network,
-// or one the script raised) it is not assumed held; the next trip sends
+// and so has it loaded: a reply. After an error (OOM, READONLY, the network,
+// or one the script raised) it is not assumed loaded; the next trip sends
 // its source again.
 func ranScript(err error) bool { return err == nil || err == redis.Nil }

@@ -16,12 +16,12 @@ type Trip struct {
 	s     *Store
 	cmds  []redis.Cmder
 	evals []tripEval
-	// held is the store's scripts as the trip's first script found them;
+	// loaded is the store's scripts as the trip's first script found them;
 	// srcs the scripts it sends as source, which teach the store.
-	held *heldScripts
-	srcs []tripSource
-	cbuf [4]redis.Cmder
-	ebuf [2]tripEval
+	loaded *loadedScripts
+	srcs   []tripSource
+	cbuf   [4]redis.Cmder
+	ebuf   [2]tripEval
 }
 
 // Trip starts a round trip.
@@ -59,7 +59,7 @@ func (t *Trip) add(cmd redis.Cmder) {
 }
 
 // tripEval is a script of the trip: EVALSHA when the server is known to
-// hold it, else EVAL (its source), so that it runs in the trip's order.
+// have it loaded, else EVAL (its source), so that it runs in the trip's order.
 // An EVALSHA answered NOSCRIPT (a restart, a failover, SCRIPT FLUSH) is
 // sent again as EVAL, after the rest of the trip: see sendVia.
 type tripEval struct {
@@ -70,7 +70,7 @@ type tripEval struct {
 }
 
 // tripSource is a script the trip sends as source, to the server named
-// node ("" on one node). Its reply teaches the store that node holds it.
+// node ("" on one node). Its reply teaches the store that node has it loaded.
 // Kept apart from tripEval: the steady state sends none.
 type tripSource struct {
 	cmd    *redis.Cmd
@@ -83,10 +83,10 @@ func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) 
 	if t.s.addr != nil && len(keys) > 0 {
 		node, named = t.s.addr(ctx, keys[0])
 	}
-	if t.held == nil {
-		t.held = t.s.held.Load()
+	if t.loaded == nil {
+		t.loaded = t.s.loaded.Load()
 	}
-	src := !named || !t.held.holds(node, s)
+	src := !named || !t.loaded.has(node, s)
 	a := make([]any, 0, 3+len(keys)+len(args))
 	if src {
 		a = append(a, "eval", s.src, len(keys))
@@ -123,7 +123,7 @@ func (t *Trip) Send(ctx context.Context) { t.sendVia(ctx, t.s.send) }
 // pinned connection.
 //
 // A trip's commands go in one pipeline, in the order queued. A script the
-// server does not hold (EVALSHA answered NOSCRIPT) can only be sent again
+// server has not loaded (EVALSHA answered NOSCRIPT) can only be sent again
 // after the rest, with other clients' commands between. So a script goes
 // as EVAL, its source, until the store has seen that server run it; and
 // a NOSCRIPT anywhere forgets every script (the server lost its cache),
@@ -194,7 +194,7 @@ func (t *Trip) sendVia(ctx context.Context, c Client) {
 	}
 	for _, e := range t.srcs {
 		if ranScript(e.cmd.Err()) {
-			t.s.held.learn(t.held, e.node, e.script)
+			t.s.loaded.learn(t.loaded, e.node, e.script)
 		}
 	}
 	for _, e := range t.evals {
@@ -204,7 +204,7 @@ func (t *Trip) sendVia(ctx context.Context, c Client) {
 			// the next trips send every script's source, in order. The
 			// EVAL below teaches nothing: the next trip sends the source
 			// once more, and learns from it.
-			t.s.held.lost(t.held)
+			t.s.loaded.lost(t.loaded)
 			a := make([]any, 0, 3+len(e.keys)+len(e.args))
 			a = append(a, "eval", e.script.src, len(e.keys))
 			for _, k := range e.keys {

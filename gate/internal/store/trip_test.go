@@ -187,7 +187,7 @@ func TestTripRunsInOrderAfterTheServerLostItsScripts(t *testing.T) {
 	}
 }
 
-// On a cluster each master holds its own scripts: one master's run says
+// On a cluster each master loads its own scripts: one master's run says
 // nothing of another's. The script learnt on the first master is sent as
 // source to the second, in order. twoMasters (two miniredis) stands for a
 // cluster; the real one runs where RETRYGATE_TARGETS has it.
@@ -284,21 +284,21 @@ func TestScriptsLearntBeforeALossAreForgotten(t *testing.T) {
 	var k knownScripts
 	before := k.Load()
 	k.learn(before, "", tripGetScript)
-	if !k.Load().holds("", tripGetScript) {
-		t.Fatal("a script run is not known held")
+	if !k.Load().has("", tripGetScript) {
+		t.Fatal("a script run is not known loaded")
 	}
 	k.lost(before)
 	after := k.Load()
 	k.lost(before) // a second trip that met the same loss
-	if after.holds("", tripGetScript) || k.Load() != after {
+	if after.has("", tripGetScript) || k.Load() != after {
 		t.Fatal("a NOSCRIPT did not forget the scripts once")
 	}
 	k.learn(before, "", tripPTTLScript) // answered before the loss, read after
-	if k.Load().holds("", tripPTTLScript) {
-		t.Fatal("a script learnt before the loss is known held after it")
+	if k.Load().has("", tripPTTLScript) {
+		t.Fatal("a script learnt before the loss is known loaded after it")
 	}
 	k.learn(after, "n1", tripPTTLScript)
-	if h := k.Load(); !h.holds("n1", tripPTTLScript) || h.holds("n2", tripPTTLScript) {
+	if h := k.Load(); !h.has("n1", tripPTTLScript) || h.has("n2", tripPTTLScript) {
 		t.Fatal("a script is known per server")
 	}
 }
