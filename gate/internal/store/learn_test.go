@@ -268,11 +268,41 @@ func TestLearnCutsOnA429ThatEndsARun(t *testing.T) {
 // that began after it are accepted, 25 ms apart, and a 429 ends the run 1
 // s after the cut: 40 a second, held at 0.97 × it, 2,328 a minute. An
 // accepted call that began before the cut is the last run's and is not
-// counted (with it, 41 a second: 2,386). A second run that measures the
-// same rate (within 5 %) holds it twice as long (100 accepted calls)
-// before the probe climbs; with the first measure, 50.
+// counted (with it, 41 a second: 2,386). The rate is held for the
+// provider's window as that measure spanned it (1 s), not a count of
+// calls: then the probe climbs, and a window and a half into the climb it
+// holds twice what was measured (a limit that doubled is followed).
 func TestLearnMeasuresTheRateBetweenTwo429s(t *testing.T) {
 	s, m, _ := newStore(t)
+	measuredAt40(t, s, m)
+	// Held for the window, 1 s: 40 calls 25 ms apart.
+	held := func(n int, every time.Duration) int64 {
+		var r int64
+		for range n {
+			redistest.Advance(m, every)
+			r = learn(t, s, true, 10*time.Millisecond)
+		}
+		return r
+	}
+	if got := held(40, 25*time.Millisecond); got != 2328 {
+		t.Fatalf("a window after the measure: %d a minute, want 2328 held", got)
+	}
+	if got := held(10, 25*time.Millisecond); got <= 2328 {
+		t.Fatalf("past the window: %d a minute, want the probe above 2328", got)
+	}
+	// A window and a half into the climb (2.5 s since the cut), at 100 a
+	// second accepted (so not the 2 × accepted lately that bounds the
+	// probe).
+	if got := held(125, 10*time.Millisecond); got < 2*2328 {
+		t.Fatalf("a window and a half into the climb: %d a minute, want at least twice the 2328 measured", got)
+	}
+}
+
+// measuredAt40 brings the learned rate to a measure of 40 a second
+// (TestLearnMeasuresTheRateBetweenTwo429s), 2,328 a minute held, over a
+// window of 1 s.
+func measuredAt40(t *testing.T, s *Store, m *miniredis.Miniredis) {
+	t.Helper()
 	learnedAt(t, s, m, 10)
 	redistest.Advance(m, 50*time.Millisecond)
 	learn(t, s, false, 50*time.Millisecond) // the first cut
@@ -287,31 +317,56 @@ func TestLearnMeasuresTheRateBetweenTwo429s(t *testing.T) {
 	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
 		t.Fatalf("the rate measured between two 429s: %d a minute, want 0.97 × 40 a second, 2328", got)
 	}
-	// Held at it for 50 accepted calls, then the probe climbs.
-	held := func(n int) int64 {
-		var r int64
-		for range n {
-			redistest.Advance(m, 25*time.Millisecond)
-			r = learn(t, s, true, 10*time.Millisecond)
-		}
-		return r
+}
+
+// A measure taken across a climb does not drag the rate down where the
+// limit rose: held 1 s at 40 a second (the window), then 2 s of climb at
+// 80 a second, a 429 at 3 s measures 200 calls in 3 s, 66.7 a second
+// (3,880 a minute held); the calls of the climb came twice as fast as the
+// hold's, so they are the measure: 0.97 × 80 a second, 4,656 a minute.
+func TestLearnMeasureAcrossAClimbFollowsTheRise(t *testing.T) {
+	s, m, _ := newStore(t)
+	measuredAt40(t, s, m)
+	for range 40 {
+		redistest.Advance(m, 25*time.Millisecond)
+		learn(t, s, true, 10*time.Millisecond)
 	}
-	if got := held(50); got != 2328 {
-		t.Fatalf("after 50 accepted calls: %d a minute, want 2328 held", got)
+	for range 160 {
+		redistest.Advance(m, 12500*time.Microsecond)
+		learn(t, s, true, 10*time.Millisecond)
 	}
-	if got := held(10); got <= 2328 {
-		t.Fatalf("after 60 accepted calls: %d a minute, want the probe above 2328", got)
+	if got := learn(t, s, false, 10*time.Millisecond); got < 4550 || got > 4700 {
+		t.Fatalf("a 429 that ends a climb past a limit that doubled: %d a minute, want 0.97 × the climb's 80 a second, 4656", got)
 	}
-	// 60 calls 25 ms apart and the 429 at 1.5 s: the same 40 a second.
-	redistest.Advance(m, 0)
-	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
-		t.Fatalf("the second measure: %d a minute, want 2328 again", got)
+}
+
+// The slow start after a first 429 that came early (no half second of
+// accepted calls to tell the rate) stops doubling at the rate the 429's
+// interval implies: six calls accepted (the first, of 50 ms, and five
+// more 20 ms apart) and the 429 120 ms after the first answer, 170 ms
+// after learning began (when the first call began): 35.3 a second. From
+// 0.9 × one 50 ms call at a time (18 a second) the rate doubles every 16
+// accepted calls: 36 a second after 16, 72 after 32 (4,320 a minute);
+// capped, it reaches 35.3 after 15.6 and climbs 15 % of it every 50
+// accepted calls after: 37.0 a second after 32, 2,222 a minute.
+func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 50*time.Millisecond)
+	for range 5 {
+		redistest.Advance(m, 20*time.Millisecond)
+		learn(t, s, true, 50*time.Millisecond)
 	}
-	if got := held(100); got != 2328 {
-		t.Fatalf("after 100 accepted calls of a rate measured twice alike: %d a minute, want 2328 held", got)
+	redistest.Advance(m, 20*time.Millisecond)
+	if got := learn(t, s, false, 50*time.Millisecond); got != 1080 {
+		t.Fatalf("the first 429: %d a minute, want 0.9 × one 50 ms call at a time, 1080", got)
 	}
-	if got := held(10); got <= 2328 {
-		t.Fatalf("after 110: %d a minute, want the probe above 2328", got)
+	var got int64
+	for range 32 {
+		redistest.Advance(m, 10*time.Millisecond)
+		got = learn(t, s, true, 5*time.Millisecond)
+	}
+	if got < 2190 || got > 2260 {
+		t.Fatalf("32 accepted calls into the slow start: %d a minute, want it capped at 35.3 a second and climbing linearly, 2222", got)
 	}
 }
 

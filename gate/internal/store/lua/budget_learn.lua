@@ -8,7 +8,9 @@
 -- upward. A 429 of a call that began after the last cut ends the run
 -- since: the rate is cut to LEARN.sure × the rate measured between the
 -- two 429s (the calls accepted in between over the time between, from
--- every process) when they span enough; else to LEARN.beta × the lower
+-- every process) when they span enough, or between the climb's start and
+-- the 429 where a limit that rose made those come faster; else to
+-- LEARN.beta × the lower
 -- of the rate admitted and the rate the provider accepted lately, or
 -- between LEARN.floor and LEARN.hard × the rate when the last cut was
 -- just made. A 429 of a call that began before the last cut is that
@@ -17,14 +19,20 @@
 -- the first one cuts to the rate the provider accepted lately when
 -- enough calls tell it, else to one call per ran (one call at a time),
 -- from which the rate starts slowly (TCP's slow start), doubling every
--- LEARN.slow accepted calls until a 429 ends it.
+-- LEARN.slow accepted calls up to the rate the first 429's interval
+-- implied, then linearly past it (doubling again where that finds no
+-- limit), until a 429 ends it.
 local function teach(k, answer, ran, keep)
   local ok, answered = answer == '1', answer == '2'
   ran = math.max(ran, 1)
   local h = learned(k)
   if not h or not h.rated then
-    h = {rate = math.max(1000 / ran, LEARN.min), at = NOW, k = 0, limited = false, cut = false, tat = 0, lately = 0, upd = NOW, flat = LEARN.flat}
-    redis.call('HSET', k, 'lh', 1, 'lr', h.rate, 'lp', NOW, 'lk', 0)
+    -- Learning begins when the first call settled began (the rate the
+    -- first 429's interval implies counts from there); that call is not
+    -- one the bound before the first 429 grows by.
+    h = {rate = math.max(1000 / ran, LEARN.min), at = NOW - ran, k = 0, limited = false, cut = false, tat = 0, lately = 0, upd = NOW,
+      hold = LEARN.span, j = 0, first = true}
+    redis.call('HSET', k, 'lh', 1, 'lr', h.rate, 'lp', h.at, 'lk', 0)
   end
   if answered then
     -- Neither accepted nor refused for the rate (a failure of the job's
@@ -33,8 +41,13 @@ local function teach(k, answer, ran, keep)
     -- (A call that began before the last cut counts toward the run the cut
     -- ended: the rate measured between two 429s counts the calls that
     -- began between them.)
-    if NOW - ran >= h.at then
+    if NOW - ran >= h.at and not h.first then
       h.k = h.k + 1
+    end
+    -- (And toward the climb's measure once it began.)
+    if h.measured and NOW - ran >= h.at + h.hold then
+      h.j = h.j + 1
+      redis.call('HSET', k, 'lj', h.j)
     end
     h.lately, h.upd = accepted(h) * LEARN.recent / 1000 + 1, NOW
     local d = ran
@@ -55,14 +68,27 @@ local function teach(k, answer, ran, keep)
     -- provider accepted h.k calls, and its bucket is empty again: that is
     -- its rate, measured. (Since learning began, the bucket may have held
     -- some at first: more than its rate.)
-    local span, flat, m = NOW - h.at, LEARN.flat, nil
+    local span, m, cap = NOW - h.at, nil, nil
+    local hold = math.min(math.max(span, LEARN.span), LEARN.widest)
     if span >= LEARN.span and h.k >= LEARN.enough then
       m = h.k * 1000 / span
+      -- A climb that followed a limit that rose: the calls accepted
+      -- since it began, not the hold's, tell the rate.
+      local climbed = NOW - h.at - h.hold
+      if h.measured and climbed >= LEARN.span and h.j >= LEARN.enough and
+        h.j * 1000 / climbed > LEARN.rose * math.max(h.k - h.j, 0) * 1000 / h.hold then
+        m = h.j * 1000 / climbed
+      end
     end
     if not h.limited then
       -- The first 429: what was accepted lately, else one call at a time
-      -- (one per the call's length), from which the rate starts slowly.
+      -- (one per the call's length), from which the rate starts slowly
+      -- up to the rate accepted since learning began: the provider's
+      -- bucket is empty at this 429.
       r, ls = math.max(1000 / ran, LEARN.min), 0
+      if h.k >= LEARN.capAt and span > 0 then
+        cap = (h.k + 1) * 1000 / span
+      end
       if measured then
         r, ls = math.min(r, accepted(h)), 1
       end
@@ -72,9 +98,6 @@ local function teach(k, answer, ran, keep)
       -- the rate from above; never below LEARN.floor × it.
       r, factor = math.max(math.min(r * LEARN.hard, (h.k + 1) * 1000 / math.max(span, 1) * LEARN.sure), r * LEARN.floor), 1
     elseif m then
-      if h.measured and math.abs(m * LEARN.sure - h.rate) <= LEARN.agree * h.rate then
-        flat = math.min(2 * h.flat, LEARN.long)
-      end
       r, factor, ls = m, LEARN.sure, 2
     elseif not h.cut and measured then
       -- The end of slow start: the rate grew past the limit while the
@@ -93,16 +116,20 @@ local function teach(k, answer, ran, keep)
     -- close together would take the rate to nothing, where the provider
     -- just took that much.
     r = math.max(r * factor, LEARN.keep * accepted(h))
-    factor = 1
-    h = {rate = math.max(r * factor, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls == 2, tat = h.tat,
-      lately = h.lately, upd = h.upd, flat = flat}
+    if ls == 0 and h.limited then
+      -- Slow start again, from slowEnd × the rate it failed at: linear
+      -- from there.
+      cap = r
+    end
+    h = {rate = math.max(r, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls == 2, tat = h.tat,
+      lately = h.lately, upd = h.upd, hold = hold, j = 0, cap = cap}
     -- The learned bucket is emptied: the calls it gathered meanwhile would
     -- all meet the provider's empty one, and so would a call sent at once;
     -- the next goes one call's refill later (when the provider's bucket
     -- holds one again), then the rest at the rate.
     local nr = learnedRate(h)
     h.tat = math.max(h.tat, NOW + math.max(2, nr * LEARN.burst) * 1000 / nr)
-    redis.call('HSET', k, 'lr', h.rate, 'lp', NOW, 'lk', 0, 'ls', ls, 'lt', h.tat, 'lf', flat)
+    redis.call('HSET', k, 'lr', h.rate, 'lp', NOW, 'lk', 0, 'ls', ls, 'lt', h.tat, 'lw', hold, 'lj', 0, 'lc', cap or '')
   end
   if redis.call('PTTL', k) < keep then
     redis.call('PEXPIRE', k, keep)

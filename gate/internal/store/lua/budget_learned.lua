@@ -15,9 +15,13 @@
 -- learned bucket's next free slot (Redis ms), as GCRA keeps it; le the
 -- calls accepted lately, each counted down by e every LEARN.recent ms
 -- since, at lu (Redis ms): le ÷ LEARN.recent is the rate the provider
--- accepted lately, from every process (the window's count); lf the
--- accepted calls a measured rate is held before the probe climbs; ld
--- the accepted calls' mean length (ms, a moving mean).
+-- accepted lately, from every process (the window's count); lc the slow
+-- start's cap (calls a second: the rate the first 429's interval
+-- implied), past which it climbs linearly; lw the provider's window as
+-- the last measure spanned it (ms): a measured rate is held that long
+-- before the probe climbs; lj the calls accepted since the climb began
+-- (those that began after lp + lw); ld the accepted calls' mean length
+-- (ms, a moving mean).
 local LEARN = {
   -- A 429 that ends a run holds the rate at this share of what was
   -- accepted, as TCP's multiplicative decrease (CUBIC's 0.7 is for a
@@ -37,10 +41,17 @@ local LEARN = {
   flat = 50,
   up = 0.15,
   -- After a 429 that told no rate the rate doubles every slow accepted
-  -- calls (TCP's slow start), from one call at a time, and the 429 that
-  -- ends it cuts by slowEnd.
+  -- calls (TCP's slow start), from one call at a time, up to the rate
+  -- the first 429's interval implied (the calls accepted since learning
+  -- began, over the time since, once at least capAt: the provider's
+  -- bucket was empty at that 429), then linearly, up × it in flat
+  -- accepted calls (TCP's congestion avoidance), then doubling every flat
+  -- calls again: a doubling overshoots by up to the rate for as long as a
+  -- 429 takes to come back, the line past the cap by a few calls, and a
+  -- limit above it is still found. The 429 that ends it cuts by slowEnd.
   slow = 16,
   slowEnd = 0.9,
+  capAt = 4,
   -- The learned bucket holds this many seconds of the rate (at least 2
   -- calls): what may go at once.
   burst = 0.1,
@@ -58,12 +69,21 @@ local LEARN = {
   span = 400,
   enough = 12,
   sure = 0.97,
-  -- A measure that agrees with the last one (within agree) earns
-  -- confidence: the rate is held twice as many accepted calls before the
-  -- probe climbs, up to long: fewer probes, so fewer 429s, where the
-  -- limit holds still; a limit that rises is followed that much later.
-  agree = 0.05,
-  long = 200,
+  -- A measured rate is held for the provider's window as the measure
+  -- spanned it (the time between the two 429s, within span and widest
+  -- ms), not a count of calls: a limit that rises is probed within one
+  -- window whatever the rate. Then it climbs as CUBIC's does over a
+  -- window, to (sure + up) × what was measured, and doubles every half
+  -- window past that: a limit that doubled is reached a window and a half
+  -- into the climb.
+  widest = 4000,
+  -- A 429 that ends a climb measures the rate over the hold and the
+  -- climb, which a limit that rose drags down: where the calls accepted
+  -- since the climb began came rose times faster than those of the hold,
+  -- they are the measure. Not below that: a climb that spent what the
+  -- provider's bucket gathered in the hold would hold the rate above the
+  -- limit.
+  rose = 1.25,
   -- A cut never holds the rate below this share of what the provider
   -- accepted lately.
   keep = 0.5,
@@ -91,7 +111,7 @@ local LEARN = {
 -- learned reads what was learned of the upstream whose budget is k; nil
 -- when its provider is not known to send no budget.
 local function learned(k)
-  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lf', 'ld')
+  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lw', 'ld', 'lc', 'lj')
   if not v[1] then
     return nil
   end
@@ -99,9 +119,9 @@ local function learned(k)
   return {rate = tonumber(v[2]) or LEARN.min, at = tonumber(v[3]) or NOW, k = tonumber(v[4]) or 0,
     limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1' or v[5] == '2'), cut = v[5] == '1' or v[5] == '2',
     measured = v[5] == '2', tat = tonumber(v[6]) or 0,
-    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, flat = tonumber(v[9]) or LEARN.flat,
+    lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, hold = tonumber(v[9]) or LEARN.span,
     rated = tonumber(v[2]) ~= nil,
-    length = tonumber(v[10])}
+    length = tonumber(v[10]), cap = tonumber(v[11]), j = tonumber(v[12]) or 0}
 end
 
 -- unlimited judges a call to the upstream whose budget is bk and calls in
@@ -130,18 +150,29 @@ local function accepted(h)
 end
 
 -- learnedRate is the rate admitted at NOW: slow start before the first
--- cut, then CUBIC's curve in accepted calls since the cut; above the rate
--- held, never past twice what the provider accepted lately (a light load
--- does not raise it unused).
+-- cut (linear past its cap), then, after a measured cut, held for the
+-- provider's window and CUBIC's climb in time; after another cut
+-- CUBIC's curve in accepted calls since it. Above the rate held, never
+-- past twice what the provider accepted lately (a light load does not
+-- raise it unused).
 local function learnedRate(h)
   local r
   if not h.cut then
     r = h.rate * 2 ^ math.min(h.k / LEARN.slow, 8)
+    if h.cap and r > h.cap then
+      -- Past the cap (or from it, where the slow start began above it):
+      -- linear from the call that reached it, up × it in flat accepted
+      -- calls; past that without a 429 the limit is higher still, and the
+      -- rate doubles every flat calls.
+      local base = math.max(h.cap, h.rate)
+      local y = math.min(math.max(h.k - LEARN.slow * math.log(base / h.rate) / math.log(2), 0) / LEARN.flat, 8)
+      r = base * (1 + LEARN.up * math.min(y, 1)) * 2 ^ math.max(y - 1, 0)
+    end
   elseif h.measured then
-    -- Held at what was measured (h.rate, sure × it) for flat accepted
-    -- calls, then CUBIC's climb above it.
-    local x = math.max(h.k - h.flat, 0) / LEARN.flat
-    r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * x * x * x)
+    -- Held at what was measured (h.rate, sure × it) for the window, then
+    -- CUBIC's climb over a window, doubling every half window after.
+    local x = math.min(math.max(NOW - h.at - h.hold, 0) / h.hold, 8)
+    r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 4 ^ math.max(x - 1, 0)
   else
     local x = (h.k - LEARN.flat) / LEARN.flat
     local c = LEARN.hold - LEARN.beta
