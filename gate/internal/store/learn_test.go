@@ -270,8 +270,8 @@ func TestLearnCutsOnA429ThatEndsARun(t *testing.T) {
 // accepted call that began before the cut is the last run's and is not
 // counted (with it, 41 a second: 2,386). The rate is held for the
 // provider's window as that measure spanned it (1 s), not a count of
-// calls: then the probe climbs, and a window and a half into the climb it
-// holds twice what was measured (a limit that doubled is followed).
+// calls: then the probe climbs, and two windows into the climb it holds
+// twice what was measured (a limit that doubled is followed).
 func TestLearnMeasuresTheRateBetweenTwo429s(t *testing.T) {
 	s, m, _ := newStore(t)
 	measuredAt40(t, s, m)
@@ -290,11 +290,10 @@ func TestLearnMeasuresTheRateBetweenTwo429s(t *testing.T) {
 	if got := held(10, 25*time.Millisecond); got <= 2328 {
 		t.Fatalf("past the window: %d a minute, want the probe above 2328", got)
 	}
-	// A window and a half into the climb (2.5 s since the cut), at 100 a
-	// second accepted (so not the 2 × accepted lately that bounds the
-	// probe).
-	if got := held(125, 10*time.Millisecond); got < 2*2328 {
-		t.Fatalf("a window and a half into the climb: %d a minute, want at least twice the 2328 measured", got)
+	// Two windows into the climb (3 s since the cut), at 100 a second
+	// accepted (so not the 2 × accepted lately that bounds the probe).
+	if got := held(175, 10*time.Millisecond); got < 2*2328 {
+		t.Fatalf("two windows into the climb: %d a minute, want at least twice the 2328 measured", got)
 	}
 }
 

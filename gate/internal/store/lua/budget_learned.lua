@@ -73,9 +73,11 @@ local LEARN = {
   -- spanned it (the time between the two 429s, within span and widest
   -- ms), not a count of calls: a limit that rises is probed within one
   -- window whatever the rate. Then it climbs as CUBIC's does over a
-  -- window, to (sure + up) × what was measured, and doubles every half
-  -- window past that: a limit that doubled is reached a window and a half
-  -- into the climb.
+  -- window, to (sure + up) × what was measured, and doubles every window
+  -- past that: a limit that doubled is reached 1.8 windows into the
+  -- climb. (Doubling every half window, a climb that spent what the
+  -- provider's bucket gathered met the limit at up to twice it: bursts
+  -- of 12 to 14 429s in the storms.)
   widest = 4000,
   -- A 429 that ends a climb measures the rate over the hold and the
   -- climb, which a limit that rose drags down: where the calls accepted
@@ -170,9 +172,9 @@ local function learnedRate(h)
     end
   elseif h.measured then
     -- Held at what was measured (h.rate, sure × it) for the window, then
-    -- CUBIC's climb over a window, doubling every half window after.
+    -- CUBIC's climb over a window, doubling every window after.
     local x = math.min(math.max(NOW - h.at - h.hold, 0) / h.hold, 8)
-    r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 4 ^ math.max(x - 1, 0)
+    r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 2 ^ math.max(x - 1, 0)
   else
     local x = (h.k - LEARN.flat) / LEARN.flat
     local c = LEARN.hold - LEARN.beta
