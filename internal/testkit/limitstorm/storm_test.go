@@ -312,16 +312,15 @@ const maxTripsPerJob = 20
 // the calls it accepts and the 429s that end a run of them; then its
 // limit halves, or doubles, midway through the arrivals. Issue 37's
 // targets for them (≤ 2 %; ≤ 3 % and ≥ 0.85× the limit in force where it
-// changes) are logged, not held: six runs under -race on the shared
-// machine (load 4–20) did not hold them in a row (Redis: steady
-// 2.0–2.7 %, halving 2.0–3.3 %, doubling 1.4–2.2 % with goodput
-// 0.72–0.98; the cluster: steady 1.6–2.5 %, halving 1.8–4.4 %, doubling
-// 0.8–6.5 % with goodput 0.84–0.98), nor does miniredis, whose scripts
-// the load starves (docs/upstreams.md). The start's burst, 45–52 429s on
-// a loaded cluster before the bound in flight, is at most 4 in them.
-// What is held on Redis and the cluster is the learning itself
-// (learnedBounds), with margin over the worst of those runs: without it,
-// 38–78 % of the calls earned a 429.
+// changes) are logged, not all held: five runs in a row under -race with
+// both cores busy (two busy loops, load 9–13) held the steady target in
+// every run (Redis 1.2–2.0 %, the cluster 1.2–2.0 %), the halving's in 8
+// of 10 (2.0–3.1 % / 1.6–4.0 %), the doubling's 429s in 9 of 10
+// (0.6–4.9 % / 0.6–2.0 %) but its goodput in 6 (0.46–0.93 / 0.61–0.98);
+// miniredis, whose scripts the load starves, is logged only
+// (docs/upstreams.md). What is held on Redis and the cluster is the
+// learning itself (learnedBounds), with margin over the worst of those
+// runs: without it, 38–78 % of the calls earned a 429.
 func TestStormNoHeaders(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -333,10 +332,11 @@ func TestStormNoHeaders(t *testing.T) {
 				// arrivals on, in the storm's limit's (0: unchanged).
 				midway           float64
 				refused, goodput float64 // issue 37's targets
+				held             learned // what is held
 			}{
-				{"steady", 0, maxRefusedLearned, minGoodput},
-				{"halves", 0.5, maxRefusedChanged, minGoodputChanged},
-				{"doubles", 2, maxRefusedChanged, minGoodputChanged},
+				{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.8}},
+				{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.06, goodput: 0.8}},
+				{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.08, goodput: 0.4}},
 			} {
 				t.Run(sc.name, func(t *testing.T) {
 					var drain time.Duration // the default
@@ -357,7 +357,7 @@ func TestStormNoHeaders(t *testing.T) {
 					t.Logf("issue 37's targets: 429s %.2f %% (≤ %.0f %%), goodput %.2f (≥ %.2f), %.1f round trips a job (≤ %d)",
 						100*r.RefusedShare(), 100*sc.refused, r.Goodput(), sc.goodput, r.TripsPerJob(), maxTripsPerJob)
 					if tg.Name != "miniredis" {
-						learnedBounds(t, r)
+						learnedBounds(t, r, sc.held)
 					}
 				})
 			}
@@ -365,21 +365,27 @@ func TestStormNoHeaders(t *testing.T) {
 	}
 }
 
+// learned is what TestStormNoHeaders holds of a storm: at most refused
+// of the calls earn a 429, goodput at least goodput × the limit in
+// force.
+type learned struct{ refused, goodput float64 }
+
 // learnedBounds holds what a gate learning a provider's rate from its
 // answers keeps to on a busy machine, far from what the breaker alone
-// does there (38–78 % of calls earned a 429; docs/upstreams.md): at most
-// 10 % of calls earn a 429 (6.5 % the worst of five loaded runs with the
-// bound in flight before the first 429; 9.3 % before it), goodput at
-// least 0.4 × the limit in force (0.72 the worst of those six; 0.51 the
-// stop before's, a doubling followed late on a stalled machine), round
-// trips within issue 37's bound.
-func learnedBounds(t *testing.T, r limitstorm.Result) {
+// does there (38–78 % of calls earned a 429; docs/upstreams.md), with
+// margin over the worst of five runs in a row (-race, both cores busy):
+// steady at most 4 % 429s (2.0 % the worst) and goodput 0.8 (0.95);
+// halving 6 % (4.0 %) and 0.8 (0.97); doubling 8 % (4.9 %) and 0.4
+// (0.46: a burst of 12 at the slow start's end, then the doubling
+// followed late; the stop before's 0.4 kept); round trips within issue
+// 37's bound. (The stop before held 10 % and 0.4 for all three.)
+func learnedBounds(t *testing.T, r limitstorm.Result, b learned) {
 	t.Helper()
-	if got := r.RefusedShare(); got > 0.10 {
-		t.Errorf("%.2f %% of upstream calls earned a 429, want at most 10 %% (the rate learned)", 100*got)
+	if got := r.RefusedShare(); got > b.refused {
+		t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %% (the rate learned)", 100*got, 100*b.refused)
 	}
-	if got := r.Goodput(); got < 0.4 {
-		t.Errorf("goodput %.2f × the limit in force, want at least 0.4", got)
+	if got := r.Goodput(); got < b.goodput {
+		t.Errorf("goodput %.2f × the limit in force, want at least %.2f", got, b.goodput)
 	}
 	if got := r.TripsPerJob(); got > maxTripsPerJob {
 		t.Errorf("%.1f Redis round trips a finished job, want at most %d", got, maxTripsPerJob)
