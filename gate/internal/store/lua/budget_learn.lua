@@ -99,13 +99,6 @@ local function teach(k, answer, ran, keep)
       r, factor = math.max(math.min(r * LEARN.hard, (h.k + 1) * 1000 / math.max(span, 1) * LEARN.sure), r * LEARN.floor), 1
     elseif m then
       r, factor, ls = m, LEARN.sure, 2
-      if accepted(h) > LEARN.rose * m then
-        -- The provider accepted lately far more than the measure: the
-        -- limit rose within the interval (a slow start or a hold at the
-        -- old limit drags the measure down). Held only the shortest
-        -- window, the climb finds the new one.
-        hold = LEARN.span
-      end
     elseif not h.cut and measured then
       -- The end of slow start: the rate grew past the limit while the
       -- provider's bucket paid for it; what was accepted lately tells the
