@@ -120,8 +120,14 @@ func (g *Gate) jobKey(job string) (string, error) {
 // acquire takes job in Redis.
 func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
 	gr := grant{job: job, key: key, token: store.NewToken(), tokens: tokensOf(ctx)}
-	sent := time.Now()
-	switch b, err := g.take(ctx, &gr, w); {
+	return g.acquireAs(ctx, gr, w, nil, time.Now())
+}
+
+// acquireAs is acquire for the grant gr; sent, when set, is its acquire
+// sent already at sent (in a join to a line: inline.go).
+func (g *Gate) acquireAs(ctx context.Context, gr grant, w *waiting, early *store.Acquire, sent time.Time) (*Lease, error) {
+	job := gr.job
+	switch b, err := g.take(ctx, &gr, w, early); {
 	case b != nil:
 		return nil, b
 	case err != nil:
@@ -157,20 +163,21 @@ func (g *Gate) acquire(ctx context.Context, job, key string, w *waiting) (*Lease
 // trip): a job taken by a call every upstream refuses, or by a waiter
 // whose run succeeded meanwhile, or whose replicas did not acknowledge it.
 // A refusal is b, a failure err.
-func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError, err error) {
-	switch ss, err := g.ups.PeekKnown(ctx, g.store); {
-	case err != nil:
-		return nil, err
-	case ss != nil:
-		return g.upstreamRefusal(l.job, ss), nil
-	}
-	turnOf, turn, _ := turnOf(ctx)
-	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens, turnOf, turn)}
-	switch {
-	case w != nil:
-		a.Done = w.done
-	case g.opts.Retention.Done >= store.SuccessMemory:
-		a.Done = keyspace.Done(l.key)
+//
+// early is the acquire sent already, in the caller's join to its line
+// (store.Acquire.InTurn), nil for none: its script judged the upstreams.
+func (g *Gate) take(ctx context.Context, l *grant, w *waiting, early *store.Acquire) (b *BlockedError, err error) {
+	var a store.Acquire
+	if early != nil {
+		a = *early
+	} else {
+		switch ss, err := g.ups.PeekKnown(ctx, g.store); {
+		case err != nil:
+			return nil, err
+		case ss != nil:
+			return g.upstreamRefusal(l.job, ss), nil
+		}
+		a = g.acquireOf(ctx, l, w)
 	}
 	var (
 		r      store.Acquired
@@ -244,6 +251,19 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting) (b *BlockedError,
 	l.hist = r.Job
 	l.attempt = l.hist.Attempts + 1
 	return nil, g.store.Replicate(ctx, &r)
+}
+
+// acquireOf is what take asks of Redis for the grant l (w: a waiter's).
+func (g *Gate) acquireOf(ctx context.Context, l *grant, w *waiting) store.Acquire {
+	turnOf, turn, _ := turnOf(ctx)
+	a := store.Acquire{Key: l.key, Token: l.token, Upstreams: g.ups.Keys(), Admissions: g.ups.Admissions(l.token, l.tokens, turnOf, turn)}
+	switch {
+	case w != nil:
+		a.Done = w.done
+	case g.opts.Retention.Done >= store.SuccessMemory:
+		a.Done = keyspace.Done(l.key)
+	}
+	return a
 }
 
 // judge judges the upstreams' answers to an acquire (r, to a): their

@@ -36,9 +36,10 @@ type inLine struct {
 	reserve store.BudgetReserve
 
 	mu      sync.Mutex
-	waiting int           // this process's callers in line
-	giving  bool          // the giver runs
-	kick    chan struct{} // a caller joined
+	waiting int            // this process's callers in line
+	jobs    map[string]int // of them, by job key (solo)
+	giving  bool           // the giver runs
+	kick    chan struct{}  // a caller joined
 }
 
 // newLines makes a line for each upstream with a budget; nil without.
@@ -152,6 +153,81 @@ func (q *inLine) leave() {
 	q.mu.Lock()
 	q.waiting--
 	q.mu.Unlock()
+}
+
+// solo counts a caller of the job whose key is key into this line until
+// done, and reports whether it is the job's only caller here: the mark
+// the join writes is then its own place, or another process's.
+func (q *inLine) solo(key string) (alone bool, done func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.jobs == nil {
+		q.jobs = make(map[string]int)
+	}
+	q.jobs[key]++
+	return q.jobs[key] == 1, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.jobs[key]--; q.jobs[key] <= 0 {
+			delete(q.jobs, key)
+		}
+	}
+}
+
+// inTurn is the acquire a caller sends in its join to the line, taking a
+// turn given in that round trip (a higher class's headroom, a budget with
+// room): its turn's call costs no round trip of its own.
+type inTurn struct {
+	gr   grant
+	a    store.Acquire
+	sent time.Time
+}
+
+// inTurn returns the acquire a caller of job (key, mark) sends in its
+// join, and the function the join queues it with; nil, nil where none is
+// sent: a cluster (the job is taken before its upstreams are asked,
+// Store.Acquire), another caller of the job here, or its success not
+// written yet (unwritten.go).
+func (q *inLine) inTurn(ctx context.Context, job, key, mark string, alone bool) (*inTurn, func(*store.Trip)) {
+	if !alone {
+		return nil, nil
+	}
+	if b, _ := q.g.unwritten.refusal(job); b != nil {
+		return nil, nil
+	}
+	it := &inTurn{gr: grant{job: job, key: key, token: store.NewToken(), tokens: tokensOf(ctx)}}
+	it.a = q.g.acquireOf(ctx, &it.gr, nil)
+	return it, func(t *store.Trip) {
+		it.sent = time.Now()
+		it.a.InTurn = t.AcquireInTurn(ctx, &it.a, q.of, mark, q.line.Owner())
+	}
+}
+
+// take is the lease the join's acquire took with ticket's turn (with
+// waited, the caller's time in line), and true; nil and false when it
+// found no turn. A turn found that is not ticket's (err: the join
+// failed) is given back.
+func (it *inTurn) take(ctx context.Context, q *inLine, t *line.Ticket, err error, waited time.Duration) (acquiredOr, bool) {
+	if it == nil || it.a.InTurn == nil || !it.a.InTurn.Turned() {
+		return acquiredOr{}, false
+	}
+	var member string
+	if err == nil {
+		member = store.TurnMember(t.Member())
+	}
+	tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: member, waited: waited})
+	l, aerr := q.g.acquireAs(tctx, it.gr, nil, &it.a, it.sent)
+	if err != nil || !t.Granted() {
+		if l != nil {
+			go func() {
+				rctx, cancel := q.g.opCtx(ctx)
+				defer cancel()
+				_ = l.Release(rctx)
+			}()
+		}
+		return acquiredOr{}, false
+	}
+	return acquiredOr{l, aerr}, true
 }
 
 // giveCheck bounds the giver's sleep when the budget cannot say when the

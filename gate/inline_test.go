@@ -534,3 +534,96 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 		})
 	}
 }
+
+// A caller given its turn in its join's round trip (the headroom its class
+// keeps while a batch caller has the head of the line) acquires the job in
+// that same trip: on one node its call costs two round trips (the acquire
+// the line refused, the join that takes the turn and the job), not three
+// (then the turn's own acquire). A cluster takes the job before it asks
+// its upstreams (Store.Acquire), so its join cannot: counted, not bounded.
+func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			own := tg.OwnClient(t)
+			trips := &jobTrips{job: "inter2"}
+			if c, ok := own.(*redis.ClusterClient); ok {
+				// The job's commands go through its master's client: its
+				// nodes' hooks see every trip, once per node it reaches.
+				c.OnNewNode(func(n *redis.Client) { n.AddHook(trips) })
+			} else {
+				own.AddHook(trips)
+			}
+			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			c := newGate(t, own, opts)
+			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+			gatetest.InLine(t, b, "batch")
+			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+			gatetest.InLine(t, a, "inter")
+			if err := l1.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := gatetest.Answer(t, inter, "the interactive caller at the head was not given the room")
+			if r.Err != nil {
+				t.Fatalf("the interactive caller at the head: %v", r.Err)
+			}
+			defer func() { _ = r.Lease.Release(ctx) }()
+			// l2's settle frees the last call beside the reserve: headroom.
+			if err := l2.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			trips.n.Store(0)
+			again, err := c.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), "inter2", time.Minute)
+			got := trips.n.Load()
+			if err != nil {
+				t.Fatalf("an interactive caller while a batch caller has the head: %v, want the headroom at once", err)
+			}
+			defer func() { _ = again.Release(ctx) }()
+			t.Logf("round trips of the interactive call given its turn in its join: %d", got)
+			if want := int64(2); !tg.IsCluster && got != want {
+				t.Fatalf("the interactive call given its turn in its join: %d round trips, want %d (acquire, join)", got, want)
+			}
+			if st, err := c.Status(ctx, "inter2"); err != nil || st.State != gate.Running || st.InLine {
+				t.Fatalf("after the call took its turn: %+v (%v), want Running and no place", st, err)
+			}
+			_ = batch
+		})
+	}
+}
+
+// jobTrips counts the round trips that name job (its key, its done key,
+// its mark in a line).
+type jobTrips struct {
+	job string
+	n   atomic.Int64
+}
+
+func (h *jobTrips) names(cmd redis.Cmder) bool {
+	for _, a := range cmd.Args() {
+		if s, ok := a.(string); ok && (strings.Contains(s, "{"+h.job+"}") || strings.HasSuffix(s, ":line:job:"+h.job)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *jobTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *jobTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.names(cmd) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *jobTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, h.names) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}

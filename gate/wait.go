@@ -327,13 +327,17 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 	}
 	c := callerOf(ctx)
 	mark := q.mark(key)
+	alone, done := q.solo(key)
+	defer func() { done() }()
 	for {
 		rate := 0.0
 		if b.line.gap > 0 {
 			rate = float64(time.Second) / float64(b.line.gap)
 		}
 		q.enter(ctx)
-		t, err := q.line.JoinMarked(ctx, c, deadline, rate, mark)
+		it, then := q.inTurn(ctx, job, key, mark, alone)
+		t, err := q.line.JoinMarked(ctx, c, deadline, rate, mark, then)
+		early, took := it.take(ctx, q, t, err, waited)
 		if err != nil {
 			q.leave()
 			var long *line.TooLongError
@@ -355,6 +359,13 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 		q.leave()
 		waited += time.Since(joined)
 		if err != nil {
+			if early.l != nil {
+				go func() {
+					rctx, cancel := g.opCtx(ctx)
+					defer cancel()
+					_ = early.l.Release(rctx)
+				}()
+			}
 			if ctx.Err() != nil {
 				return nil, ctxError(ctx, "acquire")
 			}
@@ -365,8 +376,11 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
 			return nil, b
 		}
-		tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
-		l, err := g.acquireOnce(tctx, job, key, nil)
+		l, err := early.l, early.err
+		if !took {
+			tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: store.TurnMember(t.Member()), waited: waited})
+			l, err = g.acquireOnce(tctx, job, key, nil)
+		}
 		if err == nil && !time.Now().Before(deadline) {
 			// Acquired as the deadline passed: given back, not answered late
 			// (nor after the release's round trip); the call fits now, so it
@@ -388,6 +402,8 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 		}
 		if nq != q {
 			mark = nq.mark(key)
+			done()
+			alone, done = nq.solo(key)
 		}
 		last.set(nb)
 		b, q = nb, nq // the turn's call no longer fits: in line again

@@ -63,7 +63,7 @@ func BenchmarkHundredThousandWaiting(b *testing.B) {
 		b.StartTimer()
 		for i := range callers {
 			c := Caller{Class: i % 3, Tenant: "tenant-" + strconv.Itoa(i%100)}
-			tk, err := ls[i%procs].JoinMarked(ctx, c, time.Now().Add(10*time.Minute), 0, keyspace.LineMark("bench", "up", keyspace.Job("bench", "job-"+strconv.Itoa(i))))
+			tk, err := ls[i%procs].JoinMarked(ctx, c, time.Now().Add(10*time.Minute), 0, keyspace.LineMark("bench", "up", keyspace.Job("bench", "job-"+strconv.Itoa(i))), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -146,6 +146,10 @@ type Ticket struct {
 // Ahead counts the turns that came before the ticket's when it joined.
 func (t *Ticket) Ahead() int { return t.ahead }
 
+// Granted reports whether the ticket's turn was collected: Wait returns
+// at once.
+func (t *Ticket) Granted() bool { return isClosed(t.w.granted) }
+
 // Member is the ticket's place in the line (it changes when the caller
 // joins again after its process's places were dropped).
 func (t *Ticket) Member() string {
@@ -159,13 +163,16 @@ func (t *Ticket) Member() string {
 // turns ahead cannot come before the deadline at that rate, Join takes no
 // place and returns a *TooLongError with the expected wait.
 func (l *Line) Join(ctx context.Context, c Caller, deadline time.Time, rate float64) (*Ticket, error) {
-	return l.JoinMarked(ctx, c, deadline, rate, "")
+	return l.JoinMarked(ctx, c, deadline, rate, "", nil)
 }
 
 // JoinMarked is Join for a caller whose place is also written at mark
 // (keyspace.LineMark), until its deadline, so that any process can read
-// it (store.Trip.PlaceOfJob).
-func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rate float64, mark string) (*Ticket, error) {
+// it (store.Trip.PlaceOfJob). then, when set (with Config.Give), queues
+// on the join's round trip, after its give and before its collection,
+// what the caller does with a turn given there (store.Trip.AcquireInTurn):
+// the turn's call costs no round trip of its own.
+func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rate float64, mark string, then func(t *store.Trip)) (*Ticket, error) {
 	q, err := c.quantum()
 	if err != nil {
 		return nil, err
@@ -186,6 +193,9 @@ func (l *Line) JoinMarked(ctx context.Context, c Caller, deadline time.Time, rat
 		// join's round trip: a caller whose turn fits now (the headroom
 		// kept for its class) has it without a wake-up and a collection.
 		l.cfg.Give(ctx, &tr)
+		if then != nil {
+			then(&tr)
+		}
 		cr = tr.CollectLine(ctx, l.keys, l.owner)
 	}
 	tr.Send(ctx)

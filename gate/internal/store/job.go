@@ -51,6 +51,9 @@ type Acquire struct {
 	// Admissions, when set, ask each upstream's budget in the same trip,
 	// as Upstreams.
 	Admissions []Admission
+	// InTurn, when set, is this acquire sent already (Trip.AcquireInTurn):
+	// Store.Acquire decodes its answer and sends nothing.
+	InTurn *InTurn
 }
 
 // Acquired is the acquire's answer.
@@ -152,6 +155,10 @@ func (a *Acquired) Close() {
 // On an error the answer is still returned. The job may have been taken
 // (Taken); the caller gives it back (Trip.Undo). Close r when done.
 func (s *Store) Acquire(ctx context.Context, a *Acquire, r *Acquired) error {
+	if a.InTurn != nil {
+		// Sent already, in the caller's join to its line.
+		return a.InTurn.decode(r)
+	}
 	rt, err := s.route(ctx, a.Key)
 	r.conn = rt.conn
 	if err != nil {
@@ -275,19 +282,73 @@ func (s *Store) takeAdmitted(ctx context.Context, via Client, a *Acquire, r *Acq
 			turn, turnOf = ad.Turn, i+1
 		}
 	}
-	ad := a.Admissions[0]
 	t := s.Trip()
-	cmd := t.eval(ctx, acquireBudgetScript, keys, a.Token.Token, s.lease, member, max(ad.Tokens, 0),
-		ad.Reserve.Requests, strconv.FormatFloat(ad.Reserve.TokenShare, 'f', -1, 64), turn, turnOf)
-	var done *redis.StringCmd
-	if a.Done != "" {
-		done = t.get(ctx, a.Done)
-	}
+	q := t.takeAdmitted(ctx, a, keys, member, turn, turnOf, "")
 	t.sendVia(ctx, via)
-	if err := decodeTakeAdmitted(cmd, member, len(a.Admissions), r); err != nil {
+	return q.decode(r)
+}
+
+// takeAdmitted queues acquire_budget.lua, and the done key's GET, on t.
+func (t *Trip) takeAdmitted(ctx context.Context, a *Acquire, keys []string, member, turn string, turnOf int, owner string) *InTurn {
+	ad := a.Admissions[0]
+	q := &InTurn{member: member, n: len(a.Admissions)}
+	q.cmd = t.eval(ctx, acquireBudgetScript, keys, a.Token.Token, t.s.lease, member, max(ad.Tokens, 0),
+		ad.Reserve.Requests, strconv.FormatFloat(ad.Reserve.TokenShare, 'f', -1, 64), turn, turnOf, owner)
+	if a.Done != "" {
+		q.done = t.get(ctx, a.Done)
+	}
+	return q
+}
+
+// InTurn is an acquire sent in its caller's join to a line
+// (Trip.AcquireInTurn), decoded by Store.Acquire (Acquire.InTurn).
+type InTurn struct {
+	cmd    *redis.Cmd
+	done   *redis.StringCmd
+	member string
+	n      int
+}
+
+// Turned reports whether the acquire found its caller's turn, given in
+// the join's round trip, and so judged the call with it: otherwise it
+// read nothing and wrote nothing, and the caller acquires as it would
+// have (Redis's error included).
+func (q *InTurn) Turned() bool {
+	v, err := q.cmd.Slice()
+	return err == nil && len(v) > 0
+}
+
+func (q *InTurn) decode(r *Acquired) error {
+	if err := decodeTakeAdmitted(q.cmd, q.member, q.n, r); err != nil {
 		return err
 	}
-	return readDone(done, r)
+	return readDone(q.done, r)
+}
+
+// AcquireInTurn queues on t, after a caller's join to the line of the
+// upstream with index of (0-based, as a.Admissions) and the give in the
+// same trip, the acquire a turn given there takes: the turn is the one at
+// mark (the caller's job's mark in that line, which the join writes) when
+// its place is owner's. It returns nil where no one script reads the job
+// and its upstreams (a cluster, a Redis that refused the script, or an
+// acquire that waits for replicas): the caller acquires with its turn
+// once it has it, as before.
+func (t *Trip) AcquireInTurn(ctx context.Context, a *Acquire, of int, mark, owner string) *InTurn {
+	s := t.s
+	if !s.oneNode || s.unscripted.Load() || s.cfg.WaitReplicas > 0 || of < 0 || of >= len(a.Admissions) {
+		return nil
+	}
+	keys := make([]string, 0, 2+3*len(a.Admissions))
+	keys = append(keys, a.Key)
+	member := ""
+	for _, ad := range a.Admissions {
+		keys = append(keys, ad.Keys.keys()...)
+		if ad.Member != "" {
+			member = ad.Member
+		}
+	}
+	keys = append(keys, mark)
+	return t.takeAdmitted(ctx, a, keys, member, "", of+1, owner)
 }
 
 // decodeTakeAdmitted reads acquire_budget.lua's {job, values,

@@ -27,9 +27,23 @@
 -- (a retry storm's refusals cost a GET, not the budget's work). Reply
 -- {job} alone: the upstreams were not asked. A caller holding a turn of
 -- the line goes on, so its turn is taken or kept as below.
+-- ARGV[9] is '' but for an acquire sent in its caller's join to the
+-- line (Trip.AcquireInTurn): the owner whose place at the mark, the last
+-- key, the join wrote. The turn is that place's, given in the join's
+-- round trip; without it held the reply is {}, nothing read or written.
+local ups, turn = (#KEYS - 1) / 3, ARGV[7]
+if ARGV[9] and ARGV[9] ~= '' then
+  ups = (#KEYS - 2) / 3
+  local m = redis.call('GET', KEYS[#KEYS])
+  turn = m and string.match(string.sub(m, 31), '^:%d+:%d+:([^:]*):') == ARGV[9] and turn_member(m) or ''
+  local at = turn ~= '' and redis.call('ZSCORE', KEYS[3 * tonumber(ARGV[8]) + 1], turn)
+  if not at or tonumber(at) <= NOW then
+    return {}
+  end
+end
 -- The job's value is read once: nothing below writes it before take.
 local held = redis.call('GET', KEYS[1])
-if ARGV[7] == '' and held then
+if turn == '' and held then
   local st, untl = string.match(held, '^([cfd]):(%d+):')
   if not st or tonumber(untl) > NOW then
     return {{0, NOW, held, redis.call('PTTL', KEYS[1])}}
@@ -39,21 +53,21 @@ local lease, member = tonumber(ARGV[2]), ARGV[3]
 local tokens, keep, share = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local values, admissions, needs, turns = {}, {}, {}, {}
 local first
-for i = 1, (#KEYS - 1) / 3 do
+for i = 1, ups do
   local o = 3 * i - 1
   local v = redis.call('GET', KEYS[o])
-  local turn = ''
+  local mine = ''
   if tostring(i) == ARGV[8] then
-    turn = ARGV[7]
+    mine = turn
   end
-  local a, need, taken = line_admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share, turn)
+  local a, need, taken = line_admit(KEYS[o + 1], KEYS[o + 2], tokens, keep, share, mine)
   values[i], admissions[i], needs[i], turns[i] = v, a, need, taken
   if not first and upstream_may(v, NOW) and a[1] <= 1 then
     first = i
   end
 end
 if not first then
-  for i = 1, (#KEYS - 1) / 3 do
+  for i = 1, ups do
     turn_taken(KEYS[3 * i + 1], turns[i])
   end
   -- A job held (its call running, its cooldown not over) is refused by
@@ -69,7 +83,7 @@ if not first then
   return {{2, NOW}, values, admissions}
 end
 local job = take(KEYS[1], ARGV[1], ARGV[2], held, T)
-for i = 1, (#KEYS - 1) / 3 do
+for i = 1, ups do
   turn_taken(KEYS[3 * i + 1], turns[i])
 end
 local a = admissions[first]
