@@ -94,9 +94,18 @@ func (g *Gate) AcquireWait(ctx context.Context, job string, wait time.Duration) 
 	if err != nil {
 		return nil, err
 	}
+	if wait > 0 && !g.opts.Shadow {
+		ctx = context.WithValue(ctx, waitsKey{}, true)
+	}
 	l, err := g.acquireOnce(ctx, job, key, nil)
 	if err != nil && wait > 0 && !g.opts.Shadow {
 		l, err = g.wait(ctx, job, key, l, err, deadline)
+	}
+	if b, ok := err.(*BlockedError); ok {
+		// Answered once the job its acquire took is given back (one that
+		// waits sent that beside its join; a duplicate in this process
+		// shares its refusal): a caller that asks again finds it free.
+		b.line.given(ctx)
 	}
 	g.refused(ctx, err)
 	if g.opts.Shadow && err != nil {
@@ -188,6 +197,16 @@ func (g *Gate) take(ctx context.Context, l *grant, w *waiting, early *store.Acqu
 	defer func() {
 		switch {
 		case b == nil && err == nil:
+		case r.Taken && b != nil && b.line != nil && waits(ctx):
+			// The caller joins its upstream's line next: the give-back's
+			// round trip runs beside the join's, which waits for it
+			// (lineRefusal.given) before its turn takes the job again.
+			lr := b.line
+			lr.undone = make(chan struct{})
+			go func() {
+				defer close(lr.undone)
+				g.giveBack(ctx, l, &r, judged)
+			}()
 		case r.Taken:
 			g.giveBack(ctx, l, &r, judged)
 		default:

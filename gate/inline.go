@@ -293,6 +293,28 @@ type turn struct {
 type lineRefusal struct {
 	of  int
 	gap time.Duration
+	// undone, when set, closes once the job the refused acquire took is
+	// given back (a cluster takes the job before it asks the upstreams):
+	// for a caller that waits, that round trip goes beside its join
+	// (take).
+	undone chan struct{}
+}
+
+type waitsKey struct{}
+
+// waits reports whether ctx's caller waits in line when its upstream's
+// budget refuses it (AcquireWait with a wait).
+func waits(ctx context.Context) bool { return ctx.Value(waitsKey{}) != nil }
+
+// given returns once the job r's acquire took is given back, or ctx ends.
+func (r *lineRefusal) given(ctx context.Context) {
+	if r == nil || r.undone == nil {
+		return
+	}
+	select {
+	case <-r.undone:
+	case <-ctx.Done():
+	}
 }
 
 // turnOf is the turn on ctx: the upstream's index and its reservation;

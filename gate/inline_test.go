@@ -595,13 +595,14 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 // jobTrips counts the round trips that name job (its key, its done key,
 // its mark in a line).
 type jobTrips struct {
-	job string
-	n   atomic.Int64
+	job  string
+	mark bool // only its mark in a line
+	n    atomic.Int64
 }
 
 func (h *jobTrips) names(cmd redis.Cmder) bool {
 	for _, a := range cmd.Args() {
-		if s, ok := a.(string); ok && (strings.Contains(s, "{"+h.job+"}") || strings.HasSuffix(s, ":line:job:"+h.job)) {
+		if s, ok := a.(string); ok && ((!h.mark && strings.Contains(s, "{"+h.job+"}")) || strings.HasSuffix(s, ":line:job:"+h.job)) {
 			return true
 		}
 	}
@@ -625,5 +626,60 @@ func (h *jobTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 			h.n.Add(1)
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// On a cluster the acquire takes the job before it asks the upstreams, so
+// a call its upstream's line refuses gives the job back (Store.Acquire):
+// for a caller that waits, that round trip goes beside its join instead of
+// before it. With the give-back held, the caller is already in line; once
+// it answers, the caller's turn takes the job (it was given back first).
+// One node judges the upstreams before it takes the job: nothing to give
+// back.
+func TestLineJoinsBesideTheGiveBack(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		if !tg.IsCluster {
+			continue
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			slow := tg.OwnClient(t)
+			h := stallOn(t, slow, undoOf("j3"))
+			joins := &jobTrips{job: "j3", mark: true}
+			slow.(*redis.ClusterClient).OnNewNode(func(n *redis.Client) { n.AddHook(joins) })
+			c := newGate(t, slow, opts)
+			a, _, l1, l2 := spentPair(t, tg.Client, opts)
+			defer func() { _ = l2.Release(ctx) }()
+			got := gatetest.AcquireWait(ctx, c, "j3", time.Minute)
+			// (Its job is held by the give-back: its Status says Running.)
+			// Fails after 20 s where the join waits for the give-back.
+			waitUntil(t, 20*time.Second, "j3's join sent while its give-back is held", func() bool { return joins.n.Load() > 0 })
+			if h.stalled.Load() == 0 {
+				t.Fatal("no give-back was held: the test proves nothing")
+			}
+			h.free()
+			gatetest.InLine(t, a, "j3")
+			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn
+				t.Fatal(err)
+			}
+			r := gatetest.Answer(t, got, "the caller in line was not given the room")
+			if r.Err != nil {
+				t.Fatalf("the caller in line, its give-back beside its join: %v, want its turn to take the job", r.Err)
+			}
+			_ = r.Lease.Release(ctx)
+		})
+	}
+}
+
+// undoOf picks the give-back of job's key (job_undo.lua: one key, its
+// token, value and TTL).
+func undoOf(job string) func(args []any) bool {
+	return func(args []any) bool {
+		if len(args) != 7 || args[0] != "evalsha" {
+			return false
+		}
+		k, ok := args[3].(string)
+		return ok && strings.HasSuffix(k, "{"+job+"}:job")
 	}
 }

@@ -337,6 +337,7 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 		q.enter(ctx)
 		it, then := q.inTurn(ctx, job, key, mark, alone)
 		t, err := q.line.JoinMarked(ctx, c, deadline, rate, mark, then)
+		b.line.given(ctx) // beside the join: nothing waits for it after
 		early, took := it.take(ctx, q, t, err, waited)
 		if err != nil {
 			q.leave()
