@@ -23,7 +23,9 @@ import (
 // turn's call): by a settle that releases a reservation, in its own round
 // trip, and by each process with callers in line when the refill the
 // budget predicts comes. A turn wakes its caller through the hub; its
-// acquire takes the reservation over.
+// acquire takes the reservation over. A turn given in the caller's own
+// join is taken there: on one node its acquire goes in the join's round
+// trip (inTurn).
 
 // inLine is one upstream's line, with the budget its turns are given by.
 type inLine struct {
