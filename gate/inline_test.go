@@ -676,7 +676,7 @@ func TestLineJoinsBesideTheGiveBack(t *testing.T) {
 // token, value and TTL).
 func undoOf(job string) func(args []any) bool {
 	return func(args []any) bool {
-		if len(args) != 7 || args[0] != "evalsha" {
+		if len(args) != 7 || (args[0] != "evalsha" && args[0] != "eval") {
 			return false
 		}
 		k, ok := args[3].(string)

@@ -152,9 +152,13 @@ func (t *Trip) Send(ctx context.Context) { t.sendVia(ctx, t.s.send) }
 //     calls_record. The give must follow the release it hands on: with
 //     the release run last, the give finds no room, and the line waits
 //     for the next give.
-//   - line join (line.go): line_join, line_give, line_collect. The
-//     collect must see the turn the give just made, and the give the
-//     joiner: run last, a caller whose turn fits waits for a wake-up.
+//   - line join (line.go): line_join, line_give, on one node the
+//     acquire of a turn given there (Trip.AcquireInTurn: acquire_budget,
+//     GET done), line_collect. The collect must see the turn the give
+//     just made, and the give the joiner: run last, a caller whose turn
+//     fits waits for a wake-up. The acquire reads the mark the join wrote
+//     and the reservation the give made: run before them, it finds no
+//     turn and the caller acquires in a trip of its own.
 //   - gate Reset (status.go): job_reset, job_forget_done. A success
 //     written between leaves a done mark the reset meant to forget.
 //   - upstream reserve (budget.go): budget_admit, budget_record (release
