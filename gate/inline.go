@@ -237,6 +237,10 @@ func (it *inTurn) take(ctx context.Context, q *inLine, t *line.Ticket, err error
 // one lost with its process).
 const giveCheck = time.Second
 
+// joinLands is how soon the giver looks again when it found no caller in
+// line while this process has callers joining.
+const joinLands = 50 * time.Millisecond
+
 // giver gives turns while this process has callers in line: at once, and
 // then when the refill the budget predicts comes. Every process with
 // callers in line runs one; one of them gives the refills, the others
@@ -269,6 +273,12 @@ func (q *inLine) giver(ctx context.Context) {
 		next := check
 		if got, err := r.Result(); err == nil && got.Wait > 0 {
 			next = min(got.Wait, check)
+		} else if err == nil {
+			// None waits, by Redis, while this process counts callers in
+			// line: a join not landed yet (the giver starts before it).
+			// Look again soon, when the join's place is there, instead of
+			// sleeping the fallback through the wait it would report.
+			next = min(joinLands, check)
 		}
 		t.Reset(next)
 	}

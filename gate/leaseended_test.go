@@ -374,7 +374,7 @@ func TestADeadHoldersReservationLapsesForTheLine(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			const lease = 300 * time.Millisecond
+			const lease = time.Second
 			dead := &flaky{Client: tg.Client}
 			holder := newGate(t, dead, gate.Options{Prefix: prefix, Lease: lease})
 			waiter := newGate(t, tg.Client, gate.Options{Prefix: prefix, Lease: lease})
