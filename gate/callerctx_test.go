@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,26 +62,28 @@ func entryPoints() []struct {
 // ErrUnavailable (which the Quickstart logs for operators), and sends no
 // EventRedisError.
 func TestCallerContextIsNotAnOutage(t *testing.T) {
+	errGone := errors.New("client went away")
 	ended := []struct {
-		name string
-		ctx  func() context.Context
-		want error
+		name  string
+		ctx   func() context.Context
+		want  error
+		cause error // matched too, when the caller gave one
 	}{
 		{"cancelled", func() context.Context {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			return ctx
-		}, context.Canceled},
+		}, context.Canceled, nil},
 		{"cancelled with a cause", func() context.Context {
 			ctx, cancel := context.WithCancelCause(context.Background())
-			cancel(errors.New("client went away"))
+			cancel(errGone)
 			return ctx
-		}, context.Canceled},
+		}, context.Canceled, errGone},
 		{"expired", func() context.Context {
 			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 			t.Cleanup(cancel)
 			return ctx
-		}, context.DeadlineExceeded},
+		}, context.DeadlineExceeded, nil},
 	}
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -92,6 +95,12 @@ func TestCallerContextIsNotAnOutage(t *testing.T) {
 						err := ep.call(c.ctx(), g, redistest.UniqueKey(t))
 						if !errors.Is(err, c.want) || errors.Is(err, gate.ErrUnavailable) || errors.Is(err, gate.ErrRedisRefused) {
 							t.Fatalf("%s: %v, want %v and not ErrUnavailable", ep.name, err, c.want)
+						}
+						if c.cause != nil && !errors.Is(err, c.cause) {
+							t.Fatalf("%s: %v, want it to match the caller's cause %v", ep.name, err, c.cause)
+						}
+						if n := strings.Count(err.Error(), c.want.Error()); n != 1 {
+							t.Fatalf("%s: %q says %q %d times, want once", ep.name, err, c.want, n)
 						}
 					})
 				}
