@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,4 +218,113 @@ func TestRenewReservation(t *testing.T) {
 	if renew() || inFlight() != 1 {
 		t.Fatal("a released reservation: brought back by a renewal")
 	}
+}
+
+// The calls' key outlives every reservation in it, and a reservation
+// sets its TTL only when less than a lease is left: two leases then, so
+// calls admitted one after another cost no PEXPIRE each. (A lease's
+// PEXPIRE at every reservation kept the key at exactly a lease; without
+// one the key would never lapse.)
+func TestReservationKeepsTheCallsKeyOnceALease(t *testing.T) {
+	s, m, rdb := newStore(t) // lease: a minute; Redis's clock stands still
+	ctx := context.Background()
+	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	tr := s.Trip()
+	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Hour}}, time.Hour)
+	tr.Send(ctx)
+	admitAfter := func(d time.Duration) time.Duration {
+		t.Helper()
+		redistest.Advance(m, d)
+		member := ReserveMember(NewToken(), 0)
+		tr := s.Trip()
+		a := tr.Admit(ctx, Admission{Keys: k, Member: member})
+		tr.Send(ctx)
+		if got, err := a.Result(); err != nil || got.Reserved != member {
+			t.Fatalf("admit: %+v, %v; want reserved", got, err)
+		}
+		ttl, err := rdb.PTTL(ctx, k.Calls).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl < time.Minute {
+			t.Fatalf("the calls' key lives %v after a reservation of a minute: it would lapse before the call", ttl)
+		}
+		return ttl
+	}
+	for _, tc := range []struct {
+		after, ttl time.Duration
+	}{
+		{0, 2 * time.Minute},                 // a new key: two leases
+		{30 * time.Second, 90 * time.Second}, // more than a lease left: not set again
+		{29 * time.Second, 61 * time.Second},
+		{2 * time.Second, 2 * time.Minute}, // less than a lease left: two again
+	} {
+		if exp, got := tc.ttl, admitAfter(tc.after); exp != got {
+			t.Fatalf("%v later: exp the calls' key to live %v, got %v", tc.after, exp, got)
+		}
+	}
+}
+
+// A settle's record of a reading of both limits writes the budget in one
+// HSET: the two limits and the learned cost's anchor together, where
+// each was a command of its own (about 1 µs of Redis time each: the
+// success path's cost, docs/benchmarks.md). Real Redis counts the
+// commands its scripts run (INFO commandstats).
+func TestRecordWritesTheBudgetInOneHSET(t *testing.T) {
+	for _, tg := range oneNodeTargets(t) {
+		if tg.FastForward != nil {
+			continue // miniredis counts no command a script runs
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
+			p := redistest.Prefix(t)
+			k := BudgetKeys{Upstream: p + ":up", Budget: p + ":up:budget", Calls: p + ":up:calls"}
+			r := Reading{
+				Requests: Quota{Reported: true, Remaining: 9999, Limit: 10000, ResetIn: 6 * time.Millisecond},
+				Tokens:   Quota{Reported: true, Remaining: 1999000, Limit: 2000000, ResetIn: 30 * time.Millisecond},
+			}
+			if err := tg.Client.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			tr := s.Trip()
+			rec := tr.RecordBudget(ctx, k, "", r, time.Minute)
+			tr.Send(ctx)
+			if n, err := rec.Result(); err != nil || n != 2 {
+				t.Fatalf("record: %d, %v; want both limits written", n, err)
+			}
+			if exp, got := 1, commandCalls(t, tg.Client, "hset"); exp != got {
+				t.Fatalf("exp %d HSET for a reading of both limits, got %d", exp, got)
+			}
+			tr = s.Trip()
+			read := tr.ReadBudget(ctx, k)
+			tr.Send(ctx)
+			got, err := read.Result()
+			if err != nil || got.Requests.Limit != 10000 || got.Tokens.Limit != 2000000 {
+				t.Fatalf("read back: %+v, %v; want both limits as recorded", got, err)
+			}
+		})
+	}
+}
+
+// commandCalls returns how often Redis ran cmd since its stats were
+// reset, from INFO commandstats.
+func commandCalls(t *testing.T, rdb redis.UniversalClient, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return 0
 }

@@ -49,7 +49,14 @@ end
 -- level, refilled to q.at, lost by q, per call counted. A span the bucket
 -- could have refilled to whole in (past the anchor's reset), or over a
 -- limit that changed size, says nothing: the anchor starts over at q.
-local function learn(k, q, spent)
+-- The fields it writes are added to out (field, value, ...), which the
+-- caller writes in its own HSET of the budget.
+local function learn(k, q, spent, out)
+  local function hset(...)
+    for _, f in ipairs({...}) do
+      out[#out + 1] = f
+    end
+  end
   local v = redis.call('HMGET', k, 'ca', 'cr', 'cl', 'ct', 'cn', 'cc', 'cv')
   local n = tonumber(v[5]) or 0
   if spent then
@@ -60,7 +67,7 @@ local function learn(k, q, spent)
     a = {at = tonumber(v[1]), rem = tonumber(v[2]), lim = tonumber(v[3]), rst = tonumber(v[4])}
   end
   if a and q.at <= a.at then
-    redis.call('HSET', k, 'cn', n)
+    hset('cn', n)
     return
   end
   if a and n >= COST_CALLS and refills(a) and q.lim == a.lim and q.at < a.rst then
@@ -78,13 +85,13 @@ local function learn(k, q, spent)
         -- The first sample: a deviation of half a call, until more come.
         c, var = sample, (sample / 2) ^ 2
       end
-      redis.call('HSET', k, 'cc', c, 'cv', var)
+      hset('cc', c, 'cv', var)
     end
   elseif a and n < COST_CALLS and q.lim == a.lim and (not refills(a) or q.at < a.rst) then
-    redis.call('HSET', k, 'cn', n)
+    hset('cn', n)
     return
   end
-  redis.call('HSET', k, 'ca', q.at, 'cr', q.rem, 'cl', q.lim, 'ct', q.rst, 'cn', 0)
+  hset('ca', q.at, 'cr', q.rem, 'cl', q.lim, 'ct', q.rst, 'cn', 0)
 end
 
 -- short is the 429's short wait at k while it lasts, else nil: {untl,

@@ -31,8 +31,11 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', NOW)
 local wrote = 0
 -- The budget is read once, and kept as written: each limit writes only
--- its own fields.
+-- its own fields. Both limits and the learned cost (budget_cost.lua's
+-- learn) are written in one HSET: two commands fewer, about 1 µs of
+-- Redis time each.
 local b
+local fields = {}
 for i, p in ipairs(KINDS) do
   local o = 3 + (i - 1) * 4
   local rem = tonumber(ARGV[o])
@@ -59,14 +62,19 @@ for i, p in ipairs(KINDS) do
       newer = at > cur.at
     end
     if newer then
-      redis.call('HSET', KEYS[2], p .. 'a', at, p .. 'r', rem, p .. 'l', tonumber(ARGV[o + 1]), p .. 't', rst)
+      for _, f in ipairs({p .. 'a', at, p .. 'r', rem, p .. 'l', tonumber(ARGV[o + 1]), p .. 't', rst}) do
+        table.insert(fields, f)
+      end
       b[p] = q
       wrote = wrote + 1
     end
     if p == 't' then
-      learn(KEYS[2], q, ARGV[13] ~= '1')
+      learn(KEYS[2], q, ARGV[13] ~= '1', fields)
     end
   end
+end
+if #fields > 0 then
+  redis.call('HSET', KEYS[2], unpack(fields))
 end
 local fits = tonumber(ARGV[11]) or 0
 if fits > 0 and next(b or budget()) ~= nil then
