@@ -34,8 +34,9 @@ local COST_KEEP = 0.9
 -- deviations of their sum, which grows as the square root of n (calls
 -- vary independently; one deviation kept for 16 calls in flight left a
 -- 429 a hundred calls on a loaded machine); nil when none is learned yet.
-local function cost(k, n)
-  local v = redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
+-- x is what budget(k, true) read of k, else nil (read here).
+local function cost(k, n, x)
+  local v = x or redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
   local c = tonumber(v[1])
   if not c then
     return nil, 0
@@ -96,9 +97,14 @@ end
 
 -- short is the 429's short wait at k while it lasts, else nil: {untl,
 -- size}, the least tokens a call of tokens (0: not said) must say to be
--- refused until untl.
-local function short(k, tokens)
-  local v = redis.call('HMGET', k, 'cw', 'cs')
+-- refused until untl. x as cost's.
+local function short(k, tokens, x)
+  local v
+  if x then
+    v = {x[3], x[4]}
+  else
+    v = redis.call('HMGET', k, 'cw', 'cs')
+  end
   local untl = tonumber(v[1])
   if not untl or untl <= NOW then
     return nil
@@ -107,7 +113,7 @@ local function short(k, tokens)
   if size < 0 then
     size = 0
     if tokens > 0 then
-      size = math.ceil(cost(k) or 0)
+      size = math.ceil(cost(k, 1, x) or 0)
     end
   end
   return {untl = untl, size = size}

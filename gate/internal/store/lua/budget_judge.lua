@@ -5,8 +5,9 @@
 -- a call that does not say its tokens. A call is admitted while, with the
 -- calls in flight and itself taken, at least the reserve would be left of
 -- each limit. It returns the reply the admission scripts give (their
--- header) and what the call needs, for reserve. b is the budget at bk
--- when the caller read it already (budget_left.lua's budget).
+-- header) and what the call needs, for reserve. b and x are the budget
+-- at bk and what was read beside it, when the caller read them already
+-- (budget_left.lua's budget(bk, true)).
 -- A refused call is told its own turn, not the moment one call fits: the
 -- refusals queue one call's refill apart (a request's, or the tokens it
 -- said, whichever refills slower) (the budget's field qn, the
@@ -17,8 +18,10 @@
 -- for the requests limit once a 429 told it has one (budget_learned.lua);
 -- with neither reading nor word that it sends none, calls go one at a
 -- time (first).
-local function admit(bk, ck, tokens, reserve, share, b)
-  b = b or budget(bk)
+local function admit(bk, ck, tokens, reserve, share, b, x)
+  if not b then
+    b, x = budget(bk, true)
+  end
   local lh
   if not b.r and not b.t then
     lh = learned(bk)
@@ -46,7 +49,7 @@ local function admit(bk, ck, tokens, reserve, share, b)
   local learned, spread, u = nil, 0, 0
   if tokens == 0 and b.t then
     u = un
-    learned, spread = cost(bk, u + 1)
+    learned, spread = cost(bk, u + 1, x)
   end
   local need = {r = 1, t = tokens}
   if lh then
@@ -113,7 +116,7 @@ local function admit(bk, ck, tokens, reserve, share, b)
       end
     end
   end
-  local s = short(bk, tokens)
+  local s = short(bk, tokens, x)
   if s and need.t >= s.size then
     -- A 429 said a call of this size fits in a moment: the refused call's
     -- own wait, which the others queue behind, one call's refill apart.

@@ -11,15 +11,27 @@ local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 local KINDS = {'r', 't'}
 
 -- budget reads the hash (k, else KEYS[2]): {r = quota or nil, t = quota
--- or nil}.
-local function budget(k)
-  local v = redis.call('HMGET', k or KEYS[2], 'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt')
+-- or nil}. With judged, it reads in the same HMGET what admission reads
+-- beside the readings, and returns it second: {cc, cv, cw, cs}, the
+-- learned cost and a 429's short wait (budget_cost.lua's cost and short
+-- take it). One command where there were three: about 1.5 µs of Redis
+-- time an acquire (a field costs a tenth of a command).
+local function budget(k, judged)
+  local v
+  if judged then
+    v = redis.call('HMGET', k or KEYS[2], 'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt', 'cc', 'cv', 'cw', 'cs')
+  else
+    v = redis.call('HMGET', k or KEYS[2], 'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt')
+  end
   local b = {}
   for i, p in ipairs(KINDS) do
     local o = (i - 1) * 4
     if v[o + 1] then
       b[p] = {at = tonumber(v[o + 1]), rem = tonumber(v[o + 2]), lim = tonumber(v[o + 3]), rst = tonumber(v[o + 4])}
     end
+  end
+  if judged then
+    return b, {v[9], v[10], v[11], v[12]}
   end
   return b
 end
