@@ -102,7 +102,10 @@ func newEdgeServer(ctx context.Context, redisAddr, prefix string, jobs []string)
 	// fails once per job with an hour's hint.
 	gdb, grt := newClient(redisAddr)
 	s.clients = append(s.clients, gdb)
-	g, err := gate.New(gdb, gate.Options{Prefix: prefix, Cooldown: time.Hour})
+	// The priming gate has no upstream: 300 jobs failing at once would
+	// trip the default upstream's breaker, and the jobs after it would be
+	// refused (503) instead of cooled. The gate measured has one.
+	g, err := gate.New(gdb, gate.Options{Prefix: prefix, Cooldown: time.Hour, UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	if err != nil {
 		return s, err
 	}
