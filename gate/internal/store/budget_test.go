@@ -265,9 +265,10 @@ func TestReservationKeepsTheCallsKeyOnceALease(t *testing.T) {
 	}
 }
 
-// A settle's record of a reading of both limits writes the budget in one
-// HSET: the two limits and the learned cost's anchor together, where
-// each was a command of its own; and an admission reads it in one HMGET
+// A settle's record of a reading of both limits reads the budget in one
+// HMGET and writes it in one HSET: the two limits and the learned cost's
+// anchor together, where each was a command of its own; and an
+// admission reads it in one HMGET
 // (about 1 µs of Redis time a command: the success path's cost,
 // docs/benchmarks.md). Real Redis counts the commands its scripts run
 // (INFO commandstats).
@@ -296,6 +297,9 @@ func TestBudgetIsWrittenAndReadInOneCommand(t *testing.T) {
 			}
 			if exp, got := 1, commandCalls(t, tg.Client, "hset"); exp != got {
 				t.Fatalf("exp %d HSET for a reading of both limits, got %d", exp, got)
+			}
+			if exp, got := 1, commandCalls(t, tg.Client, "hmget"); exp != got {
+				t.Fatalf("exp %d HMGET for a reading of both limits (the budget and the cost's anchor), got %d", exp, got)
 			}
 			// The admission of a call reads the readings, the learned cost
 			// and a 429's short wait in one HMGET (was three).

@@ -19,6 +19,11 @@
 --                   did not say its tokens, so no such call fits, nor one
 --                   that says at least the learned cost.
 
+-- JUDGED are the fields admission reads with the readings (budget_left.lua's
+-- budget), for cost and short; ANCHOR those a record reads, for learn.
+local JUDGED = {'cc', 'cv', 'cw', 'cs'}
+local ANCHOR = {'ca', 'cr', 'cl', 'ct', 'cn', 'cc', 'cv'}
+
 -- COST_CALLS is how many calls a sample spans at least: a call decided
 -- before the anchor may settle after it and a call decided before the
 -- sample after it, so a span of a few calls keeps that error a fraction;
@@ -34,7 +39,7 @@ local COST_KEEP = 0.9
 -- deviations of their sum, which grows as the square root of n (calls
 -- vary independently; one deviation kept for 16 calls in flight left a
 -- 429 a hundred calls on a loaded machine); nil when none is learned yet.
--- x is what budget(k, true) read of k, else nil (read here).
+-- x is what budget(k, JUDGED) read of k, else nil (read here).
 local function cost(k, n, x)
   local v = x or redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
   local c = tonumber(v[1])
@@ -51,14 +56,15 @@ end
 -- could have refilled to whole in (past the anchor's reset), or over a
 -- limit that changed size, says nothing: the anchor starts over at q.
 -- The fields it writes are added to out (field, value, ...), which the
--- caller writes in its own HSET of the budget.
-local function learn(k, q, spent, out)
+-- caller writes in its own HSET of the budget. v is what budget(k,
+-- ANCHOR) read of k, else nil (read here).
+local function learn(k, q, spent, out, v)
   local function hset(...)
     for _, f in ipairs({...}) do
       out[#out + 1] = f
     end
   end
-  local v = redis.call('HMGET', k, 'ca', 'cr', 'cl', 'ct', 'cn', 'cc', 'cv')
+  v = v or redis.call('HMGET', k, unpack(ANCHOR))
   local n = tonumber(v[5]) or 0
   if spent then
     n = n + 1

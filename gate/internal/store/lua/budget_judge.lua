@@ -7,7 +7,7 @@
 -- each limit. It returns the reply the admission scripts give (their
 -- header) and what the call needs, for reserve. b and x are the budget
 -- at bk and what was read beside it, when the caller read them already
--- (budget_left.lua's budget(bk, true)).
+-- (budget_left.lua's budget(bk, JUDGED)).
 -- A refused call is told its own turn, not the moment one call fits: the
 -- refusals queue one call's refill apart (a request's, or the tokens it
 -- said, whichever refills slower) (the budget's field qn, the
@@ -20,7 +20,7 @@
 -- time (first).
 local function admit(bk, ck, tokens, reserve, share, b, x)
   if not b then
-    b, x = budget(bk, true)
+    b, x = budget(bk, JUDGED)
   end
   local lh
   if not b.r and not b.t then

@@ -39,7 +39,7 @@ local function turn_taken(ck, turn)
 end
 
 local function line_admit(bk, ck, tokens, reserve, share, turn)
-  local b, x = budget(bk, true)
+  local b, x = budget(bk, JUDGED)
   if not b.r and not b.t then
     -- No reading: one call at a time before anything is known, or the
     -- rate learned of a provider that sends none (admit); no line. A

@@ -34,8 +34,15 @@ local wrote = 0
 -- its own fields. Both limits and the learned cost (budget_cost.lua's
 -- learn) are written in one HSET: two commands fewer, about 1 µs of
 -- Redis time each.
-local b
+local b, anchor
 local fields = {}
+-- A token reading is kept only when it holds (below); then the record
+-- reads the cost's anchor with the budget, for learn.
+local tokens = tonumber(ARGV[7])
+local more = nil
+if tokens >= 0 and not (tonumber(ARGV[8]) > 0 and tokens > tonumber(ARGV[8])) then
+  more = ANCHOR
+end
 for i, p in ipairs(KINDS) do
   local o = 3 + (i - 1) * 4
   local rem = tonumber(ARGV[o])
@@ -47,7 +54,9 @@ for i, p in ipairs(KINDS) do
     if tonumber(ARGV[o + 2]) >= 0 then
       rst = at + tonumber(ARGV[o + 2])
     end
-    b = b or budget()
+    if not b then
+      b, anchor = budget(nil, more)
+    end
     local cur = b[p]
     local q = {at = at, rem = rem, lim = tonumber(ARGV[o + 1]), rst = rst}
     local newer = not cur
@@ -69,7 +78,7 @@ for i, p in ipairs(KINDS) do
       wrote = wrote + 1
     end
     if p == 't' then
-      learn(KEYS[2], q, ARGV[13] ~= '1', fields)
+      learn(KEYS[2], q, ARGV[13] ~= '1', fields, anchor)
     end
   end
 end
