@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -263,87 +261,4 @@ func TestReservationKeepsTheCallsKeyOnceALease(t *testing.T) {
 			t.Fatalf("%v later: exp the calls' key to live %v, got %v", tc.after, exp, got)
 		}
 	}
-}
-
-// A settle's record of a reading of both limits reads the budget in one
-// HMGET and writes it in one HSET: the two limits and the learned cost's
-// anchor together, where each was a command of its own; and an
-// admission reads it in one HMGET
-// (about 1 µs of Redis time a command: the success path's cost,
-// docs/benchmarks.md). Real Redis counts the commands its scripts run
-// (INFO commandstats).
-func TestBudgetIsWrittenAndReadInOneCommand(t *testing.T) {
-	for _, tg := range oneNodeTargets(t) {
-		if tg.FastForward != nil {
-			continue // miniredis counts no command a script runs
-		}
-		t.Run(tg.Name, func(t *testing.T) {
-			ctx := context.Background()
-			s := New(tg.Client, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
-			p := redistest.Prefix(t)
-			k := BudgetKeys{Upstream: p + ":up", Budget: p + ":up:budget", Calls: p + ":up:calls"}
-			r := Reading{
-				Requests: Quota{Reported: true, Remaining: 9999, Limit: 10000, ResetIn: 6 * time.Millisecond},
-				Tokens:   Quota{Reported: true, Remaining: 1999000, Limit: 2000000, ResetIn: 30 * time.Millisecond},
-			}
-			if err := tg.Client.ConfigResetStat(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			tr := s.Trip()
-			rec := tr.RecordBudget(ctx, k, "", r, time.Minute)
-			tr.Send(ctx)
-			if n, err := rec.Result(); err != nil || n != 2 {
-				t.Fatalf("record: %d, %v; want both limits written", n, err)
-			}
-			if exp, got := 1, commandCalls(t, tg.Client, "hset"); exp != got {
-				t.Fatalf("exp %d HSET for a reading of both limits, got %d", exp, got)
-			}
-			if exp, got := 1, commandCalls(t, tg.Client, "hmget"); exp != got {
-				t.Fatalf("exp %d HMGET for a reading of both limits (the budget and the cost's anchor), got %d", exp, got)
-			}
-			// The admission of a call reads the readings, the learned cost
-			// and a 429's short wait in one HMGET (was three).
-			if err := tg.Client.ConfigResetStat(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			tr = s.Trip()
-			a := tr.Admit(ctx, Admission{Keys: k, Member: ReserveMember(NewToken(), 0), Reserve: BudgetReserve{TokenShare: 0.01}})
-			tr.Send(ctx)
-			if got, err := a.Result(); err != nil || !got.Admitted {
-				t.Fatalf("admit: %+v, %v; want admitted", got, err)
-			}
-			if exp, got := 1, commandCalls(t, tg.Client, "hmget"); exp != got {
-				t.Fatalf("exp %d HMGET for an admission by a reading, got %d", exp, got)
-			}
-			tr = s.Trip()
-			read := tr.ReadBudget(ctx, k)
-			tr.Send(ctx)
-			got, err := read.Result()
-			if err != nil || got.Requests.Limit != 10000 || got.Tokens.Limit != 2000000 {
-				t.Fatalf("read back: %+v, %v; want both limits as recorded", got, err)
-			}
-		})
-	}
-}
-
-// commandCalls returns how often Redis ran cmd since its stats were
-// reset, from INFO commandstats.
-func commandCalls(t *testing.T, rdb redis.UniversalClient, cmd string) int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	return 0
 }

@@ -19,11 +19,6 @@
 --                   did not say its tokens, so no such call fits, nor one
 --                   that says at least the learned cost.
 
--- JUDGED are the fields admission reads with the readings (budget_left.lua's
--- budget), for cost and short; ANCHOR those a record reads, for learn.
-local JUDGED = {'cc', 'cv', 'cw', 'cs'}
-local ANCHOR = {'ca', 'cr', 'cl', 'ct', 'cn', 'cc', 'cv'}
-
 -- COST_CALLS is how many calls a sample spans at least: a call decided
 -- before the anchor may settle after it and a call decided before the
 -- sample after it, so a span of a few calls keeps that error a fraction;
@@ -39,9 +34,8 @@ local COST_KEEP = 0.9
 -- deviations of their sum, which grows as the square root of n (calls
 -- vary independently; one deviation kept for 16 calls in flight left a
 -- 429 a hundred calls on a loaded machine); nil when none is learned yet.
--- x is what budget(k, JUDGED) read of k, else nil (read here).
-local function cost(k, n, x)
-  local v = x or redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
+local function cost(k, n)
+  local v = redis.call('HMGET', k or KEYS[2], 'cc', 'cv')
   local c = tonumber(v[1])
   if not c then
     return nil, 0
@@ -55,16 +49,8 @@ end
 -- level, refilled to q.at, lost by q, per call counted. A span the bucket
 -- could have refilled to whole in (past the anchor's reset), or over a
 -- limit that changed size, says nothing: the anchor starts over at q.
--- The fields it writes are added to out (field, value, ...), which the
--- caller writes in its own HSET of the budget. v is what budget(k,
--- ANCHOR) read of k, else nil (read here).
-local function learn(k, q, spent, out, v)
-  local function hset(...)
-    for _, f in ipairs({...}) do
-      out[#out + 1] = f
-    end
-  end
-  v = v or redis.call('HMGET', k, unpack(ANCHOR))
+local function learn(k, q, spent)
+  local v = redis.call('HMGET', k, 'ca', 'cr', 'cl', 'ct', 'cn', 'cc', 'cv')
   local n = tonumber(v[5]) or 0
   if spent then
     n = n + 1
@@ -74,7 +60,7 @@ local function learn(k, q, spent, out, v)
     a = {at = tonumber(v[1]), rem = tonumber(v[2]), lim = tonumber(v[3]), rst = tonumber(v[4])}
   end
   if a and q.at <= a.at then
-    hset('cn', n)
+    redis.call('HSET', k, 'cn', n)
     return
   end
   if a and n >= COST_CALLS and refills(a) and q.lim == a.lim and q.at < a.rst then
@@ -92,25 +78,20 @@ local function learn(k, q, spent, out, v)
         -- The first sample: a deviation of half a call, until more come.
         c, var = sample, (sample / 2) ^ 2
       end
-      hset('cc', c, 'cv', var)
+      redis.call('HSET', k, 'cc', c, 'cv', var)
     end
   elseif a and n < COST_CALLS and q.lim == a.lim and (not refills(a) or q.at < a.rst) then
-    hset('cn', n)
+    redis.call('HSET', k, 'cn', n)
     return
   end
-  hset('ca', q.at, 'cr', q.rem, 'cl', q.lim, 'ct', q.rst, 'cn', 0)
+  redis.call('HSET', k, 'ca', q.at, 'cr', q.rem, 'cl', q.lim, 'ct', q.rst, 'cn', 0)
 end
 
 -- short is the 429's short wait at k while it lasts, else nil: {untl,
 -- size}, the least tokens a call of tokens (0: not said) must say to be
--- refused until untl. x as cost's.
-local function short(k, tokens, x)
-  local v
-  if x then
-    v = {x[3], x[4]}
-  else
-    v = redis.call('HMGET', k, 'cw', 'cs')
-  end
+-- refused until untl.
+local function short(k, tokens)
+  local v = redis.call('HMGET', k, 'cw', 'cs')
   local untl = tonumber(v[1])
   if not untl or untl <= NOW then
     return nil
@@ -119,7 +100,7 @@ local function short(k, tokens, x)
   if size < 0 then
     size = 0
     if tokens > 0 then
-      size = math.ceil(cost(k, 1, x) or 0)
+      size = math.ceil(cost(k) or 0)
     end
   end
   return {untl = untl, size = size}

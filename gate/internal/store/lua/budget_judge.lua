@@ -5,9 +5,8 @@
 -- a call that does not say its tokens. A call is admitted while, with the
 -- calls in flight and itself taken, at least the reserve would be left of
 -- each limit. It returns the reply the admission scripts give (their
--- header) and what the call needs, for reserve. b and x are the budget
--- at bk and what was read beside it, when the caller read them already
--- (budget_left.lua's budget(bk, JUDGED)).
+-- header) and what the call needs, for reserve. b is the budget at bk
+-- when the caller read it already (budget_left.lua's budget).
 -- A refused call is told its own turn, not the moment one call fits: the
 -- refusals queue one call's refill apart (a request's, or the tokens it
 -- said, whichever refills slower) (the budget's field qn, the
@@ -18,10 +17,8 @@
 -- for the requests limit once a 429 told it has one (budget_learned.lua);
 -- with neither reading nor word that it sends none, calls go one at a
 -- time (first).
-local function admit(bk, ck, tokens, reserve, share, b, x)
-  if not b then
-    b, x = budget(bk, JUDGED)
-  end
+local function admit(bk, ck, tokens, reserve, share, b)
+  b = b or budget(bk)
   local lh
   if not b.r and not b.t then
     lh = learned(bk)
@@ -49,7 +46,7 @@ local function admit(bk, ck, tokens, reserve, share, b, x)
   local learned, spread, u = nil, 0, 0
   if tokens == 0 and b.t then
     u = un
-    learned, spread = cost(bk, u + 1, x)
+    learned, spread = cost(bk, u + 1)
   end
   local need = {r = 1, t = tokens}
   if lh then
@@ -116,7 +113,7 @@ local function admit(bk, ck, tokens, reserve, share, b, x)
       end
     end
   end
-  local s = short(bk, tokens, x)
+  local s = short(bk, tokens)
   if s and need.t >= s.size then
     -- A 429 said a call of this size fits in a moment: the refused call's
     -- own wait, which the others queue behind, one call's refill apart.
@@ -160,9 +157,9 @@ end
 -- reserve reserves an admitted call (a, need: admit's answer) for member
 -- in ck for one lease (ms), and makes a's counts what is left after it.
 -- The calls' key outlives each reservation in it: it is given two leases
--- whenever less than one is left, so its TTL is set once a lease, not at
--- every call (a PEXPIRE a call: about 1 µs of Redis time), and never
--- falls below the lease of the newest reservation.
+-- whenever less than one is left, so while calls are in flight its TTL
+-- is set once a lease, not at every call, and never falls below the
+-- lease of the newest reservation.
 local function reserve(a, need, ck, member, lease)
   redis.call('ZADD', ck, NOW + lease, member)
   if redis.call('PTTL', ck) < lease then

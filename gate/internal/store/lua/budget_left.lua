@@ -11,31 +11,15 @@ local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
 local KINDS = {'r', 't'}
 
 -- budget reads the hash (k, else KEYS[2]): {r = quota or nil, t = quota
--- or nil}. With more (a list of field names), it reads those fields in
--- the same HMGET and returns their values second, in order: what
--- admission reads beside the readings (the learned cost, a 429's short
--- wait: budget_cost.lua's JUDGED) or a record (the cost's anchor:
--- ANCHOR). One command where there were two or three: about 1 µs of
--- Redis time each (a field costs a tenth of a command).
-local function budget(k, more)
-  local f = {'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt'}
-  for _, m in ipairs(more or {}) do
-    f[#f + 1] = m
-  end
-  local v = redis.call('HMGET', k or KEYS[2], unpack(f))
+-- or nil}.
+local function budget(k)
+  local v = redis.call('HMGET', k or KEYS[2], 'ra', 'rr', 'rl', 'rt', 'ta', 'tr', 'tl', 'tt')
   local b = {}
   for i, p in ipairs(KINDS) do
     local o = (i - 1) * 4
     if v[o + 1] then
       b[p] = {at = tonumber(v[o + 1]), rem = tonumber(v[o + 2]), lim = tonumber(v[o + 3]), rst = tonumber(v[o + 4])}
     end
-  end
-  if more then
-    local x = {}
-    for i = 1, #more do
-      x[i] = v[8 + i]
-    end
-    return b, x
   end
   return b
 end

@@ -39,7 +39,7 @@ local function turn_taken(ck, turn)
 end
 
 local function line_admit(bk, ck, tokens, reserve, share, turn)
-  local b, x = budget(bk, JUDGED)
+  local b = budget(bk)
   if not b.r and not b.t then
     -- No reading: one call at a time before anything is known, or the
     -- rate learned of a provider that sends none (admit); no line. A
@@ -53,7 +53,7 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
     if held and not learned(bk) then
       return {1, 0, -1, -1, 0, 3}, {r = 1, t = tokens}, held
     end
-    local a, need = admit(bk, ck, tokens, reserve, share, b, x)
+    local a, need = admit(bk, ck, tokens, reserve, share, b)
     return a, need, held
   end
   local g = gap(b)
@@ -82,7 +82,7 @@ local function line_admit(bk, ck, tokens, reserve, share, turn)
     -- (HMGET: the budget's documented ACL has no HGET.)
     qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
   end
-  local a, need = admit(bk, ck, tokens, reserve, share, b, x)
+  local a, need = admit(bk, ck, tokens, reserve, share, b)
   if n > 0 and a[1] ~= 0 then
     -- Callers wait: not admitted past them.
     local wait = math.max(a[1] == 2 and a[2] or 0, (n + 1) * g, 1)
