@@ -56,6 +56,11 @@ type Store struct {
 	// loaded: the scripts the servers are known to have loaded, sent
 	// as EVALSHA; any other is sent as EVAL (Trip.sendVia says why).
 	loaded knownScripts
+	// sourceRefused: the server refused EVAL (an ACL with +evalsha
+	// only, whose scripts an admin loads). Scripts then go as EVALSHA
+	// alone, as before the store knew what a server has loaded, and a
+	// trip that meets a lost script runs it after the rest.
+	sourceRefused atomic.Bool
 	routing
 }
 

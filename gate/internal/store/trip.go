@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -86,7 +87,7 @@ func (t *Trip) eval(ctx context.Context, s *script, keys []string, args ...any) 
 	if t.loaded == nil {
 		t.loaded = t.s.loaded.Load()
 	}
-	src := !named || !t.loaded.has(node, s)
+	src := (!named || !t.loaded.has(node, s)) && !t.s.sourceRefused.Load()
 	a := make([]any, 0, 3+len(keys)+len(args))
 	if src {
 		a = append(a, "eval", s.src, len(keys))
@@ -197,8 +198,22 @@ func (t *Trip) sendVia(ctx context.Context, c Client) {
 		}
 	}
 	for _, e := range t.srcs {
-		if ranScript(e.cmd.Err()) {
+		err := e.cmd.Err()
+		if ranScript(err) {
 			t.s.loaded.learn(t.loaded, e.node, e.script)
+			continue
+		}
+		if redis.HasErrorPrefix(err, "NOPERM") && strings.Contains(err.Error(), "'eval'") {
+			// A user that may run only loaded scripts (+evalsha without
+			// +eval): sent again by its hash, after the rest of the trip,
+			// and every later script by its hash alone. A NOSCRIPT then
+			// goes below, to an EVAL the server refuses: the admin has
+			// not loaded the scripts.
+			t.s.sourceRefused.Store(true)
+			r := redis.NewCmd(ctx, append([]any{"evalsha", e.script.hash}, e.cmd.Args()[2:]...)...)
+			_ = c.Process(ctx, r)
+			e.cmd.SetVal(r.Val())
+			e.cmd.SetErr(r.Err())
 		}
 	}
 	for _, e := range t.evals {
