@@ -270,9 +270,20 @@ func decodeAsked(a *Acquire, peeks []*redis.StringCmd, admits []*redis.Cmd, r *A
 // live in different slots. There they are sent side by side (take). A job
 // taken for a call its upstreams refuse is given back.
 func (s *Store) takeAdmitted(ctx context.Context, via Client, a *Acquire, r *Acquired) error {
-	keys := make([]string, 0, 1+3*len(a.Admissions))
+	keys, member, turn, turnOf := admissionKeys(a, 0)
+	t := s.Trip()
+	q := t.takeAdmitted(ctx, a, keys, member, turn, turnOf, "")
+	t.sendVia(ctx, via)
+	return q.decode(r)
+}
+
+// admissionKeys are acquire_budget.lua's keys for a (the job's, then each
+// upstream's three), with room for extra more; the member that reserves
+// the call; and the turn a caller holds, with its upstream's place
+// (1-based, 0 for none).
+func admissionKeys(a *Acquire, extra int) (keys []string, member, turn string, turnOf int) {
+	keys = make([]string, 0, 1+3*len(a.Admissions)+extra)
 	keys = append(keys, a.Key)
-	member, turn, turnOf := "", "", 0
 	for i, ad := range a.Admissions {
 		keys = append(keys, ad.Keys.keys()...)
 		if ad.Member != "" {
@@ -282,10 +293,7 @@ func (s *Store) takeAdmitted(ctx context.Context, via Client, a *Acquire, r *Acq
 			turn, turnOf = ad.Turn, i+1
 		}
 	}
-	t := s.Trip()
-	q := t.takeAdmitted(ctx, a, keys, member, turn, turnOf, "")
-	t.sendVia(ctx, via)
-	return q.decode(r)
+	return keys, member, turn, turnOf
 }
 
 // takeAdmitted queues acquire_budget.lua, and the done key's GET, on t.
@@ -338,15 +346,7 @@ func (t *Trip) AcquireInTurn(ctx context.Context, a *Acquire, of int, mark, owne
 	if !s.oneNode || s.unscripted.Load() || s.cfg.WaitReplicas > 0 || of < 0 || of >= len(a.Admissions) {
 		return nil
 	}
-	keys := make([]string, 0, 2+3*len(a.Admissions))
-	keys = append(keys, a.Key)
-	member := ""
-	for _, ad := range a.Admissions {
-		keys = append(keys, ad.Keys.keys()...)
-		if ad.Member != "" {
-			member = ad.Member
-		}
-	}
+	keys, member, _, _ := admissionKeys(a, 1)
 	keys = append(keys, mark)
 	return t.takeAdmitted(ctx, a, keys, member, "", of+1, owner)
 }
