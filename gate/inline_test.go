@@ -541,6 +541,7 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 // the line refused, the join that takes the turn and the job), not three
 // (then the turn's own acquire). A cluster takes the job before it asks
 // its upstreams (Store.Acquire), so its join cannot: counted, not bounded.
+// The join's round trip is time in line: its acquired event says so.
 func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -556,7 +557,10 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 				own.AddHook(trips)
 			}
 			a, b, l1, l2 := spentPair(t, tg.Client, opts)
-			c := newGate(t, own, opts)
+			rec := newRecorder()
+			copts := opts
+			copts.Observer = rec
+			c := newGate(t, own, copts)
 			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			gatetest.InLine(t, b, "batch")
 			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
@@ -574,6 +578,8 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			trips.n.Store(0)
+			const slow = 30 * time.Millisecond
+			trips.delay.Store(int64(slow)) // each of its round trips
 			again, err := c.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), "inter2", time.Minute)
 			got := trips.n.Load()
 			if err != nil {
@@ -587,6 +593,15 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 			if st, err := c.Status(ctx, "inter2"); err != nil || st.State != gate.Running || st.InLine {
 				t.Fatalf("after the call took its turn: %+v (%v), want Running and no place", st, err)
 			}
+			var waited []time.Duration
+			for _, e := range rec.drain() {
+				if e.Kind == gate.EventAcquired && e.Job == "inter2" {
+					waited = append(waited, e.Waited)
+				}
+			}
+			if len(waited) != 1 || waited[0] < slow {
+				t.Fatalf("the acquired events of the call given its turn in its join: waited %v, want one, at least the join's round trip (%v)", waited, slow)
+			}
 			_ = batch
 		})
 	}
@@ -595,9 +610,10 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 // jobTrips counts the round trips that name job (its key, its done key,
 // its mark in a line).
 type jobTrips struct {
-	job  string
-	mark bool // only its mark in a line
-	n    atomic.Int64
+	job   string
+	mark  bool // only its mark in a line
+	n     atomic.Int64
+	delay atomic.Int64 // added to each round trip it counts
 }
 
 func (h *jobTrips) names(cmd redis.Cmder) bool {
@@ -615,6 +631,7 @@ func (h *jobTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.names(cmd) {
 			h.n.Add(1)
+			time.Sleep(time.Duration(h.delay.Load()))
 		}
 		return next(ctx, cmd)
 	}
@@ -624,6 +641,7 @@ func (h *jobTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if slices.ContainsFunc(cmds, h.names) {
 			h.n.Add(1)
+			time.Sleep(time.Duration(h.delay.Load()))
 		}
 		return next(ctx, cmds)
 	}

@@ -334,11 +334,14 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 		if b.line.gap > 0 {
 			rate = float64(time.Second) / float64(b.line.gap)
 		}
+		// In line from the join's sending: a turn may come in its round
+		// trip, taken there (inTurn) or collected.
+		joined := time.Now()
 		q.enter(ctx)
 		it, then := q.inTurn(ctx, job, key, mark, alone)
 		t, err := q.line.JoinMarked(ctx, c, deadline, rate, mark, then)
 		b.line.given(ctx) // beside the join: nothing waits for it after
-		early, took := it.take(ctx, q, t, err, waited)
+		early, took := it.take(ctx, q, t, err, waited+time.Since(joined))
 		if err != nil {
 			q.leave()
 			var long *line.TooLongError
@@ -355,7 +358,6 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 			b.waited = waited
 			return nil, b
 		}
-		joined := time.Now()
 		err = t.Wait(ctx)
 		q.leave()
 		waited += time.Since(joined)
