@@ -30,6 +30,25 @@ type pending struct {
 	err      error         // its refusal or error
 }
 
+// lead returns once this call leads the job's acquire in this process:
+// p, which it must resolve. Until then it follows the calls in flight
+// (follow; fresh and retryIn are follow's); with p nil, err is the answer
+// one of them gave, or ctx's end.
+func (f *flight) lead(ctx context.Context, job string, fresh bool, retryIn func(refuser) time.Duration) (p *pending, err error) {
+	for {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, "acquire")
+		}
+		p, leader := f.join(job)
+		if leader {
+			return p, nil
+		}
+		if err, again := f.follow(ctx, p, fresh, retryIn); !again {
+			return nil, err
+		}
+	}
+}
+
 // join returns the job's pending record. leader is set when the caller
 // made it and must resolve it.
 func (f *flight) join(job string) (p *pending, leader bool) {

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -124,4 +125,53 @@ func TestInFlightRefusalCountsPastAttempts(t *testing.T) {
 			t.Errorf("%s: %v (%+v), want ErrInFlight with the 1 attempt that failed before", name, err, b)
 		}
 	}
+}
+
+// panicOnce is an Observer that panics at the first event of its kind.
+type panicOnce struct {
+	kind     gate.EventKind
+	panicked atomic.Bool
+}
+
+func (o *panicOnce) Observe(_ context.Context, e gate.Event) {
+	if e.Kind == o.kind && o.panicked.CompareAndSwap(false, true) {
+		panic("observer")
+	}
+}
+
+// An acquire that panics (here its Observer, told Redis is out of reach)
+// still ends its record of the job in flight: the job's next call in
+// this process asks Redis itself, instead of following an acquire that
+// never answers until its context ends.
+func TestAPanickingAcquireLeavesNothingInFlight(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: deadAddr(t), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	obs := &panicOnce{kind: gate.EventRedisError}
+	g := newGate(t, rdb, gate.Options{Observer: obs})
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Fatal("the first Acquire did not panic")
+			}
+		}()
+		_, _ = g.Acquire(context.Background(), "job")
+	}()
+	// Far past the dial timeout: a call that follows the panicked
+	// acquire waits this long and ends with the context's error.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := g.Acquire(ctx, "job"); !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("second Acquire: %v, want ErrUnavailable", err)
+	}
+}
+
+// deadAddr is an address nobody listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

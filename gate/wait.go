@@ -79,25 +79,19 @@ type waiting struct {
 //
 // Concurrent calls of one job in one process share one round trip. key
 // is the job's key (jobKey).
-func (g *Gate) acquireOnce(ctx context.Context, job, key string, w *waiting) (*Lease, error) {
+func (g *Gate) acquireOnce(ctx context.Context, job, key string, w *waiting) (l *Lease, err error) {
 	if b, left := g.unwritten.refusal(job); b != nil {
 		b.RetryAfter = g.retryIn(refuser{state: b.State, left: left})
 		return nil, b
 	}
-	for {
-		if ctx.Err() != nil {
-			return nil, ctxError(ctx, "acquire")
-		}
-		p, leader := g.flight.join(job)
-		if leader {
-			l, err := g.acquire(ctx, job, key, w)
-			g.flight.resolve(job, p, l, err)
-			return l, err
-		}
-		if err, again := g.flight.follow(ctx, p, w != nil, g.retryIn); !again {
-			return nil, err
-		}
+	p, err := g.flight.lead(ctx, job, w != nil, g.retryIn)
+	if p == nil {
+		return nil, err
 	}
+	// Resolved on every way out, a panic too (an Observer's): the calls
+	// merged behind p are answered, and the job's next call leads.
+	defer func() { g.flight.resolve(job, p, l, err) }()
+	return g.acquire(ctx, job, key, w)
 }
 
 // runningRefusal returns the refusal of a job that is running, nil otherwise.
