@@ -331,26 +331,6 @@ func (g *Gate) giveBack(ctx context.Context, l *grant, r *store.Acquired, j upst
 	}
 }
 
-// unreached handles an acquire that Redis did not answer: the caller's
-// context ended, Redis failed, or (Redis.FailOpen) fn runs ungated.
-func (g *Gate) unreached(ctx context.Context, gr *grant, err error) (*Lease, error) {
-	werr := redisError(ctx, "acquire", err)
-	if ctx.Err() != nil {
-		// The caller gave up (or its deadline passed) before Redis
-		// answered: its error, not an outage, and too late to fail open.
-		return nil, werr
-	}
-	g.emit(ctx, Event{Kind: EventRedisError, Job: gr.job, Op: redisop.Acquire, Err: werr})
-	if !g.opts.Redis.FailOpen || store.Reached(err) {
-		return nil, werr
-	}
-	// Still merged in-process: Redis being down must not turn every local
-	// duplicate into a model call.
-	l := g.ungated(ctx, grant{job: gr.job, key: gr.key, token: gr.token, attempt: 1})
-	g.emit(ctx, Event{Kind: EventFailOpen, Job: l.job, Err: werr})
-	return l, nil
-}
-
 // jobRefusal refuses a call by the job's value.
 func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	v := r.Job

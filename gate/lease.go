@@ -92,7 +92,8 @@ func (l *Lease) Attempt() int { return l.attempt }
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // Gated reports whether the lease holds a lock in Redis. It is false for
-// the ungated lease Redis.FailOpen hands out while Redis is unreachable.
+// an ungated lease: Redis.FailOpen's while Redis is unreachable, and
+// Options.Shadow's for a call the gate refused.
 func (l *Lease) Gated() bool { return !l.ungated }
 
 // Lost reports whether the lease has been lost (expired or taken over).
@@ -114,11 +115,3 @@ func (l *Lease) remaining() time.Duration {
 
 // elapsed is how long the run has taken.
 func (l *Lease) elapsed() time.Duration { return time.Since(l.start) }
-
-// ungated is a lease that holds nothing in Redis: its settle writes
-// nothing (Lease.Gated reports false).
-func (g *Gate) ungated(ctx context.Context, gr grant) *Lease {
-	l := &Lease{grant: gr, g: g, parent: ctx, ungated: true, start: time.Now()}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
-	return l
-}
