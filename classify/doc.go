@@ -56,7 +56,9 @@
 //
 // A message is read decoded when it is percent-encoded, as an undecoded
 // gRPC status message carries it
-// ("Developer%20instruction%20is%20not%20enabled..."), or form-encoded.
+// ("Developer%20instruction%20is%20not%20enabled...", or with its spaces
+// kept and only other bytes escaped, as the gRPC spec encodes it), or
+// form-encoded.
 // A body in plain text is read as the message. A page (HTML) is not.
 //
 // Which words are proof depends on the status:
@@ -317,7 +319,9 @@
 //     must/missing/required.
 //
 // Links (http:// and https://) are not read: "json-schema.org" is no
-// organisation.
+// organisation. Nor are JSON pointers into the request and their label:
+// "Location: /properties/messages/items" names no location. "model"
+// before "turn" or "role" is a role in the conversation, not the model.
 //
 // Every provider row has cases in testdata/corpus. They are real responses
 // from the official SDKs' tests, the providers' documentation and public

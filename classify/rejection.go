@@ -148,7 +148,7 @@ func readRejection(p problem) (rejection, string) {
 		}
 	}
 	for i, w := range msg {
-		if modelWords[w] && !destination(msg, i) {
+		if modelWords[w] && !destination(msg, i) && !(i+1 < len(msg) && roleOfTurn[msg[i+1]]) {
 			return rejectionModel, "message:model_named"
 		}
 	}
@@ -185,6 +185,8 @@ func destination(msg []string, i int) bool {
 }
 
 var (
+	// roleOfTurn: "model turn" is a turn of the conversation, not the model.
+	roleOfTurn   = wordSet(strings.ReplaceAll(modelAsRole, "|", " "))
 	determiners  = wordSet(`this the that your selected current requested chosen`)
 	prepositions = wordSet(`for with by on in to`)
 )

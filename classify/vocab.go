@@ -82,6 +82,9 @@ const (
 	planWords    = "upgrade*|paid|purchase*|subscribe*|expired|renew*|buy"
 	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant|your resource|your deployment|your project"
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
+	// modelAsRole follow "model" where it names a role in the
+	// conversation, as "user" does, not the model that serves it.
+	modelAsRole  = "turn|turns|role|roles"
 	modelMissing = "not found|does not exist|do not exist|not exist|doesn t exist|not available|unavailable|not loaded|is unloaded|not deployed|not served|decommissioned|no longer available|no longer supported|not supported|is disabled|has been disabled|deprecated"
 	negations    = "no|not have|don t have|doesn t have|lack*|without"
 	verdictWords = "flagged|violat*|block*|reject*|intervened|triggered|cannot|refus*|prohibited|requires|remove|categor*"
@@ -188,7 +191,10 @@ var vocabulary = [...]term{
 
 	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
 
-	{g: gModel, name: "model", phrase: "model|models", after: modelMissing, window: 8},
+	// "model" before "turn" or "role" is a role in the conversation, as
+	// "user" is ("Requests ending with a model turn are not supported"),
+	// not the model that serves it.
+	{g: gModel, name: "model", phrase: "model|models", not: modelAsRole, after: modelMissing, window: 8},
 	{g: gModel, name: "model", phrase: "unknown model|invalid model|nonexistent model|no such model|not a valid model"},
 	// A model named against a list or as missing: "model must be one of".
 	// That is the deployment's choice of models, not this request's words.
@@ -425,16 +431,19 @@ const maxWords = 256
 // words splits s into lower-case words. It splits at every character that
 // is not a letter or a digit. It splits between a lower-case letter and
 // an upper-case one too ("InsufficientBalance", "APIKey" → "api", "key").
-// Links (http:// and https:// up to the next space) are skipped.
+// Links (http:// and https:// up to the next space) are skipped. So are
+// JSON pointers (pointer.go) and the label before one.
 func words(s string) []string {
 	var (
-		out  []string
-		cur  strings.Builder
-		prev rune
+		out     []string
+		cur     strings.Builder
+		prev    rune
+		lastEnd int // where the last word ended
 	)
-	flush := func() {
+	flush := func(at int) {
 		if cur.Len() > 0 && len(out) < maxWords {
 			out = append(out, cur.String())
+			lastEnd = at
 		}
 		cur.Reset()
 	}
@@ -449,26 +458,38 @@ func words(s string) []string {
 		if r == 'h' && (strings.HasPrefix(s[i:], "https://") || strings.HasPrefix(s[i:], "http://")) {
 			// A link is an address, not words. "json-schema.org" is no
 			// organisation; ".../rate-limits" is no rate limit.
-			flush()
+			flush(i)
 			skipTo = i + len(s[i:]) - len(strings.TrimLeftFunc(s[i:], func(r rune) bool { return !unicode.IsSpace(r) }))
 			prev = ' '
 			continue
 		}
+		if n := pointerAt(s, i); n > 0 {
+			// A JSON pointer is an address in the request, not words:
+			// "Location: /properties/messages/items" names no location,
+			// so its label goes with it.
+			flush(i)
+			if len(out) > 0 && isLabel(s[lastEnd:i]) {
+				out = out[:len(out)-1]
+			}
+			skipTo = i + n
+			prev = ' '
+			continue
+		}
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			flush()
+			flush(i)
 			prev = r
 			continue
 		}
 		if unicode.IsUpper(r) && cur.Len() > 0 {
 			next, _ := utf8.DecodeRuneInString(s[i+utf8.RuneLen(r):])
 			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && unicode.IsLower(next)) {
-				flush()
+				flush(i)
 			}
 		}
 		cur.WriteRune(unicode.ToLower(r))
 		prev = r
 	}
-	flush()
+	flush(len(s))
 	return out
 }
 

@@ -20,6 +20,12 @@ func TestWords(t *testing.T) {
 		{"HTTP2Error", []string{"http2", "error"}},
 		{"Throttling.RateQuota", []string{"throttling", "rate", "quota"}},
 		{"  余额不足 ", []string{"余额不足"}},
+		// A JSON pointer is an address, and "Location:" its label.
+		{"want string, Location: /properties/messages/items/type.", []string{"want", "string"}},
+		{"#/texts/0: expected maxLength", []string{"expected", "max", "length"}},
+		{"at /messages/0/content", []string{"at"}},
+		{"and/or /v1 stays", []string{"and", "or", "v1", "stays"}},
+		{"user location /unsupported", []string{"user", "location", "unsupported"}},
 		{"", nil},
 	}
 	for _, tc := range tests {

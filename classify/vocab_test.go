@@ -287,6 +287,19 @@ func TestVocabularyEdges(t *testing.T) {
 		{"no endpoints found", 400, msg("No endpoints found that support tool use"), systemic(classify.ReasonModelNotFound, false)},
 		{"no endpoint for these models", 400, msg("no endpoint serves these models"), systemic(classify.ReasonModelNotFound, false)},
 		{"404 order words stay the deployment's", 404, msg("system message must be at the beginning"), systemic(classify.ReasonModelNotFound, false)},
+		// The twenty-fourth set's misses, generalised (new messages, not
+		// the set's): a message in gRPC's status encoding, which keeps
+		// the spaces; a JSON pointer and its label, which name no
+		// location; "model" as the role of a turn.
+		{"grpc-encoded with spaces, money in chinese", 403, msg("%E4%BD%99%E9%A2%9D%E4%B8%8D%E8%B6%B3, %E8%AF%B7%E5%85%85%E5%80%BC (request id: 42)"), systemic(classify.ReasonQuotaExhausted, true)},
+		{"grpc-encoded with spaces, a newline", 400, msg("Incorrect API%0Akey provided"), systemic(classify.ReasonAuth, true)},
+		{"a percent sign in text with spaces stays", 400, msg("usage at 100% of your monthly limit"), systemic(classify.ReasonQuotaExhausted, true)},
+		{"a printable escape with spaces is not grpc's", 400, msg("Invalid%20model name given"), permanent(classify.ReasonInvalidRequest)},
+		{"pointer labelled location", 400, msg("request body does not validate: Reason: got string, want integer, Location: /properties/temperature/type."), permanent(classify.ReasonInvalidRequest)},
+		{"location without a pointer is the caller's", 400, msg("Caller location is not supported"), suspect(classify.ReasonInvalidRequest)},
+		{"model turn is the conversation's", 400, msg("A trailing model turn is not supported here"), permanent(classify.ReasonInvalidRequest)},
+		{"model role is the conversation's", 400, msg("Model role parts need text"), permanent(classify.ReasonInvalidRequest)},
+		{"a model not supported is still the model's", 400, msg("The model gemma-2b is not supported"), systemic(classify.ReasonModelNotFound, false)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
