@@ -24,7 +24,7 @@ func pointerAt(s string, i int) int {
 	if strings.HasPrefix(s[j:], "#/") {
 		j++
 	}
-	if j >= len(s) || s[j] != '/' || j+1 >= len(s) || !isAlnum(s[j+1]) {
+	if s[j] != '/' || j+1 >= len(s) || !isAlnum(s[j+1]) {
 		return 0
 	}
 	end := j

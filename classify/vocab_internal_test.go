@@ -26,6 +26,9 @@ func TestWords(t *testing.T) {
 		{"at /messages/0/content", []string{"at"}},
 		{"and/or /v1 stays", []string{"and", "or", "v1", "stays"}},
 		{"user location /unsupported", []string{"user", "location", "unsupported"}},
+		{"at /a1/b /zz/c /AB/d /ZZ/e /0x/f /9x/g end", []string{"at", "end"}}, // each end of each range
+		{"at /-x/y /_x/y", []string{"at", "x", "y", "x", "y"}},                // a segment must start with a letter or a digit
+		{"and /", []string{"and"}},
 		{"", nil},
 	}
 	for _, tc := range tests {
