@@ -29,6 +29,7 @@ func TestWords(t *testing.T) {
 		{"at /a1/b /zz/c /AB/d /ZZ/e /0x/f /9x/g end", []string{"at", "end"}}, // each end of each range
 		{"at /-x/y /_x/y", []string{"at", "x", "y", "x", "y"}},                // a segment must start with a letter or a digit
 		{"and /", []string{"and"}},
+		{": /a/b no label", []string{"no", "label"}},
 		{"", nil},
 	}
 	for _, tc := range tests {
