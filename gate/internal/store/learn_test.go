@@ -347,7 +347,9 @@ func TestLearnMeasureAcrossAClimbFollowsTheRise(t *testing.T) {
 // 0.9 × one 50 ms call at a time (18 a second) the rate doubles every 16
 // accepted calls: 36 a second after 16, 72 after 32 (4,320 a minute);
 // capped, it reaches 35.3 after 15.6 and climbs 15 % of it every 50
-// accepted calls after: 37.0 a second after 32, 2,222 a minute.
+// accepted calls after: 37.0 a second after 32, 2,222 a minute. A 429
+// that came before any call was accepted since the first 429 cuts
+// nothing (cut again, its cap would be 0.9 × 18 a second).
 func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
 	s, m, _ := newStore(t)
 	learn(t, s, true, 50*time.Millisecond)
@@ -359,6 +361,12 @@ func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
 	if got := learn(t, s, false, 50*time.Millisecond); got != 1080 {
 		t.Fatalf("the first 429: %d a minute, want 0.9 × one 50 ms call at a time, 1080", got)
 	}
+	// A 429 before any call was accepted since is the start's own: the
+	// rate and the cap stand.
+	redistest.Advance(m, 30*time.Millisecond)
+	if got := learn(t, s, false, 10*time.Millisecond); got != 1080 {
+		t.Fatalf("a 429 with no call accepted since the first: %d a minute, want 1080 unchanged", got)
+	}
 	var got int64
 	for range 32 {
 		redistest.Advance(m, 10*time.Millisecond)
@@ -366,6 +374,53 @@ func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
 	}
 	if got < 2190 || got > 2260 {
 		t.Fatalf("32 accepted calls into the slow start: %d a minute, want it capped at 35.3 a second and climbing linearly, 2222", got)
+	}
+}
+
+// The 429 that ends a slow start measures the rate over its climb, which
+// a limit that rose within averages with the old one: the measure is a
+// lower bound, held 0.4 s, then probed. The slow start of
+// TestLearnSlowStartStopsAtTheFirst429sRate accepts 80 calls in 2 s and
+// a 429 ends it: 40 a second, held at 0.97 × it, 2,328 a minute, for 0.4
+// s (not the 2 s the measure spanned); 0.8 s after it the probe has
+// climbed a window, to (0.97 + 0.15) × 40 a second, 2,688 a minute. The
+// limit doubled to 80 a second: the 429 that ends the probe, 1 s after
+// the cut, measures 80 calls in 1 s, held at 0.97 × it, 4,656 a minute,
+// for the slow start's window, 2 s, the longer: 1.8 s on it is still
+// held (a window of its own 1 s would have climbed to 5,026).
+func TestLearnSlowStartsMeasureIsALowerBound(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 50*time.Millisecond)
+	for range 5 {
+		redistest.Advance(m, 20*time.Millisecond)
+		learn(t, s, true, 50*time.Millisecond)
+	}
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
+	accept := func(n int, every time.Duration) int64 {
+		var r int64
+		for range n {
+			redistest.Advance(m, every)
+			r = learn(t, s, true, 10*time.Millisecond)
+		}
+		return r
+	}
+	accept(80, 25*time.Millisecond)
+	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
+		t.Fatalf("the 429 that ends the slow start: %d a minute, want 0.97 × 40 a second, 2328", got)
+	}
+	if got := accept(24, 12500*time.Microsecond); got != 2328 {
+		t.Fatalf("0.3 s after the slow start's measure: %d a minute, want 2328 held", got)
+	}
+	if got := accept(40, 12500*time.Microsecond); got < 2680 || got > 2696 {
+		t.Fatalf("0.8 s after the slow start's measure: %d a minute, want the probe a window into its climb, 2688", got)
+	}
+	accept(16, 12500*time.Microsecond)
+	if got := learn(t, s, false, 10*time.Millisecond); got != 4656 {
+		t.Fatalf("the 429 that ends the probe: %d a minute, want 0.97 × 80 a second, 4656", got)
+	}
+	if got := accept(144, 12500*time.Microsecond); got != 4656 {
+		t.Fatalf("1.8 s after the probe's measure: %d a minute, want 4656 held for the slow start's window, 2 s", got)
 	}
 }
 

@@ -45,7 +45,7 @@ local function teach(k, answer, ran, keep)
       h.k = h.k + 1
     end
     -- (And toward the climb's measure once it began.)
-    if h.measured and NOW - ran >= h.at + h.hold then
+    if h.measured and NOW - ran >= h.at + holdOf(h) then
       h.j = h.j + 1
       redis.call('HSET', k, 'lj', h.j)
     end
@@ -55,8 +55,14 @@ local function teach(k, answer, ran, keep)
       d = h.length + LEARN.lengthWeight * (ran - h.length)
     end
     redis.call('HSET', k, 'lk', h.k, 'le', h.lately, 'lu', NOW, 'ld', d)
-  elseif not h.limited or NOW - ran >= h.at then
-    -- The first 429, or one that ends a run since the last cut.
+  elseif not h.limited or NOW - ran >= h.at and (h.cut or h.k > 0) then
+    -- The first 429, or one that ends a run since the last cut. (In slow
+    -- start a 429 before any call was accepted since it began is its
+    -- start's: the provider's bucket, empty then, was not seen to refill,
+    -- and slow start grows by accepted calls only. Cut again, it set the
+    -- linear climb's cap at 0.9 × one call at a time: 19 a second at a
+    -- limit of 50, a slow start of 6 s whose bucket, gathered, was spent
+    -- in a burst of 11 429s.)
     -- What was accepted lately tells the rate once it spans a while since
     -- learning began (or the last cut) and counts a few calls.
     local measured = h.lately >= 4 and NOW - h.at >= LEARN.recent
@@ -74,9 +80,9 @@ local function teach(k, answer, ran, keep)
       m = h.k * 1000 / span
       -- A climb that followed a limit that rose: the calls accepted
       -- since it began, not the hold's, tell the rate.
-      local climbed = NOW - h.at - h.hold
+      local climbed = NOW - h.at - holdOf(h)
       if h.measured and climbed >= LEARN.span and h.j >= LEARN.enough and
-        h.j * 1000 / climbed > LEARN.rose * math.max(h.k - h.j, 0) * 1000 / h.hold then
+        h.j * 1000 / climbed > LEARN.rose * math.max(h.k - h.j, 0) * 1000 / holdOf(h) then
         m = h.j * 1000 / climbed
       end
     end
@@ -99,6 +105,15 @@ local function teach(k, answer, ran, keep)
       r, factor = math.max(math.min(r * LEARN.hard, (h.k + 1) * 1000 / math.max(span, 1) * LEARN.sure), r * LEARN.floor), 1
     elseif m then
       r, factor, ls = m, LEARN.sure, 2
+      if not h.cut then
+        -- Across the slow start's climb: a lower bound (LEARN.rose's
+        -- note below it).
+        ls = 3
+      elseif h.lower then
+        -- The probe after a lower bound: the slow start's window, if
+        -- longer, is the provider's.
+        hold = math.max(hold, h.hold)
+      end
     elseif not h.cut and measured then
       -- The end of slow start: the rate grew past the limit while the
       -- provider's bucket paid for it; what was accepted lately tells the
@@ -121,7 +136,7 @@ local function teach(k, answer, ran, keep)
       -- from there.
       cap = r
     end
-    h = {rate = math.max(r, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls == 2, tat = h.tat,
+    h = {rate = math.max(r, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls >= 2, lower = ls == 3, tat = h.tat,
       lately = h.lately, upd = h.upd, hold = hold, j = 0, cap = cap}
     -- The learned bucket is emptied: the calls it gathered meanwhile would
     -- all meet the provider's empty one, and so would a call sent at once;

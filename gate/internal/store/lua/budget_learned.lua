@@ -11,7 +11,9 @@
 -- that did not tell the rate (slow start from one call at a time, or
 -- again from 0.9 × the rate), 1 after a cut from the rate the provider
 -- accepted lately (the probe), 2 after a cut from the rate measured
--- between two 429s (held just under it, then the probe); lt the
+-- between two 429s (held just under it, then the probe), 3 after a cut
+-- from the rate measured across the slow start's climb (a lower bound:
+-- held LEARN.span, then the probe over windows of LEARN.span); lt the
 -- learned bucket's next free slot (Redis ms), as GCRA keeps it; le the
 -- calls accepted lately, each counted down by e every LEARN.recent ms
 -- since, at lu (Redis ms): le ÷ LEARN.recent is the rate the provider
@@ -86,6 +88,19 @@ local LEARN = {
   -- provider's bucket gathered in the hold would hold the rate above the
   -- limit.
   rose = 1.25,
+  -- The 429 that ends a slow start measures the rate over its climb,
+  -- from the first 429 on: the provider's bucket was empty at both, but
+  -- a limit that rose within (the slow start ran past it while the
+  -- bucket gathered, then spent it) is averaged with the old one. The
+  -- calls' counts cannot tell that from a limit that held (at the slow
+  -- start's end the rate accepted lately is about twice the measure in
+  -- both), only a probe can: the measure is a lower bound, held span ms,
+  -- then probed over windows of span ms. The 429 that ends that probe
+  -- measures the rate, held for the slow start's window or its own,
+  -- whichever is longer: a limit that held costs one probe early in
+  -- place of one a window later, and one that doubled is followed about
+  -- 1.8 × span ms after the hold.
+
   -- A cut never holds the rate below this share of what the provider
   -- accepted lately.
   keep = 0.5,
@@ -119,8 +134,9 @@ local function learned(k)
   end
   -- (No rate: nothing learned yet, or an operator's reset forgot it.)
   return {rate = tonumber(v[2]) or LEARN.min, at = tonumber(v[3]) or NOW, k = tonumber(v[4]) or 0,
-    limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1' or v[5] == '2'), cut = v[5] == '1' or v[5] == '2',
-    measured = v[5] == '2', tat = tonumber(v[6]) or 0,
+    limited = tonumber(v[2]) ~= nil and (v[5] == '0' or v[5] == '1' or v[5] == '2' or v[5] == '3'),
+    cut = v[5] == '1' or v[5] == '2' or v[5] == '3',
+    measured = v[5] == '2' or v[5] == '3', lower = v[5] == '3', tat = tonumber(v[6]) or 0,
     lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, hold = tonumber(v[9]) or LEARN.span,
     rated = tonumber(v[2]) ~= nil,
     length = tonumber(v[10]), cap = tonumber(v[11]), j = tonumber(v[12]) or 0}
@@ -144,6 +160,16 @@ local function unlimited(bk, ck, h, tokens)
   local turn = math.min(math.max(NOW + gap, qn + gap), NOW + LEARN.window)
   redis.call('HSET', bk, 'qn', turn)
   return {2, turn - NOW, -1, -1, 0, 4}
+end
+
+-- holdOf is how long a measured rate is held before the probe climbs,
+-- and the climb's window (ms): the provider's window as the measure
+-- spanned it, or LEARN.span after a lower bound.
+local function holdOf(h)
+  if h.lower then
+    return LEARN.span
+  end
+  return h.hold
 end
 
 -- accepted is the rate the provider accepted lately, calls a second.
@@ -173,7 +199,8 @@ local function learnedRate(h)
   elseif h.measured then
     -- Held at what was measured (h.rate, sure × it) for the window, then
     -- CUBIC's climb over a window, doubling every window after.
-    local x = math.min(math.max(NOW - h.at - h.hold, 0) / h.hold, 8)
+    local w = holdOf(h)
+    local x = math.min(math.max(NOW - h.at - w, 0) / w, 8)
     r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 2 ^ math.max(x - 1, 0)
   else
     local x = (h.k - LEARN.flat) / LEARN.flat
