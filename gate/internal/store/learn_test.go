@@ -424,19 +424,6 @@ func TestLearnSlowStartsMeasureIsALowerBound(t *testing.T) {
 	}
 }
 
-// A 429 of a call that began right after a cut, before any call was
-// accepted since, was admitted before the cut and met the bucket the
-// cut's 429 found empty: it cuts nothing (cut as a limit that fell, the
-// 2,328 measured would go to 0.75 × it).
-func TestLearnA429RightAfterACutIsTheCuts(t *testing.T) {
-	s, m, _ := newStore(t)
-	measuredAt40(t, s, m)
-	redistest.Advance(m, 15*time.Millisecond)
-	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
-		t.Fatalf("a 429 of a call that began 5 ms after the cut: %d a minute, want 2328 unchanged", got)
-	}
-}
-
 // A limit that halves: a 429 soon after a measured cut (five calls
 // accepted in the 240 ms since) cuts to what six calls in 240 ms allow,
 // 0.97 × 25 a second, 1,455 a minute, below 0.75 × the 2,328 held; never

@@ -55,17 +55,14 @@ local function teach(k, answer, ran, keep)
       d = h.length + LEARN.lengthWeight * (ran - h.length)
     end
     redis.call('HSET', k, 'lk', h.k, 'le', h.lately, 'lu', NOW, 'ld', d)
-  elseif not h.limited or NOW - ran >= h.at and (h.k > 0 or h.cut and NOW - ran >= h.at + (h.length or LEARN.length)) then
+  elseif not h.limited or NOW - ran >= h.at and (h.cut or h.k > 0) then
     -- The first 429, or one that ends a run since the last cut. (In slow
     -- start a 429 before any call was accepted since it began is its
     -- start's: the provider's bucket, empty then, was not seen to refill,
     -- and slow start grows by accepted calls only. Cut again, it set the
     -- linear climb's cap at 0.9 × one call at a time: 19 a second at a
     -- limit of 50, a slow start of 6 s whose bucket, gathered, was spent
-    -- in a burst of 11 429s. After a cut, likewise a 429 of a call that
-    -- began within one call's length of it: admitted before it, it met
-    -- the bucket the cut's 429 found empty; cut again, a measure of 48 a
-    -- second at a limit of 50 went to 36, held 4 s.)
+    -- in a burst of 11 429s.)
     -- What was accepted lately tells the rate once it spans a while since
     -- learning began (or the last cut) and counts a few calls.
     local measured = h.lately >= 4 and NOW - h.at >= LEARN.recent
