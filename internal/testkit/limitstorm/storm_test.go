@@ -313,11 +313,10 @@ const maxTripsPerJob = 20
 // limit halves, or doubles, midway through the arrivals. Issue 37's
 // targets for them (≤ 2 %; ≤ 3 % and ≥ 0.85× the limit in force where it
 // changes) are logged, not all held: five runs in a row under -race with
-// both cores busy (two busy loops, load 9–13) and one after the rebase
-// held the steady target in 11 of 12 (Redis 1.2–2.2 %, the cluster
-// 1.2–2.0 %), the halving's in 10 of 12 (1.8–3.1 % / 1.6–4.0 %), the
-// doubling's 429s in 11 of 12 (0.6–4.9 % / 0.6–2.0 %) but its goodput in
-// 7 (0.46–0.97 / 0.47–0.98);
+// both cores busy (two busy loops, load 12–14) held the doubling's in
+// all ten (429s Redis 0.8–2.3 %, the cluster 1.8–2.5 %; goodput
+// 0.93–0.99 / 0.87–0.98), the steady target in 8 of 10 (1.4–2.9 % /
+// 1.2–1.8 %), the halving's in 8 (1.6–2.5 % / 1.6–5.8 %);
 // miniredis, whose scripts the load starves, is logged only
 // (docs/upstreams.md). What is held on Redis and the cluster is the
 // learning itself (learnedBounds), with margin over the worst of those
@@ -335,9 +334,9 @@ func TestStormNoHeaders(t *testing.T) {
 				refused, goodput float64 // issue 37's targets
 				held             learned // what is held
 			}{
-				{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.8}},
-				{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.06, goodput: 0.8}},
-				{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.08, goodput: 0.4}},
+				{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.85}},
+				{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.06, goodput: 0.9}},
+				{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.7}},
 			} {
 				t.Run(sc.name, func(t *testing.T) {
 					var drain time.Duration // the default
@@ -375,11 +374,13 @@ type learned struct{ refused, goodput float64 }
 // answers keeps to on a busy machine, far from what the breaker alone
 // does there (38–78 % of calls earned a 429; docs/upstreams.md), with
 // margin over the worst of five runs in a row (-race, both cores busy):
-// steady at most 4 % 429s (2.2 % the worst of six) and goodput 0.8
-// (0.95); halving 6 % (4.0 %) and 0.8 (0.97); doubling 8 % (4.9 %) and
-// 0.4 (0.46: a burst of 12 at the slow start's end, then the doubling
-// followed late; the stop before's 0.4 kept); round trips within issue
-// 37's bound. (The stop before held 10 % and 0.4 for all three.)
+// steady at most 4 % 429s (2.9 % the worst of ten) and goodput 0.85
+// (0.92); halving 6 % (5.8 %, a burst at the halving on the cluster) and
+// 0.9 (0.97); doubling 5 % (2.5 %) and 0.7 (0.87; five runs of a
+// variant under a heavier load went to 6.2 % and 0.77, so no nearer);
+// round trips within issue 37's bound. (The stop before held steady 4 %
+// and 0.8, halving 6 % and 0.8, doubling 8 % and 0.4: its slow start's
+// measure, taken across the doubling, was held for a window.)
 func learnedBounds(t *testing.T, r limitstorm.Result, b learned) {
 	t.Helper()
 	if got := r.RefusedShare(); got > b.refused {
