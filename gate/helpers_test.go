@@ -532,19 +532,38 @@ var (
 // that makes their upstream known, and spends its budget as spend does.
 func spentPair(t *testing.T, rdb gate.Client, opts gate.Options) (a, b *gate.Gate, l1, l2 *gate.Lease) {
 	t.Helper()
+	return spentPairRefilling(t, rdb, opts, time.Second)
+}
+
+// slowRefill is a request's refill for a test none of whose steps may
+// see one: a busy machine can hold a step for a second (then a caller
+// meant to wait in line is admitted at once), not for ten.
+const slowRefill = 10 * time.Second
+
+// spentPairRefilling is spentPair with a request refilling every refill.
+func spentPairRefilling(t *testing.T, rdb gate.Client, opts gate.Options, refill time.Duration) (a, b *gate.Gate, l1, l2 *gate.Lease) {
+	t.Helper()
 	a, b = newGate(t, rdb, opts), newGate(t, rdb, opts)
 	knownUpstream(t, a) // calls beside one in flight: not one at a time
-	l1, l2 = spend(t, a, b)
+	l1, l2 = spendRefilling(t, a, b, refill)
 	return a, b, l1, l2
 }
 
 // spend reports a budget of 60 requests a minute with 3 left (a request
-// refills in a second, longer than the test's steps) through a, and takes
-// the two calls it has room for beside its reserve of one.
+// refills in a second, longer than the test's steps on an idle machine)
+// through a, and takes the two calls it has room for beside its reserve
+// of one.
 func spend(t *testing.T, a, b *gate.Gate) (l1, l2 *gate.Lease) {
 	t.Helper()
+	return spendRefilling(t, a, b, time.Second)
+}
+
+// spendRefilling is spend with a request refilling every refill: 57 of
+// 60 requests to refill, the header's reset 57 refills away.
+func spendRefilling(t *testing.T, a, b *gate.Gate, refill time.Duration) (l1, l2 *gate.Lease) {
+	t.Helper()
 	ctx := context.Background()
-	report(t, a, "first", openAIHeader(3, 60, "57s"))
+	report(t, a, "first", openAIHeader(3, 60, (57*refill).String()))
 	l1, err := a.Acquire(ctx, "j1")
 	if err != nil {
 		t.Fatalf("first call with 3 left: %v", err)

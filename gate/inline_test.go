@@ -374,13 +374,14 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 }
 
 // The headroom is work-conserving: with no higher class asking, a batch
-// caller has the budget's last call beside its reserve.
+// caller has the budget's last call beside its reserve. No request
+// refills during the test: the turn is the settle's.
 func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
 			defer func() { _ = l2.Release(ctx) }()
 			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			gatetest.InLine(t, b, "batch")
@@ -388,7 +389,7 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The settle gave the turn in its own round trip: the caller no
-			// longer waits in line (a refill would come a second later).
+			// longer waits in line (a refill would come ten seconds later).
 			if st, err := b.Status(ctx, "batch"); err != nil || st.InLine {
 				t.Fatalf("the batch caller alone in line after a settle freed the last call: %+v (%v), want its turn given", st, err)
 			}
