@@ -89,13 +89,14 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 }
 
 // Turns go in the line's order, across processes: an interactive caller
-// that joined after a batch one has the first turn.
+// that joined after a batch one has the first turn. No request refills
+// during the test: the turns are the settles'.
 func TestLineGivesTheHigherClassFirst(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
 			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
 			gatetest.InLine(t, b, "batch")
 			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
@@ -119,8 +120,10 @@ func TestLineGivesTheHigherClassFirst(t *testing.T) {
 			if r.Err != nil {
 				t.Fatalf("the interactive caller: %v", r.Err)
 			}
-			_ = r.Lease.Release(ctx) // its room goes to the batch caller
-			if r = <-batch; r.Err != nil {
+			// Its room goes to the batch caller once no interactive caller
+			// asked for the headroom hold (5 s; before a refill).
+			_ = r.Lease.Release(ctx)
+			if r = gatetest.Answer(t, batch, "the batch caller was not given the room released"); r.Err != nil {
 				t.Fatalf("the batch caller, once the interactive one released its room: %v", r.Err)
 			}
 			_ = r.Lease.Release(ctx)
@@ -137,7 +140,7 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			opts := budgetOptions(t)
-			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
 			rec := newRecorder()
 			opts.Observer = rec
 			c := newGate(t, tg.Client, opts)
@@ -146,12 +149,14 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 			gatetest.InLine(t, c, "w1")
 			second := gatetest.AcquireWait(ctx, b, "w2", time.Minute)
 			gatetest.InLine(t, c, "w2")
-			// Two ahead at a request a second: its turn is 3 s away.
-			_, err := c.AcquireWait(ctx, "w3", 1500*time.Millisecond)
+			// Two ahead at a request every slowRefill: its turn is three
+			// refills from the spend, less the time the steps took (far
+			// above two refills, the turn of one ahead).
+			_, err := c.AcquireWait(ctx, "w3", 3*slowRefill/2)
 			var bl *gate.BlockedError
 			if !errors.As(err, &bl) || bl.State != gate.UpstreamCooling || bl.Ahead != 2 ||
-				bl.RetryAfter < 2900*time.Millisecond || bl.RetryAfter > 3100*time.Millisecond {
-				t.Fatalf("a 1.5 s wait behind two callers at a request a second: %v (%+v), want refused with 2 ahead and 3 s to wait", err, bl)
+				bl.RetryAfter < 5*slowRefill/2 || bl.RetryAfter > 3*slowRefill+100*time.Millisecond {
+				t.Fatalf("a wait of 1.5 refills behind two callers: %v (%+v), want refused with 2 ahead and 3 refills (%v) to wait", err, bl, 3*slowRefill)
 			}
 			if st, _ := c.Status(ctx, "w3"); st.InLine || st.Ahead != 0 || st.RetryAfter != 0 {
 				t.Fatalf("the refused caller: %+v, want no place", st)
@@ -557,7 +562,8 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 			} else {
 				own.AddHook(trips)
 			}
-			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			// No request refills during the test: the turn is the headroom.
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
 			rec := newRecorder()
 			copts := opts
 			copts.Observer = rec
@@ -668,7 +674,8 @@ func TestLineJoinsBesideTheGiveBack(t *testing.T) {
 			joins := &jobTrips{job: "j3", mark: true}
 			slow.(*redis.ClusterClient).OnNewNode(func(n *redis.Client) { n.AddHook(joins) })
 			c := newGate(t, slow, opts)
-			a, _, l1, l2 := spentPair(t, tg.Client, opts)
+			// No request refills during the test: the turn is the settle's.
+			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
 			defer func() { _ = l2.Release(ctx) }()
 			got := gatetest.AcquireWait(ctx, c, "j3", time.Minute)
 			// (Its job is held by the give-back: its Status says Running.)
