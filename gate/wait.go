@@ -131,7 +131,9 @@ func (g *Gate) wait(ctx context.Context, job, key string, l *Lease, err error, d
 		return a.l, a.err
 	case <-t.C:
 		out = err // (a step that refused nothing yet: the first answer)
-		if b := last.refusal(time.Now()); b != nil {
+		if d := last.unreachable(); d != nil {
+			out = d
+		} else if b := last.refusal(time.Now()); b != nil {
 			out = b
 		}
 	case <-ctx.Done():
@@ -159,26 +161,42 @@ type acquiredOr struct {
 }
 
 // latest is the latest refusal a wait's steps read, with when, for wait
-// to answer with at the deadline.
+// to answer with at the deadline, and whether a read since found Redis
+// unreachable (then that is the answer, not the refusal read before).
 type latest struct {
 	mu    sync.Mutex
 	b     BlockedError
 	at    time.Time
 	begun time.Time
+	down  error
 }
 
-// set keeps err when it is a refusal.
+// set keeps err when it is a refusal or says Redis is unreachable.
 func (r *latest) set(err error) {
 	b, ok := err.(*BlockedError) // the steps' refusals come unwrapped
 	if !ok {
+		if errors.Is(err, ErrUnavailable) {
+			r.mu.Lock()
+			r.down = err
+			r.mu.Unlock()
+		}
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.down = nil
 	if r.begun.IsZero() {
 		r.begun = time.Now()
 	}
 	r.b, r.at = *b, time.Now()
+}
+
+// unreachable is the error of the latest read when it found Redis
+// unreachable, nil when a refusal was read since or none was.
+func (r *latest) unreachable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.down
 }
 
 // refusal is the latest refusal as it stands at now, nil for none: its

@@ -458,7 +458,9 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 	}
 	defer l.Release(ctx)
 	t.Cleanup(setWaitHooks(func(string) { down.Down.Store(true) }, nil))
-	const budget = 200 * time.Millisecond
+	// Far above the first acquire's round trip on a busy machine: a wait
+	// whose first read answers past its deadline is told that read.
+	const budget = time.Second
 	start := time.Now()
 	got, err := waiter.AcquireWait(ctx, "job", budget)
 	if got != nil || !errors.Is(err, gate.ErrUnavailable) {
@@ -467,6 +469,60 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 	if took := time.Since(start); took < budget || took > budget+2*time.Second {
 		t.Fatalf("returned after %v, want the %v budget", took, budget)
 	}
+}
+
+// A wait whose Redis goes out of reach answers ErrUnavailable at its
+// deadline also when the read sent last is still out then (Redis slow to
+// say it is unreachable, or a machine too busy to answer within the
+// wait's slack): a read before it found Redis unreachable, and the
+// refusal read before that ("running") is stale.
+func TestAcquireWaitRedisDownAtTheDeadline(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	prefix := redistest.UniqueKey(t)
+	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
+	down := &lateDown{flaky: &flaky{Client: rdb}, late: 200 * time.Millisecond}
+	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	t.Cleanup(setWaitHooks(func(string) { down.Down.Store(true) }, nil))
+	got, err := waiter.AcquireWait(ctx, "job", time.Second)
+	if got != nil || !errors.Is(err, gate.ErrUnavailable) {
+		t.Fatalf("AcquireWait: lease %v, %v; want no lease and ErrUnavailable", got, err)
+	}
+}
+
+// lateDown is a Flaky whose faults take late to come, as a dial's
+// timeout does: every command and pipeline sent while Down is set.
+type lateDown struct {
+	*flaky
+	late time.Duration
+}
+
+func (d *lateDown) Process(ctx context.Context, cmd redis.Cmder) error {
+	if d.Down.Load() {
+		time.Sleep(d.late)
+	}
+	return d.flaky.Process(ctx, cmd)
+}
+
+func (d *lateDown) Pipeline() redis.Pipeliner {
+	return &latePipe{Pipeliner: d.flaky.Pipeline(), d: d}
+}
+
+type latePipe struct {
+	redis.Pipeliner
+	d *lateDown
+}
+
+func (p *latePipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	if p.d.Down.Load() {
+		time.Sleep(p.d.late)
+	}
+	return p.Pipeliner.Exec(ctx)
 }
 
 // TestAcquireWaitDocumentedACL: a user with exactly the rules
