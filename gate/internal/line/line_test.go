@@ -426,15 +426,22 @@ func TestCollectorEndsWhenNobodyWaits(t *testing.T) {
 
 // A turn collected as the caller's deadline passes is not answered late:
 // Wait says the deadline passed, and the turn goes to the next caller.
+// The deadline is far from the joins, turn and collection before it (a
+// few round trips): a busy machine held them past 100 ms, and the turn
+// then went on before it was collected.
 func TestATurnPastTheDeadlineGoesOn(t *testing.T) {
 	l := process(t, miniClient(t), "late", Config{})
-	late, err := l.Join(context.Background(), Caller{Tenant: "a"}, time.Now().Add(100*time.Millisecond), 0)
+	late, err := l.Join(context.Background(), Caller{Tenant: "a"}, time.Now().Add(2*time.Second), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := mustJoin(t, l, Caller{Tenant: "a"})
 	turn(t, l, 1)
-	<-late.w.granted // collected before the deadline
+	select {
+	case <-late.w.granted: // collected before the deadline
+	case <-time.After(time.Until(late.w.deadline)):
+		t.Fatal("the turn was not collected before the caller's deadline: the test proves nothing")
+	}
 	time.Sleep(time.Until(late.w.deadline))
 	if err := late.Wait(context.Background()); !errors.Is(err, ErrDeadline) {
 		t.Fatalf("Wait past the deadline: %v, want ErrDeadline", err)
