@@ -233,6 +233,10 @@ func TestFallbackStorm(t *testing.T) {
 		workers = 8 // per gate
 		window  = 300 * time.Millisecond
 		windows = 5
+		// A bound on liveness, not on speed: miniredis's storm, 16 s at
+		// load 10, took past 30 s at load 12 (954 of 1000 jobs done at
+		// 30 s; a run whose last jobs completed after 30 s passed).
+		within = 2 * time.Minute
 	)
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -291,7 +295,7 @@ func TestFallbackStorm(t *testing.T) {
 					go func(g, w int) {
 						defer wg.Done()
 						ctx := context.Background()
-						deadline := start.Add(30 * time.Second)
+						deadline := start.Add(within)
 						// Until the primary has healed and served a window more.
 						for {
 							if h := healed.Load(); (h != 0 && time.Since(time.Unix(0, h)) > window) || time.Now().After(deadline) {
@@ -315,7 +319,7 @@ func TestFallbackStorm(t *testing.T) {
 			}
 			wg.Wait()
 			if n := onBackupN.Load(); n != jobs {
-				t.Fatalf("%d of %d jobs completed on the backup within 30 s", n, jobs)
+				t.Fatalf("%d of %d jobs completed on the backup within %v", n, jobs, within)
 			}
 			if n := overlaps.Load(); n != 0 || store.Rejected() != 0 {
 				t.Fatalf("%d runs overlapped another of their job, %d stale writes: want none", n, store.Rejected())
