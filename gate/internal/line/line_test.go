@@ -228,7 +228,8 @@ func TestJoinRefusesAnUnmeetableDeadline(t *testing.T) {
 }
 
 // A caller whose deadline passes is answered then, leaves the line, and
-// takes no turn.
+// takes no turn. It leaves after Wait answers (Wait's doc): a turn given
+// before is passed on, so the test waits for its place to go first.
 func TestWaitEndsAtTheDeadline(t *testing.T) {
 	l := process(t, miniClient(t), "dl", Config{})
 	tk, err := l.Join(context.Background(), Caller{}, time.Now().Add(50*time.Millisecond), 0)
@@ -237,6 +238,15 @@ func TestWaitEndsAtTheDeadline(t *testing.T) {
 	}
 	if err := tk.Wait(context.Background()); !errors.Is(err, ErrDeadline) {
 		t.Fatalf("Wait: %v, want ErrDeadline", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p, err := tk.Place(context.Background(), 0)
+		if err == nil && !p.Waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("place %+v (%v) 10 s after the deadline, want none", p, err)
+		}
 	}
 	if got := turn(t, l, 1); len(got) != 0 {
 		t.Fatalf("turns after the deadline: %+v, want none", got)
@@ -334,12 +344,14 @@ func TestNoLostWakeUpAcrossARedisRestart(t *testing.T) {
 }
 
 // A live process renews its callers' places: they outlive many leases.
+// The lease leaves a renewal (every lease/3) late by up to 2/3 of it: a
+// busy machine held one past 200 ms of a 300 ms lease.
 func TestLivePlacesAreRenewed(t *testing.T) {
 	srv := redistest.Server(t)
-	const lease = 300 * time.Millisecond
+	const lease = 1500 * time.Millisecond
 	l := process(t, srv.Client(t), "renew", Config{Lease: lease})
 	tk := mustJoin(t, l, Caller{Tenant: "a"})
-	for end := time.Now().Add(5 * lease); time.Now().Before(end); {
+	for end := time.Now().Add(3 * lease); time.Now().Before(end); {
 		p, err := tk.Place(context.Background(), 0)
 		if err != nil || !p.Waiting {
 			t.Fatalf("place: %+v, %v; a live caller's place must be renewed", p, err)
