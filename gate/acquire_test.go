@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,19 +23,19 @@ import (
 // job's commands alone.
 func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	names := &cmdNames{}
+	names := &redistest.Commands{}
 	rdb.AddHook(names)
 	g := newGate(t, &flaky{Client: rdb}, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Off: true}})
 	if err := g.Do(context.Background(), "warm-up", okFn); err != nil { // loads the scripts
 		t.Fatal(err)
 	}
-	names.take()
+	names.Take()
 	l, err := g.Acquire(context.Background(), "job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	if got := names.take(); !equalNames(got, []string{"[pttl set time evalsha]"}) {
+	if got := names.Take(); !slices.Equal(got, []string{"[pttl set time evalsha]"}) {
 		t.Fatalf("acquire sent %v, want the job's PTTL, SET NX GET, TIME and the fence script in one pipeline", got)
 	}
 }
@@ -47,7 +48,7 @@ func TestAcquireWithoutUpstreamReadsNone(t *testing.T) {
 // refused by the job's own cooldown.
 func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	names := &cmdNames{}
+	names := &redistest.Commands{}
 	rdb.AddHook(names)
 	// The 429 states its wait (an hour): one stating none, of a provider
 	// known to send no budget, cools the upstream for a call's length.
@@ -67,27 +68,27 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 	_ = failWith(t, g, "job", errTransient)
 	_ = failWith(t, g, "other", errProviderBusy)
 	_ = blocked(t, g, "warm-up") // loads the read script
-	names.take()
+	names.Take()
 	for i := 0; i < 3; i++ {
 		if b := blocked(t, g, "another"); !errors.Is(b, gate.ErrUpstreamCooling) {
 			t.Fatalf("with the upstream cooling: %+v, want ErrUpstreamCooling", b)
 		}
-		if got := names.take(); !equalNames(got, []string{"evalsha"}) {
+		if got := names.Take(); !slices.Equal(got, []string{"evalsha"}) {
 			t.Fatalf("refusal by an upstream known to refuse sent %v, want its read alone", got)
 		}
 	}
 	if err := operator.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	names.take()
+	names.Take()
 	if b := blocked(t, g, "job"); !errors.Is(b, gate.ErrCoolingDown) {
 		t.Fatalf("after the upstream was reset elsewhere: %+v, want the job's own cooldown", b)
 	}
-	if got := names.take(); !equalNames(got, []string{"evalsha", "evalsha"}) {
+	if got := names.Take(); !slices.Equal(got, []string{"evalsha", "evalsha"}) {
 		t.Fatalf("first call after the reset sent %v, want the read that finds it ready, then the acquire", got)
 	}
 	_ = blocked(t, g, "job")
-	if got := names.take(); !equalNames(got, []string{"evalsha"}) {
+	if got := names.Take(); !slices.Equal(got, []string{"evalsha"}) {
 		t.Fatalf("next call sent %v, want the acquire alone", got)
 	}
 }
@@ -99,7 +100,7 @@ func TestKnownUpstreamRefusalOnlyReads(t *testing.T) {
 // probes while the others stay refused, and its success makes the upstream ready.
 func TestClusterFormUpstream(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
-	names := &cmdNames{}
+	names := &redistest.Commands{}
 	rdb.AddHook(names)
 	// The 429 states its wait: the upstream cools for it (one stating none
 	// cools it for a call's length once its rate is learned, budget.go).
@@ -161,11 +162,11 @@ func TestClusterFormUpstream(t *testing.T) {
 		t.Fatalf("Status upstream: %+v, want the upstream cooling", st.Upstream)
 	}
 	// b has seen it now: the upstream is read first, alone.
-	names.take()
+	names.Take()
 	if bl := blocked(t, b, "job"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 		t.Fatalf("b, upstream seen cooling: %+v, want ErrUpstreamCooling", bl)
 	}
-	if got := names.take(); len(got) != 1 {
+	if got := names.Take(); len(got) != 1 {
 		t.Fatalf("refusal by an upstream seen cooling sent %v, want one script", got)
 	}
 

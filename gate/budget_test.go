@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,7 +235,7 @@ func TestBudgetReservationLivesWithTheLease(t *testing.T) {
 // then.
 func TestBudgetRidesTheSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	names := &cmdNames{}
+	names := &redistest.Commands{}
 	rdb.AddHook(names)
 	h := openAIHeader(59, 60, "1s")
 	warm := newGate(t, rdb, budgetOptions(t))
@@ -244,28 +245,28 @@ func TestBudgetRidesTheSettle(t *testing.T) {
 	report(t, warm, "job", h)
 	report(t, warm, "job", h) // loads every script
 	g := newGate(t, rdb, budgetOptions(t))
-	names.take()
+	names.Take()
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
 	// A new gate sends each script's source the first time (its store
 	// has not seen Redis run it: store.Trip.sendVia); what is counted
 	// here is the round trips and their commands.
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, loaded(names.take()); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, loaded(names.Take()); !slices.Equal(got, exp) {
 		t.Fatalf("the first success of an upstream without a budget sent %v, want %v: the done mark, the settle, the release of the call (one at a time: nothing is known) with what it teaches (no budget reported) in one script, the turns it gives the line, the call durations", got, exp)
 	}
 	report(t, g, "job", h)
-	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha evalsha]"}, loaded(names.take()); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "evalsha", "[set evalsha evalsha evalsha]"}, loaded(names.Take()); !slices.Equal(got, exp) {
 		t.Fatalf("the first reading of an upstream without a budget sent %v, want %v: written at once, then with the settle", got, exp)
 	}
 	report(t, g, "job", h)
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.Take(); !slices.Equal(got, exp) {
 		t.Fatalf("a success with a budget sent %v, want %v: the budget's write, and the line's turns, in the settle's trip", got, exp)
 	}
 	if err := g.Do(context.Background(), "job", okFn); err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.take(); !equalNames(got, exp) {
+	if exp, got := []string{"evalsha", "[set evalsha evalsha evalsha evalsha]"}, names.Take(); !slices.Equal(got, exp) {
 		t.Fatalf("a success admitted by the budget sent %v, want %v: its release, and the turns its room gives the line, in the settle's trip", got, exp)
 	}
 }

@@ -230,13 +230,7 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 // gateTraffic leaves out go-redis's own topology and handshake commands
 // (a new connection sends CLIENT SETINFO).
-func gateTraffic(name string) bool {
-	switch name {
-	case "cluster", "command", "hello", "ping", "readonly", "client":
-		return false
-	}
-	return true
-}
+func gateTraffic(name string) bool { return !redistest.ClientCommand(name) }
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
@@ -319,51 +313,6 @@ func proxied(t *testing.T, srv *redistest.Srv) (*faultproxy.Proxy, *redis.Client
 }
 
 func jobName(i int) string { return "doc-" + string(rune('a'+i%26)) + "-" + itoa(i) }
-
-// cmdNames records the names of the commands the gate sends.
-type cmdNames struct {
-	mu    sync.Mutex
-	names []string
-}
-
-func (c *cmdNames) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *cmdNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); gateTraffic(n) {
-			c.mu.Lock()
-			c.names = append(c.names, n)
-			c.mu.Unlock()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-// A pipeline is recorded as one entry, "[get evalsha]": one round trip.
-func (c *cmdNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		var names []string
-		for _, cmd := range cmds {
-			if n := cmd.Name(); gateTraffic(n) {
-				names = append(names, n)
-			}
-		}
-		if len(names) > 0 {
-			c.mu.Lock()
-			c.names = append(c.names, "["+strings.Join(names, " ")+"]")
-			c.mu.Unlock()
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// take returns the names recorded since the last take.
-func (c *cmdNames) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.names
-	c.names = nil
-	return n
-}
 
 func okFn(context.Context, *gate.Lease) error { return nil }
 
@@ -450,18 +399,6 @@ func calls(t *testing.T, rdb *redis.Client, cmd string) int {
 		return n
 	}
 	return 0
-}
-
-func equalNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // answered counts the commands a client sent that Redis answered.

@@ -244,7 +244,7 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 		rdb := s.Client(t)
 		rt := &roundTrips{}
 		rdb.AddHook(rt)
-		names := &cmdNames{}
+		names := &redistest.Commands{}
 		rdb.AddHook(names)
 		rec := newRecorder()
 		g := newGate(t, rdb, gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Observer: rec})
@@ -253,12 +253,12 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := rt.n.Load()
-		names.take()
+		names.Take()
 		if err := g.Do(ctx, "second", okFn); err != nil {
 			t.Fatal(err)
 		}
 		if got := rt.n.Load() - before; got != 2 {
-			t.Fatalf("a call the budget admits: %d round trips (%v), want 2 (acquire, settle)", got, names.take())
+			t.Fatalf("a call the budget admits: %d round trips (%v), want 2 (acquire, settle)", got, names.Take())
 		}
 		for _, e := range rec.drain() {
 			if e.Kind == gate.EventRedisError {

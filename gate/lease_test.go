@@ -119,7 +119,7 @@ func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 // round trip: a failed Do is two round trips, as a successful one.
 func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	names := &cmdNames{}
+	names := &redistest.Commands{}
 	rdb.AddHook(names)
 	// A wait stated: the upstream cools for it (a 429 stating none, of a
 	// call a learned rate admitted, cools for one call's length).
@@ -133,7 +133,7 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	if err := g.ResetUpstreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	names.take()
+	names.Take()
 	l, err := g.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestUpstreamFailureIsOneSettle(t *testing.T) {
 	if err := l.Fail(ctx, errProviderBusy); err != nil {
 		t.Fatal(err)
 	}
-	if got := names.take(); !equalNames(got, []string{"evalsha", "[evalsha evalsha evalsha evalsha]"}) {
+	if got := names.Take(); !slices.Equal(got, []string{"evalsha", "[evalsha evalsha evalsha evalsha]"}) {
 		t.Fatalf("acquire and provider-wide failure sent %v, want two round trips: the acquire's script (the upstream and its budget judged, the job taken), then the job's settle with the upstream's stop, what the 429 teaches the rate learned (the reset forgot it: nothing was reserved) and the call durations", got)
 	}
 	if up := firstUpstream(t, g); up.State != gate.CoolingDown {

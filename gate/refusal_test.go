@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 func TestRefusalIsOneRoundTrip(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			names := &cmdNames{}
+			names := &redistest.Commands{}
 			hook(tg, names)
 			// Upstreams off: the job's commands alone (with its upstream the
 			// acquire is one script, as TestRoundTripsPerPath counts).
@@ -33,10 +34,10 @@ func TestRefusalIsOneRoundTrip(t *testing.T) {
 				job   string
 				state gate.State
 			}{{"cooling", gate.CoolingDown}, {"failed", gate.Failed}, {"done", gate.Done}} {
-				names.take()
+				names.Take()
 				first := blocked(t, g, tc.job)
 				for i := 0; i < 3; i++ {
-					if got := names.take(); !equalNames(got, []string{"[pttl set time evalsha get]"}) {
+					if got := names.Take(); !slices.Equal(got, []string{"[pttl set time evalsha get]"}) {
 						t.Fatalf("%s: refusal %d sent %v, want the job's PTTL, SET NX GET, TIME and the fence script, and its done key's GET", tc.job, i, got)
 					}
 					again := blocked(t, g, tc.job)

@@ -194,7 +194,7 @@ func TestRenewalKeepsTheAttemptCount(t *testing.T) {
 // renewal script alone, not the read of the gate's durations beside it.
 func TestRenewalIsOneRoundTrip(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
-	names := &cmdNames{}
+	names := &redistest.Commands{}
 	rdb.AddHook(names)
 	c := &renewCounter{}
 	g := newGate(t, rdb, gate.Options{Lease: 60 * time.Millisecond, Observer: c})
@@ -206,11 +206,11 @@ func TestRenewalIsOneRoundTrip(t *testing.T) {
 	err := g.Do(context.Background(), "job", func(context.Context, *gate.Lease) error {
 		// The first renewals load the scripts (EVALSHA, then EVAL).
 		waitUntil(t, 5*time.Second, "two renewals", func() bool { return c.renewed.Load() >= 2 })
-		names.take()
+		names.Take()
 		from := c.renewed.Load()
 		waitUntil(t, 5*time.Second, "six more renewals", func() bool { return c.renewed.Load() >= from+6 })
 		// One renewal may be on its way.
-		trips, renewed := names.take(), c.renewed.Load()-from
+		trips, renewed := names.Take(), c.renewed.Load()-from
 		if int64(len(trips)) > renewed+1 {
 			t.Errorf("%d round trips for %d renewals, want one each: %v", len(trips), renewed, trips)
 		}

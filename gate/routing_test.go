@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -44,7 +45,7 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := srv.Client(t)
-			names := &cmdNames{}
+			names := &redistest.Commands{}
 			c.AddHook(names)
 			g := newGate(t, tc.wrap(c), gate.Options{Upstream: redistest.UniqueKey(t), Cooldown: time.Minute})
 			// Load the scripts and open the connection first.
@@ -53,21 +54,21 @@ func TestWrappedClientKeepsTheLogic(t *testing.T) {
 			}
 			_ = failWith(t, g, "warm-up", errTransient)
 			_ = blocked(t, g, "warm-up")
-			names.take()
+			names.Take()
 			if err := g.Do(context.Background(), "job", okFn); err != nil {
 				t.Fatal(err)
 			}
 			// The done mark, the settle, what the call taught the learned
 			// rate (no reading came back; the release's script, though the
 			// call was not reserved), the call durations.
-			if exp, got := append(tc.acquire[:len(tc.acquire):len(tc.acquire)], "[set evalsha evalsha evalsha]"), names.take(); !equalNames(got, exp) {
+			if exp, got := append(tc.acquire[:len(tc.acquire):len(tc.acquire)], "[set evalsha evalsha evalsha]"), names.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("acquire and release sent %v, want %v", got, exp)
 			}
 			_ = failWith(t, g, "job", errTransient)
 			_ = blocked(t, g, "job")
 			// The settle, the lesson, the call durations.
 			exp := append(tc.acquire[:len(tc.acquire):len(tc.acquire)], "[evalsha evalsha evalsha]")
-			if exp, got := append(exp, tc.refusal...), names.take(); !equalNames(got, exp) {
+			if exp, got := append(exp, tc.refusal...), names.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("a failure and a refusal sent %v, want %v", got, exp)
 			}
 		})

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -108,36 +109,36 @@ func TestPermanentWaveRefusalCost(t *testing.T) {
 	errBilling := classify.WithReason(errors.New("400 your account is not active"), classify.ClassPermanent, "account_inactive", 0)
 	t.Run("after a wave", func(t *testing.T) {
 		_, c := redistest.Miniredis(t)
-		names := &cmdNames{}
+		names := &redistest.Commands{}
 		c.AddHook(names)
 		g := newGate(t, &gatetest.Flaky{Client: c}, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Hour,
 			UpstreamPolicy: gate.UpstreamPolicy{PermanentWave: 2}})
 		_ = failWith(t, g, "j1", errBilling)
 		_ = failWith(t, g, "j2", errBilling)
 		for i := 0; i < 2; i++ {
-			names.take()
+			names.Take()
 			if b := blocked(t, g, "next"); !errors.Is(b, gate.ErrUpstreamCooling) || upstream(b).State != gate.Paused {
 				t.Fatalf("next: %v, want the paused upstream's refusal", b)
 			}
 		}
-		if got := names.take(); !equalNames(got, []string{"evalsha"}) {
+		if got := names.Take(); !slices.Equal(got, []string{"evalsha"}) {
 			t.Fatalf("refusal after the wave sent %v, want one read of the upstream", got)
 		}
 	})
 	t.Run("after a lone permanent failure", func(t *testing.T) {
 		_, c := redistest.Miniredis(t)
-		names := &cmdNames{}
+		names := &redistest.Commands{}
 		c.AddHook(names)
 		g := newGate(t, c, gate.Options{Upstream: "openai:prod-key", Cooldown: time.Hour})
 		_ = failWith(t, g, "warm-up", classify.Transient(errBoom, 0))
 		_ = failWith(t, g, "cooling", classify.Transient(errBoom, 0))
 		_ = blocked(t, g, "cooling")
 		_ = failWith(t, g, "lone", errBilling)
-		names.take()
+		names.Take()
 		if b := blocked(t, g, "cooling"); !errors.Is(b, gate.ErrCoolingDown) {
 			t.Fatalf("cooling: %v, want ErrCoolingDown", b)
 		}
-		if got := names.take(); !equalNames(got, []string{"evalsha"}) {
+		if got := names.Take(); !slices.Equal(got, []string{"evalsha"}) {
 			t.Fatalf("a known cooldown's retry sent %v, want [evalsha] (the job's acquire and its upstream's admission, one script on one node)", got)
 		}
 	})

@@ -2,10 +2,10 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,68 +30,36 @@ func orderedTrip(ctx context.Context, s *Store, key string) (string, error) {
 	return read.Text()
 }
 
-// tripRecorder records the commands of each round trip, a pipeline as
-// one entry ("[set eval]"), and runs then once, right after the next
-// pipeline: between a trip's pipeline and a script it sends again.
-type tripRecorder struct {
-	mu    sync.Mutex
-	names []string
-	then  func()
-}
-
-func (h *tripRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *tripRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.record(cmd.Name())
-		return next(ctx, cmd)
-	}
-}
-
-func (h *tripRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		names := make([]string, len(cmds))
-		for i, c := range cmds {
-			names[i] = c.Name()
-		}
-		h.record("[" + strings.Join(names, " ") + "]")
-		err := next(ctx, cmds)
-		h.mu.Lock()
-		then := h.then
-		h.then = nil
-		h.mu.Unlock()
-		if then != nil {
-			then()
-		}
-		return err
-	}
-}
-
-func (h *tripRecorder) record(name string) {
-	h.mu.Lock()
-	h.names = append(h.names, name)
-	h.mu.Unlock()
-}
-
-// inject arms another client's write for right after the next pipeline.
-func (h *tripRecorder) inject(t *testing.T, c redis.Cmdable, key string) {
+// writeAfterTrip arms another client's SET key "other" for right after
+// rec's client's next pipeline: between a trip's pipeline and a script
+// it sends again.
+func writeAfterTrip(t *testing.T, rec *redistest.Commands, c redis.Cmdable, key string) {
 	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.then = func() {
-		if err := c.Set(context.Background(), key, "other", 60000*1e6).Err(); err != nil {
+	rec.AfterNextPipeline(func() {
+		if err := c.Set(context.Background(), key, "other", time.Minute).Err(); err != nil {
 			t.Error(err)
 		}
-	}
+	})
 }
 
-// take returns the round trips recorded since the last take.
-func (h *tripRecorder) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := h.names
-	h.names = nil
-	return n
+// recorder records the commands the store sends to tg: on a cluster
+// through each master's client, where a job's acquire goes straight and
+// the cluster client's pipelines go too.
+func recorder(t *testing.T, tg redistest.Target) *redistest.Commands {
+	t.Helper()
+	rec := &redistest.Commands{}
+	cc, ok := tg.Client.(*redis.ClusterClient)
+	if !ok {
+		tg.Client.AddHook(rec)
+		return rec
+	}
+	if err := cc.ForEachMaster(context.Background(), func(_ context.Context, m *redis.Client) error {
+		m.AddHook(rec)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 type hookable interface {
@@ -117,18 +85,16 @@ func TestTripRunsInOrderOnAServerWithoutItsScripts(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			c := tg.Client.(hookable)
-			flushScripts(t, c)
-			rec := &tripRecorder{}
-			c.AddHook(rec)
+			flushScripts(t, tg.Client)
+			rec := recorder(t, tg)
 			s := New(tg.Client, Config{})
 			key := redistest.Prefix(t) + "k"
-			rec.inject(t, c, key)
+			writeAfterTrip(t, rec, tg.Client, key)
 			got, err := orderedTrip(ctx, s, key)
 			if err != nil || got != "trip" {
 				t.Fatalf("the trip's script read %q (%v), want %q: what the trip's SET wrote", got, err, "trip")
 			}
-			if exp, got := []string{"[set eval]", "set"}, rec.take(); !equalStrings(got, exp) {
+			if exp, got := []string{"[set eval]", "set"}, rec.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("round trips %v, want %v: the script's source in the trip, then the other client's write", got, exp)
 			}
 		})
@@ -143,9 +109,7 @@ func TestTripRunsInOrderAfterTheServerLostItsScripts(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			c := tg.Client.(hookable)
-			rec := &tripRecorder{}
-			c.AddHook(rec)
+			rec := recorder(t, tg)
 			s := New(tg.Client, Config{})
 			key := redistest.Prefix(t) + "k"
 			pttl := func() {
@@ -162,25 +126,25 @@ func TestTripRunsInOrderAfterTheServerLostItsScripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			pttl()
-			rec.take()
+			rec.Take()
 			if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
 				t.Fatalf("steady trip read %q (%v)", got, err)
 			}
 			pttl()
-			if exp, got := []string{"[set evalsha]", "evalsha"}, rec.take(); !equalStrings(got, exp) {
+			if exp, got := []string{"[set evalsha]", "evalsha"}, rec.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("steady state sent %v, want %v: scripts by their SHA", got, exp)
 			}
-			flushScripts(t, c)
-			rec.take()
+			flushScripts(t, tg.Client)
+			rec.Take()
 			pttl() // meets NOSCRIPT, sends its source again
-			if exp, got := []string{"evalsha", "eval"}, rec.take(); !equalStrings(got, exp) {
+			if exp, got := []string{"evalsha", "eval"}, rec.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("after SCRIPT FLUSH sent %v, want %v", got, exp)
 			}
-			rec.inject(t, c, key)
+			writeAfterTrip(t, rec, tg.Client, key)
 			if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
 				t.Fatalf("after the loss the trip's script read %q (%v), want %q: what the trip's SET wrote", got, err, "trip")
 			}
-			if exp, got := []string{"[set eval]", "set"}, rec.take(); !equalStrings(got, exp) {
+			if exp, got := []string{"[set eval]", "set"}, rec.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("after the loss sent %v, want %v", got, exp)
 			}
 		})
@@ -241,40 +205,28 @@ func TestTripKnowsScriptsPerMaster(t *testing.T) {
 				t.Skip("no cluster among the targets")
 			}
 			ctx := context.Background()
-			rec := &tripRecorder{}
+			rec := &redistest.Commands{}
 			k.c.AddHook(rec)
 			s := New(k.rdb, Config{})
 			if got, err := orderedTrip(ctx, s, k.a); err != nil || got != "trip" {
 				t.Fatalf("first master: read %q (%v)", got, err)
 			}
-			rec.take()
-			rec.inject(t, k.c, k.b)
+			rec.Take()
+			writeAfterTrip(t, rec, k.c, k.b)
 			if got, err := orderedTrip(ctx, s, k.b); err != nil || got != "trip" {
 				t.Fatalf("second master: the trip's script read %q (%v), want %q: what the trip's SET wrote", got, err, "trip")
 			}
-			if exp, got := []string{"[set eval]", "set"}, rec.take(); !equalStrings(got, exp) {
+			if exp, got := []string{"[set eval]", "set"}, rec.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("second master: sent %v, want %v: the source to a master that never ran it", got, exp)
 			}
 			if got, err := orderedTrip(ctx, s, k.a); err != nil || got != "trip" {
 				t.Fatalf("first master again: read %q (%v)", got, err)
 			}
-			if exp, got := []string{"[set evalsha]"}, rec.take(); !equalStrings(got, exp) {
+			if exp, got := []string{"[set evalsha]"}, rec.Take(); !slices.Equal(got, exp) {
 				t.Fatalf("first master again: sent %v, want %v", got, exp)
 			}
 		})
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // What a trip learnt under the scripts known before a NOSCRIPT may date
@@ -312,26 +264,12 @@ func TestAcquireIsFencedInItsTrip(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			c := tg.Client.(hookable)
-			flushScripts(t, c)
-			rec := &tripRecorder{}
-			if cc, ok := tg.Client.(*redis.ClusterClient); ok {
-				// The job's commands go through its master's client.
-				if err := cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
-					m.AddHook(rec)
-					return nil
-				}); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				c.AddHook(rec)
-			}
-			s := New(tg.Client, Config{Lease: 60000 * 1e6})
+			flushScripts(t, tg.Client)
+			rec := recorder(t, tg)
+			s := New(tg.Client, Config{Lease: time.Minute})
 			key := redistest.Prefix(t) + "job"
 			var seen string
-			rec.mu.Lock()
-			rec.then = func() { seen, _ = tg.Client.Get(ctx, key).Result() }
-			rec.mu.Unlock()
+			rec.AfterNextPipeline(func() { seen, _ = tg.Client.Get(ctx, key).Result() })
 			var r Acquired
 			if err := s.Acquire(ctx, &Acquire{Key: key, Token: NewToken()}, &r); err != nil || !r.Taken {
 				t.Fatalf("acquire: taken %v (%v), want taken", r.Taken, err)
