@@ -285,3 +285,94 @@ func TestAcquireIsFencedInItsTrip(t *testing.T) {
 		})
 	}
 }
+
+// A user that may run only the scripts an admin loaded (an ACL with
+// +evalsha and -eval; docs/operating.md, "ACL users") has its scripts run
+// by their hash. The first EVAL, refused (NOPERM), is sent again as
+// EVALSHA after the rest of its trip; every later script goes by hash in
+// its trip's order, so another client's write after the pipeline is not
+// what the script reads. After SCRIPT FLUSH (what a restart or a
+// failover does to the cache) the store cannot load them: the script is
+// refused until the admin loads them again, then runs by hash, in order.
+func TestTripSendsHashesToAUserRefusedEVAL(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.ACLServer(t, "acl", []string{"-eval"})
+	admin := srv.AdminClient(t)
+	load := func() {
+		t.Helper()
+		for _, sc := range []*script{tripGetScript, tripPTTLScript} {
+			if err := admin.ScriptLoad(ctx, sc.src).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	load()
+	c := srv.Client(t)
+	rec := &redistest.Commands{}
+	c.AddHook(rec)
+	s := New(c, Config{})
+	key := "acl:" + redistest.UniqueKey(t)
+
+	if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
+		t.Fatalf("first trip: the script read %q (%v), want %q", got, err, "trip")
+	}
+	if exp, got := []string{"[set eval]", "evalsha"}, rec.Take(); !slices.Equal(got, exp) {
+		t.Fatalf("first trip sent %v, want %v: the refused EVAL sent again by its hash", got, exp)
+	}
+
+	writeAfterTrip(t, rec, admin, key)
+	if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
+		t.Fatalf("a later trip: the script read %q (%v), want %q: what the trip's SET wrote, not the write after its pipeline", got, err, "trip")
+	}
+	tr := s.Trip() // a script this store has not sent yet
+	pttl := tr.eval(ctx, tripPTTLScript, []string{key})
+	tr.Send(ctx)
+	if n, err := pttl.Int64(); err != nil || n <= 0 {
+		t.Fatalf("a script not sent before: PTTL %d (%v), want the key's TTL", n, err)
+	}
+	if exp, got := []string{"[set evalsha]", "evalsha"}, rec.Take(); !slices.Equal(got, exp) {
+		t.Fatalf("later trips sent %v, want %v: scripts by hash alone", got, exp)
+	}
+
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orderedTrip(ctx, s, key); !redis.HasErrorPrefix(err, "NOPERM") {
+		t.Fatalf("after SCRIPT FLUSH: %v, want NOPERM: the user may not load a script", err)
+	}
+	if exp, got := []string{"[set evalsha]", "eval"}, rec.Take(); !slices.Equal(got, exp) {
+		t.Fatalf("after SCRIPT FLUSH sent %v, want %v", got, exp)
+	}
+	load()
+	writeAfterTrip(t, rec, admin, key)
+	if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
+		t.Fatalf("loaded again by the admin: the script read %q (%v), want %q, in order", got, err, "trip")
+	}
+	if exp, got := []string{"[set evalsha]"}, rec.Take(); !slices.Equal(got, exp) {
+		t.Fatalf("loaded again by the admin, sent %v, want %v: by hash, not its source", got, exp)
+	}
+}
+
+// Only a refused EVAL makes the store send hashes alone: a user refused a
+// key (NOPERM on a key outside its pattern) may still load scripts, so a
+// later trip on its own keys sends the source, in order.
+func TestTripKeepsSourcesForAUserRefusedAKey(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.ACLServer(t, "acl", nil)
+	c := srv.Client(t)
+	rec := &redistest.Commands{}
+	c.AddHook(rec)
+	s := New(c, Config{})
+	if _, err := orderedTrip(ctx, s, "other:"+redistest.UniqueKey(t)); !redis.HasErrorPrefix(err, "NOPERM") {
+		t.Fatalf("a key outside the user's pattern: %v, want NOPERM", err)
+	}
+	rec.Take()
+	key := "acl:" + redistest.UniqueKey(t)
+	writeAfterTrip(t, rec, srv.AdminClient(t), key)
+	if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
+		t.Fatalf("its own key: the script read %q (%v), want %q, in order", got, err, "trip")
+	}
+	if exp, got := []string{"[set eval]"}, rec.Take(); !slices.Equal(got, exp) {
+		t.Fatalf("its own key: sent %v, want %v: the source, in its trip", got, exp)
+	}
+}
