@@ -54,17 +54,14 @@ func admitOnce(t *testing.T, s *Store, a Admission) Admitted {
 // the share holds.
 func TestAdmitJudgesAtTheLearnedCost(t *testing.T) {
 	s, _, _ := newStore(t) // Redis's clock stands still: nothing refills
-	ctx := context.Background()
 	share := BudgetReserve{TokenShare: 0.01}
 	for _, learned := range []bool{false, true} {
-		k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+		k := budgetKeys("up")
 		if learned {
-			k = BudgetKeys{Upstream: "up2", Budget: "up2:budget", Calls: "up2:calls"}
+			k = budgetKeys("up2")
 			learnCost(t, s, k)
 		}
-		tr := s.Trip()
-		tr.RecordBudget(ctx, k, "", tokenReading(400, 0), time.Minute)
-		tr.Send(ctx)
+		recordReading(t, s, k, tokenReading(400, 0))
 		got := admitOnce(t, s, Admission{Keys: k, Reserve: share})
 		if got.Admitted == learned {
 			t.Fatalf("learned %v, 400 tokens left: %+v; want admitted only by the share (calls cost 470)", learned, got)
@@ -87,12 +84,9 @@ func TestAdmitJudgesAtTheLearnedCost(t *testing.T) {
 // the room kept for one call alone, the third would fit (1,880).
 func TestAdmitCountsUndeclaredCallsInFlight(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	learnCost(t, s, k)
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", tokenReading(2000, 0), time.Minute)
-	tr.Send(ctx)
+	recordReading(t, s, k, tokenReading(2000, 0))
 	for i, tc := range []struct {
 		member   string
 		tokens   int64
@@ -112,16 +106,11 @@ func TestAdmitCountsUndeclaredCallsInFlight(t *testing.T) {
 // twice.
 func TestCostLearnedFromTheDrop(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	for i := range 5 {
-		tr := s.Trip()
-		tr.RecordBudget(ctx, k, "", tokenReading(5000-100*int64(i), time.Duration(4-i)*100*time.Millisecond), time.Minute)
-		tr.Send(ctx)
+		recordReading(t, s, k, tokenReading(5000-100*int64(i), time.Duration(4-i)*100*time.Millisecond))
 	}
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", tokenReading(750, 0), time.Minute)
-	tr.Send(ctx)
+	recordReading(t, s, k, tokenReading(750, 0))
 	for i := range 6 {
 		got := admitOnce(t, s, Admission{Keys: k, Member: "m" + itoa(i) + ":0", Reserve: BudgetReserve{TokenShare: 0.01}})
 		if got.Admitted != (i < 4) {
@@ -136,14 +125,11 @@ func TestCostLearnedFromTheDrop(t *testing.T) {
 // says fewer tokens is judged as usual.
 func TestShortWaitRefusesCallsOfItsSize(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	learnCost(t, s, k)
 	r := tokenReading(6000, 0)
 	r.Fits = 15 * time.Millisecond
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", r, time.Minute)
-	tr.Send(ctx)
+	recordReading(t, s, k, r)
 	share := BudgetReserve{TokenShare: 0.01}
 	first := admitOnce(t, s, Admission{Keys: k, Member: "a:0", Reserve: share})
 	second := admitOnce(t, s, Admission{Keys: k, Member: "b:0", Reserve: share})
@@ -166,8 +152,7 @@ func itoa(i int) string { return string(rune('0' + i)) }
 // more call (470, and 470 kept after a first sample) does not fit.
 func TestRefusedCallsAreNotCounted(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	type call struct {
 		rem     int64
 		refused bool
@@ -180,13 +165,9 @@ func TestRefusedCallsAreNotCounted(t *testing.T) {
 	for i, c := range calls {
 		r := tokenReading(c.rem, ages[i]*time.Millisecond)
 		r.Refused = c.refused
-		tr := s.Trip()
-		tr.RecordBudget(ctx, k, "", r, time.Minute)
-		tr.Send(ctx)
+		recordReading(t, s, k, r)
 	}
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", tokenReading(800, 0), time.Minute)
-	tr.Send(ctx)
+	recordReading(t, s, k, tokenReading(800, 0))
 	if got := admitOnce(t, s, Admission{Keys: k, Member: "a:0", Reserve: BudgetReserve{TokenShare: 0.01}}); got.Admitted {
 		t.Fatalf("800 left, calls of 470 with 470 kept: %+v, want refused (the 429s were counted as calls)", got)
 	}
@@ -199,7 +180,6 @@ func TestRefusedCallsAreNotCounted(t *testing.T) {
 // judged by the 1 % share (240 of 24,000; 120 of 12,000) and admitted.
 func TestCostNotLearnedAcrossAGap(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
 	resized := func(rem int64, age time.Duration, lim int64) Reading {
 		return Reading{Tokens: Quota{Reported: true, Remaining: rem, Limit: lim,
 			ResetIn: time.Duration(lim-rem) * time.Minute / time.Duration(lim), Age: age}}
@@ -217,11 +197,9 @@ func TestCostNotLearnedAcrossAGap(t *testing.T) {
 			tokenReading(3650, 39800*time.Millisecond), tokenReading(3200, 39700*time.Millisecond)}, tokenReading(400, 0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k := BudgetKeys{Upstream: tc.name, Budget: tc.name + ":budget", Calls: tc.name + ":calls"}
+			k := budgetKeys(tc.name)
 			for _, r := range append(tc.readings, tc.last) {
-				tr := s.Trip()
-				tr.RecordBudget(ctx, k, "", r, time.Minute)
-				tr.Send(ctx)
+				recordReading(t, s, k, r)
 			}
 			if got := admitOnce(t, s, Admission{Keys: k, Member: "a:0", Reserve: BudgetReserve{TokenShare: 0.01}}); !got.Admitted {
 				t.Fatalf("400 left and no cost learnable: %+v, want admitted by the share", got)
@@ -236,11 +214,8 @@ func TestCostNotLearnedAcrossAGap(t *testing.T) {
 // fourth is refused until one settles or a request refills.
 func TestAdmitCountsCallsInFlightOfARequestLimit(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 3, Limit: 60, ResetIn: time.Minute}}, time.Minute)
-	tr.Send(ctx)
+	k := budgetKeys("up")
+	recordReading(t, s, k, Reading{Requests: Quota{Reported: true, Remaining: 3, Limit: 60, ResetIn: time.Minute}})
 	for i, want := range []bool{true, true, true, false} {
 		got := admitOnce(t, s, Admission{Keys: k, Member: ReserveMember(NewToken(), 0)})
 		if got.Admitted != want {
@@ -254,11 +229,8 @@ func TestAdmitCountsCallsInFlightOfARequestLimit(t *testing.T) {
 // a call of 300 fits and one of 301 does not.
 func TestAdmitCountsTheTokensCallsInFlightSaid(t *testing.T) {
 	s, _, _ := newStore(t)
-	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 1000, Limit: 100000, ResetIn: time.Minute}}, time.Minute)
-	tr.Send(ctx)
+	k := budgetKeys("up")
+	recordReading(t, s, k, Reading{Tokens: Quota{Reported: true, Remaining: 1000, Limit: 100000, ResetIn: time.Minute}})
 	for _, n := range []int64{300, 400} {
 		if got := admitOnce(t, s, Admission{Keys: k, Member: ReserveMember(NewToken(), n), Tokens: n}); !got.Admitted {
 			t.Fatalf("a call of %d tokens: %+v, want admitted", n, got)

@@ -17,7 +17,7 @@ import (
 func TestAdmitKeepsTheTokenShareAsGiven(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	tr := s.Trip()
 	rec := tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
 	tr.Send(ctx)
@@ -76,7 +76,7 @@ func TestDecodeAdmitted(t *testing.T) {
 func TestReadBudget(t *testing.T) {
 	s, _, _ := newStore(t) // Redis's clock stands still: nothing refills
 	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	tr := s.Trip()
 	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
 	read := tr.ReadBudget(ctx, k)
@@ -158,10 +158,8 @@ func TestDecodeBudgetRead(t *testing.T) {
 func TestRenewReservation(t *testing.T) {
 	s, m, _ := newStore(t) // lease: a minute
 	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
-	tr := s.Trip()
-	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Hour}}, time.Minute)
-	tr.Send(ctx)
+	k := budgetKeys("up")
+	recordReading(t, s, k, Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Hour}})
 	member, other := ReserveMember(NewToken(), 0), ReserveMember(NewToken(), 0)
 	admit := func(member string) {
 		t.Helper()
@@ -210,7 +208,7 @@ func TestRenewReservation(t *testing.T) {
 		t.Fatalf("a lapsed reservation: kept or counted (%d in flight), want it lapsed for good beside the other", inFlight())
 	}
 	admit(member)
-	tr = s.Trip()
+	tr := s.Trip()
 	tr.RecordBudget(ctx, k, member, Reading{}, time.Minute)
 	tr.Send(ctx)
 	if renew() || inFlight() != 1 {
@@ -226,7 +224,7 @@ func TestRenewReservation(t *testing.T) {
 func TestReservationKeepsTheCallsKeyOnceALease(t *testing.T) {
 	s, m, rdb := newStore(t) // lease: a minute; Redis's clock stands still
 	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	tr := s.Trip()
 	tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Hour}}, time.Hour)
 	tr.Send(ctx)

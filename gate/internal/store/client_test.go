@@ -98,16 +98,8 @@ func TestPoliciesNameServersAndTheirPolicy(t *testing.T) {
 // the acquire replicated.
 func TestReplicateWithEnoughReplicas(t *testing.T) {
 	master := redistest.Server(t)
-	replica := redistest.Server(t, redistest.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(master.Port())))
+	replicaOf(t, strconv.Itoa(master.Port()))
 	ctx := context.Background()
-	rc := replica.Client(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up") {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not connect to its master")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	s := New(master.Client(t), Config{Lease: time.Minute, WaitReplicas: 1, WaitTimeout: 5 * time.Second, Timeout: time.Second})
 	var r Acquired
 	if err := s.Acquire(ctx, &Acquire{Key: redistest.UniqueKey(t), Token: NewToken()}, &r); err != nil || !r.Taken {

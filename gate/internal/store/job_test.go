@@ -215,7 +215,7 @@ func TestMalformedRepliesAreErrors(t *testing.T) {
 func TestAcquireAnswersEachAdmission(t *testing.T) {
 	s, _, _ := newStore(t)
 	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
-		{Keys: BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}, Member: "m"},
+		{Keys: budgetKeys("up"), Member: "m"},
 	}}
 	var r Acquired
 	if err := s.Acquire(context.Background(), a, &r); err != nil {
@@ -290,8 +290,8 @@ func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
 	ctx := context.Background()
 	rdb.Set(ctx, "bad:budget", "not a budget", 0)
 	a := &Acquire{Key: "k", Token: NewToken(), Admissions: []Admission{
-		{Keys: BudgetKeys{Upstream: "ok", Budget: "ok:budget", Calls: "ok:calls"}},
-		{Keys: BudgetKeys{Upstream: "bad", Budget: "bad:budget", Calls: "bad:calls"}},
+		{Keys: budgetKeys("ok")},
+		{Keys: budgetKeys("bad")},
 	}}
 	var r Acquired
 	if err := s.Acquire(ctx, a, &r); err != nil {
@@ -318,11 +318,11 @@ func TestAcquireKeepsAnAdmissionsError(t *testing.T) {
 func TestAcquireOnOneNodeJudgesTheBudgetsFirst(t *testing.T) {
 	s, m, _ := newStore(t)
 	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	tr := s.Trip()
 	tr.RecordBudget(ctx, k, "", Reading{Tokens: Quota{Reported: true, Remaining: 240, Limit: 1000, ResetIn: time.Minute}}, time.Minute)
 	// A fallback, cooled, whose budget has room: read and judged beside.
-	k2 := BudgetKeys{Upstream: "up2", Budget: "up2:budget", Calls: "up2:calls"}
+	k2 := budgetKeys("up2")
 	tr.RecordBudget(ctx, k2, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
 	tr.StopUpstream(ctx, "up2", NewToken(), Stop{Reason: "overloaded", TTL: time.Hour})
 	tr.Send(ctx)
@@ -369,7 +369,7 @@ func TestAcquireElsewhereTakesTheJobFirst(t *testing.T) {
 	redistest.Advance(m, 0)
 	s := New(narrowClient{rdb}, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
 	ctx := context.Background()
-	k := BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+	k := budgetKeys("up")
 	ask := func() *Acquire {
 		tok := NewToken()
 		return &Acquire{Key: "k", Token: tok, Upstreams: []string{k.Upstream},
@@ -412,10 +412,8 @@ func TestAcquireOnOneNodeRefusesAHeldJobFirst(t *testing.T) {
 			ctx := context.Background()
 			s := New(tg.Client, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
 			p := redistest.UniqueKey(t)
-			k := BudgetKeys{Upstream: p + ":up", Budget: p + ":up:budget", Calls: p + ":up:calls"}
-			tr := s.Trip()
-			tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
-			tr.Send(ctx)
+			k := budgetKeys(p + ":up")
+			recordReading(t, s, k, Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}})
 			tok := NewToken()
 			first := &Acquire{Key: p + ":k", Token: tok, Admissions: []Admission{{Keys: k, Member: ReserveMember(tok, 0)}}}
 			var r Acquired
@@ -475,10 +473,8 @@ func TestAcquireWithATurnNotHeldIsOneTrip(t *testing.T) {
 			rdb.AddHook(trips)
 			s := New(rdb, Config{Lease: time.Minute, WaitTimeout: 100 * time.Millisecond, Timeout: time.Second})
 			p := redistest.UniqueKey(t)
-			k := BudgetKeys{Upstream: p + ":up", Budget: p + ":up:budget", Calls: p + ":up:calls"}
-			tr := s.Trip()
-			tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}}, time.Minute)
-			tr.Send(ctx)
+			k := budgetKeys(p + ":up")
+			recordReading(t, s, k, Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}})
 			var r Acquired
 			// The first acquire on a server loads the script (NOSCRIPT, then EVAL).
 			warm := NewToken()

@@ -17,7 +17,7 @@ import (
 // every wait is exact.
 
 // learnKeys are the keys of one test's upstream.
-var learnKeys = BudgetKeys{Upstream: "up", Budget: "up:budget", Calls: "up:calls"}
+var learnKeys = budgetKeys("up")
 
 // admitOne asks the budget to admit and reserve the call of member.
 func admitOne(t *testing.T, s *Store, member string) Admitted {
@@ -42,13 +42,20 @@ func learn(t *testing.T, s *Store, accepted bool, ran time.Duration) int64 {
 	if accepted {
 		a = AnswerAccepted
 	}
-	tr := s.Trip()
-	r := tr.RecordBudget(context.Background(), learnKeys, "", Reading{Lesson: Lesson{Teach: true, Answer: a, Ran: ran, Keep: 10 * time.Minute}}, time.Minute)
-	tr.Send(context.Background())
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
-	}
+	recordReading(t, s, learnKeys, Reading{Lesson: Lesson{Teach: true, Answer: a, Ran: ran, Keep: 10 * time.Minute}})
 	return readLearned(t, s).Learned
+}
+
+// acceptEvery teaches n accepted calls of ran each, Redis's clock moved
+// gap before each, and returns the rate held after the last.
+func acceptEvery(t *testing.T, s *Store, m *miniredis.Miniredis, n int, gap, ran time.Duration) int64 {
+	t.Helper()
+	var got int64
+	for range n {
+		redistest.Advance(m, gap)
+		got = learn(t, s, true, ran)
+	}
+	return got
 }
 
 // readLearned is the operator's read of the budget.
@@ -217,10 +224,7 @@ func TestBoundBeforeTheFirst429(t *testing.T) {
 func learnedAt(t *testing.T, s *Store, m *miniredis.Miniredis, n int) {
 	t.Helper()
 	learn(t, s, true, 50*time.Millisecond)
-	for range n - 1 {
-		redistest.Advance(m, 50*time.Millisecond)
-		learn(t, s, true, 50*time.Millisecond)
-	}
+	acceptEvery(t, s, m, n-1, 50*time.Millisecond, 50*time.Millisecond)
 }
 
 // The first 429 cuts the rate to 0.9 × the lower of one call at a time
@@ -276,14 +280,7 @@ func TestLearnMeasuresTheRateBetweenTwo429s(t *testing.T) {
 	s, m, _ := newStore(t)
 	measuredAt40(t, s, m)
 	// Held for the window, 1 s: 40 calls 25 ms apart.
-	held := func(n int, every time.Duration) int64 {
-		var r int64
-		for range n {
-			redistest.Advance(m, every)
-			r = learn(t, s, true, 10*time.Millisecond)
-		}
-		return r
-	}
+	held := func(n int, every time.Duration) int64 { return acceptEvery(t, s, m, n, every, 10*time.Millisecond) }
 	if got := held(40, 25*time.Millisecond); got != 2328 {
 		t.Fatalf("a window after the measure: %d a minute, want 2328 held", got)
 	}
@@ -307,10 +304,7 @@ func measuredAt40(t *testing.T, s *Store, m *miniredis.Miniredis) {
 	learn(t, s, false, 50*time.Millisecond) // the first cut
 	redistest.Advance(m, 10*time.Millisecond)
 	learn(t, s, true, 50*time.Millisecond) // began before the cut
-	for range 39 {
-		redistest.Advance(m, 25*time.Millisecond)
-		learn(t, s, true, 20*time.Millisecond)
-	}
+	acceptEvery(t, s, m, 39, 25*time.Millisecond, 20*time.Millisecond)
 	redistest.Advance(m, 15*time.Millisecond) // 1 s since the cut
 	learn(t, s, true, 10*time.Millisecond)
 	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
@@ -326,14 +320,8 @@ func measuredAt40(t *testing.T, s *Store, m *miniredis.Miniredis) {
 func TestLearnMeasureAcrossAClimbFollowsTheRise(t *testing.T) {
 	s, m, _ := newStore(t)
 	measuredAt40(t, s, m)
-	for range 40 {
-		redistest.Advance(m, 25*time.Millisecond)
-		learn(t, s, true, 10*time.Millisecond)
-	}
-	for range 160 {
-		redistest.Advance(m, 12500*time.Microsecond)
-		learn(t, s, true, 10*time.Millisecond)
-	}
+	acceptEvery(t, s, m, 40, 25*time.Millisecond, 10*time.Millisecond)
+	acceptEvery(t, s, m, 160, 12500*time.Microsecond, 10*time.Millisecond)
 	if got := learn(t, s, false, 10*time.Millisecond); got < 4550 || got > 4700 {
 		t.Fatalf("a 429 that ends a climb past a limit that doubled: %d a minute, want 0.97 × the climb's 80 a second, 4656", got)
 	}
@@ -353,10 +341,7 @@ func TestLearnMeasureAcrossAClimbFollowsTheRise(t *testing.T) {
 func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
 	s, m, _ := newStore(t)
 	learn(t, s, true, 50*time.Millisecond)
-	for range 5 {
-		redistest.Advance(m, 20*time.Millisecond)
-		learn(t, s, true, 50*time.Millisecond)
-	}
+	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
 	redistest.Advance(m, 20*time.Millisecond)
 	if got := learn(t, s, false, 50*time.Millisecond); got != 1080 {
 		t.Fatalf("the first 429: %d a minute, want 0.9 × one 50 ms call at a time, 1080", got)
@@ -367,11 +352,7 @@ func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
 	if got := learn(t, s, false, 10*time.Millisecond); got != 1080 {
 		t.Fatalf("a 429 with no call accepted since the first: %d a minute, want 1080 unchanged", got)
 	}
-	var got int64
-	for range 32 {
-		redistest.Advance(m, 10*time.Millisecond)
-		got = learn(t, s, true, 5*time.Millisecond)
-	}
+	got := acceptEvery(t, s, m, 32, 10*time.Millisecond, 5*time.Millisecond)
 	if got < 2190 || got > 2260 {
 		t.Fatalf("32 accepted calls into the slow start: %d a minute, want it capped at 35.3 a second and climbing linearly, 2222", got)
 	}
@@ -391,20 +372,10 @@ func TestLearnSlowStartStopsAtTheFirst429sRate(t *testing.T) {
 func TestLearnSlowStartsMeasureIsALowerBound(t *testing.T) {
 	s, m, _ := newStore(t)
 	learn(t, s, true, 50*time.Millisecond)
-	for range 5 {
-		redistest.Advance(m, 20*time.Millisecond)
-		learn(t, s, true, 50*time.Millisecond)
-	}
+	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
 	redistest.Advance(m, 20*time.Millisecond)
 	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
-	accept := func(n int, every time.Duration) int64 {
-		var r int64
-		for range n {
-			redistest.Advance(m, every)
-			r = learn(t, s, true, 10*time.Millisecond)
-		}
-		return r
-	}
+	accept := func(n int, every time.Duration) int64 { return acceptEvery(t, s, m, n, every, 10*time.Millisecond) }
 	accept(80, 25*time.Millisecond)
 	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
 		t.Fatalf("the 429 that ends the slow start: %d a minute, want 0.97 × 40 a second, 2328", got)
@@ -442,10 +413,7 @@ func TestLearnFollowsALimitThatHalves(t *testing.T) {
 			learnedAt(t, s, m, 10)
 			redistest.Advance(m, 50*time.Millisecond)
 			learn(t, s, false, 50*time.Millisecond)
-			for range 40 {
-				redistest.Advance(m, 25*time.Millisecond)
-				learn(t, s, true, 10*time.Millisecond)
-			}
+			acceptEvery(t, s, m, 40, 25*time.Millisecond, 10*time.Millisecond)
 			if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
 				t.Fatalf("measured: %d a minute, want 2328", got)
 			}
@@ -453,10 +421,7 @@ func TestLearnFollowsALimitThatHalves(t *testing.T) {
 			if tc.accepted > 0 {
 				step = 40 * time.Millisecond
 			}
-			for range tc.accepted {
-				redistest.Advance(m, step)
-				learn(t, s, true, 10*time.Millisecond)
-			}
+			acceptEvery(t, s, m, tc.accepted, step, 10*time.Millisecond)
 			redistest.Advance(m, step)
 			if tc.accepted == 0 {
 				redistest.Advance(m, step)
@@ -506,10 +471,7 @@ func TestLearnedRateProbesUpward(t *testing.T) {
 func TestLearnKeepsHalfOfWhatWasAccepted(t *testing.T) {
 	s, m, _ := newStore(t)
 	learn(t, s, true, 10*time.Millisecond)
-	for range 19 {
-		redistest.Advance(m, 25*time.Millisecond)
-		learn(t, s, true, 10*time.Millisecond)
-	}
+	acceptEvery(t, s, m, 19, 25*time.Millisecond, 10*time.Millisecond)
 	redistest.Advance(m, 25*time.Millisecond)
 	if got := learn(t, s, false, 5*time.Second); got < 735 || got > 745 {
 		t.Fatalf("the rate after a 429 of a stalled call: %d a minute, want half of the 24.7 a second accepted lately, 739", got)

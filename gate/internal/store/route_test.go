@@ -178,16 +178,8 @@ func TestReplicateWaitsForTheLockWrite(t *testing.T) {
 	master := redistest.Server(t)
 	p := faultproxy.New(t, master.Addr())
 	_, port, _ := strings.Cut(p.Addr(), ":")
-	replica := redistest.Server(t, redistest.WithArgs("--replicaof", "127.0.0.1", port))
+	replicaOf(t, port)
 	ctx := context.Background()
-	rc := replica.Client(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up") {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not connect to its master")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	p.Blackhole(true)
 	t.Cleanup(func() { p.Blackhole(false) })
 	rdb := redis.NewClient(&redis.Options{Addr: master.Addr(), PoolFIFO: true})

@@ -286,6 +286,14 @@ func TestAcquireIsFencedInItsTrip(t *testing.T) {
 	}
 }
 
+// aclStore is a store on srv's restricted user, and the commands it sends.
+func aclStore(t *testing.T, srv *redistest.ACLSrv) (*Store, *redistest.Commands) {
+	c := srv.Client(t)
+	rec := &redistest.Commands{}
+	c.AddHook(rec)
+	return New(c, Config{}), rec
+}
+
 // A user that may run only the scripts an admin loaded (an ACL with
 // +evalsha and -eval; docs/operating.md, "ACL users") has its scripts run
 // by their hash. The first EVAL, refused (NOPERM), is sent again as
@@ -307,10 +315,7 @@ func TestTripSendsHashesToAUserRefusedEVAL(t *testing.T) {
 		}
 	}
 	load()
-	c := srv.Client(t)
-	rec := &redistest.Commands{}
-	c.AddHook(rec)
-	s := New(c, Config{})
+	s, rec := aclStore(t, srv)
 	key := "acl:" + redistest.UniqueKey(t)
 
 	if got, err := orderedTrip(ctx, s, key); err != nil || got != "trip" {
@@ -359,10 +364,7 @@ func TestTripSendsHashesToAUserRefusedEVAL(t *testing.T) {
 func TestTripKeepsSourcesForAUserRefusedAKey(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.ACLServer(t, "acl", nil)
-	c := srv.Client(t)
-	rec := &redistest.Commands{}
-	c.AddHook(rec)
-	s := New(c, Config{})
+	s, rec := aclStore(t, srv)
 	if _, err := orderedTrip(ctx, s, "other:"+redistest.UniqueKey(t)); !redis.HasErrorPrefix(err, "NOPERM") {
 		t.Fatalf("a key outside the user's pattern: %v, want NOPERM", err)
 	}
