@@ -295,12 +295,16 @@ func upstream(b *gate.BlockedError) gate.UpstreamStatus {
 // once: on a cluster to each node's client (the acquire's native commands
 // go straight to the job's master, and the cluster client's own commands
 // run through its nodes' clients too), else to the client.
-func hook(tg redistest.Target, h redis.Hook) {
-	if cc, ok := tg.Client.(*redis.ClusterClient); ok {
-		cc.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+func hook(tg redistest.Target, h redis.Hook) { hookClient(tg.Client, h) }
+
+// hookClient adds h to c, or, on a cluster, to each node's client as it
+// is made (c not used yet).
+func hookClient(c redis.UniversalClient, h redis.Hook) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(n *redis.Client) { n.AddHook(h) })
 		return
 	}
-	tg.Client.AddHook(h)
+	c.AddHook(h)
 }
 
 // proxied returns a fault proxy in front of srv and a client through it.
@@ -509,4 +513,15 @@ func spendRefilling(t *testing.T, a, b *gate.Gate, refill time.Duration) (l1, l2
 		t.Fatalf("second call with 2 left: %v", err)
 	}
 	return l1, l2
+}
+
+// granted waits (20 s at most) for an AcquireWait's answer and returns its
+// lease; no answer, or a refusal, fails t with what.
+func granted(t *testing.T, ch <-chan gatetest.Acquired, what string) *gate.Lease {
+	t.Helper()
+	r := gatetest.Answer(t, ch, what+": no answer in 20 s")
+	if r.Err != nil {
+		t.Fatalf("%s: %v", what, r.Err)
+	}
+	return r.Lease
 }

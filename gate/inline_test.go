@@ -54,16 +54,8 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			if err := l1.Succeed(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var r gatetest.Acquired
-			select {
-			case r = <-got:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the caller in line was not woken when a settle released room")
-			}
-			if r.Err != nil {
-				t.Fatalf("the caller in line: %v, want the room the settle released", r.Err)
-			}
-			defer func() { _ = r.Lease.Release(ctx) }()
+			l3 := granted(t, got, "the caller in line, when a settle released room")
+			defer func() { _ = l3.Release(ctx) }()
 			if tg.FastForward != nil {
 				// (A request refilled above: there is room for one more.)
 			} else if bl := blocked(t, a, "j5"); !errors.Is(bl, gate.ErrUpstreamCooling) {
@@ -227,11 +219,7 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 		if err := l1.Succeed(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r := <-got
-		if r.Err != nil {
-			t.Fatalf("the caller in line under the documented ACL: %v", r.Err)
-		}
-		_ = r.Lease.Release(ctx)
+		_ = granted(t, got, "the caller in line under the documented ACL").Release(ctx)
 		for _, e := range rec.drain() {
 			if e.Kind == gate.EventRedisError {
 				t.Fatalf("a command refused under the documented ACL: %+v", e)
@@ -312,11 +300,7 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
-			if r := gatetest.Answer(t, got, "the caller in line was not woken after the upstream recovered"); r.Err != nil {
-				t.Fatalf("the caller in line, after the probe succeeded: %v", r.Err)
-			} else {
-				_ = r.Lease.Release(ctx)
-			}
+			_ = granted(t, got, "the caller in line, after the probe succeeded").Release(ctx)
 		})
 	}
 }
@@ -333,18 +317,8 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			a, b, l1, l2 := spentPair(t, tg.Client, opts)
-			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
-			gatetest.InLine(t, b, "batch")
-			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
-			gatetest.InLine(t, a, "inter")
-			if err := l1.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
-			r := <-inter
-			if r.Err != nil {
-				t.Fatalf("the interactive caller at the head: %v", r.Err)
-			}
-			defer func() { _ = r.Lease.Release(ctx) }()
+			batch, head := interactiveAtTheHead(t, a, b, l1)
+			defer func() { _ = head.Release(ctx) }()
 			// l2's settle frees the last call beside the reserve: the batch
 			// caller at the head does not have it.
 			if err := l2.Succeed(ctx); err != nil {
@@ -369,13 +343,26 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if r := gatetest.Answer(t, batch, "the batch caller was never given the refill"); r.Err != nil {
-				t.Fatalf("the batch caller once the budget refilled: %v", r.Err)
-			} else {
-				_ = r.Lease.Release(ctx)
-			}
+			_ = granted(t, batch, "the batch caller once the budget refilled").Release(ctx)
 		})
 	}
+}
+
+// interactiveAtTheHead puts a batch caller of a in line, then an
+// interactive one of b, which has the head; l1's settle gives the room to
+// the interactive one. It returns the batch caller's answer to come and
+// the interactive one's lease.
+func interactiveAtTheHead(t *testing.T, a, b *gate.Gate, l1 *gate.Lease) (<-chan gatetest.Acquired, *gate.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+	gatetest.InLine(t, b, "batch")
+	inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+	gatetest.InLine(t, a, "inter")
+	if err := l1.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return batch, granted(t, inter, "the interactive caller at the head, given the room")
 }
 
 // The headroom is work-conserving: with no higher class asking, a batch
@@ -398,16 +385,7 @@ func TestLineGivesTheLowerClassEverythingAlone(t *testing.T) {
 			if st, err := b.Status(ctx, "batch"); err != nil || st.InLine {
 				t.Fatalf("the batch caller alone in line after a settle freed the last call: %+v (%v), want its turn given", st, err)
 			}
-			var r gatetest.Acquired
-			select {
-			case r = <-batch:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the batch caller alone in line was never given a turn")
-			}
-			if r.Err != nil {
-				t.Fatalf("the batch caller alone in line: %v, want the room the settle freed", r.Err)
-			}
-			_ = r.Lease.Release(ctx)
+			_ = granted(t, batch, "the batch caller alone in line, the room the settle freed").Release(ctx)
 		})
 	}
 }
@@ -432,6 +410,24 @@ func stallOn(t *testing.T, rdb redis.UniversalClient, match func(args []any) boo
 	}
 	t.Cleanup(h.free)
 	return h
+}
+
+// stalledGate is a gate c on a client of its own, whose commands match
+// picks are stalled (h), beside a pair that spent the budget, a request
+// refilling every refill (spentPairRefilling on tg's client): its gate a
+// and lease l1, whose settle frees room; its l2 is released at the test's
+// end. hooks see c's commands too (hookClient).
+func stalledGate(t *testing.T, tg redistest.Target, opts gate.Options, refill time.Duration, match func(args []any) bool, hooks ...redis.Hook) (c *gate.Gate, h *stallCmds, a *gate.Gate, l1 *gate.Lease) {
+	t.Helper()
+	slow := tg.OwnClient(t)
+	h = stallOn(t, slow, match)
+	for _, k := range hooks {
+		hookClient(slow, k)
+	}
+	c = newGate(t, slow, opts)
+	a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, refill)
+	t.Cleanup(func() { _ = l2.Release(context.Background()) })
+	return c, h, a, l1
 }
 
 // free lets the stalled commands go on (once).
@@ -500,11 +496,7 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			slow := tg.OwnClient(t)
-			h := stallOn(t, slow, carriesTurn)
-			c := newGate(t, slow, opts)
-			a, _, l1, l2 := spentPair(t, tg.Client, opts)
-			defer func() { _ = l2.Release(ctx) }()
+			c, h, a, l1 := stalledGate(t, tg, opts, time.Second, carriesTurn)
 			const wait = 3 * time.Second
 			start := time.Now()
 			got := gatetest.AcquireWait(ctx, c, "j3", wait)
@@ -555,31 +547,15 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 			opts := budgetOptions(t)
 			own := tg.OwnClient(t)
 			trips := &jobTrips{job: "inter2"}
-			if c, ok := own.(*redis.ClusterClient); ok {
-				// The job's commands go through its master's client: its
-				// nodes' hooks see every trip, once per node it reaches.
-				c.OnNewNode(func(n *redis.Client) { n.AddHook(trips) })
-			} else {
-				own.AddHook(trips)
-			}
+			hookClient(own, trips) // a cluster's: once per node a trip reaches
 			// No request refills during the test: the turn is the headroom.
 			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
 			rec := newRecorder()
 			copts := opts
 			copts.Observer = rec
 			c := newGate(t, own, copts)
-			batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
-			gatetest.InLine(t, b, "batch")
-			inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
-			gatetest.InLine(t, a, "inter")
-			if err := l1.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
-			r := gatetest.Answer(t, inter, "the interactive caller at the head was not given the room")
-			if r.Err != nil {
-				t.Fatalf("the interactive caller at the head: %v", r.Err)
-			}
-			defer func() { _ = r.Lease.Release(ctx) }()
+			batch, head := interactiveAtTheHead(t, a, b, l1)
+			defer func() { _ = head.Release(ctx) }()
 			// l2's settle frees the last call beside the reserve: headroom.
 			if err := l2.Succeed(ctx); err != nil {
 				t.Fatal(err)
@@ -669,14 +645,9 @@ func TestLineJoinsBesideTheGiveBack(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			slow := tg.OwnClient(t)
-			h := stallOn(t, slow, undoOf("j3"))
 			joins := &jobTrips{job: "j3", mark: true}
-			slow.(*redis.ClusterClient).OnNewNode(func(n *redis.Client) { n.AddHook(joins) })
-			c := newGate(t, slow, opts)
 			// No request refills during the test: the turn is the settle's.
-			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
-			defer func() { _ = l2.Release(ctx) }()
+			c, h, a, l1 := stalledGate(t, tg, opts, slowRefill, undoOf("j3"), joins)
 			got := gatetest.AcquireWait(ctx, c, "j3", time.Minute)
 			// (Its job is held by the give-back: its Status says Running.)
 			// Fails after 20 s where the join waits for the give-back.
@@ -689,11 +660,7 @@ func TestLineJoinsBesideTheGiveBack(t *testing.T) {
 			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn
 				t.Fatal(err)
 			}
-			r := gatetest.Answer(t, got, "the caller in line was not given the room")
-			if r.Err != nil {
-				t.Fatalf("the caller in line, its give-back beside its join: %v, want its turn to take the job", r.Err)
-			}
-			_ = r.Lease.Release(ctx)
+			_ = granted(t, got, "the caller in line, its give-back beside its join: its turn takes the job").Release(ctx)
 		})
 	}
 }
