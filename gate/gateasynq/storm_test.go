@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateasynq"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 	"github.com/retrygate/retrygate/internal/testkit/stormtest"
@@ -36,39 +32,34 @@ type workerConfig struct {
 // the model over HTTP under a gate of its own. It runs until SIGTERM.
 func workerMain(raw string) int {
 	var cfg workerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "worker config:", err)
-		return 2
-	}
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.Addrs})
-	defer rdb.Close()
-	g, err := gate.New(rdb, gate.Options{Prefix: cfg.Prefix, Upstream: "llm", Lease: 2 * time.Second,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cfg.Window},
-		Backoff:        gate.Backoff{Jitter: -1}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	b := backend{addrs: cfg.Addrs}
-	srv := asynq.NewServer(b.asynq(), gateasynq.Config(asynq.Config{
-		Concurrency: 4, Queues: map[string]int{cfg.Queue: 1},
-		TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
-		ShutdownTimeout: 2 * time.Second, LogLevel: asynq.FatalLevel,
-	}))
-	mux := asynq.NewServeMux()
-	mux.Use(gateasynq.Middleware(g, gateasynq.Options{Job: byDocument}))
-	mux.HandleFunc(taskType, func(ctx context.Context, t *asynq.Task) error {
-		return stormtest.CallModel(ctx, cfg.Provider, t.Payload())
+	return stormtest.RunWorker(raw, &cfg, func() (func() error, error) {
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: cfg.Addrs})
+		g, err := stormtest.WorkerGate(rdb, cfg.Prefix, cfg.Window)
+		if err != nil {
+			_ = rdb.Close()
+			return nil, err
+		}
+		b := backend{addrs: cfg.Addrs}
+		srv := asynq.NewServer(b.asynq(), gateasynq.Config(asynq.Config{
+			Concurrency: 4, Queues: map[string]int{cfg.Queue: 1},
+			TaskCheckInterval: 50 * time.Millisecond, DelayedTaskCheckInterval: 100 * time.Millisecond,
+			ShutdownTimeout: 2 * time.Second, LogLevel: asynq.FatalLevel,
+		}))
+		mux := asynq.NewServeMux()
+		mux.Use(gateasynq.Middleware(g, gateasynq.Options{Job: byDocument}))
+		mux.HandleFunc(taskType, func(ctx context.Context, t *asynq.Task) error {
+			return stormtest.CallModel(ctx, cfg.Provider, t.Payload())
+		})
+		if err := srv.Start(mux); err != nil {
+			_ = rdb.Close()
+			return nil, err
+		}
+		return func() error {
+			srv.Shutdown()
+			_ = rdb.Close()
+			return nil
+		}, nil
 	})
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	if err := srv.Start(mux); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	<-stop
-	srv.Shutdown()
-	return 0
 }
 
 // 200 queued tasks, 2 worker processes, a provider that answers 429

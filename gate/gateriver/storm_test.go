@@ -2,12 +2,8 @@ package gateriver_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +11,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/pgtest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 	"github.com/retrygate/retrygate/internal/testkit/stormtest"
@@ -39,47 +34,39 @@ type workerConfig struct {
 // model over HTTP under a gate of its own. It runs until SIGTERM.
 func workerMain(raw string) int {
 	var cfg workerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "worker config:", err)
-		return 2
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, cfg.DSN)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer pool.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
-	defer rdb.Close()
-	g, err := gate.New(rdb, gate.Options{Prefix: cfg.Prefix, Upstream: "llm", Lease: 2 * time.Second,
-		UpstreamPolicy: gate.UpstreamPolicy{Cooldown: cfg.Window},
-		Backoff:        gate.Backoff{Jitter: -1}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	client, err := newClient(pool, g, 4, func(ctx context.Context, doc string) error {
-		return stormtest.CallModel(ctx, cfg.Provider, []byte(doc))
+	return stormtest.RunWorker(raw, &cfg, func() (func() error, error) {
+		ctx := context.Background()
+		pool, err := pgxpool.New(ctx, cfg.DSN)
+		if err != nil {
+			return nil, err
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis})
+		closeAll := func() {
+			_ = rdb.Close()
+			pool.Close()
+		}
+		g, err := stormtest.WorkerGate(rdb, cfg.Prefix, cfg.Window)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		client, err := newClient(pool, g, 4, func(ctx context.Context, doc string) error {
+			return stormtest.CallModel(ctx, cfg.Provider, []byte(doc))
+		})
+		if err == nil {
+			err = client.Start(ctx)
+		}
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		return func() error {
+			defer closeAll()
+			stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return client.Stop(stopCtx)
+		}, nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	if err := client.Start(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	<-stop
-	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
-		fmt.Fprintln(os.Stderr, "stop:", err)
-		return 1
-	}
-	return 0
 }
 
 // 200 queued jobs, 2 worker processes, a provider that answers 429 every
