@@ -63,31 +63,7 @@ func stream(t *testing.T, c anthropic.Client) error {
 // the official Anthropic SDK: Rule must reach the verdict classify.Default
 // reaches through go-openai and goopenai.Transport.
 func TestCorpus(t *testing.T) {
-	cases, err := corpus.Load("../../testdata/corpus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := classify.Chain(anthropicsdk.Rule)
-	for _, c := range cases {
-		t.Run(c.Provider+"/"+c.Name, func(t *testing.T) {
-			client := newClient(t, c)
-			for mode, call := range map[string]func(*testing.T, anthropic.Client) error{"message": message, "stream": stream} {
-				t.Run(mode, func(t *testing.T) {
-					err := call(t, client)
-					v, ok := anthropicsdk.Rule(err)
-					if !ok {
-						t.Fatalf("Rule passed on %T %v", err, err)
-					}
-					if !c.Matches(v) {
-						t.Errorf("verdict for %d %s\nsource: %s\nexp %+v\ngot %+v", c.Status, c.Body, c.Source, c.Expect, v)
-					}
-					if got := f(err); got != v {
-						t.Errorf("Chain(Rule) = %+v, Rule = %+v", got, v)
-					}
-				})
-			}
-		})
-	}
+	corpus.ReplayRule(t, "../../testdata/corpus", anthropicsdk.Rule, newClient, map[string]func(*testing.T, anthropic.Client) error{"message": message, "stream": stream})
 }
 
 func TestRulePasses(t *testing.T) {

@@ -7,7 +7,8 @@
 // The expected verdicts were decided from what the provider says the
 // response means, never from classify's output. The classify package and the
 // gate-level tests at the repository root both replay the corpus: Load reads
-// it, Case.ServeHTTP replays one case.
+// it, Case.ServeHTTP replays one case, and ReplayRule replays them all to
+// an SDK's client and checks its rule (classify/sdk's TestCorpus).
 //
 // Load validates every case (source, status, known class, duration syntax,
 // unique names) and returns one error naming each bad case. Cases are
