@@ -87,35 +87,33 @@ func TestBudgetReservesCallsInFlight(t *testing.T) {
 	}
 }
 
+// newerThenOlder runs a call on gn that reads newer and one on gold that
+// reads older, and settles the newer first, then the older (a slow call's
+// response).
+func newerThenOlder(t *testing.T, gn, gold *gate.Gate, newer, older classify.Budget) {
+	t.Helper()
+	ctx := context.Background()
+	ln, lo := gatetest.Hold(t, gn, "newer")[0], gatetest.Hold(t, gold, "older")[0]
+	ln.ObserveBudget(newer)
+	lo.ObserveBudget(older)
+	for _, l := range []*gate.Lease{ln, lo} {
+		if err := l.Succeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // The budget keeps the newest reading: one with an earlier reset, settled
 // after a newer one (a slow call's response), does not overwrite it.
 func TestBudgetKeepsTheNewestReading(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			ctx := context.Background()
 			opts := budgetOptions(t)
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
 			knownUpstream(t, a)
-			fresh, err := a.Acquire(ctx, "fresh")
-			if err != nil {
-				t.Fatal(err)
-			}
-			stale, err := b.Acquire(ctx, "stale")
-			if err != nil {
-				t.Fatal(err)
-			}
-			observe := func(l *gate.Lease, h http.Header) {
-				bg, _ := classify.ParseBudget(h, time.Now())
-				l.ObserveBudget(bg)
-			}
-			observe(fresh, openAIHeader(0, 60, "1m0s"))
-			observe(stale, openAIHeader(50, 60, "10s"))
-			if err := fresh.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := stale.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
+			fresh, _ := classify.ParseBudget(openAIHeader(0, 60, "1m0s"), time.Now())
+			stale, _ := classify.ParseBudget(openAIHeader(50, 60, "10s"), time.Now())
+			newerThenOlder(t, a, b, fresh, stale)
 			if bl := blocked(t, a, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("after a stale reading settled last: %+v, want the newer reading's refusal", bl)
 			}
@@ -615,30 +613,14 @@ func TestUpstreamsShowTheBudget(t *testing.T) {
 func TestBudgetReadingsRoundedToTheSecond(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			ctx := context.Background()
 			opts := budgetOptions(t)
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
 			knownUpstream(t, a)
-			older, err := a.Acquire(ctx, "older")
-			if err != nil {
-				t.Fatal(err)
-			}
-			newer, err := b.Acquire(ctx, "newer")
-			if err != nil {
-				t.Fatal(err)
-			}
 			now := time.Now()
 			quota := func(rem int64, reset time.Duration, at time.Time) classify.Budget {
 				return classify.Budget{At: at, Requests: classify.Quota{Reported: true, Remaining: rem, Limit: 60, Reset: at.Add(reset)}}
 			}
-			older.ObserveBudget(quota(3, 61990*time.Millisecond, now.Add(-10*time.Millisecond)))
-			newer.ObserveBudget(quota(1, 61*time.Second, now))
-			if err := newer.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := older.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
+			newerThenOlder(t, b, a, quota(1, 61*time.Second, now), quota(3, 61990*time.Millisecond, now.Add(-10*time.Millisecond)))
 			if bl := blocked(t, a, "next"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("after the older reading (3 left, a later reset) settled last: %+v, want the newer one's refusal (1 left)", bl)
 			}
