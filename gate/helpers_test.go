@@ -525,3 +525,23 @@ func granted(t *testing.T, ch <-chan gatetest.Acquired, what string) *gate.Lease
 	}
 	return r.Lease
 }
+
+// refusedAsCooling checks that g refuses "job" as cooling down for about
+// cooldown, the failure's settle unwritten, and that rec saw the
+// settle_unwritten warning.
+func refusedAsCooling(t *testing.T, g *gate.Gate, rec *recorder, cooldown time.Duration) {
+	t.Helper()
+	b := blocked(t, g, "job")
+	if b.State != gate.CoolingDown || b.RetryAfter < cooldown-time.Minute || b.RetryAfter > cooldown {
+		t.Fatalf("retry: %v, retry in %v; want cooling down for about %v", b.State, b.RetryAfter, cooldown)
+	}
+	var warned bool
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventWarning && e.Reason == gate.WarnSettleUnwritten && e.State == gate.CoolingDown {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatal("no settle_unwritten warning")
+	}
+}

@@ -100,19 +100,7 @@ func TestUnwrittenTransientRefusesAsCooling(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrUnavailable) {
 		t.Fatalf("Do: %v, want a CallError whose settle could not reach Redis", err)
 	}
-	b := blocked(t, g, "job") // Redis still down: refused in-process
-	if b.State != gate.CoolingDown || b.RetryAfter < cooldown-time.Minute || b.RetryAfter > cooldown {
-		t.Fatalf("retry: %v, retry in %v; want cooling down for about %v", b.State, b.RetryAfter, cooldown)
-	}
-	var warned bool
-	for _, e := range rec.drain() {
-		if e.Kind == gate.EventWarning && e.Reason == gate.WarnSettleUnwritten && e.State == gate.CoolingDown {
-			warned = true
-		}
-	}
-	if !warned {
-		t.Fatal("no settle_unwritten warning")
-	}
+	refusedAsCooling(t, g, rec, cooldown) // Redis still down: refused in-process
 }
 
 // A failure that cools the upstream writes the job and the upstream in one

@@ -200,19 +200,7 @@ func TestUnwrittenSettleRefusesLocally(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(ce.SettleErr, gate.ErrRedisRefused) {
 		t.Fatalf("Do: %v, want a CallError whose settle was refused", err)
 	}
-	b := blocked(t, g, "job")
-	if b.State != gate.CoolingDown || b.RetryAfter < cooldown-time.Minute || b.RetryAfter > cooldown {
-		t.Fatalf("retry: %v, retry in %v; want cooling down for about %v", b.State, b.RetryAfter, cooldown)
-	}
-	var warned bool
-	for _, e := range rec.drain() {
-		if e.Kind == gate.EventWarning && e.Reason == gate.WarnSettleUnwritten && e.State == gate.CoolingDown {
-			warned = true
-		}
-	}
-	if !warned {
-		t.Fatal("no settle_unwritten warning")
-	}
+	refusedAsCooling(t, g, rec, cooldown)
 }
 
 // A permanent failure that cannot be written is refused as failed.
