@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/syncbuf"
 )
 
 // TestRunSaysWhatBecameOfEachDocument runs the command's asynq worker as a
@@ -46,7 +46,7 @@ func TestRunSaysWhatBecameOfEachDocument(t *testing.T) {
 	work := func(docs []string, want ...string) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, "asynq", func(k string) string { return env[k] }, docs, out) }()
 		defer func() {
@@ -74,22 +74,4 @@ func TestRunSaysWhatBecameOfEachDocument(t *testing.T) {
 	work([]string{"doc-1", "too-long"},
 		"doc-1: already summarised; this job completes without a model call\n",
 		"too-long: failed for good earlier (context_length_exceeded); this job is not run\n")
-}
-
-// syncBuffer is a strings.Builder safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -6,9 +6,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/testkit/syncbuf"
 )
 
 // testConfig is the demo's configuration with short timings, on a free
@@ -36,7 +37,7 @@ func testConfig() config {
 // server is a running demo.
 type server struct {
 	base string
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	stop func() error // cancels run and returns its error
 }
 
@@ -46,7 +47,7 @@ func startServer(t *testing.T, cfg config) *server {
 	ready := make(chan string, 1)
 	cfg.ready = func(base string) { ready <- base }
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, cfg, out) }()
 	s := &server{out: out}
@@ -147,22 +148,4 @@ func (s *server) waitState(t *testing.T, id, want string, within time.Duration) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a strings.Builder safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

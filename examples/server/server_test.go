@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retrygate/retrygate/internal/testkit/syncbuf"
 )
 
 // retryAfter returns the Retry-After header in seconds (-1 when missing).
@@ -436,7 +438,7 @@ func TestRealRedisURL(t *testing.T) {
 	cfg.RedisURL = "redis://127.0.0.1:1/0" // nothing listens on port 1
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := run(ctx, cfg, &syncBuffer{})
+	err := run(ctx, cfg, &syncbuf.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "redis at 127.0.0.1:1") {
 		t.Fatalf("run with an unreachable REDIS_URL: %v, want a connection error naming the address", err)
 	}

@@ -20,7 +20,7 @@ func TestLogsThePlaceInLine(t *testing.T) {
 	o.Observe(ctx, gate.Event{Kind: gate.EventAcquired, Job: "a", Priority: gate.PriorityInteractive, Tenant: "acme", Waited: 1500 * time.Millisecond})
 	o.Observe(ctx, gate.Event{Kind: gate.EventRefused, Job: "b", State: gate.UpstreamCooling, Priority: gate.PriorityBatch, Tenant: "globex", Waited: 3 * time.Second})
 	o.Observe(ctx, gate.Event{Kind: gate.EventAcquired, Job: "c", Priority: gate.PriorityNormal})
-	lines := buf.lines(t)
+	lines := logLines(t, buf)
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, exp 3: %v", len(lines), lines)
 	}

@@ -1,7 +1,6 @@
 package gateslog_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,29 +16,16 @@ import (
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/gate/gateslog"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
+	"github.com/retrygate/retrygate/internal/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// syncBuffer is a bytes.Buffer safe for the renewal goroutine's writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines parses the JSON log lines written so far.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines parses the JSON log lines written to buf so far.
+func logLines(t *testing.T, buf *syncbuf.Buffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -53,8 +38,8 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
-func newLogger(level slog.Level) (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func newLogger(level slog.Level) (*slog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level})), buf
 }
 
@@ -79,7 +64,7 @@ func TestLogsOneLinePerEvent(t *testing.T) {
 			_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return errTimeout })
 			_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return nil })
 
-			lines := buf.lines(t)
+			lines := logLines(t, buf)
 			var got []string
 			for _, l := range lines {
 				got = append(got, l["level"].(string)+" "+l["msg"].(string))
@@ -116,12 +101,12 @@ func TestHashJobs(t *testing.T) {
 	log, buf := newLogger(slog.LevelDebug)
 	obs := gateslog.New(log, gateslog.Options{HashJobs: true})
 	obs.Observe(context.Background(), gate.Event{Kind: gate.EventAcquired, Job: "user@example.com/secret", State: gate.Running})
-	lines := buf.lines(t)
+	lines := logLines(t, buf)
 	if exp, got := 1, len(lines); exp != got {
 		t.Fatalf("lines: exp %d, got %d", exp, got)
 	}
-	if strings.Contains(buf.b.String(), "user@example.com") {
-		t.Fatalf("job key leaked: %s", buf.b.String())
+	if strings.Contains(buf.String(), "user@example.com") {
+		t.Fatalf("job key leaked: %s", buf.String())
 	}
 	if exp, got := gateslog.HashJob("user@example.com/secret"), lines[0]["job_hash"]; exp != got {
 		t.Fatalf("job_hash: exp %v, got %v", exp, got)
@@ -164,7 +149,7 @@ func TestLevels(t *testing.T) {
 			log, buf := newLogger(slog.LevelInfo)
 			tc.ev.Job = "j"
 			gateslog.New(log, gateslog.Options{}).Observe(context.Background(), tc.ev)
-			if exp, got := tc.exp >= slog.LevelInfo, len(buf.lines(t)) == 1; exp != got {
+			if exp, got := tc.exp >= slog.LevelInfo, len(logLines(t, buf)) == 1; exp != got {
 				t.Fatalf("written at Info: exp %v, got %v", exp, got)
 			}
 		})
@@ -200,7 +185,7 @@ func TestLogsLeaseLoss(t *testing.T) {
 		t.Fatalf("exp ErrNotOwned, got %v", err)
 	}
 	var got []string
-	for _, l := range buf.lines(t) {
+	for _, l := range logLines(t, buf) {
 		got = append(got, l["level"].(string)+" "+l["event"].(string))
 	}
 	if exp := "INFO acquired,WARN lease_lost,WARN settled"; exp != strings.Join(got, ",") {
@@ -208,7 +193,7 @@ func TestLogsLeaseLoss(t *testing.T) {
 	}
 	// With ContinueOnLeaseLost the settle follows, so the held time is reported once,
 	// on not_owned, not on lease_lost too.
-	lines := buf.lines(t)
+	lines := logLines(t, buf)
 	if l := lines[1]; l["err"] == nil || l["held"] != nil {
 		t.Errorf("lease_lost should carry err and no held: %v", l)
 	}
@@ -265,7 +250,7 @@ func TestLogsTheBudget(t *testing.T) {
 			}
 			defer func() { _ = l.Release(ctx) }()
 			_ = g.Do(ctx, "third", report) // 1 left, below the reserve after it: refused
-			lines := buf.lines(t)
+			lines := logLines(t, buf)
 			var acquired, refused map[string]any
 			for _, line := range lines {
 				switch line["msg"] {
@@ -298,7 +283,7 @@ func TestLogsShadow(t *testing.T) {
 		ctx := context.Background()
 		_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return errTimeout })
 		_ = g.Do(ctx, "doc-1", func(context.Context, *gate.Lease) error { return nil })
-		lines := buf.lines(t)
+		lines := logLines(t, buf)
 		if len(lines) < 3 {
 			t.Fatalf("shadow %v: %d lines, want acquired, settled, refused", shadow, len(lines))
 		}
