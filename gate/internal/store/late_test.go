@@ -107,9 +107,15 @@ func TestRecordCalls(t *testing.T) {
 			if exp := []time.Duration{7 * time.Second, 6 * time.Second}; !slices.Equal(got, exp) {
 				t.Fatalf("three durations kept two at a time: %v, want %v", got, exp)
 			}
+			// A call shorter than a millisecond is kept, as 0 ms: a call
+			// the estimate counts.
+			got = record(3, 400*time.Microsecond)
+			if exp := []time.Duration{0, 7 * time.Second, 6 * time.Second}; !slices.Equal(got, exp) {
+				t.Fatalf("after a call of 400 µs: %v, want %v", got, exp)
+			}
 			// A call longer than 9 digits of ms is kept as the longest.
 			got = record(3, 1000*time.Hour)
-			if exp := []time.Duration{999_999_999 * time.Millisecond, 7 * time.Second, 6 * time.Second}; !slices.Equal(got, exp) {
+			if exp := []time.Duration{999_999_999 * time.Millisecond, 0, 7 * time.Second}; !slices.Equal(got, exp) {
 				t.Fatalf("after a call of 1000 h: %v, want %v", got, exp)
 			}
 		})
