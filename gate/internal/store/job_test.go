@@ -457,6 +457,44 @@ func oneNodeTargets(t *testing.T) []redistest.Target {
 // of sequence number n.
 func turnNumbered(n int) string { return TurnMember(fmt.Sprintf("%018d%012d", 0, n)) }
 
+// A turn held (its reservation live in the upstream's calls) passes the
+// callers in line, on the upstream that gave it: here the second of the
+// acquire's two, the first spent. The acquire sends which upstream holds
+// the turn (its place, 1-based); a turn sent for none, or to the wrong
+// one, is refused behind the line.
+func TestAcquireWithATurnHeldPassesTheLine(t *testing.T) {
+	for _, tg := range oneNodeTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, Timeout: time.Second})
+			p := redistest.UniqueKey(t)
+			spent, k := budgetKeys(p+":spent"), budgetKeys(p+":up")
+			recordReading(t, s, spent, Reading{Requests: Quota{Reported: true, Remaining: 0, Limit: 60, ResetIn: time.Minute}})
+			recordReading(t, s, k, Reading{Requests: Quota{Reported: true, Remaining: 50, Limit: 60, ResetIn: time.Minute}})
+			line := strings.TrimSuffix(k.Budget, ":budget") + ":line"
+			later := float64(time.Now().Add(time.Hour).UnixMilli())
+			held := turnNumbered(45)
+			for _, z := range []struct {
+				key string
+				z   redis.Z
+			}{{line, redis.Z{Score: 1, Member: "waiter"}}, {line + ":owners", redis.Z{Score: later, Member: "owner"}}, {k.Calls, redis.Z{Score: later, Member: held}}} {
+				if err := tg.Client.ZAdd(ctx, z.key, z.z).Err(); err != nil {
+					t.Fatal(err)
+				}
+				tg.Client.PExpire(ctx, z.key, time.Minute)
+			}
+			tok := NewToken()
+			a := &Acquire{Key: p + ":job", Token: tok, Admissions: []Admission{{Keys: spent}, {Keys: k, Member: ReserveMember(tok, 0), Turn: held}}}
+			var r Acquired
+			err := s.Acquire(ctx, a, &r)
+			r.Close()
+			if err != nil || !r.Taken || len(r.Admitted) != 2 || r.Admitted[0].Admitted || !r.Admitted[1].Admitted {
+				t.Fatalf("a turn held on the second upstream, a caller in its line: %+v, %v; want taken, admitted by the second", r, err)
+			}
+		})
+	}
+}
+
 // A turn the budget's calls do not hold (it lapsed between the line's
 // give and the acquire, or was never given) is no turn: the one script
 // judges the call as one with none, in one round trip, instead of failing
