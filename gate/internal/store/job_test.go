@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -555,6 +556,32 @@ func TestAcquireWithATurnNotHeldIsOneTrip(t *testing.T) {
 				r.Close()
 				if err != nil || r.Taken || len(r.Admitted) != 1 || r.Admitted[0].Admitted || r.Admitted[0].Wait <= 0 {
 					t.Fatalf("turn %q behind a caller in line: %+v, %v; want refused with a wait", turn, r, err)
+				}
+			}
+		})
+	}
+}
+
+// The fence an acquire reports is the one it wrote on the job: the fence
+// script's TIME, not the TIME its pipeline read a moment before (they
+// differ by the microseconds between; twenty acquires on each engine, so
+// that a mix-up shows whatever a server's clock does between two reads).
+func TestAcquireReportsTheFenceItWrote(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute})
+			p := redistest.UniqueKey(t)
+			for i := range 20 {
+				key := p + ":" + strconv.Itoa(i)
+				_, r := acquire(t, s, key)
+				r.Close()
+				v, err := tg.Client.Get(ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Taken || parseJob(v).Fence != r.Fence {
+					t.Fatalf("acquire %d: taken %v, fence %d; the job's value %q holds fence %d", i, r.Taken, r.Fence, v, parseJob(v).Fence)
 				}
 			}
 		})
