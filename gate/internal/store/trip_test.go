@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -376,5 +377,57 @@ func TestTripKeepsSourcesForAUserRefusedAKey(t *testing.T) {
 	}
 	if exp, got := []string{"[set eval]"}, rec.Take(); !slices.Equal(got, exp) {
 		t.Fatalf("its own key: sent %v, want %v: the source, in its trip", got, exp)
+	}
+}
+
+// Every script of a trip that meets NOSCRIPT is sent again, not only the
+// last: a trip of two scripts the store knew, after SCRIPT FLUSH, gets
+// both answers.
+func TestTripResendsEveryLostScript(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{})
+			key := redistest.Prefix(t) + "k"
+			both := func() (string, int64, error, error) {
+				tr := s.Trip()
+				tr.add(redis.NewStatusCmd(ctx, "set", key, "trip", "px", 60000))
+				get := tr.eval(ctx, tripGetScript, []string{key})
+				pttl := tr.eval(ctx, tripPTTLScript, []string{key})
+				tr.Send(ctx)
+				v, gerr := get.Text()
+				n, perr := pttl.Int64()
+				return v, n, gerr, perr
+			}
+			if _, _, gerr, perr := both(); gerr != nil || perr != nil { // learnt
+				t.Fatal(gerr, perr)
+			}
+			flushScripts(t, tg.Client)
+			if v, n, gerr, perr := both(); gerr != nil || perr != nil || v != "trip" || n <= 0 {
+				t.Fatalf("after SCRIPT FLUSH: GET script %q (%v), PTTL script %d (%v); want both answered", v, gerr, n, perr)
+			}
+		})
+	}
+}
+
+// A reply's Err is the error its command met, as Result's; a reply of
+// nothing queued has none.
+func TestReplyErr(t *testing.T) {
+	var none Reply[int64]
+	if err := none.Err(); err != nil {
+		t.Fatalf("a reply of nothing queued: %v, want no error", err)
+	}
+	s, _, rdb := newStore(t)
+	ctx := context.Background()
+	k := budgetKeys("up")
+	if err := rdb.Set(ctx, k.Budget, "not a hash", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tr := s.Trip()
+	rec := tr.RecordBudget(ctx, k, "", Reading{Requests: Quota{Reported: true, Remaining: 5, Limit: 60, ResetIn: time.Minute}}, time.Minute)
+	tr.Send(ctx)
+	_, rerr := rec.Result()
+	if err := rec.Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || err != rerr {
+		t.Fatalf("a record on a key of another type: Err %v, Result's %v; want the WRONGTYPE from both", err, rerr)
 	}
 }
