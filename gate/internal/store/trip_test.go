@@ -382,18 +382,21 @@ func TestTripKeepsSourcesForAUserRefusedAKey(t *testing.T) {
 
 // Every script of a trip that meets NOSCRIPT is sent again, not only the
 // last: a trip of two scripts the store knew, after SCRIPT FLUSH, gets
-// both answers.
+// both answers. One takes more arguments than keys, the other more keys
+// than arguments (acquire_budget.lua has 10 arguments and 4 keys for one
+// upstream; budget_record.lua's keys and arguments differ too).
 func TestTripResendsEveryLostScript(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			s := New(tg.Client, Config{})
-			key := redistest.Prefix(t) + "k"
+			key := "{" + redistest.UniqueKey(t) + "}:k" // one slot for every key
+			keys := []string{key, key + "1", key + "2", key + "3", key + "4"}
 			both := func() (string, int64, error, error) {
 				tr := s.Trip()
 				tr.add(redis.NewStatusCmd(ctx, "set", key, "trip", "px", 60000))
-				get := tr.eval(ctx, tripGetScript, []string{key})
-				pttl := tr.eval(ctx, tripPTTLScript, []string{key})
+				get := tr.eval(ctx, tripGetScript, keys[:1], "a", "b", "c", "d", "e")
+				pttl := tr.eval(ctx, tripPTTLScript, keys)
 				tr.Send(ctx)
 				v, gerr := get.Text()
 				n, perr := pttl.Int64()
