@@ -2,7 +2,6 @@ package syncbuf
 
 import (
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -10,20 +9,22 @@ import (
 // kept whole.
 func TestBufferConcurrentWrites(t *testing.T) {
 	var b Buffer
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
+	done := make(chan error, 8)
+	for range cap(done) {
 		go func() {
-			defer wg.Done()
-			for range 100 {
-				if _, err := b.Write([]byte("ab\n")); err != nil {
-					t.Error(err)
-				}
+			var err error
+			for i := 0; i < 100 && err == nil; i++ {
+				_, err = b.Write([]byte("ab\n"))
 				_ = b.String()
 			}
+			done <- err
 		}()
 	}
-	wg.Wait()
+	for range cap(done) {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 	if exp, got := strings.Repeat("ab\n", 800), b.String(); got != exp {
 		t.Fatalf("got %d bytes, want 800 writes of %q whole", len(got), "ab\n")
 	}
