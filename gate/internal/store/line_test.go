@@ -121,6 +121,11 @@ func TestLineJoinRefusesAnUnmeetableDeadline(t *testing.T) {
 	if got.Joined || got.Ahead != 4 || got.Wait != 2500*time.Millisecond {
 		t.Fatalf("4 ahead at 2 turns/s, 2 s left: %+v; want refused, 4 ahead, 2.5 s wait", got)
 	}
+	// 15 a minute is 0.25 turns/s, sent as given (0.2 would say 25 s).
+	slow := join(t, s, k, LineJoin{Tenant: "a", Rate: 0.25, Lease: time.Minute, Left: time.Second, Keep: time.Minute})
+	if slow.Joined || slow.Wait != 20*time.Second {
+		t.Fatalf("4 ahead at 0.25 turns/s: %+v; want refused with a 20 s wait", slow)
+	}
 	ok := join(t, s, k, LineJoin{Tenant: "a", Rate: 2, Lease: time.Minute, Left: 3 * time.Second, Keep: time.Minute})
 	if !ok.Joined {
 		t.Fatalf("4 ahead at 2 turns/s, 3 s left: %+v; want joined", ok)
