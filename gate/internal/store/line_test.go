@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
@@ -238,5 +242,30 @@ func TestParseLineEntry(t *testing.T) {
 		if ok != tc.ok || (ok && got != tc.e) {
 			t.Errorf("ParseLineEntry(%q) = %+v, %v; want %+v, %v", tc.m, got, ok, tc.e, tc.ok)
 		}
+	}
+}
+
+// line_leave.lua's reply is one of three: a reply past them is an error,
+// and the command's own error is kept.
+func TestLeaveLineReplies(t *testing.T) {
+	s, _, _ := newStore(t)
+	tr := s.Trip()
+	r := tr.LeaveLine(context.Background(), lineKeys("leave"), "owner", "m")
+	cmd := r.cmd.(*redis.Cmd)
+	for _, tc := range []struct {
+		v    int64
+		want LineLeft
+		bad  bool
+	}{{0, NotInLine, false}, {1, LeftLine, false}, {2, TurnTaken, false}, {-1, 0, true}, {3, 0, true}} {
+		cmd.SetVal(tc.v)
+		got, err := r.Result()
+		if bad := err != nil && strings.Contains(err.Error(), "unexpected"); bad != tc.bad || (!tc.bad && (err != nil || got != tc.want)) {
+			t.Errorf("reply %d: %v, %v; want %v (a bad reply: %v)", tc.v, got, err, tc.want, tc.bad)
+		}
+	}
+	boom := errors.New("boom")
+	cmd.SetErr(boom)
+	if _, err := r.Result(); err != boom {
+		t.Errorf("a command that failed: %v, want its error", err)
 	}
 }

@@ -81,8 +81,8 @@ func TestStopUpstreamRules(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got.Wrote != row.wrote || got.Value.Mode != row.mode || got.Value.Level != row.level {
-						t.Fatalf("stop: wrote %v, %c level %d; want wrote %v, %c level %d", got.Wrote, got.Value.Mode, got.Value.Level, row.wrote, row.mode, row.level)
+					if got.Wrote != row.wrote || got.Value.Mode != row.mode || got.Value.Level != row.level || !got.Present {
+						t.Fatalf("stop: wrote %v, %c level %d, present %v; want wrote %v, %c level %d, the upstream's value present", got.Wrote, got.Value.Mode, got.Value.Level, got.Present, row.wrote, row.mode, row.level)
 					}
 					cleared := tg.Client.Exists(ctx, window).Val() == 0
 					if cleared != row.wrote {

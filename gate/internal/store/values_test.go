@@ -80,6 +80,9 @@ func TestParseUpstream(t *testing.T) {
 		{"c:x:-1:5", Upstream{Mode: ModeForeign, Reason: "x"}},
 		{"p:x:1:soon", Upstream{Mode: ModeForeign, Reason: "x", Paused: true}},
 		{"junk", Upstream{Mode: ModeForeign}},
+		// A level and an end of 18 digits are read; 19 may overflow.
+		{"c:x:100000000000000000:999999999999999999", Upstream{Mode: ModeCooling, Reason: "x", Level: 100000000000000000, Until: 999999999999999999}},
+		{"c:x:1000000000000000000:5", Upstream{Mode: ModeForeign, Reason: "x"}},
 	} {
 		if got := parseUpstream(tt.v); got != tt.want {
 			t.Errorf("parseUpstream(%q) = %+v, want %+v", tt.v, got, tt.want)
