@@ -269,3 +269,30 @@ func TestLeaveLineReplies(t *testing.T) {
 		t.Errorf("a command that failed: %v, want its error", err)
 	}
 }
+
+// On one node a turn given is published with PUBLISH on its owner's list,
+// which the owner's process SUBSCRIBEs to (SPUBLISH would reach no one
+// there).
+func TestTurnPublishedOnOneNode(t *testing.T) {
+	for _, tg := range oneNodeTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute})
+			k := lineKeys(redistest.UniqueKey(t))
+			sub := tg.Client.Subscribe(ctx, k.GrantsOf("o1"))
+			defer sub.Close()
+			if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+				t.Fatal(err)
+			}
+			join(t, s, k, LineJoin{Tenant: "a"})
+			if got := turn(t, s, k, 1); len(got) != 1 {
+				t.Fatalf("turns given: %v, want one", got)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if msg, err := sub.ReceiveMessage(rctx); err != nil || msg.Channel != k.GrantsOf("o1") {
+				t.Fatalf("the owner's channel: %v (%v), want the turn's message", msg, err)
+			}
+		})
+	}
+}
