@@ -452,12 +452,7 @@ func TestAcquireWaitRedisDown(t *testing.T) {
 	down := &flaky{Client: rdb}
 	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease, Redis: gate.RedisPolicy{FailOpen: true}})
 	ctx := context.Background()
-	l, err := owner.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	t.Cleanup(setWaitHooks(func(string) { down.Down.Store(true) }, nil))
+	downOnceWaiting(t, owner, down)
 	// Far above the first acquire's round trip on a busy machine: a wait
 	// whose first read answers past its deadline is told that read.
 	const budget = time.Second
@@ -480,49 +475,27 @@ func TestAcquireWaitRedisDownAtTheDeadline(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	prefix := redistest.UniqueKey(t)
 	owner := newGate(t, rdb, gate.Options{Prefix: prefix, Lease: longLease})
-	down := &lateDown{flaky: &flaky{Client: rdb}, late: 200 * time.Millisecond}
+	down := &flaky{Client: rdb, Late: 200 * time.Millisecond}
 	waiter := newGate(t, down, gate.Options{Prefix: prefix, Lease: longLease})
 	ctx := context.Background()
-	l, err := owner.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	t.Cleanup(setWaitHooks(func(string) { down.Down.Store(true) }, nil))
+	downOnceWaiting(t, owner, down)
 	got, err := waiter.AcquireWait(ctx, "job", time.Second)
 	if got != nil || !errors.Is(err, gate.ErrUnavailable) {
 		t.Fatalf("AcquireWait: lease %v, %v; want no lease and ErrUnavailable", got, err)
 	}
 }
 
-// lateDown is a Flaky whose faults take late to come, as a dial's
-// timeout does: every command and pipeline sent while Down is set.
-type lateDown struct {
-	*flaky
-	late time.Duration
-}
-
-func (d *lateDown) Process(ctx context.Context, cmd redis.Cmder) error {
-	if d.Down.Load() {
-		time.Sleep(d.late)
+// downOnceWaiting has owner hold "job" until the test ends, and takes
+// Redis out of reach (down) once a waiter starts waiting for it.
+func downOnceWaiting(t *testing.T, owner *gate.Gate, down *flaky) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return d.flaky.Process(ctx, cmd)
-}
-
-func (d *lateDown) Pipeline() redis.Pipeliner {
-	return &latePipe{Pipeliner: d.flaky.Pipeline(), d: d}
-}
-
-type latePipe struct {
-	redis.Pipeliner
-	d *lateDown
-}
-
-func (p *latePipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
-	if p.d.Down.Load() {
-		time.Sleep(p.d.late)
-	}
-	return p.Pipeliner.Exec(ctx)
+	t.Cleanup(func() { _ = l.Release(ctx) })
+	t.Cleanup(setWaitHooks(func(string) { down.Down.Store(true) }, nil))
 }
 
 // TestAcquireWaitDocumentedACL: a user with exactly the rules

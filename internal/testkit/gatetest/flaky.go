@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,10 +20,13 @@ var ErrDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 // pipeline fails with Err (ErrDown if nil); while Hang is set each waits
 // for its context to end, as a Redis that accepts and never answers. It
 // has only the two methods of gate.Client, so a gate over it cannot
-// subscribe (waits poll) or pin connections. Safe for concurrent use.
+// subscribe (waits poll) or pin connections. Late, when set, delays each
+// fault of Down by that long, as a dial's timeout does. Safe for
+// concurrent use.
 type Flaky struct {
 	gate.Client
 	Err  error
+	Late time.Duration
 	Down atomic.Bool
 	Hang atomic.Bool
 }
@@ -33,10 +37,20 @@ func (f *Flaky) faulty() bool { return f.Down.Load() || f.Hang.Load() }
 
 // fault is the error a command meets while f is faulty.
 func (f *Flaky) fault(ctx context.Context) error {
-	switch {
-	case f.Hang.Load():
+	if f.Hang.Load() {
 		<-ctx.Done()
 		return ctx.Err()
+	}
+	if f.Late > 0 {
+		t := time.NewTimer(f.Late)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	switch {
 	case f.Err != nil:
 		return f.Err
 	}
