@@ -496,11 +496,16 @@ func TestLineAnswersAtTheDeadlineWhateverRedisTakes(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			c, h, a, l1 := stalledGate(t, tg, opts, time.Second, carriesTurn)
+			joins := &jobTrips{job: "j3", mark: true}
+			c, h, a, l1 := stalledGate(t, tg, opts, time.Second, carriesTurn, joins)
 			const wait = 3 * time.Second
 			start := time.Now()
 			got := gatetest.AcquireWait(ctx, c, "j3", wait)
 			gatetest.InLine(t, a, "j3")
+			// Its join's round trip answered: a settle while it is on its
+			// way (its place is read before the acquire it carries runs)
+			// gives the turn that acquire takes, stalled nowhere.
+			waitUntil(t, 10*time.Second, "j3's join answered", func() bool { return joins.back.Load() > 0 })
 			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn
 				t.Fatal(err)
 			}
@@ -596,6 +601,7 @@ type jobTrips struct {
 	job   string
 	mark  bool // only its mark in a line
 	n     atomic.Int64
+	back  atomic.Int64 // the round trips it counts that were answered
 	delay atomic.Int64 // added to each round trip it counts
 }
 
@@ -612,20 +618,24 @@ func (h *jobTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *jobTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.names(cmd) {
-			h.n.Add(1)
-			time.Sleep(time.Duration(h.delay.Load()))
+		if !h.names(cmd) {
+			return next(ctx, cmd)
 		}
+		h.n.Add(1)
+		time.Sleep(time.Duration(h.delay.Load()))
+		defer h.back.Add(1)
 		return next(ctx, cmd)
 	}
 }
 
 func (h *jobTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if slices.ContainsFunc(cmds, h.names) {
-			h.n.Add(1)
-			time.Sleep(time.Duration(h.delay.Load()))
+		if !slices.ContainsFunc(cmds, h.names) {
+			return next(ctx, cmds)
 		}
+		h.n.Add(1)
+		time.Sleep(time.Duration(h.delay.Load()))
+		defer h.back.Add(1)
 		return next(ctx, cmds)
 	}
 }
