@@ -150,10 +150,22 @@ func (g *Gate) acquireAs(ctx context.Context, gr grant, w *waiting, early *store
 	l.timer = time.AfterFunc(min(g.renewEvery(), firstRenewal), l.renew)
 	l.mu.Unlock()
 	if g.obs != nil {
+		// An Observer that panics here unwinds past the only holder of l:
+		// the job is given back and its renewals stop, not left running
+		// with nobody to run its call.
+		told := false
+		defer func() {
+			if !told {
+				rctx, cancel := g.opCtx(ctx)
+				defer cancel()
+				_ = l.Release(rctx)
+			}
+		}()
 		c := callerOf(ctx)
 		_, _, waited := turnOf(ctx)
 		g.emit(ctx, Event{Kind: EventAcquired, Job: job, Upstream: l.Upstream(), State: Running, Fence: l.fence, Attempt: l.attempt,
 			Budget: budgetOf(l.up.Left(), false), Priority: Priority(c.Class), Tenant: c.Tenant, Waited: waited})
+		told = true
 	}
 	return l, nil
 }

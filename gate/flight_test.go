@@ -165,6 +165,40 @@ func TestAPanickingAcquireLeavesNothingInFlight(t *testing.T) {
 	}
 }
 
+// An Observer that panics on EventAcquired unwinds past the only holder
+// of the lease the acquire took: the panic reaches the caller, and the job
+// is given back (Ready), not held for a lease by a
+// call that never runs.
+func TestAPanickingObserverGivesTheJobBack(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: 3 * time.Second}
+			obsOpts := opts
+			obsOpts.Observer = &panicOnce{kind: gate.EventAcquired}
+			g := newGate(t, tg.Client, obsOpts)
+			func() {
+				defer func() {
+					if r := recover(); r != "observer" {
+						t.Fatalf("Acquire with an Observer that panics on EventAcquired: recovered %v, want the Observer's panic", r)
+					}
+				}()
+				l, err := g.Acquire(ctx, "job")
+				t.Fatalf("Acquire returned %v, %v past a panicking Observer", l, err)
+			}()
+			st, err := newGate(t, tg.Client, opts).Status(ctx, "job")
+			if err != nil || st.State != gate.Ready {
+				t.Fatalf("after the Observer panicked: %+v (%v), want the job given back (Ready)", st, err)
+			}
+			l, err := g.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatalf("the job's next call: %v, want it to run", err)
+			}
+			_ = l.Release(ctx)
+		})
+	}
+}
+
 // deadAddr is an address nobody listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()
