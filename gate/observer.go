@@ -118,9 +118,10 @@ type Event struct {
 
 // Observer receives events. Observe is called synchronously on the calling
 // goroutine. Renewal events come on the renewal timer's goroutine. So
-// Observe must be fast and safe for concurrent use. A panic in Observe
-// reaches the caller of the door that emitted the event; a lease taken
-// before an EventAcquired that panics is given back.
+// Observe must be fast and safe for concurrent use. A panic in Observe is
+// not recovered: on a door's goroutine it reaches that door's caller (the
+// lease taken before an EventAcquired that panics is given back); on the
+// renewal timer's, it ends the program.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
