@@ -358,9 +358,9 @@ func statesNumber(fields []field, ev string) bool {
 // limit refills. Gemini's per-minute quota 429s say so with the same
 // billing words.
 var (
-	accountGroups       = []group{gRate, gOverload, gMoney, gRateName, gQuota, gAccount, gNoModel, gModel, gAccess, gKey}
-	pacedAccountGroups  = []group{gRate, gRateName, gOverload, gMoney, gQuota, gAccount, gNoModel, gModel, gAccess, gKey}
-	serverAccountGroups = []group{gMoney, gQuota, gAccount, gKey}
+	accountGroups       = []group{gRate, gOverload, gMoney, gRateName, gQuota, gAccount, gNoModel, gModel, gLoad, gAccess, gKey}
+	pacedAccountGroups  = []group{gRate, gRateName, gOverload, gMoney, gQuota, gAccount, gNoModel, gModel, gLoad, gAccess, gKey}
+	serverAccountGroups = []group{gMoney, gQuota, gAccount, gKey, gLoad}
 )
 
 // paced reports whether the response says when to try again. A

@@ -195,6 +195,9 @@ func parseBody(b []byte) (p problem) {
 	if p.message == "" {
 		p.message, _ = jsonString(e.Reason)
 	}
+	if p.message == "" {
+		p.message, _ = jsonString(e.Details) // UiPath: {"result":"ENTITLEMENTS_MISSING","details":"..."}
+	}
 	if param, _ := jsonString(e.Param); strings.Contains(param, " ") {
 		p.message += " " + param
 	} else {

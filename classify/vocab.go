@@ -33,6 +33,7 @@ const (
 	gAccount                   // the account is suspended, locked, inactive
 	gNoModel                   // the deployment has no model loaded at all
 	gModel                     // the model the request names is missing
+	gLoad                      // the server cannot load the model the request names
 	gAccess                    // no access to this model or resource
 	gKey                       // the key or credentials
 	gContent                   // proof: a content or guardrail verdict on this input
@@ -53,6 +54,7 @@ var groupVerdict = [...]Verdict{
 	gAccount:  {Class: ClassSystemic, Reason: ReasonAccount, ProviderWide: true},
 	gNoModel:  {Class: ClassSystemic, Reason: ReasonModelNotFound, ProviderWide: true},
 	gModel:    vModelNotFound,
+	gLoad:     vModelNotFound,
 	gAccess:   vPermission,
 	gContent:  vContentFilter,
 	gContext:  vContextLength,
@@ -65,7 +67,9 @@ var groupVerdict = [...]Verdict{
 // of near's phrases must also start within window words of the phrase,
 // on either side. With after, it must start within window words after
 // it. not lists words that cancel the phrase right next to it: "budget
-// tokens" is a request parameter, not money.
+// tokens" is a request parameter, not money. unless lists phrases that
+// cancel it anywhere in the text: they name another subject ("this model
+// is unavailable for your account" is the model's, not the account's).
 type term struct {
 	g      group
 	name   string // the Evidence word
@@ -74,13 +78,14 @@ type term struct {
 	after  string
 	window int
 	not    string
+	unless string // "|"-separated phrases
 }
 
 // Qualifier lists shared by several terms.
 const (
 	limitWords   = "exceed*|exhaust*|insufficient|reach*|limit|limits|used up|run out|ran out|out of|over|crossed|depleted|zero|negative|no|not enough|low"
 	planWords    = "upgrade*|paid|purchase*|subscribe*|expired|renew*|buy"
-	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant|your resource|your deployment|your project"
+	accountNouns = "account|accounts|organization|organisation|org|team|workspace|tenant|your resource|your deployment|your project|entitlement*"
 	accountState = "disabled|inactive|locked|blocked|terminated|closed|deleted|frozen|restricted|not active|not activated|not enabled|on hold"
 	// modelAsRole follow "model" where it names a role in the
 	// conversation, as "user" does, not the model that serves it.
@@ -174,7 +179,10 @@ var vocabulary = [...]term{
 	{g: gKey, name: "authentication", phrase: "authenticat*"},
 	{g: gKey, name: "authentication", phrase: "unauthenticated"},
 	{g: gKey, name: "unauthorized", phrase: "unauthori?ed"},
-	{g: gKey, name: "signature", phrase: "signature", near: "invalid|incomplete|not|match*|expired", window: 4},
+	// A request's signature (AWS SigV4: "The request signature we
+	// calculated does not match"), not a content block's: "Invalid
+	// `signature` in `thinking` block" names a part of the conversation.
+	{g: gKey, name: "signature", phrase: "signature", near: "invalid|incomplete|not|match*|expired", window: 4, unless: "block|blocks|thinking|thought"},
 
 	{g: gAccount, name: "suspended", phrase: "suspend*"},
 	{g: gAccount, name: "deactivated", phrase: "deactivat*"},
@@ -188,6 +196,12 @@ var vocabulary = [...]term{
 	{g: gAccount, name: "access_terminated", phrase: "access", after: "terminated|revoked", window: 3},
 	{g: gAccount, name: "leaked", phrase: "leaked"},
 	{g: gAccount, name: "account_state", phrase: accountNouns, near: accountState, window: 8},
+	// The account refused, with no model named: "Your project has been
+	// denied access", Workers AI's "Service unavailable for account",
+	// "Guardrail entitlement is missing". Every call of the account fails.
+	// Where a model, deployment or endpoint is named, the refusal is that
+	// one's ("This model is unavailable for your account").
+	{g: gAccount, name: "account_state", phrase: accountNouns, near: "denied|unavailable|not available|missing|refused", window: 8, unless: "model|models|deployment|deployments|endpoint|endpoints"},
 
 	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
 
@@ -199,7 +213,6 @@ var vocabulary = [...]term{
 	// A model named against a list or as missing: "model must be one of".
 	// That is the deployment's choice of models, not this request's words.
 	{g: gModel, name: "model", phrase: "model", after: "must be one of|should be one of|is not one of|is not valid|not valid|is invalid", window: 2},
-	{g: gModel, name: "model", phrase: "failed to load model|error loading model|failed to load the model"},
 	// A router with no endpoint to serve the model ("no endpoints
 	// available for this model under your current plan", OpenRouter's "No
 	// endpoints found"). That is the model's availability, never the
@@ -208,6 +221,15 @@ var vocabulary = [...]term{
 	// A retired model named at length ("Model meta.llama-3.1-70b-instruct
 	// 1.0.0 is retired": the id alone is eleven words).
 	{g: gModel, name: "model", phrase: "retired|decommissioned|end of life", near: "model|models", window: 12},
+
+	// A model the server cannot load: "error loading model: unable to
+	// allocate CUDA_Host buffer", LocalAI's "could not load model", Ollama's
+	// "model requires more system memory (3.7 GiB) than is available (3.6
+	// GiB)". Under the server's own 5xx too: the same model fails to load
+	// until its operator acts, while a model that is only still loading
+	// ("Loading model") names no failure and stays the server's.
+	{g: gLoad, name: "model_load", phrase: "failed to load model|failed to load the model|failed loading model|error loading model|error loading the model|could not load model|could not load the model|couldn t load model|unable to load model|unable to load the model|cannot load model|can not load model|model failed to load|model load failed|model loading failed"},
+	{g: gLoad, name: "model_memory", phrase: "more system memory|more memory|more vram|more gpu memory|not enough memory|insufficient memory|insufficient system resources", near: "model|models", window: 8},
 
 	{g: gAccess, name: "permission", phrase: "permission*"},
 	{g: gAccess, name: "access_denied", phrase: "access denied|denied access|access is denied|not allowed to access|not permitted to access"},
@@ -337,6 +359,7 @@ type compiled struct {
 	name          string
 	phrase        [][]string // alternatives, each a sequence of word patterns
 	near, after   [][]string
+	unless        [][]string
 	window        int
 	not           []string
 	nearWithAfter bool
@@ -357,7 +380,7 @@ func compileVocabulary() []compiled {
 	}
 	out := make([]compiled, 0, len(vocabulary))
 	for _, t := range vocabulary {
-		c := compiled{g: t.g, name: t.name, phrase: split(t.phrase), near: split(t.near), after: split(t.after), window: t.window}
+		c := compiled{g: t.g, name: t.name, phrase: split(t.phrase), near: split(t.near), after: split(t.after), unless: split(t.unless), window: t.window}
 		if t.not != "" {
 			c.not = strings.Split(t.not, "|")
 		}
@@ -404,6 +427,9 @@ func phraseAt(words []string, ph [][]string, visit func(start, n int) bool) bool
 
 // matches reports whether t matches words.
 func (t *compiled) matches(words []string) bool {
+	if t.unless != nil && phraseAt(words, t.unless, func(int, int) bool { return true }) {
+		return false
+	}
 	return phraseAt(words, t.phrase, func(start, n int) bool {
 		for _, w := range t.not {
 			if (start > 0 && words[start-1] == w) || (start+n < len(words) && words[start+n] == w) {

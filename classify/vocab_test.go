@@ -304,6 +304,29 @@ func TestVocabularyEdges(t *testing.T) {
 		{"model turn is the conversation's", 400, msg("A trailing model turn is not supported here"), permanent(classify.ReasonInvalidRequest)},
 		{"model role is the conversation's", 400, msg("Model role parts need text"), permanent(classify.ReasonInvalidRequest)},
 		{"a model not supported is still the model's", 400, msg("The model gemma-2b is not supported"), systemic(classify.ReasonModelNotFound, false)},
+		// The twenty-sixth set's misses, generalised (new messages, not
+		// the set's). A server that cannot load the model, under its own
+		// 5xx: the model's until its operator acts, never the
+		// provider's; a model still loading, a crash or memory that ran
+		// out while generating stays the server's.
+		{"500 model failed to load", 500, msg("runner: model failed to load: out of device memory"), systemic(classify.ReasonModelNotFound, false)},
+		{"503 unable to load the model", 503, `{"error":"unable to load the model qwen3:32b"}`, systemic(classify.ReasonModelNotFound, false)},
+		{"500 memory the model needs over what is free", 500, `{"error":"this model needs more memory (21.4 GiB) than the host has free (15.2 GiB)"}`, systemic(classify.ReasonModelNotFound, false)},
+		{"400 could not load model", 400, msg("could not load model mistral-7b"), systemic(classify.ReasonModelNotFound, false)},
+		{"503 a model still loading is the server's", 503, `{"error":"model is loading, please retry"}`, transient(classify.ReasonOverloaded, true, 0)},
+		{"500 out of memory while generating is the server's", 500, `{"error":"CUDA error: out of memory"}`, transient(classify.ReasonUpstream5xx, false, 0)},
+		// The account refused with no model named fails every call of it:
+		// provider-wide. Named with a model, deployment or endpoint, it is
+		// that one's.
+		{"403 organisation denied", 403, msg("This organization has been denied access. Contact your administrator."), systemic(classify.ReasonAccount, true)},
+		{"403 workspace unavailable", 403, msg("Inference unavailable for this workspace"), systemic(classify.ReasonAccount, true)},
+		{"403 entitlement missing", 403, `{"details":"Inference entitlement missing"}`, systemic(classify.ReasonAccount, true)},
+		{"403 model unavailable for the account", 403, msg("This model is unavailable for your account"), systemic(classify.ReasonModelNotFound, false)},
+		{"403 deployment denied for the organisation", 403, msg("Access to the deployment was denied for your organization"), systemic(classify.ReasonAuth, false)},
+		// A signature of a content block is the conversation's; a
+		// request's signature is the key's.
+		{"400 a thinking block's invalid signature", 400, msg("content.2: thinking block has an invalid signature"), permanent(classify.ReasonInvalidRequest)},
+		{"403 request signature does not match", 403, msg("The request signature we calculated does not match the signature you provided."), systemic(classify.ReasonAuth, true)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
