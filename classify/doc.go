@@ -138,7 +138,8 @@
 //	402                                            systemic   quota_exhausted          yes            status:402
 //	the account vocabulary (below), in codes, types and messages, for any
 //	status; under the server's own (5xx, 408) only money, account and key
-//	words, unless a proof below would fail the job
+//	words and a model the server cannot load, unless a proof below would
+//	fail the job
 //	                                               per group, never permanent          <field>:<word>
 //	codes that name the request (proof):
 //	  context_length_exceeded, exceed_context_size_error
@@ -235,7 +236,7 @@
 //	group        words                                                       verdict
 //	rate         throttl*, concurrency, per minute/min/second/hour/day,      transient rate_limited, provider-wide
 //	             rpm, tpm, rpd, tpd, minute/second/hour near calls/requests/
-//	             tokens ("40 API calls / minute")
+//	             tokens ("40 API calls / minute"); 限流, 速率, 请求频率
 //	overload     overload*, capacity near over/out of/at/exceeded,           transient overloaded, provider-wide
 //	             busy near server/engine, temporarily unavailable
 //	money        billing, payment*, invoice*, arrear*, overdue, unpaid,      systemic quota_exhausted, provider-wide
@@ -251,19 +252,25 @@
 //	             resource near exhaust*
 //	quota        quota near exceed/exhaust/limit                             systemic quota_exhausted, provider-wide
 //	account      suspend*, deactivat*, banned; account, organization, team,   systemic account, provider-wide
-//	             workspace, tenant, your resource/deployment/project near
-//	             disabled/inactive/locked/blocked/
-//	             terminated/closed/deleted/frozen/restricted/not enabled;
+//	             workspace, tenant, entitlement, your resource/deployment/
+//	             project near disabled/inactive/locked/blocked/
+//	             terminated/closed/deleted/frozen/restricted/not enabled,
+//	             or near denied/unavailable/missing/refused where no model,
+//	             deployment or endpoint is named;
 //	             账户已, 封禁
 //	no model     no model(s) followed by loaded/available/running            systemic model_not_found, provider-wide
 //	model        model(s) followed by not found/does not exist/not           systemic model_not_found
 //	             available/not supported/not loaded/not deployed/decommissioned/is disabled;
-//	             unknown/invalid model; failed to load (the) model
+//	             unknown/invalid model
+//	model load   failed to/could not/unable to load (the) model, error       systemic model_not_found
+//	             loading (the) model, model failed to load; more (system)
+//	             memory/vram or not enough memory near model (also under 5xx)
 //	access       permission*, access denied, no access, not authorized,      systemic auth
 //	             verif* near organization/account/identity
 //	key          api key, access key, secret key, subscription key,          systemic auth, provider-wide
 //	             access/bearer/auth/security/session/expired token,
 //	             credential*, authenticat*, unauthorized, signature near invalid
+//	             (not a content block's: block, thinking, thought)
 //
 // A rate limit only named ("RateLimitError", "higher rate limits", gRPC's
 // "resource exhausted") says less than money words beside it. LiteLLM

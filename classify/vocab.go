@@ -347,6 +347,11 @@ var cjkTerms = [...]struct {
 	{"余额", gMoney, "balance"},
 	{"充值", gMoney, "recharge"},
 	{"限流", gRate, "throttled"},
+	// A rate in Chinese: "您的账户已达到速率限制，请您控制请求频率" (the
+	// account has reached its rate limit). The rate group comes before the
+	// account's state, which "账户已" only begins.
+	{"速率", gRate, "throttled"},
+	{"请求频率", gRate, "throttled"},
 	{"账户已", gAccount, "account_state"},
 	{"封禁", gAccount, "banned"},
 	{"敏感词", gContent, "content_policy"},

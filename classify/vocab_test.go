@@ -327,6 +327,12 @@ func TestVocabularyEdges(t *testing.T) {
 		// request's signature is the key's.
 		{"400 a thinking block's invalid signature", 400, msg("content.2: thinking block has an invalid signature"), permanent(classify.ReasonInvalidRequest)},
 		{"403 request signature does not match", 403, msg("The request signature we calculated does not match the signature you provided."), systemic(classify.ReasonAuth, true)},
+		// The twenty-seventh set's miss, after its first run (new messages):
+		// a rate in Chinese beside the account is a rate; the account's
+		// own state stays the account's.
+		{"429 request rate of the account in chinese", 429, msg("您的账户已超出速率上限，请稍后重试"), transient(classify.ReasonRateLimited, true, 0)},
+		{"429 request frequency in chinese", 429, msg("您的账户已超过请求频率"), transient(classify.ReasonRateLimited, true, 0)},
+		{"403 account frozen in chinese", 403, msg("您的账户已冻结"), systemic(classify.ReasonAccount, true)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
