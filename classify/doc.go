@@ -256,7 +256,8 @@
 //	             project near disabled/inactive/locked/blocked/
 //	             terminated/closed/deleted/frozen/restricted/not enabled,
 //	             or near denied/unavailable/missing/refused where no model,
-//	             deployment or endpoint is named;
+//	             deployment or endpoint is named (not a field named for
+//	             the account: account_id, organization header);
 //	             账户已, 封禁
 //	no model     no model(s) followed by loaded/available/running            systemic model_not_found, provider-wide
 //	model        model(s) followed by not found/does not exist/not           systemic model_not_found

@@ -200,8 +200,11 @@ var vocabulary = [...]term{
 	// denied access", Workers AI's "Service unavailable for account",
 	// "Guardrail entitlement is missing". Every call of the account fails.
 	// Where a model, deployment or endpoint is named, the refusal is that
-	// one's ("This model is unavailable for your account").
-	{g: gAccount, name: "account_state", phrase: accountNouns, near: "denied|unavailable|not available|missing|refused", window: 8, unless: "model|models|deployment|deployments|endpoint|endpoints"},
+	// one's ("This model is unavailable for your account"). A field named
+	// for the account is the request's ("missing field account_id",
+	// "Missing organization header").
+	{g: gAccount, name: "account_state", phrase: accountNouns, near: "denied|unavailable|not available|missing|refused", window: 8,
+		not: "id|ids|header|headers|field|fields|param|parameter|name", unless: "model|models|deployment|deployments|endpoint|endpoints"},
 
 	{g: gNoModel, name: "no_model_loaded", phrase: "no model|no models", after: "loaded|load*|available|running", window: 3},
 

@@ -322,6 +322,8 @@ func TestVocabularyEdges(t *testing.T) {
 		{"403 workspace unavailable", 403, msg("Inference unavailable for this workspace"), systemic(classify.ReasonAccount, true)},
 		{"403 entitlement missing", 403, `{"details":"Inference entitlement missing"}`, systemic(classify.ReasonAccount, true)},
 		{"403 model unavailable for the account", 403, msg("This model is unavailable for your account"), systemic(classify.ReasonModelNotFound, false)},
+		{"400 a field named for the account is missing", 400, msg("missing field account_id"), suspect(classify.ReasonInvalidRequest)},
+		{"400 the organisation's header is missing", 400, msg("Missing organization header"), suspect(classify.ReasonInvalidRequest)},
 		{"403 deployment denied for the organisation", 403, msg("Access to the deployment was denied for your organization"), systemic(classify.ReasonAuth, false)},
 		// A signature of a content block is the conversation's; a
 		// request's signature is the key's.
