@@ -72,7 +72,8 @@ func TestBudgetReservesCallsInFlight(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
 			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			l1, l2 := spend(t, a, b)
+			// No request refills during the test: the room is the settle's.
+			l1, l2 := spendRefilling(t, a, b, slowRefill)
 			defer func() { _ = l2.Release(ctx) }()
 			if bl := blocked(t, a, "j3"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 				t.Fatalf("third call with two in flight: %+v, want ErrUpstreamCooling", bl)

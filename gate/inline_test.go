@@ -26,7 +26,15 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			// On miniredis no request refills but by pass (its clock stands
+			// still between steps); a real server's requests refill in real
+			// time, slower than a busy machine holds a step.
+			refill := slowRefill
+			if tg.FastForward != nil {
+				stillClock(tg)
+				refill = time.Second
+			}
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, refill)
 			rec := newRecorder()
 			opts.Observer = rec
 			c := newGate(t, tg.Client, opts)
@@ -34,19 +42,19 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			wctx := gate.WithTenant(gate.WithPriority(ctx, gate.PriorityInteractive), "acme", 1)
 			got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
 			st := gatetest.InLine(t, a, "j3")
-			if st.Ahead != 0 || st.RetryAfter < 900*time.Millisecond || st.RetryAfter > 1100*time.Millisecond {
-				t.Fatalf("the one caller in line, read from another process: %+v, want 0 ahead and one request's refill (1 s) to wait", st)
+			if st.Ahead != 0 || st.RetryAfter <= refill/2 || st.RetryAfter > refill+refill/10 {
+				t.Fatalf("the one caller in line, read from another process: %+v, want 0 ahead and one request's refill (%v) to wait", st, refill)
 			}
-			// Without the line it would be told one request's refill (1 s);
-			// in line, its turn comes after the caller waiting.
-			if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.RetryAfter < 1900*time.Millisecond || bl.Ahead != 1 {
-				t.Fatalf("a caller without a wait while one waits: %+v, want refused, one ahead, and told its turn after the line's (2 s)", bl)
+			// Without the line it would be told one request's refill; in
+			// line, its turn comes after the caller waiting (two).
+			if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) || bl.RetryAfter <= 3*refill/2 || bl.Ahead != 1 {
+				t.Fatalf("a caller without a wait while one waits: %+v, want refused, one ahead, and told its turn after the line's (%v)", bl, 2*refill)
 			}
 			if tg.FastForward != nil {
 				// A request refills: the room is the caller's in line, not
 				// the next to ask (without the line it would be admitted:
 				// 4 left, 2 in flight, a reserve of one).
-				pass(tg, 1100*time.Millisecond)
+				pass(tg, refill+refill/10)
 				if bl := blocked(t, b, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) {
 					t.Fatalf("a caller without a wait once a request refilled: %+v, want refused, the room the line's", bl)
 				}
@@ -171,6 +179,7 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 // before the waiting process renews it).
 func TestLineOfTheDeadIsNoLine(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: no request refills but by Advance
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	opts := budgetOptions(t)
@@ -212,7 +221,9 @@ func TestLineUnderTheDocumentedACL(t *testing.T) {
 		rec := newRecorder()
 		opts := gate.Options{Prefix: prefix, Upstream: "openai:prod-key", Observer: rec}
 		a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-		l1, l2 := spend(t, a, b)
+		// A request refilled would admit j3 at once, not in line: the
+		// turn must be the settle's.
+		l1, l2 := spendRefilling(t, a, b, slowRefill)
 		defer func() { _ = l2.Release(ctx) }()
 		got := gatetest.AcquireWait(ctx, b, "j3", time.Minute)
 		gatetest.InLine(t, a, "j3")
@@ -316,6 +327,7 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
+			stillClock(tg) // on miniredis, requests refill only by pass
 			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			batch, head := interactiveAtTheHead(t, a, b, l1)
 			defer func() { _ = head.Release(ctx) }()

@@ -171,7 +171,8 @@ func TestUpstreamCoolsEveryJob(t *testing.T) {
 }
 
 func TestUpstreamCooldownWithoutHint(t *testing.T) {
-	_, rdb := redistest.Miniredis(t)
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: the cooldown read whole
 	g := newGate(t, rdb, gate.Options{UpstreamPolicy: gate.UpstreamPolicy{Cooldown: 7 * time.Second}, Upstream: "s", Classify: upstreamClassifier(0)})
 	_ = failWith(t, g, "a", errOverloaded)
 	up, err := upstreamStatus(context.Background(), g)

@@ -926,20 +926,21 @@ func TestWatchSeesExpiries(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			prefix := redistest.UniqueKey(t)
-			const cooldown = 100 * time.Millisecond
+			stillClock(tg)
+			cooldown := watchedCooldown(tg)
 			g := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 			// Another gate fails the job: the watcher has one wake-up, the
 			// settle's message (a settle in its own gate wakes it twice, and
 			// the second read could come after the cooldown's end).
 			other := newGate(t, tg.Client, gate.Options{Prefix: prefix, Cooldown: cooldown, Backoff: gate.Backoff{Jitter: -1}})
 			ch := watching(t, g, "job")
-			nextState(t, ch, gate.Ready, time.Second)
+			nextState(t, ch, gate.Ready, 10*time.Second)
 			if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 				t.Fatal(err)
 			}
-			st := nextState(t, ch, gate.CoolingDown, 2*time.Second)
+			st := nextState(t, ch, gate.CoolingDown, 10*time.Second)
 			pass(tg, st.RetryAfter)
-			if st := nextState(t, ch, gate.Ready, 2*time.Second); st.Attempts != 1 {
+			if st := nextState(t, ch, gate.Ready, 10*time.Second); st.Attempts != 1 {
 				t.Fatalf("after the cooldown: %+v, want Ready with the attempt counted", st)
 			}
 		})
@@ -1258,19 +1259,19 @@ func TestWatchReadsOnceWhenTheCooldownEnds(t *testing.T) {
 		for _, upstream := range []string{"", "up"} {
 			t.Run(tg.Name+"/upstream="+upstream, func(t *testing.T) {
 				prefix := redistest.UniqueKey(t)
-				opts := gate.Options{Prefix: prefix, Upstream: upstream, Cooldown: 100 * time.Millisecond, Backoff: gate.Backoff{Jitter: -1},
+				opts := gate.Options{Prefix: prefix, Upstream: upstream, Cooldown: watchedCooldown(tg), Backoff: gate.Backoff{Jitter: -1},
 					UpstreamPolicy: gate.UpstreamPolicy{Off: upstream == ""}}
 				var rt roundTrips
 				g := newGate(t, ownClient(t, tg, &rt, nil), opts)
 				other := newGate(t, tg.Client, opts)
 				ch := watching(t, g, "job")
-				nextState(t, ch, gate.Ready, time.Second)
+				nextState(t, ch, gate.Ready, 10*time.Second)
 				if err := failWith(t, other, "job", errBoom); !errors.Is(err, gate.ErrCoolingDown) {
 					t.Fatal(err)
 				}
-				nextState(t, ch, gate.CoolingDown, 2*time.Second)
+				nextState(t, ch, gate.CoolingDown, 10*time.Second)
 				start := rt.n.Load()
-				nextState(t, ch, gate.Ready, 2*time.Second)
+				nextState(t, ch, gate.Ready, opts.Cooldown+10*time.Second)
 				if n := rt.n.Load() - start; n != 1 {
 					t.Fatalf("%d reads from the cooldown to its end, want 1", n)
 				}
