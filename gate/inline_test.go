@@ -327,7 +327,6 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			stillClock(tg) // on miniredis, requests refill only by pass
 			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			batch, head := interactiveAtTheHead(t, a, b, l1)
 			defer func() { _ = head.Release(ctx) }()
