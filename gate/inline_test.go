@@ -175,8 +175,8 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 
 // Nobody waits behind the dead: once the lease of every process with
 // callers in line has ended, a caller is admitted as if the line were
-// empty (on miniredis, whose clock the test moves past the line's lease
-// before the waiting process renews it).
+// empty (on miniredis, whose clock the test moves past the line's lease,
+// the waiting process cut off from Redis).
 func TestLineOfTheDeadIsNoLine(t *testing.T) {
 	m, rdb := redistest.Miniredis(t)
 	redistest.Advance(m, 0) // its clock still: no request refills but by Advance
@@ -184,11 +184,15 @@ func TestLineOfTheDeadIsNoLine(t *testing.T) {
 	defer cancel()
 	opts := budgetOptions(t)
 	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	c := newGate(t, rdb, opts)
+	cut := &flaky{Client: rdb}
+	c := newGate(t, cut, opts)
 	l1, l2 := spend(t, a, b)
 	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
 	got := gatetest.AcquireWait(ctx, c, "j3", time.Hour)
 	gatetest.InLine(t, a, "j3")
+	// c's process is cut off from Redis, as if it died: its timers neither
+	// renew its place nor give it a turn while the test moves the clock.
+	cut.Down.Store(true)
 	// A request refills, but the line holds j3's place: refused.
 	redistest.Advance(m, 1100*time.Millisecond)
 	if bl := blocked(t, a, "j4"); !errors.Is(bl, gate.ErrUpstreamCooling) {
