@@ -27,17 +27,22 @@ vet:
 	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
+# -vet=off: vet ran above on every package, with every check go test's
+# own vet would run (a subset of go vet's).
 race:
-	$(GO) test -race -count=1 -timeout 20m ./...
-	@set -e; for m in $(MODULES); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
+	$(GO) test -race -count=1 -vet=off -timeout 20m ./...
+	@set -e; for m in $(MODULES); do echo "test $$m"; (cd $$m && $(GO) test -race -count=1 -vet=off -timeout 30m ./...); done
 
 ## fuzz: run every Fuzz target for FUZZTIME executions each (seeds: f.Add, plus testdata/fuzz when present).
+# The targets are listed by one go test over every package (its test
+# binaries built two at a time), not one go test a package; -vet=off as
+# in race.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg; \
-	  done; \
+	@set -e; list=$$($(GO) test -vet=off -list '^Fuzz' ./...); \
+	for t in $$(echo "$$list" | awk '/^Fuzz/ { f[++n] = $$1; next } /^ok/ { for (i = 1; i <= n; i++) print $$2 ":" f[i]; n = 0 }'); do \
+	  pkg=$${t%%:*}; f=$${t#*:}; \
+	  echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	  $(GO) test -vet=off -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg; \
 	done
 
 ## loaded: RUNS (default 5) make test runs in a row while a busy loop per
