@@ -49,44 +49,42 @@ func lineTargets(t *testing.T) []redistest.Target {
 // admitted; the 429s stay under 1 %, the goodput at least 0.9 × the
 // limit, no job is lost, and no caller is answered past its wait.
 func TestStormLineTenants(t *testing.T) {
-	for _, tg := range lineTargets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-				RPM: 3000, Arrivals: 4 * time.Second, Gates: 4, Procs: 4, Seed: 1, Redis: realTime(t, tg),
-				Parts: []limitstorm.Part{
-					{Priority: gate.PriorityNormal, Tenant: "big", Offer: 2.5 * 10 / 11},
-					{Priority: gate.PriorityNormal, Tenant: "small", Offer: 2.5 / 11},
-				},
-				Gate: lineOptions(t),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Log(r)
-			checkLine(t, r)
-			// In line, a job is refused and comes back only when its turn
-			// cannot come within its wait; without the line, every job over
-			// the limit is (1.5 × the jobs at 2.5 × the limit).
-			if r.Retried > r.Jobs/2 {
-				t.Errorf("%d refusals came back for %d jobs: the callers did not wait in line", r.Retried, r.Jobs)
-			}
-			worst := 1.0
-			for _, s := range r.Shares(time.Second, 100*time.Millisecond, 2) {
-				if s.Fair < 1 {
-					continue
-				}
-				ratio := float64(s.Got) / s.Fair
-				worst = min(worst, ratio)
-				if ratio < minFairShare {
-					t.Errorf("second %d, tenant %d: %d admitted of a fair share of %.1f (demand %d), want at least %.1f ×", s.Window, s.Part, s.Got, s.Fair, s.Demand, minFairShare)
-				}
-			}
-			t.Logf("the worst second's share: %.2f × the fair share", worst)
-			if got := r.Goodput(); got < minGoodput {
-				t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
-			}
+	eachTarget(t, lineTargets(t), func(t *testing.T, tg redistest.Target) {
+		r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+			RPM: 3000, Arrivals: 4 * time.Second, Gates: 4, Procs: 4, Seed: 1, Redis: realTime(t, tg),
+			Parts: []limitstorm.Part{
+				{Priority: gate.PriorityNormal, Tenant: "big", Offer: 2.5 * 10 / 11},
+				{Priority: gate.PriorityNormal, Tenant: "small", Offer: 2.5 / 11},
+			},
+			Gate: lineOptions(t),
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(r)
+		checkLine(t, r)
+		// In line, a job is refused and comes back only when its turn
+		// cannot come within its wait; without the line, every job over
+		// the limit is (1.5 × the jobs at 2.5 × the limit).
+		if r.Retried > r.Jobs/2 {
+			t.Errorf("%d refusals came back for %d jobs: the callers did not wait in line", r.Retried, r.Jobs)
+		}
+		worst := 1.0
+		for _, s := range r.Shares(time.Second, 100*time.Millisecond, 2) {
+			if s.Fair < 1 {
+				continue
+			}
+			ratio := float64(s.Got) / s.Fair
+			worst = min(worst, ratio)
+			if ratio < minFairShare {
+				t.Errorf("second %d, tenant %d: %d admitted of a fair share of %.1f (demand %d), want at least %.1f ×", s.Window, s.Part, s.Got, s.Fair, s.Demand, minFairShare)
+			}
+		}
+		t.Logf("the worst second's share: %.2f × the fair share", worst)
+		if got := r.Goodput(); got < minGoodput {
+			t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
+		}
+	})
 }
 
 // Interactive callers (0.3 × the limit) and a batch flood (2.5 ×) share
@@ -109,6 +107,12 @@ func TestStormLineTenants(t *testing.T) {
 // 788, 563, 221 ms on Redis (2 of 5 within 200 ms) and 881, 162, 373,
 // 370, 1125 ms on the cluster (1 of 5); p50 3-37 ms. The storm stays at
 // 300 a minute.
+//
+// Its targets' storms run one after the other, not at once (eachTarget):
+// the p99 it holds is a latency of a few hundred milliseconds, and run at
+// once at a load of 14-18 they reached 2.7 and 3.3 s (63 and 70 ms one
+// after the other at a load of 2-3; the load and the overlap were not
+// told apart), so the overlap is not risked for the 58 s it would save.
 func TestStormLineClasses(t *testing.T) {
 	for _, tg := range lineTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -160,6 +164,12 @@ func checkLine(t *testing.T, r limitstorm.Result) {
 // dead process's caller held up the line). The 429s the restart lets
 // through (the budget lost, every call admitted until a response
 // reports one again) are logged, not held to 1 %.
+//
+// Its two storms run one after the other, not at once (overlap): what it
+// holds is timed from the restart (a wake-up lost is an expiry 100 ms
+// after the server is back), the cluster's storm did its last job 18.5 s
+// into the 20 s it may take alone, and beside the other storm, at a load
+// of 14-18, it lost 25 jobs (the load and the overlap not told apart).
 func TestStormLineSurvives(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Server(t)

@@ -94,47 +94,45 @@ func scaleOf(tg redistest.Target) scale {
 // the issue's targets for a gate that admits: on every Redis, miniredis
 // at a scale it can serve (miniredisScale).
 func TestStormAtTheLimit(t *testing.T) {
-	for _, tg := range redistest.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			addr := realTime(t, tg)
-			size := scaleOf(tg)
-			for _, g := range gates {
-				for _, sc := range storms {
-					t.Run(g.name+"/"+sc.name, func(t *testing.T) {
-						opts := g.opts
-						opts.Prefix = redistest.UniqueKey(t)
-						r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-							Dialect: sc.dialect, RPM: size.rpm, TPM: sc.tokensPerRequest * size.rpm, Arrivals: size.arrivals,
-							Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts, DeclareTokens: true,
-						})
-						if err != nil {
-							t.Fatal(err)
-						}
-						t.Log(r)
-						if r.Jobs != size.jobs {
-							t.Fatalf("%d jobs arrived, want %d", r.Jobs, size.jobs)
-						}
-						checkInvariants(t, r)
-						// Its bucket drained too, the token limit holds.
-						if sc.tokensPerRequest != 0 && float64(r.Tokens) > r.AllowedTokens+1 {
-							t.Errorf("%d tokens served where the limit allows %.0f", r.Tokens, r.AllowedTokens)
-						}
-						t.Run("targets", func(t *testing.T) {
-							if !g.admits {
-								t.Skip("the reactive breaker is the baseline: the targets are the admission's")
-							}
-							if got := r.RefusedShare(); got > maxRefusedShare {
-								t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
-							}
-							if got := r.Goodput(); got < minGoodput {
-								t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
-							}
-						})
+	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
+		addr := realTime(t, tg)
+		size := scaleOf(tg)
+		for _, g := range gates {
+			for _, sc := range storms {
+				t.Run(g.name+"/"+sc.name, func(t *testing.T) {
+					opts := g.opts
+					opts.Prefix = redistest.UniqueKey(t)
+					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+						Dialect: sc.dialect, RPM: size.rpm, TPM: sc.tokensPerRequest * size.rpm, Arrivals: size.arrivals,
+						Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts, DeclareTokens: true,
 					})
-				}
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Log(r)
+					if r.Jobs != size.jobs {
+						t.Fatalf("%d jobs arrived, want %d", r.Jobs, size.jobs)
+					}
+					checkInvariants(t, r)
+					// Its bucket drained too, the token limit holds.
+					if sc.tokensPerRequest != 0 && float64(r.Tokens) > r.AllowedTokens+1 {
+						t.Errorf("%d tokens served where the limit allows %.0f", r.Tokens, r.AllowedTokens)
+					}
+					t.Run("targets", func(t *testing.T) {
+						if !g.admits {
+							t.Skip("the reactive breaker is the baseline: the targets are the admission's")
+						}
+						if got := r.RefusedShare(); got > maxRefusedShare {
+							t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
+						}
+						if got := r.Goodput(); got < minGoodput {
+							t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
+						}
+					})
+				})
 			}
-		})
-	}
+		}
+	})
 }
 
 // storms are the storms each gate meets on each Redis: both providers'
@@ -236,36 +234,34 @@ func realTime(t *testing.T, tg redistest.Target) limitstorm.Redis {
 // window), which the gate meets by the cost it learns (issue 37.2); and
 // no burst of 429s where a short wait ends (issue 37.3).
 func TestStormDefaultWiring(t *testing.T) {
-	for _, tg := range redistest.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			addr := realTime(t, tg)
-			size := scaleOf(tg)
-			for _, sc := range defaultStorms(size) {
-				t.Run(sc.name, func(t *testing.T) {
-					c := sc.c
-					c.Gates, c.Procs, c.Seed, c.Redis = 4, 4, 1, addr
-					c.Gate = gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second}
-					r, err := limitstorm.Run(context.Background(), c)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Log(r)
-					if got := r.RefusedShare(); got > maxRefusedShare {
-						t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
-					}
-					if got := r.Goodput(); got < minGoodput {
-						t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
-					}
-					if got := r.TripsPerJob(); got > maxTripsPerJob {
-						t.Errorf("%.1f Redis round trips a finished job, want at most %d", got, maxTripsPerJob)
-					}
-					if r.LargestBurst > maxBurst {
-						t.Errorf("a burst of %d 429s at %v, want at most %d: callers came back together", r.LargestBurst, r.LargestAt, maxBurst)
-					}
-				})
-			}
-		})
-	}
+	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
+		addr := realTime(t, tg)
+		size := scaleOf(tg)
+		for _, sc := range defaultStorms(size) {
+			t.Run(sc.name, func(t *testing.T) {
+				c := sc.c
+				c.Gates, c.Procs, c.Seed, c.Redis = 4, 4, 1, addr
+				c.Gate = gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second}
+				r, err := limitstorm.Run(context.Background(), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Log(r)
+				if got := r.RefusedShare(); got > maxRefusedShare {
+					t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
+				}
+				if got := r.Goodput(); got < minGoodput {
+					t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
+				}
+				if got := r.TripsPerJob(); got > maxTripsPerJob {
+					t.Errorf("%.1f Redis round trips a finished job, want at most %d", got, maxTripsPerJob)
+				}
+				if r.LargestBurst > maxBurst {
+					t.Errorf("a burst of %d 429s at %v, want at most %d: callers came back together", r.LargestBurst, r.LargestAt, maxBurst)
+				}
+			})
+		}
+	})
 }
 
 // defaultStorm is one of TestStormDefaultWiring's storms (bench's
@@ -322,47 +318,45 @@ const maxTripsPerJob = 20
 // learning itself (learnedBounds), with margin over the worst of those
 // runs: without it, 38–78 % of the calls earned a 429.
 func TestStormNoHeaders(t *testing.T) {
-	for _, tg := range redistest.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			addr := realTime(t, tg)
-			size := scaleOf(tg)
-			for _, sc := range []struct {
-				name string
-				// midway sets the requests limit from the middle of the
-				// arrivals on, in the storm's limit's (0: unchanged).
-				midway           float64
-				refused, goodput float64 // issue 37's targets
-				held             learned // what is held
-			}{
-				{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.85}},
-				{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.06, goodput: 0.9}},
-				{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.7}},
-			} {
-				t.Run(sc.name, func(t *testing.T) {
-					var drain time.Duration // the default
-					if sc.midway > 0 && sc.midway < 1 {
-						// Time for the jobs at the lower limit, and a quarter more.
-						drain = time.Duration(1.25 * float64(size.jobs) / (sc.midway * float64(size.rpm)) * float64(time.Minute))
-					}
-					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-						Dialect: llmfake.NoHeaders, RPM: size.rpm, Arrivals: size.arrivals,
-						MidwayRPM: int64(sc.midway * float64(size.rpm)), Drain: drain,
-						Gates: 4, Procs: 4, Seed: 1, Redis: addr,
-						Gate: gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second},
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Log(r)
-					t.Logf("issue 37's targets: 429s %.2f %% (≤ %.0f %%), goodput %.2f (≥ %.2f), %.1f round trips a job (≤ %d)",
-						100*r.RefusedShare(), 100*sc.refused, r.Goodput(), sc.goodput, r.TripsPerJob(), maxTripsPerJob)
-					if tg.Name != "miniredis" {
-						learnedBounds(t, r, sc.held)
-					}
+	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
+		addr := realTime(t, tg)
+		size := scaleOf(tg)
+		for _, sc := range []struct {
+			name string
+			// midway sets the requests limit from the middle of the
+			// arrivals on, in the storm's limit's (0: unchanged).
+			midway           float64
+			refused, goodput float64 // issue 37's targets
+			held             learned // what is held
+		}{
+			{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.85}},
+			{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.06, goodput: 0.9}},
+			{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.7}},
+		} {
+			t.Run(sc.name, func(t *testing.T) {
+				var drain time.Duration // the default
+				if sc.midway > 0 && sc.midway < 1 {
+					// Time for the jobs at the lower limit, and a quarter more.
+					drain = time.Duration(1.25 * float64(size.jobs) / (sc.midway * float64(size.rpm)) * float64(time.Minute))
+				}
+				r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+					Dialect: llmfake.NoHeaders, RPM: size.rpm, Arrivals: size.arrivals,
+					MidwayRPM: int64(sc.midway * float64(size.rpm)), Drain: drain,
+					Gates: 4, Procs: 4, Seed: 1, Redis: addr,
+					Gate: gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second},
 				})
-			}
-		})
-	}
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Log(r)
+				t.Logf("issue 37's targets: 429s %.2f %% (≤ %.0f %%), goodput %.2f (≥ %.2f), %.1f round trips a job (≤ %d)",
+					100*r.RefusedShare(), 100*sc.refused, r.Goodput(), sc.goodput, r.TripsPerJob(), maxTripsPerJob)
+				if tg.Name != "miniredis" {
+					learnedBounds(t, r, sc.held)
+				}
+			})
+		}
+	})
 }
 
 // learned is what TestStormNoHeaders holds of a storm: at most refused
