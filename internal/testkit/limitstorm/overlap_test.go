@@ -17,8 +17,9 @@ import (
 // process but this one, so a test's storms on its targets overlap and
 // each measures what it measured alone, on a machine the others keep a
 // little busier, where every storm must hold anyway
-// (docs/contributing/testing.md). A storm whose bound is a latency, or is
-// timed from a fault, runs its targets one after the other instead.
+// (docs/contributing/testing.md). A test whose storms run their Gates in
+// this process, or whose bound is a latency or is timed from a fault,
+// runs its targets one after the other instead.
 //
 // It is not t.Parallel: go test's -parallel (GOMAXPROCS, 2 on a 2-core
 // machine) would run two of three targets at once and the third after.

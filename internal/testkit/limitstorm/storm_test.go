@@ -93,46 +93,55 @@ func scaleOf(tg redistest.Target) scale {
 // completed a job. The 429 share and the goodput are logged, and held to
 // the targets for a gate that admits: on every Redis, miniredis
 // at a scale it can serve (miniredisScale).
+//
+// Its targets' storms run one after the other, not at once (eachTarget):
+// three of its four storms run their Gates in this process, beside
+// miniredis, and the three targets' at once missed the goodput six times
+// (0.76-0.89) at a load of 22-26 (one after the other it missed once,
+// 0.88 on miniredis, at 13), where the worker processes' storms of
+// TestStormDefaultWiring, run at once in that same run, held as before.
 func TestStormAtTheLimit(t *testing.T) {
-	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
-		addr := realTime(t, tg)
-		size := scaleOf(tg)
-		for _, g := range gates {
-			for _, sc := range storms {
-				t.Run(g.name+"/"+sc.name, func(t *testing.T) {
-					opts := g.opts
-					opts.Prefix = redistest.UniqueKey(t)
-					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-						Dialect: sc.dialect, RPM: size.rpm, TPM: sc.tokensPerRequest * size.rpm, Arrivals: size.arrivals,
-						Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts, DeclareTokens: true,
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			addr := realTime(t, tg)
+			size := scaleOf(tg)
+			for _, g := range gates {
+				for _, sc := range storms {
+					t.Run(g.name+"/"+sc.name, func(t *testing.T) {
+						opts := g.opts
+						opts.Prefix = redistest.UniqueKey(t)
+						r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+							Dialect: sc.dialect, RPM: size.rpm, TPM: sc.tokensPerRequest * size.rpm, Arrivals: size.arrivals,
+							Procs: sc.procs, Seed: 1, Redis: addr, Gate: opts, DeclareTokens: true,
+						})
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Log(r)
+						if r.Jobs != size.jobs {
+							t.Fatalf("%d jobs arrived, want %d", r.Jobs, size.jobs)
+						}
+						checkInvariants(t, r)
+						// Its bucket drained too, the token limit holds.
+						if sc.tokensPerRequest != 0 && float64(r.Tokens) > r.AllowedTokens+1 {
+							t.Errorf("%d tokens served where the limit allows %.0f", r.Tokens, r.AllowedTokens)
+						}
+						t.Run("targets", func(t *testing.T) {
+							if !g.admits {
+								t.Skip("the reactive breaker is the baseline: the targets are the admission's")
+							}
+							if got := r.RefusedShare(); got > maxRefusedShare {
+								t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
+							}
+							if got := r.Goodput(); got < minGoodput {
+								t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
+							}
+						})
 					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Log(r)
-					if r.Jobs != size.jobs {
-						t.Fatalf("%d jobs arrived, want %d", r.Jobs, size.jobs)
-					}
-					checkInvariants(t, r)
-					// Its bucket drained too, the token limit holds.
-					if sc.tokensPerRequest != 0 && float64(r.Tokens) > r.AllowedTokens+1 {
-						t.Errorf("%d tokens served where the limit allows %.0f", r.Tokens, r.AllowedTokens)
-					}
-					t.Run("targets", func(t *testing.T) {
-						if !g.admits {
-							t.Skip("the reactive breaker is the baseline: the targets are the admission's")
-						}
-						if got := r.RefusedShare(); got > maxRefusedShare {
-							t.Errorf("%.2f %% of upstream calls earned a 429, want at most %.0f %%", 100*got, 100*maxRefusedShare)
-						}
-						if got := r.Goodput(); got < minGoodput {
-							t.Errorf("goodput %.2f × the limit, want at least %.1f", got, minGoodput)
-						}
-					})
-				})
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // storms are the storms each gate meets on each Redis: both providers'
