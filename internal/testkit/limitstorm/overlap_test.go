@@ -18,8 +18,8 @@ import (
 // each measures what it measured alone, on a machine the others keep a
 // little busier, where every storm must hold anyway
 // (docs/contributing/testing.md). A test whose storms run their Gates in
-// this process, or whose bound is a latency or is timed from a fault,
-// runs its targets one after the other instead.
+// this process, or whose bound is a latency, a share of each second or
+// a time from a fault, runs its targets one after the other instead.
 //
 // It is not t.Parallel: go test's -parallel (GOMAXPROCS, 2 on a 2-core
 // machine) would run two of three targets at once and the third after.
