@@ -158,16 +158,6 @@ func setWaitHooks(refused, subscribed func(job string)) (restore func()) {
 	}
 }
 
-// stillClock stops the clock of tg's miniredis (none on a real server):
-// miniredis's TIME, which the scripts read, follows the real clock until
-// a first Advance, so a step a busy machine holds would see Redis time
-// pass. From here it moves only by pass.
-func stillClock(tg redistest.Target) {
-	if tg.FastForward != nil {
-		tg.FastForward(0)
-	}
-}
-
 // watchedCooldown is a job's cooldown that a watcher on a real server
 // must see begin: the read a settle's message wakes it for comes late on
 // a busy machine (100 ms was missed), not seconds late. miniredis, its

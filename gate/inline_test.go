@@ -31,7 +31,7 @@ func TestLineWaitsForItsTurn(t *testing.T) {
 			// time, slower than a busy machine holds a step.
 			refill := slowRefill
 			if tg.FastForward != nil {
-				stillClock(tg)
+				pass(tg, 0) // miniredis's clock still: it moves only by pass
 				refill = time.Second
 			}
 			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, refill)
