@@ -91,9 +91,18 @@ local function teach(k, answer, ran, keep)
       -- (one per the call's length), from which the rate starts slowly
       -- up to the rate accepted since learning began: the provider's
       -- bucket is empty at this 429.
-      r, ls = math.max(1000 / ran, LEARN.min), 0
+      -- One call's length is the accepted calls' mean, unless this one
+      -- ran shorter: a 429 that a stalled process took 200 ms to see
+      -- held the rate at 0.9 × 5 a second where calls took 45 ms. The
+      -- 429 was decided when its call reached the provider, one call's
+      -- length before its answer: the interval ends there (to its answer,
+      -- the cap was 0.65 to 0.85 × the limit, and a slow start that
+      -- climbed past it for 3 s let the provider's bucket gather what it
+      -- then spent at twice the limit: bursts of 5 to 8 429s at its end).
+      local one = math.min(ran, h.length or ran)
+      r, ls = math.max(1000 / one, LEARN.min), 0
       if h.k >= LEARN.capAt and span > 0 then
-        cap = (h.k + 1) * 1000 / span
+        cap = (h.k + 1) * 1000 / math.max(span - one, one)
       end
       if measured then
         r, ls = math.min(r, accepted(h)), 1
