@@ -495,3 +495,51 @@ func TestLearnKeepsHalfOfWhatWasAccepted(t *testing.T) {
 		t.Fatalf("the rate after a 429 of a 5 s call: %d a minute, want half of the 24.7 a second accepted lately, 739", got)
 	}
 }
+
+// A 429 that ends a run of 18 calls accepted in 0.75 s after a measured
+// cut measures the rate (0.97 × 24 a second, 1,397 a minute), held for
+// that window, then probed in time: not the bound a limit that fell
+// takes from a few calls right after a cut (1,223 a minute without the
+// measure's precedence, a cut of about 0.75), which then held for 100
+// accepted calls and
+// climbed by their count: 5 s at 20 a second in a storm whose limit had
+// halved to 25, the provider's bucket gathering what the climb then
+// spent, with 4 to 7 calls in flight at its 429.
+func TestLearnMeasuresAfterACutOnceTheCallsTellIt(t *testing.T) {
+	s, m, _ := newStore(t)
+	measuredAt40(t, s, m)
+	acceptEvery(t, s, m, 18, 40*time.Millisecond, 10*time.Millisecond)
+	redistest.Advance(m, 30*time.Millisecond) // 0.75 s since the cut
+	if got := learn(t, s, false, 10*time.Millisecond); got < 1390 || got > 1400 {
+		t.Fatalf("a 429 after 18 calls accepted in 0.75 s: %d a minute, want 0.97 × 24 a second, 1397", got)
+	}
+}
+
+// A cut is never held above what it measured, nor raised above the rate
+// held, by what the provider accepted lately: a probe that spent the
+// provider's gathered bucket inflates that rate (70 a second in a storm
+// at a limit of 25, whose measure of 24.5 a second was then held at 35:
+// six 429s more). After a cut (0.9 × 12 a second), 150 calls accepted
+// 50 ms apart, then 50 in 0.2 s (96 a second lately) and a 429: 200
+// calls in 7.75 s, 25.8 a second, held at 0.97 × it, 1,502 a minute
+// (half of what was accepted lately held 2,628). Two more accepted at
+// once and a 429 100 ms after that cut: half of the rate accepted lately,
+// still inflated, would raise the 1,502 held to 2,256; it stays.
+func TestLearnCutsBelowWhatWasAcceptedLatelyWhenMeasured(t *testing.T) {
+	s, m, _ := newStore(t)
+	learnedAt(t, s, m, 10)
+	redistest.Advance(m, 50*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond) // 0.9 × what was accepted lately
+	acceptEvery(t, s, m, 150, 50*time.Millisecond, 10*time.Millisecond)
+	acceptEvery(t, s, m, 50, 4*time.Millisecond, 1*time.Millisecond)
+	redistest.Advance(m, 50*time.Millisecond)
+	got := learn(t, s, false, 1*time.Millisecond)
+	if got < 1490 || got > 1515 {
+		t.Fatalf("a 429 after a probe spent the gathered bucket: %d a minute, want 0.97 × the 25.8 a second measured, 1502", got)
+	}
+	acceptEvery(t, s, m, 2, 20*time.Millisecond, 1*time.Millisecond)
+	redistest.Advance(m, 60*time.Millisecond)
+	if again := learn(t, s, false, 1*time.Millisecond); again > got {
+		t.Fatalf("a 429 100 ms after the measured cut: %d a minute, want at most the %d held", again, got)
+	}
+}
