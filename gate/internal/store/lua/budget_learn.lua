@@ -17,8 +17,7 @@
 -- cut's, and cuts nothing.
 -- Until a 429 no limit is known (admission leaves the calls unjudged);
 -- the first one cuts to the rate the provider accepted lately when
--- enough calls tell it, else to one call per call's length (the accepted
--- calls' mean, or ran if shorter: one call at a time),
+-- enough calls tell it, else to one call per ran (one call at a time),
 -- from which the rate starts slowly (TCP's slow start), doubling every
 -- LEARN.slow accepted calls up to the rate the first 429's interval
 -- implied, then linearly past it (doubling again where that finds no
@@ -108,12 +107,8 @@ local function teach(k, answer, ran, keep)
       if measured then
         r, ls = math.min(r, accepted(h)), 1
       end
-    elseif h.cut and h.k < LEARN.flat / 2 and not m then
-      -- Few calls since the last cut, too few or too soon to measure
-      -- (with a measure, 18 calls in 0.75 s at a limit halved to 25 a
-      -- second, this bound cut to 20 and held there 5 s by the calls'
-      -- count while the provider's bucket gathered what the climb then
-      -- spent): the limit fell (halved, say). One
+    elseif h.cut and h.k < LEARN.flat / 2 then
+      -- Few calls since the last cut: the limit fell (halved, say). One
       -- call more than were accepted since, over the time since, bounds
       -- the rate from above; never below LEARN.floor × it.
       r, factor = math.max(math.min(r * LEARN.hard, (h.k + 1) * 1000 / math.max(span, 1) * LEARN.sure), r * LEARN.floor), 1
@@ -143,18 +138,8 @@ local function teach(k, answer, ran, keep)
     -- Never below keep × what the provider accepted lately: on a stalled
     -- machine one call's length (a stalled call's) and 429s that come
     -- close together would take the rate to nothing, where the provider
-    -- just took that much. But a cut never raises the rate held, nor
-    -- passes what it measured: what was accepted lately counts the
-    -- provider's gathered bucket as a probe spent it (70 a second at a
-    -- limit of 25: a measure of 24.5 held at 35, then two cuts more).
-    local floor = LEARN.keep * accepted(h)
-    if h.limited then
-      floor = math.min(floor, learnedRate(h))
-      if m then
-        floor = math.min(floor, m * LEARN.sure)
-      end
-    end
-    r = math.max(r * factor, floor)
+    -- just took that much.
+    r = math.max(r * factor, LEARN.keep * accepted(h))
     if ls == 0 and h.limited then
       -- Slow start again, from slowEnd × the rate it failed at: linear
       -- from there.
