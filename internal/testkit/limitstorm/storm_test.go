@@ -318,14 +318,13 @@ const maxTripsPerJob = 20
 // limit halves, or doubles, midway through the arrivals. Issue 37's
 // targets for them (≤ 2 %; ≤ 3 % and ≥ 0.85× the limit in force where it
 // changes) are logged, not all held: five runs in a row under -race with
-// both cores busy (two busy loops, load 12–14) held the doubling's in
-// all ten (429s Redis 0.8–2.3 %, the cluster 1.8–2.5 %; goodput
-// 0.93–0.99 / 0.87–0.98), the steady target in 8 of 10 (1.4–2.9 % /
-// 1.2–1.8 %), the halving's in 8 (1.6–2.5 % / 1.6–5.8 %);
-// miniredis, whose scripts the load starves, is logged only
-// (docs/upstreams.md). What is held on Redis and the cluster is the
-// learning itself (learnedBounds), with margin over the worst of those
-// runs: without it, 38–78 % of the calls earned a 429.
+// both cores busy (two busy loops) at a load of 16–27 met them in all 30
+// storms, five more at 24–31 in 16 of 30 (steady 1.2–6.4 %, the worst
+// bursts of 9–34 429s at the start; halving 1.4–3.7 %; doubling 0.4–5.3 %
+// and goodput 0.64–0.99); miniredis, whose scripts the load starves, is
+// logged only (docs/upstreams.md). What is held on Redis and the cluster
+// is the learning itself (learnedBounds): without it, 38–78 % of the
+// calls earned a 429.
 func TestStormNoHeaders(t *testing.T) {
 	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
 		addr := realTime(t, tg)
@@ -339,7 +338,7 @@ func TestStormNoHeaders(t *testing.T) {
 			held             learned // what is held
 		}{
 			{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.85}},
-			{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.06, goodput: 0.9}},
+			{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.9}},
 			{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.7}},
 		} {
 			t.Run(sc.name, func(t *testing.T) {
@@ -376,12 +375,15 @@ type learned struct{ refused, goodput float64 }
 // learnedBounds holds what a gate learning a provider's rate from its
 // answers keeps to on a busy machine, far from what the breaker alone
 // does there (38–78 % of calls earned a 429; docs/upstreams.md), with
-// margin over the worst of five runs in a row (-race, both cores busy):
-// steady at most 4 % 429s (2.9 % the worst of ten) and goodput 0.85
-// (0.92); halving 6 % (5.8 %, a burst at the halving on the cluster) and
-// 0.9 (0.97); doubling 5 % (2.5 %) and 0.7 (0.87; five runs of a
-// variant under a heavier load went to 6.2 % and 0.77, so no nearer);
-// round trips within issue 37's bound. (The stop before held steady 4 %
+// margin over the worst of five runs in a row (-race, both cores busy,
+// load 12–14): steady at most 4 % 429s (2.9 % the worst of ten) and
+// goodput 0.85 (0.92); halving 5 % (3.7 % the worst of 26 storms at a
+// load of 16–39, h48nohdr; 6 % before, over a burst of 5.8 % at the
+// halving on the cluster) and 0.9 (0.91); doubling 5 % (2.5 %) and 0.7
+// (0.87); round trips within issue 37's bound. At a load of 24–31 the
+// steady and doubling bounds failed in four runs of five (steady 4.8 %
+// and 6.4 %, goodput 0.82, bursts at the storm's start; doubling 5.3 %,
+// goodput 0.64 and 0.69): they are not tightened, nor loosened. (The stop before held steady 4 %
 // and 0.8, halving 6 % and 0.8, doubling 8 % and 0.4: its slow start's
 // measure, taken across the doubling, was held for a window.)
 func learnedBounds(t *testing.T, r limitstorm.Result, b learned) {
