@@ -43,13 +43,18 @@ type Result struct {
 	// Trips counts the Gates' Redis round trips (0 for Config.Through).
 	Trips int64
 	// Admissions are the completed jobs' admissions; Late and Latest the
-	// calls answered past their wait (Outcome).
-	Admissions []Admission
-	Late       int
-	Latest     time.Duration
-	Expired    int
-	Retried    int
-	ExpiredAt  [][2]time.Duration
+	// calls answered past their wait beyond the process's own timers'
+	// lateness, Lates every call answered past it, and Canary the
+	// processes' timers' latest wake-up, of CanaryWakes (Outcome).
+	Admissions  []Admission
+	Late        int
+	Latest      time.Duration
+	Lates       []Late
+	Canary      time.Duration
+	CanaryWakes int
+	Expired     int
+	Retried     int
+	ExpiredAt   [][2]time.Duration
 	// Killed counts the jobs of a worker killed (Config.Faults), which
 	// are not in Jobs.
 	Killed int

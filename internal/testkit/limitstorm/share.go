@@ -42,10 +42,17 @@ type Outcome struct {
 	// one per job.
 	Admissions []Admission
 	// Late counts the calls answered (admitted or refused) more than
-	// lateSlack after their wait (gate.Options.Wait) ended; Latest is
-	// the latest such answer past it.
+	// lateSlack after their wait (gate.Options.Wait) ended, beyond how
+	// late the process's own timers were then (Late.Excess); Latest is
+	// the largest such excess.
 	Late   int
 	Latest time.Duration
+	// Lates are the calls answered more than canaryPeriod past their
+	// wait, judged or not; Canary is the latest wake-up of the processes'
+	// canaries, of CanaryWakes.
+	Lates       []Late
+	Canary      time.Duration
+	CanaryWakes int
 	// Expired counts the calls refused once their whole wait passed: a
 	// caller in line whose turn never came.
 	Expired int
@@ -88,6 +95,9 @@ func (o *Outcome) add(p Outcome) {
 	o.ExpiredAt = append(o.ExpiredAt, p.ExpiredAt...)
 	o.Retried += p.Retried
 	o.Latest = max(o.Latest, p.Latest)
+	o.Lates = append(o.Lates, p.Lates...)
+	o.Canary = max(o.Canary, p.Canary)
+	o.CanaryWakes += p.CanaryWakes
 	if o.FirstError == "" {
 		o.FirstError = p.FirstError
 	}
@@ -107,19 +117,36 @@ type share struct {
 	mu    sync.Mutex
 	out   Outcome
 	trips tripCounter
+
+	// With a wait: the gates' answering events, and the calls answered
+	// past their deadline, judged once the canary has seen their time.
+	events *answerEvents
+	late   []pendingLate
+}
+
+// pendingLate is a call answered past its deadline, before the canary's
+// lateness then is known.
+type pendingLate struct {
+	Late
+	deadline, answered time.Time
 }
 
 // newShare builds the Gates process proc runs, calling the provider at url.
 func newShare(c Config, url string, proc int) (*share, error) {
 	s := &share{c: c, storm: newStorm(c, url), gates: map[int]*gate.Gate{}}
 	s.closers = append(s.closers, func() error { s.storm.close(); return nil })
+	opts := c.Gate
+	if opts.Wait > 0 {
+		s.events = &answerEvents{next: opts.Observer}
+		opts.Observer = s.events
+	}
 	for k := range c.Gates {
 		if k%c.procs() != proc {
 			continue
 		}
 		rdb := newRedis(c.Redis, &s.trips)
 		s.closers = append(s.closers, rdb.Close)
-		g, err := gate.New(rdb, c.Gate)
+		g, err := gate.New(rdb, opts)
 		if err != nil {
 			s.close()
 			return nil, err
@@ -174,6 +201,7 @@ func (s *share) close() {
 // Gate j mod Gates.
 func (s *share) run(ctx context.Context, start time.Time) Outcome {
 	s.storm.begin(s.c, start)
+	cn := startCanary()
 	var wg sync.WaitGroup
 	for _, j := range s.storm.Jobs {
 		g, ok := s.gates[j.ID%s.c.Gates]
@@ -187,6 +215,10 @@ func (s *share) run(ctx context.Context, start time.Time) Outcome {
 		}()
 	}
 	wg.Wait()
+	// The canary's wake-ups after the last answer count for it too.
+	sleep(ctx, 2*canaryPeriod)
+	cn.stopCanary()
+	s.judgeLate(cn)
 	s.out.Tokens = s.storm.tokens.Load()
 	s.out.Trips = s.trips.n.Load()
 	return s.out
@@ -222,8 +254,8 @@ func (s *share) job(ctx context.Context, j Job, g *gate.Gate) {
 		if answered.IsZero() {
 			answered = time.Now()
 		}
-		if past := answered.Sub(asked.Add(s.c.Gate.Wait)); s.c.Gate.Wait > 0 && past > lateSlack {
-			s.note(func(o *Outcome) { o.Late++; o.Latest = max(o.Latest, past) })
+		if past := answered.Sub(asked.Add(s.c.Gate.Wait)); s.c.Gate.Wait > 0 && past > canaryPeriod {
+			s.lateAnswer(j, asked, answered, err == nil)
 		}
 		if err != nil && s.c.Gate.Wait > 0 && answered.Sub(asked) >= s.c.Gate.Wait*19/20 {
 			s.note(func(o *Outcome) {
