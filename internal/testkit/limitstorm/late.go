@@ -63,21 +63,25 @@ func (c *canary) stopCanary() {
 	<-c.done
 }
 
-// lateness is how late the canary's wake-ups were that came from `from`
-// to `to` (plus a period, as the canary and an answer woken by one stall's
-// end run in either order), and were due by `to`: a stall that held the
-// process over [from, to] delayed one of them by at least its length in
-// there less canaryPeriod. A wake-up due after `to` (a stall that began
-// after the answer) does not count.
+// lateness is how late the canary's timer was at some moment from `from`
+// to `to`: of each wake-up due by `to` that had not come by `from`, the
+// time from its due to its coming, or to `to` if it came later (the
+// canary and an answer held by one stall run in either order after it; a
+// stall that began after `to` does not count). A stall that held the
+// process over [from, to] shows in it, less at most canaryPeriod.
 func (c *canary) lateness(from, to time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var late time.Duration
 	for _, w := range c.wakes {
-		if w.woke.Before(from) || w.woke.After(to.Add(canaryPeriod)) || w.due.After(to) {
+		if w.woke.Before(from) || w.due.After(to) {
 			continue
 		}
-		late = max(late, w.woke.Sub(w.due))
+		woke := w.woke
+		if woke.After(to) {
+			woke = to
+		}
+		late = max(late, woke.Sub(w.due))
 	}
 	return late
 }
