@@ -16,16 +16,23 @@ import (
 // wake-up is, and each answer past its deadline is judged against the
 // canary's lateness at that moment (Late.Excess).
 
-// canaryPeriod is the canary's sleep: a stall longer than it delays one
-// of its wake-ups by at least the stall less canaryPeriod.
+// canaryPeriod is each canary goroutine's sleep: a stall longer than it
+// delays one of its wake-ups by at least the stall less canaryPeriod.
 const canaryPeriod = 50 * time.Millisecond
+
+// canaries is how many goroutines the canary runs, their sleeps
+// staggered: a process with hundreds of goroutines runnable does not
+// wake each one equally late. At a load average of 20-27 on 2 cores one
+// goroutine's wake-ups read up to 0.28 s less late than an answer's
+// timer at the same moment; eight read within 0.02 s of every answer.
+const canaries = 8
 
 // canary records how late a process's timers fire.
 type canary struct {
 	mu    sync.Mutex
 	wakes []wake
 	stop  chan struct{}
-	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // wake is one of the canary's wake-ups: when it was due, and when it came.
@@ -33,16 +40,20 @@ type wake struct{ due, woke time.Time }
 
 // startCanary starts a canary; stop it with stopCanary.
 func startCanary() *canary {
-	c := &canary{stop: make(chan struct{}), done: make(chan struct{})}
-	go c.run()
+	c := &canary{stop: make(chan struct{})}
+	for i := range canaries {
+		c.wg.Add(1)
+		go c.run(canaryPeriod * time.Duration(i+1) / canaries)
+	}
 	return c
 }
 
-func (c *canary) run() {
-	defer close(c.done)
-	t := time.NewTimer(canaryPeriod)
+// run is one of the canary's goroutines, first waking after first.
+func (c *canary) run(first time.Duration) {
+	defer c.wg.Done()
+	t := time.NewTimer(first)
 	defer t.Stop()
-	due := time.Now().Add(canaryPeriod)
+	due := time.Now().Add(first)
 	for {
 		select {
 		case <-c.stop:
@@ -60,7 +71,7 @@ func (c *canary) run() {
 
 func (c *canary) stopCanary() {
 	close(c.stop)
-	<-c.done
+	c.wg.Wait()
 }
 
 // lateness is how late the canary's timer was at some moment from `from`
