@@ -117,8 +117,13 @@ type Late struct {
 	Asked, Answered, Past time.Duration
 	Admitted              bool
 	// Canary is how late the process's own timers were then
-	// (canary.lateness over [deadline, answered]).
-	Canary time.Duration
+	// (canary.lateness over [deadline, answered]), and CanaryAsked how
+	// late they were as the call began (over [asked, asked + Past]): the
+	// gate starts its wait when its goroutine runs AcquireWait's first
+	// line. One call was answered 0.47 s past the harness's deadline with
+	// the canary 16 ms late then, yet the gate's own wait was 5.01 s: it
+	// began 0.46 s after the harness read its clock.
+	Canary, CanaryAsked time.Duration
 	// Path is which way the gate answered, from its last event for the
 	// call (Observer): "turn" (admitted with a turn in line), "first"
 	// (admitted without waiting in line), "refused <state>" with the time
@@ -134,7 +139,7 @@ type Late struct {
 
 // Excess is how much later than the process's own timers the call was
 // answered.
-func (l Late) Excess() time.Duration { return l.Past - l.Canary }
+func (l Late) Excess() time.Duration { return l.Past - l.Canary - l.CanaryAsked }
 
 // answerEvents records the gate events that answer calls (EventAcquired,
 // EventRefused), the last one of each job, with when it came: an
@@ -193,7 +198,7 @@ func (an answerEvent) path() string {
 func (s *share) lateAnswer(j Job, asked, answered time.Time, admitted bool) {
 	deadline := asked.Add(s.c.Gate.Wait)
 	l := pendingLate{Late: Late{Job: j.ID, Asked: asked.Sub(s.storm.Start), Answered: answered.Sub(s.storm.Start),
-		Past: answered.Sub(deadline), Admitted: admitted, Path: "none"}, deadline: deadline, answered: answered}
+		Past: answered.Sub(deadline), Admitted: admitted, Path: "none"}, asked: asked, deadline: deadline, answered: answered}
 	if an, ok := s.events.of(j.Key(), asked); ok {
 		l.Path, l.Decided, l.Waited = an.path(), an.at.Sub(deadline), an.e.Waited
 	}
@@ -210,6 +215,7 @@ func (s *share) judgeLate(cn *canary) {
 	s.out.Canary, s.out.CanaryWakes = cn.most()
 	for _, l := range s.late {
 		l.Canary = cn.lateness(l.deadline, l.answered)
+		l.CanaryAsked = cn.lateness(l.asked, l.asked.Add(l.Past))
 		s.out.Lates = append(s.out.Lates, l.Late)
 		if x := l.Excess(); x > lateSlack {
 			s.out.Late++

@@ -178,9 +178,9 @@ func checkLate(t *testing.T, r limitstorm.Result) {
 		if l.Past > rawSlack {
 			raw++
 		}
-		if i < 10 {
-			t.Logf("job %d asked %v, answered %v past its wait (admitted %v) by %s, decided %v past it, waited %v in line; its process's timers were %v late then: %v beyond them",
-				l.Job, l.Asked.Round(time.Millisecond), l.Past.Round(time.Millisecond), l.Admitted, l.Path, l.Decided.Round(time.Millisecond), l.Waited.Round(time.Millisecond), l.Canary.Round(time.Millisecond), l.Excess().Round(time.Millisecond))
+		if i < 10 || l.Excess() > 0 {
+			t.Logf("job %d asked %v, answered %v past its wait (admitted %v) by %s, decided %v past it, waited %v in line; its process's timers were %v late then and %v as it asked: %v beyond them",
+				l.Job, l.Asked.Round(time.Millisecond), l.Past.Round(time.Millisecond), l.Admitted, l.Path, l.Decided.Round(time.Millisecond), l.Waited.Round(time.Millisecond), l.Canary.Round(time.Millisecond), l.CanaryAsked.Round(time.Millisecond), l.Excess().Round(time.Millisecond))
 		}
 	}
 	t.Logf("%d calls answered over %v past their wait, %d of them over %v; the canaries' latest wake-up %v of %d", len(lates), 50*time.Millisecond, raw, rawSlack, r.Canary.Round(time.Millisecond), r.CanaryWakes)

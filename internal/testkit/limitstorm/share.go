@@ -74,11 +74,13 @@ type Admission struct {
 	Arrived, At time.Duration
 }
 
-// lateSlack is how long after its wait ends a call's answer may come:
-// the goroutines that answer and then start the call wait for a CPU (at
-// a load average of 12 on 2 cores, answers came up to 233 ms late). It
-// still rules out an answer held for a Redis round trip's timeout (1 s)
-// or for a later turn.
+// lateSlack is how long after its wait ends, beyond how late its
+// process's own timers were then (the canary, late.go), a call's answer
+// may come: the goroutines that carry the answer and start the call wait
+// for a CPU after the timer's. It still rules out an answer held for a
+// Redis round trip's timeout (1 s), for a later turn, or delayed 0.5 s
+// in the gate (a hack in AcquireWait: 65-68 calls a storm failed it,
+// 0.52 s beyond the canary).
 const lateSlack = 250 * time.Millisecond
 
 func (o *Outcome) add(p Outcome) {
@@ -128,7 +130,7 @@ type share struct {
 // lateness then is known.
 type pendingLate struct {
 	Late
-	deadline, answered time.Time
+	asked, deadline, answered time.Time
 }
 
 // newShare builds the Gates process proc runs, calling the provider at url.
