@@ -77,8 +77,8 @@ func (c *canary) stopCanary() {
 // lateness is how late the canary's timer was at some moment from `from`
 // to `to`: of each wake-up that had not come by `from`, the time from its
 // due to its coming, or to `to` if it came later (the canary and an
-// answer held by one stall run in either order after it; a stall that
-// began after `to` does not count). A stall that held the process over
+// answer delayed by one stall run in either order after it; a stall that
+// began after `to` does not count). A stall of the process over
 // [from, to] shows in it, less at most canaryPeriod.
 func (c *canary) lateness(from, to time.Time) time.Duration {
 	c.mu.Lock()
