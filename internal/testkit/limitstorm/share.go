@@ -79,8 +79,9 @@ type Admission struct {
 // may come: the goroutines that carry the answer and start the call wait
 // for a CPU after the timer's. It still rules out an answer held for a
 // Redis round trip's timeout (1 s), for a later turn, or delayed 0.5 s
-// in the gate (a hack in AcquireWait: 65-68 calls a storm failed it,
-// 0.52 s beyond the canary).
+// in the gate (a hack in AcquireWait: 42 and 60 calls of
+// TestStormLineClasses's two storms failed it, up to 0.51 s beyond the
+// canary).
 const lateSlack = 250 * time.Millisecond
 
 func (o *Outcome) add(p Outcome) {
