@@ -204,7 +204,10 @@ func (s *share) close() {
 // Gate j mod Gates.
 func (s *share) run(ctx context.Context, start time.Time) Outcome {
 	s.storm.begin(s.c, start)
-	cn := startCanary()
+	var cn *canary
+	if s.c.Gate.Wait > 0 { // only calls that wait are judged late
+		cn = startCanary()
+	}
 	var wg sync.WaitGroup
 	for _, j := range s.storm.Jobs {
 		g, ok := s.gates[j.ID%s.c.Gates]
@@ -218,10 +221,12 @@ func (s *share) run(ctx context.Context, start time.Time) Outcome {
 		}()
 	}
 	wg.Wait()
-	// The canary's wake-ups after the last answer count for it too.
-	sleep(ctx, 2*canaryPeriod)
-	cn.stopCanary()
-	s.judgeLate(cn)
+	if cn != nil {
+		// The canary's wake-ups after the last answer count for it too.
+		sleep(ctx, 2*canaryPeriod)
+		cn.stopCanary()
+		s.judgeLate(cn)
+	}
 	s.out.Tokens = s.storm.tokens.Load()
 	s.out.Trips = s.trips.n.Load()
 	return s.out
