@@ -207,8 +207,11 @@ func (q *inLine) inTurn(ctx context.Context, job, key, mark string, alone bool) 
 
 // take is the lease the join's acquire took with ticket's turn (with
 // waited, the caller's time in line), and true; nil and false when it
-// found no turn. A turn found that is not ticket's (err: the join
-// failed) is given back.
+// found no turn. The turn it found is the ticket's whether or not the
+// join's own collection brought it: the acquire reads the mark the join
+// wrote, for this process's one caller of the job (alone), so another
+// collection here that took the grant first wakes nobody (TurnTaken).
+// A turn found beside a join that failed is given back.
 func (it *inTurn) take(ctx context.Context, q *inLine, t *line.Ticket, err error, waited time.Duration) (acquiredOr, bool) {
 	if it == nil || it.a.InTurn == nil || !it.a.InTurn.Turned() {
 		return acquiredOr{}, false
@@ -219,7 +222,7 @@ func (it *inTurn) take(ctx context.Context, q *inLine, t *line.Ticket, err error
 	}
 	tctx := context.WithValue(ctx, turnKey{}, turn{of: q.of, member: member, waited: waited})
 	l, aerr := q.g.acquireAs(tctx, it.gr, nil, &it.a, it.sent)
-	if err != nil || !t.Granted() {
+	if err != nil {
 		if l != nil {
 			go func() {
 				rctx, cancel := q.g.opCtx(ctx)
@@ -229,6 +232,7 @@ func (it *inTurn) take(ctx context.Context, q *inLine, t *line.Ticket, err error
 		}
 		return acquiredOr{}, false
 	}
+	t.TurnTaken()
 	return acquiredOr{l, aerr}, true
 }
 

@@ -3,8 +3,10 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -331,6 +333,9 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
+			if tg.FastForward != nil {
+				pass(tg, 0) // miniredis's clock still: it moves only by pass
+			}
 			a, b, l1, l2 := spentPair(t, tg.Client, opts)
 			batch, head := interactiveAtTheHead(t, a, b, l1)
 			defer func() { _ = head.Release(ctx) }()
@@ -607,6 +612,178 @@ func TestLineTakesTheTurnInTheJoinsRoundTrip(t *testing.T) {
 			}
 			_ = batch
 		})
+	}
+}
+
+// A turn given in a caller's join and taken by the acquire that join
+// carries is that caller's, whichever collection of its process takes the
+// grant from the list: here its process's collector, woken by the give's
+// message, collects it between the join's give and the join's own
+// collection (other clients' commands may come between a pipeline's on
+// any server; the hook splits the join's round trip there), and answers
+// only after the join did. The caller is answered with the lease its join
+// took, at once: not given back, and not refused by its own lease ("job is
+// already running") when it acquires again with a turn that lease used.
+// A cluster sends no acquire in a join (Trip.AcquireInTurn).
+func TestLineTurnTakenInTheJoinIsTheCallersWhoeverCollectsIt(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		if tg.IsCluster {
+			continue
+		}
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			if tg.FastForward != nil {
+				pass(tg, 0) // miniredis's clock still: it moves only by pass
+			}
+			own := tg.OwnClient(t)
+			race := newCollectBetween("inter2")
+			own.AddHook(race)
+			t.Cleanup(race.answer)
+			// No request refills during the test: the turn is the headroom.
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, slowRefill)
+			c := newGate(t, own, opts)
+			// c's batch caller waits throughout: c's collector runs.
+			batch, head := interactiveAtTheHead(t, c, b, l1)
+			defer func() { _ = head.Release(ctx) }()
+			if err := l2.Succeed(ctx); err != nil { // headroom for inter2
+				t.Fatal(err)
+			}
+			r := gatetest.Answer(t, gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), c, "inter2", time.Minute),
+				"the interactive caller given its turn in its join: no answer in 20 s")
+			race.answer()
+			if r.Lease != nil {
+				defer func() { _ = r.Lease.Release(ctx) }()
+			}
+			if !race.between.Load() {
+				t.Fatal("the collector did not collect between the join's give and its collection: the test proves nothing")
+			}
+			if r.Err != nil {
+				t.Fatalf("the caller whose join took its turn, the grant collected by its collector: %v, want the lease its join took", r.Err)
+			}
+			waitUntil(t, 20*time.Second, "the collector's collection answered", func() bool { return race.late.Load() })
+			if !race.first.Load() {
+				t.Fatal("the caller was answered after its collector's collection of its turn, not at once: it waited for a wake-up its join made needless")
+			}
+			if st := mustStatus(t, a, "inter2"); st.State != gate.Running || st.InLine {
+				t.Fatalf("inter2 after its answer, read from another process: %+v, want Running and no place", st)
+			}
+			// The collector's late answer is dropped, not passed on: the
+			// batch caller still waits, at the head.
+			if st := gatetest.InLine(t, a, "batch"); st.Ahead != 0 {
+				t.Fatalf("the batch caller: %+v, want still at the head of the line", st)
+			}
+			select {
+			case r := <-batch:
+				t.Fatalf("the batch caller was answered (%v) while the headroom's one call runs", r.Err)
+			default:
+			}
+		})
+	}
+}
+
+// collectBetween splits the round trip of job's join to a line (its mark
+// names job; its last command is the collection) before that collection,
+// and sends the rest only once another collection of the process's grants
+// (its collector's) took a grant in Redis; that collection's answer is held until
+// a round trip names the job's key again after the join (a give-back of
+// the lease the join took), or answer. That round trip is held until
+// answer: an acquire meanwhile finds the job still held.
+type collectBetween struct {
+	job                   string
+	joined, collected     chan struct{}
+	again, answered       chan struct{}
+	joinOnce, collectOnce sync.Once
+	againOnce, answerOnce sync.Once
+	between, late         atomic.Bool
+	first                 atomic.Bool // answered before that collection
+}
+
+func newCollectBetween(job string) *collectBetween {
+	return &collectBetween{job: job, joined: make(chan struct{}), collected: make(chan struct{}),
+		again: make(chan struct{}), answered: make(chan struct{})}
+}
+
+// answer lets every held round trip go on (the caller was answered).
+func (h *collectBetween) answer() { h.answerOnce.Do(func() { close(h.answered) }) }
+
+// isCollect picks line_collect.lua: two keys, a list of grants first.
+func isCollect(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 4 || (args[0] != "evalsha" && args[0] != "eval") {
+		return false
+	}
+	k, _ := args[3].(string)
+	return fmt.Sprint(args[2]) == "2" && strings.Contains(k, ":line:grant:")
+}
+
+func (h *collectBetween) names(cmd redis.Cmder, key string) bool {
+	for _, a := range cmd.Args() {
+		if s, ok := a.(string); ok && strings.HasSuffix(s, key) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *collectBetween) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *collectBetween) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.trip(ctx, []redis.Cmder{cmd}, func(ctx context.Context, cmds []redis.Cmder) error { return next(ctx, cmds[0]) })
+	}
+}
+
+func (h *collectBetween) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { return h.trip(ctx, cmds, next) }
+}
+
+func (h *collectBetween) trip(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	n := len(cmds)
+	mark := slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return h.names(c, ":line:job:"+h.job) })
+	if mark && n > 1 && isCollect(cmds[n-1]) && !isClosed(h.joined) {
+		h.joinOnce.Do(func() { close(h.joined) })
+		err := next(ctx, cmds[:n-1]) // the join, its give, the acquire it carries
+		select {
+		case <-h.collected:
+			h.between.Store(true)
+		case <-time.After(20 * time.Second):
+		}
+		return errors.Join(err, next(ctx, cmds[n-1:]))
+	}
+	if !isClosed(h.joined) {
+		return next(ctx, cmds)
+	}
+	if i := slices.IndexFunc(cmds, isCollect); i >= 0 && !isClosed(h.collected) {
+		err := next(ctx, cmds)
+		if v, _ := cmds[i].(*redis.Cmd).Slice(); len(v) < 2 {
+			return err // it ran before the give: nothing collected
+		}
+		h.collectOnce.Do(func() { close(h.collected) })
+		select {
+		case <-h.again:
+		case <-h.answered:
+			h.first.Store(true)
+		}
+		h.late.Store(true)
+		return err
+	}
+	if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return h.names(c, "{"+h.job+"}:job") }) {
+		first := false
+		h.againOnce.Do(func() { first = true; close(h.again) })
+		if first {
+			<-h.answered
+		}
+	}
+	return next(ctx, cmds)
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -123,6 +123,8 @@ func (l *Line) wake(c store.LineCollected) woken {
 		} else if _, ok := l.leaving[m]; ok {
 			delete(l.leaving, m)
 			unused = append(unused, m)
+		} else if _, ok := l.taken[m]; ok {
+			delete(l.taken, m) // used in its caller's join
 		} else if l.joining > 0 {
 			l.early[m] = now
 		} else {
@@ -138,6 +140,11 @@ func (l *Line) wake(c store.LineCollected) woken {
 	for m, t := range l.leaving {
 		if now.Sub(t) > l.cfg.Lease {
 			delete(l.leaving, m)
+		}
+	}
+	for m, t := range l.taken {
+		if now.Sub(t) > l.cfg.Lease {
+			delete(l.taken, m) // its collection was lost
 		}
 	}
 	for _, w := range l.waiting {

@@ -95,6 +95,10 @@ type Line struct {
 	// leaving are callers that left, by member, until their leave's
 	// answer: a turn collected for one meanwhile is passed on.
 	leaving map[string]time.Time
+	// taken are callers that took their turn in their join's round trip
+	// before this process collected it (TurnTaken), by member: that turn,
+	// when a collection brings it, was used and is dropped.
+	taken   map[string]time.Time
 	running bool          // the collector runs
 	kick    chan struct{} // tells the collector a waiter left
 	check   chan struct{} // asks the collector to collect: a new token
@@ -113,6 +117,7 @@ type waiter struct {
 	// Guarded by Line.mu. token is the owner's when the place was taken.
 	member, token string
 	done          bool // answered: its turn used, or left
+	took          bool // its turn taken in its join's round trip (TurnTaken)
 }
 
 // New returns upstream's line under the gate's key prefix, over the
@@ -128,6 +133,7 @@ func New(st *store.Store, h *hub.Hub, prefix, upstream string, cfg Config) *Line
 		waiting: make(map[string]*waiter),
 		early:   make(map[string]time.Time),
 		leaving: make(map[string]time.Time),
+		taken:   make(map[string]time.Time),
 		kick:    make(chan struct{}, 1),
 		check:   make(chan struct{}, 1),
 	}
@@ -145,10 +151,6 @@ type Ticket struct {
 
 // Ahead counts the turns that came before the ticket's when it joined.
 func (t *Ticket) Ahead() int { return t.ahead }
-
-// Granted reports whether the ticket's turn was collected: Wait returns
-// at once.
-func (t *Ticket) Granted() bool { return isClosed(t.w.granted) }
 
 // Member is the ticket's place in the line (it changes when the caller
 // joins again after its process's places were dropped).
@@ -260,6 +262,29 @@ func (l *Line) registerLocked(ctx context.Context, w *waiter) {
 	}
 }
 
+// TurnTaken tells the ticket that its caller took its turn in its join's
+// round trip (JoinMarked's then), which found the turn at the place the
+// join gave it: Wait returns nil at once. Another collection of this
+// process (the collector, another caller's join) may have taken the
+// grant from the list between the join's give and the join's own
+// collection, and wake nobody yet; when it does, that turn is dropped, not
+// passed on: its call is the caller's, who gives it back (not Leave).
+func (t *Ticket) TurnTaken() {
+	l, w := t.l, t.w
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.took = true
+	if isClosed(w.granted) {
+		return
+	}
+	delete(l.waiting, w.member)
+	l.taken[w.member] = time.Now()
+	close(w.granted)
+}
+
 // Wait blocks until the ticket's turn comes (nil), its deadline passes
 // (ErrDeadline) or ctx ends (ctx.Err()). Either way but the first, the
 // caller leaves the line, after Wait returns; a turn given meanwhile is
@@ -320,8 +345,12 @@ func (t *Ticket) Leave(ctx context.Context) error {
 	if !granted {
 		l.leaving[member] = time.Now()
 	}
+	took := w.took
 	l.mu.Unlock()
 	signal(l.kick)
+	if took {
+		return nil // its call is its caller's to give back
+	}
 	if !granted {
 		tr := l.st.Trip()
 		r := tr.LeaveLine(ctx, l.keys, l.owner, member)

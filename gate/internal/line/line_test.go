@@ -583,3 +583,45 @@ func TestASecondRejoinOfOneCallerLeaves(t *testing.T) {
 	}
 	waitAll(t, tk)
 }
+
+// A turn its caller took in its join's round trip (TurnTaken), before
+// this process collected it, was used: Wait returns at once; the
+// collection that brings it later drops it, and a Leave after it (Wait
+// past the deadline) passes nothing on. Passed on, that turn would be
+// given twice: a line without Config.Pass gives the next caller another
+// (Turn), while the first caller's call runs.
+func TestATurnTakenInTheJoinIsNotPassedOn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taken func(tk *Ticket) // the caller's answer after TurnTaken
+	}{
+		{"waited", func(tk *Ticket) {
+			if err := tk.Wait(context.Background()); err != nil {
+				t.Fatalf("Wait after TurnTaken: %v, want nil at once", err)
+			}
+		}},
+		{"left", func(tk *Ticket) {
+			if err := tk.Leave(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var passed []string
+			l := New(nil, nil, "p", "up", Config{Pass: func(_ context.Context, ms []string) { passed = append(passed, ms...) }})
+			w := &waiter{deadline: time.Now().Add(time.Minute), granted: make(chan struct{}), gone: make(chan struct{}), member: "m1", token: "e1"}
+			l.waiting[w.member] = w
+			tk := &Ticket{l: l, w: w}
+			tk.TurnTaken()
+			tc.taken(tk)
+			// A grant for nobody known here still goes on.
+			got := l.wake(store.LineCollected{Token: "e1", Granted: []string{"m1", "m2"}})
+			if exp := []string{"m2"}; fmt.Sprint(got.pass) != fmt.Sprint(exp) || len(got.lost) != 0 {
+				t.Fatalf("collected after the turn was taken: passes %v, rejoins %d; want %v, 0", got.pass, len(got.lost), exp)
+			}
+			if len(passed) != 0 {
+				t.Fatalf("the caller's answer passed %v on, want nothing", passed)
+			}
+		})
+	}
+}
