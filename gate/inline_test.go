@@ -326,17 +326,22 @@ func TestLineWaitsOutACooldown(t *testing.T) {
 // joined lately, the budget's last call beside its reserve is kept for
 // the interactive class: a settle that frees it gives the batch caller
 // nothing, and the next interactive caller has it at once, in its join's
-// round trip, while the batch caller waits for a refill (three requests
-// at one a second: the headroom and its own).
+// round trip, while the batch caller waits for more room than the
+// headroom (two calls beside the reserve), or for the interactive class's
+// hold to end. No request refills during the test's steps: one that came
+// before the interactive caller joined would be the batch caller's (the
+// test's steps held past a 1 s refill on a busy machine: 2 in 1000).
 func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
+			refill := slowRefill
 			if tg.FastForward != nil {
 				pass(tg, 0) // miniredis's clock still: it moves only by pass
+				refill = time.Second
 			}
-			a, b, l1, l2 := spentPair(t, tg.Client, opts)
+			a, b, l1, l2 := spentPairRefilling(t, tg.Client, opts, refill)
 			batch, head := interactiveAtTheHead(t, a, b, l1)
 			defer func() { _ = head.Release(ctx) }()
 			// l2's settle frees the last call beside the reserve: the batch
@@ -358,12 +363,31 @@ func TestLineKeepsHeadroomForAHigherClass(t *testing.T) {
 				t.Fatalf("the batch caller: %+v, want still at the head of the line", st)
 			}
 			if tg.FastForward != nil {
-				pass(tg, 2100*time.Millisecond)            // two requests refill
-				if err := again.Succeed(ctx); err != nil { // a settle gives
+				// Two requests refill and a settle gives: more room than
+				// the headroom.
+				pass(tg, 2*refill+refill/10)
+				if err := again.Succeed(ctx); err != nil {
 					t.Fatal(err)
 				}
+			} else {
+				// The interactive calls' settles free the headroom, the
+				// batch caller's once no interactive caller joined for the
+				// hold (5 s).
+				for _, l := range []*gate.Lease{again, head} {
+					if err := l.Succeed(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
-			_ = granted(t, batch, "the batch caller once the budget refilled").Release(ctx)
+			select {
+			case r := <-batch:
+				if r.Err != nil {
+					t.Fatalf("the batch caller once the room outgrew the headroom: %v", r.Err)
+				}
+				_ = r.Lease.Release(ctx)
+			case <-time.After(40 * time.Second):
+				t.Fatal("the batch caller once the room outgrew the headroom: no answer in 40 s")
+			}
 		})
 	}
 }
