@@ -692,8 +692,10 @@ func TestLineTurnTakenInTheJoinIsTheCallersWhoeverCollectsIt(t *testing.T) {
 			if st := mustStatus(t, a, "inter2"); st.State != gate.Running || st.InLine {
 				t.Fatalf("inter2 after its answer, read from another process: %+v, want Running and no place", st)
 			}
-			// The collector's late answer is dropped, not passed on: the
-			// batch caller still waits, at the head.
+			// The batch caller still waits, at the head: the headroom's one
+			// call is inter2's. (That the collector's late grant is dropped,
+			// not passed on, is TestATurnTakenInTheJoinIsNotPassedOn's: a
+			// pass here would give nothing, as nothing fits.)
 			if st := gatetest.InLine(t, a, "batch"); st.Ahead != 0 {
 				t.Fatalf("the batch caller: %+v, want still at the head of the line", st)
 			}
@@ -708,10 +710,11 @@ func TestLineTurnTakenInTheJoinIsTheCallersWhoeverCollectsIt(t *testing.T) {
 
 // collectBetween splits the round trip of job's join to a line (its mark
 // names job; its last command is the collection) before that collection,
-// and sends the rest only once another collection of the process's grants
-// (its collector's) took a grant in Redis; that collection's answer is held until
-// a round trip names the job's key again after the join (a give-back of
-// the lease the join took), or answer. That round trip is held until
+// and sends the rest only once another collection of the process's
+// grants (its collector's) took a grant in Redis; that collection's answer
+// is held until a round trip names the job's key again after the join (a
+// give-back of the lease the join took; a renewal, a second later), or
+// answer. That round trip is held until
 // answer: an acquire meanwhile finds the job still held.
 type collectBetween struct {
 	job                   string
