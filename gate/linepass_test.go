@@ -3,8 +3,11 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
@@ -58,5 +61,61 @@ func TestLineTurnOfACallerThatLeftGoesOn(t *testing.T) {
 		if e.Kind == gate.EventRedisError {
 			t.Fatalf("a Redis error reported with Redis reachable: %+v", e)
 		}
+	}
+}
+
+// Once nobody in this process waits in a line, the process stops giving
+// its turns: a gate whose callers have all left the line sends nothing
+// more (its giver would otherwise send a give every check, for ever).
+func TestLineGiverStopsWhenNobodyWaits(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: no request refills
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = own.Close() })
+	sent := &countCmds{}
+	own.AddHook(sent)
+	c := newGate(t, own, opts)
+	const check = 20 * time.Millisecond
+	gate.SetGiveCheck(c, check)
+	l1, l2 := spend(t, a, b)
+	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
+	_, err := c.AcquireWait(ctx, "j3", 300*time.Millisecond)
+	if !errors.Is(err, gate.ErrUpstreamCooling) {
+		t.Fatalf("a wait in line that no turn meets: %v, want ErrUpstreamCooling", err)
+	}
+	// Quiet: no command for 25 give checks, within 10 s.
+	const quiet = 25 * check
+	deadline := time.Now().Add(10 * time.Second)
+	last, since := sent.n.Load(), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gate still sends commands (%d) 10 s after its only caller left the line", sent.n.Load())
+		}
+		time.Sleep(check)
+		if n := sent.n.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+// countCmds counts the commands a client sends, piped or not.
+type countCmds struct{ n atomic.Int64 }
+
+func (h *countCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
 	}
 }
