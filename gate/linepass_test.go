@@ -119,3 +119,32 @@ func (h *countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// While a caller waits in line, its process gives turns at most once a
+// second (giveCheck) between the pushes that wake it: a wait of 2 s costs
+// a handful of round trips, not a give in a loop.
+func TestLineGiverPacesItsGives(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: no request refills
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = own.Close() })
+	sent := &countCmds{}
+	own.AddHook(sent)
+	c := newGate(t, own, opts)
+	l1, l2 := spend(t, a, b)
+	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := c.AcquireWait(wctx, "j3", time.Minute)
+	if err == nil {
+		t.Fatal("a wait in line that no turn meets before its context's deadline: admitted, want refused")
+	}
+	n := sent.n.Load()
+	t.Logf("a wait in line of 2 s: %d commands", n)
+	if n > 100 {
+		t.Fatalf("a wait in line of 2 s sent %d commands, want a handful", n)
+	}
+}
