@@ -27,7 +27,7 @@ func TestNextUpstream(t *testing.T) {
 		{"a paused one before a cooling one", []UpstreamStatus{paused, cooling}, "cooling"},
 		{"a cooling one before a paused one", []UpstreamStatus{cooling, paused}, "cooling"},
 		{"the sooner of two cooling", []UpstreamStatus{cooling, sooner}, "sooner"},
-		{"a probing one reopens sooner", []UpstreamStatus{paused, probing}, "probing"},
+		{"a probing one admits sooner", []UpstreamStatus{paused, probing}, "probing"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := nextUpstream(tt.ups)
