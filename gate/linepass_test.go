@@ -25,7 +25,11 @@ func TestLineTurnOfACallerThatLeftGoesOn(t *testing.T) {
 	ctx := context.Background()
 	opts := budgetOptions(t)
 	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	cut := &flaky{Client: rdb}
+	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = own.Close() })
+	sent := &countCmds{}
+	own.AddHook(sent)
+	cut := &flaky{Client: own}
 	rec := newRecorder()
 	copts := opts
 	copts.Observer = rec
@@ -42,7 +46,10 @@ func TestLineTurnOfACallerThatLeftGoesOn(t *testing.T) {
 		t.Fatalf("the second caller in line: %+v, want one ahead", st)
 	}
 	// c's process cannot reach Redis: the turn l1's settle gives j3 (and
-	// the call it reserves) is granted in Redis, not taken by c.
+	// the call it reserves) is granted in Redis, not taken by c. First c
+	// goes quiet (the join's give woke its collector), so that no collect
+	// sent before the cut reaches Redis after the settle.
+	quiet(t, sent, 100*time.Millisecond)
 	cut.Down.Store(true)
 	if err := l1.Succeed(ctx); err != nil {
 		t.Fatal(err)
@@ -86,15 +93,20 @@ func TestLineGiverStopsWhenNobodyWaits(t *testing.T) {
 	if !errors.Is(err, gate.ErrUpstreamCooling) {
 		t.Fatalf("a wait in line that no turn meets: %v, want ErrUpstreamCooling", err)
 	}
-	// Quiet: no command for 25 give checks, within 10 s.
-	const quiet = 25 * check
+	quiet(t, sent, 25*check) // 25 give checks
+}
+
+// quiet waits, 10 s at most, until the client sent has sent nothing for
+// d; it fails t after 10 s.
+func quiet(t *testing.T, sent *countCmds, d time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	last, since := sent.n.Load(), time.Now()
-	for time.Since(since) < quiet {
+	for time.Since(since) < d {
 		if time.Now().After(deadline) {
-			t.Fatalf("the gate still sends commands (%d) 10 s after its only caller left the line", sent.n.Load())
+			t.Fatalf("the gate still sends commands (%d) after 10 s, want none for %v", sent.n.Load(), d)
 		}
-		time.Sleep(check)
+		time.Sleep(d / 25)
 		if n := sent.n.Load(); n != last {
 			last, since = n, time.Now()
 		}
