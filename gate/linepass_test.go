@@ -3,7 +3,6 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +24,7 @@ func TestLineTurnOfACallerThatLeftGoesOn(t *testing.T) {
 	ctx := context.Background()
 	opts := budgetOptions(t)
 	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = own.Close() })
-	sent := &countCmds{}
-	own.AddHook(sent)
+	own, sent := counted(t, m.Addr())
 	cut := &flaky{Client: own}
 	rec := newRecorder()
 	copts := opts
@@ -80,10 +76,7 @@ func TestLineGiverStopsWhenNobodyWaits(t *testing.T) {
 	ctx := context.Background()
 	opts := budgetOptions(t)
 	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = own.Close() })
-	sent := &countCmds{}
-	own.AddHook(sent)
+	own, sent := counted(t, m.Addr())
 	c := newGate(t, own, opts)
 	const check = 20 * time.Millisecond
 	gate.SetGiveCheck(c, check)
@@ -98,13 +91,13 @@ func TestLineGiverStopsWhenNobodyWaits(t *testing.T) {
 
 // quiet waits, 10 s at most, until the client sent has sent nothing for
 // d; it fails t after 10 s.
-func quiet(t *testing.T, sent *countCmds, d time.Duration) {
+func quiet(t *testing.T, sent *roundTrips, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	last, since := sent.n.Load(), time.Now()
 	for time.Since(since) < d {
 		if time.Now().After(deadline) {
-			t.Fatalf("the gate still sends commands (%d) after 10 s, want none for %v", sent.n.Load(), d)
+			t.Fatalf("the gate still sends round trips (%d) after 10 s, want none for %v", sent.n.Load(), d)
 		}
 		time.Sleep(d / 25)
 		if n := sent.n.Load(); n != last {
@@ -113,23 +106,13 @@ func quiet(t *testing.T, sent *countCmds, d time.Duration) {
 	}
 }
 
-// countCmds counts the commands a client sends, piped or not.
-type countCmds struct{ n atomic.Int64 }
-
-func (h *countCmds) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *countCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
+// counted is a client of addr whose round trips sent counts.
+func counted(t *testing.T, addr string) (*redis.Client, *roundTrips) {
+	own := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = own.Close() })
+	sent := &roundTrips{}
+	own.AddHook(sent)
+	return own, sent
 }
 
 // While a caller waits in line, its process gives turns at most once a
@@ -141,10 +124,7 @@ func TestLineGiverPacesItsGives(t *testing.T) {
 	ctx := context.Background()
 	opts := budgetOptions(t)
 	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = own.Close() })
-	sent := &countCmds{}
-	own.AddHook(sent)
+	own, sent := counted(t, m.Addr())
 	c := newGate(t, own, opts)
 	l1, l2 := spend(t, a, b)
 	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
@@ -155,8 +135,8 @@ func TestLineGiverPacesItsGives(t *testing.T) {
 		t.Fatal("a wait in line that no turn meets before its context's deadline: admitted, want refused")
 	}
 	n := sent.n.Load()
-	t.Logf("a wait in line of 2 s: %d commands", n)
+	t.Logf("a wait in line of 2 s: %d round trips", n)
 	if n > 100 {
-		t.Fatalf("a wait in line of 2 s sent %d commands, want a handful", n)
+		t.Fatalf("a wait in line of 2 s sent %d round trips, want a handful", n)
 	}
 }
