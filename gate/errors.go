@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,6 +136,17 @@ func (e *BlockedError) Error() string {
 		return fmt.Sprintf("gate: job %s is already running, retry in about %v", quoteJob(e.Job), e.RetryAfter)
 	}
 	return fmt.Sprintf("gate: job %s is already running", quoteJob(e.Job))
+}
+
+// waitInLine makes wait the refusal's, and its line's upstream's, whose
+// wait the text states: a caller told a turn the line computed (the
+// expected wait, one refill) reads the same wait in both.
+func (e *BlockedError) waitInLine(wait time.Duration) {
+	e.RetryAfter = wait
+	if e.line != nil && e.line.of < len(e.Upstreams) {
+		e.Upstreams = slices.Clone(e.Upstreams) // a copy's may be another's
+		e.Upstreams[e.line.of].RetryAfter = wait
+	}
 }
 
 // Is maps the error to its sentinel.

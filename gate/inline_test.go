@@ -160,6 +160,9 @@ func TestLineRefusesAnUnmeetableDeadline(t *testing.T) {
 				bl.RetryAfter < 5*slowRefill/2 || bl.RetryAfter > 3*slowRefill+100*time.Millisecond {
 				t.Fatalf("a wait of 1.5 refills behind two callers: %v (%+v), want refused with 2 ahead and 3 refills (%v) to wait", err, bl, 3*slowRefill)
 			}
+			if want := "retry in " + bl.RetryAfter.String(); !strings.Contains(err.Error(), want) {
+				t.Fatalf("its text %q, want the wait RetryAfter tells (%q)", err, want)
+			}
 			if st, _ := c.Status(ctx, "w3"); st.InLine || st.Ahead != 0 || st.RetryAfter != 0 {
 				t.Fatalf("the refused caller: %+v, want no place", st)
 			}

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,10 @@ func TestLineDeadlineRefusalSaysItWaited(t *testing.T) {
 			r := gatetest.Answer(t, got, "j3 not answered at its deadline")
 			if !errors.Is(r.Err, gate.ErrUpstreamCooling) {
 				t.Fatalf("answered %v, want refused by the upstream", r.Err)
+			}
+			// Told to ask again after one refill, in its text as well.
+			if d, ok := gate.RetryAfter(r.Err); !ok || !strings.Contains(r.Err.Error(), "retry in "+d.String()) {
+				t.Fatalf("its text %q, want the wait RetryAfter tells (%v)", r.Err, d)
 			}
 			if h.stalled.Load() == 0 {
 				t.Fatal("no turn's acquire was stalled: the test proves nothing")

@@ -211,7 +211,7 @@ func (r *latest) refusal(now time.Time) *BlockedError {
 	}
 	b := r.b
 	if b.line != nil {
-		b.RetryAfter = max(b.line.gap, time.Millisecond)
+		b.waitInLine(max(b.line.gap, time.Millisecond))
 		b.waited = now.Sub(r.begun)
 	}
 	return &b
@@ -361,7 +361,8 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 			case errors.As(err, &long):
 				// Its turn, at the line's rate (the refusal's own wait counts
 				// the turns told to callers that could not wait).
-				b.Ahead, b.RetryAfter = long.Ahead, long.Wait
+				b.Ahead = long.Ahead
+				b.waitInLine(long.Wait)
 			case ctx.Err() != nil:
 				return nil, ctxError(ctx, "acquire")
 			case !errors.Is(err, line.ErrDeadline):
@@ -388,7 +389,8 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 			// less served tenants): the refusal's wait, from before it
 			// joined, is stale; asked again after one refill, it is told
 			// the line's wait then, or joins.
-			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
+			b.waited = waited
+			b.waitInLine(max(b.line.gap, time.Millisecond))
 			return nil, b
 		}
 		l, err := early.l, early.err
@@ -405,7 +407,8 @@ func (g *Gate) waitInLine(ctx context.Context, job, key string, b *BlockedError,
 				defer cancel()
 				_ = l.Release(rctx)
 			}()
-			b.waited, b.RetryAfter = waited, max(b.line.gap, time.Millisecond)
+			b.waited = waited
+			b.waitInLine(max(b.line.gap, time.Millisecond))
 			return nil, b
 		}
 		nb, nq := g.budgetRefusal(err)

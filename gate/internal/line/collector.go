@@ -148,8 +148,10 @@ func (l *Line) wake(c store.LineCollected) woken {
 		}
 	}
 	for _, w := range l.waiting {
-		// One past its deadline is left to its Wait, which returns now.
-		if w.token != c.Token && now.Before(w.deadline) {
+		// One past its deadline is left to its Wait, which returns now;
+		// one whose rejoin is in flight, to that rejoin.
+		if w.token != c.Token && now.Before(w.deadline) && !w.rejoining {
+			w.rejoining = true
 			lost = append(lost, w)
 		}
 	}
@@ -172,12 +174,17 @@ func (l *Line) settle(ctx context.Context, w woken) bool {
 
 // rejoin puts callers whose places were lost back in line, in one round
 // trip. It reports whether each join was answered (one that was not is
-// tried again at the next collection).
+// tried again at the next collection). Each caller has one rejoin in
+// flight at a time (wake): after a line is lost, every join's collection
+// and the collector find the same callers lost, and a rejoin of each
+// would put every caller in line once per collection until the extra
+// places left, inflating the places ahead that a join judges a deadline
+// by (4 places a caller, and waits told 3 to 4 times too long, after a
+// cluster master's restart in a storm).
 func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 	now := time.Now()
-	// Each place as it was lost: a collection in a join and the collector
-	// may both find a caller lost, and a turn may come to its old place
-	// meanwhile; only the first rejoin of a caller still waiting counts.
+	// Each place as it was lost: the caller may leave, or a turn come to
+	// its old place, meanwhile; a caller still waiting takes its new place.
 	was := make([]string, len(ws))
 	l.mu.Lock()
 	for i, w := range ws {
@@ -196,6 +203,7 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 	answered := true
 	l.mu.Lock()
 	for i, w := range ws {
+		w.rejoining = false
 		j, err := rs[i].Result()
 		if err != nil {
 			answered = false
@@ -204,9 +212,8 @@ func (l *Line) rejoin(ctx context.Context, ws []*waiter) bool {
 		if !j.Joined {
 			continue
 		}
-		if w.done || isClosed(w.granted) || w.member != was[i] {
-			// It left, had its turn, or joined again elsewhere meanwhile:
-			// this new place goes.
+		if w.done || isClosed(w.granted) {
+			// It left, or had its turn, meanwhile: this new place goes.
 			orphans = append(orphans, j.Member)
 			continue
 		}

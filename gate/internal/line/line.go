@@ -118,6 +118,9 @@ type waiter struct {
 	member, token string
 	done          bool // answered: its turn used, or left
 	took          bool // its turn taken in its join's round trip (TurnTaken)
+	// rejoining: a rejoin of its lost place is in flight; other
+	// collections that find it lost meanwhile leave it to that one.
+	rejoining bool
 }
 
 // New returns upstream's line under the gate's key prefix, over the

@@ -546,15 +546,17 @@ func TestJoinAgainKeepsTheFirstArrival(t *testing.T) {
 	}
 }
 
-// Two collections (a join's and the collector's) may both find a caller
-// whose place was lost. The first rejoin counts; the second, answered
-// after the caller had its turn at its new place, leaves its place
-// instead of putting the caller back in line, where a second turn would
-// wake it twice.
-func TestASecondRejoinOfOneCallerLeaves(t *testing.T) {
+// Every collection after a line was lost (each join's and the
+// collector's) finds the same callers lost. Each caller has one rejoin
+// in flight at a time: a collection meanwhile leaves it to that one, so
+// the line holds one place a caller, not one a collection (after a
+// cluster master's restart in a storm, four a caller: the places ahead
+// of a join, and the waits told, were three to four times too many). A
+// rejoin that was not answered is tried again by the next collection.
+func TestALostCallerRejoinsOnceAtATime(t *testing.T) {
 	ctx := context.Background()
 	rdb := miniClient(t)
-	a, b := process(t, rdb, "twice", Config{}), process(t, rdb, "twice", Config{})
+	a, b := process(t, rdb, "once", Config{}), process(t, rdb, "once", Config{})
 	a.mu.Lock()
 	a.running = true // a's collections are the test's
 	a.mu.Unlock()
@@ -563,25 +565,58 @@ func TestASecondRejoinOfOneCallerLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, second := a.wake(store.LineCollected{}), a.wake(store.LineCollected{})
-	if len(first.lost) != 1 || len(second.lost) != 1 {
-		t.Fatalf("lost: %d and %d callers, want the one twice", len(first.lost), len(second.lost))
+	if len(first.lost) != 1 || len(second.lost) != 0 {
+		t.Fatalf("lost: %d, then %d while its rejoin is in flight, want 1 then 0", len(first.lost), len(second.lost))
 	}
-	if !a.rejoin(ctx, first.lost) {
+	// Not answered (its round trip never sent): the next collection
+	// finds it lost again.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if a.rejoin(gone, first.lost) {
+		t.Fatal("a rejoin that was never sent reported answered")
+	}
+	again := a.wake(store.LineCollected{})
+	if len(again.lost) != 1 {
+		t.Fatalf("after an unanswered rejoin: %d lost, want the caller again", len(again.lost))
+	}
+	if !a.rejoin(ctx, again.lost) {
 		t.Fatal("rejoin not answered")
+	}
+	if n, err := rdb.ZCard(ctx, a.keys.Line).Result(); err != nil || n != 1 {
+		t.Fatalf("%d places in line (%v), want the caller's one", n, err)
 	}
 	if got := turn(t, b, 1); len(got) != 1 {
 		t.Fatalf("%d turns for the caller that joined again, want 1", len(got))
 	}
 	a.collect(ctx, false)
-	if !isClosed(tk.w.granted) {
-		t.Fatal("the turn at its new place was not collected")
-	}
-	// Answered after its turn came, before its Wait returned.
-	a.rejoin(ctx, second.lost)
-	if n, err := rdb.ZCard(ctx, a.keys.Line).Result(); err != nil || n != 0 {
-		t.Fatalf("%d places left in line (%v), want none: the caller had its turn", n, err)
-	}
 	waitAll(t, tk)
+}
+
+// A rejoin answered after its caller left gives its new place up.
+func TestARejoinOfACallerThatLeftLeaves(t *testing.T) {
+	ctx := context.Background()
+	rdb := miniClient(t)
+	a := process(t, rdb, "left", Config{})
+	a.mu.Lock()
+	a.running = true // a's collections are the test's
+	a.mu.Unlock()
+	tk := mustJoin(t, a, Caller{Tenant: "x"})
+	if err := rdb.Del(ctx, a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners+":"+a.owner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := a.wake(store.LineCollected{}).lost
+	if len(lost) != 1 {
+		t.Fatalf("%d lost, want the caller", len(lost))
+	}
+	if err := tk.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !a.rejoin(ctx, lost) {
+		t.Fatal("rejoin not answered")
+	}
+	if n, err := rdb.ZCard(ctx, a.keys.Line).Result(); err != nil || n != 0 {
+		t.Fatalf("%d places left in line (%v), want none: the caller left", n, err)
+	}
 }
 
 // A turn its caller took in its join's round trip (TurnTaken), before
