@@ -352,9 +352,8 @@ func (g *Gate) jobRefusal(job string, r *store.Acquired) *BlockedError {
 	}
 	switch b.State {
 	case Running:
-		left := leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		b.RetryAfter = g.retryIn(refuser{state: Running, left: left, ran: ranFor(v, r.Now, left, g.opts.Lease), runner: v.Estimate, foreign: v.Kind == store.Foreign})
-		b.token, b.lease = v.Token, left
+		b.lease, b.RetryAfter = g.runningWait(v, r.Now, r.TTL, r.NoTTL)
+		b.token = v.Token
 	case CoolingDown:
 		b.RetryAfter = g.retryIn(refuser{state: CoolingDown, left: v.Left(r.Now)})
 	}

@@ -127,14 +127,17 @@ func (c *callTimes) ends(left, ran, runner time.Duration) time.Duration {
 	return min(max(ran-q, minRunningWait), left)
 }
 
-// leaseLeft is a running value's time left, from its TTL. A value
-// without a TTL was not written by a gate. As far as anyone knows, it runs
-// for a lease.
-func leaseLeft(ttl time.Duration, noTTL bool, lease time.Duration) time.Duration {
+// runningWait is what a refusal of a running job tells, wherever Redis
+// read it (acquire, Status, Reset): the time its lease has left, and the
+// wait until its call is expected to end. v is its value, read at Redis's
+// now (ms) with ttl left; noTTL: its key has none, a value no gate wrote,
+// which as far as anyone knows runs for a lease.
+func (g *Gate) runningWait(v store.Job, now int64, ttl time.Duration, noTTL bool) (left, wait time.Duration) {
+	left = ttl
 	if noTTL {
-		return lease
+		left = g.opts.Lease
 	}
-	return ttl
+	return left, g.retryIn(refuser{state: Running, left: left, ran: ranFor(v, now, left, g.opts.Lease), runner: v.Estimate, foreign: v.Kind == store.Foreign})
 }
 
 // ranFor is how long a running value's run has taken at Redis time now

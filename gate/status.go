@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/retrygate/retrygate/gate/internal/store"
 	"github.com/retrygate/retrygate/internal/keyspace"
 )
 
@@ -68,8 +67,7 @@ func (g *Gate) Status(ctx context.Context, job string) (Status, error) {
 	}
 	switch st.State {
 	case Running:
-		st.TTL = leaseLeft(r.TTL, r.NoTTL, g.opts.Lease)
-		st.RetryAfter = g.retryIn(refuser{state: Running, left: st.TTL, ran: ranFor(v, r.Now, st.TTL, g.opts.Lease), runner: v.Estimate, foreign: v.Kind == store.Foreign})
+		st.TTL, st.RetryAfter = g.runningWait(v, r.Now, r.TTL, r.NoTTL)
 	case CoolingDown:
 		st.TTL = v.Left(r.Now)
 		st.RetryAfter = g.retryIn(refuser{state: CoolingDown, left: st.TTL})
@@ -116,9 +114,8 @@ func (g *Gate) Reset(ctx context.Context, job string) error {
 		return redisError(ctx, "reset", err)
 	}
 	if r.Running {
-		left := leaseLeft(r.TTL, r.TTL <= 0, g.opts.Lease)
-		return &BlockedError{Job: job, State: Running, Attempts: r.Job.Attempts,
-			RetryAfter: g.retryIn(refuser{state: Running, left: left, ran: ranFor(r.Job, r.Now, left, g.opts.Lease), runner: r.Job.Estimate, foreign: r.Job.Kind == store.Foreign})}
+		_, wait := g.runningWait(r.Job, r.Now, r.TTL, r.NoTTL)
+		return &BlockedError{Job: job, State: Running, Attempts: r.Job.Attempts, RetryAfter: wait}
 	}
 	g.unwritten.drop(job)
 	return nil

@@ -851,10 +851,12 @@ func (t *Trip) ForgetDone(ctx context.Context, doneKey string) {
 
 // JobReset is job_reset.lua's answer.
 type JobReset struct {
-	// Running: a running lease was left alone, for TTL more. Job is its
-	// value, read at Redis's Now (ms).
+	// Running: a running lease was left alone, for TTL more (NoTTL: its
+	// key has none, a value no gate wrote). Job is its value, read at
+	// Redis's Now (ms).
 	Running bool
 	TTL     time.Duration
+	NoTTL   bool
 	Job     Job
 	Now     int64
 }
@@ -877,7 +879,7 @@ func decodeReset(c redis.Cmder) (JobReset, error) {
 		return JobReset{}, badReply("reset", v)
 	}
 	prev, _ := replyString(v, 0)
-	r := JobReset{Job: parseJob(prev), TTL: pttl(p)}
+	r := JobReset{Job: parseJob(prev), TTL: pttl(p), NoTTL: p == -1}
 	if r.Running = r.Job.Kind == Running; r.Running {
 		if r.Now, ok = replyInt(v, 2); !ok {
 			return JobReset{}, badReply("reset", v)
