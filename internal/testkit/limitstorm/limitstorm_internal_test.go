@@ -88,7 +88,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestResultRatios(t *testing.T) {
-	r := Result{Completed: 99, Served: 99, Refused: 1, Allowed: 110}
+	r := Result{Outcome: Outcome{Completed: 99}, Served: 99, Refused: 1, Allowed: 110}
 	if r.RefusedShare() != 0.01 || r.Goodput() != 0.9 {
 		t.Fatalf("share %v, goodput %v; want 0.01 and 0.9", r.RefusedShare(), r.Goodput())
 	}
@@ -96,7 +96,7 @@ func TestResultRatios(t *testing.T) {
 		t.Fatal("an empty storm divides by zero")
 	}
 	// A job run twice is one job's goodput; tokens count where they bind.
-	r = Result{Completed: 50, Served: 60, Allowed: 100, Tokens: 800, AllowedTokens: 1000}
+	r = Result{Outcome: Outcome{Completed: 50, Tokens: 800}, Served: 60, Allowed: 100, AllowedTokens: 1000}
 	if r.Goodput() != 0.8 {
 		t.Fatalf("goodput %v, want the tokens' 0.8", r.Goodput())
 	}

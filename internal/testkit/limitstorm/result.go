@@ -7,21 +7,14 @@ import (
 	"time"
 )
 
-// Result is what a storm came to.
+// Result is what a storm came to: how its jobs ended (Outcome, every
+// process's together), and what the provider saw.
 type Result struct {
 	// Jobs is how many jobs arrived; each Completed, Failed (ErrFailed)
 	// or was Lost: still not completed at the end of the drain, or told
 	// to wait past it.
-	Jobs, Completed, Failed, Lost int
-	// Stale counts calls whose lease was gone when they ended
-	// (ErrNotOwned, ErrLeaseLost): their jobs ran again. A process stalled
-	// past the lease (a loaded machine) does it.
-	Stale int
-	// Errors counts other refusals that stated no wait and were not
-	// ErrFailed (Redis unreachable, say); their jobs tried again after a
-	// pause. FirstError is the first one's text.
-	Errors     int
-	FirstError string
+	Jobs int
+	Outcome
 	// Served and Refused are the provider's own count of the calls it
 	// answered during the storm: 200s and 429s.
 	Served, Refused int64
@@ -30,9 +23,6 @@ type Result struct {
 	// the start of the storm.
 	Bursts, LargestBurst int
 	LargestAt            time.Duration
-	// Tokens is what the jobs served counted against the provider's token
-	// limit, each job once.
-	Tokens int64
 	// Elapsed is from the start of the storm (the provider's buckets just
 	// drained) to the last completion, or to the end of the drain when a
 	// job was lost; Allowed and AllowedTokens are how many calls and
@@ -40,21 +30,6 @@ type Result struct {
 	Elapsed       time.Duration
 	Allowed       float64
 	AllowedTokens float64
-	// Trips counts the Gates' Redis round trips (0 for Config.Through).
-	Trips int64
-	// Admissions are the completed jobs' admissions; Late and Latest the
-	// calls answered past their wait beyond the process's own timers'
-	// lateness, Lates every call answered past it, and Canary the
-	// processes' timers' latest wake-up, of CanaryWakes (Outcome).
-	Admissions  []Admission
-	Late        int
-	Latest      time.Duration
-	Lates       []Late
-	Canary      time.Duration
-	CanaryWakes int
-	Expired     int
-	Retried     int
-	ExpiredAt   [][2]time.Duration
 	// Killed counts the jobs of a worker killed (Config.Faults), which
 	// are not in Jobs.
 	Killed int

@@ -62,12 +62,8 @@ func Run(ctx context.Context, c Config) (Result, error) {
 func result(c Config, up *upstream, out Outcome) Result {
 	st := up.stats()
 	r := Result{
-		Jobs:      len(schedule(c)) - out.killed,
-		Killed:    out.killed,
-		Completed: out.Completed, Failed: out.Failed, Lost: out.Lost,
-		Stale: out.Stale, Errors: out.Errors, FirstError: out.FirstError,
-		Served: st.Served, Refused: st.Refused, Tokens: out.Tokens, Trips: out.Trips,
-		Admissions: out.Admissions, Late: out.Late, Latest: out.Latest, Lates: out.Lates, Canary: out.Canary, CanaryWakes: out.CanaryWakes, Expired: out.Expired, Retried: out.Retried, ExpiredAt: out.ExpiredAt, Refill: c.Window / time.Duration(c.RPM),
+		Jobs: len(schedule(c)) - out.killed, Outcome: out, Killed: out.killed,
+		Served: st.Served, Refused: st.Refused, Refill: c.Window / time.Duration(c.RPM),
 	}
 	r.Bursts, r.LargestBurst, r.LargestAt = up.bursts()
 	// A lost job waited to the end: the storm lasted the whole run.
