@@ -556,14 +556,8 @@ func TestJoinAgainKeepsTheFirstArrival(t *testing.T) {
 func TestALostCallerRejoinsOnceAtATime(t *testing.T) {
 	ctx := context.Background()
 	rdb := miniClient(t)
-	a, b := process(t, rdb, "once", Config{}), process(t, rdb, "once", Config{})
-	a.mu.Lock()
-	a.running = true // a's collections are the test's
-	a.mu.Unlock()
-	tk := mustJoin(t, a, Caller{Tenant: "x"})
-	if err := rdb.Del(ctx, a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners+":"+a.owner).Err(); err != nil {
-		t.Fatal(err)
-	}
+	a, tk := lostCaller(t, rdb, "once")
+	b := process(t, rdb, "once", Config{})
 	first, second := a.wake(store.LineCollected{}), a.wake(store.LineCollected{})
 	if len(first.lost) != 1 || len(second.lost) != 0 {
 		t.Fatalf("lost: %d, then %d while its rejoin is in flight, want 1 then 0", len(first.lost), len(second.lost))
@@ -596,14 +590,7 @@ func TestALostCallerRejoinsOnceAtATime(t *testing.T) {
 func TestARejoinOfACallerThatLeftLeaves(t *testing.T) {
 	ctx := context.Background()
 	rdb := miniClient(t)
-	a := process(t, rdb, "left", Config{})
-	a.mu.Lock()
-	a.running = true // a's collections are the test's
-	a.mu.Unlock()
-	tk := mustJoin(t, a, Caller{Tenant: "x"})
-	if err := rdb.Del(ctx, a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners+":"+a.owner).Err(); err != nil {
-		t.Fatal(err)
-	}
+	a, tk := lostCaller(t, rdb, "left")
 	lost := a.wake(store.LineCollected{}).lost
 	if len(lost) != 1 {
 		t.Fatalf("%d lost, want the caller", len(lost))
@@ -617,6 +604,21 @@ func TestARejoinOfACallerThatLeftLeaves(t *testing.T) {
 	if n, err := rdb.ZCard(ctx, a.keys.Line).Result(); err != nil || n != 0 {
 		t.Fatalf("%d places left in line (%v), want none: the caller left", n, err)
 	}
+}
+
+// lostCaller is a process (whose collections are the test's) with one
+// caller in line, and the line then lost, as with its server's data.
+func lostCaller(t *testing.T, rdb *redis.Client, prefix string) (*Line, *Ticket) {
+	t.Helper()
+	a := process(t, rdb, prefix, Config{})
+	a.mu.Lock()
+	a.running = true
+	a.mu.Unlock()
+	tk := mustJoin(t, a, Caller{Tenant: "x"})
+	if err := rdb.Del(context.Background(), a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners+":"+a.owner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return a, tk
 }
 
 // A turn its caller took in its join's round trip (TurnTaken), before
