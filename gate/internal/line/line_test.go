@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -660,5 +661,47 @@ func TestATurnTakenInTheJoinIsNotPassedOn(t *testing.T) {
 				t.Fatalf("the caller's answer passed %v on, want nothing", passed)
 			}
 		})
+	}
+}
+
+// A caller's weight and class are checked at their documented edges:
+// 0.001 to 1000 and 0 to store.MaxClass join; a hair past either is
+// refused before anything is sent.
+func TestCallerEdges(t *testing.T) {
+	for _, tc := range []struct {
+		c  Caller
+		ok bool
+	}{
+		{Caller{Weight: 0.001}, true},
+		{Caller{Weight: 1000}, true},
+		{Caller{Weight: 0.000999}, false},
+		{Caller{Weight: 1000.001}, false},
+		{Caller{Weight: math.NaN()}, false},
+		{Caller{Class: store.MaxClass}, true},
+		{Caller{Class: store.MaxClass + 1}, false},
+		{Caller{Class: -1}, false},
+	} {
+		q, err := tc.c.quantum()
+		if (err == nil) != tc.ok || (tc.ok && (q < 1 || q > store.MaxQuantum)) {
+			t.Errorf("%+v: quantum %d, %v; want accepted %v", tc.c, q, err, tc.ok)
+		}
+	}
+}
+
+// Asked for no turns, Turn sends nothing (Redis unreachable here), and a
+// place's expected wait at an unknown rate is none, not a division by
+// zero.
+func TestNothingAskedNothingSent(t *testing.T) {
+	rdb := miniClient(t)
+	l := process(t, rdb, "none", Config{})
+	_ = rdb.Close()
+	if got, err := l.Turn(context.Background(), 0); got != nil || err != nil {
+		t.Fatalf("Turn(0): %v, %v; want nothing, and nothing sent", got, err)
+	}
+	if got := expected(3, 0); got != 0 {
+		t.Fatalf("the wait behind 3 at an unknown rate: %v, want none", got)
+	}
+	if got := expected(3, 2); got != 2*time.Second {
+		t.Fatalf("the wait behind 3 at 2 a second: %v, want 2s", got)
 	}
 }
