@@ -516,16 +516,10 @@ func TestJoinAgainKeepsTheFirstArrival(t *testing.T) {
 			a, b := process(t, tg.Client, prefix, Config{}), process(t, tg.Client, prefix, Config{})
 			// a's collections are the test's, so that a learns of the loss
 			// only after the later caller joined.
-			a.mu.Lock()
-			a.running = true
-			a.mu.Unlock()
+			collectedByTest(a)
 			first := mustJoin(t, a, Caller{Tenant: "x"})
 			second := mustJoin(t, a, Caller{Tenant: "y"})
-			// The line is lost (its keys gone, as with the server's data).
-			keys := []string{a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners + ":" + a.owner}
-			if err := tg.Client.Del(ctx, keys...).Err(); err != nil {
-				t.Fatal(err)
-			}
+			loseLine(t, tg.Client, a)
 			for t0 := time.Now(); time.Since(t0) < 5*time.Millisecond; { // a later millisecond
 				time.Sleep(time.Millisecond)
 			}
@@ -608,18 +602,29 @@ func TestARejoinOfACallerThatLeftLeaves(t *testing.T) {
 }
 
 // lostCaller is a process (whose collections are the test's) with one
-// caller in line, and the line then lost, as with its server's data.
+// caller in line, and the line then lost.
 func lostCaller(t *testing.T, rdb *redis.Client, prefix string) (*Line, *Ticket) {
 	t.Helper()
 	a := process(t, rdb, prefix, Config{})
-	a.mu.Lock()
-	a.running = true
-	a.mu.Unlock()
+	collectedByTest(a)
 	tk := mustJoin(t, a, Caller{Tenant: "x"})
-	if err := rdb.Del(context.Background(), a.keys.Line, a.keys.Owners, a.keys.Meta, a.keys.Owners+":"+a.owner).Err(); err != nil {
+	loseLine(t, rdb, a)
+	return a, tk
+}
+
+// collectedByTest makes l's collections the test's: no collector starts.
+func collectedByTest(l *Line) {
+	l.mu.Lock()
+	l.running = true
+	l.mu.Unlock()
+}
+
+// loseLine deletes l's line, as a server that lost its data does.
+func loseLine(t *testing.T, c redis.Cmdable, l *Line) {
+	t.Helper()
+	if err := c.Del(context.Background(), l.keys.Line, l.keys.Owners, l.keys.Meta, l.keys.Owners+":"+l.owner).Err(); err != nil {
 		t.Fatal(err)
 	}
-	return a, tk
 }
 
 // A turn its caller took in its join's round trip (TurnTaken), before
@@ -665,8 +670,8 @@ func TestATurnTakenInTheJoinIsNotPassedOn(t *testing.T) {
 }
 
 // A caller's weight and class are checked at their documented edges:
-// 0.001 to 1000 and 0 to store.MaxClass join; a hair past either is
-// refused before anything is sent.
+// 0.001 to 1000 and 0 to store.MaxClass are accepted; a hair past
+// either is refused.
 func TestCallerEdges(t *testing.T) {
 	for _, tc := range []struct {
 		c  Caller
