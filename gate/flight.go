@@ -126,7 +126,7 @@ func (f *flight) follow(ctx context.Context, p *pending, fresh bool, retryIn fun
 	switch {
 	case l != nil:
 		return &BlockedError{Job: l.job, State: Running, Attempts: l.attempt - 1,
-			RetryAfter: retryIn(refuser{state: Running, left: l.remaining(), ran: l.elapsed()}), token: l.token.Token, lease: l.remaining(), local: true}, false
+			RetryAfter: retryIn(refuser{state: Running, left: l.remaining(), ran: l.elapsed(), runner: l.recorded()}), token: l.token.Token, lease: l.remaining(), local: true}, false
 	case fresh:
 		return nil, true
 	case errors.As(perr, &b):

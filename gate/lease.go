@@ -35,10 +35,14 @@ type Lease struct {
 
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry
-	timer   *time.Timer
-	lost    bool
-	settled bool
-	early   bool // the first reading is written before the settle (budget.go)
+	// estimate is what the last renewal Redis took recorded in the job's
+	// value as the call's expected length (0: none yet), so a refusal this
+	// process answers tells the wait Status reads there.
+	estimate time.Duration
+	timer    *time.Timer
+	lost     bool
+	settled  bool
+	early    bool // the first reading is written before the settle (budget.go)
 }
 
 // grant is what an acquire sends and what it was granted. A Lease is made
@@ -111,6 +115,13 @@ func (l *Lease) remaining() time.Duration {
 		return l.g.opts.Lease
 	}
 	return max(time.Until(l.expires), time.Millisecond)
+}
+
+// recorded is the estimate the job's value holds (see estimate).
+func (l *Lease) recorded() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.estimate
 }
 
 // elapsed is how long the run has taken.

@@ -63,6 +63,7 @@ func (l *Lease) renew() {
 	switch {
 	case err == nil && owned:
 		l.expires = sent.Add(g.opts.Lease)
+		l.estimate = est
 		l.timer.Reset(g.renewEvery())
 		events = append(events, Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt})
 	case err == nil:

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 // has no TTL (a value no gate wrote, or one an operator persisted: as
 // far as anyone knows it runs for a lease). (The process that runs it
 // refuses its own second call from the lease it holds, by its own clock,
-// which miniredis's moved clock leaves behind.)
+// which miniredis's moved clock leaves behind: the test below shows it in
+// real time.)
 func TestRunningJobIsToldOneWait(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -70,6 +72,91 @@ func TestRunningJobIsToldOneWait(t *testing.T) {
 				if reset.RetryAfter != st.RetryAfter || refused.RetryAfter != st.RetryAfter {
 					t.Fatalf("waits: Status %v, Reset %v, a refused acquire %v: want one", st.RetryAfter, reset.RetryAfter, refused.RetryAfter)
 				}
+			}
+		})
+	}
+}
+
+// The process that runs a job answers a second call of it without Redis
+// (its flight), from the lease it holds. That refusal tells the wait the
+// job's value records, as Status, Reset and another process's refusal
+// read it: the estimate the last renewal wrote, not the one this process
+// has learned since. Real time, no moved clock, on every target.
+func TestRunningJobIsToldOneWaitInItsOwnProcess(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+			a, b := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			// a's calls take 30 s as far as it knows: its first renewal
+			// (a second into the run) records that in the job's value.
+			gate.SeedCallTimes(a, 30*time.Second, 64)
+			started, release := make(chan struct{}), make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- a.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+					close(started)
+					<-release
+					return nil
+				})
+			}()
+			<-started
+			defer func() {
+				close(release)
+				if err := <-done; err != nil {
+					t.Errorf("the run: %v", err)
+				}
+			}()
+			// b has no calls of its own: until the value records an
+			// estimate, b's Status says a second or so.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, err := b.Status(ctx, "job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.RetryAfter > 20*time.Second {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no renewal recorded a's estimate within 10s: %+v", st)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			// Since then a learned its calls take 2 s. The value still says
+			// 30 s until the next renewal, 20 s on.
+			gate.SeedCallTimes(a, 2*time.Second, 64)
+
+			var waits []time.Duration
+			var names []string
+			for _, g := range []struct {
+				name string
+				g    *gate.Gate
+			}{{"a", a}, {"b", b}} {
+				st, err := g.g.Status(ctx, "job")
+				if err != nil || st.State != gate.Running {
+					t.Fatalf("%s.Status: %+v %v, want Running", g.name, st, err)
+				}
+				var refused, reset *gate.BlockedError
+				err = g.g.Do(ctx, "job", func(context.Context, *gate.Lease) error {
+					t.Errorf("%s ran the running job again", g.name)
+					return nil
+				})
+				if !errors.As(err, &refused) || refused.State != gate.Running {
+					t.Fatalf("%s.Do of the running job: %v, want refused, Running", g.name, err)
+				}
+				if err := g.g.Reset(ctx, "job"); !errors.As(err, &reset) || reset.State != gate.Running {
+					t.Fatalf("%s.Reset of the running job: %v, want refused, Running", g.name, err)
+				}
+				waits = append(waits, st.RetryAfter, refused.RetryAfter, reset.RetryAfter)
+				names = append(names, g.name+".Status", g.name+".Do", g.name+".Reset")
+			}
+			// The readings are taken moments apart, and each counts the
+			// run's time from its own clock: they agree within a second
+			// (the wrong estimate is 27 s off).
+			lo, hi := slices.Min(waits), slices.Max(waits)
+			if lo < 20*time.Second || hi-lo > time.Second {
+				t.Fatalf("waits %v of %v: want one, about 28s", waits, names)
 			}
 		})
 	}
