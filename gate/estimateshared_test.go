@@ -125,7 +125,8 @@ func TestRunningWaitSharedThroughRedis(t *testing.T) {
 // process whose own calls were short, running a call while the gate's
 // other calls run about 8 s, tells a duplicate of it in-process to retry
 // in about 8 s once its first renewal came back, not in the second its own
-// calls suggest.
+// calls suggest. The job's value records it at once (a renewal more), so
+// another process's Status says the same.
 func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -146,8 +147,67 @@ func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Release(ctx)
-			waitUntil(t, 5*time.Second, "the first renewal read the gate's calls", func() bool {
-				return inFlightWait(t, fast, "job") > 4*time.Second
+			// A run past its estimate is told its age past it: from 4 s on,
+			// 100 ms calls would say more than 4 s too. Both reads come
+			// before.
+			acquired := time.Now()
+			other := newGate(t, tg.Client, opts)
+			waitUntil(t, 4*time.Second-time.Since(acquired), "the first renewal read the gate's calls, and the job's value records them", func() bool {
+				st, err := other.Status(ctx, "job")
+				return err == nil && st.RetryAfter > 4*time.Second && inFlightWait(t, fast, "job") > 4*time.Second
+			})
+		})
+	}
+}
+
+// The other way: a process that last ran long calls, while the gate's
+// calls since ran 100 ms, records the gate's estimate in its run's value
+// once its first renewal read them (a renewal reads them when it sends
+// calls of its own), so its duplicates are told about a second, not the
+// 8 s its own calls said.
+func TestRunningWaitLearnsTheGatesShorterCalls(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+			slow := newGate(t, tg.Client, opts)
+			gate.SeedCallTimes(slow, 8*time.Second, 8)
+			if err := slow.Do(ctx, "warm", func(context.Context, *gate.Lease) error {
+				callsKey(t, tg.Client, opts.Prefix, 8)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			fast := newGate(t, tg.Client, opts)
+			gate.SeedCallTimes(fast, 100*time.Millisecond, 64)
+			key := keyspace.Calls(opts.Prefix, gate.DefaultUpstream)
+			if err := fast.Do(ctx, "fast", func(context.Context, *gate.Lease) error {
+				waitUntil(t, 5*time.Second, "the 64 short calls sent", func() bool {
+					return strings.Count(tg.Client.Get(ctx, key).Val(), "000000100") == 64
+				})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// One more long call, not yet sent: slow's first renewal sends
+			// it and reads the gate's calls back.
+			gate.SeedCallTimes(slow, 8*time.Second, 1)
+			l, err := slow.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			acquired := time.Now()
+			other := newGate(t, tg.Client, opts)
+			waitUntil(t, 4*time.Second, "the first renewal", func() bool {
+				st, err := other.Status(ctx, "job")
+				return err == nil && st.Fence > 0
+			})
+			// Recorded at 8 s, a duplicate would be told 8 s less the run's
+			// age: more than 3 s until the run is 5 s old.
+			waitUntil(t, 4500*time.Millisecond-time.Since(acquired), "the job's value records the gate's estimate", func() bool {
+				st, err := other.Status(ctx, "job")
+				return err == nil && st.RetryAfter < 3*time.Second && inFlightWait(t, slow, "job") < 3*time.Second
 			})
 		})
 	}

@@ -64,7 +64,7 @@ func (l *Lease) renew() {
 	case err == nil && owned:
 		l.expires = sent.Add(g.opts.Lease)
 		l.estimate = est
-		l.timer.Reset(g.renewEvery())
+		l.timer.Reset(l.nextRenewal(est))
 		events = append(events, Event{Kind: EventRenewed, Job: l.job, State: Running, Fence: l.fence, Attempt: l.attempt})
 	case err == nil:
 		events = append(events, l.loseLocked(ErrNotOwned))
@@ -89,6 +89,21 @@ func (l *Lease) renew() {
 	if lost && !g.opts.Redis.ContinueOnLeaseLost {
 		l.cancel(ErrLeaseLost)
 	}
+}
+
+// nextRenewal is when the renewal after one that recorded est is sent. A
+// first renewal also read the gate's calls. Where they moved this
+// process's estimate by a second or more, the next renewal goes at once
+// and records it. Else Status, Reset and every refusal would tell the
+// job's duplicates a wait from calls the gate no longer sees until a
+// third of a lease later. l.mu must be held.
+func (l *Lease) nextRenewal(est time.Duration) time.Duration {
+	if l.renewals == 1 {
+		if d := l.g.calls.estimate() - est; d >= minRunningWait || d <= -minRunningWait {
+			return 0
+		}
+	}
+	return l.g.renewEvery()
 }
 
 // loseLocked marks the lease lost. The caller then cancels fn's context,
