@@ -160,6 +160,45 @@ func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
 	}
 }
 
+// A process that holds as many calls as the gate keeps (64), all sent,
+// takes the gate's as they are once others ran since: a renewal's reply
+// as long as what it holds replaces it.
+func TestRunningWaitLearnsTheGatesCallsAtFullMemory(t *testing.T) {
+	_, rdb := redistest.Miniredis(t)
+	ctx := context.Background()
+	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+	key := keyspace.Calls(opts.Prefix, gate.DefaultUpstream)
+	sent := func(g *gate.Gate, job, ms string) {
+		t.Helper()
+		if err := g.Do(ctx, job, func(context.Context, *gate.Lease) error {
+			waitUntil(t, 5*time.Second, job+"'s 64 calls sent", func() bool {
+				return strings.Count(rdb.Get(ctx, key).Val(), ms) == 64
+			})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fast := newGate(t, rdb, opts)
+	gate.SeedCallTimes(fast, 100*time.Millisecond, 64)
+	sent(fast, "fast", "000000100")
+	slow := newGate(t, rdb, opts)
+	gate.SeedCallTimes(slow, 8*time.Second, 64)
+	sent(slow, "slow", "000008000")
+	gate.SeedCallTimes(fast, 100*time.Millisecond, 1) // the renewal sends it and reads the gate's back
+	l, err := fast.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	acquired := time.Now()
+	other := newGate(t, rdb, opts)
+	waitUntil(t, 4*time.Second-time.Since(acquired), "the first renewal read the gate's 64 calls", func() bool {
+		st, err := other.Status(ctx, "job")
+		return err == nil && st.RetryAfter > 4*time.Second && inFlightWait(t, fast, "job") > 4*time.Second
+	})
+}
+
 // The other way: a process that last ran long calls, while the gate's
 // calls since ran 100 ms, records the gate's estimate in its run's value
 // once its first renewal read them (a renewal reads them when it sends
