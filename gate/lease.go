@@ -35,9 +35,9 @@ type Lease struct {
 
 	mu      sync.Mutex
 	expires time.Time // local estimate of the lease's expiry
-	// estimate is what the last renewal Redis took recorded in the job's
-	// value as the call's expected length (0: none yet), so a refusal this
-	// process answers tells the wait Status reads there.
+	// estimate is the call's expected length as the last renewal recorded
+	// it in the job's value (0: none yet). A refusal this process answers
+	// reads it, so it tells the wait Status reads there.
 	estimate time.Duration
 	timer    *time.Timer
 	lost     bool

@@ -92,7 +92,7 @@ func (l *Lease) renew() {
 }
 
 // nextRenewal is when the renewal after one that recorded est is sent. A
-// first renewal also read the gate's calls. Where they moved this
+// first renewal may also have read the gate's calls. Where they moved this
 // process's estimate by a second or more, the next renewal goes at once
 // and records it. Else Status, Reset and every refusal would tell the
 // job's duplicates a wait from calls the gate no longer sees until a
