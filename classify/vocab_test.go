@@ -23,6 +23,9 @@ func TestVocabularyEdges(t *testing.T) {
 		{"unauthorized", 400, msg("Unauthorized"), systemic(classify.ReasonAuth, true)},
 		{"unauthorised", 400, msg("Unauthorised"), systemic(classify.ReasonAuth, true)},
 		{"unauthorize is no match", 400, msg("Unauthorize"), suspect(classify.ReasonInvalidRequest)},
+		// Two words may name what the request holds; one is a status's
+		// name or a placeholder.
+		{"two words naming a parameter", 400, msg("Invalid temperature"), permanent(classify.ReasonInvalidRequest)},
 		// Codes are split like text, camel case included.
 		{"camel-case code", 400, `{"error":{"message":"Request rejected.","code":"InsufficientBalance"}}`, systemic(classify.ReasonQuotaExhausted, true)},
 		{"snake-case code", 400, `{"error":{"message":"Request rejected.","code":"insufficient_balance"}}`, systemic(classify.ReasonQuotaExhausted, true)},
