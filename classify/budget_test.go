@@ -270,6 +270,7 @@ func TestParseBudgetResetForms(t *testing.T) {
 		{"Go duration in microseconds", "850µs", "", 851 * time.Microsecond},
 		{"seconds", "7", "", 8 * time.Second},
 		{"fractional seconds", "0.25", "", 260 * time.Millisecond},
+		{"fractional seconds without a leading zero", ".5", "", 600 * time.Millisecond},
 		{"Unix seconds against Date", "1776782347", date, 61 * time.Second},
 		{"Unix milliseconds against Date", "1776782287500", date, 501 * time.Millisecond},
 		{"fractional Unix seconds against Date", "1776782287.5", date, 600 * time.Millisecond},
