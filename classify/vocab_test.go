@@ -26,6 +26,9 @@ func TestVocabularyEdges(t *testing.T) {
 		// Two words may name what the request holds; one is a status's
 		// name or a placeholder.
 		{"two words naming a parameter", 400, msg("Invalid temperature"), permanent(classify.ReasonInvalidRequest)},
+		// A snake_case identifier names a field of the request, whatever
+		// the words around it.
+		{"an identifier beside one word", 400, msg("Invalid tool_choice"), permanent(classify.ReasonInvalidRequest)},
 		// Codes are split like text, camel case included.
 		{"camel-case code", 400, `{"error":{"message":"Request rejected.","code":"InsufficientBalance"}}`, systemic(classify.ReasonQuotaExhausted, true)},
 		{"snake-case code", 400, `{"error":{"message":"Request rejected.","code":"insufficient_balance"}}`, systemic(classify.ReasonQuotaExhausted, true)},
