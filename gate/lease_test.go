@@ -15,6 +15,7 @@ import (
 	"github.com/retrygate/retrygate/classify"
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
+	"github.com/retrygate/retrygate/internal/redisop"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -384,6 +385,20 @@ func TestLeaseLostAfterRenewFailures(t *testing.T) {
 		if e.Kind == gate.EventRenewed && e.Err != nil {
 			failed, last = failed+1, i
 		}
+	}
+	// Each failed renewal is also a Redis error an operator counts, with
+	// the cause a metric labels it by.
+	renewErrs := 0
+	for _, e := range evs {
+		if e.Kind == gate.EventRedisError && e.Op == redisop.Renew {
+			renewErrs++
+			if !errors.Is(e.Err, gate.ErrUnavailable) {
+				t.Fatalf("a failed renewal's redis_error: %v, want ErrUnavailable", e.Err)
+			}
+		}
+	}
+	if renewErrs != failed {
+		t.Fatalf("%d renewal redis_error events for %d failed renewals", renewErrs, failed)
 	}
 	lost := slices.IndexFunc(evs, func(e gate.Event) bool { return e.Kind == gate.EventLeaseLost })
 	if failed < 1 || failed > 3 || countKind(evs, gate.EventLeaseLost) != 1 || lost < last {
