@@ -121,6 +121,42 @@ func TestRunningWaitSharedThroughRedis(t *testing.T) {
 	}
 }
 
+// A process that never ran a call reads the gate's calls before its run's
+// first renewal, in a round trip of its own, and records their estimate:
+// a duplicate is told about 8 s less the run's age, not the run's age.
+func TestRunningWaitOfAFreshProcessIsTheGates(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
+			slow := newGate(t, tg.Client, opts)
+			gate.SeedCallTimes(slow, 8*time.Second, 8)
+			if err := slow.Do(ctx, "slow", func(context.Context, *gate.Lease) error {
+				callsKey(t, tg.Client, opts.Prefix, 8)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			fresh := newGate(t, tg.Client, opts)
+			l, err := fresh.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			acquired := time.Now()
+			other := newGate(t, tg.Client, opts)
+			waitUntil(t, ageAlone-time.Since(acquired), "the fresh process's run recorded the gate's estimate", func() bool {
+				return inFlightWait(t, other, "job") > 4*time.Second
+			})
+		})
+	}
+}
+
+// ageAlone bounds the reads of a run's wait that must come from the gate's
+// estimate of 8 s: a run past its estimate is told its age past it, which
+// passes 4 s from 4 s on, so each such read is done half a second before.
+const ageAlone = 3500 * time.Millisecond
+
 // A renewal that sends its process's calls reads back the gate's: a
 // process whose own calls were short, running a call while the gate's
 // other calls run about 8 s, tells a duplicate of it in-process to retry
@@ -147,12 +183,9 @@ func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Release(ctx)
-			// A run past its estimate is told its age past it: from 4 s on,
-			// 100 ms calls would say more than 4 s too. Both reads come
-			// before.
 			acquired := time.Now()
 			other := newGate(t, tg.Client, opts)
-			waitUntil(t, 4*time.Second-time.Since(acquired), "the first renewal read the gate's calls, and the job's value records them", func() bool {
+			waitUntil(t, ageAlone-time.Since(acquired), "the first renewal read the gate's calls, and the job's value records them", func() bool {
 				st, err := other.Status(ctx, "job")
 				return err == nil && st.RetryAfter > 4*time.Second && inFlightWait(t, fast, "job") > 4*time.Second
 			})
@@ -193,7 +226,7 @@ func TestRunningWaitLearnsTheGatesCallsAtFullMemory(t *testing.T) {
 	defer l.Release(ctx)
 	acquired := time.Now()
 	other := newGate(t, rdb, opts)
-	waitUntil(t, 4*time.Second-time.Since(acquired), "the first renewal read the gate's 64 calls", func() bool {
+	waitUntil(t, ageAlone-time.Since(acquired), "the first renewal read the gate's 64 calls", func() bool {
 		st, err := other.Status(ctx, "job")
 		return err == nil && st.RetryAfter > 4*time.Second && inFlightWait(t, fast, "job") > 4*time.Second
 	})
