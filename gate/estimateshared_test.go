@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,29 +122,45 @@ func TestRunningWaitSharedThroughRedis(t *testing.T) {
 	}
 }
 
+// sendCalls records n calls of d in g and runs a call of job until g's
+// first renewal has sent them: the gate's calls key then holds n of d,
+// the newest.
+func sendCalls(t *testing.T, rdb redis.UniversalClient, g *gate.Gate, prefix, job string, d time.Duration, n int) {
+	t.Helper()
+	ctx := context.Background()
+	gate.SeedCallTimes(g, d, n)
+	key, ms := keyspace.Calls(prefix, gate.DefaultUpstream), fmt.Sprintf("%09d", d.Milliseconds())
+	if err := g.Do(ctx, job, func(context.Context, *gate.Lease) error {
+		waitUntil(t, 5*time.Second, job+"'s calls sent", func() bool {
+			return strings.Count(rdb.Get(ctx, key).Val(), ms) >= n
+		})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// running starts job's run in g, released when t ends, and returns when
+// it began.
+func running(t *testing.T, g *gate.Gate, job string) time.Time {
+	t.Helper()
+	l, err := g.Acquire(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Release(context.Background()) })
+	return time.Now()
+}
+
 // A process that never ran a call reads the gate's calls before its run's
 // first renewal, in a round trip of its own, and records their estimate:
 // a duplicate is told about 8 s less the run's age, not the run's age.
 func TestRunningWaitOfAFreshProcessIsTheGates(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
-			ctx := context.Background()
 			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
-			slow := newGate(t, tg.Client, opts)
-			gate.SeedCallTimes(slow, 8*time.Second, 8)
-			if err := slow.Do(ctx, "slow", func(context.Context, *gate.Lease) error {
-				callsKey(t, tg.Client, opts.Prefix, 8)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			fresh := newGate(t, tg.Client, opts)
-			l, err := fresh.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Release(ctx)
-			acquired := time.Now()
+			sendCalls(t, tg.Client, newGate(t, tg.Client, opts), opts.Prefix, "slow", 8*time.Second, 8)
+			acquired := running(t, newGate(t, tg.Client, opts), "job")
 			other := newGate(t, tg.Client, opts)
 			waitUntil(t, ageAlone-time.Since(acquired), "the fresh process's run recorded the gate's estimate", func() bool {
 				return inFlightWait(t, other, "job") > 4*time.Second
@@ -168,22 +185,10 @@ func TestRunningWaitLearnsTheGatesCalls(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute} // first renewed within a second
-			slow := newGate(t, tg.Client, opts)
-			gate.SeedCallTimes(slow, 8*time.Second, 8)
-			if err := slow.Do(ctx, "slow", func(context.Context, *gate.Lease) error {
-				callsKey(t, tg.Client, opts.Prefix, 8) // its first renewal sent the 8
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			sendCalls(t, tg.Client, newGate(t, tg.Client, opts), opts.Prefix, "slow", 8*time.Second, 8)
 			fast := newGate(t, tg.Client, opts)
 			gate.SeedCallTimes(fast, 100*time.Millisecond, 8)
-			l, err := fast.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Release(ctx)
-			acquired := time.Now()
+			acquired := running(t, fast, "job")
 			other := newGate(t, tg.Client, opts)
 			waitUntil(t, ageAlone-time.Since(acquired), "the first renewal read the gate's calls, and the job's value records them", func() bool {
 				st, err := other.Status(ctx, "job")
@@ -200,31 +205,11 @@ func TestRunningWaitLearnsTheGatesCallsAtFullMemory(t *testing.T) {
 	_, rdb := redistest.Miniredis(t)
 	ctx := context.Background()
 	opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
-	key := keyspace.Calls(opts.Prefix, gate.DefaultUpstream)
-	sent := func(g *gate.Gate, job, ms string) {
-		t.Helper()
-		if err := g.Do(ctx, job, func(context.Context, *gate.Lease) error {
-			waitUntil(t, 5*time.Second, job+"'s 64 calls sent", func() bool {
-				return strings.Count(rdb.Get(ctx, key).Val(), ms) == 64
-			})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	fast := newGate(t, rdb, opts)
-	gate.SeedCallTimes(fast, 100*time.Millisecond, 64)
-	sent(fast, "fast", "000000100")
-	slow := newGate(t, rdb, opts)
-	gate.SeedCallTimes(slow, 8*time.Second, 64)
-	sent(slow, "slow", "000008000")
+	sendCalls(t, rdb, fast, opts.Prefix, "fast", 100*time.Millisecond, 64)
+	sendCalls(t, rdb, newGate(t, rdb, opts), opts.Prefix, "slow", 8*time.Second, 64)
 	gate.SeedCallTimes(fast, 100*time.Millisecond, 1) // the renewal sends it and reads the gate's back
-	l, err := fast.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	acquired := time.Now()
+	acquired := running(t, fast, "job")
 	other := newGate(t, rdb, opts)
 	waitUntil(t, ageAlone-time.Since(acquired), "the first renewal read the gate's 64 calls", func() bool {
 		st, err := other.Status(ctx, "job")
@@ -243,33 +228,12 @@ func TestRunningWaitLearnsTheGatesShorterCalls(t *testing.T) {
 			ctx := context.Background()
 			opts := gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute}
 			slow := newGate(t, tg.Client, opts)
-			gate.SeedCallTimes(slow, 8*time.Second, 8)
-			if err := slow.Do(ctx, "warm", func(context.Context, *gate.Lease) error {
-				callsKey(t, tg.Client, opts.Prefix, 8)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			fast := newGate(t, tg.Client, opts)
-			gate.SeedCallTimes(fast, 100*time.Millisecond, 64)
-			key := keyspace.Calls(opts.Prefix, gate.DefaultUpstream)
-			if err := fast.Do(ctx, "fast", func(context.Context, *gate.Lease) error {
-				waitUntil(t, 5*time.Second, "the 64 short calls sent", func() bool {
-					return strings.Count(tg.Client.Get(ctx, key).Val(), "000000100") == 64
-				})
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			sendCalls(t, tg.Client, slow, opts.Prefix, "warm", 8*time.Second, 8)
+			sendCalls(t, tg.Client, newGate(t, tg.Client, opts), opts.Prefix, "fast", 100*time.Millisecond, 64)
 			// One more long call, not yet sent: slow's first renewal sends
 			// it and reads the gate's calls back.
 			gate.SeedCallTimes(slow, 8*time.Second, 1)
-			l, err := slow.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Release(ctx)
-			acquired := time.Now()
+			acquired := running(t, slow, "job")
 			other := newGate(t, tg.Client, opts)
 			waitUntil(t, 4*time.Second, "the first renewal", func() bool {
 				st, err := other.Status(ctx, "job")
