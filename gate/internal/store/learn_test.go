@@ -249,8 +249,11 @@ func TestLearnCutsOnA429ThatEndsARun(t *testing.T) {
 		t.Fatalf("the rate after a 429: %d a minute, want 0.9 × the 12.0 a second accepted lately, 649", got)
 	}
 	redistest.Advance(m, 10*time.Millisecond)
-	if again := learn(t, s, false, 50*time.Millisecond); again != got {
-		t.Fatalf("a 429 of a call that began before the cut: %d a minute, want %d unchanged", again, got)
+	cut := func() string { return m.HGet(learnKeys.Budget, "lp") + " " + m.HGet(learnKeys.Budget, "lr") }
+	before := cut()
+	learn(t, s, false, 50*time.Millisecond)
+	if after := cut(); after != before {
+		t.Fatalf("a 429 of a call that began before the cut: the cut (when, rate) %s, want %s unchanged", after, before)
 	}
 	if a := admitOne(t, s, "a:0"); a.Admitted || a.Wait != 83*time.Millisecond {
 		t.Fatalf("a call 10 ms after the cut: %+v, want refused until one call's refill of the rate after it, 83ms", a)
@@ -493,5 +496,97 @@ func TestLearnKeepsHalfOfWhatWasAccepted(t *testing.T) {
 	redistest.Advance(m, 25*time.Millisecond)
 	if got := learn(t, s, false, 5*time.Second); got < 735 || got > 745 {
 		t.Fatalf("the rate after a 429 of a 5 s call: %d a minute, want half of the 24.7 a second accepted lately, 739", got)
+	}
+}
+
+// A first 429 where the provider accepted more than one call at a time
+// would send does not hold one call at a time as a cut: that is only
+// where the slow start begins. Calls of 100 ms (10 a second one at a
+// time) accepted 20 ms apart for 0.8 s (more than 10 a second lately),
+// then a 429: from 0.9 × 10 a second, or half what was accepted lately,
+// the rate doubles in 16 accepted calls. (Held as a cut it climbed by 4 %
+// in those 16: on a busy machine a storm held half its limit for 5 s.)
+func TestLearnFirst429AboveOneCallAtATimeStartsSlowly(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 100*time.Millisecond)
+	acceptEvery(t, s, m, 40, 20*time.Millisecond, 100*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	first := learn(t, s, false, 100*time.Millisecond)
+	if first < 540 {
+		t.Fatalf("the first 429: %d a minute, want at least 0.9 × one 100 ms call at a time, 540", first)
+	}
+	if got := acceptEvery(t, s, m, 16, 20*time.Millisecond, 10*time.Millisecond); got < 19*first/10 {
+		t.Fatalf("16 accepted calls after the first 429: %d a minute, want about twice the %d it began at (the slow start)", got, first)
+	}
+}
+
+// The calls in flight when a slow start began were admitted at the old
+// rate; on a busy machine they reach the provider late and take what its
+// bucket refilled, so a call the slow start admitted meets a 429 that
+// was theirs. Until the slow start has had as many calls accepted as
+// were in flight at its start, a 429 ends nothing. Six calls in flight
+// at the first 429: four accepted since and a 429 leave the rate
+// climbing; two more and a 429 end the slow start.
+func TestLearnSlowStartRidesOutTheCallsInFlightAtItsStart(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 50*time.Millisecond)
+	for _, mem := range []string{"a:0", "b:0", "c:0", "d:0", "e:0", "f:0"} {
+		if got := admitOne(t, s, mem); !got.Admitted {
+			t.Fatalf("call %s before any 429: %+v, want admitted", mem, got)
+		}
+	}
+	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start, six in flight
+	cut := func() string { return m.HGet(learnKeys.Budget, "lp") + " " + m.HGet(learnKeys.Budget, "ls") }
+	start := cut()
+	acceptEvery(t, s, m, 4, 20*time.Millisecond, 10*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 10*time.Millisecond)
+	if got := cut(); got != start {
+		t.Fatalf("a 429 four accepted calls into a slow start that began with six in flight: the cut (when, kind) %s, want %s unchanged", got, start)
+	}
+	acceptEvery(t, s, m, 2, 20*time.Millisecond, 10*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 10*time.Millisecond)
+	if got := cut(); got == start {
+		t.Fatalf("a 429 six accepted calls into it: the cut %s, want a new one", got)
+	}
+}
+
+// A rate cut to what the provider accepted lately climbs in time as well
+// as in accepted calls: where few calls are accepted (a busy machine, a
+// low rate) a climb counted in calls alone held it for seconds. Calls of
+// 20 ms (50 a second one at a time) accepted 100 ms apart for 1 s, then
+// a 429: the rate is cut to 0.9 × the 10 a second accepted lately. Two
+// seconds on, with a call accepted every 100 ms (20, where the climb
+// counts 50 before it rises), the rate has climbed a window (the 1 s the
+// cut's measure spanned) past its hold: (0.95 + 0.15) ÷ 0.9 × it.
+func TestLearnCutClimbsInTime(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 20*time.Millisecond)
+	acceptEvery(t, s, m, 10, 100*time.Millisecond, 20*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	cut := learn(t, s, false, 20*time.Millisecond)
+	if ls := m.HGet(learnKeys.Budget, "ls"); ls != "1" {
+		t.Fatalf("the first 429 below one call at a time: ls %q, want 1 (cut to what was accepted lately)", ls)
+	}
+	if got := acceptEvery(t, s, m, 20, 100*time.Millisecond, 20*time.Millisecond); got < 115*cut/100 {
+		t.Fatalf("2 s and 20 accepted calls after a cut to %d a minute: %d, want the climb a window past its hold, 1.22 × it", cut, got)
+	}
+	// A second window on, at 50 calls a second accepted, the rate is
+	// past twice the cut's; the learned bucket holds two calls, counted
+	// at the rate that admitted them (counted at the cut's, each would
+	// owe half a slot: a third would go at once).
+	if got := acceptEvery(t, s, m, 50, 20*time.Millisecond, 20*time.Millisecond); got < 2*cut {
+		t.Fatalf("3 s after the cut: %d a minute, want past twice the cut's %d", got, cut)
+	}
+	for _, mem := range []string{"a:0", "b:0"} {
+		if got := admitOne(t, s, mem); !got.Admitted {
+			t.Fatalf("call %s, within the learned bucket's two: %+v, want admitted", mem, got)
+		}
+	}
+	if got := admitOne(t, s, "c:0"); got.Admitted {
+		t.Fatalf("a third call at once: %+v, want refused (the bucket holds two)", got)
 	}
 }

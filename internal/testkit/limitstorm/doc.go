@@ -31,6 +31,9 @@
 // TestMain or main, which runs the worker when the process was started as
 // one.
 //
+// With LIMITSTORM_TRACE set, Run prints each storm's answers to stderr,
+// served and 429s per 100 ms (Tracing).
+//
 // It is a test and benchmark helper: nothing outside tests and bench
 // imports it. Run is safe for concurrent use; storms run at once share the
 // machine, and their measurements show it.

@@ -2,7 +2,9 @@ package limitstorm_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -325,46 +327,59 @@ const maxTripsPerJob = 20
 // logged only (docs/upstreams.md). What is held on Redis and the cluster
 // is the learning itself (learnedBounds): without it, 38–78 % of the
 // calls earned a 429.
+//
+// Its targets' storms run one after the other, not at once (eachTarget):
+// a rate learned from the answers reads the time they take to come back,
+// and three storms at once on two cores are a load of their own. At
+// once, in a CI run beside the other packages, main failed the bounds
+// in both of two runs (6.4 % at the steady limit on the cluster, 7.9 %
+// doubling on Redis; docs/upstreams.md); one after the other
+// with both cores busy they held.
 func TestStormNoHeaders(t *testing.T) {
-	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
-		addr := realTime(t, tg)
-		size := scaleOf(tg)
-		for _, sc := range []struct {
-			name string
-			// midway sets the requests limit from the middle of the
-			// arrivals on, in the storm's limit's (0: unchanged).
-			midway           float64
-			refused, goodput float64 // issue 37's targets
-			held             learned // what is held
-		}{
-			{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.85}},
-			{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.9}},
-			{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.7}},
-		} {
-			t.Run(sc.name, func(t *testing.T) {
-				var drain time.Duration // the default
-				if sc.midway > 0 && sc.midway < 1 {
-					// Time for the jobs at the lower limit, and a quarter more.
-					drain = time.Duration(1.25 * float64(size.jobs) / (sc.midway * float64(size.rpm)) * float64(time.Minute))
-				}
-				r, err := limitstorm.Run(context.Background(), limitstorm.Config{
-					Dialect: llmfake.NoHeaders, RPM: size.rpm, Arrivals: size.arrivals,
-					MidwayRPM: int64(sc.midway * float64(size.rpm)), Drain: drain,
-					Gates: 4, Procs: 4, Seed: 1, Redis: addr,
-					Gate: gate.Options{Prefix: redistest.UniqueKey(t), Lease: time.Minute, Cooldown: time.Second},
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			addr := realTime(t, tg)
+			size := scaleOf(tg)
+			for _, sc := range []struct {
+				name string
+				// midway sets the requests limit from the middle of the
+				// arrivals on, in the storm's limit's (0: unchanged).
+				midway           float64
+				refused, goodput float64 // issue 37's targets
+				held             learned // what is held
+			}{
+				{"steady", 0, maxRefusedLearned, minGoodput, learned{refused: 0.04, goodput: 0.85}},
+				{"halves", 0.5, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.9}},
+				{"doubles", 2, maxRefusedChanged, minGoodputChanged, learned{refused: 0.05, goodput: 0.7}},
+			} {
+				t.Run(sc.name, func(t *testing.T) {
+					var drain time.Duration // the default
+					if sc.midway > 0 && sc.midway < 1 {
+						// Time for the jobs at the lower limit, and a quarter more.
+						drain = time.Duration(1.25 * float64(size.jobs) / (sc.midway * float64(size.rpm)) * float64(time.Minute))
+					}
+					prefix := redistest.UniqueKey(t)
+					stopTrace := traceBudget(t, addr, prefix)
+					r, err := limitstorm.Run(context.Background(), limitstorm.Config{
+						Dialect: llmfake.NoHeaders, RPM: size.rpm, Arrivals: size.arrivals,
+						MidwayRPM: int64(sc.midway * float64(size.rpm)), Drain: drain,
+						Gates: 4, Procs: 4, Seed: 1, Redis: addr,
+						Gate: gate.Options{Prefix: prefix, Lease: time.Minute, Cooldown: time.Second},
+					})
+					stopTrace()
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Log(r)
+					t.Logf("issue 37's targets: 429s %.2f %% (≤ %.0f %%), goodput %.2f (≥ %.2f), %.1f round trips a job (≤ %d)",
+						100*r.RefusedShare(), 100*sc.refused, r.Goodput(), sc.goodput, r.TripsPerJob(), maxTripsPerJob)
+					if tg.Name != "miniredis" {
+						learnedBounds(t, r, sc.held)
+					}
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Log(r)
-				t.Logf("issue 37's targets: 429s %.2f %% (≤ %.0f %%), goodput %.2f (≥ %.2f), %.1f round trips a job (≤ %d)",
-					100*r.RefusedShare(), 100*sc.refused, r.Goodput(), sc.goodput, r.TripsPerJob(), maxTripsPerJob)
-				if tg.Name != "miniredis" {
-					learnedBounds(t, r, sc.held)
-				}
-			})
-		}
-	})
+			}
+		})
+	}
 }
 
 // learned is what TestStormNoHeaders holds of a storm: at most refused
@@ -407,3 +422,46 @@ const (
 	maxRefusedChanged = 0.03
 	minGoodputChanged = 0.85
 )
+
+// traceBudget prints, while a storm runs and limitstorm.Tracing, the
+// learned rate's fields of its upstream's budget each time they change
+// (budget_learned.lua names them), with the time since it began: beside
+// the storm's answers, the cuts that made its 429s. A cluster's are not
+// read (its budget key's node is not looked up).
+func traceBudget(t *testing.T, addr limitstorm.Redis, prefix string) func() {
+	t.Helper()
+	if !limitstorm.Tracing() || addr.Cluster {
+		return func() {}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr.Addrs[0]})
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		ctx := context.Background()
+		var key, last string
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if key == "" {
+				ks, _ := rdb.Keys(ctx, prefix+"*:budget").Result()
+				if len(ks) == 0 {
+					continue
+				}
+				key = ks[0]
+			}
+			m, _ := rdb.HGetAll(ctx, key).Result()
+			cur := fmt.Sprintf("%s lr=%.6s ls=%s lp=%s lk=%s le=%.5s lc=%.6s lw=%s lj=%s lf=%s", t.Name(), m["lr"], m["ls"], m["lp"], m["lk"], m["le"], m["lc"], m["lw"], m["lj"], m["lf"])
+			if cur != last {
+				fmt.Fprintf(os.Stderr, "BUDGET %6.3fs %s\n", time.Since(start).Seconds(), cur)
+				last = cur
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait(); rdb.Close() }
+}

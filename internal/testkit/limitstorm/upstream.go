@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,52 @@ type upstream struct {
 
 	mu      sync.Mutex
 	refusal []time.Time // when each 429 of the storm was sent
+	tracing bool        // traceEnv is set
+	trace   []answered  // every answer, when tracing
+}
+
+// traceEnv, set to anything, makes Run print each storm's answers to
+// stderr, served and 429s per 100 ms from the drain on, where a
+// storm's 429s came from is read (the storm's start, a probe's end); a
+// test may print what the gates held beside it (TestStormNoHeaders
+// prints the learned rate's fields as they change).
+const traceEnv = "LIMITSTORM_TRACE"
+
+// Tracing reports whether traceEnv is set.
+func Tracing() bool { return os.Getenv(traceEnv) != "" }
+
+// answered is one answer of the provider: when, and its status.
+type answered struct {
+	at     time.Time
+	status int
+}
+
+// printTrace prints the answers since the drain, 100 ms a line.
+func (u *upstream) printTrace() {
+	if !Tracing() {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	type cell struct{ ok, refused int }
+	var cells []cell
+	for _, a := range u.trace {
+		if a.at.Before(u.drained) {
+			continue
+		}
+		i := int(a.at.Sub(u.drained) / (100 * time.Millisecond))
+		for len(cells) <= i {
+			cells = append(cells, cell{})
+		}
+		if a.status == http.StatusTooManyRequests {
+			cells[i].refused++
+		} else {
+			cells[i].ok++
+		}
+	}
+	for i, c := range cells {
+		fmt.Fprintf(os.Stderr, "TRACE %5.1fs ok %3d 429 %3d %s\n", float64(i)/10, c.ok, c.refused, strings.Repeat("#", c.refused))
+	}
 }
 
 func newUpstream(c Config) (*upstream, error) {
@@ -40,7 +87,7 @@ func newUpstream(c Config) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{p: p, dialect: c.Dialect, tokens: c.TPM != 0, midwayRPM: c.MidwayRPM, midwayAt: c.midway()}
+	u := &upstream{p: p, dialect: c.Dialect, tokens: c.TPM != 0, midwayRPM: c.MidwayRPM, midwayAt: c.midway(), tracing: Tracing()}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u, nil
 }
@@ -57,10 +104,14 @@ func (u *upstream) close() {
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	u.p.ServeHTTP(sw, r)
+	now := time.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tracing {
+		u.trace = append(u.trace, answered{now, sw.status})
+	}
 	if sw.status == http.StatusTooManyRequests {
-		u.mu.Lock()
-		u.refusal = append(u.refusal, time.Now())
-		u.mu.Unlock()
+		u.refusal = append(u.refusal, now)
 	}
 }
 

@@ -50,9 +50,9 @@ local function admit(bk, ck, tokens, reserve, share, b)
   end
   local need = {r = 1, t = tokens}
   if lh then
-    local rate
-    b.r, rate = learnedQuota(lh, n, reserve)
-    need.learn = {k = bk, rate = rate, tat = lh.tat, cut = lh.cut}
+    local rate, tat
+    b.r, rate, tat = learnedQuota(lh, n, reserve)
+    need.learn = {k = bk, rate = rate, tat = tat, cut = lh.cut}
   end
   local held = {r = n, t = spent}
   if learned then
@@ -168,7 +168,7 @@ local function reserve(a, need, ck, member, lease)
   a[2] = 1
   if need.learn then
     -- The learned bucket counts the call now: no reading will.
-    redis.call('HSET', need.learn.k, 'lt', math.max(need.learn.tat, NOW) + 1000 / need.learn.rate)
+    redis.call('HSET', need.learn.k, 'lt', math.max(need.learn.tat, NOW) + 1000 / need.learn.rate, 'lv', need.learn.rate)
   end
   for i, p in ipairs(KINDS) do
     if a[2 + i] >= 0 then

@@ -17,12 +17,13 @@
 -- cut's, and cuts nothing.
 -- Until a 429 no limit is known (admission leaves the calls unjudged);
 -- the first one cuts to the rate the provider accepted lately when
--- enough calls tell it, else to one call per ran (one call at a time),
+-- enough calls tell it and it is below one call per ran (one call at a
+-- time), else to one call at a time,
 -- from which the rate starts slowly (TCP's slow start), doubling every
 -- LEARN.slow accepted calls up to the rate the first 429's interval
 -- implied, then linearly past it (doubling again where that finds no
 -- limit), until a 429 ends it.
-local function teach(k, answer, ran, keep)
+local function teach(k, ck, answer, ran, keep)
   local ok, answered = answer == '1', answer == '2'
   ran = math.max(ran, 1)
   local h = learned(k)
@@ -55,14 +56,18 @@ local function teach(k, answer, ran, keep)
       d = h.length + LEARN.lengthWeight * (ran - h.length)
     end
     redis.call('HSET', k, 'lk', h.k, 'le', h.lately, 'lu', NOW, 'ld', d)
-  elseif not h.limited or NOW - ran >= h.at and (h.cut or h.k > 0) then
+  elseif not h.limited or NOW - ran >= h.at and (h.cut or h.k >= math.max(1, h.flight)) then
     -- The first 429, or one that ends a run since the last cut. (In slow
     -- start a 429 before any call was accepted since it began is its
     -- start's: the provider's bucket, empty then, was not seen to refill,
     -- and slow start grows by accepted calls only. Cut again, it set the
     -- linear climb's cap at 0.9 × one call at a time: 19 a second at a
     -- limit of 50, a slow start of 6 s whose bucket, gathered, was spent
-    -- in a burst of 11 429s.)
+    -- in a burst of 11 429s. So is one before as many calls were accepted
+    -- as were in flight at its start, as TCP's recovery waits for the
+    -- data sent before a loss: those calls, admitted at the old rate,
+    -- reach the provider late on a busy machine and take what its bucket
+    -- refilled, and the slow start's next call meets their 429.)
     -- What was accepted lately tells the rate once it spans a while since
     -- learning began (or the last cut) and counts a few calls.
     local measured = h.lately >= 4 and NOW - h.at >= LEARN.recent
@@ -104,8 +109,13 @@ local function teach(k, answer, ran, keep)
       if h.k >= LEARN.capAt and span > 0 then
         cap = (h.k + 1) * 1000 / math.max(span - one, one)
       end
-      if measured then
-        r, ls = math.min(r, accepted(h)), 1
+      if measured and accepted(h) < r then
+        -- The provider accepted less than one call at a time would send:
+        -- that is its rate, held under and then probed. (Where it
+        -- accepted more, one call at a time is only where the slow start
+        -- begins: held as a cut, it climbed by accepted calls at half the
+        -- limit for seconds on a busy machine, goodput 0.6.)
+        r, ls = accepted(h), 1
       end
     elseif h.cut and h.k < LEARN.flat / 2 then
       -- Few calls since the last cut: the limit fell (halved, say). One
@@ -145,15 +155,15 @@ local function teach(k, answer, ran, keep)
       -- from there.
       cap = r
     end
-    h = {rate = math.max(r, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls >= 2, lower = ls == 3, tat = h.tat,
+    h = {rate = math.max(r, LEARN.min), at = NOW, k = 0, limited = true, cut = ls >= 1, measured = ls >= 2, lower = ls == 3, tat = h.tat, tatRate = h.tatRate,
       lately = h.lately, upd = h.upd, hold = hold, j = 0, cap = cap}
     -- The learned bucket is emptied: the calls it gathered meanwhile would
     -- all meet the provider's empty one, and so would a call sent at once;
     -- the next goes one call's refill later (when the provider's bucket
     -- holds one again), then the rest at the rate.
     local nr = learnedRate(h)
-    h.tat = math.max(h.tat, NOW + math.max(2, nr * LEARN.burst) * 1000 / nr)
-    redis.call('HSET', k, 'lr', h.rate, 'lp', NOW, 'lk', 0, 'ls', ls, 'lt', h.tat, 'lw', hold, 'lj', 0, 'lc', cap or '')
+    h.tat = math.max(NOW + owed(h, nr) * 1000 / nr, NOW + math.max(2, nr * LEARN.burst) * 1000 / nr)
+    redis.call('HSET', k, 'lr', h.rate, 'lp', NOW, 'lk', 0, 'ls', ls, 'lt', h.tat, 'lw', hold, 'lj', 0, 'lc', cap or '', 'lf', inflight(ck), 'lv', nr)
   end
   if redis.call('PTTL', k) < keep then
     redis.call('PEXPIRE', k, keep)

@@ -23,7 +23,10 @@
 -- the last measure spanned it (ms): a measured rate is held that long
 -- before the probe climbs; lj the calls accepted since the climb began
 -- (those that began after lp + lw); ld the accepted calls' mean length
--- (ms, a moving mean).
+-- (ms, a moving mean); lf the calls in flight at the last cut (admitted
+-- before it: a slow start is not ended by a 429 until as many were
+-- accepted since); lv the rate that wrote lt (the slot's distance is
+-- counted in calls at it).
 local LEARN = {
   -- A 429 that ends a run holds the rate at this share of what was
   -- accepted, as TCP's multiplicative decrease (CUBIC's 0.7 is for a
@@ -128,7 +131,7 @@ local LEARN = {
 -- learned reads what was learned of the upstream whose budget is k; nil
 -- when its provider is not known to send no budget.
 local function learned(k)
-  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lw', 'ld', 'lc', 'lj')
+  local v = redis.call('HMGET', k, 'lh', 'lr', 'lp', 'lk', 'ls', 'lt', 'le', 'lu', 'lw', 'ld', 'lc', 'lj', 'lf', 'lv')
   if not v[1] then
     return nil
   end
@@ -139,7 +142,8 @@ local function learned(k)
     measured = v[5] == '2' or v[5] == '3', lower = v[5] == '3', tat = tonumber(v[6]) or 0,
     lately = tonumber(v[7]) or 0, upd = tonumber(v[8]) or NOW, hold = tonumber(v[9]) or LEARN.span,
     rated = tonumber(v[2]) ~= nil,
-    length = tonumber(v[10]), cap = tonumber(v[11]), j = tonumber(v[12]) or 0}
+    length = tonumber(v[10]), cap = tonumber(v[11]), j = tonumber(v[12]) or 0, flight = tonumber(v[13]) or 0,
+    tatRate = tonumber(v[14])}
 end
 
 -- unlimited judges a call to the upstream whose budget is bk and calls in
@@ -180,7 +184,10 @@ end
 -- learnedRate is the rate admitted at NOW: slow start before the first
 -- cut (linear past its cap), then, after a measured cut, held for the
 -- provider's window and CUBIC's climb in time; after another cut
--- CUBIC's curve in accepted calls since it. Above the rate held, never
+-- CUBIC's curve in accepted calls since it or in windows of time (as the
+-- last measure spanned it, LEARN.flat calls a window), whichever went
+-- further: where few calls are accepted (a low rate, a busy machine) a
+-- climb in calls alone held half the limit for seconds. Above the rate held, never
 -- past twice what the provider accepted lately (a light load does not
 -- raise it unused).
 local function learnedRate(h)
@@ -203,7 +210,8 @@ local function learnedRate(h)
     local x = math.min(math.max(NOW - h.at - w, 0) / w, 8)
     r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 2 ^ math.max(x - 1, 0)
   else
-    local x = (h.k - LEARN.flat) / LEARN.flat
+    local w = holdOf(h)
+    local x = math.min(math.max(h.k - LEARN.flat, (NOW - h.at - w) * LEARN.flat / w) / LEARN.flat, 8)
     local c = LEARN.hold - LEARN.beta
     if x > 0 then
       c = LEARN.up
@@ -214,20 +222,29 @@ local function learnedRate(h)
   return math.max(r, LEARN.min)
 end
 
+-- owed is the calls the learned bucket owes at NOW: its next free slot's
+-- distance at the rate that wrote it (lv), not at r, the rate now (a
+-- rate that rose since would read the same slot as more calls owed: a
+-- caller told its turn was refused again at it).
+local function owed(h, r)
+  return math.max(h.tat - NOW, 0) * (h.tatRate or r) / 1000
+end
+
 -- learnedQuota is the learned rate as a reading the judge knows (budget_judge.lua):
 -- a limit that refills at the rate, holding what the learned bucket
 -- holds, over LEARN.window. The bucket counts each call as it is
 -- admitted, not as it settles, so the n calls in flight and the reserve
--- kept against a reading's lag are added back. It returns the quota and
--- the rate.
+-- kept against a reading's lag are added back. It returns the quota, the
+-- rate, and the learned bucket's next free slot at that rate.
 local function learnedQuota(h, n, keep)
   local r = learnedRate(h)
   local burst = math.max(2, r * LEARN.burst)
   -- (A thousandth of a call more: the slot stored as a decimal string
   -- and floating point dust must not refuse a call at its very slot.)
-  local lvl = math.max(burst - math.max(h.tat - NOW, 0) * r / 1000 + 1e-3, 0)
+  local debt = owed(h, r)
+  local lvl = math.max(burst - debt + 1e-3, 0)
   local rem = lvl + n + keep
-  return {at = NOW, rem = rem, lim = rem + r * LEARN.window / 1000, rst = NOW + LEARN.window}, r
+  return {at = NOW, rem = rem, lim = rem + r * LEARN.window / 1000, rst = NOW + LEARN.window}, r, NOW + debt * 1000 / r
 end
 
 -- first judges a call to an upstream with no reading yet and not known to

@@ -86,6 +86,6 @@ if wrote > 0 then
   redis.call('PEXPIRE', KEYS[2], last - NOW + tonumber(ARGV[2]))
 end
 if (ARGV[14] or '') ~= '' then
-  teach(KEYS[2], ARGV[14], tonumber(ARGV[15]), tonumber(ARGV[16]))
+  teach(KEYS[2], KEYS[3], ARGV[14], tonumber(ARGV[15]), tonumber(ARGV[16]))
 end
 return wrote
