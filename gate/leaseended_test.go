@@ -302,10 +302,14 @@ func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
 // nothing: the fence turns the stale outcome away however late it comes,
 // not only while the done key remembers the success (SuccessMemory). A
 // late failure with nothing newer since is still written while the done
-// key would have told.
+// key would have told. So is one after a newer run took the job, when
+// that run's lease ended in Redis too: like a crashed holder's, it holds
+// nothing there, and Status shows the older run's fence below the newer
+// lease's (TestSoak's chaos does this; its invariant 4 allows it).
 func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 	ctx := context.Background()
 	const lease = 2 * time.Second
+	var newer *gate.Lease
 	for _, tc := range []struct {
 		name    string
 		since   func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string)
@@ -332,8 +336,16 @@ func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 			redistest.Advance(m, time.Minute)
 		}, false},
 		{"nothing, at once", func(*testing.T, *miniredis.Miniredis, *gate.Gate, string) {}, true},
+		{"a newer run whose lease ended too", func(t *testing.T, m *miniredis.Miniredis, other *gate.Gate, job string) {
+			var err error
+			if newer, err = other.Acquire(ctx, job); err != nil {
+				t.Fatalf("the newer run: %v, want it to take the job: the lease ended", err)
+			}
+			redistest.Advance(m, lease+time.Millisecond)
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			newer = nil
 			m, rdb := redistest.Miniredis(t)
 			redistest.Advance(m, 0)
 			frozen := &gatetest.Flaky{Client: rdb}
@@ -355,8 +367,15 @@ func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 			if tc.written {
 				exp = gate.CoolingDown
 			}
-			if st := mustStatus(t, other, "job"); st.State != exp {
+			st := mustStatus(t, other, "job")
+			if st.State != exp {
 				t.Fatalf("after the frozen run's failure the job is %v, want %v", st.State, exp)
+			}
+			if newer != nil {
+				if st.Fence != ce.Fence || st.Fence >= newer.Fence() {
+					t.Errorf("Status fence %d, want the frozen run's %d, below the newer lease's %d", st.Fence, ce.Fence, newer.Fence())
+				}
+				_ = newer.Release(ctx) // not owned: its lease ended
 			}
 		})
 	}

@@ -154,9 +154,10 @@ func testFailover(t *testing.T, c *redistest.ClusterSrv) {
 				if rng.IntN(4) == 0 {
 					out = failTransient
 				}
-				err := run(ctx, &h, nil, g, j, job, time.Duration(rng.IntN(10))*time.Millisecond, out, func(l *gate.Lease) {
+				err := run(ctx, &h, nil, g, j, job, time.Duration(rng.IntN(10))*time.Millisecond, out, func(l *gate.Lease, _ *execution) {
 					// Outside failovers Status shows the running lease's fence
-					// (TestSoak asserts it); across one it may not, so count.
+					// while it holds the key (TestSoak asserts it); across one
+					// it may not, so count.
 					if st, err := g.Status(ctx, job); err == nil && st.Fence < l.Fence() {
 						mu.Lock()
 						staleStatus++

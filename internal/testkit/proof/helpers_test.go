@@ -148,6 +148,12 @@ type execution struct {
 	wrote    error     // the store's answer
 	outcome  outcome
 	err      error // what Do returned
+	// older is a fence below the run's own that Status showed while fn
+	// ran (0: none), olderState the state it showed with it and olderAt
+	// when that Status returned (soak_test.go's runChecked).
+	older      int64
+	olderState gate.State
+	olderAt    time.Time
 }
 
 // reporter is the part of testing.TB the invariant checks use, so a test
@@ -195,7 +201,10 @@ type stats struct {
 	// registered as one) between the settle and the start; settledLate
 	// runs that took the job before a failure's settle was answered.
 	excused, settledLate int
-	minCooldownGap       time.Duration
+	// olderShown counts runs whose Status showed an older run's failure
+	// written after their lease ended in Redis (invariant 4).
+	olderShown     int
+	minCooldownGap time.Duration
 }
 
 // check verifies the invariants over every recorded execution:
@@ -216,6 +225,9 @@ type stats struct {
 //     Cooldown×(1−Jitter) (capped by MaxCooldown), so with (2) the next
 //     call starts no earlier than that (and never before min(cooldown,
 //     lease)).
+//  4. While fn runs, Status shows no fence below the run's own but an
+//     older run's failure written after the run's lease ended in Redis
+//     (checkOlder).
 func (h *history) check(t reporter, o gate.Options) stats {
 	t.Helper()
 	h.mu.Lock()
@@ -262,6 +274,7 @@ func (h *history) check(t reporter, o gate.Options) stats {
 				}
 			}
 			h.checkBlocked(t, o, a, es[i+1:], &st)
+			h.checkOlder(t, o, a, es, &st)
 		}
 	}
 	st.staleRejected = len(rejected)
@@ -329,6 +342,52 @@ func (h *history) checkBlocked(t reporter, o gate.Options, a *execution, later [
 	}
 }
 
+// checkOlder checks invariant 4 for b, one of its job's executions es.
+// Status may show an older fence than b's only once b's lease ended in
+// Redis: its key was gone, and job_settle_gone.lua wrote the failure of
+// an older run whose lease had ended before (written if nothing holds
+// the key, so the next call is not a free retry; a newer run whose lease
+// ended too holds nothing). So the Status came at least Lease after b
+// took the job (only a renewal makes a lease longer), the fence is that
+// of a run whose fn failed, and its settle was answered, or given up on,
+// no earlier than b's lease could end. A running older fence, or one
+// shown sooner, is a stale owner's write over a live lease.
+func (h *history) checkOlder(t reporter, o gate.Options, b *execution, es []*execution, st *stats) {
+	t.Helper()
+	if b.older == 0 {
+		return
+	}
+	ended := b.taken.Add(o.Lease - clockSlack) // the earliest b's lease ends in Redis
+	why := "no older run's failure was settled after it could end"
+	switch {
+	case b.olderAt.Before(ended):
+		why = "the lease still held the key"
+	case b.olderState == gate.Running:
+		why = "an older lease running"
+	default:
+		for _, a := range es {
+			if a.fence != b.older || a.outcome == succeed {
+				continue
+			}
+			landed := a.returned
+			var ce *gate.CallError
+			if errors.As(a.err, &ce) && ce.SettleErr != nil {
+				if errors.Is(ce.SettleErr, gate.ErrLeaseLost) {
+					continue // no settle was sent
+				}
+				// Given up on, it may still land (see the soak's Reset).
+				landed = landed.Add(slack)
+			}
+			if landed.After(ended) {
+				st.olderShown++
+				return
+			}
+		}
+	}
+	t.Errorf("%s: Status showed %v fence %d below the running lease's %d %v after it took the job: %s\n%s", b.job, b.olderState, b.older, b.fence,
+		b.olderAt.Sub(b.taken).Round(time.Millisecond), why, h.timeline(b.job, b.taken.Add(-time.Second), b.end.Add(time.Second), b.taken))
+}
+
 func (h *history) resetBetween(job string, from, to time.Time) bool {
 	for _, r := range h.resets {
 		if r.job == job && r.ret.After(from) && r.call.Before(to) {
@@ -373,7 +432,7 @@ func (h *history) timeline(job string, from, to, zero time.Time) string {
 // the fence to store at the end of fn (ignoring fn's context, like a
 // paused process that wakes up), then returns fn's outcome. inside, if
 // set, runs at the start of fn.
-func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate, worker int, job string, hold time.Duration, out outcome, inside func(*gate.Lease)) error {
+func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate, worker int, job string, hold time.Duration, out outcome, inside func(*gate.Lease, *execution)) error {
 	e := &execution{worker: worker, job: job, called: time.Now(), outcome: out}
 	ran := false
 	err := g.Do(ctx, job, func(fctx context.Context, l *gate.Lease) error {
@@ -381,7 +440,7 @@ func run(ctx context.Context, h *history, store *proof.FenceStore, g *gate.Gate,
 		e.start, e.fence, e.gated = time.Now(), l.Fence(), l.Gated()
 		e.taken = time.UnixMicro(l.Fence())
 		if inside != nil {
-			inside(l)
+			inside(l, e)
 		}
 		if hold > 0 {
 			time.Sleep(hold)

@@ -22,11 +22,21 @@ func TestInvariantChecksCatchViolations(t *testing.T) {
 	}
 	returned := func(e *execution, ms int) *execution { e.returned = at(ms); return e }
 	cooled := func(e *execution, d time.Duration) *execution {
-		e.err = &gate.CallError{Job: "j", State: gate.CoolingDown, RetryAfter: d, Verdict: classify.Verdict{Class: classify.ClassTransient}, Err: errTransient}
+		e.outcome, e.err = failTransient, &gate.CallError{Job: "j", State: gate.CoolingDown, RetryAfter: d, Verdict: classify.Verdict{Class: classify.ClassTransient}, Err: errTransient}
 		return e
 	}
 	failed := func(e *execution) *execution {
-		e.err = &gate.CallError{Job: "j", State: gate.Failed, Verdict: classify.Verdict{Class: classify.ClassPermanent}, Err: errPermanent}
+		e.outcome, e.err = failPermanent, &gate.CallError{Job: "j", State: gate.Failed, Verdict: classify.Verdict{Class: classify.ClassPermanent}, Err: errPermanent}
+		return e
+	}
+	lost := func(e *execution) *execution {
+		e.err.(*gate.CallError).SettleErr = gate.ErrLeaseLost
+		return e
+	}
+	// saw: Status showed fence (in state st) while e's fn ran, returning
+	// at ms.
+	saw := func(e *execution, fence int64, st gate.State, ms int) *execution {
+		e.older, e.olderState, e.olderAt = fence, st, at(ms)
 		return e
 	}
 	stale := func(e *execution, wrote int, err error) *execution { e.wroteAt, e.wrote = at(wrote), err; return e }
@@ -49,6 +59,16 @@ func TestInvariantChecksCatchViolations(t *testing.T) {
 		{"run while failed", []*execution{failed(ex(0, 1, 10, 1)), ex(100, 101, 110, 2)}, nil, true},
 		{"taken before the failure's settle was answered", []*execution{returned(failed(ex(0, 1, 10, 1)), 150), ex(100, 101, 110, 2)}, nil, false},
 		{"run while failed, after a run taken before the settle was answered", []*execution{returned(failed(ex(0, 1, 10, 1)), 150), ex(100, 101, 110, 2), ex(160, 161, 170, 3)}, nil, true},
+		// Run 1's lease ends at 101, run 2 takes the job at 151 and its
+		// lease ends at 251 (no renewal): run 1's failure may be written
+		// from then on, if its settle was answered after.
+		{"an older failure written after the lease ended", []*execution{returned(failed(ex(0, 1, 10, 1)), 260), saw(ex(150, 151, 400, 2), 1, gate.Failed, 255)}, nil, false},
+		{"an older failure shown within the lease", []*execution{returned(failed(ex(0, 1, 10, 1)), 260), saw(ex(150, 151, 400, 2), 1, gate.Failed, 240)}, nil, true},
+		{"an older failure answered before the lease could end", []*execution{returned(failed(ex(0, 1, 10, 1)), 240), saw(ex(150, 151, 400, 2), 1, gate.Failed, 255)}, nil, true},
+		{"an older failure whose lease was lost (no settle sent)", []*execution{returned(lost(failed(ex(0, 1, 10, 1))), 260), saw(ex(150, 151, 400, 2), 1, gate.Failed, 255)}, nil, true},
+		{"an older success shown", []*execution{returned(ex(0, 1, 10, 1), 260), saw(ex(150, 151, 400, 2), 1, gate.Ready, 255)}, nil, true},
+		{"an older lease shown running", []*execution{returned(failed(ex(0, 1, 10, 1)), 260), saw(ex(150, 151, 400, 2), 1, gate.Running, 255)}, nil, true},
+		{"an older fence no run had", []*execution{returned(failed(ex(0, 1, 10, 1)), 260), saw(ex(150, 151, 400, 3), 2, gate.Failed, 255)}, nil, true},
 		{"run after a reset", []*execution{failed(ex(0, 1, 10, 1)), ex(100, 101, 110, 2)}, []span{{job: "j", call: at(50), ret: at(52)}}, false},
 		{"ungated", []*execution{{job: "j", start: t0, end: t0}}, nil, true},
 	} {

@@ -5,7 +5,9 @@
 -- holds a value again or a newer run's success left its fence in the done
 -- key since (Trip.MarkDone), or an operator's reset left its time there
 -- (":<µs>", Trip.ForgetDone): a run whose lease ended never overwrites
--- what a newer run or an operator decided. The done key remembers for
+-- what a newer run or an operator decided. (A newer run whose lease ended
+-- too decided nothing: nothing of it is left to tell, as of a crashed
+-- holder, and the failure is written.) The done key remembers for
 -- SuccessMemory only, so past ARGV[7] (when the lease ended, by Redis's
 -- clock, plus SuccessMemory: the last instant the done key still holds
 -- whatever happened since) the failure is not written: the lease's own
