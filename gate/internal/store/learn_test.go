@@ -58,6 +58,12 @@ func acceptEvery(t *testing.T, s *Store, m *miniredis.Miniredis, n int, gap, ran
 	return got
 }
 
+// lastCut is the last cut learned: when (lp), its kind (ls) and the rate
+// it held (lr), as budget_learned.lua names them.
+func lastCut(m *miniredis.Miniredis) string {
+	return fmt.Sprintf("at %s kind %s rate %s", m.HGet(learnKeys.Budget, "lp"), m.HGet(learnKeys.Budget, "ls"), m.HGet(learnKeys.Budget, "lr"))
+}
+
 // readLearned is the operator's read of the budget.
 func readLearned(t *testing.T, s *Store) BudgetRead {
 	t.Helper()
@@ -249,11 +255,10 @@ func TestLearnCutsOnA429ThatEndsARun(t *testing.T) {
 		t.Fatalf("the rate after a 429: %d a minute, want 0.9 × the 12.0 a second accepted lately, 649", got)
 	}
 	redistest.Advance(m, 10*time.Millisecond)
-	cut := func() string { return m.HGet(learnKeys.Budget, "lp") + " " + m.HGet(learnKeys.Budget, "lr") }
-	before := cut()
+	before := lastCut(m)
 	learn(t, s, false, 50*time.Millisecond)
-	if after := cut(); after != before {
-		t.Fatalf("a 429 of a call that began before the cut: the cut (when, rate) %s, want %s unchanged", after, before)
+	if after := lastCut(m); after != before {
+		t.Fatalf("a 429 of a call that began before the cut: the cut %s, want %s unchanged", after, before)
 	}
 	if a := admitOne(t, s, "a:0"); a.Admitted || a.Wait != 83*time.Millisecond {
 		t.Fatalf("a call 10 ms after the cut: %+v, want refused until one call's refill of the rate after it, 83ms", a)
@@ -538,18 +543,17 @@ func TestLearnSlowStartRidesOutTheCallsInFlightAtItsStart(t *testing.T) {
 	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
 	redistest.Advance(m, 20*time.Millisecond)
 	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start, six in flight
-	cut := func() string { return m.HGet(learnKeys.Budget, "lp") + " " + m.HGet(learnKeys.Budget, "ls") }
-	start := cut()
+	start := lastCut(m)
 	acceptEvery(t, s, m, 4, 20*time.Millisecond, 10*time.Millisecond)
 	redistest.Advance(m, 20*time.Millisecond)
 	learn(t, s, false, 10*time.Millisecond)
-	if got := cut(); got != start {
-		t.Fatalf("a 429 four accepted calls into a slow start that began with six in flight: the cut (when, kind) %s, want %s unchanged", got, start)
+	if got := lastCut(m); got != start {
+		t.Fatalf("a 429 four accepted calls into a slow start that began with six in flight: the cut %s, want %s unchanged", got, start)
 	}
 	acceptEvery(t, s, m, 2, 20*time.Millisecond, 10*time.Millisecond)
 	redistest.Advance(m, 20*time.Millisecond)
 	learn(t, s, false, 10*time.Millisecond)
-	if got := cut(); got == start {
+	if got := lastCut(m); got == start {
 		t.Fatalf("a 429 six accepted calls into it: the cut %s, want a new one", got)
 	}
 }
