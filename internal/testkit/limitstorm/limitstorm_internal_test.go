@@ -3,6 +3,7 @@ package limitstorm
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,5 +129,31 @@ func TestWindowAndPrompt(t *testing.T) {
 		if j.chars < 300*charsPerToken || j.chars >= 500*charsPerToken {
 			t.Fatalf("job %d: a prompt of %d characters, want 1,200 to 2,000", j.ID, j.chars)
 		}
+	}
+}
+
+// A traced storm prints its answers from the drain on, served and 429s
+// per 100 ms (the answers before the drain are the drain's own); an
+// untraced one prints nothing.
+func TestTracePrintsAnswersPer100ms(t *testing.T) {
+	t0 := time.Now()
+	u := &upstream{drained: t0, tracing: true, trace: []answered{
+		{t0.Add(-time.Millisecond), http.StatusTooManyRequests},
+		{t0, http.StatusOK},
+		{t0.Add(150 * time.Millisecond), http.StatusTooManyRequests},
+		{t0.Add(199 * time.Millisecond), http.StatusTooManyRequests},
+		{t0.Add(120 * time.Millisecond), http.StatusOK},
+	}}
+	var b strings.Builder
+	u.printTrace(&b)
+	exp := "TRACE   0.0s ok   1 429   0 \n" +
+		"TRACE   0.1s ok   1 429   2 ##\n"
+	if got := b.String(); got != exp {
+		t.Fatalf("trace:\n%s\nwant:\n%s", got, exp)
+	}
+	u.tracing = false
+	b.Reset()
+	if u.printTrace(&b); b.Len() != 0 {
+		t.Fatalf("untraced: %q, want nothing", b.String())
 	}
 }

@@ -66,7 +66,7 @@ func result(c Config, up *upstream, out Outcome) Result {
 		Served: st.Served, Refused: st.Refused, Refill: c.Window / time.Duration(c.RPM),
 	}
 	r.Bursts, r.LargestBurst, r.LargestAt = up.bursts()
-	up.printTrace()
+	up.printTrace(os.Stderr)
 	// A lost job waited to the end: the storm lasted the whole run.
 	switch {
 	case out.Lost > 0:

@@ -2,6 +2,7 @@ package limitstorm
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -54,9 +55,10 @@ type answered struct {
 	status int
 }
 
-// printTrace prints the answers since the drain, 100 ms a line.
-func (u *upstream) printTrace() {
-	if !Tracing() {
+// printTrace prints the answers since the drain to w, 100 ms a line,
+// when tracing.
+func (u *upstream) printTrace(w io.Writer) {
+	if !u.tracing {
 		return
 	}
 	u.mu.Lock()
@@ -78,7 +80,7 @@ func (u *upstream) printTrace() {
 		}
 	}
 	for i, c := range cells {
-		fmt.Fprintf(os.Stderr, "TRACE %5.1fs ok %3d 429 %3d %s\n", float64(i)/10, c.ok, c.refused, strings.Repeat("#", c.refused))
+		fmt.Fprintf(w, "TRACE %5.1fs ok %3d 429 %3d %s\n", float64(i)/10, c.ok, c.refused, strings.Repeat("#", c.refused))
 	}
 }
 
