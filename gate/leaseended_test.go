@@ -305,7 +305,8 @@ func TestFailureAfterItsLeaseEndedNeverUndoesANewerSuccess(t *testing.T) {
 // key would have told. So is one after a newer run took the job, when
 // that run's lease ended in Redis too: like a crashed holder's, it holds
 // nothing there, and Status shows the older run's fence below the newer
-// lease's (TestSoak's chaos does this; its invariant 4 allows it).
+// lease's (TestSoak's chaos does this; its invariant 4 allows it), until
+// the newer run's success outdates it.
 func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 	ctx := context.Background()
 	const lease = 2 * time.Second
@@ -375,7 +376,14 @@ func TestLateFailureNeverUndoesANewerOutcome(t *testing.T) {
 				if st.Fence != ce.Fence || st.Fence >= newer.Fence() {
 					t.Errorf("Status fence %d, want the frozen run's %d, below the newer lease's %d", st.Fence, ce.Fence, newer.Fence())
 				}
-				_ = newer.Release(ctx) // not owned: its lease ended
+				// Its success is newer than the frozen run's failure: written
+				// over it, it frees the job (no Retention.Done).
+				if err := newer.Succeed(ctx); err != nil {
+					t.Fatalf("the newer run's success after the older failure: %v, want written", err)
+				}
+				if st := mustStatus(t, other, "job"); st.State != gate.Ready {
+					t.Fatalf("after the newer run's success the job is %v, want ready: the success freed it", st.State)
+				}
 			}
 		})
 	}

@@ -177,7 +177,8 @@ type RedisPolicy struct {
 	// ContinueOnLeaseLost lets fn run on when its lease is lost. Renewals
 	// could not reach Redis in time, or the lock passed to someone else.
 	// The loss is reported to the Observer. The settle that follows finds
-	// the lock gone or taken, and leaves it alone. Do's error wraps
+	// the lock gone or taken, and leaves it alone (a success still outdates
+	// an older run's failure written there meanwhile). Do's error wraps
 	// ErrNotOwned. By default fn's context is cancelled with cause
 	// ErrLeaseLost, and nothing is settled. So a newer owner's lock is
 	// never touched.

@@ -278,3 +278,86 @@ func TestSettleGone(t *testing.T) {
 		})
 	}
 }
+
+// A success outdates an older run's failure (TestSettleGone's "nothing
+// since"), written after the succeeding run's lease ended too: the job is
+// done, not cooling from a run older than the one that did it. A newer
+// run's failure stays, and so does the older failure where this run
+// failed too: only a success is newer than everything older.
+func TestSuccessOutdatesAnOlderRunsLateFailure(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Lease: time.Minute, Timeout: time.Second})
+			p := redistest.UniqueKey(t)
+			send := func(f func(tr *Trip) Reply[Settled]) Settled {
+				t.Helper()
+				tr := s.Trip()
+				r := f(&tr)
+				tr.Send(ctx)
+				st, err := r.Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			done := Settlement{Kind: Done, TTL: time.Hour}
+			for _, tc := range []struct {
+				name string
+				mark Settlement // what the older run wrote
+				// newer: a third run took the job after this one and wrote mark.
+				newer   bool
+				outcome Settlement // this run's
+				written bool
+			}{
+				{"a success over an older cooling", Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 1}, false, done, true},
+				{"a success over an older failed mark", Settlement{Kind: Failed, TTL: time.Hour, Attempts: 1, Reason: "prompt_too_long"}, false, done, true},
+				{"a success over a newer cooling", Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 1}, true, done, false},
+				{"a failure over an older cooling", Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 1}, false, Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 2}, false},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					key := p + ":" + tc.name + ":{job}"
+					old, oldR := acquire(t, s, key)
+					tg.Client.Del(ctx, key) // the older run's lease ended
+					run, runR := acquire(t, s, key)
+					tg.Client.Del(ctx, key) // this run's lease ended too
+					writer, writerR := old, oldR
+					if tc.newer {
+						writer, writerR = acquire(t, s, key)
+						if writerR.Fence <= runR.Fence {
+							t.Fatalf("fences %d then %d, want rising", runR.Fence, writerR.Fence)
+						}
+						if st := send(func(tr *Trip) Reply[Settled] { return tr.Settle(ctx, key, writer.Token, writerR.Fence, tc.mark) }); !st.Owned {
+							t.Fatalf("the newer run's failure: %+v, want written", st)
+						}
+					} else {
+						if runR.Fence <= oldR.Fence {
+							t.Fatalf("fences %d then %d, want rising", oldR.Fence, runR.Fence)
+						}
+						stale := time.UnixMicro(oldR.Fence).Add(time.Hour)
+						if st := send(func(tr *Trip) Reply[Settled] {
+							return tr.SettleGone(ctx, key, key+":done", old.Token, oldR.Fence, stale, tc.mark)
+						}); !st.Owned {
+							t.Fatalf("the older run's late failure: %+v, want written (nothing newer decided)", st)
+						}
+					}
+					st := send(func(tr *Trip) Reply[Settled] { return tr.Settle(ctx, key, run.Token, runR.Fence, tc.outcome) })
+					v, err := tg.Client.Get(ctx, key).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := parseJob(v)
+					if st.Owned != tc.written {
+						t.Fatalf("settle: %+v (key %q), want written %v", st, v, tc.written)
+					}
+					if tc.written && (got.Kind != Done || got.Fence != runR.Fence) {
+						t.Fatalf("key %q after the success, want done by fence %d", v, runR.Fence)
+					}
+					if !tc.written && (got.Kind == Done || got.Fence != writerR.Fence || st.Found.Fence != writerR.Fence) {
+						t.Fatalf("key %q (found %+v), want the mark of fence %d kept", v, st.Found, writerR.Fence)
+					}
+				})
+			}
+		})
+	}
+}

@@ -10,11 +10,17 @@
 -- while Redis was away). Otherwise a run that finds its key gone does not
 -- own it: its lease ended, and another run may have taken the job and
 -- ended since. A failure then goes on to job_settle_gone.lua.
+-- A success outdates a cooling or failed mark of an older fence: an older
+-- run's failure, written after this run's lease ended too
+-- (job_settle_gone.lua). Nothing newer than this run is in it.
 -- Reply: {1} written; {0, the value found or false} not owned.
 local t = 'r:' .. ARGV[1]
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= t and string.sub(cur, 1, #t + 1) ~= t .. ':' then
-  return {0, cur}
+  local older = string.match(cur, '^[cf]:%d+:(%d+):')
+  if not (ARGV[2] == 'd' and older and tonumber(older) < tonumber(string.match(ARGV[5], '^(%d+)'))) then
+    return {0, cur}
+  end
 end
 if not cur and not (ARGV[2] == 'd' and ARGV[6] == '1' and tonumber(ARGV[3]) > 0) then
   return {0, false}
