@@ -213,17 +213,7 @@ func TestSettleGone(t *testing.T) {
 	s, m, rdb := newStore(t)
 	ctx := context.Background()
 	cooling := Settlement{Kind: Cooling, TTL: time.Hour, Attempts: 1}
-	send := func(f func(tr *Trip) Reply[Settled]) Settled {
-		t.Helper()
-		tr := s.Trip()
-		r := f(&tr)
-		tr.Send(ctx)
-		st, err := r.Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	send := func(f func(tr *Trip) Reply[Settled]) Settled { t.Helper(); return sendSettle(t, s, f) }
 	markDone := func(done string, fence int64) {
 		t.Helper()
 		tr := s.Trip()
@@ -290,17 +280,7 @@ func TestSuccessOutdatesAnOlderRunsLateFailure(t *testing.T) {
 			ctx := context.Background()
 			s := New(tg.Client, Config{Lease: time.Minute, Timeout: time.Second})
 			p := redistest.UniqueKey(t)
-			send := func(f func(tr *Trip) Reply[Settled]) Settled {
-				t.Helper()
-				tr := s.Trip()
-				r := f(&tr)
-				tr.Send(ctx)
-				st, err := r.Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return st
-			}
+			send := func(f func(tr *Trip) Reply[Settled]) Settled { t.Helper(); return sendSettle(t, s, f) }
 			done := Settlement{Kind: Done, TTL: time.Hour}
 			for _, tc := range []struct {
 				name string
@@ -360,4 +340,18 @@ func TestSuccessOutdatesAnOlderRunsLateFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sendSettle sends the one settle f queues on a trip of its own and
+// returns its reply.
+func sendSettle(t *testing.T, s *Store, f func(tr *Trip) Reply[Settled]) Settled {
+	t.Helper()
+	tr := s.Trip()
+	r := f(&tr)
+	tr.Send(context.Background())
+	st, err := r.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
