@@ -157,3 +157,31 @@ func TestTracePrintsAnswersPer100ms(t *testing.T) {
 		t.Fatalf("untraced: %q, want nothing", b.String())
 	}
 }
+
+// A window's demand is what it admitted, and what still waits at its end
+// that arrived at least the lag before; its fair share is max-min among
+// those demands.
+func TestSharesCountsWhatWaitedAndWhatWasServed(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	r := Result{Outcome: Outcome{Admissions: []Admission{
+		// Part 0 floods: 6 admitted in the first second, 2 more after it
+		// that arrived in time to be its demand.
+		{0, ms(0), ms(100)}, {0, ms(0), ms(200)}, {0, ms(0), ms(300)}, {0, ms(0), ms(400)},
+		{0, ms(0), ms(500)}, {0, ms(0), ms(600)}, {0, ms(100), ms(1100)}, {0, ms(100), ms(1200)},
+		// Part 1: one admitted at once, although it arrived within the
+		// lag of the end; one that arrived within the lag and waited past
+		// the end (not its demand); one that arrived before the lag and
+		// waited past the end (its demand, unserved).
+		{1, ms(950), ms(960)}, {1, ms(900), ms(1300)}, {1, ms(500), ms(1400)},
+	}}}
+	got := r.Shares(time.Second, ms(200), 2)
+	want := []Share{
+		{Window: 0, Part: 0, Got: 6, Fair: 5, Demand: 8},
+		{Window: 0, Part: 1, Got: 1, Fair: 2, Demand: 2},
+		{Window: 1, Part: 0, Got: 2, Fair: 2, Demand: 2},
+		{Window: 1, Part: 1, Got: 2, Fair: 2, Demand: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}

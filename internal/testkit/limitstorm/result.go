@@ -109,8 +109,8 @@ type Share struct {
 // Shares splits the storm into windows of window and, in each, gives each
 // part with demand its admissions and its max-min fair share (equal
 // weights) of all the window's admissions: a part's demand is its jobs
-// that arrived at least lag before the window's end and were not admitted
-// before its start.
+// admitted in the window, and those still waiting at its end that arrived
+// at least lag before it.
 func (r Result) Shares(window, lag time.Duration, parts int) []Share {
 	var last time.Duration
 	for _, a := range r.Admissions {
@@ -126,7 +126,7 @@ func (r Result) Shares(window, lag time.Duration, parts int) []Share {
 				got[a.Part]++
 				total++
 			}
-			if a.Arrived < end-lag && a.At >= start {
+			if a.At >= start && (a.At < end || a.Arrived < end-lag) {
 				demand[a.Part]++
 			}
 		}
