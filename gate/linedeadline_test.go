@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -57,6 +58,57 @@ func TestLineDeadlineRefusalSaysItWaited(t *testing.T) {
 				st, err := a.Status(ctx, "j3")
 				return err == nil && st.State != gate.Running
 			})
+		})
+	}
+}
+
+// A caller whose turn's reservation lapsed before its acquire (its
+// process stalled on the way) and whose room another call took meanwhile
+// is refused by the budget at that acquire: it goes back in line and is
+// admitted at the next refill within its wait, not answered with the
+// refusal.
+func TestLineTurnRefusedAtItsAcquireWaitsAgain(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			c, h, a, l1 := stalledGate(t, tg, opts, time.Second, carriesTurn)
+			got := gatetest.AcquireWait(ctx, c, "j3", 5*time.Second)
+			gatetest.InLine(t, a, "j3")
+			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn, whose acquire stalls
+				t.Fatal(err)
+			}
+			waitUntil(t, 10*time.Second, "j3's turn's acquire sent", func() bool { return h.stalled.Load() > 0 })
+			// The reservation lapses (as it does when the process stalls
+			// past it), and a call that does not wait takes the room.
+			_, calls := keyspace.Budget(opts.Prefix, opts.Upstream)
+			turns, err := tg.Client.ZRange(ctx, calls, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lapsed := 0
+			for _, m := range turns {
+				if strings.HasPrefix(m, "turn:") {
+					lapsed += int(tg.Client.ZRem(ctx, calls, m).Val())
+				}
+			}
+			if lapsed != 1 {
+				t.Fatalf("%d turns' reservations among %q, want j3's one", lapsed, turns)
+			}
+			l4, err := a.Acquire(ctx, "j4")
+			if err != nil {
+				t.Fatalf("the room j3's lapsed turn held: %v", err)
+			}
+			defer func() { _ = l4.Release(ctx) }()
+			h.free()
+			r := gatetest.Answer(t, got, "j3 not answered within its wait")
+			if r.Err != nil {
+				t.Fatalf("j3 answered %v, want a lease at the next refill", r.Err)
+			}
+			defer func() { _ = r.Lease.Release(ctx) }()
+			if h.stalled.Load() < 2 {
+				t.Fatalf("%d turns' acquires, want j3's second turn's too", h.stalled.Load())
+			}
 		})
 	}
 }
