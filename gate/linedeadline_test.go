@@ -72,8 +72,10 @@ func TestLineTurnRefusedAtItsAcquireWaitsAgain(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			opts := budgetOptions(t)
-			c, h, a, l1 := stalledGate(t, tg, opts, time.Second, carriesTurn)
-			got := gatetest.AcquireWait(ctx, c, "j3", 5*time.Second)
+			// A request refills every 2 s: the room j4 takes is the only
+			// one until then, so j3's lapsed turn meets a spent budget.
+			c, h, a, l1 := stalledGate(t, tg, opts, 2*time.Second, carriesTurn)
+			got := gatetest.AcquireWait(ctx, c, "j3", 8*time.Second)
 			gatetest.InLine(t, a, "j3")
 			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn, whose acquire stalls
 				t.Fatal(err)
