@@ -140,3 +140,39 @@ func TestLineGiverPacesItsGives(t *testing.T) {
 		t.Fatalf("a wait in line of 2 s sent %d round trips, want a handful", n)
 	}
 }
+
+// While its caller's join has not landed, Redis says none waits in line:
+// the giver looks again every joinLands (50 ms), so the turn is given as
+// soon as the place is there, neither in a loop nor once a giveCheck.
+func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: no request refills
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	own, sent := counted(t, m.Addr())
+	join := &jobTrips{job: "j3", mark: true}
+	join.delay.Store(int64(time.Second))
+	own.AddHook(join) // after sent: a join is counted before it stalls
+	c := newGate(t, own, opts)
+	gate.SetGiveCheck(c, 10*time.Second)
+	l1, l2 := spend(t, a, b)
+	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
+	waitUntil(t, 10*time.Second, "j3's join sent", func() bool { return join.n.Load() > 0 })
+	before := sent.n.Load()
+	waitUntil(t, 10*time.Second, "j3's join answered", func() bool { return join.back.Load() > 0 })
+	gives := sent.n.Load() - before
+	join.delay.Store(0)
+	t.Logf("%d round trips while j3's join took 1 s", gives)
+	if gives < 4 || gives > 60 {
+		t.Errorf("%d round trips while j3's join took 1 s, want a give every 50 ms (about 20)", gives)
+	}
+	gatetest.InLine(t, a, "j3")
+	cancel()
+	if r := gatetest.Answer(t, got, "j3 not answered once its context ended"); !errors.Is(r.Err, context.Canceled) {
+		t.Fatalf("j3 answered %v with no room, want its context's end", r.Err)
+	}
+}
