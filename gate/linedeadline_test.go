@@ -80,7 +80,7 @@ func TestLineTurnRefusedAtItsAcquireWaitsAgain(t *testing.T) {
 			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn, whose acquire stalls
 				t.Fatal(err)
 			}
-			waitUntil(t, 10*time.Second, "j3's turn's acquire sent", func() bool { return h.stalled.Load() > 0 })
+			waitUntil(t, 20*time.Second, "j3's turn's acquire sent", func() bool { return h.stalled.Load() > 0 })
 			// The reservation lapses (as it does when the process stalls
 			// past it), and a call that does not wait takes the room.
 			_, calls := keyspace.Budget(opts.Prefix, opts.Upstream)

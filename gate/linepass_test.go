@@ -176,3 +176,36 @@ func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
 		t.Fatalf("j3 answered %v with no room, want its context's end", r.Err)
 	}
 }
+
+// While the upstream cools, a caller waits in line without its process
+// polling Redis: the probe's settle gives the turns, and the giver looks
+// again when the cooldown ends or a giveCheck passes, not every joinLands.
+func TestLineWaitsOutACooldownWithoutPolling(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: the cooldown never ends
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	opts.Classify = upstreamClassifier(time.Minute)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	own, sent := counted(t, m.Addr())
+	c := newGate(t, own, opts)
+	l1, l2 := spend(t, a, b)
+	defer func() { _ = l2.Release(ctx) }()
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
+	gatetest.InLine(t, a, "j3")
+	if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for a minute
+		t.Fatal(err)
+	}
+	before := sent.n.Load()
+	r := gatetest.Answer(t, got, "j3 not answered at its context's end")
+	if r.Err == nil {
+		t.Fatal("j3 admitted while the upstream cooled")
+	}
+	n := sent.n.Load() - before
+	t.Logf("%d round trips in line while the upstream cooled", n)
+	if n > 10 {
+		t.Errorf("%d round trips in line while the upstream cooled, want a look a second at most", n)
+	}
+}

@@ -315,7 +315,8 @@ type LineGive struct {
 type LineGiven struct {
 	Turns int
 	// Wait is the time until one more call fits while callers still
-	// wait; 0 when none wait or only a settle can tell.
+	// wait, or until the upstream's cooldown, pause or probe ends; 0
+	// when none wait or only a settle can tell.
 	Wait time.Duration
 }
 

@@ -22,16 +22,24 @@
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
 -- call while callers still wait (for a timer not the giver, until it
 -- looks again); where only a call in flight settling can tell, until the
--- soonest reservation lapses; 0 when none wait.
+-- soonest reservation lapses; while the upstream's key is set (cooling,
+-- paused, probed), until it ends; 0 when none wait.
 for i = 9, #ARGV do
   redis.call('ZREM', KEYS[6], ARGV[i])
 end
 if redis.call('ZCARD', KEYS[1]) == 0 then
   return {0, 0}
 end
-if redis.call('GET', KEYS[4]) then
-  -- Cooling, paused or probed: its probe's settle gives the turns.
-  return {0, 0}
+local held = redis.call('PTTL', KEYS[4])
+if held ~= -2 then
+  -- Cooling, paused or probed: its probe's settle gives the turns; a
+  -- timer looks again when the key ends, not as soon as for a join not
+  -- landed (a key without a TTL, which the gate never writes: a line's
+  -- lease later).
+  if held < 0 then
+    held = tonumber(ARGV[2])
+  end
+  return {0, math.max(held, 1)}
 end
 local now = now_ms()
 local timer = ARGV[7]
