@@ -71,17 +71,10 @@ func TestLineTurnOfACallerThatLeftGoesOn(t *testing.T) {
 // its turns: a gate whose callers have all left the line sends nothing
 // more (its giver would otherwise send a give every check, for ever).
 func TestLineGiverStopsWhenNobodyWaits(t *testing.T) {
-	m, rdb := redistest.Miniredis(t)
-	redistest.Advance(m, 0) // its clock still: no request refills
 	ctx := context.Background()
-	opts := budgetOptions(t)
-	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own, sent := counted(t, m.Addr())
-	c := newGate(t, own, opts)
+	_, c, _, sent := spentCounted(t, budgetOptions(t))
 	const check = 20 * time.Millisecond
 	gate.SetGiveCheck(c, check)
-	l1, l2 := spend(t, a, b)
-	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
 	_, err := c.AcquireWait(ctx, "j3", 300*time.Millisecond)
 	if !errors.Is(err, gate.ErrUpstreamCooling) {
 		t.Fatalf("a wait in line that no turn meets: %v, want ErrUpstreamCooling", err)
@@ -115,19 +108,31 @@ func counted(t *testing.T, addr string) (*redis.Client, *roundTrips) {
 	return own, sent
 }
 
+// spentCounted is a budget spent by two gates, a and another, on a
+// miniredis whose clock stands still (no request refills), and a gate c
+// on a client of its own whose round trips sent counts (hooks see c's
+// commands after sent). The two leases are given back at the test's end.
+func spentCounted(t *testing.T, opts gate.Options, hooks ...redis.Hook) (a, c *gate.Gate, l1 *gate.Lease, sent *roundTrips) {
+	t.Helper()
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	own, sent := counted(t, m.Addr())
+	for _, h := range hooks {
+		own.AddHook(h)
+	}
+	c = newGate(t, own, opts)
+	l1, l2 := spend(t, a, b)
+	t.Cleanup(func() { _ = l1.Release(context.Background()); _ = l2.Release(context.Background()) })
+	return a, c, l1, sent
+}
+
 // While a caller waits in line, its process gives turns at most once a
 // second (giveCheck) between the pushes that wake it: a wait of 2 s costs
 // a handful of round trips, not a give in a loop.
 func TestLineGiverPacesItsGives(t *testing.T) {
-	m, rdb := redistest.Miniredis(t)
-	redistest.Advance(m, 0) // its clock still: no request refills
 	ctx := context.Background()
-	opts := budgetOptions(t)
-	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own, sent := counted(t, m.Addr())
-	c := newGate(t, own, opts)
-	l1, l2 := spend(t, a, b)
-	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
+	_, c, _, sent := spentCounted(t, budgetOptions(t))
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := c.AcquireWait(wctx, "j3", time.Minute)
@@ -145,19 +150,11 @@ func TestLineGiverPacesItsGives(t *testing.T) {
 // the giver looks again every joinLands (50 ms), so the turn is given as
 // soon as the place is there, neither in a loop nor once a giveCheck.
 func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
-	m, rdb := redistest.Miniredis(t)
-	redistest.Advance(m, 0) // its clock still: no request refills
 	ctx := context.Background()
-	opts := budgetOptions(t)
-	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own, sent := counted(t, m.Addr())
 	join := &jobTrips{job: "j3", mark: true}
 	join.delay.Store(int64(time.Second))
-	own.AddHook(join) // after sent: a join is counted before it stalls
-	c := newGate(t, own, opts)
+	a, c, _, sent := spentCounted(t, budgetOptions(t), join) // a join is counted before it stalls
 	gate.SetGiveCheck(c, 10*time.Second)
-	l1, l2 := spend(t, a, b)
-	defer func() { _ = l1.Release(ctx); _ = l2.Release(ctx) }()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
@@ -181,16 +178,10 @@ func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
 // polling Redis: the probe's settle gives the turns, and the giver looks
 // again when the cooldown ends or a giveCheck passes, not every joinLands.
 func TestLineWaitsOutACooldownWithoutPolling(t *testing.T) {
-	m, rdb := redistest.Miniredis(t)
-	redistest.Advance(m, 0) // its clock still: the cooldown never ends
 	ctx := context.Background()
 	opts := budgetOptions(t)
-	opts.Classify = upstreamClassifier(time.Minute)
-	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own, sent := counted(t, m.Addr())
-	c := newGate(t, own, opts)
-	l1, l2 := spend(t, a, b)
-	defer func() { _ = l2.Release(ctx) }()
+	opts.Classify = upstreamClassifier(time.Minute) // miniredis's clock stands still: it never ends
+	a, c, l1, sent := spentCounted(t, opts)
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	got := gatetest.AcquireWait(wctx, c, "j3", time.Minute)
