@@ -3,6 +3,8 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,4 +201,54 @@ func TestLineWaitsOutACooldownWithoutPolling(t *testing.T) {
 	if n > 10 {
 		t.Errorf("%d round trips in line while the upstream cooled, want a look a second at most", n)
 	}
+}
+
+// A probe's success gives the callers in line their turns in its own
+// settle: their process's giver, which looked at the cooling upstream
+// just before, sleeps until the cooldown ends or its check (3 s) passes.
+func TestLineProbeSuccessGivesTheTurns(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: it moves when the test says
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	opts.Classify = upstreamClassifier(5 * time.Second)
+	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = own.Close() })
+	gives := stallOn(t, own, isGive)
+	gives.free() // counted, not stalled
+	c := newGate(t, own, opts)
+	gate.SetGiveCheck(c, 3*time.Second) // it looks at least every 3 s
+	l1, l2 := spend(t, a, b)
+	defer func() { _ = l2.Release(ctx) }()
+	got := gatetest.AcquireWait(ctx, c, "j3", time.Minute)
+	gatetest.InLine(t, a, "j3")
+	if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 5 s
+		t.Fatal(err)
+	}
+	n := gives.stalled.Load()
+	waitUntil(t, 10*time.Second, "c's giver looked at the cooling upstream", func() bool { return gives.stalled.Load() > n })
+	redistest.Advance(m, 6*time.Second) // the cooldown over, by Redis's clock
+	if err := a.Do(ctx, "probe", okFn); err != nil {
+		t.Fatalf("the probe, the cooldown over: %v", err)
+	}
+	select {
+	case r := <-got:
+		if r.Err != nil {
+			t.Fatalf("j3 answered %v, want its turn", r.Err)
+		}
+		_ = r.Lease.Release(ctx)
+	case <-time.After(2 * time.Second):
+		t.Fatal("j3 not given its turn by the probe's success within 2 s")
+	}
+}
+
+// isGive picks line_give.lua: six keys, then the prefix of the lists of
+// grants.
+func isGive(args []any) bool {
+	if len(args) < 10 || (args[0] != "evalsha" && args[0] != "eval") || fmt.Sprint(args[2]) != "6" {
+		return false
+	}
+	g, _ := args[9].(string)
+	return strings.HasSuffix(g, ":line:grant:")
 }
