@@ -176,6 +176,58 @@ func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
 	}
 }
 
+// A caller in line while its upstream cools is the probe once the
+// cooldown ends: nothing else calls it, and the head of the line is given
+// the one turn whose acquire claims the probe; the next caller's turn
+// comes with the probe's success. The giver looks again at the
+// cooldown's end, not at its key's (a lease later) nor at its check's (30
+// s here). Before, the line was given nothing while the upstream's key
+// lived: the callers waited out their 20 s and were refused.
+func TestLineProbesWhenItsUpstreamsCooldownEnds(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = upstreamClassifier(2 * time.Second)
+			a, b, c := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l2.Release(ctx) }()
+			gate.SetGiveCheck(c, 30*time.Second)
+			first := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
+			gatetest.InLine(t, a, "j3")
+			second := gatetest.AcquireWait(ctx, c, "j4", 20*time.Second)
+			gatetest.InLine(t, a, "j4")
+			cooled := time.Now()
+			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
+				t.Fatal(err)
+			}
+			r := gatetest.Answer(t, first, "j3 not answered within its wait")
+			if r.Err != nil {
+				t.Fatalf("j3 answered %v, want a lease once the upstream's 2 s cooldown ended", r.Err)
+			}
+			if waited := time.Since(cooled); waited < 1900*time.Millisecond {
+				t.Fatalf("j3 admitted %v after the upstream cooled for 2 s", waited)
+			}
+			if st, err := a.Upstreams(ctx); err != nil || len(st) != 1 || !st[0].Probing {
+				t.Fatalf("upstreams %+v (%v), want j3's call the probe", st, err)
+			}
+			select {
+			case r := <-second: // a turn given with j3's meets the probe: refused
+				t.Fatalf("j4 answered %v while the probe ran, want it in line until the probe's success", r.Err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			if err := r.Lease.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r = gatetest.Answer(t, second, "j4 not answered within its wait")
+			if r.Err != nil {
+				t.Fatalf("j4 answered %v, want a lease after the probe's success", r.Err)
+			}
+			_ = r.Lease.Release(ctx)
+		})
+	}
+}
+
 // While the upstream cools, a caller waits in line without its process
 // polling Redis: the probe's settle gives the turns, and the giver looks
 // again when the cooldown ends or a giveCheck passes, not every joinLands.
@@ -203,43 +255,61 @@ func TestLineWaitsOutACooldownWithoutPolling(t *testing.T) {
 	}
 }
 
-// A probe's success gives the callers in line their turns in its own
-// settle: their process's giver, which looked at the cooling upstream
-// just before, sleeps until the cooldown ends or its check (3 s) passes.
+// A probe that ends without a failure gives the callers in line their
+// turns in its own settle: a success (the upstream answered), and a
+// release (its call never reached the upstream: the next call probes).
+// Their process's giver, which looked at the cooling upstream just
+// before, sleeps until the cooldown ends or its check (3 s) passes.
 func TestLineProbeSuccessGivesTheTurns(t *testing.T) {
-	m, rdb := redistest.Miniredis(t)
-	redistest.Advance(m, 0) // its clock still: it moves when the test says
-	ctx := context.Background()
-	opts := budgetOptions(t)
-	opts.Classify = upstreamClassifier(5 * time.Second)
-	a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
-	own := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = own.Close() })
-	gives := stallOn(t, own, isGive)
-	gives.free() // counted, not stalled
-	c := newGate(t, own, opts)
-	gate.SetGiveCheck(c, 3*time.Second) // it looks at least every 3 s
-	l1, l2 := spend(t, a, b)
-	defer func() { _ = l2.Release(ctx) }()
-	got := gatetest.AcquireWait(ctx, c, "j3", time.Minute)
-	gatetest.InLine(t, a, "j3")
-	if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 5 s
-		t.Fatal(err)
-	}
-	n := gives.stalled.Load()
-	waitUntil(t, 10*time.Second, "c's giver looked at the cooling upstream", func() bool { return gives.stalled.Load() > n })
-	redistest.Advance(m, 6*time.Second) // the cooldown over, by Redis's clock
-	if err := a.Do(ctx, "probe", okFn); err != nil {
-		t.Fatalf("the probe, the cooldown over: %v", err)
-	}
-	select {
-	case r := <-got:
-		if r.Err != nil {
-			t.Fatalf("j3 answered %v, want its turn", r.Err)
-		}
-		_ = r.Lease.Release(ctx)
-	case <-time.After(2 * time.Second):
-		t.Fatal("j3 not given its turn by the probe's success within 2 s")
+	for _, tc := range []struct {
+		name  string
+		probe func(context.Context, *gate.Gate) error
+	}{
+		{"success", func(ctx context.Context, g *gate.Gate) error { return g.Do(ctx, "probe", okFn) }},
+		{"release", func(ctx context.Context, g *gate.Gate) error {
+			l, err := g.Acquire(ctx, "probe")
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, rdb := redistest.Miniredis(t)
+			redistest.Advance(m, 0) // its clock still: it moves when the test says
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = upstreamClassifier(5 * time.Second)
+			a, b := newGate(t, rdb, opts), newGate(t, rdb, opts)
+			own := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { _ = own.Close() })
+			gives := stallOn(t, own, isGive)
+			gives.free() // counted, not stalled
+			c := newGate(t, own, opts)
+			gate.SetGiveCheck(c, 3*time.Second) // it looks at least every 3 s
+			l1, l2 := spend(t, a, b)
+			defer func() { _ = l2.Release(ctx) }()
+			got := gatetest.AcquireWait(ctx, c, "j3", time.Minute)
+			gatetest.InLine(t, a, "j3")
+			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 5 s
+				t.Fatal(err)
+			}
+			n := gives.stalled.Load()
+			waitUntil(t, 10*time.Second, "c's giver looked at the cooling upstream", func() bool { return gives.stalled.Load() > n })
+			redistest.Advance(m, 6*time.Second) // the cooldown over, by Redis's clock
+			if err := tc.probe(ctx, a); err != nil {
+				t.Fatalf("the probe, the cooldown over: %v", err)
+			}
+			select {
+			case r := <-got:
+				if r.Err != nil {
+					t.Fatalf("j3 answered %v, want its turn", r.Err)
+				}
+				_ = r.Lease.Release(ctx)
+			case <-time.After(2 * time.Second):
+				t.Fatalf("j3 not given its turn by the probe's %s within 2 s", tc.name)
+			}
+		})
 	}
 }
 

@@ -47,8 +47,8 @@ var (
 	lineTurnCluster = newScript("local PUBLISH = 'SPUBLISH'\n" + lineCommonLua + lineTurnLua)
 	// The budget's side of the line (budget_line.lua): a give reserves
 	// each turn's call; a job's place reads the budget's refill.
-	lineGiveNode       = newScript("local PUBLISH = 'PUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
-	lineGiveCluster    = newScript("local PUBLISH = 'SPUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + lineCommonLua + lineGiveLua)
+	lineGiveNode       = newScript("local PUBLISH = 'PUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + lineCommonLua + upstreamValueLua + lineGiveLua)
+	lineGiveCluster    = newScript("local PUBLISH = 'SPUBLISH'\n" + budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + lineCommonLua + upstreamValueLua + lineGiveLua)
 	linePlaceJobScript = newScript(budgetLeftLua + budgetCostLua + budgetLearnedLua + budgetJudgeLua + budgetLineLua + linePlaceJobLua)
 )
 
@@ -316,7 +316,9 @@ type LineGiven struct {
 	Turns int
 	// Wait is the time until one more call fits while callers still
 	// wait, or until the upstream's cooldown, pause or probe ends; 0
-	// when none wait or only a settle can tell.
+	// when none wait or only a settle can tell. Once a cooldown or pause
+	// is over and no call claimed the probe, the give gives one turn: the
+	// probe.
 	Wait time.Duration
 }
 

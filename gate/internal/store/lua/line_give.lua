@@ -22,26 +22,42 @@
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
 -- call while callers still wait (for a timer not the giver, until it
 -- looks again); where only a call in flight settling can tell, until the
--- soonest reservation lapses; while the upstream's key is set (cooling,
--- paused, probed), until it ends; 0 when none wait.
+-- soonest reservation lapses; while the upstream cools or is paused,
+-- until that ends; while its probe runs, until its key ends; 0 when none
+-- wait.
 for i = 9, #ARGV do
   redis.call('ZREM', KEYS[6], ARGV[i])
 end
 if redis.call('ZCARD', KEYS[1]) == 0 then
   return {0, 0}
 end
-local held = redis.call('PTTL', KEYS[4])
-if held ~= -2 then
-  -- Cooling, paused or probed: its probe's settle gives the turns; a
-  -- timer looks again when the key ends, not as soon as for a join not
-  -- landed (a key without a TTL, which the gate never writes: a line's
-  -- lease later).
-  if held < 0 then
-    held = tonumber(ARGV[2])
+local now = now_ms()
+-- At most this many turns this step.
+local most = 100
+local uv = redis.call('GET', KEYS[4])
+if uv and upstream_may(uv, now) then
+  -- Its cooldown or pause is over and no call claimed the probe: one
+  -- turn, whose acquire claims it; the probe's settle gives the rest.
+  -- (Given none, the line waited for a call from outside it to probe,
+  -- up to the key's grace: a lease.)
+  most = 1
+elseif uv then
+  -- Cooling, paused or probed: the probe's settle gives the turns. A
+  -- timer looks again when the wait ends, or the key (a probe's, or a
+  -- value of another shape), not as soon as for a join not landed (a key
+  -- without a TTL, which the gate never writes: a line's lease later).
+  local st, _, _, untl = upstream_parse(uv)
+  local held
+  if st == 'c' or st == 'p' then
+    held = tonumber(untl) - now
+  else
+    held = redis.call('PTTL', KEYS[4])
+    if held < 0 then
+      held = tonumber(ARGV[2])
+    end
   end
   return {0, math.max(held, 1)}
 end
-local now = now_ms()
 local timer = ARGV[7]
 if timer ~= '' then
   local gv = redis.call('HMGET', KEYS[3], 'gw', 'gt')
@@ -86,7 +102,7 @@ local function fits(c)
   return true
 end
 -- A budget that lapsed judges nothing: at most 100 turns a step then.
-while out < 100 do
+while out < most do
   local m, owner = next_turn(now, skip, fits, ARGV[3])
   if not m then
     break
