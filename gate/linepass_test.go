@@ -176,8 +176,8 @@ func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
 	}
 }
 
-// A caller in line while its upstream cools is the probe once the
-// cooldown ends: nothing else calls it, and the head of the line is given
+// A caller in line while its upstream cools, or is paused, is the probe
+// once that ends: nothing else calls it, and the head of the line is given
 // the one turn whose acquire claims the probe; the next caller's turn
 // comes with the probe's success. The giver looks again at the
 // cooldown's end, not at its key's (a lease later) nor at its check's (30
@@ -185,46 +185,57 @@ func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
 // lived: the callers waited out their 20 s and were refused.
 func TestLineProbesWhenItsUpstreamsCooldownEnds(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
-		t.Run(tg.Name, func(t *testing.T) {
-			ctx := context.Background()
-			opts := budgetOptions(t)
-			opts.Classify = upstreamClassifier(2 * time.Second)
-			a, b, c := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
-			l1, l2 := spend(t, a, b)
-			defer func() { _ = l2.Release(ctx) }()
-			gate.SetGiveCheck(c, 30*time.Second)
-			first := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
-			gatetest.InLine(t, a, "j3")
-			second := gatetest.AcquireWait(ctx, c, "j4", 20*time.Second)
-			gatetest.InLine(t, a, "j4")
-			cooled := time.Now()
-			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
-				t.Fatal(err)
-			}
-			r := gatetest.Answer(t, first, "j3 not answered within its wait")
-			if r.Err != nil {
-				t.Fatalf("j3 answered %v, want a lease once the upstream's 2 s cooldown ended", r.Err)
-			}
-			if waited := time.Since(cooled); waited < 1900*time.Millisecond {
-				t.Fatalf("j3 admitted %v after the upstream cooled for 2 s", waited)
-			}
-			if st, err := a.Upstreams(ctx); err != nil || len(st) != 1 || !st[0].Probing {
-				t.Fatalf("upstreams %+v (%v), want j3's call the probe", st, err)
-			}
-			select {
-			case r := <-second: // a turn given with j3's meets the probe: refused
-				t.Fatalf("j4 answered %v while the probe ran, want it in line until the probe's success", r.Err)
-			case <-time.After(300 * time.Millisecond):
-			}
-			if err := r.Lease.Succeed(ctx); err != nil {
-				t.Fatal(err)
-			}
-			r = gatetest.Answer(t, second, "j4 not answered within its wait")
-			if r.Err != nil {
-				t.Fatalf("j4 answered %v, want a lease after the probe's success", r.Err)
-			}
-			_ = r.Lease.Release(ctx)
-		})
+		for _, stop := range []struct {
+			name string
+			stop func(context.Context, *gate.Lease) error // for 2 s
+		}{
+			{"cooldown", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errRateLimited) }},
+			// A systemic failure pauses it for UpstreamPolicy.Cooldown. (An
+			// operator's pause ends with its key: no probe follows it.)
+			{"pause", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errQuota) }},
+		} {
+			t.Run(tg.Name+"/"+stop.name, func(t *testing.T) {
+				ctx := context.Background()
+				opts := budgetOptions(t)
+				opts.Classify = upstreamClassifier(2 * time.Second)
+				opts.UpstreamPolicy.Cooldown = 2 * time.Second
+				a, b, c := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+				l1, l2 := spend(t, a, b)
+				defer func() { _ = l2.Release(ctx) }()
+				gate.SetGiveCheck(c, 30*time.Second)
+				first := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
+				gatetest.InLine(t, a, "j3")
+				second := gatetest.AcquireWait(ctx, c, "j4", 20*time.Second)
+				gatetest.InLine(t, a, "j4")
+				stopped := time.Now()
+				if err := stop.stop(ctx, l1); err != nil {
+					t.Fatal(err)
+				}
+				r := gatetest.Answer(t, first, "j3 not answered within its wait")
+				if r.Err != nil {
+					t.Fatalf("j3 answered %v, want a lease once the upstream's 2 s %s ended", r.Err, stop.name)
+				}
+				if waited := time.Since(stopped); waited < 1900*time.Millisecond {
+					t.Fatalf("j3 admitted %v into the upstream's 2 s %s", waited, stop.name)
+				}
+				if st, err := a.Upstreams(ctx); err != nil || len(st) != 1 || !st[0].Probing {
+					t.Fatalf("upstreams %+v (%v), want j3's call the probe", st, err)
+				}
+				select {
+				case r := <-second: // a turn given with j3's meets the probe: refused
+					t.Fatalf("j4 answered %v while the probe ran, want it in line until the probe's success", r.Err)
+				case <-time.After(300 * time.Millisecond):
+				}
+				if err := r.Lease.Succeed(ctx); err != nil {
+					t.Fatal(err)
+				}
+				r = gatetest.Answer(t, second, "j4 not answered within its wait")
+				if r.Err != nil {
+					t.Fatalf("j4 answered %v, want a lease after the probe's success", r.Err)
+				}
+				_ = r.Lease.Release(ctx)
+			})
+		}
 	}
 }
 
