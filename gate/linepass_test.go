@@ -239,6 +239,52 @@ func TestLineProbesWhenItsUpstreamsCooldownEnds(t *testing.T) {
 	}
 }
 
+// Once a line's upstream may be probed, one turn is given at a time: a
+// give that comes before the probe turn's acquire lands (here a release's
+// settle, while that acquire stalls) gives none, where a second turn
+// would meet the probe and be refused.
+func TestLineGivesOneProbeTurnAtATime(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = upstreamClassifier(2 * time.Second)
+			slow := tg.OwnClient(t)
+			turns := stallOn(t, slow, carriesTurn)
+			c := newGate(t, slow, opts)
+			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, time.Second)
+			first := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
+			gatetest.InLine(t, a, "j3")
+			second := gatetest.AcquireWait(ctx, c, "j4", 20*time.Second)
+			gatetest.InLine(t, a, "j4")
+			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
+				t.Fatal(err)
+			}
+			waitUntil(t, 20*time.Second, "j3's probe turn's acquire sent", func() bool { return turns.stalled.Load() > 0 })
+			if err := l2.Release(ctx); err != nil { // its settle gives what fits
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := turns.stalled.Load(); n != 1 {
+				t.Fatalf("%d turns' acquires while the probe's was on its way, want 1", n)
+			}
+			turns.free()
+			for _, w := range []struct {
+				job string
+				got <-chan gatetest.Acquired
+			}{{"j3", first}, {"j4", second}} {
+				r := gatetest.Answer(t, w.got, w.job+" not answered within its wait")
+				if r.Err != nil {
+					t.Fatalf("%s answered %v, want a lease: the probe's, then after its success", w.job, r.Err)
+				}
+				if err := r.Lease.Succeed(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // While the upstream cools, a caller waits in line without its process
 // polling Redis: the probe's settle gives the turns, and the giver looks
 // again when the cooldown ends or a giveCheck passes, not every joinLands.
@@ -305,8 +351,10 @@ func TestLineProbeSuccessGivesTheTurns(t *testing.T) {
 			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 5 s
 				t.Fatal(err)
 			}
+			// (Answered: a give still on its way would meet the cooldown's
+			// end and give j3 the probe's turn, racing the test's probe.)
 			n := gives.stalled.Load()
-			waitUntil(t, 10*time.Second, "c's giver looked at the cooling upstream", func() bool { return gives.stalled.Load() > n })
+			waitUntil(t, 10*time.Second, "c's giver looked at the cooling upstream", func() bool { return gives.sent.Load() > n })
 			redistest.Advance(m, 6*time.Second) // the cooldown over, by Redis's clock
 			if err := tc.probe(ctx, a); err != nil {
 				t.Fatalf("the probe, the cooldown over: %v", err)

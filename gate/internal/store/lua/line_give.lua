@@ -18,7 +18,9 @@
 -- One process's timer gives the refills (the line's hash: 'gw' that
 -- process, 'gt' when it is due back, ms): another's is told to come back
 -- a second after that, so the refills cost one round trip each, not one
--- per process, and a giver that died is replaced within a second.
+-- per process, and a giver that died is replaced within a second. 'pt'
+-- is until when the probe's turn, given, is its own (ms), while the
+-- upstream's key holds 'pv'.
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
 -- call while callers still wait (for a timer not the giver, until it
 -- looks again); where only a call in flight settling can tell, until the
@@ -39,7 +41,14 @@ if uv and upstream_may(uv, now) then
   -- Its cooldown or pause is over and no call claimed the probe: one
   -- turn, whose acquire claims it; the probe's settle gives the rest.
   -- (Given none, the line waited for a call from outside it to probe,
-  -- up to the key's grace: a lease.)
+  -- up to the key's grace: a lease.) A give before that acquire lands (a
+  -- join's, a settle's: the key still as it was) gives none: a second
+  -- turn would meet the probe and be refused. Its taker gone, the next is
+  -- given one a second on.
+  local pv = redis.call('HMGET', KEYS[3], 'pt', 'pv')
+  if pv[2] == uv and tonumber(pv[1]) > now then
+    return {0, tonumber(pv[1]) - now}
+  end
   most = 1
 elseif uv then
   -- Cooling, paused or probed: the probe's settle gives the turns. A
@@ -113,6 +122,10 @@ while out < most do
   end
   grant(ARGV[1], m, owner, lists)
   out = out + 1
+end
+if most == 1 and out == 1 then
+  redis.call('HSET', KEYS[3], 'pt', int(now + 1000), 'pv', uv)
+  wait = 1000
 end
 if qn then
   redis.call('HSET', KEYS[5], 'qn', qn)
