@@ -19,8 +19,7 @@
 -- process, 'gt' when it is due back, ms): another's is told to come back
 -- a second after that, so the refills cost one round trip each, not one
 -- per process, and a giver that died is replaced within a second. 'pt'
--- is until when the probe's turn, given, is its own (ms), while the
--- upstream's key holds 'pv'.
+-- is until when the probe's turn, given, is its own (ms).
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
 -- call while callers still wait (for a timer not the giver, until it
 -- looks again); where only a call in flight settling can tell, until the
@@ -42,12 +41,11 @@ if uv and upstream_may(uv, now) then
   -- turn, whose acquire claims it; the probe's settle gives the rest.
   -- (Given none, the line waited for a call from outside it to probe,
   -- up to the key's grace: a lease.) A give before that acquire lands (a
-  -- join's, a settle's: the key still as it was) gives none: a second
-  -- turn would meet the probe and be refused. Its taker gone, the next is
-  -- given one a second on.
-  local pv = redis.call('HMGET', KEYS[3], 'pt', 'pv')
-  if pv[2] == uv and tonumber(pv[1]) > now then
-    return {0, tonumber(pv[1]) - now}
+  -- join's, a settle's) gives none: a second turn would meet the probe
+  -- and be refused. Its taker gone, the next is given one a second on.
+  local pt = tonumber(redis.call('HGET', KEYS[3], 'pt') or '0')
+  if pt > now then
+    return {0, pt - now}
   end
   most = 1
 elseif uv then
@@ -124,7 +122,7 @@ while out < most do
   out = out + 1
 end
 if most == 1 and out == 1 then
-  redis.call('HSET', KEYS[3], 'pt', int(now + 1000), 'pv', uv)
+  redis.call('HSET', KEYS[3], 'pt', int(now + 1000))
   wait = 1000
 end
 if qn then
