@@ -251,6 +251,8 @@ func TestLineGivesOneProbeTurnAtATime(t *testing.T) {
 			opts.Classify = upstreamClassifier(2 * time.Second)
 			slow := tg.OwnClient(t)
 			turns := stallOn(t, slow, carriesTurn)
+			gives := stallOn(t, slow, isGive)
+			gives.free() // counted, not stalled
 			c := newGate(t, slow, opts)
 			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, time.Second)
 			first := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
@@ -261,12 +263,18 @@ func TestLineGivesOneProbeTurnAtATime(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitUntil(t, 20*time.Second, "j3's probe turn's acquire sent", func() bool { return turns.stalled.Load() > 0 })
+			looked := gives.stalled.Load()
 			if err := l2.Release(ctx); err != nil { // its settle gives what fits
 				t.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond)
 			if n := turns.stalled.Load(); n != 1 {
 				t.Fatalf("%d turns' acquires while the probe's was on its way, want 1", n)
+			}
+			// Its giver, having given the probe's turn, looks again a
+			// second later, not when a join would have landed (50 ms).
+			if n := gives.stalled.Load() - looked; n != 0 {
+				t.Fatalf("c's giver looked %d times while the probe's turn was on its way, want none", n)
 			}
 			turns.free()
 			for _, w := range []struct {
