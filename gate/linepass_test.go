@@ -186,17 +186,21 @@ func TestLineGiverLooksAgainSoonWhileAJoinLands(t *testing.T) {
 func TestLineProbesWhenItsUpstreamsCooldownEnds(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		for _, stop := range []struct {
-			name string
-			stop func(context.Context, *gate.Lease) error // for 2 s
+			name     string
+			stop     func(context.Context, *gate.Lease) error // for 2 s
+			upstream string                                   // Options.Upstream
 		}{
-			{"cooldown", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errRateLimited) }},
+			{"cooldown", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errRateLimited) }, "openai:prod-key"},
 			// A systemic failure pauses it for UpstreamPolicy.Cooldown. (An
 			// operator's pause ends with its key: no probe follows it.)
-			{"pause", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errQuota) }},
+			{"pause", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errQuota) }, "openai:prod-key"},
+			// The Quickstart's wiring: no Upstream named.
+			{"default", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errRateLimited) }, ""},
 		} {
 			t.Run(tg.Name+"/"+stop.name, func(t *testing.T) {
 				ctx := context.Background()
 				opts := budgetOptions(t)
+				opts.Upstream = stop.upstream
 				opts.Classify = upstreamClassifier(2 * time.Second)
 				opts.UpstreamPolicy.Cooldown = 2 * time.Second
 				a, b, c := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
