@@ -530,11 +530,22 @@ func spendRefilling(t *testing.T, a, b *gate.Gate, refill time.Duration) (l1, l2
 // lease; no answer, or a refusal, fails t with what.
 func granted(t *testing.T, ch <-chan gatetest.Acquired, what string) *gate.Lease {
 	t.Helper()
-	r := gatetest.Answer(t, ch, what+": no answer in 20 s")
-	if r.Err != nil {
-		t.Fatalf("%s: %v", what, r.Err)
+	return grantedWithin(t, ch, 20*time.Second, what)
+}
+
+// grantedWithin is granted waiting at most within.
+func grantedWithin(t *testing.T, ch <-chan gatetest.Acquired, within time.Duration, what string) *gate.Lease {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			t.Fatalf("%s: %v", what, r.Err)
+		}
+		return r.Lease
+	case <-time.After(within):
+		t.Fatalf("%s: no answer in %v", what, within)
+		return nil
 	}
-	return r.Lease
 }
 
 // refusedAsCooling checks that g refuses "job" as cooling down for about

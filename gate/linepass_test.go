@@ -371,15 +371,7 @@ func TestLineProbeSuccessGivesTheTurns(t *testing.T) {
 			if err := tc.probe(ctx, a); err != nil {
 				t.Fatalf("the probe, the cooldown over: %v", err)
 			}
-			select {
-			case r := <-got:
-				if r.Err != nil {
-					t.Fatalf("j3 answered %v, want its turn", r.Err)
-				}
-				_ = r.Lease.Release(ctx)
-			case <-time.After(2 * time.Second):
-				t.Fatalf("j3 not given its turn by the probe's %s within 2 s", tc.name)
-			}
+			_ = grantedWithin(t, got, 2*time.Second, "j3, its turn given by the probe's "+tc.name).Release(ctx)
 		})
 	}
 }
