@@ -63,7 +63,9 @@ func (g *Gate) Acquire(ctx context.Context, job string) (*Lease, error) {
 // Options.Wait: if the job is running elsewhere it waits, at most wait,
 // for that lease to settle, and then acquires the job if it is free or
 // returns the refusal the settle left (ErrDone, ErrCoolingDown with the
-// cooldown's true time left, ErrFailed, ErrUpstreamCooling). When wait
+// cooldown's true time left, ErrFailed, ErrUpstreamCooling). A call its
+// upstream's budget refuses, or whose upstream's probe is running, waits
+// in that upstream's line for its turn. When wait
 // ends first the refusal is ErrInFlight with the lease's time left; when
 // ctx ends first the error is the context's. wait ≤ 0 does not wait.
 // Once waiting, a Redis out of reach (a failover) does not end the wait:

@@ -243,6 +243,88 @@ func TestLineProbesWhenItsUpstreamsCooldownEnds(t *testing.T) {
 	}
 }
 
+// A caller that waits and meets its upstream's probe running waits in the
+// upstream's line for the probe's end: its success gives the turn; its
+// failure cools the upstream again, and the caller is the next probe.
+// Before, it was refused at once ("being probed, retry in 1s") whatever
+// its wait.
+func TestLineWaitsOutARunningProbe(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		for _, end := range []struct {
+			name  string
+			probe func(context.Context, *gate.Lease) error
+			// cooled is how long the upstream cools after it (on a real
+			// server the time passes while the caller waits).
+			cooled time.Duration
+		}{
+			{"success", func(ctx context.Context, l *gate.Lease) error { return l.Succeed(ctx) }, 0},
+			{"failure", func(ctx context.Context, l *gate.Lease) error { return l.Fail(ctx, errRateLimited) }, 2 * time.Second},
+		} {
+			t.Run(tg.Name+"/"+end.name, func(t *testing.T) {
+				ctx := context.Background()
+				opts := budgetOptions(t)
+				opts.Classify = upstreamClassifier(500 * time.Millisecond)
+				a, c := newGate(t, tg.Client, opts), newGate(t, tg.Client, opts)
+				l1, err := a.Acquire(ctx, "j1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 0.5 s
+					t.Fatal(err)
+				}
+				pass(tg, 600*time.Millisecond)
+				probe, err := a.Acquire(ctx, "probe")
+				if err != nil {
+					t.Fatalf("the first call after the cooldown: %v, want the probe", err)
+				}
+				got := gatetest.AcquireWait(ctx, c, "j2", 20*time.Second)
+				gatetest.InLine(t, a, "j2")
+				if err := end.probe(ctx, probe); err != nil {
+					t.Fatal(err)
+				}
+				if tg.FastForward != nil {
+					tg.FastForward(end.cooled)
+				}
+				_ = granted(t, got, "j2, after the probe's "+end.name).Release(ctx)
+			})
+		}
+	}
+}
+
+// A caller in line whose probe turn's acquire meets a probe a call from
+// outside the line claimed first goes back in line, and its turn comes
+// with that probe's success (before, it was refused "being probed").
+func TestLineTurnThatMeetsAProbeWaitsForIt(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := budgetOptions(t)
+			opts.Classify = upstreamClassifier(2 * time.Second)
+			slow := tg.OwnClient(t)
+			turns := stallOn(t, slow, carriesTurn)
+			c := newGate(t, slow, opts)
+			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, time.Second)
+			defer func() { _ = l2.Release(ctx) }()
+			got := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
+			gatetest.InLine(t, a, "j3")
+			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
+				t.Fatal(err)
+			}
+			waitUntil(t, 20*time.Second, "j3's probe turn's acquire sent", func() bool { return turns.stalled.Load() > 0 })
+			probe, err := a.Acquire(ctx, "outsider")
+			if err != nil {
+				t.Fatalf("a call from outside the line, the cooldown over: %v, want the probe", err)
+			}
+			turns.free()
+			gatetest.InLine(t, a, "j3")
+			if err := probe.Succeed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_ = granted(t, got, "j3, after the outsider's probe").Release(ctx)
+		})
+	}
+}
+
 // Once a line's upstream may be probed, one turn is given at a time: a
 // give that comes before the probe turn's acquire lands (here a release's
 // settle, while that acquire stalls) gives none, where a second turn

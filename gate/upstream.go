@@ -129,7 +129,10 @@ func (g *Gate) upstreamRefusal(job string, ss []upstream.Status) *BlockedError {
 	}
 	b := &BlockedError{Job: job, State: UpstreamCooling, Upstreams: statusesOf(ss)}
 	for i, u := range ss {
-		if u.Budget {
+		// A caller that waits waits in this upstream's line: for its
+		// budget's refill, or for its probe, whose settle gives the turns
+		// (a success) or cools it again (the line's head probes next).
+		if u.Budget || u.Probing {
 			b.line = &lineRefusal{of: i, gap: u.Gap}
 			break
 		}
