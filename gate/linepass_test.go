@@ -298,31 +298,56 @@ func TestLineTurnThatMeetsAProbeWaitsForIt(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			opts := budgetOptions(t)
-			opts.Classify = upstreamClassifier(2 * time.Second)
-			slow := tg.OwnClient(t)
-			turns := stallOn(t, slow, carriesTurn)
-			c := newGate(t, slow, opts)
-			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, time.Second)
-			defer func() { _ = l2.Release(ctx) }()
-			got := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
-			gatetest.InLine(t, a, "j3")
-			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
-				t.Fatal(err)
-			}
-			waitUntil(t, 20*time.Second, "j3's probe turn's acquire sent", func() bool { return turns.stalled.Load() > 0 })
-			probe, err := a.Acquire(ctx, "outsider")
+			p := probeTurnOnItsWay(t, tg, "j3")
+			probe, err := p.a.Acquire(ctx, "outsider")
 			if err != nil {
 				t.Fatalf("a call from outside the line, the cooldown over: %v, want the probe", err)
 			}
-			turns.free()
-			gatetest.InLine(t, a, "j3")
+			p.turns.free()
+			gatetest.InLine(t, p.a, "j3")
 			if err := probe.Succeed(ctx); err != nil {
 				t.Fatal(err)
 			}
-			_ = granted(t, got, "j3, after the outsider's probe").Release(ctx)
+			_ = granted(t, p.answers[0], "j3, after the outsider's probe").Release(ctx)
 		})
 	}
+}
+
+// probeTurn is a line whose upstream's 2 s cooldown just ended
+// (probeTurnOnItsWay).
+type probeTurn struct {
+	// turns stalls the acquires with a turn of the line's gate, on a
+	// client of its own; gives counts its gives.
+	turns, gives *stallCmds
+	a            *gate.Gate  // a gate of the pair that spent the budget
+	l2           *gate.Lease // that pair's second call, held
+	answers      []<-chan gatetest.Acquired
+}
+
+// probeTurnOnItsWay sets up a line whose upstream's 2 s cooldown just
+// ended: callers of jobs wait in its gate's line in that order (answers,
+// in order), and the first's probe turn's acquire is sent and stalled.
+func probeTurnOnItsWay(t *testing.T, tg redistest.Target, jobs ...string) probeTurn {
+	t.Helper()
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	opts.Classify = upstreamClassifier(2 * time.Second)
+	slow := tg.OwnClient(t)
+	p := probeTurn{turns: stallOn(t, slow, carriesTurn), gives: stallOn(t, slow, isGive)}
+	p.gives.free() // counted, not stalled
+	c := newGate(t, slow, opts)
+	var l1 *gate.Lease
+	p.a, _, l1, p.l2 = spentPairRefilling(t, tg.Client, opts, time.Second)
+	t.Cleanup(func() { _ = p.l2.Release(ctx) })
+	for _, job := range jobs {
+		p.answers = append(p.answers, gatetest.AcquireWait(ctx, c, job, 20*time.Second))
+		gatetest.InLine(t, p.a, job)
+	}
+	if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
+		t.Fatal(err)
+	}
+	waitUntil(t, 20*time.Second, jobs[0]+"'s probe turn's acquire sent", func() bool { return p.turns.stalled.Load() > 0 })
+	return p
 }
 
 // Once a line's upstream may be probed, one turn is given at a time: a
@@ -333,43 +358,25 @@ func TestLineGivesOneProbeTurnAtATime(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			opts := budgetOptions(t)
-			opts.Classify = upstreamClassifier(2 * time.Second)
-			slow := tg.OwnClient(t)
-			turns := stallOn(t, slow, carriesTurn)
-			gives := stallOn(t, slow, isGive)
-			gives.free() // counted, not stalled
-			c := newGate(t, slow, opts)
-			a, _, l1, l2 := spentPairRefilling(t, tg.Client, opts, time.Second)
-			first := gatetest.AcquireWait(ctx, c, "j3", 20*time.Second)
-			gatetest.InLine(t, a, "j3")
-			second := gatetest.AcquireWait(ctx, c, "j4", 20*time.Second)
-			gatetest.InLine(t, a, "j4")
-			if err := l1.Fail(ctx, errRateLimited); err != nil { // the upstream cools for 2 s
-				t.Fatal(err)
-			}
-			waitUntil(t, 20*time.Second, "j3's probe turn's acquire sent", func() bool { return turns.stalled.Load() > 0 })
-			looked := gives.stalled.Load()
-			if err := l2.Release(ctx); err != nil { // its settle gives what fits
+			p := probeTurnOnItsWay(t, tg, "j3", "j4")
+			looked := p.gives.stalled.Load()
+			if err := p.l2.Release(ctx); err != nil { // its settle gives what fits
 				t.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond)
-			if n := turns.stalled.Load(); n != 1 {
+			if n := p.turns.stalled.Load(); n != 1 {
 				t.Fatalf("%d turns' acquires while the probe's was on its way, want 1", n)
 			}
 			// Its giver, having given the probe's turn, looks again a
 			// second later, not when a join would have landed (50 ms).
-			if n := gives.stalled.Load() - looked; n != 0 {
+			if n := p.gives.stalled.Load() - looked; n != 0 {
 				t.Fatalf("c's giver looked %d times while the probe's turn was on its way, want none", n)
 			}
-			turns.free()
-			for _, w := range []struct {
-				job string
-				got <-chan gatetest.Acquired
-			}{{"j3", first}, {"j4", second}} {
-				r := gatetest.Answer(t, w.got, w.job+" not answered within its wait")
+			p.turns.free()
+			for i, job := range []string{"j3", "j4"} {
+				r := gatetest.Answer(t, p.answers[i], job+" not answered within its wait")
 				if r.Err != nil {
-					t.Fatalf("%s answered %v, want a lease: the probe's, then after its success", w.job, r.Err)
+					t.Fatalf("%s answered %v, want a lease: the probe's, then after its success", job, r.Err)
 				}
 				if err := r.Lease.Succeed(ctx); err != nil {
 					t.Fatal(err)
