@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/retrygate/retrygate/gate"
 	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
@@ -74,9 +76,15 @@ func TestLineTurnRefusedAtItsAcquireWaitsAgain(t *testing.T) {
 			opts := budgetOptions(t)
 			// A request refills every 2 s: the room j4 takes is the only
 			// one until then, so j3's lapsed turn meets a spent budget.
-			c, h, a, l1 := stalledGate(t, tg, opts, 2*time.Second, carriesTurn)
+			collects := &stallCmds{match: func(args []any) bool { return isCollect(redis.NewCmd(context.Background(), args...)) }, release: make(chan struct{})}
+			close(collects.release) // counted, not stalled
+			c, h, a, l1 := stalledGate(t, tg, opts, 2*time.Second, carriesTurn, collects)
 			got := gatetest.AcquireWait(ctx, c, "j3", 8*time.Second)
 			gatetest.InLine(t, a, "j3")
+			// Its join's round trip answered: a room freed before that is
+			// given in the join, and the turn taken there (inTurn), not by
+			// the acquire this test stalls (one busy run in eight).
+			waitUntil(t, 20*time.Second, "j3's join answered", func() bool { return collects.sent.Load() > 0 })
 			if err := l1.Succeed(ctx); err != nil { // the room goes to j3's turn, whose acquire stalls
 				t.Fatal(err)
 			}
