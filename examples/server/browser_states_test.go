@@ -146,6 +146,12 @@ func TestPageSaysOneThing(t *testing.T) {
 	screenshot(t, ctx, "paused-375.png", 375)
 }
 
+// everyCard is each card's id, pill, button (and whether it is
+// disabled) and message, for a test's failure.
+const everyCard = `[...document.querySelectorAll('li.doc')].map(li => li.dataset.doc + ': ' +
+	li.querySelector('.state').textContent + ' / ' + li.querySelector('.evaluate').textContent +
+	(li.querySelector('.evaluate').disabled ? ' (disabled)' : '') + ' / ' + li.querySelector('.msg').textContent)`
+
 func pageText(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	var s string
