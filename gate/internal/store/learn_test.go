@@ -594,3 +594,19 @@ func TestLearnCutClimbsInTime(t *testing.T) {
 		t.Fatalf("a third call at once: %+v, want refused (the bucket holds two)", got)
 	}
 }
+
+// The probe never passes twice the rate the provider accepted lately:
+// above it the provider's bucket, not its rate, pays for the calls, and
+// the 429s that end the probe come as many as were sent past it. Held a
+// window at the 40 a second measured, then two windows of climb (the
+// probe alone, 90 a second) with a call accepted every 30 ms:
+// the count decaying by e every half second settles at 1 ÷ (1 − e^−0.06),
+// 17.2, read as 34.3 a second; the rate is twice it, 4,121 a minute.
+func TestLearnedRateNeverPassesTwiceWhatWasAccepted(t *testing.T) {
+	s, m, _ := newStore(t)
+	measuredAt40(t, s, m)
+	got := acceptEvery(t, s, m, 100, 30*time.Millisecond, 10*time.Millisecond)
+	if got < 4100 || got > 4140 {
+		t.Fatalf("3 s after the measure, 33 a second accepted: %d a minute, want twice the 34.3 a second accepted lately, 4121", got)
+	}
+}
