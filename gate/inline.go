@@ -15,8 +15,9 @@ import (
 // A call its upstream's budget refuses, whose caller can wait (AcquireWait,
 // Options.Wait), takes a place in that upstream's line (gate/internal/line)
 // instead of the refusal (as does one that meets the upstream's probe
-// running: the probe's settle gives the turns, or cools it again): its class and tenant from its context
-// (WithPriority, WithTenant), its deadline the wait's end. The budget and
+// running: the probe's settle gives the turns, or cools it again): its
+// class and tenant from its context (WithPriority, WithTenant), its
+// deadline the wait's end. The budget and
 // the line are one idea of whose turn it is (store/lua/budget_line.lua):
 // while anyone waits, a call without a turn is not admitted past them, and
 // a refused call without a wait is told its turn after theirs. Turns are
