@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,13 +12,14 @@ import (
 
 // TestPageShowsAPlaceInLine: the provider's key allows 2 requests at
 // once and one more every 6 s (its x-ratelimit headers say so), so after
-// one evaluation the gate's budget has no room beside its reserve; four
-// clicks in a row take places in line. The last card shows "In line: 3
-// ahead, about … s" with a countdown on its button, its place counts
-// down as the others get their turns, and at its turn it runs and shows
-// its result. (With a refill of 2 s, the four clicks on a loaded machine
-// outlasted it: the calls ahead ran and failed before the fourth click,
-// which was never in line, in 4 runs of 6 with four busy loops.)
+// one evaluation the gate's budget has no room beside its reserve: three
+// requests from another client (Prefer: wait) take places in line, and
+// the page shows them in line; a click then takes the fourth. Its card
+// shows "In line: 3 ahead, about … s" with a countdown on its button, its
+// place counts down as the others get their turns, and at its turn it
+// runs and shows its result. (Four clicks in a row, with a refill of 2 s,
+// outlasted the refill on a loaded machine: the calls ahead ran and
+// failed before the fourth click, which was never in line.)
 func TestPageShowsAPlaceInLine(t *testing.T) {
 	ctx := browser(t)
 	cfg := testConfig()
@@ -34,9 +37,20 @@ func TestPageShowsAPlaceInLine(t *testing.T) {
 		chromedp.WaitVisible(card("welcome-letter")+` .evaluate`),
 		chromedp.Click(card("welcome-letter")+` .evaluate`),
 		pollJS(pill("welcome-letter")+` === 'Evaluated'`, 20*time.Second),
-		chromedp.Click(card("incident-report")+` .evaluate`),
-		chromedp.Click(card("supplier-contract")+` .evaluate`),
-		chromedp.Click(card("survey-answers")+` .evaluate`),
+	); err != nil {
+		t.Fatalf("the first evaluation: %v", err)
+	}
+	ahead := []string{"incident-report", "supplier-contract", "survey-answers"}
+	answered := make(chan error, len(ahead))
+	for _, id := range ahead {
+		go func() { answered <- waitForTurn(s, id) }()
+	}
+	inLine := `true`
+	for _, id := range ahead {
+		inLine += ` && ` + pill(id) + ` === 'In line'`
+	}
+	if err := chromedp.Run(ctx,
+		pollJS(inLine, 20*time.Second),
 		chromedp.Click(last+` .evaluate`),
 		pollJS(pill("annual-filing")+` === 'In line' && `+msg("annual-filing")+`.startsWith('In line: 3 ahead, about ')`, 20*time.Second),
 	); err != nil {
@@ -91,4 +105,27 @@ func TestPageShowsAPlaceInLine(t *testing.T) {
 		_ = chromedp.Run(ctx, chromedp.Text(last+` .msg`, &m), chromedp.Text(last+` .state`, &p))
 		t.Fatalf("the click in line never reached its turn: %v (pill %q, message %q; first %q)", err, p, m, first)
 	}
+	for range ahead {
+		if err := <-answered; err != nil {
+			t.Errorf("a request ahead in line: %v", err)
+		}
+	}
+}
+
+// waitForTurn evaluates document id as another client's click does
+// (Prefer: wait), and returns when the server answers: an error only when
+// no answer came.
+func waitForTurn(s *server, id string) error {
+	req, err := http.NewRequest(http.MethodPost, s.base+"/documents/"+id+"/evaluate", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Prefer", "wait=60")
+	resp, err := (&http.Client{Timeout: 70 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err
 }
