@@ -610,3 +610,43 @@ func TestLearnedRateNeverPassesTwiceWhatWasAccepted(t *testing.T) {
 		t.Fatalf("3 s after the measure, 33 a second accepted: %d a minute, want twice the 34.3 a second accepted lately, 4121", got)
 	}
 }
+
+// A slow start past its cap never admits more than twice the rate the
+// provider accepted since the 429 that began it: its bucket was empty at
+// that 429, so that rate is what it refilled at, or less. The slow start
+// of TestLearnSlowStartStopsAtTheFirst429sRate (capped at 50 a second)
+// accepts 40 calls in 2 s, then 160 in 0.8 s: its climb in accepted calls
+// alone would be at 329 a second, 19,754 a minute, where the provider's
+// bucket, gathered while it went slowly, pays for a burst at over twice
+// its limit; twice the 200 calls in 2.8 s is 143 a second, 8,571 a minute.
+func TestLearnSlowStartNeverPassesTwiceWhatWasAcceptedSinceIts429(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 50*time.Millisecond)
+	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
+	acceptEvery(t, s, m, 40, 50*time.Millisecond, 5*time.Millisecond)
+	got := acceptEvery(t, s, m, 160, 5*time.Millisecond, 5*time.Millisecond)
+	if got < 8540 || got > 8600 {
+		t.Fatalf("200 calls accepted in the 2.8 s since the first 429: %d a minute, want twice that rate, 8571", got)
+	}
+}
+
+// The bound holds back only the doubling past the cap, not the line to
+// 1.15 × it: where the load paused after the first 429 (10 s without a
+// call), the 60 calls accepted when it came back tell a rate of 5.8 a
+// second since, and the slow start of
+// TestLearnSlowStartStopsAtTheFirst429sRate still climbs its line, 73 %
+// of the way from its cap of 50 a second to 57.5: 3,331 a minute.
+func TestLearnSlowStartsLineIsNotHeldBackByAPause(t *testing.T) {
+	s, m, _ := newStore(t)
+	learn(t, s, true, 50*time.Millisecond)
+	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
+	redistest.Advance(m, 10*time.Second)
+	got := acceptEvery(t, s, m, 60, 5*time.Millisecond, 5*time.Millisecond)
+	if got < 3300 || got > 3360 {
+		t.Fatalf("60 calls accepted after a pause of 10 s: %d a minute, want the line 73 %% of the way from 50 to 57.5 a second, 3331", got)
+	}
+}

@@ -202,6 +202,15 @@ local function learnedRate(h)
       local base = math.max(h.cap, h.rate)
       local y = math.min(math.max(h.k - LEARN.slow * math.log(base / h.rate) / math.log(2), 0) / LEARN.flat, 8)
       r = base * (1 + LEARN.up * math.min(y, 1)) * 2 ^ math.max(y - 1, 0)
+      -- The doubling never passes twice the rate accepted since the 429
+      -- that began the slow start: the provider's bucket was empty then,
+      -- so that rate is its refill or less. (In calls alone the climb
+      -- reached 2.7 × the limit while the bucket, gathered on the way up,
+      -- paid for it: bursts of 5 to 8 429s when it ran dry.)
+      local span = NOW - h.at
+      if span > 0 then
+        r = math.min(r, math.max(base * (1 + LEARN.up), 2 * h.k * 1000 / span))
+      end
     end
   elseif h.measured then
     -- Held at what was measured (h.rate, sure × it) for the window, then
