@@ -58,6 +58,18 @@ func acceptEvery(t *testing.T, s *Store, m *miniredis.Miniredis, n int, gap, ran
 	return got
 }
 
+// slowStarted teaches the budget the slow start of
+// TestLearnSlowStartStopsAtTheFirst429sRate: six 50 ms calls accepted
+// 20 ms apart, then the first 429, 20 ms later (0.9 × one call at a time,
+// capped at the 50 a second its interval implied).
+func slowStarted(t *testing.T, s *Store, m *miniredis.Miniredis) {
+	t.Helper()
+	learn(t, s, true, 50*time.Millisecond)
+	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 50*time.Millisecond)
+}
+
 // lastCut is the last cut learned: when (lp), its kind (ls) and the rate
 // it held (lr), as budget_learned.lua names them.
 func lastCut(m *miniredis.Miniredis) string {
@@ -398,10 +410,7 @@ func TestLearnFirst429OfAStalledCallIsNotOneCallsLength(t *testing.T) {
 // held (a window of its own 1 s would have climbed to 5,026).
 func TestLearnSlowStartsMeasureIsALowerBound(t *testing.T) {
 	s, m, _ := newStore(t)
-	learn(t, s, true, 50*time.Millisecond)
-	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
-	redistest.Advance(m, 20*time.Millisecond)
-	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
+	slowStarted(t, s, m)
 	accept := func(n int, every time.Duration) int64 { return acceptEvery(t, s, m, n, every, 10*time.Millisecond) }
 	accept(80, 25*time.Millisecond)
 	if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
@@ -621,10 +630,7 @@ func TestLearnedRateNeverPassesTwiceWhatWasAccepted(t *testing.T) {
 // its limit; twice the 200 calls in 2.8 s is 143 a second, 8,571 a minute.
 func TestLearnSlowStartNeverPassesTwiceWhatWasAcceptedSinceIts429(t *testing.T) {
 	s, m, _ := newStore(t)
-	learn(t, s, true, 50*time.Millisecond)
-	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
-	redistest.Advance(m, 20*time.Millisecond)
-	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
+	slowStarted(t, s, m)
 	acceptEvery(t, s, m, 40, 50*time.Millisecond, 5*time.Millisecond)
 	got := acceptEvery(t, s, m, 160, 5*time.Millisecond, 5*time.Millisecond)
 	if got < 8540 || got > 8600 {
@@ -640,10 +646,7 @@ func TestLearnSlowStartNeverPassesTwiceWhatWasAcceptedSinceIts429(t *testing.T) 
 // of the way from its cap of 50 a second to 57.5: 3,331 a minute.
 func TestLearnSlowStartsLineIsNotHeldBackByAPause(t *testing.T) {
 	s, m, _ := newStore(t)
-	learn(t, s, true, 50*time.Millisecond)
-	acceptEvery(t, s, m, 5, 20*time.Millisecond, 50*time.Millisecond)
-	redistest.Advance(m, 20*time.Millisecond)
-	learn(t, s, false, 50*time.Millisecond) // the first 429: slow start
+	slowStarted(t, s, m)
 	redistest.Advance(m, 10*time.Second)
 	got := acceptEvery(t, s, m, 60, 5*time.Millisecond, 5*time.Millisecond)
 	if got < 3300 || got > 3360 {
