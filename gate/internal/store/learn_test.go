@@ -653,3 +653,41 @@ func TestLearnSlowStartsLineIsNotHeldBackByAPause(t *testing.T) {
 		t.Fatalf("60 calls accepted after a pause of 10 s: %d a minute, want the line 73 %% of the way from 50 to 57.5 a second, 3331", got)
 	}
 }
+
+// The probe after the slow start's lower bound never passes 1.5 × the
+// rate accepted since that bound's 429: in windows of 0.4 s it doubles
+// fast, to follow a limit that rose within the slow start, and where the
+// limit held, it ran to 1.8 × it before the 429 (3 or 4 in flight
+// then). The measure of TestLearnSlowStartsMeasureIsALowerBound (40 a
+// second, held at 0.97 × it) is probed while the provider accepts 80 a
+// second: 1.6 s after the cut the climb alone is at 179 a second and
+// twice what was accepted lately at 160; 1.5 × the 128 calls in 1.6 s
+// is 120 a second, 7,200 a minute. After a pause of 2 s and 20 calls in
+// 0.25 s it holds its line's 1.12 × the measure, 2,688 a minute, not the
+// 13 a second 1.5 × those calls allow.
+func TestLearnLowerBoundsProbeNeverPassesOneAndAHalfWhatWasAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pause     time.Duration
+		n         int
+		every     time.Duration
+		low, high int64
+		want      string
+	}{
+		{"accepted at 80 a second", 0, 128, 12500 * time.Microsecond, 7170, 7230, "1.5 × the 80 a second accepted since, 7200"},
+		{"after a pause", 2 * time.Second, 20, 12500 * time.Microsecond, 2680, 2696, "the line's 1.12 × the 40 a second measured, 2688"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, m, _ := newStore(t)
+			slowStarted(t, s, m)
+			acceptEvery(t, s, m, 80, 25*time.Millisecond, 10*time.Millisecond)
+			if got := learn(t, s, false, 10*time.Millisecond); got != 2328 {
+				t.Fatalf("the 429 that ends the slow start: %d a minute, want 0.97 × 40 a second, 2328", got)
+			}
+			redistest.Advance(m, tc.pause)
+			if got := acceptEvery(t, s, m, tc.n, tc.every, 10*time.Millisecond); got < tc.low || got > tc.high {
+				t.Fatalf("%d a minute, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -51,9 +51,10 @@ local LEARN = {
   -- began, over the time since, once at least capAt: the provider's
   -- bucket was empty at that 429), then linearly, up × it in flat
   -- accepted calls (TCP's congestion avoidance), then doubling every flat
-  -- calls again: a doubling overshoots by up to the rate for as long as a
-  -- 429 takes to come back, the line past the cap by a few calls, and a
-  -- limit above it is still found. The 429 that ends it cuts by slowEnd.
+  -- calls again, never past twice the rate accepted since the 429: a
+  -- doubling overshoots by up to the rate for as long as a 429 takes to
+  -- come back, the line past the cap by a few calls, and a limit above it
+  -- is still found. The 429 that ends it cuts by slowEnd.
   slow = 16,
   slowEnd = 0.9,
   capAt = 4,
@@ -181,6 +182,13 @@ local function accepted(h)
   return h.lately * math.exp(-math.max(NOW - h.upd, 0) / LEARN.recent) * 1000 / LEARN.recent
 end
 
+-- acceptedSince is the rate the provider accepted since the last cut
+-- (the first 429 before any cut), calls a second: its bucket was empty at
+-- that 429, so its limit is no lower.
+local function acceptedSince(h)
+  return h.k * 1000 / math.max(NOW - h.at, 1)
+end
+
 -- learnedRate is the rate admitted at NOW: slow start before the first
 -- cut (linear past its cap), then, after a measured cut, held for the
 -- provider's window and CUBIC's climb in time; after another cut
@@ -207,10 +215,7 @@ local function learnedRate(h)
       -- so that rate is its refill or less. (In calls alone the climb
       -- reached 2.7 × the limit while the bucket, gathered on the way up,
       -- paid for it: bursts of 5 to 8 429s when it ran dry.)
-      local span = NOW - h.at
-      if span > 0 then
-        r = math.min(r, math.max(base * (1 + LEARN.up), 2 * h.k * 1000 / span))
-      end
+      r = math.min(r, math.max(base * (1 + LEARN.up), 2 * acceptedSince(h)))
     end
   elseif h.measured then
     -- Held at what was measured (h.rate, sure × it) for the window, then
@@ -218,6 +223,13 @@ local function learnedRate(h)
     local w = holdOf(h)
     local x = math.min(math.max(NOW - h.at - w, 0) / w, 8)
     r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 2 ^ math.max(x - 1, 0)
+    if h.lower then
+      -- After a lower bound the windows are short (LEARN.span), and the
+      -- doubling ran to 1.8 × a limit that held before its 429: never
+      -- past 1.5 × the rate accepted since the cut (the provider's bucket
+      -- was empty there), nor below the line's (sure + up) × the measure.
+      r = math.min(r, math.max(h.rate / LEARN.sure * (LEARN.sure + LEARN.up), 1.5 * acceptedSince(h)))
+    end
   else
     local w = holdOf(h)
     local x = math.min(math.max(h.k - LEARN.flat, (NOW - h.at - w) * LEARN.flat / w) / LEARN.flat, 8)
