@@ -327,8 +327,10 @@
 //     must/missing/required.
 //
 // Links (http:// and https://) are not read: "json-schema.org" is no
-// organisation. Nor are JSON pointers into the request and their label:
-// "Location: /properties/messages/items" names no location. "model"
+// organisation. Nor are JSON pointers into the request and a validator's
+// label for them ("Location", "instancePath"): "Location:
+// /properties/messages/items" names no location. Any other word before a
+// pointer's colon is read ("billing: /0/1" is the account's). "model"
 // before "turn" or "role" is a role in the conversation, not the model.
 //
 // Every provider row has cases in testdata/corpus. They are real responses

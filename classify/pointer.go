@@ -38,11 +38,19 @@ func pointerAt(s string, i int) int {
 	return j - i + len(tok)
 }
 
-// isLabel reports whether between (the text from the end of a word to a
-// pointer) makes that word the pointer's label: "Location: ".
-func isLabel(between string) bool {
-	return strings.TrimSpace(between) == ":"
+// isLabel reports whether word, followed by between (the text from its
+// end to a pointer), is the pointer's label: "Location: ", "path: ". Only
+// the words validators label a pointer with are labels: any word before
+// a colon would take an account's own ("billing: /0/1", "no models
+// loaded: /0/1") out of what the vocabulary reads.
+func isLabel(word, between string) bool {
+	return labelWords[word] && strings.TrimSpace(between) == ":"
 }
+
+// labelWords are the words validators label a JSON pointer with
+// (lowercased, as words gives them): "Location" (vocab_test.go's
+// validation error), ajv's "instancePath" (its last word).
+var labelWords = map[string]bool{"location": true, "path": true}
 
 func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'

@@ -502,7 +502,7 @@ func words(s string) []string {
 			// "Location: /properties/messages/items" names no location,
 			// so its label goes with it.
 			flush(i)
-			if len(out) > 0 && isLabel(s[lastEnd:i]) {
+			if len(out) > 0 && isLabel(out[len(out)-1], s[lastEnd:i]) {
 				out = out[:len(out)-1]
 			}
 			skipTo = i + n

@@ -30,6 +30,12 @@ func TestWords(t *testing.T) {
 		{"at /-x/y /_x/y", []string{"at", "x", "y", "x", "y"}},                // a segment must start with a letter or a digit
 		{"and /", []string{"and"}},
 		{": /a/b no label", []string{"no", "label"}},
+		{"instancePath: /a/b", []string{"instance"}},
+		// Only a validator's words label a pointer: an account's stay
+		// (fuzzed account phrases).
+		{"no models loaded: /0/1", []string{"no", "models", "loaded"}},
+		{"billing: /0/", []string{"billing"}},
+		{"Location: /a/b", nil},
 		{"", nil},
 	}
 	for _, tc := range tests {
