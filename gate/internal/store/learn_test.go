@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -147,8 +148,8 @@ func TestAdmitByTheReadingOnceItLands(t *testing.T) {
 // them. The provider's bucket was empty at the 429, so the learned bucket
 // is emptied too: the first call goes one call's refill later (1/18 s, 56
 // ms rounded up), not a millisecond before, and the one after it waits
-// one refill more; refused callers are given turns one call's refill
-// apart.
+// 0.9 × one refill more (51 ms, rounded up): refused callers are given turns a little
+// closer than one call's refill apart (TestLearnedTurnsRunToTheQueue).
 func TestLearnedRateAdmits(t *testing.T) {
 	s, m, rdb := newStore(t)
 	if got := readLearned(t, s); got.Unreported || got.Learned != 0 {
@@ -173,8 +174,8 @@ func TestLearnedRateAdmits(t *testing.T) {
 	if got.Admitted || got.Learned || got.Wait != 56*time.Millisecond {
 		t.Fatalf("a call at once after the cut: %+v, want refused by the learned rate for one call's refill, 56ms", got)
 	}
-	if got := admitOne(t, s, "b:0"); got.Admitted || got.Wait != 112*time.Millisecond {
-		t.Fatalf("a second call at once: %+v, want its turn one call's refill later, 112ms", got)
+	if got := admitOne(t, s, "b:0"); got.Admitted || got.Wait != 107*time.Millisecond {
+		t.Fatalf("a second call at once: %+v, want its turn 0.9 × one call's refill later, 107ms", got)
 	}
 	redistest.Advance(m, 55*time.Millisecond)
 	if got := admitOne(t, s, "a:0"); got.Admitted {
@@ -700,5 +701,109 @@ func TestLearnLowerBoundsProbeNeverPassesOneAndAHalfWhatWasAccepted(t *testing.T
 				t.Fatalf("%d a minute, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// refusedAfterFirst429 is the store of TestLearnedRateAdmits after its
+// first 429: a learned rate of 18 a second (one call's refill 56 ms), the
+// learned bucket empty.
+func refusedAfterFirst429(t *testing.T) (*Store, *miniredis.Miniredis) {
+	t.Helper()
+	s, m, _ := newStore(t)
+	learn(t, s, true, 50*time.Millisecond)
+	for _, mem := range []string{"a:0", "b:0", "c:0"} {
+		admitOne(t, s, mem)
+		release(t, s, mem)
+	}
+	if got := learn(t, s, false, 50*time.Millisecond); got != 1080 {
+		t.Fatalf("the rate after the first 429: %d a minute, want 1080", got)
+	}
+	return s, m
+}
+
+// refuse asks n calls at once, each refused, and returns the last one's
+// wait.
+func refuse(t *testing.T, s *Store, n int) time.Duration {
+	t.Helper()
+	var last time.Duration
+	for i := range n {
+		got := admitOne(t, s, fmt.Sprintf("q%d:0", i))
+		if got.Admitted {
+			t.Fatalf("call %d of a queue: %+v, want refused", i, got)
+		}
+		last = got.Wait
+	}
+	return last
+}
+
+// nextRefused asks calls until one is refused and returns its wait.
+func nextRefused(t *testing.T, s *Store) time.Duration {
+	t.Helper()
+	for i := range 10 {
+		if got := admitOne(t, s, fmt.Sprintf("n%d:0", i)); !got.Admitted {
+			return got.Wait
+		}
+	}
+	t.Fatal("10 calls admitted at once, want one refused")
+	return 0
+}
+
+// A provider that reports nothing: the callers its learned rate refuses
+// are told their turns as far as the queue reaches, one behind another,
+// 0.9 × one call's refill apart (a queue told turns exactly at the rate
+// loses every turn a late caller leaves: goodput 0.89 in a busy storm),
+// up to a minute (LEARN.horizon), where the turns start over. At 18 a
+// second the 100th caller refused at once is told 56 + 99 × 51 ms, 5.105
+// s: past the 2 s a refusal was told at most before, when a caller behind
+// a backlog of a minute came back 30 times (20 to 60 Redis round trips a
+// finished job in issue 37's 25 s storms).
+func TestLearnedTurnsRunToTheQueue(t *testing.T) {
+	s, _ := refusedAfterFirst429(t)
+	if got := refuse(t, s, 100); got != 5105*time.Millisecond {
+		t.Fatalf("the 100th refused: told %v, want 5.105s", got)
+	}
+	if got := refuse(t, s, 1200); got != time.Minute {
+		t.Fatalf("the 1,300th refused: told %v, want the minute the turns reach", got)
+	}
+}
+
+// A queue told its turns at a rate that rose since is as many calls
+// ahead, and they go sooner: the next refusal is told its turn at the new
+// rate behind them (a queue told at 18 a second, 5.105 s long, is 2.55 s
+// at 36), not behind a queue timed at the old one. A rate that fell is
+// not stretched: its callers come back early, are refused and queue
+// again (stretched, the turns counted them twice and left the provider
+// idle: goodput 0.78 where a limit halved).
+func TestLearnedTurnsFollowTheRate(t *testing.T) {
+	s, m := refusedAfterFirst429(t)
+	before := refuse(t, s, 100)
+	// 16 calls that began after the 429 accepted at once: the slow start
+	// doubles the rate.
+	redistest.Advance(m, 60*time.Millisecond)
+	before -= 60 * time.Millisecond
+	for range 16 {
+		learn(t, s, true, 50*time.Millisecond)
+	}
+	r := readLearned(t, s).Learned
+	if r != 2160 {
+		t.Fatalf("the rate after 16 calls accepted: %d a minute, want 2160", r)
+	}
+	// One refill at 36 a second is 28 ms (ceil 27.8), 26 ms told. (The
+	// calls the learned bucket holds at the new rate go first.)
+	want := before*1080/time.Duration(r) + 26*time.Millisecond
+	if got := nextRefused(t, s); got < want-time.Millisecond || got > want+time.Millisecond {
+		t.Fatalf("after the rate doubled: told %v, want %v (the queue at the new rate, one turn more)", got, want)
+	}
+	// A 429 cuts the rate (below 36 a second): the queue is not stretched.
+	redistest.Advance(m, 10*time.Millisecond)
+	prev := nextRefused(t, s)
+	learn(t, s, false, 50*time.Millisecond)
+	r2 := readLearned(t, s).Learned
+	if r2 >= r {
+		t.Fatalf("after a 429: %d a minute, want below %d", r2, r)
+	}
+	gap := time.Duration(math.Ceil(0.9*math.Ceil(60000/float64(r2)))) * time.Millisecond
+	if got := refuse(t, s, 1); got < prev+gap-2*time.Millisecond || got > prev+gap+time.Millisecond {
+		t.Fatalf("after the rate fell to %d a minute: told %v, want %v: one turn behind the last, not the queue stretched", r2, got, prev+gap)
 	}
 }

@@ -141,12 +141,22 @@ local function admit(bk, ck, tokens, reserve, share, b)
   end
   if wait > 0 then
     if gap > 0 then
-      local turn = math.max(NOW + wait, (tonumber(redis.call('HGET', bk, 'qn')) or 0) + gap)
+      local qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
+      if need.learn then
+        -- A learned rate: the turns told run as far as the queue, which
+        -- is counted in calls at the rate that told them (qv) and timed
+        -- at the rate now (learnedTurns).
+        qn, whole, gap = learnedTurns(bk, qn, need.learn.rate, gap)
+      end
+      local turn = math.max(NOW + wait, qn + gap)
       -- Never past the moment the limits are whole again (at most
       -- classify.MaxHint away): then each limit holds as many calls as
       -- it has room for, and the turns start over.
       turn = math.min(turn, math.max(NOW + wait, whole))
       redis.call('HSET', bk, 'qn', turn)
+      if need.learn then
+        redis.call('HSET', bk, 'qv', need.learn.rate)
+      end
       wait = turn - NOW
     end
     return {2, wait, out.r, out.t, 0, learnt(need)}

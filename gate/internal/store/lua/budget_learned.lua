@@ -65,6 +65,11 @@ local LEARN = {
   -- it, so a queue given turns at the old rate is given them again at
   -- the new one within it (a limit that doubles is followed).
   window = 2000,
+  -- How far a refused caller is told its turn (ms): a provider's window
+  -- of a minute, as the providers' limits are (a queue's turns start over
+  -- at it, as a reading's at its reset).
+  horizon = 60000,
+  ahead = 0.9,
   -- Between two 429s that end runs the provider's bucket went from
   -- empty to empty: the calls it accepted in between, over the time
   -- between, are the rate it refills at, whatever it gathered while the
@@ -241,6 +246,23 @@ local function learnedRate(h)
   end
   r = math.min(r, math.max(h.rate, 2 * accepted(h)))
   return math.max(r, LEARN.min)
+end
+
+-- learnedTurns is the last turn told (qn, Redis ms) at the rate r now,
+-- and the furthest a turn is told: the refusals were told their turns one
+-- call apart at the rate then (qv, calls a second), so the queue is as
+-- many calls ahead, which a rate that rose since runs through sooner and
+-- one that fell later. The turns reach LEARN.horizon: a caller behind a
+-- backlog of tens of seconds is told its turn once. (Held to LEARN.window,
+-- it came back every 2 s, 20 to 60 round trips a job; the window held
+-- them so that a queue told its turns at a rate that then doubled was
+-- told them again at the new one.)
+local function learnedTurns(bk, qn, r, gap)
+  local qv = tonumber(redis.call('HMGET', bk, 'qv')[1]) or r
+  if qv < r then
+    qn = NOW + (qn - NOW) * qv / r
+  end
+  return qn, NOW + LEARN.horizon, math.ceil(gap * LEARN.ahead)
 end
 
 -- owed is the calls the learned bucket owes at NOW: its next free slot's
