@@ -80,12 +80,28 @@ var fullScale = scale{rpm: 3000, arrivals: 4 * time.Second, jobs: 500}
 // the reactive gate's 2 s wait.
 var miniredisScale = scale{rpm: 900, arrivals: 8 * time.Second, jobs: 300}
 
+// arrivalsEnv, set to a duration, is how long the jobs of the storms on
+// a real server arrive, at the same rate (fullScale's 4 s otherwise):
+// issue 37's storms offered theirs for 25 s, where a job behind the
+// backlog waits tens of seconds (docs/upstreams.md).
+const arrivalsEnv = "LIMITSTORM_ARRIVALS"
+
 // scaleOf is the storms' size on target tg.
-func scaleOf(tg redistest.Target) scale {
+func scaleOf(t *testing.T, tg redistest.Target) scale {
+	t.Helper()
 	if tg.Name == "miniredis" {
 		return miniredisScale
 	}
-	return fullScale
+	s := fullScale
+	if v := os.Getenv(arrivalsEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("%s=%q: want a positive duration, such as 24s", arrivalsEnv, v)
+		}
+		s.jobs = int(float64(s.jobs) * float64(d) / float64(s.arrivals))
+		s.arrivals = d
+	}
+	return s
 }
 
 // Four gates, in this process and in two worker processes, share one
@@ -106,7 +122,7 @@ func TestStormAtTheLimit(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			addr := realTime(t, tg)
-			size := scaleOf(tg)
+			size := scaleOf(t, tg)
 			for _, g := range gates {
 				for _, sc := range storms {
 					t.Run(g.name+"/"+sc.name, func(t *testing.T) {
@@ -247,7 +263,7 @@ func realTime(t *testing.T, tg redistest.Target) limitstorm.Redis {
 func TestStormDefaultWiring(t *testing.T) {
 	eachTarget(t, redistest.Targets(t), func(t *testing.T, tg redistest.Target) {
 		addr := realTime(t, tg)
-		size := scaleOf(tg)
+		size := scaleOf(t, tg)
 		for _, sc := range defaultStorms(size) {
 			t.Run(sc.name, func(t *testing.T) {
 				c := sc.c
@@ -340,7 +356,7 @@ func TestStormNoHeaders(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			addr := realTime(t, tg)
-			size := scaleOf(tg)
+			size := scaleOf(t, tg)
 			for _, sc := range []struct {
 				name string
 				// midway sets the requests limit from the middle of the

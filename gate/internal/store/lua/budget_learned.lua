@@ -61,14 +61,16 @@ local LEARN = {
   -- The learned bucket holds this many seconds of the rate (at least 2
   -- calls): what may go at once.
   burst = 0.1,
-  -- The learned quota's horizon (ms): refused callers' turns never pass
-  -- it, so a queue given turns at the old rate is given them again at
-  -- the new one within it (a limit that doubles is followed).
+  -- The learned quota's window (ms): the reading the judge is given
+  -- refills the rate over it; the turns before the first 429 never pass
+  -- it (unlimited).
   window = 2000,
-  -- How far a refused caller is told its turn (ms): a provider's window
-  -- of a minute, as the providers' limits are (a queue's turns start over
-  -- at it, as a reading's at its reset).
+  -- How far a caller the rate refuses is told its turn (ms): a minute,
+  -- the providers' limits' window; the queue's turns start over at it,
+  -- as a reading's at its reset (learnedTurns).
   horizon = 60000,
+  -- The turns told are this share of one call's refill apart: a queue
+  -- told exactly at the rate loses each turn a caller late to it leaves.
   ahead = 0.9,
   -- Between two 429s that end runs the provider's bucket went from
   -- empty to empty: the calls it accepted in between, over the time
@@ -252,11 +254,14 @@ end
 -- and the furthest a turn is told: the refusals were told their turns one
 -- call apart at the rate then (qv, calls a second), so the queue is as
 -- many calls ahead, which a rate that rose since runs through sooner and
--- one that fell later. The turns reach LEARN.horizon: a caller behind a
--- backlog of tens of seconds is told its turn once. (Held to LEARN.window,
--- it came back every 2 s, 20 to 60 round trips a job; the window held
--- them so that a queue told its turns at a rate that then doubled was
--- told them again at the new one.)
+-- one that fell later; a fall is not counted (the queue's callers come
+-- back early and queue again: counted too, they stood twice in it and
+-- the provider sat idle). The turns reach LEARN.horizon: a caller behind
+-- a backlog of tens of seconds is told its turn once. (Held to
+-- LEARN.window, it came back every 2 s: 20 to 60 round trips a job.)
+-- It returns the turn before the next, the furthest a turn is told, and
+-- the next turn's distance from it, gap (one call's refill, ms) ×
+-- LEARN.ahead.
 local function learnedTurns(bk, qn, r, gap)
   local qv = tonumber(redis.call('HMGET', bk, 'qv')[1]) or r
   if qv < r then
