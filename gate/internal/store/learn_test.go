@@ -749,27 +749,59 @@ func nextRefused(t *testing.T, s *Store) time.Duration {
 }
 
 // A provider that reports nothing: the callers its learned rate refuses
-// are told their turns as far as the queue reaches, one behind another,
-// 0.9 × one call's refill apart (a queue told turns exactly at the rate
-// loses every turn a late caller leaves: goodput 0.89 in a busy storm),
-// up to a minute (LEARN.horizon), where the turns start over. At 18 a
-// second the 100th caller refused at once is told 56 + 99 × 51 ms, 5.105
-// s: past the 2 s a refusal was told at most before, when a caller behind
-// a backlog of a minute came back 30 times (20 to 60 Redis round trips a
-// finished job in issue 37's 25 s storms).
+// while it holds a measured rate are told their turns as far as the
+// queue reaches, one behind another, 0.9 × one call's refill apart (a
+// queue told turns exactly at the rate loses every turn a late caller
+// leaves: goodput 0.89 in a busy storm), up to a minute (LEARN.horizon),
+// where the turns start over. Held at 2,328 a minute (one refill 26 ms,
+// 24 told), the 200th caller refused at once is told 199 × 24 ms after
+// the first: past the 2 s a refusal was told at most before, when a
+// caller behind a backlog of a minute came back 30 times (20 to 60 Redis
+// round trips a finished job in issue 37's 25 s storms). While the rate
+// climbs above what the provider was seen to take (past the hold, or in
+// the slow start), the limit is not known and the turns reach 2 s, as
+// before: told far at a rate that then rose, a queue came back at its
+// old spacing (a doubled limit's goodput 0.82 where it was 0.93).
 func TestLearnedTurnsRunToTheQueue(t *testing.T) {
-	s, _ := refusedAfterFirst429(t)
-	if got := refuse(t, s, 100); got != 5105*time.Millisecond {
-		t.Fatalf("the 100th refused: told %v, want 5.105s", got)
+	s, m, _ := newStore(t)
+	measuredAt40(t, s, m)
+	first := refuse(t, s, 1)
+	if got, want := refuse(t, s, 199), first+199*24*time.Millisecond; got != want {
+		t.Fatalf("the 200th refused in the hold: told %v, want %v", got, want)
 	}
-	if got := refuse(t, s, 1200); got != time.Minute {
-		t.Fatalf("the 1,300th refused: told %v, want the minute the turns reach", got)
+	if got := refuse(t, s, 2500); got != time.Minute {
+		t.Fatalf("the 2,700th refused: told %v, want the minute the turns reach", got)
+	}
+	// Past the hold (a window, 1 s), the probe climbs.
+	redistest.Advance(m, 1200*time.Millisecond)
+	if got := nextRefused(t, s); got != 2*time.Second {
+		t.Fatalf("refused while the rate climbs: told %v, want the 2 s the turns reach then", got)
+	}
+	// In the slow start after a first 429, too.
+	s, _ = refusedAfterFirst429(t)
+	if got := refuse(t, s, 100); got != 2*time.Second {
+		t.Fatalf("the 100th refused in the slow start: told %v, want 2s", got)
+	}
+	// After a cut that measured nothing (TestLearnCutClimbsInTime's, to 9
+	// a second), the climb back to it is known ground, its probe past it
+	// is not.
+	s, m, _ = newStore(t)
+	learn(t, s, true, 20*time.Millisecond)
+	acceptEvery(t, s, m, 10, 100*time.Millisecond, 20*time.Millisecond)
+	redistest.Advance(m, 20*time.Millisecond)
+	learn(t, s, false, 20*time.Millisecond)
+	if got := refuse(t, s, 100); got <= 2*time.Second {
+		t.Fatalf("the 100th refused after a cut: told %v, want past 2s", got)
+	}
+	acceptEvery(t, s, m, 20, 100*time.Millisecond, 20*time.Millisecond)
+	if got := nextRefused(t, s); got != 2*time.Second {
+		t.Fatalf("refused while that rate climbs past it: told %v, want 2s", got)
 	}
 }
 
 // A queue told its turns at a rate that rose since is as many calls
 // ahead, and they go sooner: the next refusal is told its turn at the new
-// rate behind them (a queue told at 18 a second, 5.105 s long, is 2.55 s
+// rate behind them (a queue told at 18 a second, 1.94 s long, is 0.97 s
 // at 36), not behind a queue timed at the old one. A rate that fell is
 // not stretched: its callers come back early, are refused and queue
 // again (stretched, the turns counted them twice and left the provider

@@ -50,9 +50,9 @@ local function admit(bk, ck, tokens, reserve, share, b)
   end
   local need = {r = 1, t = tokens}
   if lh then
-    local rate, tat
-    b.r, rate, tat = learnedQuota(lh, n, reserve)
-    need.learn = {k = bk, rate = rate, tat = tat, cut = lh.cut}
+    local rate, tat, climbing
+    b.r, rate, tat, climbing = learnedQuota(lh, n, reserve)
+    need.learn = {k = bk, rate = rate, tat = tat, cut = lh.cut, climbing = climbing}
   end
   local held = {r = n, t = spent}
   if learned then
@@ -146,7 +146,7 @@ local function admit(bk, ck, tokens, reserve, share, b)
         -- A learned rate: the turns told run as far as the queue, which
         -- is counted in calls at the rate that told them (qv) and timed
         -- at the rate now (learnedTurns).
-        qn, whole, gap = learnedTurns(bk, qn, need.learn.rate, gap)
+        qn, whole, gap = learnedTurns(bk, qn, need.learn.rate, gap, need.learn.climbing)
       end
       local turn = math.max(NOW + wait, qn + gap)
       -- Never past the moment the limits are whole again (at most

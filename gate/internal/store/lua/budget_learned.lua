@@ -207,6 +207,9 @@ end
 -- raise it unused).
 local function learnedRate(h)
   local r
+  -- climbing: above any rate the provider was seen to take (the slow
+  -- start, a probe past its hold), where the limit is not known.
+  local climbing = not h.cut
   if not h.cut then
     r = h.rate * 2 ^ math.min(h.k / LEARN.slow, 8)
     if h.cap and r > h.cap then
@@ -229,6 +232,7 @@ local function learnedRate(h)
     -- CUBIC's climb over a window, doubling every window after.
     local w = holdOf(h)
     local x = math.min(math.max(NOW - h.at - w, 0) / w, 8)
+    climbing = x > 0
     r = h.rate / LEARN.sure * (LEARN.sure + LEARN.up * math.min(x, 1) ^ 3) * 2 ^ math.max(x - 1, 0)
     if h.lower then
       -- After a lower bound the windows are short (LEARN.span), and the
@@ -243,11 +247,12 @@ local function learnedRate(h)
     local c = LEARN.hold - LEARN.beta
     if x > 0 then
       c = LEARN.up
+      climbing = true
     end
     r = h.rate / LEARN.beta * (LEARN.hold + c * x * x * x)
   end
   r = math.min(r, math.max(h.rate, 2 * accepted(h)))
-  return math.max(r, LEARN.min)
+  return math.max(r, LEARN.min), climbing
 end
 
 -- learnedTurns is the last turn told (qn, Redis ms) at the rate r now,
@@ -259,15 +264,24 @@ end
 -- the provider sat idle). The turns reach LEARN.horizon: a caller behind
 -- a backlog of tens of seconds is told its turn once. (Held to
 -- LEARN.window, it came back every 2 s: 20 to 60 round trips a job.)
+-- While the rate climbs (climbing: the slow start, a probe past its
+-- hold) the limit above it is not known, and the turns reach
+-- LEARN.window, as before: told far at a rate that then rose, a queue
+-- came back at its old spacing once the arrivals ended (a doubled
+-- limit's goodput 0.82 where it was 0.93 or more).
 -- It returns the turn before the next, the furthest a turn is told, and
 -- the next turn's distance from it, gap (one call's refill, ms) ×
 -- LEARN.ahead.
-local function learnedTurns(bk, qn, r, gap)
+local function learnedTurns(bk, qn, r, gap, climbing)
   local qv = tonumber(redis.call('HMGET', bk, 'qv')[1]) or r
   if qv < r then
     qn = NOW + (qn - NOW) * qv / r
   end
-  return qn, NOW + LEARN.horizon, math.ceil(gap * LEARN.ahead)
+  local far = LEARN.horizon
+  if climbing then
+    far = LEARN.window
+  end
+  return qn, NOW + far, math.ceil(gap * LEARN.ahead)
 end
 
 -- owed is the calls the learned bucket owes at NOW: its next free slot's
@@ -285,14 +299,14 @@ end
 -- kept against a reading's lag are added back. It returns the quota, the
 -- rate, and the learned bucket's next free slot at that rate.
 local function learnedQuota(h, n, keep)
-  local r = learnedRate(h)
+  local r, climbing = learnedRate(h)
   local burst = math.max(2, r * LEARN.burst)
   -- (A thousandth of a call more: the slot stored as a decimal string
   -- and floating point dust must not refuse a call at its very slot.)
   local debt = owed(h, r)
   local lvl = math.max(burst - debt + 1e-3, 0)
   local rem = lvl + n + keep
-  return {at = NOW, rem = rem, lim = rem + r * LEARN.window / 1000, rst = NOW + LEARN.window}, r, NOW + debt * 1000 / r
+  return {at = NOW, rem = rem, lim = rem + r * LEARN.window / 1000, rst = NOW + LEARN.window}, r, NOW + debt * 1000 / r, climbing
 end
 
 -- first judges a call to an upstream with no reading yet and not known to
