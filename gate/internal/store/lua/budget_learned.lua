@@ -62,8 +62,8 @@ local LEARN = {
   -- calls): what may go at once.
   burst = 0.1,
   -- The learned quota's window (ms): the reading the judge is given
-  -- refills the rate over it; the turns before the first 429 never pass
-  -- it (unlimited).
+  -- refills the rate over it; the turns told before the first 429
+  -- (unlimited) and while the rate climbs (learnedTurns) never pass it.
   window = 2000,
   -- How far a caller the rate refuses is told its turn (ms): a minute,
   -- the providers' limits' window; the queue's turns start over at it,
