@@ -128,3 +128,42 @@ func TestFirst429OfABoundedCallStartsTheRate(t *testing.T) {
 		})
 	}
 }
+
+// Under the budget's documented ACL (redistest.ACLUpstream), a provider
+// that sends no budget is learned, and the callers its learned rate
+// refuses are told their turns with no command refused: the queue of
+// turns is read with HMGET and written with HSET, which the ACL grants
+// (read with HGET, which it does not, every such refusal was a Redis
+// error).
+func TestLearnedTurnsUnderTheDocumentedACL(t *testing.T) {
+	prefix := "acllearned"
+	s := redistest.ACLServer(t, prefix, redistest.ACLUpstream)
+	rec := newRecorder()
+	// The default upstream, a 429 with no wait in it, as the Quickstart meets.
+	g := newGate(t, s.Client(t), gate.Options{Prefix: prefix, Lease: time.Minute, Classify: upstreamClassifier(0), Observer: rec})
+	ctx := context.Background()
+	if err := g.Do(ctx, "known", okFn); err != nil { // it sends no budget
+		t.Fatal(err)
+	}
+	_ = failWith(t, g, "first-429", errRateLimited)
+	refused := false
+	for i := 0; i < 20 && !refused; i++ {
+		err := g.Do(ctx, fmt.Sprintf("j%d", i), okFn)
+		if err == nil {
+			continue
+		}
+		wait, ok := gate.RetryAfter(err)
+		if !ok || wait <= 0 {
+			t.Fatalf("call %d after the first 429: %v, want served or refused with a wait", i, err)
+		}
+		refused = true
+	}
+	if !refused {
+		t.Fatal("20 calls at once after the first 429 all served, want the learned rate to refuse one")
+	}
+	for _, e := range rec.drain() {
+		if e.Kind == gate.EventRedisError {
+			t.Fatalf("a command refused under the budget's ACL: %+v", e)
+		}
+	}
+}

@@ -342,9 +342,9 @@ const maxTripsPerJob = 20
 // and goodput 0.64–0.99); miniredis, whose scripts the load starves, is
 // logged only (docs/upstreams.md). What is held on Redis and the cluster
 // is the learning itself (learnedBounds): without it, 38–78 % of the
-// calls earned a 429. At the issue's own length (LIMITSTORM_ARRIVALS=24s)
-// five busy runs in a row met every target on Redis and the cluster, at
-// 3.2 to 9.3 round trips a finished job (docs/upstreams.md, stop 57).
+// calls earned a 429. At the issue's own length (LIMITSTORM_ARRIVALS=24s,
+// issueArrivals) the issue's targets are held on Redis and the cluster:
+// docs/upstreams.md gives the busy runs.
 //
 // Its targets' storms run one after the other, not at once (eachTarget):
 // a rate learned from the answers reads the time they take to come back,
@@ -393,13 +393,23 @@ func TestStormNoHeaders(t *testing.T) {
 					t.Logf("issue 37's targets: 429s %.2f %% (≤ %.0f %%), goodput %.2f (≥ %.2f), %.1f round trips a job (≤ %d)",
 						100*r.RefusedShare(), 100*sc.refused, r.Goodput(), sc.goodput, r.TripsPerJob(), maxTripsPerJob)
 					if tg.Name != "miniredis" {
-						learnedBounds(t, r, sc.held)
+						held := sc.held
+						if size.arrivals >= issueArrivals {
+							held = learned{refused: sc.refused, goodput: sc.goodput}
+						}
+						learnedBounds(t, r, held)
 					}
 				})
 			}
 		})
 	}
 }
+
+// issueArrivals is the length of arrivals from which TestStormNoHeaders
+// holds issue 37's own targets on Redis and the cluster, not the looser
+// learnedBounds: the issue's storms offered jobs for 25 s, and
+// LIMITSTORM_ARRIVALS=24s runs them so.
+const issueArrivals = 20 * time.Second
 
 // learned is what TestStormNoHeaders holds of a storm: at most refused
 // of the calls earn a 429, goodput at least goodput × the limit in

@@ -11,7 +11,7 @@
 -- refusals queue one call's refill apart (a request's, or the tokens it
 -- said, whichever refills slower) (the budget's field qn, the
 -- last turn given, in Redis ms, as GCRA keeps a theoretical arrival
--- time), so callers that obey their waits come back one at a time
+-- time; qv, the learned rate that told it), so callers that obey their waits come back one at a time
 -- instead of all at once when the first call fits.
 -- With no reading, the rate learned of a provider that sends none stands
 -- for the requests limit once a 429 told it has one (budget_learned.lua);
@@ -141,21 +141,23 @@ local function admit(bk, ck, tokens, reserve, share, b)
   end
   if wait > 0 then
     if gap > 0 then
-      local qn = tonumber(redis.call('HMGET', bk, 'qn')[1]) or 0
+      local q = redis.call('HMGET', bk, 'qn', 'qv')
+      local qn = tonumber(q[1]) or 0
       if need.learn then
         -- A learned rate: the turns told run as far as the queue, which
         -- is counted in calls at the rate that told them (qv) and timed
         -- at the rate now (learnedTurns).
-        qn, whole, gap = learnedTurns(bk, qn, need.learn.rate, gap, need.learn.climbing)
+        qn, whole, gap = learnedTurns(qn, tonumber(q[2]), need.learn.rate, gap, need.learn.climbing)
       end
       local turn = math.max(NOW + wait, qn + gap)
       -- Never past the moment the limits are whole again (at most
       -- classify.MaxHint away): then each limit holds as many calls as
       -- it has room for, and the turns start over.
       turn = math.min(turn, math.max(NOW + wait, whole))
-      redis.call('HSET', bk, 'qn', turn)
       if need.learn then
-        redis.call('HSET', bk, 'qv', need.learn.rate)
+        redis.call('HSET', bk, 'qn', turn, 'qv', need.learn.rate)
+      else
+        redis.call('HSET', bk, 'qn', turn)
       end
       wait = turn - NOW
     end

@@ -204,7 +204,7 @@ end
 -- further: where few calls are accepted (a low rate, a busy machine) a
 -- climb in calls alone held half the limit for seconds. Above the rate held, never
 -- past twice what the provider accepted lately (a light load does not
--- raise it unused).
+-- raise it unused). It returns the rate and whether it climbs.
 local function learnedRate(h)
   local r
   -- climbing: above any rate the provider was seen to take (the slow
@@ -255,7 +255,8 @@ local function learnedRate(h)
   return math.max(r, LEARN.min), climbing
 end
 
--- learnedTurns is the last turn told (qn, Redis ms) at the rate r now,
+-- learnedTurns is the last turn told (qn, Redis ms; told at the rate qv,
+-- calls a second, or r where none was) at the rate r now,
 -- and the furthest a turn is told: the refusals were told their turns one
 -- call apart at the rate then (qv, calls a second), so the queue is as
 -- many calls ahead, which a rate that rose since runs through sooner and
@@ -272,8 +273,8 @@ end
 -- It returns the turn before the next, the furthest a turn is told, and
 -- the next turn's distance from it, gap (one call's refill, ms) ×
 -- LEARN.ahead.
-local function learnedTurns(bk, qn, r, gap, climbing)
-  local qv = tonumber(redis.call('HMGET', bk, 'qv')[1]) or r
+local function learnedTurns(qn, qv, r, gap, climbing)
+  qv = qv or r
   if qv < r then
     qn = NOW + (qn - NOW) * qv / r
   end
@@ -297,7 +298,8 @@ end
 -- holds, over LEARN.window. The bucket counts each call as it is
 -- admitted, not as it settles, so the n calls in flight and the reserve
 -- kept against a reading's lag are added back. It returns the quota, the
--- rate, and the learned bucket's next free slot at that rate.
+-- rate, the learned bucket's next free slot at that rate, and whether
+-- the rate climbs (learnedRate).
 local function learnedQuota(h, n, keep)
   local r, climbing = learnedRate(h)
   local burst = math.max(2, r * LEARN.burst)
