@@ -159,7 +159,7 @@ func TestLearnedTurnsUnderTheDocumentedACL(t *testing.T) {
 		refused = true
 	}
 	if !refused {
-		t.Fatal("20 calls at once after the first 429 all served, want the learned rate to refuse one")
+		t.Fatal("20 calls in a row after the first 429 all served, want the learned rate to refuse one")
 	}
 	for _, e := range rec.drain() {
 		if e.Kind == gate.EventRedisError {

@@ -9,10 +9,10 @@
 -- when the caller read it already (budget_left.lua's budget).
 -- A refused call is told its own turn, not the moment one call fits: the
 -- refusals queue one call's refill apart (a request's, or the tokens it
--- said, whichever refills slower) (the budget's field qn, the
--- last turn given, in Redis ms, as GCRA keeps a theoretical arrival
--- time; qv, the learned rate that told it), so callers that obey their waits come back one at a time
--- instead of all at once when the first call fits.
+-- said, whichever refills slower) (the budget's field qn, the last turn
+-- given, in Redis ms, as GCRA keeps a theoretical arrival time; qv, the
+-- learned rate that told it), so callers that obey their waits come back
+-- one at a time instead of all at once when the first call fits.
 -- With no reading, the rate learned of a provider that sends none stands
 -- for the requests limit once a 429 told it has one (budget_learned.lua);
 -- with neither reading nor word that it sends none, calls go one at a
