@@ -2,8 +2,10 @@ package release
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -92,4 +94,73 @@ func lineDiff(a, b string) (onlyA, onlyB []string) {
 		}
 	}
 	return onlyA, onlyB
+}
+
+// The counts docs/contributing/api.md states for package gate are the
+// listing's: its table's last row (live names), Options' fields, the
+// error sentinels, and the figure "Why not 72" argues from.
+func TestAPIPageCountsTheListing(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing, err := os.ReadFile(filepath.Join(root, APIDir, "root.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(root, "docs", "contributing", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, fields, sentinels int
+	member := regexp.MustCompile(`^type \w+ (struct|interface), `)
+	for _, l := range strings.Split(string(listing), "\n") {
+		l, ok := strings.CutPrefix(l, "pkg github.com/retrygate/retrygate/gate, ")
+		switch {
+		case !ok:
+		case strings.HasPrefix(l, "type Options struct, "):
+			fields++
+		case member.MatchString(l):
+		case strings.HasPrefix(l, "var Err"):
+			sentinels++
+			names++
+		default:
+			names++
+		}
+	}
+	if names < 50 || fields == 0 || sentinels == 0 {
+		t.Fatalf("listing read as %d names, %d Options fields, %d sentinels: is gate still in %s/root.txt?", names, fields, sentinels, APIDir)
+	}
+	// The count table: the rows under its header, up to its first
+	// line that is not a row.
+	_, table, _ := strings.Cut(string(page), "| | live | deprecated | total |\n")
+	var last string
+	for _, l := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		last = l
+	}
+	row := regexp.MustCompile(`\| (\d+) \| 0 \| (\d+) \|$`).FindStringSubmatch(last)
+	if row == nil {
+		t.Fatalf("the count table's last row %q does not end in live | 0 | total", last)
+	}
+	for _, c := range []struct{ claim, want string }{
+		{"the count table's live names", row[1]},
+		{"the count table's total", row[2]},
+	} {
+		if c.want != fmt.Sprint(names) {
+			t.Errorf("api.md: %s %s, the listing has %d: add a row for the change", c.claim, c.want, names)
+		}
+	}
+	for _, claim := range []string{
+		fmt.Sprintf("`Options` has %d fields", fields),
+		fmt.Sprintf("## Errors (%d sentinels", sentinels),
+		fmt.Sprintf("%d error sentinels", sentinels),
+		fmt.Sprintf("Issue 36 asked for at most 72 live names. %d is", names),
+	} {
+		if !strings.Contains(string(page), claim) {
+			t.Errorf("api.md does not say %q, as the listing counts", claim)
+		}
+	}
 }
