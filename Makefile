@@ -73,8 +73,8 @@ demo:
 ## without a fence), the middleware's HTTP refusals against a bare 429, one
 ## GET and httprate, and the rate-limit storms (the budget's admission beside
 ## the reactive gate), on one real redis-server, ratios within one run
-## → bench/RESULTS.md (~5.5 min on 2 idle cores: ~3.5 the head-to-head, ~2
-## the storms).
+## → bench/RESULTS.md (~17 min on 2 cores: ~4 the head-to-head and the edge,
+## ~13 the storms, 21 of them at 24 s of arrivals in 4 worker processes).
 bench:
 	cd bench && $(GO) run . -out RESULTS.md
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -165,16 +166,22 @@ func TestQuick(t *testing.T) {
 		if x.admits {
 			admitting++
 		}
+		// The Gates ran in the worker processes, which report their
+		// round trips (the targets hold them to at most 20 a job).
+		if r.Trips == 0 {
+			t.Errorf("limit %s, %s: no Redis round trip counted: %v", x.gate, x.provider, r)
+		}
 	}
 	if exp, got := len(limitGates)*len(limitProviders), len(res.limit); exp != got {
 		t.Errorf("exp %d rows at the limit, got %d", exp, got)
 	}
-	for _, want := range []string{"## At the provider's rate limit (issue 31)", "| " + limitGates[0].name + " | Anthropic |"} {
+	for _, want := range []string{"## At the provider's rate limit (issues 31 and 37)", "| " + limitGates[0].name + " | Anthropic |",
+		fmt.Sprintf("(%d processes)", quickSettings.limit.procs), "| round trips a finished job |", "≤ 20 Redis round trips a finished job"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if exp, got := 13+2*admitting, len(res.targets()); exp != got {
+	if exp, got := 13+3*admitting, len(res.targets()); exp != got {
 		t.Errorf("exp %d targets, got %d", exp, got)
 	}
 	t.Log("\n" + md)

@@ -12,15 +12,17 @@ import (
 	"github.com/retrygate/retrygate/internal/testkit/llmfake"
 )
 
-// limitParams shape the storms at a provider's rate limit (issue 31):
-// four Gates in this process share one upstream, jobs arrive at Offer ×
-// RPM for arrivals, one storm per seed.
+// limitParams shape the storms at a provider's rate limit (issues 31
+// and 37): four Gates share one upstream, each in its own worker process
+// when procs is 4, jobs arrive at Offer × RPM for arrivals, one storm per
+// seed.
 type limitParams struct {
 	rpm      int64
 	offer    float64
 	arrivals time.Duration
 	drain    time.Duration // after the arrivals, a job may still complete
 	seeds    []uint64
+	procs    int // limitstorm.Config.Procs
 }
 
 // limitGates are the gates measured at the limit, side by side in one
@@ -110,7 +112,7 @@ func runLimitStorms(ctx context.Context, addr string, p limitParams, log io.Writ
 				opts := g.opts
 				opts.Prefix = fmt.Sprintf("limit:%d:%d", si, i)
 				c := limitstorm.Config{
-					Dialect: d.dialect, RPM: p.rpm, TPM: d.tpm * p.rpm, MidwayRPM: int64(d.midway * float64(p.rpm)), Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed,
+					Dialect: d.dialect, RPM: p.rpm, TPM: d.tpm * p.rpm, MidwayRPM: int64(d.midway * float64(p.rpm)), Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed, Procs: p.procs,
 					Redis: limitstorm.Redis{Addrs: []string{addr}}, Gate: opts,
 				}
 				if d.window > 0 {
@@ -129,14 +131,16 @@ func runLimitStorms(ctx context.Context, addr string, p limitParams, log io.Writ
 	return rows, nil
 }
 
-// Issue 31 §7's targets for a gate that admits calls from the budget.
+// Issues 31 and 37's targets for a gate that admits calls from the
+// budget or the rate it learned.
 const (
 	limitMaxRefused = 0.01 // 429s ≤ 1 % of upstream calls
 	limitMinGoodput = 0.9  // goodput ≥ 0.9 × the provider's limit
+	limitMaxTrips   = 20   // Redis round trips a finished job (issue 37.7)
 )
 
-// limitTargets are issue 31's targets, on the median over seeds, for the
-// rows of gates that admit.
+// limitTargets are the issues' targets, on the median over seeds, for
+// the rows of gates that admit.
 func (r *results) limitTargets() []target {
 	var ts []target
 	for _, x := range r.limit {
@@ -145,17 +149,20 @@ func (r *results) limitTargets() []target {
 		}
 		share := medianOf(x.results, limitstorm.Result.RefusedShare)
 		good := medianOf(x.results, limitstorm.Result.Goodput)
+		trips := medianOf(x.results, limitstorm.Result.TripsPerJob)
 		ts = append(ts,
 			target{fmt.Sprintf("%s, %s: 429s ≤ %.0f %% of upstream calls", x.gate, x.provider, 100*x.maxRefused), fmt.Sprintf("%.1f %%", 100*share), share <= x.maxRefused},
-			target{fmt.Sprintf("%s, %s: goodput ≥ %.2g× the limit in force", x.gate, x.provider, x.minGoodput), fmt.Sprintf("%.2f×", good), good >= x.minGoodput})
+			target{fmt.Sprintf("%s, %s: goodput ≥ %.2g× the limit in force", x.gate, x.provider, x.minGoodput), fmt.Sprintf("%.2f×", good), good >= x.minGoodput},
+			target{fmt.Sprintf("%s, %s: ≤ %d Redis round trips a finished job", x.gate, x.provider, limitMaxTrips), fmt.Sprintf("%.1f", trips), trips <= limitMaxTrips})
 	}
 	return ts
 }
 
 func (r *results) limitMarkdown(b *strings.Builder) {
 	p := r.set.limit
-	fmt.Fprintf(b, "\n## At the provider's rate limit (issue 31)\n\n"+
-		"Four Gates in one process share one upstream (`Upstream`) and this Redis; each job calls go-openai through `classify/goopenai.Transport` "+
+	fmt.Fprintf(b, "\n## At the provider's rate limit (issues 31 and 37)\n\n"+
+		"Four Gates, each in a worker process of its own (%d processes) with its own go-redis client, share this Redis and the default upstream: "+
+		"the Quickstart's wiring, `gate.Options` without `Upstream`, no call saying its tokens (`WithTokens`). Each job calls go-openai through `classify/goopenai.Transport` "+
 		"against `internal/testkit/llmfake`, a provider enforcing %d requests a minute as a token bucket, emptied when the storm starts "+
 		"(and, where tokens bind, %d tokens a minute: a call counts its prompt at 4 characters a token and its max_tokens), "+
 		"with OpenAI's or Anthropic's rate-limit headers on every answer and its 429; "+
@@ -164,16 +171,16 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 		"and one told to wait past %v after the arrivals is lost. "+
 		"429s: the provider's own count, of every call it answered; goodput: jobs completed (or their tokens, where tokens bind) ÷ the calls (tokens) the limit allowed from the start "+
 		"to the last completion (to the end, when a job was lost); a burst: 429s at most 50 ms apart; run again: a job whose call ended with its lease gone (the process stalled past it). "+
-		"Medians over seeds %s, the range in brackets. "+
-		"The issues' targets (429s ≤ 1 %%, goodput ≥ 0.9×; without headers ≤ 2 %%, and ≤ 3 %% with goodput ≥ 0.85× of the limit in force where it changes) apply to a gate that admits calls from the provider's budget or the rate it learned; "+
+		"Seeds %s (with more than one, medians and the range in brackets). Round trips: the Gates' Redis round trips ÷ the jobs completed. "+
+		"The issues' targets (429s ≤ 1 %%, goodput ≥ 0.9×; without headers ≤ 2 %%, and ≤ 3 %% with goodput ≥ 0.85× of the limit in force where it changes; at most 20 round trips a finished job) apply to a gate that admits calls from the provider's budget or the rate it learned; "+
 		"the reactive gate learns of the limit from a 429 and cools for its hint.\n\n",
-		p.rpm, limitProviders[tokensBindRow].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
-	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | largest 429 burst | jobs | lost (worst) | failed (worst) | run again (worst) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		max(p.procs, 1), p.rpm, limitProviders[tokensBindRow].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
+	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | round trips a finished job | largest 429 burst | jobs | lost (worst) | failed (worst) | run again (worst) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.limit {
 		share := func(s limitstorm.Result) float64 { return 100 * s.RefusedShare() }
-		fmt.Fprintf(b, "| %s | %s | %s %% | %s | %.0f | %.0f | %d | %d | %d |\n", x.gate, x.provider,
-			spread(x.results, share, "%.1f"), spread(x.results, limitstorm.Result.Goodput, "%.2f"),
+		fmt.Fprintf(b, "| %s | %s | %s %% | %s | %s | %.0f | %.0f | %d | %d | %d |\n", x.gate, x.provider,
+			spread(x.results, share, "%.1f"), spread(x.results, limitstorm.Result.Goodput, "%.2f"), spread(x.results, limitstorm.Result.TripsPerJob, "%.1f"),
 			medianOf(x.results, func(s limitstorm.Result) float64 { return float64(s.LargestBurst) }),
 			medianOf(x.results, func(s limitstorm.Result) float64 { return float64(s.Jobs) }),
 			worst(x.results, func(s limitstorm.Result) int { return s.Lost }),

@@ -7,9 +7,16 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+
+	"github.com/retrygate/retrygate/internal/testkit/limitstorm"
 )
 
 func main() {
+	// The rate-limit storms' Gates run in worker processes: this binary,
+	// started again.
+	if code, ok := limitstorm.RunWorker(); ok {
+		os.Exit(code)
+	}
 	out := flag.String("out", "", "write the markdown report to this file too")
 	quick := flag.Bool("quick", false, "smoke test: one short round, not a measurement")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
