@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrygate/retrygate/gate"
+	"github.com/retrygate/retrygate/internal/keyspace"
 	"github.com/retrygate/retrygate/internal/testkit/gatetest"
 	"github.com/retrygate/retrygate/internal/testkit/redistest"
 )
@@ -473,4 +474,48 @@ func isGive(args []any) bool {
 	}
 	g, _ := args[9].(string)
 	return strings.HasSuffix(g, ":line:grant:")
+}
+
+// The process whose timer gives a line's refills stops giving once its
+// callers have all left the line; another process's callers are given
+// their turns when they fit, not when that timer was due back. Here the
+// interactive caller's process (b) times the refill (10 s) before the
+// batch caller (a's) joins; its turn taken, the headroom it asked for
+// holds the batch caller out for 5 s. On miniredis the clock moves only
+// when the test says: at 6 s the batch call fits, 4 s before b's timer
+// was due. Before, a's giver was told to come back a second after it,
+// and a slower machine's 20 s refill timed the batch caller out.
+func TestLineTimerOfAProcessWithNoCallersLeft(t *testing.T) {
+	m, rdb := redistest.Miniredis(t)
+	redistest.Advance(m, 0) // its clock still: it moves when the test says
+	ctx := context.Background()
+	opts := budgetOptions(t)
+	a, b, l1, l2 := spentPairRefilling(t, rdb, opts, slowRefill)
+	defer func() { _ = l2.Release(ctx) }()
+	inter := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityInteractive), b, "inter", time.Minute)
+	gatetest.InLine(t, a, "inter")
+	_, _, meta, _ := keyspace.Line(opts.Prefix, opts.Upstream)
+	waitUntil(t, 10*time.Second, "b's giver times the line's refill", func() bool {
+		return rdb.HGet(ctx, meta, "gw").Val() != ""
+	})
+	batch := gatetest.AcquireWait(gate.WithPriority(ctx, gate.PriorityBatch), a, "batch", time.Minute)
+	gatetest.InLine(t, b, "batch")
+	if err := l1.Succeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := gatetest.Answer(t, inter, "the interactive caller was not given the room l1 released")
+	if r.Err != nil {
+		t.Fatalf("the interactive caller: %v", r.Err)
+	}
+	if err := r.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-batch:
+		t.Fatalf("the batch caller answered within the headroom's hold: %v", r.Err)
+	case <-time.After(1500 * time.Millisecond): // past a giveCheck
+	}
+	redistest.Advance(m, 6*time.Second)
+	l := grantedWithin(t, batch, 5*time.Second, "the batch caller, once the hold ended, was not given the room (its giver waited for b's timer)")
+	_ = l.Release(ctx)
 }

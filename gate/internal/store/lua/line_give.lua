@@ -18,7 +18,9 @@
 -- One process's timer gives the refills (the line's hash: 'gw' that
 -- process, 'gt' when it is due back, ms): another's is told to come back
 -- a second after that, so the refills cost one round trip each, not one
--- per process, and a giver that died is replaced within a second. 'pt'
+-- per process, and a giver that died is replaced within a second. One
+-- whose callers have all left the line stops giving: the next timer to
+-- ask gives. 'pt'
 -- is until when the probe's turn, given, is its own (ms).
 -- Reply: {turns given, wait ms}: the wait until the budget fits one more
 -- call while callers still wait (for a timer not the giver, until it
@@ -68,7 +70,7 @@ end
 local timer = ARGV[7]
 if timer ~= '' then
   local gv = redis.call('HMGET', KEYS[3], 'gw', 'gt')
-  if gv[1] and gv[1] ~= timer and tonumber(gv[2]) > now then
+  if gv[1] and gv[1] ~= timer and tonumber(gv[2]) > now and redis.call('SCARD', KEYS[2] .. ':' .. gv[1]) > 0 then
     return {0, tonumber(gv[2]) - now + 1000}
   end
 end
