@@ -166,8 +166,8 @@ func TestQuick(t *testing.T) {
 		if x.admits {
 			admitting++
 		}
-		// The Gates ran in the worker processes, which report their
-		// round trips (the targets hold them to at most 20 a job).
+		// Every storm counts its Gates' round trips, the worker
+		// processes' included (the targets hold them to 20 a job).
 		if r.Trips == 0 {
 			t.Errorf("limit %s, %s: no Redis round trip counted: %v", x.gate, x.provider, r)
 		}
