@@ -176,7 +176,7 @@ func TestQuick(t *testing.T) {
 		t.Errorf("exp %d rows at the limit, got %d", exp, got)
 	}
 	for _, want := range []string{"## At the provider's rate limit (issues 31 and 37)", "| " + limitGates[0].name + " | Anthropic |",
-		fmt.Sprintf("(%d processes)", quickSettings.limit.procs), "| round trips a finished job |", "≤ 20 Redis round trips a finished job"} {
+		fmt.Sprintf("(%d processes)", limitProcs), "| round trips a finished job |", "≤ 20 Redis round trips a finished job"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -13,17 +13,19 @@ import (
 )
 
 // limitParams shape the storms at a provider's rate limit (issues 31
-// and 37): four Gates share one upstream, each in its own worker process
-// when procs is 4, jobs arrive at Offer × RPM for arrivals, one storm per
-// seed.
+// and 37): limitProcs Gates share one upstream, each in its own worker
+// process, jobs arrive at Offer × RPM for arrivals, one storm per seed.
 type limitParams struct {
 	rpm      int64
 	offer    float64
 	arrivals time.Duration
 	drain    time.Duration // after the arrivals, a job may still complete
 	seeds    []uint64
-	procs    int // limitstorm.Config.Procs
 }
+
+// limitProcs is how many Gates share the upstream in a storm, each in a
+// worker process of its own (limitstorm.Config.Gates and Procs).
+const limitProcs = 4
 
 // limitGates are the gates measured at the limit, side by side in one
 // run: the reactive breaker (the provider's budget ignored) and the
@@ -112,7 +114,7 @@ func runLimitStorms(ctx context.Context, addr string, p limitParams, log io.Writ
 				opts := g.opts
 				opts.Prefix = fmt.Sprintf("limit:%d:%d", si, i)
 				c := limitstorm.Config{
-					Dialect: d.dialect, RPM: p.rpm, TPM: d.tpm * p.rpm, MidwayRPM: int64(d.midway * float64(p.rpm)), Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed, Procs: p.procs,
+					Dialect: d.dialect, RPM: p.rpm, TPM: d.tpm * p.rpm, MidwayRPM: int64(d.midway * float64(p.rpm)), Offer: p.offer, Arrivals: p.arrivals, Drain: p.drain, Seed: seed, Gates: limitProcs, Procs: limitProcs,
 					Redis: limitstorm.Redis{Addrs: []string{addr}}, Gate: opts,
 				}
 				if d.window > 0 {
@@ -174,7 +176,7 @@ func (r *results) limitMarkdown(b *strings.Builder) {
 		"Seeds %s (with more than one, medians and the range in brackets). Round trips: the Gates' Redis round trips ÷ the jobs completed. "+
 		"The issues' targets (429s ≤ 1 %%, goodput ≥ 0.9×; without headers ≤ 2 %%, and ≤ 3 %% with goodput ≥ 0.85× of the limit in force where it changes; at most 20 round trips a finished job) apply to a gate that admits calls from the provider's budget or the rate it learned; "+
 		"the reactive gate learns of the limit from a 429 and cools for its hint.\n\n",
-		max(p.procs, 1), p.rpm, limitProviders[tokensBindRow].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
+		limitProcs, p.rpm, limitProviders[tokensBindRow].tpm*p.rpm, p.offer, p.arrivals, p.drain, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.seeds)), ", "), "[]"))
 	b.WriteString("| gate | provider | 429s of upstream calls | goodput × limit | round trips a finished job | largest 429 burst | jobs | lost (worst) | failed (worst) | run again (worst) |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.limit {

@@ -26,7 +26,7 @@ var (
 		storm:       stormParams{clients: 50, dur: 2 * time.Second, callTime: 20 * time.Millisecond, retryEvery: 10 * time.Millisecond, cooldown: 500 * time.Millisecond},
 		concs:       []int{1, maxConc},
 		edge:        edgeParams{rounds: 9, warm: 150 * time.Millisecond, dur: 500 * time.Millisecond, conns: maxConc, many: []int{10000, 1000000}},
-		limit:       limitParams{rpm: 3000, offer: 2.5, arrivals: 24 * time.Second, drain: 12 * time.Second, seeds: []uint64{1}, procs: 4},
+		limit:       limitParams{rpm: 3000, offer: 2.5, arrivals: 24 * time.Second, drain: 12 * time.Second, seeds: []uint64{1}},
 	}
 	quickSettings = settings{
 		rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond,
@@ -34,7 +34,7 @@ var (
 		storm:       stormParams{clients: 10, dur: 400 * time.Millisecond, callTime: 10 * time.Millisecond, retryEvery: 5 * time.Millisecond, cooldown: 100 * time.Millisecond},
 		concs:       []int{1, maxConc},
 		edge:        edgeParams{rounds: 1, warm: 30 * time.Millisecond, dur: 150 * time.Millisecond, conns: maxConc, many: []int{300, 3000}},
-		limit:       limitParams{rpm: 3000, offer: 2.5, arrivals: time.Second, drain: 10 * time.Second, seeds: []uint64{1}, procs: 4},
+		limit:       limitParams{rpm: 3000, offer: 2.5, arrivals: time.Second, drain: 10 * time.Second, seeds: []uint64{1}},
 	}
 )
 
